@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/server"
+)
+
+func init() {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "engine --config FILE",
+		Short: "Run one node of the reference engine (started by the agent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := os.ReadFile(configPath)
+			if err != nil {
+				return fmt.Errorf("%w: --config: %v", errUsage, err)
+			}
+			var cfg engine.Config
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&cfg); err != nil {
+				return fmt.Errorf("%w: --config %s: %v", errUsage, configPath, err)
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("node", cfg.Node)
+			node, err := replica.Open(cfg, log)
+			if err != nil {
+				return fmt.Errorf("start engine %s: %w", cfg.Node, err)
+			}
+			defer node.Shutdown()
+			return server.New(node, log).Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
+	rootCmd.AddCommand(cmd)
+}

@@ -1,0 +1,37 @@
+// Command rig is the one binary of the test rig: controller verbs, and the roles each node runs
+// (`rig agent`, `rig engine`, `rig loadgen`). Each verb lives in its own file and registers itself
+// on rootCmd in init, so verbs can be added without touching this file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "rig",
+	Short:         "Infrastructure-as-code test rig for replicated matching engines",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// errUsage marks bad input: rig exits 2 for it, 1 for failures of the work itself.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := rootCmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "rig:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

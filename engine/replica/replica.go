@@ -1,0 +1,353 @@
+// Package replica is the raft glue of the reference engine: hashicorp/raft over the engine's own
+// log and stable stores (durability by sync level), the FSM that applies commands to the book,
+// snapshots at replicated markers, strict restore at launch, and the phase a node is in.
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/book"
+	"github.com/rig-dev/rig/engine/replica/store"
+)
+
+// Defaults for settings a config leaves at zero.
+const (
+	DefaultSnapshotBlock = 16 << 20 // the case study's fix: 16 MiB blocks, not 1 MiB
+	DefaultHeartbeat     = 500 * time.Millisecond
+	DefaultElection      = 500 * time.Millisecond
+	DefaultMaxAppend     = 256
+)
+
+// ErrNotLeader is returned by leader-only operations on a follower.
+var ErrNotLeader = errors.New("not the leader")
+
+// Node is one running engine replica.
+type Node struct {
+	cfg     engine.Config // effective
+	log     *slog.Logger
+	raft    *raft.Raft
+	fsm     *fsm
+	logs    *store.Log
+	stable  *store.Stable
+	trans   *raft.NetworkTransport
+	started time.Time
+
+	launchLog uint64 // last log index on disk at launch: applying up to it is replay
+	ready     atomic.Bool
+	clientOf  map[raft.ServerAddress]string // raft address -> client address
+}
+
+// Open starts a replica: restore the newest local snapshot, open the log, join raft.
+func Open(cfg engine.Config, log *slog.Logger) (*Node, error) {
+	cfg = withDefaults(cfg)
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: log, started: time.Now(), clientOf: map[raft.ServerAddress]string{}}
+	for _, p := range cfg.Peers {
+		n.clientOf[raft.ServerAddress(p.RaftAddr)] = p.ClientAddr
+	}
+	snapDir := filepath.Join(cfg.Dir, "snapshots")
+	raftDir := filepath.Join(cfg.Dir, "raft")
+	for _, d := range []string{snapDir, raftDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	n.fsm = &fsm{
+		book: book.New(), log: log, snapDir: snapDir,
+		syncLevel: store.SyncLevel(cfg.SyncLevel), blockSize: cfg.SnapshotBlock, encodeThreads: cfg.EncodeThreads,
+	}
+	if err := n.fsm.restore(); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	var err error
+	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log}
+	if n.logs, err = store.OpenLog(filepath.Join(raftDir, "log"), sopts); err != nil {
+		return nil, fmt.Errorf("open raft log: %w", err)
+	}
+	if n.stable, err = store.OpenStable(filepath.Join(raftDir, "stable"), sopts); err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("open raft stable store: %w", err)
+	}
+	if n.launchLog, err = n.logs.LastIndex(); err != nil {
+		n.close()
+		return nil, err
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
+	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		n.close()
+		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
+	}
+	if n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 5*time.Second, hl); err != nil {
+		n.close()
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Node)
+	rc.Logger = hl
+	rc.HeartbeatTimeout, _ = time.ParseDuration(cfg.HeartbeatTimeout)
+	rc.ElectionTimeout, _ = time.ParseDuration(cfg.ElectionTimeout)
+	rc.LeaderLeaseTimeout = min(rc.HeartbeatTimeout, rc.LeaderLeaseTimeout)
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	// Raft's own snapshots are off: snapshots happen at replicated markers (see fsm.take).
+	rc.SnapshotThreshold = math.MaxUint64
+	rc.SnapshotInterval = 100 * 365 * 24 * time.Hour
+	rc.NoSnapshotRestoreOnStart = true
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), n.trans); err != nil {
+		n.close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if cfg.Bootstrap {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+		}
+		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.Shutdown()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	log.Info("replica started", "node", cfg.Node, "launch_log_index", n.launchLog, "restored_index", n.fsm.applied.Load())
+	return n, nil
+}
+
+func withDefaults(c engine.Config) engine.Config {
+	if c.SnapshotBlock <= 0 {
+		c.SnapshotBlock = DefaultSnapshotBlock
+	}
+	if c.EncodeThreads <= 0 {
+		c.EncodeThreads = 1
+	}
+	if c.HeartbeatTimeout == "" {
+		c.HeartbeatTimeout = DefaultHeartbeat.String()
+	}
+	if c.ElectionTimeout == "" {
+		c.ElectionTimeout = DefaultElection.String()
+	}
+	if c.MaxAppendEntries <= 0 {
+		c.MaxAppendEntries = DefaultMaxAppend
+	}
+	return c
+}
+
+func validate(c engine.Config) error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("node is empty"))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir is empty"))
+	}
+	if c.SyncLevel < 0 || c.SyncLevel > 2 {
+		errs = append(errs, fmt.Errorf("sync_level %d: want 0 (none), 1 (fdatasync) or 2 (fsync)", c.SyncLevel))
+	}
+	for _, f := range []struct{ name, v string }{{"heartbeat_timeout", c.HeartbeatTimeout}, {"election_timeout", c.ElectionTimeout}} {
+		if d, err := time.ParseDuration(f.v); err != nil || d < 5*time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s %q: want a Go duration of at least 5ms", f.name, f.v))
+		}
+	}
+	self := false
+	for _, p := range c.Peers {
+		self = self || p.Node == c.Node
+	}
+	if !self {
+		errs = append(errs, fmt.Errorf("peers do not include this node %q", c.Node))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("engine config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Config returns the effective configuration.
+func (n *Node) Config() engine.Config { return n.cfg }
+
+// IsLeader reports whether this node currently leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderClientAddr is the client address of the current leader, "" when unknown.
+func (n *Node) LeaderClientAddr() string {
+	addr, _ := n.raft.LeaderWithID()
+	return n.clientOf[addr]
+}
+
+// Apply appends a client command and waits until this node applied it.
+func (n *Node) Apply(data []byte, timeout time.Duration) (*Result, error) {
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	r, _ := f.Response().(*Result)
+	if r == nil {
+		return nil, errors.New("command was not applied by the FSM")
+	}
+	return r, nil
+}
+
+// Snapshot appends the replicated snapshot marker; every node takes its snapshot when it applies
+// the marker, so all snapshots are of the same index. It returns the leader's own take.
+func (n *Node) Snapshot(ctx context.Context) (*engine.Snapshot, error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	timeout := 10 * time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	r, err := n.Apply([]byte{typeSnapshotMarker}, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot marker: %w", err)
+	}
+	if r.Snapshot == nil {
+		return nil, fmt.Errorf("snapshot at index %d failed: %s", r.Resp.Index, r.Resp.Text)
+	}
+	return r.Snapshot, nil
+}
+
+// StepDown hands leadership to another voter (graceful, no election timeout).
+func (n *Node) StepDown() error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	return n.raft.LeadershipTransfer().Error()
+}
+
+// Status reports the engine contract's status. The state hash walks the book under the apply
+// lock, so it is computed only when asked for (withHash), never on the 20 ms poll.
+func (n *Node) Status(withHash bool) engine.Status {
+	st := engine.Status{
+		Node:         n.cfg.Node,
+		Role:         roleName(n.raft.State()),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.applied.Load(),
+		LastLogIndex: n.raft.LastIndex(),
+		LaunchLog:    n.launchLog,
+		LastSnapshot: n.fsm.lastSnap.Load(),
+		Orders:       int(n.fsm.orders.Load()),
+		PID:          os.Getpid(),
+		Started:      n.started,
+		Now:          time.Now(),
+		Config:       n.cfg,
+	}
+	_, st.Leader = leaderID(n.raft)
+	st.Phase = n.phase()
+	if withHash {
+		h, idx, orders := n.fsm.stateHash()
+		st.StateHash = fmt.Sprintf("%016x", h)
+		st.AppliedIndex, st.Orders = idx, orders
+	}
+	return st
+}
+
+func leaderID(r *raft.Raft) (raft.ServerAddress, string) {
+	a, id := r.LeaderWithID()
+	return a, string(id)
+}
+
+// phase derives where the node is in its recovery. Ready is sticky: once caught up, a node stays
+// ready while the process lives, so ordinary apply lag never reads as a recovery phase.
+func (n *Node) phase() string {
+	if n.ready.Load() {
+		return engine.PhaseReady
+	}
+	if n.fsm.restoring.Load() {
+		return engine.PhaseRestoring
+	}
+	dispatched := n.raft.AppliedIndex() // entries raft has handed to the FSM
+	if dispatched < n.launchLog {
+		if dispatched == 0 && n.fsm.applied.Load() == 0 && n.launchLog > 0 {
+			return engine.PhaseStarting
+		}
+		return engine.PhaseReplaying
+	}
+	_, leader := leaderID(n.raft)
+	commit := n.raft.CommitIndex()
+	// Raft's applied index moves when entries are queued for the FSM, not when applied; wait
+	// until the FSM queue is empty and it is not mid-apply.
+	if leader != "" && commit > 0 && dispatched >= commit && n.raft.Stats()["fsm_pending"] == "0" && !n.fsm.busy.Load() {
+		n.ready.Store(true)
+		return engine.PhaseReady
+	}
+	return engine.PhaseCatchingUp
+}
+
+func roleName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return engine.RoleLeader
+	case raft.Follower:
+		return engine.RoleFollower
+	case raft.Candidate:
+		return engine.RoleCandidate
+	default:
+		return engine.RoleShutdown
+	}
+}
+
+// Metrics returns counters for /metrics.
+func (n *Node) Metrics() map[string]float64 {
+	m := map[string]float64{
+		"rig_engine_applied_index":    float64(n.fsm.applied.Load()),
+		"rig_engine_commit_index":     float64(n.raft.CommitIndex()),
+		"rig_engine_orders":           float64(n.fsm.orders.Load()),
+		"rig_engine_term":             float64(n.raft.CurrentTerm()),
+		"rig_engine_is_leader":        0,
+		"rig_engine_log_syncs_total":  0,
+		"rig_engine_log_sync_seconds": 0,
+	}
+	if n.IsLeader() {
+		m["rig_engine_is_leader"] = 1
+	}
+	st := n.logs.Stats()
+	m["rig_engine_log_syncs_total"] = float64(st.Syncs)
+	m["rig_engine_log_sync_seconds"] = float64(st.SyncNanos) / 1e9
+	if s := n.fsm.lastSnap.Load(); s != nil {
+		m["rig_engine_snapshot_index"] = float64(s.Index)
+		m["rig_engine_snapshot_take_seconds"] = s.TakeMs / 1000
+		m["rig_engine_snapshot_bytes"] = float64(s.Bytes)
+	}
+	if v, err := strconv.ParseFloat(n.raft.Stats()["fsm_pending"], 64); err == nil {
+		m["rig_engine_fsm_pending"] = v
+	}
+	return m
+}
+
+// Shutdown stops raft and closes the stores.
+func (n *Node) Shutdown() error {
+	var err error
+	if n.raft != nil {
+		err = n.raft.Shutdown().Error()
+	}
+	n.close()
+	return err
+}
+
+func (n *Node) close() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	if n.logs != nil {
+		n.logs.Close()
+	}
+	if n.stable != nil {
+		n.stable.Close()
+	}
+}

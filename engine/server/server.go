@@ -1,0 +1,197 @@
+// Package server exposes a replica: the client protocol (engine/wire over TCP) and the admin API
+// of the engine contract (GET /status, POST /snapshot, POST /step-down, GET /metrics) on loopback.
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// applyTimeout bounds how long a command may wait to be enqueued in raft.
+const applyTimeout = 10 * time.Second
+
+// Server serves one replica.
+type Server struct {
+	node *replica.Node
+	log  *slog.Logger
+	wg   sync.WaitGroup
+}
+
+// New returns a server for node.
+func New(node *replica.Node, log *slog.Logger) *Server { return &Server{node: node, log: log} }
+
+// Run serves the client and admin listeners until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	cfg := s.node.Config()
+	cl, err := net.Listen("tcp", cfg.ClientAddr)
+	if err != nil {
+		return fmt.Errorf("client listener: %w", err)
+	}
+	al, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	hs := &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(al) }()
+	go func() { errc <- s.acceptClients(ctx, cl) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cl.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	s.wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) acceptClients(ctx context.Context, ln net.Listener) error {
+	var conns sync.Map
+	defer conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		conns.Store(c, nil)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer conns.Delete(c)
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// serveConn reads pipelined requests; each command is applied on its own goroutine so raft can
+// batch concurrent commands into one log append (one sync per batch), and replies are written
+// as they complete.
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 64<<10)
+	var wmu sync.Mutex
+	bw := bufio.NewWriterSize(c, 64<<10)
+	reply := func(r *wire.Response) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		buf := wire.AppendResponse(nil, r)
+		bw.Write(buf)
+		bw.Flush()
+	}
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	var buf []byte
+	for {
+		var err error
+		buf, err = wire.ReadFrame(br, buf[:0])
+		if err != nil {
+			return
+		}
+		var req wire.Request
+		if err := wire.DecodeRequest(buf, &req); err != nil {
+			reply(&wire.Response{Status: wire.StatusRejected, Text: err.Error()})
+			return // a malformed stream cannot be resynchronised
+		}
+		if req.Type == wire.TypePing {
+			reply(&wire.Response{Type: wire.TypePing, Corr: req.Corr, Status: wire.StatusOK})
+			continue
+		}
+		if !s.node.IsLeader() {
+			reply(&wire.Response{Type: req.Type, Corr: req.Corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()})
+			continue
+		}
+		data := append([]byte(nil), buf...)
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			reply(s.apply(req.Type, req.Corr, data))
+		}()
+	}
+}
+
+func (s *Server) apply(typ uint8, corr uint64, data []byte) *wire.Response {
+	r, err := s.node.Apply(data, applyTimeout)
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return &wire.Response{Type: typ, Corr: corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()}
+	case err != nil:
+		// Leadership lost mid-commit: the entry may or may not commit. The client resends to
+		// the new leader; our probes are idempotent (IOC that crosses nothing).
+		return &wire.Response{Type: typ, Corr: corr, Status: wire.StatusError, Text: err.Error()}
+	}
+	resp := r.Resp
+	resp.Type, resp.Corr = typ, corr
+	return &resp
+}
+
+func (s *Server) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.node.Status(r.URL.Query().Get("hash") == "1"))
+	})
+	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
+		snap, err := s.node.Snapshot(r.Context())
+		if err != nil {
+			s.adminErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, snap)
+	})
+	mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.node.StepDown(); err != nil {
+			s.adminErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"leader": s.node.LeaderClientAddr()})
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		m := s.node.Metrics()
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s %g\n", k, m[k])
+		}
+	})
+	return mux
+}
+
+func (s *Server) adminErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, replica.ErrNotLeader) {
+		code = http.StatusConflict
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error(), "leader": s.node.LeaderClientAddr()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

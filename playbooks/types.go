@@ -1,0 +1,121 @@
+package playbooks
+
+import "time"
+
+// Playbook is one experiment, parsed and validated. Every quantity is already in base units
+// (durations, bytes, counts, per-second rates), so the runner never parses text.
+type Playbook struct {
+	Name        string        `json:"name"`
+	Description string        `json:"description,omitempty"`
+	Source      string        `json:"source"` // the file it came from (or "embedded:NAME")
+	Cluster     Cluster       `json:"cluster"`
+	Engine      Engine        `json:"engine"`
+	Tuning      []Setting     `json:"tuning,omitempty"` // kernel settings, in file order
+	Preload     Preload       `json:"preload"`
+	Load        Load          `json:"load"`
+	Warmup      time.Duration `json:"warmup"`   // probes before this offset are excluded from figures
+	Duration    time.Duration `json:"duration"` // from load start to end of run
+	Timeline    []Action      `json:"timeline"`
+	Matrix      []Axis        `json:"matrix,omitempty"`
+	Rounds      int           `json:"rounds"`
+}
+
+// Cluster is how many nodes of each role.
+type Cluster struct {
+	Servers int `json:"servers"`
+	Clients int `json:"clients"`
+}
+
+// Engine holds the settings passed to every engine node. Zero means the engine's default.
+type Engine struct {
+	SyncLevel        int           `json:"sync_level"`     // 0 none, 1 fdatasync, 2 fsync
+	SnapshotBlock    int64         `json:"snapshot_block"` // bytes per snapshot block (fsync after each at level > 0)
+	EncodeThreads    int           `json:"encode_threads"`
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	ElectionTimeout  time.Duration `json:"election_timeout,omitempty"`
+}
+
+// Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Preload is the resting book built before the probe stream starts.
+type Preload struct {
+	Orders      int64 `json:"orders"`
+	Instruments int   `json:"instruments"`
+}
+
+// Load is the client stream during the run.
+type Load struct {
+	ProbeRate float64 `json:"probe_rate"` // probes per second, open loop
+}
+
+// Action kinds.
+const (
+	ActSnapshot = "snapshot"
+	ActKill     = "kill"
+	ActStepDown = "step_down"
+	ActBurst    = "burst"
+	ActWaitFor  = "wait_for"
+)
+
+// Action is one timeline entry. Actions run in order; At is the earliest offset from load start,
+// and a wait_for holds back every later action until its condition holds.
+type Action struct {
+	At      time.Duration `json:"at"`
+	Kind    string        `json:"kind"`
+	Kill    *Kill         `json:"kill,omitempty"`
+	WaitFor *WaitFor      `json:"wait_for,omitempty"`
+	Burst   *Burst        `json:"burst,omitempty"`
+	Pos     Pos           `json:"-"` // where it stands in the source, for errors found later
+}
+
+// Kill stops a node with a signal and optionally relaunches it on the same folder.
+type Kill struct {
+	Node          string        `json:"node"`   // leader | follower | other-follower | node-N
+	Signal        string        `json:"signal"` // KILL | TERM
+	RelaunchAfter time.Duration `json:"relaunch_after,omitempty"`
+}
+
+// WaitFor blocks the timeline until a node (default: every server) reaches a phase.
+type WaitFor struct {
+	Phase   string        `json:"phase"` // ready
+	Node    string        `json:"node,omitempty"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// Burst sends Messages at wire speed, Count times, Every apart.
+type Burst struct {
+	Messages int           `json:"messages"`
+	Every    time.Duration `json:"every"`
+	Count    int           `json:"count"`
+}
+
+// Axis is one matrix dimension: a playbook field path and the values it takes.
+type Axis struct {
+	Key    string   `json:"key"` // e.g. "preload.orders"
+	Values []string `json:"values"`
+}
+
+// Pos is a place in a playbook file.
+type Pos struct {
+	File         string
+	Line, Column int
+}
+
+// Plan is what a playbook expands to: every run with its resolved playbook, in execution order
+// (rounds interleaved: round 1 of every combination, then round 2, ...).
+type Plan struct {
+	Playbook *Playbook    `json:"playbook"`
+	Runs     []PlannedRun `json:"runs"`
+}
+
+// PlannedRun is one run of a plan.
+type PlannedRun struct {
+	Index    int               `json:"index"`
+	Round    int               `json:"round"`
+	Settings map[string]string `json:"settings,omitempty"` // the matrix values of this run
+	Playbook *Playbook         `json:"playbook"`           // with the matrix values applied
+}
