@@ -29,6 +29,10 @@ type Options struct {
 	Root   string // filesystem root for /proc and /sys ("/" on a real node; a fake tree in tests)
 	Binary string // the rig binary to start the engine with (default: this executable)
 	Logger *slog.Logger
+	Node   string // this node's name, reported by ping and stamped on engine transitions
+	// Listener, when set, is served instead of listening on Listen (tests pass 127.0.0.1:0 and
+	// read the port from it). It must be bound to a loopback address too.
+	Listener net.Listener
 }
 
 // Server is a running agent.
@@ -37,6 +41,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	started time.Time
+	engine  engineSide // engine_handlers.go
 }
 
 // PingResponse answers GET /v1/ping.
@@ -60,6 +65,9 @@ func Serve(ctx context.Context, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Listener != nil {
+		opts.Listen = opts.Listener.Addr().String()
+	}
 	host, _, err := net.SplitHostPort(opts.Listen)
 	if err != nil {
 		return fmt.Errorf("agent listen address %q: %w", opts.Listen, err)
@@ -74,11 +82,16 @@ func Serve(ctx context.Context, opts Options) error {
 	s.mux.HandleFunc("GET "+APIVersion+"/ping", s.handlePing)
 	s.registerEngineHandlers()
 	s.registerNodeHandlers()
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return fmt.Errorf("agent listen: %w", err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
+			return fmt.Errorf("agent listen: %w", err)
+		}
 	}
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	// Requests inherit ctx, so long polls and proxied calls end when the agent stops instead of
+	// holding up Shutdown.
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -95,7 +108,7 @@ func Serve(ctx context.Context, opts Options) error {
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, PingResponse{Version: Version, PID: os.Getpid(), Dir: s.opts.Dir, Started: s.started, Now: time.Now()})
+	writeJSON(w, http.StatusOK, PingResponse{Node: s.opts.Node, Version: Version, PID: os.Getpid(), Dir: s.opts.Dir, Started: s.started, Now: time.Now()})
 }
 
 // apiError is the body of every non-2xx answer.

@@ -9,6 +9,7 @@ import "time"
 const (
 	PhaseStarting   = "starting"    // process up, nothing loaded yet
 	PhaseRestoring  = "restoring"   // loading its local snapshot
+	PhaseJoining    = "joining"     // restored; no leader heard from yet, so nothing known committed
 	PhaseReplaying  = "replaying"   // applying the log it already had on disk at launch
 	PhaseCatchingUp = "catching-up" // applying entries it did not have at launch, up to the leader's commit
 	PhaseReady      = "ready"       // caught up with a known leader (or is the leader)

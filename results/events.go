@@ -11,7 +11,7 @@ import (
 
 // Event kinds in events.jsonl.
 const (
-	KindRun      = "run"      // Phase: start | preload_start | preload_end | load_start | load_end | end
+	KindRun      = "run"      // Phase: start | engines_started | preload_start | preload_end | load_start | warmup_end | load_end | end
 	KindAction   = "action"   // Action: snapshot | kill | relaunch | step_down | burst | wait_for
 	KindPhase    = "phase"    // an engine phase transition on Node: From -> Phase
 	KindRole     = "role"     // an engine role transition on Node: From -> Role

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -32,12 +33,27 @@ func init() {
 				return fmt.Errorf("%w: --config %s: %v", errUsage, configPath, err)
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("node", cfg.Node)
-			node, err := replica.Open(cfg, log)
+			node, err := replica.New(cfg, log)
 			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			// Serve the admin API before restoring, so the agent sees starting and restoring.
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			srvErr := make(chan error, 1)
+			go func() { srvErr <- server.New(node, log).Run(ctx) }()
+			if err := node.Start(); err != nil {
+				cancel()
+				<-srvErr
 				return fmt.Errorf("start engine %s: %w", cfg.Node, err)
 			}
 			defer node.Shutdown()
-			return server.New(node, log).Run(cmd.Context())
+			select {
+			case <-ctx.Done():
+				return <-srvErr
+			case err := <-srvErr:
+				return err
+			}
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")

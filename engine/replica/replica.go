@@ -46,13 +46,28 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	started time.Time
 
-	launchLog uint64 // last log index on disk at launch: applying up to it is replay
+	launchLog uint64      // last log index on disk at launch: applying up to it is replay
+	running   atomic.Bool // Start finished: raft and the stores exist
+	restored  atomic.Bool // Start finished restoring the snapshot
 	ready     atomic.Bool
 	clientOf  map[raft.ServerAddress]string // raft address -> client address
 }
 
-// Open starts a replica: restore the newest local snapshot, open the log, join raft.
+// Open creates and starts a replica.
 func Open(cfg engine.Config, log *slog.Logger) (*Node, error) {
+	n, err := New(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Start(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// New validates the config and prepares a replica without starting it, so its admin API can
+// report the starting and restoring phases while Start runs.
+func New(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	cfg = withDefaults(cfg)
 	if err := validate(cfg); err != nil {
 		return nil, err
@@ -61,42 +76,48 @@ func Open(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	for _, p := range cfg.Peers {
 		n.clientOf[raft.ServerAddress(p.RaftAddr)] = p.ClientAddr
 	}
-	snapDir := filepath.Join(cfg.Dir, "snapshots")
-	raftDir := filepath.Join(cfg.Dir, "raft")
-	for _, d := range []string{snapDir, raftDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create %s: %w", d, err)
-		}
-	}
 	n.fsm = &fsm{
-		book: book.New(), log: log, snapDir: snapDir,
+		book: book.New(), log: log, snapDir: filepath.Join(cfg.Dir, "snapshots"),
 		syncLevel: store.SyncLevel(cfg.SyncLevel), blockSize: cfg.SnapshotBlock, encodeThreads: cfg.EncodeThreads,
 	}
-	if err := n.fsm.restore(); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+	return n, nil
+}
+
+// Start restores the newest local snapshot, opens the log and joins raft.
+func (n *Node) Start() error {
+	cfg, log := n.cfg, n.log
+	raftDir := filepath.Join(cfg.Dir, "raft")
+	for _, d := range []string{n.fsm.snapDir, raftDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
 	}
+	if err := n.fsm.restore(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	n.restored.Store(true) // from here until raft runs, the node is opening its log: joining
 	var err error
 	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log}
 	if n.logs, err = store.OpenLog(filepath.Join(raftDir, "log"), sopts); err != nil {
-		return nil, fmt.Errorf("open raft log: %w", err)
+		return fmt.Errorf("open raft log: %w", err)
 	}
 	if n.stable, err = store.OpenStable(filepath.Join(raftDir, "stable"), sopts); err != nil {
 		n.logs.Close()
-		return nil, fmt.Errorf("open raft stable store: %w", err)
+		return fmt.Errorf("open raft stable store: %w", err)
 	}
 	if n.launchLog, err = n.logs.LastIndex(); err != nil {
 		n.close()
-		return nil, err
+		return err
 	}
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
 	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		n.close()
-		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
+		return fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
 	}
 	if n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 5*time.Second, hl); err != nil {
 		n.close()
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Node)
@@ -112,7 +133,7 @@ func Open(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	rc.NoSnapshotRestoreOnStart = true
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), n.trans); err != nil {
 		n.close()
-		return nil, fmt.Errorf("start raft: %w", err)
+		return fmt.Errorf("start raft: %w", err)
 	}
 	if cfg.Bootstrap {
 		var servers []raft.Server
@@ -120,12 +141,14 @@ func Open(cfg engine.Config, log *slog.Logger) (*Node, error) {
 			servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
 		}
 		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			n.Shutdown()
-			return nil, fmt.Errorf("bootstrap: %w", err)
+			n.raft.Shutdown()
+			n.close()
+			return fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	n.running.Store(true)
 	log.Info("replica started", "node", cfg.Node, "launch_log_index", n.launchLog, "restored_index", n.fsm.applied.Load())
-	return n, nil
+	return nil
 }
 
 func withDefaults(c engine.Config) engine.Config {
@@ -180,10 +203,13 @@ func validate(c engine.Config) error {
 func (n *Node) Config() engine.Config { return n.cfg }
 
 // IsLeader reports whether this node currently leads.
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+func (n *Node) IsLeader() bool { return n.running.Load() && n.raft.State() == raft.Leader }
 
 // LeaderClientAddr is the client address of the current leader, "" when unknown.
 func (n *Node) LeaderClientAddr() string {
+	if !n.running.Load() {
+		return ""
+	}
 	addr, _ := n.raft.LeaderWithID()
 	return n.clientOf[addr]
 }
@@ -232,6 +258,17 @@ func (n *Node) StepDown() error {
 // Status reports the engine contract's status. The state hash walks the book under the apply
 // lock, so it is computed only when asked for (withHash), never on the 20 ms poll.
 func (n *Node) Status(withHash bool) engine.Status {
+	if !n.running.Load() {
+		phase := engine.PhaseStarting
+		switch {
+		case n.restored.Load():
+			phase = engine.PhaseJoining
+		case n.fsm.restoring.Load():
+			phase = engine.PhaseRestoring
+		}
+		return engine.Status{Node: n.cfg.Node, Phase: phase, PID: os.Getpid(), Started: n.started, Now: time.Now(),
+			LastSnapshot: n.fsm.lastSnap.Load(), Config: n.cfg}
+	}
 	st := engine.Status{
 		Node:         n.cfg.Node,
 		Role:         roleName(n.raft.State()),
@@ -272,13 +309,16 @@ func (n *Node) phase() string {
 		return engine.PhaseRestoring
 	}
 	dispatched := n.raft.AppliedIndex() // entries raft has handed to the FSM
+	_, leader := leaderID(n.raft)
+	if leader == "" || n.raft.CommitIndex() <= n.fsm.applied.Load() && dispatched < n.launchLog {
+		// Nothing can be applied before a leader's AppendEntries says what is committed
+		// (heartbeats carry no commit index). After an outage this lasts until the leader's
+		// replication backoff lets it try this node again.
+		return engine.PhaseJoining
+	}
 	if dispatched < n.launchLog {
-		if dispatched == 0 && n.fsm.applied.Load() == 0 && n.launchLog > 0 {
-			return engine.PhaseStarting
-		}
 		return engine.PhaseReplaying
 	}
-	_, leader := leaderID(n.raft)
 	commit := n.raft.CommitIndex()
 	// Raft's applied index moves when entries are queued for the FSM, not when applied; wait
 	// until the FSM queue is empty and it is not mid-apply.
@@ -304,6 +344,9 @@ func roleName(s raft.RaftState) string {
 
 // Metrics returns counters for /metrics.
 func (n *Node) Metrics() map[string]float64 {
+	if !n.running.Load() {
+		return map[string]float64{"rig_engine_running": 0}
+	}
 	m := map[string]float64{
 		"rig_engine_applied_index":    float64(n.fsm.applied.Load()),
 		"rig_engine_commit_index":     float64(n.raft.CommitIndex()),
@@ -333,7 +376,7 @@ func (n *Node) Metrics() map[string]float64 {
 // Shutdown stops raft and closes the stores.
 func (n *Node) Shutdown() error {
 	var err error
-	if n.raft != nil {
+	if n.running.Load() {
 		err = n.raft.Shutdown().Error()
 	}
 	n.close()

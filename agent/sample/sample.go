@@ -1,0 +1,438 @@
+// Package sample records OS counters at a fixed interval as NDJSON (one JSON object per line):
+// per-disk IOPS, throughput, await and utilisation computed with iostat's formulas from
+// /proc/diskstats; UDP receive errors from /proc/net/snmp; page faults and dirty/writeback pages
+// from /proc/vmstat; the load average; CPU and RSS of chosen processes and of the agent itself.
+package sample
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"github.com/prometheus/procfs/blockdevice"
+)
+
+// Options choose what to sample.
+type Options struct {
+	Root     string        // filesystem root of /proc and /sys ("/" on a node)
+	Interval time.Duration // default 1 s
+	// Devices names the block devices to report (as in /proc/diskstats, partitions allowed);
+	// empty means every whole disk in /sys/block except loop and ram devices.
+	Devices []string
+	PIDs    []int
+	// PIDFiles are read again at every sample, so a relaunched process is followed.
+	PIDFiles []string
+}
+
+// Sample is one line of output: rates over the interval that ended at Time.
+type Sample struct {
+	Time     time.Time `json:"time"`
+	Seq      int       `json:"seq"`
+	Interval float64   `json:"interval_s"` // measured, not nominal
+	CPUs     int       `json:"cpus"`
+	Load     Load      `json:"load"`
+	Disks    []Disk    `json:"disks"`
+	UDP      UDP       `json:"udp"`
+	VM       VM        `json:"vm"`
+	Procs    []Proc    `json:"procs,omitempty"`
+	Agent    Proc      `json:"agent"` // the sampler's own process: the rig's overhead on the node
+}
+
+// Load is /proc/loadavg.
+type Load struct {
+	Load1  float64 `json:"load1"`
+	Load5  float64 `json:"load5"`
+	Load15 float64 `json:"load15"`
+	// Overloaded is set when the 1-minute load exceeds the CPU count: figures from such an
+	// interval are suspect (DESIGN 6).
+	Overloaded bool `json:"overloaded,omitempty"`
+}
+
+// Disk holds iostat -x figures for one device. MB are 2^20 bytes, as in iostat -m.
+type Disk struct {
+	Name       string  `json:"name"`
+	ReadsPerS  float64 `json:"r_s"`
+	WritesPerS float64 `json:"w_s"`
+	FlushPerS  float64 `json:"f_s"`
+	ReadMBPerS float64 `json:"rmb_s"`
+	WriteMBPer float64 `json:"wmb_s"`
+	ReadAwait  float64 `json:"r_await_ms"`
+	WriteAwait float64 `json:"w_await_ms"`
+	FlushAwait float64 `json:"f_await_ms"`
+	QueueSize  float64 `json:"aqu_sz"`
+	Util       float64 `json:"util_pct"`
+}
+
+// UDP holds /proc/net/snmp Udp counters: totals since boot and the increase over the interval.
+type UDP struct {
+	InErrors          uint64 `json:"in_errors"`
+	RcvbufErrors      uint64 `json:"rcvbuf_errors"`
+	InErrorsDelta     uint64 `json:"in_errors_delta"`
+	RcvbufErrorsDelta uint64 `json:"rcvbuf_errors_delta"`
+}
+
+// VM holds /proc/vmstat figures: fault rates and the dirty and writeback page counts.
+type VM struct {
+	PgFaultPerS    float64 `json:"pgfault_s"`
+	PgMajFaultPerS float64 `json:"pgmajfault_s"`
+	NrDirty        uint64  `json:"nr_dirty"`     // pages
+	NrWriteback    uint64  `json:"nr_writeback"` // pages
+}
+
+// Proc is one process over the interval. CPU is percent of one core, as top shows it.
+type Proc struct {
+	PID      int     `json:"pid"`
+	Comm     string  `json:"comm,omitempty"`
+	CPUPct   float64 `json:"cpu_pct"`
+	RSSBytes uint64  `json:"rss_bytes"`
+	Gone     bool    `json:"gone,omitempty"` // not running at the end of the interval
+}
+
+// snapshot is the raw counters at one instant.
+type snapshot struct {
+	at     time.Time
+	disks  map[string]blockdevice.IOStats
+	udpIn  uint64
+	udpBuf uint64
+	vm     map[string]uint64
+	procs  map[int]procTimes
+	agent  procTimes
+	load   Load
+}
+
+type procTimes struct {
+	comm  string
+	start uint64 // start time in ticks: a reused pid is a different process
+	ticks uint64
+	rss   uint64
+}
+
+// Sampler computes samples from successive snapshots.
+type Sampler struct {
+	opts    Options
+	fs      procfs.FS
+	self    procfs.FS // the real /proc, for the agent's own figures
+	bfs     blockdevice.FS
+	devices map[string]bool
+	cpus    int
+	prev    *snapshot
+	seq     int
+}
+
+// New checks that the files can be read and takes the first snapshot.
+func New(opts Options) (*Sampler, error) {
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	s := &Sampler{opts: opts}
+	var err error
+	if s.fs, err = procfs.NewFS(filepath.Join(opts.Root, "proc")); err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	if s.self, err = procfs.NewFS("/proc"); err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	if s.bfs, err = blockdevice.NewFS(filepath.Join(opts.Root, "proc"), filepath.Join(opts.Root, "sys")); err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	s.devices = map[string]bool{}
+	if len(opts.Devices) > 0 {
+		for _, d := range opts.Devices {
+			s.devices[d] = true
+		}
+	} else {
+		names, err := s.bfs.SysBlockDevices()
+		if err != nil {
+			return nil, fmt.Errorf("sample: list block devices: %w", err)
+		}
+		for _, n := range names {
+			if !strings.HasPrefix(n, "loop") && !strings.HasPrefix(n, "ram") {
+				s.devices[n] = true
+			}
+		}
+	}
+	if cpus, err := s.fs.CPUInfo(); err == nil {
+		s.cpus = len(cpus)
+	}
+	if s.prev, err = s.snap(); err != nil {
+		return nil, err
+	}
+	if len(opts.Devices) > 0 {
+		for _, d := range opts.Devices {
+			if _, ok := s.prev.disks[d]; !ok {
+				return nil, fmt.Errorf("sample: device %q is not in /proc/diskstats", d)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Sampler) pids() []int {
+	pids := append([]int(nil), s.opts.PIDs...)
+	for _, f := range s.opts.PIDFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // not started yet, or between runs
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func (s *Sampler) snap() (*snapshot, error) {
+	sn := &snapshot{at: time.Now(), disks: map[string]blockdevice.IOStats{}, procs: map[int]procTimes{}}
+	stats, err := s.bfs.ProcDiskstats()
+	if err != nil {
+		return nil, fmt.Errorf("sample: diskstats: %w", err)
+	}
+	for _, d := range stats {
+		if s.devices[d.DeviceName] {
+			sn.disks[d.DeviceName] = d.IOStats
+		}
+	}
+	self, err := s.fs.Self()
+	if err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	snmp, err := self.Snmp()
+	if err != nil {
+		return nil, fmt.Errorf("sample: net/snmp: %w", err)
+	}
+	if snmp.Udp.InErrors != nil {
+		sn.udpIn = uint64(*snmp.Udp.InErrors)
+	}
+	if snmp.Udp.RcvbufErrors != nil {
+		sn.udpBuf = uint64(*snmp.Udp.RcvbufErrors)
+	}
+	// procfs has no /proc/vmstat parser; the format is "name value" per line.
+	if sn.vm, err = readVMStat(filepath.Join(s.opts.Root, "proc/vmstat")); err != nil {
+		return nil, err
+	}
+	la, err := s.fs.LoadAvg()
+	if err != nil {
+		return nil, fmt.Errorf("sample: loadavg: %w", err)
+	}
+	sn.load = Load{Load1: la.Load1, Load5: la.Load5, Load15: la.Load15, Overloaded: s.cpus > 0 && la.Load1 > float64(s.cpus)}
+	for _, pid := range s.pids() {
+		if pt, ok := procSnap(s.fs, pid); ok {
+			sn.procs[pid] = pt
+		}
+	}
+	sn.agent, _ = procSnap(s.self, os.Getpid())
+	return sn, nil
+}
+
+func procSnap(fs procfs.FS, pid int) (procTimes, bool) {
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return procTimes{}, false
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return procTimes{}, false
+	}
+	return procTimes{comm: st.Comm, start: st.Starttime, ticks: uint64(st.UTime + st.STime), rss: uint64(st.ResidentMemory())}, true
+}
+
+var vmKeys = map[string]bool{"pgfault": true, "pgmajfault": true, "nr_dirty": true, "nr_writeback": true}
+
+func readVMStat(path string) (map[string]uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("sample: %w", err)
+	}
+	defer f.Close()
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !vmKeys[k] {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sample: %s: %s: %w", path, k, err)
+		}
+		out[k] = n
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("sample: %s: %w", path, err)
+	}
+	for k := range vmKeys {
+		if _, ok := out[k]; !ok {
+			return nil, fmt.Errorf("sample: %s has no %s", path, k)
+		}
+	}
+	return out, nil
+}
+
+// userHZ is the unit of /proc/<pid>/stat times; Linux reports them in 1/100 s on every
+// architecture the rig runs on.
+const userHZ = 100
+
+// Next takes a snapshot and returns the figures over the time since the previous one.
+func (s *Sampler) Next() (Sample, error) {
+	cur, err := s.snap()
+	if err != nil {
+		return Sample{}, err
+	}
+	prev := s.prev
+	s.prev = cur
+	s.seq++
+	return compute(prev, cur, s.seq, s.cpus, s.pids()), nil
+}
+
+// delta is b-a for counters that may wrap or reset (a device re-added): never negative.
+func delta(a, b uint64) float64 {
+	if b < a {
+		return 0
+	}
+	return float64(b - a)
+}
+
+func compute(prev, cur *snapshot, seq, cpus int, pids []int) Sample {
+	secs := cur.at.Sub(prev.at).Seconds()
+	ms := secs * 1000
+	out := Sample{Time: cur.at.UTC(), Seq: seq, Interval: secs, CPUs: cpus, Load: cur.load}
+	names := make([]string, 0, len(cur.disks))
+	for n := range cur.disks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		a, ok := prev.disks[n]
+		if !ok {
+			continue
+		}
+		out.Disks = append(out.Disks, diskFigures(n, a, cur.disks[n], secs, ms))
+	}
+	out.UDP = UDP{InErrors: cur.udpIn, RcvbufErrors: cur.udpBuf,
+		InErrorsDelta: uint64(delta(prev.udpIn, cur.udpIn)), RcvbufErrorsDelta: uint64(delta(prev.udpBuf, cur.udpBuf))}
+	out.VM = VM{
+		PgFaultPerS:    delta(prev.vm["pgfault"], cur.vm["pgfault"]) / secs,
+		PgMajFaultPerS: delta(prev.vm["pgmajfault"], cur.vm["pgmajfault"]) / secs,
+		NrDirty:        cur.vm["nr_dirty"],
+		NrWriteback:    cur.vm["nr_writeback"],
+	}
+	for _, pid := range pids {
+		out.Procs = append(out.Procs, procFigures(pid, prev.procs[pid], cur.procs, secs))
+	}
+	out.Agent = procFigures(os.Getpid(), prev.agent, map[int]procTimes{os.Getpid(): cur.agent}, secs)
+	return out
+}
+
+func procFigures(pid int, a procTimes, now map[int]procTimes, secs float64) Proc {
+	b, ok := now[pid]
+	if !ok {
+		return Proc{PID: pid, Comm: a.comm, Gone: true}
+	}
+	p := Proc{PID: pid, Comm: b.comm, RSSBytes: b.rss}
+	if a.start == b.start { // same process as last time; otherwise its CPU is from an unknown start
+		p.CPUPct = delta(a.ticks, b.ticks) / userHZ / secs * 100
+	}
+	return p
+}
+
+// diskFigures applies iostat's (sysstat 12) formulas to two /proc/diskstats readings.
+func diskFigures(name string, a, b blockdevice.IOStats, secs, ms float64) Disk {
+	rd, wr, fl := delta(a.ReadIOs, b.ReadIOs), delta(a.WriteIOs, b.WriteIOs), delta(a.FlushRequestsCompleted, b.FlushRequestsCompleted)
+	await := func(ticks, ios float64) float64 {
+		if ios == 0 {
+			return 0
+		}
+		return ticks / ios
+	}
+	util := delta(a.IOsTotalTicks, b.IOsTotalTicks) / ms * 100
+	if util > 100 {
+		util = 100
+	}
+	return Disk{
+		Name:       name,
+		ReadsPerS:  rd / secs,
+		WritesPerS: wr / secs,
+		FlushPerS:  fl / secs,
+		ReadMBPerS: delta(a.ReadSectors, b.ReadSectors) * 512 / (1 << 20) / secs,
+		WriteMBPer: delta(a.WriteSectors, b.WriteSectors) * 512 / (1 << 20) / secs,
+		ReadAwait:  await(delta(a.ReadTicks, b.ReadTicks), rd),
+		WriteAwait: await(delta(a.WriteTicks, b.WriteTicks), wr),
+		FlushAwait: await(delta(a.TimeSpentFlushing, b.TimeSpentFlushing), fl),
+		QueueSize:  delta(a.WeightedIOTicks, b.WeightedIOTicks) / ms,
+		Util:       util,
+	}
+}
+
+// Run writes one NDJSON line per interval to w until ctx ends. The first line comes one
+// interval after the start (rates need two readings).
+func Run(ctx context.Context, opts Options, w io.Writer) error {
+	s, err := New(opts)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx, w)
+}
+
+// Run is Run for an existing sampler (its first snapshot is the baseline).
+func (s *Sampler) Run(ctx context.Context, w io.Writer) error {
+	enc := json.NewEncoder(w)
+	tick := time.NewTicker(s.opts.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		smp, err := s.Next()
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(smp); err != nil {
+			return fmt.Errorf("sample: write: %w", err)
+		}
+	}
+}
+
+// ErrNoSamples is returned by ReadAll for an empty stream.
+var ErrNoSamples = errors.New("no samples")
+
+// ReadAll parses an NDJSON stream of samples (a torn last line, from a reader racing the
+// writer, is ignored).
+func ReadAll(r io.Reader) ([]Sample, error) {
+	var out []Sample
+	var torn error
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		if torn != nil {
+			return nil, torn // a bad line that was not the last one
+		}
+		var s Sample
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			torn = fmt.Errorf("sample line %d: %w", len(out)+1, err)
+			continue
+		}
+		out = append(out, s)
+	}
+	if err := sc.Err(); err != nil {
+		return out, err
+	}
+	if len(out) == 0 {
+		return nil, ErrNoSamples
+	}
+	return out, nil
+}

@@ -1,0 +1,4 @@
+// Command hello is the smallest program to cross-build in stage's tests.
+package main
+
+func main() {}

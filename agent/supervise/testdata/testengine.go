@@ -1,0 +1,149 @@
+//go:build ignore
+
+// testengine is a test double of the engine contract (DESIGN 4.4) for the supervisor's and the
+// agent's unit tests: it reads the JSON config, serves GET /status on admin_addr with phases that
+// advance on a timer, POST /snapshot and POST /step-down, and logs to stdout. The real engine is
+// exercised by the end-to-end tests.
+//
+// Environment knobs:
+//
+//	TESTENGINE_PHASE=100ms   time spent in each phase before ready
+//	TESTENGINE_DATA_BYTES=N  write a raft.db of N bytes into the data folder
+//	TESTENGINE_CHILD=1       spawn a child process (writes its pid to <dir>/child.pid)
+//	TESTENGINE_EXIT=3        exit with this code once ready
+//	TESTENGINE_IGNORE_TERM=1 ignore SIGTERM (to test the supervisor's escalation to KILL)
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		time.Sleep(time.Hour)
+		return
+	}
+	// The supervisor runs "<binary> engine --config <file>" by default.
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "engine" {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("testengine", flag.ExitOnError)
+	cfgPath := fs.String("config", "", "config file")
+	fs.Parse(args)
+	b, err := os.ReadFile(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testengine:", err)
+		os.Exit(2)
+	}
+	var cfg engine.Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "testengine: config:", err)
+		os.Exit(2)
+	}
+	phase := 100 * time.Millisecond
+	if v := os.Getenv("TESTENGINE_PHASE"); v != "" {
+		phase, _ = time.ParseDuration(v)
+	}
+	os.MkdirAll(cfg.Dir, 0o755)
+	if n, _ := strconv.Atoi(os.Getenv("TESTENGINE_DATA_BYTES")); n > 0 {
+		os.WriteFile(filepath.Join(cfg.Dir, "raft.db"), make([]byte, n), 0o644)
+	}
+	os.WriteFile(filepath.Join(cfg.Dir, "meta.json"), []byte(`{"small":true}`), 0o644)
+	if os.Getenv("TESTENGINE_CHILD") == "1" {
+		c := exec.Command(os.Args[0], "child")
+		if err := c.Start(); err == nil {
+			os.WriteFile("child.pid", []byte(strconv.Itoa(c.Process.Pid)), 0o644)
+		}
+	}
+
+	start := time.Now()
+	var mu sync.Mutex
+	var snap *engine.Snapshot
+	var index uint64 = 100
+	steppedDown := false
+	phases := []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseReplaying, engine.PhaseCatchingUp}
+	status := func() engine.Status {
+		mu.Lock()
+		defer mu.Unlock()
+		el := time.Since(start)
+		ph, role := engine.PhaseReady, engine.RoleLeader
+		if i := int(el / phase); i < len(phases) {
+			ph, role = phases[i], engine.RoleFollower
+		}
+		if steppedDown {
+			role = engine.RoleFollower
+		}
+		return engine.Status{Node: cfg.Node, Role: role, Phase: ph, Term: 1, CommitIndex: index,
+			AppliedIndex: index, LastLogIndex: index, LastSnapshot: snap, PID: os.Getpid(),
+			Started: start, Now: time.Now(), Config: cfg}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st := status()
+		if r.URL.Query().Get("hash") == "1" {
+			st.StateHash = fmt.Sprintf("hash-at-%d", st.AppliedIndex)
+		}
+		json.NewEncoder(w).Encode(st)
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "testengine_up 1")
+	})
+	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		index += 10
+		snap = &engine.Snapshot{Index: index, Term: 1, TakeMs: 1.5, PersistedMs: 2, Bytes: 4096}
+		s := *snap
+		mu.Unlock()
+		fmt.Println("testengine: snapshot at", s.Index)
+		json.NewEncoder(w).Encode(s)
+	})
+	mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
+		if status().Role != engine.RoleLeader {
+			http.Error(w, "not leader", http.StatusConflict)
+			return
+		}
+		mu.Lock()
+		steppedDown = true
+		mu.Unlock()
+		fmt.Fprintln(w, `{"ok":true}`)
+	})
+	srv := &http.Server{Addr: cfg.AdminAddr, Handler: mux}
+	go func() {
+		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+			fmt.Fprintln(os.Stderr, "testengine: admin:", err)
+			os.Exit(3)
+		}
+	}()
+	fmt.Printf("testengine: node %s pid %d admin %s\n", cfg.Node, os.Getpid(), cfg.AdminAddr)
+	fmt.Fprintln(os.Stderr, "testengine: stderr line")
+
+	if os.Getenv("TESTENGINE_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("testengine: ignoring TERM")
+		select {}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	if code, err := strconv.Atoi(os.Getenv("TESTENGINE_EXIT")); err == nil {
+		time.Sleep(time.Duration(len(phases)) * phase)
+		fmt.Println("testengine: exiting with", code)
+		os.Exit(code)
+	}
+	<-sigs
+	fmt.Println("testengine: terminated")
+	srv.Close()
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/agent"
+)
+
+// agentFlags are the daemon's flags (local to agentCmd: subcommands such as `rig agent ping`
+// define their own).
+var agentFlags struct {
+	listen, dir, root, node string
+	daemon, detached        bool
+	daemonWait              time.Duration
+}
+
+// agentCmd runs the node agent; other files add subcommands to it.
+var agentCmd = &cobra.Command{
+	Use:   "agent --dir DIR [--listen 127.0.0.1:7400]",
+	Short: "Run the node agent: an HTTP API on a loopback address, reached through the transport",
+	Long: `Run the node agent until SIGTERM or SIGINT. It supervises the engine, records its status
+transitions, and serves the node's folder for collection. It listens on a loopback address only:
+the controller reaches it through SSH (or directly on the local target). Logs are JSON, on stderr
+and in DIR/agent.log.
+
+With --daemon it starts itself detached (new session, output to DIR/agent.log, pid in
+DIR/agent.pid) and returns once the agent answers.`,
+	Args: cobra.NoArgs,
+	RunE: runAgent,
+}
+
+func init() {
+	f := agentCmd.Flags()
+	f.StringVar(&agentFlags.listen, "listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(agent.DefaultPort)), "loopback host:port to serve the agent API on")
+	f.StringVar(&agentFlags.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
+	f.StringVar(&agentFlags.root, "root", "/", "filesystem root for /proc and /sys")
+	f.StringVar(&agentFlags.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
+	f.BoolVar(&agentFlags.daemon, "daemon", false, "start detached and return once the agent answers ping")
+	f.DurationVar(&agentFlags.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
+	f.BoolVar(&agentFlags.detached, "detached", false, "internal: this process is the detached agent --daemon started")
+	f.MarkHidden("detached")
+	rootCmd.AddCommand(agentCmd)
+}
+
+const (
+	agentLogFile = "agent.log"
+	agentPIDFile = "agent.pid"
+)
+
+func runAgent(cmd *cobra.Command, _ []string) error {
+	o := agentFlags
+	if o.dir == "" {
+		return fmt.Errorf("%w: --dir is required (the node's folder)", errUsage)
+	}
+	if err := checkAgentListen(o.listen); err != nil {
+		return err
+	}
+	if o.daemon && strings.HasSuffix(o.listen, ":0") {
+		return fmt.Errorf("%w: --listen %s: --daemon needs a fixed port (it pings the agent there)", errUsage, o.listen)
+	}
+	if o.daemonWait <= 0 {
+		return fmt.Errorf("%w: --daemon-wait %s: want a positive duration", errUsage, o.daemonWait)
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return fmt.Errorf("%w: --dir %q: %v", errUsage, o.dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agent folder: %w", err)
+	}
+	if o.daemon {
+		return startAgentDaemon(cmd.Context(), cmd.OutOrStdout(), dir)
+	}
+
+	var logw io.Writer = os.Stderr
+	if !o.detached { // a detached agent's stderr already is agent.log
+		f, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("agent log: %w", err)
+		}
+		defer f.Close()
+		logw = io.MultiWriter(os.Stderr, f)
+	} else {
+		defer removePIDFile(dir, os.Getpid())
+	}
+	log := slog.New(slog.NewJSONHandler(logw, nil))
+	if o.node != "" {
+		log = log.With("node", o.node)
+	}
+	if agent.Version == "dev" {
+		agent.Version = buildVersion()
+	}
+	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "listen", o.listen, "dir", dir)
+	err = agent.Serve(cmd.Context(), agent.Options{Listen: o.listen, Dir: dir, Root: o.root, Node: o.node, Logger: log})
+	if err != nil {
+		log.Error("agent stopped", "err", err)
+		return err
+	}
+	log.Info("agent stopped")
+	return nil
+}
+
+func checkAgentListen(listen string) error {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("%w: --listen %q: %v (want 127.0.0.1:PORT)", errUsage, listen, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%w: --listen %q: must be a loopback address such as 127.0.0.1 (the agent is reached through the transport, never directly)", errUsage, listen)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%w: --listen %q: port must be 0-65535", errUsage, listen)
+	}
+	return nil
+}
+
+// startAgentDaemon re-executes this binary as a detached agent and waits until it answers ping
+// (checking that the answer comes from the process it started, not another agent on the port).
+func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
+	o := agentFlags
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("agent --daemon: find own executable: %w", err)
+	}
+	logPath := filepath.Join(dir, agentLogFile)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("agent log: %w", err)
+	}
+	defer logf.Close()
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+
+	args := []string{"agent", "--detached", "--listen", o.listen, "--dir", dir, "--root", o.root}
+	if o.node != "" {
+		args = append(args, "--node", o.node)
+	}
+	c := exec.Command(exe, args...)
+	c.Dir = dir
+	c.Stdout, c.Stderr = logf, logf // stdin is /dev/null
+	// A session of its own: no controlling terminal, and outside the process group of whoever
+	// started us (a transport that kills its command's group on cancel must not take it down).
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("agent --daemon: start: %w", err)
+	}
+	pid := c.Process.Pid
+	if err := writePIDFile(dir, pid); err != nil {
+		c.Process.Kill()
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	fail := func(err error) error {
+		c.Process.Kill()
+		removePIDFile(dir, pid)
+		return err
+	}
+
+	client := agent.NewClient(o.node, func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", o.listen)
+	})
+	defer client.Close()
+	deadline := time.Now().Add(o.daemonWait)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pr, err := client.Ping(pctx)
+		cancel()
+		if err == nil && pr.PID == pid {
+			fmt.Fprintf(out, "agent pid %d listening on %s (log %s)\n", pid, o.listen, logPath)
+			return nil
+		}
+		// Not up yet, or another process answers on the port (ours will then fail to listen
+		// and exit, which the next select reports).
+		select {
+		case werr := <-exited:
+			removePIDFile(dir, pid)
+			return fmt.Errorf("agent --daemon: the agent exited before answering (%v); %s says:\n%s", werr, logPath, tailFrom(logPath, logStart))
+		case <-ctx.Done():
+			return fail(fmt.Errorf("agent --daemon: %w", ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("agent --daemon: no answer on %s within %s (last: %v); %s says:\n%s", o.listen, o.daemonWait, err, logPath, tailFrom(logPath, logStart)))
+		}
+	}
+}
+
+func writePIDFile(dir string, pid int) error {
+	p := filepath.Join(dir, agentPIDFile)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("agent pid file: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("agent pid file: %w", err)
+	}
+	return nil
+}
+
+// removePIDFile removes DIR/agent.pid if it still names pid (a newer agent may have replaced it).
+func removePIDFile(dir string, pid int) {
+	p := filepath.Join(dir, agentPIDFile)
+	if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
+		os.Remove(p)
+	}
+}
+
+// tailFrom returns at most the last 2 KiB written to path after offset.
+func tailFrom(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if end, err := f.Seek(0, io.SeekEnd); err == nil && end-offset > 2048 {
+		offset = end - 2048
+	}
+	f.Seek(offset, io.SeekStart)
+	b, _ := io.ReadAll(f)
+	return strings.TrimSpace(string(b))
+}
+
+// buildVersion names this build: the module version, else the VCS revision, else "dev".
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return "dev"
+}

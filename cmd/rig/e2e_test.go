@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests build the real binary and run real playbooks on the local target: three
+// raft engine processes on loopback, their agents, and the load generator.
+
+var rigBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rig-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	rigBin = filepath.Join(dir, "rig")
+	out, err := exec.Command("go", "build", "-o", rigBin, ".").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// shortQuickstart is the quickstart at a scale CI can afford, with the same timeline shape.
+const shortQuickstart = `
+name: quickstart-short
+cluster: {servers: 3, clients: 1}
+engine: {sync_level: 1}
+preload: {orders: 20k}
+load: {probe_rate: 500/s}
+warmup: 1s
+duration: 16s
+timeline:
+  - {at: 3s, snapshot: {}}
+  - {at: 5s, kill: {node: follower, signal: KILL, relaunch_after: 3s}}
+  - {at: 8s, wait_for: {phase: ready, timeout: 30s}}
+  - {at: 8s, snapshot: {}}
+`
+
+type summary struct {
+	Status string `json:"status"`
+	Nodes  map[string]struct {
+		StateHash string `json:"state_hash"`
+		Phase     string `json:"phase"`
+	} `json:"nodes"`
+	Probes struct {
+		N    int `json:"n"`
+		Lost int `json:"lost"`
+	} `json:"probes"`
+	Snapshots []struct {
+		Index  uint64             `json:"index"`
+		TakeMs map[string]float64 `json:"take_ms"`
+	} `json:"snapshots"`
+	Restarts []struct {
+		Node            string   `json:"node"`
+		LaunchToReadyMs *float64 `json:"launch_to_ready_ms"`
+	} `json:"restarts"`
+}
+
+func writePlaybook(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "pb.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runDirOf(t *testing.T, stdout string) string {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			return f[1]
+		}
+	}
+	t.Fatalf("no run folder in output %q", stdout)
+	return ""
+}
+
+func TestQuickstartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run takes ~40 s")
+	}
+	res := t.TempDir()
+	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	dir := runDirOf(t, stdout.String())
+	var s summary
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if s.Status != "ok" {
+		t.Errorf("status %q", s.Status)
+	}
+	if len(s.Nodes) != 3 {
+		t.Fatalf("nodes %v", s.Nodes)
+	}
+	var hash string
+	for n, st := range s.Nodes {
+		if st.StateHash == "" || (hash != "" && st.StateHash != hash) {
+			t.Errorf("state hashes differ or missing: %v", s.Nodes)
+		}
+		hash = st.StateHash
+		if st.Phase != "ready" {
+			t.Errorf("%s ended in phase %q", n, st.Phase)
+		}
+	}
+	if s.Probes.N < 5000 || s.Probes.Lost != 0 {
+		t.Errorf("probes %+v: want ≥5000 answered, none lost", s.Probes)
+	}
+	if len(s.Snapshots) != 2 {
+		t.Fatalf("snapshots %+v, want 2", s.Snapshots)
+	}
+	for i, sn := range s.Snapshots {
+		if len(sn.TakeMs) != 3 {
+			t.Errorf("snapshot %d has takes from %d nodes, want 3: %v", i, len(sn.TakeMs), sn.TakeMs)
+		}
+	}
+	if len(s.Restarts) != 1 || s.Restarts[0].LaunchToReadyMs == nil {
+		t.Errorf("restarts %+v: want one that reached ready", s.Restarts)
+	}
+	for _, f := range []string{"manifest.json", "events.jsonl", "report.md", "loadgen/probes.bin", "node-0/engine.log"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run folder lacks %s", f)
+		}
+	}
+	assertNoProcesses(t)
+}
+
+func TestInterruptStopsEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	res := t.TempDir()
+	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.4.11", writePlaybook(t, shortQuickstart))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once the load is running, like a user pressing Ctrl-C mid-run.
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "load start") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if err == nil {
+		t.Errorf("interrupted run exited 0")
+	}
+	dir := runDirOf(t, stdout.String())
+	var m struct {
+		Status string `json:"status"`
+	}
+	readJSON(t, filepath.Join(dir, "manifest.json"), &m)
+	var s summary
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if m.Status != "interrupted" || s.Status != "interrupted" {
+		t.Errorf("manifest status %q, summary status %q; want interrupted", m.Status, s.Status)
+	}
+	if s.Probes.N == 0 {
+		t.Errorf("summary kept no probes: %+v", s.Probes)
+	}
+	assertNoProcesses(t)
+}
+
+// assertNoProcesses fails if any process still runs the test's rig binary.
+func assertNoProcesses(t *testing.T) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.HasPrefix(b, []byte(rigBin)) {
+			continue
+		}
+		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
+			continue // a zombie has exited
+		}
+		t.Errorf("process left behind: pid %s: %s", e.Name(), bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+}

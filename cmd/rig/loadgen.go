@@ -1,0 +1,364 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/rig-dev/rig/loadgen"
+)
+
+// `rig loadgen` is the client role: it runs on a client node, started by the controller with a
+// --config file (loadgen.Config), or by hand with flags. Flags override the file.
+var loadgenCmd = &cobra.Command{
+	Use:   "loadgen",
+	Short: "Load generator: preload a resting book, run an open-loop probe stream, send micro-bursts",
+	Long: `The load generator talks to the engine's client protocol. Give every server's client
+address: followers redirect to the leader, and the generator follows leader changes.
+
+  rig loadgen preload --servers a:7001,b:7001,c:7001 --orders 100k --instruments 16
+  rig loadgen probe   --servers a:7001,b:7001,c:7001 --rate 1000/s --duration 30s --out DIR [--control 127.0.0.1:PORT]
+  rig loadgen burst   --servers a:7001,b:7001,c:7001 --messages 50k --every 1s --count 5 --out DIR
+
+probe writes DIR/probes.bin, DIR/probes.hlog (HdrHistogram interval log) and DIR/stats.json;
+SIGINT/SIGTERM or POST /stop end it early: it stops sending, waits --grace for answers, writes
+everything and exits 0. The control address (loopback only) serves POST /burst
+{"messages","every_ns","count"}, GET /stats and POST /stop.`,
+}
+
+type lgCommon struct {
+	config  string
+	servers []string
+	verbose bool
+}
+
+func (c *lgCommon) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.config, "config", "", "JSON config file (loadgen.Config); flags override it")
+	f.StringSliceVar(&c.servers, "servers", nil, "client addresses of the engine nodes, comma-separated host:port")
+	f.BoolVarP(&c.verbose, "verbose", "v", false, "log connection details")
+}
+
+// load reads --config (if any) and applies the common flags; it names the source for errors.
+func (c *lgCommon) load(cmd *cobra.Command) (loadgen.Config, string, error) {
+	var cfg loadgen.Config
+	source := "flags"
+	if c.config != "" {
+		var err error
+		if cfg, err = loadgen.LoadConfig(c.config); err != nil {
+			if errors.Is(err, loadgen.ErrConfig) {
+				return cfg, "", fmt.Errorf("%w: %v", errUsage, err)
+			}
+			return cfg, "", fmt.Errorf("%w: --config: %v", errUsage, err)
+		}
+		source = c.config + " and flags"
+	}
+	if cmd.Flags().Changed("servers") {
+		cfg.Servers = c.servers
+	}
+	return cfg, source, nil
+}
+
+// check runs the config's cross-section checks once the flags are applied.
+func (c *lgCommon) check(cfg *loadgen.Config, source string) error {
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("%w: %s: %v", errUsage, source, err)
+	}
+	return nil
+}
+
+func (c *lgCommon) logger() *slog.Logger {
+	level := slog.LevelInfo
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// usageErr turns an options error into a usage error (exit 2) naming where the value came from.
+func lgUsageErr(source string, err error) error {
+	if errors.Is(err, loadgen.ErrBadOptions) {
+		return fmt.Errorf("%w: %s: %v", errUsage, source, err)
+	}
+	return err
+}
+
+func init() {
+	loadgenCmd.AddCommand(newPreloadCmd(), newProbeCmd(), newBurstCmd())
+	rootCmd.AddCommand(loadgenCmd)
+}
+
+func newPreloadCmd() *cobra.Command {
+	var (
+		common                               lgCommon
+		orders                               string
+		instruments, levels, batch, inFlight int
+		seed                                 uint64
+		out                                  string
+	)
+	cmd := &cobra.Command{
+		Use:   "preload",
+		Short: "Build N resting GTC orders that never cross, in pipelined batches to the leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, source, err := common.load(cmd)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("orders") {
+				n, err := loadgen.ParseCount(orders)
+				if err != nil {
+					return fmt.Errorf("%w: --orders: %v", errUsage, err)
+				}
+				cfg.Preload.Orders = loadgen.Count(n)
+			}
+			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
+			lgSetIf(f.Changed("levels"), &cfg.Preload.Levels, levels)
+			lgSetIf(f.Changed("batch"), &cfg.Preload.Batch, batch)
+			lgSetIf(f.Changed("in-flight"), &cfg.Preload.InFlight, inFlight)
+			lgSetIf(f.Changed("seed"), &cfg.Preload.Seed, seed)
+			lgSetIf(f.Changed("out"), &cfg.Preload.Out, out)
+
+			if err := common.check(&cfg, source); err != nil {
+				return err
+			}
+			log := common.logger()
+			opts := cfg.PreloadOptions()
+			opts.Logger = log
+			stopProgress := lgPreloadProgress(&opts, log)
+			st, err := loadgen.Preload(cmd.Context(), opts)
+			stopProgress()
+			if err != nil {
+				return lgUsageErr(source, err)
+			}
+			if cfg.Preload.Out != "" {
+				if err := os.MkdirAll(cfg.Preload.Out, 0o755); err != nil {
+					return fmt.Errorf("write preload stats: %w", err)
+				}
+				if err := lgWriteJSON(filepath.Join(cfg.Preload.Out, "preload.json"), st); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "preloaded %d orders on %d instruments in %v (%.0f orders/s); bids %d..%d, asks %d..%d; leader %s\n",
+				st.Orders, st.Book.Instruments, time.Duration(st.ElapsedNs).Round(time.Millisecond), st.OrdersPerSec,
+				st.Book.BidLow, st.Book.BidHigh, st.Book.AskLow, st.Book.AskHigh, st.Conn.Leader)
+			return nil
+		},
+	}
+	common.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&orders, "orders", "", "resting orders to build, e.g. 100k or 5M")
+	f.IntVar(&instruments, "instruments", loadgen.DefaultInstruments, "instruments to spread the orders over")
+	f.IntVar(&levels, "levels", loadgen.DefaultLevels, "price levels per side and instrument")
+	f.IntVar(&batch, "batch", loadgen.DefaultBatch, "orders per batch (one raft entry)")
+	f.IntVar(&inFlight, "in-flight", loadgen.DefaultInFlight, "batches pipelined before waiting for an answer")
+	f.Uint64Var(&seed, "seed", loadgen.DefaultSeed, "seed of the book's levels and quantities")
+	f.StringVar(&out, "out", "", "directory to write preload.json into (optional)")
+	return cmd
+}
+
+// preloadProgress shows a bar on a terminal and a log line a second otherwise (the controller
+// reads the log).
+func lgPreloadProgress(opts *loadgen.PreloadOptions, log *slog.Logger) (stop func()) {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		opts.Progress = func(p loadgen.PreloadProgress) {
+			log.Info("preload", "acked", p.Acked, "of", p.Total, "orders_per_sec", int64(p.Rate), "elapsed", p.Elapsed.Round(time.Second))
+		}
+		return func() {}
+	}
+	var rate atomic.Int64
+	p := mpb.New(mpb.WithOutput(os.Stderr), mpb.WithWidth(40))
+	bar := p.AddBar(opts.Orders,
+		mpb.PrependDecorators(decor.Name("preload "), decor.CountersNoUnit("%d / %d")),
+		mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.Any(func(decor.Statistics) string {
+			return fmt.Sprintf("  %d orders/s", rate.Load())
+		})))
+	opts.Progress = func(pr loadgen.PreloadProgress) {
+		rate.Store(int64(pr.Rate))
+		bar.SetCurrent(pr.Acked)
+	}
+	return func() {
+		if !bar.Completed() {
+			bar.Abort(false)
+		}
+		p.Wait()
+	}
+}
+
+func newProbeCmd() *cobra.Command {
+	var (
+		common                lgCommon
+		rate, out, control    string
+		duration, grace, intv time.Duration
+		instruments           int
+		price                 int64
+	)
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Run an open-loop probe stream (IOC orders that cross nothing) and record every probe",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, source, err := common.load(cmd)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("rate") {
+				r, err := loadgen.ParseRate(rate)
+				if err != nil {
+					return fmt.Errorf("%w: --rate: %v", errUsage, err)
+				}
+				cfg.Probe.Rate = loadgen.Rate(r)
+			}
+			lgSetIf(f.Changed("duration"), &cfg.Probe.Duration, loadgen.Duration(duration))
+			lgSetIf(f.Changed("grace"), &cfg.Probe.Grace, loadgen.Duration(grace))
+			lgSetIf(f.Changed("interval"), &cfg.Probe.Interval, loadgen.Duration(intv))
+			lgSetIf(f.Changed("out"), &cfg.Probe.Out, out)
+			lgSetIf(f.Changed("control"), &cfg.Probe.Control, control)
+			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
+			lgSetIf(f.Changed("price"), &cfg.ProbePrice, price)
+
+			if err := common.check(&cfg, source); err != nil {
+				return err
+			}
+			log := common.logger()
+			opts := cfg.ProbeOptions()
+			opts.Logger = log
+			// Listen before starting so a bad control address fails before any probe goes out.
+			var ln net.Listener
+			if cfg.Probe.Control != "" {
+				if ln, err = loadgen.ListenControl(cfg.Probe.Control); err != nil {
+					return lgUsageErr(source, err)
+				}
+				defer ln.Close()
+			}
+			run, err := loadgen.StartProbe(cmd.Context(), opts)
+			if err != nil {
+				return lgUsageErr(source, err)
+			}
+			if ln != nil {
+				srv := &http.Server{Handler: loadgen.ControlHandler(run), ReadHeaderTimeout: 5 * time.Second}
+				defer srv.Close()
+				go srv.Serve(ln)
+				log.Info("control API listening", "addr", ln.Addr().String())
+				// With port 0 the controller learns the port from here.
+				if err := os.WriteFile(filepath.Join(opts.Out, "control.addr"), []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
+					log.Warn("cannot record the control address", "err", err)
+				}
+			}
+			st, err := run.Wait()
+			return lgProbeDone(cmd.OutOrStdout(), opts.Out, st, err)
+		},
+	}
+	common.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&rate, "rate", "", "probes per second, e.g. 1000/s")
+	f.DurationVar(&duration, "duration", 0, "length of the schedule (0: until SIGINT/SIGTERM or POST /stop)")
+	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the schedule ends")
+	f.DurationVar(&intv, "interval", time.Second, "HDR interval log interval")
+	f.StringVar(&out, "out", "", "directory for probes.bin, probes.hlog, stats.json")
+	f.StringVar(&control, "control", "", "serve the control API on this loopback address, e.g. 127.0.0.1:7700")
+	f.IntVar(&instruments, "instruments", loadgen.DefaultInstruments, "instruments the probes rotate over")
+	f.Int64Var(&price, "price", loadgen.DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)")
+	return cmd
+}
+
+func lgProbeDone(w io.Writer, dir string, st loadgen.ProbeStats, err error) error {
+	if err != nil {
+		if st.Scheduled == 0 {
+			return fmt.Errorf("probe stream: %w", err)
+		}
+		return fmt.Errorf("probe stream (outputs in %s): %w", dir, err)
+	}
+	l := st.Latency
+	fmt.Fprintf(w, "probes: %d scheduled, %d answered, %d lost (%d never sent); latency n=%d p50 %v p90 %v p99 %v max %v; send lag max %v, %d late; %d reconnects, %d leader changes; stopped by %s; outputs in %s\n",
+		st.Scheduled, st.Answered, st.Lost, st.Unsent, l.N, lgDur(l.P50Ns), lgDur(l.P90Ns), lgDur(l.P99Ns), lgDur(l.MaxNs),
+		lgDur(st.SendLag.MaxNs), st.SendLag.Late, st.Conn.Reconnects, len(st.Conn.LeaderChanges), st.StopReason, dir)
+	return nil
+}
+
+func lgDur(v int64) time.Duration { return time.Duration(v).Round(time.Microsecond) }
+
+func newBurstCmd() *cobra.Command {
+	var (
+		common       lgCommon
+		messages     string
+		every, grace time.Duration
+		count        int
+		out          string
+	)
+	cmd := &cobra.Command{
+		Use:   "burst",
+		Short: "Send micro-bursts: B messages back-to-back every I, C times",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, source, err := common.load(cmd)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("messages") {
+				n, err := loadgen.ParseCount(messages)
+				if err != nil {
+					return fmt.Errorf("%w: --messages: %v", errUsage, err)
+				}
+				cfg.Burst.Messages = loadgen.Count(n)
+			}
+			lgSetIf(f.Changed("every"), &cfg.Burst.Every, loadgen.Duration(every))
+			lgSetIf(f.Changed("grace"), &cfg.Burst.Grace, loadgen.Duration(grace))
+			lgSetIf(f.Changed("count"), &cfg.Burst.Count, count)
+			lgSetIf(f.Changed("out"), &cfg.Burst.Out, out)
+			if err := common.check(&cfg, source); err != nil {
+				return err
+			}
+			opts := cfg.BurstOptions()
+			opts.Logger = common.logger()
+			st, err := loadgen.Burst(cmd.Context(), opts)
+			if err != nil {
+				return lgUsageErr(source, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "bursts: %d x %d messages, %d answered, %d lost; peak %d messages/ms as sent; latency p50 %v max %v; outputs in %s\n",
+				len(st.Bursts), st.Messages, st.Answered, st.Lost, st.PeakPerMs, lgDur(st.Latency.P50Ns), lgDur(st.Latency.MaxNs), opts.Out)
+			return nil
+		},
+	}
+	common.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&messages, "messages", "", "messages per burst, e.g. 50k")
+	f.DurationVar(&every, "every", 0, "time between burst starts")
+	f.IntVar(&count, "count", 1, "number of bursts")
+	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the last burst")
+	f.StringVar(&out, "out", "", "directory for bursts.bin and bursts.json")
+	return cmd
+}
+
+func lgSetIf[T any](changed bool, dst *T, v T) {
+	if changed {
+		*dst = v
+	}
+}
+
+func lgWriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/runner"
+)
+
+func init() {
+	var (
+		opts  runner.Options
+		stack string
+		quiet bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run PLAYBOOK",
+		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pb, err := playbooks.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			plan, err := pb.Plan()
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			if stack != "" {
+				return fmt.Errorf("%w: --stack %s: running on a Pulumi stack is not wired into `rig run` yet; use the local target", errUsage, stack)
+			}
+			if !quiet {
+				opts.Progress = cmd.ErrOrStderr()
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			outs, err := runner.Run(cmd.Context(), plan, opts)
+			for _, o := range outs {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
+			}
+			if errors.Is(err, runner.ErrInterrupted) {
+				return fmt.Errorf("interrupted: results so far are in the run folder")
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run folders")
+	f.StringVar(&stack, "stack", "", "run on the nodes of this Pulumi stack instead of the local target")
+	f.StringVar(&opts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
+	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	rootCmd.AddCommand(cmd)
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/playbooks"
+)
+
+func init() {
+	var stackConfig string
+	cmd := &cobra.Command{
+		Use:   "validate PLAYBOOK",
+		Short: "Check a playbook (a file, or the name of an embedded one) and print its plan; changes nothing",
+		Long: `Check a playbook and print what it would run: cluster, engine settings, tuning, preload, load,
+the timeline with its offsets, every run of the matrix x rounds (interleaved), and the expected
+duration. Every problem is listed as file:line:column: field: what is wrong and what would be valid.
+Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(playbooks.List(), ", ") + `.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("%w: validate takes one playbook, a file or an embedded name (%s); got %d arguments",
+					errUsage, strings.Join(playbooks.List(), ", "), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return validate(cmd, args[0], stackConfig)
+		},
+	}
+	cmd.Flags().StringVar(&stackConfig, "stack-config", "", "also check this Pulumi stack config file (Pulumi.<stack>.yaml)")
+	rootCmd.AddCommand(cmd)
+}
+
+// validate prints the plan on stdout, or every problem on stderr, one per line. The playbook and
+// the stack config are both checked before it returns, so one call reports everything.
+func validate(cmd *cobra.Command, arg, stackConfig string) error {
+	var errs []error
+	if err := printPlan(cmd, arg); err != nil {
+		errs = append(errs, err)
+	}
+	if stackConfig != "" {
+		if err := validateStackConfig(cmd, stackConfig); err != nil {
+			errs = append(errs, fmt.Errorf("--stack-config %s: %w", stackConfig, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	return nil
+}
+
+func printPlan(cmd *cobra.Command, arg string) error {
+	pb, err := playbooks.Open(arg)
+	if err == nil {
+		var plan *playbooks.Plan
+		if plan, err = pb.Plan(); err == nil {
+			plan.Print(cmd.OutOrStdout())
+			return nil
+		}
+	}
+	var probs playbooks.Problems
+	if !errors.As(err, &probs) {
+		return err
+	}
+	for _, p := range probs {
+		fmt.Fprintln(cmd.ErrOrStderr(), p)
+	}
+	return listedProblems{arg: arg, probs: probs}
+}
+
+// listedProblems stands for problems already printed one per line, so the final error message
+// stays one line while errors.As still reaches the list.
+type listedProblems struct {
+	arg   string
+	probs playbooks.Problems
+}
+
+func (e listedProblems) Error() string {
+	s := "s"
+	if len(e.probs) == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("playbook %s: %d problem%s, listed above", e.arg, len(e.probs), s)
+}
+
+func (e listedProblems) Unwrap() error { return e.probs }

@@ -1,0 +1,372 @@
+// Package cluster is the Pulumi half of the infrastructure: Deploy turns a validated Spec into
+// AWS resources. It is the only package (with infra/ itself) that links pulumi-aws; everything
+// the rig binary needs lives in infra/spec.
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ebs"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ec2"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/s3"
+	"github.com/pulumi/pulumi-aws/sdk/v6/go/aws/ssm"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/rig-dev/rig/infra/hostkey"
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/infra/spec"
+)
+
+// Spec is the cluster to build (see infra/spec).
+type Spec = spec.Spec
+
+// Validate returns every problem of a spec at once, before any resource exists.
+func Validate(s Spec) spec.Problems { return spec.Validate(s) }
+
+// Outputs are what Deploy exports.
+type Outputs struct {
+	Inventory      pulumi.MapOutput // decodes into inventory.Inventory (DESIGN 4.1)
+	Bucket         pulumi.StringOutput
+	ExpiresAt      pulumi.StringOutput
+	PlacementGroup pulumi.StringOutput
+}
+
+// Export registers the outputs as stack outputs under the names the rig reads.
+func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
+	ctx.Export(spec.OutputInventory, o.Inventory)
+	ctx.Export(spec.OutputBucket, o.Bucket)
+	ctx.Export(spec.OutputExpiresAt, o.ExpiresAt)
+	ctx.Export(spec.OutputRetain, pulumi.Bool(s.RetainBucket))
+}
+
+// ErrNoHostKeySeed means the stack has no rig:hostKeySeed secret.
+var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
+	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
+
+const (
+	vpcCIDR    = "10.42.0.0/16"
+	subnetCIDR = "10.42.1.0/24"
+)
+
+// Deploy builds the cluster: network (unless reused), a security group whose only outside ingress
+// is SSH from the operator's CIDRs, one cluster placement group holding every instance in one AZ,
+// one data volume per node at a fixed device, a key pair and a private, encrypted results bucket.
+func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
+	if err := Validate(s).Err(); err != nil {
+		return Outputs{}, err
+	}
+	if s.HostKeySeed == "" {
+		return Outputs{}, ErrNoHostKeySeed
+	}
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = time.Now().UTC().Truncate(time.Second)
+		_ = ctx.Log.Warn("rig:createdAt is not set; the tags use this update's time and move with every update "+
+			"(`rig up` pins it)", nil)
+	}
+	// Derive every host key first: a bad seed must fail before any resource is registered.
+	nodes := s.Nodes()
+	keys := make([]hostkey.Key, len(nodes))
+	for i, n := range nodes {
+		k, err := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
+		if err != nil {
+			return Outputs{}, fmt.Errorf("rig:hostKeySeed: %w", err)
+		}
+		keys[i] = k
+	}
+	image, err := resolveAMI(ctx, s)
+	if err != nil {
+		return Outputs{}, err
+	}
+
+	tags := func(name string) pulumi.StringMap {
+		m := pulumi.StringMap{"Name": pulumi.String(fmt.Sprintf("rig-%s-%s", s.Stack, name))}
+		for k, v := range s.Tags() {
+			m[k] = pulumi.String(v)
+		}
+		return m
+	}
+
+	vpcID, subnetID, err := network(ctx, s, tags)
+	if err != nil {
+		return Outputs{}, err
+	}
+
+	var v4, v6 pulumi.StringArray
+	for _, c := range s.OperatorCIDRs {
+		if strings.Contains(c, ":") {
+			v6 = append(v6, pulumi.String(c))
+		} else {
+			v4 = append(v4, pulumi.String(c))
+		}
+	}
+	sg, err := ec2.NewSecurityGroup(ctx, "rig-sg", &ec2.SecurityGroupArgs{
+		VpcId:       vpcID,
+		Description: pulumi.String("rig " + s.Stack + ": SSH from the operator, everything between the nodes"),
+		Ingress: ec2.SecurityGroupIngressArray{
+			&ec2.SecurityGroupIngressArgs{
+				Description: pulumi.String("SSH from the operator's CIDRs"),
+				Protocol:    pulumi.String("tcp"), FromPort: pulumi.Int(22), ToPort: pulumi.Int(22),
+				CidrBlocks: v4, Ipv6CidrBlocks: v6,
+			},
+			&ec2.SecurityGroupIngressArgs{
+				Description: pulumi.String("all traffic between the cluster's nodes"),
+				Protocol:    pulumi.String("-1"), FromPort: pulumi.Int(0), ToPort: pulumi.Int(0),
+				Self: pulumi.Bool(true),
+			},
+		},
+		Egress: ec2.SecurityGroupEgressArray{
+			&ec2.SecurityGroupEgressArgs{
+				Description: pulumi.String("packages, S3 and the AWS APIs"),
+				Protocol:    pulumi.String("-1"), FromPort: pulumi.Int(0), ToPort: pulumi.Int(0),
+				CidrBlocks: pulumi.StringArray{pulumi.String("0.0.0.0/0")},
+			},
+		},
+		RevokeRulesOnDelete: pulumi.Bool(true),
+		Tags:                tags("sg"),
+	})
+	if err != nil {
+		return Outputs{}, fmt.Errorf("security group: %w", err)
+	}
+
+	pg, err := ec2.NewPlacementGroup(ctx, "rig-pg", &ec2.PlacementGroupArgs{
+		Strategy: pulumi.String("cluster"),
+		Tags:     tags("pg"),
+	})
+	if err != nil {
+		return Outputs{}, fmt.Errorf("placement group: %w", err)
+	}
+
+	kp, err := ec2.NewKeyPair(ctx, "rig-key", &ec2.KeyPairArgs{
+		PublicKey: pulumi.String(s.PublicKey),
+		Tags:      tags("key"),
+	})
+	if err != nil {
+		return Outputs{}, fmt.Errorf("key pair: %w", err)
+	}
+
+	bucket, err := resultsBucket(ctx, s, tags)
+	if err != nil {
+		return Outputs{}, err
+	}
+
+	var nodeOuts []any
+	for i, n := range nodes {
+		inst, err := ec2.NewInstance(ctx, n.Name, &ec2.InstanceArgs{
+			Ami:                      pulumi.String(image),
+			InstanceType:             pulumi.String(n.InstanceType),
+			AvailabilityZone:         pulumi.String(s.AvailabilityZone),
+			SubnetId:                 subnetID,
+			VpcSecurityGroupIds:      pulumi.StringArray{sg.ID()},
+			PlacementGroup:           pg.Name,
+			KeyName:                  kp.KeyName,
+			EbsOptimized:             pulumi.Bool(true),
+			AssociatePublicIpAddress: pulumi.Bool(true),
+			RootBlockDevice: &ec2.InstanceRootBlockDeviceArgs{
+				VolumeType:          pulumi.String("gp3"),
+				VolumeSize:          pulumi.Int(s.RootVolumeSize),
+				Encrypted:           pulumi.Bool(true),
+				DeleteOnTermination: pulumi.Bool(true),
+				Tags:                tags(n.Name + "-root"),
+			},
+			// The host key is in the user data, so the user data is a secret, and a new key
+			// means a new instance rather than a key the running sshd never reads.
+			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit())).(pulumi.StringOutput),
+			UserDataReplaceOnChange: pulumi.Bool(true),
+			MetadataOptions: &ec2.InstanceMetadataOptionsArgs{
+				HttpTokens:   pulumi.String("required"),
+				HttpEndpoint: pulumi.String("enabled"),
+			},
+			Tags: tags(n.Name),
+		},
+			// A newer image in the SSM parameter must not replace a running test cluster.
+			pulumi.IgnoreChanges([]string{"ami"}))
+		if err != nil {
+			return Outputs{}, fmt.Errorf("instance %s: %w", n.Name, err)
+		}
+		volArgs := &ebs.VolumeArgs{
+			AvailabilityZone: pulumi.String(s.AvailabilityZone),
+			Type:             pulumi.String(s.VolumeType),
+			Size:             pulumi.Int(s.VolumeSize),
+			Iops:             pulumi.Int(s.VolumeIOPS),
+			Encrypted:        pulumi.Bool(true),
+			Tags:             tags(n.Name + "-data"),
+		}
+		if s.VolumeType == spec.VolumeGP3 {
+			volArgs.Throughput = pulumi.Int(s.VolumeThroughput)
+		}
+		vol, err := ebs.NewVolume(ctx, n.Name+"-data", volArgs)
+		if err != nil {
+			return Outputs{}, fmt.Errorf("data volume of %s: %w", n.Name, err)
+		}
+		if _, err := ec2.NewVolumeAttachment(ctx, n.Name+"-data", &ec2.VolumeAttachmentArgs{
+			DeviceName: pulumi.String(spec.DataDeviceName),
+			InstanceId: inst.ID().ToStringOutput(),
+			VolumeId:   vol.ID().ToStringOutput(),
+		}); err != nil {
+			return Outputs{}, fmt.Errorf("attach data volume of %s: %w", n.Name, err)
+		}
+		n, hostKey, user := n, keys[i].Public, s.LoginUser()
+		nodeOuts = append(nodeOuts, pulumi.All(inst.PublicIp, inst.PrivateIp, vol.ID()).ApplyT(
+			func(v []any) (string, error) {
+				b, err := json.Marshal(inventory.Node{
+					Name: n.Name, Role: n.Role, Address: v[0].(string), PrivateAddress: v[1].(string),
+					SSH:        &inventory.SSH{User: user, Port: 22, HostKey: hostKey},
+					DataDevice: string(v[2].(pulumi.ID)), DeviceName: spec.DataDeviceName, InstanceType: n.InstanceType,
+				})
+				return string(b), err
+			}))
+	}
+
+	expiresAt := s.ExpiresAt().UTC().Format(time.RFC3339)
+	inv := pulumi.All(append([]any{bucket.Bucket}, nodeOuts...)...).ApplyT(func(v []any) (map[string]any, error) {
+		out := inventory.Inventory{Target: "aws", Bucket: v[0].(string), ExpiresAt: expiresAt}
+		for _, raw := range v[1:] {
+			var n inventory.Node
+			if err := json.Unmarshal([]byte(raw.(string)), &n); err != nil {
+				return nil, err
+			}
+			out.Nodes = append(out.Nodes, n)
+		}
+		// A map, not a JSON string, so `pulumi stack output inventory --json` is the inventory.
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		return m, json.Unmarshal(b, &m)
+	}).(pulumi.MapOutput)
+
+	return Outputs{
+		Inventory:      inv,
+		Bucket:         bucket.Bucket,
+		ExpiresAt:      pulumi.String(expiresAt).ToStringOutput(),
+		PlacementGroup: pg.Name,
+	}, nil
+}
+
+// network returns the VPC and subnet to use, creating them (with an internet gateway and a
+// default route) unless the spec reuses existing ones.
+func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, pulumi.StringInput, error) {
+	if s.SubnetID != "" {
+		return pulumi.String(s.VPCID), pulumi.String(s.SubnetID), nil
+	}
+	vpc, err := ec2.NewVpc(ctx, "rig-vpc", &ec2.VpcArgs{
+		CidrBlock:          pulumi.String(vpcCIDR),
+		EnableDnsSupport:   pulumi.Bool(true),
+		EnableDnsHostnames: pulumi.Bool(true),
+		Tags:               tags("vpc"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("vpc: %w", err)
+	}
+	igw, err := ec2.NewInternetGateway(ctx, "rig-igw", &ec2.InternetGatewayArgs{VpcId: vpc.ID(), Tags: tags("igw")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("internet gateway: %w", err)
+	}
+	subnet, err := ec2.NewSubnet(ctx, "rig-subnet", &ec2.SubnetArgs{
+		VpcId:               vpc.ID(),
+		CidrBlock:           pulumi.String(subnetCIDR),
+		AvailabilityZone:    pulumi.String(s.AvailabilityZone),
+		MapPublicIpOnLaunch: pulumi.Bool(true),
+		Tags:                tags("subnet"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("subnet: %w", err)
+	}
+	rt, err := ec2.NewRouteTable(ctx, "rig-rt", &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: tags("rt")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("route table: %w", err)
+	}
+	if _, err := ec2.NewRoute(ctx, "rig-default-route", &ec2.RouteArgs{
+		RouteTableId:         rt.ID(),
+		DestinationCidrBlock: pulumi.String("0.0.0.0/0"),
+		GatewayId:            igw.ID(),
+	}); err != nil {
+		return nil, nil, fmt.Errorf("default route: %w", err)
+	}
+	if _, err := ec2.NewRouteTableAssociation(ctx, "rig-rta", &ec2.RouteTableAssociationArgs{
+		SubnetId:     subnet.ID(),
+		RouteTableId: rt.ID(),
+	}); err != nil {
+		return nil, nil, fmt.Errorf("route table association: %w", err)
+	}
+	return vpc.ID(), subnet.ID(), nil
+}
+
+// resultsBucket creates the private, encrypted bucket that archives go to. It is retained when
+// the stack is destroyed unless the spec says otherwise.
+func resultsBucket(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (*s3.BucketV2, error) {
+	var opts []pulumi.ResourceOption
+	if s.RetainBucket {
+		opts = append(opts, pulumi.RetainOnDelete(true))
+	}
+	bucket, err := s3.NewBucketV2(ctx, "rig-results", &s3.BucketV2Args{
+		BucketPrefix: pulumi.String("rig-" + spec.BucketPrefixStack(s.Stack) + "-"),
+		ForceDestroy: pulumi.Bool(!s.RetainBucket),
+		Tags:         tags("results"),
+	}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("results bucket: %w", err)
+	}
+	if _, err := s3.NewBucketPublicAccessBlock(ctx, "rig-results", &s3.BucketPublicAccessBlockArgs{
+		Bucket:                bucket.ID(),
+		BlockPublicAcls:       pulumi.Bool(true),
+		BlockPublicPolicy:     pulumi.Bool(true),
+		IgnorePublicAcls:      pulumi.Bool(true),
+		RestrictPublicBuckets: pulumi.Bool(true),
+	}, opts...); err != nil {
+		return nil, fmt.Errorf("results bucket public access block: %w", err)
+	}
+	if _, err := s3.NewBucketServerSideEncryptionConfigurationV2(ctx, "rig-results", &s3.BucketServerSideEncryptionConfigurationV2Args{
+		Bucket: bucket.ID(),
+		Rules: s3.BucketServerSideEncryptionConfigurationV2RuleArray{
+			&s3.BucketServerSideEncryptionConfigurationV2RuleArgs{
+				ApplyServerSideEncryptionByDefault: &s3.BucketServerSideEncryptionConfigurationV2RuleApplyServerSideEncryptionByDefaultArgs{
+					SseAlgorithm: pulumi.String("AES256"),
+				},
+			},
+		},
+	}, opts...); err != nil {
+		return nil, fmt.Errorf("results bucket encryption: %w", err)
+	}
+	return bucket, nil
+}
+
+// resolveAMI returns the explicit AMI after checking it is x86_64, or the latest image of the
+// family from its public SSM parameter.
+func resolveAMI(ctx *pulumi.Context, s Spec) (string, error) {
+	if s.AMI != "" {
+		img, err := ec2.LookupAmi(ctx, &ec2.LookupAmiArgs{
+			Filters: []ec2.GetAmiFilter{{Name: "image-id", Values: []string{s.AMI}}},
+		})
+		if err != nil {
+			return "", fmt.Errorf("rig:ami %s: look up image: %w", s.AMI, err)
+		}
+		if img.Architecture != "x86_64" {
+			return "", fmt.Errorf("rig:ami %s is %s: c6in and c7i instances need x86_64", s.AMI, img.Architecture)
+		}
+		return s.AMI, nil
+	}
+	param, ok := spec.AMIParameters[s.AMIFamily]
+	if !ok {
+		families := make([]string, 0, len(spec.AMIParameters))
+		for f := range spec.AMIParameters {
+			families = append(families, f)
+		}
+		sort.Strings(families)
+		return "", fmt.Errorf("rig:amiFamily %q: want one of %v", s.AMIFamily, families)
+	}
+	p, err := ssm.LookupParameter(ctx, &ssm.LookupParameterArgs{Name: param})
+	if err != nil {
+		return "", fmt.Errorf("rig:amiFamily %s: read SSM parameter %s: %w", s.AMIFamily, param, err)
+	}
+	if p.InsecureValue != "" {
+		return p.InsecureValue, nil
+	}
+	return p.Value, nil
+}

@@ -1,0 +1,489 @@
+package cluster
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rig-dev/rig/infra/hostkey"
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/infra/spec"
+)
+
+const (
+	ssmAMI      = "ami-0ssm0000000000001"
+	testSeed    = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	tokInstance = "aws:ec2/instance:Instance"
+	tokVolume   = "aws:ebs/volume:Volume"
+	tokAttach   = "aws:ec2/volumeAttachment:VolumeAttachment"
+	tokPG       = "aws:ec2/placementGroup:PlacementGroup"
+	tokSG       = "aws:ec2/securityGroup:SecurityGroup"
+	tokBucket   = "aws:s3/bucketV2:BucketV2"
+	tokPAB      = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+	tokSSE      = "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2"
+	tokVPC      = "aws:ec2/vpc:Vpc"
+	tokSubnet   = "aws:ec2/subnet:Subnet"
+	tokIGW      = "aws:ec2/internetGateway:InternetGateway"
+	tokRoute    = "aws:ec2/route:Route"
+)
+
+// Resource types AWS cannot tag; every other registered resource must carry the rig's tags.
+var untaggable = map[string]bool{
+	tokAttach: true, tokRoute: true, tokPAB: true, tokSSE: true,
+	"aws:ec2/routeTableAssociation:RouteTableAssociation": true,
+}
+
+type registered struct {
+	typ, name, id string
+	inputs        resource.PropertyMap
+	outputs       resource.PropertyMap
+	retain        bool
+	ignore        []string
+}
+
+// mocks answers the AMI and SSM invokes and fails on any other token; it records every resource.
+type mocks struct {
+	mu        sync.Mutex
+	resources []registered
+	invokes   []string
+	amiArch   string
+}
+
+func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := a.Inputs.Copy()
+	id := a.Name + "-id"
+	switch a.TypeToken {
+	case tokInstance:
+		n := len(m.byType(tokInstance))
+		out["publicIp"] = resource.NewStringProperty(fmt.Sprintf("198.51.100.%d", 10+n))
+		out["privateIp"] = resource.NewStringProperty(fmt.Sprintf("10.42.1.%d", 10+n))
+		id = "i-" + a.Name
+	case tokVolume:
+		id = "vol-" + a.Name
+	case tokPG:
+		out["name"] = resource.NewStringProperty(a.Name + "-7f3a")
+	case "aws:ec2/keyPair:KeyPair":
+		out["keyName"] = resource.NewStringProperty(a.Name + "-5d1c")
+	case tokBucket:
+		out["bucket"] = resource.NewStringProperty(a.Inputs["bucketPrefix"].StringValue() + "20250601")
+		id = out["bucket"].StringValue()
+	}
+	r := registered{typ: a.TypeToken, name: a.Name, id: id, inputs: a.Inputs, outputs: out}
+	if a.RegisterRPC != nil {
+		r.retain = a.RegisterRPC.GetRetainOnDelete()
+		r.ignore = a.RegisterRPC.GetIgnoreChanges()
+	}
+	m.resources = append(m.resources, r)
+	return id, out, nil
+}
+
+func (m *mocks) Call(a pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.invokes = append(m.invokes, a.Token)
+	switch a.Token {
+	case "aws:ssm/getParameter:getParameter":
+		name := a.Args["name"].StringValue()
+		return resource.PropertyMap{
+			"name": resource.NewStringProperty(name), "type": resource.NewStringProperty("String"),
+			"value": resource.NewStringProperty(ssmAMI), "insecureValue": resource.NewStringProperty(ssmAMI),
+			"id": resource.NewStringProperty(name), "arn": resource.NewStringProperty("arn:aws:ssm:::parameter" + name),
+			"version": resource.NewNumberProperty(1),
+		}, nil
+	case "aws:ec2/getAmi:getAmi":
+		f := a.Args["filters"].ArrayValue()[0].ObjectValue()
+		id := f["values"].ArrayValue()[0].StringValue()
+		return resource.PropertyMap{
+			"id": resource.NewStringProperty(id), "imageId": resource.NewStringProperty(id),
+			"architecture": resource.NewStringProperty(m.amiArch), "rootDeviceName": resource.NewStringProperty("/dev/xvda"),
+		}, nil
+	}
+	return nil, fmt.Errorf("unexpected invoke %s", a.Token)
+}
+
+func (m *mocks) byType(typ string) []registered {
+	var out []registered
+	for _, r := range m.resources {
+		if r.typ == typ {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (m *mocks) named(t *testing.T, typ, name string) registered {
+	t.Helper()
+	for _, r := range m.resources {
+		if r.typ == typ && r.name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s named %s", typ, name)
+	return registered{}
+}
+
+func (m *mocks) one(t *testing.T, typ string) registered {
+	t.Helper()
+	rs := m.byType(typ)
+	if len(rs) != 1 {
+		t.Fatalf("want one %s, got %d", typ, len(rs))
+	}
+	return rs[0]
+}
+
+func operatorKey(t *testing.T) string {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ssh.NewPublicKey(pub)
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+}
+
+func baseSpec(t *testing.T) Spec {
+	return Spec{
+		Stack: "dev", Region: "us-east-1", AvailabilityZone: "us-east-1b",
+		ServerInstanceType: "c6in.16xlarge", ClientInstanceType: "c6in.4xlarge", Servers: 3, Clients: 1,
+		AMIFamily: spec.FamilyAL2023, VolumeType: spec.VolumeGP3, VolumeSize: 200, VolumeIOPS: 4000, VolumeThroughput: 1000,
+		RootVolumeSize: 30, OperatorCIDRs: []string{"203.0.113.7/32"}, PublicKey: operatorKey(t), Owner: "alice",
+		ExpiresInHours: 8, RetainBucket: true, CreatedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), HostKeySeed: testSeed,
+	}
+}
+
+// deploy runs Deploy under the mocks and returns what it registered and the decoded inventory.
+func deploy(t *testing.T, s Spec, arch string) (*mocks, *inventory.Inventory, error) {
+	t.Helper()
+	m := &mocks{amiArch: arch}
+	invCh := make(chan map[string]any, 1)
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		out, err := Deploy(ctx, s)
+		if err != nil {
+			return err
+		}
+		out.Export(ctx, s)
+		out.Inventory.ApplyT(func(v map[string]any) error { invCh <- v; return nil })
+		return nil
+	}, pulumi.WithMocks("rig", s.Stack, m))
+	if err != nil {
+		return m, nil, err
+	}
+	select {
+	case v := <-invCh:
+		b, _ := json.Marshal(v)
+		var inv inventory.Inventory
+		if err := json.Unmarshal(b, &inv); err != nil {
+			t.Fatalf("inventory output does not decode: %v", err)
+		}
+		return m, &inv, nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("inventory output never resolved")
+	}
+	return nil, nil, nil
+}
+
+func TestDeployTable(t *testing.T) {
+	cases := []struct {
+		name string
+		mut  func(*Spec)
+		arch string
+	}{
+		{"case study gp3", func(*Spec) {}, ""},
+		{"io2 ubuntu v4+v6 operators, bucket deleted with stack", func(s *Spec) {
+			s.ServerInstanceType, s.ClientInstanceType, s.Servers, s.Clients = "c7i.8xlarge", "c7i.xlarge", 5, 2
+			s.VolumeType, s.VolumeIOPS, s.VolumeSize = spec.VolumeIO2, 20000, 100
+			s.AMIFamily, s.RetainBucket = spec.FamilyUbuntu, false
+			s.OperatorCIDRs = []string{"203.0.113.0/28", "2001:db8:1::/48"}
+		}, ""},
+		{"reused network, explicit AMI", func(s *Spec) {
+			s.VPCID, s.SubnetID, s.AMI, s.Servers = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0", "ami-0123456789abcdef0", 1
+		}, "x86_64"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := baseSpec(t)
+			c.mut(&s)
+			m, inv, err := deploy(t, s, c.arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDeployment(t, s, m, inv)
+		})
+	}
+}
+
+func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
+	t.Helper()
+	nodes := s.Nodes()
+
+	// One cluster placement group holds every instance, all in the one AZ.
+	pg := m.one(t, tokPG)
+	if got := pg.inputs["strategy"].StringValue(); got != "cluster" {
+		t.Errorf("placement strategy %q", got)
+	}
+	pgName := pg.name + "-7f3a"
+	subnetID := s.SubnetID
+	if subnetID == "" {
+		subnetID = m.one(t, tokSubnet).id
+		if az := m.one(t, tokSubnet).inputs["availabilityZone"].StringValue(); az != s.AvailabilityZone {
+			t.Errorf("subnet in %s", az)
+		}
+		m.one(t, tokVPC)
+		m.one(t, tokIGW)
+		route := m.one(t, tokRoute)
+		if route.inputs["destinationCidrBlock"].StringValue() != "0.0.0.0/0" || route.inputs["gatewayId"].StringValue() != m.one(t, tokIGW).id {
+			t.Errorf("default route %v", route.inputs)
+		}
+	} else {
+		for _, typ := range []string{tokVPC, tokSubnet, tokIGW, tokRoute} {
+			if len(m.byType(typ)) != 0 {
+				t.Errorf("reused network, but %s was created", typ)
+			}
+		}
+	}
+	insts := m.byType(tokInstance)
+	if len(insts) != len(nodes) {
+		t.Fatalf("%d instances, want %d", len(insts), len(nodes))
+	}
+	wantAMI := ssmAMI
+	if s.AMI != "" {
+		wantAMI = s.AMI
+	}
+	sg := m.one(t, tokSG)
+	for _, n := range nodes {
+		r := m.named(t, tokInstance, n.Name)
+		in := r.inputs
+		if in["instanceType"].StringValue() != n.InstanceType {
+			t.Errorf("instance %s: %s, want %s", r.name, in["instanceType"].StringValue(), n.InstanceType)
+		}
+		if in["placementGroup"].StringValue() != pgName {
+			t.Errorf("%s: placement group %q, want %q", r.name, in["placementGroup"].StringValue(), pgName)
+		}
+		if in["availabilityZone"].StringValue() != s.AvailabilityZone || in["subnetId"].StringValue() != subnetID {
+			t.Errorf("%s: az %s subnet %s", r.name, in["availabilityZone"].StringValue(), in["subnetId"].StringValue())
+		}
+		if !in["ebsOptimized"].BoolValue() || in["ami"].StringValue() != wantAMI {
+			t.Errorf("%s: ebsOptimized %v ami %s", r.name, in["ebsOptimized"], in["ami"].StringValue())
+		}
+		if sgs := in["vpcSecurityGroupIds"].ArrayValue(); len(sgs) != 1 || sgs[0].StringValue() != sg.id {
+			t.Errorf("%s: security groups %v", r.name, sgs)
+		}
+		if !slices.Contains(r.ignore, "ami") {
+			t.Errorf("%s: a newer image would replace the instance (ignoreChanges %v)", r.name, r.ignore)
+		}
+		// The host key travels in secret user data and matches the inventory.
+		ud := in["userData"]
+		if !ud.IsSecret() {
+			t.Errorf("%s: user data is not secret", r.name)
+		}
+		key, _ := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
+		if !strings.Contains(ud.SecretValue().Element.StringValue(), key.Public) ||
+			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") {
+			t.Errorf("%s: user data does not install the derived host key", r.name)
+		}
+		root := in["rootBlockDevice"].ObjectValue()
+		if !root["encrypted"].BoolValue() || int(root["volumeSize"].NumberValue()) != s.RootVolumeSize {
+			t.Errorf("%s: root volume %v", r.name, root)
+		}
+	}
+
+	// One data volume per node, as specified, attached at the fixed device to its own node.
+	vols := m.byType(tokVolume)
+	atts := m.byType(tokAttach)
+	if len(vols) != len(nodes) || len(atts) != len(nodes) {
+		t.Fatalf("%d volumes, %d attachments, want %d", len(vols), len(atts), len(nodes))
+	}
+	for _, n := range nodes {
+		v := m.named(t, tokVolume, n.Name+"-data")
+		in := v.inputs
+		if in["type"].StringValue() != s.VolumeType || int(in["size"].NumberValue()) != s.VolumeSize ||
+			int(in["iops"].NumberValue()) != s.VolumeIOPS || !in["encrypted"].BoolValue() ||
+			in["availabilityZone"].StringValue() != s.AvailabilityZone {
+			t.Errorf("volume %s: %v", v.name, in)
+		}
+		thr, has := in["throughput"]
+		switch {
+		case s.VolumeType == spec.VolumeGP3 && (!has || int(thr.NumberValue()) != s.VolumeThroughput):
+			t.Errorf("volume %s: throughput %v, want %d", v.name, thr, s.VolumeThroughput)
+		case s.VolumeType == spec.VolumeIO2 && has && !thr.IsNull():
+			t.Errorf("volume %s: io2 must not set throughput, got %v", v.name, thr)
+		}
+		a := m.named(t, tokAttach, n.Name+"-data")
+		if a.inputs["deviceName"].StringValue() != spec.DataDeviceName ||
+			a.inputs["instanceId"].StringValue() != "i-"+n.Name || a.inputs["volumeId"].StringValue() != "vol-"+n.Name+"-data" {
+			t.Errorf("attachment %s: %v", a.name, a.inputs)
+		}
+	}
+
+	// The only ingress from outside is TCP 22 from the operator's CIDRs; nothing is open to the world.
+	checkIngress(t, s, m)
+
+	// Every taggable resource carries the rig's tags.
+	want := s.Tags()
+	for _, r := range m.resources {
+		if untaggable[r.typ] || strings.HasPrefix(r.typ, "pulumi:") {
+			continue
+		}
+		tags, ok := r.inputs["tags"]
+		if !ok {
+			t.Errorf("%s %s has no tags", r.typ, r.name)
+			continue
+		}
+		for k, v := range want {
+			if got := tags.ObjectValue()[resource.PropertyKey(k)]; !got.IsString() || got.StringValue() != v {
+				t.Errorf("%s %s: tag %s = %v, want %s", r.typ, r.name, k, got, v)
+			}
+		}
+	}
+
+	// The results bucket: private, encrypted, kept unless told otherwise.
+	b := m.one(t, tokBucket)
+	if b.retain != s.RetainBucket || b.inputs["forceDestroy"].BoolValue() == s.RetainBucket {
+		t.Errorf("bucket retain=%v forceDestroy=%v, spec retainBucket=%v", b.retain, b.inputs["forceDestroy"], s.RetainBucket)
+	}
+	pab := m.one(t, tokPAB)
+	for _, k := range []resource.PropertyKey{"blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"} {
+		if !pab.inputs[k].BoolValue() {
+			t.Errorf("public access block %s not set", k)
+		}
+	}
+	sse := m.one(t, tokSSE).inputs["rules"].ArrayValue()[0].ObjectValue()["applyServerSideEncryptionByDefault"].ObjectValue()
+	if sse["sseAlgorithm"].StringValue() != "AES256" {
+		t.Errorf("bucket encryption %v", sse)
+	}
+
+	// Invokes: the SSM parameter of the family, or the explicit AMI's description.
+	wantInvoke := "aws:ssm/getParameter:getParameter"
+	if s.AMI != "" {
+		wantInvoke = "aws:ec2/getAmi:getAmi"
+	}
+	if len(m.invokes) != 1 || m.invokes[0] != wantInvoke {
+		t.Errorf("invokes %v, want [%s]", m.invokes, wantInvoke)
+	}
+
+	// The outputs are the inventory of DESIGN 4.1.
+	if err := inv.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Target != "aws" || inv.Bucket != b.id || inv.ExpiresAt != "2025-06-01T20:00:00Z" || len(inv.Nodes) != len(nodes) {
+		t.Fatalf("inventory %+v", inv)
+	}
+	for i, n := range inv.Nodes {
+		key, _ := hostkey.Derive(s.HostKeySeed, s.Stack, nodes[i].Name)
+		out := m.named(t, tokInstance, nodes[i].Name).outputs
+		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType ||
+			n.Address != out["publicIp"].StringValue() || n.PrivateAddress != out["privateIp"].StringValue() ||
+			n.DataDevice != "vol-"+nodes[i].Name+"-data" || n.DeviceName != spec.DataDeviceName ||
+			n.SSH == nil || n.SSH.HostKey != key.Public || n.SSH.Port != 22 || n.SSH.User != s.LoginUser() {
+			t.Errorf("inventory node %d: %+v %+v", i, n, n.SSH)
+		}
+	}
+}
+
+func checkIngress(t *testing.T, s Spec, m *mocks) {
+	t.Helper()
+	for _, r := range m.resources {
+		if strings.Contains(strings.ToLower(r.typ), "ingress") || strings.HasPrefix(r.typ, "aws:ec2/securityGroupRule") {
+			t.Errorf("unexpected stand-alone rule resource %s", r.typ)
+		}
+	}
+	sg := m.one(t, tokSG)
+	rules := sg.inputs["ingress"].ArrayValue()
+	if len(rules) != 2 {
+		t.Fatalf("want 2 ingress rules, got %d: %v", len(rules), rules)
+	}
+	var v4, v6 []string
+	for _, c := range s.OperatorCIDRs {
+		if strings.Contains(c, ":") {
+			v6 = append(v6, c)
+		} else {
+			v4 = append(v4, c)
+		}
+	}
+	strs := func(v resource.PropertyValue) []string {
+		var out []string
+		if v.IsArray() {
+			for _, e := range v.ArrayValue() {
+				out = append(out, e.StringValue())
+			}
+		}
+		return out
+	}
+	sawSSH, sawSelf := false, false
+	for _, r := range rules {
+		o := r.ObjectValue()
+		for _, c := range append(strs(o["cidrBlocks"]), strs(o["ipv6CidrBlocks"])...) {
+			if c == "0.0.0.0/0" || c == "::/0" {
+				t.Errorf("ingress open to the world: %v", o)
+			}
+		}
+		switch {
+		case o["self"].IsBool() && o["self"].BoolValue():
+			sawSelf = true
+			if len(strs(o["cidrBlocks"]))+len(strs(o["ipv6CidrBlocks"])) != 0 {
+				t.Errorf("self rule also opens CIDRs: %v", o)
+			}
+		case o["protocol"].StringValue() == "tcp" && o["fromPort"].NumberValue() == 22 && o["toPort"].NumberValue() == 22:
+			sawSSH = true
+			if !slices.Equal(strs(o["cidrBlocks"]), v4) || !slices.Equal(strs(o["ipv6CidrBlocks"]), v6) {
+				t.Errorf("ssh rule from %v %v, want %v %v", strs(o["cidrBlocks"]), strs(o["ipv6CidrBlocks"]), v4, v6)
+			}
+		default:
+			t.Errorf("unexpected ingress rule %v", o)
+		}
+	}
+	if !sawSSH || !sawSelf {
+		t.Errorf("ssh rule %v, self rule %v", sawSSH, sawSelf)
+	}
+}
+
+// Nothing is registered when the spec is invalid, the seed is missing or the AMI is wrong.
+func TestDeployRefusesBeforeAnyResource(t *testing.T) {
+	cases := []struct {
+		name string
+		mut  func(*Spec)
+		arch string
+		want string
+	}{
+		{"gp3 above provider cap", func(s *Spec) { s.VolumeThroughput, s.VolumeIOPS = 1500, 8000 }, "", "pulumi-aws v6.83.4"},
+		{"no operator cidrs", func(s *Spec) { s.OperatorCIDRs = nil }, "", "operatorCidrs"},
+		{"no seed", func(s *Spec) { s.HostKeySeed = "" }, "", "hostKeySeed"},
+		{"short seed", func(s *Spec) { s.HostKeySeed = "abcd" }, "", "hostKeySeed"},
+		{"arm64 AMI", func(s *Spec) { s.AMI = "ami-0123456789abcdef0" }, "arm64", "x86_64"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := baseSpec(t)
+			c.mut(&s)
+			m, _, err := deploy(t, s, c.arch)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want an error mentioning %q, got %v", c.want, err)
+			}
+			for _, r := range m.resources {
+				if !strings.HasPrefix(r.typ, "pulumi:") {
+					t.Errorf("%s %s registered despite the error", r.typ, r.name)
+				}
+			}
+		})
+	}
+}
+
+func TestMockFailsOnUnknownInvoke(t *testing.T) {
+	m := &mocks{}
+	if _, err := m.Call(pulumi.MockCallArgs{Token: "aws:index/getRegion:getRegion"}); err == nil {
+		t.Fatal("mock must refuse invokes the program is not expected to make")
+	}
+	_ = errors.New
+}

@@ -1,0 +1,89 @@
+// Package spec is the light half of the infrastructure code: the cluster Spec, its validation, the
+// instance and price tables and the stack-config reader. Both the Pulumi program (infra/,
+// infra/cluster) and the rig binary import it; it must never import pulumi-aws, so that building
+// the rig does not pay for compiling the AWS provider SDK.
+package spec
+
+// Namespace is the Pulumi config namespace of the project (the project name in Pulumi.yaml).
+const Namespace = "rig"
+
+// Config value types, as Pulumi.yaml spells them.
+const (
+	TypeString  = "string"
+	TypeInteger = "integer"
+	TypeBoolean = "boolean"
+	TypeArray   = "array" // of strings
+)
+
+// Key describes one config key of the stack. Pulumi.yaml declares the same keys with the same
+// types and defaults; a test in infra/cluster keeps the two in step.
+type Key struct {
+	Name        string // camelCase, without the namespace
+	Type        string
+	Default     any    // nil: no default (required, unless Generated)
+	Secret      bool   // stored encrypted in the stack config
+	Generated   bool   // `rig up` sets it when the stack config lacks it
+	Description string // one line, shown by Pulumi and in `rig validate` errors
+}
+
+// Keys lists every config key the program reads, in the order plans print them.
+var Keys = []Key{
+	{Name: "serverInstanceType", Type: TypeString, Default: "c6in.16xlarge",
+		Description: "EC2 instance type of the engine nodes (c6in.* or c7i.*; see infra/spec/instances.go)"},
+	{Name: "clientInstanceType", Type: TypeString, Default: "c6in.4xlarge",
+		Description: "EC2 instance type of the load-generator nodes"},
+	{Name: "servers", Type: TypeInteger, Default: 3, Description: "number of engine nodes (>= 1)"},
+	{Name: "clients", Type: TypeInteger, Default: 1, Description: "number of load-generator nodes (>= 1)"},
+	{Name: "availabilityZone", Type: TypeString, Default: "",
+		Description: "the one AZ every node and volume lives in; empty means <aws:region>a"},
+	{Name: "ami", Type: TypeString, Default: "",
+		Description: "explicit AMI id (ami-...); empty means the latest AMI of amiFamily from the public SSM parameters"},
+	{Name: "amiFamily", Type: TypeString, Default: "al2023", Description: "al2023 or ubuntu (x86_64); used when ami is empty"},
+	{Name: "sshUser", Type: TypeString, Default: "",
+		Description: "login user; empty means ec2-user (al2023, explicit ami) or ubuntu"},
+	{Name: "volumeType", Type: TypeString, Default: "gp3", Description: "data volume type: gp3 or io2"},
+	{Name: "volumeSize", Type: TypeInteger, Default: 200, Description: "data volume size in GiB"},
+	{Name: "volumeIops", Type: TypeInteger, Default: 4000,
+		Description: "provisioned IOPS of the data volume (gp3 3,000-80,000; io2 100-256,000)"},
+	{Name: "volumeThroughput", Type: TypeInteger, Default: 1000,
+		Description: "gp3 throughput in MiB/s (125-1,000 with the pinned provider); ignored for io2"},
+	{Name: "rootVolumeSize", Type: TypeInteger, Default: 30, Description: "root volume (gp3) size in GiB"},
+	{Name: "operatorCidrs", Type: TypeArray,
+		Description: "CIDRs allowed to reach TCP 22, e.g. [\"203.0.113.7/32\"]; the only ingress from outside the cluster"},
+	{Name: "publicKey", Type: TypeString,
+		Description: "the operator's SSH public key (authorized_keys line) installed for the login user"},
+	{Name: "owner", Type: TypeString, Description: "who to ask about these resources; goes into the owner tag"},
+	{Name: "expiresInHours", Type: TypeInteger, Default: 8,
+		Description: "hours after createdAt when `rig gc` may destroy the stack (1-720)"},
+	{Name: "vpcId", Type: TypeString, Default: "", Description: "reuse this VPC (with subnetId) instead of creating one"},
+	{Name: "subnetId", Type: TypeString, Default: "",
+		Description: "reuse this subnet (with vpcId); it must be in availabilityZone and route to an internet gateway"},
+	{Name: "retainBucket", Type: TypeBoolean, Default: true,
+		Description: "keep the results bucket (and its archives) when the stack is destroyed"},
+	{Name: "createdAt", Type: TypeString, Default: "", Generated: true,
+		Description: "RFC 3339 creation time, set once by `rig up`; empty means the time of the current update"},
+	{Name: "hostKeySeed", Type: TypeString, Secret: true, Generated: true,
+		Description: "secret seed of the nodes' SSH host keys; `rig up` generates it, or: pulumi config set --secret hostKeySeed $(openssl rand -hex 32)"},
+}
+
+// KeyByName returns the key with the given name (without namespace).
+func KeyByName(name string) (Key, bool) {
+	for _, k := range Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// ExternalKeys are keys of other namespaces the stack config may carry.
+var ExternalKeys = map[string]bool{
+	"aws:region":                    true,
+	"aws:profile":                   true,
+	"aws:sharedCredentialsFiles":    true,
+	"aws:skipCredentialsValidation": true,
+	"aws:skipMetadataApiCheck":      true,
+	"aws:skipRequestingAccountId":   true,
+	"aws:defaultTags":               true,
+	"aws:assumeRole":                true,
+}

@@ -1,0 +1,109 @@
+package spec
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WritePlan prints what Deploy would build for s, without touching anything.
+func WritePlan(w io.Writer, s Spec) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan for stack %q in %s, availability zone %s, one cluster placement group\n", s.Stack, s.Region, s.AvailabilityZone)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, r := range []struct {
+		role string
+		n    int
+		typ  string
+	}{{"servers", s.Servers, s.ServerInstanceType}, {"clients", s.Clients, s.ClientInstanceType}} {
+		desc := ""
+		if it, ok := LookupInstance(r.typ); ok {
+			ebs := fmtMB(it.EBSMaxMBps) + " MB/s"
+			if it.EBSBaselineMBps < it.EBSMaxMBps {
+				ebs = fmt.Sprintf("%s MB/s baseline, %s MB/s burst", fmtMB(it.EBSBaselineMBps), fmtMB(it.EBSMaxMBps))
+			}
+			desc = fmt.Sprintf("%d vCPU, %d GiB, EBS %s", it.VCPUs, it.MemoryGiB, ebs)
+		}
+		fmt.Fprintf(tw, "  %s\t%d x %s\t%s\n", r.role, r.n, r.typ, desc)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	vol := fmt.Sprintf("%s %s GiB, %s IOPS", s.VolumeType, thousands(s.VolumeSize), thousands(s.VolumeIOPS))
+	if s.VolumeType == VolumeGP3 {
+		vol += fmt.Sprintf(", %s MiB/s", thousands(s.VolumeThroughput))
+	}
+	fmt.Fprintf(&b, "  data volume per node: %s, encrypted, attached at %s\n", vol, DataDeviceName)
+	fmt.Fprintf(&b, "  root volume per node: gp3 %s GiB, encrypted\n", thousands(s.RootVolumeSize))
+	if s.SubnetID != "" {
+		fmt.Fprintf(&b, "  network: reuse %s / %s\n", s.VPCID, s.SubnetID)
+	} else {
+		fmt.Fprintf(&b, "  network: new VPC 10.42.0.0/16, subnet 10.42.1.0/24, internet gateway\n")
+	}
+	image := s.AMI
+	if image == "" {
+		image = "latest " + s.AMIFamily + " x86_64 (public SSM parameter)"
+	}
+	fmt.Fprintf(&b, "  image: %s; login %s\n", image, s.LoginUser())
+	fmt.Fprintf(&b, "  ingress: TCP 22 from %s; all traffic between the nodes; host keys pinned before first connection\n",
+		strings.Join(s.OperatorCIDRs, ", "))
+	if s.RetainBucket {
+		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, kept after rig down\n", BucketPrefixStack(s.Stack))
+	} else {
+		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, deleted with the stack\n", BucketPrefixStack(s.Stack))
+	}
+	created := "set by rig up"
+	expires := fmt.Sprintf("%d h after creation", s.ExpiresInHours)
+	if !s.CreatedAt.IsZero() {
+		created = s.CreatedAt.Format(time.RFC3339)
+		expires = s.ExpiresAt().Format(time.RFC3339)
+	}
+	fmt.Fprintf(&b, "  tags: rig-stack=%s owner=%s created-at=%s expires-at=%s\n", s.Stack, s.Owner, created, expires)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteEstimate prints an hourly cost estimate and says where its prices come from.
+func WriteEstimate(w io.Writer, e Estimate) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "hourly cost estimate: on-demand prices for %s as of %s (%s, infra/spec/prices.go); S3, data transfer and taxes not included\n",
+		e.Region, e.AsOf, e.Source)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, l := range e.Lines {
+		fmt.Fprintf(tw, "  %s\t%s %s\t$%s/h\t\n", l.Item, group(trimFloat(l.Quantity)), l.Unit, fmt.Sprintf("%.4f", l.Hourly))
+	}
+	fmt.Fprintf(tw, "  total\t\t$%.2f/h\t\n", e.Hourly)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "  until expires-at (%d h): $%.2f\n", e.Hours, e.ToLimit)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func trimFloat(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
+}
+
+// BucketPrefixStack turns a stack name into something an S3 bucket name may contain.
+func BucketPrefixStack(stack string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(stack) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 30 {
+		out = strings.TrimRight(out[:30], "-")
+	}
+	if out == "" {
+		out = "stack"
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package spec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Volume types the rig provisions.
+const (
+	VolumeGP3 = "gp3"
+	VolumeIO2 = "io2"
+)
+
+// AMI families resolved through the public SSM parameters.
+const (
+	FamilyAL2023 = "al2023"
+	FamilyUbuntu = "ubuntu"
+)
+
+// DataDeviceName is where every node's data volume is attached. On Nitro instances it shows up as
+// an NVMe device whose serial is the volume id, which is how the agent finds it.
+const DataDeviceName = "/dev/sdf"
+
+// Spec is one test cluster: what Deploy builds and what Validate checks.
+type Spec struct {
+	Stack  string // stack name; goes into names and the rig-stack tag
+	Region string // aws:region
+
+	ServerInstanceType string
+	ClientInstanceType string
+	Servers            int
+	Clients            int
+	AvailabilityZone   string
+
+	AMI       string
+	AMIFamily string
+	SSHUser   string
+
+	VolumeType       string
+	VolumeSize       int // GiB
+	VolumeIOPS       int
+	VolumeThroughput int // MiB/s, gp3 only
+	RootVolumeSize   int // GiB
+
+	OperatorCIDRs []string
+	PublicKey     string
+	Owner         string
+
+	ExpiresInHours int
+	CreatedAt      time.Time // zero: not pinned yet (rig up pins it)
+
+	VPCID        string
+	SubnetID     string
+	RetainBucket bool
+
+	HostKeySeed string // secret; never printed
+}
+
+// Severity of a problem: errors stop the deployment, warnings are printed and allowed.
+type Severity int
+
+const (
+	SeverityError Severity = iota
+	SeverityWarning
+)
+
+func (s Severity) String() string {
+	if s == SeverityWarning {
+		return "warning"
+	}
+	return "error"
+}
+
+// Problem is one thing wrong with a spec, naming the field, the value and what would be valid.
+type Problem struct {
+	Severity Severity
+	Field    string // config key without namespace, e.g. "volumeThroughput"
+	Value    string
+	Allowed  string // the valid range or values
+	Reason   string // why, when the range alone does not say it
+	Pos      string // "file:line:column" when the value came from a file
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Severity.String())
+	b.WriteString(": ")
+	if p.Pos != "" {
+		b.WriteString(p.Pos)
+		b.WriteString(": ")
+	}
+	b.WriteString(QualifiedKey(p.Field))
+	b.WriteString(" = ")
+	b.WriteString(p.Value)
+	if p.Allowed != "" {
+		b.WriteString(": allowed ")
+		b.WriteString(p.Allowed)
+	}
+	if p.Reason != "" {
+		b.WriteString(" (")
+		b.WriteString(p.Reason)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// QualifiedKey adds the rig namespace to a key that has none.
+func QualifiedKey(name string) string {
+	if strings.Contains(name, ":") {
+		return name
+	}
+	return Namespace + ":" + name
+}
+
+// Problems is every problem found at once.
+type Problems []Problem
+
+// ErrInvalid marks a spec with at least one error-level problem.
+var ErrInvalid = errors.New("invalid cluster spec")
+
+// Errors returns the error-level problems.
+func (ps Problems) Errors() Problems { return ps.filter(SeverityError) }
+
+// Warnings returns the warning-level problems.
+func (ps Problems) Warnings() Problems { return ps.filter(SeverityWarning) }
+
+func (ps Problems) filter(s Severity) Problems {
+	var out Problems
+	for _, p := range ps {
+		if p.Severity == s {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Err returns nil when there are no errors, else an error wrapping ErrInvalid that lists them all.
+func (ps Problems) Err() error {
+	errs := ps.Errors()
+	if len(errs) == 0 {
+		return nil
+	}
+	lines := make([]string, len(errs))
+	for i, p := range errs {
+		lines[i] = p.String()
+	}
+	return fmt.Errorf("%w: %d problem(s):\n  %s", ErrInvalid, len(errs), strings.Join(lines, "\n  "))
+}
+
+// Field returns the problems about one field.
+func (ps Problems) Field(name string) Problems {
+	var out Problems
+	for _, p := range ps {
+		if p.Field == name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FromConfig builds a Spec from raw config values keyed by name without namespace, the way the
+// Pulumi Go SDK returns them: scalars as their text, arrays as JSON. Missing keys take their
+// default. Values that do not parse are problems, reported all at once; region and stack come
+// from outside the rig namespace.
+func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
+	var probs Problems
+	str := func(name string) string {
+		if v, ok := raw[name]; ok {
+			return strings.TrimSpace(v)
+		}
+		k, _ := KeyByName(name)
+		if d, ok := k.Default.(string); ok {
+			return d
+		}
+		return ""
+	}
+	integer := func(name string) int {
+		v, ok := raw[name]
+		if !ok {
+			k, _ := KeyByName(name)
+			d, _ := k.Default.(int)
+			return d
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			probs = append(probs, Problem{Field: name, Value: strconv.Quote(v), Allowed: "an integer"})
+		}
+		return n
+	}
+	boolean := func(name string) bool {
+		v, ok := raw[name]
+		if !ok {
+			k, _ := KeyByName(name)
+			d, _ := k.Default.(bool)
+			return d
+		}
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			probs = append(probs, Problem{Field: name, Value: strconv.Quote(v), Allowed: "true or false"})
+		}
+		return b
+	}
+	strings_ := func(name string) []string {
+		v, ok := raw[name]
+		if !ok || strings.TrimSpace(v) == "" {
+			return nil
+		}
+		var out []string
+		if err := json.Unmarshal([]byte(v), &out); err != nil {
+			probs = append(probs, Problem{Field: name, Value: v, Allowed: `a list of strings, e.g. ["203.0.113.7/32"]`})
+		}
+		return out
+	}
+
+	s := Spec{
+		Stack:              stack,
+		Region:             strings.TrimSpace(region),
+		ServerInstanceType: str("serverInstanceType"),
+		ClientInstanceType: str("clientInstanceType"),
+		Servers:            integer("servers"),
+		Clients:            integer("clients"),
+		AvailabilityZone:   str("availabilityZone"),
+		AMI:                str("ami"),
+		AMIFamily:          str("amiFamily"),
+		SSHUser:            str("sshUser"),
+		VolumeType:         str("volumeType"),
+		VolumeSize:         integer("volumeSize"),
+		VolumeIOPS:         integer("volumeIops"),
+		VolumeThroughput:   integer("volumeThroughput"),
+		RootVolumeSize:     integer("rootVolumeSize"),
+		OperatorCIDRs:      strings_("operatorCidrs"),
+		PublicKey:          str("publicKey"),
+		Owner:              str("owner"),
+		ExpiresInHours:     integer("expiresInHours"),
+		VPCID:              str("vpcId"),
+		SubnetID:           str("subnetId"),
+		RetainBucket:       boolean("retainBucket"),
+		HostKeySeed:        raw["hostKeySeed"],
+	}
+	if s.AvailabilityZone == "" && s.Region != "" {
+		s.AvailabilityZone = s.Region + "a"
+	}
+	if v := str("createdAt"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			probs = append(probs, Problem{Field: "createdAt", Value: strconv.Quote(v), Allowed: "an RFC 3339 time, e.g. 2025-06-01T12:00:00Z"})
+		}
+		s.CreatedAt = t.UTC()
+	}
+	return s, probs
+}
+
+// LoginUser is the SSH user of the nodes.
+func (s Spec) LoginUser() string {
+	switch {
+	case s.SSHUser != "":
+		return s.SSHUser
+	case s.AMI == "" && s.AMIFamily == FamilyUbuntu:
+		return "ubuntu"
+	default:
+		return "ec2-user"
+	}
+}
+
+// ExpiresAt is CreatedAt plus ExpiresInHours.
+func (s Spec) ExpiresAt() time.Time {
+	return s.CreatedAt.Add(time.Duration(s.ExpiresInHours) * time.Hour)
+}
+
+// Node is one host the spec asks for.
+type Node struct {
+	Name         string // node-0.. for servers, client-0.. for clients
+	Role         string // "server" or "client"
+	InstanceType string
+}
+
+// Nodes lists the hosts in inventory order: servers first, then clients.
+func (s Spec) Nodes() []Node {
+	var out []Node
+	for i := 0; i < s.Servers; i++ {
+		out = append(out, Node{Name: fmt.Sprintf("node-%d", i), Role: "server", InstanceType: s.ServerInstanceType})
+	}
+	for i := 0; i < s.Clients; i++ {
+		out = append(out, Node{Name: fmt.Sprintf("client-%d", i), Role: "client", InstanceType: s.ClientInstanceType})
+	}
+	return out
+}
+
+// Tags are put on every taggable resource, so that an account's owner can see what a resource
+// belongs to, who to ask and when it may go.
+func (s Spec) Tags() map[string]string {
+	return map[string]string{
+		"rig-stack":  s.Stack,
+		"owner":      s.Owner,
+		"created-at": s.CreatedAt.UTC().Format(time.RFC3339),
+		"expires-at": s.ExpiresAt().UTC().Format(time.RFC3339),
+	}
+}

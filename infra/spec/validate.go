@@ -1,0 +1,267 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Volume limits. gp3 follows AWS as of the September 2025 increase (80,000 IOPS, 2,000 MiB/s,
+// 64 TiB), except throughput: the pinned provider, pulumi-aws v6.83.4 (terraform-provider-aws
+// v5), still validates gp3 throughput as 125-1,000 MiB/s and would fail the update after the
+// network and instances exist, so the rig refuses it up front.
+const (
+	GP3MinIOPS              = 3000
+	GP3MaxIOPS              = 80000
+	GP3MinThroughput        = 125
+	GP3MaxThroughputAWS     = 2000
+	GP3MaxThroughput        = 1000
+	GP3MaxIOPSPerGiB        = 500
+	GP3MaxThroughputPerIOPS = 0.25 // MiB/s
+	GP3MinSize              = 1
+	GP3MaxSize              = 65536
+
+	IO2MinIOPS       = 100
+	IO2MaxIOPS       = 256000
+	IO2MaxIOPSPerGiB = 1000
+	IO2MinSize       = 4
+	IO2MaxSize       = 65536
+
+	MinRootVolumeSize = 8
+	MaxRootVolumeSize = 16384
+	MaxExpiresInHours = 720
+)
+
+const throughputCapReason = "AWS allows gp3 up to 2,000 MiB/s, but the pinned pulumi-aws v6.83.4 provider predates that " +
+	"limit and rejects more than 1,000; use io2 for more"
+
+var (
+	regionRE  = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$`)
+	amiRE     = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
+	vpcRE     = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetRE  = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	userRE    = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	tagValRE  = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,256}$`)
+	mibToMB   = 1.048576
+	thousands = func(n int) string { return group(strconv.Itoa(n)) }
+)
+
+// Validate checks a spec before any resource exists and returns every problem at once.
+func Validate(s Spec) Problems {
+	var ps Problems
+	errf := func(field, value, allowed, reason string) {
+		ps = append(ps, Problem{Severity: SeverityError, Field: field, Value: value, Allowed: allowed, Reason: reason})
+	}
+	warnf := func(field, value, allowed, reason string) {
+		ps = append(ps, Problem{Severity: SeverityWarning, Field: field, Value: value, Allowed: allowed, Reason: reason})
+	}
+
+	// Counts.
+	if s.Servers < 1 {
+		errf("servers", strconv.Itoa(s.Servers), ">= 1", "")
+	}
+	if s.Clients < 1 {
+		errf("clients", strconv.Itoa(s.Clients), ">= 1", "")
+	}
+
+	// Where.
+	regionOK := regionRE.MatchString(s.Region)
+	if !regionOK {
+		ps = append(ps, Problem{Severity: SeverityError, Field: "aws:region", Value: strconv.Quote(s.Region),
+			Allowed: "an AWS region such as us-east-1", Reason: "set aws:region in the stack config"})
+	}
+	if regionOK {
+		if !strings.HasPrefix(s.AvailabilityZone, s.Region) || len(s.AvailabilityZone) != len(s.Region)+1 ||
+			s.AvailabilityZone[len(s.AvailabilityZone)-1] < 'a' || s.AvailabilityZone[len(s.AvailabilityZone)-1] > 'z' {
+			errf("availabilityZone", strconv.Quote(s.AvailabilityZone), "an AZ of "+s.Region+", e.g. "+s.Region+"a", "")
+		}
+	}
+
+	// Instances.
+	checkType := func(field, name string) (InstanceType, bool) {
+		if why := clusterPlacementRefusal(name); why != "" {
+			errf(field, name, "an instance family that supports cluster placement groups (c6in.*, c7i.*)", why)
+			return InstanceType{}, false
+		}
+		it, ok := LookupInstance(name)
+		if !ok {
+			errf(field, strconv.Quote(name), "one of the types in infra/spec/instances.go: c6in.{large..32xlarge,metal}, c7i.{large..48xlarge,metal-24xl,metal-48xl}",
+				"the rig checks each volume against its instance's EBS bandwidth and needs the type in its table")
+			return InstanceType{}, false
+		}
+		return it, true
+	}
+	serverType, serverOK := checkType("serverInstanceType", s.ServerInstanceType)
+	clientType, clientOK := checkType("clientInstanceType", s.ClientInstanceType)
+
+	// Image and login.
+	if s.AMI != "" && !amiRE.MatchString(s.AMI) {
+		errf("ami", strconv.Quote(s.AMI), "empty or an AMI id like ami-0123456789abcdef0", "")
+	}
+	if s.AMIFamily != FamilyAL2023 && s.AMIFamily != FamilyUbuntu {
+		errf("amiFamily", strconv.Quote(s.AMIFamily), "al2023 or ubuntu", "")
+	}
+	if s.SSHUser != "" && !userRE.MatchString(s.SSHUser) {
+		errf("sshUser", strconv.Quote(s.SSHUser), "empty or a Linux user name ([a-z_][a-z0-9_-]*)", "")
+	}
+
+	// Data volume on its own.
+	switch s.VolumeType {
+	case VolumeGP3:
+		if s.VolumeSize < GP3MinSize || s.VolumeSize > GP3MaxSize {
+			errf("volumeSize", thousands(s.VolumeSize)+" GiB", fmt.Sprintf("%s-%s GiB for gp3", thousands(GP3MinSize), thousands(GP3MaxSize)), "")
+		}
+		if s.VolumeIOPS < GP3MinIOPS || s.VolumeIOPS > GP3MaxIOPS {
+			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("%s-%s for gp3", thousands(GP3MinIOPS), thousands(GP3MaxIOPS)), "")
+		} else if s.VolumeIOPS > GP3MinIOPS && s.VolumeSize >= GP3MinSize && s.VolumeIOPS > GP3MaxIOPSPerGiB*s.VolumeSize {
+			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("<= %s on %s GiB (500 IOPS per GiB for gp3)",
+				thousands(GP3MaxIOPSPerGiB*s.VolumeSize), thousands(s.VolumeSize)), "raise volumeSize or lower volumeIops")
+		}
+		switch {
+		case s.VolumeThroughput < GP3MinThroughput:
+			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s", "125-1,000 MiB/s for gp3", "")
+		case s.VolumeThroughput > GP3MaxThroughput:
+			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s", "125-1,000 MiB/s for gp3", throughputCapReason)
+		case float64(s.VolumeThroughput) > GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS):
+			need := s.VolumeThroughput * 4 // 0.25 MiB/s per IOPS
+			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s",
+				fmt.Sprintf("<= %s MiB/s with volumeIops %s (0.25 MiB/s per IOPS for gp3)", group(strconv.FormatFloat(GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS), 'f', -1, 64)), thousands(s.VolumeIOPS)),
+				fmt.Sprintf("raise volumeIops to at least %s", thousands(need)))
+		}
+	case VolumeIO2:
+		if s.VolumeSize < IO2MinSize || s.VolumeSize > IO2MaxSize {
+			errf("volumeSize", thousands(s.VolumeSize)+" GiB", fmt.Sprintf("%s-%s GiB for io2", thousands(IO2MinSize), thousands(IO2MaxSize)), "")
+		}
+		if s.VolumeIOPS < IO2MinIOPS || s.VolumeIOPS > IO2MaxIOPS {
+			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("%s-%s for io2", thousands(IO2MinIOPS), thousands(IO2MaxIOPS)), "")
+		} else if s.VolumeSize >= 1 && s.VolumeIOPS > IO2MaxIOPSPerGiB*s.VolumeSize {
+			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("<= %s on %s GiB (1,000 IOPS per GiB for io2)",
+				thousands(IO2MaxIOPSPerGiB*s.VolumeSize), thousands(s.VolumeSize)), "raise volumeSize or lower volumeIops")
+		}
+	default:
+		errf("volumeType", strconv.Quote(s.VolumeType), "gp3 or io2", "")
+	}
+
+	// Data volume against the instance it is attached to: every node has one, so check both roles.
+	// This runs even when the volume itself is out of range, so that all problems show at once.
+	if s.VolumeType == VolumeGP3 || s.VolumeType == VolumeIO2 {
+		checkBandwidth := func(field string, it InstanceType) {
+			if s.VolumeType == VolumeGP3 {
+				mbps := float64(s.VolumeThroughput) * mibToMB
+				val := fmt.Sprintf("%s MiB/s (%s MB/s)", thousands(s.VolumeThroughput), thousands(int(mbps+0.5)))
+				switch {
+				case mbps > it.EBSMaxMBps:
+					errf("volumeThroughput", val, fmt.Sprintf("<= %s MB/s on %s (its EBS maximum)", fmtMB(it.EBSMaxMBps), it.Name),
+						fmt.Sprintf("%s is %s; pick a larger size or lower volumeThroughput", field, it.Name))
+				case mbps > it.EBSBaselineMBps:
+					warnf("volumeThroughput", val, fmt.Sprintf("<= %s MB/s sustained on %s (its EBS baseline)", fmtMB(it.EBSBaselineMBps), it.Name),
+						fmt.Sprintf("%s is %s: it bursts to %s MB/s for 30 minutes per 24 hours, then a run sees the baseline", field, it.Name, fmtMB(it.EBSMaxMBps)))
+				}
+			}
+			val := thousands(s.VolumeIOPS)
+			switch {
+			case s.VolumeIOPS > it.EBSMaxIOPS:
+				errf("volumeIops", val, fmt.Sprintf("<= %s on %s (its EBS maximum IOPS)", thousands(it.EBSMaxIOPS), it.Name),
+					fmt.Sprintf("%s is %s", field, it.Name))
+			case s.VolumeIOPS > it.EBSBaselineIOPS:
+				warnf("volumeIops", val, fmt.Sprintf("<= %s sustained on %s (its EBS baseline IOPS)", thousands(it.EBSBaselineIOPS), it.Name),
+					fmt.Sprintf("%s is %s: it bursts to %s IOPS for 30 minutes per 24 hours", field, it.Name, thousands(it.EBSMaxIOPS)))
+			}
+		}
+		if serverOK {
+			checkBandwidth("serverInstanceType", serverType)
+		}
+		if clientOK && (!serverOK || clientType.Name != serverType.Name) {
+			checkBandwidth("clientInstanceType", clientType)
+		}
+	}
+
+	if s.RootVolumeSize < MinRootVolumeSize || s.RootVolumeSize > MaxRootVolumeSize {
+		errf("rootVolumeSize", thousands(s.RootVolumeSize)+" GiB", fmt.Sprintf("%d-%s GiB", MinRootVolumeSize, thousands(MaxRootVolumeSize)), "the AMIs need at least 8 GiB")
+	}
+
+	// Access.
+	if len(s.OperatorCIDRs) == 0 {
+		errf("operatorCidrs", "[]", `at least one CIDR, e.g. ["203.0.113.7/32"]`, "SSH from these is the only ingress from outside the cluster")
+	}
+	for _, c := range s.OperatorCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		switch {
+		case err != nil:
+			errf("operatorCidrs", strconv.Quote(c), "CIDRs like 203.0.113.7/32 or 2001:db8::/64", "")
+		case p.Bits() == 0:
+			errf("operatorCidrs", c, "a prefix longer than /0", "this would open SSH to the whole internet")
+		case p.Masked() != p:
+			errf("operatorCidrs", c, "a network address: "+p.Masked().String(), "host bits are set")
+		}
+	}
+	if s.PublicKey == "" {
+		errf("publicKey", `""`, "an SSH public key line (ssh-ed25519 AAAA... or ssh-rsa AAAA...)", "")
+	} else if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s.PublicKey)); err != nil {
+		errf("publicKey", abbrev(s.PublicKey), "an SSH public key line (ssh-ed25519 AAAA... or ssh-rsa AAAA...)", err.Error())
+	}
+	if !tagValRE.MatchString(s.Owner) {
+		errf("owner", strconv.Quote(s.Owner), "1-256 letters, digits, spaces and _ . : / = + - @", "it becomes the owner tag")
+	}
+	if s.ExpiresInHours < 1 || s.ExpiresInHours > MaxExpiresInHours {
+		errf("expiresInHours", strconv.Itoa(s.ExpiresInHours), fmt.Sprintf("1-%d", MaxExpiresInHours), "")
+	}
+
+	// Network reuse.
+	switch {
+	case (s.VPCID == "") != (s.SubnetID == ""):
+		if s.VPCID == "" {
+			errf("vpcId", `""`, "set together with subnetId "+s.SubnetID, "the security group needs the subnet's VPC")
+		} else {
+			errf("subnetId", `""`, "set together with vpcId "+s.VPCID, "the rig creates a network only when it reuses none")
+		}
+	case s.VPCID != "":
+		if !vpcRE.MatchString(s.VPCID) {
+			errf("vpcId", strconv.Quote(s.VPCID), "a VPC id like vpc-0123456789abcdef0", "")
+		}
+		if !subnetRE.MatchString(s.SubnetID) {
+			errf("subnetId", strconv.Quote(s.SubnetID), "a subnet id like subnet-0123456789abcdef0", "")
+		}
+	}
+	return ps
+}
+
+// group writes an integer (or decimal) with thousands separators: 80000 -> 80,000.
+func group(s string) string {
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	neg := strings.HasPrefix(intPart, "-")
+	intPart = strings.TrimPrefix(intPart, "-")
+	var b strings.Builder
+	for i, r := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if neg {
+		out = "-" + out
+	}
+	if hasFrac {
+		out += "." + frac
+	}
+	return out
+}
+
+func fmtMB(v float64) string {
+	if v == float64(int(v)) {
+		return thousands(int(v))
+	}
+	return group(strconv.FormatFloat(v, 'f', 2, 64))
+}
+
+func abbrev(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:37] + "...")
+	}
+	return strconv.Quote(s)
+}

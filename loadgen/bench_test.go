@@ -1,0 +1,108 @@
+package loadgen
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// benchStream is a probe stream wired to real output files but no network, so the benchmark
+// measures the load generator's own CPU cost per probe.
+func benchStream(b *testing.B) (*stream, *conn) {
+	b.Helper()
+	dir := b.TempDir()
+	sink, err := createSink(filepath.Join(dir, ProbesFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	period := 1e9 / 5000.0
+	cfg := streamConfig{
+		kind: "probe", servers: []string{"bench:1"}, log: slog.New(slog.DiscardHandler),
+		at: func(i int64) int64 { return int64(float64(i) * period) }, total: streamMax,
+		chunk: probeChunk, grace: time.Second, instruments: 16, price: 1, sink: sink,
+		hlogWidth: int64(time.Second),
+	}
+	s := newStream(cfg, probeIDBit)
+	hl, err := createIntervalLog(filepath.Join(dir, ProbesHlogFile), s.epochUnix, cfg.hlogWidth, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.hl = hl
+	s.endAt = 1 << 62
+	c := &conn{cl: s.cl, addr: "bench:1", inflight: make(map[uint64]struct{})}
+	b.Cleanup(func() {
+		s.cl.close()
+		hl.close(0, "")
+		sink.close()
+	})
+	return s, c
+}
+
+// BenchmarkProbePath is the client-side cost of one probe without the syscalls: schedule it,
+// put it in flight, encode its frame, decode its answer, route the answer and record it
+// (probes.bin record, run and interval histograms, send lag). Run:
+//
+//	go test ./loadgen -run '^$' -bench ProbePath -benchmem
+func BenchmarkProbePath(b *testing.B) {
+	b.Run("full", func(b *testing.B) {
+		s, c := benchStream(b)
+		cl := s.cl
+		var out []byte
+		resp := wire.AppendResponse(nil, &wire.Response{Type: wire.TypeOrder, Status: wire.StatusOK, Index: 1})
+		var r wire.Response
+		corrs := make([]uint64, 1)
+		var lags []int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := int64(0); i < int64(b.N); i++ {
+			corr := uint64(i + 1)
+			s.scheduleChunk(i, i+1)
+			cl.mu.Lock()
+			c.inflight[corr] = struct{}{}
+			cl.mu.Unlock()
+			corrs[0] = corr
+			out = s.encode(out[:0], corr)
+			lags = s.sentChunk(i, i+1, cl.now(), lags)
+			binary.LittleEndian.PutUint64(resp[5:], corr) // the server echoes the correlation id
+			if err := wire.DecodeResponse(resp[4:], &r); err != nil {
+				b.Fatal(err)
+			}
+			cl.onResponse(c, &r, cl.now())
+		}
+		b.StopTimer()
+		if s.answered != int64(b.N) {
+			b.Fatalf("answered %d of %d", s.answered, b.N)
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		s, _ := benchStream(b)
+		var out []byte
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			out = s.encode(out[:0], uint64(i+1))
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		resp := wire.AppendResponse(nil, &wire.Response{Type: wire.TypeOrder, Status: wire.StatusOK, Index: 1})
+		var r wire.Response
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := wire.DecodeResponse(resp[4:], &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		s, _ := benchStream(b)
+		r := wire.Response{Type: wire.TypeOrder, Status: wire.StatusOK}
+		b.ReportAllocs()
+		for i := int64(0); i < int64(b.N); i++ {
+			s.scheduleChunk(i, i+1)
+			s.answer(uint64(i+1), &r, s.cfg.at(i)+50_000)
+		}
+	})
+}

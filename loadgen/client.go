@@ -1,0 +1,593 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// ConnOptions tune how the load generator talks to the cluster. Zero values take the defaults.
+type ConnOptions struct {
+	DialTimeout time.Duration // one connection attempt (default 2 s)
+	KeepAlive   time.Duration // a ping goes out after this long without traffic (default 1 s)
+	DeadAfter   time.Duration // a ping unanswered, or a write blocked, this long drops the connection (default 15 s)
+}
+
+const (
+	defaultDialTimeout = 2 * time.Second
+	defaultKeepAlive   = time.Second
+	defaultDeadAfter   = 15 * time.Second
+
+	// Backoff between attempts when no leader is known (an election). Capped low on purpose: the
+	// cap is the client's polling granularity, and it lands in every failover gap we measure.
+	minBackoff = 5 * time.Millisecond
+	maxBackoff = 50 * time.Millisecond
+	// errorBackoff delays the resend of a command the leader answered with StatusError, so a
+	// leader that fails everything cannot turn the client into a hot loop.
+	errorBackoff = 5 * time.Millisecond
+
+	pingCorrBit = 1 << 63 // pings use their own correlation ids; they are never in flight
+)
+
+func (o ConnOptions) withDefaults() ConnOptions {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = defaultDialTimeout
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = defaultKeepAlive
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = defaultDeadAfter
+	}
+	return o
+}
+
+// LeaderChange is a change of the server that answers commands, as this client saw it.
+type LeaderChange struct {
+	At    time.Time `json:"at"` // first answer from the new leader
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+	GapNs int64     `json:"gap_ns"` // last answer from the old leader -> first answer from the new one
+}
+
+// ConnStats counts what happened to a client's connections.
+type ConnStats struct {
+	Leader        string         `json:"leader"` // the last server that answered a command
+	Connects      int64          `json:"connects"`
+	Reconnects    int64          `json:"reconnects"` // connections opened after a leader had answered
+	DialFailures  int64          `json:"dial_failures"`
+	ConnLosses    int64          `json:"conn_losses"` // leader connections that died under the client
+	Redirects     int64          `json:"redirects"`   // StatusNotLeader answers
+	Errors        int64          `json:"errors"`      // StatusError answers (the command is resent)
+	PingTimeouts  int64          `json:"ping_timeouts"`
+	Resent        int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
+	Unknown       int64          `json:"unknown_answers,omitempty"`
+	LeaderChanges []LeaderChange `json:"leader_changes"`
+}
+
+// ErrNoLeader reports that no server answered a command as leader in time.
+var ErrNoLeader = errors.New("no leader")
+
+var errClosed = errors.New("client closed")
+
+// handler is the owner of a client's commands: it encodes a command by correlation id (on its
+// first send and on every resend) and takes the final answers (OK or Rejected).
+type handler interface {
+	encode(dst []byte, corr uint64) []byte
+	answer(corr uint64, r *wire.Response, at int64)
+}
+
+type retryItem struct {
+	corr      uint64
+	notBefore int64
+}
+
+// client keeps one connection to the leader of a cluster and makes sure every command sent
+// through it is eventually answered with OK or Rejected: commands answered NotLeader or Error,
+// or left in flight on a connection that died, come back through takeRetries for the owner to
+// send again. Times are nanoseconds since epoch on the monotonic clock.
+type client struct {
+	servers   []string
+	opts      ConnOptions
+	h         handler
+	log       *slog.Logger
+	epoch     time.Time
+	epochUnix int64
+
+	mu        sync.Mutex
+	cur       *conn // where new commands go; nil when none is usable
+	conns     map[*conn]struct{}
+	hint      string // leader address learned from a NotLeader answer or a lost leader connection
+	next      int    // next server to try when there is no hint
+	lastTried string
+	fails     int // consecutive attempts that did not reach a leader
+	retry     []retryItem
+	leader    *conn // last connection that answered OK first among its peers
+	lastOK    int64 // last OK from leader
+	stats     ConnStats
+	closed    bool
+
+	retryCh chan struct{} // signalled (non-blocking) when retry grows
+	done    chan struct{}
+	wg      sync.WaitGroup
+	pingSeq atomic.Uint64
+}
+
+func newClient(servers []string, opts ConnOptions, h handler, log *slog.Logger, epoch time.Time) *client {
+	cl := &client{
+		servers:   servers,
+		opts:      opts.withDefaults(),
+		h:         h,
+		log:       log,
+		epoch:     epoch,
+		epochUnix: epoch.UnixNano(),
+		conns:     make(map[*conn]struct{}),
+		retryCh:   make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	cl.wg.Add(1)
+	go cl.keepalive()
+	return cl
+}
+
+func (cl *client) now() int64 { return int64(time.Since(cl.epoch)) }
+
+func (cl *client) unix(at int64) time.Time { return time.Unix(0, cl.epochUnix+at) }
+
+type conn struct {
+	cl   *client
+	addr string
+	nc   net.Conn
+
+	wmu  sync.Mutex
+	wbuf []byte
+	wdl  time.Time // write deadline currently set
+
+	// guarded by cl.mu
+	inflight  map[uint64]struct{}
+	demoted   bool // answered NotLeader: no new commands go here; closed once drained
+	confirmed bool // answered OK at least once
+	dead      bool
+	suspect   bool // killed by a ping timeout: do not redial it first
+
+	lastSend atomic.Int64
+	lastRecv atomic.Int64
+	pingSent atomic.Int64 // when the outstanding ping went out; 0 when none
+
+	once   sync.Once
+	reason atomic.Value // error that killed it
+}
+
+// kill closes the connection; its reader then hands what was in flight back for resending.
+func (c *conn) kill(reason error) {
+	c.once.Do(func() {
+		if reason != nil {
+			c.reason.Store(reason)
+		}
+		c.nc.Close()
+	})
+}
+
+// send writes the commands to the current leader connection, dialling one first if needed,
+// and returns when they were handed to the kernel. A connection that fails under the write is
+// not an error here: its commands come back through takeRetries. The error is ctx's or
+// errClosed.
+func (cl *client) send(ctx context.Context, corrs []uint64) (int64, error) {
+	for {
+		c, err := cl.ready(ctx)
+		if err != nil {
+			return cl.now(), err
+		}
+		cl.mu.Lock()
+		if c.demoted || c.dead {
+			cl.mu.Unlock()
+			continue
+		}
+		// In flight before the write: an answer can beat the return of Write.
+		for _, k := range corrs {
+			c.inflight[k] = struct{}{}
+		}
+		cl.mu.Unlock()
+		return c.write(corrs), nil
+	}
+}
+
+func (c *conn) write(corrs []uint64) int64 {
+	c.wmu.Lock()
+	b := c.wbuf[:0]
+	for _, k := range corrs {
+		b = c.cl.h.encode(b, k)
+	}
+	c.wbuf = b
+	err := c.writeLocked(b)
+	c.wmu.Unlock()
+	at := c.cl.now()
+	c.lastSend.Store(at)
+	if err != nil {
+		c.kill(fmt.Errorf("write to %s: %w", c.addr, err))
+	}
+	return at
+}
+
+// writeLocked writes b with a deadline: a server that stops reading for DeadAfter loses the
+// connection. The deadline is moved only when it has come within DeadAfter-slack, which keeps a
+// timer update off the per-write path.
+func (c *conn) writeLocked(b []byte) error {
+	now := time.Now()
+	slack := min(time.Second, c.cl.opts.DeadAfter/2)
+	if c.wdl.Sub(now) < c.cl.opts.DeadAfter-slack {
+		c.wdl = now.Add(c.cl.opts.DeadAfter)
+		c.nc.SetWriteDeadline(c.wdl)
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// ready returns a connection new commands may go to, dialling (with backoff while no leader is
+// known) until it has one or ctx ends.
+func (cl *client) ready(ctx context.Context) (*conn, error) {
+	for {
+		cl.mu.Lock()
+		if cl.closed {
+			cl.mu.Unlock()
+			return nil, errClosed
+		}
+		if c := cl.cur; c != nil && !c.demoted && !c.dead {
+			cl.mu.Unlock()
+			return c, nil
+		}
+		addr, wait := cl.nextTargetLocked()
+		cl.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-cl.done:
+				t.Stop()
+				return nil, errClosed
+			}
+		}
+		c, err := cl.dial(ctx, addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			cl.mu.Lock()
+			cl.fails++
+			cl.stats.DialFailures++
+			n := cl.stats.DialFailures
+			cl.mu.Unlock()
+			if n&(n-1) == 0 { // 1, 2, 4, 8...: enough to see it, not a line per attempt
+				cl.log.Warn("cannot connect", "server", addr, "failures", n, "err", err)
+			}
+			continue
+		}
+		cl.mu.Lock()
+		if cl.closed {
+			cl.mu.Unlock()
+			c.nc.Close()
+			return nil, errClosed
+		}
+		cl.cur = c
+		cl.conns[c] = struct{}{}
+		cl.stats.Connects++
+		if cl.leader != nil { // following redirects to the first leader is not a reconnect
+			cl.stats.Reconnects++
+		}
+		cl.wg.Add(1)
+		cl.mu.Unlock()
+		go c.read()
+		cl.log.Debug("connected", "server", addr)
+		return c, nil
+	}
+}
+
+// nextTargetLocked picks the next server to try and how long to wait first. A fresh hint (a
+// leader address we did not just try) is followed at once so redirects cost no extra delay;
+// everything else backs off while attempts keep failing.
+func (cl *client) nextTargetLocked() (string, time.Duration) {
+	var addr string
+	fresh := false
+	if cl.hint != "" {
+		addr, cl.hint = cl.hint, ""
+		fresh = addr != cl.lastTried
+	} else {
+		addr = cl.servers[cl.next%len(cl.servers)]
+		cl.next++
+	}
+	var wait time.Duration
+	if cl.fails > 0 && !(fresh && cl.fails <= 2) {
+		wait = minBackoff << min(cl.fails-1, 8)
+		if wait > maxBackoff {
+			wait = maxBackoff
+		}
+	}
+	cl.lastTried = addr
+	return addr, wait
+}
+
+func (cl *client) dial(ctx context.Context, addr string) (*conn, error) {
+	d := net.Dialer{
+		Timeout: cl.opts.DialTimeout,
+		// The OS notices a peer host that vanished (no FIN, no RST) within ~10 s.
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: time.Second, Count: 5},
+	}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	now := cl.now()
+	c := &conn{cl: cl, addr: addr, nc: nc, inflight: make(map[uint64]struct{})}
+	c.lastSend.Store(now)
+	c.lastRecv.Store(now)
+	return c, nil
+}
+
+func (c *conn) read() {
+	cl := c.cl
+	defer cl.wg.Done()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var (
+		buf []byte
+		r   wire.Response
+		err error
+	)
+	for {
+		buf, err = wire.ReadFrame(br, buf)
+		if err != nil {
+			break
+		}
+		at := cl.now()
+		c.lastRecv.Store(at)
+		if err = wire.DecodeResponse(buf, &r); err != nil {
+			err = fmt.Errorf("answer from %s: %w", c.addr, err)
+			break
+		}
+		if r.Type == wire.TypePing {
+			c.pingSent.Store(0)
+			continue
+		}
+		cl.onResponse(c, &r, at)
+	}
+	cl.connDead(c, err)
+}
+
+// onResponse routes one answer: OK and Rejected are final and go to the owner; NotLeader and
+// Error send the command around again.
+func (cl *client) onResponse(c *conn, r *wire.Response, at int64) {
+	cl.mu.Lock()
+	if _, ok := c.inflight[r.Corr]; !ok {
+		cl.stats.Unknown++
+		cl.mu.Unlock()
+		return
+	}
+	delete(c.inflight, r.Corr)
+	deliver := false
+	switch r.Status {
+	case wire.StatusOK:
+		deliver = true
+		cl.confirmLocked(c, at)
+	case wire.StatusRejected:
+		deliver = true
+	case wire.StatusNotLeader:
+		cl.stats.Redirects++
+		cl.demoteLocked(c, r.Text)
+		cl.retryLocked(r.Corr, 0)
+	default: // StatusError, or a status this client does not know: may or may not be applied
+		cl.stats.Errors++
+		if n := cl.stats.Errors; n&(n-1) == 0 {
+			cl.log.Warn("leader failed a command; resending", "server", c.addr, "errors", n, "reason", r.Text)
+		}
+		cl.retryLocked(r.Corr, at+int64(errorBackoff))
+	}
+	drained := c.demoted && len(c.inflight) == 0
+	cl.mu.Unlock()
+	if deliver {
+		cl.h.answer(r.Corr, r, at)
+	}
+	if drained {
+		c.kill(nil)
+	}
+}
+
+func (cl *client) confirmLocked(c *conn, at int64) {
+	if !c.confirmed {
+		c.confirmed = true
+		cl.fails = 0
+		prev := cl.leader
+		switch {
+		case prev == nil:
+			cl.log.Info("leader found", "leader", c.addr)
+		case prev.addr != c.addr:
+			lc := LeaderChange{At: cl.unix(at), From: prev.addr, To: c.addr, GapNs: at - cl.lastOK}
+			cl.stats.LeaderChanges = append(cl.stats.LeaderChanges, lc)
+			cl.log.Info("leader changed", "from", lc.From, "to", lc.To, "gap", time.Duration(lc.GapNs))
+		}
+		cl.leader = c
+		cl.stats.Leader = c.addr
+	}
+	if c == cl.leader {
+		cl.lastOK = at
+	}
+}
+
+func (cl *client) demoteLocked(c *conn, leader string) {
+	if !c.demoted {
+		c.demoted = true
+		if !c.confirmed {
+			cl.fails++
+		}
+		cl.log.Debug("not the leader", "server", c.addr, "leader", leader)
+	}
+	if leader != "" && leader != c.addr {
+		cl.hint = leader
+	}
+	if cl.cur == c {
+		cl.cur = nil
+	}
+}
+
+func (cl *client) retryLocked(corr uint64, notBefore int64) {
+	cl.retry = append(cl.retry, retryItem{corr, notBefore})
+	select {
+	case cl.retryCh <- struct{}{}:
+	default:
+	}
+}
+
+// connDead runs when a connection's reader ends: whatever was in flight on it is resent.
+func (cl *client) connDead(c *conn, readErr error) {
+	c.kill(nil)
+	cl.mu.Lock()
+	c.dead = true
+	delete(cl.conns, c)
+	if cl.cur == c {
+		cl.cur = nil
+		// The leader's connection broke but the leader may be fine: try it again first.
+		if c.confirmed && !c.suspect && cl.hint == "" {
+			cl.hint = c.addr
+		}
+	}
+	n := len(c.inflight)
+	for k := range c.inflight {
+		cl.retry = append(cl.retry, retryItem{corr: k})
+	}
+	clear(c.inflight)
+	closed := cl.closed
+	if !closed && !c.demoted {
+		cl.stats.ConnLosses++
+		if !c.confirmed {
+			cl.fails++
+		}
+	}
+	cl.mu.Unlock()
+	if n > 0 {
+		select {
+		case cl.retryCh <- struct{}{}:
+		default:
+		}
+	}
+	if !closed && !c.demoted {
+		reason := readErr
+		if r, ok := c.reason.Load().(error); ok {
+			reason = r
+		}
+		cl.log.Warn("connection lost", "server", c.addr, "in_flight", n, "err", reason)
+	}
+}
+
+// takeRetries moves the commands due for resending into dst and returns when the next one
+// becomes due (math.MaxInt64 if none is waiting).
+func (cl *client) takeRetries(now int64, dst []uint64) ([]uint64, int64) {
+	next := int64(math.MaxInt64)
+	cl.mu.Lock()
+	keep := cl.retry[:0]
+	for _, it := range cl.retry {
+		if it.notBefore <= now {
+			dst = append(dst, it.corr)
+		} else {
+			keep = append(keep, it)
+			next = min(next, it.notBefore)
+		}
+	}
+	cl.retry = keep
+	cl.stats.Resent += int64(len(dst))
+	cl.mu.Unlock()
+	return dst, next
+}
+
+// keepalive pings connections that sent nothing for KeepAlive, or that have commands in flight
+// and heard nothing for KeepAlive, and drops one whose ping stays unanswered for DeadAfter
+// (a hung process keeps its sockets open; only a ping tells).
+func (cl *client) keepalive() {
+	defer cl.wg.Done()
+	period := max(cl.opts.KeepAlive/4, 10*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var conns []*conn
+	var frame []byte
+	for {
+		select {
+		case <-t.C:
+		case <-cl.done:
+			return
+		}
+		now := cl.now()
+		conns = conns[:0]
+		cl.mu.Lock()
+		busy := make(map[*conn]bool, len(cl.conns))
+		for c := range cl.conns {
+			conns = append(conns, c)
+			busy[c] = len(c.inflight) > 0
+		}
+		cl.mu.Unlock()
+		ka := int64(cl.opts.KeepAlive)
+		for _, c := range conns {
+			if ps := c.pingSent.Load(); ps != 0 {
+				if now-ps > int64(cl.opts.DeadAfter) {
+					cl.mu.Lock()
+					cl.stats.PingTimeouts++
+					c.suspect = true
+					cl.mu.Unlock()
+					c.kill(fmt.Errorf("no answer to a ping for %v", cl.opts.DeadAfter))
+				}
+				continue
+			}
+			if now-c.lastSend.Load() < ka && !(busy[c] && now-c.lastRecv.Load() >= ka) {
+				continue
+			}
+			if !c.wmu.TryLock() { // a send is under way: that is traffic enough
+				continue
+			}
+			frame = wire.AppendRequest(frame[:0], &wire.Request{Type: wire.TypePing, Corr: pingCorrBit | cl.pingSeq.Add(1)})
+			c.pingSent.Store(max(now, 1))
+			err := c.writeLocked(frame)
+			c.wmu.Unlock()
+			c.lastSend.Store(cl.now())
+			if err != nil {
+				c.kill(fmt.Errorf("ping %s: %w", c.addr, err))
+			}
+		}
+	}
+}
+
+// close drops every connection and waits for the readers; commands still in flight stay
+// unanswered.
+func (cl *client) close() {
+	cl.mu.Lock()
+	if cl.closed {
+		cl.mu.Unlock()
+		return
+	}
+	cl.closed = true
+	conns := make([]*conn, 0, len(cl.conns))
+	for c := range cl.conns {
+		conns = append(conns, c)
+	}
+	cl.mu.Unlock()
+	close(cl.done)
+	for _, c := range conns {
+		c.kill(nil)
+	}
+	cl.wg.Wait()
+}
+
+func (cl *client) snapshot() ConnStats {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	s := cl.stats
+	s.LeaderChanges = append([]LeaderChange(nil), cl.stats.LeaderChanges...)
+	return s
+}

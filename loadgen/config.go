@@ -1,0 +1,418 @@
+package loadgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the load generator's configuration file (`rig loadgen preload|probe|burst --config
+// FILE`), one file for every mode; each mode reads the top level and its own section. Flags
+// given on the command line override it. Quantities may be written as numbers or as text:
+//
+//	{
+//	  "servers": ["10.0.1.5:7001", "10.0.1.6:7001", "10.0.1.7:7001"],
+//	  "instruments": 16,                 // preload spreads over them, probes rotate over them
+//	  "probe_price": 1,                  // limit of the IOC buy probes; below every resting ask
+//	  "start_timeout": "30s",            // how long to look for a leader before the first probe
+//	  "conn": {"dial_timeout": "2s", "keepalive": "1s", "dead_after": "15s"},
+//	  "preload": {"orders": "5M", "levels": 100, "batch": 1000, "in_flight": 4, "seed": 1,
+//	              "mid": 1000000, "gap": 100, "max_qty": 100, "first_id": 1, "out": "DIR"},
+//	  "probe":   {"rate": "5000/s", "duration": "230s", "grace": "5s", "interval": "1s",
+//	              "out": "DIR", "control": "127.0.0.1:7700"},
+//	  "burst":   {"messages": 50000, "every": "1s", "count": 5, "out": "DIR"}
+//	}
+//
+// (JSON has no comments; they are here for the reader.) Durations are Go durations ("230s",
+// "1m30s") or integer nanoseconds; counts are integers or "100k" / "5M" / "1G"; rates are
+// numbers or "5000/s". preload.out gets preload.json; probe.out gets probes.bin, probes.hlog,
+// stats.json and bursts.bin; burst.out gets bursts.bin and bursts.json.
+type Config struct {
+	Servers      []string      `json:"servers"`
+	Instruments  int           `json:"instruments,omitempty"`
+	ProbePrice   int64         `json:"probe_price,omitempty"`
+	StartTimeout Duration      `json:"start_timeout,omitempty"`
+	Conn         ConnConfig    `json:"conn"`
+	Preload      PreloadConfig `json:"preload"`
+	Probe        ProbeConfig   `json:"probe"`
+	Burst        BurstConfig   `json:"burst"`
+}
+
+// ConnConfig is ConnOptions in the config file.
+type ConnConfig struct {
+	DialTimeout Duration `json:"dial_timeout,omitempty"`
+	KeepAlive   Duration `json:"keepalive,omitempty"`
+	DeadAfter   Duration `json:"dead_after,omitempty"`
+}
+
+// PreloadConfig is the preload section (see PreloadOptions for meanings and defaults).
+type PreloadConfig struct {
+	Orders   Count  `json:"orders"`
+	Levels   int    `json:"levels,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	InFlight int    `json:"in_flight,omitempty"`
+	Seed     uint64 `json:"seed,omitempty"`
+	Mid      int64  `json:"mid,omitempty"`
+	Gap      int64  `json:"gap,omitempty"`
+	MaxQty   int64  `json:"max_qty,omitempty"`
+	FirstID  uint64 `json:"first_id,omitempty"`
+	Out      string `json:"out,omitempty"` // directory for preload.json (optional)
+}
+
+// ProbeConfig is the probe section (see ProbeOptions).
+type ProbeConfig struct {
+	Rate     Rate     `json:"rate"`
+	Duration Duration `json:"duration"`
+	Grace    Duration `json:"grace,omitempty"`
+	Interval Duration `json:"interval,omitempty"`
+	Out      string   `json:"out"`
+	Control  string   `json:"control,omitempty"` // 127.0.0.1:PORT for the control API (loopback only)
+}
+
+// BurstConfig is the burst section, for `rig loadgen burst` (see BurstOptions).
+type BurstConfig struct {
+	Messages Count    `json:"messages"`
+	Every    Duration `json:"every"`
+	Count    int      `json:"count"`
+	Grace    Duration `json:"grace,omitempty"`
+	Out      string   `json:"out"`
+}
+
+// Duration is a time.Duration written as a Go duration string or integer nanoseconds.
+type Duration time.Duration
+
+// UnmarshalJSON accepts "30s" or 30000000000.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return &badValue{raw: string(b), msg: fmt.Sprintf("duration %q: want a Go duration like 30s or 1m30s", s)}
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return &badValue{raw: string(b), msg: fmt.Sprintf("duration %s: want a string like \"30s\" or integer nanoseconds", b)}
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// MarshalJSON writes the Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Count is an integer written as a number or with a k/M/G suffix ("100k", "1.5M").
+type Count int64
+
+// UnmarshalJSON accepts 100000 or "100k".
+func (c *Count) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	n, err := ParseCount(s)
+	if err != nil {
+		return &badValue{raw: string(b), msg: err.Error()}
+	}
+	*c = Count(n)
+	return nil
+}
+
+// Rate is a per-second rate written as a number or "5000/s".
+type Rate float64
+
+// UnmarshalJSON accepts 5000 or "5000/s".
+func (r *Rate) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	v, err := ParseRate(s)
+	if err != nil {
+		return &badValue{raw: string(b), msg: err.Error()}
+	}
+	*r = Rate(v)
+	return nil
+}
+
+// ParseCount parses "100000", "100k", "5M", "1.5M", "1G" (k = 1e3, M = 1e6, G = 1e9).
+func ParseCount(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1e3, t[:n-1]
+		case 'm', 'M':
+			mult, t = 1e6, t[:n-1]
+		case 'g', 'G':
+			mult, t = 1e9, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("count %q: want a whole number, optionally with k, M or G (e.g. 100k, 5M)", s)
+	}
+	v *= mult
+	if v != math.Trunc(v) || v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("count %q: want a whole number, optionally with k, M or G (e.g. 100k, 5M)", s)
+	}
+	return int64(v), nil
+}
+
+// ParseRate parses a per-second rate: "5000", "5000/s", "5k/s".
+func ParseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(t, "/s")
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1e3, t[:n-1]
+		case 'm', 'M':
+			mult, t = 1e6, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("rate %q: want messages per second > 0, e.g. 5000/s or 5k/s", s)
+	}
+	return v * mult, nil
+}
+
+// ErrConfig classifies a configuration file that cannot be used.
+var ErrConfig = errors.New("bad load generator config")
+
+// LoadConfig reads a config file. Unknown keys and malformed values are errors that name
+// FILE:LINE:COLUMN.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read load generator config: %w", err)
+	}
+	return ParseConfig(path, b)
+}
+
+// ParseConfig parses config text; name is used in error messages.
+func ParseConfig(name string, b []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&c)
+	if err == nil && dec.More() {
+		line, col := lineCol(b, dec.InputOffset())
+		return Config{}, fmt.Errorf("%w: %s:%d:%d: text after the JSON object", ErrConfig, name, line, col)
+	}
+	if err == nil {
+		return c, nil
+	}
+	// encoding/json reports most errors only after the whole value: find where they are.
+	off := dec.InputOffset()
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+		bv *badValue
+	)
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		msg = fmt.Sprintf("%s: %s where %s is wanted", te.Field, te.Value, te.Type)
+		if s, ok := findSpot(b, func(s jsonSpot) bool { return !s.key && s.path == te.Field }); ok {
+			off = s.off
+		}
+	case errors.As(err, &bv):
+		if s, ok := findSpot(b, func(s jsonSpot) bool { return !s.key && s.raw == bv.raw }); ok {
+			off, msg = s.off, s.path+": "+bv.msg
+		}
+	case strings.HasPrefix(msg, "unknown field "):
+		field, _ := strconv.Unquote(strings.TrimPrefix(msg, "unknown field "))
+		if s, ok := findSpot(b, func(s jsonSpot) bool { return s.key && s.name == field }); ok {
+			off, msg = s.off, fmt.Sprintf("unknown key %q in %s", field, orTop(s.parent))
+		}
+	}
+	line, col := lineCol(b, off)
+	return Config{}, fmt.Errorf("%w: %s:%d:%d: %s", ErrConfig, name, line, col, msg)
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "the top level"
+	}
+	return path
+}
+
+// badValue is a value a custom decoder refused; raw is its JSON text, to find it in the file.
+type badValue struct{ raw, msg string }
+
+func (e *badValue) Error() string { return e.msg }
+
+// jsonSpot is one key or value of a JSON document: its dotted path and where it starts.
+type jsonSpot struct {
+	path, parent, name string
+	key                bool
+	off                int64
+	raw                string
+}
+
+// findSpot walks the document's tokens and returns the first spot matching.
+func findSpot(b []byte, match func(jsonSpot) bool) (jsonSpot, bool) {
+	type frame struct {
+		obj       bool
+		path      string
+		key       string
+		expectKey bool
+		idx       int
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var stack []*frame
+	join := func(p, k string) string {
+		if p == "" {
+			return k
+		}
+		return p + "." + k
+	}
+	for {
+		before := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonSpot{}, false
+		}
+		end := dec.InputOffset()
+		start := before
+		for start < end && strings.IndexByte(" \t\r\n:,", b[start]) >= 0 {
+			start++
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 && stack[n-1].obj {
+				stack[n-1].expectKey = true
+			}
+			continue
+		}
+		if top != nil && top.obj && top.expectKey {
+			k, _ := tok.(string)
+			s := jsonSpot{path: join(top.path, k), parent: top.path, name: k, key: true, off: start, raw: string(b[start:end])}
+			if match(s) {
+				return s, true
+			}
+			top.key, top.expectKey = k, false
+			continue
+		}
+		path, parent, name := "", "", ""
+		if top != nil {
+			parent = top.path
+			if top.obj {
+				name = top.key
+			} else {
+				name = strconv.Itoa(top.idx)
+				top.idx++
+			}
+			path = join(parent, name)
+		}
+		d, isDelim := tok.(json.Delim)
+		raw := string(b[start:end])
+		if isDelim {
+			raw = ""
+		}
+		s := jsonSpot{path: path, parent: parent, name: name, off: start, raw: raw}
+		if match(s) {
+			return s, true
+		}
+		if isDelim { // '{' or '['
+			stack = append(stack, &frame{obj: d == '{', path: path, expectKey: d == '{'})
+		} else if top != nil && top.obj {
+			top.expectKey = true
+		}
+	}
+}
+
+// Check catches what no single section can: probes that would trade against the preloaded
+// book (the probe price must be below the lowest ask the preload can rest).
+func (c *Config) Check() error {
+	o := c.PreloadOptions()
+	o.Servers, o.Orders = []string{"-"}, 1 // only the book's shape is checked here
+	if err := o.normalize(); err != nil {
+		return fmt.Errorf("%w: preload: %v", ErrConfig, err)
+	}
+	price := c.ProbePrice
+	if price == 0 {
+		price = DefaultProbePrice
+	}
+	if ask := o.book().AskLow; price >= ask {
+		return fmt.Errorf("%w: probe_price %d would trade against the preloaded asks from %d; probes must cross nothing", ErrConfig, price, ask)
+	}
+	return nil
+}
+
+func (c *Config) conn() ConnOptions {
+	return ConnOptions{
+		DialTimeout: time.Duration(c.Conn.DialTimeout),
+		KeepAlive:   time.Duration(c.Conn.KeepAlive),
+		DeadAfter:   time.Duration(c.Conn.DeadAfter),
+	}
+}
+
+// PreloadOptions maps the config to Preload's options (Logger and Progress are the caller's).
+func (c *Config) PreloadOptions() PreloadOptions {
+	p := c.Preload
+	return PreloadOptions{
+		Servers: c.Servers, Orders: int64(p.Orders), Instruments: c.Instruments,
+		Levels: p.Levels, Batch: p.Batch, InFlight: p.InFlight, Seed: p.Seed,
+		Mid: p.Mid, Gap: p.Gap, MaxQty: p.MaxQty, FirstID: p.FirstID, Conn: c.conn(),
+	}
+}
+
+// ProbeOptions maps the config to Probe's options (Logger is the caller's).
+func (c *Config) ProbeOptions() ProbeOptions {
+	p := c.Probe
+	return ProbeOptions{
+		Servers: c.Servers, Rate: float64(p.Rate), Duration: time.Duration(p.Duration),
+		Grace: time.Duration(p.Grace), Out: p.Out, Instruments: c.Instruments, Price: c.ProbePrice,
+		Interval: time.Duration(p.Interval), StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
+	}
+}
+
+// BurstOptions maps the config to Burst's options (Logger is the caller's).
+func (c *Config) BurstOptions() BurstOptions {
+	b := c.Burst
+	return BurstOptions{
+		Servers: c.Servers, Messages: int(b.Messages), Every: time.Duration(b.Every), Count: b.Count,
+		Grace: time.Duration(b.Grace), Out: b.Out, Instruments: c.Instruments, Price: c.ProbePrice,
+		StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
+	}
+}
+
+func lineCol(b []byte, off int64) (int, int) {
+	off = min(max(off, 0), int64(len(b)))
+	line, col := 1, 1
+	for _, c := range b[:off] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

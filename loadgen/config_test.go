@@ -1,0 +1,97 @@
+package loadgen
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	text := `{
+  "servers": ["10.0.1.5:7001", "10.0.1.6:7001"],
+  "instruments": 8,
+  "probe_price": 2,
+  "conn": {"dial_timeout": "1s", "keepalive": 500000000, "dead_after": "20s"},
+  "preload": {"orders": "5M", "levels": 50, "batch": 2000, "in_flight": 8, "seed": 7},
+  "probe": {"rate": "5k/s", "duration": "3m50s", "grace": "7s", "out": "/tmp/x", "control": "127.0.0.1:7700"},
+  "burst": {"messages": "50k", "every": "1s", "count": 5, "out": "/tmp/b"}
+}`
+	c, err := ParseConfig("lg.json", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.ProbeOptions()
+	if p.Rate != 5000 || p.Duration != 230*time.Second || p.Grace != 7*time.Second || p.Out != "/tmp/x" || p.Instruments != 8 || p.Price != 2 ||
+		p.Conn.KeepAlive != 500*time.Millisecond || p.Conn.DeadAfter != 20*time.Second || len(p.Servers) != 2 || c.Probe.Control != "127.0.0.1:7700" {
+		t.Errorf("probe options %+v", p)
+	}
+	pl := c.PreloadOptions()
+	if pl.Orders != 5_000_000 || pl.Levels != 50 || pl.Batch != 2000 || pl.InFlight != 8 || pl.Seed != 7 || pl.Instruments != 8 || pl.Conn.DialTimeout != time.Second {
+		t.Errorf("preload options %+v", pl)
+	}
+	b := c.BurstOptions()
+	if b.Messages != 50_000 || b.Every != time.Second || b.Count != 5 || b.Out != "/tmp/b" {
+		t.Errorf("burst options %+v", b)
+	}
+}
+
+func TestParseConfigErrorsSayWhere(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"{\n  \"servers\": [\"a:1\"],\n  \"probe\": {\"rat\": 5}\n}", `lg.json:3:13: unknown key "rat" in probe`},
+		{"{\n  \"servers\": [\"a:1\"],\n  \"probe\": {\"rate\": \"fast\"}\n}", `lg.json:3:21: probe.rate: rate "fast"`},
+		{"{\n  \"instruments\": \"many\"\n}", "lg.json:2:18: instruments: string where int is wanted"},
+		{"{\n  \"servers\": [\"a:1\"],,\n}", "lg.json:2:"},
+		{"{\n  \"preload\": {\"levels\": 3},\n  \"probe\": {\"duration\": \"30 seconds\"}\n}", "lg.json:3:25: probe.duration: duration \"30 seconds\": want a Go duration"},
+		{"{\"extra\": 1}", `lg.json:1:2: unknown key "extra" in the top level`},
+		{"{} {}", "text after"},
+	} {
+		_, err := ParseConfig("lg.json", []byte(tc.text))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want ErrConfig mentioning %q", tc.text, err, tc.want)
+		}
+	}
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestParseCountAndRate(t *testing.T) {
+	for s, want := range map[string]int64{"100000": 100_000, "100k": 100_000, "5M": 5_000_000, "1.5M": 1_500_000, "1G": 1e9, "0": 0} {
+		if got, err := ParseCount(s); err != nil || got != want {
+			t.Errorf("ParseCount(%q) = %d, %v, want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1", "1.5", "k", "5X", "1e30G"} {
+		if _, err := ParseCount(s); err == nil {
+			t.Errorf("ParseCount(%q) accepted", s)
+		}
+	}
+	for s, want := range map[string]float64{"1000": 1000, "1000/s": 1000, "5k/s": 5000, "0.5/s": 0.5} {
+		if got, err := ParseRate(s); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v, want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "0", "-5/s", "fast", "5/m"} {
+		if _, err := ParseRate(s); err == nil {
+			t.Errorf("ParseRate(%q) accepted", s)
+		}
+	}
+}
+
+func TestConfigCheckProbePriceBelowAsks(t *testing.T) {
+	c := Config{Servers: []string{"a:1"}}
+	if err := c.Check(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	c.ProbePrice = DefaultMid + DefaultGap
+	if err := c.Check(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "probe_price") {
+		t.Errorf("probe at the best ask: %v, want ErrConfig naming probe_price", err)
+	}
+	c.ProbePrice, c.Preload.Mid, c.Preload.Gap = 500, 400, 50
+	if err := c.Check(); !errors.Is(err, ErrConfig) {
+		t.Errorf("probe above a custom book's asks: %v", err)
+	}
+}

@@ -1,0 +1,364 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// Preload defaults.
+const (
+	DefaultLevels   = 100
+	DefaultBatch    = 1000
+	DefaultInFlight = 4
+	DefaultSeed     = 1
+	DefaultMid      = 1_000_000
+	DefaultGap      = 100
+	DefaultMaxQty   = 100
+)
+
+// PreloadOptions configure the resting book built before a run. Order k (k = 0..Orders-1) rests
+// on instrument k mod Instruments, on the bid side for even (k / Instruments) and the ask side
+// for odd, at a level drawn from Seed: bids at Mid-Gap-level, asks at Mid+Gap+level, level in
+// [0, Levels). Nothing crosses: the best bid is Mid-Gap, the best ask Mid+Gap. The same options
+// always give the same book.
+type PreloadOptions struct {
+	Servers     []string
+	Orders      int64
+	Instruments int    // default 16
+	Levels      int    // price levels per side and instrument (default 100)
+	Batch       int    // orders per TypeBatch frame, one raft entry each (default 1,000)
+	InFlight    int    // batches pipelined before waiting for an answer (default 4)
+	Seed        uint64 // default 1
+	Mid         int64  // default 1,000,000
+	Gap         int64  // half spread, >= 1 (default 100)
+	MaxQty      int64  // quantities in [1, MaxQty] (default 100)
+	FirstID     uint64 // id of order 0 (default 1); ids run to FirstID+Orders-1 <= MaxPreloadID
+	Conn        ConnOptions
+	Logger      *slog.Logger
+	// Progress, if set, is called about once a second while the preload runs.
+	Progress func(PreloadProgress)
+}
+
+// PreloadProgress is a progress report.
+type PreloadProgress struct {
+	Acked   int64         // orders the leader has applied
+	Total   int64         // orders to send
+	Elapsed time.Duration // since the first send
+	Rate    float64       // orders/s over the last report interval
+}
+
+// Book describes the book a preload builds (enough to check that a probe crosses nothing).
+type Book struct {
+	Instruments int    `json:"instruments"`
+	Levels      int    `json:"levels"`
+	Seed        uint64 `json:"seed"`
+	BidLow      int64  `json:"bid_low"`
+	BidHigh     int64  `json:"bid_high"` // best possible bid
+	AskLow      int64  `json:"ask_low"`  // best possible ask
+	AskHigh     int64  `json:"ask_high"`
+	FirstID     uint64 `json:"first_id"`
+	LastID      uint64 `json:"last_id"`
+}
+
+// PreloadStats is what a preload did.
+type PreloadStats struct {
+	Orders       int64     `json:"orders"` // acknowledged by the leader
+	Batches      int64     `json:"batches"`
+	ElapsedNs    int64     `json:"elapsed_ns"` // first send -> last answer
+	OrdersPerSec float64   `json:"orders_per_sec"`
+	Duplicates   int64     `json:"duplicate_batches"` // resent batches the book had already applied (answered Rejected)
+	Filled       int64     `json:"filled"`            // quantity traded: must be 0
+	Book         Book      `json:"book"`
+	Conn         ConnStats `json:"conn"`
+}
+
+// ErrRejected reports that the engine refused preload orders on their first send.
+var ErrRejected = errors.New("engine rejected preload orders")
+
+func (o *PreloadOptions) normalize() error {
+	if len(o.Servers) == 0 {
+		return fmt.Errorf("%w: servers: none given (want host:port of each engine's client address)", ErrBadOptions)
+	}
+	if o.Orders <= 0 {
+		return fmt.Errorf("%w: orders: %d, want > 0", ErrBadOptions, o.Orders)
+	}
+	def := func(v *int, d int, name string) error {
+		if *v < 0 {
+			return fmt.Errorf("%w: %s: %d, want > 0", ErrBadOptions, name, *v)
+		}
+		if *v == 0 {
+			*v = d
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		v    *int
+		d    int
+		name string
+	}{{&o.Instruments, DefaultInstruments, "instruments"}, {&o.Levels, DefaultLevels, "levels"}, {&o.Batch, DefaultBatch, "batch"}, {&o.InFlight, DefaultInFlight, "in_flight"}} {
+		if err := def(f.v, f.d, f.name); err != nil {
+			return err
+		}
+	}
+	if o.Batch*31+13 > wire.MaxFrame {
+		return fmt.Errorf("%w: batch: %d orders exceed the %d-byte frame limit", ErrBadOptions, o.Batch, wire.MaxFrame)
+	}
+	if o.Seed == 0 {
+		o.Seed = DefaultSeed
+	}
+	if o.Mid == 0 {
+		o.Mid = DefaultMid
+	}
+	if o.Gap == 0 {
+		o.Gap = DefaultGap
+	}
+	if o.MaxQty == 0 {
+		o.MaxQty = DefaultMaxQty
+	}
+	if o.FirstID == 0 {
+		o.FirstID = 1
+	}
+	switch {
+	case o.Gap < 1:
+		return fmt.Errorf("%w: gap: %d, want >= 1 (best bid Mid-Gap must stay below best ask Mid+Gap)", ErrBadOptions, o.Gap)
+	case o.MaxQty < 1:
+		return fmt.Errorf("%w: max_qty: %d, want >= 1", ErrBadOptions, o.MaxQty)
+	case o.Mid-o.Gap-int64(o.Levels-1) < 1:
+		return fmt.Errorf("%w: mid %d, gap %d and %d levels put bids at or below 0", ErrBadOptions, o.Mid, o.Gap, o.Levels)
+	case o.FirstID > MaxPreloadID || uint64(o.Orders) > MaxPreloadID-o.FirstID+1:
+		return fmt.Errorf("%w: ids %d..%d exceed %d (higher ids belong to probes and bursts)", ErrBadOptions, o.FirstID, o.FirstID+uint64(o.Orders)-1, uint64(MaxPreloadID))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+func (o *PreloadOptions) book() Book {
+	return Book{
+		Instruments: o.Instruments, Levels: o.Levels, Seed: o.Seed,
+		BidLow: o.Mid - o.Gap - int64(o.Levels-1), BidHigh: o.Mid - o.Gap,
+		AskLow: o.Mid + o.Gap, AskHigh: o.Mid + o.Gap + int64(o.Levels-1),
+		FirstID: o.FirstID, LastID: o.FirstID + uint64(o.Orders) - 1,
+	}
+}
+
+// bookGen yields the preload's orders in order; deterministic from the options.
+type bookGen struct {
+	o   *PreloadOptions
+	rng *rand.Rand
+	k   int64
+}
+
+func newBookGen(o *PreloadOptions) *bookGen {
+	return &bookGen{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
+}
+
+func (g *bookGen) next() wire.Order {
+	k := g.k
+	g.k++
+	inst := k % int64(g.o.Instruments)
+	level := g.rng.Int64N(int64(g.o.Levels))
+	qty := 1 + g.rng.Int64N(g.o.MaxQty)
+	o := wire.Order{ID: g.o.FirstID + uint64(k), Instrument: uint32(inst), TIF: wire.GTC, Qty: qty}
+	if (k/int64(g.o.Instruments))%2 == 0 {
+		o.Side, o.Price = wire.Buy, g.o.Mid-g.o.Gap-level
+	} else {
+		o.Side, o.Price = wire.Sell, g.o.Mid+g.o.Gap+level
+	}
+	return o
+}
+
+// preloader owns the batches in flight: a batch stays encoded until the leader applies it, so
+// it can be resent after a redirect, an error or a lost connection.
+type preloader struct {
+	o  *PreloadOptions
+	cl *client
+
+	mu         sync.Mutex
+	frames     map[uint64][]byte // in flight, by correlation id (batch number + 1)
+	sizes      map[uint64]int
+	attempts   map[uint64]int
+	acked      int64
+	batches    int64
+	dups       int64
+	filled     int64
+	lastAnswer int64
+	fatal      error
+	freed      chan struct{}
+}
+
+func (p *preloader) encode(dst []byte, corr uint64) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[corr]++
+	return append(dst, p.frames[corr]...)
+}
+
+func (p *preloader) answer(corr uint64, r *wire.Response, at int64) {
+	p.mu.Lock()
+	n, ok := p.sizes[corr]
+	if !ok {
+		p.mu.Unlock()
+		return
+	}
+	if r.Status == wire.StatusRejected {
+		if p.attempts[corr] <= 1 {
+			if p.fatal == nil {
+				p.fatal = fmt.Errorf("%w: batch %d (orders %d..): %s", ErrRejected, corr-1, p.o.FirstID+(corr-1)*uint64(p.o.Batch), r.Text)
+			}
+		} else {
+			// A resend of a batch whose first send was applied before the connection or the
+			// leader went away: the book already has these ids.
+			p.dups++
+		}
+	}
+	p.filled += r.Filled
+	if r.Status == wire.StatusOK || p.attempts[corr] > 1 {
+		p.acked += int64(n)
+		p.batches++
+	}
+	p.lastAnswer = at
+	delete(p.frames, corr)
+	delete(p.sizes, corr)
+	delete(p.attempts, corr)
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Preload builds the resting book: Orders GTC orders in TypeBatch frames, InFlight batches
+// pipelined to the leader, following it across elections and resending what a lost
+// connection or leader left unanswered. It returns when the leader has applied every order.
+func Preload(ctx context.Context, opts PreloadOptions) (PreloadStats, error) {
+	if err := opts.normalize(); err != nil {
+		return PreloadStats{}, err
+	}
+	o := &opts
+	p := &preloader{
+		o:        o,
+		frames:   make(map[uint64][]byte),
+		sizes:    make(map[uint64]int),
+		attempts: make(map[uint64]int),
+		freed:    make(chan struct{}, 1),
+	}
+	p.cl = newClient(o.Servers, o.Conn, p, o.Logger, time.Now())
+	defer p.cl.close()
+
+	progressDone := make(chan struct{})
+	var progressWG sync.WaitGroup
+	if o.Progress != nil {
+		progressWG.Add(1)
+		go func() {
+			defer progressWG.Done()
+			p.reportProgress(progressDone)
+		}()
+	}
+	err := p.send(ctx)
+	close(progressDone)
+	progressWG.Wait()
+	p.cl.close()
+
+	p.mu.Lock()
+	st := PreloadStats{
+		Orders: p.acked, Batches: p.batches, ElapsedNs: p.lastAnswer,
+		Duplicates: p.dups, Filled: p.filled, Book: o.book(),
+	}
+	p.mu.Unlock()
+	if st.ElapsedNs > 0 {
+		st.OrdersPerSec = float64(st.Orders) / time.Duration(st.ElapsedNs).Seconds()
+	}
+	st.Conn = p.cl.snapshot()
+	if st.Filled != 0 {
+		o.Logger.Warn("preload orders traded: the book already held crossing orders", "filled", st.Filled)
+	}
+	if err != nil {
+		return st, fmt.Errorf("preload %d orders (%d applied): %w", o.Orders, st.Orders, err)
+	}
+	return st, nil
+}
+
+func (p *preloader) send(ctx context.Context) error {
+	gen := newBookGen(p.o)
+	nb := (p.o.Orders + int64(p.o.Batch) - 1) / int64(p.o.Batch)
+	batch := make([]wire.Order, 0, p.o.Batch)
+	var retries []uint64
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for j := int64(0); ; {
+		now := p.cl.now()
+		var next int64
+		retries, next = p.cl.takeRetries(now, retries[:0])
+		if len(retries) > 0 {
+			if _, err := p.cl.send(ctx, retries); err != nil {
+				return err
+			}
+			continue
+		}
+		p.mu.Lock()
+		fatal, inflight := p.fatal, len(p.frames)
+		p.mu.Unlock()
+		if fatal != nil {
+			return fatal
+		}
+		if j < nb && inflight < p.o.InFlight {
+			batch = batch[:0]
+			for k := 0; k < p.o.Batch && gen.k < p.o.Orders; k++ {
+				batch = append(batch, gen.next())
+			}
+			corr := uint64(j + 1)
+			frame := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeBatch, Corr: corr, Batch: batch})
+			p.mu.Lock()
+			p.frames[corr], p.sizes[corr] = frame, len(batch)
+			p.mu.Unlock()
+			if _, err := p.cl.send(ctx, []uint64{corr}); err != nil {
+				return err
+			}
+			j++
+			continue
+		}
+		if j >= nb && inflight == 0 {
+			return nil
+		}
+		timer.Reset(time.Duration(min(next-now, int64(time.Second))))
+		select {
+		case <-p.freed:
+		case <-p.cl.retryCh:
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *preloader) reportProgress(done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var prev int64
+	prevAt := time.Now()
+	start := prevAt
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			p.mu.Lock()
+			acked := p.acked
+			p.mu.Unlock()
+			p.o.Progress(PreloadProgress{
+				Acked: acked, Total: p.o.Orders, Elapsed: now.Sub(start),
+				Rate: float64(acked-prev) / now.Sub(prevAt).Seconds(),
+			})
+			prev, prevAt = acked, now
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package loadgen
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// checkBook asserts the orders are exactly ids first..first+n-1, rest on both sides of every
+// instrument on several levels with several orders per level, and never cross.
+func checkBook(t *testing.T, orders []wire.Order, n int64, instruments int) {
+	t.Helper()
+	if int64(len(orders)) != n {
+		t.Fatalf("%d orders rest, want %d", len(orders), n)
+	}
+	seen := make(map[uint64]bool, n)
+	type lv struct {
+		inst  uint32
+		price int64
+	}
+	perLevel := map[lv]int{}
+	bestBid := map[uint32]int64{}
+	bestAsk := map[uint32]int64{}
+	for _, o := range orders {
+		if seen[o.ID] {
+			t.Fatalf("order id %d sent twice", o.ID)
+		}
+		seen[o.ID] = true
+		if o.ID < 1 || o.ID > uint64(n) || o.ID > MaxPreloadID {
+			t.Fatalf("order id %d outside the preload range 1..%d", o.ID, n)
+		}
+		if o.TIF != wire.GTC || o.Market || o.Qty < 1 || int(o.Instrument) >= instruments {
+			t.Fatalf("order %+v is not a resting limit order on a known instrument", o)
+		}
+		perLevel[lv{o.Instrument, o.Price}]++
+		if o.Side == wire.Buy {
+			if b, ok := bestBid[o.Instrument]; !ok || o.Price > b {
+				bestBid[o.Instrument] = o.Price
+			}
+		} else if a, ok := bestAsk[o.Instrument]; !ok || o.Price < a {
+			bestAsk[o.Instrument] = o.Price
+		}
+	}
+	for i := range instruments {
+		b, okb := bestBid[uint32(i)]
+		a, oka := bestAsk[uint32(i)]
+		if !okb || !oka {
+			t.Fatalf("instrument %d lacks a side (bid %v, ask %v)", i, okb, oka)
+		}
+		if b >= a {
+			t.Fatalf("instrument %d crosses: best bid %d >= best ask %d", i, b, a)
+		}
+	}
+	multi := 0
+	for _, k := range perLevel {
+		if k > 1 {
+			multi++
+		}
+	}
+	if len(perLevel) < 4*instruments || multi < len(perLevel)/2 {
+		t.Fatalf("%d price levels, %d with more than one order: want several levels with several orders each", len(perLevel), multi)
+	}
+}
+
+func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
+	c := startCluster(t, 3)
+	c.SetLeader(1)
+	const n = 10_007 // not a multiple of the batch
+	var reports []PreloadProgress
+	st, err := Preload(t.Context(), PreloadOptions{
+		Servers: c.Addrs(), Orders: n, Instruments: 7, Levels: 20, InFlight: 3, Logger: testLogger(t),
+		Progress: func(p PreloadProgress) { reports = append(reports, p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Orders != n || st.Batches != 11 || st.Duplicates != 0 || st.Filled != 0 {
+		t.Fatalf("stats %+v, want %d orders in 11 batches", st, n)
+	}
+	if st.Conn.Redirects < 1 || st.Conn.Leader != c.Addrs()[1] {
+		t.Errorf("redirects %d, leader %s: the first server is a follower", st.Conn.Redirects, st.Conn.Leader)
+	}
+	if st.OrdersPerSec <= 0 {
+		t.Errorf("orders/s %v", st.OrdersPerSec)
+	}
+	orders := c.Orders()
+	checkBook(t, orders, n, 7)
+	if cs := c.Stats(); cs.Crossed != 0 || cs.Applied != 11 {
+		t.Errorf("engine double: %+v, want 11 batches applied and nothing crossed", cs)
+	}
+	b := st.Book
+	for _, o := range orders {
+		if (o.Side == wire.Buy && (o.Price < b.BidLow || o.Price > b.BidHigh)) || (o.Side == wire.Sell && (o.Price < b.AskLow || o.Price > b.AskHigh)) {
+			t.Fatalf("order %+v outside the reported book %+v", o, b)
+		}
+	}
+	if b.AskLow <= DefaultProbePrice {
+		t.Errorf("best possible ask %d: the default probe (buy at %d) would cross", b.AskLow, DefaultProbePrice)
+	}
+
+	// Deterministic: the same options give the same orders, in the same order.
+	o := PreloadOptions{Servers: []string{"x:1"}, Orders: n, Instruments: 7, Levels: 20}
+	if err := o.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	g := newBookGen(&o)
+	for k := range orders {
+		if got := g.next(); got != orders[k] {
+			t.Fatalf("order %d: regenerated %+v, sent %+v", k, got, orders[k])
+		}
+	}
+	o.Seed = 2
+	g = newBookGen(&o)
+	same := 0
+	for k := range 100 {
+		if g.next() == orders[k] {
+			same++
+		}
+	}
+	if same == 100 {
+		t.Error("a different seed gave the same book")
+	}
+}
+
+// Leadership moves and the connection drops mid-preload: every order still lands exactly once;
+// a resent batch the book already applied is counted as a duplicate, not an error.
+func TestPreloadSurvivesDropsAndLeaderChange(t *testing.T) {
+	c := startCluster(t, 2)
+	c.SetDelay(5 * time.Millisecond)
+	const n = 60_000
+	done := make(chan struct{})
+	var st PreloadStats
+	var err error
+	go func() {
+		defer close(done)
+		st, err = Preload(t.Context(), PreloadOptions{Servers: c.Addrs(), Orders: n, Batch: 500, InFlight: 4, Logger: testLogger(t)})
+	}()
+	waitFor(t, func() bool { return c.Stats().Orders >= 10_000 })
+	c.DropConns(0)
+	waitFor(t, func() bool { return c.Stats().Orders >= 25_000 })
+	c.Stall(50 * time.Millisecond)
+	c.SetLeader(1)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBook(t, c.Orders(), n, DefaultInstruments)
+	if st.Orders != n {
+		t.Errorf("acknowledged %d orders, want %d", st.Orders, n)
+	}
+	if st.Conn.ConnLosses < 1 || len(st.Conn.LeaderChanges) != 1 {
+		t.Errorf("connection losses %d, leader changes %v", st.Conn.ConnLosses, st.Conn.LeaderChanges)
+	}
+	t.Logf("duplicates %d, resent %d, errors %d", st.Duplicates, st.Conn.Resent, st.Conn.Errors)
+}
+
+func TestPreloadRejectedOnFirstSendIsAnError(t *testing.T) {
+	c := startCluster(t, 1)
+	c.Seed(wire.Order{ID: 1500, Instrument: 0, Side: wire.Buy, Price: 10, Qty: 1})
+	_, err := Preload(t.Context(), PreloadOptions{Servers: c.Addrs(), Orders: 3000})
+	if !errors.Is(err, ErrRejected) {
+		t.Fatalf("err %v, want ErrRejected", err)
+	}
+}
+
+func TestPreloadOptionsRejected(t *testing.T) {
+	for _, o := range []PreloadOptions{
+		{Orders: 10},
+		{Servers: []string{"a:1"}},
+		{Servers: []string{"a:1"}, Orders: 10, Levels: -1},
+		{Servers: []string{"a:1"}, Orders: 10, Gap: -1},
+		{Servers: []string{"a:1"}, Orders: 10, Mid: 50, Levels: 100},
+		{Servers: []string{"a:1"}, Orders: 10, FirstID: MaxPreloadID},
+		{Servers: []string{"a:1"}, Orders: 10, Batch: 1 << 20},
+	} {
+		if _, err := Preload(t.Context(), o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: err %v, want ErrBadOptions", o, err)
+		}
+	}
+}

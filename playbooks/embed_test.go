@@ -1,0 +1,113 @@
+package playbooks
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEmbeddedPlaybooks(t *testing.T) {
+	names := List()
+	if want := []string{"follower-restart", "micro-burst", "quickstart", "snapshot-pause", "step-down"}; !slices.Equal(names, want) {
+		t.Fatalf("List() = %v, want %v", names, want)
+	}
+	for _, name := range names {
+		p, err := Open(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.Name != name || p.Source != "embedded:"+name {
+			t.Errorf("%s: name %q source %q", name, p.Name, p.Source)
+		}
+		if _, err := p.Plan(); err != nil {
+			t.Errorf("%s: plan: %v", name, err)
+		}
+		// The copy on disk (the source) is the one embedded.
+		disk, err := Open(name + ".yaml")
+		if err != nil || disk.Source != name+".yaml" || disk.Name != name {
+			t.Errorf("%s from disk: %+v, %v", name, disk, err)
+		}
+	}
+}
+
+// The quickstart is what the brief asks for, and fits well inside a minute locally.
+func TestQuickstartShape(t *testing.T) {
+	p, err := Open("quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Cluster != (Cluster{3, 1}) || p.Preload.Orders != 100_000 || p.Load.ProbeRate != 1000 || len(p.Matrix) != 0 || p.Rounds != 1 {
+		t.Errorf("quickstart: %+v", p)
+	}
+	var kinds []string
+	for _, a := range p.Timeline {
+		kinds = append(kinds, a.Kind)
+	}
+	if !slices.Equal(kinds, []string{ActSnapshot, ActKill, ActWaitFor, ActSnapshot}) {
+		t.Errorf("timeline kinds %v", kinds)
+	}
+	if k := p.Timeline[1]; k.At != 10*time.Second || k.Kill.Node != "follower" || k.Kill.Signal != "KILL" || k.Kill.RelaunchAfter != 5*time.Second {
+		t.Errorf("kill: at %v %+v", k.At, k.Kill)
+	}
+	if p.Timeline[0].At != 5*time.Second || p.Duration > 35*time.Second || p.ExpectedDuration() > 40*time.Second {
+		t.Errorf("snapshot at %v, duration %v, expected %v", p.Timeline[0].At, p.Duration, p.ExpectedDuration())
+	}
+}
+
+// The follower-restart playbook is the case study's §11 schedule.
+func TestFollowerRestartSchedule(t *testing.T) {
+	p, err := Open("follower-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range p.Timeline {
+		s := a.Kind + "@" + a.At.String()
+		if a.Kill != nil {
+			s += ":" + a.Kill.Node + "+" + a.Kill.RelaunchAfter.String()
+		}
+		got = append(got, s)
+	}
+	want := []string{"snapshot@10s", "kill@25s:follower+15s", "kill@1m25s:other-follower+15s", "kill@2m25s:follower+15s", "snapshot@3m35s"}
+	if !slices.Equal(got, want) {
+		t.Errorf("timeline %v, want %v", got, want)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "mine.yaml")
+	if err := os.WriteFile(good, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Open(good); err != nil || p.Source != good {
+		t.Fatalf("Open(%s) = %+v, %v", good, p, err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("duration: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(bad)
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("Open(bad) = %v; want Problems", err)
+	}
+	wantProblem(t, probs, bad+":1:11: duration", `"5" has no unit`)
+
+	t.Chdir(dir) // away from the source folder: only the embedded copies are left
+	if p, err := Open("playbooks/quickstart.yaml"); err != nil || p.Source != "embedded:quickstart" {
+		t.Errorf("Open(playbooks/quickstart.yaml) from elsewhere = %+v, %v; want the embedded copy", p, err)
+	}
+	for _, name := range []string{"quickstrat", "nowhere/quickstart.yaml", "playbooks/nope.yaml", "missing.yaml"} {
+		if _, err := Open(name); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open(%q) err = %v, want ErrNotFound", name, err)
+		}
+	}
+	if _, err := Open("quickstrat"); err == nil || !strings.Contains(err.Error(), `did you mean "quickstart"?`) {
+		t.Errorf("no suggestion for a misspelt name: %v", err)
+	}
+}

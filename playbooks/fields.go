@@ -1,0 +1,412 @@
+package playbooks
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A field is one scalar setting of a playbook, addressed by its path (engine.sync_level,
+// tuning.vm.dirty_ratio, timeline[1].burst.messages). The same setter reads the value from the
+// file and from a matrix axis, so a matrix value is checked exactly as the field would be.
+type field struct {
+	set func(p *Playbook, raw string) error // parse raw, check it, store it
+	get func(p *Playbook) string            // the value as a playbook would write it
+}
+
+// Phases an engine reports (DESIGN 4.4), in the order a restarting node goes through them.
+var phases = []string{"starting", "restoring", "joining", "replaying", "catching-up", "ready"}
+
+// Signals a kill may send.
+var signals = []string{"KILL", "TERM"}
+
+// Node roles a timeline may name instead of node-N.
+var nodeRoles = []string{"leader", "follower", "other-follower"}
+
+var staticFields = map[string]field{
+	"name": {
+		set: func(p *Playbook, s string) error {
+			if !nameRe.MatchString(s) {
+				return fmt.Errorf("%q is not a name; want 1-64 of a-z A-Z 0-9 . _ - starting with a letter or digit (it becomes part of run ids)", s)
+			}
+			p.Name = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.Name },
+	},
+	"description": {
+		set: func(p *Playbook, s string) error { p.Description = s; return nil },
+		get: func(p *Playbook) string { return p.Description },
+	},
+	"cluster.servers": intField(1, 99, "servers, 1..99", func(p *Playbook) *int { return &p.Cluster.Servers }),
+	"cluster.clients": intField(1, 99, "clients, 1..99", func(p *Playbook) *int { return &p.Cluster.Clients }),
+	"engine.sync_level": {
+		set: func(p *Playbook, s string) error {
+			v, err := parseInt(s)
+			if err != nil || v < 0 || v > 2 {
+				return fmt.Errorf("%q is not a sync level; want 0 (no sync), 1 (fdatasync) or 2 (fsync)", s)
+			}
+			p.Engine.SyncLevel = int(v)
+			return nil
+		},
+		get: func(p *Playbook) string { return strconv.Itoa(p.Engine.SyncLevel) },
+	},
+	"engine.snapshot_block": {
+		set: func(p *Playbook, s string) error {
+			v, err := ParseSize(s)
+			if err != nil {
+				return err
+			}
+			if v < 4<<10 || v > 1<<30 {
+				return fmt.Errorf("%s is out of range; want 4KiB..1GiB, e.g. 1MiB or 16MiB", s)
+			}
+			p.Engine.SnapshotBlock = v
+			return nil
+		},
+		get: func(p *Playbook) string { return FormatSize(p.Engine.SnapshotBlock) },
+	},
+	"engine.encode_threads": intField(1, 256, "encode threads, 1 (linear) to 256", func(p *Playbook) *int { return &p.Engine.EncodeThreads }),
+	"engine.heartbeat_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
+		func(p *Playbook) *time.Duration { return &p.Engine.HeartbeatTimeout }),
+	"engine.election_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
+		func(p *Playbook) *time.Duration { return &p.Engine.ElectionTimeout }),
+	"preload.orders": {
+		set: func(p *Playbook, s string) error {
+			v, err := ParseCount(s)
+			if err != nil {
+				return err
+			}
+			p.Preload.Orders = v
+			return nil
+		},
+		get: func(p *Playbook) string { return FormatCount(p.Preload.Orders) },
+	},
+	"preload.instruments": intField(1, 1_000_000, "instruments, 1..1000000", func(p *Playbook) *int { return &p.Preload.Instruments }),
+	"load.probe_rate": {
+		set: func(p *Playbook, s string) error {
+			v, err := ParseRate(s)
+			if err != nil {
+				return err
+			}
+			if v <= 0 {
+				return fmt.Errorf("%s is not a probe rate; want more than 0, e.g. 1000/s (every figure comes from the probes)", s)
+			}
+			if v > 10_000_000 {
+				return fmt.Errorf("%s is more than one client can schedule; want at most 10M/s", s)
+			}
+			p.Load.ProbeRate = v
+			return nil
+		},
+		get: func(p *Playbook) string { return FormatRate(p.Load.ProbeRate) },
+	},
+	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
+	"duration": durationField(time.Second, 24*time.Hour, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
+	"rounds": {
+		set: func(p *Playbook, s string) error {
+			v, err := parseInt(s)
+			if err != nil || v < 1 || v > 1000 {
+				return fmt.Errorf("%q is not a number of rounds; want a whole number 1..1000", s)
+			}
+			p.Rounds = int(v)
+			return nil
+		},
+		get: func(p *Playbook) string { return strconv.Itoa(p.Rounds) },
+	},
+}
+
+// notInMatrix are fields a matrix may not vary: they name or shape the plan itself.
+var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true}
+
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func intField(lo, hi int, help string, ptr func(*Playbook) *int) field {
+	return field{
+		set: func(p *Playbook, s string) error {
+			v, err := parseInt(s)
+			if err != nil {
+				return fmt.Errorf("%w; want %s", err, help)
+			}
+			if v < int64(lo) || v > int64(hi) {
+				return fmt.Errorf("%d is out of range; want %s", v, help)
+			}
+			*ptr(p) = int(v)
+			return nil
+		},
+		get: func(p *Playbook) string { return strconv.Itoa(*ptr(p)) },
+	}
+}
+
+func durationField(lo, hi time.Duration, help string, ptr func(*Playbook) *time.Duration) field {
+	return field{set: durationSetter(lo, hi, help, ptr), get: func(p *Playbook) string { return formatDuration(*ptr(p)) }}
+}
+
+func durationSetter(lo, hi time.Duration, help string, ptr func(*Playbook) *time.Duration) func(*Playbook, string) error {
+	return func(p *Playbook, s string) error {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		if d < lo || d > hi {
+			return fmt.Errorf("%s is out of range; want %s", s, help)
+		}
+		*ptr(p) = d
+		return nil
+	}
+}
+
+var (
+	timelinePathRe = regexp.MustCompile(`^timeline\[([0-9]+)\]\.(.+)$`)
+	nodeNRe        = regexp.MustCompile(`^node-(0|[1-9][0-9]*)$`)
+)
+
+// resolveField finds the field at path in p (p matters for timeline entries, which must exist).
+func resolveField(p *Playbook, path string) (field, error) {
+	if f, ok := staticFields[path]; ok {
+		return f, nil
+	}
+	if key, ok := strings.CutPrefix(path, "tuning."); ok {
+		if _, known := tuningKeys[key]; !known {
+			return field{}, fmt.Errorf("unknown kernel setting %q%s; allowed: %s", key, suggest(key, tuningKeyList()), tuningKeyNames())
+		}
+		return tuningField(key), nil
+	}
+	if m := timelinePathRe.FindStringSubmatch(path); m != nil {
+		i, _ := strconv.Atoi(m[1])
+		if i >= len(p.Timeline) {
+			return field{}, fmt.Errorf("there is no timeline[%d]: the timeline has %d entries (counted from 0)", i, len(p.Timeline))
+		}
+		return actionField(p.Timeline[i], i, m[2])
+	}
+	return field{}, fmt.Errorf("not a playbook field%s; a field path is one of %s, tuning.KEY or timeline[N].ACTION.FIELD",
+		suggest(path, fieldPaths()), strings.Join(fieldPaths(), ", "))
+}
+
+// fieldPaths lists the static paths a matrix may vary.
+func fieldPaths() []string {
+	var out []string
+	for k := range staticFields {
+		if !notInMatrix[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func tuningField(key string) field {
+	return field{
+		set: func(p *Playbook, s string) error {
+			v, err := normalizeTuning(key, s)
+			if err != nil {
+				return err
+			}
+			for i := range p.Tuning {
+				if p.Tuning[i].Key == key {
+					p.Tuning[i].Value = v
+					return nil
+				}
+			}
+			p.Tuning = append(p.Tuning, Setting{Key: key, Value: v})
+			return nil
+		},
+		get: func(p *Playbook) string {
+			for _, s := range p.Tuning {
+				if s.Key == key {
+					return s.Value
+				}
+			}
+			return ""
+		},
+	}
+}
+
+// actionField addresses one leaf of timeline entry i; the entry's kind must match the path.
+// The closures look the entry up again in the playbook they are given, which may be a copy.
+func actionField(a Action, i int, rest string) (field, error) {
+	at := func(p *Playbook) *Action { return &p.Timeline[i] }
+	if rest == "at" {
+		return field{
+			set: durationSetter(0, 24*time.Hour, "an offset of 0s or more, e.g. 10s", func(p *Playbook) *time.Duration { return &at(p).At }),
+			get: func(p *Playbook) string { return formatDuration(at(p).At) },
+		}, nil
+	}
+	kind, leaf, _ := strings.Cut(rest, ".")
+	if kind != a.Kind {
+		return field{}, fmt.Errorf("timeline[%d] is a %s, not a %s", i, a.Kind, kind)
+	}
+	var f field
+	switch kind + "." + leaf {
+	case "kill.node":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				if err := checkNodeRef(s); err != nil {
+					return err
+				}
+				at(p).Kill.Node = s
+				return nil
+			},
+			get: func(p *Playbook) string { return at(p).Kill.Node },
+		}
+	case "kill.signal":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				if !contains(signals, s) {
+					return fmt.Errorf("%q is not a signal a kill may send; want %s", s, strings.Join(signals, " or "))
+				}
+				at(p).Kill.Signal = s
+				return nil
+			},
+			get: func(p *Playbook) string { return at(p).Kill.Signal },
+		}
+	case "kill.relaunch_after":
+		f = field{
+			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 15s (leave it out to keep the node down)",
+				func(p *Playbook) *time.Duration { return &at(p).Kill.RelaunchAfter }),
+			get: func(p *Playbook) string { return formatDuration(at(p).Kill.RelaunchAfter) },
+		}
+	case "burst.messages":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				v, err := ParseCount(s)
+				if err != nil {
+					return err
+				}
+				if v < 1 || v > 100_000_000 {
+					return fmt.Errorf("%s is out of range; want 1..100M messages per burst, e.g. 50k", s)
+				}
+				at(p).Burst.Messages = int(v)
+				return nil
+			},
+			get: func(p *Playbook) string { return FormatCount(int64(at(p).Burst.Messages)) },
+		}
+	case "burst.every":
+		f = field{
+			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 1s",
+				func(p *Playbook) *time.Duration { return &at(p).Burst.Every }),
+			get: func(p *Playbook) string { return formatDuration(at(p).Burst.Every) },
+		}
+	case "burst.count":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				v, err := ParseCount(s)
+				if err != nil {
+					return err
+				}
+				if v < 1 || v > 1_000_000 {
+					return fmt.Errorf("%s is out of range; want 1..1M bursts", s)
+				}
+				at(p).Burst.Count = int(v)
+				return nil
+			},
+			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Count) },
+		}
+	case "wait_for.phase":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				if !contains(phases, s) {
+					return fmt.Errorf("%q is not an engine phase; want one of %s", s, strings.Join(phases, ", "))
+				}
+				at(p).WaitFor.Phase = s
+				return nil
+			},
+			get: func(p *Playbook) string { return at(p).WaitFor.Phase },
+		}
+	case "wait_for.node":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				if err := checkNodeRef(s); err != nil {
+					return err
+				}
+				at(p).WaitFor.Node = s
+				return nil
+			},
+			get: func(p *Playbook) string { return at(p).WaitFor.Node },
+		}
+	case "wait_for.timeout":
+		f = field{
+			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 60s",
+				func(p *Playbook) *time.Duration { return &at(p).WaitFor.Timeout }),
+			get: func(p *Playbook) string { return formatDuration(at(p).WaitFor.Timeout) },
+		}
+	default:
+		return field{}, fmt.Errorf("a %s has no field %q; it has %s", kind, leaf, strings.Join(actionKeys[kind], ", "))
+	}
+	return f, nil
+}
+
+// actionKeys are the fields of each action kind.
+var actionKeys = map[string][]string{
+	ActSnapshot: {},
+	ActStepDown: {},
+	ActKill:     {"node", "signal", "relaunch_after"},
+	ActBurst:    {"messages", "every", "count"},
+	ActWaitFor:  {"phase", "node", "timeout"},
+}
+
+var actionKinds = []string{ActSnapshot, ActKill, ActStepDown, ActBurst, ActWaitFor}
+
+// checkNodeRef checks the form of a node reference; whether node-N exists depends on
+// cluster.servers and is checked with the whole playbook.
+func checkNodeRef(s string) error {
+	if contains(nodeRoles, s) || nodeNRe.MatchString(s) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a node; want %s or node-N (a server, counted from node-0)", s, strings.Join(nodeRoles, ", "))
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns ` (did you mean "x"?)` for the closest candidate within a small edit distance.
+func suggest(word string, candidates []string) string {
+	best, bestD := "", 3
+	if len(word) <= 4 {
+		bestD = 2
+	}
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" && len(word) >= 4 {
+		for _, c := range candidates { // a truncated name: engine.sync for engine.sync_level
+			if strings.HasPrefix(c, word) {
+				best = c
+				break
+			}
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

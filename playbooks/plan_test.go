@@ -1,0 +1,198 @@
+package playbooks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+const matrixPlaybook = base + `timeline:
+  - {at: 10s, kill: {node: follower, relaunch_after: 5s}}
+  - {at: 20s, burst: {messages: 1k}}
+matrix:
+  preload.orders: [1M, 5M]
+  engine.sync_level: [0, 1, 2]
+  timeline[1].burst.messages: [10k, 50k]
+  tuning.vm.dirty_ratio: [10, 40]
+rounds: 3
+`
+
+func TestPlanExpandsAndInterleaves(t *testing.T) {
+	p := mustParse(t, matrixPlaybook)
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const combos = 2 * 3 * 2 * 2
+	if len(pl.Runs) != combos*3 {
+		t.Fatalf("%d runs, want %d", len(pl.Runs), combos*3)
+	}
+	var first []string
+	for i, r := range pl.Runs {
+		if r.Index != i+1 {
+			t.Errorf("run %d has Index %d", i, r.Index)
+		}
+		if want := i/combos + 1; r.Round != want {
+			t.Errorf("run %d is round %d, want %d: rounds must be interleaved", r.Index, r.Round, want)
+		}
+		key := strings.Join(r.SortedSettings(), " ")
+		if i < combos {
+			first = append(first, key)
+		} else if first[i%combos] != key {
+			t.Errorf("run %d settings %q, want the same order as round 1 (%q)", r.Index, key, first[i%combos])
+		}
+		// The values are applied to the run's own playbook, in base units.
+		rp := r.Playbook
+		if got := FormatCount(rp.Preload.Orders); got != r.Settings["preload.orders"] {
+			t.Errorf("run %d: orders %s, setting %s", r.Index, got, r.Settings["preload.orders"])
+		}
+		if got := fmt.Sprint(rp.Engine.SyncLevel); got != r.Settings["engine.sync_level"] {
+			t.Errorf("run %d: sync level %s, setting %s", r.Index, got, r.Settings["engine.sync_level"])
+		}
+		if got := FormatCount(int64(rp.Timeline[1].Burst.Messages)); got != r.Settings["timeline[1].burst.messages"] {
+			t.Errorf("run %d: burst %s, setting %s", r.Index, got, r.Settings["timeline[1].burst.messages"])
+		}
+		if len(rp.Tuning) != 1 || rp.Tuning[0] != (Setting{"vm.dirty_ratio", r.Settings["tuning.vm.dirty_ratio"]}) {
+			t.Errorf("run %d: tuning %v, setting %s", r.Index, rp.Tuning, r.Settings["tuning.vm.dirty_ratio"])
+		}
+		if rp.Matrix != nil || rp.Rounds != 1 {
+			t.Errorf("run %d: a run's playbook keeps matrix %v rounds %d; want it resolved", r.Index, rp.Matrix, rp.Rounds)
+		}
+	}
+	// The first axis varies slowest.
+	if first[0] != "engine.sync_level=0 preload.orders=1M timeline[1].burst.messages=10k tuning.vm.dirty_ratio=10" ||
+		first[1] != "engine.sync_level=0 preload.orders=1M timeline[1].burst.messages=10k tuning.vm.dirty_ratio=40" ||
+		first[combos-1] != "engine.sync_level=2 preload.orders=5M timeline[1].burst.messages=50k tuning.vm.dirty_ratio=40" {
+		t.Errorf("combination order: %q ... %q", first[:2], first[combos-1])
+	}
+}
+
+// Every run owns its playbook: changing one changes no other run and not the source.
+func TestPlanRunsAreDeepCopies(t *testing.T) {
+	p := mustParse(t, matrixPlaybook)
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := pl.Runs[0].Playbook, pl.Runs[len(pl.Runs)/3].Playbook // same combination, rounds 1 and 2
+	a.Timeline[0].Kill.Node = "node-2"
+	a.Timeline[1].Burst.Messages = 7
+	a.Tuning[0].Value = "99"
+	a.Timeline[0].At = time.Minute
+	pl.Runs[0].Settings["preload.orders"] = "changed"
+	for _, q := range []*Playbook{b, p, pl.Playbook} {
+		if q.Timeline[0].Kill.Node != "follower" || q.Timeline[1].Burst.Messages == 7 || q.Timeline[0].At != 10*time.Second {
+			t.Errorf("a change to run 1 leaked: %+v %+v", q.Timeline[0].Kill, q.Timeline[1].Burst)
+		}
+	}
+	if b.Tuning[0].Value == "99" || pl.Runs[len(pl.Runs)/3].Settings["preload.orders"] == "changed" {
+		t.Error("runs share tuning or settings")
+	}
+}
+
+func TestPlanWithoutMatrix(t *testing.T) {
+	p := mustParse(t, base+"rounds: 2\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Runs) != 2 || pl.Runs[0].Settings != nil || pl.Runs[1].Round != 2 || pl.Runs[0].Playbook == pl.Runs[1].Playbook {
+		t.Errorf("runs = %+v", pl.Runs)
+	}
+}
+
+// A playbook built in code skips Parse; Plan still refuses what cannot run.
+func TestPlanChecksPlaybooksBuiltInCode(t *testing.T) {
+	p := &Playbook{Name: "x", Source: "code", Cluster: Cluster{Servers: 1, Clients: 1}, Duration: 10 * time.Second, Rounds: 1,
+		Load: Load{ProbeRate: 100}, Timeline: []Action{{At: 20 * time.Second, Kind: ActSnapshot}}}
+	_, err := p.Plan()
+	var probs Problems
+	if !errors.As(err, &probs) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Plan err = %v, want Problems", err)
+	}
+	wantProblem(t, probs, "code: timeline[0].at", "20s is at or after the end of the run")
+}
+
+func TestPlanPrint(t *testing.T) {
+	p := mustParse(t, matrixPlaybook)
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	out := buf.String()
+	for _, want := range []string{
+		"playbook   t (t.yaml)",
+		"cluster    3 servers, 1 client\n",
+		"engine     sync_level [0, 1, 2], snapshot_block engine default",
+		"tuning     vm.dirty_ratio=[10, 40]",
+		"preload    [1M, 5M] resting orders over 16 instruments",
+		"load       1k/s probes, warm-up 2s excluded, duration 30s",
+		"timeline   +10s     kill follower with SIGKILL, relaunch after 5s (at +15s)",
+		"           +20s     burst of [10k, 50k] messages at wire speed",
+		"matrix     preload.orders: 1M, 5M",
+		"runs       72 = 24 combinations x 3 rounds, rounds interleaved",
+		"  72   3      preload.orders=5M engine.sync_level=2 timeline[1].burst.messages=50k tuning.vm.dirty_ratio=40  1m23s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	// 1M at sync 0: ~3s preload; 1M synced: ~17s; 5M at 0: ~13s; 5M synced: ~1m23s; each + 30s, x 2 x 2 x 3 rounds.
+	want := 12 * ((3 + 17 + 17 + 13 + 83 + 83) + 6*30) * time.Second
+	if got := pl.ExpectedDuration(); got != want {
+		t.Errorf("ExpectedDuration = %v, want %v", got, want)
+	}
+	if !strings.Contains(out, "expected   "+formatDuration(want)+" in total") {
+		t.Errorf("plan does not state the total %v:\n%s", want, out)
+	}
+}
+
+// BenchmarkOpenAndPlan: reading, checking (every combination) and planning the largest
+// embedded playbook, as `rig validate` and `rig run` do once per invocation.
+func BenchmarkOpenAndPlan(b *testing.B) {
+	for b.Loop() {
+		p, err := Open("snapshot-pause")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Plan(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A matrix far past the limit is refused without being expanded (10^12 combinations here).
+func TestHugeMatrixIsRefusedQuickly(t *testing.T) {
+	src := base + "matrix:\n"
+	for _, k := range []string{"preload.orders", "preload.instruments", "cluster.clients", "engine.encode_threads",
+		"warmup", "tuning.vm.swappiness", "tuning.vm.dirty_ratio", "engine.snapshot_block", "load.probe_rate", "tuning.net.core.rmem_max", "duration", "engine.heartbeat_timeout"} {
+		var vals []string
+		for i := 1; i <= 10; i++ {
+			switch {
+			case strings.HasPrefix(k, "warmup"), strings.HasPrefix(k, "duration"):
+				vals = append(vals, fmt.Sprintf("%ds", i+1))
+			case k == "engine.heartbeat_timeout":
+				vals = append(vals, fmt.Sprintf("%dms", i*10))
+			case k == "engine.snapshot_block", k == "tuning.net.core.rmem_max":
+				vals = append(vals, fmt.Sprintf("%dMiB", i))
+			case k == "load.probe_rate":
+				vals = append(vals, fmt.Sprintf("%d/s", i))
+			default:
+				vals = append(vals, fmt.Sprint(i))
+			}
+		}
+		src += "  " + k + ": [" + strings.Join(vals, ", ") + "]\n"
+	}
+	wantProblem(t, problemsOf(t, src), "t.yaml:5:1: matrix", "expands to more than 1000000 runs (combinations x 1 rounds); at most 1000")
+	p := mustParse(t, base)
+	p.Matrix = []Axis{{"preload.orders", []string{"1", "2", "3"}}}
+	p.Rounds = 400
+	if _, err := p.Plan(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Plan of 1200 runs: err = %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,207 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/infra/local"
+	"github.com/rig-dev/rig/results"
+	localtr "github.com/rig-dev/rig/transport/local"
+)
+
+// Engine ports on every server node; the admin port is bound to loopback.
+const (
+	raftPort    = 7000
+	clientPort  = 7001
+	adminPort   = 7002
+	controlPort = 7500 // load generator's control API on the client node's loopback
+)
+
+// execute runs the run's stages; it returns a cleanup to run whatever happened.
+func (r *run) execute(ctx context.Context) (func(context.Context), error) {
+	pb := r.pb
+	tgt := local.New(local.Options{
+		Servers: pb.Cluster.Servers, Clients: pb.Cluster.Clients, Dir: r.dir,
+		Binary: r.opts.Binary, FirstAddress: r.opts.FirstAddress, Logger: r.log,
+	})
+	inv, err := tgt.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("build inventory: %w", err)
+	}
+	r.inv, r.man.Inventory = inv, inv
+	r.servers, r.client = inv.Servers(), inv.Clients()[0]
+	r.tr = localtr.New()
+	r.mark("start")
+	agents, clients, err := tgt.StartAgents(ctx, inv, func(n inventory.Node) agent.DialFunc {
+		addr := tgt.AgentAddr(n)
+		return func(ctx context.Context) (net.Conn, error) { return r.tr.Dial(ctx, n, addr) }
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start agents: %w", err)
+	}
+	r.agents = clients
+	cleanup := func(ctx context.Context) {
+		r.stopEngines(ctx)
+		r.revertTuning(ctx)
+		agents.Stop()
+		r.tr.Close()
+	}
+	r.progress("agents up on %d nodes", len(inv.Nodes))
+	r.recordFacts(ctx)
+	if err := r.applyTuning(ctx); err != nil {
+		return cleanup, err
+	}
+	if err := r.startEngines(ctx); err != nil {
+		return cleanup, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := r.watch(watchCtx)
+	prevCleanup := cleanup
+	cleanup = func(ctx context.Context) {
+		stopWatch()
+		<-watchDone
+		prevCleanup(ctx)
+	}
+	if err := r.waitReady(ctx, "", 60*time.Second); err != nil {
+		return cleanup, fmt.Errorf("cluster did not become ready: %w", err)
+	}
+	if err := r.verifyEngineConfig(); err != nil {
+		return cleanup, err
+	}
+	r.progress("cluster ready: leader %s", r.leader())
+	if err := r.preload(ctx); err != nil {
+		return cleanup, err
+	}
+	if err := r.load(ctx); err != nil {
+		return cleanup, err
+	}
+	return cleanup, nil
+}
+
+// engineConfig is the config every server gets: addresses from the inventory, settings from the
+// playbook.
+func (r *run) engineConfig(n inventory.Node) engine.Config {
+	e := r.pb.Engine
+	host := n.PrivateAddress
+	admin := "127.0.0.1"
+	if r.inv.Target == "local" {
+		admin = n.Address // all local nodes share one loopback: each admin API on its own address
+	}
+	cfg := engine.Config{
+		Node: n.Name, Dir: filepath.Join(n.Dir, "data"),
+		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
+		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
+		AdminAddr:     net.JoinHostPort(admin, strconv.Itoa(adminPort)),
+		Bootstrap:     true,
+		SyncLevel:     e.SyncLevel,
+		SnapshotBlock: int(e.SnapshotBlock),
+		EncodeThreads: e.EncodeThreads,
+	}
+	if e.HeartbeatTimeout > 0 {
+		cfg.HeartbeatTimeout = e.HeartbeatTimeout.String()
+	}
+	if e.ElectionTimeout > 0 {
+		cfg.ElectionTimeout = e.ElectionTimeout.String()
+	}
+	for _, s := range r.servers {
+		cfg.Peers = append(cfg.Peers, engine.Peer{
+			Node:       s.Name,
+			RaftAddr:   net.JoinHostPort(s.PrivateAddress, strconv.Itoa(raftPort)),
+			ClientAddr: net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort)),
+		})
+	}
+	return cfg
+}
+
+func (r *run) clientAddrs() []string {
+	var out []string
+	for _, s := range r.servers {
+		out = append(out, net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort)))
+	}
+	return out
+}
+
+func (r *run) startEngines(ctx context.Context) error {
+	r.cfgs = map[string]engine.Config{}
+	for _, n := range r.servers {
+		cfg := r.engineConfig(n)
+		r.cfgs[n.Name] = cfg
+		if err := r.agents[n.Name].StartEngine(ctx, agent.StartRequest{Config: cfg}); err != nil {
+			return fmt.Errorf("start engine on %s: %w", n.Name, err)
+		}
+	}
+	r.mark("engines_started")
+	return nil
+}
+
+// verifyEngineConfig reads every node's effective config back from /status and fails the run
+// when a setting did not arrive (measurement rule: read settings back where they take effect).
+func (r *run) verifyEngineConfig() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	eff := map[string]any{}
+	var errs []error
+	for _, n := range r.servers {
+		st, ok := r.status[n.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: no status", n.Name))
+			continue
+		}
+		eff[n.Name] = st.Config
+		want := r.cfgs[n.Name]
+		got := st.Config
+		check := func(field string, w, g any) {
+			if fmt.Sprint(w) != fmt.Sprint(g) && fmt.Sprint(w) != "0" && fmt.Sprint(w) != "" {
+				errs = append(errs, fmt.Errorf("%s: engine.%s is %v, playbook asked for %v", n.Name, field, g, w))
+			}
+		}
+		check("sync_level", want.SyncLevel, got.SyncLevel)
+		check("snapshot_block", want.SnapshotBlock, got.SnapshotBlock)
+		check("encode_threads", want.EncodeThreads, got.EncodeThreads)
+		check("heartbeat_timeout", want.HeartbeatTimeout, got.HeartbeatTimeout)
+		check("election_timeout", want.ElectionTimeout, got.ElectionTimeout)
+	}
+	r.man.Engines = eff
+	r.saveManifest()
+	return errors.Join(errs...)
+}
+
+func (r *run) stopEngines(ctx context.Context) {
+	for _, n := range r.servers {
+		if c := r.agents[n.Name]; c != nil {
+			if err := c.StopEngine(ctx); err != nil {
+				r.log.Warn("stop engine", "node", n.Name, "err", err)
+			}
+		}
+	}
+}
+
+// writeJSONFile writes v as indented JSON.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return results.WriteFileAtomic(path, b)
+}
+
+func (r *run) removeData() {
+	if r.opts.KeepData {
+		return
+	}
+	for _, n := range r.servers {
+		if r.inv.Target == "local" {
+			os.RemoveAll(filepath.Join(n.Dir, "data"))
+		}
+	}
+}

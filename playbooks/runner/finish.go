@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/results"
+)
+
+// finalState waits until every running server has applied the same index (nothing is in flight
+// once the load stopped), then reads each state hash at that index and keeps the status in
+// <node>/status.json. Hashes compared at different indexes would mean nothing.
+func (r *run) finalState(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	var sts map[string]engine.Status
+	for {
+		sts = map[string]engine.Status{}
+		var idx []uint64
+		for _, n := range r.servers {
+			st, err := r.agents[n.Name].EngineStatusHash(ctx)
+			if err != nil {
+				continue // a node that is down has no final state; the summary shows it
+			}
+			sts[n.Name] = st
+			idx = append(idx, st.AppliedIndex)
+		}
+		same := len(idx) > 0
+		for _, i := range idx {
+			same = same && i == idx[0]
+		}
+		if same || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var errs []error
+	for _, n := range r.servers {
+		st, ok := sts[n.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: no final status", n.Name))
+			continue
+		}
+		if err := writeJSONFile(filepath.Join(n.Dir, "status.json"), st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// finish stops everything the run started, then writes the manifest, summary and report. It
+// runs for failed and interrupted runs too, with whatever was collected.
+func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) {
+	if cleanup != nil && r.agents != nil && !interrupted {
+		if err := r.finalState(ctx); err != nil && runErr == nil {
+			r.warn("final state: %v", err)
+		}
+	}
+	if cleanup != nil {
+		cleanup(ctx)
+	}
+	r.removeData()
+	r.mark("end")
+	r.man.Ended = time.Now().UTC()
+	r.man.LoadAvg.End = results.ReadLoadAvg("/")
+	switch {
+	case interrupted:
+		r.man.Status = results.StatusInterrupted
+	case runErr != nil:
+		r.man.Status = results.StatusFailed
+	default:
+		r.man.Status = results.StatusOK
+	}
+	if runErr != nil {
+		r.man.Error = runErr.Error()
+	}
+	checkLoad(r)
+	r.saveManifest()
+	sum, err := results.Analyze(r.dir)
+	if err == nil {
+		err = results.WriteOutputs(r.dir, sum)
+	}
+	if err != nil {
+		r.log.Error("analyze", "err", err)
+		r.progress("analysis failed: %v", err)
+	}
+	r.progress("run %s: %s", r.id, r.man.Status)
+}
+
+// checkLoad flags a run measured on an overloaded machine (DESIGN 6: load > cores).
+func checkLoad(r *run) {
+	for _, p := range r.man.Phases {
+		if len(p.LoadAvg) > 0 && p.LoadAvg[0] > float64(r.man.CPUs) {
+			r.man.Warnings = append(r.man.Warnings, fmt.Sprintf("load average %.2f at %s exceeds %d cpus: figures from this run are suspect", p.LoadAvg[0], p.Name, r.man.CPUs))
+			return
+		}
+	}
+}

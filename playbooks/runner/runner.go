@@ -1,0 +1,192 @@
+// Package runner executes a plan: for each run it builds the cluster from a target, starts the
+// agents and engines, preloads, runs the probe stream and the timeline, watches every engine's
+// transitions, and leaves a complete run folder (DESIGN 4.8), also when the run fails or is
+// interrupted.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/transport"
+)
+
+// ErrInterrupted classifies a run stopped by the user (SIGINT/SIGTERM).
+var ErrInterrupted = errors.New("run interrupted")
+
+// Options configure a plan's execution.
+type Options struct {
+	ResultsDir   string       // runs go to ResultsDir/<run-id>/ (default "results")
+	Binary       string       // the rig binary agents and the load generator run (default: this executable)
+	FirstAddress string       // local target: first loopback address (default 127.0.0.11)
+	KeepData     bool         // keep engine data (raft log, snapshots) in the run folder
+	Logger       *slog.Logger // controller log
+	Progress     io.Writer    // human progress lines (nil: none)
+}
+
+// Outcome is one finished run.
+type Outcome struct {
+	RunID  string
+	Dir    string
+	Status string
+	Err    error
+}
+
+// Run executes every run of the plan in order. It stops at the first interrupted run; a failed
+// run does not stop the plan (its folder says why).
+func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, error) {
+	if opts.ResultsDir == "" {
+		opts.ResultsDir = "results"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Binary == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find rig binary: %w", err)
+		}
+		opts.Binary = bin
+	}
+	var out []Outcome
+	for _, pr := range plan.Runs {
+		o := runOne(ctx, pr, opts, len(plan.Runs))
+		out = append(out, o)
+		if errors.Is(o.Err, ErrInterrupted) {
+			return out, o.Err
+		}
+	}
+	var errs []error
+	for _, o := range out {
+		if o.Err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", o.RunID, o.Err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// run is the state of one run.
+type run struct {
+	opts Options
+	pb   *playbooks.Playbook
+	id   string
+	dir  string
+	log  *slog.Logger
+	man  *results.Manifest
+	ev   *results.EventLog
+
+	inv     *inventory.Inventory
+	tr      transport.Transport
+	agents  map[string]*agent.Client
+	servers []inventory.Node
+	client  inventory.Node
+	cfgs    map[string]engine.Config
+
+	loadStart time.Time
+
+	mu         sync.Mutex
+	status     map[string]engine.Status // newest status seen per server
+	down       map[string]bool          // killed and not yet relaunched
+	lastKilled string
+}
+
+func (r *run) progress(format string, args ...any) {
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "[%s] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+	r.log.Info(fmt.Sprintf(format, args...))
+}
+
+func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total int) Outcome {
+	pb := pr.Playbook
+	id := fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), safeName(pb.Name))
+	if total > 1 {
+		id = fmt.Sprintf("%s-r%02d", id, pr.Index+1)
+	}
+	dir := filepath.Join(opts.ResultsDir, id)
+	o := Outcome{RunID: id, Dir: dir}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		o.Err = fmt.Errorf("create run folder: %w", err)
+		return o
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir, o.Dir = abs, abs
+	}
+	r := &run{opts: opts, pb: pb, id: id, dir: dir, status: map[string]engine.Status{}, down: map[string]bool{}}
+	logf, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	defer logf.Close()
+	r.log = slog.New(slog.NewJSONHandler(logf, nil)).With("run", id)
+	r.man = &results.Manifest{
+		RunID: id, Status: results.StatusRunning, Started: time.Now().UTC(), Target: "local",
+		Round: pr.Round, Settings: pr.Settings, Playbook: pb, ConfigHash: results.Hash(pb),
+		Rig: results.Build(), CPUs: runtime.NumCPU(),
+	}
+	r.man.LoadAvg.Start = results.ReadLoadAvg("/")
+	if r.ev, err = results.CreateEventLog(filepath.Join(dir, "events.jsonl")); err != nil {
+		o.Err = err
+		return o
+	}
+	defer r.ev.Close()
+	r.saveManifest()
+	r.progress("run %s: %s (%d servers, %d client) -> %s", id, pb.Name, pb.Cluster.Servers, pb.Cluster.Clients, dir)
+
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	cleanup, err := r.execute(ctx)
+	// Cleanup runs on its own context: an interrupted run must still stop what it started and
+	// keep what it collected.
+	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer ccancel()
+	r.finish(cctx, cleanup, err, parent.Err() != nil)
+	o.Status, o.Err = r.man.Status, err
+	if parent.Err() != nil {
+		o.Err = fmt.Errorf("%w: %v", ErrInterrupted, err)
+	}
+	return o
+}
+
+func (r *run) saveManifest() {
+	if err := results.WriteManifest(r.dir, r.man); err != nil {
+		r.log.Error("write manifest", "err", err)
+	}
+}
+
+func (r *run) mark(name string) {
+	r.man.Phases = append(r.man.Phases, results.PhaseMark{Name: name, T: time.Now().UTC(), LoadAvg: results.ReadLoadAvg("/")})
+	r.ev.Add(results.Event{Kind: results.KindRun, Phase: name})
+	r.saveManifest()
+}
+
+func (r *run) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.man.Warnings = append(r.man.Warnings, msg)
+	r.ev.Add(results.Event{Kind: results.KindNote, Detail: map[string]any{"warning": msg}})
+	r.progress("warning: %s", msg)
+}
+
+func safeName(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			return c
+		}
+		return '-'
+	}, s)
+}

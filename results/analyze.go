@@ -1,0 +1,875 @@
+package results
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+)
+
+// ErrNotRunDir classifies a path that is not a readable run folder.
+var ErrNotRunDir = errors.New("not a run folder")
+
+// snapshotMargin widens a snapshot's window on both sides: the pause a client sees starts with
+// the request and ends after the last node finished, both only known to polling precision.
+const snapshotMargin = time.Second
+
+// Analyze reads a run folder (events.jsonl, loadgen/probes.bin, <node>/status.json,
+// manifest.json) and computes its Summary. It is tolerant: a missing or damaged input yields
+// fewer figures and a warning in the Summary, not an error. Only a runDir that cannot be read
+// as a folder is an error (ErrNotRunDir).
+func Analyze(runDir string) (*Summary, error) {
+	d, err := loadRun(runDir)
+	if err != nil {
+		return nil, err
+	}
+	return d.summarize(), nil
+}
+
+// runData is a run folder's inputs, with the run's reference times resolved. All times are unix
+// nanoseconds.
+type runData struct {
+	dir      string
+	man      runManifest
+	hasMan   bool
+	events   []Event // sorted by T
+	probes   []Probe // sorted by IntendedNs, warm-up included
+	hasProbe bool
+
+	firstPost   int   // index of the first probe sent at or after warmupEnd
+	loadStarted bool  // the run got as far as load_start
+	origin      int64 // load_start: every offset is from here
+	warmupEnd   int64
+	loadEnd     int64 // end of load: a lost probe counts as waiting at least until here
+	runEnd      int64 // end of the run: a phase still open at the end lasts until here
+
+	statuses map[string]*engine.Status // server node -> final status (nil: missing or unreadable)
+	nodes    []string                  // server nodes, sorted
+
+	snapWins []span                   // closed snapshot windows, filled by summarize
+	states   map[string][]stateChange // per node, built on first use
+	warnings []string
+}
+
+// span is a time interval in unix nanoseconds.
+type span struct{ from, to int64 }
+
+// runManifest is the part of manifest.json the analysis reads. The playbook fields are optional
+// extras for the settings line.
+type runManifest struct {
+	RunID   string `json:"run_id"`
+	Status  string `json:"status"`
+	CPUs    int    `json:"cpus"`
+	LoadAvg struct {
+		Start []float64 `json:"start"`
+		End   []float64 `json:"end"`
+	} `json:"load_avg"`
+	Playbook struct {
+		Name   string `json:"name"`
+		Engine struct {
+			SyncLevel     *int   `json:"sync_level"`
+			SnapshotBlock *int64 `json:"snapshot_block"`
+			EncodeThreads *int   `json:"encode_threads"`
+		} `json:"engine"`
+		Preload struct {
+			Orders *int64 `json:"orders"`
+		} `json:"preload"`
+		Load struct {
+			ProbeRate *float64 `json:"probe_rate"`
+		} `json:"load"`
+	} `json:"playbook"`
+}
+
+func loadRun(dir string) (*runData, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotRunDir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a file", ErrNotRunDir, dir)
+	}
+	d := &runData{dir: dir, statuses: map[string]*engine.Status{}}
+	d.readManifest()
+	d.readEvents()
+	d.readProbes()
+	d.resolveTimes()
+	d.readStatuses()
+	return d, nil
+}
+
+func (d *runData) warnf(format string, args ...any) {
+	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+func (d *runData) readManifest() {
+	b, err := os.ReadFile(filepath.Join(d.dir, "manifest.json"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			d.warnf("no manifest.json: status unknown, load average not checked")
+		} else {
+			d.warnf("read manifest.json: %v", err)
+		}
+		return
+	}
+	// A field of an unexpected type leaves that field empty; the rest still decodes.
+	if err := json.Unmarshal(b, &d.man); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			d.warnf("manifest.json is not valid JSON (%v): status unknown, load average not checked", err)
+			return
+		}
+		d.warnf("manifest.json: field %s has an unexpected type (%s): ignored", te.Field, te.Value)
+	}
+	d.hasMan = true
+}
+
+// readEvents reads events.jsonl, skipping (and reporting) lines it cannot decode: the tail of
+// an interrupted run may be torn, and everything before it is still good.
+func (d *runData) readEvents() {
+	path := filepath.Join(d.dir, "events.jsonl")
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			d.warnf("no events.jsonl: no timeline, snapshots or restarts")
+		} else {
+			d.warnf("read events.jsonl: %v", err)
+		}
+		return
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var bad []string
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if len(strings.TrimSpace(string(b))) > 0 {
+			var e Event
+			if jerr := json.Unmarshal(b, &e); jerr != nil {
+				bad = append(bad, fmt.Sprintf("events.jsonl:%d: %v", line, jerr))
+			} else {
+				d.events = append(d.events, e)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				d.warnf("read events.jsonl: %v", err)
+			}
+			break
+		}
+	}
+	if len(bad) > 0 {
+		d.warnf("skipped %d unreadable event line(s), first %s", len(bad), bad[0])
+	}
+	// Node events carry the node's clock corrected by the measured offset, so they may arrive
+	// out of order.
+	slices.SortStableFunc(d.events, func(a, b Event) int { return a.T.Compare(b.T) })
+}
+
+func (d *runData) readProbes() {
+	path := filepath.Join(d.dir, "loadgen", "probes.bin")
+	ps, err := ReadProbes(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			d.warnf("no loadgen/probes.bin: no client latency figures")
+		} else {
+			d.warnf("read probes: %v", err)
+		}
+		return
+	}
+	// The load generator records a probe when it completes, not when it was due: nearly sorted.
+	byIntended := func(a, b Probe) int { return cmpInt64(a.IntendedNs, b.IntendedNs) }
+	if !slices.IsSortedFunc(ps, byIntended) {
+		slices.SortFunc(ps, byIntended)
+	}
+	d.probes, d.hasProbe = ps, true
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// runMark returns the time of the first run event with that phase.
+func (d *runData) runMark(phase string) (int64, bool) {
+	for _, e := range d.events {
+		if e.Kind == KindRun && e.Phase == phase {
+			return e.T.UnixNano(), true
+		}
+	}
+	return 0, false
+}
+
+func (d *runData) resolveTimes() {
+	var last int64
+	if n := len(d.events); n > 0 {
+		last = d.events[n-1].T.UnixNano()
+	}
+	for _, p := range d.probes {
+		end := p.IntendedNs
+		if p.Outcome == ProbeOK {
+			end += p.LatencyNs
+		}
+		last = max(last, end)
+	}
+
+	var ok bool
+	if d.origin, d.loadStarted = d.runMark("load_start"); !d.loadStarted {
+		switch {
+		case len(d.probes) > 0:
+			d.origin = d.probes[0].IntendedNs
+			d.warnf("no load_start event: times are offsets from the first probe")
+		case len(d.events) > 0:
+			d.origin = d.events[0].T.UnixNano()
+			d.warnf("no load_start event: times are offsets from the first event")
+		}
+	}
+	if d.warmupEnd, ok = d.runMark("warmup_end"); !ok {
+		d.warmupEnd = d.origin
+		if len(d.probes) > 0 {
+			d.warnf("no warmup_end event: no probe excluded as warm-up")
+		}
+	}
+	if d.loadEnd, ok = d.runMark("load_end"); !ok {
+		if d.loadEnd, ok = d.runMark("end"); !ok {
+			d.loadEnd = last
+		}
+	}
+	if d.runEnd, ok = d.runMark("end"); !ok {
+		d.runEnd = last
+	}
+	d.runEnd = max(d.runEnd, d.loadEnd)
+	d.firstPost = sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= d.warmupEnd })
+}
+
+// readStatuses finds the server nodes: folders holding a status.json, plus every node the
+// events name (a node whose status.json is missing is still a server whose end state is unknown).
+func (d *runData) readStatuses() {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		d.warnf("list run folder: %v", err)
+	}
+	for _, de := range entries {
+		if !de.IsDir() {
+			continue
+		}
+		path := filepath.Join(d.dir, de.Name(), "status.json")
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			d.warnf("%s: %v", filepath.Join(de.Name(), "status.json"), err)
+			d.statuses[de.Name()] = nil
+			continue
+		}
+		var st engine.Status
+		if err := json.Unmarshal(b, &st); err != nil {
+			d.warnf("%s: not an engine status (%v)", filepath.Join(de.Name(), "status.json"), err)
+			d.statuses[de.Name()] = nil
+			continue
+		}
+		d.statuses[de.Name()] = &st
+	}
+	for _, e := range d.events {
+		switch {
+		case e.Node == "":
+		case e.Kind == KindPhase, e.Kind == KindRole, e.Kind == KindSnapshot,
+			e.Kind == KindAction && (e.Action == "kill" || e.Action == "relaunch"):
+			if _, ok := d.statuses[e.Node]; !ok {
+				d.statuses[e.Node] = nil
+			}
+		}
+	}
+	for n := range d.statuses {
+		d.nodes = append(d.nodes, n)
+	}
+	slices.Sort(d.nodes)
+}
+
+// off is t as seconds from load_start, rounded to the microsecond.
+func (d *runData) off(t int64) float64 {
+	return math.Round(float64(t-d.origin)/1e3) / 1e6
+}
+
+func nsToUs(ns int64) float64 { return float64(ns) / 1e3 }
+func nsToMs(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e3 }
+func valPtr[T any](v T) *T    { return &v }
+
+// detailNum reads a number from an event's detail (JSON numbers decode as float64).
+func detailNum(m map[string]any, key string) (float64, bool) {
+	switch v := m[key].(type) {
+	case float64:
+		return v, true
+	case int:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func detailInt(m map[string]any, key string) (int64, bool) {
+	f, ok := detailNum(m, key)
+	return int64(f), ok
+}
+
+func detailStr(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// actions returns the action events of one kind, in time order.
+func (d *runData) actions(kind string) []Event {
+	var out []Event
+	for _, e := range d.events {
+		if e.Kind == KindAction && e.Action == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// probeRange returns the index range of post-warm-up probes with intended time in [from, to).
+func (d *runData) probeRange(from, to int64) (int, int) {
+	lo := sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= from })
+	hi := sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= to })
+	lo = max(lo, d.firstPost)
+	return lo, max(lo, hi)
+}
+
+// windowStats is Stats over post-warm-up probes with intended time in [from, to), leaving out
+// those inside any of skip (closed spans).
+func (d *runData) windowStats(from, to int64, skip []span) Stats {
+	lo, hi := d.probeRange(from, to)
+	lat := make([]int64, 0, hi-lo)
+	lost := 0
+	for _, p := range d.probes[lo:hi] {
+		if inAny(p.IntendedNs, skip) {
+			continue
+		}
+		if p.Outcome != ProbeOK {
+			lost++
+			continue
+		}
+		lat = append(lat, p.LatencyNs)
+	}
+	return statsOf(lat, lost)
+}
+
+func inAny(t int64, spans []span) bool {
+	for _, s := range spans {
+		if t >= s.from && t <= s.to {
+			return true
+		}
+	}
+	return false
+}
+
+// Thresholds below which a percentile is not shown (DESIGN section 6).
+const (
+	minNForP99  = 100
+	minNForP999 = 1000
+)
+
+// statsOf sorts lat in place and summarises it.
+func statsOf(lat []int64, lost int) Stats {
+	s := Stats{N: len(lat), Lost: lost}
+	if len(lat) == 0 {
+		return s
+	}
+	slices.Sort(lat)
+	s.P50Us = valPtr(nsToUs(percentileNs(lat, 50, 100)))
+	if len(lat) >= minNForP99 {
+		s.P99Us = valPtr(nsToUs(percentileNs(lat, 99, 100)))
+	}
+	if len(lat) >= minNForP999 {
+		s.P999Us = valPtr(nsToUs(percentileNs(lat, 999, 1000)))
+	}
+	s.MaxUs = valPtr(nsToUs(lat[len(lat)-1]))
+	return s
+}
+
+// percentileNs is the nearest-rank percentile num/den of sorted: the smallest value with at
+// least num/den of the values at or below it. Integer arithmetic, so 99.9 % of 1000 is rank 999
+// and not 1000 by a rounding error.
+func percentileNs(sorted []int64, num, den int) int64 {
+	n := len(sorted)
+	rank := (n*num + den - 1) / den
+	rank = min(max(rank, 1), n)
+	return sorted[rank-1]
+}
+
+func (d *runData) summarize() *Summary {
+	s := &Summary{
+		RunID:         d.man.RunID,
+		Playbook:      d.man.Playbook.Name,
+		Status:        d.man.Status,
+		Nodes:         map[string]NodeFinal{},
+		Snapshots:     []SnapshotRow{},
+		Restarts:      []RestartRow{},
+		LeaderChanges: []LeaderMark{},
+		Actions:       []ActionMark{},
+		data:          d,
+	}
+	if s.RunID == "" {
+		s.RunID = filepath.Base(filepath.Clean(d.dir))
+	}
+	if s.Status == "" {
+		s.Status = "unknown"
+	}
+	s.Settings = d.settings()
+	s.WarmupProbes = d.firstPost
+	s.Probes = d.windowStats(d.warmupEnd, math.MaxInt64, nil)
+
+	var warn []string
+	warn = append(warn, d.nodeFinals(s)...)
+	warn = append(warn, d.snapshotRows(s)...)
+	s.Normal = d.windowStats(d.warmupEnd, math.MaxInt64, d.snapWins)
+	for i := range s.Snapshots {
+		s.Snapshots[i].NormalP50Us = s.Normal.P50Us
+	}
+	warn = append(warn, d.restartRows(s)...)
+	d.leaders(s)
+	for _, e := range d.events {
+		if e.Kind == KindAction {
+			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: e.Action, Node: e.Node})
+		}
+	}
+	s.Warnings = append(append(append([]string{}, d.warnings...), d.trapWarnings()...), warn...)
+	return s
+}
+
+func (d *runData) settings() Settings {
+	pb := d.man.Playbook
+	st := Settings{
+		CPUs:             d.man.CPUs,
+		LoadAvgStart:     d.man.LoadAvg.Start,
+		LoadAvgEnd:       d.man.LoadAvg.End,
+		ServerNodes:      len(d.nodes),
+		LoadS:            max(d.off(d.loadEnd), 0),
+		WarmupS:          d.off(d.warmupEnd),
+		SyncLevel:        pb.Engine.SyncLevel,
+		SnapshotBlock:    pb.Engine.SnapshotBlock,
+		EncodeThreads:    pb.Engine.EncodeThreads,
+		PreloadOrders:    pb.Preload.Orders,
+		PlannedProbeRate: pb.Load.ProbeRate,
+	}
+	if !d.loadStarted {
+		st.LoadS = 0
+	}
+	if st.LoadS > 0 && len(d.probes) > 0 {
+		lo, hi := sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= d.origin }),
+			sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= d.loadEnd })
+		st.ProbeRate = math.Round(float64(hi-lo)/st.LoadS*10) / 10
+	}
+	return st
+}
+
+// trapWarnings flags the measurement traps of DESIGN section 6 that the run folder can show,
+// and copies the runner's own warning notes.
+func (d *runData) trapWarnings() []string {
+	var w []string
+	switch d.man.Status {
+	case "ok", "":
+	case "failed", "interrupted":
+		w = append(w, fmt.Sprintf("run %s: figures cover only what was collected before it stopped", d.man.Status))
+	default:
+		w = append(w, fmt.Sprintf("manifest status is %q, not ok|failed|interrupted: the run may not have finished", d.man.Status))
+	}
+	if d.hasMan {
+		cpus := d.man.CPUs
+		for _, la := range []struct {
+			when string
+			v    []float64
+		}{{"start", d.man.LoadAvg.Start}, {"end", d.man.LoadAvg.End}} {
+			switch {
+			case cpus <= 0:
+			case len(la.v) == 0:
+				w = append(w, fmt.Sprintf("no load average recorded at %s: contention not checked", la.when))
+			case la.v[0] > float64(cpus):
+				w = append(w, fmt.Sprintf("load average %.2f at %s exceeds %d CPUs: treat every timing as an upper bound", la.v[0], la.when, cpus))
+			}
+		}
+		if cpus <= 0 {
+			w = append(w, "manifest has no CPU count: load average not checked")
+		}
+	}
+	for _, e := range d.events {
+		if e.Kind != KindNote {
+			continue
+		}
+		msg := detailStr(e.Detail, "warning")
+		if msg == "" {
+			continue
+		}
+		where := fmt.Sprintf("at %.1f s", d.off(e.T.UnixNano()))
+		if e.Node != "" {
+			where += " on " + e.Node
+		}
+		w = append(w, fmt.Sprintf("%s (%s)", msg, where))
+	}
+	return w
+}
+
+func (d *runData) nodeFinals(s *Summary) []string {
+	var warn []string
+	hashes := map[string]bool{}
+	missing := 0
+	for _, n := range d.nodes {
+		st := d.statuses[n]
+		if st == nil {
+			missing++
+			s.Nodes[n] = NodeFinal{StatusMissing: true}
+			warn = append(warn, fmt.Sprintf("%s: no readable status.json: its final state is unknown", n))
+			continue
+		}
+		s.Nodes[n] = NodeFinal{StateHash: st.StateHash, Phase: st.Phase, Role: st.Role, AppliedIndex: st.AppliedIndex, Orders: st.Orders}
+		hashes[st.StateHash] = true
+	}
+	// Agreement needs every server node's hash: a node without one cannot be said to agree.
+	s.StateHashAgree = len(d.nodes) > 0 && missing == 0 && len(hashes) == 1 && !hashes[""]
+	if len(hashes) > 1 || hashes[""] {
+		var parts []string
+		for _, n := range d.nodes {
+			if f := s.Nodes[n]; !f.StatusMissing {
+				parts = append(parts, fmt.Sprintf("%s %s at applied index %d", n, orDash(f.StateHash), f.AppliedIndex))
+			}
+		}
+		warn = append(warn, "final state hashes differ: "+strings.Join(parts, ", "))
+	}
+	return warn
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// snapshotRows builds one row per snapshot action and records the snapshot windows.
+func (d *runData) snapshotRows(s *Summary) []string {
+	var warn []string
+	acts := d.actions("snapshot")
+	var taken []Event // finished snapshots; restores are not takes
+	for _, e := range d.events {
+		if e.Kind == KindSnapshot {
+			if r, _ := e.Detail["restored"].(bool); !r {
+				taken = append(taken, e)
+			}
+		}
+	}
+	relaunches := d.actions("relaunch")
+	// relaunchedBetween: a node relaunched after the action reports the snapshot it restored,
+	// not one it took.
+	relaunchedBetween := func(node string, from, to int64) bool {
+		for _, r := range relaunches {
+			if t := r.T.UnixNano(); r.Node == node && t > from && t <= to {
+				return true
+			}
+		}
+		return false
+	}
+	claimed := map[int64]bool{}
+	for _, a := range acts {
+		if ix, ok := detailInt(a.Detail, "index"); ok {
+			claimed[ix] = true
+		}
+	}
+	for i, a := range acts {
+		at := a.T.UnixNano()
+		next := int64(math.MaxInt64)
+		if i+1 < len(acts) {
+			next = acts[i+1].T.UnixNano()
+		}
+		row := SnapshotRow{AtS: d.off(at), Leader: detailStr(a.Detail, "leader"), TakeMs: map[string]float64{}}
+		idx, ok := detailInt(a.Detail, "index")
+		if !ok { // the runner notes the index the leader answered with, after the action
+			for _, e := range d.events {
+				t := e.T.UnixNano()
+				if e.Kind == KindNote && e.Action == "snapshot" && t >= at && t < next {
+					if ix, has := detailInt(e.Detail, "index"); has && !claimed[ix] {
+						idx, ok = ix, true
+						claimed[ix] = true
+						if row.Leader == "" {
+							row.Leader = detailStr(e.Detail, "leader")
+						}
+						break
+					}
+				}
+			}
+		}
+		if !ok { // nor a note: the first unclaimed index a node finished after the action
+			for _, e := range taken {
+				t := e.T.UnixNano()
+				if ix, has := detailInt(e.Detail, "index"); has && t >= at && t < next && !claimed[ix] {
+					idx, ok = ix, true
+					claimed[ix] = true
+					break
+				}
+			}
+		}
+		var finish int64
+		if ok {
+			row.Index = valPtr(idx)
+			for _, e := range taken {
+				t := e.T.UnixNano()
+				if ix, _ := detailInt(e.Detail, "index"); ix != idx || t >= next || relaunchedBetween(e.Node, at, t) {
+					continue
+				}
+				if _, seen := row.TakeMs[e.Node]; seen {
+					continue
+				}
+				if v, has := detailNum(e.Detail, "take_ms"); has {
+					row.TakeMs[e.Node] = v
+				}
+				if v, has := detailNum(e.Detail, "persisted_ms"); has {
+					if row.PersistedMs == nil {
+						row.PersistedMs = map[string]float64{}
+					}
+					row.PersistedMs[e.Node] = v
+				}
+				if b, has := detailInt(e.Detail, "bytes"); has {
+					row.Bytes = max(row.Bytes, b)
+				}
+				// A node that was down or catching up at the action takes the snapshot when its
+				// replay reaches the marker: a real take, but not part of the pause clients saw.
+				if d.stateAt(e.Node, at) == engine.PhaseReady {
+					finish = max(finish, t)
+				}
+			}
+		}
+		w := span{from: at - int64(snapshotMargin)}
+		if finish > 0 {
+			row.FinishedS = valPtr(d.off(finish))
+			w.to = finish + int64(snapshotMargin)
+		} else {
+			w.to = min(next, d.loadEnd)
+			warn = append(warn, fmt.Sprintf("snapshot at %.1f s: no node that was ready at the action reported finishing it; its window runs to %.1f s", d.off(at), d.off(w.to)))
+		}
+		row.WindowFromS, row.WindowToS = d.off(w.from), d.off(w.to)
+		d.snapWins = append(d.snapWins, w)
+		d.pause(&row, w)
+		s.Snapshots = append(s.Snapshots, row)
+	}
+	return warn
+}
+
+// pause finds the worst probe latency in the closed window w.
+func (d *runData) pause(row *SnapshotRow, w span) {
+	lo, hi := d.probeRange(w.from, w.to+1)
+	var worst, worstAt int64 = -1, 0
+	worstLost := false
+	for _, p := range d.probes[lo:hi] {
+		row.WindowProbes++
+		lat, lost := p.LatencyNs, p.Outcome != ProbeOK
+		if lost {
+			row.WindowLost++
+			lat = max(lat, d.loadEnd-p.IntendedNs)
+		}
+		if lat > worst {
+			worst, worstAt, worstLost = lat, p.IntendedNs, lost
+		}
+	}
+	if worst >= 0 {
+		row.ClientPauseMs = valPtr(nsToMs(worst))
+		row.PauseAtS = valPtr(d.off(worstAt))
+		row.PauseLowerBound = worstLost
+	}
+}
+
+// restartRows builds one row per kill action.
+func (d *runData) restartRows(s *Summary) []string {
+	kills := d.actions("kill")
+	if len(kills) == 0 {
+		return nil
+	}
+	var warn []string
+	relaunches := d.actions("relaunch")
+	usedRelaunch := make([]bool, len(relaunches))
+
+	firstKill := kills[0].T.UnixNano()
+	allUp := d.window(d.warmupEnd, max(firstKill, d.warmupEnd), false, true)
+
+	for i, k := range kills {
+		kt := k.T.UnixNano()
+		node := k.Node
+		nextKill := int64(math.MaxInt64) // the node's next kill bounds everything about this one
+		for _, k2 := range kills[i+1:] {
+			if k2.Node == node {
+				nextKill = k2.T.UnixNano()
+				break
+			}
+		}
+		row := RestartRow{Node: node, Signal: detailStr(k.Detail, "signal"), KillS: d.off(kt), PhasesMs: map[string]float64{}}
+		row.Windows.AllUp = allUp
+		var rl int64 = -1
+		for j, r := range relaunches {
+			if t := r.T.UnixNano(); !usedRelaunch[j] && r.Node == node && t >= kt && t < nextKill {
+				usedRelaunch[j], rl = true, t
+				break
+			}
+		}
+		if rl < 0 {
+			row.Windows.OneDown = d.window(kt, min(nextKill, d.loadEnd), true, false)
+			s.Restarts = append(s.Restarts, row)
+			continue
+		}
+		row.RelaunchS = valPtr(d.off(rl))
+		row.Windows.OneDown = d.window(kt, rl, false, false)
+
+		var ready int64 = -1
+		for _, e := range d.events {
+			if t := e.T.UnixNano(); e.Kind == KindPhase && e.Node == node && e.Phase == engine.PhaseReady && t >= rl && t < nextKill {
+				ready = t
+				break
+			}
+		}
+		end := ready
+		if ready < 0 {
+			end = min(nextKill, d.runEnd)
+		}
+		cur, entered := engine.PhaseStarting, rl
+		for _, e := range d.events {
+			t := e.T.UnixNano()
+			if e.Kind != KindPhase || e.Node != node || !knownPhase(e.Phase) || t < rl || t >= end {
+				continue
+			}
+			if e.Phase == cur {
+				continue
+			}
+			row.PhasesMs[cur] += nsToMs(t - entered)
+			cur, entered = e.Phase, t
+		}
+		row.PhasesMs[cur] += nsToMs(end - entered)
+		if ready >= 0 {
+			row.ReadyS = valPtr(d.off(ready))
+			row.LaunchToReadyMs = valPtr(nsToMs(ready - rl))
+			rj := d.window(rl, ready, false, false)
+			row.Windows.Rejoining = &rj
+		} else {
+			row.OpenPhase = cur
+			rj := d.window(rl, min(nextKill, d.loadEnd), true, false)
+			row.Windows.Rejoining = &rj
+			warn = append(warn, fmt.Sprintf("%s relaunched at %.1f s never reached ready (still %s at %.1f s)", node, d.off(rl), cur, d.off(end)))
+		}
+		s.Restarts = append(s.Restarts, row)
+	}
+	return warn
+}
+
+// window computes a restart window [from, to). An open window never closed (the node never
+// became ready): it is cut at the node's next kill, or else runs to the end of load and takes
+// every later probe. The all-up window leaves the snapshot
+// windows out (excludeSnaps); the others keep them and say whether they overlap one.
+func (d *runData) window(from, to int64, open, excludeSnaps bool) Window {
+	w := Window{FromS: d.off(from), ToS: d.off(to), Open: open}
+	limit := to
+	if open && to >= d.loadEnd { // open to the end: every later probe, however late it was sent
+		limit = math.MaxInt64
+	}
+	if excludeSnaps {
+		w.Stats = d.windowStats(from, limit, d.snapWins)
+		var excluded int64
+		for _, sw := range d.snapWins {
+			if lo, hi := max(sw.from, from), min(sw.to, to); hi > lo {
+				excluded += hi - lo
+			}
+		}
+		w.ExcludedS = math.Round(float64(excluded)/1e3) / 1e6
+		return w
+	}
+	w.Stats = d.windowStats(from, limit, nil)
+	for _, sw := range d.snapWins {
+		if sw.from < limit && sw.to >= from {
+			w.OverlapsSnapshot = true
+		}
+	}
+	return w
+}
+
+// leaders records who led at load start and every leadership change after it.
+func (d *runData) leaders(s *Summary) {
+	for _, e := range d.events {
+		if e.Kind != KindRole || e.Role != engine.RoleLeader {
+			continue
+		}
+		if t := e.T.UnixNano(); t < d.origin {
+			s.LeaderAtLoadStart = e.Node
+		} else {
+			s.LeaderChanges = append(s.LeaderChanges, LeaderMark{AtS: d.off(t), Node: e.Node})
+		}
+	}
+}
+
+// phaseDown is the agent's pseudo-phase for an engine process that has exited.
+const phaseDown = "down"
+
+// knownPhase tells engine phases (and the agent's "down") from the other transitions the
+// runner logs as phase events (process launch with an empty phase, signals by name).
+func knownPhase(p string) bool {
+	switch p {
+	case engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady, phaseDown:
+		return true
+	}
+	return false
+}
+
+// stateChange is a node entering a phase: an engine phase seen by polling, "down" at a kill
+// action, "starting" at a relaunch action.
+type stateChange struct {
+	t     int64
+	phase string
+}
+
+// nodeStates lists every node's state changes in time order.
+func (d *runData) nodeStates() map[string][]stateChange {
+	per := map[string][]stateChange{}
+	for _, e := range d.events {
+		t := e.T.UnixNano()
+		switch {
+		case e.Kind == KindPhase && knownPhase(e.Phase):
+			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase})
+		case e.Kind == KindAction && e.Action == "kill":
+			per[e.Node] = append(per[e.Node], stateChange{t, phaseDown})
+		case e.Kind == KindAction && e.Action == "relaunch":
+			per[e.Node] = append(per[e.Node], stateChange{t, engine.PhaseStarting})
+		}
+	}
+	return per
+}
+
+// stateAt is the node's state just before t; a node with no recorded change counts as ready.
+func (d *runData) stateAt(node string, t int64) string {
+	if d.states == nil {
+		d.states = d.nodeStates()
+	}
+	st := engine.PhaseReady
+	for _, c := range d.states[node] {
+		if c.t >= t {
+			break
+		}
+		st = c.phase
+	}
+	return st
+}

@@ -1,0 +1,66 @@
+package results
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// benchRun is the follower-restart fixture's timeline with n probes spread over its 60 s of load
+// (300K is 5,000/s for a minute, the case study's rate), latencies log-normal around 1 ms.
+func benchRun(b *testing.B, n int) string {
+	dir := followerRestartRun(b)
+	rng := rand.New(rand.NewPCG(1, 2))
+	ps := make([]Probe, n)
+	step := int64(60*time.Second) / int64(n)
+	for i := range ps {
+		lat := int64(float64(time.Millisecond) * (0.5 + rng.ExpFloat64()))
+		out := ProbeOK
+		if rng.IntN(100_000) == 0 {
+			out = ProbeLost
+		}
+		ps[i] = Probe{IntendedNs: t0.UnixNano() + int64(i)*step, LatencyNs: lat, Outcome: out}
+	}
+	f := &fixture{t: b, dir: dir}
+	f.probes(ps)
+	return dir
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	for _, n := range []int{30_000, 300_000} {
+		dir := benchRun(b, n)
+		b.Run(fmt.Sprintf("probes=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Analyze(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/probe")
+		})
+	}
+}
+
+// BenchmarkPlots draws the three PNGs from analysed data: the latency plot is downsampled to at
+// most maxBuckets slices, so 10× the probes should cost far less than 10× the time.
+func BenchmarkPlots(b *testing.B) {
+	for _, n := range []int{30_000, 300_000} {
+		dir := benchRun(b, n)
+		s, err := Analyze(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := filepath.Join(b.TempDir(), "out")
+		os.MkdirAll(out, 0o755)
+		b.Run(fmt.Sprintf("probes=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := writePlots(out, s.data, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/probe")
+		})
+	}
+}

@@ -1,0 +1,351 @@
+package results
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rig-dev/rig/engine"
+)
+
+// renderReport writes report.md: the case study's tables (snapshot take and client pause with
+// the normal p50; restart phases; client latency per restart window), overall percentiles with
+// n, the nodes' final state hashes, warnings, plots and the definitions behind every figure.
+func renderReport(s *Summary) string {
+	var b strings.Builder
+	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	title := s.Playbook
+	if title == "" {
+		title = "(playbook unknown)"
+	}
+	pf("# Run %s — %s (%s)\n\n", s.RunID, title, s.Status)
+	pf("**Run settings:** %s\n\n", settingsLine(s))
+	if len(s.Warnings) > 0 {
+		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
+	}
+
+	nodes := slices.Sorted(maps.Keys(s.Nodes))
+	for _, r := range s.Snapshots {
+		for n := range r.TakeMs {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+
+	pf("## Snapshots\n\n")
+	if len(s.Snapshots) == 0 {
+		pf("No snapshot action in this run.\n\n")
+	} else {
+		pf("| # | at | index |")
+		for _, n := range nodes {
+			pf(" take %s |", n)
+		}
+		pf(" client pause | normal p50 |\n|---|---|---|")
+		for range nodes {
+			pf("---|")
+		}
+		pf("---|---|\n")
+		for i, r := range s.Snapshots {
+			idx := "—"
+			if r.Index != nil {
+				idx = fmt.Sprint(*r.Index)
+			}
+			pf("| %d | %s | %s |", i+1, fmtS(r.AtS), idx)
+			for _, n := range nodes {
+				if v, ok := r.TakeMs[n]; ok {
+					pf(" %s |", fmtMs(v))
+				} else {
+					pf(" — |")
+				}
+			}
+			pf(" %s | %s |\n", pauseCell(r), usCell(r.NormalP50Us))
+		}
+		pf("\nTake: the time the node's book stood still writing the snapshot, as the engine reports it "+
+			"(last_snapshot.take_ms); — means that node reported no take for that snapshot. A node that was down or "+
+			"catching up at the action takes the snapshot when its replay reaches it: listed, but it does not stretch the window. "+
+			"Client pause: the worst latency of any post-warm-up probe whose intended send time lies in "+
+			"[snapshot action − 1 s, last node finished + 1 s]; a probe lost in that window counts as waiting "+
+			"until the end of load, which makes the pause a lower bound (≥). "+
+			"Normal p50: post-warm-up probes outside every snapshot window (n = %d).\n\n", s.Normal.N)
+	}
+
+	pf("## Restarts\n\n")
+	if len(s.Restarts) == 0 {
+		pf("No kill action in this run.\n\n")
+	} else {
+		pf("| # | node | killed | relaunched | starting | restoring | joining | replaying | catching-up | launch → ready |\n")
+		pf("|---|---|---|---|---|---|---|---|---|---|\n")
+		for i, r := range s.Restarts {
+			relaunched := "never"
+			if r.RelaunchS != nil {
+				relaunched = fmt.Sprintf("%s (%s down)", fmtS(*r.RelaunchS), fmtMs((*r.RelaunchS-r.KillS)*1e3))
+			}
+			pf("| %d | %s | %s | %s |", i+1, r.Node, fmtS(r.KillS), relaunched)
+			for _, ph := range []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp} {
+				v, ok := r.PhasesMs[ph]
+				switch {
+				case r.RelaunchS == nil || !ok:
+					pf(" — |")
+				case r.OpenPhase == ph:
+					pf(" ≥ %s (open) |", fmtMs(v))
+				default:
+					pf(" %s |", fmtMs(v))
+				}
+			}
+			switch {
+			case r.LaunchToReadyMs != nil:
+				pf(" %s |\n", fmtMs(*r.LaunchToReadyMs))
+			case r.RelaunchS == nil:
+				pf(" — |\n")
+			default:
+				pf(" never ready (still %s at the end) |\n", r.OpenPhase)
+			}
+		}
+		pf("\nPhases run from entering a phase to entering the next, as the agent saw them polling every " +
+			"20 ms; starting counts from the relaunch action, so it includes process start. — : not observed.\n\n")
+
+		pf("### Client latency around restarts\n\n")
+		pf("| window | span | n | p50 | p99 | max | lost |\n|---|---|---|---|---|---|---|\n")
+		au := s.Restarts[0].Windows.AllUp
+		auSpan := fmt.Sprintf("%s – %s", fmtS(au.FromS), fmtS(au.ToS))
+		if au.ExcludedS > 0 {
+			auSpan += fmt.Sprintf(", less %s of snapshot windows", fmtMs(au.ExcludedS*1e3))
+		}
+		pf("| all up | %s | %s |\n", auSpan, windowCells(au.Stats))
+		footnote := false
+		for i, r := range s.Restarts {
+			ws := []struct {
+				name string
+				w    *Window
+			}{{"one down", &r.Windows.OneDown}, {"rejoining", r.Windows.Rejoining}}
+			for _, x := range ws {
+				if x.w == nil {
+					continue
+				}
+				mark := ""
+				if x.w.OverlapsSnapshot {
+					mark, footnote = "¹", true
+				}
+				pf("| #%d %s %s%s | %s | %s |\n", i+1, r.Node, x.name, mark, windowSpan(*x.w, s.Settings.LoadS), windowCells(x.w.Stats))
+			}
+		}
+		pf("\nWindows by intended send time: all up = [warm-up end, first kill) minus the snapshot windows; "+
+			"one down = [kill, relaunch); rejoining = [relaunch, ready), or to the end of load if the node never "+
+			"became ready (open). n counts answered probes; lost ones are counted apart. "+
+			"p99 is shown from n ≥ %d, p99.9 from n ≥ %d.", minNForP99, minNForP999)
+		if footnote {
+			pf(" ¹ A snapshot window overlaps this one: its figures include that snapshot's pause.")
+		}
+		pf("\n\n")
+	}
+
+	pf("## Probes overall\n\n")
+	pf("| n | lost | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|\n")
+	pf("| %d | %d | %s | %s | %s | %s |\n\n", s.Probes.N, s.Probes.Lost, usCell(s.Probes.P50Us),
+		pctCell(s.Probes.P99Us, s.Probes.N, minNForP99), pctCell(s.Probes.P999Us, s.Probes.N, minNForP999), usCell(s.Probes.MaxUs))
+	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
+		s.WarmupProbes, fmtS(s.Settings.WarmupS))
+
+	pf("## Nodes\n\n")
+	if len(s.Nodes) == 0 {
+		pf("No server node status found.\n\n")
+	} else {
+		pf("| node | role | phase | applied index | orders | state hash |\n|---|---|---|---|---|---|\n")
+		for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
+			f := s.Nodes[n]
+			if f.StatusMissing {
+				pf("| %s | — | — | — | — | (no status.json) |\n", n)
+				continue
+			}
+			pf("| %s | %s | %s | %d | %d | `%s` |\n", n, orDash(f.Role), orDash(f.Phase), f.AppliedIndex, f.Orders, orDash(f.StateHash))
+		}
+		agree := "**no**"
+		if s.StateHashAgree {
+			agree = "yes"
+		}
+		pf("\nFinal state hashes agree on every node: %s.\n\n", agree)
+	}
+	switch {
+	case s.LeaderAtLoadStart == "" && len(s.LeaderChanges) == 0:
+	case len(s.LeaderChanges) == 0:
+		pf("Leader: %s at load start, no leader change during the load.\n\n", s.LeaderAtLoadStart)
+	default:
+		var ch []string
+		for _, l := range s.LeaderChanges {
+			ch = append(ch, fmt.Sprintf("%s at %s", l.Node, fmtS(l.AtS)))
+		}
+		pf("Leader: %s at load start; became leader: %s.\n\n", orDash(s.LeaderAtLoadStart), strings.Join(ch, ", "))
+	}
+
+	pf("## Warnings\n\n")
+	if len(s.Warnings) == 0 {
+		pf("None.\n\n")
+	}
+	for _, w := range s.Warnings {
+		pf("- %s\n", w)
+	}
+	if len(s.Warnings) > 0 {
+		pf("\n")
+	}
+
+	if len(s.Plots) > 0 {
+		pf("## Plots\n\n")
+		for _, p := range s.Plots {
+			pf("![%s](%s)\n\n", plotTitle(p), p)
+		}
+	}
+
+	pf("## Definitions\n\n")
+	pf("- Times are seconds from the load_start event; the end of load is the load_end event. Probes sent before warm-up end are excluded from every figure.\n")
+	pf("- Latency runs from each probe's intended send time (open loop): a probe that could not even be sent during a pause is charged the pause.\n")
+	pf("- Percentiles are nearest-rank over answered probes, with their n; p99 needs n ≥ %d and p99.9 n ≥ %d, else n/a.\n", minNForP99, minNForP999)
+	pf("- A load average above the CPU count at start or end is flagged: timings from a contended box are upper bounds.\n")
+	return b.String()
+}
+
+func plotTitle(rel string) string {
+	switch rel {
+	case PlotLatency:
+		return "Probe latency over time, with event markers"
+	case PlotRestarts:
+		return "Restart phases from relaunch"
+	case PlotNodes:
+		return "Engine phase per node over the run"
+	}
+	return rel
+}
+
+func settingsLine(s *Summary) string {
+	st := s.Settings
+	var parts []string
+	parts = append(parts, fmt.Sprintf("%d server node(s)", st.ServerNodes))
+	if st.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d CPUs", st.CPUs))
+	}
+	if len(st.LoadAvgStart) > 0 || len(st.LoadAvgEnd) > 0 {
+		parts = append(parts, fmt.Sprintf("load average %s at start, %s at end (1 min)", loadCell(st.LoadAvgStart), loadCell(st.LoadAvgEnd)))
+	}
+	if st.LoadS > 0 {
+		parts = append(parts, fmt.Sprintf("load %s, warm-up %s", fmtS(st.LoadS), fmtS(st.WarmupS)))
+	} else {
+		parts = append(parts, "the load never started")
+	}
+	if st.ProbeRate > 0 {
+		rate := fmt.Sprintf("%g probes/s measured", st.ProbeRate)
+		if st.PlannedProbeRate != nil {
+			rate += fmt.Sprintf(" (%g/s planned)", *st.PlannedProbeRate)
+		}
+		parts = append(parts, rate)
+	}
+	if st.PreloadOrders != nil {
+		parts = append(parts, "book "+fmtCount(*st.PreloadOrders)+" orders")
+	}
+	if st.SyncLevel != nil {
+		parts = append(parts, fmt.Sprintf("sync level %d", *st.SyncLevel))
+	}
+	if st.SnapshotBlock != nil && *st.SnapshotBlock > 0 {
+		parts = append(parts, "snapshot block "+fmtBytes(*st.SnapshotBlock))
+	}
+	if st.EncodeThreads != nil && *st.EncodeThreads > 0 {
+		parts = append(parts, fmt.Sprintf("encode ×%d", *st.EncodeThreads))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func loadCell(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v[0])
+}
+
+func pauseCell(r SnapshotRow) string {
+	if r.ClientPauseMs == nil {
+		return "— (no probe)"
+	}
+	if r.PauseLowerBound {
+		return fmt.Sprintf("≥ %s (%d lost)", fmtMs(*r.ClientPauseMs), r.WindowLost)
+	}
+	if r.WindowLost > 0 {
+		return fmt.Sprintf("%s (%d lost)", fmtMs(*r.ClientPauseMs), r.WindowLost)
+	}
+	return fmtMs(*r.ClientPauseMs)
+}
+
+func windowSpan(w Window, loadS float64) string {
+	switch {
+	case w.Open && w.ToS >= loadS:
+		return fmt.Sprintf("%s – end (%s, open)", fmtS(w.FromS), fmtMs((w.ToS-w.FromS)*1e3))
+	case w.Open:
+		return fmt.Sprintf("%s – %s (%s, open: cut by the next kill)", fmtS(w.FromS), fmtS(w.ToS), fmtMs((w.ToS-w.FromS)*1e3))
+	}
+	return fmt.Sprintf("%s – %s (%s)", fmtS(w.FromS), fmtS(w.ToS), fmtMs((w.ToS-w.FromS)*1e3))
+}
+
+func windowCells(st Stats) string {
+	return fmt.Sprintf("%d | %s | %s | %s | %d", st.N, usCell(st.P50Us), pctCell(st.P99Us, st.N, minNForP99), usCell(st.MaxUs), st.Lost)
+}
+
+// pctCell shows a tail percentile, or why it is not shown.
+func pctCell(v *float64, n, minN int) string {
+	switch {
+	case n == 0:
+		return "—"
+	case v == nil || n < minN:
+		return fmt.Sprintf("n/a (n<%d)", minN)
+	}
+	return usCell(v)
+}
+
+func usCell(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmtMs(*v / 1e3)
+}
+
+// fmtMs prints a duration given in milliseconds with a unit that keeps 2-3 significant digits.
+func fmtMs(ms float64) string {
+	switch a := max(ms, -ms); {
+	case a < 1:
+		return fmt.Sprintf("%.0f µs", ms*1e3)
+	case a < 10:
+		return fmt.Sprintf("%.2f ms", ms)
+	case a < 100:
+		return fmt.Sprintf("%.1f ms", ms)
+	case a < 1000:
+		return fmt.Sprintf("%.0f ms", ms)
+	case a < 10000:
+		return fmt.Sprintf("%.2f s", ms/1e3)
+	default:
+		return fmt.Sprintf("%.1f s", ms/1e3)
+	}
+}
+
+// fmtS prints an offset in seconds.
+func fmtS(s float64) string { return fmt.Sprintf("%.1f s", s) }
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func fmtCount(n int64) string {
+	switch {
+	case n >= 1e6 && n%1e6 == 0:
+		return fmt.Sprintf("%dM", n/1e6)
+	case n >= 1e3 && n%1e3 == 0:
+		return fmt.Sprintf("%dK", n/1e3)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,217 @@
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Summary is every figure the report shows, machine-readable (summary.json). Its JSON field
+// names are a contract other tools read: add fields, never rename them.
+//
+// Conventions, also written under the report's tables:
+//   - Times (*_s) are seconds from the load_start event; they are negative before it.
+//   - Probes whose intended send time precedes warmup_end are excluded from every figure and
+//     only counted (WarmupProbes).
+//   - Latency is measured from the intended send time (open loop), in microseconds (*_us) or
+//     milliseconds (*_ms).
+//   - Percentiles are nearest-rank over answered probes; lost probes are counted separately.
+//     p99 is only given from n >= 100 and p99.9 only from n >= 1000 (the field is omitted).
+type Summary struct {
+	RunID    string   `json:"run_id"`
+	Playbook string   `json:"playbook,omitempty"`
+	Status   string   `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one
+	Settings Settings `json:"settings"`
+
+	Nodes          map[string]NodeFinal `json:"nodes"`            // final engine status per server node
+	StateHashAgree bool                 `json:"state_hash_agree"` // every server node reported the same non-empty hash
+
+	Probes       Stats `json:"probes"`        // every post-warm-up probe
+	WarmupProbes int   `json:"warmup_probes"` // probes sent before warmup_end: excluded from all figures
+	Normal       Stats `json:"normal"`        // post-warm-up probes outside every snapshot window
+
+	Snapshots []SnapshotRow `json:"snapshots"` // one per snapshot action
+	Restarts  []RestartRow  `json:"restarts"`  // one per kill action
+
+	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
+	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
+	Actions           []ActionMark `json:"actions"`        // every timeline action, in order
+
+	Warnings []string `json:"warnings"` // measurement traps and gaps in the data; empty means none
+	Plots    []string `json:"plots,omitempty"`
+
+	data *runData // the inputs, kept so WriteOutputs can plot without reading them again
+}
+
+// Settings is the run-settings line of the report. Fields from the playbook are omitted when the
+// manifest does not carry them.
+type Settings struct {
+	CPUs         int       `json:"cpus,omitempty"`
+	LoadAvgStart []float64 `json:"load_avg_start,omitempty"` // 1, 5, 15 minutes
+	LoadAvgEnd   []float64 `json:"load_avg_end,omitempty"`
+	ServerNodes  int       `json:"server_nodes"`
+	LoadS        float64   `json:"load_s"`                     // load_start to load_end (or run end); 0 if the load never started
+	WarmupS      float64   `json:"warmup_s"`                   // load_start to warmup_end
+	ProbeRate    float64   `json:"probe_rate_per_s,omitempty"` // measured: probes sent / LoadS
+
+	SyncLevel        *int     `json:"sync_level,omitempty"`
+	SnapshotBlock    *int64   `json:"snapshot_block,omitempty"`
+	EncodeThreads    *int     `json:"encode_threads,omitempty"`
+	PreloadOrders    *int64   `json:"preload_orders,omitempty"`
+	PlannedProbeRate *float64 `json:"planned_probe_rate_per_s,omitempty"`
+}
+
+// NodeFinal is a server node's final status (its status.json).
+type NodeFinal struct {
+	StateHash     string `json:"state_hash"`
+	Phase         string `json:"phase"`
+	Role          string `json:"role,omitempty"`
+	AppliedIndex  uint64 `json:"applied_index"`
+	Orders        int    `json:"orders"`
+	StatusMissing bool   `json:"status_missing,omitempty"` // seen in events, but no readable status.json
+}
+
+// Stats summarises the probes of one window. P50/Max are omitted when no probe was answered,
+// P99 below n = 100 and P99.9 below n = 1000.
+type Stats struct {
+	N      int      `json:"n"`    // answered probes: the percentiles are over these
+	Lost   int      `json:"lost"` // probes never answered
+	P50Us  *float64 `json:"p50_us,omitempty"`
+	P99Us  *float64 `json:"p99_us,omitempty"`
+	P999Us *float64 `json:"p999_us,omitempty"`
+	MaxUs  *float64 `json:"max_us,omitempty"`
+}
+
+// Window is Stats over the probes whose intended send time lies in [FromS, ToS).
+type Window struct {
+	Stats
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	// Open: the window never closed (never relaunched, or never ready); ToS is where it was cut:
+	// the node's next kill, or the end of load.
+	Open bool `json:"open,omitempty"`
+	// ExcludedS is how much of [FromS, ToS) was left out as snapshot windows (all_up only).
+	ExcludedS float64 `json:"excluded_s,omitempty"`
+	// OverlapsSnapshot: a snapshot window intersects this one, so its figures include a pause.
+	OverlapsSnapshot bool `json:"overlaps_snapshot,omitempty"`
+}
+
+// SnapshotRow is one snapshot action.
+type SnapshotRow struct {
+	AtS         float64            `json:"at_s"`
+	Index       *int64             `json:"index"` // null when neither the action nor any node reported it
+	Leader      string             `json:"leader,omitempty"`
+	TakeMs      map[string]float64 `json:"take_ms"` // per node that reported finishing it
+	PersistedMs map[string]float64 `json:"persisted_ms,omitempty"`
+	Bytes       int64              `json:"bytes,omitempty"`
+	// FinishedS is when the last node that was ready at the action reported finishing; null when
+	// none did. A node down or catching up at the action takes the snapshot later, when its
+	// replay reaches the marker: its take is listed but does not stretch the window.
+	FinishedS *float64 `json:"finished_s"`
+	// The pause window: [action - 1 s, FinishedS + 1 s], closed; without FinishedS it runs to the
+	// next snapshot action or the end of load.
+	WindowFromS float64 `json:"window_from_s"`
+	WindowToS   float64 `json:"window_to_s"`
+	// ClientPauseMs is the worst probe latency in the window (post-warm-up probes only). A lost
+	// probe counts as waiting until the end of load, so a pause set by one is a lower bound.
+	ClientPauseMs   *float64 `json:"client_pause_ms"`
+	PauseAtS        *float64 `json:"pause_at_s,omitempty"` // intended send time of that probe
+	PauseLowerBound bool     `json:"pause_lower_bound,omitempty"`
+	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the window (answered + lost)
+	WindowLost      int      `json:"window_lost"`
+	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated as the case study's column
+}
+
+// RestartRow is one kill action and what followed it.
+type RestartRow struct {
+	Node      string   `json:"node"`
+	Signal    string   `json:"signal,omitempty"`
+	KillS     float64  `json:"kill_s"`
+	RelaunchS *float64 `json:"relaunch_s"` // null: never relaunched
+	ReadyS    *float64 `json:"ready_s"`    // null: never reached phase ready after the relaunch
+	// LaunchToReadyMs is relaunch action to the first phase->ready seen after it.
+	LaunchToReadyMs *float64 `json:"launch_to_ready_ms"`
+	// PhasesMs is how long the node stayed in each phase between relaunch and ready; "starting"
+	// counts from the relaunch action (process start included). A phase the 20 ms polling never
+	// saw is absent.
+	PhasesMs map[string]float64 `json:"phases_ms"`
+	// OpenPhase is the phase the node was still in at the end of the run (never ready); its
+	// PhasesMs entry runs to the end of the run.
+	OpenPhase string         `json:"open_phase,omitempty"`
+	Windows   RestartWindows `json:"windows"`
+}
+
+// RestartWindows are the client-latency windows around one restart.
+type RestartWindows struct {
+	AllUp     Window  `json:"all_up"`              // [warmup_end, first kill) minus snapshot windows
+	OneDown   Window  `json:"one_down"`            // [kill, relaunch)
+	Rejoining *Window `json:"rejoining,omitempty"` // [relaunch, ready); absent if never relaunched
+}
+
+// LeaderMark is a node taking leadership.
+type LeaderMark struct {
+	AtS  float64 `json:"at_s"`
+	Node string  `json:"node"`
+}
+
+// ActionMark is one timeline action.
+type ActionMark struct {
+	AtS    float64 `json:"at_s"`
+	Action string  `json:"action"`
+	Node   string  `json:"node,omitempty"`
+}
+
+// WriteOutputs writes summary.json, report.md and plots/*.png into runDir. A plot that cannot be
+// drawn is reported in the returned error (and as a warning) but does not stop the rest.
+func WriteOutputs(runDir string, s *Summary) error {
+	d := s.data
+	if d == nil {
+		var err error
+		if d, err = loadRun(runDir); err != nil {
+			return fmt.Errorf("write outputs for %s: %w", runDir, err)
+		}
+	}
+	plots, plotErr := writePlots(runDir, d, s)
+	s.Plots = plots
+	if plotErr != nil {
+		s.Warnings = append(s.Warnings, "plots: "+plotErr.Error())
+	}
+	var errs []error
+	if plotErr != nil {
+		errs = append(errs, plotErr)
+	}
+	if err := replaceFile(filepath.Join(runDir, "report.md"), []byte(renderReport(s))); err != nil {
+		errs = append(errs, fmt.Errorf("write report.md: %w", err))
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		errs = append(errs, fmt.Errorf("encode summary: %w", err))
+	} else if err := replaceFile(filepath.Join(runDir, "summary.json"), append(b, '\n')); err != nil {
+		errs = append(errs, fmt.Errorf("write summary.json: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// replaceFile writes path through a temporary file and a rename, so a reader (or a crash) never
+// sees half a report when `rig report` rewrites one.
+func replaceFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
