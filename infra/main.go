@@ -9,27 +9,29 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 )
 
-func main() {
-	pulumi.Run(func(ctx *pulumi.Context) error {
-		raw := map[string]string{}
-		for _, k := range spec.Keys {
-			if v, ok := ctx.GetConfig(spec.Namespace + ":" + k.Name); ok {
-				raw[k.Name] = v
-			}
+func main() { pulumi.Run(program) }
+
+// program maps the stack config onto a spec, warns about what Validate only warns about (e.g. a
+// volume above its instance's EBS baseline) and deploys.
+func program(ctx *pulumi.Context) error {
+	raw := map[string]string{}
+	for _, k := range spec.Keys {
+		if v, ok := ctx.GetConfig(spec.Namespace + ":" + k.Name); ok {
+			raw[k.Name] = v
 		}
-		region, _ := ctx.GetConfig("aws:region")
-		s, probs := spec.FromConfig(ctx.Stack(), region, raw)
-		if err := probs.Err(); err != nil {
-			return err
-		}
-		for _, w := range cluster.Validate(s).Warnings() {
-			_ = ctx.Log.Warn(w.String(), nil)
-		}
-		out, err := cluster.Deploy(ctx, s)
-		if err != nil {
-			return err
-		}
-		out.Export(ctx, s)
-		return nil
-	})
+	}
+	region, _ := ctx.GetConfig("aws:region")
+	s, probs := spec.Resolve(ctx.Stack(), region, raw)
+	if err := probs.Err(); err != nil {
+		return err
+	}
+	for _, w := range probs.Warnings() {
+		_ = ctx.Log.Warn(w.String(), nil)
+	}
+	out, err := cluster.Deploy(ctx, s)
+	if err != nil {
+		return err
+	}
+	out.Export(ctx, s)
+	return nil
 }

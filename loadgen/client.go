@@ -117,6 +117,7 @@ type client struct {
 	closed    bool
 
 	retryCh chan struct{} // signalled (non-blocking) when retry grows
+	stateCh chan struct{} // closed and replaced when a connection is confirmed, demoted or dies
 	done    chan struct{}
 	wg      sync.WaitGroup
 	pingSeq atomic.Uint64
@@ -132,6 +133,7 @@ func newClient(servers []string, opts ConnOptions, h handler, log *slog.Logger, 
 		epochUnix: epoch.UnixNano(),
 		conns:     make(map[*conn]struct{}),
 		retryCh:   make(chan struct{}, 1),
+		stateCh:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	cl.wg.Add(1)
@@ -181,24 +183,41 @@ func (c *conn) kill(reason error) {
 // and returns when they were handed to the kernel. A connection that fails under the write is
 // not an error here: its commands come back through takeRetries. The error is ctx's or
 // errClosed.
+//
+// A connection no command has succeeded on yet is on probation: it gets one command at a time
+// until one is answered by a leader. While no leader is known (an election) that keeps the
+// client from bouncing its whole backlog off every follower it tries.
 func (cl *client) send(ctx context.Context, corrs []uint64) (int64, error) {
-	for {
+	at := cl.now()
+	for len(corrs) > 0 {
 		c, err := cl.ready(ctx)
 		if err != nil {
 			return cl.now(), err
 		}
 		cl.mu.Lock()
-		if c.demoted || c.dead {
+		if c.demoted || c.dead || (!c.confirmed && len(c.inflight) > 0) {
 			cl.mu.Unlock()
 			continue
 		}
+		n := len(corrs)
+		if !c.confirmed {
+			n = 1
+		}
 		// In flight before the write: an answer can beat the return of Write.
-		for _, k := range corrs {
+		for _, k := range corrs[:n] {
 			c.inflight[k] = struct{}{}
 		}
 		cl.mu.Unlock()
-		return c.write(corrs), nil
+		at = c.write(corrs[:n])
+		corrs = corrs[n:]
 	}
+	return at, nil
+}
+
+// changedLocked wakes everything waiting for a connection to change state.
+func (cl *client) changedLocked() {
+	close(cl.stateCh)
+	cl.stateCh = make(chan struct{})
 }
 
 func (c *conn) write(corrs []uint64) int64 {
@@ -242,8 +261,21 @@ func (cl *client) ready(ctx context.Context) (*conn, error) {
 			return nil, errClosed
 		}
 		if c := cl.cur; c != nil && !c.demoted && !c.dead {
+			if c.confirmed || len(c.inflight) == 0 {
+				cl.mu.Unlock()
+				return c, nil
+			}
+			// On probation with its one command out: wait for the verdict.
+			ch := cl.stateCh
 			cl.mu.Unlock()
-			return c, nil
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-cl.done:
+				return nil, errClosed
+			}
+			continue
 		}
 		addr, wait := cl.nextTargetLocked()
 		cl.mu.Unlock()
@@ -376,11 +408,9 @@ func (cl *client) onResponse(c *conn, r *wire.Response, at int64) {
 	delete(c.inflight, r.Corr)
 	deliver := false
 	switch r.Status {
-	case wire.StatusOK:
+	case wire.StatusOK, wire.StatusRejected: // either way a leader applied it
 		deliver = true
 		cl.confirmLocked(c, at)
-	case wire.StatusRejected:
-		deliver = true
 	case wire.StatusNotLeader:
 		cl.stats.Redirects++
 		cl.demoteLocked(c, r.Text)
@@ -393,6 +423,9 @@ func (cl *client) onResponse(c *conn, r *wire.Response, at int64) {
 		cl.retryLocked(r.Corr, at+int64(errorBackoff))
 	}
 	drained := c.demoted && len(c.inflight) == 0
+	if !c.confirmed {
+		cl.changedLocked() // a connection on probation may take its next command
+	}
 	cl.mu.Unlock()
 	if deliver {
 		cl.h.answer(r.Corr, r, at)
@@ -417,6 +450,7 @@ func (cl *client) confirmLocked(c *conn, at int64) {
 		}
 		cl.leader = c
 		cl.stats.Leader = c.addr
+		cl.changedLocked()
 	}
 	if c == cl.leader {
 		cl.lastOK = at
@@ -426,6 +460,7 @@ func (cl *client) confirmLocked(c *conn, at int64) {
 func (cl *client) demoteLocked(c *conn, leader string) {
 	if !c.demoted {
 		c.demoted = true
+		cl.changedLocked()
 		if !c.confirmed {
 			cl.fails++
 		}
@@ -452,6 +487,7 @@ func (cl *client) connDead(c *conn, readErr error) {
 	c.kill(nil)
 	cl.mu.Lock()
 	c.dead = true
+	cl.changedLocked()
 	delete(cl.conns, c)
 	if cl.cur == c {
 		cl.cur = nil

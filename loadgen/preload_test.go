@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -100,7 +101,9 @@ func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
 		t.Errorf("best possible ask %d: the default probe (buy at %d) would cross", b.AskLow, DefaultProbePrice)
 	}
 
-	// Deterministic: the same options give the same orders, in the same order.
+	// Deterministic: the same options give the same orders (batches may land out of order
+	// after a redirect, so compare by id).
+	sort.Slice(orders, func(i, j int) bool { return orders[i].ID < orders[j].ID })
 	o := PreloadOptions{Servers: []string{"x:1"}, Orders: n, Instruments: 7, Levels: 20}
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)

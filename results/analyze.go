@@ -829,7 +829,7 @@ const phaseDown = "down"
 // runner logs as phase events (process launch with an empty phase, signals by name).
 func knownPhase(p string) bool {
 	switch p {
-	case engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady, phaseDown:
+	case engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady, phaseDown:
 		return true
 	}
 	return false

@@ -44,6 +44,7 @@ type Manifest struct {
 	Tuning     map[string]any    `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
 	Engines    map[string]any    `json:"engine_config,omitempty"` // per node: effective config read back from /status
 	Loadgen    any               `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
+	AgentCPU   map[string]any    `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
 	Warnings   []string          `json:"warnings,omitempty"`
 	Phases     []PhaseMark       `json:"phases,omitempty"` // controller stages with load average at each
 }

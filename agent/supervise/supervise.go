@@ -282,6 +282,9 @@ func (e *Engine) writeConfig() error {
 }
 
 // launch starts a new process; opMu is held.
+// PIDFile is the file in the node folder holding the running engine's pid.
+const PIDFile = "engine.pid"
+
 func (e *Engine) launch() error {
 	if err := e.writeConfig(); err != nil {
 		return err
@@ -320,6 +323,10 @@ func (e *Engine) launch() error {
 	e.record(Transition{T: t0, Launch: n, PID: p.pid, Kind: KindLaunch})
 	e.mu.Unlock()
 	e.log.Info("engine launched", "launch", n, "pid", p.pid, "binary", e.spec.Binary)
+	// engine.pid lets the OS sampler follow the engine across relaunches.
+	if err := os.WriteFile(filepath.Join(e.spec.Dir, PIDFile), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
+		e.log.Warn("write engine pid file", "err", err)
+	}
 
 	go e.reap(p)
 	go e.watch(ctx, p)

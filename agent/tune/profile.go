@@ -164,29 +164,30 @@ func parseInt(v string, sizes bool) (int64, error) {
 	return n * mult, nil
 }
 
-// Validate normalises every setting of p in place and reports the first bad one.
+// Validate reports the first bad setting of p, if any.
 func (p Profile) Validate() error {
+	_, err := p.Normalized()
+	return err
+}
+
+// Normalized returns a copy of p with canonical names and values (aliases resolved, sizes in
+// bytes), or the first bad setting.
+func (p Profile) Normalized() (Profile, error) {
 	if len(p) == 0 {
-		return errors.New("tuning profile is empty")
+		return nil, errors.New("tuning profile is empty")
 	}
 	out := Profile{}
 	for _, name := range p.names() {
 		canon, v, err := Normalize(name, p[name])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, dup := out[canon]; dup {
-			return fmt.Errorf("%s is set twice (once through an alias)", canon)
+			return nil, fmt.Errorf("%s is set twice (once through an alias)", canon)
 		}
 		out[canon] = v
 	}
-	for k := range p {
-		delete(p, k)
-	}
-	for k, v := range out {
-		p[k] = v
-	}
-	return nil
+	return out, nil
 }
 
 // names returns the settings in the order they are applied: THP first, then sysctls, then

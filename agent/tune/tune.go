@@ -166,7 +166,8 @@ func Apply(ctx context.Context, opts Options, p Profile) (Report, error) {
 	if err := opts.defaults(); err != nil {
 		return Report{}, err
 	}
-	if err := p.Validate(); err != nil {
+	p, err := p.Normalized()
+	if err != nil {
 		return Report{}, err
 	}
 	rep := Report{StateFile: opts.StateFile}

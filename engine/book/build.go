@@ -254,7 +254,7 @@ type stage struct {
 
 const (
 	stageMinOrders = 128 << 10
-	stageSlots     = 4096 // table slots per bucket: 64 KiB
+	stageSlots     = 16384
 )
 
 func (s *stage) init(x *index, orders int) {

@@ -134,20 +134,7 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 // Spec builds and validates the spec of the file. Problems carry the file position of the value
 // they are about; problems about defaults name the file and say the value is the default.
 func (sc *StackConfig) Spec() (Spec, Problems) {
-	s, probs := FromConfig(sc.Stack, sc.Region, sc.Values)
-	for i := range probs {
-		probs[i].Pos = sc.Positions[probs[i].Field]
-	}
-	unparsed := map[string]bool{}
-	for _, p := range append(append(Problems{}, sc.Problems...), probs...) {
-		unparsed[p.Field] = true
-	}
-	probs = append(append(Problems{}, sc.Problems...), probs...)
-	for _, p := range Validate(s) {
-		if !unparsed[p.Field] { // a value that did not parse is reported once, as such
-			probs = append(probs, p)
-		}
-	}
+	s, probs := resolve(sc.Stack, sc.Region, sc.Values, sc.Problems, sc.Positions)
 	for i := range probs {
 		if probs[i].Pos != "" {
 			continue
@@ -156,6 +143,30 @@ func (sc *StackConfig) Spec() (Spec, Problems) {
 			probs[i].Pos = p
 		} else {
 			probs[i].Pos = sc.Path + " (not set; default or generated)"
+		}
+	}
+	return s, probs
+}
+
+// Resolve builds a spec from raw config values (see FromConfig) and validates it, returning the
+// problems of both steps at once. A value that does not parse is reported once, as such.
+func Resolve(stack, region string, raw map[string]string) (Spec, Problems) {
+	return resolve(stack, region, raw, nil, nil)
+}
+
+func resolve(stack, region string, raw map[string]string, earlier Problems, pos map[string]string) (Spec, Problems) {
+	s, parsed := FromConfig(stack, region, raw)
+	for i := range parsed {
+		parsed[i].Pos = pos[parsed[i].Field]
+	}
+	probs := append(append(Problems{}, earlier...), parsed...)
+	unparsed := map[string]bool{}
+	for _, p := range probs {
+		unparsed[p.Field] = true
+	}
+	for _, p := range Validate(s) {
+		if !unparsed[p.Field] {
+			probs = append(probs, p)
 		}
 	}
 	return s, probs

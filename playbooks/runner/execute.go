@@ -64,10 +64,12 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	if err := r.startEngines(ctx); err != nil {
 		return cleanup, err
 	}
+	r.startSamples(ctx)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := r.watch(watchCtx)
 	prevCleanup := cleanup
 	cleanup = func(ctx context.Context) {
+		r.stopSamples(ctx)
 		stopWatch()
 		<-watchDone
 		prevCleanup(ctx)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -134,7 +133,24 @@ func (r *run) readLoadgenStats() {
 		r.man.Loadgen = v
 		r.saveManifest()
 	}
+	var st struct {
+		Scheduled int64 `json:"scheduled"`
+		SendLag   struct {
+			MaxNs int64 `json:"max_ns"`
+			P99Ns int64 `json:"p99_ns"`
+			Late  int64 `json:"late"`
+		} `json:"send_lag"`
+	}
+	// A load generator that cannot keep its schedule still charges every probe from its intended
+	// time, but the lag is then the client's own, not the cluster's: say so.
+	if json.Unmarshal(b, &st) == nil && st.SendLag.MaxNs > int64(maxSendLag) {
+		r.warn("the load generator fell behind its schedule: send lag p99 %s, max %s, %d of %d probes late; those latencies include the client's own delay",
+			time.Duration(st.SendLag.P99Ns).Round(time.Microsecond), time.Duration(st.SendLag.MaxNs).Round(time.Microsecond), st.SendLag.Late, st.Scheduled)
+	}
 }
+
+// maxSendLag is the schedule slip above which a run is flagged.
+const maxSendLag = 10 * time.Millisecond
 
 // loadgenControl posts to the load generator's control API on the client node.
 func (r *run) loadgenControl(ctx context.Context, path string, body any) error {
@@ -169,5 +185,3 @@ func (r *run) stopLoadgen(ctx context.Context) {
 func (r *run) burst(ctx context.Context, b playbooks.Burst) error {
 	return r.loadgenControl(ctx, "/burst", map[string]any{"messages": b.Messages, "every_ns": b.Every.Nanoseconds(), "count": b.Count})
 }
-
-var _ = results.KindRun

@@ -2,9 +2,14 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/infra/inventory"
 )
@@ -74,4 +79,83 @@ func (r *run) revertTuning(ctx context.Context) {
 		}
 	}
 	r.saveManifest()
+}
+
+const samplesName = "os"
+
+// startSamples starts the OS sampler on every node (disks, UDP errors, vmstat, load, the
+// engine's and the agent's own CPU and RSS) for the whole run.
+func (r *run) startSamples(ctx context.Context) {
+	for _, n := range r.inv.Nodes {
+		req := agent.SamplesRequest{Name: samplesName, Interval: "500ms"}
+		if n.Role == inventory.RoleServer {
+			req.PIDFiles = []string{supervise.PIDFile}
+		}
+		if _, err := r.agents[n.Name].StartSamples(ctx, req); err != nil {
+			r.warn("start OS samples on %s: %v", n.Name, err)
+		}
+	}
+}
+
+// stopSamples stops the samplers, brings their NDJSON into the run folder and records each
+// agent's average CPU share: the rig's own overhead on the node (DESIGN 6).
+func (r *run) stopSamples(ctx context.Context) {
+	cpu := map[string]any{}
+	for _, n := range r.inv.Nodes {
+		c := r.agents[n.Name]
+		info, err := c.StopSamples(ctx, samplesName)
+		if err != nil {
+			r.log.Warn("stop samples", "node", n.Name, "err", err)
+			continue
+		}
+		local := filepath.Join(n.Dir, samplesName+".ndjson")
+		if r.inv.Target != "local" {
+			local = filepath.Join(r.dir, n.Name, samplesName+".ndjson")
+			f, err := os.Create(local)
+			if err != nil {
+				continue
+			}
+			err = c.ReadSamples(ctx, samplesName, f)
+			f.Close()
+			if err != nil {
+				r.warn("fetch OS samples from %s: %v", n.Name, err)
+				continue
+			}
+		} else if info.Path != "" {
+			local = info.Path
+		}
+		if avg, max, ok := agentCPU(local); ok {
+			cpu[n.Name] = map[string]float64{"mean_pct": avg, "max_pct": max}
+		}
+	}
+	r.man.AgentCPU = cpu
+	r.saveManifest()
+}
+
+// agentCPU averages the agent's CPU share over a samples file.
+func agentCPU(path string) (mean, max float64, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	var n int
+	for {
+		var s struct {
+			Agent struct {
+				CPUPct float64 `json:"cpu_pct"`
+			} `json:"agent"`
+		}
+		if dec.Decode(&s) != nil {
+			break
+		}
+		mean += s.Agent.CPUPct
+		max = math.Max(max, s.Agent.CPUPct)
+		n++
+	}
+	if n == 0 {
+		return 0, 0, false
+	}
+	return mean / float64(n), max, true
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -227,5 +226,3 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 	return ctx.Err()
 }
-
-var _ = strings.TrimSpace

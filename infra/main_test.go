@@ -1,0 +1,134 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rig-dev/rig/infra/spec"
+)
+
+// Pulumi.yaml declares exactly the keys the program reads, with the same types, defaults and
+// secrecy, and points Pulumi at this folder.
+func TestPulumiYAMLMatchesSpecKeys(t *testing.T) {
+	proj, err := workspace.LoadProject("../Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proj.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if proj.Name != spec.Namespace || proj.Runtime.Name() != "go" || proj.Main != "infra/" {
+		t.Fatalf("name %q runtime %q main %q", proj.Name, proj.Runtime.Name(), proj.Main)
+	}
+	if len(proj.Config) != len(spec.Keys) {
+		t.Errorf("Pulumi.yaml has %d config keys, the spec %d", len(proj.Config), len(spec.Keys))
+	}
+	for _, k := range spec.Keys {
+		c, ok := proj.Config[k.Name]
+		if !ok {
+			t.Errorf("Pulumi.yaml lacks %s", k.Name)
+			continue
+		}
+		if c.TypeName() != k.Type || c.Secret != k.Secret || c.Description == "" {
+			t.Errorf("%s: type %s secret %v, want %s %v", k.Name, c.TypeName(), c.Secret, k.Type, k.Secret)
+		}
+		if fmt.Sprint(c.Default) != fmt.Sprint(k.Default) {
+			t.Errorf("%s: default %v in Pulumi.yaml, %v in the spec", k.Name, c.Default, k.Default)
+		}
+		if k.Type == spec.TypeArray && (c.Items == nil || c.Items.Type != spec.TypeString) {
+			t.Errorf("%s: array without string items", k.Name)
+		}
+	}
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	res map[string][]resource.PropertyMap
+}
+
+func (r *recorder) NewResource(a pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res[a.TypeToken] = append(r.res[a.TypeToken], a.Inputs)
+	out := a.Inputs.Copy()
+	switch a.TypeToken {
+	case "aws:ec2/instance:Instance":
+		out["publicIp"], out["privateIp"] = resource.NewStringProperty("198.51.100.1"), resource.NewStringProperty("10.42.1.1")
+	case "aws:s3/bucketV2:BucketV2":
+		out["bucket"] = resource.NewStringProperty("rig-cfg-1")
+	}
+	return a.Name + "-id", out, nil
+}
+
+func (r *recorder) Call(a pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	if a.Token == "aws:ssm/getParameter:getParameter" {
+		return resource.PropertyMap{"value": resource.NewStringProperty("ami-0aaaabbbbccccdddd")}, nil
+	}
+	return nil, fmt.Errorf("unexpected invoke %s", a.Token)
+}
+
+func runProgram(t *testing.T, cfg map[string]string) (*recorder, error) {
+	t.Helper()
+	b, _ := json.Marshal(cfg)
+	t.Setenv(pulumi.EnvConfig, string(b))
+	rec := &recorder{res: map[string][]resource.PropertyMap{}}
+	err := pulumi.RunErr(program, pulumi.WithMocks("rig", "cfg", rec))
+	return rec, err
+}
+
+func baseConfig(t *testing.T) map[string]string {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	k, _ := ssh.NewPublicKey(pub)
+	return map[string]string{
+		"aws:region": "us-west-2", "rig:servers": "2", "rig:volumeThroughput": "500", "rig:owner": "bob",
+		"rig:operatorCidrs": `["203.0.113.7/32"]`, "rig:publicKey": strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))),
+		"rig:hostKeySeed": strings.Repeat("ab", 32), "rig:createdAt": "2025-06-01T12:00:00Z",
+	}
+}
+
+// The program reads the stack config the way Pulumi hands it over (all strings, lists as JSON).
+func TestProgramReadsStackConfig(t *testing.T) {
+	rec, err := runProgram(t, baseConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts := rec.res["aws:ec2/instance:Instance"]
+	if len(insts) != 3 {
+		t.Fatalf("%d instances, want 2 servers + 1 client", len(insts))
+	}
+	for _, in := range insts {
+		if in["availabilityZone"].StringValue() != "us-west-2a" || in["tags"].ObjectValue()["owner"].StringValue() != "bob" {
+			t.Errorf("instance %v", in)
+		}
+	}
+	for _, v := range rec.res["aws:ebs/volume:Volume"] {
+		if v["throughput"].NumberValue() != 500 {
+			t.Errorf("volume throughput %v", v["throughput"])
+		}
+	}
+}
+
+func TestProgramRefusesBadConfig(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg["rig:servers"] = "two"
+	cfg["rig:volumeThroughput"] = "1500"
+	rec, err := runProgram(t, cfg)
+	if err == nil || !strings.Contains(err.Error(), "rig:servers") || !strings.Contains(err.Error(), "rig:volumeThroughput") {
+		t.Fatalf("want one error naming both rig:servers and rig:volumeThroughput, got %v", err)
+	}
+	for typ := range rec.res {
+		if !strings.HasPrefix(typ, "pulumi:") {
+			t.Errorf("%s registered despite the error", typ)
+		}
+	}
+}
