@@ -101,6 +101,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", opts.Dir)
 	err = srv.Serve(ln)
 	s.shutdownEngine()
+	s.shutdownNode()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -19,7 +19,11 @@ import (
 type ConnOptions struct {
 	DialTimeout time.Duration // one connection attempt (default 2 s)
 	KeepAlive   time.Duration // a ping goes out after this long without traffic (default 1 s)
-	DeadAfter   time.Duration // a ping unanswered, or a write blocked, this long drops the connection (default 15 s)
+	// DeadAfter: a ping unanswered, or a write blocked, this long drops the connection and
+	// resends what was in flight (default 15 s). It catches a hung leader that keeps its sockets
+	// open. If the engine answers pings in order behind commands, keep it above the longest
+	// stall expected (a snapshot take), or a stall costs a reconnect.
+	DeadAfter time.Duration
 }
 
 const (

@@ -1,9 +1,11 @@
 package loadgen
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,25 @@ func TestConfigCheckProbePriceBelowAsks(t *testing.T) {
 	c.ProbePrice, c.Preload.Mid, c.Preload.Gap = 500, 400, 50
 	if err := c.Check(); !errors.Is(err, ErrConfig) {
 		t.Errorf("probe above a custom book's asks: %v", err)
+	}
+}
+
+// The controller writes the config with encoding/json; it must read back identically.
+func TestConfigRoundTrip(t *testing.T) {
+	in := Config{
+		Servers: []string{"a:1", "b:2"}, Instruments: 4, StartTimeout: Duration(30 * time.Second),
+		Preload: PreloadConfig{Orders: 5_000_000, Out: "/r/loadgen"},
+		Probe:   ProbeConfig{Rate: 5000, Duration: Duration(230 * time.Second), Out: "/r/loadgen", Control: "127.0.0.1:7700"},
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ParseConfig("written.json", b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip:\n%+v\n%+v\n%s", in, out, b)
 	}
 }

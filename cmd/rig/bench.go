@@ -56,6 +56,9 @@ upper bounds.`,
 			if o.Takes < bench.MinTakes {
 				return fmt.Errorf("%w: --takes %d: want at least %d", errUsage, o.Takes, bench.MinTakes)
 			}
+			if o.ParallelMinOrders < 0 {
+				return fmt.Errorf("%w: --parallel-min %d: want 0 (default) or more", errUsage, o.ParallelMinOrders)
+			}
 			if o.Restores < 1 || o.Instruments < 1 || o.Levels < 1 {
 				return fmt.Errorf("%w: --restores, --instruments and --levels must be at least 1", errUsage)
 			}
@@ -81,6 +84,7 @@ upper bounds.`,
 	f.IntVar(&o.Instruments, "instruments", 8, "instruments in the generated book")
 	f.IntVar(&o.Levels, "levels", 1000, "price levels per side per instrument")
 	f.Uint64Var(&o.Seed, "seed", 1, "book generator seed")
+	f.IntVar(&o.ParallelMinOrders, "parallel-min", 0, "smallest book encoded in parallel (0: the engine default; 1: always, to find the crossover)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	benchCmd.AddCommand(engine)

@@ -78,6 +78,25 @@ func writePlaybook(t *testing.T, body string) string {
 	return p
 }
 
+// dumpLogs shows the end of every node's engine log, for a failed run.
+func dumpLogs(t *testing.T, stdout string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		logs, _ := filepath.Glob(filepath.Join(f[1], "*", "engine.log"))
+		for _, p := range logs {
+			b, _ := os.ReadFile(p)
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("%s:\n%s", p, b)
+		}
+	}
+}
+
 func runDirOf(t *testing.T, stdout string) string {
 	t.Helper()
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
@@ -98,6 +117,7 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		dumpLogs(t, stdout.String())
 		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	dir := runDirOf(t, stdout.String())
@@ -179,14 +199,15 @@ func TestInterruptStopsEverything(t *testing.T) {
 	assertNoProcesses(t)
 }
 
-// assertNoProcesses fails if any process still runs the test's rig binary.
-func assertNoProcesses(t *testing.T) {
+// assertNoProcesses fails if any process still runs the test's rig binary (or a command line
+// containing one of also, e.g. a binary staged over SSH).
+func assertNoProcesses(t *testing.T, also ...string) {
 	t.Helper()
 	time.Sleep(200 * time.Millisecond)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.HasPrefix(b, []byte(rigBin)) {
+		if err != nil || !matchesAny(b, also) {
 			continue
 		}
 		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
@@ -205,4 +226,16 @@ func readJSON(t *testing.T, path string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("parse %s: %v", path, err)
 	}
+}
+
+func matchesAny(cmdline []byte, also []string) bool {
+	if bytes.HasPrefix(cmdline, []byte(rigBin)) {
+		return true
+	}
+	for _, a := range also {
+		if bytes.Contains(cmdline, []byte(a)) {
+			return true
+		}
+	}
+	return false
 }

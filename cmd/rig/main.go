@@ -24,6 +24,11 @@ var rootCmd = &cobra.Command{
 // errUsage marks bad input: rig exits 2 for it, 1 for failures of the work itself.
 var errUsage = errors.New("usage")
 
+func init() {
+	// A bad flag is bad input like any other: exit 2, as for every usage error.
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -8,15 +8,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/runner"
 )
 
 func init() {
 	var (
-		opts  runner.Options
-		stack string
-		quiet bool
+		opts          runner.Options
+		stackName     string
+		inventoryFile string
+		remote        runner.Remote
+		quiet         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run PLAYBOOK",
@@ -31,8 +35,18 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
-			if stack != "" {
-				return fmt.Errorf("%w: --stack %s: running on a Pulumi stack is not wired into `rig run` yet; use the local target", errUsage, stack)
+			switch {
+			case stackName != "" && inventoryFile != "":
+				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
+			case stackName != "":
+				remote.Target, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
+				opts.Remote = &remote
+			case inventoryFile != "":
+				if _, err := inventory.Load(inventoryFile); err != nil {
+					return fmt.Errorf("%w: --inventory: %v", errUsage, err)
+				}
+				remote.Target = inventory.FileTarget{Path: inventoryFile}
+				opts.Remote = &remote
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()
@@ -50,7 +64,11 @@ func init() {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run folders")
-	f.StringVar(&stack, "stack", "", "run on the nodes of this Pulumi stack instead of the local target")
+	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up) instead of the local target")
+	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
+	f.StringSliceVar(&remote.KeyFiles, "ssh-key", nil, "SSH private key file(s) for --stack/--inventory")
+	f.StringVar(&remote.Dir, "remote-dir", "", "base folder on the nodes for --stack/--inventory (default: the login home)")
+	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
 	f.StringVar(&opts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")

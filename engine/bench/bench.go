@@ -41,7 +41,10 @@ type Options struct {
 	Levels      int    // price levels per side per instrument (default 1000)
 	BlockSize   int    // snapshot block size (default snapshot.DefaultBlockSize)
 	Seed        uint64 // book generator seed
-	Log         *slog.Logger
+	// ParallelMinOrders is passed to snapshot.Options (0: the snapshot default; 1: parallel
+	// at every size, to measure where parallel starts to pay).
+	ParallelMinOrders int
+	Log               *slog.Logger
 }
 
 // Result is one (orders, threads) point.
@@ -167,7 +170,7 @@ func runSize(ctx context.Context, n int, o *Options) ([]Result, error) {
 		results[i] = Result{Orders: n, Threads: t, HeapBytesPerOrder: heap,
 			WireBytesPerOrder: float64(len(want)) / float64(n)}
 		cw := &compareWriter{want: want}
-		if _, err := snapshot.Write(cw, b, meta, snapshot.Options{Threads: t, BlockSize: o.BlockSize}); err != nil {
+		if _, err := snapshot.Write(cw, b, meta, snapshot.Options{Threads: t, BlockSize: o.BlockSize, ParallelMinOrders: o.ParallelMinOrders}); err != nil {
 			return nil, fmt.Errorf("take with %d threads: %w", t, err)
 		}
 		if !cw.ok() {
@@ -184,7 +187,7 @@ func runSize(ctx context.Context, n int, o *Options) ([]Result, error) {
 		}
 		for k := range o.Threads {
 			i := (k + max(r, 0)) % len(o.Threads)
-			s, err := timeTake(b, meta, snapshot.Options{Threads: o.Threads[i], BlockSize: o.BlockSize})
+			s, err := timeTake(b, meta, snapshot.Options{Threads: o.Threads[i], BlockSize: o.BlockSize, ParallelMinOrders: o.ParallelMinOrders})
 			if err != nil {
 				return nil, err
 			}

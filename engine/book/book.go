@@ -8,10 +8,17 @@
 //   - price levels live in one slab with int32 links: a sorted doubly linked list per side (best
 //     first for the walk and for matching) and a treap over the same nodes (O(log levels) lookup
 //     of a price that is not the best);
-//   - the id index is an open-addressing table of {id, level, seq}: no allocation per order.
+//   - the id index maps id -> {level, seq} in open-addressing sub-tables (extendible hashing):
+//     no allocation per order, and growth rehashes one 256 KiB sub-table at a time.
 //
-// No command does O(book) work. A Book is not safe for concurrent use; it may be read by several
-// goroutines at once (snapshot encode) only while nobody mutates it.
+// No command does O(book) work: a submit or cancel costs O(1) plus O(log levels) to open or
+// close a level, plus the fills it makes. The only non-constant steps are amortised ones
+// confined to one level's queue (growing its array, or squeezing out placeholders once they
+// outnumber its live orders). Depth stops at N. StateHash is a read, O(book), cached until
+// the next mutation.
+//
+// A Book is not safe for concurrent use; it may be read by several goroutines at once (snapshot
+// encode) only while nobody mutates it.
 package book
 
 import (

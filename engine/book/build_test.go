@@ -35,7 +35,7 @@ func TestBuilderStageOverflow(t *testing.T) {
 	bl := NewBuilder(n, 0)
 	var ids []uint64
 	for id := uint64(1); len(ids) < 3*bl.st.per; id++ {
-		if bl.b.ids.bucket(id, bl.st.n) == 0 {
+		if bl.b.ids.hash(id)>>bl.st.shift == 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -65,5 +65,82 @@ func TestBuilderStageOverflow(t *testing.T) {
 	}
 	if _, err := bl.Finish(); !errors.Is(err, ErrSequence) {
 		t.Fatalf("duplicate across drains: %v", err)
+	}
+}
+
+// The index splits sub-tables as it grows, never rehashing everything at once; lookups, deletes
+// and re-inserts stay correct across splits and directory doublings.
+func TestIndexGrowthAndSplits(t *testing.T) {
+	var x index
+	x.init(0)
+	const n = 300_000
+	for i := range uint64(n) {
+		if !x.insert(i*7+1, loc(int32(i%100), uint32(i))) {
+			t.Fatalf("insert %d failed", i)
+		}
+	}
+	if x.depth < 2 || x.n != n {
+		t.Fatalf("depth %d n %d: want several sub-tables and %d ids", x.depth, x.n, n)
+	}
+	for _, sub := range x.dir {
+		if len(sub.s) > 1<<subMaxLog || sub.n > len(sub.s)*3/4 {
+			t.Fatalf("sub-table of %d slots holds %d", len(sub.s), sub.n)
+		}
+	}
+	for i := range uint64(n) {
+		if l, ok := x.get(i*7 + 1); !ok || l != loc(int32(i%100), uint32(i)) {
+			t.Fatalf("get %d: %x %v", i, l, ok)
+		}
+		if x.has(i*7 + 2) {
+			t.Fatalf("phantom %d", i*7+2)
+		}
+	}
+	for i := uint64(0); i < n; i += 2 {
+		if _, ok := x.take(i*7 + 1); !ok {
+			t.Fatalf("take %d", i)
+		}
+	}
+	for i := range uint64(n) {
+		_, ok := x.get(i*7 + 1)
+		if ok != (i%2 == 1) {
+			t.Fatalf("after deletes, get %d: %v", i, ok)
+		}
+		if i%2 == 0 && !x.insert(i*7+1, 5) {
+			t.Fatalf("reinsert %d", i)
+		}
+	}
+	if x.insert(8, 1) {
+		t.Fatal("duplicate accepted")
+	}
+}
+
+// Ids that share their low bits (k<<20) or differ only in high bits (session<<44) must still
+// spread over the table.
+func TestIndexStructuredIDsSpread(t *testing.T) {
+	for _, shift := range []uint{20, 44} {
+		var x index
+		x.init(0)
+		for k := range uint64(60_000) {
+			x.insert(k<<shift|1, 1)
+		}
+		checkRuns(t, &x)
+	}
+}
+
+func checkRuns(t *testing.T, x *index) {
+	t.Helper()
+	for _, sub := range x.dir {
+		run, longest := 0, 0
+		for _, e := range sub.s {
+			if e.loc != 0 {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+		if longest > 500 {
+			t.Fatalf("probe run of %d slots in a sub-table of %d holding %d", longest, len(sub.s), sub.n)
+		}
 	}
 }

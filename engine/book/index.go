@@ -2,42 +2,89 @@ package book
 
 import (
 	"math/bits"
+	"math/rand/v2"
 	"unsafe"
 )
 
-// index maps a resting order id to its location (level slot, seq in the level's queue). Open
-// addressing with linear probing and backward-shift deletion: no allocation per order, no
-// tombstones. The table size is not a power of two (the home slot is a multiply-high of the
-// hash), so it can grow by 1.5x and stay between 50% and 75% full.
+// index maps a resting order id to its location (level slot, seq in the level's queue).
+//
+// It is an extendible hash table: the top bits of an id's hash pick a sub-table through a
+// directory, and each sub-table is open addressing with linear probing and backward-shift
+// deletion (no tombstones, no allocation per order). A sub-table grows by doubling up to
+// subMaxLog, then splits in two on the next hash bit; the directory doubles when a split needs
+// one more bit. So the most any one insert ever rehashes is one sub-table (16K slots), never the
+// whole index: no command pays O(book) for growth. Sub-tables stay between 3/8 and 3/4 full.
+//
+// The hash is seeded per book, so ids chosen to collide cannot pile into one sub-table.
 type index struct {
-	s     []islot
+	dir   []*subTable
+	shift uint // 64 - global depth
+	depth uint
 	n     int
-	limit int
+	seed  uint64
 }
+
+type subTable struct {
+	s     []islot
+	mask  uint64
+	shift uint // 64 - log2(len(s))
+	n     int
+	depth uint // local depth: the top bits all its ids share
+}
+
+// home is the first slot to probe for hash h: the hash bits right below the depth bits that
+// picked this sub-table (the high bits of a multiplicative hash are its well-mixed ones).
+func (t *subTable) home(h uint64) uint64 { return (h << t.depth) >> t.shift }
 
 type islot struct {
 	id  uint64
 	loc uint64 // 0: empty (loc() never returns 0)
 }
 
+const (
+	subMaxLog = 14 // 16384 slots, 256 KiB: one fits L2 (see stage)
+	subMinLog = 6
+	maxDepth  = 40
+)
+
+// init sizes the index for hint ids (0: small).
 func (x *index) init(hint int) {
-	size := max(64, hint*10/7+1)
-	x.s = makeSlots(size)
-	x.n = 0
-	x.limit = size * 3 / 4
+	x.n, x.seed = 0, rand.Uint64()
+	need := max(1<<subMinLog, hint*10/7+1) // slots at 70% load
+	if need <= 1<<subMaxLog {
+		x.depth, x.shift = 0, 64
+		x.dir = []*subTable{newSubTable(uint(bits.Len(uint(need-1))), 0)}
+		return
+	}
+	d := uint(bits.Len(uint((need - 1) >> subMaxLog)))
+	x.depth, x.shift = d, 64-d
+	x.dir = make([]*subTable, 1<<d)
+	for i := range x.dir {
+		x.dir[i] = newSubTable(subMaxLog, d)
+	}
 }
 
-func (x *index) home(id uint64) int {
-	h := (id ^ id>>32) * 0x9e3779b97f4a7c15
-	hi, _ := bits.Mul64(h, uint64(len(x.s)))
-	return int(hi)
+// hash is Fibonacci hashing of the seeded id, after folding its high half into the low one so
+// ids that differ only in high bits still spread. Consecutive ids, the common case, land
+// evenly apart, which keeps probe runs shorter than a random hash would.
+func (x *index) hash(id uint64) uint64 {
+	v := id ^ x.seed
+	return (v ^ v>>32) * 0x9e3779b97f4a7c15
 }
 
-// find returns the slot holding id, or the empty slot where it would go and false.
-func (x *index) find(id uint64) (int, bool) {
-	s := x.s
-	i := x.home(id)
-	for {
+func newSubTable(log, depth uint) *subTable {
+	n := 1 << log
+	s := make([]islot, n)
+	adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), uintptr(n)*unsafe.Sizeof(islot{}))
+	return &subTable{s: s, mask: uint64(n - 1), shift: 64 - log, depth: depth}
+}
+
+func (x *index) sub(h uint64) *subTable { return x.dir[h>>x.shift] } // h>>64 is 0 in Go
+
+// find returns the slot holding id in t, or the empty slot where it would go and false.
+func (t *subTable) find(id, h uint64) (uint64, bool) {
+	s, m := t.s, t.mask
+	for i := t.home(h); ; i = (i + 1) & m {
 		e := &s[i]
 		if e.loc == 0 {
 			return i, false
@@ -45,124 +92,148 @@ func (x *index) find(id uint64) (int, bool) {
 		if e.id == id {
 			return i, true
 		}
-		i++
-		if i == len(s) {
-			i = 0
-		}
 	}
 }
 
 func (x *index) has(id uint64) bool {
-	_, ok := x.find(id)
+	h := x.hash(id)
+	_, ok := x.sub(h).find(id, h)
 	return ok
 }
 
 func (x *index) get(id uint64) (uint64, bool) {
-	i, ok := x.find(id)
+	h := x.hash(id)
+	t := x.sub(h)
+	i, ok := t.find(id, h)
 	if !ok {
 		return 0, false
 	}
-	return x.s[i].loc, true
+	return t.s[i].loc, true
 }
 
 // insert adds id; false if it is already present.
 func (x *index) insert(id, loc uint64) bool {
-	if x.n >= x.limit {
-		x.grow()
+	h := x.hash(id)
+	t := x.sub(h)
+	for t.n >= len(t.s)*3/4 {
+		x.grow(t, h)
+		t = x.sub(h)
 	}
-	i, ok := x.find(id)
+	i, ok := t.find(id, h)
 	if ok {
 		return false
 	}
-	x.s[i] = islot{id: id, loc: loc}
+	t.s[i] = islot{id: id, loc: loc}
+	t.n++
 	x.n++
 	return true
 }
 
 // set re-points a present id.
 func (x *index) set(id, loc uint64) {
-	i, ok := x.find(id)
-	if ok {
-		x.s[i].loc = loc
+	h := x.hash(id)
+	t := x.sub(h)
+	if i, ok := t.find(id, h); ok {
+		t.s[i].loc = loc
 	}
 }
 
 func (x *index) take(id uint64) (uint64, bool) {
-	i, ok := x.find(id)
+	h := x.hash(id)
+	t := x.sub(h)
+	i, ok := t.find(id, h)
 	if !ok {
 		return 0, false
 	}
-	l := x.s[i].loc
-	x.removeAt(i)
+	l := t.s[i].loc
+	x.removeAt(t, i)
+	x.n--
 	return l, true
 }
 
 func (x *index) del(id uint64) {
-	if i, ok := x.find(id); ok {
-		x.removeAt(i)
+	h := x.hash(id)
+	t := x.sub(h)
+	if i, ok := t.find(id, h); ok {
+		x.removeAt(t, i)
+		x.n--
 	}
 }
 
 // removeAt empties slot i and shifts back later entries of the probe run that may move.
-func (x *index) removeAt(i int) {
-	s := x.s
-	n := len(s)
-	j := i
-	for {
-		j++
-		if j == n {
-			j = 0
-		}
+func (x *index) removeAt(t *subTable, i uint64) {
+	s, m := t.s, t.mask
+	for j := (i + 1) & m; ; j = (j + 1) & m {
 		e := s[j]
 		if e.loc == 0 {
 			break
 		}
-		k := x.home(e.id)
 		// e stays if its home lies cyclically in (i, j].
-		if i <= j {
-			if i < k && k <= j {
-				continue
-			}
-		} else if i < k || k <= j {
+		if k := t.home(x.hash(e.id)); (j-k)&m < (j-i)&m {
 			continue
 		}
 		s[i] = e
 		i = j
 	}
 	s[i] = islot{}
-	x.n--
+	t.n--
 }
 
-func (x *index) grow() {
-	old := x.s
-	size := len(old) + len(old)/2
-	x.s = makeSlots(size)
-	x.limit = size * 3 / 4
-	for _, e := range old {
+// put adds an entry known to be absent, without growth checks.
+func (t *subTable) put(e islot, h uint64) {
+	s, m := t.s, t.mask
+	i := t.home(h)
+	for s[i].loc != 0 {
+		i = (i + 1) & m
+	}
+	s[i] = e
+	t.n++
+}
+
+// grow makes room in t, which holds hash h: it doubles t up to subMaxLog, else splits it (or,
+// should a split ever fail to separate its ids, keeps doubling rather than deepen without end).
+func (x *index) grow(t *subTable, h uint64) {
+	if len(t.s) < 1<<subMaxLog || t.depth >= maxDepth {
+		old := t.s
+		nt := newSubTable(uint(bits.Len(uint(len(old)))), t.depth)
+		for _, e := range old {
+			if e.loc != 0 {
+				nt.put(e, x.hash(e.id))
+			}
+		}
+		*t = *nt
+		return
+	}
+	if t.depth == x.depth { // one more directory bit
+		nd := make([]*subTable, 2*len(x.dir))
+		for i, p := range x.dir {
+			nd[2*i], nd[2*i+1] = p, p
+		}
+		x.dir = nd
+		x.depth++
+		x.shift--
+	}
+	lo, hi := newSubTable(subMaxLog, t.depth+1), newSubTable(subMaxLog, t.depth+1)
+	bit := uint64(1) << (63 - t.depth)
+	for _, e := range t.s {
 		if e.loc == 0 {
 			continue
 		}
-		i := x.home(e.id)
-		for x.s[i].loc != 0 {
-			i++
-			if i == size {
-				i = 0
-			}
+		eh := x.hash(e.id)
+		if eh&bit == 0 {
+			lo.put(e, eh)
+		} else {
+			hi.put(e, eh)
 		}
-		x.s[i] = e
 	}
-}
-
-// bucket maps id to one of n equal regions of the table, in table order: the region its home
-// slot lies in (up to rounding at region edges, which only costs locality).
-func (x *index) bucket(id uint64, n int) int {
-	h := (id ^ id>>32) * 0x9e3779b97f4a7c15
-	hi, _ := bits.Mul64(h, uint64(n))
-	return int(hi)
-}
-
-func makeSlots(n int) []islot {
-	s := make([]islot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), uintptr(n)*unsafe.Sizeof(islot{}))
-	return s
+	// t owns a run of 2^(depth - t.depth) directory entries; split it in halves.
+	span := 1 << (x.depth - t.depth)
+	first := int(h>>x.shift) &^ (span - 1)
+	for i := range span {
+		if i < span/2 {
+			x.dir[first+i] = lo
+		} else {
+			x.dir[first+i] = hi
+		}
+	}
 }

@@ -6,132 +6,161 @@ import (
 	"github.com/rig-dev/rig/engine/book"
 )
 
-// Parallel encode: the book is frozen during a take, so several goroutines may walk it. The walk
-// is cut into chunks of whole batches; a dispenser hands chunks out in order, each with a cursor
-// positioned by Cursor.Skip (O(levels passed), nothing per order); workers encode their chunk
-// into a pooled buffer, and the calling goroutine stitches the chunks into the block writer in
-// order. Chunk boundaries are batch boundaries of the linear layout, so the bytes are the same.
+// Parallel encode: the book is frozen during a take, so several goroutines may walk it. Each
+// buffer of the stream is cut into pieces; workers claim pieces in stream order, each with a
+// cursor the positioner placed by skipping whole levels, and render them straight into a ring
+// of pooled buffers. The calling goroutine writes each buffer once all its pieces are done, in
+// order, and frees its ring slot. Memory is the ring, whatever the book size.
 
-const chunkBatches = 16 // ~1 MiB of records per chunk
+const (
+	maxPiece = 1 << 20
+	minPiece = 64 << 10
+)
 
-type chunk struct {
-	buf   []byte
-	size  int
-	seq   int // chunk number
-	first int // first batch
-	nb    int // batches
-	recs  int // records
-	cur   book.Cursor
-	crcs  [chunkBatches]uint32
-	err   error
-}
-
-type dispenser struct {
+type parallelTake struct {
+	e       *emitter
 	mu      sync.Mutex
-	cur     book.Cursor
-	next    int // next batch to hand out
-	batches int
-	orders  int
-	chunks  int
+	cond    sync.Cond
+	pos     positioner
+	next    int // next piece to claim
+	pieces  int // total pieces
+	m       int // pieces per buffer
+	plen    int // bytes per piece (the last of a buffer may be shorter)
+	ring    int
+	bufs    [][]byte
+	gen     []int      // per slot: the buffer it may hold now
+	done    []int      // per slot: pieces finished
+	crcs    [][]uint32 // per slot and piece: crcs of the batches whose header is in the piece
+	perCrcs int
+	err     error
+	stop    bool
 }
 
-// claim assigns the next chunk to c; false when all are handed out.
-func (d *dispenser) claim(c *chunk) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.next >= d.batches {
-		return false
+func writeParallel(e *emitter, b *book.Book, threads int) error {
+	l := e.l
+	nbuf := int((l.size + int64(e.bufSize) - 1) / int64(e.bufSize))
+	target := min(maxPiece, max(minPiece, int(l.size/int64(4*threads))))
+	m := max(1, (e.bufSize+target-1)/target)
+	t := &parallelTake{e: e, pos: positioner{l: l, cur: b.Walk()}, m: m, plen: (e.bufSize + m - 1) / m,
+		pieces: nbuf * m, ring: min(nbuf, 2*threads+1)}
+	t.cond.L = &t.mu
+	t.perCrcs = t.plen/batchBytes + 2
+	t.bufs = make([][]byte, t.ring)
+	t.gen = make([]int, t.ring)
+	t.done = make([]int, t.ring)
+	t.crcs = make([][]uint32, t.ring*m)
+	flat := make([]uint32, t.ring*m*t.perCrcs)
+	for i := range t.crcs {
+		t.crcs[i] = flat[i*t.perCrcs : i*t.perCrcs : (i+1)*t.perCrcs]
 	}
-	c.seq, c.first = d.chunks, d.next
-	c.nb = min(chunkBatches, d.batches-d.next)
-	c.recs = min(c.nb*BatchRecords, d.orders-d.next*BatchRecords)
-	c.cur = d.cur
-	d.cur.Skip(c.recs)
-	d.next += c.nb
-	d.chunks++
-	return true
-}
-
-func (c *chunk) encode() {
-	c.err = nil
-	off, left := 0, c.recs
-	for i := 0; i < c.nb; i++ {
-		n := min(BatchRecords, left)
-		size := BatchHeader + n*RecordSize
-		p := c.buf[off : off+size]
-		if err := encodeRecords(p[BatchHeader:], &c.cur, n); err != nil {
-			c.err = err
-			return
+	for s := range t.ring {
+		t.bufs[s] = getBuf(e.bufSize)
+		t.gen[s] = s
+	}
+	defer func() {
+		for _, buf := range t.bufs {
+			putBuf(buf)
 		}
-		c.crcs[i] = sealBatch(p, uint32(c.first+i), n)
-		off += size
-		left -= n
-	}
-	c.size = off
-}
+	}()
 
-func writeParallel(bw *blockWriter, b *book.Book, orders, threads int, sum uint64) (uint64, error) {
-	batches := int(batchesFor(uint64(orders)))
-	nchunks := (batches + chunkBatches - 1) / chunkBatches
-	threads = min(threads, nchunks)
-	ring := 2*threads + 1 // chunks in flight; bounds memory whatever the book size
-
-	d := &dispenser{cur: b.Walk(), batches: batches, orders: orders}
-	free := make(chan *chunk, ring)
-	slots := make([]chan *chunk, ring)
-	all := make([]chunk, ring)
-	for i := range slots {
-		slots[i] = make(chan *chunk, 1)
-		all[i].buf = getBuf(chunkBatches * batchBytes)
-		free <- &all[i]
-	}
-	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range threads {
+	for range min(threads, t.pieces) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				var c *chunk
-				select {
-				case c = <-free:
-				case <-done:
-					return
-				}
-				// The buffer is taken before the chunk number, so every claimed chunk can
-				// finish and the stitcher can always make progress.
-				if !d.claim(c) {
-					free <- c
-					return
-				}
-				c.encode()
-				slots[c.seq%ring] <- c
-			}
+			t.work()
 		}()
 	}
-
-	var err error
-	for seq := 0; seq < nchunks; seq++ {
-		c := <-slots[seq%ring]
-		if err = c.err; err == nil {
-			err = bw.write(c.buf[:c.size])
-		}
-		if err != nil {
-			free <- c
-			break
-		}
-		for _, x := range c.crcs[:c.nb] {
-			sum = chain(sum, x)
-		}
-		free <- c
+	err := t.stitch(nbuf)
+	t.mu.Lock()
+	if err != nil && t.err == nil {
+		t.err = err
 	}
-	close(done)
+	t.stop = true
+	t.cond.Broadcast()
+	t.mu.Unlock()
 	wg.Wait()
-	for i := range all {
-		putBuf(all[i].buf)
+	return t.err
+}
+
+// bounds is the byte range of piece q, empty past the end of the stream.
+func (t *parallelTake) bounds(q int) (a, b int64) {
+	j, pi := q/t.m, q%t.m
+	a = int64(j)*int64(t.e.bufSize) + int64(pi*t.plen)
+	b = min(a+int64(t.plen), int64(j+1)*int64(t.e.bufSize), t.e.l.size)
+	return a, max(a, b)
+}
+
+func (t *parallelTake) work() {
+	r := renderer{l: t.e.l, begin: t.e.r.begin}
+	defer r.release()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for !t.stop && t.next < t.pieces {
+		q := t.next
+		t.next++
+		a, b := t.bounds(q)
+		if a == b {
+			continue
+		}
+		cur := t.pos.at(a) // in claim order, so the positioner only moves forward
+		j := q / t.m
+		s := j % t.ring
+		for t.gen[s] != j && !t.stop {
+			t.cond.Wait()
+		}
+		if t.stop {
+			return
+		}
+		off := a - int64(j)*int64(t.e.bufSize)
+		dst := t.bufs[s][off : off+(b-a)]
+		ci := s*t.m + q%t.m
+		t.mu.Unlock()
+		crcs, err := r.render(dst, a, &cur, t.crcs[ci][:0])
+		t.mu.Lock()
+		t.crcs[ci] = crcs
+		t.done[s]++
+		if err != nil && t.err == nil {
+			t.err, t.stop = err, true
+		}
+		t.cond.Broadcast()
 	}
-	if err == nil && !d.cur.Done() {
-		err = ErrBookChanged
+}
+
+// stitch writes the buffers in order as their pieces complete.
+func (t *parallelTake) stitch(nbuf int) error {
+	for j := range nbuf {
+		s := j % t.ring
+		want := 0
+		for pi := range t.m {
+			if a, b := t.bounds(j*t.m + pi); a < b {
+				want++
+			}
+		}
+		t.mu.Lock()
+		for t.done[s] < want && !t.stop {
+			t.cond.Wait()
+		}
+		if t.stop {
+			t.mu.Unlock()
+			return nil // t.err says why
+		}
+		t.mu.Unlock()
+		a := int64(j) * int64(t.e.bufSize)
+		buf := t.bufs[s][:min(int64(t.e.bufSize), t.e.l.size-a)]
+		for pi := range want {
+			for _, c := range t.crcs[s*t.m+pi] {
+				t.e.sum = chain(t.e.sum, c)
+			}
+		}
+		if err := t.e.emit(buf, a, nil); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.done[s] = 0
+		t.gen[s] = j + t.ring
+		t.cond.Broadcast()
+		t.mu.Unlock()
 	}
-	return sum, err
+	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 
 	"github.com/rig-dev/rig/engine/book"
 )
 
-// maxHint caps the pre-sizing a Begin record can ask for, so a forged count cannot make Read
-// allocate more than the stream can back; beyond it the book grows as records arrive.
+// maxHint caps the pre-sizing a Begin record can ask for (64M orders, about 3 GiB); a larger
+// book still restores, growing as its records arrive. Begin's checksum guards its counts
+// against damage, not against a deliberately forged file.
 const maxHint = 1 << 26
 
 // Read decodes a snapshot strictly: Begin first, End last, then end of stream; every batch in
@@ -29,16 +31,21 @@ func Read(r io.Reader) (*book.Book, Meta, error) {
 }
 
 type decoder struct {
-	r   io.Reader
-	off int64
+	r     io.Reader
+	off   int64
+	batch int64 // batch being read, for messages
 }
 
-// read fills p from the stream; a short stream is a FormatError saying what was being read.
+// read fills p from the stream; a short stream is a FormatError saying what was being read
+// ("batch" parts name the batch).
 func (d *decoder) read(p []byte, what string) error {
 	n, err := io.ReadFull(d.r, p)
 	if err == nil {
 		d.off += int64(n)
 		return nil
+	}
+	if strings.HasPrefix(what, "batch") {
+		what = fmt.Sprintf("%s of batch %d", what, d.batch)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return corrupt(d.off+int64(n), "truncated: stream ends %d bytes into %s (%d bytes)", n, what, len(p))
@@ -82,12 +89,14 @@ func (d *decoder) run() (*book.Book, Meta, error) {
 	sum := chain(0, le.Uint32(hdr[60:]))
 
 	bl := book.NewBuilder(int(min(h.orders, maxHint)), int(min(h.levels, maxHint)))
+	defer bl.Discard() // releases a rebuild abandoned on error; no-op after Finish
 	buf := getBuf(batchBytes)
 	defer putBuf(buf)
 	for i := uint32(0); i < h.batch; i++ {
 		at := d.off
+		d.batch = int64(i)
 		p := buf[:BatchHeader]
-		if err := d.read(p, fmt.Sprintf("batch %d header", i)); err != nil {
+		if err := d.read(p, "batch header"); err != nil {
 			return nil, Meta{}, err
 		}
 		if bytes.Equal(p[:4], endTag[:]) {
@@ -108,7 +117,7 @@ func (d *decoder) run() (*book.Book, Meta, error) {
 		}
 		n := int(want)
 		p = buf[:BatchHeader+n*RecordSize]
-		if err := d.read(p[BatchHeader:], fmt.Sprintf("batch %d records", i)); err != nil {
+		if err := d.read(p[BatchHeader:], "batch records"); err != nil {
 			return nil, Meta{}, err
 		}
 		c := crc32.Update(crc32.Checksum(p[:12], castag), castag, p[BatchHeader:])

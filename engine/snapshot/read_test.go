@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -199,4 +200,19 @@ func FuzzRead(f *testing.F) {
 		}
 		_ = io.Discard
 	})
+}
+
+// A large restore runs helper goroutines; a stream that fails half way must not leave any.
+func TestReadFailureLeavesNoGoroutines(t *testing.T) {
+	data := take(t, genBook(t, 300_000, 9, 50), Meta{}, Options{})
+	before := runtime.NumGoroutine()
+	for _, cut := range []int{len(data) / 2, len(data) - EndSize} {
+		mustFail(t, data[:cut], int64(cut), "truncated")
+	}
+	bad := bytes.Clone(data)
+	bad[len(data)/3] ^= 1
+	mustFail(t, bad, -1, "checksum")
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before, %d after failed restores", before, after)
+	}
 }

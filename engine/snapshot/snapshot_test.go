@@ -52,10 +52,8 @@ func take(t testing.TB, b *book.Book, meta Meta, opts Options) []byte {
 	return buf.Bytes()
 }
 
-// Sizes on and around batch (2048) and chunk (16 batches) boundaries.
-var sizes = []int{0, 1, 2, 2047, 2048, 2049, 4095, 4096, 4097,
-	chunkBatches*BatchRecords - 1, chunkBatches * BatchRecords, chunkBatches*BatchRecords + 1,
-	3*chunkBatches*BatchRecords + 5, 100_000}
+// Sizes on and around batch (2048 records) boundaries, and large enough for several buffers.
+var sizes = []int{0, 1, 2, 2047, 2048, 2049, 4095, 4096, 4097, 32767, 32768, 32769, 98309, 100_000}
 
 func TestRoundTripAndParallelIdentical(t *testing.T) {
 	for _, n := range sizes {
@@ -70,10 +68,15 @@ func TestRoundTripAndParallelIdentical(t *testing.T) {
 				if int64(len(lin)) != Size(int64(n)) {
 					t.Fatalf("%d bytes, Size says %d", len(lin), Size(int64(n)))
 				}
-				for _, th := range []int{2, 3, 4, 8} {
-					par := take(t, b, meta, Options{Threads: th, ParallelMinOrders: 1, BlockSize: 1 << 16})
-					if !bytes.Equal(par, lin) {
-						t.Fatalf("threads=%d: output differs from linear (first diff at %d)", th, firstDiff(par, lin))
+				for _, bs := range []int{0, 1 << 16, 100_003, 3 << 20} {
+					if got := take(t, b, meta, Options{BlockSize: bs}); !bytes.Equal(got, lin) {
+						t.Fatalf("linear, block size %d: output differs (first diff at %d)", bs, firstDiff(got, lin))
+					}
+					for _, th := range []int{2, 3, 8} {
+						par := take(t, b, meta, Options{Threads: th, ParallelMinOrders: 1, BlockSize: bs})
+						if !bytes.Equal(par, lin) {
+							t.Fatalf("threads=%d block size %d: output differs from linear (first diff at %d)", th, bs, firstDiff(par, lin))
+						}
 					}
 				}
 				r, m, err := Read(bytes.NewReader(lin))

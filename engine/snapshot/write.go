@@ -39,188 +39,133 @@ type Stats struct {
 // ErrBookChanged means the book was mutated while a take was walking it.
 var ErrBookChanged = errors.New("book changed during snapshot")
 
+// minBuffer is the least a take buffers at once: blocks smaller than this are grouped, so a
+// tiny block size does not make every block a separate piece of work.
+const minBuffer = 256 << 10
+
 // Write streams b to w: Begin, batches of order records, End, handed to w in blocks of
-// opts.BlockSize bytes (the last may be shorter), with opts.Sync after each block when
-// opts.SyncEveryBlock. The book must not change until Write returns. The output does not depend
-// on opts.Threads. Beyond pooled buffers, a take allocates the same small amount at any book size.
+// opts.BlockSize bytes (the last may be shorter), each one Write call, with opts.Sync after
+// each block when opts.SyncEveryBlock. The book must not change until Write returns. The
+// output does not depend on opts.Threads. Beyond pooled buffers, a take allocates the same
+// small amount at any book size.
 func Write(w io.Writer, b *book.Book, meta Meta, opts Options) (Stats, error) {
-	var st Stats
 	bs := opts.BlockSize
 	switch {
 	case bs == 0:
 		bs = DefaultBlockSize
 	case bs < 0:
-		return st, fmt.Errorf("snapshot block size %d: want > 0", bs)
+		return Stats{}, fmt.Errorf("snapshot block size %d: want > 0", bs)
 	}
 	if opts.SyncEveryBlock && opts.Sync == nil {
-		return st, errors.New("snapshot options: SyncEveryBlock set without a Sync function")
+		return Stats{}, errors.New("snapshot options: SyncEveryBlock set without a Sync function")
 	}
-	bw := blockWriter{w: w, sync: opts.Sync, every: opts.SyncEveryBlock, st: &st}
-	bw.buf = getBuf(bs)
-	defer putBuf(bw.buf)
-
-	orders := uint64(b.Orders())
-	batches := batchesFor(orders)
-	var hdr [BeginSize]byte
-	putBegin(hdr[:], begin{Meta: meta, orders: orders, levels: uint64(b.Levels()),
-		instruments: uint32(b.Instruments()), batch: uint32(batches)})
-	if err := bw.write(hdr[:]); err != nil {
-		return st, err
-	}
-	sum := chain(0, le.Uint32(hdr[60:]))
+	orders := int64(b.Orders())
+	e := emitter{w: w, sync: opts.Sync, every: opts.SyncEveryBlock, block: bs}
+	e.l = newLayout(orders)
+	e.r.l = e.l
+	e.bufSize = bs * max(1, (minBuffer+bs-1)/bs)
+	putBegin(e.r.begin[:], begin{Meta: meta, orders: uint64(orders), levels: uint64(b.Levels()),
+		instruments: uint32(b.Instruments()), batch: uint32(e.l.batches)})
+	e.sum = chain(0, le.Uint32(e.r.begin[60:]))
 
 	min := opts.ParallelMinOrders
 	if min <= 0 {
 		min = DefaultParallelMinOrders
 	}
 	var err error
-	if opts.Threads > 1 && orders >= uint64(min) && batches > 1 {
-		sum, err = writeParallel(&bw, b, int(orders), opts.Threads, sum)
+	if opts.Threads > 1 && orders >= int64(min) && e.l.size > minBuffer {
+		err = writeParallel(&e, b, opts.Threads)
 	} else {
-		sum, err = writeLinear(&bw, b, int(orders), sum)
+		err = writeLinear(&e, b)
 	}
 	if err != nil {
-		return st, err
+		return e.st, err
 	}
-	var end [EndSize]byte
-	putEnd(end[:], sum, orders, batches)
-	if err := bw.write(end[:]); err != nil {
-		return st, err
-	}
-	if err := bw.flush(); err != nil {
-		return st, err
-	}
-	st.Orders = int64(orders)
-	return st, nil
+	e.st.Orders = orders
+	return e.st, nil
 }
 
-func writeLinear(bw *blockWriter, b *book.Book, orders int, sum uint64) (uint64, error) {
-	var scratch []byte
-	defer func() {
-		if scratch != nil {
-			putBuf(scratch)
-		}
-	}()
-	cur := b.Walk()
-	for seq := 0; orders > 0; seq++ {
-		n := min(BatchRecords, orders)
-		size := BatchHeader + n*RecordSize
-		p := bw.reserve(size) // encode straight into the block when the batch fits
-		inPlace := p != nil
-		if !inPlace {
-			if scratch == nil {
-				scratch = getBuf(batchBytes)
-			}
-			p = scratch[:size]
-		}
-		if err := encodeRecords(p[BatchHeader:], &cur, n); err != nil {
-			return 0, err
-		}
-		sum = chain(sum, sealBatch(p, uint32(seq), n))
-		var err error
-		if inPlace {
-			err = bw.commit(size)
-		} else {
-			err = bw.write(p)
+// emitter hands finished buffers to the writer in stream order, completing End on the way.
+type emitter struct {
+	w       io.Writer
+	sync    func() error
+	every   bool
+	block   int
+	bufSize int
+	l       layout
+	r       renderer // Begin bytes (and the linear take's scratch)
+	sum     uint64
+	st      Stats
+}
+
+// emit writes buf, the stream bytes from offset a, after folding in the crcs of its batches
+// (in order) and filling in whatever part of End it holds.
+func (e *emitter) emit(buf []byte, a int64, crcs []uint32) error {
+	for _, c := range crcs {
+		e.sum = chain(e.sum, c)
+	}
+	if b := a + int64(len(buf)); b > e.l.end {
+		// Every batch header lies before End, so every crc is in by now.
+		var end [EndSize]byte
+		putEnd(end[:], e.sum, uint64(e.l.orders), uint64(e.l.batches))
+		lo := max(a, e.l.end)
+		copy(buf[lo-a:], end[lo-e.l.end:b-e.l.end])
+	}
+	for len(buf) > 0 {
+		n := min(e.block, len(buf))
+		m, err := e.w.Write(buf[:n])
+		e.st.Bytes += int64(m)
+		if err == nil && m < n {
+			err = io.ErrShortWrite
 		}
 		if err != nil {
-			return 0, err
+			return fmt.Errorf("write snapshot block %d: %w", e.st.Blocks, err)
 		}
-		orders -= n
-	}
-	if !cur.Done() {
-		return 0, ErrBookChanged
-	}
-	return sum, nil
-}
-
-// encodeRecords writes the next n orders of the walk as records into dst.
-func encodeRecords(dst []byte, c *book.Cursor, n int) error {
-	o := 0
-	for n > 0 {
-		run, ok := c.Next(n)
-		if !ok || run.Live > n {
-			return ErrBookChanged
-		}
-		tail := uint64(run.Instrument) | uint64(run.Side)<<32
-		price := uint64(run.Price)
-		for _, r := range run.Orders {
-			if r.Qty == 0 {
-				continue
+		e.st.Blocks++
+		if e.every {
+			if err := e.sync(); err != nil {
+				return fmt.Errorf("sync snapshot block %d: %w", e.st.Blocks-1, err)
 			}
-			d := dst[o : o+RecordSize : o+RecordSize]
-			le.PutUint64(d[0:], r.ID)
-			le.PutUint64(d[8:], price)
-			le.PutUint64(d[16:], uint64(r.Qty))
-			le.PutUint64(d[24:], tail)
-			o += RecordSize
+			e.st.Syncs++
 		}
-		n -= run.Live
+		buf = buf[n:]
 	}
 	return nil
 }
 
-// blockWriter cuts the stream into blocks of len(buf) bytes, one Write (and, when asked, one
-// sync) per block.
-type blockWriter struct {
-	w     io.Writer
-	sync  func() error
-	every bool
-	buf   []byte
-	n     int
-	st    *Stats
+// positioner hands out cursors at batch starts, for ranges requested in stream order:
+// Cursor.Skip costs O(levels passed), nothing per order.
+type positioner struct {
+	l     layout
+	cur   book.Cursor
+	batch int64
 }
 
-func (bw *blockWriter) write(p []byte) error {
-	for len(p) > 0 {
-		k := copy(bw.buf[bw.n:], p)
-		bw.n += k
-		p = p[k:]
-		if bw.n == len(bw.buf) {
-			if err := bw.flush(); err != nil {
-				return err
-			}
+// at returns a cursor at the first record of the first batch overlapping offset a.
+func (p *positioner) at(a int64) book.Cursor {
+	if k := p.l.firstBatch(a); k > p.batch {
+		p.cur.Skip(int(min(k*BatchRecords, p.l.orders) - p.batch*BatchRecords))
+		p.batch = k
+	}
+	return p.cur
+}
+
+func writeLinear(e *emitter, b *book.Book) error {
+	buf := getBuf(e.bufSize)
+	defer putBuf(buf)
+	defer e.r.release()
+	pos := positioner{l: e.l, cur: b.Walk()}
+	crcs := make([]uint32, 0, e.bufSize/batchBytes+2)
+	for a := int64(0); a < e.l.size; a += int64(e.bufSize) {
+		p := buf[:min(int64(e.bufSize), e.l.size-a)]
+		cur := pos.at(a)
+		var err error
+		if crcs, err = e.r.render(p, a, &cur, crcs[:0]); err != nil {
+			return err
 		}
-	}
-	return nil
-}
-
-// reserve returns the next n bytes of the current block if they fit, to encode in place; commit
-// then accounts for them.
-func (bw *blockWriter) reserve(n int) []byte {
-	if bw.n+n > len(bw.buf) {
-		return nil
-	}
-	return bw.buf[bw.n : bw.n+n]
-}
-
-func (bw *blockWriter) commit(n int) error {
-	bw.n += n
-	if bw.n == len(bw.buf) {
-		return bw.flush()
-	}
-	return nil
-}
-
-func (bw *blockWriter) flush() error {
-	if bw.n == 0 {
-		return nil
-	}
-	m, err := bw.w.Write(bw.buf[:bw.n])
-	bw.st.Bytes += int64(m)
-	if err == nil && m < bw.n {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		return fmt.Errorf("write snapshot block %d: %w", bw.st.Blocks, err)
-	}
-	bw.st.Blocks++
-	bw.n = 0
-	if bw.every {
-		if err := bw.sync(); err != nil {
-			return fmt.Errorf("sync snapshot block %d: %w", bw.st.Blocks-1, err)
+		if err := e.emit(p, a, crcs); err != nil {
+			return err
 		}
-		bw.st.Syncs++
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -485,5 +484,25 @@ func TestMockFailsOnUnknownInvoke(t *testing.T) {
 	if _, err := m.Call(pulumi.MockCallArgs{Token: "aws:index/getRegion:getRegion"}); err == nil {
 		t.Fatal("mock must refuse invokes the program is not expected to make")
 	}
-	_ = errors.New
+}
+
+// A second `pulumi up` must produce the same user data, or every instance would be replaced
+// (user data changes replace the instance).
+func TestUserDataStableAcrossUpdates(t *testing.T) {
+	s := baseSpec(t)
+	first, _, err := deploy(t, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := deploy(t, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.Nodes() {
+		a := first.named(t, tokInstance, n.Name).inputs["userData"].SecretValue().Element.StringValue()
+		b := second.named(t, tokInstance, n.Name).inputs["userData"].SecretValue().Element.StringValue()
+		if a != b {
+			t.Fatalf("%s: user data differs between two deployments of the same spec", n.Name)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -49,18 +50,46 @@ func Derive(seedHex, stack, node string) (Key, error) {
 		return Key{}, fmt.Errorf("derive host key for %s: %w", node, err)
 	}
 	priv := ed25519.NewKeyFromSeed(material)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		return Key{}, fmt.Errorf("marshal host key for %s: %w", node, err)
-	}
 	pub, err := ssh.NewPublicKey(priv.Public())
 	if err != nil {
 		return Key{}, fmt.Errorf("public host key for %s: %w", node, err)
 	}
 	return Key{
-		PrivatePEM: string(pem.EncodeToMemory(block)),
+		PrivatePEM: string(pem.EncodeToMemory(marshalOpenSSH(priv, pub))),
 		Public:     strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))),
 	}, nil
+}
+
+// marshalOpenSSH encodes an unencrypted ed25519 key in the openssh-key-v1 format. Unlike
+// ssh.MarshalPrivateKey it uses a check value derived from the key instead of a random one, so
+// the same key always yields the same bytes: the user data, and with it the instance, then stays
+// unchanged from one `pulumi up` to the next.
+func marshalOpenSSH(priv ed25519.PrivateKey, pub ssh.PublicKey) *pem.Block {
+	sum := sha256.Sum256(priv.Seed())
+	check := binary.BigEndian.Uint32(sum[:4])
+	str := func(b []byte) []byte {
+		out := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
+		return append(out, b...)
+	}
+	var inner []byte
+	inner = binary.BigEndian.AppendUint32(inner, check)
+	inner = binary.BigEndian.AppendUint32(inner, check)
+	inner = append(inner, str([]byte(ssh.KeyAlgoED25519))...)
+	inner = append(inner, str(priv.Public().(ed25519.PublicKey))...)
+	inner = append(inner, str(priv)...) // seed || public key, as OpenSSH stores it
+	inner = append(inner, str(nil)...)  // comment
+	for i := byte(1); len(inner)%8 != 0; i++ {
+		inner = append(inner, i)
+	}
+	var out []byte
+	out = append(out, "openssh-key-v1\x00"...)
+	out = append(out, str([]byte("none"))...) // cipher
+	out = append(out, str([]byte("none"))...) // kdf
+	out = append(out, str(nil)...)            // kdf options
+	out = binary.BigEndian.AppendUint32(out, 1)
+	out = append(out, str(pub.Marshal())...)
+	out = append(out, str(inner)...)
+	return &pem.Block{Type: "OPENSSH PRIVATE KEY", Bytes: out}
 }
 
 // CloudInit returns the cloud-config user data that installs the key as the node's only host

@@ -116,3 +116,13 @@ func Load(path string) (*Inventory, error) {
 	}
 	return &inv, nil
 }
+
+// FileTarget is an existing cluster described by an inventory JSON file (e.g. written by
+// `rig up`, or by hand for machines provisioned elsewhere).
+type FileTarget struct{ Path string }
+
+// Name is "inventory:<path>".
+func (f FileTarget) Name() string { return "inventory:" + f.Path }
+
+// Inventory loads and validates the file.
+func (f FileTarget) Inventory(context.Context) (*Inventory, error) { return Load(f.Path) }

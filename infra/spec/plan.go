@@ -70,11 +70,11 @@ func WriteEstimate(w io.Writer, e Estimate) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "hourly cost estimate: on-demand prices for %s as of %s (%s, infra/spec/prices.go); S3, data transfer and taxes not included\n",
 		e.Region, e.AsOf, e.Source)
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, l := range e.Lines {
-		fmt.Fprintf(tw, "  %s\t%s %s\t$%s/h\t\n", l.Item, group(trimFloat(l.Quantity)), l.Unit, fmt.Sprintf("%.4f", l.Hourly))
+		fmt.Fprintf(tw, "  %s\t%12s %s\t%10s/h\n", l.Item, group(trimFloat(l.Quantity)), l.Unit, fmt.Sprintf("$%.4f", l.Hourly))
 	}
-	fmt.Fprintf(tw, "  total\t\t$%.2f/h\t\n", e.Hourly)
+	fmt.Fprintf(tw, "  total\t\t%10s/h\n", fmt.Sprintf("$%.2f", e.Hourly))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -134,10 +134,10 @@ func EstimateCost(s Spec) (Estimate, error) {
 		if !ok {
 			return Estimate{}, fmt.Errorf("%w for instance type %q in %s", ErrNoPrices, role.typ, t.Region)
 		}
-		add(fmt.Sprintf("%s instances (%s)", role.what, role.typ), float64(role.n), "instance", p)
+		add(fmt.Sprintf("%s instances (%s)", role.what, role.typ), float64(role.n), "instances", p)
 	}
 	nodes := float64(s.Servers + s.Clients)
-	add("public IPv4 addresses", nodes, "address", t.PublicIPv4Hourly)
+	add("public IPv4 addresses", nodes, "addresses", t.PublicIPv4Hourly)
 	switch s.VolumeType {
 	case VolumeGP3:
 		add("gp3 data volume storage", nodes*float64(s.VolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/infra/inventory"
 	"github.com/rig-dev/rig/infra/local"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/transport"
 	localtr "github.com/rig-dev/rig/transport/local"
 )
 
@@ -29,33 +31,23 @@ const (
 
 // execute runs the run's stages; it returns a cleanup to run whatever happened.
 func (r *run) execute(ctx context.Context) (func(context.Context), error) {
-	pb := r.pb
-	tgt := local.New(local.Options{
-		Servers: pb.Cluster.Servers, Clients: pb.Cluster.Clients, Dir: r.dir,
-		Binary: r.opts.Binary, FirstAddress: r.opts.FirstAddress, Logger: r.log,
-	})
-	inv, err := tgt.Inventory(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("build inventory: %w", err)
+	var cleanup func(context.Context)
+	var err error
+	if r.opts.Remote != nil {
+		cleanup, err = r.startRemote(ctx)
+	} else {
+		cleanup, err = r.startLocal(ctx)
 	}
-	r.inv, r.man.Inventory = inv, inv
-	r.servers, r.client = inv.Servers(), inv.Clients()[0]
-	r.tr = localtr.New()
+	if err != nil {
+		return cleanup, err
+	}
+	if len(r.inv.Servers()) != r.pb.Cluster.Servers || len(r.inv.Clients()) < r.pb.Cluster.Clients {
+		return cleanup, fmt.Errorf("the playbook wants %d servers and %d clients; %s has %d and %d",
+			r.pb.Cluster.Servers, r.pb.Cluster.Clients, r.inv.Target, len(r.inv.Servers()), len(r.inv.Clients()))
+	}
+	r.servers, r.client = r.inv.Servers(), r.inv.Clients()[0]
 	r.mark("start")
-	agents, clients, err := tgt.StartAgents(ctx, inv, func(n inventory.Node) agent.DialFunc {
-		addr := tgt.AgentAddr(n)
-		return func(ctx context.Context) (net.Conn, error) { return r.tr.Dial(ctx, n, addr) }
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start agents: %w", err)
-	}
-	r.agents = clients
-	cleanup := func(ctx context.Context) {
-		r.stopEngines(ctx)
-		r.revertTuning(ctx)
-		agents.Stop()
-		r.tr.Close()
-	}
+	inv := r.inv
 	r.progress("agents up on %d nodes", len(inv.Nodes))
 	r.recordFacts(ctx)
 	if err := r.applyTuning(ctx); err != nil {
@@ -95,15 +87,11 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 func (r *run) engineConfig(n inventory.Node) engine.Config {
 	e := r.pb.Engine
 	host := n.PrivateAddress
-	admin := "127.0.0.1"
-	if r.inv.Target == "local" {
-		admin = n.Address // all local nodes share one loopback: each admin API on its own address
-	}
 	cfg := engine.Config{
-		Node: n.Name, Dir: filepath.Join(n.Dir, "data"),
+		Node: n.Name, Dir: r.dataDir(), // relative: under the agent's folder on the node
 		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
 		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
-		AdminAddr:     net.JoinHostPort(admin, strconv.Itoa(adminPort)),
+		AdminAddr:     net.JoinHostPort(loopbackHost(n), strconv.Itoa(adminPort)),
 		Bootstrap:     true,
 		SyncLevel:     e.SyncLevel,
 		SnapshotBlock: int(e.SnapshotBlock),
@@ -131,6 +119,35 @@ func (r *run) clientAddrs() []string {
 		out = append(out, net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort)))
 	}
 	return out
+}
+
+// startLocal builds the local target's inventory and starts one agent process per node.
+func (r *run) startLocal(ctx context.Context) (func(context.Context), error) {
+	pb := r.pb
+	tgt := local.New(local.Options{
+		Servers: pb.Cluster.Servers, Clients: pb.Cluster.Clients, Dir: r.dir,
+		Binary: r.opts.Binary, FirstAddress: r.opts.FirstAddress, Logger: r.log,
+	})
+	inv, err := tgt.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("build inventory: %w", err)
+	}
+	r.inv, r.man.Inventory = inv, inv
+	r.tr = localtr.New()
+	agents, clients, err := tgt.StartAgents(ctx, inv, func(n inventory.Node) agent.DialFunc {
+		addr := tgt.AgentAddr(n)
+		return func(ctx context.Context) (net.Conn, error) { return r.tr.Dial(ctx, n, addr) }
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start agents: %w", err)
+	}
+	r.agents = clients
+	return func(ctx context.Context) {
+		r.stopEngines(ctx)
+		r.revertTuning(ctx)
+		agents.Stop()
+		r.tr.Close()
+	}, nil
 }
 
 func (r *run) startEngines(ctx context.Context) error {
@@ -197,13 +214,22 @@ func writeJSONFile(path string, v any) error {
 	return results.WriteFileAtomic(path, b)
 }
 
-func (r *run) removeData() {
-	if r.opts.KeepData {
+// dataDir is the engine's data folder, relative to the agent's folder: one per run, so a run
+// on a cluster that already ran something never starts from an earlier run's log.
+func (r *run) dataDir() string { return path.Join("data", r.id) }
+
+// removeData deletes the engines' data folders (raft log, snapshots) unless asked to keep them.
+func (r *run) removeData(ctx context.Context) {
+	if r.opts.KeepData || r.inv == nil {
 		return
 	}
 	for _, n := range r.servers {
 		if r.inv.Target == "local" {
 			os.RemoveAll(filepath.Join(n.Dir, "data"))
+			continue
+		}
+		if _, err := r.tr.Exec(ctx, n, transport.Cmd{Args: []string{"rm", "-rf", "--", r.nodePath(n, r.dataDir())}, Sudo: r.opts.Remote.Sudo}); err != nil {
+			r.warn("remove engine data on %s: %v", n.Name, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -39,12 +40,13 @@ func (r *run) finalState(ctx context.Context) error {
 	}
 	var errs []error
 	for _, n := range r.servers {
+		os.MkdirAll(filepath.Join(r.dir, n.Name), 0o755)
 		st, ok := sts[n.Name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s: no final status", n.Name))
 			continue
 		}
-		if err := writeJSONFile(filepath.Join(n.Dir, "status.json"), st); err != nil {
+		if err := writeJSONFile(filepath.Join(r.dir, n.Name, "status.json"), st); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -60,9 +62,11 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		}
 	}
 	if cleanup != nil {
+		r.stopEngines(ctx) // before their data goes; cleanup stops them again, harmlessly
+		r.removeData(ctx)
 		cleanup(ctx)
+		r.recordAgentCPU()
 	}
-	r.removeData()
 	r.mark("end")
 	r.man.Ended = time.Now().UTC()
 	r.man.LoadAvg.End = results.ReadLoadAvg("/")

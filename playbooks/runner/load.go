@@ -22,7 +22,7 @@ import (
 // loadgenConfig is the load generator's config for this run, written to the client node.
 func (r *run) loadgenConfig() loadgen.Config {
 	pb := r.pb
-	out := filepath.Join(r.client.Dir, "loadgen")
+	out := r.nodePath(r.client, "loadgen")
 	if r.inv.Target == "local" {
 		out = filepath.Join(r.dir, "loadgen") // same machine: write straight into the run folder
 	}
@@ -33,16 +33,9 @@ func (r *run) loadgenConfig() loadgen.Config {
 		Preload:      loadgen.PreloadConfig{Orders: loadgen.Count(pb.Preload.Orders), Out: out},
 		Probe: loadgen.ProbeConfig{
 			Rate: loadgen.Rate(pb.Load.ProbeRate), Duration: loadgen.Duration(pb.Duration),
-			Out: out, Control: net.JoinHostPort(r.controlHost(), strconv.Itoa(controlPort)),
+			Out: out, Control: net.JoinHostPort(loopbackHost(r.client), strconv.Itoa(controlPort)),
 		},
 	}
-}
-
-func (r *run) controlHost() string {
-	if r.inv.Target == "local" {
-		return r.client.Address
-	}
-	return "127.0.0.1"
 }
 
 // loadgenCmd runs `rig loadgen MODE --config FILE` on the client node; it writes the config first.
@@ -52,7 +45,7 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 	if err := os.WriteFile(local, b, 0o644); err != nil {
 		return err
 	}
-	remote := filepath.Join(r.client.Dir, "loadgen-"+mode+".json")
+	remote := r.nodePath(r.client, "loadgen-"+mode+".json")
 	if remote != local {
 		if err := r.tr.Upload(ctx, r.client, local, remote, 0o644); err != nil {
 			return fmt.Errorf("upload load generator config: %w", err)
@@ -67,7 +60,7 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 	if stdout == nil {
 		stdout = logf
 	}
-	_, err = r.tr.Exec(ctx, r.client, transport.Cmd{Args: []string{r.opts.Binary, "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
+	_, err = r.tr.Exec(ctx, r.client, transport.Cmd{Args: []string{r.nodeBinary(r.client), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
 	return err
 }
 
@@ -154,7 +147,7 @@ const maxSendLag = 10 * time.Millisecond
 
 // loadgenControl posts to the load generator's control API on the client node.
 func (r *run) loadgenControl(ctx context.Context, path string, body any) error {
-	addr := net.JoinHostPort(r.controlHost(), strconv.Itoa(controlPort))
+	addr := net.JoinHostPort(loopbackHost(r.client), strconv.Itoa(controlPort))
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return r.tr.Dial(ctx, r.client, addr)
 	}}}

@@ -97,39 +97,26 @@ func (r *run) startSamples(ctx context.Context) {
 	}
 }
 
-// stopSamples stops the samplers, brings their NDJSON into the run folder and records each
-// agent's average CPU share: the rig's own overhead on the node (DESIGN 6).
+// stopSamples stops the samplers; their NDJSON is in the node folder (collected from remote
+// nodes with everything else).
 func (r *run) stopSamples(ctx context.Context) {
+	for _, n := range r.inv.Nodes {
+		if _, err := r.agents[n.Name].StopSamples(ctx, samplesName); err != nil {
+			r.log.Warn("stop samples", "node", n.Name, "err", err)
+		}
+	}
+}
+
+// recordAgentCPU keeps each agent's average CPU share in the manifest: the rig's own overhead
+// on the node (DESIGN 6).
+func (r *run) recordAgentCPU() {
 	cpu := map[string]any{}
 	for _, n := range r.inv.Nodes {
-		c := r.agents[n.Name]
-		info, err := c.StopSamples(ctx, samplesName)
-		if err != nil {
-			r.log.Warn("stop samples", "node", n.Name, "err", err)
-			continue
-		}
-		local := filepath.Join(n.Dir, samplesName+".ndjson")
-		if r.inv.Target != "local" {
-			local = filepath.Join(r.dir, n.Name, samplesName+".ndjson")
-			f, err := os.Create(local)
-			if err != nil {
-				continue
-			}
-			err = c.ReadSamples(ctx, samplesName, f)
-			f.Close()
-			if err != nil {
-				r.warn("fetch OS samples from %s: %v", n.Name, err)
-				continue
-			}
-		} else if info.Path != "" {
-			local = info.Path
-		}
-		if avg, max, ok := agentCPU(local); ok {
+		if avg, max, ok := agentCPU(filepath.Join(r.dir, n.Name, "samples", samplesName+".ndjson")); ok {
 			cpu[n.Name] = map[string]float64{"mean_pct": avg, "max_pct": max}
 		}
 	}
 	r.man.AgentCPU = cpu
-	r.saveManifest()
 }
 
 // agentCPU averages the agent's CPU share over a samples file.

@@ -34,6 +34,7 @@ type Options struct {
 	Binary       string       // the rig binary agents and the load generator run (default: this executable)
 	FirstAddress string       // local target: first loopback address (default 127.0.0.11)
 	KeepData     bool         // keep engine data (raft log, snapshots) in the run folder
+	Remote       *Remote      // run on a remote cluster over SSH (nil: the local target)
 	Logger       *slog.Logger // controller log
 	Progress     io.Writer    // human progress lines (nil: none)
 }

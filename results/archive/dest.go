@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -45,11 +46,31 @@ func ParseLocation(to string) (Location, error) {
 	return Location{Dir: to}, nil
 }
 
+// Open returns the destination of a location: a local folder, or an S3 prefix with the AWS SDK's
+// default credentials (region: the given one, else the SDK's configured one).
+func Open(ctx context.Context, loc Location, region string) (Dest, error) {
+	if loc.Bucket == "" {
+		return Dir{Path: loc.Dir}, nil
+	}
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("%w: no AWS region for s3://%s: set AWS_REGION or pass --region", ErrBadDest, loc.Bucket)
+	}
+	return NewS3(s3.NewFromConfig(cfg), loc.Bucket, loc.Prefix), nil
+}
+
 // Dir stores archives in a local folder. Files are written to a temporary name, synced and then
 // renamed, so a crash never leaves a half archive under the final name.
 type Dir struct{ Path string }
 
-func (d Dir) String() string { return d.Path }
+func (d Dir) String() string { return strings.TrimSuffix(d.Path, string(filepath.Separator)) + string(filepath.Separator) }
 
 // Put writes r to Path/name.
 func (d Dir) Put(ctx context.Context, name string, r io.Reader, _ int64) error {
@@ -65,6 +86,9 @@ func (d Dir) Put(ctx context.Context, name string, r io.Reader, _ int64) error {
 		os.Remove(f.Name()) // no-op after the rename
 	}()
 	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600; archives are read like results
 		return err
 	}
 	if err := f.Sync(); err != nil {

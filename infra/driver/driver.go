@@ -1,19 +1,16 @@
-// Package stack drives the rig's Pulumi project (Pulumi.yaml at the repository root) through the
+// Package driver drives the rig's Pulumi project (Pulumi.yaml at the repository root) through the
 // Automation API: up, down (archive first, then destroy), status and gc of expired stacks. It
 // never links pulumi-aws: Pulumi builds the program in infra/ itself, as a plain `pulumi up` does.
-package stack
+// It runs inside rig-stack (infra/stackctl), not the rig binary; see infra/stack for why.
+package driver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -26,24 +23,21 @@ import (
 	"github.com/rig-dev/rig/infra/hostkey"
 	"github.com/rig-dev/rig/infra/inventory"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/results/archive"
 )
 
-// Errors callers act on.
+// Errors callers act on. ErrNoPulumi, ErrNoStack and ErrNoInventory are shared with the light
+// stack package, which the rig binary uses.
 var (
-	// ErrNoPulumi means the pulumi CLI is not installed (or not on PATH).
-	ErrNoPulumi = errors.New("the pulumi CLI was not found on PATH: install it with " +
-		"`curl -fsSL https://get.pulumi.com | sh` (or see https://www.pulumi.com/docs/iac/download-install/), " +
-		"open a new shell so that `pulumi version` works, and run this again; nothing was created")
+	ErrNoPulumi    = stack.ErrNoPulumi
+	ErrNoStack     = stack.ErrNoStack
+	ErrNoInventory = stack.ErrNoInventory
 	// ErrNoAWSCredentials means the AWS SDK's default chain found no credentials.
 	ErrNoAWSCredentials = errors.New("no AWS credentials: set AWS_PROFILE (after `aws configure` or `aws sso login`) " +
 		"or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; nothing was created")
 	// ErrNoStackConfig means Pulumi.<stack>.yaml does not exist next to Pulumi.yaml.
-	ErrNoStackConfig = errors.New("no stack config")
-	// ErrNoStack means the backend has no such stack.
-	ErrNoStack = errors.New("no such stack")
-	// ErrNoInventory means the stack has no inventory output (never deployed, or destroyed).
-	ErrNoInventory = errors.New("stack has no inventory output")
+	ErrNoStackConfig = errors.New("no name config")
 )
 
 // Options configure a Driver.
@@ -73,13 +67,10 @@ type Options struct {
 
 // Driver runs stack operations.
 type Driver struct {
-	opts      Options
-	cmd       auto.PulumiCommand
-	env       map[string]string
-	ownState  bool // the driver chose the local file backend
-	stateDir  string
-	log       *slog.Logger
-	projectOK bool
+	opts    Options
+	cmd     auto.PulumiCommand
+	backend stack.Backend
+	log     *slog.Logger
 }
 
 // New finds the pulumi CLI and decides on a backend. It creates nothing.
@@ -100,19 +91,16 @@ func New(opts Options) (*Driver, error) {
 		opts.CheckCredentials = CheckAWSCredentials
 	}
 	if opts.NewDest == nil {
-		opts.NewDest = DefaultDest
+		opts.NewDest = archive.Open
 	}
-	d := &Driver{opts: opts, log: opts.Logger, env: map[string]string{"PULUMI_SKIP_UPDATE_CHECK": "true"}}
+	d := &Driver{opts: opts, log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	if _, err := os.Stat(filepath.Join(opts.ProjectDir, "Pulumi.yaml")); err != nil {
-		return nil, fmt.Errorf("find the rig's Pulumi project: %w (run rig from the repository root, or pass its path)", err)
-	}
 	d.cmd = opts.Command
 	if d.cmd == nil {
-		if _, err := exec.LookPath("pulumi"); err != nil {
-			return nil, ErrNoPulumi
+		if _, err := stack.FindPulumi(); err != nil {
+			return nil, err
 		}
 		c, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{})
 		if err != nil {
@@ -120,119 +108,32 @@ func New(opts Options) (*Driver, error) {
 		}
 		d.cmd = c
 	}
-	if err := d.chooseBackend(); err != nil {
+	if _, err := os.Stat(filepath.Join(opts.ProjectDir, "Pulumi.yaml")); err != nil {
+		return nil, fmt.Errorf("find the rig's Pulumi project: %w (run rig from the repository root, or pass --project-dir)", err)
+	}
+	b, err := stack.ChooseBackend(opts.StateDir, opts.Env)
+	if err != nil {
 		return nil, err
 	}
-	for k, v := range opts.Env {
-		d.env[k] = v
-	}
+	d.backend = b
 	return d, nil
 }
 
-// chooseBackend keeps a backend the user configured (PULUMI_BACKEND_URL or `pulumi login`) and
-// otherwise uses a local file backend, so that trying the rig needs no Pulumi Cloud account.
-func (d *Driver) chooseBackend() error {
-	if os.Getenv("PULUMI_BACKEND_URL") != "" || d.opts.Env["PULUMI_BACKEND_URL"] != "" || loggedIn() {
-		return nil
-	}
-	dir := d.opts.StateDir
-	if dir == "" {
-		base := os.Getenv("XDG_STATE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return fmt.Errorf("choose a local Pulumi backend: %w (set PULUMI_BACKEND_URL)", err)
-			}
-			base = filepath.Join(home, ".local", "state")
-		}
-		dir = filepath.Join(base, "rig", "pulumi")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	d.ownState, d.stateDir = true, abs
-	d.env["PULUMI_BACKEND_URL"] = "file://" + filepath.ToSlash(abs)
-	if os.Getenv("PULUMI_CONFIG_PASSPHRASE") == "" && os.Getenv("PULUMI_CONFIG_PASSPHRASE_FILE") == "" {
-		d.env["PULUMI_CONFIG_PASSPHRASE_FILE"] = filepath.Join(abs, "passphrase")
-	}
-	return nil
-}
-
-// loggedIn reports whether `pulumi login` chose a backend (the CLI records it in credentials.json).
-// Only the "current" field is read.
-func loggedIn() bool {
-	home := os.Getenv("PULUMI_HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return false
-		}
-		home = filepath.Join(h, ".pulumi")
-	}
-	b, err := os.ReadFile(filepath.Join(home, "credentials.json"))
-	if err != nil {
-		return false
-	}
-	var c struct {
-		Current string `json:"current"`
-	}
-	return json.Unmarshal(b, &c) == nil && c.Current != ""
-}
-
 // Backend describes where stacks live, for messages.
-func (d *Driver) Backend() string {
-	if d.ownState {
-		return d.env["PULUMI_BACKEND_URL"] + " (local file backend chosen by rig; set PULUMI_BACKEND_URL to use another)"
-	}
-	if v := d.opts.Env["PULUMI_BACKEND_URL"]; v != "" {
-		return v
-	}
-	if v := os.Getenv("PULUMI_BACKEND_URL"); v != "" {
-		return v
-	}
-	return "the backend of `pulumi login`"
-}
-
-// prepareState creates the local backend folder and its passphrase file, once, before the first
-// operation that writes state.
-func (d *Driver) prepareState() error {
-	if !d.ownState {
-		return nil
-	}
-	if err := os.MkdirAll(d.stateDir, 0o700); err != nil {
-		return fmt.Errorf("create local Pulumi backend %s: %w", d.stateDir, err)
-	}
-	pf, ok := d.env["PULUMI_CONFIG_PASSPHRASE_FILE"]
-	if !ok {
-		return nil
-	}
-	if _, err := os.Stat(pf); err == nil {
-		return nil
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return err
-	}
-	if err := os.WriteFile(pf, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write stack secrets passphrase: %w", err)
-	}
-	fmt.Fprintf(d.opts.Out, "rig: created %s (encrypts stack secrets; keep it, plain pulumi needs PULUMI_CONFIG_PASSPHRASE_FILE=%s)\n", pf, pf)
-	return nil
-}
+func (d *Driver) Backend() string { return d.backend.String() }
 
 func (d *Driver) workspaceOpts() []auto.LocalWorkspaceOption {
-	return []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(d.env)}
+	return []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(d.backend.Env)}
 }
 
 // StackConfigPath is where a stack's config lives.
-func (d *Driver) StackConfigPath(stack string) string {
-	return filepath.Join(d.opts.ProjectDir, "Pulumi."+stack+".yaml")
+func (d *Driver) StackConfigPath(name string) string {
+	return filepath.Join(d.opts.ProjectDir, "Pulumi."+name+".yaml")
 }
 
 // LoadSpec reads and validates Pulumi.<stack>.yaml.
-func (d *Driver) LoadSpec(stack string) (*spec.StackConfig, spec.Spec, spec.Problems, error) {
-	path := d.StackConfigPath(stack)
+func (d *Driver) LoadSpec(name string) (*spec.StackConfig, spec.Spec, spec.Problems, error) {
+	path := d.StackConfigPath(name)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, spec.Spec{}, nil, fmt.Errorf("%w: %s does not exist: create it with aws:region, rig:owner, "+
 			"rig:operatorCidrs and rig:publicKey (Pulumi.yaml lists every key)", ErrNoStackConfig, path)
@@ -253,8 +154,8 @@ type UpOptions struct {
 
 // Up validates the stack config, checks AWS credentials, pins the generated config (host key seed,
 // created-at) and runs `pulumi up`, streaming progress. It returns the deployed inventory.
-func (d *Driver) Up(ctx context.Context, stack string, o UpOptions) (*inventory.Inventory, error) {
-	sc, s, probs, err := d.LoadSpec(stack)
+func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.Inventory, error) {
+	sc, s, probs, err := d.LoadSpec(name)
 	if err != nil {
 		return nil, err
 	}
@@ -269,12 +170,12 @@ func (d *Driver) Up(ctx context.Context, stack string, o UpOptions) (*inventory.
 	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
 		return nil, err
 	}
-	if err := d.prepareState(); err != nil {
+	if err := d.backend.Prepare(d.opts.Out); err != nil {
 		return nil, err
 	}
-	st, err := auto.UpsertStackLocalSource(ctx, stack, d.opts.ProjectDir, d.workspaceOpts()...)
+	st, err := auto.UpsertStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
 	if err != nil {
-		return nil, fmt.Errorf("select or create stack %s: %w", stack, err)
+		return nil, fmt.Errorf("select or create name %s: %w", name, err)
 	}
 	if !sc.Secrets["hostKeySeed"] {
 		seed, err := hostkey.NewSeed()
@@ -282,21 +183,21 @@ func (d *Driver) Up(ctx context.Context, stack string, o UpOptions) (*inventory.
 			return nil, err
 		}
 		if err := st.SetConfig(ctx, spec.Namespace+":hostKeySeed", auto.ConfigValue{Value: seed, Secret: true}); err != nil {
-			return nil, fmt.Errorf("store host key seed of %s: %w", stack, err)
+			return nil, fmt.Errorf("store host key seed of %s: %w", name, err)
 		}
 	}
 	if _, ok := sc.Values["createdAt"]; !ok {
 		now := d.opts.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now}); err != nil {
-			return nil, fmt.Errorf("pin created-at of %s: %w", stack, err)
+			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
 	}
-	d.log.Info("pulumi up", "stack", stack, "backend", d.Backend())
+	d.log.Info("pulumi up", "stack", name, "backend", d.Backend())
 	res, err := st.Up(ctx, optup.ProgressStreams(d.opts.Out), optup.ErrorProgressStreams(d.opts.Out))
 	if err != nil {
-		return nil, fmt.Errorf("pulumi up %s: %w", stack, err)
+		return nil, fmt.Errorf("pulumi up %s: %w", name, err)
 	}
-	return decodeInventory(stack, res.Outputs)
+	return decodeInventory(name, res.Outputs)
 }
 
 // DownOptions tune Down.
@@ -310,52 +211,52 @@ type DownOptions struct {
 
 // Down archives every run of the stack (results/*/manifest.json with "stack": <stack>), verifies
 // each archive, and only then destroys the stack. Any archive failure leaves the stack standing.
-func (d *Driver) Down(ctx context.Context, stack string, o DownOptions) error {
-	st, err := d.selectStack(ctx, stack)
+func (d *Driver) Down(ctx context.Context, name string, o DownOptions) error {
+	st, err := d.selectStack(ctx, name)
 	if err != nil {
 		return err
 	}
 	if !o.SkipArchive {
-		if err := d.archiveRuns(ctx, st, stack, o.ArchiveTo); err != nil {
-			return fmt.Errorf("down %s: nothing destroyed: %w", stack, err)
+		if err := d.archiveRuns(ctx, st, name, o.ArchiveTo); err != nil {
+			return fmt.Errorf("down %s: nothing destroyed: %w", name, err)
 		}
 	}
-	d.log.Info("pulumi destroy", "stack", stack)
+	d.log.Info("pulumi destroy", "stack", name)
 	if _, err := st.Destroy(ctx, optdestroy.ProgressStreams(d.opts.Out), optdestroy.ErrorProgressStreams(d.opts.Out)); err != nil {
-		return fmt.Errorf("pulumi destroy %s: %w", stack, err)
+		return fmt.Errorf("pulumi destroy %s: %w", name, err)
 	}
 	return nil
 }
 
-func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, stack, to string) error {
-	runs, err := archive.RunsForStack(d.opts.ResultsDir, stack)
+func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string) error {
+	runs, err := archive.RunsForStack(d.opts.ResultsDir, name)
 	if err != nil {
 		return err
 	}
 	if len(runs) == 0 {
-		fmt.Fprintf(d.opts.Out, "rig: no runs of stack %s under %s to archive\n", stack, d.opts.ResultsDir)
+		fmt.Fprintf(d.opts.Out, "rig: no runs of name %s under %s to archive\n", name, d.opts.ResultsDir)
 		return nil
 	}
 	outs, err := st.Outputs(ctx)
 	if err != nil {
-		return fmt.Errorf("read outputs of %s: %w", stack, err)
+		return fmt.Errorf("read outputs of %s: %w", name, err)
 	}
 	if to == "" {
 		bucket, _ := outs[spec.OutputBucket].Value.(string)
 		retained, _ := outs[spec.OutputRetain].Value.(bool)
 		switch {
 		case bucket == "":
-			return fmt.Errorf("stack %s has no results bucket output: pass --to s3://bucket/prefix or --to DIR", stack)
+			return fmt.Errorf("stack %s has no results bucket output: pass --to s3://bucket/prefix or --to DIR", name)
 		case !retained:
-			return fmt.Errorf("the results bucket of %s is destroyed with the stack (retainBucket false): pass --to s3://other-bucket/prefix or --to DIR", stack)
+			return fmt.Errorf("the results bucket of %s is destroyed with the name (retainBucket false): pass --to s3://other-bucket/prefix or --to DIR", name)
 		}
-		to = "s3://" + bucket + "/" + stack
+		to = "s3://" + bucket + "/" + name
 	}
 	loc, err := archive.ParseLocation(to)
 	if err != nil {
 		return err
 	}
-	_, s, _, err := d.LoadSpec(stack)
+	_, s, _, err := d.LoadSpec(name)
 	if err != nil && !errors.Is(err, ErrNoStackConfig) {
 		return err
 	}
@@ -373,47 +274,32 @@ func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, stack, to strin
 	return nil
 }
 
-func (d *Driver) selectStack(ctx context.Context, stack string) (auto.Stack, error) {
-	st, err := auto.SelectStackLocalSource(ctx, stack, d.opts.ProjectDir, d.workspaceOpts()...)
+func (d *Driver) selectStack(ctx context.Context, name string) (auto.Stack, error) {
+	st, err := auto.SelectStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
 	if err != nil {
 		if auto.IsSelectStack404Error(err) {
-			return auto.Stack{}, fmt.Errorf("%w: %s in %s", ErrNoStack, stack, d.Backend())
+			return auto.Stack{}, fmt.Errorf("%w: %s in %s", ErrNoStack, name, d.Backend())
 		}
-		return auto.Stack{}, fmt.Errorf("select stack %s: %w", stack, err)
+		return auto.Stack{}, fmt.Errorf("select name %s: %w", name, err)
 	}
 	return st, nil
 }
 
 // Inventory reads the inventory output of a deployed stack.
-func (d *Driver) Inventory(ctx context.Context, stack string) (*inventory.Inventory, error) {
-	st, err := d.selectStack(ctx, stack)
+func (d *Driver) Inventory(ctx context.Context, name string) (*inventory.Inventory, error) {
+	st, err := d.selectStack(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	outs, err := st.Outputs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read outputs of %s: %w", stack, err)
+		return nil, fmt.Errorf("read outputs of %s: %w", name, err)
 	}
-	return decodeInventory(stack, outs)
+	return decodeInventory(name, outs)
 }
 
-func decodeInventory(stack string, outs auto.OutputMap) (*inventory.Inventory, error) {
-	raw, ok := outs[spec.OutputInventory]
-	if !ok || raw.Value == nil {
-		return nil, fmt.Errorf("%w: %s (run rig up --stack %s)", ErrNoInventory, stack, stack)
-	}
-	b, err := json.Marshal(raw.Value)
-	if err != nil {
-		return nil, err
-	}
-	var inv inventory.Inventory
-	if err := json.Unmarshal(b, &inv); err != nil {
-		return nil, fmt.Errorf("decode inventory of %s: %w", stack, err)
-	}
-	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("inventory of %s: %w", stack, err)
-	}
-	return &inv, nil
+func decodeInventory(stackName string, outs auto.OutputMap) (*inventory.Inventory, error) {
+	return stack.DecodeInventory(stackName, outs[spec.OutputInventory].Value)
 }
 
 // Status is one stack as `rig status` shows it.
@@ -435,10 +321,8 @@ func (d *Driver) Statuses(ctx context.Context) ([]Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.ownState {
-		if _, err := os.Stat(d.stateDir); errors.Is(err, os.ErrNotExist) {
-			return nil, nil // rig never created a stack here
-		}
+	if !d.backend.Exists() {
+		return nil, nil // rig never created a name here
 	}
 	list, err := ws.ListStacks(ctx)
 	if err != nil {
@@ -476,12 +360,12 @@ func (d *Driver) Statuses(ctx context.Context) ([]Status, error) {
 }
 
 // expiryFromConfig covers stacks whose update failed before exporting outputs.
-func (d *Driver) expiryFromConfig(stack string) time.Time {
-	sc, err := spec.ReadStackConfig(d.StackConfigPath(stack))
+func (d *Driver) expiryFromConfig(name string) time.Time {
+	sc, err := spec.ReadStackConfig(d.StackConfigPath(name))
 	if err != nil {
 		return time.Time{}
 	}
-	s, _ := spec.FromConfig(stack, sc.Region, sc.Values)
+	s, _ := spec.FromConfig(name, sc.Region, sc.Values)
 	if s.CreatedAt.IsZero() {
 		return time.Time{}
 	}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/results/archive"
+)
+
+// The cloud verbs. up, down, status and gc run the stack driver, rig-stack (infra/stackctl),
+// which holds the Pulumi Automation API; rig itself links only the light infra/spec and
+// infra/stack packages. Everything that can be checked without Pulumi is checked here first.
+
+type infraFlags struct {
+	projectDir string
+	resultsDir string
+	verbose    bool
+}
+
+func (f *infraFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
+	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
+}
+
+// runDriver checks for the pulumi CLI and the project, then runs rig-stack with args.
+func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
+	if _, err := stack.FindPulumi(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(f.projectDir, "Pulumi.yaml")); err != nil {
+		return fmt.Errorf("%w: no Pulumi.yaml in %s: run rig from the repository root or pass --project-dir", errUsage, f.projectDir)
+	}
+	if f.resultsDir != "" {
+		abs, err := filepath.Abs(f.resultsDir) // rig-stack runs in the project folder
+		if err != nil {
+			return err
+		}
+		args = append(args, "--results", abs)
+	}
+	if f.verbose {
+		args = append(args, "--verbose")
+	}
+	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{
+		ProjectDir: f.projectDir,
+		Stdin:      cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+	}, args...)
+	var ee *stack.ExitError
+	if errors.As(err, &ee) && ee.Code == 2 {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return err
+}
+
+func init() {
+	rootCmd.AddCommand(upCmd(), downCmd(), statusCmd(), gcCmd(), archiveCmd())
+}
+
+func needStack(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: --stack NAME is required (the stack's config is Pulumi.NAME.yaml)", errUsage)
+	}
+	return nil
+}
+
+func upCmd() *cobra.Command {
+	var f infraFlags
+	var name string
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "up --stack NAME",
+		Short: "Create or update a test cluster on AWS from Pulumi.NAME.yaml (Pulumi Automation API)",
+		Long: `Check that the pulumi CLI is installed and that Pulumi.NAME.yaml is valid (every problem at
+once, with file:line:column), then let the stack driver check AWS credentials, pin the stack's
+generated settings (SSH host key seed, created-at) and run pulumi up on this repository's Pulumi
+project, streaming its progress. Nothing is created when a check fails. --dry-run prints the plan
+and its hourly cost instead. Unless PULUMI_BACKEND_URL is set or you ran pulumi login, stacks
+live in a local file backend. The first run builds the driver (go build ./infra/stackctl).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needStack(name); err != nil {
+				return err
+			}
+			path := filepath.Join(f.projectDir, "Pulumi."+name+".yaml")
+			if dryRun {
+				if _, err := os.Stat(path); err != nil {
+					return fmt.Errorf("%w: --dry-run reads %s: %w", errUsage, path, err)
+				}
+				if err := validateStackConfig(cmd, path); err != nil {
+					return fmt.Errorf("%s: %w; nothing was created", path, err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "dry run: nothing was created")
+				return nil
+			}
+			// The CLI comes first, so that a first try without pulumi says what to install.
+			if _, err := stack.FindPulumi(); err != nil {
+				return err
+			}
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("%w: %s does not exist: create it with aws:region, rig:owner, rig:operatorCidrs "+
+					"and rig:publicKey (Pulumi.yaml lists every key); nothing was created", errUsage, path)
+			}
+			sc, err := spec.ReadStackConfig(path)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			_, probs := sc.Spec()
+			for _, p := range probs {
+				fmt.Fprintln(cmd.ErrOrStderr(), p)
+			}
+			if n := len(probs.Errors()); n > 0 {
+				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, path, n)
+			}
+			return f.runDriver(cmd, "up", "--stack", name, "--no-warnings")
+		},
+	}
+	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and hourly cost of Pulumi.NAME.yaml; create nothing")
+	f.register(c)
+	return c
+}
+
+func downCmd() *cobra.Command {
+	var f infraFlags
+	var name, to string
+	var noArchive bool
+	c := &cobra.Command{
+		Use:   "down --stack NAME",
+		Short: "Archive every run of a stack, verify the archives, then destroy the stack",
+		Long: `Archive every results/<run-id>/ whose manifest.json names the stack (tar.zst + sha256
+manifest, read back and verified) to the stack's results bucket, s3://<bucket>/NAME/, or to --to;
+only then destroy the stack. If any archive fails, nothing is destroyed. The results bucket is
+kept (rig:retainBucket, default true).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needStack(name); err != nil {
+				return err
+			}
+			args := []string{"down", "--stack", name}
+			if to != "" {
+				loc, err := archive.ParseLocation(to)
+				if err != nil {
+					return fmt.Errorf("%w: --to: %w", errUsage, err)
+				}
+				if loc.Dir != "" { // rig-stack runs in the project folder
+					abs, err := filepath.Abs(loc.Dir)
+					if err != nil {
+						return err
+					}
+					to = abs
+				}
+				args = append(args, "--to", to)
+			}
+			if noArchive {
+				args = append(args, "--no-archive")
+			}
+			return f.runDriver(cmd, args...)
+		},
+	}
+	c.Flags().StringVar(&name, "stack", "", "stack to destroy")
+	c.Flags().StringVar(&to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
+	c.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving (runs stay in the results folder)")
+	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+	f.register(c)
+	return c
+}
+
+func statusCmd() *cobra.Command {
+	var f infraFlags
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "List the rig's stacks with their nodes, bucket and expiry",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.runDriver(cmd, "status")
+		},
+	}
+	f.register(c)
+	return c
+}
+
+func gcCmd() *cobra.Command {
+	var f infraFlags
+	var dryRun, yes bool
+	var to string
+	c := &cobra.Command{
+		Use:   "gc",
+		Short: "Destroy stacks past their expires-at, after confirmation (archiving their runs first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			args := []string{"gc"}
+			if dryRun {
+				args = append(args, "--dry-run")
+			}
+			if yes {
+				args = append(args, "--yes")
+			}
+			if to != "" {
+				args = append(args, "--to", to)
+			}
+			return f.runDriver(cmd, args...)
+		},
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks; destroy nothing")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying")
+	c.Flags().StringVar(&to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
+	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+	f.register(c)
+	return c
+}
+
+func archiveCmd() *cobra.Command {
+	var to, region string
+	c := &cobra.Command{
+		Use:   "archive RUN_DIR... --to s3://bucket/prefix|DIR",
+		Short: "Pack run folders as tar.zst with a sha256 manifest, store them and verify what landed",
+		Long: `Pack each results/<run-id>/ into <run-id>.tar.zst plus <run-id>.manifest.json (sha256 of the
+archive and of every file), upload to S3 with the transfer manager (multipart above 16 MiB) or write
+to a folder, then read both back and check every digest. Credentials and region come from the AWS
+SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%w: archive takes one or more run folders, e.g. results/20250601-120000-follower-restart", errUsage)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" {
+				return fmt.Errorf("%w: --to is required: s3://bucket/prefix or a folder", errUsage)
+			}
+			loc, err := archive.ParseLocation(to)
+			if err != nil {
+				return fmt.Errorf("%w: --to: %w", errUsage, err)
+			}
+			for _, run := range args {
+				st, err := os.Stat(run)
+				if err != nil || !st.IsDir() {
+					return fmt.Errorf("%w: %s is not a run folder", errUsage, run)
+				}
+			}
+			dest, err := archive.Open(cmd.Context(), loc, region)
+			if errors.Is(err, archive.ErrBadDest) {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			if err != nil {
+				return err
+			}
+			for _, run := range args {
+				m, err := archive.Archive(cmd.Context(), archive.Options{RunDir: run, Dest: dest})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
+					run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
+	return c
+}
+
+// validateStackConfig checks a Pulumi.<stack>.yaml without the pulumi CLI: every problem goes to
+// stderr with file:line:column; a valid file prints the plan and its hourly cost on stdout.
+func validateStackConfig(cmd *cobra.Command, path string) error {
+	sc, err := spec.ReadStackConfig(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	s, probs := sc.Spec()
+	for _, p := range probs {
+		fmt.Fprintln(cmd.ErrOrStderr(), p)
+	}
+	if n := len(probs.Errors()); n > 0 {
+		return fmt.Errorf("%w: %d problem(s), listed above", errUsage, n)
+	}
+	out := cmd.OutOrStdout()
+	if err := spec.WritePlan(out, s); err != nil {
+		return err
+	}
+	if sc.Secrets["hostKeySeed"] {
+		fmt.Fprintln(out, "  host keys: derived from the stack's secret seed")
+	} else {
+		fmt.Fprintln(out, "  host keys: rig up generates the seed (a stack secret) and pins each node's key")
+	}
+	est, err := spec.EstimateCost(s)
+	if err != nil {
+		fmt.Fprintf(out, "hourly cost estimate: not available: %v\n", err)
+		return nil
+	}
+	return spec.WriteEstimate(out, est)
+}

@@ -1,0 +1,459 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/results/archive"
+)
+
+var now = time.Date(2025, 6, 2, 9, 0, 0, 0, time.UTC)
+
+type harness struct {
+	dir, state, results string
+	cli                 *fakeCLI
+	log                 *eventLog
+	out                 bytes.Buffer
+	credsChecked        []string
+	archives            string // where the recording destination writes
+	dests               []archive.Location
+	putErr              error
+}
+
+func publicKey(t *testing.T) string {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ssh.NewPublicKey(pub)
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	t.Setenv("PULUMI_HOME", t.TempDir()) // no `pulumi login` on record
+	t.Setenv("PULUMI_BACKEND_URL", "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "")
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE_FILE", "")
+	root := t.TempDir()
+	h := &harness{dir: filepath.Join(root, "repo"), state: filepath.Join(root, "state"), results: filepath.Join(root, "repo", "results"),
+		archives: filepath.Join(root, "archives"), log: &eventLog{}}
+	if err := os.MkdirAll(h.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proj, err := os.ReadFile("../../Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.write(t, "Pulumi.yaml", string(proj))
+	h.cli = newFakeCLI(h.log)
+	h.cli.outputsAfterUp = func(stack string) map[string]any { return fakeOutputs(stack, true, now.Add(8*time.Hour)) }
+	return h
+}
+
+func (h *harness) write(t *testing.T, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) stackConfig(t *testing.T, stack, extra string) {
+	h.write(t, "Pulumi."+stack+".yaml", fmt.Sprintf("config:\n  aws:region: us-east-2\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: %s\n%s",
+		publicKey(t), extra))
+}
+
+func (h *harness) options() Options {
+	return Options{
+		ProjectDir: h.dir, Command: h.cli, StateDir: h.state, ResultsDir: h.results, Out: &h.out,
+		Now: func() time.Time { return now },
+		CheckCredentials: func(_ context.Context, region string) error {
+			h.credsChecked = append(h.credsChecked, region)
+			return nil
+		},
+		NewDest: func(_ context.Context, loc archive.Location, region string) (archive.Dest, error) {
+			h.dests = append(h.dests, loc)
+			return &recordingDest{Dir: archive.Dir{Path: h.archives}, log: h.log, err: h.putErr}, nil
+		},
+	}
+}
+
+func (h *harness) driver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := New(h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// recordingDest is a real local destination that logs every Put in the shared event log.
+type recordingDest struct {
+	archive.Dir
+	log *eventLog
+	err error
+}
+
+func (r *recordingDest) Put(ctx context.Context, name string, rd io.Reader, size int64) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.log.add("put " + name)
+	return r.Dir.Put(ctx, name, rd, size)
+}
+
+func fakeOutputs(stack string, retain bool, expires time.Time) map[string]any {
+	return map[string]any{
+		spec.OutputBucket:    "rig-" + stack + "-20250601",
+		spec.OutputRetain:    retain,
+		spec.OutputExpiresAt: expires.Format(time.RFC3339),
+		spec.OutputInventory: map[string]any{
+			"target": "aws", "bucket": "rig-" + stack + "-20250601", "expires_at": expires.Format(time.RFC3339),
+			"nodes": []any{
+				map[string]any{"name": "node-0", "role": "server", "address": "198.51.100.10", "private_address": "10.42.1.10",
+					"ssh":         map[string]any{"user": "ec2-user", "port": 22, "host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA"},
+					"data_device": "vol-0abc", "device_name": "/dev/sdf", "instance_type": "c6in.16xlarge"},
+				map[string]any{"name": "client-0", "role": "client", "address": "198.51.100.11",
+					"ssh":         map[string]any{"user": "ec2-user", "port": 22, "host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB"},
+					"data_device": "vol-0abd", "device_name": "/dev/sdf", "instance_type": "c6in.4xlarge"},
+			},
+		},
+	}
+}
+
+func envOf(c fakeCall, key string) (string, bool) {
+	for _, e := range c.env {
+		if k, v, ok := strings.Cut(e, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func TestNewWithoutPulumiOnPATH(t *testing.T) {
+	h := newHarness(t)
+	t.Setenv("PATH", t.TempDir())
+	o := h.options()
+	o.Command = nil
+	_, err := New(o)
+	if !errors.Is(err, ErrNoPulumi) || !strings.Contains(err.Error(), "get.pulumi.com") {
+		t.Fatalf("want ErrNoPulumi saying what to install, got %v", err)
+	}
+	if _, err := os.Stat(h.state); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state folder created without a CLI: %v", err)
+	}
+}
+
+func TestUpPinsGeneratedConfigAndStreamsProgress(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	d := h.driver(t)
+	inv, err := d.Up(context.Background(), "dev", UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Target != "aws" || len(inv.Nodes) != 2 || inv.Nodes[0].SSH.HostKey == "" {
+		t.Fatalf("inventory %+v", inv)
+	}
+	if !slices.Equal(h.credsChecked, []string{"us-east-2"}) {
+		t.Fatalf("credentials checked for %v", h.credsChecked)
+	}
+	st := h.cli.stacks["dev"]
+	seed := st.config["rig:hostKeySeed"]
+	if b, err := hex.DecodeString(seed); err != nil || len(b) != 32 || !st.secret["rig:hostKeySeed"] {
+		t.Fatalf("host key seed %q secret=%v", seed, st.secret["rig:hostKeySeed"])
+	}
+	if st.config["rig:createdAt"] != "2025-06-02T09:00:00Z" || st.secret["rig:createdAt"] {
+		t.Fatalf("createdAt %q", st.config["rig:createdAt"])
+	}
+	// Order: select (404), init, config, up.
+	var verbs []string
+	for _, c := range h.cli.commands() {
+		verbs = append(verbs, strings.Join(c[:2], " "))
+	}
+	upAt := slices.IndexFunc(verbs, func(v string) bool { return strings.HasPrefix(v, "up ") })
+	seedAt := slices.IndexFunc(h.cli.commands(), func(c []string) bool { return slices.Contains(c, "rig:hostKeySeed") })
+	if upAt < 0 || seedAt < 0 || seedAt > upAt || !h.cli.ran("stack", "init", "dev") {
+		t.Fatalf("commands %v", h.cli.commands())
+	}
+	// Every call runs against the rig's local file backend with a passphrase file it created.
+	for _, c := range h.cli.calls {
+		if v, _ := envOf(c, "PULUMI_BACKEND_URL"); v != "file://"+filepath.ToSlash(h.state) {
+			t.Fatalf("%v: backend %q", c.args, v)
+		}
+	}
+	pf, _ := envOf(h.cli.calls[0], "PULUMI_CONFIG_PASSPHRASE_FILE")
+	if st, err := os.Stat(pf); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("passphrase file %s: %v", pf, err)
+	}
+	if !strings.Contains(h.out.String(), "Updating (dev)") {
+		t.Fatalf("progress not streamed: %q", h.out.String())
+	}
+
+	// A second up keeps the seed and created-at it pinned (the stack file now carries them).
+	h.cli.calls = nil
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-06-02T09:00:00Z\"\n")
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if h.cli.ran("config", "set") || h.cli.ran("stack", "init") {
+		t.Fatalf("second up rewrote config or re-created the stack: %v", h.cli.commands())
+	}
+}
+
+func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
+	cases := map[string]func(h *harness, o *Options){
+		"invalid config": func(h *harness, o *Options) {
+			h.stackConfig(t, "dev", "  rig:volumeThroughput: 1500\n  rig:volumeType: io2\n  rig:volumeIops: 70000\n  rig:volumeSize: 50\n")
+		},
+		"no stack config": func(h *harness, o *Options) {},
+		"no credentials": func(h *harness, o *Options) {
+			h.stackConfig(t, "dev", "")
+			o.CheckCredentials = func(context.Context, string) error { return ErrNoAWSCredentials }
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			o := h.options()
+			setup(h, &o)
+			d, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.Up(context.Background(), "dev", UpOptions{})
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if len(h.cli.calls) != 0 {
+				t.Fatalf("pulumi was called: %v", h.cli.commands())
+			}
+			if _, err := os.Stat(h.state); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("state folder created: %v", err)
+			}
+		})
+	}
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "  rig:volumeType: io2\n  rig:volumeIops: 70000\n  rig:volumeSize: 50\n")
+	_, err := h.driver(t).Up(context.Background(), "dev", UpOptions{})
+	if !errors.Is(err, spec.ErrInvalid) || !strings.Contains(err.Error(), "Pulumi.dev.yaml:") {
+		t.Fatalf("want spec.ErrInvalid with file position, got %v", err)
+	}
+}
+
+func writeRun(t *testing.T, results, id, stack, target string) {
+	t.Helper()
+	dir := filepath.Join(results, id)
+	if err := os.MkdirAll(filepath.Join(dir, "node-0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"manifest.json":     fmt.Sprintf(`{"target":%q,"stack":%q}`, target, stack),
+		"node-0/engine.log": "applied 1\n",
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDownArchivesEveryRunOfTheStackBeforeDestroying(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeRun(t, h.results, "run-a", "dev", "aws")
+	writeRun(t, h.results, "run-b", "dev", "aws")
+	writeRun(t, h.results, "run-c", "prod", "aws")
+	writeRun(t, h.results, "run-d", "", "local")
+	if err := d.Down(context.Background(), "dev", DownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"up dev", "put run-a.tar.zst", "put run-a.manifest.json", "put run-b.tar.zst", "put run-b.manifest.json", "destroy dev"}
+	if got := h.log.all(); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if len(h.dests) != 1 || h.dests[0].Bucket != "rig-dev-20250601" || h.dests[0].Prefix != "dev" {
+		t.Fatalf("archived to %+v, want the stack's bucket under dev/", h.dests)
+	}
+	for _, run := range []string{"run-a", "run-b"} {
+		if _, err := archive.Verify(context.Background(), archive.Dir{Path: h.archives}, run); err != nil {
+			t.Fatalf("%s: %v", run, err)
+		}
+	}
+}
+
+func TestDownLeavesTheStackWhenArchivingFails(t *testing.T) {
+	for name, tweak := range map[string]func(h *harness){
+		"upload fails": func(h *harness) { h.putErr = errors.New("AccessDenied") },
+		"bucket not retained": func(h *harness) {
+			h.cli.outputsAfterUp = func(s string) map[string]any { return fakeOutputs(s, false, now) }
+		},
+		"corrupt run manifest": func(h *harness) {
+			_ = os.WriteFile(filepath.Join(h.results, "run-a", "manifest.json"), []byte("{"), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.stackConfig(t, "dev", "")
+			writeRun(t, h.results, "run-a", "dev", "aws")
+			tweak(h)
+			d := h.driver(t)
+			if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			err := d.Down(context.Background(), "dev", DownOptions{})
+			if err == nil || !strings.Contains(err.Error(), "nothing destroyed") {
+				t.Fatalf("want a refusal, got %v", err)
+			}
+			if h.cli.ran("destroy") {
+				t.Fatal("destroyed despite the failed archive")
+			}
+		})
+	}
+	// An explicit folder works even when the bucket goes with the stack.
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	writeRun(t, h.results, "run-a", "dev", "aws")
+	h.cli.outputsAfterUp = func(s string) map[string]any { return fakeOutputs(s, false, now) }
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Down(context.Background(), "dev", DownOptions{ArchiveTo: filepath.Join(t.TempDir(), "keep")}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.cli.ran("destroy") {
+		t.Fatal("not destroyed")
+	}
+}
+
+func TestDownUnknownStack(t *testing.T) {
+	h := newHarness(t)
+	err := h.driver(t).Down(context.Background(), "nope", DownOptions{})
+	if !errors.Is(err, ErrNoStack) {
+		t.Fatalf("want ErrNoStack, got %v", err)
+	}
+}
+
+func TestGCDestroysOnlyExpiredStacksAfterConfirmation(t *testing.T) {
+	h := newHarness(t)
+	d := h.driver(t)
+	expiries := map[string]time.Time{"old": now.Add(-time.Hour), "fresh": now.Add(time.Hour)}
+	for _, s := range []string{"old", "fresh", "broken"} {
+		h.stackConfig(t, s, "")
+	}
+	h.cli.outputsAfterUp = func(s string) map[string]any { return fakeOutputs(s, true, expiries[s]) }
+	for _, s := range []string{"old", "fresh"} {
+		if _, err := d.Up(context.Background(), s, UpOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "broken" failed before exporting anything: its expiry comes from its stack config.
+	h.cli.stacks["broken"] = &fakeStack{config: map[string]string{}, secret: map[string]bool{}}
+	h.stackConfig(t, "broken", "  rig:createdAt: \"2025-06-01T00:00:00Z\"\n  rig:expiresInHours: 2\n")
+
+	expired, err := d.GC(context.Background(), GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range expired {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"broken", "old"}) {
+		t.Fatalf("expired %v", names)
+	}
+	if h.cli.ran("destroy") {
+		t.Fatal("dry run destroyed")
+	}
+	if _, err := d.GC(context.Background(), GCOptions{Confirm: func([]Status) bool { return false }}); !errors.Is(err, ErrNotConfirmed) {
+		t.Fatalf("want ErrNotConfirmed, got %v", err)
+	}
+	if h.cli.ran("destroy") {
+		t.Fatal("destroyed without confirmation")
+	}
+	var asked []Status
+	if _, err := d.GC(context.Background(), GCOptions{Confirm: func(s []Status) bool { asked = s; return true }}); err != nil {
+		t.Fatal(err)
+	}
+	var destroyed []string
+	for _, e := range h.log.all() {
+		if s, ok := strings.CutPrefix(e, "destroy "); ok {
+			destroyed = append(destroyed, s)
+		}
+	}
+	if len(asked) != 2 || !slices.Equal(destroyed, []string{"broken", "old"}) {
+		t.Fatalf("asked about %d, destroyed %v", len(asked), destroyed)
+	}
+}
+
+func TestInventory(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := d.Inventory(context.Background(), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := inv.Node("node-0"); !ok || n.DataDevice != "vol-0abc" || n.SSH.User != "ec2-user" || inv.ExpiresAt == "" {
+		t.Fatalf("%+v", inv)
+	}
+	if _, err = d.Inventory(context.Background(), "other"); !errors.Is(err, ErrNoStack) {
+		t.Fatalf("want ErrNoStack, got %v", err)
+	}
+	// A stack that exists but has no outputs (destroyed) says so.
+	h.cli.stacks["empty"] = &fakeStack{config: map[string]string{}, secret: map[string]bool{}}
+	if _, err = d.Inventory(context.Background(), "empty"); !errors.Is(err, ErrNoInventory) {
+		t.Fatalf("want ErrNoInventory, got %v", err)
+	}
+}
+
+func TestUserConfiguredBackendIsKept(t *testing.T) {
+	h := newHarness(t)
+	t.Setenv("PULUMI_BACKEND_URL", "s3://team-pulumi-state")
+	h.stackConfig(t, "dev", "")
+	if _, err := h.driver(t).Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range h.cli.calls {
+		if v, ok := envOf(c, "PULUMI_BACKEND_URL"); ok {
+			t.Fatalf("driver overrode the user's backend with %q", v)
+		}
+	}
+	if _, err := os.Stat(h.state); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("created a local backend despite PULUMI_BACKEND_URL")
+	}
+
+	// `pulumi login` records its choice in credentials.json; that counts as configured too.
+	h2 := newHarness(t)
+	home := t.TempDir()
+	t.Setenv("PULUMI_HOME", home)
+	if err := os.WriteFile(filepath.Join(home, "credentials.json"), []byte(`{"current":"https://api.pulumi.com"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d := h2.driver(t); d.backend.Own {
+		t.Fatal("ignored pulumi login")
+	}
+}

@@ -1,0 +1,176 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/blang/semver"
+)
+
+// fakeCLI stands in for the pulumi CLI behind auto.Pulumi: it keeps stacks, config and outputs in
+// memory, answers the commands the Automation API sends, and records every call and the order of
+// destructive ones in a log the tests share with their archive destinations.
+type fakeCLI struct {
+	mu     sync.Mutex
+	stacks map[string]*fakeStack
+	calls  []fakeCall
+	log    *eventLog
+	// outputsAfterUp is what `up` exports for a stack.
+	outputsAfterUp func(stack string) map[string]any
+}
+
+type fakeStack struct {
+	config    map[string]string
+	secret    map[string]bool
+	outputs   map[string]any
+	resources int
+}
+
+type fakeCall struct {
+	args []string
+	env  []string
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+func newFakeCLI(log *eventLog) *fakeCLI {
+	return &fakeCLI{stacks: map[string]*fakeStack{}, log: log}
+}
+
+func (f *fakeCLI) Version() semver.Version { return semver.MustParse("3.200.0") }
+
+func (f *fakeCLI) commands() [][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out [][]string
+	for _, c := range f.calls {
+		out = append(out, c.args)
+	}
+	return out
+}
+
+// ran reports whether some call starts with the given words.
+func (f *fakeCLI) ran(words ...string) bool {
+	for _, c := range f.commands() {
+		if len(c) >= len(words) && slices.Equal(c[:len(words)], words) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs, errOuts []io.Writer,
+	env []string, args ...string) (string, string, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fakeCall{args: slices.Clone(args), env: slices.Clone(env)})
+
+	var stack string
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--stack" && i+1 < len(args) {
+			stack = args[i+1]
+			i++
+			continue
+		}
+		rest = append(rest, args[i])
+	}
+	fail := func(format string, a ...any) (string, string, int, error) {
+		msg := fmt.Sprintf(format, a...)
+		return "", msg, 255, errors.New(msg)
+	}
+	st := f.stacks[stack]
+	need := func() bool { return st != nil }
+	jsonOut := func(v any) (string, string, int, error) {
+		b, _ := json.Marshal(v)
+		return string(b), "", 0, nil
+	}
+	switch {
+	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "select":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		return "", "", 0, nil
+	case len(rest) >= 3 && rest[0] == "stack" && rest[1] == "init":
+		name := rest[2]
+		if f.stacks[name] != nil {
+			return fail("error: stack '%s' already exists", name)
+		}
+		f.stacks[name] = &fakeStack{config: map[string]string{}, secret: map[string]bool{}}
+		return "", "", 0, nil
+	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "ls":
+		var list []map[string]any
+		var names []string
+		for n := range f.stacks {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			list = append(list, map[string]any{"name": n, "current": false, "updateInProgress": false, "resourceCount": f.stacks[n].resources})
+		}
+		return jsonOut(list)
+	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "output":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		if st.outputs == nil {
+			return "{}", "", 0, nil
+		}
+		return jsonOut(st.outputs)
+	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "history":
+		return jsonOut([]map[string]any{{"version": 1, "kind": "update", "startTime": "2025-06-01T12:00:00Z", "result": "succeeded"}})
+	case len(rest) >= 2 && rest[0] == "config" && rest[1] == "set":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		// config set <key> --secret|--plaintext -- <value>
+		key, val := rest[2], rest[len(rest)-1]
+		st.config[key] = val
+		st.secret[key] = slices.Contains(rest, "--secret")
+		return "", "", 0, nil
+	case len(rest) >= 1 && rest[0] == "up":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		for _, w := range outs {
+			fmt.Fprintf(w, "Updating (%s):\n + rig-vpc created\nResources:\n    + 17 created\n", stack)
+		}
+		f.log.add("up " + stack)
+		st.outputs = f.outputsAfterUp(stack)
+		st.resources = 17
+		return "update done", "", 0, nil
+	case len(rest) >= 1 && rest[0] == "destroy":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		for _, w := range outs {
+			fmt.Fprintf(w, "Destroying (%s):\n - 17 deleted\n", stack)
+		}
+		f.log.add("destroy " + stack)
+		st.outputs, st.resources = nil, 0
+		return "destroy done", "", 0, nil
+	}
+	return fail("fake pulumi: unsupported command %q", strings.Join(args, " "))
+}

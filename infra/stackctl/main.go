@@ -1,0 +1,256 @@
+// Command rig-stack is the stack driver behind `rig up`, `rig down`, `rig status` and `rig gc`:
+// it holds the Pulumi Automation API so that the rig binary does not have to (see infra/stack).
+// rig builds it on first use (go build ./infra/stackctl) and runs it in the repository root;
+// it can also be run by hand with the same verbs and flags.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rig-dev/rig/infra/driver"
+	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/results/archive"
+)
+
+// errUsage marks bad input: exit 2, as rig does.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "rig-stack:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	projectDir, resultsDir, stack, to string
+	verbose, noWarnings               bool
+}
+
+func (f *flags) options(cmd *cobra.Command) driver.Options {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	return driver.Options{
+		ProjectDir: f.projectDir,
+		ResultsDir: f.resultsDir,
+		Out:        cmd.OutOrStdout(),
+		Logger:     slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})),
+	}
+}
+
+// classify turns errors caused by the user's input into usage errors.
+func classify(err error) error {
+	switch {
+	case err == nil, errors.Is(err, errUsage):
+		return err
+	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, driver.ErrNoStackConfig),
+		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest):
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return err
+}
+
+func newRoot() *cobra.Command {
+	var f flags
+	root := &cobra.Command{
+		Use:           "rig-stack",
+		Short:         "The rig's Pulumi stack driver (Automation API): up, down, status, gc, inventory",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&f.projectDir, "project-dir", ".", "folder holding Pulumi.yaml and the Pulumi.<stack>.yaml files")
+	root.PersistentFlags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
+
+	needStack := func(*cobra.Command, []string) error {
+		if f.stack == "" {
+			return fmt.Errorf("%w: --stack NAME is required", errUsage)
+		}
+		return nil
+	}
+
+	up := &cobra.Command{
+		Use: "up --stack NAME", Short: "validate, check credentials, pin generated config, pulumi up", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			_, _, probs, err := d.LoadSpec(f.stack)
+			if err != nil {
+				return classify(err)
+			}
+			for _, p := range probs {
+				if p.Severity == spec.SeverityError || !f.noWarnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), p)
+				}
+			}
+			if n := len(probs.Errors()); n > 0 {
+				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, d.StackConfigPath(f.stack), n)
+			}
+			inv, err := d.Up(cmd.Context(), f.stack, driver.UpOptions{})
+			if err != nil {
+				return classify(err)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "stack %s is up (expires %s); results bucket %s\n", f.stack, inv.ExpiresAt, inv.Bucket)
+			for _, n := range inv.Nodes {
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s@%s\n", n.Name, n.Role, n.InstanceType, n.PrivateAddress, n.SSH.User, n.Address)
+			}
+			fmt.Fprintf(w, "next: rig run PLAYBOOK --stack %s; then rig down --stack %s\n", f.stack, f.stack)
+			return w.Flush()
+		},
+	}
+	up.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+	up.Flags().BoolVar(&f.noWarnings, "no-warnings", false, "do not repeat warning-level problems (rig has shown them)")
+
+	var noArchive bool
+	down := &cobra.Command{
+		Use: "down --stack NAME", Short: "archive the stack's runs, verify, then destroy", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive}); err != nil {
+				return classify(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stack %s destroyed\n", f.stack)
+			return nil
+		},
+	}
+	down.Flags().StringVar(&f.stack, "stack", "", "stack to destroy")
+	down.Flags().StringVar(&f.to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
+	down.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving")
+	down.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+
+	status := &cobra.Command{
+		Use: "status", Short: "list stacks with nodes, bucket and expiry", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			st, err := d.Statuses(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s\n", d.Backend())
+			if len(st) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no stacks")
+				return nil
+			}
+			return writeStatuses(cmd.OutOrStdout(), st, time.Now())
+		},
+	}
+
+	var dryRun, yes bool
+	gc := &cobra.Command{
+		Use: "gc", Short: "destroy stacks past expires-at after confirmation, archiving their runs first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun, Down: driver.DownOptions{ArchiveTo: f.to},
+				Confirm: func(s []driver.Status) bool {
+					_ = writeStatuses(cmd.OutOrStdout(), s, time.Now())
+					if yes {
+						return true
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "destroy these %d expired stack(s), archiving their runs first? [y/N] ", len(s))
+					line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+					answer := strings.ToLower(strings.TrimSpace(line))
+					return answer == "y" || answer == "yes"
+				}})
+			switch {
+			case err == nil && len(expired) == 0:
+				fmt.Fprintln(cmd.OutOrStdout(), "no expired stacks")
+			case err == nil && dryRun:
+				_ = writeStatuses(cmd.OutOrStdout(), expired, time.Now())
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: %d expired stack(s) would be destroyed\n", len(expired))
+			case errors.Is(err, driver.ErrNotConfirmed):
+				fmt.Fprintln(cmd.OutOrStdout(), "not confirmed; nothing destroyed")
+			case err != nil:
+				return classify(err)
+			}
+			return nil
+		},
+	}
+	gc.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks; destroy nothing")
+	gc.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying")
+	gc.Flags().StringVar(&f.to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
+	gc.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+
+	inv := &cobra.Command{
+		Use: "inventory --stack NAME", Short: "print the stack's inventory as JSON", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			i, err := d.Inventory(cmd.Context(), f.stack)
+			if err != nil {
+				return classify(err)
+			}
+			return writeJSON(cmd.OutOrStdout(), i)
+		},
+	}
+	inv.Flags().StringVar(&f.stack, "stack", "", "stack name")
+
+	root.AddCommand(up, down, status, gc, inv)
+	return root
+}
+
+func writeStatuses(out io.Writer, st []driver.Status, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "STACK\tNODES\tRESOURCES\tEXPIRES\tBUCKET\tNOTE")
+	for _, s := range st {
+		exp := "unknown"
+		switch {
+		case s.ExpiresAt.IsZero():
+		case s.Expired:
+			exp = fmt.Sprintf("%s (expired %s ago)", s.ExpiresAt.Format(time.RFC3339), now.Sub(s.ExpiresAt).Round(time.Minute))
+		default:
+			exp = fmt.Sprintf("%s (in %s)", s.ExpiresAt.Format(time.RFC3339), s.ExpiresAt.Sub(now).Round(time.Minute))
+		}
+		note := s.InventoryNote
+		if s.Updating {
+			note = strings.TrimSpace(note + " update in progress")
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.Nodes, s.Resources, exp, s.Bucket, note)
+	}
+	return w.Flush()
+}
+
+func writeJSON(out io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", b)
+	return err
+}

@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/stage"
+	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/transport/sshx"
+)
+
+// Remote says how to reach a cluster that is not the local target.
+type Remote struct {
+	Target   inventory.Target // a Pulumi stack, or an inventory file
+	Stack    string           // recorded in the manifest (rig down archives a stack's runs)
+	KeyFiles []string         // SSH private keys
+	Sudo     bool             // run the agent as root through sudo -n (tuning needs root)
+	Dir      string           // base folder on the nodes (default: the login user's home)
+}
+
+// loopbackHost is where a node's own services (agent, engine admin, load generator control)
+// listen: its private address when that is a loopback address (the local target, or several
+// nodes sharing one host in tests), else 127.0.0.1. Either way they are reached only through
+// the transport.
+func loopbackHost(n inventory.Node) string {
+	if ip := net.ParseIP(n.PrivateAddress); ip != nil && ip.IsLoopback() {
+		return n.PrivateAddress
+	}
+	return "127.0.0.1"
+}
+
+func agentListen(n inventory.Node) string {
+	return net.JoinHostPort(loopbackHost(n), strconv.Itoa(agent.DefaultPort))
+}
+
+// stageOptions puts every node's rig folder apart, so nodes that share a host stay separate.
+func (r *run) stageOptions() stage.Options {
+	return stage.Options{
+		Sudo:   r.opts.Remote.Sudo,
+		Logger: r.log,
+		ForNode: func(n inventory.Node, o *stage.Options) {
+			o.RemoteDir = path.Join(r.opts.Remote.Dir, "rig-"+n.Name)
+			o.Listen = agentListen(n)
+		},
+	}
+}
+
+// nodePath is a path in a node's agent folder, as the node sees it.
+func (r *run) nodePath(n inventory.Node, rel string) string {
+	if r.inv.Target == "local" {
+		return filepath.Join(n.Dir, rel)
+	}
+	o := r.stageOptions()
+	o.ForNode(n, &o)
+	return path.Join(o.AgentDir(), rel)
+}
+
+// nodeBinary is the rig binary on a node.
+func (r *run) nodeBinary(n inventory.Node) string {
+	if r.inv.Target == "local" {
+		return r.opts.Binary
+	}
+	o := r.stageOptions()
+	o.ForNode(n, &o)
+	return o.BinaryPath()
+}
+
+// startRemote reaches a remote cluster over SSH: verified host keys, the rig binary staged on
+// every node (a no-op when its hash matches), one agent per node started as a daemon.
+func (r *run) startRemote(ctx context.Context) (func(context.Context), error) {
+	inv, err := r.opts.Remote.Target.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s: %w", r.opts.Remote.Target.Name(), err)
+	}
+	r.inv, r.man.Inventory = inv, inv
+	r.man.Target, r.man.Stack = inv.Target, r.opts.Remote.Stack
+	tr, err := sshx.New(sshx.Options{KeyFiles: r.opts.Remote.KeyFiles, Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("ssh transport: %w", err)
+	}
+	r.tr = tr
+	r.progress("staging rig on %d nodes over SSH", len(inv.Nodes))
+	so := r.stageOptions()
+	if _, err := stage.All(ctx, tr, inv.Nodes, so); err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("stage: %w", err)
+	}
+	r.agents = map[string]*agent.Client{}
+	for _, n := range inv.Nodes {
+		r.agents[n.Name] = stage.Client(tr, n, agentListen(n))
+	}
+	return func(ctx context.Context) {
+		r.stopEngines(ctx)
+		r.revertTuning(ctx)
+		r.collectRemote(ctx)
+		for _, n := range inv.Nodes {
+			if err := stage.Stop(ctx, tr, n, so); err != nil {
+				r.log.Warn("stop agent", "node", n.Name, "err", err)
+			}
+		}
+		tr.Close()
+	}, nil
+}
+
+// collectRemote pulls every node's folder (logs, transitions, samples, final status; large
+// engine data left out) and the load generator's files into the run folder.
+func (r *run) collectRemote(ctx context.Context) {
+	for _, n := range r.inv.Nodes {
+		if err := r.agents[n.Name].CollectInto(ctx, filepath.Join(r.dir, n.Name), agent.CollectOptions{}); err != nil {
+			r.warn("collect %s: %v", n.Name, err)
+		}
+	}
+	for _, f := range []string{"probes.bin", "probes.hlog", "stats.json", "bursts.bin", "preload.json"} {
+		remote := r.nodePath(r.client, path.Join("loadgen", f))
+		if err := r.tr.Download(ctx, r.client, remote, filepath.Join(r.dir, "loadgen", f)); err != nil {
+			r.log.Info("download load generator file", "file", f, "err", err)
+		}
+	}
+}
