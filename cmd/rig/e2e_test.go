@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -167,7 +169,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 	}
 	res := t.TempDir()
 	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.4.11", writePlaybook(t, shortQuickstart))
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -238,4 +240,88 @@ func matchesAny(cmdline []byte, also []string) bool {
 		}
 	}
 	return false
+}
+
+// lockedBuffer is a bytes.Buffer a test may read while a child process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestTuningAppliedReadBackReverted runs a playbook with kernel tuning on the local target: the
+// setting must be applied and read back while the run lasts (recorded in the manifest), and
+// this machine's value must be what it was once the run is over.
+func TestTuningAppliedReadBackReverted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	const key = "/proc/sys/vm/dirty_expire_centisecs"
+	orig, err := os.ReadFile(key)
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and " + key)
+	}
+	var before int
+	fmt.Sscan(string(orig), &before)
+	want := before + 7
+	pb := fmt.Sprintf(`
+name: tuned
+cluster: {servers: 3, clients: 1}
+tuning: {vm.dirty_expire_centisecs: %d}
+preload: {orders: 1k}
+load: {probe_rate: 200/s}
+warmup: 1s
+duration: 4s
+`, want)
+	res := t.TempDir()
+	cmd := exec.Command(rigBin, "run", "--tune-local", "--results", res, "--first-address", "127.0.8.11", writePlaybook(t, pb))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		os.WriteFile(key, orig, 0o644)
+		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	after, _ := os.ReadFile(key)
+	if strings.TrimSpace(string(after)) != strings.TrimSpace(string(orig)) {
+		os.WriteFile(key, orig, 0o644)
+		t.Fatalf("%s is %q after the run, was %q: not reverted", key, after, orig)
+	}
+	var m struct {
+		Tuning map[string]struct {
+			Applied struct {
+				Changes []struct{ Name, Before, Want, After string }
+			}
+			Reverted struct {
+				Changes []struct{ Name, Before, Want, After string }
+			}
+		}
+	}
+	readJSON(t, filepath.Join(runDirOf(t, stdout.String()), "manifest.json"), &m)
+	tn, ok := m.Tuning["node-0"]
+	if !ok || len(tn.Applied.Changes) == 0 || len(tn.Reverted.Changes) == 0 {
+		t.Fatalf("manifest tuning %+v", m.Tuning)
+	}
+	var seen bool
+	for _, c := range tn.Applied.Changes {
+		if strings.HasSuffix(c.Name, "dirty_expire_centisecs") {
+			seen = true
+			if c.After != fmt.Sprint(want) || c.Before != strings.TrimSpace(string(orig)) {
+				t.Errorf("applied change %+v: want before %s, read back %d", c, orig, want)
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("no dirty_expire_centisecs change in %+v", tn.Applied.Changes)
+	}
 }

@@ -71,6 +71,7 @@ func init() {
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
 	f.StringVar(&opts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
+	f.BoolVar(&opts.TuneLocal, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	rootCmd.AddCommand(cmd)
 }

@@ -46,6 +46,11 @@ func (r *run) applyTuning(ctx context.Context) error {
 	if len(r.pb.Tuning) == 0 {
 		return nil
 	}
+	if r.inv.Target == "local" && !r.opts.TuneLocal {
+		r.warn("tuning skipped: on the local target it would change this machine's own kernel settings (rig run --tune-local allows it; they are reverted at the end)")
+		r.tuningSkipped = true
+		return nil
+	}
 	p := tune.Profile{}
 	for _, s := range r.pb.Tuning {
 		p[s.Key] = s.Value
@@ -65,7 +70,7 @@ func (r *run) applyTuning(ctx context.Context) error {
 
 // revertTuning restores the recorded prior values.
 func (r *run) revertTuning(ctx context.Context) {
-	if len(r.pb.Tuning) == 0 {
+	if len(r.pb.Tuning) == 0 || r.tuningSkipped {
 		return
 	}
 	for _, n := range r.tuneNodes() {

@@ -35,6 +35,7 @@ type Options struct {
 	FirstAddress string       // local target: first loopback address (default 127.0.0.11)
 	KeepData     bool         // keep engine data (raft log, snapshots) in the run folder
 	Remote       *Remote      // run on a remote cluster over SSH (nil: the local target)
+	TuneLocal    bool         // apply a playbook's kernel tuning on the local target (this machine)
 	Logger       *slog.Logger // controller log
 	Progress     io.Writer    // human progress lines (nil: none)
 }
@@ -103,6 +104,8 @@ type run struct {
 	status     map[string]engine.Status // newest status seen per server
 	down       map[string]bool          // killed and not yet relaunched
 	lastKilled string
+
+	tuningSkipped bool
 }
 
 func (r *run) progress(format string, args ...any) {
