@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,10 +16,25 @@ import (
 var benchCmd = &cobra.Command{
 	Use:   "bench",
 	Short: "Benchmark parts of the rig on this machine",
-	Args:  cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		return fmt.Errorf("%w: bench needs a subcommand, e.g. rig bench engine", errUsage)
+	Args: func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: unknown benchmark %q; want one of: %s", errUsage, args[0], benchNames(cmd))
+		}
+		return nil
 	},
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		return fmt.Errorf("%w: bench needs a benchmark: %s", errUsage, benchNames(cmd))
+	},
+}
+
+func benchNames(cmd *cobra.Command) string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func init() {
@@ -39,10 +55,10 @@ upper bounds.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Orders, err = bench.ParseCounts(orders); err != nil {
+			if o.Orders, err = bench.ParseCounts(orders, 1_000_000_000); err != nil {
 				return fmt.Errorf("%w: --orders: %v", errUsage, err)
 			}
-			if o.Threads, err = bench.ParseCounts(threads); err != nil {
+			if o.Threads, err = bench.ParseCounts(threads, 256); err != nil {
 				return fmt.Errorf("%w: --threads: %v", errUsage, err)
 			}
 			bs, err := playbooks.ParseSize(block)
@@ -59,8 +75,13 @@ upper bounds.`,
 			if o.ParallelMinOrders < 0 {
 				return fmt.Errorf("%w: --parallel-min %d: want 0 (default) or more", errUsage, o.ParallelMinOrders)
 			}
-			if o.Restores < 1 || o.Instruments < 1 || o.Levels < 1 {
-				return fmt.Errorf("%w: --restores, --instruments and --levels must be at least 1", errUsage)
+			for _, c := range []struct {
+				flag string
+				v    int
+			}{{"restores", o.Restores}, {"instruments", o.Instruments}, {"levels", o.Levels}} {
+				if c.v < 1 {
+					return fmt.Errorf("%w: --%s %d: want at least 1", errUsage, c.flag, c.v)
+				}
 			}
 			if !quiet {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -145,15 +145,16 @@ func runSize(ctx context.Context, n int, o *Options) ([]Result, error) {
 	load := loadAvg()
 	o.Log.Info("building book", "orders", n, "load_avg", load)
 
-	// Heap: an empty book is the baseline, so only what the orders cost is counted.
+	// Heap: live heap with the built book minus live heap with an empty one, so only what the
+	// orders cost is counted.
 	empty := book.New()
 	h0 := liveHeap()
+	runtime.KeepAlive(empty)
 	b := book.New()
 	if err := Preload(b, n, o.Instruments, o.Levels, o.Seed); err != nil {
 		return nil, err
 	}
 	h1 := liveHeap()
-	runtime.KeepAlive(empty)
 	heap := float64(int64(h1)-int64(h0)) / float64(n)
 
 	meta := snapshot.Meta{LogIndex: uint64(n), Term: 1}

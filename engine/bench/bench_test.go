@@ -12,16 +12,16 @@ import (
 )
 
 func TestParseCounts(t *testing.T) {
-	got, err := ParseCounts("100k, 1m,5M,250_000,2")
+	got, err := ParseCounts("100k, 1m,5M,250_000,2", 1<<40)
 	if err != nil || !reflect.DeepEqual(got, []int{100_000, 1_000_000, 5_000_000, 250_000, 2}) {
 		t.Fatalf("%v %v", got, err)
 	}
-	for _, bad := range []string{"", "1m,", "x", "0", "-5", "1.5", "10q"} {
-		if _, err := ParseCounts(bad); err == nil {
+	for _, bad := range []string{"", "1m,", "x", "0", "-5", "1.5", "10q", "2g"} {
+		if _, err := ParseCounts(bad, 1_000_000_000); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if v, _ := ParseCounts("1.5m"); v[0] != 1_500_000 {
+	if v, _ := ParseCounts("1.5m", 1<<40); v[0] != 1_500_000 {
 		t.Errorf("1.5m = %v", v)
 	}
 }

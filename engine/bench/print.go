@@ -55,8 +55,8 @@ func FormatCount(n int) string {
 }
 
 // ParseCounts reads a comma-separated list of counts: 100k,1m,5M,250000 (k = thousand, m or
-// M = million, g or G = billion; underscores allowed). Every count must be at least 1.
-func ParseCounts(s string) ([]int, error) {
+// M = million, g or G = billion; underscores allowed). Every count must be 1 to max.
+func ParseCounts(s string, max int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -81,8 +81,8 @@ func ParseCounts(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a count; want e.g. 100000, 100k, 1m, 5M", f)
 		}
 		n := int(v * float64(mult))
-		if n < 1 || n > 1<<40 {
-			return nil, fmt.Errorf("%q is out of range; want 1 to 1T", f)
+		if n < 1 || n > max {
+			return nil, fmt.Errorf("%q is out of range; want 1 to %s", f, FormatCount(max))
 		}
 		out = append(out, n)
 	}

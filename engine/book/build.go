@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // ErrSequence classifies a restore sequence that is not a valid book in walk order.
@@ -44,13 +43,15 @@ type Builder struct {
 	err   error
 
 	// A staged rebuild hands ids to a stager goroutine in blocks, so bucketing them runs on
-	// another core while this one builds the queues.
-	pend   []islot
-	work   chan []islot
-	free   chan []islot
-	stDone chan struct{}
-	stDup  uint64 // loc of a duplicate the stager found, 0 none
-	stOpen bool
+	// another core while this one builds the queues. The blocks are consecutive pieces of one
+	// write-once array: never recycling a block means this core only ever streams writes to
+	// fresh memory, rather than reclaiming cache lines the stager's core has just read.
+	pend    []islot
+	pendAll []islot
+	work    chan []islot
+	stDone  chan struct{}
+	stDup   uint64 // loc of a duplicate the stager found, 0 none
+	stOpen  bool
 
 	// The queues of a rebuilt book are consecutive slices of one arena sized from the hint:
 	// orders arrive level by level, so each level is filled in place and clipped (cap = len)
@@ -72,11 +73,10 @@ func NewBuilder(orders, levels int) *Builder {
 	bl := &Builder{b: b, ii: none, lv: none}
 	bl.st.init(&b.ids, orders)
 	if bl.st.n > 0 {
-		bl.startStager()
+		bl.startStager(orders)
 	}
 	if orders > 0 {
 		bl.arena = make([]Resting, orders)
-		adviseHuge(unsafe.Pointer(unsafe.SliceData(bl.arena)), uintptr(orders)*unsafe.Sizeof(Resting{}))
 	}
 	return bl
 }
@@ -160,7 +160,7 @@ func (bl *Builder) append(li int32, id uint64, qty int64) error {
 		bl.pend = append(bl.pend, islot{id: id, loc: loc(li, seq)})
 		if len(bl.pend) == cap(bl.pend) {
 			bl.work <- bl.pend
-			bl.pend = <-bl.free
+			bl.pend = bl.nextBlock()
 		}
 	} else if _, ok := bl.st.add(id, loc(li, seq)); !ok {
 		if bl.inArena {
@@ -232,13 +232,10 @@ func (bl *Builder) finishInstrument() error {
 
 const stagerBlock = 4096
 
-func (bl *Builder) startStager() {
-	bl.work = make(chan []islot, 2)
-	bl.free = make(chan []islot, 3)
-	for range 3 {
-		bl.free <- make([]islot, 0, stagerBlock)
-	}
-	bl.pend = <-bl.free
+func (bl *Builder) startStager(orders int) {
+	bl.pendAll = make([]islot, orders)
+	bl.pend = bl.nextBlock()
+	bl.work = make(chan []islot, 64)
 	bl.stDone = make(chan struct{})
 	bl.stOpen = true
 	go func() {
@@ -249,9 +246,18 @@ func (bl *Builder) startStager() {
 					bl.stDup = dup
 				}
 			}
-			bl.free <- p[:0]
 		}
 	}()
+}
+
+// nextBlock is the next empty block of pendAll, or a new one past the hint.
+func (bl *Builder) nextBlock() []islot {
+	if n := min(stagerBlock, len(bl.pendAll)); n > 0 {
+		p := bl.pendAll[:0:n]
+		bl.pendAll = bl.pendAll[n:]
+		return p
+	}
+	return make([]islot, 0, stagerBlock)
 }
 
 // stopStager hands over the last ids and waits for the stager to finish.
@@ -265,7 +271,7 @@ func (bl *Builder) stopStager() {
 	}
 	close(bl.work)
 	<-bl.stDone
-	bl.pend, bl.work, bl.free = nil, nil, nil
+	bl.pend, bl.pendAll, bl.work = nil, nil, nil
 }
 
 // Discard abandons a rebuild that will not be finished, releasing what it holds (a large
@@ -340,7 +346,6 @@ func (s *stage) init(x *index, orders int) {
 	mean := float64(orders) / float64(s.n)
 	s.per = int(mean+8*math.Sqrt(mean)) + 16
 	s.buf = make([]islot, s.n*s.per)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(s.buf)), uintptr(len(s.buf))*unsafe.Sizeof(islot{}))
 	s.fill = make([]int32, s.n)
 }
 

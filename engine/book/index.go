@@ -3,7 +3,6 @@ package book
 import (
 	"math/bits"
 	"math/rand/v2"
-	"unsafe"
 )
 
 // index maps a resting order id to its location (level slot, seq in the level's queue).
@@ -75,7 +74,6 @@ func (x *index) hash(id uint64) uint64 {
 func newSubTable(log, depth uint) *subTable {
 	n := 1 << log
 	s := make([]islot, n)
-	adviseHuge(unsafe.Pointer(unsafe.SliceData(s)), uintptr(n)*unsafe.Sizeof(islot{}))
 	return &subTable{s: s, mask: uint64(n - 1), shift: 64 - log, depth: depth}
 }
 

@@ -12,7 +12,6 @@ type Cursor struct {
 	lv    int32 // current level; none at the end
 	pos   int32 // next queue slot of lv
 	taken int32 // live orders of lv already passed
-	touch uint64
 }
 
 // Run is a stretch of one level's queue. Orders aliases the book (read only, valid until the
@@ -54,13 +53,7 @@ func (c *Cursor) enter(inst int, side Side) {
 func (c *Cursor) nextLevel() {
 	b := c.b
 	if w := b.worse(&b.levels[c.lv]); w != none {
-		nl := &b.levels[w]
-		c.lv, c.pos, c.taken = w, nl.head, 0
-		// Touch the next queue now, so its cache miss overlaps the encoding of this run
-		// instead of stalling the next one (levels hold few orders in small books).
-		if int(nl.head) < len(nl.q) {
-			c.touch += nl.q[nl.head].ID
-		}
+		c.lv, c.pos, c.taken = w, b.levels[w].head, 0
 		return
 	}
 	if c.side == Buy {

@@ -13,7 +13,7 @@
 //	End    32 B  tag "END.", reserved u32 (0), orders u64, batches u64, checksum u64
 //
 // Every batch but the last holds exactly BatchRecords records, so the layout is a pure function
-// of the book; parallel and linear encoders produce the same bytes. Records come in walk order
+// of the order count; parallel and linear encoders produce the same bytes. Records come in walk order
 // (instrument ascending, buy then sell, best price first, time priority). The End checksum folds
 // the Begin crc and every batch crc, in order, through a 64-bit mixer, so it covers the whole
 // stream (and catches a batch dropped, repeated or moved together with its number).

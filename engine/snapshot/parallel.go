@@ -10,7 +10,8 @@ import (
 // buffer of the stream is cut into pieces; workers claim pieces in stream order, each with a
 // cursor the positioner placed by skipping whole levels, and render them straight into a ring
 // of pooled buffers. The calling goroutine writes each buffer once all its pieces are done, in
-// order, and frees its ring slot. Memory is the ring, whatever the book size.
+// order, and frees its ring slot; while it waits it renders pieces too. Memory is the ring,
+// whatever the book size.
 
 const (
 	maxPiece = 1 << 20
@@ -64,7 +65,7 @@ func writeParallel(e *emitter, b *book.Book, threads int) error {
 	}()
 
 	var wg sync.WaitGroup
-	for range min(threads, t.pieces) {
+	for range min(threads-1, t.pieces) { // the calling goroutine is the last worker (stitch)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -91,44 +92,73 @@ func (t *parallelTake) bounds(q int) (a, b int64) {
 	return a, max(a, b)
 }
 
+// piece is a claimed piece of work: the stream bytes [a, b) of ring slot s.
+type piece struct {
+	a, b int64
+	cur  book.Cursor
+	dst  []byte
+	ci   int // index into t.crcs
+}
+
+// claim takes the next piece whose ring slot is free (t.mu held). It waits for the slot only
+// when wait is set; the stitcher, which frees slots, never waits here.
+func (t *parallelTake) claim(wait bool) (piece, bool) {
+	for !t.stop && t.next < t.pieces {
+		q := t.next
+		a, b := t.bounds(q)
+		if a == b {
+			t.next++
+			continue
+		}
+		j := q / t.m
+		s := j % t.ring
+		if t.gen[s] != j {
+			if !wait {
+				return piece{}, false
+			}
+			t.cond.Wait()
+			continue
+		}
+		t.next++
+		off := a - int64(j)*int64(t.e.bufSize)
+		// Claims happen in stream order, so the positioner only moves forward.
+		return piece{a: a, b: b, cur: t.pos.at(a), dst: t.bufs[s][off : off+(b-a)], ci: s*t.m + q%t.m}, true
+	}
+	return piece{}, false
+}
+
+// run renders p without the lock and records the result (t.mu held on entry and exit).
+func (t *parallelTake) run(p piece, r *renderer) {
+	t.mu.Unlock()
+	crcs, err := r.render(p.dst, p.a, &p.cur, t.crcs[p.ci][:0])
+	t.mu.Lock()
+	t.crcs[p.ci] = crcs
+	t.done[p.ci/t.m]++
+	if err != nil && t.err == nil {
+		t.err, t.stop = err, true
+	}
+	t.cond.Broadcast()
+}
+
 func (t *parallelTake) work() {
 	r := renderer{l: t.e.l, begin: t.e.r.begin}
 	defer r.release()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for !t.stop && t.next < t.pieces {
-		q := t.next
-		t.next++
-		a, b := t.bounds(q)
-		if a == b {
-			continue
-		}
-		cur := t.pos.at(a) // in claim order, so the positioner only moves forward
-		j := q / t.m
-		s := j % t.ring
-		for t.gen[s] != j && !t.stop {
-			t.cond.Wait()
-		}
-		if t.stop {
+	for {
+		p, ok := t.claim(true)
+		if !ok {
 			return
 		}
-		off := a - int64(j)*int64(t.e.bufSize)
-		dst := t.bufs[s][off : off+(b-a)]
-		ci := s*t.m + q%t.m
-		t.mu.Unlock()
-		crcs, err := r.render(dst, a, &cur, t.crcs[ci][:0])
-		t.mu.Lock()
-		t.crcs[ci] = crcs
-		t.done[s]++
-		if err != nil && t.err == nil {
-			t.err, t.stop = err, true
-		}
-		t.cond.Broadcast()
+		t.run(p, &r)
 	}
 }
 
-// stitch writes the buffers in order as their pieces complete.
+// stitch writes the buffers in order as their pieces complete. While it waits it renders
+// pieces itself, so a take never waits on a helper the OS has not scheduled: on a busy
+// machine parallel degrades to about linear, not worse.
 func (t *parallelTake) stitch(nbuf int) error {
+	defer t.e.r.release()
 	for j := range nbuf {
 		s := j % t.ring
 		want := 0
@@ -139,6 +169,10 @@ func (t *parallelTake) stitch(nbuf int) error {
 		}
 		t.mu.Lock()
 		for t.done[s] < want && !t.stop {
+			if p, ok := t.claim(false); ok {
+				t.run(p, &t.e.r)
+				continue
+			}
 			t.cond.Wait()
 		}
 		if t.stop {

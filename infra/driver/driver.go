@@ -37,7 +37,7 @@ var (
 	ErrNoAWSCredentials = errors.New("no AWS credentials: set AWS_PROFILE (after `aws configure` or `aws sso login`) " +
 		"or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; nothing was created")
 	// ErrNoStackConfig means Pulumi.<stack>.yaml does not exist next to Pulumi.yaml.
-	ErrNoStackConfig = errors.New("no name config")
+	ErrNoStackConfig = errors.New("no stack config")
 )
 
 // Options configure a Driver.
@@ -175,7 +175,7 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	}
 	st, err := auto.UpsertStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
 	if err != nil {
-		return nil, fmt.Errorf("select or create name %s: %w", name, err)
+		return nil, fmt.Errorf("select or create stack %s: %w", name, err)
 	}
 	if !sc.Secrets["hostKeySeed"] {
 		seed, err := hostkey.NewSeed()
@@ -234,7 +234,7 @@ func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string
 		return err
 	}
 	if len(runs) == 0 {
-		fmt.Fprintf(d.opts.Out, "rig: no runs of name %s under %s to archive\n", name, d.opts.ResultsDir)
+		fmt.Fprintf(d.opts.Out, "rig: no runs of stack %s under %s to archive\n", name, d.opts.ResultsDir)
 		return nil
 	}
 	outs, err := st.Outputs(ctx)
@@ -248,7 +248,7 @@ func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string
 		case bucket == "":
 			return fmt.Errorf("stack %s has no results bucket output: pass --to s3://bucket/prefix or --to DIR", name)
 		case !retained:
-			return fmt.Errorf("the results bucket of %s is destroyed with the name (retainBucket false): pass --to s3://other-bucket/prefix or --to DIR", name)
+			return fmt.Errorf("the results bucket of %s is destroyed with the stack (retainBucket false): pass --to s3://other-bucket/prefix or --to DIR", name)
 		}
 		to = "s3://" + bucket + "/" + name
 	}
@@ -280,7 +280,7 @@ func (d *Driver) selectStack(ctx context.Context, name string) (auto.Stack, erro
 		if auto.IsSelectStack404Error(err) {
 			return auto.Stack{}, fmt.Errorf("%w: %s in %s", ErrNoStack, name, d.Backend())
 		}
-		return auto.Stack{}, fmt.Errorf("select name %s: %w", name, err)
+		return auto.Stack{}, fmt.Errorf("select stack %s: %w", name, err)
 	}
 	return st, nil
 }
@@ -322,7 +322,7 @@ func (d *Driver) Statuses(ctx context.Context) ([]Status, error) {
 		return nil, err
 	}
 	if !d.backend.Exists() {
-		return nil, nil // rig never created a name here
+		return nil, nil // rig never created a stack here
 	}
 	list, err := ws.ListStacks(ctx)
 	if err != nil {

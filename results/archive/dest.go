@@ -70,7 +70,9 @@ func Open(ctx context.Context, loc Location, region string) (Dest, error) {
 // renamed, so a crash never leaves a half archive under the final name.
 type Dir struct{ Path string }
 
-func (d Dir) String() string { return strings.TrimSuffix(d.Path, string(filepath.Separator)) + string(filepath.Separator) }
+func (d Dir) String() string {
+	return strings.TrimSuffix(d.Path, string(filepath.Separator)) + string(filepath.Separator)
+}
 
 // Put writes r to Path/name.
 func (d Dir) Put(ctx context.Context, name string, r io.Reader, _ int64) error {

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package book
-
-import "unsafe"
-
-func adviseHuge(unsafe.Pointer, uintptr) {}
