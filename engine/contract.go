@@ -47,8 +47,9 @@ type Status struct {
 type Snapshot struct {
 	Index       uint64  `json:"index"`
 	Term        uint64  `json:"term"`
-	TakeMs      float64 `json:"take_ms"`      // time the book was stopped writing it (encode + block syncs)
-	PersistedMs float64 `json:"persisted_ms"` // take + final file sync, rename and directory sync
+	TakeMs      float64 `json:"take_ms"`      // time the book stood still for it: everything below
+	EncodeMs    float64 `json:"encode_ms"`    // encoding and writing blocks, with a sync per block at level > 0
+	PersistedMs float64 `json:"persisted_ms"` // until durable: encode + final file sync, rename, directory sync
 	Bytes       int64   `json:"bytes"`
 	Orders      int64   `json:"orders"`
 	Syncs       int     `json:"syncs"`

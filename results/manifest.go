@@ -45,8 +45,11 @@ type Manifest struct {
 	Engines    map[string]any    `json:"engine_config,omitempty"` // per node: effective config read back from /status
 	Loadgen    any               `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
 	AgentCPU   map[string]any    `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
-	Warnings   []string          `json:"warnings,omitempty"`
-	Phases     []PhaseMark       `json:"phases,omitempty"` // controller stages with load average at each
+	// ClockOffsets per node: node clock minus controller clock (best of 8 round trips), already
+	// subtracted from every node-side timestamp in events.jsonl.
+	ClockOffsets map[string]any `json:"clock_offsets,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
+	Phases       []PhaseMark    `json:"phases,omitempty"` // controller stages with load average at each
 }
 
 // LoadAvg is /proc/loadavg (1, 5, 15 minutes) at the start and end of the run.

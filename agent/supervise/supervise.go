@@ -531,6 +531,9 @@ func (e *Engine) Stop(ctx context.Context, grace time.Duration) (*ExitStatus, er
 	}
 }
 
+// relaunchWait is how long Relaunch waits for the previous process to be reaped.
+const relaunchWait = 2 * time.Second
+
 // Relaunch starts the engine again with the same spec in the same folder. The previous process
 // must have exited (kill or stop it first).
 func (e *Engine) Relaunch(ctx context.Context) (int, error) {
@@ -548,10 +551,14 @@ func (e *Engine) Relaunch(ctx context.Context) (int, error) {
 	if e.isClosed() {
 		return 0, fmt.Errorf("relaunch: %w", ErrClosed)
 	}
+	// A process that was just killed may not be reaped yet (its "down" can already be in the
+	// journal): give it a moment rather than failing a relaunch scheduled right after a kill.
 	select {
 	case <-p.done:
-	default:
+	case <-time.After(relaunchWait):
 		return 0, fmt.Errorf("relaunch: %w (pid %d): kill or stop it first", ErrRunning, p.pid)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("relaunch engine: %w", ctx.Err())
 	}
 	if err := e.launch(); err != nil {
 		return 0, err

@@ -57,8 +57,8 @@ func TestRunOverSSH(t *testing.T) {
 		t.Errorf("state hashes %v", s.Nodes)
 	}
 	// Collected back over SSH: each node's engine log and transitions, the probes.
-	for _, f := range []string{"node-1/engine.log", "node-1/transitions.jsonl", "loadgen/probes.bin", "client-0/samples/os.ndjson"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+	for _, f := range []string{"node-1/engine.log", "node-1/transitions.jsonl", "loadgen/probes.bin", "client-0/samples/os-*.ndjson"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, f)); len(m) == 0 {
 			t.Errorf("not collected: %s", f)
 		}
 	}

@@ -46,11 +46,17 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	started time.Time
 
-	launchLog uint64      // last log index on disk at launch: applying up to it is replay
-	running   atomic.Bool // Start finished: raft and the stores exist
-	restored  atomic.Bool // Start finished restoring the snapshot
-	ready     atomic.Bool
-	clientOf  map[raft.ServerAddress]string // raft address -> client address
+	launchLog uint64       // last log index on disk at launch: applying up to it is replay
+	running   atomic.Bool  // Start finished: raft and the stores exist
+	restored  atomic.Bool  // Start finished restoring the snapshot
+	rank      atomic.Int32 // furthest phase reached: phases never go backwards
+
+	// leaderCommit is the highest commit index a leader has sent this node. A follower's own
+	// raft commit index is capped at its last log index, so during catch-up it says nothing
+	// about how far behind the node is; this does.
+	leaderCommit atomic.Uint64
+	done         chan struct{}
+	clientOf     map[raft.ServerAddress]string // raft address -> client address
 }
 
 // Open creates and starts a replica.
@@ -119,6 +125,8 @@ func (n *Node) Start() error {
 		n.close()
 		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	n.done = make(chan struct{})
+	watched := watchCommit(n.trans, &n.leaderCommit, n.done)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Node)
 	rc.Logger = hl
@@ -131,7 +139,7 @@ func (n *Node) Start() error {
 	rc.SnapshotThreshold = math.MaxUint64
 	rc.SnapshotInterval = 100 * 365 * 24 * time.Hour
 	rc.NoSnapshotRestoreOnStart = true
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), watched); err != nil {
 		n.close()
 		return fmt.Errorf("start raft: %w", err)
 	}
@@ -299,31 +307,55 @@ func leaderID(r *raft.Raft) (raft.ServerAddress, string) {
 	return a, string(id)
 }
 
-// phase derives where the node is in its recovery. Ready is sticky: once caught up, a node stays
-// ready while the process lives, so ordinary apply lag never reads as a recovery phase.
+// phase derives where the node is in its recovery. Phases only move forward (a leader lost
+// mid-recovery does not send a replaying node back to joining), and ready is sticky: once caught
+// up, a node stays ready while the process lives, so ordinary apply lag never reads as recovery.
 func (n *Node) phase() string {
-	if n.ready.Load() {
-		return engine.PhaseReady
+	p := n.computePhase()
+	for {
+		cur := n.rank.Load()
+		r := int32(phaseRank[p])
+		if r <= cur {
+			return phaseOrder[cur]
+		}
+		if n.rank.CompareAndSwap(cur, r) {
+			return p
+		}
 	}
+}
+
+var phaseOrder = []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady}
+
+var phaseRank = func() map[string]int {
+	m := map[string]int{}
+	for i, p := range phaseOrder {
+		m[p] = i
+	}
+	return m
+}()
+
+func (n *Node) computePhase() string {
 	if n.fsm.restoring.Load() {
 		return engine.PhaseRestoring
 	}
 	dispatched := n.raft.AppliedIndex() // entries raft has handed to the FSM
 	_, leader := leaderID(n.raft)
-	if leader == "" || n.raft.CommitIndex() <= n.fsm.applied.Load() && dispatched < n.launchLog {
+	target := n.leaderCommit.Load() // what a leader said is committed
+	if n.IsLeader() {
+		target = n.raft.CommitIndex()
+	}
+	if leader == "" || target == 0 {
 		// Nothing can be applied before a leader's AppendEntries says what is committed
 		// (heartbeats carry no commit index). After an outage this lasts until the leader's
 		// replication backoff lets it try this node again.
 		return engine.PhaseJoining
 	}
-	if dispatched < n.launchLog {
+	if dispatched < min(n.launchLog, target) {
 		return engine.PhaseReplaying
 	}
-	commit := n.raft.CommitIndex()
-	// Raft's applied index moves when entries are queued for the FSM, not when applied; wait
-	// until the FSM queue is empty and it is not mid-apply.
-	if leader != "" && commit > 0 && dispatched >= commit && n.raft.Stats()["fsm_pending"] == "0" && !n.fsm.busy.Load() {
-		n.ready.Store(true)
+	// Raft's applied index moves when entries are queued for the FSM, not when applied: also
+	// wait until the FSM queue is empty and it is not mid-apply.
+	if dispatched >= target && n.raft.Stats()["fsm_pending"] == "0" && !n.fsm.busy.Load() {
 		return engine.PhaseReady
 	}
 	return engine.PhaseCatchingUp
@@ -384,6 +416,13 @@ func (n *Node) Shutdown() error {
 }
 
 func (n *Node) close() {
+	if n.done != nil {
+		select {
+		case <-n.done:
+		default:
+			close(n.done)
+		}
+	}
 	if n.trans != nil {
 		n.trans.Close()
 	}

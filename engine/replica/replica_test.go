@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/wire"
 )
@@ -143,10 +145,18 @@ func TestSnapshotRestartCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[fi] = nil
-	for i := uint64(501); i <= 700; i++ {
-		if _, err := leader.Apply(order(i, i, wire.Buy, 50), time.Second); err != nil {
+	// Far more than one AppendEntries batch while it is down, so catch-up takes several round
+	// trips: ready must not be declared between two of them.
+	var futures []raft.ApplyFuture
+	for i := uint64(501); i <= 3500; i++ {
+		futures = append(futures, leader.raft.Apply(order(i, i, wire.Buy, 50), time.Second))
+	}
+	var lastIdx uint64
+	for _, f := range futures {
+		if err := f.Error(); err != nil {
 			t.Fatal(err)
 		}
+		lastIdx = f.Index()
 	}
 	re, err := Open(cfgs[fi], quietLog())
 	if err != nil {
@@ -160,7 +170,13 @@ func TestSnapshotRestartCatchUp(t *testing.T) {
 	if st.Phase == engine.PhaseReady {
 		t.Fatalf("restarted node claims ready before catching up: %+v", st)
 	}
-	waitFor(t, "restarted follower ready", func() bool { return re.Status(false).Phase == engine.PhaseReady })
+	waitFor(t, "restarted follower ready", func() bool {
+		st := re.Status(false)
+		if st.Phase == engine.PhaseReady && st.AppliedIndex < lastIdx {
+			t.Fatalf("ready at applied index %d, but the leader had committed %d before the relaunch", st.AppliedIndex, lastIdx)
+		}
+		return st.Phase == engine.PhaseReady
+	})
 	waitFor(t, "same applied index everywhere", func() bool {
 		a := leader.Status(false).AppliedIndex
 		for _, n := range nodes {
@@ -171,8 +187,8 @@ func TestSnapshotRestartCatchUp(t *testing.T) {
 		return true
 	})
 	want := leader.Status(true)
-	if want.Orders != 700 {
-		t.Fatalf("leader has %d orders, want 700", want.Orders)
+	if want.Orders != 3500 {
+		t.Fatalf("leader has %d orders, want 3500", want.Orders)
 	}
 	for _, n := range nodes {
 		if got := n.Status(true); got.StateHash != want.StateHash || got.Orders != want.Orders {

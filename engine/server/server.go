@@ -50,14 +50,23 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(al) }()
 	go func() { errc <- s.acceptClients(ctx, cl) }()
+	pending := 2
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+		pending--
 	}
 	cl.Close()
+	al.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	hs.Shutdown(sctx)
+	// The accept loop must have returned before Wait: it is the one that calls wg.Add.
+	for ; pending > 0; pending-- {
+		if e := <-errc; err == nil {
+			err = e
+		}
+	}
 	s.wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		err = nil
@@ -135,7 +144,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 func (s *Server) apply(typ uint8, corr uint64, data []byte) *wire.Response {
 	r, err := s.node.Apply(data, applyTimeout)
 	switch {
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Not appended: the client resends to the leader it is pointed at.
 		return &wire.Response{Type: typ, Corr: corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()}
 	case err != nil:
 		// Leadership lost mid-commit: the entry may or may not commit. The client resends to
@@ -184,7 +194,9 @@ func (s *Server) adminMux() *http.ServeMux {
 
 func (s *Server) adminErr(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
-	if errors.Is(err, replica.ErrNotLeader) {
+	// Leadership moved between the check and the append: the caller should ask the new leader.
+	if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 		code = http.StatusConflict
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error(), "leader": s.node.LeaderClientAddr()})

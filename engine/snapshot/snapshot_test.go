@@ -198,9 +198,7 @@ func TestWriteAndSyncErrors(t *testing.T) {
 			t.Fatalf("threads=%d: sync error %v", th, err)
 		}
 	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Fatalf("%d goroutines before, %d after failed takes", before, after)
-	}
+	checkGoroutines(t, before)
 }
 
 // A take allocates the same small amount whatever the book size.

@@ -49,6 +49,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	r.mark("start")
 	inv := r.inv
 	r.progress("agents up on %d nodes", len(inv.Nodes))
+	r.measureClocks(ctx)
 	r.recordFacts(ctx)
 	if err := r.applyTuning(ctx); err != nil {
 		return cleanup, err
@@ -57,11 +58,14 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return cleanup, err
 	}
 	r.startSamples(ctx)
-	watchCtx, stopWatch := context.WithCancel(ctx)
+	// Watchers outlive an interrupt: the engines' last transitions (TERM, down) belong in the run.
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	watchDone := r.watch(watchCtx)
 	prevCleanup := cleanup
 	cleanup = func(ctx context.Context) {
 		r.stopSamples(ctx)
+		r.stopEngines(ctx)
+		r.drainWatchers(ctx)
 		stopWatch()
 		<-watchDone
 		prevCleanup(ctx)
@@ -152,7 +156,12 @@ func (r *run) startLocal(ctx context.Context) (func(context.Context), error) {
 
 func (r *run) startEngines(ctx context.Context) error {
 	r.cfgs = map[string]engine.Config{}
+	r.since = map[string]uint64{}
 	for _, n := range r.servers {
+		// An agent that ran earlier runs keeps its journal: watch only what this run adds.
+		if st, err := r.agents[n.Name].EngineStatus(ctx); err == nil {
+			r.since[n.Name] = st.LastSeq
+		}
 		cfg := r.engineConfig(n)
 		r.cfgs[n.Name] = cfg
 		if err := r.agents[n.Name].StartEngine(ctx, agent.StartRequest{Config: cfg}); err != nil {
@@ -179,12 +188,15 @@ func (r *run) verifyEngineConfig() error {
 		eff[n.Name] = st.Config
 		want := r.cfgs[n.Name]
 		got := st.Config
+		// Zero and "" mean the engine's default, except sync_level, which the playbook always sets.
 		check := func(field string, w, g any) {
 			if fmt.Sprint(w) != fmt.Sprint(g) && fmt.Sprint(w) != "0" && fmt.Sprint(w) != "" {
 				errs = append(errs, fmt.Errorf("%s: engine.%s is %v, playbook asked for %v", n.Name, field, g, w))
 			}
 		}
-		check("sync_level", want.SyncLevel, got.SyncLevel)
+		if want.SyncLevel != got.SyncLevel {
+			errs = append(errs, fmt.Errorf("%s: engine.sync_level is %d, playbook asked for %d", n.Name, got.SyncLevel, want.SyncLevel))
+		}
 		check("snapshot_block", want.SnapshotBlock, got.SnapshotBlock)
 		check("encode_threads", want.EncodeThreads, got.EncodeThreads)
 		check("heartbeat_timeout", want.HeartbeatTimeout, got.HeartbeatTimeout)
@@ -203,6 +215,25 @@ func (r *run) stopEngines(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// measureClocks records each node's clock offset (best of several round trips); node-side
+// timestamps are moved onto the controller's clock with it.
+func (r *run) measureClocks(ctx context.Context) {
+	r.offsets = map[string]time.Duration{}
+	rec := map[string]any{}
+	for _, n := range r.inv.Nodes {
+		cs, err := r.agents[n.Name].ClockOffset(ctx, 8)
+		if err != nil {
+			r.warn("clock offset of %s: %v", n.Name, err)
+			continue
+		}
+		r.offsets[n.Name] = cs.Offset
+		rec[n.Name] = map[string]any{"offset_us": cs.Offset.Microseconds(), "rtt_us": cs.RTT.Microseconds()}
+	}
+	r.manMu.Lock()
+	r.man.ClockOffsets = rec
+	r.manMu.Unlock()
 }
 
 // writeJSONFile writes v as indented JSON.

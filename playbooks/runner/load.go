@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/loadgen"
@@ -80,44 +80,109 @@ func (r *run) preload(ctx context.Context) error {
 	return nil
 }
 
-// load runs the probe stream for the playbook's duration and the timeline beside it.
+// load runs the probe stream for the playbook's duration and the timeline beside it. Offsets
+// (timeline, warm-up) count from the load generator's own schedule start, not from when the
+// controller launched it. An interrupt stops the load generator gracefully: it stops sending,
+// waits out its grace period and writes every probe, so nothing collected is lost.
 func (r *run) load(ctx context.Context) error {
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var lgErr error
-	r.loadStart = time.Now()
-	r.mark("load_start")
-	r.progress("load start: %.0f probes/s for %s", r.pb.Load.ProbeRate, r.pb.Duration)
-	wg.Add(1)
+	lgCtx, lgKill := context.WithCancel(context.WithoutCancel(ctx))
+	defer lgKill()
+	lgDone := make(chan error, 1)
+	go func() { lgDone <- r.loadgenCmd(lgCtx, "probe", nil) }()
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
-		defer wg.Done()
-		lgErr = r.loadgenCmd(lctx, "probe", nil)
-	}()
-	go func() {
-		if sleep(lctx, r.pb.Warmup) == nil {
-			r.mark("warmup_end")
+		select {
+		case <-ctx.Done():
+			r.stopLoadgen(context.WithoutCancel(ctx))
+			select {
+			case <-stopped:
+			case <-time.After(loadgenStopWait):
+				lgKill() // it did not finish in time: its process group is killed
+			}
+		case <-stopped:
 		}
 	}()
-	tlErr := r.runTimeline(lctx)
-	if tlErr != nil {
-		// A broken timeline makes the rest of the run meaningless; stop the load now.
-		r.stopLoadgen(ctx)
+	start, err := r.awaitLoadStart(ctx, lgDone)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
+	r.loadStart = start
+	r.markAt("load_start", start)
+	r.progress("load start: %.0f probes/s for %s", r.pb.Load.ProbeRate, r.pb.Duration)
+	go func() {
+		if sleepUntil(ctx, start.Add(r.pb.Warmup)) == nil {
+			r.markAt("warmup_end", start.Add(r.pb.Warmup))
+		}
+	}()
+	tlCtx, tlCancel := context.WithCancel(ctx)
+	defer tlCancel()
+	tlDone := make(chan error, 1)
+	go func() { tlDone <- r.runTimeline(tlCtx) }()
+	var tlErr, lgErr error
+	select {
+	case tlErr = <-tlDone:
+		if tlErr != nil {
+			r.stopLoadgen(context.WithoutCancel(ctx)) // the rest of the run would mean nothing
+		}
+		lgErr = <-lgDone
+	case lgErr = <-lgDone:
+		tlCancel()
+		if tlErr = <-tlDone; errors.Is(tlErr, context.Canceled) && ctx.Err() == nil {
+			tlErr = nil
+		}
+	}
 	r.mark("load_end")
 	r.readLoadgenStats()
-	if tlErr != nil {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted %s into the load", time.Since(start).Round(time.Millisecond))
+	case tlErr != nil:
 		return tlErr
-	}
-	if lgErr != nil && ctx.Err() == nil {
+	case lgErr != nil:
 		return fmt.Errorf("load generator: %w", lgErr)
 	}
-	return ctx.Err()
+	return nil
+}
+
+// loadgenStopWait bounds a graceful stop: the load generator's grace period plus writing.
+const loadgenStopWait = 20 * time.Second
+
+// awaitLoadStart asks the load generator for its schedule start (probe 0's intended send time,
+// on the client node's clock, moved onto ours).
+func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error) (time.Time, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st struct {
+			Start time.Time `json:"start"`
+		}
+		if err := r.loadgenGet(ctx, "/stats", &st); err == nil && !st.Start.IsZero() {
+			return st.Start.Add(-r.offsets[r.client.Name]), nil
+		}
+		select {
+		case err := <-lgDone:
+			return time.Time{}, fmt.Errorf("load generator exited before its first probe: %v", err)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("load generator did not start its schedule within 60s")
+		}
+	}
 }
 
 func (r *run) readLoadgenStats() {
-	b, err := os.ReadFile(filepath.Join(r.dir, "loadgen", "stats.json"))
+	local := filepath.Join(r.dir, "loadgen", "stats.json")
+	if r.inv.Target != "local" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		os.MkdirAll(filepath.Dir(local), 0o755)
+		if err := r.tr.Download(ctx, r.client, r.nodePath(r.client, "loadgen/stats.json"), local); err != nil {
+			r.warn("fetch load generator stats: %v", err)
+		}
+	}
+	b, err := os.ReadFile(local)
 	if err != nil {
 		return
 	}
@@ -147,13 +212,24 @@ const maxSendLag = 10 * time.Millisecond
 
 // loadgenControl posts to the load generator's control API on the client node.
 func (r *run) loadgenControl(ctx context.Context, path string, body any) error {
+	b, _ := json.Marshal(body)
+	return r.loadgenDo(ctx, http.MethodPost, path, bytes.NewReader(b), nil)
+}
+
+// loadgenGet reads a JSON answer from the load generator's control API.
+func (r *run) loadgenGet(ctx context.Context, path string, out any) error {
+	return r.loadgenDo(ctx, http.MethodGet, path, nil, out)
+}
+
+func (r *run) loadgenDo(ctx context.Context, method, path string, body io.Reader, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	addr := net.JoinHostPort(loopbackHost(r.client), strconv.Itoa(controlPort))
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return r.tr.Dial(ctx, r.client, addr)
 	}}}
 	defer hc.CloseIdleConnections()
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://loadgen"+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, method, "http://loadgen"+path, body)
 	if err != nil {
 		return err
 	}
@@ -165,6 +241,9 @@ func (r *run) loadgenControl(ctx context.Context, path string, body any) error {
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("load generator control %s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
 	}
 	return nil
 }

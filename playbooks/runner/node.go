@@ -86,13 +86,21 @@ func (r *run) revertTuning(ctx context.Context) {
 	r.saveManifest()
 }
 
-const samplesName = "os"
+// samplesName names this run's OS samples: an agent that served earlier runs (on a real cluster)
+// keeps their files, so each run writes its own.
+func (r *run) samplesName() string {
+	n := "os-" + r.id
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
 
 // startSamples starts the OS sampler on every node (disks, UDP errors, vmstat, load, the
 // engine's and the agent's own CPU and RSS) for the whole run.
 func (r *run) startSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		req := agent.SamplesRequest{Name: samplesName, Interval: "500ms"}
+		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms"}
 		if n.Role == inventory.RoleServer {
 			req.PIDFiles = []string{supervise.PIDFile}
 		}
@@ -106,7 +114,7 @@ func (r *run) startSamples(ctx context.Context) {
 // nodes with everything else).
 func (r *run) stopSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		if _, err := r.agents[n.Name].StopSamples(ctx, samplesName); err != nil {
+		if _, err := r.agents[n.Name].StopSamples(ctx, r.samplesName()); err != nil {
 			r.log.Warn("stop samples", "node", n.Name, "err", err)
 		}
 	}
@@ -117,7 +125,7 @@ func (r *run) stopSamples(ctx context.Context) {
 func (r *run) recordAgentCPU() {
 	cpu := map[string]any{}
 	for _, n := range r.inv.Nodes {
-		if avg, max, ok := agentCPU(filepath.Join(r.dir, n.Name, "samples", samplesName+".ndjson")); ok {
+		if avg, max, ok := agentCPU(filepath.Join(r.dir, n.Name, "samples", r.samplesName()+".ndjson")); ok {
 			cpu[n.Name] = map[string]float64{"mean_pct": avg, "max_pct": max}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/stage"
@@ -87,6 +88,12 @@ func (r *run) startRemote(ctx context.Context) (func(context.Context), error) {
 	r.progress("staging rig on %d nodes over SSH", len(inv.Nodes))
 	so := r.stageOptions()
 	if _, err := stage.All(ctx, tr, inv.Nodes, so); err != nil {
+		// Some agents may have started: stop them all, on a context of their own.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, n := range inv.Nodes {
+			stage.Stop(sctx, tr, n, so)
+		}
 		tr.Close()
 		return nil, fmt.Errorf("stage: %w", err)
 	}
@@ -98,8 +105,11 @@ func (r *run) startRemote(ctx context.Context) (func(context.Context), error) {
 		r.stopEngines(ctx)
 		r.revertTuning(ctx)
 		r.collectRemote(ctx)
+		// Agents are stopped on a budget of their own, whatever collecting used up.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
 		for _, n := range inv.Nodes {
-			if err := stage.Stop(ctx, tr, n, so); err != nil {
+			if err := stage.Stop(sctx, tr, n, so); err != nil {
 				r.log.Warn("stop agent", "node", n.Name, "err", err)
 			}
 		}

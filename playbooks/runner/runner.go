@@ -106,6 +106,11 @@ type run struct {
 	lastKilled string
 
 	tuningSkipped bool
+	since         map[string]uint64        // per server: transitions before this run's first launch
+	offsets       map[string]time.Duration // per node: node clock - controller clock
+	manMu         sync.Mutex               // the manifest is updated from the timeline's goroutines too
+	asyncErrs     []error                  // failures of relaunches running beside the timeline (under mu)
+	cursor        map[string]uint64        // per server: the last transition a watcher handled (under mu)
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -121,12 +126,24 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total
 	if total > 1 {
 		id = fmt.Sprintf("%s-r%02d", id, pr.Index+1)
 	}
-	dir := filepath.Join(opts.ResultsDir, id)
-	o := Outcome{RunID: id, Dir: dir}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		o.Err = fmt.Errorf("create run folder: %w", err)
-		return o
+	if err := os.MkdirAll(opts.ResultsDir, 0o755); err != nil {
+		return Outcome{RunID: id, Err: fmt.Errorf("create results folder: %w", err)}
 	}
+	// Two runs started in the same second must not share a folder.
+	base := id
+	dir := filepath.Join(opts.ResultsDir, id)
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return Outcome{RunID: id, Err: fmt.Errorf("create run folder: %w", err)}
+		}
+		id = fmt.Sprintf("%s-%d", base, i)
+		dir = filepath.Join(opts.ResultsDir, id)
+	}
+	o := Outcome{RunID: id, Dir: dir}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir, o.Dir = abs, abs
 	}
@@ -162,26 +179,37 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total
 	r.finish(cctx, cleanup, err, parent.Err() != nil)
 	o.Status, o.Err = r.man.Status, err
 	if parent.Err() != nil {
-		o.Err = fmt.Errorf("%w: %v", ErrInterrupted, err)
+		o.Err = ErrInterrupted
+		if err != nil && !errors.Is(err, context.Canceled) {
+			o.Err = fmt.Errorf("%w: %v", ErrInterrupted, err)
+		}
 	}
 	return o
 }
 
 func (r *run) saveManifest() {
+	r.manMu.Lock()
+	defer r.manMu.Unlock()
 	if err := results.WriteManifest(r.dir, r.man); err != nil {
 		r.log.Error("write manifest", "err", err)
 	}
 }
 
-func (r *run) mark(name string) {
-	r.man.Phases = append(r.man.Phases, results.PhaseMark{Name: name, T: time.Now().UTC(), LoadAvg: results.ReadLoadAvg("/")})
-	r.ev.Add(results.Event{Kind: results.KindRun, Phase: name})
+func (r *run) mark(name string) { r.markAt(name, time.Now()) }
+
+func (r *run) markAt(name string, t time.Time) {
+	r.manMu.Lock()
+	r.man.Phases = append(r.man.Phases, results.PhaseMark{Name: name, T: t.UTC(), LoadAvg: results.ReadLoadAvg("/")})
+	r.manMu.Unlock()
+	r.ev.Add(results.Event{T: t, Kind: results.KindRun, Phase: name})
 	r.saveManifest()
 }
 
 func (r *run) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	r.manMu.Lock()
 	r.man.Warnings = append(r.man.Warnings, msg)
+	r.manMu.Unlock()
 	r.ev.Add(results.Event{Kind: results.KindNote, Detail: map[string]any{"warning": msg}})
 	r.progress("warning: %s", msg)
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -18,12 +19,26 @@ import (
 // never blocks the timeline.
 func (r *run) runTimeline(ctx context.Context) error {
 	var relaunches sync.WaitGroup
-	defer relaunches.Wait()
+	err := r.timeline(ctx, &relaunches)
+	relaunches.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(append([]error{err}, r.asyncErrs...)...)
+}
+
+func (r *run) timeline(ctx context.Context, relaunches *sync.WaitGroup) error {
+	end := r.loadStart.Add(r.pb.Duration)
 	for i, a := range r.pb.Timeline {
 		if err := sleepUntil(ctx, r.loadStart.Add(a.At)); err != nil {
 			return err
 		}
-		if err := r.do(ctx, i, a, &relaunches); err != nil {
+		if time.Now().After(end) {
+			// A wait_for held it back past the end of the load: there are no probes left to
+			// measure it with.
+			r.warn("timeline[%d] %s and the actions after it did not run: the load ended before they could start", i, a.Kind)
+			return nil
+		}
+		if err := r.do(ctx, i, a, relaunches); err != nil {
 			return fmt.Errorf("timeline[%d] %s at %s: %w", i, a.Kind, a.At, err)
 		}
 	}
@@ -70,7 +85,9 @@ func (r *run) do(ctx context.Context, i int, a playbooks.Action, relaunches *syn
 				}
 				r.ev.Add(results.Event{Kind: results.KindAction, Action: "relaunch", Node: name})
 				if err := r.agents[name].Relaunch(ctx); err != nil {
-					r.warn("relaunch %s: %v", name, err)
+					r.mu.Lock()
+					r.asyncErrs = append(r.asyncErrs, fmt.Errorf("relaunch %s: %w", name, err))
+					r.mu.Unlock()
 					return
 				}
 				r.mu.Lock()
@@ -99,12 +116,15 @@ func (r *run) do(ctx context.Context, i int, a playbooks.Action, relaunches *syn
 		}
 		// Relaunches still pending count too: waiting for "ready" right after a kill means
 		// waiting for the relaunched node.
-		if node == "" {
-			r.waitRelaunches(ctx, a.WaitFor.Timeout)
-		}
 		start := time.Now()
 		r.ev.Add(results.Event{Kind: results.KindAction, Action: a.Kind, Node: node, Detail: map[string]any{"phase": a.WaitFor.Phase}})
-		if err := r.waitPhase(ctx, node, a.WaitFor.Phase, a.WaitFor.Timeout); err != nil {
+		deadline := start.Add(a.WaitFor.Timeout)
+		if node == "" {
+			if err := r.waitRelaunches(ctx, deadline); err != nil {
+				return err
+			}
+		}
+		if err := r.waitPhase(ctx, node, a.WaitFor.Phase, time.Until(deadline)); err != nil {
 			return err
 		}
 		r.progress("wait_for %s %s: %s", orAll(node), a.WaitFor.Phase, time.Since(start).Round(time.Millisecond))
@@ -120,16 +140,26 @@ func (r *run) do(ctx context.Context, i int, a playbooks.Action, relaunches *syn
 }
 
 // waitRelaunches waits until no killed node is still waiting for its relaunch.
-func (r *run) waitRelaunches(ctx context.Context, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+func (r *run) waitRelaunches(ctx context.Context, deadline time.Time) error {
+	for {
 		r.mu.Lock()
-		n := len(r.down)
-		r.mu.Unlock()
-		if n == 0 {
-			return
+		var down []string
+		for n := range r.down {
+			down = append(down, n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		failed := errors.Join(r.asyncErrs...)
+		r.mu.Unlock()
+		switch {
+		case failed != nil:
+			return failed
+		case len(down) == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%v still down (not relaunched) at the wait's timeout", down)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 

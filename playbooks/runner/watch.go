@@ -17,6 +17,7 @@ import (
 // watchers stopped.
 func (r *run) watch(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
+	r.cursor = map[string]uint64{}
 	var wg sync.WaitGroup
 	for _, n := range r.servers {
 		wg.Add(1)
@@ -31,7 +32,7 @@ func (r *run) watch(ctx context.Context) <-chan struct{} {
 
 func (r *run) watchNode(ctx context.Context, name string) {
 	c := r.agents[name]
-	var since uint64
+	since := r.since[name]
 	for ctx.Err() == nil {
 		ts, err := c.Transitions(ctx, since, 2*time.Second)
 		if err != nil {
@@ -45,11 +46,14 @@ func (r *run) watchNode(ctx context.Context, name string) {
 			since = t.Seq
 			r.onTransition(name, t)
 		}
+		r.mu.Lock()
+		r.cursor[name] = since
+		r.mu.Unlock()
 	}
 }
 
 func (r *run) onTransition(name string, t agentTransition) {
-	ev := results.Event{T: t.T, Node: name, From: t.From}
+	ev := results.Event{T: t.T.Add(-r.offsets[name]), Node: name, From: t.From}
 	switch t.Kind {
 	case supervise.KindLaunch:
 		// The process exists from here on; it reports phases once its admin API is up.
@@ -86,6 +90,27 @@ func (r *run) onTransition(name string, t agentTransition) {
 		r.status[name] = st
 	case t.Status != nil:
 		r.status[name] = *t.Status
+	}
+}
+
+// drainWatchers waits (briefly) until every watcher has seen every transition its agent has
+// recorded, so stopping them loses nothing.
+func (r *run) drainWatchers(ctx context.Context) {
+	deadline := time.Now().Add(3 * time.Second)
+	for _, n := range r.servers {
+		st, err := r.agents[n.Name].EngineStatus(ctx)
+		if err != nil {
+			continue
+		}
+		for time.Now().Before(deadline) {
+			r.mu.Lock()
+			seen := r.cursor[n.Name]
+			r.mu.Unlock()
+			if seen >= st.LastSeq {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
