@@ -222,6 +222,9 @@ func (r *run) stopEngines(ctx context.Context) {
 func (r *run) measureClocks(ctx context.Context) {
 	r.offsets = map[string]time.Duration{}
 	rec := map[string]any{}
+	if r.inv.Target == "local" {
+		return // one machine, one clock: a measured "offset" would only be round-trip noise
+	}
 	for _, n := range r.inv.Nodes {
 		cs, err := r.agents[n.Name].ClockOffset(ctx, 8)
 		if err != nil {
