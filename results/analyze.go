@@ -427,6 +427,7 @@ func (d *runData) summarize() *Summary {
 		Nodes:         map[string]NodeFinal{},
 		Snapshots:     []SnapshotRow{},
 		Restarts:      []RestartRow{},
+		StepDowns:     []StepDownRow{},
 		LeaderChanges: []LeaderMark{},
 		Actions:       []ActionMark{},
 		data:          d,
@@ -449,6 +450,7 @@ func (d *runData) summarize() *Summary {
 		s.Snapshots[i].NormalP50Us = s.Normal.P50Us
 	}
 	warn = append(warn, d.restartRows(s)...)
+	warn = append(warn, d.stepDownRows(s)...)
 	d.leaders(s)
 	for _, e := range d.events {
 		if e.Kind == KindAction {

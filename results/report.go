@@ -72,6 +72,34 @@ func renderReport(s *Summary) string {
 			"Normal p50: post-warm-up probes outside every snapshot window (n = %d).\n\n", s.Normal.N)
 	}
 
+	if len(s.StepDowns) > 0 {
+		pf("## Step-downs\n\n")
+		pf("| # | at | from | to | new leader after | client gap | probes | lost | normal p50 |\n")
+		pf("|---|---|---|---|---|---|---|---|---|\n")
+		for i, r := range s.StepDowns {
+			nl, gap, p50 := "—", "—", "—"
+			if r.NewLeaderMs != nil {
+				nl = fmtMs(*r.NewLeaderMs)
+			}
+			if r.ClientGapMs != nil {
+				gap = fmtMs(*r.ClientGapMs)
+				if r.GapLowerBound {
+					gap = "≥ " + gap
+				}
+				if r.OverlapSnapshot {
+					gap += "¹"
+				}
+			}
+			if r.NormalP50Us != nil {
+				p50 = fmtMs(*r.NormalP50Us / 1e3)
+			}
+			pf("| %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", i+1, fmtS(r.AtS), r.From, orDash(r.To), nl, gap, r.WindowProbes, r.WindowLost, p50)
+		}
+		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (20 ms polling). " +
+			"Client gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
+			"it is the service gap clients saw, including the election and their reconnect to the new leader. ¹ A snapshot window overlaps this one.\n\n")
+	}
+
 	pf("## Restarts\n\n")
 	if len(s.Restarts) == 0 {
 		pf("No kill action in this run.\n\n")

@@ -32,8 +32,9 @@ type Summary struct {
 	WarmupProbes int   `json:"warmup_probes"` // probes sent before warmup_end: excluded from all figures
 	Normal       Stats `json:"normal"`        // post-warm-up probes outside every snapshot window
 
-	Snapshots []SnapshotRow `json:"snapshots"` // one per snapshot action
-	Restarts  []RestartRow  `json:"restarts"`  // one per kill action
+	Snapshots []SnapshotRow `json:"snapshots"`  // one per snapshot action
+	Restarts  []RestartRow  `json:"restarts"`   // one per kill action
+	StepDowns []StepDownRow `json:"step_downs"` // one per step_down action
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
