@@ -89,6 +89,23 @@ type runManifest struct {
 			ProbeRate *float64 `json:"probe_rate"`
 		} `json:"load"`
 	} `json:"playbook"`
+	Loadgen struct {
+		Bursts []struct { // one per burst series started through the control API
+			Bursts []loadgenBurst `json:"bursts"`
+		} `json:"bursts"`
+	} `json:"loadgen"`
+}
+
+// loadgenBurst is one burst as the load generator's stats.json reports it.
+type loadgenBurst struct {
+	Due          time.Time `json:"due"`
+	Sent         int       `json:"sent"`
+	Answered     int       `json:"answered"`
+	Lost         int       `json:"lost"`
+	SendNs       int64     `json:"send_ns"`
+	PeakPerMs    int       `json:"peak_per_ms"`
+	DrainNs      int64     `json:"drain_ns"`
+	MaxLatencyNs int64     `json:"max_latency_ns"`
 }
 
 func loadRun(dir string) (*runData, error) {
@@ -428,6 +445,7 @@ func (d *runData) summarize() *Summary {
 		Snapshots:     []SnapshotRow{},
 		Restarts:      []RestartRow{},
 		StepDowns:     []StepDownRow{},
+		Bursts:        []BurstRow{},
 		LeaderChanges: []LeaderMark{},
 		Actions:       []ActionMark{},
 		data:          d,
@@ -451,6 +469,7 @@ func (d *runData) summarize() *Summary {
 	}
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
+	d.burstRows(s)
 	d.leaders(s)
 	for _, e := range d.events {
 		if e.Kind == KindAction {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/rig-dev/rig/engine"
@@ -98,6 +99,25 @@ func renderReport(s *Summary) string {
 		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (20 ms polling). " +
 			"Client gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
 			"it is the service gap clients saw, including the election and their reconnect to the new leader. ¹ A snapshot window overlaps this one.\n\n")
+	}
+
+	if len(s.Bursts) > 0 {
+		pf("## Micro-bursts\n\n")
+		pf("| # | at | sent | peak / 1 ms | send | absorbed in | max latency | lost |\n")
+		pf("|---|---|---|---|---|---|---|---|\n")
+		for i, b := range s.Bursts {
+			pf("| %d | %s | %d | %d | %s | %s | %s | %d |\n", i+1, fmtS(b.AtS), b.Sent, b.PeakPerMs, fmtMs(b.SendMs), fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs), b.Lost)
+		}
+		pf("\nPeak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
+			"Max latency counts from the burst's due time.")
+		if len(s.UDPRcvbufErrors) > 0 {
+			pf(" UDP receive-buffer errors over the run (/proc/net/snmp RcvbufErrors):")
+			for _, n := range sortedKeys(s.UDPRcvbufErrors) {
+				pf(" %s %d;", n, s.UDPRcvbufErrors[n])
+			}
+			pf(" the reference engine's client protocol is TCP, so these count other UDP traffic on the node.")
+		}
+		pf("\n\n")
 	}
 
 	pf("## Restarts\n\n")
@@ -376,4 +396,13 @@ func fmtCount(n int64) string {
 		return fmt.Sprintf("%dK", n/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -35,6 +35,10 @@ type Summary struct {
 	Snapshots []SnapshotRow `json:"snapshots"`  // one per snapshot action
 	Restarts  []RestartRow  `json:"restarts"`   // one per kill action
 	StepDowns []StepDownRow `json:"step_downs"` // one per step_down action
+	Bursts    []BurstRow    `json:"bursts"`     // one per micro-burst the load generator sent
+	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
+	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
+	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
