@@ -215,7 +215,7 @@ func gcCmd() *cobra.Command {
 }
 
 func archiveCmd() *cobra.Command {
-	var to, region string
+	var to, region, projectDir string
 	c := &cobra.Command{
 		Use:   "archive RUN_DIR... --to s3://bucket/prefix|DIR",
 		Short: "Pack run folders as tar.zst with a sha256 manifest, store them and verify what landed",
@@ -243,12 +243,29 @@ SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 					return fmt.Errorf("%w: %s is not a run folder", errUsage, run)
 				}
 			}
-			dest, err := archive.Open(cmd.Context(), loc, region)
-			if errors.Is(err, archive.ErrBadDest) {
-				return fmt.Errorf("%w: %w", errUsage, err)
-			}
-			if err != nil {
+			if loc.Bucket != "" {
+				// S3 uploads run in the stack driver, which links the AWS SDK (see s3dest).
+				dargs := append([]string{"archive", "--to", to}, args...)
+				if region != "" {
+					dargs = append(dargs, "--region", region)
+				}
+				for i, run := range args {
+					if abs, err := filepath.Abs(run); err == nil {
+						dargs[3+i] = abs // the driver runs in the project folder
+					}
+				}
+				err := stack.RunDriver(cmd.Context(), stack.DriverOptions{
+					ProjectDir: projectDir, Stdin: cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+				}, dargs...)
+				var ee *stack.ExitError
+				if errors.As(err, &ee) && ee.Code == 2 {
+					return fmt.Errorf("%w: %w", errUsage, err)
+				}
 				return err
+			}
+			dest, err := archive.Open(cmd.Context(), loc, region)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			for _, run := range args {
 				m, err := archive.Archive(cmd.Context(), archive.Options{RunDir: run, Dest: dest})
@@ -263,6 +280,7 @@ SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 	}
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
 	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
+	c.Flags().StringVar(&projectDir, "project-dir", ".", "the repository root, where the stack driver is built from (S3 only)")
 	return c
 }
 

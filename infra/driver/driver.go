@@ -25,6 +25,7 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/results/archive"
+	"github.com/rig-dev/rig/results/archive/s3dest"
 )
 
 // Errors callers act on. ErrNoPulumi, ErrNoStack and ErrNoInventory are shared with the light
@@ -91,7 +92,7 @@ func New(opts Options) (*Driver, error) {
 		opts.CheckCredentials = CheckAWSCredentials
 	}
 	if opts.NewDest == nil {
-		opts.NewDest = archive.Open
+		opts.NewDest = s3dest.Open
 	}
 	d := &Driver{opts: opts, log: opts.Logger}
 	if d.log == nil {

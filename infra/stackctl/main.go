@@ -24,6 +24,7 @@ import (
 	"github.com/rig-dev/rig/infra/driver"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/results/archive"
+	"github.com/rig-dev/rig/results/archive/s3dest"
 )
 
 // errUsage marks bad input: exit 2, as rig does.
@@ -221,7 +222,7 @@ func newRoot() *cobra.Command {
 	}
 	inv.Flags().StringVar(&f.stack, "stack", "", "stack name")
 
-	root.AddCommand(up, down, status, gc, inv)
+	root.AddCommand(up, down, status, gc, inv, newArchiveCmd())
 	return root
 }
 
@@ -253,4 +254,36 @@ func writeJSON(out io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(out, "%s\n", b)
 	return err
+}
+
+// newArchiveCmd is `rig archive` for S3 destinations: rig hands them here, where the AWS SDK is
+// linked (see results/archive/s3dest).
+func newArchiveCmd() *cobra.Command {
+	var to, region string
+	c := &cobra.Command{
+		Use: "archive RUN_DIR... --to s3://bucket/prefix|DIR", Short: "archive run folders (tar.zst + sha256 manifest), verified",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, runs []string) error {
+			loc, err := archive.ParseLocation(to)
+			if err != nil {
+				return fmt.Errorf("%w: --to: %w", errUsage, err)
+			}
+			dest, err := s3dest.Open(cmd.Context(), loc, region)
+			if err != nil {
+				return classify(err)
+			}
+			for _, run := range runs {
+				m, err := archive.Archive(cmd.Context(), archive.Options{RunDir: run, Dest: dest})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
+					run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
+	return c
 }

@@ -6,20 +6,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // makeRun writes a run folder with a large incompressible file (so the archive needs several
@@ -49,119 +39,6 @@ func makeRun(t *testing.T, big int) string {
 		}
 	}
 	return dir
-}
-
-type fakeS3 struct {
-	client    *s3.Client
-	backend   *s3mem.Backend
-	multipart atomic.Int32 // CreateMultipartUpload requests
-	parts     atomic.Int32 // UploadPart requests
-}
-
-func newFakeS3(t *testing.T, bucket string) *fakeS3 {
-	t.Helper()
-	f := &fakeS3{backend: s3mem.New()}
-	if err := f.backend.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	faker := gofakes3.New(f.backend)
-	h := faker.Server()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if _, ok := q["uploads"]; ok && r.Method == http.MethodPost {
-			f.multipart.Add(1)
-		}
-		if q.Get("partNumber") != "" && r.Method == http.MethodPut {
-			f.parts.Add(1)
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	f.client = s3.New(s3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-	})
-	return f
-}
-
-func smallParts(o *transfermanager.Options) {
-	o.PartSizeBytes = 5 << 20 // the S3 minimum
-	o.MultipartUploadThreshold = 5 << 20
-}
-
-func TestS3RoundTripMultipart(t *testing.T) {
-	ctx := context.Background()
-	fs3 := newFakeS3(t, "rig-results")
-	run := makeRun(t, 13<<20)
-	dest := NewS3(fs3.client, "rig-results", "dev/archives", smallParts)
-
-	m, err := Archive(ctx, Options{RunDir: run, Dest: dest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs3.multipart.Load() != 1 || fs3.parts.Load() < 3 {
-		t.Fatalf("want one multipart upload of >= 3 parts, got %d uploads, %d parts", fs3.multipart.Load(), fs3.parts.Load())
-	}
-	if len(m.Files) != 5 || m.ArchiveSize < 13<<20 {
-		t.Fatalf("manifest: %d files, %d bytes", len(m.Files), m.ArchiveSize)
-	}
-	// The objects are where the prefix says.
-	for _, key := range []string{"dev/archives/" + m.Archive, "dev/archives/" + ManifestName(m.RunID)} {
-		if _, err := fs3.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("rig-results"), Key: aws.String(key)}); err != nil {
-			t.Fatalf("%s: %v", key, err)
-		}
-	}
-
-	// Fetch extracts byte-identical files.
-	out := t.TempDir()
-	if _, err := Fetch(ctx, dest, m.RunID, out); err != nil {
-		t.Fatal(err)
-	}
-	compareTrees(t, run, filepath.Join(out, m.RunID))
-}
-
-func TestS3CorruptionDetected(t *testing.T) {
-	ctx := context.Background()
-	fs3 := newFakeS3(t, "b")
-	run := makeRun(t, 6<<20)
-	dest := NewS3(fs3.client, "b", "", smallParts)
-	m, err := Archive(ctx, Options{RunDir: run, Dest: dest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := dest.Get(ctx, m.Archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good, err := io.ReadAll(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(b []byte) {
-		t.Helper()
-		if _, err := fs3.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String(m.Archive), Body: bytes.NewReader(b)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, mutate := range map[string]func([]byte) []byte{
-		"flipped byte":  func(b []byte) []byte { c := bytes.Clone(b); c[len(c)/2] ^= 0x40; return c },
-		"truncated":     func(b []byte) []byte { return bytes.Clone(b[:len(b)-1000]) },
-		"extra trailer": func(b []byte) []byte { return append(bytes.Clone(b), 0) },
-	} {
-		put(mutate(good))
-		if _, err := Verify(ctx, dest, m.RunID); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: want ErrCorrupt, got %v", name, err)
-		}
-	}
-	put(good)
-	if _, err := Verify(ctx, dest, m.RunID); err != nil {
-		t.Fatalf("restored object: %v", err)
-	}
-	if _, err := Verify(ctx, dest, "no-such-run"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("missing run: want ErrNotFound, got %v", err)
-	}
 }
 
 // A manifest that lies about one file's digest is caught even though the archive digest matches.

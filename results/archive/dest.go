@@ -7,16 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 )
 
 // ErrBadDest means a --to value is neither s3://bucket[/prefix] nor a folder path.
@@ -46,24 +38,17 @@ func ParseLocation(to string) (Location, error) {
 	return Location{Dir: to}, nil
 }
 
-// Open returns the destination of a location: a local folder, or an S3 prefix with the AWS SDK's
-// default credentials (region: the given one, else the SDK's configured one).
-func Open(ctx context.Context, loc Location, region string) (Dest, error) {
-	if loc.Bucket == "" {
-		return Dir{Path: loc.Dir}, nil
+// ErrS3 means an S3 location was given to a program that does not link the AWS SDK: S3
+// destinations live in results/archive/s3dest (the stack driver links it; rig hands S3 archives
+// to the driver), which keeps the SDK's minute of compile time out of the rig binary.
+var ErrS3 = errors.New("S3 destinations need results/archive/s3dest")
+
+// Open returns the destination of a local-folder location (see s3dest.Open for S3).
+func Open(_ context.Context, loc Location, _ string) (Dest, error) {
+	if loc.Bucket != "" {
+		return nil, fmt.Errorf("%w: s3://%s", ErrS3, loc.Bucket)
 	}
-	var opts []func(*config.LoadOptions) error
-	if region != "" {
-		opts = append(opts, config.WithRegion(region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		return nil, fmt.Errorf("%w: no AWS region for s3://%s: set AWS_REGION or pass --region", ErrBadDest, loc.Bucket)
-	}
-	return NewS3(s3.NewFromConfig(cfg), loc.Bucket, loc.Prefix), nil
+	return Dir{Path: loc.Dir}, nil
 }
 
 // Dir stores archives in a local folder. Files are written to a temporary name, synced and then
@@ -118,58 +103,6 @@ func (d Dir) Get(_ context.Context, name string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, filepath.Join(d.Path, name))
 	}
 	return f, err
-}
-
-// S3 stores archives under a bucket prefix with the transfer manager: multipart above its
-// threshold, parts in parallel, and ranged parallel reads for verification.
-type S3 struct {
-	Client *s3.Client
-	TM     *transfermanager.Client
-	Bucket string
-	Prefix string
-}
-
-// NewS3 builds an S3 destination. tmOpts tune the transfer manager (part size, threshold).
-func NewS3(client *s3.Client, bucket, prefix string, tmOpts ...func(*transfermanager.Options)) *S3 {
-	return &S3{Client: client, TM: transfermanager.New(client, tmOpts...), Bucket: bucket, Prefix: strings.Trim(prefix, "/")}
-}
-
-func (d *S3) key(name string) string {
-	if d.Prefix == "" {
-		return name
-	}
-	return path.Join(d.Prefix, name)
-}
-
-func (d *S3) String() string { return "s3://" + d.Bucket + "/" + d.key("") }
-
-// Put uploads r; a seekable r (the staged archive file) lets the manager size the parts.
-func (d *S3) Put(ctx context.Context, name string, r io.Reader, size int64) error {
-	_, err := d.TM.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket:        aws.String(d.Bucket),
-		Key:           aws.String(d.key(name)),
-		Body:          r,
-		ContentLength: aws.Int64(size),
-	})
-	return err
-}
-
-// Get checks the object exists, then reads it with the manager's ranged parallel getter.
-func (d *S3) Get(ctx context.Context, name string) (io.ReadCloser, error) {
-	_, err := d.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(d.Bucket), Key: aws.String(d.key(name))})
-	if err != nil {
-		var nf *s3types.NotFound
-		var apiErr smithy.APIError
-		if errors.As(err, &nf) || (errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NotFound" || apiErr.ErrorCode() == "NoSuchKey")) {
-			return nil, fmt.Errorf("%w: s3://%s/%s", ErrNotFound, d.Bucket, d.key(name))
-		}
-		return nil, err
-	}
-	out, err := d.TM.GetObject(ctx, &transfermanager.GetObjectInput{Bucket: aws.String(d.Bucket), Key: aws.String(d.key(name))})
-	if err != nil {
-		return nil, err
-	}
-	return io.NopCloser(out.Body), nil
 }
 
 type ctxReader struct {
