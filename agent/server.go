@@ -82,6 +82,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.mux.HandleFunc("GET "+APIVersion+"/ping", s.handlePing)
 	s.registerEngineHandlers()
 	s.registerNodeHandlers()
+	s.registerDiskHandlers()
 	ln := opts.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", opts.Listen); err != nil {

@@ -48,6 +48,7 @@ type Manifest struct {
 	// ClockOffsets per node: node clock minus controller clock (best of 8 round trips), already
 	// subtracted from every node-side timestamp in events.jsonl.
 	ClockOffsets map[string]any `json:"clock_offsets,omitempty"`
+	Disks        map[string]any `json:"disks,omitempty"` // per server: its data volume as found, formatted, mounted
 	Warnings     []string       `json:"warnings,omitempty"`
 	Phases       []PhaseMark    `json:"phases,omitempty"` // controller stages with load average at each
 }

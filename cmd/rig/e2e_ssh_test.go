@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/infra/inventory"
@@ -31,12 +32,24 @@ func TestRunOverSSH(t *testing.T) {
 		}
 		inv.Nodes = append(inv.Nodes, n)
 	}
+	// node-0's engine data goes on a data volume of its own (a loop device standing in for EBS):
+	// found, formatted and mounted by its agent.
+	var dataMount string
+	if dev := loopDevice(t); dev != "" {
+		inv.Nodes[0].DataDevice = dev
+		dataMount = filepath.Join(t.TempDir(), "data")
+		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
+	}
 	invFile := filepath.Join(t.TempDir(), "inventory.json")
 	b, _ := json.Marshal(inv)
 	os.WriteFile(invFile, b, 0o644)
 
 	res := t.TempDir()
-	cmd := exec.Command(rigBin, "run", "--results", res, "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", t.TempDir(), writePlaybook(t, shortQuickstart))
+	args := []string{"run", "--results", res, "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", t.TempDir()}
+	if dataMount != "" {
+		args = append(args, "--data-mount", dataMount, "--data-fs", "ext4")
+	}
+	cmd := exec.Command(rigBin, append(args, writePlaybook(t, shortQuickstart))...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -62,5 +75,41 @@ func TestRunOverSSH(t *testing.T) {
 			t.Errorf("not collected: %s", f)
 		}
 	}
+	if dataMount != "" {
+		var m struct {
+			Disks map[string]struct {
+				Device     string `json:"device"`
+				Formatted  bool   `json:"formatted"`
+				MountPoint string `json:"mount_point"`
+			} `json:"disks"`
+		}
+		readJSON(t, filepath.Join(dir, "manifest.json"), &m)
+		d := m.Disks["node-0"]
+		if d.Device != inv.Nodes[0].DataDevice || !d.Formatted || d.MountPoint != dataMount {
+			t.Errorf("manifest disks %+v: want node-0's %s formatted and mounted on %s", m.Disks, inv.Nodes[0].DataDevice, dataMount)
+		}
+		log, _ := os.ReadFile(filepath.Join(dir, "node-0", "engine.log"))
+		if !bytes.Contains(log, []byte(dataMount+"/rig/")) {
+			t.Errorf("node-0's engine did not keep its log on the data volume %s", dataMount)
+		}
+	}
 	assertNoProcesses(t, "/rig-node-0/bin/rig", "/rig-client-0/bin/rig")
+}
+
+// loopDevice attaches an empty 128 MiB file as a block device; "" when that is not possible here.
+func loopDevice(t *testing.T) string {
+	if os.Geteuid() != 0 {
+		return ""
+	}
+	img := filepath.Join(t.TempDir(), "vol.img")
+	if os.WriteFile(img, nil, 0o600) != nil || os.Truncate(img, 128<<20) != nil {
+		return ""
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	if err != nil {
+		return ""
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	return dev
 }

@@ -68,6 +68,8 @@ func init() {
 	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
 	f.StringSliceVar(&remote.KeyFiles, "ssh-key", nil, "SSH private key file(s) for --stack/--inventory")
 	f.StringVar(&remote.Dir, "remote-dir", "", "base folder on the nodes for --stack/--inventory (default: the login home)")
+	f.StringVar(&remote.DataMount, "data-mount", "/data", "where each server's data volume (inventory data_device) is mounted for engine data")
+	f.StringVar(&remote.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
 	f.StringVar(&opts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")

@@ -46,6 +46,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 			r.pb.Cluster.Servers, r.pb.Cluster.Clients, r.inv.Target, len(r.inv.Servers()), len(r.inv.Clients()))
 	}
 	r.servers, r.client = r.inv.Servers(), r.inv.Clients()[0]
+	r.dataRoot = map[string]string{}
 	r.mark("start")
 	inv := r.inv
 	r.progress("agents up on %d nodes", len(inv.Nodes))
@@ -53,6 +54,11 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	r.recordFacts(ctx)
 	if err := r.applyTuning(ctx); err != nil {
 		return cleanup, err
+	}
+	if r.opts.Remote != nil {
+		if err := r.prepareDisks(ctx); err != nil {
+			return cleanup, err
+		}
 	}
 	if err := r.startEngines(ctx); err != nil {
 		return cleanup, err
@@ -92,7 +98,7 @@ func (r *run) engineConfig(n inventory.Node) engine.Config {
 	e := r.pb.Engine
 	host := n.PrivateAddress
 	cfg := engine.Config{
-		Node: n.Name, Dir: r.dataDir(), // relative: under the agent's folder on the node
+		Node: n.Name, Dir: r.dataDir(n),
 		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
 		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
 		AdminAddr:     net.JoinHostPort(loopbackHost(n), strconv.Itoa(adminPort)),
@@ -248,9 +254,15 @@ func writeJSONFile(path string, v any) error {
 	return results.WriteFileAtomic(path, b)
 }
 
-// dataDir is the engine's data folder, relative to the agent's folder: one per run, so a run
-// on a cluster that already ran something never starts from an earlier run's log.
-func (r *run) dataDir() string { return path.Join("data", r.id) }
+// dataDir is the engine's data folder: on the node's data volume when it has one, else relative
+// to the agent's folder; one per run, so a run on a cluster that already ran something never
+// starts from an earlier run's log.
+func (r *run) dataDir(n inventory.Node) string {
+	if root := r.dataRoot[n.Name]; root != "" {
+		return path.Join(root, "rig", r.id)
+	}
+	return path.Join("data", r.id)
+}
 
 // removeData deletes the engines' data folders (raft log, snapshots) unless asked to keep them.
 func (r *run) removeData(ctx context.Context) {
@@ -262,7 +274,11 @@ func (r *run) removeData(ctx context.Context) {
 			os.RemoveAll(filepath.Join(n.Dir, "data"))
 			continue
 		}
-		if _, err := r.tr.Exec(ctx, n, transport.Cmd{Args: []string{"rm", "-rf", "--", r.nodePath(n, r.dataDir())}, Sudo: r.opts.Remote.Sudo}); err != nil {
+		dir := r.dataDir(n)
+		if !path.IsAbs(dir) {
+			dir = r.nodePath(n, dir)
+		}
+		if _, err := r.tr.Exec(ctx, n, transport.Cmd{Args: []string{"rm", "-rf", "--", dir}, Sudo: r.opts.Remote.Sudo}); err != nil {
 			r.warn("remove engine data on %s: %v", n.Name, err)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/agent/stage"
 	"github.com/rig-dev/rig/infra/inventory"
 	"github.com/rig-dev/rig/transport/sshx"
@@ -22,6 +24,11 @@ type Remote struct {
 	KeyFiles []string         // SSH private keys
 	Sudo     bool             // run the agent as root through sudo -n (tuning needs root)
 	Dir      string           // base folder on the nodes (default: the login user's home)
+	// DataMount is where each server's data volume (inventory data_device) is mounted for the
+	// engine's log and snapshots (default /data), with a DataFS filesystem made if it has none
+	// (default xfs). Servers without a data_device keep engine data in their rig folder.
+	DataMount string
+	DataFS    string
 }
 
 // loopbackHost is where a node's own services (agent, engine admin, load generator control)
@@ -115,6 +122,39 @@ func (r *run) startRemote(ctx context.Context) (func(context.Context), error) {
 		}
 		tr.Close()
 	}, nil
+}
+
+// prepareDisks mounts each server's provisioned data volume, so the engine writes to the volume
+// whose IOPS and throughput the experiment is about, not to the root disk.
+func (r *run) prepareDisks(ctx context.Context) error {
+	mount, fs := r.opts.Remote.DataMount, r.opts.Remote.DataFS
+	if mount == "" {
+		mount = "/data"
+	}
+	if fs == "" {
+		fs = "xfs"
+	}
+	rec := map[string]any{}
+	for _, n := range r.servers {
+		if n.DataDevice == "" {
+			continue
+		}
+		o := disk.Options{VolumeID: n.DataDevice, FS: fs, MountPoint: mount, Format: true}
+		if strings.HasPrefix(n.DataDevice, "/dev/") { // a device path, for machines not provisioned by rig
+			o.VolumeID, o.Device = "", n.DataDevice
+		}
+		res, err := r.agents[n.Name].Disk(ctx, o)
+		if err != nil {
+			return fmt.Errorf("prepare data volume %s on %s: %w", n.DataDevice, n.Name, err)
+		}
+		r.dataRoot[n.Name] = mount
+		rec[n.Name] = res
+		r.progress("%s: data volume %s (%s) on %s, %s", n.Name, n.DataDevice, res.Device, mount, res.FS)
+	}
+	r.manMu.Lock()
+	r.man.Disks = rec
+	r.manMu.Unlock()
+	return nil
 }
 
 // collectRemote pulls every node's folder (logs, transitions, samples, final status; large

@@ -111,6 +111,7 @@ type run struct {
 	manMu         sync.Mutex               // the manifest is updated from the timeline's goroutines too
 	asyncErrs     []error                  // failures of relaunches running beside the timeline (under mu)
 	cursor        map[string]uint64        // per server: the last transition a watcher handled (under mu)
+	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
 }
 
 func (r *run) progress(format string, args ...any) {

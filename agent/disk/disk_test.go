@@ -1,0 +1,108 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loop attaches an empty file as a real block device (root only).
+func loop(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for loop devices and mount")
+	}
+	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid", "findmnt", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s missing", tool)
+			}
+			t.Skipf("%s missing", tool)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "vol.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).Output()
+	if err != nil {
+		t.Skipf("losetup: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	return dev
+}
+
+func TestPrepareFormatsMountsAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	dev := loop(t)
+	mp := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() { exec.Command("umount", mp).Run() })
+
+	if _, err := Prepare(ctx, Options{Device: dev, MountPoint: mp}); !errors.Is(err, ErrNoFS) {
+		t.Fatalf("empty device without format: %v, want ErrNoFS", err)
+	}
+	res, err := Prepare(ctx, Options{Device: dev, MountPoint: mp, Format: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Formatted || !res.Mounted || !strings.Contains(res.Options, "noatime") {
+		t.Fatalf("first prepare %+v: want formatted, mounted, noatime", res)
+	}
+	if got := fsType(ctx, dev); got != "ext4" {
+		t.Fatalf("blkid says %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "kept"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Again: nothing formatted, nothing lost.
+	res, err = Prepare(ctx, Options{Device: dev, MountPoint: mp, Format: true})
+	if err != nil || res.Formatted || res.Mounted {
+		t.Fatalf("second prepare %+v, %v: want a no-op", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(mp, "kept")); err != nil {
+		t.Fatalf("data lost: %v", err)
+	}
+	// The device is in use: another mount point is refused.
+	if _, err := Prepare(ctx, Options{Device: dev, MountPoint: filepath.Join(t.TempDir(), "other"), Format: true}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second mount point: %v, want ErrInUse", err)
+	}
+	// Unmounted, a request for another filesystem never reformats it.
+	if out, err := exec.Command("umount", mp).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	if _, err := Prepare(ctx, Options{Device: dev, MountPoint: mp, FS: "xfs", Format: true}); !errors.Is(err, ErrOtherFS) {
+		t.Fatalf("xfs over ext4: %v, want ErrOtherFS", err)
+	}
+	if got := fsType(ctx, dev); got != "ext4" {
+		t.Fatalf("device was touched: blkid says %q", got)
+	}
+}
+
+func TestPrepareBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Device: "/dev/x", MountPoint: "relative"},
+		{Device: "/dev/x", MountPoint: "/"},
+		{MountPoint: "/data"},
+		{Device: "/dev/x", VolumeID: "vol-1", MountPoint: "/data"},
+		{Device: "/dev/x", MountPoint: "/data", FS: "btrfs"},
+	} {
+		if _, err := Prepare(context.Background(), o); !errors.Is(err, ErrBadOption) {
+			t.Errorf("%+v: %v, want ErrBadOption", o, err)
+		}
+	}
+}
+
+func TestVolumeNotFound(t *testing.T) {
+	_, err := Prepare(context.Background(), Options{VolumeID: "vol-0doesnotexist", MountPoint: "/data-none"})
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "vol-0doesnotexist") {
+		t.Fatalf("%v: want ErrNotFound naming the volume", err)
+	}
+}

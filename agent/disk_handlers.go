@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/rig-dev/rig/agent/disk"
+)
+
+// POST /v1/disk prepares the node's data volume (find, make a filesystem if it has none, mount).
+func (s *Server) registerDiskHandlers() {
+	s.mux.HandleFunc("POST "+APIVersion+"/disk", func(w http.ResponseWriter, r *http.Request) {
+		var o disk.Options
+		if err := readJSON(r, &o); err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		o.Root = s.opts.Root
+		res, err := disk.Prepare(r.Context(), o)
+		switch {
+		case err == nil:
+			writeJSON(w, http.StatusOK, res)
+		case errors.Is(err, disk.ErrBadOption):
+			writeErr(w, http.StatusBadRequest, err)
+		case errors.Is(err, disk.ErrNotFound):
+			writeErr(w, http.StatusNotFound, err)
+		case errors.Is(err, disk.ErrInUse), errors.Is(err, disk.ErrOtherFS), errors.Is(err, disk.ErrNoFS):
+			writeErr(w, http.StatusConflict, err)
+		default:
+			writeErr(w, http.StatusInternalServerError, err)
+		}
+	})
+}
+
+// Disk prepares the node's data volume.
+func (c *Client) Disk(ctx context.Context, o disk.Options) (disk.Result, error) {
+	var out disk.Result
+	err := c.do(ctx, http.MethodPost, "/disk", o, &out)
+	return out, err
+}
