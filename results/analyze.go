@@ -69,6 +69,7 @@ type span struct{ from, to int64 }
 // extras for the settings line.
 type runManifest struct {
 	RunID   string `json:"run_id"`
+	Target  string `json:"target"`
 	Status  string `json:"status"`
 	CPUs    int    `json:"cpus"`
 	LoadAvg struct {

@@ -262,6 +262,8 @@ func plotTitle(rel string) string {
 		return "Restart phases from relaunch"
 	case PlotNodes:
 		return "Engine phase per node over the run"
+	case PlotDisk:
+		return "Disk write throughput per server, with event markers"
 	}
 	return rel
 }
