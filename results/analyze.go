@@ -471,6 +471,7 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
+	warn = append(warn, d.sampleFigures(s)...)
 	d.leaders(s)
 	for _, e := range d.events {
 		if e.Kind == KindAction {

@@ -3,6 +3,7 @@ package results
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -29,39 +30,68 @@ func (d *runData) burstRows(s *Summary) {
 			})
 		}
 	}
+}
+
+// sampleFigures reads every node's OS samples: UDP receive-buffer drops, and how often the
+// node's own load average exceeded its CPUs (the controller's load says nothing about a remote
+// node's).
+func (d *runData) sampleFigures(s *Summary) []string {
+	var warn []string
 	files, _ := filepath.Glob(filepath.Join(d.dir, "*", "samples", "*.ndjson"))
 	for _, f := range files {
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		if n, ok := rcvbufErrors(f); ok {
-			if s.UDPRcvbufErrors == nil {
-				s.UDPRcvbufErrors = map[string]uint64{}
-			}
-			s.UDPRcvbufErrors[node] += n
+		st, ok := readSampleFile(f)
+		if !ok {
+			continue
+		}
+		if s.UDPRcvbufErrors == nil {
+			s.UDPRcvbufErrors = map[string]uint64{}
+		}
+		s.UDPRcvbufErrors[node] += st.rcvbuf
+		// On the local target every node is this machine: the run-level load warning says it once.
+		if st.overloaded > 0 && d.man.Target != "local" {
+			warn = append(warn, fmt.Sprintf("%s: load average above its %d CPUs in %d of %d OS samples (up to %.2f): timings from it are upper bounds", node, st.cpus, st.overloaded, st.n, st.maxLoad))
 		}
 	}
+	return warn
 }
 
-// rcvbufErrors sums the per-interval RcvbufErrors deltas of a samples file.
-func rcvbufErrors(path string) (uint64, bool) {
+type sampleFile struct {
+	n, overloaded, cpus int
+	rcvbuf              uint64
+	maxLoad             float64
+}
+
+func readSampleFile(path string) (sampleFile, bool) {
+	var out sampleFile
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, false
+		return out, false
 	}
 	defer f.Close()
-	var sum uint64
-	var n int
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var s struct {
+			CPUs int `json:"cpus"`
+			Load struct {
+				Load1      float64 `json:"load1"`
+				Overloaded bool    `json:"overloaded"`
+			} `json:"load"`
 			UDP struct {
 				RcvbufErrorsDelta uint64 `json:"rcvbuf_errors_delta"`
 			} `json:"udp"`
 		}
-		if json.Unmarshal(sc.Bytes(), &s) == nil {
-			sum += s.UDP.RcvbufErrorsDelta
-			n++
+		if json.Unmarshal(sc.Bytes(), &s) != nil {
+			continue
+		}
+		out.n++
+		out.rcvbuf += s.UDP.RcvbufErrorsDelta
+		out.cpus = max(out.cpus, s.CPUs)
+		out.maxLoad = max(out.maxLoad, s.Load.Load1)
+		if s.Load.Overloaded {
+			out.overloaded++
 		}
 	}
-	return sum, n > 0
+	return out, out.n > 0
 }

@@ -1,9 +1,14 @@
 package results
 
 import (
+	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/rig-dev/rig/engine"
 )
 
 func TestBurstRowsAndRcvbufErrors(t *testing.T) {
@@ -20,8 +25,8 @@ func TestBurstRowsAndRcvbufErrors(t *testing.T) {
 	// Two samples on node-0 with 3 and 4 receive-buffer drops; a torn last line is ignored.
 	dir := filepath.Join(f.dir, "node-0", "samples")
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "os-x.ndjson"), []byte(`{"udp":{"rcvbuf_errors_delta":3}}
-{"udp":{"rcvbuf_errors_delta":4}}
+	os.WriteFile(filepath.Join(dir, "os-x.ndjson"), []byte(`{"cpus":2,"load":{"load1":1.5},"udp":{"rcvbuf_errors_delta":3}}
+{"cpus":2,"load":{"load1":3.25,"overloaded":true},"udp":{"rcvbuf_errors_delta":4}}
 {"udp":{"rcvbuf_err`), 0o644)
 	s, err := Analyze(f.close())
 	if err != nil {
@@ -39,5 +44,48 @@ func TestBurstRowsAndRcvbufErrors(t *testing.T) {
 	}
 	if s.UDPRcvbufErrors["node-0"] != 7 {
 		t.Errorf("rcvbuf errors %v, want node-0: 7", s.UDPRcvbufErrors)
+	}
+	var flagged bool
+	for _, w := range s.Warnings {
+		flagged = flagged || strings.Contains(w, "node-0: load average above its 2 CPUs in 1 of 2 OS samples (up to 3.25)")
+	}
+	if !flagged {
+		t.Errorf("no per-node load warning in %q", s.Warnings)
+	}
+}
+
+func TestDiskPlotFromSamples(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.action(2000, "snapshot", "node-0", nil)
+	f.run(5000, "load_end")
+	f.status("node-0", engine.Status{Phase: "ready", StateHash: "ab"})
+	f.probes([]Probe{{IntendedNs: at(1500).UnixNano(), LatencyNs: 1e6}})
+	var lines []byte
+	for ms := int64(0); ms < 5000; ms += 500 {
+		b, _ := json.Marshal(map[string]any{"time": at(ms), "disks": []any{map[string]any{"wmb_s": float64(ms) / 100}}})
+		lines = append(append(lines, b...), '\n')
+	}
+	os.MkdirAll(filepath.Join(f.dir, "node-0", "samples"), 0o755)
+	os.WriteFile(filepath.Join(f.dir, "node-0", "samples", "os-r.ndjson"), lines, 0o644)
+	dir := f.close()
+	s, err := Analyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteOutputs(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(filepath.Join(dir, PlotDisk))
+	if err != nil {
+		t.Fatalf("no disk plot: %v (plots %v)", err, s.Plots)
+	}
+	defer fh.Close()
+	if _, err := png.Decode(fh); err != nil {
+		t.Fatal(err)
+	}
+	if pts := s.data.diskSeries()["node-0"]; len(pts) != 10 || pts[9].Y != 45 || pts[0].X != 0 {
+		t.Errorf("disk series %v: want 10 samples from 0 s, the last at 45 MiB/s", pts)
 	}
 }
