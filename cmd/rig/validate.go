@@ -43,7 +43,8 @@ func validate(cmd *cobra.Command, arg, stackConfig string) error {
 	}
 	if stackConfig != "" {
 		if err := validateStackConfig(cmd, stackConfig); err != nil {
-			errs = append(errs, fmt.Errorf("--stack-config %s: %w", stackConfig, err))
+			// It already says usage; keep the one errUsage wrap below.
+			errs = append(errs, fmt.Errorf("--stack-config %s: %s", stackConfig, strings.TrimPrefix(err.Error(), errUsage.Error()+": ")))
 		}
 	}
 	if len(errs) > 0 {
