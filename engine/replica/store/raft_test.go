@@ -267,7 +267,9 @@ func TestRaftClusterOnStores(t *testing.T) {
 	}
 	newLo, _ := f.logs.FirstIndex()
 	newHi, _ := f.logs.LastIndex()
-	if newLo <= hi || newHi < hi+second {
+	// Raft empties a monotonic log when it installs a snapshot; when that snapshot already held
+	// every entry, the log stays empty (0..0) until the next append, which is also correct.
+	if newHi != 0 && (newLo <= hi || newHi < hi+second) {
 		t.Fatalf("%s log is %d..%d after catch-up by snapshot; want it to start past %d and reach %d", f.id, newLo, newHi, hi, hi+second)
 	}
 }
