@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"github.com/rig-dev/rig/internal/units"
 	"os"
 	"strconv"
 	"strings"
@@ -123,7 +123,7 @@ func (c *Count) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
-	n, err := ParseCount(s)
+	n, err := units.ParseCount(s)
 	if err != nil {
 		return &badValue{raw: string(b), msg: err.Error()}
 	}
@@ -131,68 +131,29 @@ func (c *Count) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Rate is a per-second rate written as a number or "5000/s".
+// Rate is a per-second rate written as a number (per second) or with its unit, "5000/s".
 type Rate float64
 
 // UnmarshalJSON accepts 5000 or "5000/s".
 func (r *Rate) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if len(b) > 0 && b[0] == '"' {
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+	if len(b) > 0 && b[0] != '"' {
+		var v float64
+		if err := json.Unmarshal(b, &v); err != nil || !(v > 0) {
+			return &badValue{raw: string(b), msg: "want a rate above 0 per second, e.g. 5000 or \"5000/s\""}
 		}
+		*r = Rate(v)
+		return nil
 	}
-	v, err := ParseRate(s)
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := units.ParseRate(s)
 	if err != nil {
 		return &badValue{raw: string(b), msg: err.Error()}
 	}
 	*r = Rate(v)
 	return nil
-}
-
-// ParseCount parses "100000", "100k", "5M", "1.5M", "1G" (k = 1e3, M = 1e6, G = 1e9).
-func ParseCount(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1e6, t[:n-1]
-		case 'g', 'G':
-			mult, t = 1e9, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("count %q: want a whole number, optionally with k, M or G (e.g. 100k, 5M)", s)
-	}
-	v *= mult
-	if v != math.Trunc(v) || v > math.MaxInt64/2 {
-		return 0, fmt.Errorf("count %q: want a whole number, optionally with k, M or G (e.g. 100k, 5M)", s)
-	}
-	return int64(v), nil
-}
-
-// ParseRate parses a per-second rate: "5000", "5000/s", "5k/s".
-func ParseRate(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSuffix(t, "/s")
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1e6, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("rate %q: want messages per second > 0, e.g. 5000/s or 5k/s", s)
-	}
-	return v * mult, nil
 }
 
 // ErrConfig classifies a configuration file that cannot be used.

@@ -43,7 +43,7 @@ func TestParseConfig(t *testing.T) {
 func TestParseConfigErrorsSayWhere(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"{\n  \"servers\": [\"a:1\"],\n  \"probe\": {\"rat\": 5}\n}", `lg.json:3:13: unknown key "rat" in probe`},
-		{"{\n  \"servers\": [\"a:1\"],\n  \"probe\": {\"rate\": \"fast\"}\n}", `lg.json:3:21: probe.rate: rate "fast"`},
+		{"{\n  \"servers\": [\"a:1\"],\n  \"probe\": {\"rate\": \"fast\"}\n}", `lg.json:3:21: probe.rate: "fast" is not a rate`},
 		{"{\n  \"instruments\": \"many\"\n}", "lg.json:2:18: instruments: string where int is wanted"},
 		{"{\n  \"servers\": [\"a:1\"],,\n}", "lg.json:2:"},
 		{"{\n  \"preload\": {\"levels\": 3},\n  \"probe\": {\"duration\": \"30 seconds\"}\n}", "lg.json:3:25: probe.duration: duration \"30 seconds\": want a Go duration"},
@@ -60,25 +60,30 @@ func TestParseConfigErrorsSayWhere(t *testing.T) {
 	}
 }
 
-func TestParseCountAndRate(t *testing.T) {
-	for s, want := range map[string]int64{"100000": 100_000, "100k": 100_000, "5M": 5_000_000, "1.5M": 1_500_000, "1G": 1e9, "0": 0} {
-		if got, err := ParseCount(s); err != nil || got != want {
-			t.Errorf("ParseCount(%q) = %d, %v, want %d", s, got, err, want)
+// Counts and rates in the config file: numbers, or text in the grammar of internal/units.
+func TestCountAndRateJSON(t *testing.T) {
+	for in, want := range map[string]Count{`100000`: 100_000, `"100k"`: 100_000, `"5M"`: 5_000_000, `"1.5m"`: 1_500_000, `0`: 0} {
+		var c Count
+		if err := json.Unmarshal([]byte(in), &c); err != nil || c != want {
+			t.Errorf("Count %s = %d, %v, want %d", in, c, err, want)
 		}
 	}
-	for _, s := range []string{"", "-1", "1.5", "k", "5X", "1e30G"} {
-		if _, err := ParseCount(s); err == nil {
-			t.Errorf("ParseCount(%q) accepted", s)
+	for _, in := range []string{`""`, `-1`, `1.5`, `"k"`, `"5X"`} {
+		var c Count
+		if err := json.Unmarshal([]byte(in), &c); err == nil {
+			t.Errorf("Count %s accepted", in)
 		}
 	}
-	for s, want := range map[string]float64{"1000": 1000, "1000/s": 1000, "5k/s": 5000, "0.5/s": 0.5} {
-		if got, err := ParseRate(s); err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v, want %v", s, got, err, want)
+	for in, want := range map[string]Rate{`1000`: 1000, `"1000/s"`: 1000, `"5k/s"`: 5000, `0.5`: 0.5} {
+		var r Rate
+		if err := json.Unmarshal([]byte(in), &r); err != nil || r != want {
+			t.Errorf("Rate %s = %v, %v, want %v", in, r, err, want)
 		}
 	}
-	for _, s := range []string{"", "0", "-5/s", "fast", "5/m"} {
-		if _, err := ParseRate(s); err == nil {
-			t.Errorf("ParseRate(%q) accepted", s)
+	for _, in := range []string{`""`, `0`, `-5`, `"-5/s"`, `"fast"`, `"1000"`} {
+		var r Rate
+		if err := json.Unmarshal([]byte(in), &r); err == nil {
+			t.Errorf("Rate %s accepted", in)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,13 +28,13 @@ func check(p *Playbook) []issue {
 
 	if p.Warmup >= end {
 		add("warmup", "warmup", []string{"duration"},
-			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", formatDuration(p.Warmup), formatDuration(end))
+			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", units.FormatDuration(p.Warmup), units.FormatDuration(end))
 	}
 	e := p.Engine
 	if e.HeartbeatTimeout > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < e.HeartbeatTimeout {
 		add("engine.election_timeout", "election<heartbeat", []string{"engine.heartbeat_timeout"},
 			"%s is shorter than engine.heartbeat_timeout (%s); raft needs election_timeout >= heartbeat_timeout",
-			formatDuration(e.ElectionTimeout), formatDuration(e.HeartbeatTimeout))
+			units.FormatDuration(e.ElectionTimeout), units.FormatDuration(e.HeartbeatTimeout))
 	}
 	if bg, ok := tuningInt(p, "vm.dirty_background_ratio"); ok {
 		if fg, ok := tuningInt(p, "vm.dirty_ratio"); ok && bg >= fg {
@@ -56,11 +58,11 @@ func check(p *Playbook) []issue {
 		if i > 0 && a.At < p.Timeline[i-1].At {
 			add(at, "order", []string{fmt.Sprintf("timeline[%d].at", i-1)},
 				"%s is before the previous action (timeline[%d] at %s); actions run in list order, so list them by offset",
-				formatDuration(a.At), i-1, formatDuration(p.Timeline[i-1].At))
+				units.FormatDuration(a.At), i-1, units.FormatDuration(p.Timeline[i-1].At))
 		}
 		if a.At >= end {
 			add(at, "after-end", []string{"duration"},
-				"%s is at or after the end of the run (duration %s); want an offset below %s", formatDuration(a.At), formatDuration(end), formatDuration(end))
+				"%s is at or after the end of the run (duration %s); want an offset below %s", units.FormatDuration(a.At), units.FormatDuration(end), units.FormatDuration(end))
 		}
 		switch a.Kind {
 		case ActKill, ActStepDown:
@@ -91,7 +93,7 @@ func check(p *Playbook) []issue {
 				if a.At < end && a.At+r >= end {
 					add(path+".kill.relaunch_after", "relaunch-after-end", []string{"duration", at},
 						"the relaunch at %s (at %s + %s) is at or after the end of the run (duration %s); want the relaunch to happen inside the run",
-						formatDuration(a.At+r), formatDuration(a.At), formatDuration(r), formatDuration(end))
+						units.FormatDuration(a.At+r), units.FormatDuration(a.At), units.FormatDuration(r), units.FormatDuration(end))
 				}
 			}
 			var still []down
@@ -105,7 +107,7 @@ func check(p *Playbook) []issue {
 				if o.node == a.Kill.Node && nodeNRe.MatchString(o.node) {
 					add(np, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
 						"%s is still down at %s (timeline[%d] killed it at %s%s); kill it again after it is relaunched",
-						a.Kill.Node, formatDuration(a.At), o.idx, formatDuration(o.from), relaunchNote(o.until))
+						a.Kill.Node, units.FormatDuration(a.At), o.idx, units.FormatDuration(o.from), relaunchNote(o.until))
 					again = true
 				}
 				still = append(still, o)
@@ -120,7 +122,7 @@ func check(p *Playbook) []issue {
 				}
 				add(path+".kill", "majority", []string{"cluster.servers"},
 					"leaves %d of %d servers down at %s (still down: %s); at most %d may be down for the cluster to keep a majority and serve",
-					len(still)+1, p.Cluster.Servers, formatDuration(a.At), strings.Join(names, ", "), maxDown)
+					len(still)+1, p.Cluster.Servers, units.FormatDuration(a.At), strings.Join(names, ", "), maxDown)
 			}
 			downs = append(downs, d)
 		case ActBurst:
@@ -131,7 +133,7 @@ func check(p *Playbook) []issue {
 			if last := a.At + time.Duration(b.Count-1)*b.Every; b.Count > 1 && a.At < end && last >= end {
 				add(path+".burst.count", "burst-after-end", []string{"duration", at, path + ".burst.every"},
 					"the last of %d bursts starts at %s (at %s + %d x %s), at or after the end of the run (duration %s); want fewer bursts or a longer run",
-					b.Count, formatDuration(last), formatDuration(a.At), b.Count-1, formatDuration(b.Every), formatDuration(end))
+					b.Count, units.FormatDuration(last), units.FormatDuration(a.At), b.Count-1, units.FormatDuration(b.Every), units.FormatDuration(end))
 			}
 		case ActWaitFor:
 			w := a.WaitFor
@@ -165,7 +167,7 @@ func relaunchNote(until time.Duration) string {
 	if until < 0 {
 		return ", with no relaunch"
 	}
-	return ", relaunched at " + formatDuration(until)
+	return ", relaunched at " + units.FormatDuration(until)
 }
 
 // nodeExists returns why ref names no server of a cluster of n, or "".

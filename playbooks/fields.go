@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"fmt"
 	"regexp"
 	"sort"
@@ -45,7 +47,7 @@ var staticFields = map[string]field{
 	"cluster.clients": intField(1, 99, "clients, 1..99", func(p *Playbook) *int { return &p.Cluster.Clients }),
 	"engine.sync_level": {
 		set: func(p *Playbook, s string) error {
-			v, err := parseInt(s)
+			v, err := units.ParseInt(s)
 			if err != nil || v < 0 || v > 2 {
 				return fmt.Errorf("%q is not a sync level; want 0 (no sync), 1 (fdatasync) or 2 (fsync)", s)
 			}
@@ -56,7 +58,7 @@ var staticFields = map[string]field{
 	},
 	"engine.snapshot_block": {
 		set: func(p *Playbook, s string) error {
-			v, err := ParseSize(s)
+			v, err := units.ParseSize(s)
 			if err != nil {
 				return err
 			}
@@ -66,7 +68,7 @@ var staticFields = map[string]field{
 			p.Engine.SnapshotBlock = v
 			return nil
 		},
-		get: func(p *Playbook) string { return FormatSize(p.Engine.SnapshotBlock) },
+		get: func(p *Playbook) string { return units.FormatSize(p.Engine.SnapshotBlock) },
 	},
 	"engine.encode_threads": intField(1, 256, "encode threads, 1 (linear) to 256", func(p *Playbook) *int { return &p.Engine.EncodeThreads }),
 	"engine.heartbeat_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
@@ -75,19 +77,19 @@ var staticFields = map[string]field{
 		func(p *Playbook) *time.Duration { return &p.Engine.ElectionTimeout }),
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
-			v, err := ParseCount(s)
+			v, err := units.ParseCount(s)
 			if err != nil {
 				return err
 			}
 			p.Preload.Orders = v
 			return nil
 		},
-		get: func(p *Playbook) string { return FormatCount(p.Preload.Orders) },
+		get: func(p *Playbook) string { return units.FormatCount(p.Preload.Orders) },
 	},
 	"preload.instruments": intField(1, 1_000_000, "instruments, 1..1000000", func(p *Playbook) *int { return &p.Preload.Instruments }),
 	"load.probe_rate": {
 		set: func(p *Playbook, s string) error {
-			v, err := ParseRate(s)
+			v, err := units.ParseRate(s)
 			if err != nil {
 				return err
 			}
@@ -100,13 +102,13 @@ var staticFields = map[string]field{
 			p.Load.ProbeRate = v
 			return nil
 		},
-		get: func(p *Playbook) string { return FormatRate(p.Load.ProbeRate) },
+		get: func(p *Playbook) string { return units.FormatRate(p.Load.ProbeRate) },
 	},
 	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
 	"duration": durationField(time.Second, 24*time.Hour, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
 	"rounds": {
 		set: func(p *Playbook, s string) error {
-			v, err := parseInt(s)
+			v, err := units.ParseInt(s)
 			if err != nil || v < 1 || v > 1000 {
 				return fmt.Errorf("%q is not a number of rounds; want a whole number 1..1000", s)
 			}
@@ -125,7 +127,7 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 func intField(lo, hi int, help string, ptr func(*Playbook) *int) field {
 	return field{
 		set: func(p *Playbook, s string) error {
-			v, err := parseInt(s)
+			v, err := units.ParseInt(s)
 			if err != nil {
 				return fmt.Errorf("%w; want %s", err, help)
 			}
@@ -140,12 +142,12 @@ func intField(lo, hi int, help string, ptr func(*Playbook) *int) field {
 }
 
 func durationField(lo, hi time.Duration, help string, ptr func(*Playbook) *time.Duration) field {
-	return field{set: durationSetter(lo, hi, help, ptr), get: func(p *Playbook) string { return formatDuration(*ptr(p)) }}
+	return field{set: durationSetter(lo, hi, help, ptr), get: func(p *Playbook) string { return units.FormatDuration(*ptr(p)) }}
 }
 
 func durationSetter(lo, hi time.Duration, help string, ptr func(*Playbook) *time.Duration) func(*Playbook, string) error {
 	return func(p *Playbook, s string) error {
-		d, err := ParseDuration(s)
+		d, err := units.ParseDuration(s)
 		if err != nil {
 			return err
 		}
@@ -230,7 +232,7 @@ func actionField(a Action, i int, rest string) (field, error) {
 	if rest == "at" {
 		return field{
 			set: durationSetter(0, 24*time.Hour, "an offset of 0s or more, e.g. 10s", func(p *Playbook) *time.Duration { return &at(p).At }),
-			get: func(p *Playbook) string { return formatDuration(at(p).At) },
+			get: func(p *Playbook) string { return units.FormatDuration(at(p).At) },
 		}, nil
 	}
 	kind, leaf, _ := strings.Cut(rest, ".")
@@ -265,12 +267,12 @@ func actionField(a Action, i int, rest string) (field, error) {
 		f = field{
 			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 15s (leave it out to keep the node down)",
 				func(p *Playbook) *time.Duration { return &at(p).Kill.RelaunchAfter }),
-			get: func(p *Playbook) string { return formatDuration(at(p).Kill.RelaunchAfter) },
+			get: func(p *Playbook) string { return units.FormatDuration(at(p).Kill.RelaunchAfter) },
 		}
 	case "burst.messages":
 		f = field{
 			set: func(p *Playbook, s string) error {
-				v, err := ParseCount(s)
+				v, err := units.ParseCount(s)
 				if err != nil {
 					return err
 				}
@@ -280,18 +282,18 @@ func actionField(a Action, i int, rest string) (field, error) {
 				at(p).Burst.Messages = int(v)
 				return nil
 			},
-			get: func(p *Playbook) string { return FormatCount(int64(at(p).Burst.Messages)) },
+			get: func(p *Playbook) string { return units.FormatCount(int64(at(p).Burst.Messages)) },
 		}
 	case "burst.every":
 		f = field{
 			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 1s",
 				func(p *Playbook) *time.Duration { return &at(p).Burst.Every }),
-			get: func(p *Playbook) string { return formatDuration(at(p).Burst.Every) },
+			get: func(p *Playbook) string { return units.FormatDuration(at(p).Burst.Every) },
 		}
 	case "burst.count":
 		f = field{
 			set: func(p *Playbook, s string) error {
-				v, err := ParseCount(s)
+				v, err := units.ParseCount(s)
 				if err != nil {
 					return err
 				}
@@ -329,7 +331,7 @@ func actionField(a Action, i int, rest string) (field, error) {
 		f = field{
 			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 60s",
 				func(p *Playbook) *time.Duration { return &at(p).WaitFor.Timeout }),
-			get: func(p *Playbook) string { return formatDuration(at(p).WaitFor.Timeout) },
+			get: func(p *Playbook) string { return units.FormatDuration(at(p).WaitFor.Timeout) },
 		}
 	default:
 		return field{}, fmt.Errorf("a %s has no field %q; it has %s", kind, leaf, strings.Join(actionKeys[kind], ", "))

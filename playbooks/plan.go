@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"fmt"
 	"io"
 	"sort"
@@ -198,10 +200,10 @@ func (pl *Plan) Print(w io.Writer) {
 	e := p.Engine
 	line("engine", "sync_level %s, snapshot_block %s, encode_threads %s, heartbeat_timeout %s, election_timeout %s",
 		v("engine.sync_level", fmt.Sprintf("%d (%s)", e.SyncLevel, syncName(e.SyncLevel))),
-		v("engine.snapshot_block", orDefault(e.SnapshotBlock != 0, FormatSize(e.SnapshotBlock))),
+		v("engine.snapshot_block", orDefault(e.SnapshotBlock != 0, units.FormatSize(e.SnapshotBlock))),
 		v("engine.encode_threads", orDefault(e.EncodeThreads != 0, fmt.Sprint(e.EncodeThreads))),
-		v("engine.heartbeat_timeout", orDefault(e.HeartbeatTimeout != 0, formatDuration(e.HeartbeatTimeout))),
-		v("engine.election_timeout", orDefault(e.ElectionTimeout != 0, formatDuration(e.ElectionTimeout))))
+		v("engine.heartbeat_timeout", orDefault(e.HeartbeatTimeout != 0, units.FormatDuration(e.HeartbeatTimeout))),
+		v("engine.election_timeout", orDefault(e.ElectionTimeout != 0, units.FormatDuration(e.ElectionTimeout))))
 	var tun []string
 	seen := map[string]bool{}
 	for _, s := range p.Tuning {
@@ -219,9 +221,9 @@ func (pl *Plan) Print(w io.Writer) {
 		line("tuning", "%s", strings.Join(tun, ", "))
 	}
 	line("preload", "%s resting orders over %s instruments",
-		v("preload.orders", FormatCount(p.Preload.Orders)), v("preload.instruments", fmt.Sprint(p.Preload.Instruments)))
+		v("preload.orders", units.FormatCount(p.Preload.Orders)), v("preload.instruments", fmt.Sprint(p.Preload.Instruments)))
 	line("load", "%s probes, warm-up %s excluded, duration %s",
-		v("load.probe_rate", FormatRate(p.Load.ProbeRate)), v("warmup", formatDuration(p.Warmup)), v("duration", formatDuration(p.Duration)))
+		v("load.probe_rate", units.FormatRate(p.Load.ProbeRate)), v("warmup", units.FormatDuration(p.Warmup)), v("duration", units.FormatDuration(p.Duration)))
 	if len(p.Timeline) == 0 {
 		line("timeline", "none (the probe stream alone)")
 	}
@@ -230,7 +232,7 @@ func (pl *Plan) Print(w io.Writer) {
 		if i == 0 {
 			label = "timeline"
 		}
-		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+formatDuration(a.At))
+		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+units.FormatDuration(a.At))
 		line(label, "%-8s %s", at, describeAction(a, i, v))
 	}
 	if len(p.Matrix) == 0 {
@@ -255,11 +257,11 @@ func (pl *Plan) Print(w io.Writer) {
 		}
 		rp := r.Playbook
 		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\n", r.Index, r.Round, s,
-			formatDuration(rp.PreloadEstimate()), formatDuration(rp.Duration), formatDuration(rp.ExpectedDuration()))
+			units.FormatDuration(rp.PreloadEstimate()), units.FormatDuration(rp.Duration), units.FormatDuration(rp.ExpectedDuration()))
 	}
 	tw.Flush()
 	line("expected", "%s in total: per run, the preload estimate (%s orders/s at sync_level 1-2, %s/s at 0) plus its duration;",
-		formatDuration(pl.ExpectedDuration()), FormatCount(preloadRateSynced), FormatCount(preloadRateUnsynced))
+		units.FormatDuration(pl.ExpectedDuration()), units.FormatCount(preloadRateSynced), units.FormatCount(preloadRateUnsynced))
 	line("", "cluster start-up, staging and waits past an action's offset are not included")
 }
 
@@ -274,9 +276,9 @@ func describeAction(a Action, i int, v func(path, base string) string) string {
 		k := a.Kill
 		s := fmt.Sprintf("kill %s with SIG%s", v(path+"node", k.Node), v(path+"signal", k.Signal))
 		if _, ok := pathVaried(v, path+"relaunch_after"); ok || k.RelaunchAfter > 0 {
-			s += fmt.Sprintf(", relaunch after %s", v(path+"relaunch_after", formatDuration(k.RelaunchAfter)))
+			s += fmt.Sprintf(", relaunch after %s", v(path+"relaunch_after", units.FormatDuration(k.RelaunchAfter)))
 			if !ok {
-				s += fmt.Sprintf(" (at +%s)", formatDuration(a.At+k.RelaunchAfter))
+				s += fmt.Sprintf(" (at +%s)", units.FormatDuration(a.At+k.RelaunchAfter))
 			}
 		} else {
 			s += ", no relaunch"
@@ -284,9 +286,9 @@ func describeAction(a Action, i int, v func(path, base string) string) string {
 		return s
 	case ActBurst:
 		b := a.Burst
-		s := fmt.Sprintf("burst of %s messages at wire speed", v(path+"messages", FormatCount(int64(b.Messages))))
+		s := fmt.Sprintf("burst of %s messages at wire speed", v(path+"messages", units.FormatCount(int64(b.Messages))))
 		if b.Count > 1 || isVaried(v, path+"count") {
-			s += fmt.Sprintf(", %s times, every %s", v(path+"count", fmt.Sprint(b.Count)), v(path+"every", formatDuration(b.Every)))
+			s += fmt.Sprintf(", %s times, every %s", v(path+"count", fmt.Sprint(b.Count)), v(path+"every", units.FormatDuration(b.Every)))
 		}
 		return s
 	case ActWaitFor:
@@ -296,7 +298,7 @@ func describeAction(a Action, i int, v func(path, base string) string) string {
 			target = v(path+"node", wf.Node)
 		}
 		return fmt.Sprintf("wait until %s is %s (timeout %s); later actions wait with it",
-			target, v(path+"phase", wf.Phase), v(path+"timeout", formatDuration(wf.Timeout)))
+			target, v(path+"phase", wf.Phase), v(path+"timeout", units.FormatDuration(wf.Timeout)))
 	}
 	return a.Kind
 }

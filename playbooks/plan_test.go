@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -46,13 +48,13 @@ func TestPlanExpandsAndInterleaves(t *testing.T) {
 		}
 		// The values are applied to the run's own playbook, in base units.
 		rp := r.Playbook
-		if got := FormatCount(rp.Preload.Orders); got != r.Settings["preload.orders"] {
+		if got := units.FormatCount(rp.Preload.Orders); got != r.Settings["preload.orders"] {
 			t.Errorf("run %d: orders %s, setting %s", r.Index, got, r.Settings["preload.orders"])
 		}
 		if got := fmt.Sprint(rp.Engine.SyncLevel); got != r.Settings["engine.sync_level"] {
 			t.Errorf("run %d: sync level %s, setting %s", r.Index, got, r.Settings["engine.sync_level"])
 		}
-		if got := FormatCount(int64(rp.Timeline[1].Burst.Messages)); got != r.Settings["timeline[1].burst.messages"] {
+		if got := units.FormatCount(int64(rp.Timeline[1].Burst.Messages)); got != r.Settings["timeline[1].burst.messages"] {
 			t.Errorf("run %d: burst %s, setting %s", r.Index, got, r.Settings["timeline[1].burst.messages"])
 		}
 		if len(rp.Tuning) != 1 || rp.Tuning[0] != (Setting{"vm.dirty_ratio", r.Settings["tuning.vm.dirty_ratio"]}) {
@@ -147,7 +149,7 @@ func TestPlanPrint(t *testing.T) {
 	if got := pl.ExpectedDuration(); got != want {
 		t.Errorf("ExpectedDuration = %v, want %v", got, want)
 	}
-	if !strings.Contains(out, "expected   "+formatDuration(want)+" in total") {
+	if !strings.Contains(out, "expected   "+units.FormatDuration(want)+" in total") {
 		t.Errorf("plan does not state the total %v:\n%s", want, out)
 	}
 }

@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"fmt"
 	"regexp"
 	"sort"
@@ -53,7 +55,7 @@ func intRange(lo, hi int64, help string) tuningKey {
 	return tuningKey{
 		help: help,
 		normalize: func(s string) (string, error) {
-			v, err := parseInt(s)
+			v, err := units.ParseInt(s)
 			if err != nil {
 				return "", fmt.Errorf("%w; want %s", err, help)
 			}
@@ -69,7 +71,7 @@ func countRange(lo, hi int64, help string) tuningKey {
 	return tuningKey{
 		help: help,
 		normalize: func(s string) (string, error) {
-			v, err := ParseCount(s)
+			v, err := units.ParseCount(s)
 			if err != nil {
 				return "", err
 			}
@@ -87,7 +89,7 @@ func byteSize() tuningKey {
 	return tuningKey{
 		help: help,
 		normalize: func(s string) (string, error) {
-			v, err := ParseSize(s)
+			v, err := units.ParseSize(s)
 			if err != nil {
 				return "", err
 			}
@@ -122,7 +124,7 @@ func enaRings(s string) (string, error) {
 		if _, dup := sizes[k]; dup {
 			return "", fmt.Errorf("%q sets %s twice", s, k)
 		}
-		n, err := parseInt(v)
+		n, err := units.ParseInt(v)
 		if err != nil || n < 64 || n > 65536 {
 			return "", fmt.Errorf("%q: %s=%s is not a ring size; want a whole number of descriptors, 64..65536", s, k, v)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/engine/bench"
-	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/internal/units"
 )
 
 // benchCmd groups micro-benchmarks of rig's parts; subcommands register on it in their files.
@@ -61,7 +61,7 @@ upper bounds.`,
 			if o.Threads, err = bench.ParseCounts(threads, 256); err != nil {
 				return fmt.Errorf("%w: --threads: %v", errUsage, err)
 			}
-			bs, err := playbooks.ParseSize(block)
+			bs, err := units.ParseSize(block)
 			if err != nil || bs < 1 || bs > 1<<30 {
 				if err == nil {
 					err = fmt.Errorf("%q is out of range; want 1B..1GiB, e.g. 1MiB or 16MiB", block)

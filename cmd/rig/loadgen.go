@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/rig-dev/rig/internal/units"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,7 +122,7 @@ func newPreloadCmd() *cobra.Command {
 			}
 			f := cmd.Flags()
 			if f.Changed("orders") {
-				n, err := loadgen.ParseCount(orders)
+				n, err := units.ParseCount(orders)
 				if err != nil {
 					return fmt.Errorf("%w: --orders: %v", errUsage, err)
 				}
@@ -218,7 +220,7 @@ func newProbeCmd() *cobra.Command {
 			}
 			f := cmd.Flags()
 			if f.Changed("rate") {
-				r, err := loadgen.ParseRate(rate)
+				r, err := units.ParseRate(rate)
 				if err != nil {
 					return fmt.Errorf("%w: --rate: %v", errUsage, err)
 				}
@@ -312,7 +314,7 @@ func newBurstCmd() *cobra.Command {
 			}
 			f := cmd.Flags()
 			if f.Changed("messages") {
-				n, err := loadgen.ParseCount(messages)
+				n, err := units.ParseCount(messages)
 				if err != nil {
 					return fmt.Errorf("%w: --messages: %v", errUsage, err)
 				}

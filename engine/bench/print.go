@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rig-dev/rig/internal/units"
 	"io"
 	"strconv"
 	"strings"
@@ -63,24 +64,11 @@ func ParseCounts(s string, max int) ([]int, error) {
 		if f == "" {
 			return nil, fmt.Errorf("%q has an empty item; want e.g. 100k,1m,5m", s)
 		}
-		mult := 1
-		switch f[len(f)-1] {
-		case 'k', 'K':
-			mult = 1_000
-		case 'm', 'M':
-			mult = 1_000_000
-		case 'g', 'G':
-			mult = 1_000_000_000
+		v, err := units.ParseCount(f)
+		if err != nil {
+			return nil, err
 		}
-		num := f
-		if mult > 1 {
-			num = f[:len(f)-1]
-		}
-		v, err := strconv.ParseFloat(strings.ReplaceAll(num, "_", ""), 64)
-		if err != nil || v*float64(mult) != float64(int64(v*float64(mult))) {
-			return nil, fmt.Errorf("%q is not a count; want e.g. 100000, 100k, 1m, 5M", f)
-		}
-		n := int(v * float64(mult))
+		n := int(v)
 		if n < 1 || n > max {
 			return nil, fmt.Errorf("%q is out of range; want 1 to %s", f, FormatCount(max))
 		}

@@ -1,4 +1,4 @@
-package playbooks
+package units
 
 import (
 	"fmt"
@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// The unit grammar of playbook values. Every parser returns an error that says what a valid
-// value looks like, because the message ends up in front of the user as is.
+// Package units is the one grammar of quantities across rig (playbooks, the load generator's
+// config and flags, rig bench): durations with a unit, counts with k/M/G, sizes in B/KiB/MB…,
+// rates per time unit. Every parser returns an error that says what a valid value looks like,
+// because the message ends up in front of the user as is.
 
 var (
 	bareNumber = regexp.MustCompile(`^[+-]?[0-9][0-9_]*(\.[0-9]+)?$`)
@@ -41,10 +43,10 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-var countSuffix = map[string]float64{"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+var countSuffix = map[string]float64{"": 1, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
 
-// ParseCount reads a count: 100000, 100_000, 100k, 1.5M, 2G (k/K = 1,000; M = 1,000,000;
-// G = 1,000,000,000). The result must be a whole number.
+// ParseCount reads a count: 100000, 100_000, 100k, 1.5M, 5m, 2G (k/K = 1,000; m/M = 1,000,000;
+// g/G = 1,000,000,000; a count has no milli). The result must be a whole number.
 func ParseCount(s string) (int64, error) {
 	v, err := parseScaled(s)
 	if err != nil {
@@ -68,11 +70,7 @@ func parseScaled(s string) (float64, error) {
 	}
 	mult, ok := countSuffix[m[2]]
 	if !ok {
-		hint := ""
-		if m[2] == "m" {
-			hint = " (m would be milli; write M for million)"
-		}
-		return 0, fmt.Errorf("%q has an unknown suffix %q%s; want k (thousand), M (million) or G (billion), e.g. 100k, 5M", s, m[2], hint)
+		return 0, fmt.Errorf("%q has an unknown suffix %q; want k (thousand), M (million) or G (billion), e.g. 100k, 5M", s, m[2])
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(m[1], "_", ""), 64)
 	if err != nil {
@@ -160,8 +158,8 @@ func ParseRate(s string) (float64, error) {
 	return n * mult, nil
 }
 
-// parseInt reads a plain whole number (underscores allowed), for fields that are not counts.
-func parseInt(s string) (int64, error) {
+// ParseInt reads a plain whole number (underscores allowed), for fields that are not counts.
+func ParseInt(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 	if err != nil {
@@ -204,8 +202,8 @@ func FormatRate(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
 
-// formatDuration writes d as a playbook would, with 0 as "0s".
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d as a playbook would, with 0 as "0s".
+func FormatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}

@@ -1,4 +1,4 @@
-package playbooks
+package units
 
 import (
 	"strings"
@@ -48,7 +48,7 @@ func TestParseCount(t *testing.T) {
 			t.Errorf("ParseCount(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	bad := map[string]string{"5m": "m would be milli", "1.5": "not a whole number", "-3": "negative", "1e6": "not a count",
+	bad := map[string]string{"1.5": "not a whole number", "-3": "negative", "1e6": "not a count",
 		"five": "not a count", "2T": "unknown suffix"}
 	for in, want := range bad {
 		if _, err := ParseCount(in); err == nil || !strings.Contains(err.Error(), want) {
