@@ -267,15 +267,7 @@ SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 			if err != nil {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
-			for _, run := range args {
-				m, err := archive.Archive(cmd.Context(), archive.Options{RunDir: run, Dest: dest})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
-					run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
-			}
-			return nil
+			return archive.ArchiveAll(cmd.Context(), dest, args, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")

@@ -272,15 +272,7 @@ func newArchiveCmd() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
-			for _, run := range runs {
-				m, err := archive.Archive(cmd.Context(), archive.Options{RunDir: run, Dest: dest})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
-					run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
-			}
-			return nil
+			return archive.ArchiveAll(cmd.Context(), dest, runs, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")

@@ -76,6 +76,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// ArchiveAll archives every run folder to dest in turn, printing one line per verified archive.
+func ArchiveAll(ctx context.Context, dest Dest, runs []string, w io.Writer) error {
+	for _, run := range runs {
+		m, err := Archive(ctx, Options{RunDir: run, Dest: dest})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
+			run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
+	}
+	return nil
+}
+
 // Archive packs RunDir, stores the archive and then its manifest (so a manifest means a complete
 // upload), and verifies by reading both back. It returns the manifest.
 func Archive(ctx context.Context, o Options) (Manifest, error) {
