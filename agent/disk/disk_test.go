@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"errors"
+	"github.com/rig-dev/rig/internal/looptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,19 +25,10 @@ func loop(t *testing.T) string {
 			t.Skipf("%s missing", tool)
 		}
 	}
-	img := filepath.Join(t.TempDir(), "vol.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
+	dev := looptest.Device(t, 64<<20)
+	if dev == "" {
+		t.Skip("no loop device here")
 	}
-	if err := os.Truncate(img, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		t.Skipf("losetup: %v", err)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
 	return dev
 }
 

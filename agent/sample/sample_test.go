@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/internal/looptest"
 	"math"
 	"net"
 	"os"
@@ -62,27 +63,9 @@ func deviceOf(t *testing.T, path string) string {
 }
 
 // writeLoad keeps the disk busy with 256 KiB writes, each followed by fdatasync, until stop.
-// loopDevice attaches a file as a loop block device, so the comparison sees only this test's
-// I/O: on a disk shared with other tests running in parallel, iostat and the sampler read their
-// counters a few milliseconds apart, and foreign bursts in that gap dominate the difference.
-// It returns "" when loop devices cannot be set up (not root, no losetup).
-func loopDevice(t *testing.T, dir string) string {
-	if os.Geteuid() != 0 {
-		return ""
-	}
-	img := filepath.Join(dir, "loop.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil || os.Truncate(img, 96<<20) != nil {
-		return ""
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		return ""
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	return dev
-}
-
+// The comparison runs on a loop device of its own when it can: on a disk shared with other
+// tests running in parallel, iostat and the sampler read their counters a few milliseconds
+// apart, and foreign bursts in that gap dominate the difference.
 func writeLoad(t *testing.T, path string) (stop func()) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -125,7 +108,7 @@ func TestAgreesWithIostat(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var dev, target string
-	if loop := loopDevice(t, dir); loop != "" {
+	if loop := looptest.Device(t, 96<<20); loop != "" {
 		dev, target = filepath.Base(loop), loop
 	} else {
 		dev, target = deviceOf(t, dir), filepath.Join(dir, "load.bin")

@@ -7,10 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
 )
 
@@ -35,7 +35,7 @@ func TestRunOverSSH(t *testing.T) {
 	// node-0's engine data goes on a data volume of its own (a loop device standing in for EBS):
 	// found, formatted and mounted by its agent.
 	var dataMount string
-	if dev := loopDevice(t); dev != "" {
+	if dev := looptest.Device(t, 128<<20); dev != "" {
 		inv.Nodes[0].DataDevice = dev
 		dataMount = filepath.Join(t.TempDir(), "data")
 		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
@@ -94,22 +94,4 @@ func TestRunOverSSH(t *testing.T) {
 		}
 	}
 	assertNoProcesses(t, "/rig-node-0/bin/rig", "/rig-client-0/bin/rig")
-}
-
-// loopDevice attaches an empty 128 MiB file as a block device; "" when that is not possible here.
-func loopDevice(t *testing.T) string {
-	if os.Geteuid() != 0 {
-		return ""
-	}
-	img := filepath.Join(t.TempDir(), "vol.img")
-	if os.WriteFile(img, nil, 0o600) != nil || os.Truncate(img, 128<<20) != nil {
-		return ""
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).Output()
-	if err != nil {
-		return ""
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	return dev
 }
