@@ -121,9 +121,13 @@ func main() {
 		mu.Unlock()
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
-	// Before the admin API answers: a supervisor that has seen a status may rely on it.
+	// Signal handling is in place before the admin API answers: a supervisor that has seen a
+	// status may signal at once.
+	sigs := make(chan os.Signal, 1)
 	if os.Getenv("TESTENGINE_IGNORE_TERM") == "1" {
 		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
 	}
 	srv := &http.Server{Addr: cfg.AdminAddr, Handler: mux}
 	go func() {
@@ -139,8 +143,6 @@ func main() {
 		fmt.Println("testengine: ignoring TERM")
 		select {}
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
 	if code, err := strconv.Atoi(os.Getenv("TESTENGINE_EXIT")); err == nil {
 		time.Sleep(time.Duration(len(phases)) * phase)
 		fmt.Println("testengine: exiting with", code)
