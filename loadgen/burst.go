@@ -194,7 +194,9 @@ func (b *burstRun) stats() BurstStats {
 			r.Sent += m.n
 		}
 		if b.t.lastReply[k] > 0 {
-			r.DrainNs = b.t.lastReply[k] - marks[0].at
+			// A send is stamped after its write returns, which can be after its reply arrived:
+			// the burst is absorbed once both the last send and the last reply are done.
+			r.DrainNs = max(b.t.lastReply[k], marks[len(marks)-1].at) - marks[0].at
 		}
 		st.PeakPerMs = max(st.PeakPerMs, r.PeakPerMs)
 		st.Bursts = append(st.Bursts, r)

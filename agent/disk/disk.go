@@ -143,8 +143,10 @@ func orNone(s string) string {
 	return s
 }
 
+// fsType probes the device itself (-p): blkid's cache can still describe what an earlier device
+// of the same name held.
 func fsType(ctx context.Context, dev string) string {
-	out, _ := exec.CommandContext(ctx, "blkid", "-o", "value", "-s", "TYPE", dev).Output()
+	out, _ := exec.CommandContext(ctx, "blkid", "-p", "-o", "value", "-s", "TYPE", dev).Output()
 	return strings.TrimSpace(string(out))
 }
 
