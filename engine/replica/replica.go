@@ -311,6 +311,9 @@ func leaderID(r *raft.Raft) (raft.ServerAddress, string) {
 // mid-recovery does not send a replaying node back to joining), and ready is sticky: once caught
 // up, a node stays ready while the process lives, so ordinary apply lag never reads as recovery.
 func (n *Node) phase() string {
+	if n.rank.Load() == int32(phaseRank[engine.PhaseReady]) {
+		return engine.PhaseReady
+	}
 	p := n.computePhase()
 	for {
 		cur := n.rank.Load()
@@ -353,12 +356,28 @@ func (n *Node) computePhase() string {
 	if dispatched < min(n.launchLog, target) {
 		return engine.PhaseReplaying
 	}
-	// Raft's applied index moves when entries are queued for the FSM, not when applied: also
-	// wait until the FSM queue is empty and it is not mid-apply.
-	if dispatched >= target && n.raft.Stats()["fsm_pending"] == "0" && !n.fsm.busy.Load() {
+	// Raft's applied index moves when entries are queued for the FSM, not when the FSM applied
+	// them; and only commands reach the FSM (no-ops and configuration entries do not). So ready
+	// also needs the FSM itself past the last command at or below the target.
+	if dispatched >= target && n.fsm.applied.Load() >= n.lastCommandAtOrBelow(target) {
 		return engine.PhaseReady
 	}
 	return engine.PhaseCatchingUp
+}
+
+// lastCommandAtOrBelow is the index of the newest command entry at or below idx (0 if none in
+// the log): the FSM has caught up to idx once its own applied index reaches it.
+func (n *Node) lastCommandAtOrBelow(idx uint64) uint64 {
+	var l raft.Log
+	for i := idx; i > 0; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return 0 // compacted or never written here: nothing newer to wait for
+		}
+		if l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return 0
 }
 
 func roleName(s raft.RaftState) string {
