@@ -72,7 +72,7 @@ func (t *Transport) Exec(ctx context.Context, node inventory.Node, cmd transport
 	c.Env = append(os.Environ(), cmd.Env...)
 	c.Stdin = cmd.Stdin
 	// Its own process group, so cancellation reaches whatever the command started too.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.SysProcAttr = procAttr()
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = t.WaitDelay
 	if c.WaitDelay == 0 {
