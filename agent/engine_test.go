@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rig-dev/rig/agent/supervise/supervisetest"
+	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
 	"net"
@@ -42,9 +44,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testEngine = filepath.Join(dir, "testengine")
-	if out, err := exec.Command("go", "build", "-o", testEngine, "supervise/testdata/testengine.go").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build test engine: %v\n%s", err, out)
+	if testEngine, err = supervisetest.BuildEngine(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -107,19 +108,9 @@ func startEngineAgent(t *testing.T) *engineAgent {
 	return a
 }
 
-func freeEngineAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func engineStartReq(t *testing.T, env ...string) StartRequest {
 	return StartRequest{
-		Config: engine.Config{Node: "node-0", AdminAddr: freeEngineAddr(t), SyncLevel: 1, SnapshotBlock: 1 << 20},
+		Config: engine.Config{Node: "node-0", AdminAddr: testaddr.Free(t), SyncLevel: 1, SnapshotBlock: 1 << 20},
 		Env:    append([]string{"TESTENGINE_PHASE=100ms"}, env...),
 	}
 }
@@ -448,7 +439,7 @@ func TestAgentShutdownStopsEngine(t *testing.T) {
 
 // The agent is SIGKILLed (no chance to clean up): the kernel must kill its engine (Pdeathsig).
 func TestKilledAgentTakesEngineDown(t *testing.T) {
-	addr, dir := freeEngineAddr(t), t.TempDir()
+	addr, dir := testaddr.Free(t), t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childAgentEnv+"=1", "RIG_AGENT_TEST_LISTEN="+addr,
 		"RIG_AGENT_TEST_DIR="+dir, "RIG_AGENT_TEST_ENGINE="+testEngine)

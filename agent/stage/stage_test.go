@@ -6,9 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,15 +57,6 @@ func runAgent(args []string) int {
 	return 0
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func sshTransport(t *testing.T, srv *sshdtest.Server) *sshx.Transport {
 	tr, err := sshx.New(sshx.Options{KeyFiles: []string{srv.ClientKeyFile}, Logger: quiet()})
 	if err != nil {
@@ -90,7 +81,7 @@ func TestStageOverSSH(t *testing.T) {
 	root := tunetest.FakeTree(t, t.TempDir())
 	before := tunetest.Snapshot(t, root)
 	remote := filepath.Join(t.TempDir(), "remote")
-	opts := Options{RemoteDir: remote, Listen: freePort(t), Root: root, Logger: quiet()}
+	opts := Options{RemoteDir: remote, Listen: testaddr.Free(t), Root: root, Logger: quiet()}
 	t.Cleanup(func() {
 		if err := Stop(context.Background(), tr, node, opts); err != nil {
 			t.Errorf("stop agent: %v", err)
@@ -202,7 +193,7 @@ func TestStageRefusesWrongHostKey(t *testing.T) {
 	node := srv.Node("node-0")
 	node.SSH.HostKey = sshdtest.RandomHostKey(t)
 	remote := filepath.Join(t.TempDir(), "remote")
-	_, err := Stage(context.Background(), tr, node, Options{RemoteDir: remote, Listen: freePort(t), Logger: quiet()})
+	_, err := Stage(context.Background(), tr, node, Options{RemoteDir: remote, Listen: testaddr.Free(t), Logger: quiet()})
 	if !errors.Is(err, transport.ErrHostKey) || !strings.Contains(err.Error(), "host key mismatch") {
 		t.Fatalf("want a host key error, got %v", err)
 	}
@@ -223,7 +214,7 @@ func TestAllInParallel(t *testing.T) {
 	bad.SSH.HostKey = sshdtest.RandomHostKey(t)
 	nodes := []inventory.Node{a.Node("node-a"), b.Node("node-b"), bad}
 	base := t.TempDir()
-	ports := map[string]string{"node-a": freePort(t), "node-b": freePort(t), "node-bad": freePort(t)}
+	ports := map[string]string{"node-a": testaddr.Free(t), "node-b": testaddr.Free(t), "node-bad": testaddr.Free(t)}
 	opts := Options{Logger: quiet(), Parallel: 2, ForNode: func(n inventory.Node, o *Options) {
 		o.RemoteDir = filepath.Join(base, n.Name)
 		o.Listen = ports[n.Name]

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/agent/supervise/supervisetest"
+	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,9 +28,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testEngine = filepath.Join(dir, "testengine")
-	if out, err := exec.Command("go", "build", "-o", testEngine, "testdata/testengine.go").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build test engine: %v\n%s", err, out)
+	if testEngine, err = supervisetest.BuildEngine(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -38,21 +37,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func testSpec(t testing.TB, env ...string) Spec {
 	return Spec{
 		Binary:       testEngine,
 		Dir:          t.TempDir(),
-		Config:       engine.Config{Node: "node-0", AdminAddr: freeAddr(t), SyncLevel: 2},
+		Config:       engine.Config{Node: "node-0", AdminAddr: testaddr.Free(t), SyncLevel: 2},
 		Env:          append([]string{"TESTENGINE_PHASE=150ms"}, env...),
 		PollInterval: 20 * time.Millisecond,
 		StopGrace:    5 * time.Second,

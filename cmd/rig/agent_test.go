@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/rig-dev/rig/internal/testaddr"
 	"net"
 	"os"
 	"os/exec"
@@ -20,16 +21,6 @@ import (
 )
 
 // These run the real binary (rigBin, built by TestMain) as `rig agent`.
-
-func agentFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func agentClient(addr string) *agent.Client {
 	return agent.NewClient("test", func(ctx context.Context) (net.Conn, error) {
@@ -48,7 +39,7 @@ func procAlive(pid int) bool {
 }
 
 func TestAgentDaemon(t *testing.T) {
-	dir, addr := filepath.Join(t.TempDir(), "node-7"), agentFreeAddr(t)
+	dir, addr := filepath.Join(t.TempDir(), "node-7"), testaddr.Free(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, rigBin, "agent", "--daemon", "--listen", addr, "--dir", dir, "--node", "node-7").CombinedOutput()
@@ -108,7 +99,7 @@ func TestAgentDaemon(t *testing.T) {
 }
 
 func TestAgentForeground(t *testing.T) {
-	dir, addr := t.TempDir(), agentFreeAddr(t)
+	dir, addr := t.TempDir(), testaddr.Free(t)
 	cmd := exec.Command(rigBin, "agent", "--listen", addr, "--dir", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/rig-dev/rig/internal/testaddr"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,7 +101,7 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 	srv := sshdtest.Start(t)
 	inv := writeInventory(t, srv.Node("node-0"))
 	remote := filepath.Join(t.TempDir(), "remote")
-	addr := agentFreeAddr(t)
+	addr := testaddr.Free(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	tr, err := sshx.New(sshx.Options{KeyFiles: []string{srv.ClientKeyFile}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

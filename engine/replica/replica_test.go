@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,28 +18,18 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func testCluster(t *testing.T, n, syncLevel int) ([]engine.Config, []*Node) {
 	t.Helper()
 	var cfgs []engine.Config
 	var peers []engine.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, engine.Peer{Node: fmt.Sprintf("node-%d", i), RaftAddr: freePort(t), ClientAddr: freePort(t)})
+		peers = append(peers, engine.Peer{Node: fmt.Sprintf("node-%d", i), RaftAddr: testaddr.Free(t), ClientAddr: testaddr.Free(t)})
 	}
 	base := t.TempDir()
 	for i := 0; i < n; i++ {
 		cfgs = append(cfgs, engine.Config{
 			Node: peers[i].Node, Dir: filepath.Join(base, peers[i].Node), RaftAddr: peers[i].RaftAddr,
-			ClientAddr: peers[i].ClientAddr, AdminAddr: freePort(t), Peers: peers, Bootstrap: true,
+			ClientAddr: peers[i].ClientAddr, AdminAddr: testaddr.Free(t), Peers: peers, Bootstrap: true,
 			SyncLevel: syncLevel, SnapshotBlock: 64 << 10, HeartbeatTimeout: "200ms", ElectionTimeout: "200ms",
 		})
 	}
