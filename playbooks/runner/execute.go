@@ -70,7 +70,6 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	prevCleanup := cleanup
 	cleanup = func(ctx context.Context) {
 		r.stopSamples(ctx)
-		r.stopEngines(ctx)
 		r.drainWatchers(ctx)
 		stopWatch()
 		<-watchDone
@@ -153,7 +152,6 @@ func (r *run) startLocal(ctx context.Context) (func(context.Context), error) {
 	}
 	r.agents = clients
 	return func(ctx context.Context) {
-		r.stopEngines(ctx)
 		r.revertTuning(ctx)
 		agents.Stop()
 		r.tr.Close()

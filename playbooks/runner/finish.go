@@ -62,7 +62,8 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		}
 	}
 	if cleanup != nil {
-		r.stopEngines(ctx) // before their data goes; cleanup stops them again, harmlessly
+		// Engines stop first: their last transitions are drained by cleanup, their data removed.
+		r.stopEngines(ctx)
 		r.removeData(ctx)
 		cleanup(ctx)
 		r.recordAgentCPU()

@@ -109,7 +109,6 @@ func (r *run) startRemote(ctx context.Context) (func(context.Context), error) {
 		r.agents[n.Name] = stage.Client(tr, n, agentListen(n))
 	}
 	return func(ctx context.Context) {
-		r.stopEngines(ctx)
 		r.revertTuning(ctx)
 		r.collectRemote(ctx)
 		// Agents are stopped on a budget of their own, whatever collecting used up.

@@ -43,10 +43,6 @@ type header struct {
 	batchOff uint32
 }
 
-func recordSize(l *raft.Log) int {
-	return headerSize + payloadFixed + len(l.Data) + len(l.Extensions)
-}
-
 // appendRecord encodes l onto dst.
 func appendRecord(dst []byte, l *raft.Log, batchOff uint32) ([]byte, error) {
 	plen := payloadFixed + len(l.Data) + len(l.Extensions)
