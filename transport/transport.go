@@ -10,7 +10,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // ErrUnreachable classifies failures of the transport itself (dial, handshake, host key,

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 )
 

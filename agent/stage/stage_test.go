@@ -22,7 +22,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/transport"
 	"github.com/rig-dev/rig/transport/sshx"

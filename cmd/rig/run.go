@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/runner"

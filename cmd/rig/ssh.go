@@ -22,7 +22,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/stage"
 	"github.com/rig-dev/rig/agent/tune"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 	localtr "github.com/rig-dev/rig/transport/local"
 	"github.com/rig-dev/rig/transport/sshx"

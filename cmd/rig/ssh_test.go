@@ -18,7 +18,7 @@ import (
 
 	"github.com/rig-dev/rig/agent/stage"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/transport/sshx"
 )

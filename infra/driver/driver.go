@@ -21,7 +21,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 
 	"github.com/rig-dev/rig/infra/hostkey"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/results/archive"

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // Options configure the local target.

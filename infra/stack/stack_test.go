@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // hermetic clears the variables that select a backend and returns a fresh PULUMI_HOME.

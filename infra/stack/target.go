@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // These tests run rig-stack's verbs against a `pulumi` executable on PATH that answers like the

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"golang.org/x/crypto/ssh"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/local"
 	"github.com/rig-dev/rig/results"
 	"github.com/rig-dev/rig/transport"

@@ -11,7 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 type agentTransition = agent.Transition

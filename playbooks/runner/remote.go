@@ -13,7 +13,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/agent/stage"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport/sshx"
 )
 

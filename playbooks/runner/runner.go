@@ -19,7 +19,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/results"
 	"github.com/rig-dev/rig/transport"

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 	"golang.org/x/crypto/ssh"
 )

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/pkg/sftp"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // sftpClient returns the node's sftp session, opening one on the node's connection if needed.

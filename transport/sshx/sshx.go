@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"

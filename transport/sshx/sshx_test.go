@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/infra/inventory"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/transport"
 	"golang.org/x/crypto/ssh"
