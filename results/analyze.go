@@ -405,6 +405,7 @@ func inAny(t int64, spans []span) bool {
 
 // Thresholds below which a percentile is not shown (DESIGN section 6).
 const (
+	minNForP90  = 10
 	minNForP99  = 100
 	minNForP999 = 1000
 )
@@ -417,6 +418,9 @@ func statsOf(lat []int64, lost int) Stats {
 	}
 	slices.Sort(lat)
 	s.P50Us = valPtr(nsToUs(percentileNs(lat, 50, 100)))
+	if len(lat) >= minNForP90 {
+		s.P90Us = valPtr(nsToUs(percentileNs(lat, 90, 100)))
+	}
 	if len(lat) >= minNForP99 {
 		s.P99Us = valPtr(nsToUs(percentileNs(lat, 99, 100)))
 	}

@@ -31,6 +31,7 @@ func want(n, lost int, p50, p99, p999, max float64) Stats {
 
 func checkStats(t *testing.T, name string, got, exp Stats) {
 	t.Helper()
+	got.P90Us = nil // checked on its own in TestPercentileThresholds
 	if !reflect.DeepEqual(got, exp) {
 		t.Errorf("%s:\n got  %s\n want %s", name, fmtStats(got), fmtStats(exp))
 	}
@@ -232,6 +233,21 @@ func TestPercentileThresholds(t *testing.T) {
 	// Rank 999 of 1000, not 1000: the rank is integer arithmetic, 0.999*1000 in floating point is not.
 	checkStats(t, "n=1000", statsOf(seq(1000), 0), want(1000, 0, 500, 990, 999, 1000))
 	checkStats(t, "n=0", statsOf(nil, 5), want(0, 5, none, none, none, none))
+	for _, c := range []struct {
+		n    int
+		want *float64
+	}{{9, nil}, {10, opt(9)}, {100, opt(90)}, {1000, opt(900)}} {
+		if got := statsOf(seq(c.n), 0).P90Us; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("n=%d: p90 %v, want %v", c.n, fmtPtr(got), fmtPtr(c.want))
+		}
+	}
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }
 
 // TestSnapshotTakesNotRestores: without an index in the action or a note, the index comes from

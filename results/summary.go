@@ -79,11 +79,12 @@ type NodeFinal struct {
 }
 
 // Stats summarises the probes of one window. P50/Max are omitted when no probe was answered,
-// P99 below n = 100 and P99.9 below n = 1000.
+// P90 below n = 10, P99 below n = 100 and P99.9 below n = 1000.
 type Stats struct {
 	N      int      `json:"n"`    // answered probes: the percentiles are over these
 	Lost   int      `json:"lost"` // probes never answered
 	P50Us  *float64 `json:"p50_us,omitempty"`
+	P90Us  *float64 `json:"p90_us,omitempty"` // from n >= 10
 	P99Us  *float64 `json:"p99_us,omitempty"`
 	P999Us *float64 `json:"p999_us,omitempty"`
 	MaxUs  *float64 `json:"max_us,omitempty"`
