@@ -41,6 +41,56 @@ type Status struct {
 	Started      time.Time `json:"started"`
 	Now          time.Time `json:"now"`
 	Config       Config    `json:"config"` // the EFFECTIVE config, so the rig can verify every setting arrived
+	UDP          *UDP      `json:"udp,omitempty"`
+}
+
+// UDP is the UDP ingress's state in /status: the receive buffer asked for and what the kernel
+// granted (read back with getsockopt; Linux doubles the request and clamps it to
+// 2 x net.core.rmem_max), and counters since launch. Bursts are listed with /status?udp=1.
+type UDP struct {
+	Addr          string  `json:"addr"`
+	RcvbufAsked   int     `json:"rcvbuf_asked"`   // 0: the kernel default was kept
+	RcvbufGranted int     `json:"rcvbuf_granted"` // getsockopt(SO_RCVBUF)
+	RmemMax       int     `json:"rmem_max"`       // net.core.rmem_max when the socket was opened
+	NakDelayMs    float64 `json:"nak_delay_ms"`
+	Received      uint64  `json:"received"`     // DATA datagrams, including duplicates
+	Delivered     uint64  `json:"delivered"`    // in order, once each
+	Duplicates    uint64  `json:"duplicates"`   // already delivered or already waiting
+	Malformed     uint64  `json:"malformed"`    // bad header or body
+	NotLeader     uint64  `json:"not_leader"`   // delivered while not the leader: not applied
+	Applied       uint64  `json:"applied"`      // committed and applied through the log
+	ApplyErrors   uint64  `json:"apply_errors"` // raft refused or timed out
+	Gaps          uint64  `json:"gaps"`
+	Naks          uint64  `json:"naks"`
+	Repaired      uint64  `json:"repaired"`
+	Lost          uint64  `json:"lost"` // given up on: the sender no longer had them
+	OpenGaps      int     `json:"open_gaps"`
+	SocketDrops   uint64  `json:"socket_drops"` // SO_RXQ_OVFL: datagrams this socket's full buffer dropped
+	RepairMaxMs   float64 `json:"repair_max_ms"`
+
+	Bursts []UDPBurst `json:"bursts,omitempty"`
+}
+
+// UDPBurst is what the receiver saw of one burst number (every sender's datagrams with it).
+type UDPBurst struct {
+	Burst        uint32    `json:"burst"`
+	Sessions     int       `json:"sessions"`
+	Received     uint64    `json:"received"` // unique datagrams
+	First        time.Time `json:"first"`    // first datagram received
+	Last         time.Time `json:"last"`     // last datagram received (repairs included)
+	AbsorbMs     float64   `json:"absorb_ms"`
+	PeakPerMs    int       `json:"peak_per_ms"` // most datagrams received in any 1 ms window
+	LatencyP50Us float64   `json:"latency_p50_us"`
+	LatencyP99Us float64   `json:"latency_p99_us"`
+	LatencyMaxUs float64   `json:"latency_max_us"` // delivery (in order) minus the sender's stamp
+	Gaps         uint64    `json:"gaps"`
+	Naks         uint64    `json:"naks"`
+	Repaired     uint64    `json:"repaired"`
+	Lost         uint64    `json:"lost"`
+	RepairMaxMs  float64   `json:"repair_max_ms"` // gap detected -> last missing datagram arrived
+	SocketDrops  uint64    `json:"socket_drops"`  // SO_RXQ_OVFL growth over the burst
+	RcvbufErrors uint64    `json:"rcvbuf_errors"` // /proc/net/snmp Udp RcvbufErrors growth (the whole node)
+	Closed       bool      `json:"closed"`        // quiet and no gap open: figures are final
 }
 
 // Snapshot describes the last snapshot a node took or restored.
@@ -73,6 +123,10 @@ type Config struct {
 	HeartbeatTimeout string `json:"heartbeat_timeout"`  // Go duration
 	ElectionTimeout  string `json:"election_timeout"`   // Go duration
 	MaxAppendEntries int    `json:"max_append_entries"` // raft batching
+
+	// UDP ingress (engine/server/udp.go) listens on ClientAddr's host and port, over UDP.
+	UDPRcvbuf   int    `json:"udp_rcvbuf,omitempty"`    // SO_RCVBUF asked for, bytes; 0 = the kernel's default
+	UDPNakDelay string `json:"udp_nak_delay,omitempty"` // Go duration from detecting a gap to the first NAK
 }
 
 // Peer is one voter.

@@ -30,6 +30,9 @@ const (
 	DefaultHeartbeat     = 500 * time.Millisecond
 	DefaultElection      = 500 * time.Millisecond
 	DefaultMaxAppend     = 256
+	// DefaultUDPNakDelay is the UDP ingress's wait from detecting a gap to the first NAK: long
+	// enough for reordering on one path to settle, short against a burst's 1 ms.
+	DefaultUDPNakDelay = time.Millisecond
 )
 
 // ErrNotLeader is returned by leader-only operations on a follower.
@@ -175,6 +178,9 @@ func withDefaults(c engine.Config) engine.Config {
 	if c.MaxAppendEntries <= 0 {
 		c.MaxAppendEntries = DefaultMaxAppend
 	}
+	if c.UDPNakDelay == "" {
+		c.UDPNakDelay = DefaultUDPNakDelay.String()
+	}
 	return c
 }
 
@@ -192,6 +198,14 @@ func validate(c engine.Config) error {
 	for _, f := range []struct{ name, v string }{{"heartbeat_timeout", c.HeartbeatTimeout}, {"election_timeout", c.ElectionTimeout}} {
 		if d, err := time.ParseDuration(f.v); err != nil || d < 5*time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s %q: want a Go duration of at least 5ms", f.name, f.v))
+		}
+	}
+	if c.UDPRcvbuf < 0 {
+		errs = append(errs, fmt.Errorf("udp_rcvbuf %d: want bytes >= 0 (0 keeps the kernel default)", c.UDPRcvbuf))
+	}
+	if c.UDPNakDelay != "" {
+		if d, err := time.ParseDuration(c.UDPNakDelay); err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("udp_nak_delay %q: want a Go duration >= 0, e.g. 1ms", c.UDPNakDelay))
 		}
 	}
 	self := false
@@ -233,6 +247,12 @@ func (n *Node) Apply(data []byte, timeout time.Duration) (*Result, error) {
 		return nil, errors.New("command was not applied by the FSM")
 	}
 	return r, nil
+}
+
+// ApplyAsync appends a client command without waiting; the future's Error says when it was
+// applied (or why not). UDP ingress uses it so raft batches a burst into few appends.
+func (n *Node) ApplyAsync(data []byte, timeout time.Duration) raft.ApplyFuture {
+	return n.raft.Apply(data, timeout)
 }
 
 // Snapshot appends the replicated snapshot marker; every node takes its snapshot when it applies

@@ -1,4 +1,5 @@
-// Package server exposes a replica: the client protocol (engine/wire over TCP) and the admin API
+// Package server exposes a replica: the client protocol (engine/wire over TCP, and datagrams over
+// UDP on the same address, see udp.go) and the admin API
 // of the engine contract (GET /status, POST /snapshot, POST /step-down, GET /metrics) on loopback.
 package server
 
@@ -29,6 +30,7 @@ type Server struct {
 	node *replica.Node
 	log  *slog.Logger
 	wg   sync.WaitGroup
+	udp  *udpIngress // nil until Run opened it
 }
 
 // New returns a server for node.
@@ -46,11 +48,21 @@ func (s *Server) Run(ctx context.Context) error {
 		cl.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
+	udp, err := newUDPIngress(s.node, s.log)
+	if err != nil {
+		cl.Close()
+		al.Close()
+		return err
+	}
+	s.udp = udp
+	uctx, ucancel := context.WithCancel(ctx)
+	defer ucancel()
 	hs := &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- hs.Serve(al) }()
 	go func() { errc <- s.acceptClients(ctx, cl) }()
-	pending := 2
+	go func() { errc <- udp.run(uctx) }()
+	pending := 3
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -58,6 +70,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	cl.Close()
 	al.Close()
+	ucancel()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	hs.Shutdown(sctx)
@@ -160,7 +173,12 @@ func (s *Server) apply(typ uint8, corr uint64, data []byte) *wire.Response {
 func (s *Server) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.node.Status(r.URL.Query().Get("hash") == "1"))
+		q := r.URL.Query()
+		st := s.node.Status(q.Get("hash") == "1")
+		if s.udp != nil {
+			st.UDP = s.udp.status(q.Get("udp") == "1")
+		}
+		writeJSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
 		snap, err := s.node.Snapshot(r.Context())

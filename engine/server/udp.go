@@ -1,0 +1,578 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/procfs"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/wire"
+)
+
+// UDP ingress: datagrams (engine/wire/datagram.go) are delivered per session in sequence order;
+// a gap is NAKed after the configured delay and again every nakRetry until the sender's resend
+// fills it. Delivered commands go through raft like TCP ones; UDP commands get no reply.
+// The receive loop is one goroutine that owns all session state; it takes ing.mu once per
+// batch so /status can read a consistent copy.
+
+// DefaultNakDelay is the wait from detecting a gap to the first NAK: long enough for reordering
+// on one path to settle, short against the 1 ms a burst takes to arrive.
+const DefaultNakDelay = time.Millisecond
+
+const (
+	udpBatch      = 64                     // datagrams per recvmmsg
+	burstQuiet    = 100 * time.Millisecond // a burst with nothing received for this long and no gap open is closed
+	gapGiveUp     = 5 * time.Second        // an unrepaired gap is skipped (counted lost) after this
+	keepBursts    = 512                    // closed bursts kept for /status?udp=1
+	snmpIdleEvery = 200 * time.Millisecond // node-wide RcvbufErrors baseline refresh while idle
+)
+
+type udpIngress struct {
+	node     *replica.Node
+	log      *slog.Logger
+	conn     *net.UDPConn
+	pc       *ipv4.PacketConn
+	nakDelay time.Duration
+	nakRetry time.Duration
+
+	mu       sync.Mutex // guards st, bursts, order (written by the loop, read by status)
+	st       engine.UDP
+	bursts   map[uint32]*burstRecv
+	order    []uint32 // burst numbers in the order they were first seen
+	sessions map[uint32]*udpSession
+
+	applied, applyErrs atomic.Uint64
+	applyq             chan [][]byte
+	futs               chan applyFuture
+
+	snmp     *procfs.FS
+	snmpBase uint64
+	snmpAt   time.Time
+	ovfl     uint64 // SO_RXQ_OVFL counter as last seen
+	nak      []byte
+}
+
+type applyFuture interface{ Error() error }
+
+type udpSession struct {
+	addr      netip.AddrPort
+	next      uint64 // next sequence number to deliver
+	high      uint64 // one past the highest seen (or announced by a heartbeat)
+	lastBurst uint32
+	pending   map[uint64]pendingDgram
+	gaps      []udpGap
+}
+
+type pendingDgram struct {
+	body  []byte
+	sent  int64
+	burst uint32
+}
+
+type udpGap struct {
+	from, to uint64 // missing [from, to) when detected
+	detected int64
+	lastNak  int64
+	burst    uint32
+}
+
+type burstRecv struct {
+	out          engine.UDPBurst
+	sessions     map[uint32]bool
+	first, last  int64
+	marks        []sendMark // arrivals per receive time, for the peak per 1 ms
+	hist         *hdrhistogram.Histogram
+	openGaps     int
+	ovflAtOpen   uint64
+	snmpAtOpen   uint64
+	snmpAtOpenOK bool
+}
+
+type sendMark struct {
+	at int64
+	n  int
+}
+
+func newUDPIngress(node *replica.Node, log *slog.Logger) (*udpIngress, error) {
+	cfg := node.Config()
+	nakDelay, err := time.ParseDuration(cfg.UDPNakDelay) // validated by replica.New
+	if err != nil {
+		return nil, fmt.Errorf("udp_nak_delay %q: %w", cfg.UDPNakDelay, err)
+	}
+	addr, err := net.ResolveUDPAddr("udp", cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("udp address %q: %w", cfg.ClientAddr, err)
+	}
+	conn, err := net.ListenUDP("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("udp listener on %s: %w", cfg.ClientAddr, err)
+	}
+	ing := &udpIngress{
+		node: node, log: log, conn: conn, pc: ipv4.NewPacketConn(conn),
+		nakDelay: nakDelay, nakRetry: max(4*nakDelay, 5*time.Millisecond),
+		bursts: map[uint32]*burstRecv{}, sessions: map[uint32]*udpSession{},
+		applyq: make(chan [][]byte, 1<<16), futs: make(chan applyFuture, 1<<16),
+	}
+	ing.st = engine.UDP{Addr: conn.LocalAddr().String(), RcvbufAsked: cfg.UDPRcvbuf, NakDelayMs: ms(nakDelay)}
+	if err := ing.setSockopts(cfg.UDPRcvbuf); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		ing.snmp = &fs
+	}
+	ing.refreshSnmp(time.Now())
+	return ing, nil
+}
+
+// setSockopts asks for the receive buffer (never SO_RCVBUFFORCE: the point is to see the
+// kernel's clamp), reads back what was granted, and turns on SO_RXQ_OVFL so every datagram
+// carries the socket's drop count.
+func (ing *udpIngress) setSockopts(rcvbuf int) error {
+	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
+		ing.st.RmemMax, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if rcvbuf > 0 {
+		if err := ing.conn.SetReadBuffer(rcvbuf); err != nil {
+			return fmt.Errorf("udp SO_RCVBUF %d: %w", rcvbuf, err)
+		}
+	}
+	rc, err := ing.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); serr != nil {
+			serr = fmt.Errorf("udp SO_RXQ_OVFL: %w", serr)
+			return
+		}
+		ing.st.RcvbufGranted, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	})
+	return errors.Join(err, serr)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// run serves until ctx is done.
+func (ing *udpIngress) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ing.applyLoop() }()
+	go func() { defer wg.Done(); ing.waitLoop() }()
+	stop := context.AfterFunc(ctx, func() { ing.conn.Close() })
+	defer stop()
+	err := ing.recvLoop()
+	close(ing.applyq)
+	wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// applyLoop hands delivered commands to raft without waiting for each, so raft batches them.
+func (ing *udpIngress) applyLoop() {
+	defer close(ing.futs)
+	for batch := range ing.applyq {
+		for _, cmd := range batch {
+			ing.futs <- ing.node.ApplyAsync(cmd, applyTimeout)
+		}
+	}
+}
+
+func (ing *udpIngress) waitLoop() {
+	for f := range ing.futs {
+		if err := f.Error(); err != nil {
+			ing.applyErrs.Add(1)
+		} else {
+			ing.applied.Add(1)
+		}
+	}
+}
+
+func (ing *udpIngress) recvLoop() error {
+	msgs := make([]ipv4.Message, udpBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 2048)}
+		msgs[i].OOB = make([]byte, 64)
+	}
+	var d wire.Dgram
+	for {
+		ing.conn.SetReadDeadline(time.Now().Add(ing.wait()))
+		n, err := ing.pc.ReadBatch(msgs, 0)
+		now := time.Now()
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		ing.mu.Lock()
+		var cmds [][]byte
+		for i := 0; i < n; i++ {
+			m := &msgs[i]
+			ing.readOvfl(m.OOB[:m.NN])
+			if err := wire.DecodeDgram(m.Buffers[0][:m.N], &d); err != nil {
+				ing.st.Malformed++
+				continue
+			}
+			ua, _ := m.Addr.(*net.UDPAddr)
+			if ua == nil {
+				continue
+			}
+			cmds = ing.handle(&d, ua.AddrPort(), now.UnixNano(), cmds)
+		}
+		cmds = ing.housekeep(now, cmds)
+		ing.mu.Unlock()
+		if len(cmds) > 0 {
+			ing.applyq <- cmds
+		}
+	}
+}
+
+// wait is how long the loop may block: until the next NAK is due, or a burst may close.
+func (ing *udpIngress) wait() time.Duration {
+	ing.mu.Lock()
+	defer ing.mu.Unlock()
+	w := snmpIdleEvery
+	now := time.Now().UnixNano()
+	for _, s := range ing.sessions {
+		for _, g := range s.gaps {
+			due := g.detected + int64(ing.nakDelay)
+			if g.lastNak > 0 {
+				due = g.lastNak + int64(ing.nakRetry)
+			}
+			w = min(w, time.Duration(max(due-now, int64(50*time.Microsecond))))
+		}
+	}
+	for _, b := range ing.bursts {
+		if !b.out.Closed {
+			w = min(w, 10*time.Millisecond)
+		}
+	}
+	return w
+}
+
+// readOvfl takes the socket's drop counter from a datagram's control message (the kernel adds
+// it only once the count is above zero).
+func (ing *udpIngress) readOvfl(oob []byte) {
+	if len(oob) == 0 {
+		return
+	}
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, cm := range cms {
+		if cm.Header.Level == unix.SOL_SOCKET && cm.Header.Type == unix.SO_RXQ_OVFL && len(cm.Data) >= 4 {
+			ing.ovfl = max(ing.ovfl, uint64(binary.NativeEndian.Uint32(cm.Data)))
+			ing.st.SocketDrops = ing.ovfl
+		}
+	}
+}
+
+func (ing *udpIngress) session(id uint32, addr netip.AddrPort) *udpSession {
+	s := ing.sessions[id]
+	if s == nil {
+		s = &udpSession{pending: map[uint64]pendingDgram{}}
+		ing.sessions[id] = s
+	}
+	s.addr = addr // NAKs go where the latest datagram came from
+	return s
+}
+
+func (ing *udpIngress) burst(n uint32, now int64) *burstRecv {
+	b := ing.bursts[n]
+	if b == nil || b.out.Closed && now-b.last > int64(burstQuiet) {
+		if b != nil { // the sender reused a number: start over
+			ing.dropBurst(n)
+		}
+		b = &burstRecv{out: engine.UDPBurst{Burst: n}, sessions: map[uint32]bool{}, first: now,
+			hist: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3), ovflAtOpen: ing.ovfl,
+			snmpAtOpen: ing.snmpBase, snmpAtOpenOK: !ing.snmpAt.IsZero()}
+		ing.bursts[n] = b
+		ing.order = append(ing.order, n)
+		if len(ing.order) > keepBursts {
+			ing.dropBurst(ing.order[0])
+		}
+	}
+	return b
+}
+
+func (ing *udpIngress) dropBurst(n uint32) {
+	delete(ing.bursts, n)
+	for i, m := range ing.order {
+		if m == n {
+			ing.order = append(ing.order[:i], ing.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (b *burstRecv) arrived(now int64) {
+	b.out.Received++
+	b.last = now
+	if k := len(b.marks) - 1; k >= 0 && b.marks[k].at == now {
+		b.marks[k].n++
+		return
+	}
+	b.marks = append(b.marks, sendMark{now, 1})
+}
+
+func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cmds [][]byte) [][]byte {
+	s := ing.session(d.Session, from)
+	switch d.Kind {
+	case wire.DgramHeartbeat:
+		if d.Seq > s.high {
+			ing.newGap(s, s.high, d.Seq, s.lastBurst, now)
+			s.high = d.Seq
+		}
+		return cmds
+	case wire.DgramNak:
+		return cmds // NAKs go the other way
+	}
+	ing.st.Received++
+	if _, waiting := s.pending[d.Seq]; d.Seq < s.next || waiting {
+		ing.st.Duplicates++
+		return cmds
+	}
+	b := ing.burst(d.Burst, now)
+	b.sessions[d.Session] = true
+	b.arrived(now)
+	s.lastBurst = d.Burst
+	if d.Seq > s.high {
+		ing.newGap(s, s.high, d.Seq, d.Burst, now)
+	}
+	s.high = max(s.high, d.Seq+1)
+	if d.Seq != s.next {
+		s.pending[d.Seq] = pendingDgram{body: append([]byte(nil), d.Body...), sent: d.SentNs, burst: d.Burst}
+		return cmds
+	}
+	cmds = ing.deliver(d.Body, d.SentNs, b, now, cmds)
+	s.next++
+	for {
+		p, ok := s.pending[s.next]
+		if !ok {
+			break
+		}
+		delete(s.pending, s.next)
+		cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+		s.next++
+	}
+	ing.closeGaps(s, now)
+	return cmds
+}
+
+func (ing *udpIngress) newGap(s *udpSession, from, to uint64, burst uint32, now int64) {
+	s.gaps = append(s.gaps, udpGap{from: from, to: to, detected: now, burst: burst})
+	ing.st.Gaps++
+	if b := ing.bursts[burst]; b != nil {
+		b.out.Gaps++
+		b.openGaps++
+	}
+}
+
+// closeGaps retires the gaps delivery has moved past: repaired, with the time since detection.
+func (ing *udpIngress) closeGaps(s *udpSession, now int64) {
+	keep := s.gaps[:0]
+	for _, g := range s.gaps {
+		if g.to > s.next {
+			keep = append(keep, g)
+			continue
+		}
+		rep := ms(time.Duration(now - g.detected))
+		ing.st.Repaired++
+		ing.st.RepairMaxMs = max(ing.st.RepairMaxMs, rep)
+		if b := ing.bursts[g.burst]; b != nil {
+			b.out.Repaired++
+			b.out.RepairMaxMs = max(b.out.RepairMaxMs, rep)
+			b.openGaps--
+		}
+	}
+	s.gaps = keep
+}
+
+func (ing *udpIngress) deliver(body []byte, sent int64, b *burstRecv, now int64, cmds [][]byte) [][]byte {
+	ing.st.Delivered++
+	if b != nil {
+		b.hist.RecordValue(max((now-sent)/1e3, 0))
+	}
+	var req wire.Request
+	if err := wire.DecodeRequest(body, &req); err != nil || (req.Type != wire.TypeOrder && req.Type != wire.TypeCancel) {
+		ing.st.Malformed++
+		return cmds
+	}
+	if !ing.node.IsLeader() {
+		ing.st.NotLeader++
+		return cmds
+	}
+	return append(cmds, append([]byte(nil), body...))
+}
+
+// housekeep sends the NAKs that are due, gives up on gaps too old to repair, closes quiet bursts
+// and refreshes the node-wide RcvbufErrors baseline while nothing is arriving.
+func (ing *udpIngress) housekeep(t time.Time, cmds [][]byte) [][]byte {
+	now := t.UnixNano()
+	for id, s := range ing.sessions {
+		if len(s.gaps) > 0 && now-s.gaps[0].detected >= int64(gapGiveUp) {
+			cmds = ing.skipGap(s, now, cmds)
+		}
+		for i := range s.gaps {
+			g := &s.gaps[i]
+			due := g.detected + int64(ing.nakDelay)
+			if g.lastNak > 0 {
+				due = g.lastNak + int64(ing.nakRetry)
+			}
+			if now < due {
+				continue
+			}
+			from := max(g.from, s.next)
+			ing.nak = wire.AppendNak(ing.nak[:0], id, from, uint32(g.to-from))
+			if _, err := ing.conn.WriteToUDPAddrPort(ing.nak, s.addr); err != nil {
+				ing.log.Warn("udp nak", "to", s.addr, "err", err)
+			}
+			g.lastNak = now
+			ing.st.Naks++
+			if b := ing.bursts[g.burst]; b != nil {
+				b.out.Naks++
+			}
+		}
+		ing.closeGaps(s, now)
+	}
+	open := false
+	for _, b := range ing.bursts {
+		if b.out.Closed {
+			continue
+		}
+		if b.openGaps > 0 || now-b.last < int64(burstQuiet) {
+			open = true
+			continue
+		}
+		ing.closeBurst(b, t)
+	}
+	if !open && t.Sub(ing.snmpAt) >= snmpIdleEvery {
+		ing.refreshSnmp(t)
+	}
+	return cmds
+}
+
+// skipGap gives up on the oldest gap (gaps are in detection order, so it is the first): the
+// sender no longer has those datagrams. Delivery moves past it; what never came is lost.
+func (ing *udpIngress) skipGap(s *udpSession, now int64, cmds [][]byte) [][]byte {
+	g := s.gaps[0]
+	s.gaps = s.gaps[1:]
+	for ; s.next < g.to; s.next++ {
+		if p, ok := s.pending[s.next]; ok {
+			delete(s.pending, s.next)
+			cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+			continue
+		}
+		ing.st.Lost++
+		if b := ing.bursts[g.burst]; b != nil {
+			b.out.Lost++
+		}
+	}
+	if b := ing.bursts[g.burst]; b != nil {
+		b.openGaps--
+	}
+	for { // what waited behind the gap
+		p, ok := s.pending[s.next]
+		if !ok {
+			break
+		}
+		delete(s.pending, s.next)
+		cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+		s.next++
+	}
+	return cmds
+}
+
+func (ing *udpIngress) closeBurst(b *burstRecv, t time.Time) {
+	b.out.Closed = true
+	ing.fill(b)
+	b.marks, b.hist = nil, nil
+	b.out.SocketDrops = ing.ovfl - b.ovflAtOpen
+	if prev, ok := b.snmpAtOpen, b.snmpAtOpenOK; ok && ing.refreshSnmp(t) {
+		b.out.RcvbufErrors = ing.snmpBase - prev
+	}
+}
+
+// fill computes a burst's figures from its marks and histogram (kept until it closes).
+func (ing *udpIngress) fill(b *burstRecv) {
+	if b.hist == nil {
+		return
+	}
+	b.out.Sessions = len(b.sessions)
+	b.out.First, b.out.Last = time.Unix(0, b.first), time.Unix(0, b.last)
+	b.out.AbsorbMs = ms(time.Duration(b.last - b.first))
+	b.out.PeakPerMs = peakPerMs(b.marks)
+	if b.hist.TotalCount() > 0 {
+		b.out.LatencyP50Us = float64(b.hist.ValueAtQuantile(50))
+		b.out.LatencyP99Us = float64(b.hist.ValueAtQuantile(99))
+		b.out.LatencyMaxUs = float64(b.hist.Max())
+	}
+	b.out.SocketDrops = ing.ovfl - b.ovflAtOpen
+}
+
+// peakPerMs is the most datagrams in any window [t, t+1ms) over time-ordered marks.
+func peakPerMs(marks []sendMark) int {
+	peak, sum, j := 0, 0, 0
+	for i := range marks {
+		sum += marks[i].n
+		for marks[i].at-marks[j].at >= int64(time.Millisecond) {
+			sum -= marks[j].n
+			j++
+		}
+		peak = max(peak, sum)
+	}
+	return peak
+}
+
+func (ing *udpIngress) refreshSnmp(t time.Time) bool {
+	if ing.snmp == nil {
+		return false
+	}
+	p, err := ing.snmp.Self()
+	if err != nil {
+		return false
+	}
+	sn, err := p.Snmp()
+	if err != nil || sn.Udp.RcvbufErrors == nil {
+		return false
+	}
+	ing.snmpBase, ing.snmpAt = uint64(*sn.Udp.RcvbufErrors), t
+	return true
+}
+
+// status is the ingress's part of /status; withBursts adds every burst kept.
+func (ing *udpIngress) status(withBursts bool) *engine.UDP {
+	ing.mu.Lock()
+	defer ing.mu.Unlock()
+	st := ing.st
+	st.Applied, st.ApplyErrors = ing.applied.Load(), ing.applyErrs.Load()
+	for _, s := range ing.sessions {
+		st.OpenGaps += len(s.gaps)
+	}
+	if withBursts {
+		for _, n := range ing.order {
+			b := ing.bursts[n]
+			ing.fill(b)
+			st.Bursts = append(st.Bursts, b.out)
+		}
+	}
+	return &st
+}
