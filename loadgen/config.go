@@ -22,7 +22,7 @@ import (
 //	  "probe_price": 1,                  // limit of the IOC buy probes; below every resting ask
 //	  "start_timeout": "30s",            // how long to look for a leader before the first probe
 //	  "conn": {"dial_timeout": "2s", "keepalive": "1s", "dead_after": "15s"},
-//	  "preload": {"orders": "5M", "levels": 100, "batch": 1000, "in_flight": 4, "seed": 1,
+//	  "preload": {"orders": "5M", "levels": 100, "batch": 32768, "in_flight": 8, "seed": 1,
 //	              "mid": 1000000, "gap": 100, "max_qty": 100, "first_id": 1, "out": "DIR"},
 //	  "probe":   {"rate": "5000/s", "duration": "230s", "grace": "5s", "interval": "1s",
 //	              "out": "DIR", "control": "127.0.0.1:7700"},

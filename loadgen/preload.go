@@ -12,11 +12,15 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 )
 
-// Preload defaults.
+// Preload defaults. A batch is one raft entry, and at sync level > 0 every append waits for a
+// sync on each node (~2 ms here for a small write), so a batch is made big enough (~1 MiB) for
+// the sync to be paid by 32K orders rather than 1,000, and enough batches are in flight that the
+// leader's append, the followers' appends and the book's apply of different batches overlap.
+// BenchmarkPreload measured 1,000 x 4 at 224-520K orders/s and this at 0.9-1.2M orders/s.
 const (
 	DefaultLevels   = 100
-	DefaultBatch    = 1000
-	DefaultInFlight = 4
+	DefaultBatch    = 32768
+	DefaultInFlight = 8
 	DefaultSeed     = 1
 	DefaultMid      = 1_000_000
 	DefaultGap      = 100
@@ -33,8 +37,8 @@ type PreloadOptions struct {
 	Orders      int64
 	Instruments int    // default 16
 	Levels      int    // price levels per side and instrument (default 100)
-	Batch       int    // orders per TypeBatch frame, one raft entry each (default 1,000)
-	InFlight    int    // batches pipelined before waiting for an answer (default 4)
+	Batch       int    // orders per TypeBatch frame, one raft entry each (default 32,768: ~1 MiB)
+	InFlight    int    // batches pipelined before waiting for an answer (default 8)
 	Seed        uint64 // default 1
 	Mid         int64  // default 1,000,000
 	Gap         int64  // half spread, >= 1 (default 100)

@@ -71,7 +71,7 @@ func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
 	const n = 10_007 // not a multiple of the batch
 	var reports []PreloadProgress
 	st, err := Preload(t.Context(), PreloadOptions{
-		Servers: c.Addrs(), Orders: n, Instruments: 7, Levels: 20, InFlight: 3, Logger: testLogger(t),
+		Servers: c.Addrs(), Orders: n, Instruments: 7, Levels: 20, Batch: 1000, InFlight: 3, Logger: testLogger(t),
 		Progress: func(p PreloadProgress) { reports = append(reports, p) },
 	})
 	if err != nil {
