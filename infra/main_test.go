@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"golang.org/x/crypto/ssh"
+	"gopkg.in/yaml.v3"
 
 	"github.com/rig-dev/rig/infra/spec"
 )
@@ -129,6 +131,37 @@ func TestProgramRefusesBadConfig(t *testing.T) {
 	for typ := range rec.res {
 		if !strings.HasPrefix(typ, "pulumi:") {
 			t.Errorf("%s registered despite the error", typ)
+		}
+	}
+}
+
+// rig validate holds stack config values to Pulumi.yaml's types exactly as the Pulumi engine does:
+// spec's check agrees with the engine's own workspace.ValidateConfigValue, applied to the value
+// as the engine reads it from the stack file (config.Value from YAML, then ToObject).
+func TestStackConfigTypesMatchTheEngine(t *testing.T) {
+	proj, err := workspace.LoadProject("../Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := []string{`3`, `"3"`, `" 3"`, `1.0`, `1.5`, `-2`, `0x10`, `true`, `"true"`, `True`, `"TRUE"`, `"yes"`, `no`,
+		`""`, `null`, `abc`, `'["203.0.113.7/32"]'`, `["203.0.113.7/32"]`, `[]`, `[1, 2]`, `["a", 1]`, `[true]`,
+		`{a: 1}`, `203.0.113.7/32`}
+	for _, name := range []string{"servers", "retainBucket", "owner", "operatorCidrs"} {
+		k, _ := spec.KeyByName(name)
+		c := proj.Config[name]
+		for _, v := range values {
+			var cv config.Value
+			if err := yaml.Unmarshal([]byte(v), &cv); err != nil {
+				t.Fatal(err)
+			}
+			obj, err := cv.ToObject()
+			if err != nil {
+				t.Fatal(err)
+			}
+			engine := workspace.ValidateConfigValue(c.TypeName(), c.Items, obj)
+			if rig := spec.ValueTypeError(k, v) == nil; rig != engine {
+				t.Errorf("%s: %s: engine accepts=%v, rig accepts=%v", name, v, engine, rig)
+			}
 		}
 	}
 }

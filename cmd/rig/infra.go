@@ -91,7 +91,11 @@ live in a local file backend. The first run builds the driver (go build ./infra/
 				if _, err := os.Stat(path); err != nil {
 					return fmt.Errorf("%w: --dry-run reads %s: %w", errUsage, path, err)
 				}
-				if err := validateStackConfig(cmd, path); err != nil {
+				sc, err := spec.ReadStackConfig(path)
+				if err != nil {
+					return fmt.Errorf("%w: %w; nothing was created", errUsage, err)
+				}
+				if err := validateStackConfig(cmd, sc); err != nil {
 					return fmt.Errorf("%s: %w; nothing was created", path, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "dry run: nothing was created")
@@ -278,11 +282,7 @@ SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 
 // validateStackConfig checks a Pulumi.<stack>.yaml without the pulumi CLI: every problem goes to
 // stderr with file:line:column; a valid file prints the plan and its hourly cost on stdout.
-func validateStackConfig(cmd *cobra.Command, path string) error {
-	sc, err := spec.ReadStackConfig(path)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
+func validateStackConfig(cmd *cobra.Command, sc *spec.StackConfig) error {
 	s, probs := sc.Spec()
 	for _, p := range probs {
 		fmt.Fprintln(cmd.ErrOrStderr(), p)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/playbooks"
 )
 
@@ -38,13 +39,26 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 // the stack config are both checked before it returns, so one call reports everything.
 func validate(cmd *cobra.Command, arg, stackConfig string) error {
 	var errs []error
+	stackErr := func(err error) {
+		// It already says usage; keep the one errUsage wrap below.
+		errs = append(errs, fmt.Errorf("--stack-config %s: %s", stackConfig, strings.TrimPrefix(err.Error(), errUsage.Error()+": ")))
+	}
+	// The stack config is parsed first: a file that is not even YAML (a duplicate key, binary
+	// junk) is reported with its position before the playbook's plan scrolls by.
+	var sc *spec.StackConfig
+	if stackConfig != "" {
+		var err error
+		if sc, err = spec.ReadStackConfig(stackConfig); err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+			stackErr(fmt.Errorf("not read, see above"))
+		}
+	}
 	if err := printPlan(cmd, arg); err != nil {
 		errs = append(errs, err)
 	}
-	if stackConfig != "" {
-		if err := validateStackConfig(cmd, stackConfig); err != nil {
-			// It already says usage; keep the one errUsage wrap below.
-			errs = append(errs, fmt.Errorf("--stack-config %s: %s", stackConfig, strings.TrimPrefix(err.Error(), errUsage.Error()+": ")))
+	if sc != nil {
+		if err := validateStackConfig(cmd, sc); err != nil {
+			stackErr(err)
 		}
 	}
 	if len(errs) > 0 {

@@ -100,3 +100,37 @@ func TestValidateUsageErrors(t *testing.T) {
 		t.Errorf("a misspelt name: err = %v, want a suggestion", err)
 	}
 }
+
+// A stack config that is not valid YAML is reported with file:line:column before the plan.
+func TestValidateStackConfigSyntaxBeforePlan(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"dup":  "config:\n  aws:region: us-east-1\n  rig:owner: a\n  rig:owner: b\n",
+		"junk": "config:\n  aws:region: us-east-1\n  rig:owner: \x00\x01\xff\n",
+	} {
+		path := filepath.Join(dir, "Pulumi."+name+".yaml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var both bytes.Buffer
+		rootCmd.SetOut(&both)
+		rootCmd.SetErr(&both)
+		rootCmd.SetArgs([]string{"validate", "quickstart", "--stack-config", path})
+		err := rootCmd.ExecuteContext(context.Background())
+		rootCmd.SetArgs(nil)
+		if c, _, ferr := rootCmd.Find([]string{"validate"}); ferr == nil {
+			c.Flags().Set("stack-config", "")
+		}
+		if !errors.Is(err, errUsage) {
+			t.Fatalf("%s: err %v, want usage", name, err)
+		}
+		text := both.String()
+		pos, plan := strings.Index(text, path+":"), strings.Index(text, "playbook   quickstart")
+		if pos < 0 || plan < 0 || pos > plan {
+			t.Fatalf("%s: want the file:line:col error before the plan:\n%s", name, text)
+		}
+		if !strings.Contains(text, path+":4:3:") && !strings.Contains(text, path+":3:14:") {
+			t.Errorf("%s: no line:column in %q", name, text[pos:pos+len(path)+40])
+		}
+	}
+}

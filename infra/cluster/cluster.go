@@ -18,8 +18,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/rig-dev/rig/infra/hostkey"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // Spec is the cluster to build (see infra/spec).
@@ -154,18 +154,41 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		return Outputs{}, err
 	}
 
+	var capRes ec2.InstanceCapacityReservationSpecificationPtrInput
+	if s.CapacityReservationID != "" {
+		capRes = &ec2.InstanceCapacityReservationSpecificationArgs{
+			CapacityReservationTarget: &ec2.InstanceCapacityReservationSpecificationCapacityReservationTargetArgs{
+				CapacityReservationId: pulumi.String(s.CapacityReservationID),
+			},
+		}
+	}
+
 	var nodeOuts []any
 	for i, n := range nodes {
+		// The data volume exists before its instance, so that a destroy terminates the instance
+		// (which detaches the volume) before it deletes the volume; see attachData.
+		var vol *ebs.Volume
+		instOpts := []pulumi.ResourceOption{
+			// A newer image in the SSM parameter must not replace a running test cluster.
+			pulumi.IgnoreChanges([]string{"ami"}),
+		}
+		if n.DataVolume {
+			if vol, err = dataVolume(ctx, s, n, tags); err != nil {
+				return Outputs{}, err
+			}
+			instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
+		}
 		inst, err := ec2.NewInstance(ctx, n.Name, &ec2.InstanceArgs{
-			Ami:                      pulumi.String(image),
-			InstanceType:             pulumi.String(n.InstanceType),
-			AvailabilityZone:         pulumi.String(s.AvailabilityZone),
-			SubnetId:                 subnetID,
-			VpcSecurityGroupIds:      pulumi.StringArray{sg.ID()},
-			PlacementGroup:           pg.Name,
-			KeyName:                  kp.KeyName,
-			EbsOptimized:             pulumi.Bool(true),
-			AssociatePublicIpAddress: pulumi.Bool(true),
+			Ami:                              image,
+			CapacityReservationSpecification: capRes,
+			InstanceType:                     pulumi.String(n.InstanceType),
+			AvailabilityZone:                 pulumi.String(s.AvailabilityZone),
+			SubnetId:                         subnetID,
+			VpcSecurityGroupIds:              pulumi.StringArray{sg.ID()},
+			PlacementGroup:                   pg.Name,
+			KeyName:                          kp.KeyName,
+			EbsOptimized:                     pulumi.Bool(true),
+			AssociatePublicIpAddress:         pulumi.Bool(true),
 			RootBlockDevice: &ec2.InstanceRootBlockDeviceArgs{
 				VolumeType:          pulumi.String("gp3"),
 				VolumeSize:          pulumi.Int(s.RootVolumeSize),
@@ -182,42 +205,29 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 				HttpEndpoint: pulumi.String("enabled"),
 			},
 			Tags: tags(n.Name),
-		},
-			// A newer image in the SSM parameter must not replace a running test cluster.
-			pulumi.IgnoreChanges([]string{"ami"}))
+		}, instOpts...)
 		if err != nil {
 			return Outputs{}, fmt.Errorf("instance %s: %w", n.Name, err)
 		}
-		volArgs := &ebs.VolumeArgs{
-			AvailabilityZone: pulumi.String(s.AvailabilityZone),
-			Type:             pulumi.String(s.VolumeType),
-			Size:             pulumi.Int(s.VolumeSize),
-			Iops:             pulumi.Int(s.VolumeIOPS),
-			Encrypted:        pulumi.Bool(true),
-			Tags:             tags(n.Name + "-data"),
-		}
-		if s.VolumeType == spec.VolumeGP3 {
-			volArgs.Throughput = pulumi.Int(s.VolumeThroughput)
-		}
-		vol, err := ebs.NewVolume(ctx, n.Name+"-data", volArgs)
-		if err != nil {
-			return Outputs{}, fmt.Errorf("data volume of %s: %w", n.Name, err)
-		}
-		if _, err := ec2.NewVolumeAttachment(ctx, n.Name+"-data", &ec2.VolumeAttachmentArgs{
-			DeviceName: pulumi.String(spec.DataDeviceName),
-			InstanceId: inst.ID().ToStringOutput(),
-			VolumeId:   vol.ID().ToStringOutput(),
-		}); err != nil {
-			return Outputs{}, fmt.Errorf("attach data volume of %s: %w", n.Name, err)
+		volID := pulumi.String("").ToStringOutput()
+		if vol != nil {
+			if err := attachData(ctx, n, inst, vol); err != nil {
+				return Outputs{}, err
+			}
+			volID = vol.ID().ToStringOutput()
 		}
 		n, hostKey, user := n, keys[i].Public, s.LoginUser()
-		nodeOuts = append(nodeOuts, pulumi.All(inst.PublicIp, inst.PrivateIp, vol.ID()).ApplyT(
+		nodeOuts = append(nodeOuts, pulumi.All(inst.PublicIp, inst.PrivateIp, volID).ApplyT(
 			func(v []any) (string, error) {
-				b, err := json.Marshal(inventory.Node{
+				node := inventory.Node{
 					Name: n.Name, Role: n.Role, Address: v[0].(string), PrivateAddress: v[1].(string),
-					SSH:        &inventory.SSH{User: user, Port: 22, HostKey: hostKey},
-					DataDevice: string(v[2].(pulumi.ID)), DeviceName: spec.DataDeviceName, InstanceType: n.InstanceType,
-				})
+					SSH:          &inventory.SSH{User: user, Port: 22, HostKey: hostKey},
+					InstanceType: n.InstanceType,
+				}
+				if id := v[2].(string); id != "" {
+					node.DataDevice, node.DeviceName = id, spec.DataDeviceName
+				}
+				b, err := json.Marshal(node)
 				return string(b), err
 			}))
 	}
@@ -247,6 +257,48 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		ExpiresAt:      pulumi.String(expiresAt).ToStringOutput(),
 		PlacementGroup: pg.Name,
 	}, nil
+}
+
+// dataVolume creates a node's data volume with the spec's type, size, IOPS and throughput.
+func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, tags func(string) pulumi.StringMap) (*ebs.Volume, error) {
+	args := &ebs.VolumeArgs{
+		AvailabilityZone: pulumi.String(s.AvailabilityZone),
+		Type:             pulumi.String(s.VolumeType),
+		Size:             pulumi.Int(s.VolumeSize),
+		Iops:             pulumi.Int(s.VolumeIOPS),
+		Encrypted:        pulumi.Bool(true),
+		Tags:             tags(n.Name + "-data"),
+	}
+	if s.VolumeType == spec.VolumeGP3 {
+		args.Throughput = pulumi.Int(s.VolumeThroughput)
+	}
+	vol, err := ebs.NewVolume(ctx, n.Name+"-data", args)
+	if err != nil {
+		return nil, fmt.Errorf("data volume of %s: %w", n.Name, err)
+	}
+	return vol, nil
+}
+
+// attachData attaches the data volume at the fixed device with SkipDestroy.
+//
+// Why SkipDestroy, of the provider's three options: a destroy then never calls DetachVolume, so
+// it cannot hang on a volume the agent still has mounted (the provider's known hang). The
+// instance goes next (it depends on the volume), and terminating it shuts the OS down and
+// detaches the volume; only then is the volume deleted. StopInstanceBeforeDetaching would also be
+// safe, but stops each instance first (minutes on large types) and would stop a live node if an
+// update ever replaced the attachment; ForceDetach risks data loss by design and still waits on
+// the detach. Before destroying, `rig down` also asks every agent to stop its engine, sync and
+// unmount the volume (infra/driver), so nothing relies on the shutdown alone to flush it.
+func attachData(ctx *pulumi.Context, n spec.Node, inst *ec2.Instance, vol *ebs.Volume) error {
+	if _, err := ec2.NewVolumeAttachment(ctx, n.Name+"-data", &ec2.VolumeAttachmentArgs{
+		DeviceName:  pulumi.String(spec.DataDeviceName),
+		InstanceId:  inst.ID().ToStringOutput(),
+		VolumeId:    vol.ID().ToStringOutput(),
+		SkipDestroy: pulumi.Bool(true),
+	}); err != nil {
+		return fmt.Errorf("attach data volume of %s: %w", n.Name, err)
+	}
+	return nil
 }
 
 // network returns the VPC and subnet to use, creating them (with an internet gateway and a
@@ -334,23 +386,49 @@ func resultsBucket(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringM
 	}, opts...); err != nil {
 		return nil, fmt.Errorf("results bucket encryption: %w", err)
 	}
+	if s.ResultsExpireDays > 0 {
+		if _, err := s3.NewBucketLifecycleConfigurationV2(ctx, "rig-results", &s3.BucketLifecycleConfigurationV2Args{
+			Bucket: bucket.ID(),
+			Rules: s3.BucketLifecycleConfigurationV2RuleArray{
+				&s3.BucketLifecycleConfigurationV2RuleArgs{
+					Id:         pulumi.String("rig-results-expire"),
+					Status:     pulumi.String("Enabled"),
+					Filter:     &s3.BucketLifecycleConfigurationV2RuleFilterArgs{Prefix: pulumi.String("")},
+					Expiration: &s3.BucketLifecycleConfigurationV2RuleExpirationArgs{Days: pulumi.Int(s.ResultsExpireDays)},
+					// An interrupted multipart upload of an archive is billed until aborted.
+					AbortIncompleteMultipartUpload: &s3.BucketLifecycleConfigurationV2RuleAbortIncompleteMultipartUploadArgs{
+						DaysAfterInitiation: pulumi.Int(1),
+					},
+				},
+			},
+		}, opts...); err != nil {
+			return nil, fmt.Errorf("results bucket lifecycle: %w", err)
+		}
+	}
 	return bucket, nil
 }
 
 // resolveAMI returns the explicit AMI after checking it is x86_64, or the latest image of the
 // family from its public SSM parameter.
-func resolveAMI(ctx *pulumi.Context, s Spec) (string, error) {
+//
+// The parameter is read with the output form of the invoke: the provider may mark the result's
+// value as secret (its schema says value is always sensitive), and the plain form then fails the
+// whole program with "unexpected secret result returned to invoke call". An image id is no
+// secret, so the id is unsecreted: the instance's ami stays readable in previews. The explicit
+// image goes through ec2.LookupAmi, whose result holds no secret, so that a wrong architecture
+// is refused before any resource exists.
+func resolveAMI(ctx *pulumi.Context, s Spec) (pulumi.StringInput, error) {
 	if s.AMI != "" {
 		img, err := ec2.LookupAmi(ctx, &ec2.LookupAmiArgs{
 			Filters: []ec2.GetAmiFilter{{Name: "image-id", Values: []string{s.AMI}}},
 		})
 		if err != nil {
-			return "", fmt.Errorf("rig:ami %s: look up image: %w", s.AMI, err)
+			return nil, fmt.Errorf("rig:ami %s: look up image: %w", s.AMI, err)
 		}
 		if img.Architecture != "x86_64" {
-			return "", fmt.Errorf("rig:ami %s is %s: c6in and c7i instances need x86_64", s.AMI, img.Architecture)
+			return nil, fmt.Errorf("rig:ami %s is %s: c6in and c7i instances need x86_64", s.AMI, img.Architecture)
 		}
-		return s.AMI, nil
+		return pulumi.String(s.AMI), nil
 	}
 	param, ok := spec.AMIParameters[s.AMIFamily]
 	if !ok {
@@ -359,14 +437,18 @@ func resolveAMI(ctx *pulumi.Context, s Spec) (string, error) {
 			families = append(families, f)
 		}
 		sort.Strings(families)
-		return "", fmt.Errorf("rig:amiFamily %q: want one of %v", s.AMIFamily, families)
+		return nil, fmt.Errorf("rig:amiFamily %q: want one of %v", s.AMIFamily, families)
 	}
-	p, err := ssm.LookupParameter(ctx, &ssm.LookupParameterArgs{Name: param})
-	if err != nil {
-		return "", fmt.Errorf("rig:amiFamily %s: read SSM parameter %s: %w", s.AMIFamily, param, err)
-	}
-	if p.InsecureValue != "" {
-		return p.InsecureValue, nil
-	}
-	return p.Value, nil
+	p := ssm.LookupParameterOutput(ctx, ssm.LookupParameterOutputArgs{Name: pulumi.String(param)})
+	id := p.ApplyT(func(r ssm.LookupParameterResult) (string, error) {
+		v := r.InsecureValue
+		if v == "" {
+			v = r.Value
+		}
+		if !strings.HasPrefix(v, "ami-") {
+			return "", fmt.Errorf("rig:amiFamily %s: SSM parameter %s holds %q, not an image id", s.AMIFamily, param, v)
+		}
+		return v, nil
+	}).(pulumi.StringOutput)
+	return pulumi.Unsecret(id).(pulumi.StringOutput), nil
 }

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rig-dev/rig/infra/hostkey"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 )
 
 const (
@@ -31,6 +31,8 @@ const (
 	tokBucket   = "aws:s3/bucketV2:BucketV2"
 	tokPAB      = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 	tokSSE      = "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2"
+	tokLife     = "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2"
+	tokKey      = "aws:ec2/keyPair:KeyPair"
 	tokVPC      = "aws:ec2/vpc:Vpc"
 	tokSubnet   = "aws:ec2/subnet:Subnet"
 	tokIGW      = "aws:ec2/internetGateway:InternetGateway"
@@ -39,7 +41,7 @@ const (
 
 // Resource types AWS cannot tag; every other registered resource must carry the rig's tags.
 var untaggable = map[string]bool{
-	tokAttach: true, tokRoute: true, tokPAB: true, tokSSE: true,
+	tokAttach: true, tokRoute: true, tokPAB: true, tokSSE: true, tokLife: true,
 	"aws:ec2/routeTableAssociation:RouteTableAssociation": true,
 }
 
@@ -49,6 +51,7 @@ type registered struct {
 	outputs       resource.PropertyMap
 	retain        bool
 	ignore        []string
+	deps          []string // URNs of explicit dependencies
 }
 
 // mocks answers the AMI and SSM invokes and fails on any other token; it records every resource.
@@ -57,6 +60,8 @@ type mocks struct {
 	resources []registered
 	invokes   []string
 	amiArch   string
+	// secretSSM makes the SSM parameter's value a secret, as the provider may return it.
+	secretSSM bool
 }
 
 func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
@@ -74,7 +79,7 @@ func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.Propert
 		id = "vol-" + a.Name
 	case tokPG:
 		out["name"] = resource.NewStringProperty(a.Name + "-7f3a")
-	case "aws:ec2/keyPair:KeyPair":
+	case tokKey:
 		out["keyName"] = resource.NewStringProperty(a.Name + "-5d1c")
 	case tokBucket:
 		out["bucket"] = resource.NewStringProperty(a.Inputs["bucketPrefix"].StringValue() + "20250601")
@@ -84,6 +89,7 @@ func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.Propert
 	if a.RegisterRPC != nil {
 		r.retain = a.RegisterRPC.GetRetainOnDelete()
 		r.ignore = a.RegisterRPC.GetIgnoreChanges()
+		r.deps = a.RegisterRPC.GetDependencies()
 	}
 	m.resources = append(m.resources, r)
 	return id, out, nil
@@ -96,9 +102,13 @@ func (m *mocks) Call(a pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	switch a.Token {
 	case "aws:ssm/getParameter:getParameter":
 		name := a.Args["name"].StringValue()
+		value := resource.NewStringProperty(ssmAMI)
+		if m.secretSSM {
+			value = resource.MakeSecret(value)
+		}
 		return resource.PropertyMap{
 			"name": resource.NewStringProperty(name), "type": resource.NewStringProperty("String"),
-			"value": resource.NewStringProperty(ssmAMI), "insecureValue": resource.NewStringProperty(ssmAMI),
+			"value": value, "insecureValue": resource.NewStringProperty(ssmAMI),
 			"id": resource.NewStringProperty(name), "arn": resource.NewStringProperty("arn:aws:ssm:::parameter" + name),
 			"version": resource.NewNumberProperty(1),
 		}, nil
@@ -158,15 +168,22 @@ func baseSpec(t *testing.T) Spec {
 		ServerInstanceType: "c6in.16xlarge", ClientInstanceType: "c6in.4xlarge", Servers: 3, Clients: 1,
 		AMIFamily: spec.FamilyAL2023, VolumeType: spec.VolumeGP3, VolumeSize: 200, VolumeIOPS: 4000, VolumeThroughput: 1000,
 		RootVolumeSize: 30, OperatorCIDRs: []string{"203.0.113.7/32"}, PublicKey: operatorKey(t), Owner: "alice",
-		ExpiresInHours: 8, RetainBucket: true, CreatedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), HostKeySeed: testSeed,
+		ExpiresInHours: 8, RetainBucket: true, ResultsExpireDays: 30, CreatedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), HostKeySeed: testSeed,
 	}
 }
 
 // deploy runs Deploy under the mocks and returns what it registered and the decoded inventory.
 func deploy(t *testing.T, s Spec, arch string) (*mocks, *inventory.Inventory, error) {
 	t.Helper()
-	m := &mocks{amiArch: arch}
+	m, inv, _, err := deployWith(t, s, &mocks{amiArch: arch})
+	return m, inv, err
+}
+
+// deployWith also returns every stack output, resolved, as JSON text.
+func deployWith(t *testing.T, s Spec, m *mocks) (*mocks, *inventory.Inventory, string, error) {
+	t.Helper()
 	invCh := make(chan map[string]any, 1)
+	allCh := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		out, err := Deploy(ctx, s)
 		if err != nil {
@@ -174,10 +191,15 @@ func deploy(t *testing.T, s Spec, arch string) (*mocks, *inventory.Inventory, er
 		}
 		out.Export(ctx, s)
 		out.Inventory.ApplyT(func(v map[string]any) error { invCh <- v; return nil })
+		pulumi.All(out.Inventory, out.Bucket, out.ExpiresAt, out.PlacementGroup).ApplyT(func(v []any) error {
+			b, err := json.Marshal(v)
+			allCh <- string(b)
+			return err
+		})
 		return nil
 	}, pulumi.WithMocks("rig", s.Stack, m))
 	if err != nil {
-		return m, nil, err
+		return m, nil, "", err
 	}
 	select {
 	case v := <-invCh:
@@ -186,11 +208,11 @@ func deploy(t *testing.T, s Spec, arch string) (*mocks, *inventory.Inventory, er
 		if err := json.Unmarshal(b, &inv); err != nil {
 			t.Fatalf("inventory output does not decode: %v", err)
 		}
-		return m, &inv, nil
+		return m, &inv, <-allCh, nil
 	case <-time.After(10 * time.Second):
 		t.Fatal("inventory output never resolved")
 	}
-	return nil, nil, nil
+	return nil, nil, "", nil
 }
 
 func TestDeployTable(t *testing.T) {
@@ -200,6 +222,9 @@ func TestDeployTable(t *testing.T) {
 		arch string
 	}{
 		{"case study gp3", func(*Spec) {}, ""},
+		{"client data volume, capacity reservation, no results expiry", func(s *Spec) {
+			s.ClientDataVolume, s.CapacityReservationID, s.ResultsExpireDays = true, "cr-0123456789abcdef0", 0
+		}, ""},
 		{"io2 ubuntu v4+v6 operators, bucket deleted with stack", func(s *Spec) {
 			s.ServerInstanceType, s.ClientInstanceType, s.Servers, s.Clients = "c7i.8xlarge", "c7i.xlarge", 5, 2
 			s.VolumeType, s.VolumeIOPS, s.VolumeSize = spec.VolumeIO2, 20000, 100
@@ -292,19 +317,62 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") {
 			t.Errorf("%s: user data does not install the derived host key", r.name)
 		}
+		// Root volume: gp3, encrypted, deleted with the instance, tagged.
 		root := in["rootBlockDevice"].ObjectValue()
-		if !root["encrypted"].BoolValue() || int(root["volumeSize"].NumberValue()) != s.RootVolumeSize {
+		if !root["encrypted"].BoolValue() || int(root["volumeSize"].NumberValue()) != s.RootVolumeSize ||
+			root["volumeType"].StringValue() != "gp3" || !root["deleteOnTermination"].BoolValue() {
 			t.Errorf("%s: root volume %v", r.name, root)
+		}
+		for k, v := range s.Tags() {
+			if got := root["tags"].ObjectValue()[resource.PropertyKey(k)]; !got.IsString() || got.StringValue() != v {
+				t.Errorf("%s: root volume tag %s = %v, want %s", r.name, k, got, v)
+			}
+		}
+		// IMDSv2 only: the metadata endpoint answers only with a session token.
+		md := in["metadataOptions"].ObjectValue()
+		if md["httpTokens"].StringValue() != "required" || md["httpEndpoint"].StringValue() != "enabled" {
+			t.Errorf("%s: metadata options %v, want httpTokens required", r.name, md)
+		}
+		if in["keyName"].StringValue() != "rig-key-5d1c" {
+			t.Errorf("%s: key %v", r.name, in["keyName"])
+		}
+		cr, has := in["capacityReservationSpecification"]
+		switch {
+		case s.CapacityReservationID == "" && has && !cr.IsNull():
+			t.Errorf("%s: capacity reservation %v without rig:capacityReservationId", r.name, cr)
+		case s.CapacityReservationID != "" && (!has || cr.ObjectValue()["capacityReservationTarget"].ObjectValue()["capacityReservationId"].StringValue() != s.CapacityReservationID):
+			t.Errorf("%s: capacity reservation %v, want %s", r.name, cr, s.CapacityReservationID)
 		}
 	}
 
-	// One data volume per node, as specified, attached at the fixed device to its own node.
+	// The key pair holds the operator's public key, nothing else.
+	kp := m.one(t, tokKey)
+	if kp.inputs["publicKey"].StringValue() != s.PublicKey {
+		t.Errorf("key pair public key %v", kp.inputs["publicKey"])
+	}
+	for k := range kp.inputs {
+		if k != "publicKey" && k != "tags" && k != "__defaults" {
+			t.Errorf("key pair input %s", k)
+		}
+	}
+
+	// One data volume per server (and per client only when asked), as specified, attached at the
+	// fixed device to its own node, declared so that a destroy never detaches it (SkipDestroy),
+	// and created before its instance, so the instance is terminated before the volume is deleted.
 	vols := m.byType(tokVolume)
 	atts := m.byType(tokAttach)
-	if len(vols) != len(nodes) || len(atts) != len(nodes) {
-		t.Fatalf("%d volumes, %d attachments, want %d", len(vols), len(atts), len(nodes))
+	if len(vols) != s.DataVolumes() || len(atts) != s.DataVolumes() {
+		t.Fatalf("%d volumes, %d attachments, want %d", len(vols), len(atts), s.DataVolumes())
 	}
 	for _, n := range nodes {
+		if !n.DataVolume {
+			for _, v := range vols {
+				if v.name == n.Name+"-data" {
+					t.Errorf("%s got a data volume without rig:clientDataVolume", n.Name)
+				}
+			}
+			continue
+		}
 		v := m.named(t, tokVolume, n.Name+"-data")
 		in := v.inputs
 		if in["type"].StringValue() != s.VolumeType || int(in["size"].NumberValue()) != s.VolumeSize ||
@@ -323,6 +391,18 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		if a.inputs["deviceName"].StringValue() != spec.DataDeviceName ||
 			a.inputs["instanceId"].StringValue() != "i-"+n.Name || a.inputs["volumeId"].StringValue() != "vol-"+n.Name+"-data" {
 			t.Errorf("attachment %s: %v", a.name, a.inputs)
+		}
+		if !a.inputs["skipDestroy"].IsBool() || !a.inputs["skipDestroy"].BoolValue() {
+			t.Errorf("attachment %s: skipDestroy %v, want true", a.name, a.inputs["skipDestroy"])
+		}
+		for _, opt := range []resource.PropertyKey{"forceDetach", "stopInstanceBeforeDetaching"} {
+			if v, ok := a.inputs[opt]; ok && v.IsBool() && v.BoolValue() {
+				t.Errorf("attachment %s: %s set", a.name, opt)
+			}
+		}
+		inst := m.named(t, tokInstance, n.Name)
+		if !slices.ContainsFunc(inst.deps, func(u string) bool { return strings.HasSuffix(u, "::"+n.Name+"-data") }) {
+			t.Errorf("instance %s does not depend on its data volume: %v", n.Name, inst.deps)
 		}
 	}
 
@@ -362,6 +442,21 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 	if sse["sseAlgorithm"].StringValue() != "AES256" {
 		t.Errorf("bucket encryption %v", sse)
 	}
+	// Results expire after the configured days; 0 keeps them (no rule).
+	life := m.byType(tokLife)
+	switch {
+	case s.ResultsExpireDays == 0 && len(life) != 0:
+		t.Errorf("lifecycle rule without resultsExpireDays: %v", life[0].inputs)
+	case s.ResultsExpireDays > 0:
+		if len(life) != 1 {
+			t.Fatalf("want one lifecycle configuration, got %d", len(life))
+		}
+		rule := life[0].inputs["rules"].ArrayValue()[0].ObjectValue()
+		if rule["status"].StringValue() != "Enabled" || int(rule["expiration"].ObjectValue()["days"].NumberValue()) != s.ResultsExpireDays ||
+			life[0].inputs["bucket"].StringValue() != b.id || life[0].retain != s.RetainBucket {
+			t.Errorf("lifecycle %v (retain %v)", life[0].inputs, life[0].retain)
+		}
+	}
 
 	// Invokes: the SSM parameter of the family, or the explicit AMI's description.
 	wantInvoke := "aws:ssm/getParameter:getParameter"
@@ -384,7 +479,8 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		out := m.named(t, tokInstance, nodes[i].Name).outputs
 		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType ||
 			n.Address != out["publicIp"].StringValue() || n.PrivateAddress != out["privateIp"].StringValue() ||
-			n.DataDevice != "vol-"+nodes[i].Name+"-data" || n.DeviceName != spec.DataDeviceName ||
+			(nodes[i].DataVolume && (n.DataDevice != "vol-"+nodes[i].Name+"-data" || n.DeviceName != spec.DataDeviceName)) ||
+			(!nodes[i].DataVolume && (n.DataDevice != "" || n.DeviceName != "")) ||
 			n.SSH == nil || n.SSH.HostKey != key.Public || n.SSH.Port != 22 || n.SSH.User != s.LoginUser() {
 			t.Errorf("inventory node %d: %+v %+v", i, n, n.SSH)
 		}
@@ -504,5 +600,51 @@ func TestUserDataStableAcrossUpdates(t *testing.T) {
 		if a != b {
 			t.Fatalf("%s: user data differs between two deployments of the same spec", n.Name)
 		}
+	}
+}
+
+// The SSM parameter's value may come back as a secret; the lookup must work either way and the
+// image id must not turn the instances' ami into a secret.
+func TestAMILookupSecretAndPlain(t *testing.T) {
+	for _, secret := range []bool{false, true} {
+		s := baseSpec(t)
+		m, _, _, err := deployWith(t, s, &mocks{secretSSM: secret})
+		if err != nil {
+			t.Fatalf("secret=%v: %v", secret, err)
+		}
+		for _, r := range m.byType(tokInstance) {
+			ami := r.inputs["ami"]
+			if ami.IsSecret() || !ami.IsString() || ami.StringValue() != ssmAMI {
+				t.Errorf("secret=%v: %s ami %v", secret, r.name, ami)
+			}
+		}
+	}
+}
+
+// No output holds key material: neither the host key seed, nor any derived private key, nor the
+// operator's key beyond its public half.
+func TestNoKeyMaterialInOutputs(t *testing.T) {
+	s := baseSpec(t)
+	_, _, outs, err := deployWith(t, s, &mocks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{s.HostKeySeed, "PRIVATE KEY", "ed25519_private", "BEGIN OPENSSH"}
+	for _, n := range s.Nodes() {
+		k, _ := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
+		priv := k.CloudInit() // holds the private key; none of its lines may leak
+		for _, line := range strings.Split(priv, "\n") {
+			if len(strings.TrimSpace(line)) >= 40 && !strings.Contains(line, k.Public) && !strings.Contains(k.Public, strings.TrimSpace(line)) {
+				bad = append(bad, strings.TrimSpace(line))
+			}
+		}
+	}
+	for _, b := range bad {
+		if strings.Contains(outs, b) {
+			t.Errorf("outputs hold key material %.40q", b)
+		}
+	}
+	if !strings.Contains(outs, "ssh-ed25519") {
+		t.Fatalf("outputs should hold the public host keys: %.200s", outs)
 	}
 }

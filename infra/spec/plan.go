@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,7 +36,11 @@ func WritePlan(w io.Writer, s Spec) error {
 	if s.VolumeType == VolumeGP3 {
 		vol += fmt.Sprintf(", %s MiB/s", thousands(s.VolumeThroughput))
 	}
-	fmt.Fprintf(&b, "  data volume per node: %s, encrypted, attached at %s\n", vol, DataDeviceName)
+	who := "per server (clients: root volume only; rig:clientDataVolume adds one)"
+	if s.ClientDataVolume {
+		who = "per node"
+	}
+	fmt.Fprintf(&b, "  data volume %s: %s, encrypted, attached at %s\n", who, vol, DataDeviceName)
 	fmt.Fprintf(&b, "  root volume per node: gp3 %s GiB, encrypted\n", thousands(s.RootVolumeSize))
 	if s.SubnetID != "" {
 		fmt.Fprintf(&b, "  network: reuse %s / %s\n", s.VPCID, s.SubnetID)
@@ -49,10 +54,17 @@ func WritePlan(w io.Writer, s Spec) error {
 	fmt.Fprintf(&b, "  image: %s; login %s\n", image, s.LoginUser())
 	fmt.Fprintf(&b, "  ingress: TCP 22 from %s; all traffic between the nodes; host keys pinned before first connection\n",
 		strings.Join(s.OperatorCIDRs, ", "))
+	life := "results expire after " + strconv.Itoa(s.ResultsExpireDays) + " days"
+	if s.ResultsExpireDays == 0 {
+		life = "results never expire"
+	}
+	if s.CapacityReservationID != "" {
+		fmt.Fprintf(&b, "  capacity reservation: %s\n", s.CapacityReservationID)
+	}
 	if s.RetainBucket {
-		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, kept after rig down\n", BucketPrefixStack(s.Stack))
+		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, %s, kept after rig down\n", BucketPrefixStack(s.Stack), life)
 	} else {
-		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, deleted with the stack\n", BucketPrefixStack(s.Stack))
+		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, %s, deleted with the stack\n", BucketPrefixStack(s.Stack), life)
 	}
 	created := "set by rig up"
 	expires := fmt.Sprintf("%d h after creation", s.ExpiresInHours)

@@ -136,8 +136,9 @@ func EstimateCost(s Spec) (Estimate, error) {
 		}
 		add(fmt.Sprintf("%s instances (%s)", role.what, role.typ), float64(role.n), "instances", p)
 	}
-	nodes := float64(s.Servers + s.Clients)
-	add("public IPv4 addresses", nodes, "addresses", t.PublicIPv4Hourly)
+	all := float64(s.Servers + s.Clients)
+	add("public IPv4 addresses", all, "addresses", t.PublicIPv4Hourly)
+	nodes := float64(s.DataVolumes()) // nodes with a data volume
 	switch s.VolumeType {
 	case VolumeGP3:
 		add("gp3 data volume storage", nodes*float64(s.VolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
@@ -163,7 +164,7 @@ func EstimateCost(s Spec) (Estimate, error) {
 	default:
 		return Estimate{}, fmt.Errorf("%w for volume type %q", ErrNoPrices, s.VolumeType)
 	}
-	add("gp3 root volume storage", nodes*float64(s.RootVolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
+	add("gp3 root volume storage", all*float64(s.RootVolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
 	e.ToLimit = e.Hourly * float64(e.Hours)
 	return e, nil
 }

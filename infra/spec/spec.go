@@ -45,6 +45,9 @@ type Spec struct {
 	VolumeIOPS       int
 	VolumeThroughput int // MiB/s, gp3 only
 	RootVolumeSize   int // GiB
+	// ClientDataVolume gives the clients a data volume like the servers'; by default they have
+	// only their root volume (the load generator writes little, and a volume costs money).
+	ClientDataVolume bool
 
 	OperatorCIDRs []string
 	PublicKey     string
@@ -56,6 +59,10 @@ type Spec struct {
 	VPCID        string
 	SubnetID     string
 	RetainBucket bool
+	// ResultsExpireDays is the lifecycle of the results bucket's objects; 0 keeps them.
+	ResultsExpireDays int
+	// CapacityReservationID launches the instances into an EC2 capacity reservation.
+	CapacityReservationID string
 
 	HostKeySeed string // secret; never printed
 }
@@ -185,7 +192,9 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 			d, _ := k.Default.(int)
 			return d
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		// Exactly what the Pulumi engine accepts for an integer (strconv.Atoi, no trimming), so a
+		// value rig accepts is never refused by pulumi up.
+		n, err := strconv.Atoi(v)
 		if err != nil {
 			probs = append(probs, Problem{Field: name, Value: strconv.Quote(v), Allowed: "an integer"})
 		}
@@ -198,11 +207,11 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 			d, _ := k.Default.(bool)
 			return d
 		}
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
+		// The engine accepts only these two spellings for a boolean.
+		if v != "true" && v != "false" {
 			probs = append(probs, Problem{Field: name, Value: strconv.Quote(v), Allowed: "true or false"})
 		}
-		return b
+		return v == "true"
 	}
 	strings_ := func(name string) []string {
 		v, ok := raw[name]
@@ -217,29 +226,32 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 	}
 
 	s := Spec{
-		Stack:              stack,
-		Region:             strings.TrimSpace(region),
-		ServerInstanceType: str("serverInstanceType"),
-		ClientInstanceType: str("clientInstanceType"),
-		Servers:            integer("servers"),
-		Clients:            integer("clients"),
-		AvailabilityZone:   str("availabilityZone"),
-		AMI:                str("ami"),
-		AMIFamily:          str("amiFamily"),
-		SSHUser:            str("sshUser"),
-		VolumeType:         str("volumeType"),
-		VolumeSize:         integer("volumeSize"),
-		VolumeIOPS:         integer("volumeIops"),
-		VolumeThroughput:   integer("volumeThroughput"),
-		RootVolumeSize:     integer("rootVolumeSize"),
-		OperatorCIDRs:      strings_("operatorCidrs"),
-		PublicKey:          str("publicKey"),
-		Owner:              str("owner"),
-		ExpiresInHours:     integer("expiresInHours"),
-		VPCID:              str("vpcId"),
-		SubnetID:           str("subnetId"),
-		RetainBucket:       boolean("retainBucket"),
-		HostKeySeed:        raw["hostKeySeed"],
+		Stack:                 stack,
+		Region:                strings.TrimSpace(region),
+		ServerInstanceType:    str("serverInstanceType"),
+		ClientInstanceType:    str("clientInstanceType"),
+		Servers:               integer("servers"),
+		Clients:               integer("clients"),
+		AvailabilityZone:      str("availabilityZone"),
+		AMI:                   str("ami"),
+		AMIFamily:             str("amiFamily"),
+		SSHUser:               str("sshUser"),
+		VolumeType:            str("volumeType"),
+		VolumeSize:            integer("volumeSize"),
+		VolumeIOPS:            integer("volumeIops"),
+		VolumeThroughput:      integer("volumeThroughput"),
+		RootVolumeSize:        integer("rootVolumeSize"),
+		ClientDataVolume:      boolean("clientDataVolume"),
+		OperatorCIDRs:         strings_("operatorCidrs"),
+		PublicKey:             str("publicKey"),
+		Owner:                 str("owner"),
+		ExpiresInHours:        integer("expiresInHours"),
+		VPCID:                 str("vpcId"),
+		SubnetID:              str("subnetId"),
+		RetainBucket:          boolean("retainBucket"),
+		ResultsExpireDays:     integer("resultsExpireDays"),
+		CapacityReservationID: str("capacityReservationId"),
+		HostKeySeed:           raw["hostKeySeed"],
 	}
 	if s.AvailabilityZone == "" && s.Region != "" {
 		s.AvailabilityZone = s.Region + "a"
@@ -276,18 +288,29 @@ type Node struct {
 	Name         string // node-0.. for servers, client-0.. for clients
 	Role         string // "server" or "client"
 	InstanceType string
+	DataVolume   bool // gets a data volume (servers always; clients when ClientDataVolume)
 }
 
 // Nodes lists the hosts in inventory order: servers first, then clients.
 func (s Spec) Nodes() []Node {
 	var out []Node
 	for i := 0; i < s.Servers; i++ {
-		out = append(out, Node{Name: fmt.Sprintf("node-%d", i), Role: "server", InstanceType: s.ServerInstanceType})
+		out = append(out, Node{Name: fmt.Sprintf("node-%d", i), Role: "server", InstanceType: s.ServerInstanceType, DataVolume: true})
 	}
 	for i := 0; i < s.Clients; i++ {
-		out = append(out, Node{Name: fmt.Sprintf("client-%d", i), Role: "client", InstanceType: s.ClientInstanceType})
+		out = append(out, Node{Name: fmt.Sprintf("client-%d", i), Role: "client", InstanceType: s.ClientInstanceType,
+			DataVolume: s.ClientDataVolume})
 	}
 	return out
+}
+
+// DataVolumes is how many nodes get a data volume.
+func (s Spec) DataVolumes() int {
+	n := s.Servers
+	if s.ClientDataVolume {
+		n += s.Clients
+	}
+	return n
 }
 
 // Tags are put on every taggable resource, so that an account's owner can see what a resource

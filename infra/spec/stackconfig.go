@@ -1,14 +1,17 @@
 package spec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -55,9 +58,13 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 		Positions: map[string]string{},
 		Secrets:   map[string]bool{},
 	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a byte-order mark is allowed, as Pulumi allows it
+	if err := checkText(path, data); err != nil {
+		return nil, err
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrStackConfig, path, yaml.FormatError(err, false, true))
+		return nil, syntaxError(path, err)
 	}
 	if len(f.Docs) == 0 || f.Docs[0].Body == nil {
 		return sc, nil
@@ -110,9 +117,12 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 				continue
 			}
 			v, secret, err := rawValue(e.Value)
+			if err == nil && !secret {
+				err = checkType(k, e.Value)
+			}
 			if err != nil {
 				sc.Problems = append(sc.Problems, Problem{Field: name, Value: e.Value.String(), Pos: pos(e.Value),
-					Allowed: "a " + k.Type, Reason: err.Error()})
+					Allowed: typeAllowed(k), Reason: err.Error()})
 				continue
 			}
 			sc.Positions[name] = pos(e.Value)
@@ -227,4 +237,110 @@ func rawValue(n ast.Node) (string, bool, error) {
 		return "", false, errors.New("a mapping is not a valid value here")
 	}
 	return "", false, fmt.Errorf("unsupported value of type %T", v)
+}
+
+// checkText refuses what no YAML parser takes as text (invalid UTF-8, NUL and other control
+// characters), naming the first offending byte's line and column, before the parser sees it.
+func checkText(path string, data []byte) error {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return fmt.Errorf("%w: %s:%d:%d: byte 0x%02x is not UTF-8 text: a stack config is a YAML text file "+
+				"(was a binary file saved over it?)", ErrStackConfig, path, line, col, data[i])
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0x7f:
+			return fmt.Errorf("%w: %s:%d:%d: control character %U is not allowed in YAML text", ErrStackConfig, path, line, col, r)
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return nil
+}
+
+// syntaxError turns the parser's error into one line that starts with file:line:column.
+func syntaxError(path string, err error) error {
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		if t := ye.GetToken(); t != nil && t.Position != nil {
+			msg := dupKeyRE.ReplaceAllString(ye.GetMessage(), "already defined at line $1, column $2")
+			return fmt.Errorf("%w: %s:%d:%d: %s", ErrStackConfig, path, t.Position.Line, t.Position.Column, msg)
+		}
+	}
+	return fmt.Errorf("%w: %s: %s", ErrStackConfig, path, yaml.FormatError(err, false, true))
+}
+
+var dupKeyRE = regexp.MustCompile(`already defined at \[(\d+):(\d+)\]`)
+
+// checkType applies the type Pulumi.yaml declares for a key the way the Pulumi engine does before
+// it runs the program (workspace.ValidateConfigValue on the value as the stack file holds it): a
+// string key takes any scalar, an integer key a scalar that strconv.Atoi reads, a boolean key
+// true or false, and an array<string> key only a YAML list of strings. A JSON list written as a
+// string, which is what `pulumi config set operatorCidrs '["..."]'` stores, is not a list.
+func checkType(k Key, n ast.Node) error {
+	var v any
+	if err := yaml.NodeToValue(n, &v); err != nil {
+		return err
+	}
+	if k.Type == TypeArray {
+		items, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("the Pulumi engine refuses this: %s must be of type array<string>; a JSON list in a string is a string. "+
+				"Set each item with pulumi config set --path '%s[0]' 203.0.113.7/32 (then [1], ...), or write a YAML list", k.Name, k.Name)
+		}
+		for i, it := range items {
+			if _, ok := it.(string); !ok {
+				return fmt.Errorf("item %d is %v, not a string: quote it (the Pulumi engine wants array<string>)", i, it)
+			}
+		}
+		return nil
+	}
+	switch v.(type) {
+	case []any, map[string]any:
+		return fmt.Errorf("the Pulumi engine refuses this: %s must be of type %s, not a list or mapping", k.Name, k.Type)
+	}
+	text, _, err := rawValue(n)
+	if err != nil {
+		return err
+	}
+	switch k.Type {
+	case TypeInteger:
+		if _, err := strconv.Atoi(text); err != nil {
+			return fmt.Errorf("the Pulumi engine refuses this: %s must be of type integer", k.Name)
+		}
+	case TypeBoolean:
+		if text != "true" && text != "false" {
+			return fmt.Errorf("the Pulumi engine refuses this: %s must be of type boolean (true or false)", k.Name)
+		}
+	}
+	return nil
+}
+
+// ValueTypeError applies checkType to one YAML value, as it would stand in a stack config.
+func ValueTypeError(k Key, value string) error {
+	f, err := parser.ParseBytes([]byte("v: "+value+"\n"), 0)
+	if err != nil {
+		return err
+	}
+	mv, ok := mappingValues(f.Docs[0].Body)
+	if !ok || len(mv) != 1 {
+		return fmt.Errorf("not one value: %q", value)
+	}
+	return checkType(k, mv[0].Value)
+}
+
+func typeAllowed(k Key) string {
+	switch k.Type {
+	case TypeArray:
+		return `a YAML list of strings, e.g. ["203.0.113.7/32"]`
+	case TypeInteger:
+		return "an integer"
+	case TypeBoolean:
+		return "true or false"
+	}
+	return "a " + k.Type
 }

@@ -133,14 +133,24 @@ func TestEstimateByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 x 0.714 + 0.08925, 4 public IPv4 at 0.005, 400 GB gp3 + 120 GB root at 0.08/GB-month,
-	// 4 x 1,000 IOPS at 0.005/month, 4 x 875 MiB/s at 0.04/month.
-	want := 3*0.714 + 0.08925 + 4*0.005 + (400+120)*0.08/730 + 4000*0.005/730 + 3500*0.04/730
+	// 3 x 0.714 + 0.08925, 4 public IPv4 at 0.005, 300 GB gp3 (servers only) + 120 GB root at
+	// 0.08/GB-month, 3 x 1,000 IOPS at 0.005/month, 3 x 875 MiB/s at 0.04/month.
+	want := 3*0.714 + 0.08925 + 4*0.005 + (300+120)*0.08/730 + 3000*0.005/730 + 2625*0.04/730
 	if math.Abs(e.Hourly-want) > 1e-9 {
 		t.Fatalf("hourly %.6f, want %.6f: %+v", e.Hourly, want, e.Lines)
 	}
 	if math.Abs(e.ToLimit-want*8) > 1e-9 {
 		t.Fatalf("to limit %.4f", e.ToLimit)
+	}
+	// With rig:clientDataVolume the client's volume is priced too.
+	s.ClientDataVolume = true
+	e, err = EstimateCost(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = 3*0.714 + 0.08925 + 4*0.005 + (400+120)*0.08/730 + 4000*0.005/730 + 3500*0.04/730
+	if math.Abs(e.Hourly-want) > 1e-9 {
+		t.Fatalf("with client volume: hourly %.6f, want %.6f", e.Hourly, want)
 	}
 
 	s.VolumeType, s.VolumeIOPS, s.VolumeSize = VolumeIO2, 70000, 100
@@ -195,5 +205,78 @@ func TestPlanAndEstimateText(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("plan lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// Syntax errors and binary junk are refused with file:line:column, before anything else runs.
+func TestStackConfigSyntaxErrorsHavePositions(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+	}{
+		{"duplicate key", "config:\n  aws:region: us-east-1\n  rig:owner: a\n  rig:owner: b\n",
+			`Pulumi.t.yaml:4:3: mapping key "rig:owner" already defined at line 3, column 3`},
+		{"NUL byte", "config:\n  rig:owner: a\x00b\n", "Pulumi.t.yaml:2:15: control character U+0000"},
+		{"invalid UTF-8", "config:\n  aws:region: us-east-1\n  rig:owner: \xff\xfe\n", "Pulumi.t.yaml:3:14: byte 0xff is not UTF-8 text"},
+		{"unclosed list", "config:\n  rig:servers: [1,\n", "Pulumi.t.yaml:"},
+	}
+	for _, c := range cases {
+		_, err := ParseStackConfig("Pulumi.t.yaml", []byte(c.body))
+		if !errors.Is(err, ErrStackConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: want one line, got %q", c.name, err)
+		}
+	}
+	// A byte-order mark is fine.
+	sc, err := ParseStackConfig("Pulumi.t.yaml", []byte("\ufeffconfig:\n  rig:owner: alice\n"))
+	if err != nil || sc.Values["owner"] != "alice" {
+		t.Fatalf("BOM: %v %+v", err, sc)
+	}
+}
+
+// Values are held to Pulumi.yaml's types as the engine holds them (see the cross-check against
+// the engine's own function in infra/main_test.go).
+func TestStackConfigTypesAsTheEngine(t *testing.T) {
+	cases := []struct {
+		line  string
+		field string
+		ok    bool
+	}{
+		{`rig:operatorCidrs: ["203.0.113.7/32"]`, "operatorCidrs", true},
+		{"rig:operatorCidrs:\n    - 203.0.113.7/32", "operatorCidrs", true},
+		{`rig:operatorCidrs: '["203.0.113.7/32"]'`, "operatorCidrs", false},
+		{`rig:operatorCidrs: 203.0.113.7/32`, "operatorCidrs", false},
+		{`rig:operatorCidrs: [1]`, "operatorCidrs", false},
+		{`rig:servers: "3"`, "servers", true},
+		{`rig:servers: 1.0`, "servers", true},
+		{`rig:servers: " 3"`, "servers", false},
+		{`rig:servers: 1.5`, "servers", false},
+		{`rig:servers: [3]`, "servers", false},
+		{`rig:retainBucket: True`, "retainBucket", true},
+		{`rig:retainBucket: "false"`, "retainBucket", true},
+		{`rig:retainBucket: "yes"`, "retainBucket", false},
+		{`rig:retainBucket: "TRUE"`, "retainBucket", false},
+		{`rig:owner: 42`, "owner", true},
+		{`rig:owner: [a]`, "owner", false},
+	}
+	for _, c := range cases {
+		sc, err := ParseStackConfig("Pulumi.t.yaml", []byte("config:\n  "+c.line+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.line, err)
+		}
+		_, ps := sc.Spec()
+		got := ps.Field(c.field).Errors()
+		if c.ok != (len(got) == 0) {
+			t.Errorf("%s: ok=%v, problems %v", c.line, c.ok, got)
+		}
+		if !c.ok && !strings.Contains(got[0].Pos, "Pulumi.t.yaml:2:") {
+			t.Errorf("%s: position %q", c.line, got[0].Pos)
+		}
+	}
+	sc, _ := ParseStackConfig("Pulumi.t.yaml", []byte("config:\n  rig:operatorCidrs: '[\"203.0.113.7/32\"]'\n"))
+	_, ps := sc.Spec()
+	if p := ps.Field("operatorCidrs"); len(p) != 1 || !strings.Contains(p[0].String(), "pulumi config set --path 'operatorCidrs[0]'") {
+		t.Fatalf("want one problem saying how to set a list, got %v", p)
 	}
 }

@@ -34,6 +34,8 @@ const (
 	MinRootVolumeSize = 8
 	MaxRootVolumeSize = 16384
 	MaxExpiresInHours = 720
+	// MaxResultsExpireDays is ten years, far beyond any test's use.
+	MaxResultsExpireDays = 3650
 )
 
 const throughputCapReason = "AWS allows gp3 up to 2,000 MiB/s, but the pinned pulumi-aws v6.83.4 provider predates that " +
@@ -44,6 +46,7 @@ var (
 	amiRE     = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	vpcRE     = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
 	subnetRE  = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	capResRE  = regexp.MustCompile(`^cr-[0-9a-f]{8,17}$`)
 	userRE    = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	tagValRE  = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,256}$`)
 	mibToMB   = 1.048576
@@ -146,7 +149,7 @@ func Validate(s Spec) Problems {
 		errf("volumeType", strconv.Quote(s.VolumeType), "gp3 or io2", "")
 	}
 
-	// Data volume against the instance it is attached to: every node has one, so check both roles.
+	// Data volume against the instance it is attached to, for each role that has one.
 	// This runs even when the volume itself is out of range, so that all problems show at once.
 	if s.VolumeType == VolumeGP3 || s.VolumeType == VolumeIO2 {
 		checkBandwidth := func(field string, it InstanceType) {
@@ -175,7 +178,9 @@ func Validate(s Spec) Problems {
 		if serverOK {
 			checkBandwidth("serverInstanceType", serverType)
 		}
-		if clientOK && (!serverOK || clientType.Name != serverType.Name) {
+		// Clients are checked only when they get the volume: a client with only its root
+		// volume must not make a valid server choice fail.
+		if s.ClientDataVolume && clientOK && (!serverOK || clientType.Name != serverType.Name) {
 			checkBandwidth("clientInstanceType", clientType)
 		}
 	}
@@ -199,6 +204,26 @@ func Validate(s Spec) Problems {
 			errf("operatorCidrs", c, "a network address: "+p.Masked().String(), "host bits are set")
 		}
 	}
+	// The rig's VPC has no IPv6 CIDR and the instances get no IPv6 address, so an IPv6 operator
+	// CIDR can never reach a node: with only IPv6 ones, nobody could log in.
+	var v4, v6 []string
+	for _, c := range s.OperatorCIDRs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			if p.Addr().Is4() {
+				v4 = append(v4, c)
+			} else {
+				v6 = append(v6, c)
+			}
+		}
+	}
+	switch {
+	case len(v6) > 0 && len(v4) == 0:
+		errf("operatorCidrs", "["+strings.Join(v6, ", ")+"]", `at least one IPv4 CIDR, e.g. ["203.0.113.7/32"]`,
+			"the cluster's VPC has no IPv6 path (no IPv6 CIDR, no IPv6 addresses on the nodes), so SSH from IPv6 only could never connect")
+	case len(v6) > 0:
+		warnf("operatorCidrs", "["+strings.Join(v6, ", ")+"]", "IPv4 CIDRs",
+			"the cluster's VPC has no IPv6 path; these entries open nothing that can be reached, SSH goes over IPv4")
+	}
 	if s.PublicKey == "" {
 		errf("publicKey", `""`, "an SSH public key line (ssh-ed25519 AAAA... or ssh-rsa AAAA...)", "")
 	} else if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s.PublicKey)); err != nil {
@@ -209,6 +234,13 @@ func Validate(s Spec) Problems {
 	}
 	if s.ExpiresInHours < 1 || s.ExpiresInHours > MaxExpiresInHours {
 		errf("expiresInHours", strconv.Itoa(s.ExpiresInHours), fmt.Sprintf("1-%d", MaxExpiresInHours), "")
+	}
+
+	if s.ResultsExpireDays < 0 || s.ResultsExpireDays > MaxResultsExpireDays {
+		errf("resultsExpireDays", strconv.Itoa(s.ResultsExpireDays), fmt.Sprintf("0-%s (0 keeps results for ever)", thousands(MaxResultsExpireDays)), "")
+	}
+	if s.CapacityReservationID != "" && !capResRE.MatchString(s.CapacityReservationID) {
+		errf("capacityReservationId", strconv.Quote(s.CapacityReservationID), "empty or a capacity reservation id like cr-0123456789abcdef0", "")
 	}
 
 	// Network reuse.
