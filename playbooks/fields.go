@@ -117,10 +117,13 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.Itoa(p.Rounds) },
 	},
+	"snapshot_warm_from": intField(1, 1000, "the first warm snapshot of a run, 1-based, e.g. 2 (all but the first)",
+		func(p *Playbook) *int { return &p.SnapshotWarmFrom }),
 }
 
-// notInMatrix are fields a matrix may not vary: they name or shape the plan itself.
-var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true}
+// notInMatrix are fields a matrix may not vary: they name or shape the plan itself, or say how
+// its runs are read.
+var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true, "snapshot_warm_from": true}
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 

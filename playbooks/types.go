@@ -18,6 +18,9 @@ type Playbook struct {
 	Timeline    []Action      `json:"timeline"`
 	Matrix      []Axis        `json:"matrix,omitempty"`
 	Rounds      int           `json:"rounds"`
+	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
+	// pause the sweep report counts as warm; 0 means the default, all but the first.
+	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`
 }
 
 // Cluster is how many nodes of each role.

@@ -11,26 +11,87 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/sweep"
 )
 
 func init() {
+	var baseline string
 	cmd := &cobra.Command{
-		Use:   "report RUN_DIR",
-		Short: "Re-analyse a run folder: rewrite its summary.json, report.md and plots/",
+		Use:   "report RUN_DIR|SWEEP_DIR",
+		Short: "Re-analyse a run folder or a sweep folder: rewrite summary.json, report.md and plots/",
 		Long: "Reads RUN_DIR (events.jsonl, loadgen/probes.bin, <node>/status.json, manifest.json) the way\n" +
 			"`rig run` does at the end of every run, and rewrites summary.json, report.md and plots/*.png.\n" +
-			"Nothing else in the folder is changed.",
+			"Nothing else in the folder is changed.\n\n" +
+			"Given a SWEEP_DIR (a folder with sweep.json), re-analyses each of its runs (r01, r02, …) the\n" +
+			"same way, then rewrites the sweep's report.md (one table per experiment, every combination's\n" +
+			"rounds pooled, differences from the baseline) and its plots/.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("%w: report takes one RUN_DIR (e.g. results/<run-id>), got %d arguments", errUsage, len(args))
+				return fmt.Errorf("%w: report takes one RUN_DIR or SWEEP_DIR (e.g. results/<run-id>), got %d arguments", errUsage, len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := os.Stat(filepath.Join(args[0], sweep.FileName)); err == nil {
+				return reportSweep(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], sweep.Options{Baseline: baseline})
+			}
+			if baseline != "" {
+				return fmt.Errorf("%w: --baseline is for a SWEEP_DIR; %s has no %s", errUsage, args[0], sweep.FileName)
+			}
 			return report(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}
+	cmd.Flags().StringVar(&baseline, "baseline", "", "sweep only: the combination the others are tested against, as key=value[,key=value] (default: the first)")
 	rootCmd.AddCommand(cmd)
+}
+
+// reportSweep re-analyses every run of a sweep that has a folder, then writes the sweep report.
+func reportSweep(stdout, stderr io.Writer, dir string, opts sweep.Options) error {
+	sw, err := sweep.Read(dir)
+	if err != nil {
+		return fmt.Errorf("%w: SWEEP_DIR %s: %v", errUsage, dir, err)
+	}
+	if opts.Baseline != "" { // bad input is found before anything is rewritten
+		if _, err := sweep.ParseSelector(opts.Baseline); err != nil {
+			return fmt.Errorf("%w: --baseline: %v", errUsage, err)
+		}
+	}
+	for _, r := range sw.Runs {
+		rd := filepath.Join(dir, r.Dir)
+		if _, err := os.Stat(rd); err != nil {
+			continue // never ran; the sweep report says so
+		}
+		if err := report(io.Discard, stderr, rd); err != nil {
+			fmt.Fprintf(stderr, "warning: %s: %v\n", r.Dir, err)
+		}
+	}
+	set, err := sweep.Load(dir)
+	if err != nil {
+		return fmt.Errorf("read sweep %s: %w", dir, err)
+	}
+	rep, err := sweep.WriteReport(set, opts)
+	if errors.Is(err, sweep.ErrBadBaseline) {
+		return fmt.Errorf("%w: --baseline: %v", errUsage, err)
+	}
+	if err != nil && rep == nil {
+		return fmt.Errorf("write sweep report of %s: %w", dir, err)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "warning:", err)
+	}
+	fmt.Fprintf(stdout, "sweep %s: %d combination(s), %d of %d run(s) with figures\n", sw.ID, len(rep.Groups), countRan(set), len(sw.Runs))
+	fmt.Fprintln(stdout, filepath.Join(dir, sweep.ReportName))
+	return nil
+}
+
+func countRan(set *sweep.Set) int {
+	n := 0
+	for _, r := range set.Runs {
+		if r.Summary != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // runFolderFiles are what `rig run` writes first; a folder with none of them is not a run folder,

@@ -1,0 +1,285 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/rig-dev/rig/agent/facts"
+	"github.com/rig-dev/rig/stats"
+)
+
+// CompareOptions narrow each side of a comparison to the runs whose settings match.
+type CompareOptions struct {
+	BaseWhere      string // key=value pairs, as for Options.Baseline
+	ContenderWhere string
+}
+
+// Pair is a baseline combination and the contender combination it is compared with.
+type Pair struct {
+	Label     string
+	Base      *Group
+	Contender *Group
+}
+
+// Row is one figure of one pair.
+type Row struct {
+	Pair   *Pair
+	Metric Metric
+	C      stats.Comparison
+}
+
+// Comparison is `rig compare`'s result.
+type Comparison struct {
+	Base, Contender *Set
+	Pairs           []*Pair
+	Unmatched       []string // combinations on one side only
+	Env             []string // every environment difference, and every run whose load exceeded its CPUs
+	Rows            []Row
+}
+
+// Compare compares the runs of two folders (each a run or a sweep), combination by combination.
+// When each side, after its filter, holds one combination, those two are compared whatever
+// their settings; otherwise combinations are paired by equal settings.
+func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
+	bg, err := filterGroups(base, opts.BaseWhere, "--base-where")
+	if err != nil {
+		return nil, err
+	}
+	cg, err := filterGroups(contender, opts.ContenderWhere, "--contender-where")
+	if err != nil {
+		return nil, err
+	}
+	c := &Comparison{Base: base, Contender: contender}
+	if len(bg) == 1 && len(cg) == 1 {
+		l := bg[0].Label
+		if cg[0].Label != l {
+			l = bg[0].Label + " → " + cg[0].Label
+		}
+		c.Pairs = []*Pair{{Label: l, Base: bg[0], Contender: cg[0]}}
+	} else {
+		// Paired by settings, not by label: a lone run folder has no axis order.
+		byKey := map[string]*Group{}
+		for _, g := range cg {
+			byKey[Label(nil, g.Settings)] = g
+		}
+		for _, g := range bg {
+			if o := byKey[Label(nil, g.Settings)]; o != nil {
+				c.Pairs = append(c.Pairs, &Pair{Label: g.Label, Base: g, Contender: o})
+				delete(byKey, Label(nil, g.Settings))
+			} else {
+				c.Unmatched = append(c.Unmatched, "baseline only: "+g.Label)
+			}
+		}
+		for _, g := range cg {
+			if byKey[Label(nil, g.Settings)] != nil {
+				c.Unmatched = append(c.Unmatched, "contender only: "+g.Label)
+			}
+		}
+		if len(c.Pairs) == 0 {
+			return nil, fmt.Errorf("no combination is on both sides (%s); narrow each side to one with --base-where and --contender-where",
+				strings.Join(c.Unmatched, "; "))
+		}
+	}
+	all := append(append([]*RunData(nil), base.Runs...), contender.Runs...)
+	for _, p := range c.Pairs {
+		for _, m := range Metrics(all) {
+			bv, cv := p.Base.Values(m), p.Contender.Values(m)
+			if len(bv) == 0 && len(cv) == 0 {
+				continue
+			}
+			c.Rows = append(c.Rows, Row{Pair: p, Metric: m, C: stats.Compare(bv, cv, m.Dir)})
+		}
+	}
+	var pb, pc []*Group
+	for _, p := range c.Pairs {
+		pb, pc = append(pb, p.Base), append(pc, p.Contender)
+	}
+	c.Env = envDifferences(runsOf(pb), runsOf(pc))
+	return c, nil
+}
+
+func filterGroups(set *Set, where, flag string) ([]*Group, error) {
+	groups := set.Groups()
+	if where == "" {
+		return groups, nil
+	}
+	sel, err := ParseSelector(where)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", flag, err)
+	}
+	var out []*Group
+	for _, g := range groups {
+		if sel.Match(g.Settings) {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		var labels []string
+		for _, g := range groups {
+			labels = append(labels, g.Label)
+		}
+		return nil, fmt.Errorf("%s %q matches no runs of %s; it has: %s", flag, where, set.Dir, strings.Join(labels, "; "))
+	}
+	return out, nil
+}
+
+func runsOf(gs []*Group) []*RunData {
+	var out []*RunData
+	for _, g := range gs {
+		out = append(out, g.Runs...)
+	}
+	return out
+}
+
+// env is what must match between two sides for a difference to be the settings' doing.
+type env struct {
+	instance, kernel, rig, config, cpus, target map[string]bool
+}
+
+func newEnv() env {
+	return env{map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}}
+}
+
+func readEnv(runs []*RunData) (env, []string) {
+	e := newEnv()
+	var load []string
+	for _, r := range runs {
+		m := r.Manifest
+		if m == nil {
+			continue
+		}
+		rig := m.Rig.Version
+		if m.Rig.Commit != "" {
+			rig += " " + m.Rig.Commit[:min(12, len(m.Rig.Commit))]
+		}
+		if m.Rig.Modified {
+			rig += " (modified)"
+		}
+		e.rig[rig] = true
+		e.config[m.ConfigHash[:min(12, len(m.ConfigHash))]] = true
+		e.cpus[fmt.Sprint(m.CPUs)] = true
+		e.target[m.Target] = true
+		if b, err := json.Marshal(m.Facts); err == nil {
+			var fs map[string]facts.Facts
+			if json.Unmarshal(b, &fs) == nil {
+				for _, f := range fs {
+					e.kernel[f.Kernel] = true
+					if f.Instance != nil && f.Instance.Type != "" {
+						e.instance[f.Instance.Type] = true
+					} else {
+						e.instance["(not EC2)"] = true
+					}
+					if f.CPUs > 0 && f.Load.Load1 > float64(f.CPUs) {
+						load = append(load, fmt.Sprintf("%s: a node's load average %.2f at start exceeds its %d CPUs", r.Dir, f.Load.Load1, f.CPUs))
+					}
+				}
+			}
+		}
+		for _, la := range [][]float64{m.LoadAvg.Start, m.LoadAvg.End} {
+			if len(la) > 0 && m.CPUs > 0 && la[0] > float64(m.CPUs) {
+				load = append(load, fmt.Sprintf("%s: controller load average %.2f exceeds its %d CPUs", r.Dir, la[0], m.CPUs))
+				break
+			}
+		}
+	}
+	return e, load
+}
+
+func keys(m map[string]bool) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "(unknown)"
+	}
+	return strings.Join(out, ", ")
+}
+
+// envDifferences lists every way the two sides' environments differ, every mix within a side,
+// and every run that ran on an overloaded machine.
+func envDifferences(base, contender []*RunData) []string {
+	be, bl := readEnv(base)
+	ce, cl := readEnv(contender)
+	var out []string
+	for _, f := range []struct {
+		name string
+		b, c map[string]bool
+	}{
+		{"instance type", be.instance, ce.instance},
+		{"kernel", be.kernel, ce.kernel},
+		{"rig version", be.rig, ce.rig},
+		{"config hash", be.config, ce.config},
+		{"controller CPUs", be.cpus, ce.cpus},
+		{"target", be.target, ce.target},
+	} {
+		bk, ck := keys(f.b), keys(f.c)
+		if bk != ck {
+			out = append(out, fmt.Sprintf("%s differs: baseline %s, contender %s", f.name, bk, ck))
+		} else if len(f.b) > 1 {
+			out = append(out, fmt.Sprintf("%s is mixed within each side: %s", f.name, bk))
+		}
+	}
+	return append(append(out, bl...), cl...)
+}
+
+// Text writes the comparison for a terminal: environment first, then one table per pair.
+func (c *Comparison) Text(w io.Writer) {
+	side := func(name string, s *Set, gs []*Group) {
+		n := 0
+		for _, g := range gs {
+			n += g.Ran()
+		}
+		kind := "run"
+		if s.Sweep != nil {
+			kind = "sweep " + s.Sweep.ID
+		}
+		fmt.Fprintf(w, "%-10s %s (%s, %d run(s) with figures)\n", name, s.Dir, kind, n)
+	}
+	var bg, cg []*Group
+	for _, p := range c.Pairs {
+		bg, cg = append(bg, p.Base), append(cg, p.Contender)
+	}
+	side("Baseline:", c.Base, bg)
+	side("Contender:", c.Contender, cg)
+	fmt.Fprintln(w)
+	if len(c.Env) == 0 {
+		fmt.Fprintln(w, "Environment: same instance type, kernel, rig version, config hash and target; no run overloaded.")
+	} else {
+		fmt.Fprintln(w, "Environment warnings (a difference below may be theirs, not the settings'):")
+		for _, e := range c.Env {
+			fmt.Fprintln(w, "  ! "+e)
+		}
+	}
+	for _, u := range c.Unmatched {
+		fmt.Fprintln(w, "  not compared, "+u)
+	}
+	for _, p := range c.Pairs {
+		fmt.Fprintf(w, "\n%s\n\n", p.Label)
+		fmt.Fprintln(w, "| Metric | Unit | Better | Baseline | Contender | Diff [95 % CI] (change) | MW p | Verdict |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		for _, r := range c.Rows {
+			if r.Pair != p {
+				continue
+			}
+			better := "—"
+			switch r.Metric.Dir {
+			case stats.LowerIsBetter:
+				better = "lower"
+			case stats.HigherIsBetter:
+				better = "higher"
+			}
+			verdict := r.C.Verdict
+			if verdict == stats.NoVerdict {
+				verdict = fmt.Sprintf("n=%d/%d, no verdict", r.C.Base.N, r.C.Contender.N)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Metric.Label, r.Metric.Unit, better,
+				Cell(r.Metric, r.C.Base), Cell(r.Metric, r.C.Contender), DiffCell(r.C), mwCell(r.C), verdict)
+		}
+	}
+	fmt.Fprintln(w, "\nVerdicts: a difference only where Welch's 95 % interval excludes 0 and the Mann–Whitney test agrees where it can; \"no verdict\" with fewer than 2 values a side (use rounds).")
+}

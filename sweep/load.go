@@ -1,0 +1,155 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rig-dev/rig/results"
+)
+
+// Set is what one side of a comparison, or one sweep report, reads: the runs of a sweep folder,
+// or a single run folder.
+type Set struct {
+	Dir   string
+	Sweep *Sweep // nil for a single run folder
+	Runs  []*RunData
+}
+
+// RunData is one run's summary and manifest, as `rig run` or `rig report` left them.
+type RunData struct {
+	Dir      string // the run folder
+	Ref      Run    // from sweep.json; for a single run, built from its manifest
+	Summary  *results.Summary
+	Manifest *results.Manifest
+	Missing  string // why the run has no figures (never ran, no summary.json); "" when it has
+	warmFrom int
+}
+
+// Load reads a sweep folder (one with sweep.json) or a run folder (one with summary.json or
+// manifest.json).
+func Load(dir string) (*Set, error) {
+	sw, err := Read(dir)
+	switch {
+	case err == nil:
+		set := &Set{Dir: dir, Sweep: sw}
+		for _, ref := range sw.Runs {
+			rd := loadRun(filepath.Join(dir, ref.Dir), sw.WarmFrom)
+			rd.Ref = ref
+			set.Runs = append(set.Runs, rd)
+		}
+		return set, nil
+	case !errors.Is(err, ErrNotSweepDir):
+		return nil, err
+	}
+	_, errS := os.Stat(filepath.Join(dir, "summary.json"))
+	_, errM := os.Stat(filepath.Join(dir, "manifest.json"))
+	if errS != nil && errM != nil {
+		return nil, fmt.Errorf("%s is neither a sweep folder (sweep.json) nor a run folder (summary.json, manifest.json)", dir)
+	}
+	rd := loadRun(dir, 0)
+	if rd.Manifest != nil {
+		rd.Ref = Run{Dir: ".", Index: 1, Round: rd.Manifest.Round, Settings: rd.Manifest.Settings, RunID: rd.Manifest.RunID, Status: rd.Manifest.Status}
+	}
+	return &Set{Dir: dir, Runs: []*RunData{rd}}, nil
+}
+
+// loadRun reads what there is; what is missing is said in Missing, not returned as an error, so
+// a sweep with one failed run still reports the others.
+func loadRun(dir string, warmFrom int) *RunData {
+	rd := &RunData{Dir: dir, warmFrom: warmFrom}
+	var m results.Manifest
+	if err := readJSON(filepath.Join(dir, "manifest.json"), &m); err == nil {
+		rd.Manifest = &m
+	} else if !errors.Is(err, os.ErrNotExist) {
+		rd.Missing = err.Error()
+	}
+	var s results.Summary
+	switch err := readJSON(filepath.Join(dir, "summary.json"), &s); {
+	case err == nil:
+		rd.Summary = &s
+	case errors.Is(err, os.ErrNotExist) && rd.Manifest == nil:
+		rd.Missing = "never ran (no run folder)"
+	case errors.Is(err, os.ErrNotExist):
+		rd.Missing = "no summary.json (status " + rd.Manifest.Status + ")"
+	default:
+		rd.Missing = err.Error()
+	}
+	if rd.warmFrom == 0 {
+		rd.warmFrom = DefaultWarmFrom
+		if rd.Manifest != nil {
+			if b, err := json.Marshal(rd.Manifest.Playbook); err == nil {
+				var p struct {
+					WarmFrom int `json:"snapshot_warm_from"`
+				}
+				if json.Unmarshal(b, &p) == nil && p.WarmFrom > 0 {
+					rd.warmFrom = p.WarmFrom
+				}
+			}
+		}
+	}
+	return rd
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Group is one combination of matrix values and every run of it (its rounds).
+type Group struct {
+	Settings map[string]string
+	Label    string
+	Runs     []*RunData // in plan order; runs without figures included (see RunData.Missing)
+}
+
+// Groups splits the set into combinations, in the order each first appears in the plan.
+func (s *Set) Groups() []*Group {
+	var axes []Axis
+	if s.Sweep != nil {
+		axes = s.Sweep.Axes
+	}
+	var out []*Group
+	byLabel := map[string]*Group{}
+	for _, r := range s.Runs {
+		l := Label(axes, r.Ref.Settings)
+		g := byLabel[l]
+		if g == nil {
+			g = &Group{Settings: r.Ref.Settings, Label: l}
+			byLabel[l] = g
+			out = append(out, g)
+		}
+		g.Runs = append(g.Runs, r)
+	}
+	return out
+}
+
+// Values pools a metric over the group's runs that have figures.
+func (g *Group) Values(m Metric) []float64 {
+	var v []float64
+	for _, r := range g.Runs {
+		if r.Summary != nil {
+			v = append(v, m.Values(r)...)
+		}
+	}
+	return v
+}
+
+// Ran counts the group's runs that have figures.
+func (g *Group) Ran() int {
+	n := 0
+	for _, r := range g.Runs {
+		if r.Summary != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,289 @@
+package sweep
+
+import (
+	"sort"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/stats"
+)
+
+// Tables of the sweep report, one per experiment kind; a table is shown when any run has
+// figures for it.
+const (
+	TableLatency  = "latency"
+	TableSnapshot = "snapshot"
+	TableRestart  = "restart"
+	TableStepDown = "step_down"
+	TableBurst    = "burst"
+)
+
+// Metric is one figure read from every run's summary.json. A run can give several values (one
+// per warm snapshot, per restart, per step-down): they pool with the other rounds' values, and
+// n counts them all.
+type Metric struct {
+	Key   string // stable name, used in file names and `rig compare` output
+	Table string
+	Label string
+	Unit  string
+	Dir   stats.Direction
+	// Headline metrics are tested against the baseline and plotted against each axis.
+	Headline bool
+	// MeanCI: the cell is mean ± stdev with its 95 % CI (the step-down guide's way of quoting a
+	// gap); otherwise median [min–max].
+	MeanCI bool
+	Values func(r *RunData) []float64
+}
+
+func us2ms(p *float64) []float64 {
+	if p == nil {
+		return nil
+	}
+	return []float64{*p / 1e3}
+}
+
+func ptr(p *float64) []float64 {
+	if p == nil {
+		return nil
+	}
+	return []float64{*p}
+}
+
+// latencyMetrics gives p50 … max and lost of one Stats, chosen by get.
+func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunData) []results.Stats) []Metric {
+	pct := func(key, name string, f func(results.Stats) *float64, hl bool) Metric {
+		return Metric{Key: prefix + key, Table: table, Label: label + name, Unit: "ms", Dir: stats.LowerIsBetter, Headline: hl,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, st := range get(r) {
+					v = append(v, us2ms(f(st))...)
+				}
+				return v
+			}}
+	}
+	return []Metric{
+		pct("p50", "p50", func(s results.Stats) *float64 { return s.P50Us }, headline),
+		pct("p90", "p90", func(s results.Stats) *float64 { return s.P90Us }, false),
+		pct("p99", "p99", func(s results.Stats) *float64 { return s.P99Us }, headline),
+		pct("p999", "p99.9", func(s results.Stats) *float64 { return s.P999Us }, false),
+		pct("max", "max", func(s results.Stats) *float64 { return s.MaxUs }, false),
+		{Key: prefix + "lost", Table: table, Label: label + "lost", Unit: "probes", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, st := range get(r) {
+					v = append(v, float64(st.Lost))
+				}
+				return v
+			}},
+	}
+}
+
+// warm returns the run's snapshots from its first warm one on.
+func (r *RunData) warm() []results.SnapshotRow {
+	if r.Summary == nil || len(r.Summary.Snapshots) < r.warmFrom {
+		return nil
+	}
+	return r.Summary.Snapshots[r.warmFrom-1:]
+}
+
+// takeOf is the leader's take of a snapshot (the one that pauses the book clients write to), or
+// the longest reported when the leader's is missing.
+func takeOf(row results.SnapshotRow, m map[string]float64) []float64 {
+	if v, ok := m[row.Leader]; ok {
+		return []float64{v}
+	}
+	best, found := 0.0, false
+	for _, v := range m {
+		if !found || v > best {
+			best, found = v, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return []float64{best}
+}
+
+// Metrics lists every figure of the sweep report, table by table. Restart phases are listed
+// for the phases the runs reported.
+func Metrics(runs []*RunData) []Metric {
+	one := func(f func(s *results.Summary) results.Stats) func(r *RunData) []results.Stats {
+		return func(r *RunData) []results.Stats { return []results.Stats{f(r.Summary)} }
+	}
+	ms := latencyMetrics(TableLatency, "probes.", "", true, one(func(s *results.Summary) results.Stats { return s.Probes }))
+	ms = append(ms, Metric{Key: "probes.rate", Table: TableLatency, Label: "probe rate", Unit: "/s", Dir: stats.HigherIsBetter,
+		Values: func(r *RunData) []float64 {
+			if r.Summary.Settings.ProbeRate == 0 {
+				return nil
+			}
+			return []float64{r.Summary.Settings.ProbeRate}
+		}})
+
+	ms = append(ms,
+		Metric{Key: "snapshot.take", Table: TableSnapshot, Label: "warm take (leader)", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, s := range r.warm() {
+					v = append(v, takeOf(s, s.TakeMs)...)
+				}
+				return v
+			}},
+		Metric{Key: "snapshot.persisted", Table: TableSnapshot, Label: "warm persisted (leader)", Unit: "ms", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, s := range r.warm() {
+					v = append(v, takeOf(s, s.PersistedMs)...)
+				}
+				return v
+			}},
+		Metric{Key: "snapshot.client_pause", Table: TableSnapshot, Label: "warm client pause", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, s := range r.warm() {
+					v = append(v, ptr(s.ClientPauseMs)...)
+				}
+				return v
+			}},
+		Metric{Key: "snapshot.first_take", Table: TableSnapshot, Label: "first take (cold)", Unit: "ms", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for i, s := range r.Summary.Snapshots {
+					if i+1 < r.warmFrom {
+						v = append(v, takeOf(s, s.TakeMs)...)
+					}
+				}
+				return v
+			}},
+		Metric{Key: "normal.p50", Table: TableSnapshot, Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
+			Values: func(r *RunData) []float64 {
+				if len(r.Summary.Snapshots) == 0 {
+					return nil
+				}
+				return us2ms(r.Summary.Normal.P50Us)
+			}},
+	)
+
+	ms = append(ms, Metric{Key: "restart.launch_to_ready", Table: TableRestart, Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
+		Values: func(r *RunData) []float64 {
+			var v []float64
+			for _, rs := range r.Summary.Restarts {
+				v = append(v, ptr(rs.LaunchToReadyMs)...)
+			}
+			return v
+		}})
+	for _, ph := range phases(runs) {
+		ms = append(ms, Metric{Key: "restart.phase." + ph, Table: TableRestart, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, rs := range r.Summary.Restarts {
+					if d, ok := rs.PhasesMs[ph]; ok {
+						v = append(v, d)
+					}
+				}
+				return v
+			}})
+	}
+	window := func(w func(rs results.RestartRow) *results.Window) func(r *RunData) []results.Stats {
+		return func(r *RunData) []results.Stats {
+			var out []results.Stats
+			for _, rs := range r.Summary.Restarts {
+				if win := w(rs); win != nil {
+					out = append(out, win.Stats)
+				}
+			}
+			return out
+		}
+	}
+	ms = append(ms, latencyMetrics(TableRestart, "restart.all_up.", "all up ", false, window(func(rs results.RestartRow) *results.Window { return &rs.Windows.AllUp }))...)
+	ms = append(ms, latencyMetrics(TableRestart, "restart.one_down.", "one down ", false, window(func(rs results.RestartRow) *results.Window { return &rs.Windows.OneDown }))...)
+	ms = append(ms, latencyMetrics(TableRestart, "restart.rejoining.", "rejoining ", false, window(func(rs results.RestartRow) *results.Window { return rs.Windows.Rejoining }))...)
+
+	ms = append(ms,
+		Metric{Key: "step_down.gap", Table: TableStepDown, Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, sd := range r.Summary.StepDowns {
+					v = append(v, ptr(sd.ClientGapMs)...)
+				}
+				return v
+			}},
+		Metric{Key: "step_down.new_leader", Table: TableStepDown, Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, sd := range r.Summary.StepDowns {
+					v = append(v, ptr(sd.NewLeaderMs)...)
+				}
+				return v
+			}},
+	)
+
+	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b results.BurstRow) (float64, bool)) Metric {
+		return Metric{Key: "burst." + key, Table: TableBurst, Label: label, Unit: unit, Dir: dir, Headline: hl,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, b := range r.Summary.Bursts {
+					if x, ok := f(b); ok {
+						v = append(v, x)
+					}
+				}
+				return v
+			}}
+	}
+	ms = append(ms,
+		burst("peak", "peak", "/ms", stats.Neutral, false, func(b results.BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }),
+		burst("absorb", "absorbed in", "ms", stats.LowerIsBetter, true, func(b results.BurstRow) (float64, bool) {
+			return b.AbsorbMs, b.Sent > b.Lost // nothing answered: no absorption to speak of
+		}),
+		burst("max", "worst message", "ms", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
+			return b.MaxLatencyMs, b.Sent > b.Lost
+		}),
+		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) { return float64(b.Lost), true }),
+		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
+			if b.Lost == 0 {
+				return 1, true
+			}
+			return 0, true
+		}),
+		Metric{Key: "burst.rcvbuf_errors", Table: TableBurst, Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				if len(r.Summary.Bursts) == 0 {
+					return nil
+				}
+				var n uint64
+				for _, e := range r.Summary.UDPRcvbufErrors {
+					n += e
+				}
+				return []float64{float64(n)}
+			}},
+	)
+	return ms
+}
+
+// phases lists the restart phases any run reported, in the engine's order where known.
+func phases(runs []*RunData) []string {
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if r.Summary == nil {
+			continue
+		}
+		for _, rs := range r.Summary.Restarts {
+			for ph := range rs.PhasesMs {
+				seen[ph] = true
+			}
+		}
+	}
+	order := []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp}
+	var out []string
+	for _, ph := range order {
+		if seen[ph] {
+			out = append(out, ph)
+			delete(seen, ph)
+		}
+	}
+	var rest []string
+	for ph := range seen {
+		rest = append(rest, ph)
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}

@@ -1,0 +1,343 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/stats"
+)
+
+// Options are the sweep report's choices.
+type Options struct {
+	// Baseline selects the combination every other is tested against, as key=value pairs
+	// ("engine.sync_level=2" or "preload.orders=1M,engine.sync_level=0"): the first combination
+	// with all of them. Empty: the first combination of the plan.
+	Baseline string
+}
+
+// ErrBadBaseline: Options.Baseline matches no combination, or is not key=value pairs.
+var ErrBadBaseline = errors.New("baseline")
+
+// Report is a sweep's pooled figures, ready to render.
+type Report struct {
+	Set      *Set
+	Groups   []*Group
+	Baseline *Group
+	Metrics  []Metric
+	Plots    []string // relative to the sweep folder
+}
+
+// Build pools the set's runs by combination and picks the baseline.
+func Build(set *Set, opts Options) (*Report, error) {
+	r := &Report{Set: set, Groups: set.Groups(), Metrics: Metrics(set.Runs)}
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("%s: no runs", set.Dir)
+	}
+	r.Baseline = r.Groups[0]
+	if opts.Baseline != "" {
+		sel, err := ParseSelector(opts.Baseline)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadBaseline, err)
+		}
+		r.Baseline = nil
+		for _, g := range r.Groups {
+			if sel.Match(g.Settings) {
+				r.Baseline = g
+				break
+			}
+		}
+		if r.Baseline == nil {
+			var labels []string
+			for _, g := range r.Groups {
+				labels = append(labels, g.Label)
+			}
+			return nil, fmt.Errorf("%w: %q matches no combination; the sweep has: %s", ErrBadBaseline, opts.Baseline, strings.Join(labels, "; "))
+		}
+	}
+	return r, nil
+}
+
+// Selector is key=value pairs that a run's settings must all have.
+type Selector map[string]string
+
+// ParseSelector reads "k=v,k2=v2".
+func ParseSelector(s string) (Selector, error) {
+	sel := Selector{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q: want key=value pairs separated by commas, e.g. engine.sync_level=2", s)
+		}
+		sel[k] = v
+	}
+	return sel, nil
+}
+
+// Match reports whether settings have every pair of the selector.
+func (s Selector) Match(settings map[string]string) bool {
+	for k, v := range s {
+		if settings[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteReport builds the sweep's report.md and plots in its folder.
+func WriteReport(set *Set, opts Options) (*Report, error) {
+	r, err := Build(set, opts)
+	if err != nil {
+		return nil, err
+	}
+	plots, plotErr := writePlots(set.Dir, r)
+	r.Plots = plots
+	md := r.Markdown()
+	if plotErr != nil {
+		md += "\n_Plots: " + plotErr.Error() + "_\n"
+	}
+	if err := results.WriteFileAtomic(filepath.Join(set.Dir, ReportName), []byte(md)); err != nil {
+		return r, fmt.Errorf("write sweep report: %w", err)
+	}
+	return r, plotErr
+}
+
+// num prints a figure with the precision its size deserves.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == math.Trunc(v) && a < 1e15:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// Cell writes a pooled sample: median [min–max] n=N, or for MeanCI metrics mean ± stdev
+// [min–max] n=N with the 95 % CI of the mean.
+func Cell(m Metric, s stats.Sample) string {
+	switch {
+	case s.N == 0:
+		return "—"
+	case s.N == 1:
+		return num(s.Mean) + " (n=1)"
+	case m.MeanCI:
+		c := fmt.Sprintf("%s ± %s [%s–%s] n=%d", num(s.Mean), num(s.Stdev), num(s.Min), num(s.Max), s.N)
+		if s.CILo != nil {
+			c += fmt.Sprintf(", CI [%s, %s]", num(*s.CILo), num(*s.CIHi))
+		}
+		return c
+	}
+	return fmt.Sprintf("%s [%s–%s] n=%d", num(s.Median), num(s.Min), num(s.Max), s.N)
+}
+
+// tableTitles are the sweep report's experiment tables.
+var tableTitles = []struct{ key, title, note string }{
+	{TableLatency, "Latency (every post-warm-up probe)", "one value per run"},
+	{TableSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run"},
+	{TableRestart, "Restarts", "one value per restart of every round"},
+	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
+	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer); UDP errors one value per run"},
+}
+
+// present lists the table's metrics that any group has values for.
+func (r *Report) present(table string) []Metric {
+	var out []Metric
+	for _, m := range r.Metrics {
+		if m.Table != table {
+			continue
+		}
+		for _, g := range r.Groups {
+			if len(g.Values(m)) > 0 {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Markdown renders report.md.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	pf := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	sw := r.Set.Sweep
+	if sw != nil {
+		pf("# Sweep %s: %s\n\n", sw.ID, sw.Playbook)
+		ended := "not ended"
+		if !sw.Ended.IsZero() {
+			ended = sw.Ended.Format("2006-01-02 15:04:05Z") + fmt.Sprintf(" (%s)", sw.Ended.Sub(sw.Started).Round(1e9))
+		}
+		pf("Status **%s** · started %s · %s · %d run(s) planned, %d with figures · %d round(s) · warm snapshots from #%d\n\n",
+			sw.Status, sw.Started.Format("2006-01-02 15:04:05Z"), ended, len(sw.Runs), r.ran(), sw.Rounds, sw.WarmFrom)
+		if len(sw.Axes) > 0 {
+			pf("Matrix:")
+			for _, ax := range sw.Axes {
+				pf(" `%s` ∈ {%s}", ax.Key, strings.Join(ax.Values, ", "))
+			}
+			pf(". Rows are the combinations that ran, in plan order; nothing is estimated.\n\n")
+		}
+	} else {
+		pf("# Run %s\n\n", r.Set.Dir)
+	}
+	pf("Baseline for the differences: **%s**.\n\n", r.Baseline.Label)
+
+	for _, t := range tableTitles {
+		ms := r.present(t.key)
+		if len(ms) == 0 {
+			continue
+		}
+		pf("## %s\n\n_%s._\n\n", t.title, t.note)
+		// Restarts have many columns: phases apart from the latency windows.
+		for _, chunk := range chunks(ms, 7) {
+			pf("| combination | runs |")
+			for _, m := range chunk {
+				pf(" %s (%s) |", m.Label, m.Unit)
+			}
+			pf("\n|---|---|%s\n", strings.Repeat("---|", len(chunk)))
+			for _, g := range r.Groups {
+				pf("| %s | %d/%d |", g.Label, g.Ran(), len(g.Runs))
+				for _, m := range chunk {
+					pf(" %s |", Cell(m, stats.Describe(g.Values(m))))
+				}
+				pf("\n")
+			}
+			pf("\n")
+		}
+	}
+
+	r.differences(&b)
+	if len(r.Plots) > 0 {
+		pf("## Plots\n\n")
+		for _, p := range r.Plots {
+			if strings.HasSuffix(p, ".png") {
+				pf("![%s](%s)\n", strings.TrimSuffix(filepath.Base(p), ".png"), p)
+			}
+		}
+		pf("\nEach plot also as SVG beside the PNG. Points are medians, bars the [min–max] of the pooled values.\n\n")
+	}
+	r.runList(&b)
+	pf("## How to read this\n\n")
+	pf("- Each cell pools every round of a combination: median [min–max] n=values, or where noted mean ± stdev with the 95 %% confidence interval of the mean (Student's t).\n")
+	pf("- A difference is called only when Welch's 95 %% interval for the difference of means excludes 0 and the Mann–Whitney U test agrees (where it can: with 2 values against 2 it never goes below p = 1/3, so then the interval decides alone); otherwise \"no difference\". Fewer than 2 values on a side: no verdict.\n")
+	pf("- Per-run figures, warnings and plots are in each run's own report.md.\n")
+	return b.String()
+}
+
+func (r *Report) ran() int {
+	n := 0
+	for _, run := range r.Set.Runs {
+		if run.Summary != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func chunks(ms []Metric, n int) [][]Metric {
+	var out [][]Metric
+	for len(ms) > n {
+		out = append(out, ms[:n])
+		ms = ms[n:]
+	}
+	return append(out, ms)
+}
+
+// differences writes each combination's headline figures against the baseline.
+func (r *Report) differences(b *strings.Builder) {
+	if len(r.Groups) < 2 {
+		return
+	}
+	pf := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	pf("## Differences from the baseline\n\n")
+	pf("| combination | figure | baseline | this | difference (95 %% CI) | Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|\n")
+	for _, g := range r.Groups {
+		if g == r.Baseline {
+			continue
+		}
+		for _, m := range r.Metrics {
+			if !m.Headline {
+				continue
+			}
+			bv, gv := r.Baseline.Values(m), g.Values(m)
+			if len(bv) == 0 && len(gv) == 0 {
+				continue
+			}
+			c := stats.Compare(bv, gv, m.Dir)
+			pf("| %s | %s (%s) | %s | %s | %s | %s | %s |\n", g.Label, m.Label, m.Unit,
+				Cell(m, c.Base), Cell(m, c.Contender), DiffCell(c), mwCell(c), c.Verdict)
+		}
+	}
+	pf("\n")
+}
+
+// DiffCell writes mean(contender) - mean(base) with its interval and relative change.
+func DiffCell(c stats.Comparison) string {
+	if c.Base.N == 0 || c.Contender.N == 0 {
+		return "—"
+	}
+	d := c.Contender.Mean - c.Base.Mean
+	s := signed(d)
+	if c.Welch != nil {
+		s += fmt.Sprintf(" [%s, %s]", signed(c.Welch.Lo), signed(c.Welch.Hi))
+	}
+	if c.Change != nil {
+		s += fmt.Sprintf(" (%+.1f %%)", *c.Change*100)
+	}
+	return s
+}
+
+func signed(v float64) string {
+	if v >= 0 {
+		return "+" + num(v)
+	}
+	return num(v)
+}
+
+func mwCell(c stats.Comparison) string {
+	if c.U == nil || c.Base.N < 2 || c.Contender.N < 2 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", c.U.P)
+}
+
+// runList lists every planned run with its state and warnings.
+func (r *Report) runList(b *strings.Builder) {
+	if r.Set.Sweep == nil {
+		return
+	}
+	pf := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	pf("## Runs\n\n| run | round | settings | status | warnings |\n|---|---|---|---|---|\n")
+	for _, run := range r.Set.Runs {
+		status, warn := run.Ref.Status, ""
+		if run.Summary != nil {
+			status = run.Summary.Status
+			if n := len(run.Summary.Warnings); n > 0 {
+				warn = fmt.Sprintf("%d: %s", n, run.Summary.Warnings[0])
+				if n > 1 {
+					warn += " …"
+				}
+			}
+		} else if run.Missing != "" {
+			warn = run.Missing
+		}
+		if status == "" {
+			status = "not run"
+		}
+		link := run.Ref.Dir
+		if run.Summary != nil {
+			link = fmt.Sprintf("[%s](%s/report.md)", run.Ref.Dir, run.Ref.Dir)
+		}
+		pf("| %s | %d | %s | %s | %s |\n", link, run.Ref.Round, Label(r.Set.Sweep.Axes, run.Ref.Settings), status,
+			strings.ReplaceAll(warn, "|", "/"))
+	}
+	pf("\n")
+}
