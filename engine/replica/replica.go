@@ -46,7 +46,7 @@ type Node struct {
 	fsm     *fsm
 	logs    *store.Log
 	stable  *store.Stable
-	trans   *raft.NetworkTransport
+	trans   *transport
 	started time.Time
 
 	launchLog uint64       // last log index on disk at launch: applying up to it is replay
@@ -58,7 +58,6 @@ type Node struct {
 	// raft commit index is capped at its last log index, so during catch-up it says nothing
 	// about how far behind the node is; this does.
 	leaderCommit atomic.Uint64
-	done         chan struct{}
 	clientOf     map[raft.ServerAddress]string // raft address -> client address
 }
 
@@ -124,12 +123,12 @@ func (n *Node) Start() error {
 		n.close()
 		return fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
 	}
-	if n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 5*time.Second, hl); err != nil {
+	nt, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 5*time.Second, hl)
+	if err != nil {
 		n.close()
 		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	n.done = make(chan struct{})
-	watched := watchCommit(n.trans, &n.leaderCommit, n.done)
+	n.trans = newTransport(nt, &n.leaderCommit, log)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Node)
 	rc.Logger = hl
@@ -142,7 +141,7 @@ func (n *Node) Start() error {
 	rc.SnapshotThreshold = math.MaxUint64
 	rc.SnapshotInterval = 100 * 365 * 24 * time.Hour
 	rc.NoSnapshotRestoreOnStart = true
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), watched); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), n.trans); err != nil {
 		n.close()
 		return fmt.Errorf("start raft: %w", err)
 	}
@@ -157,6 +156,7 @@ func (n *Node) Start() error {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	n.trans.raft.Store(n.raft)
 	n.running.Store(true)
 	log.Info("replica started", "node", cfg.Node, "launch_log_index", n.launchLog, "restored_index", n.fsm.applied.Load())
 	return nil
@@ -447,6 +447,9 @@ func (n *Node) Metrics() map[string]float64 {
 // Shutdown stops raft and closes the stores.
 func (n *Node) Shutdown() error {
 	var err error
+	if n.trans != nil {
+		n.trans.stopHolding() // raft's shutdown waits for replication goroutines a hold would keep
+	}
 	if n.running.Load() {
 		err = n.raft.Shutdown().Error()
 	}
@@ -455,13 +458,6 @@ func (n *Node) Shutdown() error {
 }
 
 func (n *Node) close() {
-	if n.done != nil {
-		select {
-		case <-n.done:
-		default:
-			close(n.done)
-		}
-	}
 	if n.trans != nil {
 		n.trans.Close()
 	}

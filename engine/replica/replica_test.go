@@ -18,7 +18,7 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 )
 
-func testCluster(t *testing.T, n, syncLevel int) ([]engine.Config, []*Node) {
+func testCluster(t *testing.T, n, syncLevel int, tweaks ...func(*engine.Config)) ([]engine.Config, []*Node) {
 	t.Helper()
 	var cfgs []engine.Config
 	var peers []engine.Peer
@@ -32,6 +32,11 @@ func testCluster(t *testing.T, n, syncLevel int) ([]engine.Config, []*Node) {
 			ClientAddr: peers[i].ClientAddr, AdminAddr: testaddr.Free(t), Peers: peers, Bootstrap: true,
 			SyncLevel: syncLevel, SnapshotBlock: 64 << 10, HeartbeatTimeout: "200ms", ElectionTimeout: "200ms",
 		})
+	}
+	for i := range cfgs {
+		for _, f := range tweaks {
+			f(&cfgs[i])
+		}
 	}
 	nodes := make([]*Node, n)
 	for i, c := range cfgs {
