@@ -132,14 +132,9 @@ func (c *Client) ClockOffset(ctx context.Context, n int) (ClockSample, error) {
 	return best, nil
 }
 
-// Collect streams the node folder as a gzip'd tar into w, leaving out engine data files over
-// DefaultCollectMaxFile (see CollectWith).
-func (c *Client) Collect(ctx context.Context, w io.Writer) error {
-	return c.CollectWith(ctx, w, CollectOptions{})
-}
-
-// CollectWith is Collect with options.
-func (c *Client) CollectWith(ctx context.Context, w io.Writer, opts CollectOptions) error {
+// Collect streams the node folder as a gzip'd tar into w; by default engine data files over
+// DefaultCollectMaxFile are left out (CollectOptions).
+func (c *Client) Collect(ctx context.Context, w io.Writer, opts CollectOptions) error {
 	q := url.Values{}
 	if opts.All {
 		q.Set("all", "1")
@@ -162,7 +157,7 @@ func (c *Client) CollectInto(ctx context.Context, dir string, opts CollectOption
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := c.CollectWith(ctx, pw, opts)
+		err := c.Collect(ctx, pw, opts)
 		pw.CloseWithError(err)
 		errc <- err
 	}()

@@ -354,7 +354,7 @@ func TestCollect(t *testing.T) {
 
 	// Default: the big raft file is left out (limit 100 kB here), big files elsewhere stay in.
 	var buf bytes.Buffer
-	if err := c.CollectWith(ctx, &buf, CollectOptions{MaxFile: 100000}); err != nil {
+	if err := c.Collect(ctx, &buf, CollectOptions{MaxFile: 100000}); err != nil {
 		t.Fatal(err)
 	}
 	ent := collectEntries(t, &buf)
@@ -378,7 +378,7 @@ func TestCollect(t *testing.T) {
 
 	// all=1 takes everything.
 	buf.Reset()
-	if err := c.CollectWith(ctx, &buf, CollectOptions{All: true, MaxFile: 100000}); err != nil {
+	if err := c.Collect(ctx, &buf, CollectOptions{All: true, MaxFile: 100000}); err != nil {
 		t.Fatal(err)
 	}
 	ent = collectEntries(t, &buf)

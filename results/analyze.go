@@ -2,6 +2,7 @@ package results
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,21 +206,11 @@ func (d *runData) readProbes() {
 		return
 	}
 	// The load generator records a probe when it completes, not when it was due: nearly sorted.
-	byIntended := func(a, b Probe) int { return cmpInt64(a.IntendedNs, b.IntendedNs) }
+	byIntended := func(a, b Probe) int { return cmp.Compare(a.IntendedNs, b.IntendedNs) }
 	if !slices.IsSortedFunc(ps, byIntended) {
 		slices.SortFunc(ps, byIntended)
 	}
 	d.probes, d.hasProbe = ps, true
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // runMark returns the time of the first run event with that phase.

@@ -8,10 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/target/local"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
 func init() {
@@ -19,7 +21,8 @@ func init() {
 		opts          runner.Options
 		stackName     string
 		inventoryFile string
-		remote        runner.Remote
+		remote        sshtarget.TargetOptions
+		localOpts     local.Options
 		quiet         bool
 	)
 	cmd := &cobra.Command{
@@ -39,14 +42,16 @@ func init() {
 			case stackName != "" && inventoryFile != "":
 				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
 			case stackName != "":
-				remote.Target, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
-				opts.Remote = &remote
+				remote.Nodes, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
+				opts.Target = sshtarget.New(remote)
 			case inventoryFile != "":
 				if _, err := inventory.Load(inventoryFile); err != nil {
 					return fmt.Errorf("%w: --inventory: %v", errUsage, err)
 				}
-				remote.Target = inventory.FileTarget{Path: inventoryFile}
-				opts.Remote = &remote
+				remote.Nodes = inventory.FileTarget{Path: inventoryFile}
+				opts.Target = sshtarget.New(remote)
+			default:
+				opts.Target = local.New(localOpts)
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()
@@ -67,13 +72,13 @@ func init() {
 	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up) instead of the local target")
 	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
 	f.StringSliceVar(&remote.KeyFiles, "ssh-key", nil, "SSH private key file(s) for --stack/--inventory")
-	f.StringVar(&remote.Dir, "remote-dir", "", "base folder on the nodes for --stack/--inventory (default: the login home)")
-	f.StringVar(&remote.DataMount, "data-mount", "/data", "where each server's data volume (inventory data_device) is mounted for engine data")
-	f.StringVar(&remote.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
+	f.StringVar(&remote.Base, "remote-dir", "", "base folder on the nodes for --stack/--inventory, holding rig-NODE (default: the login home)")
+	f.StringVar(&opts.DataMount, "data-mount", "/data", "where each server's data volume (inventory data_device) is mounted for engine data")
+	f.StringVar(&opts.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
-	f.StringVar(&opts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
+	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
-	f.BoolVar(&opts.TuneLocal, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
+	f.BoolVar(&localOpts.Tune, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	rootCmd.AddCommand(cmd)
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,9 +18,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/agent/stage"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport"
 	localtr "github.com/rig-dev/rig/transport/local"
 	"github.com/rig-dev/rig/transport/sshx"
@@ -84,16 +83,6 @@ func (o *sshOptions) open() (*inventory.Inventory, transport.Transport, error) {
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return inv, tr, nil
-}
-
-// agentAddr is where a node's agent listens as seen from the node (SSH tunnels to the node's
-// loopback), or, on the local target, the node's own loopback address.
-func agentAddr(inv *inventory.Inventory, n inventory.Node, port int) string {
-	host := "127.0.0.1"
-	if inv.Target == "local" {
-		host = n.Address
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 func pickNodes(inv *inventory.Inventory, names []string) ([]inventory.Node, error) {
@@ -201,9 +190,9 @@ var agentPingCmd = &cobra.Command{
 			Error   string        `json:"error,omitempty"`
 		}
 		rows := make([]row, len(nodes))
-		err = stage.Parallel(cmd.Context(), nodes, o.parallel, func(ctx context.Context, i int, n inventory.Node) error {
+		err = sshtarget.Parallel(cmd.Context(), nodes, o.parallel, func(ctx context.Context, i int, n inventory.Node) error {
 			rows[i].Node = n.Name
-			c := stage.Client(tr, n, agentAddr(inv, n, o.port))
+			c := target.AgentClient(tr, n, target.AgentAddr(n, o.port))
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
@@ -247,7 +236,7 @@ var stageFlags struct {
 var agentStageCmd = &cobra.Command{
 	Use:   "stage --inventory FILE [--sudo] [--node NAME]...",
 	Short: "Upload this rig to every node (if its hash differs) and start `rig agent` there",
-	Long: `Upload the rig binary to REMOTE-DIR/bin/rig on every node whose copy has a different
+	Long: `Upload the rig binary to REMOTE-DIR/rig-NODE/bin/rig on every node whose copy has a different
 SHA-256, and start ` + "`rig agent`" + ` detached (it outlives the SSH session), unless an agent running
 this very binary answers already. Nodes are staged in parallel. A node of another architecture
 gets the binary given with --binary ARCH=PATH, or a cross build when rig runs inside its source
@@ -282,8 +271,8 @@ tree.`,
 			return err
 		}
 		wd, _ := os.Getwd()
-		res, err := stage.All(cmd.Context(), tr, nodes, stage.Options{Binaries: bins, SourceDir: stage.FindSource(wd),
-			RemoteDir: o.remoteDir, Listen: agentAddr(inv, inventory.Node{}, o.port), Sudo: o.sudo, Parallel: o.parallel})
+		res, err := sshtarget.All(cmd.Context(), tr, nodes, sshtarget.Options{Binaries: bins, SourceDir: sshtarget.FindSource(wd),
+			Base: o.remoteDir, Port: o.port, Sudo: o.sudo, Parallel: o.parallel})
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NODE\tARCH\tUPLOADED\tSTARTED\tPID\tSHA256")
 		for _, r := range res {
@@ -422,7 +411,7 @@ func init() {
 	stageFlags.register(f)
 	f.IntVar(&stageFlags.port, "port", agent.DefaultPort, "the port the agent listens on (on the node's loopback)")
 	f.StringArrayVar(&stageFlags.nodes, "node", nil, "stage only this node (repeatable; default: all)")
-	f.StringVar(&stageFlags.remoteDir, "remote-dir", "rig", "rig's folder on the node (relative paths are in the login home)")
+	f.StringVar(&stageFlags.remoteDir, "remote-dir", "", "folder on the node that holds rig-NODE, as rig run --remote-dir (default: the login home)")
 	f.BoolVar(&stageFlags.sudo, "sudo", false, "run the agent as root through sudo -n (needed for tuning as a non-root user)")
 	f.StringArrayVar(&stageFlags.binaries, "binary", nil, "linux binary for nodes of an architecture, ARCH=PATH (repeatable)")
 	f.IntVar(&stageFlags.parallel, "parallel", 8, "nodes staged at once")

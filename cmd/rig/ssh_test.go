@@ -12,14 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/agent/stage"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/inventory"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport/sshx"
 )
 
@@ -103,13 +104,14 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 	remote := filepath.Join(t.TempDir(), "remote")
 	addr := testaddr.Free(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	portN, _ := strconv.Atoi(port)
 	tr, err := sshx.New(sshx.Options{KeyFiles: []string{srv.ClientKeyFile}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() }) // after the Stop below (cleanups run last-in first-out)
 	t.Cleanup(func() {
-		if err := stage.Stop(context.Background(), tr, srv.Node("node-0"), stage.Options{RemoteDir: remote, Listen: addr}); err != nil {
+		if err := sshtarget.Stop(context.Background(), tr, srv.Node("node-0"), sshtarget.Options{Base: remote, Port: portN}); err != nil {
 			t.Errorf("stop agent: %v", err)
 		}
 	})

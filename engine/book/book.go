@@ -22,6 +22,7 @@
 package book
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,21 +196,11 @@ func (b *Book) addInstrument(id uint32) int32 {
 		{root: none, best: none, worst: none}, {root: none, best: none, worst: none}}})
 	b.instByID[id] = i
 	pos, _ := slices.BinarySearchFunc(b.sorted, id, func(x int32, id uint32) int {
-		return cmpU32(b.insts[x].id, id)
+		return cmp.Compare(b.insts[x].id, id)
 	})
 	b.sorted = slices.Insert(b.sorted, pos, i)
 	b.lastInst, b.lastIdx = id, i
 	return i
-}
-
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func validate(o *Order) error {

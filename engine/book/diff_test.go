@@ -1,6 +1,7 @@
 package book
 
 import (
+	"cmp"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -98,7 +99,7 @@ func (m *model) walk() []mOrder {
 	slices.SortFunc(w, func(a, b mOrder) int {
 		switch {
 		case a.inst != b.inst:
-			return cmpU32(a.inst, b.inst)
+			return cmp.Compare(a.inst, b.inst)
 		case a.side != b.side:
 			return int(a.side) - int(b.side)
 		case a.price != b.price:

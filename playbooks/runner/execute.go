@@ -6,19 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/infra/local"
 	"github.com/rig-dev/rig/results"
-	"github.com/rig-dev/rig/transport"
-	localtr "github.com/rig-dev/rig/transport/local"
+	"github.com/rig-dev/rig/target"
 )
 
 // Engine ports on every server node; the admin port is bound to loopback.
@@ -31,15 +29,30 @@ const (
 
 // execute runs the run's stages; it returns a cleanup to run whatever happened.
 func (r *run) execute(ctx context.Context) (func(context.Context), error) {
-	var cleanup func(context.Context)
-	var err error
-	if r.opts.Remote != nil {
-		cleanup, err = r.startRemote(ctx)
-	} else {
-		cleanup, err = r.startLocal(ctx)
-	}
+	cl, err := r.opts.Target.Start(ctx, target.StartOptions{
+		RunDir: r.dir, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
+		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress,
+	})
 	if err != nil {
-		return cleanup, err
+		return nil, err
+	}
+	r.cl, r.inv = cl, cl.Inventory()
+	r.updateManifest(func(m *results.Manifest) {
+		m.Inventory, m.Target, m.Stack = r.inv, r.inv.Target, cl.Traits().Stack
+	})
+	cleanup := func(ctx context.Context) {
+		r.revertTuning(ctx)
+		if err := cl.Collect(ctx); err != nil {
+			r.warn("%v", err)
+		}
+		for _, f := range loadgenFiles {
+			if err := cl.Gather(ctx, r.client, path.Join("loadgen", f)); err != nil {
+				r.log.Info("gather load generator file", "file", f, "err", err)
+			}
+		}
+		if err := cl.Stop(ctx); err != nil {
+			r.log.Warn("stop cluster", "err", err)
+		}
 	}
 	if len(r.inv.Servers()) != r.pb.Cluster.Servers || len(r.inv.Clients()) < r.pb.Cluster.Clients {
 		return cleanup, fmt.Errorf("the playbook wants %d servers and %d clients; %s has %d and %d",
@@ -48,17 +61,14 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	r.servers, r.client = r.inv.Servers(), r.inv.Clients()[0]
 	r.dataRoot = map[string]string{}
 	r.mark("start")
-	inv := r.inv
-	r.progress("agents up on %d nodes", len(inv.Nodes))
+	r.progress("agents up on %d nodes", len(r.inv.Nodes))
 	r.measureClocks(ctx)
 	r.recordFacts(ctx)
 	if err := r.applyTuning(ctx); err != nil {
 		return cleanup, err
 	}
-	if r.opts.Remote != nil {
-		if err := r.prepareDisks(ctx); err != nil {
-			return cleanup, err
-		}
+	if err := r.prepareDisks(ctx); err != nil {
+		return cleanup, err
 	}
 	if err := r.startEngines(ctx); err != nil {
 		return cleanup, err
@@ -91,6 +101,9 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	return cleanup, nil
 }
 
+// loadgenFiles are what the load generator writes for the run folder's loadgen/.
+var loadgenFiles = []string{"probes.bin", "probes.hlog", "stats.json", "bursts.bin", "preload.json"}
+
 // engineConfig is the config every server gets: addresses from the inventory, settings from the
 // playbook.
 func (r *run) engineConfig(n inventory.Node) engine.Config {
@@ -100,7 +113,7 @@ func (r *run) engineConfig(n inventory.Node) engine.Config {
 		Node: n.Name, Dir: r.dataDir(n),
 		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
 		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
-		AdminAddr:     net.JoinHostPort(loopbackHost(n), strconv.Itoa(adminPort)),
+		AdminAddr:     net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(adminPort)),
 		Bootstrap:     true,
 		SyncLevel:     e.SyncLevel,
 		SnapshotBlock: int(e.SnapshotBlock),
@@ -130,32 +143,30 @@ func (r *run) clientAddrs() []string {
 	return out
 }
 
-// startLocal builds the local target's inventory and starts one agent process per node.
-func (r *run) startLocal(ctx context.Context) (func(context.Context), error) {
-	pb := r.pb
-	tgt := local.New(local.Options{
-		Servers: pb.Cluster.Servers, Clients: pb.Cluster.Clients, Dir: r.dir,
-		Binary: r.opts.Binary, FirstAddress: r.opts.FirstAddress, Logger: r.log,
-	})
-	inv, err := tgt.Inventory(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("build inventory: %w", err)
+// prepareDisks mounts each server's provisioned data volume, so the engine writes to the volume
+// whose IOPS and throughput the experiment is about, not to the root disk.
+func (r *run) prepareDisks(ctx context.Context) error {
+	rec := map[string]any{}
+	for _, n := range r.servers {
+		if n.DataDevice == "" {
+			continue
+		}
+		o := disk.Options{VolumeID: n.DataDevice, FS: r.opts.DataFS, MountPoint: r.opts.DataMount, Format: true}
+		if strings.HasPrefix(n.DataDevice, "/dev/") { // a device path, for machines not provisioned by rig
+			o.VolumeID, o.Device = "", n.DataDevice
+		}
+		res, err := r.agent(n.Name).Disk(ctx, o)
+		if err != nil {
+			return fmt.Errorf("prepare data volume %s on %s: %w", n.DataDevice, n.Name, err)
+		}
+		r.dataRoot[n.Name] = r.opts.DataMount
+		rec[n.Name] = res
+		r.progress("%s: data volume %s (%s) on %s, %s", n.Name, n.DataDevice, res.Device, r.opts.DataMount, res.FS)
 	}
-	r.inv, r.man.Inventory = inv, inv
-	r.tr = localtr.New()
-	agents, clients, err := tgt.StartAgents(ctx, inv, func(n inventory.Node) agent.DialFunc {
-		addr := tgt.AgentAddr(n)
-		return func(ctx context.Context) (net.Conn, error) { return r.tr.Dial(ctx, n, addr) }
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start agents: %w", err)
+	if len(rec) > 0 {
+		r.updateManifest(func(m *results.Manifest) { m.Disks = rec })
 	}
-	r.agents = clients
-	return func(ctx context.Context) {
-		r.revertTuning(ctx)
-		agents.Stop()
-		r.tr.Close()
-	}, nil
+	return nil
 }
 
 func (r *run) startEngines(ctx context.Context) error {
@@ -163,12 +174,12 @@ func (r *run) startEngines(ctx context.Context) error {
 	r.since = map[string]uint64{}
 	for _, n := range r.servers {
 		// An agent that ran earlier runs keeps its journal: watch only what this run adds.
-		if st, err := r.agents[n.Name].EngineStatus(ctx); err == nil {
+		if st, err := r.agent(n.Name).EngineStatus(ctx); err == nil {
 			r.since[n.Name] = st.LastSeq
 		}
 		cfg := r.engineConfig(n)
 		r.cfgs[n.Name] = cfg
-		if err := r.agents[n.Name].StartEngine(ctx, agent.StartRequest{Config: cfg}); err != nil {
+		if err := r.agent(n.Name).StartEngine(ctx, agent.StartRequest{Config: cfg}); err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}
 	}
@@ -177,10 +188,9 @@ func (r *run) startEngines(ctx context.Context) error {
 }
 
 // verifyEngineConfig reads every node's effective config back from /status and fails the run
-// when a setting did not arrive (measurement rule: read settings back where they take effect).
+// when a setting did not arrive (settings are read back where they take effect).
 func (r *run) verifyEngineConfig() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	eff := map[string]any{}
 	var errs []error
 	for _, n := range r.servers {
@@ -206,17 +216,15 @@ func (r *run) verifyEngineConfig() error {
 		check("heartbeat_timeout", want.HeartbeatTimeout, got.HeartbeatTimeout)
 		check("election_timeout", want.ElectionTimeout, got.ElectionTimeout)
 	}
-	r.man.Engines = eff
-	r.saveManifest()
+	r.mu.Unlock()
+	r.updateManifest(func(m *results.Manifest) { m.Engines = eff })
 	return errors.Join(errs...)
 }
 
 func (r *run) stopEngines(ctx context.Context) {
 	for _, n := range r.servers {
-		if c := r.agents[n.Name]; c != nil {
-			if err := c.StopEngine(ctx); err != nil {
-				r.log.Warn("stop engine", "node", n.Name, "err", err)
-			}
+		if err := r.agent(n.Name).StopEngine(ctx); err != nil {
+			r.log.Warn("stop engine", "node", n.Name, "err", err)
 		}
 	}
 }
@@ -225,12 +233,12 @@ func (r *run) stopEngines(ctx context.Context) {
 // timestamps are moved onto the controller's clock with it.
 func (r *run) measureClocks(ctx context.Context) {
 	r.offsets = map[string]time.Duration{}
-	rec := map[string]any{}
-	if r.inv.Target == "local" {
-		return // one machine, one clock: a measured "offset" would only be round-trip noise
+	if r.cl.Traits().OneClock {
+		return // one clock: a measured "offset" would only be round-trip noise
 	}
+	rec := map[string]any{}
 	for _, n := range r.inv.Nodes {
-		cs, err := r.agents[n.Name].ClockOffset(ctx, 8)
+		cs, err := r.agent(n.Name).ClockOffset(ctx, 8)
 		if err != nil {
 			r.warn("clock offset of %s: %v", n.Name, err)
 			continue
@@ -238,9 +246,7 @@ func (r *run) measureClocks(ctx context.Context) {
 		r.offsets[n.Name] = cs.Offset
 		rec[n.Name] = map[string]any{"offset_us": cs.Offset.Microseconds(), "rtt_us": cs.RTT.Microseconds()}
 	}
-	r.manMu.Lock()
-	r.man.ClockOffsets = rec
-	r.manMu.Unlock()
+	r.updateManifest(func(m *results.Manifest) { m.ClockOffsets = rec })
 }
 
 // writeJSONFile writes v as indented JSON.
@@ -264,19 +270,11 @@ func (r *run) dataDir(n inventory.Node) string {
 
 // removeData deletes the engines' data folders (raft log, snapshots) unless asked to keep them.
 func (r *run) removeData(ctx context.Context) {
-	if r.opts.KeepData || r.inv == nil {
+	if r.opts.KeepData {
 		return
 	}
 	for _, n := range r.servers {
-		if r.inv.Target == "local" {
-			os.RemoveAll(filepath.Join(n.Dir, "data"))
-			continue
-		}
-		dir := r.dataDir(n)
-		if !path.IsAbs(dir) {
-			dir = r.nodePath(n, dir)
-		}
-		if _, err := r.tr.Exec(ctx, n, transport.Cmd{Args: []string{"rm", "-rf", "--", dir}, Sudo: r.opts.Remote.Sudo}); err != nil {
+		if err := r.cl.Remove(ctx, n, r.dataDir(n)); err != nil {
 			r.warn("remove engine data on %s: %v", n.Name, err)
 		}
 	}

@@ -22,7 +22,7 @@ func (r *run) finalState(ctx context.Context) error {
 		sts = map[string]engine.Status{}
 		var idx []uint64
 		for _, n := range r.servers {
-			st, err := r.agents[n.Name].EngineStatusHash(ctx)
+			st, err := r.agent(n.Name).EngineStatusHash(ctx)
 			if err != nil {
 				continue // a node that is down has no final state; the summary shows it
 			}
@@ -56,7 +56,7 @@ func (r *run) finalState(ctx context.Context) error {
 // finish stops everything the run started, then writes the manifest, summary and report. It
 // runs for failed and interrupted runs too, with whatever was collected.
 func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) {
-	if cleanup != nil && r.agents != nil && !interrupted {
+	if cleanup != nil && r.cl != nil && !interrupted {
 		if err := r.finalState(ctx); err != nil && runErr == nil {
 			r.warn("final state: %v", err)
 		}
@@ -69,21 +69,22 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.recordAgentCPU()
 	}
 	r.mark("end")
-	r.man.Ended = time.Now().UTC()
-	r.man.LoadAvg.End = results.ReadLoadAvg("/")
-	switch {
-	case interrupted:
-		r.man.Status = results.StatusInterrupted
-	case runErr != nil:
-		r.man.Status = results.StatusFailed
-	default:
-		r.man.Status = results.StatusOK
-	}
-	if runErr != nil {
-		r.man.Error = runErr.Error()
-	}
-	checkLoad(r)
-	r.saveManifest()
+	r.updateManifest(func(m *results.Manifest) {
+		m.Ended = time.Now().UTC()
+		m.LoadAvg.End = results.ReadLoadAvg("/")
+		switch {
+		case interrupted:
+			m.Status = results.StatusInterrupted
+		case runErr != nil:
+			m.Status = results.StatusFailed
+		default:
+			m.Status = results.StatusOK
+		}
+		if runErr != nil {
+			m.Error = runErr.Error()
+		}
+		checkLoad(m)
+	})
 	sum, err := results.Analyze(r.dir)
 	if err == nil {
 		err = results.WriteOutputs(r.dir, sum)
@@ -95,11 +96,11 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 	r.progress("run %s: %s", r.id, r.man.Status)
 }
 
-// checkLoad flags a run measured on an overloaded machine (DESIGN 6: load > cores).
-func checkLoad(r *run) {
-	for _, p := range r.man.Phases {
-		if len(p.LoadAvg) > 0 && p.LoadAvg[0] > float64(r.man.CPUs) {
-			r.man.Warnings = append(r.man.Warnings, fmt.Sprintf("load average %.2f at %s exceeds %d cpus: figures from this run are suspect", p.LoadAvg[0], p.Name, r.man.CPUs))
+// checkLoad flags a run measured on an overloaded machine (load average above the core count).
+func checkLoad(m *results.Manifest) {
+	for _, p := range m.Phases {
+		if len(p.LoadAvg) > 0 && p.LoadAvg[0] > float64(m.CPUs) {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("load average %.2f at %s exceeds %d cpus: figures from this run are suspect", p.LoadAvg[0], p.Name, m.CPUs))
 			return
 		}
 	}

@@ -15,17 +15,15 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/loadgen"
-	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 )
 
 // loadgenConfig is the load generator's config for this run, written to the client node.
 func (r *run) loadgenConfig() loadgen.Config {
 	pb := r.pb
-	out := r.nodePath(r.client, "loadgen")
-	if r.inv.Target == "local" {
-		out = filepath.Join(r.dir, "loadgen") // same machine: write straight into the run folder
-	}
+	out := r.cl.OutputPath(r.client, "loadgen")
 	return loadgen.Config{
 		Servers:      r.clientAddrs(),
 		Instruments:  pb.Preload.Instruments,
@@ -33,7 +31,7 @@ func (r *run) loadgenConfig() loadgen.Config {
 		Preload:      loadgen.PreloadConfig{Orders: loadgen.Count(pb.Preload.Orders), Out: out},
 		Probe: loadgen.ProbeConfig{
 			Rate: loadgen.Rate(pb.Load.ProbeRate), Duration: loadgen.Duration(pb.Duration),
-			Out: out, Control: net.JoinHostPort(loopbackHost(r.client), strconv.Itoa(controlPort)),
+			Out: out, Control: r.loadgenAddr(),
 		},
 	}
 }
@@ -45,11 +43,9 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 	if err := os.WriteFile(local, b, 0o644); err != nil {
 		return err
 	}
-	remote := r.nodePath(r.client, "loadgen-"+mode+".json")
-	if remote != local {
-		if err := r.tr.Upload(ctx, r.client, local, remote, 0o644); err != nil {
-			return fmt.Errorf("upload load generator config: %w", err)
-		}
+	remote := r.cl.NodePath(r.client, "loadgen-"+mode+".json")
+	if err := r.cl.Transport().Upload(ctx, r.client, local, remote, 0o644); err != nil {
+		return fmt.Errorf("upload load generator config: %w", err)
 	}
 	logf, err := os.Create(filepath.Join(r.dir, "loadgen-"+mode+".log"))
 	if err != nil {
@@ -60,7 +56,7 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 	if stdout == nil {
 		stdout = logf
 	}
-	_, err = r.tr.Exec(ctx, r.client, transport.Cmd{Args: []string{r.nodeBinary(r.client), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
+	_, err = r.cl.Transport().Exec(ctx, r.client, transport.Cmd{Args: []string{r.cl.Binary(r.client), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
 	return err
 }
 
@@ -110,13 +106,17 @@ func (r *run) load(ctx context.Context) error {
 	r.loadStart = start
 	r.markAt("load_start", start)
 	r.progress("load start: %.0f probes/s for %s", r.pb.Load.ProbeRate, r.pb.Duration)
+	tlCtx, tlCancel := context.WithCancel(ctx)
+	defer tlCancel()
+	// The warm-up mark is joined before load returns: nothing may write during finish.
+	warmupDone := make(chan struct{})
 	go func() {
-		if sleepUntil(ctx, start.Add(r.pb.Warmup)) == nil {
+		defer close(warmupDone)
+		if sleepUntil(tlCtx, start.Add(r.pb.Warmup)) == nil {
 			r.markAt("warmup_end", start.Add(r.pb.Warmup))
 		}
 	}()
-	tlCtx, tlCancel := context.WithCancel(ctx)
-	defer tlCancel()
+	defer func() { tlCancel(); <-warmupDone }()
 	tlDone := make(chan error, 1)
 	go func() { tlDone <- r.runTimeline(tlCtx) }()
 	var tlErr, lgErr error
@@ -173,23 +173,18 @@ func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error) (time.Tim
 }
 
 func (r *run) readLoadgenStats() {
-	local := filepath.Join(r.dir, "loadgen", "stats.json")
-	if r.inv.Target != "local" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		os.MkdirAll(filepath.Dir(local), 0o755)
-		if err := r.tr.Download(ctx, r.client, r.nodePath(r.client, "loadgen/stats.json"), local); err != nil {
-			r.warn("fetch load generator stats: %v", err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.cl.Gather(ctx, r.client, "loadgen/stats.json"); err != nil {
+		r.warn("fetch load generator stats: %v", err)
 	}
-	b, err := os.ReadFile(local)
+	b, err := os.ReadFile(filepath.Join(r.dir, "loadgen", "stats.json"))
 	if err != nil {
 		return
 	}
 	var v any
 	if json.Unmarshal(b, &v) == nil {
-		r.man.Loadgen = v
-		r.saveManifest()
+		r.updateManifest(func(m *results.Manifest) { m.Loadgen = v })
 	}
 	var st struct {
 		Scheduled int64 `json:"scheduled"`
@@ -224,9 +219,9 @@ func (r *run) loadgenGet(ctx context.Context, path string, out any) error {
 func (r *run) loadgenDo(ctx context.Context, method, path string, body io.Reader, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	addr := net.JoinHostPort(loopbackHost(r.client), strconv.Itoa(controlPort))
+	addr := r.loadgenAddr()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return r.tr.Dial(ctx, r.client, addr)
+		return r.cl.Transport().Dial(ctx, r.client, addr)
 	}}}
 	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, method, "http://loadgen"+path, body)
@@ -254,6 +249,7 @@ func (r *run) stopLoadgen(ctx context.Context) {
 	}
 }
 
-func (r *run) burst(ctx context.Context, b playbooks.Burst) error {
-	return r.loadgenControl(ctx, "/burst", map[string]any{"messages": b.Messages, "every_ns": b.Every.Nanoseconds(), "count": b.Count})
+// loadgenAddr is the load generator's control address on the client node.
+func (r *run) loadgenAddr() string {
+	return net.JoinHostPort(target.LoopbackHost(r.client), strconv.Itoa(controlPort))
 }

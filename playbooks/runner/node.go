@@ -12,32 +12,23 @@ import (
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/results"
 )
 
 type agentTransition = agent.Transition
 
 // recordFacts keeps each node's facts (kernel, CPU, memory, THP, disks, load) in the manifest.
 func (r *run) recordFacts(ctx context.Context) {
-	r.man.Facts = map[string]any{}
+	facts := map[string]any{}
 	for _, n := range r.inv.Nodes {
-		f, err := r.agents[n.Name].Facts(ctx)
+		f, err := r.agent(n.Name).Facts(ctx)
 		if err != nil {
 			r.warn("facts from %s: %v", n.Name, err)
 			continue
 		}
-		r.man.Facts[n.Name] = f
+		facts[n.Name] = f
 	}
-	r.saveManifest()
-}
-
-// tuneNodes are the agents that apply kernel tuning: every node on a real cluster, but only one
-// on the local target, where all nodes share one kernel (several agents recording "prior"
-// values of the same setting would revert to each other's changes).
-func (r *run) tuneNodes() []inventory.Node {
-	if r.inv.Target == "local" {
-		return r.inv.Nodes[:1]
-	}
-	return r.inv.Nodes
+	r.updateManifest(func(m *results.Manifest) { m.Facts = facts })
 }
 
 // applyTuning applies the playbook's kernel settings; the agent records every prior value
@@ -46,8 +37,9 @@ func (r *run) applyTuning(ctx context.Context) error {
 	if len(r.pb.Tuning) == 0 {
 		return nil
 	}
-	if r.inv.Target == "local" && !r.opts.TuneLocal {
-		r.warn("tuning skipped: on the local target it would change this machine's own kernel settings (rig run --tune-local allows it; they are reverted at the end)")
+	tr := r.cl.Traits()
+	if tr.TuneSkipped != "" {
+		r.warn("tuning skipped: %s", tr.TuneSkipped)
 		r.tuningSkipped = true
 		return nil
 	}
@@ -55,16 +47,15 @@ func (r *run) applyTuning(ctx context.Context) error {
 	for _, s := range r.pb.Tuning {
 		p[s.Key] = s.Value
 	}
-	r.man.Tuning = map[string]any{}
-	for _, n := range r.tuneNodes() {
-		rep, err := r.agents[n.Name].Tune(ctx, p)
+	r.updateManifest(func(m *results.Manifest) { m.Tuning = map[string]any{} })
+	for _, n := range tr.TuneNodes {
+		rep, err := r.agent(n.Name).Tune(ctx, p)
 		if err != nil {
 			return fmt.Errorf("tune %s: %w", n.Name, err)
 		}
-		r.man.Tuning[n.Name] = map[string]any{"applied": rep}
+		r.updateManifest(func(m *results.Manifest) { m.Tuning[n.Name] = map[string]any{"applied": rep} })
 		r.progress("tuned %s: %d settings applied and read back", n.Name, len(rep.Changes))
 	}
-	r.saveManifest()
 	return nil
 }
 
@@ -73,17 +64,18 @@ func (r *run) revertTuning(ctx context.Context) {
 	if len(r.pb.Tuning) == 0 || r.tuningSkipped {
 		return
 	}
-	for _, n := range r.tuneNodes() {
-		rep, err := r.agents[n.Name].Revert(ctx)
+	for _, n := range r.cl.Traits().TuneNodes {
+		rep, err := r.agent(n.Name).Revert(ctx)
 		if err != nil {
 			r.warn("revert tuning on %s: %v", n.Name, err)
 			continue
 		}
-		if m, ok := r.man.Tuning[n.Name].(map[string]any); ok {
-			m["reverted"] = rep
-		}
+		r.updateManifest(func(m *results.Manifest) {
+			if t, ok := m.Tuning[n.Name].(map[string]any); ok {
+				t["reverted"] = rep
+			}
+		})
 	}
-	r.saveManifest()
 }
 
 // samplesName names this run's OS samples: an agent that served earlier runs (on a real cluster)
@@ -104,7 +96,7 @@ func (r *run) startSamples(ctx context.Context) {
 		if n.Role == inventory.RoleServer {
 			req.PIDFiles = []string{supervise.PIDFile}
 		}
-		if _, err := r.agents[n.Name].StartSamples(ctx, req); err != nil {
+		if _, err := r.agent(n.Name).StartSamples(ctx, req); err != nil {
 			r.warn("start OS samples on %s: %v", n.Name, err)
 		}
 	}
@@ -114,14 +106,14 @@ func (r *run) startSamples(ctx context.Context) {
 // nodes with everything else).
 func (r *run) stopSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		if _, err := r.agents[n.Name].StopSamples(ctx, r.samplesName()); err != nil {
+		if _, err := r.agent(n.Name).StopSamples(ctx, r.samplesName()); err != nil {
 			r.log.Warn("stop samples", "node", n.Name, "err", err)
 		}
 	}
 }
 
 // recordAgentCPU keeps each agent's average CPU share in the manifest: the rig's own overhead
-// on the node (DESIGN 6).
+// on the node, which the report shows beside the figures it could disturb.
 func (r *run) recordAgentCPU() {
 	cpu := map[string]any{}
 	for _, n := range r.inv.Nodes {
@@ -129,7 +121,7 @@ func (r *run) recordAgentCPU() {
 			cpu[n.Name] = map[string]float64{"mean_pct": avg, "max_pct": max}
 		}
 	}
-	r.man.AgentCPU = cpu
+	r.updateManifest(func(m *results.Manifest) { m.AgentCPU = cpu })
 }
 
 // agentCPU averages the agent's CPU share over a samples file.

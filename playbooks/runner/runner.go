@@ -1,7 +1,8 @@
-// Package runner executes a plan: for each run it builds the cluster from a target, starts the
-// agents and engines, preloads, runs the probe stream and the timeline, watches every engine's
-// transitions, and leaves a complete run folder (DESIGN 4.8), also when the run fails or is
-// interrupted.
+// Package runner executes a plan: for each run it starts a cluster from a target (target.Target),
+// starts the engines through the cluster's agents, preloads, runs the probe stream and the
+// timeline, watches every engine's transitions, and leaves a complete run folder (see
+// docs/architecture.md), also when the run fails or is interrupted. The runner never knows which
+// target it has: everything that differs between targets is behind target.Cluster.
 package runner
 
 import (
@@ -18,11 +19,12 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/results"
-	"github.com/rig-dev/rig/transport"
+	"github.com/rig-dev/rig/target"
 )
 
 // ErrInterrupted classifies a run stopped by the user (SIGINT/SIGTERM).
@@ -30,14 +32,16 @@ var ErrInterrupted = errors.New("run interrupted")
 
 // Options configure a plan's execution.
 type Options struct {
-	ResultsDir   string       // runs go to ResultsDir/<run-id>/ (default "results")
-	Binary       string       // the rig binary agents and the load generator run (default: this executable)
-	FirstAddress string       // local target: first loopback address (default 127.0.0.11)
-	KeepData     bool         // keep engine data (raft log, snapshots) in the run folder
-	Remote       *Remote      // run on a remote cluster over SSH (nil: the local target)
-	TuneLocal    bool         // apply a playbook's kernel tuning on the local target (this machine)
-	Logger       *slog.Logger // controller log
-	Progress     io.Writer    // human progress lines (nil: none)
+	Target     target.Target // where the runs run (required)
+	ResultsDir string        // runs go to ResultsDir/<run-id>/ (default "results")
+	Binary     string        // the rig binary agents and the load generator run (default: this executable)
+	KeepData   bool          // keep engine data (raft log, snapshots) on the nodes
+	// DataMount is where each server's data volume (inventory data_device) is mounted for the
+	// engine's log and snapshots (default /data), with a DataFS filesystem made if it has none
+	// (default xfs). Servers without a data_device keep engine data in their agent folder.
+	DataMount, DataFS string
+	Logger            *slog.Logger // controller log
+	Progress          io.Writer    // human progress lines (nil: none)
 }
 
 // Outcome is one finished run.
@@ -54,8 +58,17 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	if opts.ResultsDir == "" {
 		opts.ResultsDir = "results"
 	}
+	if opts.Target == nil {
+		return nil, errors.New("runner: no target")
+	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DataMount == "" {
+		opts.DataMount = "/data"
+	}
+	if opts.DataFS == "" {
+		opts.DataFS = "xfs"
 	}
 	if opts.Binary == "" {
 		bin, err := os.Executable()
@@ -64,9 +77,18 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		}
 		opts.Binary = bin
 	}
+	// Every run's timeline is checked before the first one starts anything.
+	timelines := make([][]step, len(plan.Runs))
+	for i, pr := range plan.Runs {
+		tl, err := newTimeline(pr.Playbook)
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", pr.Index, err)
+		}
+		timelines[i] = tl
+	}
 	var out []Outcome
-	for _, pr := range plan.Runs {
-		o := runOne(ctx, pr, opts, len(plan.Runs))
+	for i, pr := range plan.Runs {
+		o := runOne(ctx, pr, timelines[i], opts, len(plan.Runs))
 		out = append(out, o)
 		if errors.Is(o.Err, ErrInterrupted) {
 			return out, o.Err
@@ -83,17 +105,17 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 
 // run is the state of one run.
 type run struct {
-	opts Options
-	pb   *playbooks.Playbook
-	id   string
-	dir  string
-	log  *slog.Logger
-	man  *results.Manifest
-	ev   *results.EventLog
+	opts     Options
+	pb       *playbooks.Playbook
+	timeline []step
+	id       string
+	dir      string
+	log      *slog.Logger
+	man      *results.Manifest
+	ev       *results.EventLog
 
+	cl      target.Cluster // nil until the target started it
 	inv     *inventory.Inventory
-	tr      transport.Transport
-	agents  map[string]*agent.Client
 	servers []inventory.Node
 	client  inventory.Node
 	cfgs    map[string]engine.Config
@@ -101,17 +123,32 @@ type run struct {
 	loadStart time.Time
 
 	mu         sync.Mutex
+	changed    chan struct{}            // closed (and replaced) whenever state under mu changes
 	status     map[string]engine.Status // newest status seen per server
 	down       map[string]bool          // killed and not yet relaunched
 	lastKilled string
+	asyncErrs  []error                          // failures of actions running beside the timeline
+	asyncWG    sync.WaitGroup                   // actions running beside the timeline
+	cursor     map[string]uint64                // per server: the last transition a watcher handled
+	exits      map[string]*supervise.ExitStatus // per server: how its engine last exited
+	killed     map[string]bool                  // per server: the timeline killed its current launch
 
 	tuningSkipped bool
 	since         map[string]uint64        // per server: transitions before this run's first launch
 	offsets       map[string]time.Duration // per node: node clock - controller clock
-	manMu         sync.Mutex               // the manifest is updated from the timeline's goroutines too
-	asyncErrs     []error                  // failures of relaunches running beside the timeline (under mu)
-	cursor        map[string]uint64        // per server: the last transition a watcher handled (under mu)
+	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too
 	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
+}
+
+// agent is the client of a node's agent.
+func (r *run) agent(node string) *agent.Client { return r.cl.Agent(node) }
+
+// updateManifest changes the manifest under its lock and writes it.
+func (r *run) updateManifest(f func(m *results.Manifest)) {
+	r.manMu.Lock()
+	f(r.man)
+	r.manMu.Unlock()
+	r.saveManifest()
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -121,11 +158,11 @@ func (r *run) progress(format string, args ...any) {
 	r.log.Info(fmt.Sprintf(format, args...))
 }
 
-func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total int) Outcome {
+func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, opts Options, total int) Outcome {
 	pb := pr.Playbook
 	id := fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), safeName(pb.Name))
 	if total > 1 {
-		id = fmt.Sprintf("%s-r%02d", id, pr.Index+1)
+		id = fmt.Sprintf("%s-r%02d", id, pr.Index) // Index counts from 1
 	}
 	if err := os.MkdirAll(opts.ResultsDir, 0o755); err != nil {
 		return Outcome{RunID: id, Err: fmt.Errorf("create results folder: %w", err)}
@@ -148,7 +185,9 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir, o.Dir = abs, abs
 	}
-	r := &run{opts: opts, pb: pb, id: id, dir: dir, status: map[string]engine.Status{}, down: map[string]bool{}}
+	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
+		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
+		exits: map[string]*supervise.ExitStatus{}, killed: map[string]bool{}}
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
 		o.Err = err
@@ -157,7 +196,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, opts Options, total
 	defer logf.Close()
 	r.log = slog.New(slog.NewJSONHandler(logf, nil)).With("run", id)
 	r.man = &results.Manifest{
-		RunID: id, Status: results.StatusRunning, Started: time.Now().UTC(), Target: "local",
+		RunID: id, Status: results.StatusRunning, Started: time.Now().UTC(), Target: opts.Target.Name(),
 		Round: pr.Round, Settings: pr.Settings, Playbook: pb, ConfigHash: results.Hash(pb),
 		Rig: results.Build(), CPUs: runtime.NumCPU(),
 	}
@@ -199,11 +238,10 @@ func (r *run) saveManifest() {
 func (r *run) mark(name string) { r.markAt(name, time.Now()) }
 
 func (r *run) markAt(name string, t time.Time) {
-	r.manMu.Lock()
-	r.man.Phases = append(r.man.Phases, results.PhaseMark{Name: name, T: t.UTC(), LoadAvg: results.ReadLoadAvg("/")})
-	r.manMu.Unlock()
 	r.ev.Add(results.Event{T: t, Kind: results.KindRun, Phase: name})
-	r.saveManifest()
+	r.updateManifest(func(m *results.Manifest) {
+		m.Phases = append(m.Phases, results.PhaseMark{Name: name, T: t.UTC(), LoadAvg: results.ReadLoadAvg("/")})
+	})
 }
 
 func (r *run) warn(format string, args ...any) {
@@ -211,6 +249,7 @@ func (r *run) warn(format string, args ...any) {
 	r.manMu.Lock()
 	r.man.Warnings = append(r.man.Warnings, msg)
 	r.manMu.Unlock()
+	r.saveManifest()
 	r.ev.Add(results.Event{Kind: results.KindNote, Detail: map[string]any{"warning": msg}})
 	r.progress("warning: %s", msg)
 }

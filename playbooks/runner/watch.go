@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -12,12 +13,10 @@ import (
 	"github.com/rig-dev/rig/results"
 )
 
-// watch follows every server agent's recorded transitions (the agent polls its engine every
-// 20 ms on the node's clock) and turns them into events. It returns a channel closed when all
-// watchers stopped.
+// watch follows every server agent's recorded transitions (a long poll on the agent) and turns
+// them into events. It returns a channel closed when all watchers stopped.
 func (r *run) watch(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
-	r.cursor = map[string]uint64{}
 	var wg sync.WaitGroup
 	for _, n := range r.servers {
 		wg.Add(1)
@@ -31,14 +30,14 @@ func (r *run) watch(ctx context.Context) <-chan struct{} {
 }
 
 func (r *run) watchNode(ctx context.Context, name string) {
-	c := r.agents[name]
+	c := r.agent(name)
 	since := r.since[name]
 	for ctx.Err() == nil {
 		ts, err := c.Transitions(ctx, since, 2*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("watch transitions", "node", name, "err", err)
-				time.Sleep(100 * time.Millisecond)
+				sleep(ctx, 100*time.Millisecond) // the agent is unreachable: do not spin
 			}
 			continue
 		}
@@ -48,6 +47,7 @@ func (r *run) watchNode(ctx context.Context, name string) {
 		}
 		r.mu.Lock()
 		r.cursor[name] = since
+		r.notifyLocked()
 		r.mu.Unlock()
 	}
 }
@@ -84,40 +84,90 @@ func (r *run) onTransition(name string, t agentTransition) {
 		st := r.status[name]
 		st.Phase, st.Role = supervise.PhaseDown, ""
 		r.status[name] = st
+		r.exits[name] = t.Exit
 	case t.Kind == supervise.KindLaunch:
 		st := r.status[name]
 		st.Phase, st.Role = engine.PhaseStarting, ""
 		r.status[name] = st
+		delete(r.exits, name)
+		delete(r.killed, name)
 	case t.Status != nil:
 		r.status[name] = *t.Status
 	}
+	r.notifyLocked()
 }
+
+// exitedLocked says how a server's engine ended when it is down without the timeline having
+// killed it (r.mu held).
+func (r *run) exitedLocked(name string) error {
+	if r.status[name].Phase != supervise.PhaseDown || r.killed[name] {
+		return nil
+	}
+	how := "no exit status"
+	if e := r.exits[name]; e != nil {
+		how = e.Desc
+	}
+	return fmt.Errorf("the engine on %s exited (%s); see %s/engine.log", name, how, name)
+}
+
+// notifyLocked wakes everything waiting for the run's state to change (r.mu held).
+func (r *run) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// waitFor waits until cond (called with r.mu held) holds or fails, waking on every change of
+// the run's state instead of polling. It returns errTimeout after timeout.
+func (r *run) waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		ok, err := cond()
+		changed := r.changed
+		r.mu.Unlock()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return errTimeout
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errTimeout = errors.New("timed out")
 
 // drainWatchers waits (briefly) until every watcher has seen every transition its agent has
 // recorded, so stopping them loses nothing.
 func (r *run) drainWatchers(ctx context.Context) {
-	deadline := time.Now().Add(3 * time.Second)
+	last := map[string]uint64{}
 	for _, n := range r.servers {
-		st, err := r.agents[n.Name].EngineStatus(ctx)
-		if err != nil {
-			continue
-		}
-		for time.Now().Before(deadline) {
-			r.mu.Lock()
-			seen := r.cursor[n.Name]
-			r.mu.Unlock()
-			if seen >= st.LastSeq {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if st, err := r.agent(n.Name).EngineStatus(ctx); err == nil {
+			last[n.Name] = st.LastSeq
 		}
 	}
+	r.waitFor(ctx, 3*time.Second, func() (bool, error) {
+		for n, seq := range last {
+			if r.cursor[n] < seq {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // leader is the server that currently says it leads ("" when none does).
 func (r *run) leader() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.leaderLocked()
+}
+
+func (r *run) leaderLocked() string {
 	var names []string
 	for n, st := range r.status {
 		if st.Role == engine.RoleLeader && !r.down[n] {
@@ -139,34 +189,29 @@ func (r *run) leader() string {
 }
 
 // waitReady waits until node (or every server that is not down, when node is "") is ready and
-// a leader is known.
+// a leader is known. An engine that exits on its own meanwhile fails the wait at once.
 func (r *run) waitReady(ctx context.Context, node string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var missing []string
-		r.mu.Lock()
+	var missing []string
+	err := r.waitFor(ctx, timeout, func() (bool, error) {
+		missing = nil
 		for _, s := range r.servers {
 			if (node != "" && s.Name != node) || (node == "" && r.down[s.Name]) {
 				continue
+			}
+			if err := r.exitedLocked(s.Name); err != nil {
+				return false, err
 			}
 			if r.status[s.Name].Phase != engine.PhaseReady {
 				missing = append(missing, fmt.Sprintf("%s is %q", s.Name, r.status[s.Name].Phase))
 			}
 		}
-		r.mu.Unlock()
-		if len(missing) == 0 && r.leader() != "" {
-			return nil
+		if len(missing) == 0 && r.leaderLocked() == "" {
+			missing = append(missing, "no leader")
 		}
-		if time.Now().After(deadline) {
-			if len(missing) == 0 {
-				missing = append(missing, "no leader")
-			}
-			return fmt.Errorf("after %s: %v", timeout, missing)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return len(missing) == 0, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return fmt.Errorf("after %s: %v", timeout.Round(time.Millisecond), missing)
 	}
+	return err
 }

@@ -1,7 +1,11 @@
-// Package stage puts the rig binary on nodes and starts `rig agent` there as a daemon that
-// outlives the session which started it, over any transport.Transport. Staging again is a
-// no-op when the node already has this binary and its agent runs it.
-package stage
+// Package ssh is the target of clusters reached over SSH (a Pulumi stack's nodes, or any
+// inventory file). It stages the rig binary on each node and starts `rig agent` there as a
+// daemon that outlives the session which started it; staging again is a no-op when the node
+// already has this binary and its agent runs it.
+//
+// Every node has one folder, BASE/rig-NODE (BASE defaults to the login home), so nodes that
+// share a host stay apart: the binary is in bin/rig, the agent's folder is agent/.
+package ssh
 
 import (
 	"context"
@@ -11,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path"
 	"runtime"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -33,31 +37,27 @@ type Options struct {
 	Binaries map[string]string
 	// SourceDir is the rig module's folder, for cross builds (see FindSource).
 	SourceDir string
-	// RemoteDir is the rig folder on the node (default "rig", relative to the login home): the
-	// binary goes to RemoteDir/bin/rig, the agent's folder is RemoteDir/agent.
-	RemoteDir string
-	Listen    string // the agent's address on the node (default 127.0.0.1:7400)
-	Root      string // the agent's --root (default "/")
+	// Base is the folder on the node that holds rig-NODE ("": the login home).
+	Base string
+	Port int    // the agent's port (default agent.DefaultPort); its host is target.LoopbackHost
+	Root string // the agent's --root (default "/")
 	// Sudo runs the agent as root through `sudo -n` (tuning needs root; on AWS the login user
 	// is not root).
 	Sudo         bool
 	Parallel     int           // nodes staged at once by All (default 8)
 	StartTimeout time.Duration // how long a new agent has to answer ping (default 20 s)
-	// ForNode adjusts the options for one node (e.g. a port per node when several share a host).
-	ForNode func(node inventory.Node, o *Options)
-	Logger  *slog.Logger
+	Logger       *slog.Logger
 }
 
-func (o Options) withDefaults(node inventory.Node) Options {
-	if o.ForNode != nil {
-		o.ForNode(node, &o)
-	}
-	if o.RemoteDir == "" {
-		o.RemoteDir = "rig"
-	}
-	if o.Listen == "" {
-		o.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(agent.DefaultPort))
-	}
+// nodeOpts is Options resolved for one node.
+type nodeOpts struct {
+	Options
+	inventory.Node
+	Dir    string // the node's rig folder
+	Listen string // the agent's address, as seen from the node
+}
+
+func (o Options) withDefaults(n inventory.Node) nodeOpts {
 	if o.Root == "" {
 		o.Root = "/"
 	}
@@ -70,14 +70,17 @@ func (o Options) withDefaults(node inventory.Node) Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o
+	return nodeOpts{Options: o, Node: n, Dir: NodeDir(o.Base, n), Listen: target.AgentAddr(n, o.Port)}
 }
 
-// BinaryPath and AgentDir are where the binary and the agent's folder are on the node.
-func (o Options) BinaryPath() string { return path.Join(o.RemoteDir, "bin", "rig") }
+// NodeDir is the node's rig folder under base.
+func NodeDir(base string, n inventory.Node) string { return path.Join(base, "rig-"+n.Name) }
+
+// BinaryPath is where the binary is on the node.
+func (o nodeOpts) BinaryPath() string { return path.Join(o.Dir, "bin", "rig") }
 
 // AgentDir is the agent's --dir on the node.
-func (o Options) AgentDir() string { return path.Join(o.RemoteDir, "agent") }
+func (o nodeOpts) AgentDir() string { return path.Join(o.Dir, "agent") }
 
 // Result says what staging did on one node.
 type Result struct {
@@ -125,7 +128,7 @@ func Stage(ctx context.Context, tr transport.Transport, node inventory.Node, opt
 		res.Uploaded = true
 	}
 
-	c := Client(tr, node, o.Listen)
+	c := target.AgentClient(tr, node, o.Listen)
 	defer c.Close()
 	if pr, ok := ping(ctx, c, 3*time.Second); ok {
 		running, err := hashOnNode(ctx, tr, node, fmt.Sprintf("/proc/%d/exe", pr.PID), o.Sudo)
@@ -173,7 +176,7 @@ func All(ctx context.Context, tr transport.Transport, nodes []inventory.Node, op
 // answering is not an error.
 func Stop(ctx context.Context, tr transport.Transport, node inventory.Node, opts Options) error {
 	o := opts.withDefaults(node)
-	c := Client(tr, node, o.Listen)
+	c := target.AgentClient(tr, node, o.Listen)
 	defer c.Close()
 	pr, ok := ping(ctx, c, 3*time.Second)
 	if !ok {
@@ -183,14 +186,6 @@ func Stop(ctx context.Context, tr transport.Transport, node inventory.Node, opts
 		return fmt.Errorf("stop agent on %s: %w", node.Name, err)
 	}
 	return nil
-}
-
-// Client returns an agent client that reaches the node's agent at listen through tr.Dial (an
-// SSH tunnel on remote targets).
-func Client(tr transport.Transport, node inventory.Node, listen string) *agent.Client {
-	return agent.NewClient(node.Name, func(ctx context.Context) (net.Conn, error) {
-		return tr.Dial(ctx, node, listen)
-	})
 }
 
 // Parallel runs fn for every node, at most limit at once, and joins the errors.
@@ -313,7 +308,7 @@ func hashOnNode(ctx context.Context, tr transport.Transport, node inventory.Node
 // start launches the agent detached: its own session (setsid), immune to the hangup at the end
 // of the SSH session (nohup), no descriptor of the session left open (redirections), so the
 // session ends at once and the agent lives on. It returns the pid the shell saw.
-func start(ctx context.Context, tr transport.Transport, node inventory.Node, o Options) (int, error) {
+func start(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts) (int, error) {
 	q := shellQuote
 	dir := o.AgentDir()
 	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent --listen %s --dir %s --root %s --node %s >>%s 2>&1 </dev/null & echo $!",
@@ -331,7 +326,7 @@ func start(ctx context.Context, tr transport.Transport, node inventory.Node, o O
 
 // waitReady pings until the agent answers, then checks that the process answering runs the
 // binary just staged. A process that died early fails fast with the tail of its output.
-func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node, c *agent.Client, pid int, hash string, o Options) (agent.PingResponse, error) {
+func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node, c *agent.Client, pid int, hash string, o nodeOpts) (agent.PingResponse, error) {
 	deadline := time.Now().Add(o.StartTimeout)
 	nextAlive := time.Now().Add(time.Second)
 	var last error
@@ -370,7 +365,7 @@ func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node,
 	}
 }
 
-func tail(ctx context.Context, tr transport.Transport, node inventory.Node, o Options) string {
+func tail(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts) string {
 	res, err := tr.Exec(ctx, node, transport.Cmd{Args: []string{"tail", "-c", "2000", path.Join(o.AgentDir(), "agent.out")}, Sudo: o.Sudo})
 	if err != nil {
 		return "(" + err.Error() + ")"
@@ -380,7 +375,7 @@ func tail(ctx context.Context, tr transport.Transport, node inventory.Node, o Op
 
 // stopPID sends TERM, waits for the agent to stop answering and its process to go, then KILL
 // if 10 s were not enough.
-func stopPID(ctx context.Context, tr transport.Transport, node inventory.Node, pid int, o Options) error {
+func stopPID(ctx context.Context, tr transport.Transport, node inventory.Node, pid int, o nodeOpts) error {
 	sig := func(s string) error {
 		_, err := tr.Exec(ctx, node, transport.Cmd{Args: []string{"kill", "-" + s, strconv.Itoa(pid)}, Sudo: o.Sudo})
 		var ee *transport.ExitError

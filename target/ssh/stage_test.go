@@ -1,4 +1,4 @@
-package stage
+package ssh
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -22,8 +23,9 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 	"github.com/rig-dev/rig/transport/sshx"
 )
@@ -66,6 +68,16 @@ func sshTransport(t *testing.T, srv *sshdtest.Server) *sshx.Transport {
 	return tr
 }
 
+// freePort is a port free on this machine's loopback.
+func freePort(t *testing.T) int {
+	addr := testaddr.Free(t)
+	p, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // The whole path over a real OpenSSH server: stage the binary, start the agent, reach it through
@@ -80,8 +92,9 @@ func TestStageOverSSH(t *testing.T) {
 
 	root := tunetest.FakeTree(t, t.TempDir())
 	before := tunetest.Snapshot(t, root)
-	remote := filepath.Join(t.TempDir(), "remote")
-	opts := Options{RemoteDir: remote, Listen: testaddr.Free(t), Root: root, Logger: quiet()}
+	base := t.TempDir()
+	remote := NodeDir(base, node)
+	opts := Options{Base: base, Port: freePort(t), Root: root, Logger: quiet()}
 	t.Cleanup(func() {
 		if err := Stop(context.Background(), tr, node, opts); err != nil {
 			t.Errorf("stop agent: %v", err)
@@ -101,7 +114,7 @@ func TestStageOverSSH(t *testing.T) {
 	}
 
 	// The agent outlived the SSH session that started it, and answers through the tunnel.
-	c := Client(tr, node, opts.Listen)
+	c := target.AgentClient(tr, node, target.AgentAddr(node, opts.Port))
 	defer c.Close()
 	pr, err := c.Ping(ctx)
 	if err != nil || pr.PID != res.PID || pr.Node != "node-0" {
@@ -131,7 +144,7 @@ func TestStageOverSSH(t *testing.T) {
 
 	// Pull the tuning state back through sftp: it names every prior value.
 	local := filepath.Join(t.TempDir(), "pulled", "state.json")
-	if err := tr.Download(ctx, node, filepath.Join(opts.AgentDir(), tune.StateFileName), local); err != nil {
+	if err := tr.Download(ctx, node, filepath.Join(remote, "agent", tune.StateFileName), local); err != nil {
 		t.Fatal(err)
 	}
 	st, err := tune.LoadState(local)
@@ -192,8 +205,9 @@ func TestStageRefusesWrongHostKey(t *testing.T) {
 	tr := sshTransport(t, srv)
 	node := srv.Node("node-0")
 	node.SSH.HostKey = sshdtest.RandomHostKey(t)
-	remote := filepath.Join(t.TempDir(), "remote")
-	_, err := Stage(context.Background(), tr, node, Options{RemoteDir: remote, Listen: testaddr.Free(t), Logger: quiet()})
+	base := t.TempDir()
+	remote := NodeDir(base, node)
+	_, err := Stage(context.Background(), tr, node, Options{Base: base, Port: freePort(t), Logger: quiet()})
 	if !errors.Is(err, transport.ErrHostKey) || !strings.Contains(err.Error(), "host key mismatch") {
 		t.Fatalf("want a host key error, got %v", err)
 	}
@@ -213,12 +227,10 @@ func TestAllInParallel(t *testing.T) {
 	bad := b.Node("node-bad")
 	bad.SSH.HostKey = sshdtest.RandomHostKey(t)
 	nodes := []inventory.Node{a.Node("node-a"), b.Node("node-b"), bad}
-	base := t.TempDir()
-	ports := map[string]string{"node-a": testaddr.Free(t), "node-b": testaddr.Free(t), "node-bad": testaddr.Free(t)}
-	opts := Options{Logger: quiet(), Parallel: 2, ForNode: func(n inventory.Node, o *Options) {
-		o.RemoteDir = filepath.Join(base, n.Name)
-		o.Listen = ports[n.Name]
-	}}
+	for i := range nodes { // one port, an address each: the agents' hosts come from the inventory
+		nodes[i].PrivateAddress = fmt.Sprintf("127.0.9.%d", i+1)
+	}
+	opts := Options{Base: t.TempDir(), Port: freePort(t), Logger: quiet(), Parallel: 2}
 	defer func() {
 		for _, n := range nodes[:2] {
 			if err := Stop(context.Background(), tr, n, opts); err != nil {
@@ -277,10 +289,10 @@ func TestCrossBuild(t *testing.T) {
 	}
 	src := FindSource(".")
 	if src == "" {
-		t.Fatal("FindSource did not find the rig module above agent/stage")
+		t.Fatal("FindSource did not find the rig module above target/ssh")
 	}
 	out := filepath.Join(t.TempDir(), "hello-arm64")
-	if err := CrossBuild(context.Background(), BuildOptions{Dir: src, Package: "./agent/stage/testdata/hello", GOARCH: "arm64", Out: out}); err != nil {
+	if err := CrossBuild(context.Background(), BuildOptions{Dir: src, Package: "./target/ssh/testdata/hello", GOARCH: "arm64", Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := elf.Open(out)

@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/results"
+)
+
+// action is one thing the timeline does to the cluster. Each kind is a small type, in the way
+// Jepsen's nemeses are: it checks its own settings before anything starts, runs against the
+// run, and describes itself in one line (progress lines and errors use it).
+type action interface {
+	check(servers int) error
+	run(ctx context.Context, r *run) error
+	String() string
+}
+
+// step is an action at its offset from load start.
+type step struct {
+	at time.Duration
+	do action
+}
+
+// newTimeline turns the playbook's timeline into actions, checking each.
+func newTimeline(pb *playbooks.Playbook) ([]step, error) {
+	var out []step
+	var errs []error
+	for i, a := range pb.Timeline {
+		act, err := newAction(a)
+		if err == nil {
+			err = act.check(pb.Cluster.Servers)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("timeline[%d] %s: %w", i, a.Kind, err))
+			continue
+		}
+		out = append(out, step{at: a.At, do: act})
+	}
+	return out, errors.Join(errs...)
+}
+
+// newAction is the one place that knows the playbook's action kinds.
+func newAction(a playbooks.Action) (action, error) {
+	switch {
+	case a.Kind == playbooks.ActSnapshot:
+		return snapshot{}, nil
+	case a.Kind == playbooks.ActStepDown:
+		return stepDown{}, nil
+	case a.Kind == playbooks.ActKill && a.Kill != nil:
+		return kill{*a.Kill}, nil
+	case a.Kind == playbooks.ActBurst && a.Burst != nil:
+		return burst{*a.Burst}, nil
+	case a.Kind == playbooks.ActWaitFor && a.WaitFor != nil:
+		return waitFor{*a.WaitFor}, nil
+	}
+	return nil, fmt.Errorf("unknown action %q (or its settings are missing)", a.Kind)
+}
+
+// snapshot asks the leader for a cluster-wide snapshot at one log index.
+type snapshot struct{}
+
+func (snapshot) check(int) error { return nil }
+func (snapshot) String() string  { return "snapshot on the leader" }
+
+func (snapshot) run(ctx context.Context, r *run) error {
+	leader := r.leader()
+	if leader == "" {
+		return fmt.Errorf("no leader to snapshot on")
+	}
+	// The event is stamped with the request's time and written once the index is known.
+	ev := results.Event{T: time.Now(), Kind: results.KindAction, Action: playbooks.ActSnapshot, Node: leader,
+		Detail: map[string]any{"leader": leader}}
+	defer func() { r.ev.Add(ev) }()
+	body, err := r.agent(leader).EngineAdmin(ctx, "/snapshot")
+	if err != nil {
+		return err
+	}
+	var s engine.Snapshot
+	if err := json.Unmarshal(body, &s); err != nil {
+		return fmt.Errorf("snapshot answer %q: %w", body, err)
+	}
+	ev.Detail["index"], ev.Detail["leader_take_ms"] = s.Index, s.TakeMs
+	r.progress("snapshot at index %d: leader %s took %.1f ms (%d orders, %d bytes, %d syncs)", s.Index, leader, s.TakeMs, s.Orders, s.Bytes, s.Syncs)
+	return nil
+}
+
+// stepDown asks the leader to hand leadership over gracefully.
+type stepDown struct{}
+
+func (stepDown) check(int) error { return nil }
+func (stepDown) String() string  { return "step the leader down" }
+
+func (stepDown) run(ctx context.Context, r *run) error {
+	leader := r.leader()
+	if leader == "" {
+		return fmt.Errorf("no leader to step down")
+	}
+	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActStepDown, Node: leader})
+	if _, err := r.agent(leader).EngineAdmin(ctx, "/step-down"); err != nil {
+		return err
+	}
+	r.progress("step-down requested on %s", leader)
+	return nil
+}
+
+// kill signals a server's engine and, with relaunch_after, relaunches it on its own timer so the
+// timeline goes on meanwhile.
+type kill struct{ playbooks.Kill }
+
+func (k kill) check(servers int) error {
+	if k.RelaunchAfter < 0 {
+		return fmt.Errorf("relaunch_after %s is negative", k.RelaunchAfter)
+	}
+	return errors.Join(playbooks.CheckNodeRef(k.Node, servers), playbooks.CheckSignal(k.Signal))
+}
+
+func (k kill) String() string {
+	s := fmt.Sprintf("kill -%s %s", k.Signal, k.Node)
+	if k.RelaunchAfter > 0 {
+		s += fmt.Sprintf(", relaunch after %s", k.RelaunchAfter)
+	}
+	return s
+}
+
+func (k kill) run(ctx context.Context, r *run) error {
+	name, err := r.resolveNode(k.Node)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.down[name], r.killed[name], r.lastKilled = true, true, name
+	r.notifyLocked()
+	r.mu.Unlock()
+	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActKill, Node: name, Detail: map[string]any{"signal": k.Signal, "as": k.Node}})
+	if err := r.agent(name).Signal(ctx, k.Signal); err != nil {
+		return err
+	}
+	r.progress("kill -%s %s (%s)", k.Signal, name, k.Node)
+	if k.RelaunchAfter > 0 {
+		r.async(ctx, relaunch{node: name, after: k.RelaunchAfter})
+	}
+	return nil
+}
+
+// relaunch starts a killed server's engine again on the same folder, after a delay. A kill
+// schedules it; it is not a playbook entry of its own.
+type relaunch struct {
+	node  string
+	after time.Duration
+}
+
+func (relaunch) check(int) error  { return nil }
+func (a relaunch) String() string { return fmt.Sprintf("relaunch %s after %s", a.node, a.after) }
+
+func (a relaunch) run(ctx context.Context, r *run) error {
+	if err := sleep(ctx, a.after); err != nil {
+		return nil // the run is over: nothing to relaunch into
+	}
+	r.ev.Add(results.Event{Kind: results.KindAction, Action: "relaunch", Node: a.node})
+	if err := r.agent(a.node).Relaunch(ctx); err != nil {
+		return fmt.Errorf("relaunch %s: %w", a.node, err)
+	}
+	r.mu.Lock()
+	delete(r.down, a.node)
+	r.notifyLocked()
+	r.mu.Unlock()
+	r.progress("relaunched %s", a.node)
+	return nil
+}
+
+// burst has the load generator send messages at wire speed beside the probe stream.
+type burst struct{ playbooks.Burst }
+
+func (b burst) check(int) error {
+	switch {
+	case b.Messages < 1:
+		return fmt.Errorf("messages is %d; want at least 1", b.Messages)
+	case b.Count < 1:
+		return fmt.Errorf("count is %d; want at least 1", b.Count)
+	case b.Count > 1 && b.Every <= 0:
+		return fmt.Errorf("count is %d but every is %s; want the time between bursts", b.Count, b.Every)
+	}
+	return nil
+}
+
+func (b burst) String() string {
+	if b.Count > 1 {
+		return fmt.Sprintf("burst of %d messages, %d times every %s", b.Messages, b.Count, b.Every)
+	}
+	return fmt.Sprintf("burst of %d messages", b.Messages)
+}
+
+func (b burst) run(ctx context.Context, r *run) error {
+	detail := map[string]any{"messages": b.Messages, "every_ns": b.Every.Nanoseconds(), "count": b.Count}
+	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActBurst, Detail: detail})
+	return r.loadgenControl(ctx, "/burst", detail)
+}
+
+// waitFor holds the timeline back until a server (or every server) reaches a phase.
+type waitFor struct{ playbooks.WaitFor }
+
+func (w waitFor) check(servers int) error {
+	err := playbooks.CheckPhase(w.Phase)
+	if w.Node != "" {
+		err = errors.Join(err, playbooks.CheckNodeRef(w.Node, servers))
+	}
+	if w.Timeout <= 0 {
+		err = errors.Join(err, fmt.Errorf("timeout %s: want a positive duration", w.Timeout))
+	}
+	return err
+}
+
+func (w waitFor) String() string {
+	return fmt.Sprintf("wait until %s is %s (timeout %s)", orAll(w.Node), w.Phase, w.Timeout)
+}
+
+func (w waitFor) run(ctx context.Context, r *run) error {
+	node := w.Node
+	if node != "" {
+		var err error
+		if node, err = r.resolveNode(node); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActWaitFor, Node: node, Detail: map[string]any{"phase": w.Phase}})
+	deadline := start.Add(w.Timeout)
+	// Relaunches still pending count too: waiting for "ready" right after a kill means waiting
+	// for the relaunched node.
+	if node == "" {
+		if err := r.waitRelaunches(ctx, time.Until(deadline)); err != nil {
+			return err
+		}
+	}
+	if err := r.waitPhase(ctx, node, w.Phase, time.Until(deadline)); err != nil {
+		return err
+	}
+	r.progress("wait_for %s %s: %s", orAll(node), w.Phase, time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,309 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/target"
+)
+
+// basePlaybook is a short run on three servers; tests append a timeline.
+const basePlaybook = `name: fake
+cluster: {servers: 3, clients: 1}
+engine: {sync_level: 1}
+preload: {orders: 1k}
+load: {probe_rate: 100/s}
+warmup: 100ms
+duration: %s
+`
+
+func plan(t *testing.T, duration, rest string) *playbooks.Plan {
+	t.Helper()
+	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, duration)+rest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+type result struct {
+	outs   []Outcome
+	err    error
+	man    results.Manifest
+	events []results.Event
+}
+
+func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan) result {
+	t.Helper()
+	var res result
+	res.outs, res.err = Run(ctx, pl, Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	if len(res.outs) == 0 {
+		return res
+	}
+	dir := res.outs[len(res.outs)-1].Dir
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res.man); err != nil {
+		t.Fatal(err)
+	}
+	if res.events, err = results.ReadEvents(filepath.Join(dir, "events.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (r result) actions() []string {
+	var out []string
+	for _, e := range r.events {
+		if e.Kind == results.KindAction {
+			out = append(out, e.Action+" "+e.Node)
+		}
+	}
+	return out
+}
+
+func (r result) phases() []string {
+	var out []string
+	for _, p := range r.man.Phases {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// Every action kind runs against the cluster in timeline order, and the run folder records it.
+func TestEveryAction(t *testing.T) {
+	c := newFakeCluster(t)
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "3s", `timeline:
+  - {at: 200ms, snapshot: {}}
+  - {at: 300ms, kill: {node: follower, signal: KILL, relaunch_after: 200ms}}
+  - {at: 400ms, wait_for: {phase: ready, timeout: 2s}}
+  - {at: 600ms, step_down: {}}
+  - {at: 700ms, burst: {messages: 500, count: 2, every: 100ms}}
+  - {at: 800ms, wait_for: {phase: ready, node: node-2, timeout: 1s}}
+`))
+	if res.err != nil || res.outs[0].Status != results.StatusOK {
+		t.Fatalf("run: %v (%+v)", res.err, res.outs)
+	}
+	want := []string{"snapshot node-0", "kill node-2", "wait_for ", "relaunch node-2", "step_down node-0", "burst ", "wait_for node-2"}
+	if got := res.actions(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("actions %q, want %q", got, want)
+	}
+	for _, e := range res.events {
+		if e.Kind == results.KindAction && e.Action == "snapshot" {
+			if ix, _ := e.Detail["index"].(float64); ix != 100 || e.Detail["leader"] != "node-0" {
+				t.Errorf("snapshot event detail %v: want index 100 and the leader", e.Detail)
+			}
+		}
+	}
+	for _, call := range []string{
+		"node-0 POST /engine/proxy /snapshot",
+		"node-2 POST /engine/signal",
+		"node-2 POST /engine/relaunch",
+		"node-0 POST /engine/proxy /step-down",
+		`client-0 loadgen burst {"count":2,"every_ns":100000000,"messages":500}`,
+		"client-0 loadgen preload",
+		" stop",
+	} {
+		if !c.called(call) {
+			t.Errorf("no call %q; calls:\n%s", call, strings.Join(c.calls, "\n"))
+		}
+	}
+	wantPhases := "start engines_started preload_start preload_end load_start warmup_end load_end end"
+	if got := strings.Join(res.phases(), " "); got != wantPhases {
+		t.Errorf("stages %q, want %q", got, wantPhases)
+	}
+	if res.man.Status != results.StatusOK || res.man.Target != "fake" {
+		t.Errorf("manifest status %q target %q", res.man.Status, res.man.Target)
+	}
+	// Engines stopped, data removed, then the cluster: in that order.
+	if i, j := indexOf(c.calls, "node-0 POST /engine/stop"), indexOf(c.calls, " stop"); i < 0 || j < i {
+		t.Errorf("engines must stop before the cluster: %q", c.calls)
+	}
+}
+
+func indexOf(calls []string, prefix string) int {
+	for i, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// A plan of several runs names them r01, r02, ... (the plan counts from 1).
+func TestRunIDsCountFromOne(t *testing.T) {
+	pl := plan(t, "1s", "matrix: {preload.orders: [1k, 2k]}\n")
+	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, &playbooks.Plan{Runs: pl.Runs[:1]})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	// Each run of the plan gets a cluster of its own.
+	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: t.TempDir(), Binary: "rig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 || !regexp.MustCompile(`-r01$`).MatchString(outs[0].RunID) || !regexp.MustCompile(`-r02$`).MatchString(outs[1].RunID) {
+		t.Fatalf("run ids %q %q", outs[0].RunID, outs[1].RunID)
+	}
+	if strings.Contains(res.outs[0].RunID, "-r") {
+		t.Errorf("a plan of one run has no -rNN: %s", res.outs[0].RunID)
+	}
+}
+
+// multiTarget starts a fresh fake cluster per run.
+type multiTarget struct{ t *testing.T }
+
+func (m *multiTarget) Name() string { return "fake" }
+func (m *multiTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
+	return (&fakeTarget{c: newFakeCluster(m.t)}).Start(ctx, so)
+}
+
+// An interrupt at any stage stops what was started, keeps the run folder, and says interrupted.
+func TestInterruptAtEachStage(t *testing.T) {
+	timeline := `timeline:
+  - {at: 100ms, kill: {node: follower, signal: KILL, relaunch_after: 100ms}}
+  - {at: 150ms, wait_for: {phase: ready, timeout: 5s}}
+  - {at: 200ms, snapshot: {}}
+`
+	stages := []struct {
+		name   string
+		hook   string // the agent call that interrupts ("" : see setup)
+		setup  func(c *fakeCluster, tgt *fakeTarget, cancel func())
+		marks  string // the stages recorded
+		engine bool   // engines were started, so they are stopped
+	}{
+		{name: "cluster start", setup: func(c *fakeCluster, tgt *fakeTarget, cancel func()) { tgt.onStart = cancel },
+			marks: "end"},
+		{name: "engine start", hook: "POST /engine/start", marks: "start end", engine: true},
+		{name: "preload", setup: func(c *fakeCluster, _ *fakeTarget, cancel func()) {
+			c.lg.preload = func(ctx context.Context) error { cancel(); <-ctx.Done(); return ctx.Err() }
+		}, marks: "start engines_started preload_start end", engine: true},
+		{name: "timeline kill", hook: "POST /engine/signal", marks: "start engines_started preload_start preload_end load_start warmup_end load_end end", engine: true},
+		{name: "wait_for", hook: "POST /engine/relaunch", marks: "start engines_started preload_start preload_end load_start warmup_end load_end end", engine: true},
+	}
+	for _, s := range stages {
+		t.Run(s.name, func(t *testing.T) {
+			c := newFakeCluster(t)
+			tgt := &fakeTarget{c: c}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if s.setup != nil {
+				s.setup(c, tgt, cancel)
+			}
+			if s.hook != "" {
+				c.onCall = func(_, call string) {
+					if strings.HasPrefix(call, s.hook) {
+						cancel()
+					}
+				}
+			}
+			start := time.Now()
+			res := runFake(t, ctx, tgt, plan(t, "5s", timeline))
+			if !errors.Is(res.err, ErrInterrupted) || !errors.Is(res.outs[0].Err, ErrInterrupted) {
+				t.Fatalf("err %v, want ErrInterrupted", res.err)
+			}
+			if d := time.Since(start); d > 4*time.Second {
+				t.Errorf("the interrupted run took %s: it waited out the load instead of stopping", d)
+			}
+			if res.man.Status != results.StatusInterrupted {
+				t.Errorf("manifest status %q", res.man.Status)
+			}
+			if got := strings.Join(res.phases(), " "); got != s.marks {
+				t.Errorf("stages %q, want %q", got, s.marks)
+			}
+			if c.started != c.stopped {
+				t.Errorf("cluster started %v, stopped %v", c.started, c.stopped)
+			}
+			if s.engine && !c.called("node-0 POST /engine/stop") {
+				t.Errorf("engines not stopped: %q", c.calls)
+			}
+		})
+	}
+}
+
+// Each way a run can fail leaves a failed run folder that says why, and stops the cluster.
+func TestFailures(t *testing.T) {
+	cases := []struct {
+		name     string
+		timeline string
+		setup    func(c *fakeCluster, tgt *fakeTarget)
+		want     string
+	}{
+		{name: "target does not start", setup: func(_ *fakeCluster, tgt *fakeTarget) { tgt.startErr = errors.New("no nodes today") },
+			want: "no nodes today"},
+		{name: "engine exits at start", setup: func(c *fakeCluster, _ *fakeTarget) { c.exitAtStart = "node-1" },
+			want: "cluster did not become ready: the engine on node-1 exited (exit status 1)"},
+		{name: "agent gone mid-run", timeline: "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n",
+			setup: func(c *fakeCluster, _ *fakeTarget) {
+				c.onCall = func(node, call string) {
+					if node == "node-1" && strings.HasPrefix(call, "POST /engine/signal") {
+						c.mu.Lock()
+						c.nodes["node-1"].gone = true
+						c.mu.Unlock()
+					}
+				}
+			},
+			want: "timeline[0] kill -KILL node-1 at 100ms: agent node-1 POST /engine/signal"},
+		{name: "load generator exits before its first probe", setup: func(c *fakeCluster, _ *fakeTarget) {
+			c.lg.exitEarly = errors.New("exit status 3")
+		}, want: "load generator exited before its first probe: exit status 3"},
+		{name: "load generator exits mid-run", setup: func(c *fakeCluster, _ *fakeTarget) {
+			c.lg.exitEarly, c.lg.exitAfter = errors.New("exit status 4"), 200*time.Millisecond
+		}, want: "load generator: exit status 4"},
+		{name: "wait_for times out", timeline: "timeline:\n  - {at: 100ms, wait_for: {phase: catching-up, timeout: 200ms}}\n",
+			want: "timeline[0] wait until all servers is catching-up (timeout 200ms) at 100ms: all servers did not reach catching-up within 200ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFakeCluster(t)
+			tgt := &fakeTarget{c: c}
+			if tc.setup != nil {
+				tc.setup(c, tgt)
+			}
+			res := runFake(t, context.Background(), tgt, plan(t, "2s", tc.timeline))
+			if res.err == nil || !strings.Contains(res.err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to say %q", res.err, tc.want)
+			}
+			if res.man.Status != results.StatusFailed || !strings.Contains(res.man.Error, tc.want) {
+				t.Errorf("manifest status %q error %q", res.man.Status, res.man.Error)
+			}
+			if c.started != c.stopped {
+				t.Errorf("cluster started %v, stopped %v", c.started, c.stopped)
+			}
+		})
+	}
+}
+
+// A timeline the runner cannot run is refused before anything starts.
+func TestBadTimelineStartsNothing(t *testing.T) {
+	pl := plan(t, "2s", "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n")
+	pl.Runs[0].Playbook.Timeline[0].Kill.Node = "node-7"
+	c := newFakeCluster(t)
+	dir := t.TempDir()
+	outs, err := Run(context.Background(), pl, Options{Target: &fakeTarget{c: c}, ResultsDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "timeline[0] kill") || !strings.Contains(err.Error(), "node-7") {
+		t.Fatalf("err %v", err)
+	}
+	if len(outs) != 0 || c.started {
+		t.Fatal("a refused plan started something")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused plan created %d entries in the results folder", len(ents))
+	}
+}

@@ -1,0 +1,226 @@
+// Package local is the embedded default target: every node is a folder in the run folder with
+// its own loopback address (127.0.0.11, .12, ...), its own agent process, and engines and the
+// load generator as child processes. Playbooks run on it unchanged; only the scale differs from
+// a cloud cluster.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/transport"
+	localtr "github.com/rig-dev/rig/transport/local"
+)
+
+// Options configure the local target.
+type Options struct {
+	FirstAddress string // first loopback address (default 127.0.0.11); nodes count up from it
+	// Tune allows a playbook's kernel tuning on this machine (reverted at the end of the run).
+	Tune bool
+}
+
+// Target lays out local nodes and runs their agents.
+type Target struct {
+	opts Options
+}
+
+var _ target.Target = (*Target)(nil)
+
+// New returns a local target.
+func New(opts Options) *Target {
+	if opts.FirstAddress == "" {
+		opts.FirstAddress = "127.0.0.11"
+	}
+	return &Target{opts: opts}
+}
+
+// Name is "local".
+func (t *Target) Name() string { return "local" }
+
+// Inventory lays out the nodes in dir: servers node-0..node-(N-1), then clients client-0...
+func (t *Target) Inventory(dir string, servers, clients int) (*inventory.Inventory, error) {
+	first := net.ParseIP(t.opts.FirstAddress).To4()
+	if first == nil || !first.IsLoopback() {
+		return nil, fmt.Errorf("local target: first address %q is not an IPv4 loopback address", t.opts.FirstAddress)
+	}
+	if servers < 1 || clients < 1 {
+		return nil, fmt.Errorf("local target: need at least 1 server and 1 client, have %d and %d", servers, clients)
+	}
+	inv := &inventory.Inventory{Target: "local"}
+	add := func(name, role string, i int) {
+		ip := make(net.IP, 4)
+		copy(ip, first)
+		ip[3] += byte(i)
+		inv.Nodes = append(inv.Nodes, inventory.Node{Name: name, Role: role, Address: ip.String(), PrivateAddress: ip.String(), Dir: filepath.Join(dir, name)})
+	}
+	for i := 0; i < servers; i++ {
+		add("node-"+strconv.Itoa(i), inventory.RoleServer, i)
+	}
+	for i := 0; i < clients; i++ {
+		add("client-"+strconv.Itoa(i), inventory.RoleClient, servers+i)
+	}
+	if int(first[3])+len(inv.Nodes) > 255 {
+		return nil, fmt.Errorf("local target: %d nodes do not fit after %s", len(inv.Nodes), first)
+	}
+	return inv, inv.Validate()
+}
+
+// Start lays out the nodes in the run folder and starts one `rig agent` per node, waiting until
+// each answers ping. Agents run in their own process group (a Ctrl-C reaches only the
+// controller, which stops them in order) and die with the controller (Pdeathsig), so no agent or
+// engine outlives an interrupted run.
+func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
+	inv, err := t.Inventory(so.RunDir, so.Servers, so.Clients)
+	if err != nil {
+		return nil, fmt.Errorf("build inventory: %w", err)
+	}
+	bin := so.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find rig binary: %w", err)
+		}
+	}
+	log := so.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{t: t, inv: inv, dir: so.RunDir, bin: bin, log: log, tr: localtr.New(),
+		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+	if err := c.startAgents(ctx); err != nil {
+		c.Stop(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("start agents: %w", err)
+	}
+	return c, nil
+}
+
+// Cluster is a started local cluster.
+type Cluster struct {
+	t   *Target
+	inv *inventory.Inventory
+	dir string
+	bin string
+	log *slog.Logger
+	tr  *localtr.Transport
+
+	agents map[string]*agent.Client // written before Start returns, read-only after
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+	done  map[string]chan struct{}
+}
+
+var _ target.Cluster = (*Cluster)(nil)
+
+func (c *Cluster) startAgents(ctx context.Context) error {
+	for _, n := range c.inv.Nodes {
+		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+			return fmt.Errorf("create node folder %s: %w", n.Dir, err)
+		}
+		logf, err := os.OpenFile(filepath.Join(n.Dir, "agent.stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		addr := target.AgentAddr(n, 0)
+		cmd := exec.Command(c.bin, "agent", "--listen", addr, "--dir", n.Dir, "--node", n.Name)
+		cmd.Dir = n.Dir
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return fmt.Errorf("start agent on %s: %w", n.Name, err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); logf.Close(); close(done) }()
+		c.mu.Lock()
+		c.procs[n.Name], c.done[n.Name] = cmd, done
+		c.mu.Unlock()
+		c.agents[n.Name] = target.AgentClient(c.tr, n, addr)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, n := range c.inv.Nodes {
+		for {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := c.agents[n.Name].Ping(pctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("agent on %s did not answer ping: %w", n.Name, errors.Join(err, ctx.Err()))
+			}
+			// Ping again shortly, unless the agent exited: then it never will.
+			select {
+			case <-c.done[n.Name]:
+				return fmt.Errorf("agent on %s exited at start (see %s)", n.Name, filepath.Join(n.Dir, "agent.stderr"))
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) Inventory() *inventory.Inventory              { return c.inv }
+func (c *Cluster) Transport() transport.Transport               { return c.tr }
+func (c *Cluster) Agent(node string) *agent.Client              { return c.agents[node] }
+func (c *Cluster) Binary(inventory.Node) string                 { return c.bin }
+func (c *Cluster) NodePath(n inventory.Node, rel string) string { return filepath.Join(n.Dir, rel) }
+
+// OutputPath is in the run folder itself: the nodes share this machine's filesystem.
+func (c *Cluster) OutputPath(_ inventory.Node, rel string) string { return filepath.Join(c.dir, rel) }
+
+// Gather has nothing to do: OutputPath is the run folder.
+func (c *Cluster) Gather(context.Context, inventory.Node, string) error { return nil }
+
+// Remove deletes path (relative: in the node's folder).
+func (c *Cluster) Remove(_ context.Context, n inventory.Node, path string) error {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(n.Dir, path)
+	}
+	return os.RemoveAll(path)
+}
+
+// Traits: one machine, one clock and one kernel.
+func (c *Cluster) Traits() target.Traits {
+	tr := target.Traits{OneClock: true, TuneNodes: c.inv.Nodes[:1]}
+	if !c.t.opts.Tune {
+		tr.TuneSkipped = "on the local target it would change this machine's own kernel settings (rig run --tune-local allows it; they are reverted at the end)"
+	}
+	return tr
+}
+
+// Collect has nothing to do: every node's folder is in the run folder already.
+func (c *Cluster) Collect(context.Context) error { return nil }
+
+// Stop terminates every agent (each stops its engine first) and waits for them.
+func (c *Cluster) Stop(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, cmd := range c.procs {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done[name]:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-c.done[name]
+		}
+	}
+	c.procs = map[string]*exec.Cmd{}
+	for _, a := range c.agents {
+		a.Close()
+	}
+	return c.tr.Close()
+}

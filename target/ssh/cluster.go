@@ -1,0 +1,155 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/transport"
+	"github.com/rig-dev/rig/transport/sshx"
+)
+
+// TargetOptions say how to reach a cluster over SSH.
+type TargetOptions struct {
+	Nodes    inventory.Target // a Pulumi stack, or an inventory file
+	Stack    string           // recorded in the manifest (rig down archives a stack's runs)
+	KeyFiles []string         // SSH private keys
+	Sudo     bool             // run the agent as root through sudo -n (tuning needs root)
+	Base     string           // folder on the nodes that holds rig-NODE (default: the login home)
+}
+
+// Target is a cluster of hosts reached over SSH.
+type Target struct{ opts TargetOptions }
+
+var _ target.Target = (*Target)(nil)
+
+// New returns an SSH target.
+func New(o TargetOptions) *Target { return &Target{opts: o} }
+
+// Name names the inventory's source.
+func (t *Target) Name() string { return t.opts.Nodes.Name() }
+
+// Start reads the inventory, opens the SSH transport (host keys verified against it), stages the
+// rig binary on every node (a no-op when its hash matches) and starts one agent per node as a
+// daemon.
+func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
+	inv, err := t.opts.Nodes.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s: %w", t.opts.Nodes.Name(), err)
+	}
+	log := so.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tr, err := sshx.New(sshx.Options{KeyFiles: t.opts.KeyFiles, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("ssh transport: %w", err)
+	}
+	c := &Cluster{t: t, inv: inv, tr: tr, dir: so.RunDir, log: log, agents: map[string]*agent.Client{},
+		stage: Options{Base: t.opts.Base, Sudo: t.opts.Sudo, Logger: log}}
+	if so.Binary != "" {
+		// It runs on nodes of this machine's architecture; others get a cross build.
+		c.stage.Binaries = map[string]string{runtime.GOARCH: so.Binary}
+	}
+	if so.Progress != nil {
+		so.Progress("staging rig on %d nodes over SSH", len(inv.Nodes))
+	}
+	if _, err := All(ctx, tr, inv.Nodes, c.stage); err != nil {
+		// Some agents may have started: stop them all.
+		c.Stop(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("stage: %w", err)
+	}
+	for _, n := range inv.Nodes {
+		c.agents[n.Name] = target.AgentClient(tr, n, target.AgentAddr(n, 0))
+	}
+	return c, nil
+}
+
+// Cluster is a started SSH cluster.
+type Cluster struct {
+	t      *Target
+	inv    *inventory.Inventory
+	tr     transport.Transport
+	dir    string
+	log    *slog.Logger
+	stage  Options
+	agents map[string]*agent.Client // written before Start returns, read-only after
+}
+
+var _ target.Cluster = (*Cluster)(nil)
+
+func (c *Cluster) Inventory() *inventory.Inventory { return c.inv }
+func (c *Cluster) Transport() transport.Transport  { return c.tr }
+func (c *Cluster) Agent(node string) *agent.Client { return c.agents[node] }
+
+// Binary is the staged binary.
+func (c *Cluster) Binary(n inventory.Node) string { return c.stage.withDefaults(n).BinaryPath() }
+
+// NodePath is in the node's agent folder.
+func (c *Cluster) NodePath(n inventory.Node, rel string) string {
+	return path.Join(c.stage.withDefaults(n).AgentDir(), rel)
+}
+
+// OutputPath is in the node's agent folder; Gather downloads it.
+func (c *Cluster) OutputPath(n inventory.Node, rel string) string { return c.NodePath(n, rel) }
+
+// Gather downloads OutputPath(n, rel) to RunDir/rel.
+func (c *Cluster) Gather(ctx context.Context, n inventory.Node, rel string) error {
+	local := filepath.Join(c.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return err
+	}
+	return c.tr.Download(ctx, n, c.OutputPath(n, rel), local)
+}
+
+// Remove runs rm -rf on the node (through sudo when the agent runs as root: it owns the files).
+func (c *Cluster) Remove(ctx context.Context, n inventory.Node, p string) error {
+	if !path.IsAbs(p) {
+		p = c.NodePath(n, p)
+	}
+	_, err := c.tr.Exec(ctx, n, transport.Cmd{Args: []string{"rm", "-rf", "--", p}, Sudo: c.t.opts.Sudo})
+	return err
+}
+
+// Traits: a clock and a kernel per node.
+func (c *Cluster) Traits() target.Traits {
+	return target.Traits{Stack: c.t.opts.Stack, TuneNodes: c.inv.Nodes}
+}
+
+// Collect pulls every node's folder through its agent into RunDir/<node>.
+func (c *Cluster) Collect(ctx context.Context) error {
+	var errs []error
+	for _, n := range c.inv.Nodes {
+		if err := c.agents[n.Name].CollectInto(ctx, filepath.Join(c.dir, n.Name), agent.CollectOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("collect %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop ends every agent, on a budget of its own whatever ctx has left, then closes the
+// transport.
+func (c *Cluster) Stop(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, n := range c.inv.Nodes {
+		if err := Stop(sctx, c.tr, n, c.stage); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, a := range c.agents {
+		a.Close()
+	}
+	c.tr.Close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,103 @@
+// Package target is the seam between the runner and the machines a run uses. A Target starts a
+// cluster and hands back one Cluster value that owns everything target-specific: how nodes are
+// reached (transport), their agents, where files live on them, collection and stop. The runner
+// only ever talks to a Cluster, so it never knows whether the nodes are folders on this machine
+// (target/local) or hosts reached over SSH (target/ssh). The shape follows roachprod's
+// vm.Provider: one small interface per provider, the caller oblivious of which one it has.
+package target
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/transport"
+)
+
+// Target starts clusters.
+type Target interface {
+	// Name says which cluster this is, for messages ("local", "inventory:FILE", "stack:NAME").
+	Name() string
+	// Start brings up one agent per node and returns the cluster; on error nothing it started
+	// is left running.
+	Start(ctx context.Context, o StartOptions) (Cluster, error)
+}
+
+// StartOptions are what a run asks of a target.
+type StartOptions struct {
+	RunDir           string // the run folder on this machine (absolute)
+	Servers, Clients int    // what the playbook needs (the local target builds exactly that)
+	Binary           string // the rig binary to run on the nodes (default: this executable)
+	Logger           *slog.Logger
+	Progress         func(format string, args ...any) // human progress lines (nil: none)
+}
+
+// Cluster is a started cluster. Its methods are safe for concurrent use.
+type Cluster interface {
+	Inventory() *inventory.Inventory
+	// Transport reaches the nodes: run commands, move files, dial their loopback services.
+	Transport() transport.Transport
+	// Agent is the client of the node's agent.
+	Agent(node string) *agent.Client
+	// Binary is the rig binary on the node.
+	Binary(n inventory.Node) string
+	// NodePath is a path in the node's agent folder, as the node sees it.
+	NodePath(n inventory.Node, rel string) string
+	// OutputPath is where a program on the node writes a file that belongs at rel in the run
+	// folder; Gather brings it there (a no-op when the node writes into the run folder itself).
+	OutputPath(n inventory.Node, rel string) string
+	Gather(ctx context.Context, n inventory.Node, rel string) error
+	// Remove deletes a path on the node (relative paths are in its agent folder).
+	Remove(ctx context.Context, n inventory.Node, path string) error
+	// Traits are the facts about the cluster a run acts on.
+	Traits() Traits
+	// Collect brings every node's folder (logs, transitions, samples; large engine data left
+	// out) into RunDir/<node>.
+	Collect(ctx context.Context) error
+	// Stop ends the agents (each stops its engine first) and closes the transport.
+	Stop(ctx context.Context) error
+}
+
+// Traits describe a cluster in the terms a run needs.
+type Traits struct {
+	// Stack is the Pulumi stack the nodes belong to ("" if none), recorded in the manifest.
+	Stack string
+	// OneClock: every node reads the same clock, so offsets are not measured (a measured
+	// "offset" would only be round-trip noise).
+	OneClock bool
+	// TuneNodes are the agents that apply kernel tuning: one per kernel. Several agents
+	// recording "prior" values of one kernel's setting would revert to each other's changes.
+	TuneNodes []inventory.Node
+	// TuneSkipped, when not empty, says why the playbook's kernel tuning is not applied.
+	TuneSkipped string
+}
+
+// LoopbackHost is where a node's own services (agent, engine admin, load generator control)
+// listen: its private address when that is a loopback address (the local target, or several
+// nodes sharing one host in tests), else 127.0.0.1. Either way they are reached only through
+// the transport.
+func LoopbackHost(n inventory.Node) string {
+	if ip := net.ParseIP(n.PrivateAddress); ip != nil && ip.IsLoopback() {
+		return n.PrivateAddress
+	}
+	return "127.0.0.1"
+}
+
+// AgentAddr is where the node's agent listens, as seen from the node (port 0: agent.DefaultPort).
+func AgentAddr(n inventory.Node, port int) string {
+	if port == 0 {
+		port = agent.DefaultPort
+	}
+	return net.JoinHostPort(LoopbackHost(n), strconv.Itoa(port))
+}
+
+// AgentClient is a client of the node's agent at addr, reached through tr.Dial (an SSH tunnel on
+// remote targets).
+func AgentClient(tr transport.Transport, n inventory.Node, addr string) *agent.Client {
+	return agent.NewClient(n.Name, func(ctx context.Context) (net.Conn, error) {
+		return tr.Dial(ctx, n, addr)
+	})
+}
