@@ -434,17 +434,18 @@ func percentileNs(sorted []int64, num, den int) int64 {
 
 func (d *runData) summarize() *Summary {
 	s := &Summary{
-		RunID:         d.man.RunID,
-		Playbook:      d.man.Playbook.Name,
-		Status:        d.man.Status,
-		Nodes:         map[string]NodeFinal{},
-		Snapshots:     []SnapshotRow{},
-		Restarts:      []RestartRow{},
-		StepDowns:     []StepDownRow{},
-		Bursts:        []BurstRow{},
-		LeaderChanges: []LeaderMark{},
-		Actions:       []ActionMark{},
-		data:          d,
+		RunID:                  d.man.RunID,
+		Playbook:               d.man.Playbook.Name,
+		Status:                 d.man.Status,
+		Nodes:                  map[string]NodeFinal{},
+		Snapshots:              []SnapshotRow{},
+		Restarts:               []RestartRow{},
+		StepDowns:              []StepDownRow{},
+		Bursts:                 []BurstRow{},
+		LeaderChanges:          []LeaderMark{},
+		UnplannedLeaderChanges: []LeaderMark{},
+		Actions:                []ActionMark{},
+		data:                   d,
 	}
 	if s.RunID == "" {
 		s.RunID = filepath.Base(filepath.Clean(d.dir))
@@ -473,6 +474,7 @@ func (d *runData) summarize() *Summary {
 			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: e.Action, Node: e.Node})
 		}
 	}
+	warn = append(warn, flagUnplanned(s)...)
 	s.Warnings = append(append(append([]string{}, d.warnings...), d.trapWarnings()...), warn...)
 	return s
 }

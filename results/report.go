@@ -90,6 +90,9 @@ func renderReport(s *Summary) string {
 				if r.OverlapSnapshot {
 					gap += "¹"
 				}
+				if r.UnplannedLeaderChange {
+					gap += " ⚠ unplanned leader change"
+				}
 			}
 			if r.NormalP50Us != nil {
 				p50 = fmtMs(*r.NormalP50Us / 1e3)
@@ -156,7 +159,7 @@ func renderReport(s *Summary) string {
 			"20 ms; starting counts from the relaunch action, so it includes process start. — : not observed.\n\n")
 
 		pf("### Client latency around restarts\n\n")
-		pf("| window | span | n | p50 | p99 | max | lost |\n|---|---|---|---|---|---|---|\n")
+		pf("| window | span | n | p50 | p90 | p99 | max | lost |\n|---|---|---|---|---|---|---|---|\n")
 		au := s.Restarts[0].Windows.AllUp
 		auSpan := fmt.Sprintf("%s – %s", fmtS(au.FromS), fmtS(au.ToS))
 		if au.ExcludedS > 0 {
@@ -177,13 +180,16 @@ func renderReport(s *Summary) string {
 				if x.w.OverlapsSnapshot {
 					mark, footnote = "¹", true
 				}
+				if x.w.UnplannedLeaderChange {
+					mark += " ⚠ unplanned leader change"
+				}
 				pf("| #%d %s %s%s | %s | %s |\n", i+1, r.Node, x.name, mark, windowSpan(*x.w, s.Settings.LoadS), windowCells(x.w.Stats))
 			}
 		}
 		pf("\nWindows by intended send time: all up = [warm-up end, first kill) minus the snapshot windows; "+
 			"one down = [kill, relaunch); rejoining = [relaunch, ready), or to the end of load if the node never "+
 			"became ready (open). n counts answered probes; lost ones are counted apart. "+
-			"p99 is shown from n ≥ %d, p99.9 from n ≥ %d.", minNForP99, minNForP999)
+			"p90 is shown from n ≥ %d, p99 from n ≥ %d, p99.9 from n ≥ %d.", minNForP90, minNForP99, minNForP999)
 		if footnote {
 			pf(" ¹ A snapshot window overlaps this one: its figures include that snapshot's pause.")
 		}
@@ -191,8 +197,8 @@ func renderReport(s *Summary) string {
 	}
 
 	pf("## Probes overall\n\n")
-	pf("| n | lost | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|\n")
-	pf("| %d | %d | %s | %s | %s | %s |\n\n", s.Probes.N, s.Probes.Lost, usCell(s.Probes.P50Us),
+	pf("| n | lost | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|\n")
+	pf("| %d | %d | %s | %s | %s | %s | %s |\n\n", s.Probes.N, s.Probes.Lost, usCell(s.Probes.P50Us), pctCell(s.Probes.P90Us, s.Probes.N, minNForP90),
 		pctCell(s.Probes.P99Us, s.Probes.N, minNForP99), pctCell(s.Probes.P999Us, s.Probes.N, minNForP999), usCell(s.Probes.MaxUs))
 	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
@@ -227,6 +233,14 @@ func renderReport(s *Summary) string {
 		}
 		pf("Leader: %s at load start; became leader: %s.\n\n", orDash(s.LeaderAtLoadStart), strings.Join(ch, ", "))
 	}
+	if n := len(s.UnplannedLeaderChanges); n > 0 {
+		var ch []string
+		for _, l := range s.UnplannedLeaderChanges {
+			ch = append(ch, fmt.Sprintf("%s at %s", l.Node, fmtS(l.AtS)))
+		}
+		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them; "+
+			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "))
+	}
 
 	pf("## Warnings\n\n")
 	if len(s.Warnings) == 0 {
@@ -249,7 +263,7 @@ func renderReport(s *Summary) string {
 	pf("## Definitions\n\n")
 	pf("- Times are seconds from the load_start event; the end of load is the load_end event. Probes sent before warm-up end are excluded from every figure.\n")
 	pf("- Latency runs from each probe's intended send time (open loop): a probe that could not even be sent during a pause is charged the pause.\n")
-	pf("- Percentiles are nearest-rank over answered probes, with their n; p99 needs n ≥ %d and p99.9 n ≥ %d, else n/a.\n", minNForP99, minNForP999)
+	pf("- Percentiles are nearest-rank over answered probes, with their n; p90 needs n ≥ %d, p99 n ≥ %d and p99.9 n ≥ %d, else n/a.\n", minNForP90, minNForP99, minNForP999)
 	pf("- A load average above the CPU count at start or end is flagged: timings from a contended box are upper bounds.\n")
 	return b.String()
 }
@@ -316,6 +330,10 @@ func pauseCell(r SnapshotRow) string {
 	if r.ClientPauseMs == nil {
 		return "— (no probe)"
 	}
+	if r.UnplannedLeaderChange {
+		r.UnplannedLeaderChange = false
+		return pauseCell(r) + " ⚠ unplanned leader change"
+	}
 	if r.PauseLowerBound {
 		return fmt.Sprintf("≥ %s (%d lost)", fmtMs(*r.ClientPauseMs), r.WindowLost)
 	}
@@ -336,7 +354,7 @@ func windowSpan(w Window, loadS float64) string {
 }
 
 func windowCells(st Stats) string {
-	return fmt.Sprintf("%d | %s | %s | %s | %d", st.N, usCell(st.P50Us), pctCell(st.P99Us, st.N, minNForP99), usCell(st.MaxUs), st.Lost)
+	return fmt.Sprintf("%d | %s | %s | %s | %s | %d", st.N, usCell(st.P50Us), pctCell(st.P90Us, st.N, minNForP90), pctCell(st.P99Us, st.N, minNForP99), usCell(st.MaxUs), st.Lost)
 }
 
 // pctCell shows a tail percentile, or why it is not shown.

@@ -24,6 +24,9 @@ type StepDownRow struct {
 	WindowLost      int      `json:"window_lost"`
 	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"`
 	OverlapSnapshot bool     `json:"overlaps_snapshot,omitempty"`
+	// UnplannedLeaderChange: another leader change than the one asked for happened in the
+	// window, so the gap may include an election.
+	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
 }
 
 // stepDownRows builds one row per step_down action.

@@ -42,7 +42,10 @@ type Summary struct {
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
-	Actions           []ActionMark `json:"actions"`        // every timeline action, in order
+	// UnplannedLeaderChanges are the leader changes no step_down or kill of the leader asked for
+	// (see leader.go); the figures whose windows hold one carry unplanned_leader_change.
+	UnplannedLeaderChanges []LeaderMark `json:"unplanned_leader_changes"`
+	Actions                []ActionMark `json:"actions"` // every timeline action, in order
 
 	Warnings []string `json:"warnings"` // measurement traps and gaps in the data; empty means none
 	Plots    []string `json:"plots,omitempty"`
@@ -102,6 +105,8 @@ type Window struct {
 	ExcludedS float64 `json:"excluded_s,omitempty"`
 	// OverlapsSnapshot: a snapshot window intersects this one, so its figures include a pause.
 	OverlapsSnapshot bool `json:"overlaps_snapshot,omitempty"`
+	// UnplannedLeaderChange: a leader change no action asked for happened in this window.
+	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
 }
 
 // SnapshotRow is one snapshot action.
@@ -128,6 +133,8 @@ type SnapshotRow struct {
 	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the window (answered + lost)
 	WindowLost      int      `json:"window_lost"`
 	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated as the case study's column
+	// UnplannedLeaderChange: a leader change no action asked for happened in the window.
+	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
 }
 
 // RestartRow is one kill action and what followed it.

@@ -1,0 +1,50 @@
+package results
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestUnplannedLeaderChanges(t *testing.T) {
+	s := &Summary{
+		LeaderAtLoadStart: "node-0",
+		Actions: []ActionMark{
+			{AtS: 10, Action: "step_down", Node: "node-0"},
+			{AtS: 30, Action: "kill", Node: "node-2"}, // a follower
+			{AtS: 50, Action: "kill", Node: "node-1"}, // the leader by then
+			{AtS: 70, Action: "snapshot"},
+		},
+		LeaderChanges: []LeaderMark{
+			{AtS: 10.3, Node: "node-1"}, // the step-down's
+			{AtS: 12.0, Node: "node-2"}, // a second election in the step-down's stretch
+			{AtS: 12.5, Node: "node-1"}, // and back
+			{AtS: 12.6, Node: "node-1"}, // reported again: no change
+			{AtS: 31.0, Node: "node-0"}, // after a follower's kill: nobody asked
+			{AtS: 32.0, Node: "node-1"},
+			{AtS: 51.5, Node: "node-0"}, // the leader's kill
+			{AtS: 71.0, Node: "node-2"}, // during a snapshot
+		},
+		Snapshots: []SnapshotRow{{AtS: 70, WindowFromS: 69, WindowToS: 72}, {AtS: 90, WindowFromS: 89, WindowToS: 91}},
+		StepDowns: []StepDownRow{{AtS: 10, WindowFromS: 9, WindowToS: 11.3}},
+	}
+	warn := flagUnplanned(s)
+	want := []LeaderMark{{12.0, "node-2"}, {12.5, "node-1"}, {31.0, "node-0"}, {32.0, "node-1"}, {71.0, "node-2"}}
+	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
+		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
+	}
+	if !s.Snapshots[0].UnplannedLeaderChange || s.Snapshots[1].UnplannedLeaderChange {
+		t.Errorf("snapshot flags %v %v, want the first only", s.Snapshots[0].UnplannedLeaderChange, s.Snapshots[1].UnplannedLeaderChange)
+	}
+	if s.StepDowns[0].UnplannedLeaderChange {
+		t.Error("the step-down's own change flagged its window")
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "5 unplanned leader change(s)") || !strings.Contains(warn[0], "snapshot at 70.0 s") {
+		t.Errorf("warnings %q", warn)
+	}
+
+	quiet := &Summary{LeaderAtLoadStart: "node-0", Actions: []ActionMark{{AtS: 5, Action: "step_down"}}, LeaderChanges: []LeaderMark{{6, "node-1"}}}
+	if w := flagUnplanned(quiet); w != nil || quiet.UnplannedLeaderChanges == nil || len(quiet.UnplannedLeaderChanges) != 0 {
+		t.Errorf("a planned change: warnings %q, unplanned %v (want an empty list, not null)", w, quiet.UnplannedLeaderChanges)
+	}
+}
