@@ -98,3 +98,46 @@ func TestVolumeNotFound(t *testing.T) {
 		t.Fatalf("%v: want ErrNotFound naming the volume", err)
 	}
 }
+
+func TestUnmountSyncsAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	dev := loop(t)
+	mp := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() { exec.Command("umount", mp).Run() })
+	if _, err := Unmount(ctx, UnmountOptions{MountPoint: "relative"}); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("relative mount point: %v, want ErrBadOption", err)
+	}
+	if _, err := Prepare(ctx, Options{Device: dev, MountPoint: mp, Format: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "written"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A file held open keeps the mount busy: refused, not forced.
+	f, err := os.Open(filepath.Join(mp, "written"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmount(ctx, UnmountOptions{MountPoint: mp}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("busy mount: %v, want ErrInUse", err)
+	}
+	f.Close()
+	res, err := Unmount(ctx, UnmountOptions{MountPoint: mp})
+	if err != nil || !res.Synced || !res.Unmounted || !sameDevice(res.Device, dev) {
+		t.Fatalf("unmount %+v, %v", res, err)
+	}
+	if src, ok := mountedAt(ctx, mp); ok {
+		t.Fatalf("still mounted from %s", src)
+	}
+	// Again: nothing to do.
+	if res, err := Unmount(ctx, UnmountOptions{MountPoint: mp}); err != nil || res.Unmounted {
+		t.Fatalf("second unmount %+v, %v", res, err)
+	}
+	// What was written reached the device: mounted again, the file is there.
+	if _, err := Prepare(ctx, Options{Device: dev, MountPoint: mp}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "written")); err != nil || string(b) != "kept" {
+		t.Fatalf("after remount: %q %v", b, err)
+	}
+}

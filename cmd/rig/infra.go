@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +22,46 @@ type infraFlags struct {
 	projectDir string
 	resultsDir string
 	verbose    bool
+}
+
+// nodeFlags are how down and gc reach the nodes to stop engines and unmount the data volumes
+// before destroying; the same flags as rig run.
+type nodeFlags struct {
+	keyFiles             []string
+	sudo                 bool
+	remoteDir, dataMount string
+}
+
+func (n *nodeFlags) register(c *cobra.Command) {
+	c.Flags().StringSliceVar(&n.keyFiles, "ssh-key", nil, "SSH private key file(s): stop engines, sync and unmount the data volumes before destroying")
+	c.Flags().BoolVar(&n.sudo, "sudo", false, "run the agents as root through sudo -n (unmount needs root), as given to rig run")
+	c.Flags().StringVar(&n.remoteDir, "remote-dir", "", "base folder on the nodes, as given to rig run")
+	c.Flags().StringVar(&n.dataMount, "data-mount", "/data", "where the data volumes are mounted, as given to rig run")
+}
+
+// args passes the flags to rig-stack, with this executable to start the agents with.
+func (n *nodeFlags) args() []string {
+	var out []string
+	for _, k := range n.keyFiles {
+		if abs, err := filepath.Abs(k); err == nil {
+			k = abs // rig-stack runs in the project folder
+		}
+		out = append(out, "--ssh-key", k)
+	}
+	if len(n.keyFiles) == 0 {
+		return nil
+	}
+	if n.sudo {
+		out = append(out, "--sudo")
+	}
+	if n.remoteDir != "" {
+		out = append(out, "--remote-dir", n.remoteDir)
+	}
+	out = append(out, "--data-mount", n.dataMount)
+	if self, err := os.Executable(); err == nil && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		out = append(out, "--rig-binary", self)
+	}
+	return out
 }
 
 func (f *infraFlags) register(c *cobra.Command) {
@@ -131,15 +172,18 @@ live in a local file backend. The first run builds the driver (go build ./infra/
 
 func downCmd() *cobra.Command {
 	var f infraFlags
+	var nf nodeFlags
 	var name, to string
 	var noArchive bool
 	c := &cobra.Command{
 		Use:   "down --stack NAME",
-		Short: "Archive every run of a stack, verify the archives, then destroy the stack",
+		Short: "Archive every run of a stack, verify the archives, unmount the data volumes, then destroy the stack",
 		Long: `Archive every results/<run-id>/ whose manifest.json names the stack (tar.zst + sha256
-manifest, read back and verified) to the stack's results bucket, s3://<bucket>/NAME/, or to --to;
-only then destroy the stack. If any archive fails, nothing is destroyed. The results bucket is
-kept (rig:retainBucket, default true).`,
+manifest, read back and verified) to the stack's results bucket, s3://<bucket>/NAME/, or to --to.
+If any archive fails, nothing is destroyed. Then, with --ssh-key (and --sudo, --remote-dir,
+--data-mount as given to rig run), each node's agent stops its engine, syncs and unmounts the data
+volume; then the stack is destroyed. The volume attachments are declared SkipDestroy, so the
+destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needStack(name); err != nil {
@@ -163,7 +207,7 @@ kept (rig:retainBucket, default true).`,
 			if noArchive {
 				args = append(args, "--no-archive")
 			}
-			return f.runDriver(cmd, args...)
+			return f.runDriver(cmd, append(args, nf.args()...)...)
 		},
 	}
 	c.Flags().StringVar(&name, "stack", "", "stack to destroy")
@@ -171,6 +215,7 @@ kept (rig:retainBucket, default true).`,
 	c.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving (runs stay in the results folder)")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.register(c)
+	nf.register(c)
 	return c
 }
 
@@ -190,6 +235,7 @@ func statusCmd() *cobra.Command {
 
 func gcCmd() *cobra.Command {
 	var f infraFlags
+	var nf nodeFlags
 	var dryRun, yes bool
 	var to string
 	c := &cobra.Command{
@@ -207,7 +253,7 @@ func gcCmd() *cobra.Command {
 			if to != "" {
 				args = append(args, "--to", to)
 			}
-			return f.runDriver(cmd, args...)
+			return f.runDriver(cmd, append(args, nf.args()...)...)
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks; destroy nothing")
@@ -215,6 +261,7 @@ func gcCmd() *cobra.Command {
 	c.Flags().StringVar(&to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.register(c)
+	nf.register(c)
 	return c
 }
 

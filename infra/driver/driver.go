@@ -21,9 +21,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 
 	"github.com/rig-dev/rig/infra/hostkey"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/results/archive"
 	"github.com/rig-dev/rig/results/archive/s3dest"
 )
@@ -208,6 +208,12 @@ type DownOptions struct {
 	ArchiveTo string
 	// SkipArchive destroys without archiving (the runs stay in the results folder).
 	SkipArchive bool
+	// Quiesce runs after archiving and before destroying, with the stack's inventory: it asks
+	// every node's agent to stop its engine, sync and unmount the data volume (infra/quiesce).
+	// Its failure is reported and the destroy goes on: the runs are archived by then, the
+	// attachments are SkipDestroy (infra/cluster), and terminating an instance shuts its OS down.
+	// nil means not asked (no SSH key), which Down says.
+	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }
 
 // Down archives every run of the stack (results/*/manifest.json with "stack": <stack>), verifies
@@ -222,11 +228,36 @@ func (d *Driver) Down(ctx context.Context, name string, o DownOptions) error {
 			return fmt.Errorf("down %s: nothing destroyed: %w", name, err)
 		}
 	}
+	d.quiesce(ctx, st, name, o.Quiesce)
 	d.log.Info("pulumi destroy", "stack", name)
 	if _, err := st.Destroy(ctx, optdestroy.ProgressStreams(d.opts.Out), optdestroy.ErrorProgressStreams(d.opts.Out)); err != nil {
 		return fmt.Errorf("pulumi destroy %s: %w", name, err)
 	}
 	return nil
+}
+
+// quiesce unmounts the data volumes before the destroy and says what it did.
+func (d *Driver) quiesce(ctx context.Context, st auto.Stack, name string, q func(context.Context, *inventory.Inventory) error) {
+	if q == nil {
+		fmt.Fprintf(d.opts.Out, "rig: not unmounting the data volumes of %s (no --ssh-key): terminating each instance "+
+			"shuts it down, and the attachments are declared so that destroy does not wait on them\n", name)
+		return
+	}
+	outs, err := st.Outputs(ctx)
+	if err != nil {
+		fmt.Fprintf(d.opts.Out, "rig: cannot read the outputs of %s to reach its nodes (%v); destroying without unmounting\n", name, firstLine(err.Error()))
+		return
+	}
+	inv, err := decodeInventory(name, outs)
+	if err != nil {
+		fmt.Fprintf(d.opts.Out, "rig: %s has no inventory (%v); nothing to unmount\n", name, firstLine(err.Error()))
+		return
+	}
+	fmt.Fprintf(d.opts.Out, "rig: stopping engines, syncing and unmounting data volumes on %d node(s) of %s before destroying\n", len(inv.Nodes), name)
+	if err := q(ctx, inv); err != nil {
+		fmt.Fprintf(d.opts.Out, "rig: not every data volume was unmounted (%v); destroying anyway: the runs are archived "+
+			"and terminating an instance shuts its OS down\n", err)
+	}
 }
 
 func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string) error {

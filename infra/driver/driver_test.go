@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/results/archive"
 )
 
@@ -455,5 +456,61 @@ func TestUserConfiguredBackendIsKept(t *testing.T) {
 	}
 	if d := h2.driver(t); d.backend.Own {
 		t.Fatal("ignored pulumi login")
+	}
+}
+
+// rig down: archive, then stop engines and unmount the data volumes, then destroy.
+func TestDownOrderArchiveUnmountDestroy(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeRun(t, h.results, "run-a", "dev", "aws")
+	q := func(_ context.Context, inv *inventory.Inventory) error {
+		for _, n := range inv.Nodes {
+			if n.DataDevice != "" {
+				h.log.add("unmount " + n.Name + " " + n.DataDevice)
+			}
+		}
+		return nil
+	}
+	if err := d.Down(context.Background(), "dev", DownOptions{Quiesce: q}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"up dev", "put run-a.tar.zst", "put run-a.manifest.json", "unmount node-0 vol-0abc", "unmount client-0 vol-0abd", "destroy dev"}
+	if got := h.log.all(); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if !strings.Contains(h.out.String(), "unmounting data volumes on 2 node(s) of dev before destroying") {
+		t.Fatalf("down did not say it unmounts: %s", h.out.String())
+	}
+
+	// A failed archive stops everything before the unmount; a failed unmount is reported and the
+	// destroy goes on (the attachments cannot hold it up).
+	h2 := newHarness(t)
+	h2.stackConfig(t, "dev", "")
+	d2 := h2.driver(t)
+	if _, err := d2.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeRun(t, h2.results, "run-a", "dev", "aws")
+	h2.putErr = errors.New("AccessDenied")
+	called := false
+	if err := d2.Down(context.Background(), "dev", DownOptions{Quiesce: func(context.Context, *inventory.Inventory) error {
+		called = true
+		return nil
+	}}); err == nil || called || h2.cli.ran("destroy") {
+		t.Fatalf("archive failed: err %v, unmount called %v, destroyed %v", err, called, h2.cli.ran("destroy"))
+	}
+	h2.putErr = nil
+	if err := d2.Down(context.Background(), "dev", DownOptions{Quiesce: func(context.Context, *inventory.Inventory) error {
+		return errors.New("node-0: sync and unmount /data failed: busy")
+	}}); err != nil || !h2.cli.ran("destroy") {
+		t.Fatalf("unmount failed: err %v, destroyed %v", err, h2.cli.ran("destroy"))
+	}
+	if !strings.Contains(h2.out.String(), "not every data volume was unmounted (node-0: sync and unmount /data failed: busy); destroying anyway") {
+		t.Fatalf("failure not reported: %s", h2.out.String())
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // TargetOptions name the stack whose outputs are the inventory. Only Stack is required.

@@ -22,7 +22,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/infra/driver"
+	"github.com/rig-dev/rig/infra/quiesce"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/results/archive"
 	"github.com/rig-dev/rig/results/archive/s3dest"
 )
@@ -45,6 +47,37 @@ func main() {
 type flags struct {
 	projectDir, resultsDir, stack, to string
 	verbose, noWarnings               bool
+	nodes                             nodeFlags
+}
+
+// nodeFlags say how down and gc reach the nodes to unmount their data volumes; they mirror
+// `rig run`'s remote flags. Without --ssh-key nothing is unmounted (and down says so).
+type nodeFlags struct {
+	keyFiles                  []string
+	sudo                      bool
+	remoteDir, dataMount, rig string
+}
+
+func (n *nodeFlags) register(c *cobra.Command) {
+	c.Flags().StringSliceVar(&n.keyFiles, "ssh-key", nil, "SSH private key file(s): stop engines and unmount data volumes before destroying")
+	c.Flags().BoolVar(&n.sudo, "sudo", false, "run the agents as root through sudo -n (unmount needs root)")
+	c.Flags().StringVar(&n.remoteDir, "remote-dir", "", "base folder on the nodes, as given to rig run")
+	c.Flags().StringVar(&n.dataMount, "data-mount", "/data", "where the data volumes are mounted, as given to rig run")
+	c.Flags().StringVar(&n.rig, "rig-binary", "", "linux rig binary to start the agents with when a node has none (rig passes its own)")
+}
+
+// quiesce returns the hook that unmounts the data volumes, or nil without an SSH key.
+func (n *nodeFlags) quiesce(cmd *cobra.Command, f *flags) func(context.Context, *inventory.Inventory) error {
+	if len(n.keyFiles) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, inv *inventory.Inventory) error {
+		_, err := quiesce.Nodes(ctx, inv, quiesce.Options{
+			KeyFiles: n.keyFiles, Sudo: n.sudo, Dir: n.remoteDir, DataMount: n.dataMount,
+			Binary: n.rig, SourceDir: f.projectDir, Out: cmd.OutOrStdout(), Logger: f.options(cmd).Logger,
+		})
+		return err
+	}
 }
 
 func (f *flags) options(cmd *cobra.Command) driver.Options {
@@ -135,7 +168,8 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
-			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive}); err != nil {
+			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
+				Quiesce: f.nodes.quiesce(cmd, &f)}); err != nil {
 				return classify(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stack %s destroyed\n", f.stack)
@@ -146,6 +180,7 @@ func newRoot() *cobra.Command {
 	down.Flags().StringVar(&f.to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
 	down.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving")
 	down.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+	f.nodes.register(down)
 
 	status := &cobra.Command{
 		Use: "status", Short: "list stacks with nodes, bucket and expiry", Args: cobra.NoArgs,
@@ -175,7 +210,8 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
-			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun, Down: driver.DownOptions{ArchiveTo: f.to},
+			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun,
+				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: f.nodes.quiesce(cmd, &f)},
 				Confirm: func(s []driver.Status) bool {
 					_ = writeStatuses(cmd.OutOrStdout(), s, time.Now())
 					if yes {
@@ -204,6 +240,7 @@ func newRoot() *cobra.Command {
 	gc.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying")
 	gc.Flags().StringVar(&f.to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	gc.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
+	f.nodes.register(gc)
 
 	inv := &cobra.Command{
 		Use: "inventory --stack NAME", Short: "print the stack's inventory as JSON", Args: cobra.NoArgs,

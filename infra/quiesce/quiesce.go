@@ -1,0 +1,127 @@
+// Package quiesce readies a stack's nodes for destruction: on every node with a data volume, the
+// rig's agent stops the engine, syncs the volume's filesystem and unmounts it, and then the agent
+// is stopped. `rig down` runs it after archiving and before `pulumi destroy` (infra/driver), so a
+// volume is never torn away from a running engine with writes still in the page cache.
+package quiesce
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
+	"github.com/rig-dev/rig/transport"
+	"github.com/rig-dev/rig/transport/sshx"
+)
+
+// Options say how to reach the nodes; they mirror `rig run`'s remote flags.
+type Options struct {
+	KeyFiles []string // SSH private keys
+	Sudo     bool     // the agent runs as root through sudo -n (unmount needs root)
+	// Dir is the base folder on the nodes, as `rig run --remote-dir`; each node's rig folder is
+	// Dir/rig-<node>, as the SSH target lays it out (target/ssh).
+	Dir       string
+	DataMount string // where the data volume is mounted (default /data, as rig run)
+	// Binary is a linux rig binary to stage when a node has none (rig passes its own executable).
+	Binary    string
+	SourceDir string // the rig module, for a cross build when Binary does not fit the node
+	// Transport reaches the nodes; nil means SSH with KeyFiles and the inventory's host keys.
+	Transport transport.Transport
+	// Port is the agents' port on the nodes; 0 means where rig run puts them.
+	Port   int
+	Out    io.Writer // one line per node; nil means io.Discard
+	Logger *slog.Logger
+}
+
+// Result is what happened on one node.
+type Result struct {
+	Node     string
+	Skipped  string            // why nothing was done, e.g. no data volume
+	Engine   *agent.ExitStatus // how the engine ended; nil when none ran
+	Unmount  disk.UnmountResult
+	Err      error
+	Duration time.Duration
+}
+
+// Nodes quiesces every node of inv that has a data volume, in parallel, and returns one result per
+// node in inventory order; the error joins the nodes' failures.
+func Nodes(ctx context.Context, inv *inventory.Inventory, o Options) ([]Result, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DataMount == "" {
+		o.DataMount = "/data"
+	}
+	tr := o.Transport
+	if tr == nil {
+		ssh, err := sshx.New(sshx.Options{KeyFiles: o.KeyFiles, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("ssh transport: %w", err)
+		}
+		defer ssh.Close()
+		tr = ssh
+	}
+	so := sshtarget.Options{Sudo: o.Sudo, SourceDir: o.SourceDir, Base: o.Dir, Port: o.Port, Logger: o.Logger}
+	if o.Binary != "" {
+		so.Binaries = map[string]string{"amd64": o.Binary}
+	}
+	out := make([]Result, len(inv.Nodes))
+	err := sshtarget.Parallel(ctx, inv.Nodes, 8, func(ctx context.Context, i int, n inventory.Node) error {
+		out[i] = node(ctx, tr, n, so, o)
+		return out[i].Err
+	})
+	return out, err
+}
+
+func node(ctx context.Context, tr transport.Transport, n inventory.Node, so sshtarget.Options, o Options) Result {
+	res := Result{Node: n.Name}
+	if n.DataDevice == "" {
+		res.Skipped = "no data volume"
+		return res
+	}
+	start := time.Now()
+	fail := func(step string, err error) Result {
+		res.Err = fmt.Errorf("%s: %s: %w", n.Name, step, err)
+		fmt.Fprintf(o.Out, "rig: %s: %s failed: %v\n", n.Name, step, err)
+		return res
+	}
+	if _, err := sshtarget.Stage(ctx, tr, n, so); err != nil {
+		return fail("start agent", err)
+	}
+	c := target.AgentClient(tr, n, target.AgentAddr(n, o.Port))
+	defer c.Close()
+	defer func() {
+		// The agent is stopped on a budget of its own, whatever the steps used up.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := sshtarget.Stop(sctx, tr, n, so); err != nil {
+			o.Logger.Warn("stop agent", "node", n.Name, "err", err)
+		}
+	}()
+	exit, err := c.StopEngineWithin(ctx, 20*time.Second)
+	if err != nil {
+		return fail("stop engine", err)
+	}
+	res.Engine = exit
+	u, err := c.Unmount(ctx, disk.UnmountOptions{MountPoint: o.DataMount})
+	if err != nil {
+		return fail("sync and unmount "+o.DataMount, err)
+	}
+	res.Unmount, res.Duration = u, time.Since(start)
+	switch {
+	case u.Unmounted:
+		fmt.Fprintf(o.Out, "rig: %s: engine stopped, %s synced (%d ms) and unmounted\n", n.Name, o.DataMount, u.SyncMS)
+	default:
+		fmt.Fprintf(o.Out, "rig: %s: engine stopped, nothing mounted at %s\n", n.Name, o.DataMount)
+	}
+	return res
+}
