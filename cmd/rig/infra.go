@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -99,7 +100,7 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 }
 
 func init() {
-	rootCmd.AddCommand(upCmd(), downCmd(), statusCmd(), gcCmd(), archiveCmd())
+	rootCmd.AddCommand(upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), archiveCmd())
 }
 
 func needStack(name string) error {
@@ -236,12 +237,22 @@ func statusCmd() *cobra.Command {
 func gcCmd() *cobra.Command {
 	var f infraFlags
 	var nf nodeFlags
-	var dryRun, yes bool
+	var dryRun, yes, orphans, noCloud bool
 	var to string
+	var regions []string
 	c := &cobra.Command{
 		Use:   "gc",
-		Short: "Destroy stacks past their expires-at, after confirmation (archiving their runs first)",
-		Args:  cobra.NoArgs,
+		Short: "Destroy expired stacks (after confirmation, archiving first), then find the rig's resources from the cloud side",
+		Long: `First the stacks of this backend past their expires-at are destroyed after confirmation, their
+runs archived first (as rig down). Then AWS is asked, through the Resource Groups Tagging API and
+EC2, in every region of the project's Pulumi.<stack>.yaml files (and --region), for every resource
+tagged rig-stack: those past expires-at that no stack of this backend owns (lost state, another
+checkout or laptop) are listed with their cost per hour and, with --yes, deleted in dependency
+order (instances, volumes, key pairs, placement groups, security groups, route tables, subnets,
+internet gateways, VPCs). Resources of unknown stacks that have not expired are listed and kept
+unless --orphans. Retained results buckets are listed with their size and never deleted (their
+objects expire by the rig:resultsExpireDays lifecycle rule).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			args := []string{"gc"}
 			if dryRun {
@@ -253,15 +264,55 @@ func gcCmd() *cobra.Command {
 			if to != "" {
 				args = append(args, "--to", to)
 			}
+			for _, r := range regions {
+				args = append(args, "--region", r)
+			}
+			if orphans {
+				args = append(args, "--orphans")
+			}
+			if noCloud {
+				args = append(args, "--no-cloud")
+			}
 			return f.runDriver(cmd, append(args, nf.args()...)...)
 		},
 	}
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks; destroy nothing")
-	c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks and resources; destroy nothing")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying; delete what the cloud-side scan marks (a dry run without it)")
+	c.Flags().StringSliceVar(&regions, "region", nil, "also scan these AWS regions")
+	c.Flags().BoolVar(&orphans, "orphans", false, "also delete resources of stacks unknown to this backend that have not expired yet")
+	c.Flags().BoolVar(&noCloud, "no-cloud", false, "only this backend's stacks; do not ask AWS for tagged resources")
 	c.Flags().StringVar(&to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.register(c)
 	nf.register(c)
+	return c
+}
+
+func extendCmd() *cobra.Command {
+	var f infraFlags
+	var name string
+	var hours int
+	c := &cobra.Command{
+		Use:   "extend --stack NAME --hours N",
+		Short: "Move a stack's expires-at N hours later (from now if it has passed) and retag its resources",
+		Long: `Raise rig:expiresInHours in Pulumi.NAME.yaml so that expires-at moves by N hours (from now when it
+has already passed) and run pulumi up, which rewrites the expires-at tag on every resource (tags
+only; nothing is replaced), since rig gc reads the tags from the cloud side. The lifetime is at
+most 720 hours after creation.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := needStack(name); err != nil {
+				return err
+			}
+			if hours < 1 {
+				return fmt.Errorf("%w: --hours N is required (N >= 1)", errUsage)
+			}
+			return f.runDriver(cmd, "extend", "--stack", name, "--hours", strconv.Itoa(hours))
+		},
+	}
+	c.Flags().StringVar(&name, "stack", "", "stack to extend")
+	c.Flags().IntVar(&hours, "hours", 0, "hours to add")
+	f.register(c)
 	return c
 }
 

@@ -514,3 +514,45 @@ func TestDownOrderArchiveUnmountDestroy(t *testing.T) {
 		t.Fatalf("failure not reported: %s", h2.out.String())
 	}
 }
+
+func TestExtendRetagsFromExpiryOrNow(t *testing.T) {
+	h := newHarness(t)
+	d := h.driver(t)
+	h.stackConfig(t, "dev", "  rig:createdAt: \"2025-06-02T09:00:00Z\"\n")
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Not expired yet: 17:00 + 4 h.
+	exp, err := d.Extend(context.Background(), "dev", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exp.Equal(time.Date(2025, 6, 2, 21, 0, 0, 0, time.UTC)) || h.cli.stacks["dev"].config["rig:expiresInHours"] != "12" {
+		t.Fatalf("expires %v, expiresInHours %q", exp, h.cli.stacks["dev"].config["rig:expiresInHours"])
+	}
+	ups := 0
+	for _, e := range h.log.all() {
+		if e == "up dev" {
+			ups++
+		}
+	}
+	if ups != 2 {
+		t.Fatalf("want a second pulumi up to retag, events %v", h.log.all())
+	}
+	// Already expired: from now (09:00 on June 2nd) + 4 h, 37 h after creation.
+	h.stackConfig(t, "dev", "  rig:createdAt: \"2025-06-01T00:00:00Z\"\n")
+	exp, err = d.Extend(context.Background(), "dev", 4)
+	if err != nil || !exp.Equal(now.Add(4*time.Hour)) || h.cli.stacks["dev"].config["rig:expiresInHours"] != "37" {
+		t.Fatalf("expired stack: %v %v %q", exp, err, h.cli.stacks["dev"].config["rig:expiresInHours"])
+	}
+	// Past the 720 h limit, or nothing: refused, nothing changed.
+	h.cli.calls = nil
+	for _, hours := range []int{700, 0} {
+		if _, err := d.Extend(context.Background(), "dev", hours); !errors.Is(err, ErrExtend) {
+			t.Fatalf("--hours %d: want ErrExtend, got %v", hours, err)
+		}
+	}
+	if len(h.cli.calls) != 0 {
+		t.Fatalf("refused extend called pulumi: %v", h.cli.commands())
+	}
+}

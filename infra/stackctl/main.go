@@ -99,7 +99,7 @@ func classify(err error) error {
 	case err == nil, errors.Is(err, errUsage):
 		return err
 	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, driver.ErrNoStackConfig),
-		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest):
+		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, driver.ErrExtend):
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return err
@@ -202,7 +202,8 @@ func newRoot() *cobra.Command {
 		},
 	}
 
-	var dryRun, yes bool
+	var dryRun, yes, orphans, noCloud bool
+	var regions []string
 	gc := &cobra.Command{
 		Use: "gc", Short: "destroy stacks past expires-at after confirmation, archiving their runs first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -233,7 +234,10 @@ func newRoot() *cobra.Command {
 			case err != nil:
 				return classify(err)
 			}
-			return nil
+			if noCloud {
+				return nil
+			}
+			return cloudGC(cmd, d, cloudOptions{regions: regions, orphans: orphans, delete: yes && !dryRun})
 		},
 	}
 	gc.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks; destroy nothing")
@@ -241,6 +245,29 @@ func newRoot() *cobra.Command {
 	gc.Flags().StringVar(&f.to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	gc.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.nodes.register(gc)
+	gc.Flags().StringSliceVar(&regions, "region", nil, "also scan these regions (the regions of every Pulumi.<stack>.yaml are always scanned)")
+	gc.Flags().BoolVar(&orphans, "orphans", false, "also delete resources of stacks this backend does not know that have not expired (another machine's cluster looks like that)")
+	gc.Flags().BoolVar(&noCloud, "no-cloud", false, "only the stacks of this backend; do not ask AWS for tagged resources")
+
+	var hours int
+	extend := &cobra.Command{
+		Use: "extend --stack NAME --hours N", Short: "move the stack's expires-at by N hours and retag its resources", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			exp, err := d.Extend(cmd.Context(), f.stack, hours)
+			if err != nil {
+				return classify(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stack %s now expires at %s (in %s)\n", f.stack, exp.Format(time.RFC3339), time.Until(exp).Round(time.Minute))
+			return nil
+		},
+	}
+	extend.Flags().StringVar(&f.stack, "stack", "", "stack name")
+	extend.Flags().IntVar(&hours, "hours", 0, "hours to add to expires-at (from now if it has passed)")
 
 	inv := &cobra.Command{
 		Use: "inventory --stack NAME", Short: "print the stack's inventory as JSON", Args: cobra.NoArgs,
@@ -259,7 +286,7 @@ func newRoot() *cobra.Command {
 	}
 	inv.Flags().StringVar(&f.stack, "stack", "", "stack name")
 
-	root.AddCommand(up, down, status, gc, inv, newArchiveCmd())
+	root.AddCommand(up, down, status, gc, extend, inv, newArchiveCmd())
 	return root
 }
 

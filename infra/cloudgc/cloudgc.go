@@ -1,0 +1,328 @@
+// Package cloudgc finds what the rig left running from the cloud side: every resource carrying
+// the rig-stack tag, in every region asked, found through the Resource Groups Tagging API and
+// described and deleted through EC2. It does not need the stack's Pulumi state, so clusters
+// whose state was lost, or lives on another machine, are found too (roachprod and Scylla's SCT
+// clean up the same way). It runs in the stack driver (infra/stackctl), never in rig.
+package cloudgc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
+	tagtypes "github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/rig-dev/rig/infra/spec"
+)
+
+// Tag keys the rig puts on every taggable resource (spec.Spec.Tags).
+const (
+	TagStack   = "rig-stack"
+	TagExpires = "expires-at"
+	TagOwner   = "owner"
+)
+
+// Kinds of resources, in the order they are deleted: each one only after everything that
+// depends on it is gone.
+const (
+	KindInstance        = "instance"
+	KindVolume          = "volume"
+	KindKeyPair         = "key-pair"
+	KindPlacementGroup  = "placement-group"
+	KindSecurityGroup   = "security-group"
+	KindRouteTable      = "route-table"
+	KindSubnet          = "subnet"
+	KindInternetGateway = "internet-gateway"
+	KindVPC             = "vpc"
+	KindBucket          = "bucket" // listed with its size, never deleted (rig:retainBucket keeps it on purpose)
+)
+
+var deleteOrder = []string{KindInstance, KindVolume, KindKeyPair, KindPlacementGroup, KindSecurityGroup,
+	KindRouteTable, KindSubnet, KindInternetGateway, KindVPC}
+
+// Resource is one tagged resource.
+type Resource struct {
+	Region    string
+	Kind      string
+	ID        string // i-…, vol-…, the placement group's or bucket's name
+	ARN       string
+	Stack     string
+	Owner     string
+	ExpiresAt time.Time // zero when the tag is missing or unreadable
+	State     string    // instances and volumes
+	Detail    string    // e.g. "c6in.16xlarge", "gp3 200 GiB 4000 IOPS"
+	Hourly    float64   // USD per hour; NaN-free: -1 when unknown
+	SizeBytes int64     // buckets
+	Objects   int64     // buckets
+}
+
+// Clients are the AWS API clients of one region.
+type Clients struct {
+	EC2     *ec2.Client
+	Tagging *resourcegroupstaggingapi.Client
+	S3      *s3.Client
+}
+
+// NewClients builds the clients of a region from the AWS SDK's default chain.
+func NewClients(ctx context.Context, region string) (Clients, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+	if err != nil {
+		return Clients{}, fmt.Errorf("AWS config for %s: %w", region, err)
+	}
+	return Clients{EC2: ec2.NewFromConfig(cfg), Tagging: resourcegroupstaggingapi.NewFromConfig(cfg), S3: s3.NewFromConfig(cfg)}, nil
+}
+
+// Options tune Scan and Delete.
+type Options struct {
+	Regions []string
+	// Clients returns the clients of a region; nil means NewClients.
+	Clients func(ctx context.Context, region string) (Clients, error)
+	// Poll is how often Delete checks that instances are terminated (default 5 s); Wait bounds it
+	// (default 10 min).
+	Poll, Wait time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Clients == nil {
+		o.Clients = NewClients
+	}
+	if o.Poll <= 0 {
+		o.Poll = 5 * time.Second
+	}
+	if o.Wait <= 0 {
+		o.Wait = 10 * time.Minute
+	}
+}
+
+// Scan lists every resource tagged rig-stack in the regions, with what it costs per hour. The
+// error joins the regions that could not be read; what could be read is returned.
+func Scan(ctx context.Context, o Options) ([]Resource, error) {
+	o.defaults()
+	var out []Resource
+	var errs []error
+	for _, region := range o.Regions {
+		rs, err := scanRegion(ctx, o, region)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", region, err))
+		}
+		out = append(out, rs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Stack != b.Stack {
+			return a.Stack < b.Stack
+		}
+		if a.Region != b.Region {
+			return a.Region < b.Region
+		}
+		if ka, kb := kindRank(a.Kind), kindRank(b.Kind); ka != kb {
+			return ka < kb
+		}
+		return a.ID < b.ID
+	})
+	return out, errors.Join(errs...)
+}
+
+func kindRank(k string) int {
+	for i, d := range deleteOrder {
+		if d == k {
+			return i
+		}
+	}
+	return len(deleteOrder)
+}
+
+func scanRegion(ctx context.Context, o Options, region string) ([]Resource, error) {
+	c, err := o.Clients(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	var out []Resource
+	in := &resourcegroupstaggingapi.GetResourcesInput{TagFilters: []tagtypes.TagFilter{{Key: aws.String(TagStack)}}}
+	for {
+		page, err := c.Tagging.GetResources(ctx, in)
+		if err != nil {
+			return out, fmt.Errorf("tagging API GetResources: %w", err)
+		}
+		for _, m := range page.ResourceTagMappingList {
+			r, ok := fromARN(region, aws.ToString(m.ResourceARN))
+			if !ok {
+				continue
+			}
+			for _, t := range m.Tags {
+				switch aws.ToString(t.Key) {
+				case TagStack:
+					r.Stack = aws.ToString(t.Value)
+				case TagOwner:
+					r.Owner = aws.ToString(t.Value)
+				case TagExpires:
+					r.ExpiresAt, _ = time.Parse(time.RFC3339, aws.ToString(t.Value))
+				}
+			}
+			out = append(out, r)
+		}
+		if aws.ToString(page.PaginationToken) == "" {
+			break
+		}
+		in.PaginationToken = page.PaginationToken
+	}
+	if err := describe(ctx, c, region, out); err != nil {
+		return out, err
+	}
+	// The tagging API still lists instances for a while after they are terminated.
+	kept := out[:0]
+	for _, r := range out {
+		if r.Kind == KindInstance && (r.State == "terminated" || r.State == "") {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept, nil
+}
+
+// fromARN reads the kind and id of a resource from its ARN.
+func fromARN(region, arn string) (Resource, bool) {
+	r := Resource{Region: region, ARN: arn, Hourly: -1}
+	if name, ok := strings.CutPrefix(arn, "arn:aws:s3:::"); ok {
+		r.Kind, r.ID = KindBucket, name
+		return r, true
+	}
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[2] != "ec2" {
+		return r, false
+	}
+	kind, id, ok := strings.Cut(parts[5], "/")
+	if !ok || kindRank(kind) == len(deleteOrder) {
+		return r, false
+	}
+	r.Kind, r.ID = kind, id
+	switch kind {
+	case KindInstance, KindVolume:
+		// priced below
+	default:
+		r.Hourly = 0 // VPCs, subnets, groups, key pairs cost nothing by themselves
+	}
+	return r, true
+}
+
+// describe fills in state, detail and price of instances and volumes, and the size of buckets.
+func describe(ctx context.Context, c Clients, region string, rs []Resource) error {
+	prices, priced := spec.Prices(region)
+	ids := func(kind string) []string {
+		var out []string
+		for _, r := range rs {
+			if r.Kind == kind {
+				out = append(out, r.ID)
+			}
+		}
+		return out
+	}
+	byID := map[string]*Resource{}
+	for i := range rs {
+		byID[rs[i].Kind+"/"+rs[i].ID] = &rs[i]
+	}
+	if insts := ids(KindInstance); len(insts) > 0 {
+		p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{InstanceIds: insts})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("EC2 DescribeInstances: %w", err)
+			}
+			for _, res := range page.Reservations {
+				for _, in := range res.Instances {
+					r := byID[KindInstance+"/"+aws.ToString(in.InstanceId)]
+					if r == nil {
+						continue
+					}
+					if in.State != nil {
+						r.State = string(in.State.Name)
+					}
+					r.Detail = string(in.InstanceType)
+					if h, ok := prices.InstanceHourly[r.Detail]; priced && ok {
+						r.Hourly = h
+						if aws.ToString(in.PublicIpAddress) != "" {
+							r.Hourly += prices.PublicIPv4Hourly
+						}
+					}
+				}
+			}
+		}
+	}
+	if vols := ids(KindVolume); len(vols) > 0 {
+		p := ec2.NewDescribeVolumesPaginator(c.EC2, &ec2.DescribeVolumesInput{VolumeIds: vols})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("EC2 DescribeVolumes: %w", err)
+			}
+			for _, v := range page.Volumes {
+				r := byID[KindVolume+"/"+aws.ToString(v.VolumeId)]
+				if r == nil {
+					continue
+				}
+				r.State = string(v.State)
+				size, iops, thr := int(aws.ToInt32(v.Size)), int(aws.ToInt32(v.Iops)), int(aws.ToInt32(v.Throughput))
+				r.Detail = fmt.Sprintf("%s %d GiB %d IOPS", v.VolumeType, size, iops)
+				if priced {
+					if h, ok := volumeHourly(prices, string(v.VolumeType), size, iops, thr); ok {
+						r.Hourly = h
+					}
+				}
+			}
+		}
+	}
+	for i := range rs {
+		if rs[i].Kind == KindBucket && c.S3 != nil {
+			if err := bucketSize(ctx, c, &rs[i]); err != nil {
+				rs[i].Detail = "size unknown: " + err.Error()
+			}
+		}
+	}
+	return nil
+}
+
+// volumeHourly prices one volume as spec.EstimateCost does.
+func volumeHourly(t spec.PriceTable, typ string, size, iops, thr int) (float64, bool) {
+	s := spec.Spec{Region: t.Region, VolumeType: typ, VolumeSize: size, VolumeIOPS: iops, VolumeThroughput: thr,
+		Servers: 1, ServerInstanceType: "c6in.large", Clients: 0, ClientInstanceType: "c6in.large"}
+	e, err := spec.EstimateCost(s)
+	if err != nil {
+		return 0, false
+	}
+	h := 0.0
+	for _, l := range e.Lines {
+		if strings.Contains(l.Item, "data volume") || strings.Contains(l.Item, "IOPS") || strings.Contains(l.Item, "throughput") {
+			h += l.Hourly
+		}
+	}
+	return h, true
+}
+
+// s3StandardGBMonth is S3 Standard storage (first 50 TB) in the priced US regions, on the date of
+// infra/spec's table.
+const s3StandardGBMonth = 0.023
+
+func bucketSize(ctx context.Context, c Clients, r *Resource) error {
+	p := s3.NewListObjectsV2Paginator(c.S3, &s3.ListObjectsV2Input{Bucket: aws.String(r.ID)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, obj := range page.Contents {
+			r.SizeBytes += aws.ToInt64(obj.Size)
+			r.Objects++
+		}
+	}
+	r.Detail = fmt.Sprintf("%d objects, %.1f MiB", r.Objects, float64(r.SizeBytes)/(1<<20))
+	r.Hourly = float64(r.SizeBytes) / 1e9 * s3StandardGBMonth / spec.HoursPerMonth
+	return nil
+}

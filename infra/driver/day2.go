@@ -1,0 +1,101 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+
+	"github.com/rig-dev/rig/infra/spec"
+)
+
+// ErrExtend means a stack's expiry cannot be moved as asked.
+var ErrExtend = errors.New("cannot extend")
+
+// Extend moves a stack's expires-at by hours, from now if it has already passed: it raises
+// rig:expiresInHours in Pulumi.<stack>.yaml and runs pulumi up, which rewrites the expires-at
+// tag on every resource (only tags change; nothing is replaced). The tags are what `rig gc`
+// reads from the cloud side, so the config alone would not do. It returns the new expiry.
+func (d *Driver) Extend(ctx context.Context, name string, hours int) (time.Time, error) {
+	if hours < 1 {
+		return time.Time{}, fmt.Errorf("%w: --hours %d: want at least 1", ErrExtend, hours)
+	}
+	_, s, probs, err := d.LoadSpec(name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := probs.Err(); err != nil {
+		return time.Time{}, err
+	}
+	if s.CreatedAt.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: %s has no rig:createdAt yet: rig up --stack %s first", ErrExtend, name, name)
+	}
+	from := s.ExpiresAt()
+	if now := d.opts.Now(); now.After(from) {
+		from = now
+	}
+	want := from.Add(time.Duration(hours) * time.Hour)
+	total := int(math.Ceil(want.Sub(s.CreatedAt).Hours()))
+	if total > spec.MaxExpiresInHours {
+		room := spec.MaxExpiresInHours - int(math.Ceil(from.Sub(s.CreatedAt).Hours()))
+		return time.Time{}, fmt.Errorf("%w: %s would live %d h after its creation; rig:expiresInHours allows %d (at most --hours %d now)",
+			ErrExtend, name, total, spec.MaxExpiresInHours, max(room, 0))
+	}
+	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
+		return time.Time{}, err
+	}
+	st, err := d.selectStack(ctx, name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := st.SetConfig(ctx, spec.Namespace+":expiresInHours", auto.ConfigValue{Value: fmt.Sprint(total)}); err != nil {
+		return time.Time{}, fmt.Errorf("set rig:expiresInHours of %s: %w", name, err)
+	}
+	newExp := s.CreatedAt.Add(time.Duration(total) * time.Hour)
+	fmt.Fprintf(d.opts.Out, "rig: %s expires at %s (was %s); retagging its resources with pulumi up\n",
+		name, newExp.Format(time.RFC3339), s.ExpiresAt().Format(time.RFC3339))
+	if _, err := st.Up(ctx, optup.ProgressStreams(d.opts.Out), optup.ErrorProgressStreams(d.opts.Out)); err != nil {
+		return time.Time{}, fmt.Errorf("pulumi up %s (retag): %w", name, err)
+	}
+	return newExp, nil
+}
+
+// Regions lists the AWS regions of every Pulumi.<stack>.yaml in the project, plus extra: where
+// the rig may have created something.
+func (d *Driver) Regions(extra []string) []string {
+	seen := map[string]bool{}
+	for _, r := range extra {
+		seen[r] = true
+	}
+	files, _ := filepath.Glob(filepath.Join(d.opts.ProjectDir, "Pulumi.*.yaml"))
+	for _, f := range files {
+		if sc, err := spec.ReadStackConfig(f); err == nil && sc.Region != "" {
+			seen[sc.Region] = true
+		}
+	}
+	var out []string
+	for r := range seen {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KnownStacks are the stacks of this backend: their resources are Pulumi's to destroy.
+func (d *Driver) KnownStacks(ctx context.Context) (map[string]bool, error) {
+	st, err := d.Statuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, s := range st {
+		out[s.Name] = true
+	}
+	return out, nil
+}
