@@ -23,6 +23,8 @@ type infraFlags struct {
 	projectDir string
 	resultsDir string
 	verbose    bool
+	backend    string
+	secrets    string
 }
 
 // nodeFlags are how down and gc reach the nodes to stop engines and unmount the data volumes
@@ -68,6 +70,9 @@ func (n *nodeFlags) args() []string {
 func (f *infraFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
+	c.Flags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
+		"(default: PULUMI_BACKEND_URL, pulumi login, or a folder on this machine; export PULUMI_BACKEND_URL so rig run --stack finds it too)")
+	c.Flags().StringVar(&f.secrets, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION or passphrase")
 }
 
 // runDriver checks for the pulumi CLI and the project, then runs rig-stack with args.
@@ -87,6 +92,12 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 	}
 	if f.verbose {
 		args = append(args, "--verbose")
+	}
+	if f.backend != "" {
+		args = append(args, "--backend", f.backend)
+	}
+	if f.secrets != "" {
+		args = append(args, "--secrets-provider", f.secrets)
 	}
 	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{
 		ProjectDir: f.projectDir,

@@ -52,6 +52,12 @@ type Options struct {
 	StateDir string
 	// Env is passed to every CLI invocation on top of what the driver sets.
 	Env map[string]string
+	// BackendURL keeps the stacks in this Pulumi backend (s3://bucket/prefix?region=…, file://…,
+	// https://api.pulumi.com); "" means PULUMI_BACKEND_URL, `pulumi login`, or rig's local folder.
+	BackendURL string
+	// SecretsProvider encrypts a new stack's secrets: awskms://alias/NAME?region=…, passphrase,
+	// …; "" means Pulumi's default for the backend. A stack keeps the provider it was made with.
+	SecretsProvider string
 	// ResultsDir holds the run folders `down` archives; "" means "results".
 	ResultsDir string
 	// CheckCredentials verifies AWS credentials for a region before anything is created;
@@ -112,7 +118,14 @@ func New(opts Options) (*Driver, error) {
 	if _, err := os.Stat(filepath.Join(opts.ProjectDir, "Pulumi.yaml")); err != nil {
 		return nil, fmt.Errorf("find the rig's Pulumi project: %w (run rig from the repository root, or pass --project-dir)", err)
 	}
-	b, err := stack.ChooseBackend(opts.StateDir, opts.Env)
+	env := map[string]string{}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	if opts.BackendURL != "" {
+		env["PULUMI_BACKEND_URL"] = opts.BackendURL
+	}
+	b, err := stack.ChooseBackend(opts.StateDir, env)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +136,21 @@ func New(opts Options) (*Driver, error) {
 // Backend describes where stacks live, for messages.
 func (d *Driver) Backend() string { return d.backend.String() }
 
+// Where says in one line where a stack's state lives and what losing it means.
+func (d *Driver) Where(name string) string {
+	secrets := d.opts.SecretsProvider
+	if sc, err := spec.ReadStackConfig(d.StackConfigPath(name)); err == nil && sc.SecretsProvider != "" {
+		secrets = sc.SecretsProvider
+	}
+	return d.backend.Where(secrets)
+}
+
 func (d *Driver) workspaceOpts() []auto.LocalWorkspaceOption {
-	return []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(d.backend.Env)}
+	o := []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(d.backend.Env)}
+	if d.opts.SecretsProvider != "" {
+		o = append(o, auto.SecretsProvider(d.opts.SecretsProvider))
+	}
+	return o
 }
 
 // StackConfigPath is where a stack's config lives.
@@ -174,6 +200,7 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	if err := d.backend.Prepare(d.opts.Out); err != nil {
 		return nil, err
 	}
+	fmt.Fprintln(d.opts.Out, "rig: "+d.Where(name))
 	st, err := auto.UpsertStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("select or create stack %s: %w", name, err)

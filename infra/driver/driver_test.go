@@ -556,3 +556,48 @@ func TestExtendRetagsFromExpiryOrNow(t *testing.T) {
 		t.Fatalf("refused extend called pulumi: %v", h.cli.commands())
 	}
 }
+
+// State elsewhere: an S3 backend URL and a KMS secrets provider reach every CLI call and the new
+// stack; nothing is written on this machine; up says in one line where the state lives.
+func TestBackendURLAndSecretsProvider(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	o := h.options()
+	o.BackendURL = "s3://team-state/rig?region=us-east-2"
+	o.SecretsProvider = "awskms://alias/rig?region=us-east-2"
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range h.cli.calls {
+		if v, _ := envOf(c, "PULUMI_BACKEND_URL"); v != o.BackendURL {
+			t.Fatalf("%v: backend %q", c.args, v)
+		}
+		if _, ok := envOf(c, "PULUMI_CONFIG_PASSPHRASE_FILE"); ok {
+			t.Fatalf("%v: a local passphrase file with a KMS provider", c.args)
+		}
+	}
+	if !h.cli.ran("stack", "init", "dev", "--secrets-provider", o.SecretsProvider) {
+		t.Fatalf("stack created without the secrets provider: %v", h.cli.commands())
+	}
+	if _, err := os.Stat(h.state); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("created a local state folder")
+	}
+	want := "rig: state: s3://team-state/rig?region=us-east-2, secrets encrypted with awskms://alias/rig?region=us-east-2"
+	if !strings.Contains(h.out.String(), want) {
+		t.Fatalf("up did not say where state lives: %s", h.out.String())
+	}
+
+	// The default: a folder on this machine, and up says what losing it means.
+	h2 := newHarness(t)
+	h2.stackConfig(t, "dev", "")
+	if _, err := h2.driver(t).Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h2.out.String(), "on this machine only") || !strings.Contains(h2.out.String(), "rig gc") {
+		t.Fatalf("default backend line: %s", h2.out.String())
+	}
+}

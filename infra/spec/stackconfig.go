@@ -27,7 +27,9 @@ type StackConfig struct {
 	Values    map[string]string // key without namespace -> raw value (arrays as JSON)
 	Positions map[string]string // key without namespace (or aws:region) -> file:line:column
 	Secrets   map[string]bool   // keys given as {secure: ...}
-	Problems  Problems          // unknown keys and values of the wrong shape
+	// SecretsProvider is the file's secretsprovider: (awskms://…, passphrase, …); "" when absent.
+	SecretsProvider string
+	Problems        Problems // unknown keys and values of the wrong shape
 }
 
 // ErrStackConfig marks a stack config file that cannot be read or parsed.
@@ -81,6 +83,9 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 		return nil, fmt.Errorf("%w: %s: the file must be a mapping with a config: key", ErrStackConfig, pos(f.Docs[0].Body))
 	}
 	for _, mv := range top {
+		if keyText(mv.Key) == "secretsprovider" {
+			sc.SecretsProvider, _, _ = rawValue(mv.Value)
+		}
 		if keyText(mv.Key) != "config" {
 			continue // encryptionsalt, secretsprovider, environment, ...
 		}

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/rig-dev/rig/inventory"
 )
@@ -60,7 +61,9 @@ type Backend struct {
 func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error) {
 	b := Backend{Env: map[string]string{"PULUMI_SKIP_UPDATE_CHECK": "true"}}
 	for k, v := range extraEnv {
-		b.Env[k] = v
+		if v != "" {
+			b.Env[k] = v
+		}
 	}
 	if os.Getenv("PULUMI_BACKEND_URL") != "" || extraEnv["PULUMI_BACKEND_URL"] != "" || loggedIn() {
 		return b, nil
@@ -108,6 +111,39 @@ func loggedIn() bool {
 		Current string `json:"current"`
 	}
 	return json.Unmarshal(b, &c) == nil && c.Current != ""
+}
+
+// URL is the backend's URL, or "" for the one `pulumi login` chose.
+func (b Backend) URL() string {
+	if v := b.Env["PULUMI_BACKEND_URL"]; v != "" {
+		return v
+	}
+	return os.Getenv("PULUMI_BACKEND_URL")
+}
+
+// Where says in one line where the stacks' state lives and what losing it would mean. secrets is
+// the stack's secrets provider ("" when unknown or the passphrase default).
+func (b Backend) Where(secrets string) string {
+	u := b.URL()
+	switch {
+	case b.Own:
+		return fmt.Sprintf("state: %s, on this machine only (passphrase file %s): losing either leaves the cluster "+
+			"running with nothing but `rig gc` from the cloud side to remove it; --backend s3://BUCKET/PREFIX keeps it elsewhere", u, b.Env["PULUMI_CONFIG_PASSPHRASE_FILE"])
+	case strings.HasPrefix(u, "file://"):
+		return fmt.Sprintf("state: %s (a folder; losing it leaves the cluster running, removable only by `rig gc` from the cloud side)", u)
+	}
+	where := u
+	if where == "" {
+		where = "the backend of `pulumi login`"
+	}
+	switch {
+	case strings.HasPrefix(secrets, "awskms://"), strings.HasPrefix(secrets, "azurekeyvault://"), strings.HasPrefix(secrets, "gcpkms://"),
+		strings.HasPrefix(secrets, "hashivault://"):
+		return fmt.Sprintf("state: %s, secrets encrypted with %s: any machine with access to both can manage the stack; losing the key makes its secrets unreadable", where, secrets)
+	case secrets == "" || secrets == "passphrase":
+		return fmt.Sprintf("state: %s, secrets encrypted with a passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE]): keep the passphrase, without it the stack's secrets cannot be read", where)
+	}
+	return fmt.Sprintf("state: %s, secrets provider %s", where, secrets)
 }
 
 // String describes the backend for messages.

@@ -46,6 +46,7 @@ func main() {
 
 type flags struct {
 	projectDir, resultsDir, stack, to string
+	backend, secretsProvider          string
 	verbose, noWarnings               bool
 	nodes                             nodeFlags
 }
@@ -86,6 +87,7 @@ func (f *flags) options(cmd *cobra.Command) driver.Options {
 		level = slog.LevelInfo
 	}
 	return driver.Options{
+		BackendURL: f.backend, SecretsProvider: f.secretsProvider,
 		ProjectDir: f.projectDir,
 		ResultsDir: f.resultsDir,
 		Out:        cmd.OutOrStdout(),
@@ -115,6 +117,8 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&f.projectDir, "project-dir", ".", "folder holding Pulumi.yaml and the Pulumi.<stack>.yaml files")
 	root.PersistentFlags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
+	root.PersistentFlags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the stacks' state, e.g. s3://BUCKET/PREFIX?region=REGION (default: PULUMI_BACKEND_URL, pulumi login, or a folder on this machine)")
+	root.PersistentFlags().StringVar(&f.secretsProvider, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION, or passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])")
 
 	needStack := func(*cobra.Command, []string) error {
 		if f.stack == "" {
@@ -149,6 +153,7 @@ func newRoot() *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "stack %s is up (expires %s); results bucket %s\n", f.stack, inv.ExpiresAt, inv.Bucket)
+			fmt.Fprintln(w, d.Where(f.stack))
 			for _, n := range inv.Nodes {
 				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s@%s\n", n.Name, n.Role, n.InstanceType, n.PrivateAddress, n.SSH.User, n.Address)
 			}
@@ -193,7 +198,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backend: %s\n", d.Backend())
+			fmt.Fprintln(cmd.OutOrStdout(), d.Where(""))
 			if len(st) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "no stacks")
 				return nil
