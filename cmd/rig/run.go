@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
@@ -27,7 +29,7 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "run PLAYBOOK",
-		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/",
+		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pb, err := playbooks.Open(args[0])
@@ -61,6 +63,9 @@ func init() {
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
 			}
+			if len(outs) > 0 && outs[0].SweepDir != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(outs[0].SweepDir, sweep.ReportName))
+			}
 			if errors.Is(err, runner.ErrInterrupted) {
 				return fmt.Errorf("interrupted: results so far are in the run folder")
 			}
@@ -68,7 +73,7 @@ func init() {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run folders")
+	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run and sweep folders")
 	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up) instead of the local target")
 	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
 	f.StringSliceVar(&remote.KeyFiles, "ssh-key", nil, "SSH private key file(s) for --stack/--inventory")

@@ -24,6 +24,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -33,7 +34,7 @@ var ErrInterrupted = errors.New("run interrupted")
 // Options configure a plan's execution.
 type Options struct {
 	Target     target.Target // where the runs run (required)
-	ResultsDir string        // runs go to ResultsDir/<run-id>/ (default "results")
+	ResultsDir string        // a run goes to ResultsDir/<run-id>/, a sweep's to ResultsDir/<sweep-id>/rNN/ (default "results")
 	Binary     string        // the rig binary agents and the load generator run (default: this executable)
 	KeepData   bool          // keep engine data (raft log, snapshots) on the nodes
 	// DataMount is where each server's data volume (inventory data_device) is mounted for the
@@ -46,10 +47,11 @@ type Options struct {
 
 // Outcome is one finished run.
 type Outcome struct {
-	RunID  string
-	Dir    string
-	Status string
-	Err    error
+	RunID    string
+	Dir      string
+	Status   string
+	Err      error
+	SweepDir string // the sweep folder the run belongs to; "" for a lone run
 }
 
 // Run executes every run of the plan in order. It stops at the first interrupted run; a failed
@@ -86,14 +88,54 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		}
 		timelines[i] = tl
 	}
+	// A plan of more than one run is a sweep: its runs go to ResultsDir/<sweep-id>/r01, r02, …
+	// with sweep.json, and the sweep report is written at the end, also when interrupted.
+	var tr *sweep.Tracker
+	if len(plan.Runs) > 1 {
+		var err error
+		if tr, err = sweep.Start(opts.ResultsDir, plan, safeName(plan.Playbook.Name), opts.Progress); err != nil {
+			return nil, err
+		}
+	}
 	var out []Outcome
+	finishSweep := func() {
+		if tr == nil {
+			return
+		}
+		var statuses []string
+		for _, o := range out {
+			statuses = append(statuses, o.Status)
+		}
+		if _, err := tr.Finish(sweep.Status(statuses)); err != nil {
+			opts.Logger.Error("sweep report", "err", err)
+			if opts.Progress != nil {
+				fmt.Fprintf(opts.Progress, "sweep report: %v\n", err)
+			}
+		}
+	}
 	for i, pr := range plan.Runs {
-		o := runOne(ctx, pr, timelines[i], opts, len(plan.Runs))
+		var place runPlace
+		if tr != nil {
+			tr.Begin(i)
+			place.dir, place.id = tr.RunDir(i)
+		}
+		o := runOne(ctx, pr, timelines[i], opts, place)
+		if tr != nil {
+			if o.Status == "" { // the run folder could not even be made
+				o.Status = results.StatusFailed
+			}
+			o.SweepDir = tr.Dir
+			if err := tr.End(i, o.RunID, o.Status); err != nil {
+				opts.Logger.Error("sweep.json", "err", err)
+			}
+		}
 		out = append(out, o)
 		if errors.Is(o.Err, ErrInterrupted) {
+			finishSweep()
 			return out, o.Err
 		}
 	}
+	finishSweep()
 	var errs []error
 	for _, o := range out {
 		if o.Err != nil {
@@ -158,28 +200,36 @@ func (r *run) progress(format string, args ...any) {
 	r.log.Info(fmt.Sprintf(format, args...))
 }
 
-func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, opts Options, total int) Outcome {
+// runPlace is where a run of a sweep goes (its rNN folder and id); empty for a lone run, which
+// gets ResultsDir/<run-id>/.
+type runPlace struct{ dir, id string }
+
+func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, opts Options, place runPlace) Outcome {
 	pb := pr.Playbook
-	id := fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), safeName(pb.Name))
-	if total > 1 {
-		id = fmt.Sprintf("%s-r%02d", id, pr.Index) // Index counts from 1
-	}
-	if err := os.MkdirAll(opts.ResultsDir, 0o755); err != nil {
-		return Outcome{RunID: id, Err: fmt.Errorf("create results folder: %w", err)}
-	}
-	// Two runs started in the same second must not share a folder.
-	base := id
-	dir := filepath.Join(opts.ResultsDir, id)
-	for i := 2; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) {
+	id, dir := place.id, place.dir
+	if dir != "" {
+		if err := os.Mkdir(dir, 0o755); err != nil {
 			return Outcome{RunID: id, Err: fmt.Errorf("create run folder: %w", err)}
 		}
-		id = fmt.Sprintf("%s-%d", base, i)
+	} else {
+		id = fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), safeName(pb.Name))
+		if err := os.MkdirAll(opts.ResultsDir, 0o755); err != nil {
+			return Outcome{RunID: id, Err: fmt.Errorf("create results folder: %w", err)}
+		}
+		// Two runs started in the same second must not share a folder.
+		base := id
 		dir = filepath.Join(opts.ResultsDir, id)
+		for i := 2; ; i++ {
+			err := os.Mkdir(dir, 0o755)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, os.ErrExist) {
+				return Outcome{RunID: id, Err: fmt.Errorf("create run folder: %w", err)}
+			}
+			id = fmt.Sprintf("%s-%d", base, i)
+			dir = filepath.Join(opts.ResultsDir, id)
+		}
 	}
 	o := Outcome{RunID: id, Dir: dir}
 	if abs, err := filepath.Abs(dir); err == nil {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -154,12 +156,34 @@ func TestRunIDsCountFromOne(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	// Each run of the plan gets a cluster of its own.
-	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: t.TempDir(), Binary: "rig"})
+	var progress bytes.Buffer
+	resDir := t.TempDir()
+	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: resDir, Binary: "rig", Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(outs) != 2 || !regexp.MustCompile(`-r01$`).MatchString(outs[0].RunID) || !regexp.MustCompile(`-r02$`).MatchString(outs[1].RunID) {
 		t.Fatalf("run ids %q %q", outs[0].RunID, outs[1].RunID)
+	}
+	// They are one sweep: resDir/<sweep-id>/r01, r02, sweep.json and the sweep report.
+	sw := outs[0].SweepDir
+	if filepath.Dir(sw) != resDir || outs[0].Dir != filepath.Join(sw, "r01") || outs[1].Dir != filepath.Join(sw, "r02") {
+		t.Fatalf("sweep %s, run dirs %s %s", sw, outs[0].Dir, outs[1].Dir)
+	}
+	got, err := sweep.Read(sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != results.StatusOK || len(got.Runs) != 2 || got.Runs[1].Settings["preload.orders"] != "2k" || got.Runs[1].Status != results.StatusOK {
+		t.Errorf("sweep.json: %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(sw, sweep.ReportName)); err != nil {
+		t.Error(err)
+	}
+	for _, want := range []string{"run 1/2 (preload.orders=1k, round 1), ETA", "run 2/2 (preload.orders=2k, round 1), ETA", filepath.Join(sw, sweep.ReportName)} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
+		}
 	}
 	if strings.Contains(res.outs[0].RunID, "-r") {
 		t.Errorf("a plan of one run has no -rNN: %s", res.outs[0].RunID)
