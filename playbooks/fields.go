@@ -330,6 +330,12 @@ func actionField(a Action, i int, rest string) (field, error) {
 			},
 			get: func(p *Playbook) string { return at(p).WaitFor.Node },
 		}
+	case "wait_for.stable_leader":
+		f = field{
+			set: durationSetter(10*time.Millisecond, time.Hour, "a duration from 10ms to 1h: how long the leader must not change, e.g. 2s",
+				func(p *Playbook) *time.Duration { return &at(p).WaitFor.StableLeader }),
+			get: func(p *Playbook) string { return units.FormatDuration(at(p).WaitFor.StableLeader) },
+		}
 	case "wait_for.timeout":
 		f = field{
 			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 60s",
@@ -348,7 +354,7 @@ var actionKeys = map[string][]string{
 	ActStepDown: {},
 	ActKill:     {"node", "signal", "relaunch_after"},
 	ActBurst:    {"messages", "every", "count"},
-	ActWaitFor:  {"phase", "node", "timeout"},
+	ActWaitFor:  {"phase", "node", "timeout", "stable_leader"},
 }
 
 var actionKinds = []string{ActSnapshot, ActKill, ActStepDown, ActBurst, ActWaitFor}

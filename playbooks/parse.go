@@ -333,8 +333,13 @@ func (r *reader) action(p *Playbook, i int, path string, n ast.Node) {
 			r.failed[bpath+".every"] = true
 		}
 	case ActWaitFor:
-		if !seen["phase"] {
-			r.probs.add(bpos, bpath+".phase", "missing; want one of %s", strings.Join(phases, ", "))
+		switch {
+		case seen["stable_leader"] && (seen["phase"] && a.WaitFor.Phase != "ready" || a.WaitFor.Node != ""):
+			r.probs.add(bpos, bpath+".stable_leader", "waits for every server ready and no leader change; want it without node, and with phase: ready or no phase")
+		case seen["stable_leader"] && !seen["phase"]:
+			a.WaitFor.Phase = "ready" // a stable leader needs every server ready
+		case !seen["phase"]:
+			r.probs.add(bpos, bpath+".phase", "missing; want one of %s, or stable_leader: 2s", strings.Join(phases, ", "))
 		}
 	}
 }

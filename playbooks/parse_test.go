@@ -293,3 +293,19 @@ func TestAnchorsAndAliases(t *testing.T) {
 	}
 	wantProblem(t, problemsOf(t, base+"warmup: *nope\n"), "t.yaml:5:9", "alias *nope refers to no anchor")
 }
+
+func TestWaitForStableLeader(t *testing.T) {
+	base := "name: x\nduration: 5s\nload: {probe_rate: 10/s}\ntimeline:\n  - {at: 1s, wait_for: "
+	p, err := Parse("x.yaml", []byte(base+"{stable_leader: 2s}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Timeline[0].WaitFor; w.StableLeader != 2*time.Second || w.Phase != "ready" || w.Timeout != DefaultWaitForTimeout {
+		t.Errorf("wait_for %+v, want stable 2s, phase ready, default timeout", w)
+	}
+	for _, bad := range []string{"{stable_leader: 2s, phase: catching-up}}", "{stable_leader: 2s, node: node-1}}", "{stable_leader: 1ms}}"} {
+		if _, err := Parse("x.yaml", []byte(base+bad+"\n")); err == nil || !strings.Contains(err.Error(), "stable_leader") {
+			t.Errorf("%s: %v, want a problem at stable_leader", bad, err)
+		}
+	}
+}

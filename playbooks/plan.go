@@ -297,6 +297,10 @@ func describeAction(a Action, i int, v func(path, base string) string) string {
 		if wf.Node != "" || isVaried(v, path+"node") {
 			target = v(path+"node", wf.Node)
 		}
+		if wf.StableLeader > 0 {
+			return fmt.Sprintf("wait until every server is ready and the leader unchanged for %s (timeout %s); later actions wait with it",
+				v(path+"stable_leader", units.FormatDuration(wf.StableLeader)), v(path+"timeout", units.FormatDuration(wf.Timeout)))
+		}
 		return fmt.Sprintf("wait until %s is %s (timeout %s); later actions wait with it",
 			target, v(path+"phase", wf.Phase), v(path+"timeout", units.FormatDuration(wf.Timeout)))
 	}

@@ -82,11 +82,14 @@ type Kill struct {
 	RelaunchAfter time.Duration `json:"relaunch_after,omitempty"`
 }
 
-// WaitFor blocks the timeline until a node (default: every server) reaches a phase.
+// WaitFor blocks the timeline until a node (default: every server) reaches a phase, and with
+// StableLeader until every server is ready and the leader has not changed for that long (ready
+// alone is sticky: it holds through an election).
 type WaitFor struct {
-	Phase   string        `json:"phase"` // ready
-	Node    string        `json:"node,omitempty"`
-	Timeout time.Duration `json:"timeout"`
+	Phase        string        `json:"phase"` // ready
+	Node         string        `json:"node,omitempty"`
+	Timeout      time.Duration `json:"timeout"`
+	StableLeader time.Duration `json:"stable_leader,omitempty"`
 }
 
 // Burst sends Messages at wire speed, Count times, Every apart.

@@ -217,6 +217,9 @@ func (w waitFor) check(servers int) error {
 }
 
 func (w waitFor) String() string {
+	if w.StableLeader > 0 {
+		return fmt.Sprintf("wait until every server is ready and the leader unchanged for %s (timeout %s)", w.StableLeader, w.Timeout)
+	}
 	return fmt.Sprintf("wait until %s is %s (timeout %s)", orAll(w.Node), w.Phase, w.Timeout)
 }
 
@@ -241,6 +244,48 @@ func (w waitFor) run(ctx context.Context, r *run) error {
 	if err := r.waitPhase(ctx, node, w.Phase, time.Until(deadline)); err != nil {
 		return err
 	}
+	if w.StableLeader > 0 {
+		if err := r.waitStableLeader(ctx, w.StableLeader, deadline); err != nil {
+			return err
+		}
+		r.progress("wait_for a stable leader (%s unchanged, every server ready): %s", w.StableLeader, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
 	r.progress("wait_for %s %s: %s", orAll(node), w.Phase, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// waitStableLeader waits until every server is ready, one is leader, and no server has become
+// leader for stable. Ready is sticky through an election, so it alone says nothing about the
+// leader.
+func (r *run) waitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error {
+	for {
+		err := r.waitFor(ctx, time.Until(deadline), func() (bool, error) {
+			for _, s := range r.servers {
+				if r.status[s.Name].Phase != engine.PhaseReady {
+					return false, r.exitedLocked(s.Name)
+				}
+			}
+			return r.leaderLocked() != "", nil
+		})
+		if errors.Is(err, errTimeout) {
+			return fmt.Errorf("no stable leader: not every server ready with a leader by the wait's timeout")
+		}
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		since := time.Since(r.leaderChanged)
+		r.mu.Unlock()
+		if since >= stable {
+			return nil
+		}
+		if time.Until(deadline) < stable-since {
+			return fmt.Errorf("no stable leader: the leader changed %s before the wait's timeout, want %s without a change",
+				since.Round(time.Millisecond), stable)
+		}
+		if err := sleep(ctx, stable-since); err != nil {
+			return err
+		}
+	}
 }

@@ -333,3 +333,34 @@ func TestBadTimelineStartsNothing(t *testing.T) {
 		t.Fatalf("a refused plan created %d entries in the results folder", len(ents))
 	}
 }
+
+// wait_for stable_leader holds the timeline until no server has become leader for that long:
+// after a step-down the next action waits out the stable time from the new leader's election.
+func TestWaitForStableLeader(t *testing.T) {
+	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, plan(t, "3s", `timeline:
+  - {at: 200ms, step_down: {}}
+  - {at: 250ms, wait_for: {stable_leader: 600ms, timeout: 2s}}
+  - {at: 300ms, snapshot: {}}
+`))
+	if res.err != nil || res.outs[0].Status != results.StatusOK {
+		t.Fatalf("run: %v (%+v)", res.err, res.outs)
+	}
+	var stepDown, elected, snap time.Time
+	for _, e := range res.events {
+		switch {
+		case e.Kind == results.KindAction && e.Action == "step_down":
+			stepDown = e.T
+		case e.Kind == results.KindRole && e.Role == "leader" && !stepDown.IsZero() && elected.IsZero():
+			elected = e.T
+		case e.Kind == results.KindAction && e.Action == "snapshot":
+			snap = e.T
+		}
+	}
+	if elected.IsZero() || snap.IsZero() {
+		t.Fatalf("no election after the step-down (%v) or no snapshot (%v)", elected, snap)
+	}
+	if d := snap.Sub(elected); d < 600*time.Millisecond {
+		t.Errorf("snapshot %s after the new leader, want >= 600ms of stable leader", d)
+	}
+
+}

@@ -94,6 +94,9 @@ func (r *run) onTransition(name string, t agentTransition) {
 	case t.Status != nil:
 		r.status[name] = *t.Status
 	}
+	if t.Kind == supervise.KindRole && t.To == engine.RoleLeader {
+		r.leaderChanged = time.Now()
+	}
 	r.notifyLocked()
 }
 
