@@ -169,13 +169,14 @@ type run struct {
 	status     map[string]engine.Status // newest status seen per server
 	down       map[string]bool          // killed and not yet relaunched
 	lastKilled string
-	// leaderChanged is when the watchers last saw a server become leader (controller clock).
-	leaderChanged time.Time
 	asyncErrs  []error                          // failures of actions running beside the timeline
 	asyncWG    sync.WaitGroup                   // actions running beside the timeline
 	cursor     map[string]uint64                // per server: the last transition a watcher handled
 	exits      map[string]*supervise.ExitStatus // per server: how its engine last exited
 	killed     map[string]bool                  // per server: the timeline killed its current launch
+
+	// leaderChanged is when the watchers last saw a server become leader (controller clock).
+	leaderChanged time.Time
 
 	tuningSkipped bool
 	since         map[string]uint64        // per server: transitions before this run's first launch
