@@ -15,6 +15,9 @@ import (
 type CompareOptions struct {
 	BaseWhere      string // key=value pairs, as for Options.Baseline
 	ContenderWhere string
+	// Pool merges each side's combinations (after the filters) into one sample, e.g. every book
+	// size at sync level 0 against every book size at sync level 2.
+	Pool bool
 }
 
 // Pair is a baseline combination and the contender combination it is compared with.
@@ -53,6 +56,28 @@ func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
 		return nil, err
 	}
 	c := &Comparison{Base: base, Contender: contender}
+	if opts.Pool {
+		bg, cg = []*Group{pool(bg)}, []*Group{pool(cg)}
+	}
+	// Combinations pair by their settings less the keys the filters chose on: sync 0 against
+	// sync 2 pairs each book size with itself.
+	ignore := map[string]bool{}
+	for _, w := range []string{opts.BaseWhere, opts.ContenderWhere} {
+		if sel, err := ParseSelector(w); err == nil && w != "" {
+			for k := range sel {
+				ignore[k] = true
+			}
+		}
+	}
+	key := func(g *Group) string {
+		rest := map[string]string{}
+		for k, v := range g.Settings {
+			if !ignore[k] {
+				rest[k] = v
+			}
+		}
+		return Label(nil, rest)
+	}
 	if len(bg) == 1 && len(cg) == 1 {
 		l := bg[0].Label
 		if cg[0].Label != l {
@@ -63,18 +88,22 @@ func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
 		// Paired by settings, not by label: a lone run folder has no axis order.
 		byKey := map[string]*Group{}
 		for _, g := range cg {
-			byKey[Label(nil, g.Settings)] = g
+			byKey[key(g)] = g
 		}
 		for _, g := range bg {
-			if o := byKey[Label(nil, g.Settings)]; o != nil {
-				c.Pairs = append(c.Pairs, &Pair{Label: g.Label, Base: g, Contender: o})
-				delete(byKey, Label(nil, g.Settings))
+			if o := byKey[key(g)]; o != nil {
+				l := g.Label
+				if o.Label != l {
+					l = g.Label + " → " + o.Label
+				}
+				c.Pairs = append(c.Pairs, &Pair{Label: l, Base: g, Contender: o})
+				delete(byKey, key(g))
 			} else {
 				c.Unmatched = append(c.Unmatched, "baseline only: "+g.Label)
 			}
 		}
 		for _, g := range cg {
-			if byKey[Label(nil, g.Settings)] != nil {
+			if byKey[key(g)] != nil {
 				c.Unmatched = append(c.Unmatched, "contender only: "+g.Label)
 			}
 		}
@@ -124,6 +153,32 @@ func filterGroups(set *Set, where, flag string) ([]*Group, error) {
 		return nil, fmt.Errorf("%s %q matches no runs of %s; it has: %s", flag, where, set.Dir, strings.Join(labels, "; "))
 	}
 	return out, nil
+}
+
+// pool merges groups into one; its settings are those all of them share.
+func pool(gs []*Group) *Group {
+	p := &Group{Settings: map[string]string{}}
+	for k, v := range gs[0].Settings {
+		same := true
+		for _, g := range gs[1:] {
+			if g.Settings[k] != v {
+				same = false
+			}
+		}
+		if same {
+			p.Settings[k] = v
+		}
+	}
+	var labels []string
+	for _, g := range gs {
+		p.Runs = append(p.Runs, g.Runs...)
+		labels = append(labels, g.Label)
+	}
+	p.Label = strings.Join(labels, " + ")
+	if len(gs) > 1 {
+		p.Label = "pooled: " + p.Label
+	}
+	return p
 }
 
 func runsOf(gs []*Group) []*RunData {

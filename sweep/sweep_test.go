@@ -210,6 +210,21 @@ func TestCompare(t *testing.T) {
 		t.Errorf("text lacks n=1 no verdict:\n%s", out.String())
 	}
 
+	// Sync 0 against sync 2: each book size pairs with itself; pooled, one pair of n=4.
+	c, err = Compare(set, set, CompareOptions{BaseWhere: "engine.sync_level=0", ContenderWhere: "engine.sync_level=2"})
+	if err != nil || len(c.Pairs) != 2 || c.Pairs[1].Label != "preload.orders=1M engine.sync_level=0 → preload.orders=1M engine.sync_level=2" {
+		t.Fatalf("pairs %v, err %v", c.Pairs, err)
+	}
+	c, err = Compare(set, set, CompareOptions{BaseWhere: "engine.sync_level=0", ContenderWhere: "engine.sync_level=2", Pool: true})
+	if err != nil || len(c.Pairs) != 1 {
+		t.Fatalf("pooled: %v %v", c, err)
+	}
+	for _, r := range c.Rows {
+		if r.Metric.Key == "normal.p50" && (r.C.Base.N != 4 || r.C.Verdict != stats.Worse || r.C.U.P >= 0.05) {
+			t.Errorf("pooled normal p50: n=%d verdict %q MW p %v", r.C.Base.N, r.C.Verdict, r.C.U.P)
+		}
+	}
+
 	if _, err := Compare(set, set, CompareOptions{BaseWhere: "nonsense"}); err == nil {
 		t.Error("a bad selector was accepted")
 	}

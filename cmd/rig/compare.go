@@ -22,8 +22,9 @@ func init() {
 			"Every difference in environment (instance type, kernel, rig version, config hash) and every run\n" +
 			"whose load average exceeded its CPUs is warned about first.\n\n" +
 			"Sweeps are compared combination by combination; --base-where and --contender-where pick\n" +
-			"combinations by their settings, e.g. one sweep against itself:\n" +
-			"  rig compare results/S results/S --base-where engine.sync_level=0 --contender-where engine.sync_level=2",
+			"combinations by their settings, e.g. one sweep against itself, each book size with itself:\n" +
+			"  rig compare results/S results/S --base-where engine.sync_level=0 --contender-where engine.sync_level=2\n" +
+			"and with --pool every book size at sync 0 against every book size at sync 2, as one sample each.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return fmt.Errorf("%w: compare takes BASE and CONTENDER (run or sweep folders), got %d arguments", errUsage, len(args))
@@ -51,6 +52,7 @@ func init() {
 		},
 	}
 	cmd.Flags().StringVar(&opts.BaseWhere, "base-where", "", "only the baseline runs with these settings, key=value[,key=value]")
+	cmd.Flags().BoolVar(&opts.Pool, "pool", false, "merge each side's combinations (after the filters) into one sample")
 	cmd.Flags().StringVar(&opts.ContenderWhere, "contender-where", "", "only the contender runs with these settings, key=value[,key=value]")
 	rootCmd.AddCommand(cmd)
 }
