@@ -176,3 +176,20 @@ func TestCompareVerdicts(t *testing.T) {
 }
 
 func normalCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+
+func TestCompareRankTestDecides(t *testing.T) {
+	// One wild round (40) on a shared machine: the interval of the means includes 0, the ranks
+	// separate completely (4 against 4: p = 2/70), and the ranks decide.
+	base := []float64{1.0, 1.05, 1.1, 1.07}
+	cont := []float64{5, 6, 5.5, 40}
+	c := Compare(base, cont, LowerIsBetter)
+	if c.Welch == nil || c.Welch.Lo > 0 || c.Verdict != Worse {
+		t.Errorf("outlier: verdict %q (%s), want worse from the ranks with a Welch CI including 0", c.Verdict, c.Why)
+	}
+	// Most values equal, four of ten higher: the mean moves, the ranks mostly tie.
+	base = []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.01}
+	cont = []float64{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}
+	if c := Compare(base, cont, LowerIsBetter); c.Verdict != Unclear {
+		t.Errorf("tied ranks, moved mean: %q (%s), want unclear", c.Verdict, c.Why)
+	}
+}

@@ -217,27 +217,38 @@ func readEnv(runs []*RunData) (env, []string) {
 		e.config[m.ConfigHash[:min(12, len(m.ConfigHash))]] = true
 		e.cpus[fmt.Sprint(m.CPUs)] = true
 		e.target[m.Target] = true
+		// The worst load average against its CPUs, on the controller or any node: one line a run.
+		worst, worstCPUs, where := 0.0, 0, ""
+		over := func(l float64, cpus int, w string) {
+			if cpus > 0 && l > float64(cpus) && l/float64(cpus) > worst/float64(max(worstCPUs, 1)) {
+				worst, worstCPUs, where = l, cpus, w
+			}
+		}
+		for _, la := range [][]float64{m.LoadAvg.Start, m.LoadAvg.End} {
+			if len(la) > 0 {
+				over(la[0], m.CPUs, "the controller")
+			}
+		}
 		if b, err := json.Marshal(m.Facts); err == nil {
 			var fs map[string]facts.Facts
 			if json.Unmarshal(b, &fs) == nil {
-				for _, f := range fs {
+				for name, f := range fs {
 					e.kernel[f.Kernel] = true
 					if f.Instance != nil && f.Instance.Type != "" {
 						e.instance[f.Instance.Type] = true
 					} else {
 						e.instance["(not EC2)"] = true
 					}
-					if f.CPUs > 0 && f.Load.Load1 > float64(f.CPUs) {
-						load = append(load, fmt.Sprintf("%s: a node's load average %.2f at start exceeds its %d CPUs", r.Dir, f.Load.Load1, f.CPUs))
-					}
+					over(f.Load.Load1, f.CPUs, name)
 				}
 			}
 		}
-		for _, la := range [][]float64{m.LoadAvg.Start, m.LoadAvg.End} {
-			if len(la) > 0 && m.CPUs > 0 && la[0] > float64(m.CPUs) {
-				load = append(load, fmt.Sprintf("%s: controller load average %.2f exceeds its %d CPUs", r.Dir, la[0], m.CPUs))
-				break
+		if where != "" {
+			name := r.Ref.Dir
+			if name == "" || name == "." {
+				name = r.Dir
 			}
+			load = append(load, fmt.Sprintf("%s: load average %.2f on %s exceeds its %d CPUs: its timings are upper bounds", name, worst, where, worstCPUs))
 		}
 	}
 	return e, load
@@ -336,5 +347,5 @@ func (c *Comparison) Text(w io.Writer) {
 				Cell(r.Metric, r.C.Base), Cell(r.Metric, r.C.Contender), DiffCell(r.C), mwCell(r.C), verdict)
 		}
 	}
-	fmt.Fprintln(w, "\nVerdicts: a difference only where Welch's 95 % interval excludes 0 and the Mann–Whitney test agrees where it can; \"no verdict\" with fewer than 2 values a side (use rounds).")
+	fmt.Fprintln(w, "\n"+verdictRule)
 }

@@ -22,6 +22,12 @@ type Options struct {
 // ErrBadBaseline: Options.Baseline matches no combination, or is not key=value pairs.
 var ErrBadBaseline = errors.New("baseline")
 
+// verdictRule says how stats.Compare decides, under every table of verdicts.
+const verdictRule = "Verdicts: where the Mann–Whitney U test can reach p < 0.05 with the values at hand (4 against 4 and more) it decides, " +
+	"in the direction of the medians; where it cannot (2 against 2 never goes below p = 1/3), a difference is called only when " +
+	"Welch's 95 % interval for the difference of means excludes 0. \"unclear\": the interval excludes 0 but the ranks do not differ. " +
+	"\"no verdict\": fewer than 2 values a side (use rounds)."
+
 // Report is a sweep's pooled figures, ready to render.
 type Report struct {
 	Set      *Set
@@ -227,7 +233,7 @@ func (r *Report) Markdown() string {
 	r.runList(&b)
 	pf("## How to read this\n\n")
 	pf("- Each cell pools every round of a combination: median [min–max] n=values, or where noted mean ± stdev with the 95 %% confidence interval of the mean (Student's t).\n")
-	pf("- A difference is called only when Welch's 95 %% interval for the difference of means excludes 0 and the Mann–Whitney U test agrees (where it can: with 2 values against 2 it never goes below p = 1/3, so then the interval decides alone); otherwise \"no difference\". Fewer than 2 values on a side: no verdict.\n")
+	pf("- %s\n", verdictRule)
 	pf("- Per-run figures, warnings and plots are in each run's own report.md.\n")
 	return b.String()
 }
@@ -258,7 +264,7 @@ func (r *Report) differences(b *strings.Builder) {
 	}
 	pf := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	pf("## Differences from the baseline\n\n")
-	pf("| combination | figure | baseline | this | difference (95 %% CI) | Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|\n")
+	pf("| combination | figure | baseline | this | difference of means (95 %% CI) | Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|\n")
 	for _, g := range r.Groups {
 		if g == r.Baseline {
 			continue
