@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -15,9 +17,16 @@ import (
 // same client works over a local socket and an SSH tunnel.
 type DialFunc func(ctx context.Context) (net.Conn, error)
 
-// Client talks to one agent.
+// ErrStranger is an answer from an agent that is not the one the client is for: another node,
+// or an agent another run holds. The client refuses it.
+var ErrStranger = errors.New("answer from a stranger agent")
+
+// Client talks to one agent. With Run set it sends the run's id with every request (the agent
+// refuses it while another run holds its lease) and checks the identity on every answer: the
+// node must be Node, and the lease holder Run or nobody.
 type Client struct {
 	Node string
+	Run  string
 	http *http.Client
 }
 
@@ -59,6 +68,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.Run != "" {
+		req.Header.Set(HeaderRun, c.Run)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent %s %s %s: %w", c.Node, method, path, err)
@@ -72,6 +84,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		return fmt.Errorf("agent %s %s %s: %s: %s", c.Node, method, path, resp.Status, e.Error)
 	}
+	// An answer that did not fail must still come from the agent this client is for.
+	if err := c.checkIdentity(resp); err != nil {
+		return fmt.Errorf("agent %s %s %s: %w", c.Node, method, path, err)
+	}
 	switch o := out.(type) {
 	case nil:
 		return nil
@@ -81,4 +97,35 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	default:
 		return json.NewDecoder(resp.Body).Decode(out)
 	}
+}
+
+func (c *Client) checkIdentity(resp *http.Response) error {
+	node, run := resp.Header.Get(HeaderNode), resp.Header.Get(HeaderRun)
+	if c.Node != "" && node != c.Node {
+		return fmt.Errorf("%w: it is the agent of node %q", ErrStranger, node)
+	}
+	if c.Run != "" && run != "" && run != c.Run {
+		return fmt.Errorf("%w: it is held by run %s, not by run %s", ErrStranger, run, c.Run)
+	}
+	return nil
+}
+
+// Lease claims or renews the agent's lease for c.Run: until it lapses (ttl without a renewal)
+// the agent answers no other run, and when it lapses the agent undoes the run by itself.
+func (c *Client) Lease(ctx context.Context, ttl time.Duration) (LeaseState, error) {
+	var out LeaseState
+	err := c.do(ctx, http.MethodPost, "/lease", LeaseRequest{Run: c.Run, TTL: ttl.String()}, &out)
+	return out, err
+}
+
+// Release gives the lease back at the end of the run (nothing is undone).
+func (c *Client) Release(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "/lease?run="+url.QueryEscape(c.Run), nil, nil)
+}
+
+// LeaseState returns the agent's lease and its last lapse.
+func (c *Client) LeaseState(ctx context.Context) (LeaseState, error) {
+	var out LeaseState
+	err := c.do(ctx, http.MethodGet, "/lease", nil, &out)
+	return out, err
 }

@@ -198,7 +198,7 @@ func (s *Server) handleEngineStart(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := supervise.StartEngine(r.Context(), supervise.Spec{
 		Node: node, Binary: binary, Args: req.Args, Config: req.Config, Dir: s.opts.Dir,
-		Env: req.Env, Journal: j, Logger: s.log,
+		Env: req.Env, AdminToken: s.adminToken, Journal: j, Logger: s.log,
 	})
 	if err != nil {
 		writeErr(w, engineErrCode(err), err)
@@ -366,6 +366,7 @@ func (s *Server) handleEngineProxy(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
+	engine.AuthorizeAdmin(req, s.adminToken)
 	if ct := r.Header.Get("Content-Type"); ct != "" && body != nil {
 		req.Header.Set("Content-Type", ct)
 	}

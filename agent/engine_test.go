@@ -25,6 +25,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/ctlsock"
 )
 
 // testEngine is the engine test double from agent/supervise/testdata, built once.
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 func runChildAgent() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err := Serve(ctx, Options{Listen: os.Getenv("RIG_AGENT_TEST_LISTEN"), Dir: os.Getenv("RIG_AGENT_TEST_DIR"),
+	err := Serve(ctx, Options{Dir: os.Getenv("RIG_AGENT_TEST_DIR"),
 		Binary: os.Getenv("RIG_AGENT_TEST_ENGINE"), Node: "child"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,33 +66,47 @@ func runChildAgent() {
 	os.Exit(0)
 }
 
-func dialAddr(addr string) DialFunc {
+func dialSocket(sock string) DialFunc {
 	return func(ctx context.Context) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}
+}
+
+// socketHTTP is a plain HTTP client for raw requests to the agent's control socket.
+func socketHTTP(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialSocket(sock)(ctx)
+	}}}
+}
+
+// listenSocket listens on the agent's default control socket in dir, as Serve would.
+func listenSocket(t *testing.T, dir string) net.Listener {
+	t.Helper()
+	ln, err := ctlsock.Listen(SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
 
 type engineAgent struct {
 	c    *Client
 	dir  string
-	addr string
-	stop func() // stops the agent and waits for Serve to return
+	http *http.Client // raw requests to the agent's socket
+	stop func()       // stops the agent and waits for Serve to return
 }
 
 func startEngineAgent(t *testing.T) *engineAgent {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
+	ln := listenSocket(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
 		done <- Serve(ctx, Options{Listener: ln, Dir: dir, Node: "node-0", Binary: testEngine, Logger: log})
 	}()
-	a := &engineAgent{c: NewClient("node-0", dialAddr(ln.Addr().String())), dir: dir, addr: ln.Addr().String()}
+	a := &engineAgent{c: NewClient("node-0", dialSocket(SocketPath(dir))), dir: dir, http: socketHTTP(SocketPath(dir))}
 	var stopped bool
 	a.stop = func() {
 		if stopped {
@@ -287,7 +302,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 
 func TestStrictRequestBodies(t *testing.T) {
 	a := startEngineAgent(t)
-	resp, err := http.Post("http://"+a.addr+"/v1/engine/start", "application/json", strings.NewReader(`{"confg":{}}`))
+	resp, err := a.http.Post("http://agent/v1/engine/start", "application/json", strings.NewReader(`{"confg":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +312,7 @@ func TestStrictRequestBodies(t *testing.T) {
 		t.Fatalf("unknown field: %s %s", resp.Status, b)
 	}
 	for _, q := range []string{"since=x", "wait=forever", "wait=2h"} {
-		resp, err := http.Get("http://" + a.addr + "/v1/engine/transitions?" + q)
+		resp, err := a.http.Get("http://agent/v1/engine/transitions?" + q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,17 +454,16 @@ func TestAgentShutdownStopsEngine(t *testing.T) {
 
 // The agent is SIGKILLed (no chance to clean up): the kernel must kill its engine (Pdeathsig).
 func TestKilledAgentTakesEngineDown(t *testing.T) {
-	addr, dir := testaddr.Free(t), t.TempDir()
+	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childAgentEnv+"=1", "RIG_AGENT_TEST_LISTEN="+addr,
-		"RIG_AGENT_TEST_DIR="+dir, "RIG_AGENT_TEST_ENGINE="+testEngine)
+	cmd.Env = append(os.Environ(), childAgentEnv+"=1", "RIG_AGENT_TEST_DIR="+dir, "RIG_AGENT_TEST_ENGINE="+testEngine)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	c := NewClient("child", dialAddr(addr))
+	c := NewClient("child", dialSocket(SocketPath(dir)))
 	defer c.Close()
 	ctx := context.Background()
 	for i := 0; ; i++ {

@@ -258,7 +258,7 @@ func (sm *sampler) running() bool {
 func (n *nodeSide) registerShutdown(r *http.Request) {
 	n.onShutdown.Do(func() {
 		if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
-			srv.RegisterOnShutdown(n.stopAll)
+			srv.RegisterOnShutdown(func() { n.stopAll() })
 		}
 	})
 }
@@ -272,17 +272,23 @@ func (s *Server) shutdownNode() {
 	}
 }
 
-func (n *nodeSide) stopAll() {
+// stopAll stops every running sampler and returns how many there were.
+func (n *nodeSide) stopAll() int {
 	n.mu.Lock()
 	var all []*sampler
 	for _, sm := range n.samplers {
 		all = append(all, sm)
 	}
 	n.mu.Unlock()
+	running := 0
 	for _, sm := range all {
+		if sm.running() {
+			running++
+		}
 		sm.cancel()
 		<-sm.done
 	}
+	return running
 }
 
 func (n *nodeSide) handleSamplesList(w http.ResponseWriter, r *http.Request) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,19 +25,13 @@ type nodeAgent struct {
 
 func startNodeAgent(t *testing.T, dir, root string) *nodeAgent {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenSocket(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(ctx, Options{Listener: ln, Dir: dir, Root: root, Node: "n0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
-	addr := ln.Addr().String()
-	a := &nodeAgent{c: NewClient("n0", func(ctx context.Context) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	})}
+	a := &nodeAgent{c: NewClient("n0", dialSocket(SocketPath(dir)))}
 	var stopped bool
 	a.stop = func() {
 		if stopped {

@@ -1,10 +1,13 @@
-// Package agent is the per-node agent (DESIGN 4.3): an HTTP+JSON API bound to 127.0.0.1 on the
-// node and reached by the controller through Transport.Dial, so it is never exposed beyond the
-// node (on AWS it sits behind SSH).
+// Package agent is the per-node agent (DESIGN 4.3): an HTTP+JSON API on a Unix socket in a 0700
+// folder on the node (internal/ctlsock), reached by the controller through Transport.Dial —
+// directly on the local target, by OpenSSH's stream-local forwarding on remote nodes — so only
+// the user who runs the controller can reach it (docs/security.md).
 package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,26 +15,36 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/rig-dev/rig/internal/ctlsock"
 )
 
 // APIVersion is the path prefix of every endpoint.
 const APIVersion = "/v1"
 
-// DefaultPort is where the agent listens when not told otherwise (the local target gives every
-// node its own port, since all nodes share one loopback).
-const DefaultPort = 7400
+// SocketPath is where the agent whose folder is dir listens unless told otherwise:
+// dir/ctl/agent.sock, in a folder only its owner can enter.
+func SocketPath(dir string) string { return filepath.Join(dir, "ctl", "agent.sock") }
+
+// Identity headers: every answer names the agent's node and the run holding its lease, and the
+// controller sends its run with every request, so a controller that reached the wrong agent (or
+// an agent another run holds) finds out on the first answer (client.go).
+const (
+	HeaderNode = "Rig-Node"
+	HeaderRun  = "Rig-Run"
+)
 
 // Options configure an agent.
 type Options struct {
-	Listen string // host:port; must be a loopback address
+	Socket string // the control socket's path (default SocketPath(Dir))
 	Dir    string // the node's folder: engine runs, logs, tuning state
 	Root   string // filesystem root for /proc and /sys ("/" on a real node; a fake tree in tests)
 	Binary string // the rig binary to start the engine with (default: this executable)
 	Logger *slog.Logger
 	Node   string // this node's name, reported by ping and stamped on engine transitions
-	// Listener, when set, is served instead of listening on Listen (tests pass 127.0.0.1:0 and
-	// read the port from it). It must be bound to a loopback address too.
+	// Listener, when set, is served instead of listening on Socket (tests).
 	Listener net.Listener
 }
 
@@ -42,11 +55,15 @@ type Server struct {
 	mux     *http.ServeMux
 	started time.Time
 	engine  engineSide // engine_handlers.go
+	lease   leaseSide  // lease.go
+	// adminToken is the engine admin API's secret for this agent's lifetime (engine/contract.go).
+	adminToken string
 }
 
 // PingResponse answers GET /v1/ping.
 type PingResponse struct {
 	Node    string    `json:"node,omitempty"`
+	Run     string    `json:"run,omitempty"` // the run holding the agent's lease, if any
 	Version string    `json:"version"`
 	PID     int       `json:"pid"`
 	Dir     string    `json:"dir"`
@@ -65,33 +82,32 @@ func Serve(ctx context.Context, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Listener != nil {
-		opts.Listen = opts.Listener.Addr().String()
-	}
-	host, _, err := net.SplitHostPort(opts.Listen)
-	if err != nil {
-		return fmt.Errorf("agent listen address %q: %w", opts.Listen, err)
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("agent listen address %q: must be a loopback address (the agent is reached through the transport, never directly)", opts.Listen)
+	if opts.Socket == "" {
+		opts.Socket = SocketPath(opts.Dir)
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return fmt.Errorf("agent dir: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), started: time.Now()}
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		return fmt.Errorf("agent: make the engine admin secret: %w", err)
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), started: time.Now(), adminToken: hex.EncodeToString(tok)}
 	s.mux.HandleFunc("GET "+APIVersion+"/ping", s.handlePing)
 	s.registerEngineHandlers()
 	s.registerNodeHandlers()
 	s.registerDiskHandlers()
+	s.registerLeaseHandlers(ctx)
 	ln := opts.Listener
 	if ln == nil {
-		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
-			return fmt.Errorf("agent listen: %w", err)
+		var err error
+		if ln, err = ctlsock.Listen(opts.Socket); err != nil {
+			return fmt.Errorf("agent: %w", err)
 		}
 	}
 	// Requests inherit ctx, so long polls and proxied calls end when the agent stops instead of
 	// holding up Shutdown.
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: s.identify(s.mux), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
@@ -100,7 +116,8 @@ func Serve(ctx context.Context, opts Options) error {
 		srv.Shutdown(sctx)
 	}()
 	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", opts.Dir)
-	err = srv.Serve(ln)
+	err := srv.Serve(ln)
+	s.undoOnExit()
 	s.shutdownEngine()
 	s.shutdownNode()
 	if errors.Is(err, http.ErrServerClosed) {
@@ -110,7 +127,7 @@ func Serve(ctx context.Context, opts Options) error {
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, PingResponse{Node: s.opts.Node, Version: Version, PID: os.Getpid(), Dir: s.opts.Dir, Started: s.started, Now: time.Now()})
+	writeJSON(w, http.StatusOK, PingResponse{Node: s.opts.Node, Run: s.lease.holder(), Version: Version, PID: os.Getpid(), Dir: s.opts.Dir, Started: s.started, Now: time.Now()})
 }
 
 // apiError is the body of every non-2xx answer.

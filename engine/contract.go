@@ -3,7 +3,12 @@
 // it; the agent's driver polls it.
 package engine
 
-import "time"
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+)
 
 // Phases an engine node goes through after launch, in order.
 const (
@@ -134,4 +139,35 @@ type Peer struct {
 	Node       string `json:"node"`
 	RaftAddr   string `json:"raft_addr"`
 	ClientAddr string `json:"client_addr"`
+}
+
+// The admin API answers only the agent that started the engine. The agent makes a secret for
+// its lifetime and hands it to every engine it starts in the environment variable
+// AdminTokenEnv (never in argv, which any user can read in /proc, and never in the config
+// file, which is collected into results). The engine requires it on every admin request as
+// `Authorization: Bearer <token>` and answers 401 without it. A user's engine (a JVM, say)
+// takes part by reading the variable once at start-up, comparing the header in constant time,
+// and not passing the variable on to processes of its own. docs/security.md has the threat model.
+const AdminTokenEnv = "RIG_ADMIN_TOKEN"
+
+// AuthorizeAdmin sets the agent's bearer token on an admin request.
+func AuthorizeAdmin(req *http.Request, token string) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+}
+
+// RequireAdminToken wraps an admin handler so that only requests with the bearer token pass; the
+// rest get 401. An empty token refuses every request: an engine started without one has no
+// caller it can trust.
+func RequireAdminToken(token string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rig engine admin"`)
+			http.Error(w, `{"error":"admin API: missing or wrong bearer token (`+AdminTokenEnv+`, engine/contract.go)"}`, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

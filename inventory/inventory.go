@@ -85,8 +85,8 @@ func (inv *Inventory) Validate() error {
 	seen := map[string]bool{}
 	for i, n := range inv.Nodes {
 		switch {
-		case n.Name == "":
-			return fmt.Errorf("inventory: nodes[%d].name is empty", i)
+		case CheckName(fmt.Sprintf("nodes[%d].name", i), n.Name) != nil:
+			return fmt.Errorf("inventory: %w", CheckName(fmt.Sprintf("nodes[%d].name", i), n.Name))
 		case seen[n.Name]:
 			return fmt.Errorf("inventory: nodes[%d].name %q appears twice", i, n.Name)
 		case n.Role != RoleServer && n.Role != RoleClient:

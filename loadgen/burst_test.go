@@ -2,13 +2,16 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,17 +88,21 @@ func TestControlAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := ListenControl("127.0.0.1:0")
+	sock := filepath.Join(t.TempDir(), "ctl", "loadgen.sock")
+	ln, err := ListenControl(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: ControlHandler(run)}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	base := "http://" + ln.Addr().String()
+	base := "http://loadgen"
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
 	post := func(path, body string) (int, string) {
 		t.Helper()
-		resp, err := http.Post(base+path, "application/json", bytes.NewBufferString(body))
+		resp, err := hc.Post(base+path, "application/json", bytes.NewBufferString(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +112,7 @@ func TestControlAPI(t *testing.T) {
 	}
 	stats := func() ProbeStats {
 		t.Helper()
-		resp, err := http.Get(base + "/stats")
+		resp, err := hc.Get(base + "/stats")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,8 +166,18 @@ func TestControlAPI(t *testing.T) {
 	}
 }
 
-func TestListenControlLoopbackOnly(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "10.1.2.3:0", "nohostport", ":0"} {
+// The control API has no authentication of its own: only a Unix socket in a folder of ours,
+// never TCP (any local user could reach a loopback port) or a folder others can enter.
+func TestListenControlSocketOnly(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o755)
+	if ln, err := ListenControl(filepath.Join(open, "loadgen.sock")); err == nil || !strings.Contains(err.Error(), "lets others in") {
+		if ln != nil {
+			ln.Close()
+		}
+		t.Errorf("socket in a 0755 folder: %v, want a refusal", err)
+	}
+	for _, addr := range []string{"127.0.0.1:7700", "0.0.0.0:0", "relative/loadgen.sock", ""} {
 		if ln, err := ListenControl(addr); !errors.Is(err, ErrBadOptions) {
 			if ln != nil {
 				ln.Close()

@@ -72,7 +72,7 @@ type ProbeConfig struct {
 	Grace    Duration `json:"grace,omitempty"`
 	Interval Duration `json:"interval,omitempty"`
 	Out      string   `json:"out"`
-	Control  string   `json:"control,omitempty"` // 127.0.0.1:PORT for the control API (loopback only)
+	Control  string   `json:"control,omitempty"` // Unix socket path for the control API (its folder 0700)
 }
 
 // BurstConfig is the burst section, for `rig loadgen burst` (see BurstOptions).

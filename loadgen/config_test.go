@@ -18,7 +18,7 @@ func TestParseConfig(t *testing.T) {
   "probe_price": 2,
   "conn": {"dial_timeout": "1s", "keepalive": 500000000, "dead_after": "20s"},
   "preload": {"orders": "5M", "levels": 50, "batch": 2000, "in_flight": 8, "seed": 7},
-  "probe": {"rate": "5k/s", "duration": "3m50s", "grace": "7s", "out": "/tmp/x", "control": "127.0.0.1:7700"},
+  "probe": {"rate": "5k/s", "duration": "3m50s", "grace": "7s", "out": "/tmp/x", "control": "/tmp/x/ctl/loadgen.sock"},
   "burst": {"messages": "50k", "every": "1s", "count": 5, "out": "/tmp/b"}
 }`
 	c, err := ParseConfig("lg.json", []byte(text))
@@ -27,7 +27,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	p := c.ProbeOptions()
 	if p.Rate != 5000 || p.Duration != 230*time.Second || p.Grace != 7*time.Second || p.Out != "/tmp/x" || p.Instruments != 8 || p.Price != 2 ||
-		p.Conn.KeepAlive != 500*time.Millisecond || p.Conn.DeadAfter != 20*time.Second || len(p.Servers) != 2 || c.Probe.Control != "127.0.0.1:7700" {
+		p.Conn.KeepAlive != 500*time.Millisecond || p.Conn.DeadAfter != 20*time.Second || len(p.Servers) != 2 || c.Probe.Control != "/tmp/x/ctl/loadgen.sock" {
 		t.Errorf("probe options %+v", p)
 	}
 	pl := c.PreloadOptions()
@@ -108,7 +108,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	in := Config{
 		Servers: []string{"a:1", "b:2"}, Instruments: 4, StartTimeout: Duration(30 * time.Second),
 		Preload: PreloadConfig{Orders: 5_000_000, Out: "/r/loadgen"},
-		Probe:   ProbeConfig{Rate: 5000, Duration: Duration(230 * time.Second), Out: "/r/loadgen", Control: "127.0.0.1:7700"},
+		Probe:   ProbeConfig{Rate: 5000, Duration: Duration(230 * time.Second), Out: "/r/loadgen", Control: "/r/ctl/loadgen.sock"},
 	}
 	b, err := json.Marshal(in)
 	if err != nil {

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
+
+	"github.com/rig-dev/rig/internal/ctlsock"
 )
 
-// ControlHandler serves a probe run's control API (`rig loadgen probe --control ADDR`):
+// ControlHandler serves a probe run's control API (`rig loadgen probe --control SOCKET`):
 //
 //	POST /burst  {"messages": 50000, "every_ns": 1000000000, "count": 5}
 //	             starts a burst series -> 202 {"started": true}; 400 bad body; 409 one is running;
@@ -60,24 +63,16 @@ func writeJSONResponse(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// ListenControl listens on a loopback address for the control API; anything else is refused,
-// since the API has no authentication.
-func ListenControl(addr string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
+// ListenControl listens for the control API on a Unix socket (an absolute path) in a folder
+// only this user can enter (internal/ctlsock): the API has no authentication of its own, so the
+// kernel's check on the folder is what keeps other users out. A TCP address is refused.
+func ListenControl(path string) (net.Listener, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%w: control: %q: want the absolute path of a Unix socket (its folder is made 0700)", ErrBadOptions, path)
+	}
+	ln, err := ctlsock.Listen(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: control: %q: want 127.0.0.1:PORT", ErrBadOptions, addr)
-	}
-	ip := net.ParseIP(host)
-	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("%w: control: %q is not a loopback address (want 127.0.0.1:PORT or [::1]:PORT)", ErrBadOptions, addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for control on %s: %w", addr, err)
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		ln.Close()
-		return nil, fmt.Errorf("%w: control: %q resolved to %v, not a loopback address", ErrBadOptions, addr, ln.Addr())
+		return nil, fmt.Errorf("load generator control: %w", err)
 	}
 	return ln, nil
 }

@@ -49,7 +49,7 @@ func engineCluster(b *testing.B, n, syncLevel int) []string {
 			b.Fatal(err)
 		}
 		nodes = append(nodes, nd)
-		go func() { server.New(nd, log).Run(ctx); done <- struct{}{} }()
+		go func() { server.New(nd, log, "bench-admin-secret").Run(ctx); done <- struct{}{} }()
 		addrs = append(addrs, peers[i].ClientAddr)
 	}
 	deadline := time.Now().Add(20 * time.Second)

@@ -10,7 +10,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"strconv"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/inventory"
@@ -28,7 +27,10 @@ type Target interface {
 
 // StartOptions are what a run asks of a target.
 type StartOptions struct {
-	RunDir           string // the run folder on this machine (absolute)
+	RunDir string // the run folder on this machine (absolute)
+	// Run is the run's id: agents' clients send it and check it on every answer, and the local
+	// target names it in the locks on its addresses.
+	Run              string
 	Servers, Clients int    // what the playbook needs (the local target builds exactly that)
 	Binary           string // the rig binary to run on the nodes (default: this executable)
 	Logger           *slog.Logger
@@ -52,6 +54,9 @@ type Cluster interface {
 	Gather(ctx context.Context, n inventory.Node, rel string) error
 	// Remove deletes a path on the node (relative paths are in its agent folder).
 	Remove(ctx context.Context, n inventory.Node, path string) error
+	// ControlSocket is a Unix socket path on the node, beside the node agent's own in its 0700
+	// folder, for a service only the controller may reach (the load generator's control API).
+	ControlSocket(n inventory.Node, name string) string
 	// Traits are the facts about the cluster a run acts on.
 	Traits() Traits
 	// Collect brings every node's folder (logs, transitions, samples; large engine data left
@@ -75,10 +80,9 @@ type Traits struct {
 	TuneSkipped string
 }
 
-// LoopbackHost is where a node's own services (agent, engine admin, load generator control)
-// listen: its private address when that is a loopback address (the local target, or several
-// nodes sharing one host in tests), else 127.0.0.1. Either way they are reached only through
-// the transport.
+// LoopbackHost is where a node's own TCP services (engine admin) listen: its private address when
+// that is a loopback address (the local target, or several nodes sharing one host in tests),
+// else 127.0.0.1. Either way they are reached only through the transport.
 func LoopbackHost(n inventory.Node) string {
 	if ip := net.ParseIP(n.PrivateAddress); ip != nil && ip.IsLoopback() {
 		return n.PrivateAddress
@@ -86,18 +90,12 @@ func LoopbackHost(n inventory.Node) string {
 	return "127.0.0.1"
 }
 
-// AgentAddr is where the node's agent listens, as seen from the node (port 0: agent.DefaultPort).
-func AgentAddr(n inventory.Node, port int) string {
-	if port == 0 {
-		port = agent.DefaultPort
-	}
-	return net.JoinHostPort(LoopbackHost(n), strconv.Itoa(port))
-}
-
-// AgentClient is a client of the node's agent at addr, reached through tr.Dial (an SSH tunnel on
-// remote targets).
-func AgentClient(tr transport.Transport, n inventory.Node, addr string) *agent.Client {
-	return agent.NewClient(n.Name, func(ctx context.Context) (net.Conn, error) {
-		return tr.Dial(ctx, n, addr)
+// AgentClient is a client of the node's agent at its control socket, reached through tr.Dial
+// (OpenSSH stream-local forwarding on remote targets), for run (may be "": no run).
+func AgentClient(tr transport.Transport, n inventory.Node, socket, run string) *agent.Client {
+	c := agent.NewClient(n.Name, func(ctx context.Context) (net.Conn, error) {
+		return tr.Dial(ctx, n, socket)
 	})
+	c.Run = run
+	return c
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/rig-dev/rig/inventory"
 )
@@ -58,8 +59,18 @@ type Transport interface {
 	Upload(ctx context.Context, node inventory.Node, local, remote string, mode uint32) error
 	// Download copies a file on the node to a local path.
 	Download(ctx context.Context, node inventory.Node, remote, local string) error
-	// Dial opens a TCP connection to addr as seen from the node (e.g. "127.0.0.1:7400").
+	// Dial opens a connection to addr as seen from the node: a Unix socket when addr is an
+	// absolute path (see Network), else TCP to host:port (e.g. "127.0.0.1:7002").
 	Dial(ctx context.Context, node inventory.Node, addr string) (net.Conn, error)
 	// Close releases connections.
 	Close() error
+}
+
+// Network is the network Dial uses for addr: "unix" for an absolute path (a control socket in a
+// 0700 folder, docs/security.md), else "tcp".
+func Network(addr string) string {
+	if strings.HasPrefix(addr, "/") {
+		return "unix"
+	}
+	return "tcp"
 }

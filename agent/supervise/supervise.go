@@ -57,6 +57,9 @@ type Spec struct {
 	Dir     string   // the engine's folder (also its working directory)
 	LogFile string   // stdout+stderr, appended (default: <Dir>/engine.log)
 	Env     []string // extra KEY=VALUE pairs on top of the agent's environment
+	// AdminToken is the secret the engine's admin API requires (engine.AdminTokenEnv): handed
+	// to the engine in its environment and sent on every status poll. Never logged.
+	AdminToken string
 
 	PollInterval time.Duration // GET /status cadence (default 20 ms)
 	PollTimeout  time.Duration // per poll (default 1 s)
@@ -306,6 +309,9 @@ func (e *Engine) launch() error {
 	cmd := exec.Command(e.spec.Binary, args...)
 	cmd.Dir = e.spec.Dir
 	cmd.Env = append(os.Environ(), e.spec.Env...)
+	if e.spec.AdminToken != "" {
+		cmd.Env = append(cmd.Env, engine.AdminTokenEnv+"="+e.spec.AdminToken)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf // an *os.File: the child writes it directly, no copying goroutine
 	cmd.SysProcAttr = sysProcAttr()
 	t0 := time.Now()
@@ -417,6 +423,7 @@ func (e *Engine) poll(ctx context.Context, url string) (*engine.Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	engine.AuthorizeAdmin(req, e.spec.AdminToken)
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return nil, err

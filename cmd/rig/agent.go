@@ -18,24 +18,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/internal/ctlsock"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // agentFlags are the daemon's flags (local to agentCmd: subcommands such as `rig agent ping`
 // define their own).
 var agentFlags struct {
-	listen, dir, root, node string
+	socket, dir, root, node string
 	daemon, detached        bool
 	daemonWait              time.Duration
 }
 
 // agentCmd runs the node agent; other files add subcommands to it.
 var agentCmd = &cobra.Command{
-	Use:   "agent --dir DIR [--listen 127.0.0.1:7400]",
-	Short: "Run the node agent: an HTTP API on a loopback address, reached through the transport",
+	Use:   "agent --dir DIR [--socket DIR/ctl/agent.sock]",
+	Short: "Run the node agent: an HTTP API on a Unix socket, reached through the transport",
 	Long: `Run the node agent until SIGTERM or SIGINT. It supervises the engine, records its status
-transitions, and serves the node's folder for collection. It listens on a loopback address only:
-the controller reaches it through SSH (or directly on the local target). Logs are JSON, on stderr
-and in DIR/agent.log.
+transitions, and serves the node's folder for collection. It listens on a Unix socket in a folder
+only its owner can enter (0700; under sudo, the invoking user's): the controller reaches it
+through OpenSSH's stream-local forwarding (or directly on the local target), and no other user
+can (docs/security.md). Logs are JSON, on stderr and in DIR/agent.log.
 
 With --daemon it starts itself detached (new session, output to DIR/agent.log, pid in
 DIR/agent.pid) and returns once the agent answers.`,
@@ -45,7 +48,7 @@ DIR/agent.pid) and returns once the agent answers.`,
 
 func init() {
 	f := agentCmd.Flags()
-	f.StringVar(&agentFlags.listen, "listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(agent.DefaultPort)), "loopback host:port to serve the agent API on")
+	f.StringVar(&agentFlags.socket, "socket", "", "the control socket to serve the agent API on (default DIR/ctl/agent.sock; its folder is made 0700)")
 	f.StringVar(&agentFlags.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
 	f.StringVar(&agentFlags.root, "root", "/", "filesystem root for /proc and /sys")
 	f.StringVar(&agentFlags.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
@@ -66,12 +69,6 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 	if o.dir == "" {
 		return fmt.Errorf("%w: --dir is required (the node's folder)", errUsage)
 	}
-	if err := checkAgentListen(o.listen); err != nil {
-		return err
-	}
-	if o.daemon && strings.HasSuffix(o.listen, ":0") {
-		return fmt.Errorf("%w: --listen %s: --daemon needs a fixed port (it pings the agent there)", errUsage, o.listen)
-	}
 	if o.daemonWait <= 0 {
 		return fmt.Errorf("%w: --daemon-wait %s: want a positive duration", errUsage, o.daemonWait)
 	}
@@ -79,6 +76,18 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --dir %q: %v", errUsage, o.dir, err)
 	}
+	if o.node != "" {
+		if err := inventory.CheckName("--node", o.node); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	if o.socket == "" {
+		o.socket = agent.SocketPath(dir)
+	}
+	if o.socket, err = filepath.Abs(o.socket); err != nil || len(o.socket) > ctlsock.MaxPath {
+		return fmt.Errorf("%w: --socket %q: want a path of at most %d bytes", errUsage, o.socket, ctlsock.MaxPath)
+	}
+	agentFlags.socket = o.socket
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agent folder: %w", err)
 	}
@@ -104,27 +113,13 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 	if agent.Version == "dev" {
 		agent.Version = buildVersion()
 	}
-	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "listen", o.listen, "dir", dir)
-	err = agent.Serve(cmd.Context(), agent.Options{Listen: o.listen, Dir: dir, Root: o.root, Node: o.node, Logger: log})
+	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
+	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, Logger: log})
 	if err != nil {
 		log.Error("agent stopped", "err", err)
 		return err
 	}
 	log.Info("agent stopped")
-	return nil
-}
-
-func checkAgentListen(listen string) error {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return fmt.Errorf("%w: --listen %q: %v (want 127.0.0.1:PORT)", errUsage, listen, err)
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%w: --listen %q: must be a loopback address such as 127.0.0.1 (the agent is reached through the transport, never directly)", errUsage, listen)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("%w: --listen %q: port must be 0-65535", errUsage, listen)
-	}
 	return nil
 }
 
@@ -144,7 +139,7 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 	defer logf.Close()
 	logStart, _ := logf.Seek(0, io.SeekEnd)
 
-	args := []string{"agent", "--detached", "--listen", o.listen, "--dir", dir, "--root", o.root}
+	args := []string{"agent", "--detached", "--socket", o.socket, "--dir", dir, "--root", o.root}
 	if o.node != "" {
 		args = append(args, "--node", o.node)
 	}
@@ -171,7 +166,7 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 	}
 
 	client := agent.NewClient(o.node, func(ctx context.Context) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "tcp", o.listen)
+		return (&net.Dialer{}).DialContext(ctx, "unix", o.socket)
 	})
 	defer client.Close()
 	deadline := time.Now().Add(o.daemonWait)
@@ -180,11 +175,11 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 		pr, err := client.Ping(pctx)
 		cancel()
 		if err == nil && pr.PID == pid {
-			fmt.Fprintf(out, "agent pid %d listening on %s (log %s)\n", pid, o.listen, logPath)
+			fmt.Fprintf(out, "agent pid %d listening on %s (log %s)\n", pid, o.socket, logPath)
 			return nil
 		}
-		// Not up yet, or another process answers on the port (ours will then fail to listen
-		// and exit, which the next select reports).
+		// Not up yet, or another process answers on the socket (ours will then refuse to
+		// listen and exit, which the next select reports).
 		select {
 		case werr := <-exited:
 			removePIDFile(dir, pid)
@@ -194,7 +189,7 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("agent --daemon: no answer on %s within %s (last: %v); %s says:\n%s", o.listen, o.daemonWait, err, logPath, tailFrom(logPath, logStart)))
+			return fail(fmt.Errorf("agent --daemon: no answer on %s within %s (last: %v); %s says:\n%s", o.socket, o.daemonWait, err, logPath, tailFrom(logPath, logStart)))
 		}
 	}
 }

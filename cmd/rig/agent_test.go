@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/rig-dev/rig/internal/testaddr"
 	"net"
 	"os"
 	"os/exec"
@@ -22,9 +21,9 @@ import (
 
 // These run the real binary (rigBin, built by TestMain) as `rig agent`.
 
-func agentClient(addr string) *agent.Client {
-	return agent.NewClient("test", func(ctx context.Context) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+func agentClient(node, socket string) *agent.Client {
+	return agent.NewClient(node, func(ctx context.Context) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	})
 }
 
@@ -39,10 +38,11 @@ func procAlive(pid int) bool {
 }
 
 func TestAgentDaemon(t *testing.T) {
-	dir, addr := filepath.Join(t.TempDir(), "node-7"), testaddr.Free(t)
+	dir := filepath.Join(t.TempDir(), "node-7")
+	sock := agent.SocketPath(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, rigBin, "agent", "--daemon", "--listen", addr, "--dir", dir, "--node", "node-7").CombinedOutput()
+	out, err := exec.CommandContext(ctx, rigBin, "agent", "--daemon", "--dir", dir, "--node", "node-7").CombinedOutput()
 	if err != nil {
 		t.Fatalf("rig agent --daemon: %v\n%s", err, out)
 	}
@@ -56,7 +56,7 @@ func TestAgentDaemon(t *testing.T) {
 		t.Fatalf("output %q does not name pid %d", out, pid)
 	}
 	// It outlived the command that started it, answers as itself, and leads its own session.
-	c := agentClient(addr)
+	c := agentClient("node-7", sock)
 	defer c.Close()
 	pr, err := c.Ping(ctx)
 	if err != nil || pr.PID != pid || pr.Node != "node-7" || pr.Dir != dir {
@@ -65,11 +65,19 @@ func TestAgentDaemon(t *testing.T) {
 	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 		t.Fatalf("daemon session %d (%v), want its own (%d)", sid, err, pid)
 	}
+	// The socket's folder is the owner's alone.
+	if fi, err := os.Stat(filepath.Dir(sock)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("socket folder: %v %v, want mode 0700", fi.Mode(), err)
+	}
+	// A client for another node refuses the answer.
+	if _, err := agentClient("node-8", sock).Ping(ctx); !errors.Is(err, agent.ErrStranger) {
+		t.Fatalf("ping as node-8: %v, want ErrStranger", err)
+	}
 
-	// A second daemon on the same port fails, says why, and leaves the first alone.
-	out, err = exec.CommandContext(ctx, rigBin, "agent", "--daemon", "--listen", addr, "--dir", filepath.Join(t.TempDir(), "other")).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "address already in use") {
-		t.Fatalf("second daemon on a busy port: %v\n%s", err, out)
+	// A second daemon on the same socket fails, says why, and leaves the first alone.
+	out, err = exec.CommandContext(ctx, rigBin, "agent", "--daemon", "--socket", sock, "--dir", filepath.Join(t.TempDir(), "other")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another process answers") {
+		t.Fatalf("second daemon on a busy socket: %v\n%s", err, out)
 	}
 	if pr, err := c.Ping(ctx); err != nil || pr.PID != pid {
 		t.Fatalf("first agent after the second failed: %+v, %v", pr, err)
@@ -99,15 +107,15 @@ func TestAgentDaemon(t *testing.T) {
 }
 
 func TestAgentForeground(t *testing.T) {
-	dir, addr := t.TempDir(), testaddr.Free(t)
-	cmd := exec.Command(rigBin, "agent", "--listen", addr, "--dir", dir)
+	dir := t.TempDir()
+	cmd := exec.Command(rigBin, "agent", "--dir", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	c := agentClient(addr)
+	c := agentClient("", agent.SocketPath(dir))
 	defer c.Close()
 	for i := 0; ; i++ {
 		if _, err := c.Ping(context.Background()); err == nil {
@@ -134,10 +142,8 @@ func TestAgentBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"agent"}, "--dir is required"},
-		{[]string{"agent", "--dir", filepath.Join(tmp, "a"), "--listen", "0.0.0.0:7400"}, "loopback"},
-		{[]string{"agent", "--dir", filepath.Join(tmp, "b"), "--listen", "7400"}, "--listen"},
-		{[]string{"agent", "--dir", filepath.Join(tmp, "c"), "--listen", "127.0.0.1:99999"}, "port"},
-		{[]string{"agent", "--dir", filepath.Join(tmp, "d"), "--daemon", "--listen", "127.0.0.1:0"}, "fixed port"},
+		{[]string{"agent", "--dir", filepath.Join(tmp, "a"), "--node", "../../escaped"}, "--node"},
+		{[]string{"agent", "--dir", filepath.Join(tmp, "b"), "--socket", "/" + strings.Repeat("x", 200)}, "at most 107 bytes"},
 	} {
 		out, err := exec.Command(rigBin, tc.args...).CombinedOutput()
 		var ee *exec.ExitError
@@ -147,5 +153,12 @@ func TestAgentBadFlags(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("bad flags created %v", ents)
+	}
+	// A socket folder others can enter is refused, not used.
+	dir := filepath.Join(tmp, "open")
+	os.MkdirAll(filepath.Join(dir, "ctl"), 0o755)
+	out, err := exec.Command(rigBin, "agent", "--dir", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "lets others in") {
+		t.Errorf("agent with a 0755 socket folder: %v, output %q; want a refusal", err, out)
 	}
 }

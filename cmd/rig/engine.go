@@ -20,8 +20,15 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "engine --config FILE",
 		Short: "Run one node of the reference engine (started by the agent)",
-		Args:  cobra.NoArgs,
+		Long: `Run one node of the reference engine. The agent starts it with the admin API's secret in
+the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); without it the engine refuses to start.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			token := os.Getenv(engine.AdminTokenEnv)
+			if token == "" {
+				return fmt.Errorf("%w: %s is not set: the engine's admin API answers only the agent that started it, with the secret it hands over in that variable (engine/contract.go)", errUsage, engine.AdminTokenEnv)
+			}
+			os.Unsetenv(engine.AdminTokenEnv) // not inherited by anything this process starts
 			b, err := os.ReadFile(configPath)
 			if err != nil {
 				return fmt.Errorf("%w: --config: %v", errUsage, err)
@@ -41,7 +48,7 @@ func init() {
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			srvErr := make(chan error, 1)
-			go func() { srvErr <- server.New(node, log).Run(ctx) }()
+			go func() { srvErr <- server.New(node, log, token).Run(ctx) }()
 			if err := node.Start(); err != nil {
 				cancel()
 				<-srvErr

@@ -32,7 +32,7 @@ var loadgenCmd = &cobra.Command{
 address: followers redirect to the leader, and the generator follows leader changes.
 
   rig loadgen preload --servers a:7001,b:7001,c:7001 --orders 100k --instruments 16
-  rig loadgen probe   --servers a:7001,b:7001,c:7001 --rate 1000/s --duration 30s --out DIR [--control 127.0.0.1:PORT]
+  rig loadgen probe   --servers a:7001,b:7001,c:7001 --rate 1000/s --duration 30s --out DIR [--control SOCKET]
   rig loadgen burst   --servers a:7001,b:7001,c:7001 --messages 50k --every 1s --count 5 --out DIR
 
 probe writes DIR/probes.bin, DIR/probes.hlog (HdrHistogram interval log) and DIR/stats.json;
@@ -273,7 +273,7 @@ func newProbeCmd() *cobra.Command {
 	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the schedule ends")
 	f.DurationVar(&intv, "interval", time.Second, "HDR interval log interval")
 	f.StringVar(&out, "out", "", "directory for probes.bin, probes.hlog, stats.json")
-	f.StringVar(&control, "control", "", "serve the control API on this loopback address, e.g. 127.0.0.1:7700")
+	f.StringVar(&control, "control", "", "serve the control API on this Unix socket (absolute path; its folder is made 0700)")
 	f.IntVar(&instruments, "instruments", loadgen.DefaultInstruments, "instruments the probes rotate over")
 	f.Int64Var(&price, "price", loadgen.DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)")
 	return cmd

@@ -157,10 +157,10 @@ of the command is rig's error (rig exits 1 when the command fails).`,
 
 var pingFlags struct {
 	sshOptions
-	port     int
-	nodes    []string
-	parallel int
-	json     bool
+	remoteDir string
+	nodes     []string
+	parallel  int
+	json      bool
 }
 
 var agentPingCmd = &cobra.Command{
@@ -169,9 +169,6 @@ var agentPingCmd = &cobra.Command{
 	Args:  cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		o := pingFlags
-		if o.port <= 0 || o.port > 65535 {
-			return fmt.Errorf("%w: --port %d: want 1-65535", errUsage, o.port)
-		}
 		inv, tr, err := o.open()
 		if err != nil {
 			return err
@@ -192,10 +189,17 @@ var agentPingCmd = &cobra.Command{
 		rows := make([]row, len(nodes))
 		err = sshtarget.Parallel(cmd.Context(), nodes, o.parallel, func(ctx context.Context, i int, n inventory.Node) error {
 			rows[i].Node = n.Name
-			c := target.AgentClient(tr, n, target.AgentAddr(n, o.port))
-			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
+			sock := agent.SocketPath(n.Dir) // local target: in the node folder
+			if inv.Target != "local" {
+				if sock, err = sshtarget.Socket(ctx, tr, n, sshtarget.Options{Base: o.remoteDir}); err != nil {
+					rows[i].Error = err.Error()
+					return fmt.Errorf("ping %s: %w", n.Name, err)
+				}
+			}
+			c := target.AgentClient(tr, n, sock, "")
+			defer c.Close()
 			sent := time.Now()
 			pr, err := c.Ping(ctx)
 			if err != nil {
@@ -225,7 +229,6 @@ var agentPingCmd = &cobra.Command{
 
 var stageFlags struct {
 	sshOptions
-	port      int
 	nodes     []string
 	remoteDir string
 	sudo      bool
@@ -244,9 +247,6 @@ tree.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		o := stageFlags
-		if o.port <= 0 || o.port > 65535 {
-			return fmt.Errorf("%w: --port %d: want 1-65535", errUsage, o.port)
-		}
 		bins := map[string]string{}
 		for _, b := range o.binaries {
 			arch, p, ok := strings.Cut(b, "=")
@@ -272,7 +272,7 @@ tree.`,
 		}
 		wd, _ := os.Getwd()
 		res, err := sshtarget.All(cmd.Context(), tr, nodes, sshtarget.Options{Binaries: bins, SourceDir: sshtarget.FindSource(wd),
-			Base: o.remoteDir, Port: o.port, Sudo: o.sudo, Parallel: o.parallel})
+			Base: o.remoteDir, Sudo: o.sudo, Parallel: o.parallel})
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NODE\tARCH\tUPLOADED\tSTARTED\tPID\tSHA256")
 		for _, r := range res {
@@ -402,14 +402,13 @@ func init() {
 
 	f = agentPingCmd.Flags()
 	pingFlags.register(f)
-	f.IntVar(&pingFlags.port, "port", agent.DefaultPort, "the agents' port")
+	f.StringVar(&pingFlags.remoteDir, "remote-dir", "", "the folder on the nodes that holds rig-NODE, as given to rig agent stage (default: the login home)")
 	f.StringArrayVar(&pingFlags.nodes, "node", nil, "ping only this node (repeatable; default: all)")
 	f.IntVar(&pingFlags.parallel, "parallel", 16, "nodes reached at once")
 	f.BoolVar(&pingFlags.json, "json", false, "print JSON")
 
 	f = agentStageCmd.Flags()
 	stageFlags.register(f)
-	f.IntVar(&stageFlags.port, "port", agent.DefaultPort, "the port the agent listens on (on the node's loopback)")
 	f.StringArrayVar(&stageFlags.nodes, "node", nil, "stage only this node (repeatable; default: all)")
 	f.StringVar(&stageFlags.remoteDir, "remote-dir", "", "folder on the node that holds rig-NODE, as rig run --remote-dir (default: the login home)")
 	f.BoolVar(&stageFlags.sudo, "sudo", false, "run the agent as root through sudo -n (needed for tuning as a non-root user)")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/rig-dev/rig/internal/testaddr"
 
 	"context"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,25 +100,22 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 	srv := sshdtest.Start(t)
 	inv := writeInventory(t, srv.Node("node-0"))
 	remote := filepath.Join(t.TempDir(), "remote")
-	addr := testaddr.Free(t)
-	port := addr[strings.LastIndexByte(addr, ':')+1:]
-	portN, _ := strconv.Atoi(port)
 	tr, err := sshx.New(sshx.Options{KeyFiles: []string{srv.ClientKeyFile}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() }) // after the Stop below (cleanups run last-in first-out)
 	t.Cleanup(func() {
-		if err := sshtarget.Stop(context.Background(), tr, srv.Node("node-0"), sshtarget.Options{Base: remote, Port: portN}); err != nil {
+		if err := sshtarget.Stop(context.Background(), tr, srv.Node("node-0"), sshtarget.Options{Base: remote}); err != nil {
 			t.Errorf("stop agent: %v", err)
 		}
 	})
 
-	out, errOut, code := rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote, "--port", port)
+	out, errOut, code := rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote)
 	if code != 0 || !strings.Contains(out, "node-0") || !strings.Contains(out, "true") {
 		t.Fatalf("stage: exit %d\n%s\n%s", code, out, errOut)
 	}
-	out, errOut, code = rigRun(t, "agent", "ping", "--inventory", inv, "-i", srv.ClientKeyFile, "--port", port, "--json")
+	out, errOut, code = rigRun(t, "agent", "ping", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote, "--json")
 	var rows []struct {
 		Node  string `json:"node"`
 		PID   int    `json:"pid"`
@@ -129,7 +124,7 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].PID == 0 || rows[0].Error != "" {
 		t.Fatalf("ping: exit %d\n%s\n%s", code, out, errOut)
 	}
-	out, _, code = rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote, "--port", port)
+	out, _, code = rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote)
 	if code != 0 || strings.Contains(out, "true") {
 		t.Fatalf("second stage must upload and start nothing:\n%s", out)
 	}

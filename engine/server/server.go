@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/wire"
 )
@@ -27,14 +28,18 @@ const applyTimeout = 10 * time.Second
 
 // Server serves one replica.
 type Server struct {
-	node *replica.Node
-	log  *slog.Logger
-	wg   sync.WaitGroup
-	udp  *udpIngress // nil until Run opened it
+	node  *replica.Node
+	log   *slog.Logger
+	token string
+	wg    sync.WaitGroup
+	udp   *udpIngress // nil until Run opened it
 }
 
-// New returns a server for node.
-func New(node *replica.Node, log *slog.Logger) *Server { return &Server{node: node, log: log} }
+// New returns a server for node whose admin API answers only requests bearing adminToken (the
+// agent's secret, engine.AdminTokenEnv); an empty token refuses every admin request.
+func New(node *replica.Node, log *slog.Logger, adminToken string) *Server {
+	return &Server{node: node, log: log, token: adminToken}
+}
 
 // Run serves the client and admin listeners until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
@@ -57,7 +62,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.udp = udp
 	uctx, ucancel := context.WithCancel(ctx)
 	defer ucancel()
-	hs := &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: engine.RequireAdminToken(s.token, s.adminMux()), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 3)
 	go func() { errc <- hs.Serve(al) }()
 	go func() { errc <- s.acceptClients(ctx, cl) }()

@@ -36,7 +36,7 @@ func startEngine(t *testing.T, rcvbuf int) engine.Config {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(node, log).Run(ctx) }()
+	go func() { done <- New(node, log, testAdminToken).Run(ctx) }()
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +60,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// testAdminToken stands for the agent's secret (engine/contract.go).
+const testAdminToken = "test-admin-secret"
+
 func udpStatus(t *testing.T, cfg engine.Config) *engine.UDP {
 	t.Helper()
-	resp, err := http.Get("http://" + cfg.AdminAddr + "/status?udp=1")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+cfg.AdminAddr+"/status?udp=1", nil)
+	engine.AuthorizeAdmin(req, testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

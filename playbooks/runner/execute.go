@@ -21,16 +21,15 @@ import (
 
 // Engine ports on every server node; the admin port is bound to loopback.
 const (
-	raftPort    = 7000
-	clientPort  = 7001
-	adminPort   = 7002
-	controlPort = 7500 // load generator's control API on the client node's loopback
+	raftPort   = 7000
+	clientPort = 7001
+	adminPort  = 7002
 )
 
 // execute runs the run's stages; it returns a cleanup to run whatever happened.
 func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	cl, err := r.opts.Target.Start(ctx, target.StartOptions{
-		RunDir: r.dir, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
+		RunDir: r.dir, Run: r.id, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
 		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress,
 	})
 	if err != nil {
@@ -42,6 +41,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	})
 	cleanup := func(ctx context.Context) {
 		r.revertTuning(ctx)
+		r.releaseLeases(ctx)
 		if err := cl.Collect(ctx); err != nil {
 			r.warn("%v", err)
 		}
@@ -59,6 +59,9 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 			r.pb.Cluster.Servers, r.pb.Cluster.Clients, r.inv.Target, len(r.inv.Servers()), len(r.inv.Clients()))
 	}
 	r.servers, r.client = r.inv.Servers(), r.inv.Clients()[0]
+	if r.stopLeases, err = r.holdLeases(ctx); err != nil {
+		return cleanup, fmt.Errorf("claim the agents for this run: %w", err)
+	}
 	r.dataRoot = map[string]string{}
 	r.mark("start")
 	r.progress("agents up on %d nodes", len(r.inv.Nodes))

@@ -165,6 +165,9 @@ func (c *fakeCluster) Remove(_ context.Context, n inventory.Node, p string) erro
 	c.record(n.Name, "remove "+p)
 	return nil
 }
+func (c *fakeCluster) ControlSocket(n inventory.Node, name string) string {
+	return filepath.Join(c.dir, "nodes", n.Name, "ctl", name)
+}
 func (c *fakeCluster) Traits() target.Traits {
 	return target.Traits{OneClock: true, TuneNodes: c.inv.Nodes[:1]}
 }
@@ -290,6 +293,14 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 	mux.HandleFunc("GET "+p+"/ping", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, agent.PingResponse{Node: n.Name, PID: 1, Now: time.Now()})
 	})
+	// Leases are claimed, renewed and released like the real agent's; they are not recorded
+	// (renewals come on a timer).
+	mux.HandleFunc("POST "+p+"/lease", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.LeaseRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		reply(w, agent.LeaseState{Run: req.Run, TTL: req.TTL})
+	})
+	mux.HandleFunc("DELETE "+p+"/lease", func(w http.ResponseWriter, r *http.Request) { reply(w, agent.LeaseState{}) })
 	mux.HandleFunc("GET "+p+"/facts", func(w http.ResponseWriter, r *http.Request) { reply(w, map[string]any{}) })
 	mux.HandleFunc("POST "+p+"/tune", func(w http.ResponseWriter, r *http.Request) { reply(w, tune.Report{}) })
 	mux.HandleFunc("POST "+p+"/tune/revert", func(w http.ResponseWriter, r *http.Request) { reply(w, tune.Report{}) })
@@ -402,9 +413,10 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 				}
 			}
 		}
-		if !strings.HasSuffix(call, "/engine/transitions") && !strings.HasSuffix(call, "/engine/status") {
+		if !strings.HasSuffix(call, "/engine/transitions") && !strings.HasSuffix(call, "/engine/status") && !strings.HasSuffix(call, "/lease") {
 			c.record(n.Name, call)
 		}
+		w.Header().Set(agent.HeaderNode, n.Name) // the identity the real agent stamps on every answer
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -11,12 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/results"
-	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -249,7 +247,8 @@ func (r *run) stopLoadgen(ctx context.Context) {
 	}
 }
 
-// loadgenAddr is the load generator's control address on the client node.
+// loadgenAddr is the load generator's control socket on the client node, in the client agent's
+// 0700 folder: only the controller reaches it.
 func (r *run) loadgenAddr() string {
-	return net.JoinHostPort(target.LoopbackHost(r.client), strconv.Itoa(controlPort))
+	return r.cl.ControlSocket(r.client, "loadgen.sock")
 }

@@ -156,11 +156,13 @@ type run struct {
 	man      *results.Manifest
 	ev       *results.EventLog
 
-	cl      target.Cluster // nil until the target started it
-	inv     *inventory.Inventory
-	servers []inventory.Node
-	client  inventory.Node
-	cfgs    map[string]engine.Config
+	cl target.Cluster // nil until the target started it
+	// stopLeases stops renewing the agents' leases (lease.go)
+	stopLeases func()
+	inv        *inventory.Inventory
+	servers    []inventory.Node
+	client     inventory.Node
+	cfgs       map[string]engine.Config
 
 	loadStart time.Time
 

@@ -8,17 +8,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
@@ -36,6 +39,9 @@ type Options struct {
 type Target struct {
 	opts Options
 }
+
+// ErrBusy is a local address another run holds.
+var ErrBusy = errors.New("local address held by another run")
 
 var _ target.Target = (*Target)(nil)
 
@@ -78,10 +84,12 @@ func (t *Target) Inventory(dir string, servers, clients int) (*inventory.Invento
 	return inv, inv.Validate()
 }
 
-// Start lays out the nodes in the run folder and starts one `rig agent` per node, waiting until
-// each answers ping. Agents run in their own process group (a Ctrl-C reaches only the
-// controller, which stops them in order) and die with the controller (Pdeathsig), so no agent or
-// engine outlives an interrupted run.
+// Start lays out the nodes in the run folder, takes a lock on every node address (a second run
+// on the same addresses stops here, naming the run that holds them) and starts one `rig agent`
+// per node, waiting until each answers ping. Agents run in their own process group (a Ctrl-C
+// reaches only the controller, which stops them in order) and get TERM when the controller dies
+// (Pdeathsig): then each stops its engine and reverts the run's tuning before it exits, so
+// nothing outlives an interrupted or killed run (agent/lease.go).
 func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
 	inv, err := t.Inventory(so.RunDir, so.Servers, so.Clients)
 	if err != nil {
@@ -97,8 +105,16 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{t: t, inv: inv, dir: so.RunDir, bin: bin, log: log, tr: localtr.New(),
+	c := &Cluster{t: t, inv: inv, dir: so.RunDir, bin: bin, run: so.Run, log: log, tr: localtr.New(),
 		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+	for _, n := range inv.Nodes {
+		f, err := lockAddress(n.Address, so.Run)
+		if err != nil {
+			c.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		c.locks = append(c.locks, f)
+	}
 	if err := c.startAgents(ctx); err != nil {
 		c.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start agents: %w", err)
@@ -112,8 +128,13 @@ type Cluster struct {
 	inv *inventory.Inventory
 	dir string
 	bin string
+	run string
 	log *slog.Logger
 	tr  *localtr.Transport
+	// shortDir is a 0700 folder for control sockets whose node folder is too deep for a socket
+	// path (ctlsock.MaxPath); "" until needed.
+	shortDir string
+	locks    []*os.File // flocks on the node addresses, held until Stop
 
 	agents map[string]*agent.Client // written before Start returns, read-only after
 
@@ -133,11 +154,16 @@ func (c *Cluster) startAgents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		addr := target.AgentAddr(n, 0)
-		cmd := exec.Command(c.bin, "agent", "--listen", addr, "--dir", n.Dir, "--node", n.Name)
+		sock, err := c.agentSocket(n)
+		if err != nil {
+			logf.Close()
+			return err
+		}
+		cmd := exec.Command(c.bin, "agent", "--socket", sock, "--dir", n.Dir, "--node", n.Name)
 		cmd.Dir = n.Dir
 		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		// TERM, not KILL, when the controller dies: the agent then undoes the run itself.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {
 			logf.Close()
 			return fmt.Errorf("start agent on %s: %w", n.Name, err)
@@ -147,7 +173,7 @@ func (c *Cluster) startAgents(ctx context.Context) error {
 		c.mu.Lock()
 		c.procs[n.Name], c.done[n.Name] = cmd, done
 		c.mu.Unlock()
-		c.agents[n.Name] = target.AgentClient(c.tr, n, addr)
+		c.agents[n.Name] = target.AgentClient(c.tr, n, sock, c.run)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, n := range c.inv.Nodes {
@@ -171,6 +197,28 @@ func (c *Cluster) startAgents(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// agentSocket is the node agent's control socket: in the node folder, or in a short private
+// folder of the run when the node folder is too deep for a socket path.
+func (c *Cluster) agentSocket(n inventory.Node) (string, error) {
+	if p := agent.SocketPath(n.Dir); len(p) <= ctlsock.MaxPath {
+		return p, nil
+	}
+	if c.shortDir == "" {
+		d, err := os.MkdirTemp("", "rig-ctl-") // 0700, a fresh name: nobody else's
+		if err != nil {
+			return "", fmt.Errorf("folder for control sockets: %w", err)
+		}
+		c.shortDir = d
+	}
+	return filepath.Join(c.shortDir, n.Name, "agent.sock"), nil
+}
+
+// ControlSocket is beside the node agent's socket.
+func (c *Cluster) ControlSocket(n inventory.Node, name string) string {
+	sock, _ := c.agentSocket(n) // made at start: no error now
+	return filepath.Join(filepath.Dir(sock), name)
 }
 
 func (c *Cluster) Inventory() *inventory.Inventory              { return c.inv }
@@ -222,5 +270,31 @@ func (c *Cluster) Stop(context.Context) error {
 	for _, a := range c.agents {
 		a.Close()
 	}
+	if c.shortDir != "" {
+		os.RemoveAll(c.shortDir)
+	}
+	for _, f := range c.locks {
+		f.Close() // releases the flock
+	}
+	c.locks = nil
 	return c.tr.Close()
+}
+
+// lockAddress takes an exclusive lock on a file named for the address and writes the run into
+// it; the kernel drops the lock when this process ends, however it ends.
+func lockAddress(addr, run string) (*os.File, error) {
+	p := filepath.Join(os.TempDir(), "rig-local-"+addr+".lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock local address %s: %w", addr, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := io.ReadAll(io.LimitReader(f, 256))
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is in use by %s (%s); wait for it, or give this run other addresses with --first-address",
+			ErrBusy, addr, strings.TrimSpace(string(holder)), p)
+	}
+	f.Truncate(0)
+	fmt.Fprintf(f, "run %s (pid %d)\n", run, os.Getpid())
+	return f, nil
 }

@@ -63,13 +63,16 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 	if so.Progress != nil {
 		so.Progress("staging rig on %d nodes over SSH", len(inv.Nodes))
 	}
-	if _, err := All(ctx, tr, inv.Nodes, c.stage); err != nil {
+	staged, err := All(ctx, tr, inv.Nodes, c.stage)
+	if err != nil {
 		// Some agents may have started: stop them all.
 		c.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("stage: %w", err)
 	}
-	for _, n := range inv.Nodes {
-		c.agents[n.Name] = target.AgentClient(tr, n, target.AgentAddr(n, 0))
+	c.sockets = map[string]string{}
+	for i, n := range inv.Nodes {
+		c.sockets[n.Name] = staged[i].Socket
+		c.agents[n.Name] = target.AgentClient(tr, n, staged[i].Socket, so.Run)
 	}
 	return c, nil
 }
@@ -83,6 +86,8 @@ type Cluster struct {
 	log    *slog.Logger
 	stage  Options
 	agents map[string]*agent.Client // written before Start returns, read-only after
+	// sockets are the agents' control sockets on the nodes (absolute paths)
+	sockets map[string]string
 }
 
 var _ target.Cluster = (*Cluster)(nil)
@@ -97,6 +102,12 @@ func (c *Cluster) Binary(n inventory.Node) string { return c.stage.withDefaults(
 // NodePath is in the node's agent folder.
 func (c *Cluster) NodePath(n inventory.Node, rel string) string {
 	return path.Join(c.stage.withDefaults(n).AgentDir(), rel)
+}
+
+// ControlSocket is beside the node agent's socket, in its 0700 folder (owned by the login user,
+// whom the controller's SSH session and the load generator run as).
+func (c *Cluster) ControlSocket(n inventory.Node, name string) string {
+	return path.Join(path.Dir(c.sockets[n.Name]), name)
 }
 
 // OutputPath is in the node's agent folder; Gather downloads it.

@@ -39,7 +39,6 @@ type Options struct {
 	SourceDir string
 	// Base is the folder on the node that holds rig-NODE ("": the login home).
 	Base string
-	Port int    // the agent's port (default agent.DefaultPort); its host is target.LoopbackHost
 	Root string // the agent's --root (default "/")
 	// Sudo runs the agent as root through `sudo -n` (tuning needs root; on AWS the login user
 	// is not root).
@@ -53,8 +52,7 @@ type Options struct {
 type nodeOpts struct {
 	Options
 	inventory.Node
-	Dir    string // the node's rig folder
-	Listen string // the agent's address, as seen from the node
+	Dir string // the node's rig folder
 }
 
 func (o Options) withDefaults(n inventory.Node) nodeOpts {
@@ -70,7 +68,7 @@ func (o Options) withDefaults(n inventory.Node) nodeOpts {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return nodeOpts{Options: o, Node: n, Dir: NodeDir(o.Base, n), Listen: target.AgentAddr(n, o.Port)}
+	return nodeOpts{Options: o, Node: n, Dir: NodeDir(o.Base, n)}
 }
 
 // NodeDir is the node's rig folder under base.
@@ -90,6 +88,7 @@ type Result struct {
 	SHA256   string `json:"sha256"`
 	Uploaded bool   `json:"uploaded"` // false: the node had this binary already
 	Started  bool   `json:"started"`  // false: an agent running this binary answered already
+	Socket   string `json:"socket"`   // the agent's control socket on the node
 	PID      int    `json:"pid"`      // the agent's
 	Version  string `json:"version"`
 }
@@ -102,6 +101,9 @@ func Stage(ctx context.Context, tr transport.Transport, node inventory.Node, opt
 	res := Result{Node: node.Name, Binary: o.BinaryPath()}
 	fail := func(step string, err error) (Result, error) {
 		return res, fmt.Errorf("stage agent on %s: %s: %w", node.Name, step, err)
+	}
+	if err := inventory.CheckName("node name", node.Name); err != nil {
+		return fail("check", err) // it becomes a folder and an argument on the node
 	}
 	arch, err := nodeArch(ctx, tr, node)
 	if err != nil {
@@ -128,7 +130,12 @@ func Stage(ctx context.Context, tr transport.Transport, node inventory.Node, opt
 		res.Uploaded = true
 	}
 
-	c := target.AgentClient(tr, node, o.Listen)
+	sock, err := socketOnNode(ctx, tr, o)
+	if err != nil {
+		return fail("find the agent's folder", err)
+	}
+	res.Socket = sock
+	c := target.AgentClient(tr, node, sock, "")
 	defer c.Close()
 	if pr, ok := ping(ctx, c, 3*time.Second); ok {
 		running, err := hashOnNode(ctx, tr, node, fmt.Sprintf("/proc/%d/exe", pr.PID), o.Sudo)
@@ -143,16 +150,16 @@ func Stage(ctx context.Context, tr transport.Transport, node inventory.Node, opt
 		}
 	}
 
-	pid, err := start(ctx, tr, node, o)
+	pid, err := start(ctx, tr, node, o, sock)
 	if err != nil {
 		return fail("start agent", err)
 	}
-	pr, err := waitReady(ctx, tr, node, c, pid, res.SHA256, o)
+	pr, err := waitReady(ctx, tr, node, c, pid, res.SHA256, o, sock)
 	if err != nil {
 		return fail("wait for agent", err)
 	}
 	res.Started, res.PID, res.Version = true, pr.PID, pr.Version
-	o.Logger.Info("agent started", "node", node.Name, "pid", pr.PID, "listen", o.Listen)
+	o.Logger.Info("agent started", "node", node.Name, "pid", pr.PID, "socket", sock)
 	return res, nil
 }
 
@@ -176,7 +183,11 @@ func All(ctx context.Context, tr transport.Transport, nodes []inventory.Node, op
 // answering is not an error.
 func Stop(ctx context.Context, tr transport.Transport, node inventory.Node, opts Options) error {
 	o := opts.withDefaults(node)
-	c := target.AgentClient(tr, node, o.Listen)
+	sock, err := socketOnNode(ctx, tr, o)
+	if err != nil {
+		return fmt.Errorf("stop agent on %s: %w", node.Name, err)
+	}
+	c := target.AgentClient(tr, node, sock, "")
 	defer c.Close()
 	pr, ok := ping(ctx, c, 3*time.Second)
 	if !ok {
@@ -186,6 +197,28 @@ func Stop(ctx context.Context, tr transport.Transport, node inventory.Node, opts
 		return fmt.Errorf("stop agent on %s: %w", node.Name, err)
 	}
 	return nil
+}
+
+// Socket returns the agent's control socket on the node (making the agent's folder if need be),
+// for callers that reach an agent staged earlier.
+func Socket(ctx context.Context, tr transport.Transport, node inventory.Node, opts Options) (string, error) {
+	return socketOnNode(ctx, tr, opts.withDefaults(node))
+}
+
+// socketOnNode makes the agent's folder as the login user (sshd connects to the socket as that
+// user, so the folder must be theirs) and returns the socket's absolute path: sshd resolves a
+// stream-local path from its own working folder, not the login home.
+func socketOnNode(ctx context.Context, tr transport.Transport, o nodeOpts) (string, error) {
+	dir := o.AgentDir()
+	res, err := tr.Exec(ctx, o.Node, transport.Cmd{Args: []string{"sh", "-c", "mkdir -p -- " + shellQuote(dir) + " && cd -- " + shellQuote(dir) + " && pwd -P"}})
+	if err != nil {
+		return "", err
+	}
+	abs := strings.TrimSpace(string(res.Stdout))
+	if !path.IsAbs(abs) {
+		return "", fmt.Errorf("pwd in %s printed %q, want an absolute path", dir, abs)
+	}
+	return agent.SocketPath(abs), nil
 }
 
 // Parallel runs fn for every node, at most limit at once, and joins the errors.
@@ -308,11 +341,11 @@ func hashOnNode(ctx context.Context, tr transport.Transport, node inventory.Node
 // start launches the agent detached: its own session (setsid), immune to the hangup at the end
 // of the SSH session (nohup), no descriptor of the session left open (redirections), so the
 // session ends at once and the agent lives on. It returns the pid the shell saw.
-func start(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts) (int, error) {
+func start(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts, sock string) (int, error) {
 	q := shellQuote
 	dir := o.AgentDir()
-	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent --listen %s --dir %s --root %s --node %s >>%s 2>&1 </dev/null & echo $!",
-		q(dir), q(o.BinaryPath()), q(o.Listen), q(dir), q(o.Root), q(node.Name), q(path.Join(dir, "agent.out")))
+	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent --socket %s --dir %s --root %s --node %s >>%s 2>&1 </dev/null & echo $!",
+		q(dir), q(o.BinaryPath()), q(sock), q(dir), q(o.Root), q(node.Name), q(path.Join(dir, "agent.out")))
 	res, err := tr.Exec(ctx, node, transport.Cmd{Args: []string{"sh", "-c", script}, Sudo: o.Sudo})
 	if err != nil {
 		return 0, err
@@ -326,7 +359,7 @@ func start(ctx context.Context, tr transport.Transport, node inventory.Node, o n
 
 // waitReady pings until the agent answers, then checks that the process answering runs the
 // binary just staged. A process that died early fails fast with the tail of its output.
-func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node, c *agent.Client, pid int, hash string, o nodeOpts) (agent.PingResponse, error) {
+func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node, c *agent.Client, pid int, hash string, o nodeOpts, sock string) (agent.PingResponse, error) {
 	deadline := time.Now().Add(o.StartTimeout)
 	nextAlive := time.Now().Add(time.Second)
 	var last error
@@ -340,7 +373,7 @@ func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node,
 				return pr, herr
 			}
 			if running != hash {
-				return pr, fmt.Errorf("the agent answering on %s (pid %d) does not run the staged binary (another agent holds the port?)", o.Listen, pr.PID)
+				return pr, fmt.Errorf("the agent answering on %s (pid %d) does not run the staged binary (another agent holds the socket?)", sock, pr.PID)
 			}
 			return pr, nil
 		}
@@ -355,7 +388,7 @@ func waitReady(ctx context.Context, tr transport.Transport, node inventory.Node,
 			}
 		}
 		if time.Now().After(deadline) {
-			return pr, fmt.Errorf("no answer on %s within %s (last: %v); %s ends with:\n%s", o.Listen, o.StartTimeout, last, path.Join(o.AgentDir(), "agent.out"), tail(ctx, tr, node, o))
+			return pr, fmt.Errorf("no answer on %s within %s (last: %v); %s ends with:\n%s", sock, o.StartTimeout, last, path.Join(o.AgentDir(), "agent.out"), tail(ctx, tr, node, o))
 		}
 		select {
 		case <-ctx.Done():

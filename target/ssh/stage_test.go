@@ -6,14 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,7 +28,7 @@ import (
 	"github.com/rig-dev/rig/transport/sshx"
 )
 
-// The test binary is the "rig" these tests stage: run as `BINARY agent --listen … --dir …
+// The test binary is the "rig" these tests stage: run as `BINARY agent --socket … --dir …
 // --root … --node …` it is an agent, like `rig agent`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
@@ -41,7 +39,7 @@ func TestMain(m *testing.M) {
 
 func runAgent(args []string) int {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	listen := fs.String("listen", "", "")
+	socket := fs.String("socket", "", "")
 	dir := fs.String("dir", "", "")
 	root := fs.String("root", "/", "")
 	node := fs.String("node", "", "")
@@ -52,7 +50,7 @@ func runAgent(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := agent.Serve(ctx, agent.Options{Listen: *listen, Dir: abs, Root: *root, Node: *node, Logger: log}); err != nil {
+	if err := agent.Serve(ctx, agent.Options{Socket: *socket, Dir: abs, Root: *root, Node: *node, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		return 1
 	}
@@ -66,16 +64,6 @@ func sshTransport(t *testing.T, srv *sshdtest.Server) *sshx.Transport {
 	}
 	t.Cleanup(func() { tr.Close() })
 	return tr
-}
-
-// freePort is a port free on this machine's loopback.
-func freePort(t *testing.T) int {
-	addr := testaddr.Free(t)
-	p, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -94,7 +82,7 @@ func TestStageOverSSH(t *testing.T) {
 	before := tunetest.Snapshot(t, root)
 	base := t.TempDir()
 	remote := NodeDir(base, node)
-	opts := Options{Base: base, Port: freePort(t), Root: root, Logger: quiet()}
+	opts := Options{Base: base, Root: root, Logger: quiet()}
 	t.Cleanup(func() {
 		if err := Stop(context.Background(), tr, node, opts); err != nil {
 			t.Errorf("stop agent: %v", err)
@@ -114,7 +102,10 @@ func TestStageOverSSH(t *testing.T) {
 	}
 
 	// The agent outlived the SSH session that started it, and answers through the tunnel.
-	c := target.AgentClient(tr, node, target.AgentAddr(node, opts.Port))
+	if want := filepath.Join(base, "rig-node-0", "agent", "ctl", "agent.sock"); res.Socket != want {
+		t.Fatalf("agent socket %q, want %q", res.Socket, want)
+	}
+	c := target.AgentClient(tr, node, res.Socket, "")
 	defer c.Close()
 	pr, err := c.Ping(ctx)
 	if err != nil || pr.PID != res.PID || pr.Node != "node-0" {
@@ -207,7 +198,7 @@ func TestStageRefusesWrongHostKey(t *testing.T) {
 	node.SSH.HostKey = sshdtest.RandomHostKey(t)
 	base := t.TempDir()
 	remote := NodeDir(base, node)
-	_, err := Stage(context.Background(), tr, node, Options{Base: base, Port: freePort(t), Logger: quiet()})
+	_, err := Stage(context.Background(), tr, node, Options{Base: base, Logger: quiet()})
 	if !errors.Is(err, transport.ErrHostKey) || !strings.Contains(err.Error(), "host key mismatch") {
 		t.Fatalf("want a host key error, got %v", err)
 	}
@@ -230,7 +221,7 @@ func TestAllInParallel(t *testing.T) {
 	for i := range nodes { // one port, an address each: the agents' hosts come from the inventory
 		nodes[i].PrivateAddress = fmt.Sprintf("127.0.9.%d", i+1)
 	}
-	opts := Options{Base: t.TempDir(), Port: freePort(t), Logger: quiet(), Parallel: 2}
+	opts := Options{Base: t.TempDir(), Logger: quiet(), Parallel: 2}
 	defer func() {
 		for _, n := range nodes[:2] {
 			if err := Stop(context.Background(), tr, n, opts); err != nil {

@@ -219,10 +219,10 @@ func (r ctxReader) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-// Dial connects to addr. On the local target every node has its own loopback address and agent
-// port, so the address is the node's own (e.g. 127.0.0.12:7402), dialled as is.
+// Dial connects to addr as is: a Unix socket path (the agent's and the load generator's control
+// sockets) or a TCP host:port on the node's own loopback address.
 func (t *Transport) Dial(ctx context.Context, node inventory.Node, addr string) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	conn, err := (&net.Dialer{}).DialContext(ctx, transport.Network(addr), addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s on %s: %w", transport.ErrUnreachable, addr, node.Name, err)
 	}

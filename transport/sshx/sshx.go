@@ -382,7 +382,8 @@ func (t *Transport) keepAlive(node inventory.Node, c *ssh.Client, done <-chan st
 	}
 }
 
-// Dial opens a TCP connection to addr as seen from the node (direct-tcpip). The connection
+// Dial opens a connection to addr as seen from the node: direct-tcpip for host:port, OpenSSH's
+// direct-streamlocal for a Unix socket path (sshd connects to it as the login user). The connection
 // lives on the node's shared SSH connection. A port with no listener is not a transport
 // failure: the error then does not match transport.ErrUnreachable.
 func (t *Transport) Dial(ctx context.Context, node inventory.Node, addr string) (net.Conn, error) {
@@ -392,7 +393,7 @@ func (t *Transport) Dial(ctx context.Context, node inventory.Node, addr string) 
 		if err != nil {
 			return err
 		}
-		conn, err = client.DialContext(ctx, "tcp", addr)
+		conn, err = client.DialContext(ctx, transport.Network(addr), addr)
 		if err == nil {
 			return nil
 		}

@@ -1,0 +1,33 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Names that become file names, folder names or command arguments — node names, run ids,
+// playbook and stack names — follow one grammar: a letter or digit, then letters, digits, '.',
+// '_' or '-', at most MaxNameLen bytes in all. So no name is empty, ".", "..", holds a '/' or
+// starts with '-' (which a command would take for an option), and every name is one path
+// element. docs/security.md lists where it is enforced.
+const (
+	NameGrammar = `[A-Za-z0-9][A-Za-z0-9._-]*`
+	MaxNameLen  = 128
+)
+
+var nameRe = regexp.MustCompile(`^` + NameGrammar + `$`)
+
+// ErrBadName classifies a name outside the grammar.
+var ErrBadName = errors.New("name outside the grammar")
+
+// CheckName returns an error naming what (e.g. "nodes[2].name") when name is outside the grammar.
+func CheckName(what, name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: %s is %d bytes long, at most %d", ErrBadName, what, len(name), MaxNameLen)
+	}
+	if !nameRe.MatchString(name) {
+		return fmt.Errorf("%w: %s %q: want a letter or digit, then letters, digits, '.', '_' or '-' (no '/', no leading '.' or '-')", ErrBadName, what, name)
+	}
+	return nil
+}
