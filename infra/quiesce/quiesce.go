@@ -33,10 +33,8 @@ type Options struct {
 	SourceDir string // the rig module, for a cross build when Binary does not fit the node
 	// Transport reaches the nodes; nil means SSH with KeyFiles and the inventory's host keys.
 	Transport transport.Transport
-	// Port is the agents' port on the nodes; 0 means where rig run puts them.
-	Port   int
-	Out    io.Writer // one line per node; nil means io.Discard
-	Logger *slog.Logger
+	Out       io.Writer // one line per node; nil means io.Discard
+	Logger    *slog.Logger
 }
 
 // Result is what happened on one node.
@@ -70,7 +68,7 @@ func Nodes(ctx context.Context, inv *inventory.Inventory, o Options) ([]Result, 
 		defer ssh.Close()
 		tr = ssh
 	}
-	so := sshtarget.Options{Sudo: o.Sudo, SourceDir: o.SourceDir, Base: o.Dir, Port: o.Port, Logger: o.Logger}
+	so := sshtarget.Options{Sudo: o.Sudo, SourceDir: o.SourceDir, Base: o.Dir, Logger: o.Logger}
 	if o.Binary != "" {
 		so.Binaries = map[string]string{"amd64": o.Binary}
 	}
@@ -94,10 +92,11 @@ func node(ctx context.Context, tr transport.Transport, n inventory.Node, so ssht
 		fmt.Fprintf(o.Out, "rig: %s: %s failed: %v\n", n.Name, step, err)
 		return res
 	}
-	if _, err := sshtarget.Stage(ctx, tr, n, so); err != nil {
+	staged, err := sshtarget.Stage(ctx, tr, n, so)
+	if err != nil {
 		return fail("start agent", err)
 	}
-	c := target.AgentClient(tr, n, target.AgentAddr(n, o.Port))
+	c := target.AgentClient(tr, n, staged.Socket, "")
 	defer c.Close()
 	defer func() {
 		// The agent is stopped on a budget of its own, whatever the steps used up.

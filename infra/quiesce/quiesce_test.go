@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,9 +19,9 @@ import (
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
-	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/target"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport/sshx"
 )
 
@@ -31,7 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-		listen, dir := fs.String("listen", "", ""), fs.String("dir", "", "")
+		socket, dir := fs.String("socket", "", ""), fs.String("dir", "", "")
 		root, node := fs.String("root", "/", ""), fs.String("node", "", "")
 		if fs.Parse(os.Args[2:]) != nil {
 			os.Exit(2)
@@ -39,7 +37,7 @@ func TestMain(m *testing.M) {
 		abs, _ := filepath.Abs(*dir)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		if err := agent.Serve(ctx, agent.Options{Listen: *listen, Dir: abs, Root: *root, Node: *node,
+		if err := agent.Serve(ctx, agent.Options{Socket: *socket, Dir: abs, Root: *root, Node: *node,
 			Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}); err != nil {
 			fmt.Fprintln(os.Stderr, "agent:", err)
 			os.Exit(1)
@@ -73,8 +71,7 @@ func TestNodesUnmountsOverSSH(t *testing.T) {
 	inv := &inventory.Inventory{Target: "aws", Nodes: []inventory.Node{server, client}}
 	self, _ := os.Executable()
 	var out bytes.Buffer
-	o := Options{KeyFiles: []string{srv.ClientKeyFile}, Dir: t.TempDir(), DataMount: mp, Binary: self,
-		Port: port(t), Out: &out}
+	o := Options{KeyFiles: []string{srv.ClientKeyFile}, Dir: t.TempDir(), DataMount: mp, Binary: self, Out: &out}
 	res, err := Nodes(ctx, inv, o)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -94,7 +91,11 @@ func TestNodesUnmountsOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	c := target.AgentClient(tr, server, target.AgentAddr(server, o.Port))
+	sock, err := sshtarget.Socket(ctx, tr, server, sshtarget.Options{Base: o.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := target.AgentClient(tr, server, sock, "")
 	defer c.Close()
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer pcancel()
@@ -108,10 +109,4 @@ func TestNodesUnmountsOverSSH(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mp, "raft.log")); err != nil || string(b) != "entries" {
 		t.Fatalf("after remount: %q %v", b, err)
 	}
-}
-
-func port(t *testing.T) int {
-	_, p, _ := net.SplitHostPort(testaddr.Free(t))
-	n, _ := strconv.Atoi(p)
-	return n
 }
