@@ -221,8 +221,15 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 		}
 	}
 	d.log.Info("pulumi up", "stack", name, "backend", d.Backend())
-	res, err := st.Up(ctx, optup.ProgressStreams(d.opts.Out), optup.ErrorProgressStreams(d.opts.Out))
+	p := newProgress(d.opts.Out, d.opts.Now, 30*time.Second)
+	// Not ctx: the event tailer must be drained until the CLI ends, even after an interrupt.
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go p.run(pctx)
+	res, err := st.Up(ctx, optup.EventStreams(p.events), optup.ErrorProgressStreams(d.opts.Out))
+	stop()
+	p.wait()
 	if err != nil {
+		d.failureReport(context.WithoutCancel(ctx), st, name, s, err, p.errors())
 		return nil, fmt.Errorf("pulumi up %s: %w", name, err)
 	}
 	return decodeInventory(name, res.Outputs)

@@ -202,8 +202,11 @@ func TestUpPinsGeneratedConfigAndStreamsProgress(t *testing.T) {
 	if st, err := os.Stat(pf); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("passphrase file %s: %v", pf, err)
 	}
-	if !strings.Contains(h.out.String(), "Updating (dev)") {
-		t.Fatalf("progress not streamed: %q", h.out.String())
+	for _, want := range []string{"rig: building and starting the Pulumi program", "rig: program running after",
+		"rig: creating aws:ec2/vpc:Vpc rig-vpc ...", "rig: [1] created aws:ec2/vpc:Vpc rig-vpc (", "rig: [2] created aws:ec2/instance:Instance node-0 ("} {
+		if !strings.Contains(h.out.String(), want) {
+			t.Fatalf("progress lacks %q:\n%s", want, h.out.String())
+		}
 	}
 
 	// A second up keeps the seed and created-at it pinned (the stack file now carries them).
@@ -599,5 +602,40 @@ func TestBackendURLAndSecretsProvider(t *testing.T) {
 	}
 	if !strings.Contains(h2.out.String(), "on this machine only") || !strings.Contains(h2.out.String(), "rig gc") {
 		t.Fatalf("default backend line: %s", h2.out.String())
+	}
+}
+
+// A failed up says what exists, how to remove it, and for a lack of capacity what to change.
+func TestFailedUpSaysWhatExistsAndWhatToDo(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "")
+	h.cli.upFails = "creating EC2 Instance: operation error EC2: RunInstances, api error InsufficientInstanceCapacity: " +
+		"We currently do not have sufficient c6in.16xlarge capacity in the Availability Zone you requested (us-east-2a)."
+	_, err := h.driver(t).Up(context.Background(), "dev", UpOptions{})
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	out := h.out.String()
+	for _, want := range []string{
+		"rig: FAILED to create aws:ec2/instance:Instance node-0",
+		"these 1 resource(s) exist", "aws:ec2/vpc:Vpc rig-vpc vpc-0abc",
+		"rig down --stack dev --no-archive",
+		"EC2 has no capacity for these instances in us-east-2a",
+		"pulumi config set --stack dev availabilityZone us-east-2b",
+		"capacityReservationId",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("failure report lacks %q:\n%s", want, out)
+		}
+	}
+	// Another failure: no capacity advice.
+	h2 := newHarness(t)
+	h2.stackConfig(t, "dev", "")
+	h2.cli.upFails = "creating EC2 Instance: api error UnauthorizedOperation: not allowed"
+	if _, err := h2.driver(t).Up(context.Background(), "dev", UpOptions{}); err == nil {
+		t.Fatal("want an error")
+	}
+	if strings.Contains(h2.out.String(), "capacity") || !strings.Contains(h2.out.String(), "rig down --stack dev --no-archive") {
+		t.Errorf("report:\n%s", h2.out.String())
 	}
 }

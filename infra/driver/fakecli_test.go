@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +25,32 @@ type fakeCLI struct {
 	log    *eventLog
 	// outputsAfterUp is what `up` exports for a stack.
 	outputsAfterUp func(stack string) map[string]any
+	// upFails makes `up` fail with this message after creating the VPC (written to stderr and
+	// as an error diagnostic event).
+	upFails string
+}
+
+// upEvents is what the engine reports for an update that creates a VPC and an instance (or fails
+// on the instance).
+func upEvents(stack, fail string) []string {
+	urn := func(typ, name string) string { return "urn:pulumi:" + stack + "::rig::" + typ + "::" + name }
+	ev := func(kind, op, typ, name string) string {
+		return fmt.Sprintf(`{"sequence":1,"timestamp":1,%q:{"metadata":{"op":%q,"urn":%q,"type":%q}}}`, kind, op, urn(typ, name), typ)
+	}
+	lines := []string{
+		`{"sequence":0,"timestamp":1,"preludeEvent":{"config":{}}}`,
+		ev("resourcePreEvent", "create", "pulumi:pulumi:Stack", "rig-"+stack),
+		ev("resourcePreEvent", "create", "aws:ec2/vpc:Vpc", "rig-vpc"),
+		ev("resOutputsEvent", "create", "aws:ec2/vpc:Vpc", "rig-vpc"),
+		ev("resourcePreEvent", "create", "aws:ec2/instance:Instance", "node-0"),
+	}
+	if fail != "" {
+		return append(lines, fmt.Sprintf(`{"sequence":9,"timestamp":1,"diagnosticEvent":{"urn":%q,"message":%q,"color":"never","severity":"error"}}`,
+			urn("aws:ec2/instance:Instance", "node-0"), fail),
+			ev("resOpFailedEvent", "create", "aws:ec2/instance:Instance", "node-0"))
+	}
+	return append(lines, ev("resOutputsEvent", "create", "aws:ec2/instance:Instance", "node-0"),
+		`{"sequence":10,"timestamp":1,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":1,"resourceChanges":{"create":2}}}`)
 }
 
 type fakeStack struct {
@@ -150,14 +177,34 @@ func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs
 		st.config[key] = val
 		st.secret[key] = slices.Contains(rest, "--secret")
 		return "", "", 0, nil
+	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "export":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		var res []map[string]any
+		if st.resources > 0 {
+			res = append(res, map[string]any{"urn": "urn:pulumi:" + stack + "::rig::pulumi:pulumi:Stack::rig-" + stack, "type": "pulumi:pulumi:Stack"},
+				map[string]any{"urn": "urn:pulumi:" + stack + "::rig::aws:ec2/vpc:Vpc::rig-vpc", "type": "aws:ec2/vpc:Vpc", "id": "vpc-0abc"})
+		}
+		return jsonOut(map[string]any{"version": 3, "deployment": map[string]any{"resources": res}})
 	case len(rest) >= 1 && rest[0] == "up":
 		if !need() {
 			return fail("error: no stack named '%s' found", stack)
+		}
+		if i := slices.Index(args, "--event-log"); i >= 0 && i+1 < len(args) {
+			body := strings.Join(upEvents(stack, f.upFails), "\n") + "\n"
+			if err := os.WriteFile(args[i+1], []byte(body), 0o600); err != nil {
+				return fail("write event log: %v", err)
+			}
 		}
 		for _, w := range outs {
 			fmt.Fprintf(w, "Updating (%s):\n + rig-vpc created\nResources:\n    + 17 created\n", stack)
 		}
 		f.log.add("up " + stack)
+		if f.upFails != "" {
+			st.resources = 2
+			return "", f.upFails, 255, errors.New(f.upFails)
+		}
 		st.outputs = f.outputsAfterUp(stack)
 		st.resources = 17
 		return "update done", "", 0, nil
