@@ -272,8 +272,8 @@ func describe(ctx context.Context, c Clients, region string, rs []Resource) erro
 				size, iops, thr := int(aws.ToInt32(v.Size)), int(aws.ToInt32(v.Iops)), int(aws.ToInt32(v.Throughput))
 				r.Detail = fmt.Sprintf("%s %d GiB %d IOPS", v.VolumeType, size, iops)
 				if priced {
-					if h, ok := volumeHourly(prices, string(v.VolumeType), size, iops, thr); ok {
-						r.Hourly = h
+					if lines, err := prices.VolumeLines(string(v.VolumeType), size, iops, thr); err == nil {
+						r.Hourly = spec.Hourly(lines)
 					}
 				}
 			}
@@ -287,23 +287,6 @@ func describe(ctx context.Context, c Clients, region string, rs []Resource) erro
 		}
 	}
 	return nil
-}
-
-// volumeHourly prices one volume as spec.EstimateCost does.
-func volumeHourly(t spec.PriceTable, typ string, size, iops, thr int) (float64, bool) {
-	s := spec.Spec{Region: t.Region, VolumeType: typ, VolumeSize: size, VolumeIOPS: iops, VolumeThroughput: thr,
-		Servers: 1, ServerInstanceType: "c6in.large", Clients: 0, ClientInstanceType: "c6in.large"}
-	e, err := spec.EstimateCost(s)
-	if err != nil {
-		return 0, false
-	}
-	h := 0.0
-	for _, l := range e.Lines {
-		if strings.Contains(l.Item, "data volume") || strings.Contains(l.Item, "IOPS") || strings.Contains(l.Item, "throughput") {
-			h += l.Hourly
-		}
-	}
-	return h, true
 }
 
 // s3StandardGBMonth is S3 Standard storage (first 50 TB) in the priced US regions, on the date of

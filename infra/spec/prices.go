@@ -138,33 +138,60 @@ func EstimateCost(s Spec) (Estimate, error) {
 	}
 	all := float64(s.Servers + s.Clients)
 	add("public IPv4 addresses", all, "addresses", t.PublicIPv4Hourly)
+	lines, err := t.VolumeLines(s.VolumeType, s.VolumeSize, s.VolumeIOPS, s.VolumeThroughput)
+	if err != nil {
+		return Estimate{}, err
+	}
 	nodes := float64(s.DataVolumes()) // nodes with a data volume
-	switch s.VolumeType {
+	for _, l := range lines {
+		add(l.Item, nodes*l.Quantity, l.Unit, l.UnitHour)
+	}
+	add("gp3 root volume storage", all*float64(s.RootVolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
+	e.ToLimit = e.Hourly * float64(e.Hours)
+	return e, nil
+}
+
+// VolumeLines prices one data volume: storage, and provisioned IOPS and throughput above the free
+// baseline (gp3) or in io2's tiers. Lines with nothing to pay are left out.
+func (t PriceTable) VolumeLines(typ string, size, iops, throughput int) ([]CostLine, error) {
+	var out []CostLine
+	add := func(item string, qty float64, unit string, unitHour float64) {
+		if qty > 0 {
+			out = append(out, CostLine{Item: item, Quantity: qty, Unit: unit, UnitHour: unitHour, Hourly: qty * unitHour})
+		}
+	}
+	switch typ {
 	case VolumeGP3:
-		add("gp3 data volume storage", nodes*float64(s.VolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
-		add("gp3 IOPS above 3,000", nodes*float64(max(0, s.VolumeIOPS-GP3MinIOPS)), "IOPS", t.GP3IOPSMonth/HoursPerMonth)
-		add("gp3 throughput above 125 MiB/s", nodes*float64(max(0, s.VolumeThroughput-GP3MinThroughput)), "MiB/s", t.GP3MiBpsMonth/HoursPerMonth)
+		add("gp3 data volume storage", float64(size), "GB", t.GP3GBMonth/HoursPerMonth)
+		add("gp3 IOPS above 3,000", float64(max(0, iops-GP3MinIOPS)), "IOPS", t.GP3IOPSMonth/HoursPerMonth)
+		add("gp3 throughput above 125 MiB/s", float64(max(0, throughput-GP3MinThroughput)), "MiB/s", t.GP3MiBpsMonth/HoursPerMonth)
 	case VolumeIO2:
-		add("io2 data volume storage", nodes*float64(s.VolumeSize), "GB", t.IO2GBMonth/HoursPerMonth)
+		add("io2 data volume storage", float64(size), "GB", t.IO2GBMonth/HoursPerMonth)
 		lower := 0
 		for _, tier := range t.IO2IOPSMonthTier {
 			upper := tier.UpTo
-			if upper == 0 || upper > s.VolumeIOPS {
-				upper = s.VolumeIOPS
+			if upper == 0 || upper > iops {
+				upper = iops
 			}
 			if upper > lower {
-				label := fmt.Sprintf("io2 IOPS %s-%s", thousands(lower+1), thousands(upper))
-				add(label, nodes*float64(upper-lower), "IOPS", tier.PerIOPSMonth/HoursPerMonth)
+				add(fmt.Sprintf("io2 IOPS %s-%s", thousands(lower+1), thousands(upper)), float64(upper-lower), "IOPS", tier.PerIOPSMonth/HoursPerMonth)
 			}
-			if tier.UpTo == 0 || tier.UpTo >= s.VolumeIOPS {
+			if tier.UpTo == 0 || tier.UpTo >= iops {
 				break
 			}
 			lower = tier.UpTo
 		}
 	default:
-		return Estimate{}, fmt.Errorf("%w for volume type %q", ErrNoPrices, s.VolumeType)
+		return nil, fmt.Errorf("%w for volume type %q", ErrNoPrices, typ)
 	}
-	add("gp3 root volume storage", all*float64(s.RootVolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
-	e.ToLimit = e.Hourly * float64(e.Hours)
-	return e, nil
+	return out, nil
+}
+
+// Hourly sums the lines.
+func Hourly(lines []CostLine) float64 {
+	h := 0.0
+	for _, l := range lines {
+		h += l.Hourly
+	}
+	return h
 }
