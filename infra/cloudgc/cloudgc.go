@@ -77,7 +77,12 @@ func NewClients(ctx context.Context, region string) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("AWS config for %s: %w", region, err)
 	}
-	return Clients{EC2: ec2.NewFromConfig(cfg), Tagging: resourcegroupstaggingapi.NewFromConfig(cfg), S3: s3.NewFromConfig(cfg)}, nil
+	return Clients{EC2: ec2.NewFromConfig(cfg), Tagging: resourcegroupstaggingapi.NewFromConfig(cfg),
+		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
+			// An endpoint of one's own (AWS_ENDPOINT_URL_S3: a test, MinIO) takes bucket names
+			// in the path.
+			o.UsePathStyle = o.BaseEndpoint != nil
+		})}, nil
 }
 
 // Options tune Scan and Delete.

@@ -1,4 +1,4 @@
-package cloudgc
+package cloudgc_test
 
 import (
 	"bytes"
@@ -8,13 +8,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/infra/cloudgc"
+	"github.com/rig-dev/rig/infra/cloudgc/cloudgctest"
 )
 
 var now = time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
 
-func options(f *fakeAWS) Options {
-	return Options{Regions: []string{f.region}, Poll: time.Millisecond, Wait: 5 * time.Second,
-		Clients: func(context.Context, string) (Clients, error) { return f.clients(), nil }}
+func options(f *cloudgctest.AWS) cloudgc.Options {
+	return cloudgc.Options{Regions: []string{f.Region}, Poll: time.Millisecond, Wait: 5 * time.Second,
+		Clients: func(context.Context, string) (cloudgc.Clients, error) { return f.Clients(), nil }}
 }
 
 // From the cloud side only: an expired cluster whose state this backend does not have is found
@@ -22,18 +25,18 @@ func options(f *fakeAWS) Options {
 // AWS does); a live cluster of a known stack is left alone; an unknown cluster that has not
 // expired is listed and kept unless orphans are asked for; buckets are listed with their size.
 func TestScanClassifyDelete(t *testing.T) {
-	f := newFakeAWS(t, "us-east-1")
-	f.cluster("lost", "2025-06-02T08:00:00Z", []string{"c6in.16xlarge", "c6in.4xlarge"}, 3)
-	f.cluster("mine", "2025-06-02T20:00:00Z", []string{"c6in.16xlarge"}, 0)
-	f.cluster("laptop", "2025-06-02T20:00:00Z", []string{"c7i.large"}, 0)
+	f := cloudgctest.New(t, "us-east-1")
+	f.Cluster("lost", "2025-06-02T08:00:00Z", []string{"c6in.16xlarge", "c6in.4xlarge"}, 3)
+	f.Cluster("mine", "2025-06-02T20:00:00Z", []string{"c6in.16xlarge"}, 0)
+	f.Cluster("laptop", "2025-06-02T20:00:00Z", []string{"c7i.large"}, 0)
 	ctx := context.Background()
 	o := options(f)
 
-	rs, err := Scan(ctx, o)
+	rs, err := cloudgc.Scan(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := Classify(rs, map[string]bool{"mine": true}, now, false)
+	fs := cloudgc.Classify(rs, map[string]bool{"mine": true}, now, false)
 	verdicts := map[string]string{}
 	var hourly float64
 	for _, x := range fs {
@@ -46,8 +49,8 @@ func TestScanClassifyDelete(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{
-		"instance i-lost0": Expired, "vpc vpc-lost": Expired, "placement-group rig-pg-lost": Expired,
-		"instance i-laptop0": Unknown, "bucket rig-lost-results": Retained,
+		"instance i-lost0": cloudgc.Expired, "vpc vpc-lost": cloudgc.Expired, "placement-group rig-pg-lost": cloudgc.Expired,
+		"instance i-laptop0": cloudgc.Unknown, "bucket rig-lost-results": cloudgc.Retained,
 	} {
 		if verdicts[id] != want {
 			t.Errorf("%s: verdict %q, want %q", id, verdicts[id], want)
@@ -61,16 +64,16 @@ func TestScanClassifyDelete(t *testing.T) {
 		t.Errorf("cost of the lost cluster %.6f/h, want %.6f/h", hourly, want)
 	}
 	for _, x := range fs {
-		if x.Kind == KindBucket && x.ID == "rig-lost-results" && (x.SizeBytes != 3000 || x.Objects != 3) {
+		if x.Kind == cloudgc.KindBucket && x.ID == "rig-lost-results" && (x.SizeBytes != 3000 || x.Objects != 3) {
 			t.Errorf("bucket size %d bytes, %d objects; want 3000, 3", x.SizeBytes, x.Objects)
 		}
 	}
 
 	var out bytes.Buffer
-	if err := Delete(ctx, fs, o, &out); err != nil {
+	if err := cloudgc.Delete(ctx, fs, o, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	calls := f.mutations()
+	calls := f.Mutations()
 	pos := func(call string) int {
 		i := slices.Index(calls, call)
 		if i < 0 {
@@ -96,7 +99,7 @@ func TestScanClassifyDelete(t *testing.T) {
 			t.Errorf("touched a resource it must keep: %s", c)
 		}
 	}
-	left := f.remaining()
+	left := f.Remaining()
 	for _, id := range left {
 		if strings.Contains(id, "lost") {
 			t.Errorf("%s of the expired cluster is still there (left: %v)", id, left)
@@ -107,38 +110,38 @@ func TestScanClassifyDelete(t *testing.T) {
 	}
 
 	// With orphans, the unknown stack's cluster goes too; the known live one stays.
-	rs, err = Scan(ctx, o)
+	rs, err = cloudgc.Scan(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Delete(ctx, Classify(rs, map[string]bool{"mine": true}, now, true), o, &out); err != nil {
+	if err := cloudgc.Delete(ctx, cloudgc.Classify(rs, map[string]bool{"mine": true}, now, true), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range f.remaining() {
+	for _, id := range f.Remaining() {
 		if strings.Contains(id, "laptop") {
 			t.Errorf("orphan %s kept", id)
 		}
 	}
-	if !slices.Contains(f.remaining(), "vpc-mine") {
+	if !slices.Contains(f.Remaining(), "vpc-mine") {
 		t.Error("the known live stack was deleted")
 	}
 }
 
 // A region that cannot be read is an error; the others are still scanned.
 func TestScanReportsUnreadableRegion(t *testing.T) {
-	f := newFakeAWS(t, "us-east-1")
-	f.cluster("lost", "2025-06-02T08:00:00Z", []string{"c6in.large"}, 0)
+	f := cloudgctest.New(t, "us-east-1")
+	f.Cluster("lost", "2025-06-02T08:00:00Z", []string{"c6in.large"}, 0)
 	o := options(f)
-	bad := newFakeAWS(t, "eu-west-1")
-	bad.tagURL = bad.ec2URL // answers the tagging API with an EC2 error
+	bad := cloudgctest.New(t, "eu-west-1")
+	bad.TagURL = bad.EC2URL // answers the tagging API with an EC2 error
 	o.Regions = []string{"us-east-1", "eu-west-1"}
-	o.Clients = func(_ context.Context, region string) (Clients, error) {
+	o.Clients = func(_ context.Context, region string) (cloudgc.Clients, error) {
 		if region == "eu-west-1" {
-			return bad.clients(), nil
+			return bad.Clients(), nil
 		}
-		return f.clients(), nil
+		return f.Clients(), nil
 	}
-	rs, err := Scan(context.Background(), o)
+	rs, err := cloudgc.Scan(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "eu-west-1") {
 		t.Fatalf("want an error naming eu-west-1, got %v", err)
 	}

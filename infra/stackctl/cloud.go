@@ -33,6 +33,9 @@ func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 		fmt.Fprintln(out, "cloud side: no region to scan (no Pulumi.<stack>.yaml with aws:region; pass --region)")
 		return nil
 	}
+	if err := driver.CheckAWSCredentials(ctx, regions[0]); err != nil {
+		return fmt.Errorf("cloud side not scanned (--no-cloud skips it): %w", err)
+	}
 	fmt.Fprintf(out, "cloud side: resources tagged rig-stack in %s (tagging API + EC2)\n", strings.Join(regions, ", "))
 	opts := cloudgc.Options{Regions: regions}
 	rs, scanErr := cloudgc.Scan(ctx, opts)

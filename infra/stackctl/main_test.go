@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rig-dev/rig/infra/cloudgc/cloudgctest"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -145,5 +146,55 @@ func TestUsageErrors(t *testing.T) {
 		if !errors.Is(err, errUsage) {
 			t.Errorf("%v: want a usage error, got %v: %s", args, err, out)
 		}
+	}
+}
+
+// rig-stack gc from the cloud side, end to end: the SDK's default configuration reaches a fake
+// AWS through AWS_ENDPOINT_URL_<SERVICE>; an expired cluster of a stack this backend does not
+// know is listed with its cost, kept by a dry run, deleted with --yes; the known live stack and
+// the buckets stay.
+func TestGCFromTheCloudSide(t *testing.T) {
+	e := setup(t)
+	if err := os.MkdirAll(filepath.Join(e.state, "rig", "pulumi"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(t.TempDir(), "outputs.json")
+	if err := os.WriteFile(live, []byte(strings.ReplaceAll(outputs, "2020-01-01", "2999-01-01")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_OUTPUTS", live)
+	aws := cloudgctest.New(t, "us-east-1")
+	aws.Cluster("lost", "2020-01-01T00:00:00Z", []string{"c6in.large"}, 2)
+	aws.Cluster("dev", "2999-01-01T00:00:00Z", []string{"c6in.large"}, 0)
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_EC2": aws.EC2URL, "AWS_ENDPOINT_URL_RESOURCE_GROUPS_TAGGING_API": aws.TagURL,
+		"AWS_ENDPOINT_URL_S3": aws.S3URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(e.state, "none"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(e.state, "none"), "AWS_PROFILE": "", "AWS_REGION": "",
+	} {
+		t.Setenv(k, v)
+	}
+	out, err := run(t, e, "gc", "--dry-run", "--region", "us-east-1")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// $0.1951/h: a c6in.large with a public IPv4 address (0.1134 + 0.005) and its gp3 200 GiB,
+	// 4,000 IOPS, 1,000 MiB/s volume (0.0767) at the us-east-1 prices of infra/spec.
+	for _, want := range []string{"cloud side: resources tagged rig-stack in us-east-1", "lost", "i-lost0", "c6in.large",
+		"expired: delete", "rig-lost-results", "2 objects", "dry run: 9 resource(s) costing $0.1951/h would be deleted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc --dry-run lacks %q:\n%s", want, out)
+		}
+	}
+	if m := aws.Mutations(); len(m) != 0 {
+		t.Fatalf("dry run changed %v", m)
+	}
+	out, err = run(t, e, "gc", "--yes", "--region", "us-east-1")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	left := strings.Join(aws.Remaining(), " ")
+	if strings.Contains(left, "lost") || !strings.Contains(left, "vpc-dev") || !strings.Contains(out, "9 resource(s) deleted") {
+		t.Fatalf("left %s after:\n%s", left, out)
 	}
 }

@@ -1,4 +1,8 @@
-package cloudgc
+// Package cloudgctest is a fake AWS for tests of the rig's cloud-side gc: the EC2 Query API (the
+// calls gc makes, refusing them in the wrong order as AWS does), the Resource Groups Tagging API
+// (RPC v2 CBOR, as the SDK speaks it) and S3 (gofakes3), each on an httptest endpoint that the
+// SDK's own clients reach through BaseEndpoint or AWS_ENDPOINT_URL_<SERVICE>.
+package cloudgctest
 
 import (
 	"fmt"
@@ -19,16 +23,18 @@ import (
 	"github.com/aws/smithy-go/encoding/cbor"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/rig-dev/rig/infra/cloudgc"
 )
 
-// fakeAWS serves, on httptest endpoints that the real SDK clients reach through BaseEndpoint,
+// AWS serves, on httptest endpoints that the real SDK clients reach through BaseEndpoint,
 // the EC2 Query API (the calls gc makes, with AWS's dependency errors: a volume in use, a
 // subnet or VPC with dependents), the Resource Groups Tagging API (JSON) and S3 (gofakes3).
-type fakeAWS struct {
+type AWS struct {
 	mu        sync.Mutex
-	region    string
+	Region    string
 	tagged    []tagged // what GetResources returns
-	instances map[string]*fakeInstance
+	instances map[string]*instance
 	volumes   map[string]string // id -> instance it is attached to ("" when available)
 	exists    map[string]bool   // every other resource by id
 	assoc     map[string]string // route table -> association id
@@ -36,9 +42,9 @@ type fakeAWS struct {
 	vpcOf     map[string]string // subnet, security group, route table, gateway -> VPC
 	calls     []string          // mutating calls in order
 	s3        *s3mem.Backend
-	ec2URL    string
-	tagURL    string
-	s3URL     string
+	EC2URL    string
+	TagURL    string
+	S3URL     string
 }
 
 type tagged struct {
@@ -46,50 +52,51 @@ type tagged struct {
 	tags map[string]string
 }
 
-type fakeInstance struct {
+type instance struct {
 	typ, state, ip string
 }
 
-func newFakeAWS(t *testing.T, region string) *fakeAWS {
-	f := &fakeAWS{region: region, instances: map[string]*fakeInstance{}, volumes: map[string]string{},
+// New starts the fake endpoints of one region; they close when the test ends.
+func New(t testing.TB, region string) *AWS {
+	f := &AWS{Region: region, instances: map[string]*instance{}, volumes: map[string]string{},
 		exists: map[string]bool{}, assoc: map[string]string{}, igwVPC: map[string]string{}, vpcOf: map[string]string{},
 		s3: s3mem.New()}
 	ec2Srv := httptest.NewServer(http.HandlerFunc(f.serveEC2))
 	tagSrv := httptest.NewServer(http.HandlerFunc(f.serveTagging))
 	s3Srv := httptest.NewServer(gofakes3.New(f.s3).Server())
 	t.Cleanup(func() { ec2Srv.Close(); tagSrv.Close(); s3Srv.Close() })
-	f.ec2URL, f.tagURL, f.s3URL = ec2Srv.URL, tagSrv.URL, s3Srv.URL
+	f.EC2URL, f.TagURL, f.S3URL = ec2Srv.URL, tagSrv.URL, s3Srv.URL
 	return f
 }
 
-// clients are the SDK's own clients, pointed at the fake endpoints.
-func (f *fakeAWS) clients() Clients {
+// Clients are the SDK's own clients, pointed at the fake endpoints.
+func (f *AWS) Clients() cloudgc.Clients {
 	creds := credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", "")
-	return Clients{
-		EC2: ec2.New(ec2.Options{Region: f.region, BaseEndpoint: aws.String(f.ec2URL), Credentials: creds,
+	return cloudgc.Clients{
+		EC2: ec2.New(ec2.Options{Region: f.Region, BaseEndpoint: aws.String(f.EC2URL), Credentials: creds,
 			Retryer: aws.NopRetryer{}}),
-		Tagging: resourcegroupstaggingapi.New(resourcegroupstaggingapi.Options{Region: f.region,
-			BaseEndpoint: aws.String(f.tagURL), Credentials: creds, Retryer: aws.NopRetryer{}}),
-		S3: s3.New(s3.Options{Region: f.region, BaseEndpoint: aws.String(f.s3URL), UsePathStyle: true, Credentials: creds}),
+		Tagging: resourcegroupstaggingapi.New(resourcegroupstaggingapi.Options{Region: f.Region,
+			BaseEndpoint: aws.String(f.TagURL), Credentials: creds, Retryer: aws.NopRetryer{}}),
+		S3: s3.New(s3.Options{Region: f.Region, BaseEndpoint: aws.String(f.S3URL), UsePathStyle: true, Credentials: creds}),
 	}
 }
 
-// cluster adds one rig cluster as rig up builds it: a VPC with subnet, route table, gateway and
+// Cluster adds one rig cluster as rig up builds it: a VPC with subnet, route table, gateway and
 // security group, a placement group, a key pair, one instance per entry of types with a data
 // volume attached, and a retained bucket holding objects.
-func (f *fakeAWS) cluster(stack, expires string, types []string, bucketObjects int) {
+func (f *AWS) Cluster(stack, expires string, types []string, bucketObjects int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tags := map[string]string{"rig-stack": stack, "expires-at": expires, "owner": "alice", "Name": "rig-" + stack}
 	add := func(kind, id string) {
-		arn := fmt.Sprintf("arn:aws:ec2:%s:123456789012:%s/%s", f.region, kind, id)
+		arn := fmt.Sprintf("arn:aws:ec2:%s:123456789012:%s/%s", f.Region, kind, id)
 		f.tagged = append(f.tagged, tagged{arn: arn, tags: tags})
 		f.exists[id] = true
 	}
 	vpc := "vpc-" + stack
 	add("vpc", vpc)
-	for kind, id := range map[string]string{KindSubnet: "subnet-" + stack, KindSecurityGroup: "sg-" + stack,
-		KindRouteTable: "rtb-" + stack, KindInternetGateway: "igw-" + stack} {
+	for kind, id := range map[string]string{cloudgc.KindSubnet: "subnet-" + stack, cloudgc.KindSecurityGroup: "sg-" + stack,
+		cloudgc.KindRouteTable: "rtb-" + stack, cloudgc.KindInternetGateway: "igw-" + stack} {
 		add(kind, id)
 		f.vpcOf[id] = vpc
 	}
@@ -102,7 +109,7 @@ func (f *fakeAWS) cluster(stack, expires string, types []string, bucketObjects i
 		inst, vol := fmt.Sprintf("i-%s%d", stack, i), fmt.Sprintf("vol-%s%d", stack, i)
 		add("instance", inst)
 		add("volume", vol)
-		f.instances[inst] = &fakeInstance{typ: typ, state: "running", ip: fmt.Sprintf("198.51.100.%d", 10+i)}
+		f.instances[inst] = &instance{typ: typ, state: "running", ip: fmt.Sprintf("198.51.100.%d", 10+i)}
 		f.volumes[vol] = inst
 		f.vpcOf[inst] = vpc
 	}
@@ -116,7 +123,7 @@ func (f *fakeAWS) cluster(stack, expires string, types []string, bucketObjects i
 }
 
 // serveTagging answers GetResources in the protocol the SDK's client speaks (RPC v2 CBOR).
-func (f *fakeAWS) serveTagging(w http.ResponseWriter, r *http.Request) {
+func (f *AWS) serveTagging(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasSuffix(r.URL.Path, "/service/ResourceGroupsTaggingAPI_20170126/operation/GetResources") ||
 		r.Header.Get("Smithy-Protocol") != "rpc-v2-cbor" {
 		http.Error(w, "unsupported "+r.URL.Path, http.StatusBadRequest)
@@ -144,7 +151,7 @@ func (f *fakeAWS) serveTagging(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(cbor.Encode(cbor.Map{"ResourceTagMappingList": list}))
 }
 
-func (f *fakeAWS) serveEC2(w http.ResponseWriter, r *http.Request) {
+func (f *AWS) serveEC2(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -292,13 +299,15 @@ func (f *fakeAWS) serveEC2(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeAWS) mutations() []string {
+// Mutations are the changing calls made, in order ("DeleteVpc vpc-x").
+func (f *AWS) Mutations() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
 }
 
-func (f *fakeAWS) remaining() []string {
+// Remaining lists the ids of resources that still exist.
+func (f *AWS) Remaining() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
