@@ -91,7 +91,7 @@ func driverBinary(ctx context.Context, o DriverOptions) (string, error) {
 	}
 	out := filepath.Join(cache, "rig-stack")
 	if _, err := os.Stat(out); err != nil {
-		fmt.Fprintln(o.Stderr, "rig: building the stack driver (go build ./infra/stackctl); the first build compiles the Pulumi Automation API and takes a few minutes")
+		fmt.Fprintln(o.Stderr, "rig: building the stack driver (go build ./infra/stackctl); the first build compiles the Pulumi Automation API and the AWS EC2 SDK and takes several minutes")
 	}
 	// go build skips the work when the binary is up to date with the sources.
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./infra/stackctl")
