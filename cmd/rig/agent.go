@@ -30,24 +30,26 @@ var agentFlags struct {
 	daemonWait              time.Duration
 }
 
-// agentCmd runs the node agent; other files add subcommands to it.
-var agentCmd = &cobra.Command{
-	Use:   "agent --dir DIR [--socket DIR/ctl/agent.sock]",
-	Short: "Run the node agent: an HTTP API on a Unix socket, reached through the transport",
-	Long: `Run the node agent until SIGTERM or SIGINT. It supervises the engine, records its status
+// newAgentCmd is `rig agent`: the node agent itself, and reaching agents (ping, stage).
+func newAgentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent --dir DIR [--socket DIR/ctl/agent.sock]",
+		Short: "Run the node agent: an HTTP API on a Unix socket, reached through the transport",
+		Long: `Run the node agent until SIGTERM or SIGINT. It supervises the engine, records its status
 transitions, and serves the node's folder for collection. It listens on a Unix socket in a folder
 only its owner can enter (0700; under sudo, the invoking user's): the controller reaches it
 through OpenSSH's stream-local forwarding (or directly on the local target), and no other user
 can (docs/security.md). Logs are JSON, on stderr and in DIR/agent.log.
 
 With --daemon it starts itself detached (new session, output to DIR/agent.log, pid in
-DIR/agent.pid) and returns once the agent answers.`,
-	Args: cobra.NoArgs,
-	RunE: runAgent,
-}
+DIR/agent.pid) and returns once the agent answers.
 
-func init() {
-	f := agentCmd.Flags()
+Subcommands reach agents through the transport: ping shows each one's identity and clock,
+stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`rig tune`" + `.`,
+		Args: cobra.NoArgs,
+		RunE: runAgent,
+	}
+	f := cmd.Flags()
 	f.StringVar(&agentFlags.socket, "socket", "", "the control socket to serve the agent API on (default DIR/ctl/agent.sock; its folder is made 0700)")
 	f.StringVar(&agentFlags.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
 	f.StringVar(&agentFlags.root, "root", "/", "filesystem root for /proc and /sys")
@@ -56,8 +58,11 @@ func init() {
 	f.DurationVar(&agentFlags.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
 	f.BoolVar(&agentFlags.detached, "detached", false, "internal: this process is the detached agent --daemon started")
 	f.MarkHidden("detached")
-	rootCmd.AddCommand(agentCmd)
+	cmd.AddCommand(newAgentPingCmd(), newAgentStageCmd())
+	return cmd
 }
+
+func init() { rootCmd.AddCommand(newAgentCmd()) }
 
 const (
 	agentLogFile = "agent.log"

@@ -9,7 +9,9 @@ import (
 	"github.com/rig-dev/rig/sweep"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newCompareCmd()) }
+
+func newCompareCmd() *cobra.Command {
 	var opts sweep.CompareOptions
 	cmd := &cobra.Command{
 		Use:   "compare BASE CONTENDER",
@@ -54,5 +56,5 @@ func init() {
 	cmd.Flags().StringVar(&opts.BaseWhere, "base-where", "", "only the baseline runs with these settings, key=value[,key=value]")
 	cmd.Flags().BoolVar(&opts.Pool, "pool", false, "merge each side's combinations (after the filters) into one sample")
 	cmd.Flags().StringVar(&opts.ContenderWhere, "contender-where", "", "only the contender runs with these settings, key=value[,key=value]")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

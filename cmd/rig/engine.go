@@ -15,7 +15,9 @@ import (
 	"github.com/rig-dev/rig/engine/server"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newEngineCmd()) }
+
+func newEngineCmd() *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{
 		Use:   "engine --config FILE",
@@ -64,5 +66,5 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -23,12 +23,13 @@ import (
 	"github.com/rig-dev/rig/loadgen"
 )
 
-// `rig loadgen` is the client role: it runs on a client node, started by the controller with a
-// --config file (loadgen.Config), or by hand with flags. Flags override the file.
-var loadgenCmd = &cobra.Command{
-	Use:   "loadgen",
-	Short: "Load generator: preload a resting book, run an open-loop probe stream, send micro-bursts",
-	Long: `The load generator talks to the engine's client protocol. Give every server's client
+// newLoadgenCmd is `rig loadgen`, the client role: it runs on a client node, started by the
+// controller with a --config file (loadgen.Config), or by hand with flags. Flags override the file.
+func newLoadgenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "loadgen",
+		Short: "Load generator: preload a resting book, run an open-loop probe stream, send micro-bursts",
+		Long: `The load generator talks to the engine's client protocol. Give every server's client
 address: followers redirect to the leader, and the generator follows leader changes.
 
   rig loadgen preload --servers a:7001,b:7001,c:7001 --orders 100k --instruments 16
@@ -39,6 +40,9 @@ probe writes DIR/probes.bin, DIR/probes.hlog (HdrHistogram interval log) and DIR
 SIGINT/SIGTERM or POST /stop end it early: it stops sending, waits --grace for answers, writes
 everything and exits 0. The control address (loopback only) serves POST /burst
 {"messages","every_ns","count"}, GET /stats and POST /stop.`,
+	}
+	cmd.AddCommand(newPreloadCmd(), newProbeCmd(), newBurstCmd())
+	return cmd
 }
 
 type lgCommon struct {
@@ -98,10 +102,7 @@ func lgUsageErr(source string, err error) error {
 	return err
 }
 
-func init() {
-	loadgenCmd.AddCommand(newPreloadCmd(), newProbeCmd(), newBurstCmd())
-	rootCmd.AddCommand(loadgenCmd)
-}
+func init() { rootCmd.AddCommand(newLoadgenCmd()) }
 
 func newPreloadCmd() *cobra.Command {
 	var (

@@ -1,6 +1,7 @@
 // Command rig is the one binary of the test rig: controller verbs, and the roles each node runs
-// (`rig agent`, `rig engine`, `rig loadgen`). Each verb lives in its own file and registers itself
-// on rootCmd in init, so verbs can be added without touching this file.
+// (`rig agent`, `rig engine`, `rig loadgen`). Each verb lives in its own file: newXCmd builds it
+// with its flags and subcommands, and the file's init adds it to rootCmd, so verbs can be added
+// without touching this file.
 package main
 
 import (

@@ -14,7 +14,9 @@ import (
 	"github.com/rig-dev/rig/sweep"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newReportCmd()) }
+
+func newReportCmd() *cobra.Command {
 	var baseline string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR|SWEEP_DIR",
@@ -42,7 +44,7 @@ func init() {
 		},
 	}
 	cmd.Flags().StringVar(&baseline, "baseline", "", "sweep only: the combination the others are tested against, as key=value[,key=value] (default: the first)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // reportSweep re-analyses every run of a sweep that has a folder, then writes the sweep report.

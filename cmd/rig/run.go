@@ -18,7 +18,9 @@ import (
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newRunCmd()) }
+
+func newRunCmd() *cobra.Command {
 	var (
 		opts          runner.Options
 		stackName     string
@@ -76,7 +78,7 @@ func init() {
 	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run and sweep folders")
 	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up) instead of the local target")
 	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
-	f.StringSliceVar(&remote.KeyFiles, "ssh-key", nil, "SSH private key file(s) for --stack/--inventory")
+	sshKeyFlag(f, &remote.Login.KeyFiles, "SSH private key file(s) for --stack/--inventory")
 	f.StringVar(&remote.Base, "remote-dir", "", "base folder on the nodes for --stack/--inventory, holding rig-NODE (default: the login home)")
 	f.StringVar(&opts.DataMount, "data-mount", "/data", "where each server's data volume (inventory data_device) is mounted for engine data")
 	f.StringVar(&opts.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
@@ -85,5 +87,5 @@ func init() {
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
 	f.BoolVar(&localOpts.Tune, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

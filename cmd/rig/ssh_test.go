@@ -59,15 +59,15 @@ func rigRun(t *testing.T, args ...string) (string, string, int) {
 func TestSSHVerb(t *testing.T) {
 	srv := sshdtest.Start(t)
 	inv := writeInventory(t, srv.Node("node-0"))
-	out, errOut, code := rigRun(t, "ssh", "--inventory", inv, "-i", srv.ClientKeyFile, "node-0", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2")
+	out, errOut, code := rigRun(t, "ssh", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "node-0", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2")
 	if code != 0 || out != "to-stdout\n" || !strings.Contains(errOut, "to-stderr") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	_, errOut, code = rigRun(t, "ssh", "--inventory", inv, "-i", srv.ClientKeyFile, "node-0", "--", "sh", "-c", "exit 3")
+	_, errOut, code = rigRun(t, "ssh", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "node-0", "--", "sh", "-c", "exit 3")
 	if code != 1 || !strings.Contains(errOut, "exited 3") {
 		t.Fatalf("failing command: exit %d, stderr %q", code, errOut)
 	}
-	_, errOut, code = rigRun(t, "ssh", "--inventory", inv, "-i", srv.ClientKeyFile, "node-9", "--", "true")
+	_, errOut, code = rigRun(t, "ssh", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "node-9", "--", "true")
 	if code != 2 || !strings.Contains(errOut, `node "node-9" is not in the inventory (nodes: node-0)`) {
 		t.Fatalf("unknown node: exit %d, stderr %q", code, errOut)
 	}
@@ -81,7 +81,7 @@ func TestSSHVerbRefusesWrongHostKey(t *testing.T) {
 	node.SSH.HostKey = sshdtest.RandomHostKey(t)
 	inv := writeInventory(t, node)
 	marker := filepath.Join(t.TempDir(), "ran")
-	out, errOut, code := rigRun(t, "ssh", "--inventory", inv, "-i", srv.ClientKeyFile, "node-0", "--", "touch", marker)
+	out, errOut, code := rigRun(t, "ssh", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "node-0", "--", "touch", marker)
 	if code == 0 || !strings.Contains(errOut, "host key mismatch for node-0") || !strings.Contains(errOut, "refusing to connect") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -111,11 +111,11 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 		}
 	})
 
-	out, errOut, code := rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote)
+	out, errOut, code := rigRun(t, "agent", "stage", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote)
 	if code != 0 || !strings.Contains(out, "node-0") || !strings.Contains(out, "true") {
 		t.Fatalf("stage: exit %d\n%s\n%s", code, out, errOut)
 	}
-	out, errOut, code = rigRun(t, "agent", "ping", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote, "--json")
+	out, errOut, code = rigRun(t, "agent", "ping", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote, "--json")
 	var rows []struct {
 		Node  string `json:"node"`
 		PID   int    `json:"pid"`
@@ -124,13 +124,13 @@ func TestAgentStageAndPingOverSSH(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].PID == 0 || rows[0].Error != "" {
 		t.Fatalf("ping: exit %d\n%s\n%s", code, out, errOut)
 	}
-	out, _, code = rigRun(t, "agent", "stage", "--inventory", inv, "-i", srv.ClientKeyFile, "--remote-dir", remote)
+	out, _, code = rigRun(t, "agent", "stage", "--inventory", inv, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote)
 	if code != 0 || strings.Contains(out, "true") {
 		t.Fatalf("second stage must upload and start nothing:\n%s", out)
 	}
 }
 
-// `rig agent tune` and `rig agent revert` against a fake tree: byte-identical afterwards; a bad
+// `rig tune apply` and `rig tune revert` against a fake tree: byte-identical afterwards; a bad
 // profile is a usage error naming file:line:column, and changes nothing.
 func TestAgentTuneRevertCLI(t *testing.T) {
 	root := tunetest.FakeTree(t, t.TempDir())
@@ -139,7 +139,7 @@ func TestAgentTuneRevertCLI(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "profile.yaml")
 
 	os.WriteFile(prof, []byte("thp: never\nvm.dirty_ratio: 250\n"), 0o644)
-	_, errOut, code := rigRun(t, "agent", "tune", "--root", root, "--dir", dir, "--profile", prof)
+	_, errOut, code := rigRun(t, "tune", "apply", "--root", root, "--dir", dir, "--profile", prof)
 	if code != 2 || !strings.Contains(errOut, prof+":2:17: vm.dirty_ratio: 250 is out of range 0..100") {
 		t.Fatalf("bad profile: exit %d, stderr %q", code, errOut)
 	}
@@ -151,21 +151,21 @@ func TestAgentTuneRevertCLI(t *testing.T) {
 	}
 
 	os.WriteFile(prof, []byte("thp: never\nvm.dirty_ratio: 25\nnet.core.rmem_max: 64MiB\n"), 0o644)
-	out, errOut, code := rigRun(t, "agent", "tune", "--root", root, "--dir", dir, "--profile", prof)
+	out, errOut, code := rigRun(t, "tune", "apply", "--root", root, "--dir", dir, "--profile", prof)
 	if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), "net.core.rmem_max 212992 67108864 67108864") {
 		t.Fatalf("tune: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "sys/kernel/mm/transparent_hugepage/enabled")); string(b) != "always madvise [never]\n" {
 		t.Fatalf("thp file %q", b)
 	}
-	out, errOut, code = rigRun(t, "agent", "revert", "--root", root, "--dir", dir)
+	out, errOut, code = rigRun(t, "tune", "revert", "--root", root, "--dir", dir)
 	if code != 0 {
 		t.Fatalf("revert: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if !reflect.DeepEqual(before, tunetest.Snapshot(t, root)) {
 		t.Fatal("tree differs after revert")
 	}
-	out, _, code = rigRun(t, "agent", "revert", "--root", root, "--dir", dir)
+	out, _, code = rigRun(t, "tune", "revert", "--root", root, "--dir", dir)
 	if code != 0 || !strings.Contains(out, "nothing to revert") {
 		t.Fatalf("second revert: exit %d %q", code, out)
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newValidateCmd()) }
+
+func newValidateCmd() *cobra.Command {
 	var stackConfig string
 	cmd := &cobra.Command{
 		Use:   "validate PLAYBOOK",
@@ -32,7 +34,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 		},
 	}
 	cmd.Flags().StringVar(&stackConfig, "stack-config", "", "also check this Pulumi stack config file (Pulumi.<stack>.yaml)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // validate prints the plan on stdout, or every problem on stderr, one per line. The playbook and

@@ -20,11 +20,43 @@ import (
 
 // TargetOptions say how to reach a cluster over SSH.
 type TargetOptions struct {
-	Nodes    inventory.Target // a Pulumi stack, or an inventory file
-	Stack    string           // recorded in the manifest (rig down archives a stack's runs)
-	KeyFiles []string         // SSH private keys
-	Sudo     bool             // run the agent as root through sudo -n (tuning needs root)
-	Base     string           // folder on the nodes that holds rig-NODE (default: the login home)
+	Nodes inventory.Target // a Pulumi stack, or an inventory file
+	Stack string           // recorded in the manifest (rig down archives a stack's runs)
+	Login Login
+	Sudo  bool   // run the agent as root through sudo -n (tuning needs root)
+	Base  string // folder on the nodes that holds rig-NODE (default: the login home)
+}
+
+// Login says how the controller logs in to nodes; every verb that reaches nodes over SSH uses
+// it, so they all offer the same keys.
+type Login struct {
+	// KeyFiles are private keys; none means ~/.ssh/id_ed25519, id_ecdsa and id_rsa, those that
+	// load. The ssh-agent's keys are offered too.
+	KeyFiles       []string
+	User           string        // for nodes whose inventory entry has none (default: the local user)
+	ConnectTimeout time.Duration // dial plus handshake (default: sshx's)
+}
+
+// Transport opens an SSH transport with l's keys. A key file that cannot be loaded is an error
+// naming it; a default key that cannot (encrypted, say) is skipped: ssh-agent may hold it.
+func (l Login) Transport(log *slog.Logger) (*sshx.Transport, error) {
+	opts := sshx.Options{User: l.User, ConnectTimeout: l.ConnectTimeout, UseAgent: true, Logger: log}
+	for _, f := range l.KeyFiles {
+		s, err := sshx.LoadKey(f)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", f, err)
+		}
+		opts.Signers = append(opts.Signers, s)
+	}
+	if len(l.KeyFiles) == 0 {
+		home, _ := os.UserHomeDir()
+		for _, name := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+			if s, err := sshx.LoadKey(filepath.Join(home, ".ssh", name)); err == nil {
+				opts.Signers = append(opts.Signers, s)
+			}
+		}
+	}
+	return sshx.New(opts)
 }
 
 // Target is a cluster of hosts reached over SSH.
@@ -50,7 +82,7 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tr, err := sshx.New(sshx.Options{KeyFiles: t.opts.KeyFiles, Logger: log})
+	tr, err := t.opts.Login.Transport(log)
 	if err != nil {
 		return nil, fmt.Errorf("ssh transport: %w", err)
 	}
