@@ -15,7 +15,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 )
 
-// Engine endpoints (DESIGN 4.3 engine, watch, clock, collect):
+// Engine endpoints (docs/architecture.md, "Agent API": engine, transitions, clock, collect):
 //
 //	POST /v1/engine/start        StartRequest -> EngineProcess
 //	POST /v1/engine/signal       EngineSignalRequest -> EngineProcess

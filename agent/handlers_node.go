@@ -18,7 +18,7 @@ import (
 	"github.com/rig-dev/rig/agent/tune"
 )
 
-// Node endpoints (DESIGN 4.3 facts, tune, samples):
+// Node endpoints (docs/architecture.md, "Agent API": facts, tune, samples):
 //
 //	GET    /v1/facts                 -> facts.Facts
 //	POST   /v1/tune                  TuneRequest -> tune.Report (fails naming each setting that did not take)

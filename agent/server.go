@@ -1,7 +1,7 @@
-// Package agent is the per-node agent (DESIGN 4.3): an HTTP+JSON API on a Unix socket in a 0700
-// folder on the node (internal/ctlsock), reached by the controller through Transport.Dial —
-// directly on the local target, by OpenSSH's stream-local forwarding on remote nodes — so only
-// the user who runs the controller can reach it (docs/security.md).
+// Package agent is the per-node agent (docs/architecture.md, "Agent API"): an HTTP+JSON API on a
+// Unix socket in a 0700 folder on the node (internal/ctlsock), reached by the controller through
+// Transport.Dial — directly on the local target, by OpenSSH's stream-local forwarding on remote
+// nodes — so only the user who runs the controller can reach it (docs/security.md).
 package agent
 
 import (

@@ -1,6 +1,6 @@
-// Package engine holds the engine contract (DESIGN 4.4): what the rig needs from any engine so a
-// user's own engine can be plugged in. The reference engine (engine/replica, engine/server) speaks
-// it; the agent's driver polls it.
+// Package engine holds the engine contract (docs/architecture.md, "Engine contract"): what the rig
+// needs from any engine so a user's own engine can be plugged in. The reference engine
+// (engine/replica, engine/server) speaks it; the agent's driver polls it.
 package engine
 
 import (

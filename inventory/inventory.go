@@ -1,5 +1,6 @@
-// Package inventory is the shape every target yields (DESIGN 4.1): the same JSON from the local
-// target and from Pulumi stack outputs, so the runner never knows which one it is talking to.
+// Package inventory is the shape every target yields (docs/architecture.md, "Inventory"): the same
+// JSON from the local target and from Pulumi stack outputs, so the runner never knows which one it
+// is talking to.
 package inventory
 
 import (

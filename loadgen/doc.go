@@ -1,6 +1,6 @@
-// Package loadgen is the rig's load generator (DESIGN 4.6): it builds a resting book (Preload),
-// runs an open-loop probe stream (Probe) and sends micro-bursts (Burst) against a cluster that
-// speaks engine/wire.
+// Package loadgen is the rig's load generator (docs/architecture.md, "Load generator"): it builds a
+// resting book (Preload), runs an open-loop probe stream (Probe) and sends micro-bursts (Burst)
+// against a cluster that speaks engine/wire.
 //
 // Every probe has an intended send time fixed by the schedule (start + i/rate) and its latency
 // is measured from it, never from when it actually went out: probes the sender could not send

@@ -19,7 +19,8 @@ type field struct {
 	get func(p *Playbook) string            // the value as a playbook would write it
 }
 
-// Phases an engine reports (DESIGN 4.4), in the order a restarting node goes through them.
+// Phases an engine reports (docs/architecture.md, "Engine contract"), in the order a restarting
+// node goes through them.
 var phases = []string{"starting", "restoring", "joining", "replaying", "catching-up", "ready"}
 
 // Signals a kill may send.

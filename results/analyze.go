@@ -394,7 +394,7 @@ func inAny(t int64, spans []span) bool {
 	return false
 }
 
-// Thresholds below which a percentile is not shown (DESIGN section 6).
+// Thresholds below which a percentile is not shown (docs/architecture.md, "Measurement rules").
 const (
 	minNForP90  = 10
 	minNForP99  = 100
@@ -505,8 +505,8 @@ func (d *runData) settings() Settings {
 	return st
 }
 
-// trapWarnings flags the measurement traps of DESIGN section 6 that the run folder can show,
-// and copies the runner's own warning notes.
+// trapWarnings flags the measurement traps of docs/architecture.md ("Measurement rules") that the
+// run folder can show, and copies the runner's own warning notes.
 func (d *runData) trapWarnings() []string {
 	var w []string
 	switch d.man.Status {

@@ -1,6 +1,6 @@
 // Package transport reaches a node: run a command, move files, open a connection to a port on the
-// node's loopback (DESIGN 4.2). The local implementation runs on this machine; the SSH one
-// (transport/sshx) reaches remote hosts with verified host keys.
+// node's loopback (docs/architecture.md, "Transport"). The local implementation runs on this
+// machine; the SSH one (transport/sshx) reaches remote hosts with verified host keys.
 package transport
 
 import (

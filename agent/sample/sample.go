@@ -54,7 +54,7 @@ type Load struct {
 	Load5  float64 `json:"load5"`
 	Load15 float64 `json:"load15"`
 	// Overloaded is set when the 1-minute load exceeds the CPU count: figures from such an
-	// interval are suspect (DESIGN 6).
+	// interval are suspect (docs/architecture.md, "Measurement rules").
 	Overloaded bool `json:"overloaded,omitempty"`
 }
 

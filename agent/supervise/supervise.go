@@ -1,7 +1,8 @@
-// Package supervise runs an engine as a child process of the agent (DESIGN 4.3, 4.4): it writes
-// the engine's config file, starts the process in its own process group with its output
-// appended to a log file, signals, stops and relaunches it, and watches its GET /status every
-// 20 ms, recording every change of phase, role and snapshot with the node's clock.
+// Package supervise runs an engine as a child process of the agent (docs/architecture.md, "Agent
+// API" and "Engine contract"): it writes the engine's config file, starts the process in its own
+// process group with its output appended to a log file, signals, stops and relaunches it, and
+// watches its GET /status every 20 ms, recording every change of phase, role and snapshot with the
+// node's clock.
 package supervise
 
 import (

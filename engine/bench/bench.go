@@ -1,12 +1,12 @@
-// Package bench measures the reference engine alone (DESIGN 5, experiment 5): snapshot take
-// and restore cost per order, heap and wire bytes per order, and allocations per take, at
-// several book sizes, linear and parallel. It backs `rig bench engine`.
+// Package bench measures the reference engine alone: snapshot take and restore cost per order,
+// heap and wire bytes per order, and allocations per take, at several book sizes, linear and
+// parallel. It backs `rig bench engine` (README.md, "Commands").
 //
-// Method (DESIGN 6): the take is timed against a drain-only sink, the median of at least 15
-// takes per point, the thread settings interleaved round by round; every parallel output is
-// first checked byte for byte against the linear one; restore is timed in its own pass from an
-// in-memory copy of the stream; heap is measured after GC, the built book minus an empty one;
-// the load average is recorded with every size.
+// Method (docs/architecture.md, "Measurement rules"): the take is timed against a drain-only sink,
+// the median of at least 15 takes per point, the thread settings interleaved round by round; every
+// parallel output is first checked byte for byte against the linear one; restore is timed in its
+// own pass from an in-memory copy of the stream; heap is measured after GC, the built book minus an
+// empty one; the load average is recorded with every size.
 package bench
 
 import (

@@ -30,7 +30,7 @@ func Validate(s Spec) spec.Problems { return spec.Validate(s) }
 
 // Outputs are what Deploy exports.
 type Outputs struct {
-	Inventory      pulumi.MapOutput // decodes into inventory.Inventory (DESIGN 4.1)
+	Inventory      pulumi.MapOutput // decodes into inventory.Inventory (docs/architecture.md, "Inventory")
 	Bucket         pulumi.StringOutput
 	ExpiresAt      pulumi.StringOutput
 	PlacementGroup pulumi.StringOutput

@@ -467,7 +467,7 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		t.Errorf("invokes %v, want [%s]", m.invokes, wantInvoke)
 	}
 
-	// The outputs are the inventory of DESIGN 4.1.
+	// The outputs are the inventory of docs/architecture.md ("Inventory").
 	if err := inv.Validate(); err != nil {
 		t.Fatal(err)
 	}

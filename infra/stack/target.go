@@ -36,7 +36,8 @@ func (t *Target) Name() string { return "aws" }
 // Stack is the stack name the runner records as the manifest's "stack".
 func (t *Target) Stack() string { return t.o.Stack }
 
-// Inventory returns the stack's inventory (DESIGN 4.1), with every node's pinned host key.
+// Inventory returns the stack's inventory (docs/architecture.md, "Inventory"), with every node's
+// pinned host key.
 func (t *Target) Inventory(ctx context.Context) (*inventory.Inventory, error) {
 	if t.o.Stack == "" {
 		return nil, fmt.Errorf("pulumi target: no stack name")

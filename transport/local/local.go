@@ -1,6 +1,7 @@
-// Package local is the Transport of the local target (DESIGN 4.2): every node is a folder on this
-// machine (inventory.Node.Dir) with its own loopback address and agent port, so commands run with
-// os/exec in that folder, files are copies, and Dial is a plain TCP dial.
+// Package local is the Transport of the local target (docs/architecture.md, "Transport"): every
+// node is a folder on this machine (inventory.Node.Dir) with its own loopback address and agent
+// port, so commands run with os/exec in that folder, files are copies, and Dial is a plain TCP
+// dial.
 package local
 
 import (

@@ -1,6 +1,6 @@
-// Package sshx is the SSH Transport (DESIGN 4.2): golang.org/x/crypto/ssh with host keys from
-// the inventory or known_hosts (never ignored), one connection per node kept alive, pkg/sftp for
-// files and direct-tcpip for Dial.
+// Package sshx is the SSH Transport (docs/architecture.md, "Transport"): golang.org/x/crypto/ssh
+// with host keys from the inventory or known_hosts (never ignored), one connection per node kept
+// alive, pkg/sftp for files and direct-tcpip for Dial.
 //
 // Errors of the transport itself wrap transport.ErrUnreachable (a wrong host key also
 // transport.ErrHostKey); a command that ran and failed is a *transport.ExitError. Only idempotent

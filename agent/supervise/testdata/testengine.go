@@ -1,9 +1,9 @@
 //go:build ignore
 
-// testengine is a test double of the engine contract (DESIGN 4.4) for the supervisor's and the
-// agent's unit tests: it reads the JSON config, serves GET /status on admin_addr with phases that
-// advance on a timer, POST /snapshot and POST /step-down, and logs to stdout. The real engine is
-// exercised by the end-to-end tests.
+// testengine is a test double of the engine contract (docs/architecture.md, "Engine contract") for
+// the supervisor's and the agent's unit tests: it reads the JSON config, serves GET /status on
+// admin_addr with phases that advance on a timer, POST /snapshot and POST /step-down, and logs to
+// stdout. The real engine is exercised by the end-to-end tests.
 //
 // Environment knobs:
 //

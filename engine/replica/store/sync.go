@@ -1,8 +1,9 @@
 // Package store is the reference engine's durable raft storage: a segmented, CRC-checked
 // hashicorp/raft LogStore and an atomically rewritten StableStore whose durability follows the
-// engine's sync level (DESIGN 4.5). raft-boltdb can only say "sync" or "no sync"; the rig
-// compares level 0 (writes stay in the page cache), level 1 (fdatasync) and level 2 (fsync),
-// so the level has to reach the syscall, and it does so in exactly one place: Sync.
+// engine's sync level (docs/architecture.md, "Reference engine"). raft-boltdb can only say "sync"
+// or "no sync"; the rig compares level 0 (writes stay in the page cache), level 1 (fdatasync) and
+// level 2 (fsync), so the level has to reach the syscall, and it does so in exactly one place:
+// Sync.
 package store
 
 import (
