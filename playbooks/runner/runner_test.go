@@ -216,6 +216,8 @@ func TestInterruptAtEachStage(t *testing.T) {
 		{name: "cluster start", setup: func(c *fakeCluster, tgt *fakeTarget, cancel func()) { tgt.onStart = cancel },
 			marks: "end"},
 		{name: "engine start", hook: "POST /engine/start", marks: "start end", engine: true},
+		// The samplers start right after the engines, while the runner waits for them to be ready.
+		{name: "ready wait", hook: "POST /samples", marks: "start engines_started end", engine: true},
 		{name: "preload", setup: func(c *fakeCluster, _ *fakeTarget, cancel func()) {
 			c.lg.preload = func(ctx context.Context) error { cancel(); <-ctx.Done(); return ctx.Err() }
 		}, marks: "start engines_started preload_start end", engine: true},

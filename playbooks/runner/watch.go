@@ -125,6 +125,9 @@ func (r *run) waitFor(ctx context.Context, timeout time.Duration, cond func() (b
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
+		if err := ctx.Err(); err != nil {
+			return err // interrupted: whatever the state, the run stops here
+		}
 		r.mu.Lock()
 		ok, err := cond()
 		changed := r.changed
