@@ -90,6 +90,7 @@ type runManifest struct {
 		Load struct {
 			ProbeRate *float64 `json:"probe_rate"`
 		} `json:"load"`
+		Duration *int64 `json:"duration"` // nanoseconds
 	} `json:"playbook"`
 	Loadgen struct {
 		Bursts []struct { // one per burst series started through the control API
@@ -475,6 +476,7 @@ func (d *runData) summarize() *Summary {
 		}
 	}
 	warn = append(warn, flagUnplanned(s)...)
+	warn = append(warn, applyHealth(s)...)
 	s.Warnings = append(append(append([]string{}, d.warnings...), d.trapWarnings()...), warn...)
 	return s
 }
@@ -496,6 +498,9 @@ func (d *runData) settings() Settings {
 	}
 	if !d.loadStarted {
 		st.LoadS = 0
+	}
+	if pb.Duration != nil && *pb.Duration > 0 {
+		st.PlannedDurationS = valPtr(float64(*pb.Duration) / 1e9)
 	}
 	if st.LoadS > 0 && len(d.probes) > 0 {
 		lo, hi := sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= d.origin }),
@@ -689,7 +694,9 @@ func (d *runData) snapshotRows(s *Summary) []string {
 		}
 		row.WindowFromS, row.WindowToS = d.off(w.from), d.off(w.to)
 		d.snapWins = append(d.snapWins, w)
-		d.pause(&row, w)
+		// The pause counts only probes sent at or after the trigger: one sent before it was
+		// held up by something else (a restarted node's catch-up, say), not by the snapshot.
+		d.pause(&row, span{from: at, to: w.to})
 		s.Snapshots = append(s.Snapshots, row)
 	}
 	return warn
@@ -697,6 +704,7 @@ func (d *runData) snapshotRows(s *Summary) []string {
 
 // pause finds the worst probe latency in the closed window w.
 func (d *runData) pause(row *SnapshotRow, w span) {
+	row.PauseFromS, row.PauseToS = d.off(w.from), d.off(w.to)
 	lo, hi := d.probeRange(w.from, w.to+1)
 	var worst, worstAt int64 = -1, 0
 	worstLost := false

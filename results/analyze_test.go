@@ -98,8 +98,10 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 		t.Errorf("snapshot 1 persisted/bytes: %v %d", s1.PersistedMs, s1.Bytes)
 	}
 	checkF(t, "snapshot 1 finished", s1.FinishedS, 10.5)
-	if s1.WindowFromS != 9 || s1.WindowToS != 11.5 || s1.WindowProbes != 251 || s1.WindowLost != 0 {
-		t.Errorf("snapshot 1 window: [%v, %v] probes %d lost %d, want [9, 11.5] 251 0", s1.WindowFromS, s1.WindowToS, s1.WindowProbes, s1.WindowLost)
+	// The exclusion window opens 1 s early; the pause is taken from the trigger on.
+	if s1.WindowFromS != 9 || s1.WindowToS != 11.5 || s1.PauseFromS != 10 || s1.PauseToS != 11.5 || s1.WindowProbes != 151 || s1.WindowLost != 0 {
+		t.Errorf("snapshot 1 window: [%v, %v] pause [%v, %v] probes %d lost %d, want [9, 11.5] [10, 11.5] 151 0",
+			s1.WindowFromS, s1.WindowToS, s1.PauseFromS, s1.PauseToS, s1.WindowProbes, s1.WindowLost)
 	}
 	checkF(t, "snapshot 1 pause", s1.ClientPauseMs, 450)
 	checkF(t, "snapshot 1 pause at", s1.PauseAtS, 10)
@@ -116,8 +118,8 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 	}
 	// node-1 was restoring at the action: its late take must not stretch the window to 59 s.
 	checkF(t, "snapshot 2 finished", s2.FinishedS, 50.6)
-	if s2.WindowFromS != 49 || s2.WindowToS != 51.6 || s2.WindowProbes != 261 || s2.WindowLost != 1 {
-		t.Errorf("snapshot 2 window: [%v, %v] probes %d lost %d, want [49, 51.6] 261 1", s2.WindowFromS, s2.WindowToS, s2.WindowProbes, s2.WindowLost)
+	if s2.WindowFromS != 49 || s2.WindowToS != 51.6 || s2.WindowProbes != 161 || s2.WindowLost != 1 {
+		t.Errorf("snapshot 2 window: [%v, %v] probes %d lost %d, want [49, 51.6] 161 1", s2.WindowFromS, s2.WindowToS, s2.WindowProbes, s2.WindowLost)
 	}
 	// The probe lost at 50.5 s counts as waiting until load end at 60.5 s.
 	checkF(t, "snapshot 2 pause", s2.ClientPauseMs, 10_000)
@@ -284,9 +286,10 @@ func TestSnapshotTakesNotRestores(t *testing.T) {
 		t.Errorf("index %v takes %v, want 7 and node-0 120, node-2 130", r.Index, r.TakeMs)
 	}
 	checkF(t, "finished", r.FinishedS, 1.25)
-	// [0, 2.25] closed, probes every 50 ms from 0.1 s (warm-up end): 0.1 .. 2.25 is 44 probes.
-	if r.WindowFromS != 0 || r.WindowToS != 2.25 || r.WindowProbes != 44 {
-		t.Errorf("window [%v, %v] with %d probes, want [0, 2.25] with 44", r.WindowFromS, r.WindowToS, r.WindowProbes)
+	// Window [0, 2.25]; the pause over [1, 2.25] (from the trigger), closed, probes every 50 ms:
+	// 1.0 .. 2.25 is 26 probes.
+	if r.WindowFromS != 0 || r.WindowToS != 2.25 || r.PauseFromS != 1 || r.WindowProbes != 26 {
+		t.Errorf("window [%v, %v], pause from %v, with %d probes, want [0, 2.25] from 1 with 26", r.WindowFromS, r.WindowToS, r.PauseFromS, r.WindowProbes)
 	}
 	checkF(t, "pause", r.ClientPauseMs, 2)
 	// The kill has a relaunch and a ready: one restart; the node-1 folder is absent so its

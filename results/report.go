@@ -22,6 +22,9 @@ func renderReport(s *Summary) string {
 		title = "(playbook unknown)"
 	}
 	pf("# Run %s — %s (%s)\n\n", s.RunID, title, s.Status)
+	if s.StatusReason != "" {
+		pf("**Failed:** %s.\n\n", s.StatusReason)
+	}
 	pf("**Run settings:** %s\n\n", settingsLine(s))
 	if len(s.Warnings) > 0 {
 		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
@@ -44,11 +47,11 @@ func renderReport(s *Summary) string {
 		for _, n := range nodes {
 			pf(" take %s |", n)
 		}
-		pf(" client pause | normal p50 |\n|---|---|---|")
+		pf(" client pause | pause window | normal p50 |\n|---|---|---|")
 		for range nodes {
 			pf("---|")
 		}
-		pf("---|---|\n")
+		pf("---|---|---|\n")
 		for i, r := range s.Snapshots {
 			idx := "—"
 			if r.Index != nil {
@@ -62,15 +65,16 @@ func renderReport(s *Summary) string {
 					pf(" — |")
 				}
 			}
-			pf(" %s | %s |\n", pauseCell(r), usCell(r.NormalP50Us))
+			pf(" %s | %s – %s | %s |\n", pauseCell(r), fmtS(r.PauseFromS), fmtS(r.PauseToS), usCell(r.NormalP50Us))
 		}
 		pf("\nTake: the time the node's book stood still writing the snapshot, as the engine reports it "+
 			"(last_snapshot.take_ms); — means that node reported no take for that snapshot. A node that was down or "+
 			"catching up at the action takes the snapshot when its replay reaches it: listed, but it does not stretch the window. "+
-			"Client pause: the worst latency of any post-warm-up probe whose intended send time lies in "+
-			"[snapshot action − 1 s, last node finished + 1 s]; a probe lost in that window counts as waiting "+
+			"Client pause: the worst latency of any post-warm-up probe whose intended send time lies in the pause window "+
+			"[snapshot action, last node finished + 1 s]; probes sent before the action are left out, since their wait began "+
+			"before the snapshot did. A probe lost in that window counts as waiting "+
 			"until the end of load, which makes the pause a lower bound (≥). "+
-			"Normal p50: post-warm-up probes outside every snapshot window (n = %d).\n\n", s.Normal.N)
+			"Normal p50: post-warm-up probes outside every snapshot window [action − 1 s, last node finished + 1 s] (n = %d).\n\n", s.Normal.N)
 	}
 
 	if len(s.StepDowns) > 0 {

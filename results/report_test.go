@@ -110,9 +110,9 @@ func TestWriteOutputs(t *testing.T) {
 	for _, want := range []string{
 		"# Run 20250301-120000-follower-restart — follower-restart (interrupted)",
 		"3 server node(s) · 2 CPUs · load average 1.00 at start, 3.50 at end (1 min) · load 60.5 s, warm-up 2.0 s · 99.2 probes/s measured (100/s planned) · book 5M orders · sync level 2 · snapshot block 16 MiB · encode ×8",
-		"| # | at | index | take node-0 | take node-1 | take node-2 | client pause | normal p50 |",
-		"| 1 | 10.0 s | 500 | 150 ms | 180 ms | 200 ms | 450 ms | 1.50 ms |",
-		"| 2 | 50.0 s | 900 | 300 ms | 250 ms | 320 ms | ≥ 10.0 s (1 lost) | 1.50 ms |",
+		"| # | at | index | take node-0 | take node-1 | take node-2 | client pause | pause window | normal p50 |",
+		"| 1 | 10.0 s | 500 | 150 ms | 180 ms | 200 ms | 450 ms | 10.0 s – 11.5 s | 1.50 ms |",
+		"| 2 | 50.0 s | 900 | 300 ms | 250 ms | 320 ms | ≥ 10.0 s (1 lost) | 50.0 s – 51.6 s | 1.50 ms |",
 		"| 1 | node-2 | 20.0 s | 30.0 s (10.0 s down) | 200 ms | 200 ms | — | 100 ms | 500 ms | 1.00 s |",
 		"| 2 | node-1 | 40.0 s | 45.0 s (5.00 s down) | 1.00 s | ≥ 15.0 s (open) | — | — | — | never ready (still restoring at the end) |",
 		"| all up | 2.0 s – 20.0 s, less 2.50 s of snapshot windows | 1549 | 1.00 ms | 1.00 ms | 1.00 ms | 7.00 ms | 0 |",

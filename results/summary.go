@@ -20,10 +20,13 @@ import (
 //   - Percentiles are nearest-rank over answered probes; lost probes are counted separately.
 //     p99 is only given from n >= 100 and p99.9 only from n >= 1000 (the field is omitted).
 type Summary struct {
-	RunID    string   `json:"run_id"`
-	Playbook string   `json:"playbook,omitempty"`
-	Status   string   `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one
-	Settings Settings `json:"settings"`
+	RunID    string `json:"run_id"`
+	Playbook string `json:"playbook,omitempty"`
+	Status   string `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one
+	// StatusReason says why the analysis failed a run the manifest calls ok (the load overran its
+	// duration by more than 10 %, or most probes were lost; see health.go).
+	StatusReason string   `json:"status_reason,omitempty"`
+	Settings     Settings `json:"settings"`
 
 	Nodes          map[string]NodeFinal `json:"nodes"`            // final engine status per server node
 	StateHashAgree bool                 `json:"state_hash_agree"` // every server node reported the same non-empty hash
@@ -69,6 +72,7 @@ type Settings struct {
 	EncodeThreads    *int     `json:"encode_threads,omitempty"`
 	PreloadOrders    *int64   `json:"preload_orders,omitempty"`
 	PlannedProbeRate *float64 `json:"planned_probe_rate_per_s,omitempty"`
+	PlannedDurationS *float64 `json:"planned_duration_s,omitempty"` // the playbook's duration
 }
 
 // NodeFinal is a server node's final status (its status.json).
@@ -125,12 +129,18 @@ type SnapshotRow struct {
 	// next snapshot action or the end of load.
 	WindowFromS float64 `json:"window_from_s"`
 	WindowToS   float64 `json:"window_to_s"`
-	// ClientPauseMs is the worst probe latency in the window (post-warm-up probes only). A lost
-	// probe counts as waiting until the end of load, so a pause set by one is a lower bound.
+	// PauseFromS, PauseToS: the probes the client pause is taken over, by intended send time:
+	// [the trigger, FinishedS + 1 s]. Probes sent before the trigger are left out: their wait
+	// began before the snapshot did.
+	PauseFromS float64 `json:"pause_from_s"`
+	PauseToS   float64 `json:"pause_to_s"`
+	// ClientPauseMs is the worst probe latency among the probes sent in [PauseFromS, PauseToS]
+	// (post-warm-up probes only). A lost probe counts as waiting until the end of load, so a
+	// pause set by one is a lower bound.
 	ClientPauseMs   *float64 `json:"client_pause_ms"`
 	PauseAtS        *float64 `json:"pause_at_s,omitempty"` // intended send time of that probe
 	PauseLowerBound bool     `json:"pause_lower_bound,omitempty"`
-	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the window (answered + lost)
+	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the pause window (answered + lost)
 	WindowLost      int      `json:"window_lost"`
 	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated as the case study's column
 	// UnplannedLeaderChange: a leader change no action asked for happened in the window.

@@ -1,0 +1,48 @@
+package results
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Limits past which a run's figures describe something else than the playbook asked for, so the
+// run ends failed (DESIGN 6: a run that could not do what it said is not a measurement).
+const (
+	// overrunLimit: the load ran more than 10 % past the playbook's duration (the load
+	// generator could not keep its schedule, or the timeline held it back).
+	overrunLimit = 1.10
+	// lostLimit: more than half the post-warm-up probes were never answered.
+	lostLimit = 0.5
+)
+
+// healthFailures lists why a run's figures cannot stand for the playbook: a load that overran
+// its duration by more than 10 %, or most probes lost.
+func healthFailures(s *Summary) []string {
+	var why []string
+	if p := s.Settings.PlannedDurationS; p != nil && *p > 0 && s.Settings.LoadS > *p*overrunLimit {
+		why = append(why, fmt.Sprintf("the load ran %.1f s of a %.0f s duration (%.0f %% over; more than %.0f %% fails the run)",
+			s.Settings.LoadS, *p, (s.Settings.LoadS / *p - 1)*100, (overrunLimit-1)*100))
+	}
+	if sent := s.Probes.N + s.Probes.Lost; sent > 0 && float64(s.Probes.Lost) > lostLimit*float64(sent) {
+		why = append(why, fmt.Sprintf("%d of %d post-warm-up probes were lost (more than half fails the run)", s.Probes.Lost, sent))
+	}
+	return why
+}
+
+// applyHealth fails an ok run that breaks a limit, with the reason in StatusReason and in the
+// warnings; a run already failed keeps its status and gets the reasons as warnings.
+func applyHealth(s *Summary) []string {
+	why := healthFailures(s)
+	if len(why) == 0 {
+		return nil
+	}
+	if s.Status == StatusOK {
+		s.Status = StatusFailed
+		s.StatusReason = strings.Join(why, "; ")
+	}
+	out := make([]string, len(why))
+	for i, w := range why {
+		out[i] = "run failed: " + w
+	}
+	return out
+}

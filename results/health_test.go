@@ -1,0 +1,27 @@
+package results
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHealth(t *testing.T) {
+	dur := 40.0
+	// The micro-burst run of issue 9: load for 89 s of a 40 s duration, 24,514 of 35,000 lost.
+	s := &Summary{Status: "ok", Settings: Settings{LoadS: 89, PlannedDurationS: &dur}, Probes: Stats{N: 35000 - 24514, Lost: 24514}}
+	w := applyHealth(s)
+	if s.Status != "failed" || len(w) != 2 || !strings.Contains(s.StatusReason, "the load ran 89.0 s of a 40 s duration") ||
+		!strings.Contains(s.StatusReason, "24514 of 35000 post-warm-up probes were lost") {
+		t.Errorf("status %q reason %q warnings %q", s.Status, s.StatusReason, w)
+	}
+	// 10 % over and half lost are still within the limits.
+	ok := &Summary{Status: "ok", Settings: Settings{LoadS: 44, PlannedDurationS: &dur}, Probes: Stats{N: 500, Lost: 500}}
+	if w := applyHealth(ok); w != nil || ok.Status != "ok" {
+		t.Errorf("at the limits: %q %q", ok.Status, w)
+	}
+	// An interrupted run stays interrupted; the reason is a warning.
+	in := &Summary{Status: "interrupted", Probes: Stats{N: 1, Lost: 9}}
+	if w := applyHealth(in); in.Status != "interrupted" || in.StatusReason != "" || len(w) != 1 {
+		t.Errorf("interrupted: %q %q %q", in.Status, in.StatusReason, w)
+	}
+}
