@@ -94,7 +94,8 @@ type runManifest struct {
 	} `json:"playbook"`
 	Loadgen struct {
 		Bursts []struct { // one per burst series started through the control API
-			Bursts []loadgenBurst `json:"bursts"`
+			Messages int            `json:"messages"` // per burst, as asked
+			Bursts   []loadgenBurst `json:"bursts"`
 		} `json:"bursts"`
 	} `json:"loadgen"`
 }

@@ -17,6 +17,12 @@ type BurstRow struct {
 	SendMs       float64 `json:"send_ms"`        // first to last send
 	AbsorbMs     float64 `json:"absorb_ms"`      // first send to last reply: how long the burst took to drain
 	MaxLatencyMs float64 `json:"max_latency_ms"` // worst message, from the burst's due time
+	// Planned is the burst's size as asked; NotSent how many of those were never sent; Answered
+	// how many sent got a reply. With nothing answered, absorption and latency mean nothing
+	// (the report shows n/a).
+	Planned  int `json:"planned,omitempty"`
+	NotSent  int `json:"not_sent"`
+	Answered int `json:"answered"`
 }
 
 // burstRows reads the bursts from the manifest's load generator stats, and the UDP receive
@@ -24,10 +30,15 @@ type BurstRow struct {
 func (d *runData) burstRows(s *Summary) {
 	for _, series := range d.man.Loadgen.Bursts {
 		for _, b := range series.Bursts {
-			s.Bursts = append(s.Bursts, BurstRow{
+			row := BurstRow{
 				AtS: d.off(b.Due.UnixNano()), Sent: b.Sent, Lost: b.Lost, PeakPerMs: b.PeakPerMs,
 				SendMs: nsToMs(b.SendNs), AbsorbMs: nsToMs(b.DrainNs), MaxLatencyMs: nsToMs(b.MaxLatencyNs),
-			})
+				Answered: b.Answered, Planned: series.Messages,
+			}
+			if series.Messages > b.Sent {
+				row.NotSent = series.Messages - b.Sent
+			}
+			s.Bursts = append(s.Bursts, row)
 		}
 	}
 }

@@ -25,3 +25,13 @@ func TestHealth(t *testing.T) {
 		t.Errorf("interrupted: %q %q %q", in.Status, in.StatusReason, w)
 	}
 }
+
+// A burst of which nothing was answered shows n/a, not "absorbed in 0 µs"; the counts stand apart.
+func TestBurstNothingAnswered(t *testing.T) {
+	s := &Summary{RunID: "r", Status: "ok", Nodes: map[string]NodeFinal{},
+		Bursts: []BurstRow{{AtS: 5, Planned: 200000, Sent: 30784, NotSent: 169216, Answered: 0, Lost: 30784}}}
+	md := renderReport(s)
+	if !strings.Contains(md, "| 1 | 5.0 s | 200000 | 30784 | 169216 | 0 | 30784 | 0 | 0 µs | n/a (nothing answered) | n/a |") {
+		t.Errorf("burst row:\n%s", md)
+	}
+}

@@ -110,12 +110,22 @@ func renderReport(s *Summary) string {
 
 	if len(s.Bursts) > 0 {
 		pf("## Micro-bursts\n\n")
-		pf("| # | at | sent | peak / 1 ms | send | absorbed in | max latency | lost |\n")
-		pf("|---|---|---|---|---|---|---|---|\n")
+		pf("| # | at | planned | sent | not sent | answered | lost | peak / 1 ms | send | absorbed in | max latency |\n")
+		pf("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for i, b := range s.Bursts {
-			pf("| %d | %s | %d | %d | %s | %s | %s | %d |\n", i+1, fmtS(b.AtS), b.Sent, b.PeakPerMs, fmtMs(b.SendMs), fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs), b.Lost)
+			absorb, maxLat := fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs)
+			if b.Answered == 0 {
+				absorb, maxLat = "n/a (nothing answered)", "n/a"
+			}
+			planned := "—"
+			if b.Planned > 0 {
+				planned = fmt.Sprint(b.Planned)
+			}
+			pf("| %d | %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", i+1, fmtS(b.AtS), planned, b.Sent, b.NotSent, b.Answered, b.Lost,
+				b.PeakPerMs, fmtMs(b.SendMs), absorb, maxLat)
 		}
-		pf("\nPeak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
+		pf("\nPlanned, sent, not sent, answered and lost are counted apart, as the load generator reported them. " +
+			"Peak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
 			"Max latency counts from the burst's due time.")
 		if len(s.UDPRcvbufErrors) > 0 {
 			pf(" UDP receive-buffer errors over the run (/proc/net/snmp RcvbufErrors):")

@@ -232,10 +232,10 @@ func Metrics(runs []*RunData) []Metric {
 	ms = append(ms,
 		burst("peak", "peak", "/ms", stats.Neutral, false, func(b results.BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }),
 		burst("absorb", "absorbed in", "ms", stats.LowerIsBetter, true, func(b results.BurstRow) (float64, bool) {
-			return b.AbsorbMs, b.Sent > b.Lost // nothing answered: no absorption to speak of
+			return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
 		}),
 		burst("max", "worst message", "ms", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
-			return b.MaxLatencyMs, b.Sent > b.Lost
+			return b.MaxLatencyMs, b.Answered > 0
 		}),
 		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) { return float64(b.Lost), true }),
 		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
