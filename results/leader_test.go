@@ -48,3 +48,12 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 		t.Errorf("a planned change: warnings %q, unplanned %v (want an empty list, not null)", w, quiet.UnplannedLeaderChanges)
 	}
 }
+
+func TestLeaderSpans(t *testing.T) {
+	s := &Summary{LeaderAtLoadStart: "node-0", LeaderChanges: []LeaderMark{{10, "node-1"}, {10.5, "node-1"}, {20, "node-2"}}}
+	got := leaderSpans(s, 30)
+	want := []leaderSpan{{"node-0", 0, 10}, {"node-1", 10, 20}, {"node-2", 20, 30}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spans %v, want %v", got, want)
+	}
+}

@@ -54,6 +54,7 @@ var (
 		"step_down": {R: 0x80, G: 0x30, B: 0xa0, A: 0xff},
 		"burst":     {R: 0x80, G: 0x50, B: 0x20, A: 0xff},
 		"warmup":    {R: 0x70, G: 0x70, B: 0x70, A: 0xff},
+		"unplanned": {R: 0xff, G: 0x00, B: 0x80, A: 0xff},
 	}
 	markerOther = color.RGBA{R: 0x50, G: 0x50, B: 0x50, A: 0xff}
 
@@ -219,6 +220,9 @@ func eventMarkers(s *Summary) []marker {
 			ms = append(ms, marker{x: *r.ReadyS, label: "ready " + r.Node, color: markerColors["ready"]})
 		}
 	}
+	for _, l := range s.UnplannedLeaderChanges {
+		ms = append(ms, marker{x: l.AtS, label: "unplanned leader " + l.Node, color: markerColors["unplanned"], dash: true})
+	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].x < ms[j].x })
 	return ms
 }
@@ -236,6 +240,8 @@ func (m markersPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		XAlign:   draw.XRight,
 		YAlign:   draw.YTop,
 	}
+	// Labels of markers closer than a line of text stack downwards instead of overprinting.
+	prevX, prevEnd := vg.Length(math.Inf(-1)), vg.Length(0)
 	for _, mk := range m.ms {
 		x := trX(mk.x)
 		if !c.ContainsX(x) {
@@ -247,7 +253,12 @@ func (m markersPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
 		sty.Color = mk.color
-		c.FillText(sty, vg.Point{X: x + vg.Points(1.5), Y: c.Max.Y - vg.Points(3)}, mk.label)
+		top := vg.Points(3)
+		if x-prevX < sty.Height(mk.label)+vg.Points(1) && prevEnd+sty.Width(mk.label) < c.Max.Y-c.Min.Y {
+			top = prevEnd + vg.Points(4)
+		}
+		c.FillText(sty, vg.Point{X: x + vg.Points(1.5), Y: c.Max.Y - top}, mk.label)
+		prevX, prevEnd = x, top+sty.Width(mk.label)
 	}
 }
 
@@ -497,6 +508,15 @@ func nodesPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, err
 			present[c.phase] = true
 		}
 	}
+	// The leader lane, above the nodes: who led when, so an unplanned election shows.
+	leaderY := float64(n)
+	leaders := leaderSpans(s, xmax)
+	if len(leaders) > 0 {
+		ticks = append(ticks, plot.Tick{Value: leaderY, Label: "leader"})
+		for _, l := range leaders {
+			bars = append(bars, bar{y: leaderY, x0: l.x0, x1: l.x1, color: leaderColor(d.nodes, l.node)})
+		}
+	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Engine phase per node — %s", s.RunID)
 	p.X.Label.Text = d.timeAxisLabel()
@@ -507,6 +527,9 @@ func nodesPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, err
 	p.Add(markersPlotter{ms})
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4+0.8 // headroom for the marker labels
+	if len(leaders) > 0 {
+		p.Y.Max += 1.6 // the lane, and its own headroom under the stacked labels
+	}
 	p.X.Min, p.X.Max = xmin, math.Max(xmax, 1)
 	p.X.Tick.Marker = secondsTicks{}
 	var legend []legendItem
@@ -515,8 +538,53 @@ func nodesPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, err
 			legend = append(legend, legendItem{ph, boxSwatch{phaseColor(ph)}})
 		}
 	}
+	seen := map[string]bool{}
+	for _, l := range leaders {
+		if !seen[l.node] {
+			seen[l.node] = true
+			legend = append(legend, legendItem{"leader " + l.node, boxSwatch{leaderColor(d.nodes, l.node)}})
+		}
+	}
 	legend = append(legend, markerLegend(ms)...)
-	return p, legend, vg.Length(2.2+0.45*float64(n)) * vg.Inch, nil
+	return p, legend, vg.Length(2.2+0.45*float64(n+1)) * vg.Inch, nil
+}
+
+type leaderSpan struct {
+	node   string
+	x0, x1 float64
+}
+
+// leaderSpans is who led from load start to end: the leader at load start, then each change.
+func leaderSpans(s *Summary, end float64) []leaderSpan {
+	var out []leaderSpan
+	cur, from := s.LeaderAtLoadStart, 0.0
+	for _, c := range s.LeaderChanges {
+		if c.Node == cur {
+			continue
+		}
+		if cur != "" && c.AtS > from {
+			out = append(out, leaderSpan{cur, from, c.AtS})
+		}
+		cur, from = c.Node, max(c.AtS, 0)
+	}
+	if cur != "" && end > from {
+		out = append(out, leaderSpan{cur, from, end})
+	}
+	return out
+}
+
+// leaderColors tell the nodes apart in the leader lane.
+var leaderColors = []color.RGBA{
+	{R: 0x1b, G: 0x9e, B: 0x77, A: 0xff}, {R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, {R: 0x75, G: 0x70, B: 0xb3, A: 0xff},
+	{R: 0xe7, G: 0x29, B: 0x8a, A: 0xff}, {R: 0x66, G: 0xa6, B: 0x1e, A: 0xff}, {R: 0xe6, G: 0xab, B: 0x02, A: 0xff},
+}
+
+func leaderColor(nodes []string, node string) color.Color {
+	i := slices.Index(nodes, node)
+	if i < 0 {
+		return phaseOther
+	}
+	return leaderColors[i%len(leaderColors)]
 }
 
 // secondsTicks labels a time axis every 1, 2 or 5 × 10^k seconds, about ten labels across,
