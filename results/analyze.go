@@ -387,6 +387,48 @@ func (d *runData) windowStats(from, to int64, skip []span) Stats {
 	return statsOf(lat, lost)
 }
 
+// Drain after an event: the queue that built up during it takes a while to empty, and latency in
+// that stretch is the event's, not the steady state's.
+const (
+	drainBaseline = 5 * time.Second  // the pre-event median is taken over this long before it
+	drainMax      = 10 * time.Second // the settle time: the drain is never taken as longer
+)
+
+// withDrain extends each span past its end until latency is back at its pre-event median: up to
+// the first answered probe after the span no slower than the median of the answered probes in
+// the drainBaseline before the span, and never more than drainMax.
+func (d *runData) withDrain(spans []span) []span {
+	out := make([]span, len(spans))
+	for i, sw := range spans {
+		out[i] = sw
+		lo, hi := d.probeRange(sw.from-int64(drainBaseline), sw.from)
+		var pre []int64
+		for _, p := range d.probes[lo:hi] {
+			if p.Outcome == ProbeOK {
+				pre = append(pre, p.LatencyNs)
+			}
+		}
+		if len(pre) == 0 {
+			continue
+		}
+		slices.Sort(pre)
+		median := percentileNs(pre, 50, 100)
+		end := sw.to + int64(drainMax)
+		lo, hi = d.probeRange(sw.to+1, end)
+		for j, p := range d.probes[lo:hi] {
+			if p.Outcome == ProbeOK && p.LatencyNs <= median {
+				end = p.IntendedNs - 1
+				if j == 0 { // back to normal at once: no drain
+					end = sw.to
+				}
+				break
+			}
+		}
+		out[i].to = max(sw.to, end)
+	}
+	return out
+}
+
 func inAny(t int64, spans []span) bool {
 	for _, s := range spans {
 		if t >= s.from && t <= s.to {
@@ -818,14 +860,19 @@ func (d *runData) window(from, to int64, open, excludeSnaps bool) Window {
 		limit = math.MaxInt64
 	}
 	if excludeSnaps {
-		w.Stats = d.windowStats(from, limit, d.snapWins)
-		var excluded int64
-		for _, sw := range d.snapWins {
+		skip := d.withDrain(d.snapWins)
+		w.Stats = d.windowStats(from, limit, skip)
+		var excluded, drain int64
+		for i, sw := range skip {
 			if lo, hi := max(sw.from, from), min(sw.to, to); hi > lo {
 				excluded += hi - lo
 			}
+			if lo, hi := max(d.snapWins[i].to, from), min(sw.to, to); hi > lo {
+				drain += hi - lo
+			}
 		}
 		w.ExcludedS = math.Round(float64(excluded)/1e3) / 1e6
+		w.DrainS = math.Round(float64(drain)/1e3) / 1e6
 		return w
 	}
 	w.Stats = d.windowStats(from, limit, nil)

@@ -447,3 +447,35 @@ func TestRestartCutByNextKill(t *testing.T) {
 		t.Errorf("warnings: %q", s.Warnings)
 	}
 }
+
+// TestAllUpLeavesOutTheDrain: after a snapshot's window closes, latency stays high while the
+// queue drains; the all-up window leaves that stretch out until latency is back at its median
+// of the 5 s before the snapshot.
+func TestAllUpLeavesOutTheDrain(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.phase(500, "node-0", engine.PhaseReady)
+	f.action(5000, "snapshot", "node-0", map[string]any{"index": 7})
+	f.snap(5200, "node-0", 7, 150, nil) // window [4.0, 6.2] s
+	f.action(15000, "kill", "node-1", map[string]any{"signal": "KILL"})
+	f.phase(15010, "node-1", "down")
+	f.run(20000, "load_end")
+	var ps []Probe
+	for ms := int64(0); ms < 20000; ms += 10 {
+		lat := int64(1_000_000)
+		if ms > 6200 && ms < 8000 { // the drain: 50 ms until 8.0 s
+			lat = 50_000_000
+		}
+		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat})
+	}
+	f.probes(ps)
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	au := s.Restarts[0].Windows.AllUp
+	if au.DrainS < 1.78 || au.DrainS > 1.8 || au.MaxUs == nil || *au.MaxUs != 1000 {
+		t.Errorf("all up: drain %v s, max %v µs; want about 1.79 s of drain left out and max 1000 µs", au.DrainS, fmtPtr(au.MaxUs))
+	}
+}

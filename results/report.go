@@ -178,6 +178,9 @@ func renderReport(s *Summary) string {
 		auSpan := fmt.Sprintf("%s – %s", fmtS(au.FromS), fmtS(au.ToS))
 		if au.ExcludedS > 0 {
 			auSpan += fmt.Sprintf(", less %s of snapshot windows", fmtMs(au.ExcludedS*1e3))
+			if au.DrainS > 0 {
+				auSpan += fmt.Sprintf(" (%s of it the drain after them)", fmtMs(au.DrainS*1e3))
+			}
 		}
 		pf("| all up | %s | %s |\n", auSpan, windowCells(au.Stats))
 		footnote := false
@@ -200,7 +203,8 @@ func renderReport(s *Summary) string {
 				pf("| #%d %s %s%s | %s | %s |\n", i+1, r.Node, x.name, mark, windowSpan(*x.w, s.Settings.LoadS), windowCells(x.w.Stats))
 			}
 		}
-		pf("\nWindows by intended send time: all up = [warm-up end, first kill) minus the snapshot windows; "+
+		pf("\nWindows by intended send time: all up = [warm-up end, first kill) minus the snapshot windows and the drain after each "+
+			"(until latency is back at its median of the 5 s before the snapshot, at most 10 s); "+
 			"one down = [kill, relaunch); rejoining = [relaunch, ready), or to the end of load if the node never "+
 			"became ready (open). n counts answered probes; lost ones are counted apart. "+
 			"p90 is shown from n ≥ %d, p99 from n ≥ %d, p99.9 from n ≥ %d.", minNForP90, minNForP99, minNForP999)

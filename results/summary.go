@@ -105,8 +105,11 @@ type Window struct {
 	// Open: the window never closed (never relaunched, or never ready); ToS is where it was cut:
 	// the node's next kill, or the end of load.
 	Open bool `json:"open,omitempty"`
-	// ExcludedS is how much of [FromS, ToS) was left out as snapshot windows (all_up only).
+	// ExcludedS is how much of [FromS, ToS) was left out as snapshot windows and the drain after
+	// each (all_up only); DrainS is the drain's part: from a window's end until latency was back
+	// at its median of the 5 s before the snapshot, at most 10 s.
 	ExcludedS float64 `json:"excluded_s,omitempty"`
+	DrainS    float64 `json:"drain_s,omitempty"`
 	// OverlapsSnapshot: a snapshot window intersects this one, so its figures include a pause.
 	OverlapsSnapshot bool `json:"overlaps_snapshot,omitempty"`
 	// UnplannedLeaderChange: a leader change no action asked for happened in this window.
