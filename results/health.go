@@ -6,7 +6,8 @@ import (
 )
 
 // Limits past which a run's figures describe something else than the playbook asked for, so the
-// run ends failed (DESIGN 6: a run that could not do what it said is not a measurement).
+// run ends failed: a run that could not do what it said is not a measurement (docs/architecture.md,
+// "Measurement rules").
 const (
 	// overrunLimit: the load ran more than 10 % past the playbook's duration (the load
 	// generator could not keep its schedule, or the timeline held it back).
