@@ -13,6 +13,7 @@ import (
 
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/command"
 )
 
 // Engine endpoints (docs/architecture.md, "Agent API": engine, transitions, clock, collect):
@@ -40,6 +41,11 @@ type StartRequest struct {
 	Binary string        `json:"binary,omitempty"` // default: the agent's own executable
 	Args   []string      `json:"args,omitempty"`   // default: engine --config {config}
 	Env    []string      `json:"env,omitempty"`    // extra KEY=VALUE pairs
+
+	// Command is the command driver (engine.driver: command): binary, argument, environment and
+	// config file templates rendered on the node with Settings (see engine/command).
+	Command  *command.Spec     `json:"command,omitempty"`
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // EngineProcess answers start, relaunch and signal: the process now current.
@@ -193,12 +199,12 @@ func (s *Server) handleEngineStart(w http.ResponseWriter, r *http.Request) {
 		node = req.Config.Node
 	}
 	binary := req.Binary
-	if binary == "" {
+	if binary == "" && req.Command == nil {
 		binary = s.opts.Binary
 	}
 	e, err := supervise.StartEngine(r.Context(), supervise.Spec{
 		Node: node, Binary: binary, Args: req.Args, Config: req.Config, Dir: s.opts.Dir,
-		Env: req.Env, AdminToken: s.adminToken, Journal: j, Logger: s.log,
+		Env: req.Env, Command: req.Command, Settings: req.Settings, AdminToken: s.adminToken, Journal: j, Logger: s.log,
 	})
 	if err != nil {
 		writeErr(w, engineErrCode(err), err)

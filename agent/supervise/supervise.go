@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/command"
 )
 
 // Errors callers act on (the agent maps them to HTTP status codes).
@@ -62,6 +63,13 @@ type Spec struct {
 	// to the engine in its environment and sent on every status poll. Never logged.
 	AdminToken string
 
+	// Command, when set, is the command driver: Binary (when empty), the arguments, more
+	// environment and a config file are rendered from its templates at every launch, with
+	// Settings and the node's addresses; the settings they carry are checked in /proc once the
+	// process answers GET /status (Launch.Carriage).
+	Command  *command.Spec
+	Settings map[string]string
+
 	PollInterval time.Duration // GET /status cadence (default 20 ms)
 	PollTimeout  time.Duration // per poll (default 1 s)
 	StopGrace    time.Duration // Stop's wait between TERM and KILL when not given (default 10 s)
@@ -88,6 +96,10 @@ type Launch struct {
 	T    time.Time   `json:"t"` // just before fork+exec (node clock)
 	Args []string    `json:"args"`
 	Exit *ExitStatus `json:"exit,omitempty"`
+	// Carriage: for the command driver, whether the process holds every setting its arguments
+	// and environment carry, read from /proc at its first answer to GET /status.
+	Carriage      []command.CarryResult `json:"carriage,omitempty"`
+	CarriageError string                `json:"carriage_error,omitempty"`
 }
 
 // State is the process side and the last polled engine status.
@@ -143,6 +155,9 @@ type proc struct {
 	exited bool               // gate for signals: set before the pid is reaped
 	exit   *ExitStatus
 	stop   bool // SIGSTOPped
+
+	carry   []command.Carry // settings the command driver's args and env hold
+	carried bool            // carriage checked
 }
 
 // StartEngine writes the config, starts the engine and begins watching it. ctx bounds the start
@@ -208,6 +223,9 @@ func resolve(s *Spec) error {
 	if s.Node == "" {
 		s.Node = s.Config.Node
 	}
+	if s.Binary == "" && s.Command != nil {
+		s.Binary = s.Command.Binary
+	}
 	if s.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -218,7 +236,11 @@ func resolve(s *Spec) error {
 	if _, err := exec.LookPath(s.Binary); err != nil {
 		return fmt.Errorf("%w: binary: %v", ErrBadSpec, err)
 	}
-	if len(s.Args) == 0 {
+	if s.Command != nil {
+		if _, err := command.Check(*s.Command); err != nil {
+			return fmt.Errorf("%w: command: %v", ErrBadSpec, err)
+		}
+	} else if len(s.Args) == 0 {
 		s.Args = []string{"engine", "--config", ConfigPlaceholder}
 	}
 	if s.LogFile == "" {
@@ -264,25 +286,33 @@ func (e *Engine) writeConfig() error {
 	if err != nil {
 		return fmt.Errorf("encode engine config: %w", err)
 	}
-	tmp := e.configPath + ".tmp"
+	if err := writeFileAtomic(e.configPath, append(b, '\n')); err != nil {
+		return fmt.Errorf("write engine config %s: %w", e.configPath, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes b to path (0600: configs may hold what only the engine should read)
+// through a synced temporary file and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("write engine config: %w", err)
+		return err
 	}
-	if _, err = f.Write(append(b, '\n')); err == nil {
+	if _, err = f.Write(b); err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, e.configPath)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write engine config %s: %w", e.configPath, err)
 	}
-	return nil
+	return err
 }
 
 // launch starts a new process; opMu is held.
@@ -297,6 +327,15 @@ func (e *Engine) launch() error {
 	for i, a := range e.spec.Args {
 		args[i] = strings.ReplaceAll(a, ConfigPlaceholder, e.configPath)
 	}
+	env := e.spec.Env
+	var carry []command.Carry
+	if e.spec.Command != nil {
+		r, err := e.render()
+		if err != nil {
+			return err
+		}
+		args, env, carry = r.Args, append(append([]string(nil), env...), r.Env...), r.Carry
+	}
 	logf, err := os.OpenFile(e.spec.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open engine log: %w", err)
@@ -309,7 +348,7 @@ func (e *Engine) launch() error {
 
 	cmd := exec.Command(e.spec.Binary, args...)
 	cmd.Dir = e.spec.Dir
-	cmd.Env = append(os.Environ(), e.spec.Env...)
+	cmd.Env = append(os.Environ(), env...)
 	if e.spec.AdminToken != "" {
 		cmd.Env = append(cmd.Env, engine.AdminTokenEnv+"="+e.spec.AdminToken)
 	}
@@ -320,7 +359,7 @@ func (e *Engine) launch() error {
 		return fmt.Errorf("start engine %s: %w", e.spec.Binary, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &proc{n: n, pid: cmd.Process.Pid, cmd: cmd, cancel: cancel, done: make(chan struct{})}
+	p := &proc{n: n, pid: cmd.Process.Pid, cmd: cmd, cancel: cancel, done: make(chan struct{}), carry: carry}
 
 	e.mu.Lock()
 	e.cur = p
@@ -338,6 +377,31 @@ func (e *Engine) launch() error {
 	go e.reap(p)
 	go e.watch(ctx, p)
 	return nil
+}
+
+// render makes the command driver's templates concrete for this node and writes its config file.
+func (e *Engine) render() (*command.Rendered, error) {
+	c := e.spec.Command
+	name := c.ConfigFile
+	if name == "" {
+		name = command.DefaultConfigFile
+	}
+	cfg := e.spec.Config
+	d := command.Data{
+		Node: cfg.Node, Dir: e.spec.Dir, DataDir: cfg.Dir, ConfigFile: filepath.Join(e.spec.Dir, name),
+		RaftAddr: cfg.RaftAddr, ClientAddr: cfg.ClientAddr, AdminAddr: cfg.AdminAddr, Peers: cfg.Peers,
+		Settings: e.spec.Settings,
+	}
+	r, err := c.Render(d)
+	if err != nil {
+		return nil, fmt.Errorf("%w: command: %v", ErrBadSpec, err)
+	}
+	if r.Config != nil {
+		if err := writeFileAtomic(d.ConfigFile, r.Config); err != nil {
+			return nil, fmt.Errorf("write engine config %s: %w", d.ConfigFile, err)
+		}
+	}
+	return r, nil
 }
 
 // record appends to the journal; e.mu is held, which keeps journal order = observation order.
@@ -465,6 +529,15 @@ func (e *Engine) observe(p *proc, st *engine.Status, t time.Time) {
 	}
 	e.obs = observed{phase: st.Phase, role: st.Role, snap: snap, at: t}
 	e.last, e.lastAt = st, t
+	if !p.carried && len(p.carry) > 0 {
+		// The process answers for itself now: whatever wrapper started it has exec'd.
+		p.carried = true
+		res, err := command.CheckCarriage(p.pid, p.carry)
+		e.launches[p.n-1].Carriage = res
+		if err != nil {
+			e.launches[p.n-1].CarriageError = err.Error()
+		}
+	}
 	e.pollErrs, e.pollErr = 0, ""
 }
 
