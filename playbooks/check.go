@@ -30,6 +30,7 @@ func check(p *Playbook) []issue {
 		add("warmup", "warmup", []string{"duration"},
 			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", units.FormatDuration(p.Warmup), units.FormatDuration(end))
 	}
+	checkDriver(p, add)
 	e := p.Engine
 	if e.HeartbeatTimeout > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < e.HeartbeatTimeout {
 		add("engine.election_timeout", "election<heartbeat", []string{"engine.heartbeat_timeout"},

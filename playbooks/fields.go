@@ -46,6 +46,16 @@ var staticFields = map[string]field{
 	},
 	"cluster.servers": intField(1, 99, "servers, 1..99", func(p *Playbook) *int { return &p.Cluster.Servers }),
 	"cluster.clients": intField(1, 99, "clients, 1..99", func(p *Playbook) *int { return &p.Cluster.Clients }),
+	"engine.driver": {
+		set: func(p *Playbook, s string) error {
+			if !contains(drivers, s) {
+				return fmt.Errorf("%q is not an engine driver; want %s", s, strings.Join(drivers, " or "))
+			}
+			p.Engine.Driver = s
+			return nil
+		},
+		get: func(p *Playbook) string { return orRef(p.Engine.Driver) },
+	},
 	"engine.sync_level": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseInt(s)

@@ -34,7 +34,7 @@ var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "pr
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
 	"cluster": {"servers", "clients"},
-	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout"},
+	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command"},
 	"preload": {"orders", "instruments"},
 	"load":    {"probe_rate"},
 }
@@ -171,6 +171,10 @@ func (r *reader) section(p *Playbook, name string, n ast.Node) {
 		}
 		path := name + "." + key
 		r.present[path] = true
+		if path == "engine.command" {
+			r.engineCommand(p, kv.Value)
+			continue
+		}
 		r.scalarField(p, path, kv.Value)
 	}
 }

@@ -204,6 +204,9 @@ func (pl *Plan) Print(w io.Writer) {
 		v("engine.encode_threads", orDefault(e.EncodeThreads != 0, fmt.Sprint(e.EncodeThreads))),
 		v("engine.heartbeat_timeout", orDefault(e.HeartbeatTimeout != 0, units.FormatDuration(e.HeartbeatTimeout))),
 		v("engine.election_timeout", orDefault(e.ElectionTimeout != 0, units.FormatDuration(e.ElectionTimeout))))
+	if e.Command != nil && e.Driver == DriverCommand {
+		line("engine driver", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
+	}
 	var tun []string
 	seen := map[string]bool{}
 	for _, s := range p.Tuning {

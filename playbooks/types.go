@@ -31,11 +31,13 @@ type Cluster struct {
 
 // Engine holds the settings passed to every engine node. Zero means the engine's default.
 type Engine struct {
-	SyncLevel        int           `json:"sync_level"`     // 0 none, 1 fdatasync, 2 fsync
-	SnapshotBlock    int64         `json:"snapshot_block"` // bytes per snapshot block (fsync after each at level > 0)
-	EncodeThreads    int           `json:"encode_threads"`
-	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
-	ElectionTimeout  time.Duration `json:"election_timeout,omitempty"`
+	Driver           string         `json:"driver,omitempty"` // reference (default) or command
+	Command          *EngineCommand `json:"command,omitempty"`
+	SyncLevel        int            `json:"sync_level"`     // 0 none, 1 fdatasync, 2 fsync
+	SnapshotBlock    int64          `json:"snapshot_block"` // bytes per snapshot block (fsync after each at level > 0)
+	EncodeThreads    int            `json:"encode_threads"`
+	HeartbeatTimeout time.Duration  `json:"heartbeat_timeout,omitempty"`
+	ElectionTimeout  time.Duration  `json:"election_timeout,omitempty"`
 }
 
 // Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.

@@ -71,6 +71,48 @@ type summary struct {
 	} `json:"restarts"`
 }
 
+// checkQuickstartRun asserts what every shortQuickstart run must show, whatever the engine driver.
+func checkQuickstartRun(t *testing.T, dir string) {
+	t.Helper()
+	var s summary
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if s.Status != "ok" {
+		t.Errorf("status %q", s.Status)
+	}
+	if len(s.Nodes) != 3 {
+		t.Fatalf("nodes %v", s.Nodes)
+	}
+	var hash string
+	for n, st := range s.Nodes {
+		if st.StateHash == "" || (hash != "" && st.StateHash != hash) {
+			t.Errorf("state hashes differ or missing: %v", s.Nodes)
+		}
+		hash = st.StateHash
+		if st.Phase != "ready" {
+			t.Errorf("%s ended in phase %q", n, st.Phase)
+		}
+	}
+	if s.Probes.N < 5000 || s.Probes.Lost != 0 {
+		t.Errorf("probes %+v: want ≥5000 answered, none lost", s.Probes)
+	}
+	if len(s.Snapshots) != 2 {
+		t.Fatalf("snapshots %+v, want 2", s.Snapshots)
+	}
+	for i, sn := range s.Snapshots {
+		if len(sn.TakeMs) != 3 {
+			t.Errorf("snapshot %d has takes from %d nodes, want 3: %v", i, len(sn.TakeMs), sn.TakeMs)
+		}
+	}
+	if len(s.Restarts) != 1 || s.Restarts[0].LaunchToReadyMs == nil {
+		t.Errorf("restarts %+v: want one that reached ready", s.Restarts)
+	}
+	for _, f := range []string{"manifest.json", "events.jsonl", "report.md", "loadgen/probes.bin", "node-0/engine.log"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run folder lacks %s", f)
+		}
+	}
+}
+
 func writePlaybook(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "pb.yaml")
@@ -122,44 +164,7 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		dumpLogs(t, stdout.String())
 		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	dir := runDirOf(t, stdout.String())
-	var s summary
-	readJSON(t, filepath.Join(dir, "summary.json"), &s)
-	if s.Status != "ok" {
-		t.Errorf("status %q", s.Status)
-	}
-	if len(s.Nodes) != 3 {
-		t.Fatalf("nodes %v", s.Nodes)
-	}
-	var hash string
-	for n, st := range s.Nodes {
-		if st.StateHash == "" || (hash != "" && st.StateHash != hash) {
-			t.Errorf("state hashes differ or missing: %v", s.Nodes)
-		}
-		hash = st.StateHash
-		if st.Phase != "ready" {
-			t.Errorf("%s ended in phase %q", n, st.Phase)
-		}
-	}
-	if s.Probes.N < 5000 || s.Probes.Lost != 0 {
-		t.Errorf("probes %+v: want ≥5000 answered, none lost", s.Probes)
-	}
-	if len(s.Snapshots) != 2 {
-		t.Fatalf("snapshots %+v, want 2", s.Snapshots)
-	}
-	for i, sn := range s.Snapshots {
-		if len(sn.TakeMs) != 3 {
-			t.Errorf("snapshot %d has takes from %d nodes, want 3: %v", i, len(sn.TakeMs), sn.TakeMs)
-		}
-	}
-	if len(s.Restarts) != 1 || s.Restarts[0].LaunchToReadyMs == nil {
-		t.Errorf("restarts %+v: want one that reached ready", s.Restarts)
-	}
-	for _, f := range []string{"manifest.json", "events.jsonl", "report.md", "loadgen/probes.bin", "node-0/engine.log"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Errorf("run folder lacks %s", f)
-		}
-	}
+	checkQuickstartRun(t, runDirOf(t, stdout.String()))
 	assertNoProcesses(t)
 }
 

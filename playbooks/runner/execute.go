@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
@@ -91,7 +89,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	if err := r.waitReady(ctx, "", 60*time.Second); err != nil {
 		return cleanup, fmt.Errorf("cluster did not become ready: %w", err)
 	}
-	if err := r.verifyEngineConfig(); err != nil {
+	if err := r.verifyEngineConfig(ctx); err != nil {
 		return cleanup, err
 	}
 	r.progress("cluster ready: leader %s", r.leader())
@@ -182,46 +180,12 @@ func (r *run) startEngines(ctx context.Context) error {
 		}
 		cfg := r.engineConfig(n)
 		r.cfgs[n.Name] = cfg
-		if err := r.agent(n.Name).StartEngine(ctx, agent.StartRequest{Config: cfg}); err != nil {
+		if err := r.agent(n.Name).StartEngine(ctx, r.startRequest(cfg)); err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}
 	}
 	r.mark("engines_started")
 	return nil
-}
-
-// verifyEngineConfig reads every node's effective config back from /status and fails the run
-// when a setting did not arrive (settings are read back where they take effect).
-func (r *run) verifyEngineConfig() error {
-	r.mu.Lock()
-	eff := map[string]any{}
-	var errs []error
-	for _, n := range r.servers {
-		st, ok := r.status[n.Name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s: no status", n.Name))
-			continue
-		}
-		eff[n.Name] = st.Config
-		want := r.cfgs[n.Name]
-		got := st.Config
-		// Zero and "" mean the engine's default, except sync_level, which the playbook always sets.
-		check := func(field string, w, g any) {
-			if fmt.Sprint(w) != fmt.Sprint(g) && fmt.Sprint(w) != "0" && fmt.Sprint(w) != "" {
-				errs = append(errs, fmt.Errorf("%s: engine.%s is %v, playbook asked for %v", n.Name, field, g, w))
-			}
-		}
-		if want.SyncLevel != got.SyncLevel {
-			errs = append(errs, fmt.Errorf("%s: engine.sync_level is %d, playbook asked for %d", n.Name, got.SyncLevel, want.SyncLevel))
-		}
-		check("snapshot_block", want.SnapshotBlock, got.SnapshotBlock)
-		check("encode_threads", want.EncodeThreads, got.EncodeThreads)
-		check("heartbeat_timeout", want.HeartbeatTimeout, got.HeartbeatTimeout)
-		check("election_timeout", want.ElectionTimeout, got.ElectionTimeout)
-	}
-	r.mu.Unlock()
-	r.updateManifest(func(m *results.Manifest) { m.Engines = eff })
-	return errors.Join(errs...)
 }
 
 func (r *run) stopEngines(ctx context.Context) {

@@ -1,0 +1,270 @@
+package playbooks
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+
+	"github.com/rig-dev/rig/engine/command"
+)
+
+// Engine drivers.
+const (
+	DriverReference = "reference" // the rig's own engine, started from the rig binary
+	DriverCommand   = "command"   // any engine: a command line, environment and config file from templates
+)
+
+var drivers = []string{DriverReference, DriverCommand}
+
+// EngineCommand is engine.command: how the command driver starts an engine (engine/command).
+type EngineCommand struct {
+	command.Spec
+	// ConfigTemplate is the template file as the playbook names it; Spec.Config holds its text.
+	ConfigTemplate string `json:"config_template,omitempty"`
+	// Carries lists every setting some template references, so a run passes exactly these and
+	// checks each of them in effect.
+	Carries []string `json:"carries,omitempty"`
+}
+
+// engineSettings are the engine section's settings a template may reference, by name.
+var engineSettings = []string{"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout"}
+
+// Settings are the engine settings this playbook asks for, by name, in the text templates see:
+// integers in decimal (snapshot_block in bytes), durations as Go durations ("500ms"). A setting
+// left at its zero (the engine's default) is absent, except sync_level, which is always asked.
+func (e Engine) Settings() map[string]string {
+	m := map[string]string{"sync_level": strconv.Itoa(e.SyncLevel)}
+	if e.SnapshotBlock != 0 {
+		m["snapshot_block"] = strconv.FormatInt(e.SnapshotBlock, 10)
+	}
+	if e.EncodeThreads != 0 {
+		m["encode_threads"] = strconv.Itoa(e.EncodeThreads)
+	}
+	if e.HeartbeatTimeout != 0 {
+		m["heartbeat_timeout"] = e.HeartbeatTimeout.String()
+	}
+	if e.ElectionTimeout != 0 {
+		m["election_timeout"] = e.ElectionTimeout.String()
+	}
+	return m
+}
+
+var commandKeys = []string{"binary", "args", "env", "config_template", "config_file"}
+
+// engineCommand reads engine.command.
+func (r *reader) engineCommand(p *Playbook, n ast.Node) {
+	const path = "engine.command"
+	r.pos[path] = r.nodePos(n)
+	pairs, ok := r.mapping(n, path, "a mapping with "+strings.Join(commandKeys, ", "))
+	if !ok {
+		r.failed[path] = true
+		return
+	}
+	c := &EngineCommand{}
+	p.Engine.Command = c
+	tmplPos := map[string]Pos{} // template name (as engine/command names it) -> where it stands
+	for _, kv := range pairs {
+		key, ok := r.key(kv, path, commandKeys)
+		if !ok {
+			r.failed[path] = true
+			continue
+		}
+		kpath := path + "." + key
+		switch key {
+		case "binary":
+			if v, ok := r.scalar(kv.Value, kpath); ok {
+				c.Binary = r.binaryPath(v)
+			}
+		case "config_file":
+			if v, ok := r.scalar(kv.Value, kpath); ok {
+				c.ConfigFile = v
+			}
+		case "config_template":
+			v, ok := r.scalar(kv.Value, kpath)
+			if !ok {
+				break
+			}
+			c.ConfigTemplate = v
+			b, err := os.ReadFile(r.localPath(v))
+			if err != nil {
+				r.probs.add(r.nodePos(kv.Value), kpath, "cannot read the template: %v (a path relative to the playbook's folder)", err)
+				r.failed[path] = true
+				break
+			}
+			c.Config = string(b)
+			tmplPos["config"] = Pos{File: r.localPath(v), Line: 1, Column: 1}
+		case "args":
+			seq, ok := r.deref(kv.Value).(*ast.SequenceNode)
+			if !ok {
+				r.probs.add(r.nodePos(kv.Value), kpath, "want a list of arguments, e.g. [--config, \"{{.ConfigFile}}\"], got %s", describe(r.deref(kv.Value)))
+				r.failed[path] = true
+				break
+			}
+			for i, v := range seq.Values {
+				ipath := fmt.Sprintf("%s[%d]", kpath, i)
+				s, ok := r.scalar(v, ipath)
+				if !ok {
+					r.failed[path] = true
+					continue
+				}
+				tmplPos[fmt.Sprintf("args[%d]", len(c.Args))] = r.nodePos(v)
+				c.Args = append(c.Args, s)
+			}
+		case "env":
+			epairs, ok := r.mapping(kv.Value, kpath, "a mapping of variable name -> value, e.g. {JAVA_OPTS: \"-Xmx2g\"}")
+			if !ok {
+				r.failed[path] = true
+				break
+			}
+			for _, e := range epairs {
+				k, ok := r.keyText(e)
+				if !ok {
+					continue
+				}
+				s, ok := r.scalar(e.Value, kpath+"."+k)
+				if !ok {
+					r.failed[path] = true
+					continue
+				}
+				tmplPos["env "+k] = r.nodePos(e.Value)
+				c.Env = append(c.Env, k+"="+s)
+			}
+		}
+	}
+	if c.Binary == "" {
+		r.probs.add(r.pos[path], path+".binary", "missing; want the engine's executable: an absolute path on the node, a name in PATH, or a path relative to the playbook's folder")
+		r.failed[path] = true
+		return
+	}
+	// Parse every template now, so a typo is reported here with its place, not on the node.
+	refs, err := command.Check(c.Spec)
+	if err != nil {
+		for _, e := range splitJoined(err) {
+			where, pos, msg := r.templateProblem(e, tmplPos)
+			r.probs.add(pos, path+where, "%s", msg)
+		}
+		r.failed[path] = true
+		return
+	}
+	set := map[string]bool{}
+	for where, names := range refs {
+		for _, name := range names {
+			if !contains(engineSettings, name) {
+				r.probs.add(tmplPosOr(tmplPos, where, r.pos[path]), path, "%s references .Settings.%s, which is not an engine setting%s; settings: %s",
+					where, name, suggest(name, engineSettings), strings.Join(engineSettings, ", "))
+				r.failed[path] = true
+				continue
+			}
+			set[name] = true
+		}
+	}
+	for name := range set {
+		c.Carries = append(c.Carries, name)
+	}
+	sort.Strings(c.Carries)
+}
+
+// localPath resolves a file named relative to the playbook against the playbook's folder.
+func (r *reader) localPath(v string) string {
+	if filepath.IsAbs(v) {
+		return v
+	}
+	return filepath.Join(filepath.Dir(r.file), v)
+}
+
+// binaryPath is localPath for a path with a slash in it; a bare name is left for PATH on the node.
+func (r *reader) binaryPath(v string) string {
+	if !strings.Contains(v, "/") {
+		return v
+	}
+	return r.localPath(v)
+}
+
+var templateLineRe = regexp.MustCompile(`template: [^:]+:(\d+):(?:(\d+):)?`)
+
+// templateProblem places one template error: a config template error at its line in the
+// template file, an argument or variable at its value in the playbook.
+func (r *reader) templateProblem(msg string, at map[string]Pos) (string, Pos, string) {
+	for where, pos := range at {
+		rest, ok := strings.CutPrefix(msg, where+": ")
+		if !ok {
+			continue
+		}
+		if where == "config" {
+			if m := templateLineRe.FindStringSubmatch(msg); m != nil {
+				pos.Line, _ = strconv.Atoi(m[1])
+				pos.Column = 1
+				if m[2] != "" {
+					pos.Column, _ = strconv.Atoi(m[2])
+				}
+			}
+			return ".config_template", pos, rest
+		}
+		if strings.HasPrefix(where, "args") {
+			return "." + where, pos, rest
+		}
+		return ".env." + strings.TrimPrefix(where, "env "), pos, rest
+	}
+	return "", r.pos["engine.command"], msg
+}
+
+func tmplPosOr(at map[string]Pos, where string, def Pos) Pos {
+	if p, ok := at[where]; ok {
+		return p
+	}
+	return def
+}
+
+// splitJoined undoes errors.Join, one message per joined error.
+func splitJoined(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, splitJoined(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// checkDriver holds the engine driver rules for one combination.
+func checkDriver(p *Playbook, add func(path, rule string, deps []string, format string, args ...any)) {
+	e := p.Engine
+	switch {
+	case e.Driver == DriverCommand && e.Command == nil:
+		add("engine.driver", "command-missing", nil, "is command, but there is no engine.command saying how to start the engine (binary, args, env, config_template)")
+		return
+	case e.Driver != DriverCommand && e.Command != nil:
+		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver is %s; set engine.driver: command to use it", orRef(e.Driver))
+		return
+	case e.Driver != DriverCommand:
+		return
+	}
+	// A setting the command driver passes nowhere would silently do nothing.
+	asked := e.Settings()
+	for _, name := range engineSettings {
+		if _, ok := asked[name]; ok && !contains(e.Command.Carries, name) {
+			add("engine."+name, "not-carried", []string{"engine.command"},
+				"is asked for, but no template of engine.command passes it to the engine; reference {{.Settings.%s}} in its args, env or config_template", name)
+		}
+	}
+	for _, name := range e.Command.Carries {
+		if _, ok := asked[name]; !ok {
+			add("engine.command", "carries-unset", []string{"engine." + name},
+				"a template references .Settings.%s, but the playbook leaves engine.%s at the engine's default; set it, or take it out of the template", name, name)
+		}
+	}
+}
+
+func orRef(d string) string {
+	if d == "" {
+		return DriverReference
+	}
+	return d
+}
