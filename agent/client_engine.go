@@ -86,6 +86,18 @@ func (c *Client) EngineStatusHash(ctx context.Context) (engine.Status, error) {
 	return st, err
 }
 
+// EngineStatusRaw returns the engine's GET /status body as it sent it (withHash: ?hash=1), for
+// checking its fields and their JSON types.
+func (c *Client) EngineStatusRaw(ctx context.Context, withHash bool) ([]byte, error) {
+	q := url.Values{"path": {"/status"}}
+	if withHash {
+		q.Set("hash", "1")
+	}
+	var buf bytes.Buffer
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+q.Encode(), nil, &buf)
+	return buf.Bytes(), err
+}
+
 // EngineMetrics returns the engine's GET /metrics (Prometheus text).
 func (c *Client) EngineMetrics(ctx context.Context) ([]byte, error) {
 	var buf bytes.Buffer

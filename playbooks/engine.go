@@ -241,7 +241,7 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 		add("engine.driver", "command-missing", nil, "is command, but there is no engine.command saying how to start the engine (binary, args, env, config_template)")
 		return
 	case e.Driver != DriverCommand && e.Command != nil:
-		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver is %s; set engine.driver: command to use it", orRef(e.Driver))
+		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver is %s; set engine.driver: command to use it", e.DriverName())
 		return
 	case e.Driver != DriverCommand:
 		return
@@ -262,9 +262,10 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 	}
 }
 
-func orRef(d string) string {
-	if d == "" {
+// DriverName is the engine driver, with the default spelled out.
+func (e Engine) DriverName() string {
+	if e.Driver == "" {
 		return DriverReference
 	}
-	return d
+	return e.Driver
 }

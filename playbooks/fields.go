@@ -54,7 +54,7 @@ var staticFields = map[string]field{
 			p.Engine.Driver = s
 			return nil
 		},
-		get: func(p *Playbook) string { return orRef(p.Engine.Driver) },
+		get: func(p *Playbook) string { return p.Engine.DriverName() },
 	},
 	"engine.sync_level": {
 		set: func(p *Playbook, s string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/results"
 	"github.com/rig-dev/rig/target"
 )
@@ -108,10 +109,16 @@ var loadgenFiles = []string{"probes.bin", "probes.hlog", "stats.json", "bursts.b
 // engineConfig is the config every server gets: addresses from the inventory, settings from the
 // playbook.
 func (r *run) engineConfig(n inventory.Node) engine.Config {
-	e := r.pb.Engine
+	return EngineConfig(r.pb, r.servers, n, r.dataDir(n))
+}
+
+// EngineConfig is the config server n of servers gets for playbook pb, with its data in dataDir
+// (relative paths are in the node's agent folder).
+func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.Node, dataDir string) engine.Config {
+	e := pb.Engine
 	host := n.PrivateAddress
 	cfg := engine.Config{
-		Node: n.Name, Dir: r.dataDir(n),
+		Node: n.Name, Dir: dataDir,
 		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
 		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
 		AdminAddr:     net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(adminPort)),
@@ -126,7 +133,7 @@ func (r *run) engineConfig(n inventory.Node) engine.Config {
 	if e.ElectionTimeout > 0 {
 		cfg.ElectionTimeout = e.ElectionTimeout.String()
 	}
-	for _, s := range r.servers {
+	for _, s := range servers {
 		cfg.Peers = append(cfg.Peers, engine.Peer{
 			Node:       s.Name,
 			RaftAddr:   net.JoinHostPort(s.PrivateAddress, strconv.Itoa(raftPort)),
@@ -180,7 +187,7 @@ func (r *run) startEngines(ctx context.Context) error {
 		}
 		cfg := r.engineConfig(n)
 		r.cfgs[n.Name] = cfg
-		if err := r.agent(n.Name).StartEngine(ctx, r.startRequest(cfg)); err != nil {
+		if err := r.agent(n.Name).StartEngine(ctx, StartRequest(r.pb, cfg)); err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/rig-dev/rig/results"
 )
 
-// startRequest is how the playbook's engine driver starts an engine with cfg.
-func (r *run) startRequest(cfg engine.Config) agent.StartRequest {
+// StartRequest is how playbook pb's engine driver starts an engine with cfg.
+func StartRequest(pb *playbooks.Playbook, cfg engine.Config) agent.StartRequest {
 	req := agent.StartRequest{Config: cfg}
-	if e := r.pb.Engine; e.Driver == playbooks.DriverCommand && e.Command != nil {
+	if e := pb.Engine; e.Driver == playbooks.DriverCommand && e.Command != nil {
 		spec := e.Command.Spec
 		req.Command, req.Settings = &spec, e.Settings()
 	}
@@ -45,56 +45,70 @@ func canonDuration(s string) string {
 	return s
 }
 
-// verifyEngineConfig checks every asked setting twice and fails the run naming each one that
-// did not hold: carriage (command driver: the process's command line and environment, read by
-// its agent from /proc when it first answered) and effect (every driver: the engine's /status
-// config, where the setting takes effect).
-func (r *run) verifyEngineConfig(ctx context.Context) error {
-	asked := r.pb.Engine.Settings()
+// SettingErrors checks every setting playbook pb asks for on one node, twice: carriage
+// (command driver: the process's command line and environment, which its agent read from /proc
+// when the process first answered; state is the agent's engine state) and effect (every driver:
+// the engine's /status config, where the setting takes effect). One error per failure, naming
+// the setting.
+func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.Status) []error {
+	var errs []error
+	if pb.Engine.Driver == playbooks.DriverCommand {
+		if len(state.Launches) == 0 {
+			return []error{errors.New("no engine launch to check")}
+		}
+		l := state.Launches[len(state.Launches)-1]
+		if l.CarriageError != "" {
+			errs = append(errs, fmt.Errorf("carriage check: %s", l.CarriageError))
+		}
+		for _, c := range l.Carriage {
+			if !c.OK {
+				errs = append(errs, fmt.Errorf("engine.%s not carried: %s should hold %q, the process (pid %d) has %s",
+					c.Setting, c.Where, c.Want, l.PID, c.Seen))
+			}
+		}
+	}
+	asked := pb.Engine.Settings()
+	got := effective(st.Config)
 	names := make([]string, 0, len(asked))
 	for k := range asked {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	var errs []error
-	if r.pb.Engine.Driver == playbooks.DriverCommand {
-		for _, n := range r.servers {
-			st, err := r.agent(n.Name).EngineStatus(ctx)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: read engine state for the carriage check: %w", n.Name, err))
-				continue
-			}
-			if len(st.Launches) == 0 {
-				errs = append(errs, fmt.Errorf("%s: no engine launch to check", n.Name))
-				continue
-			}
-			l := st.Launches[len(st.Launches)-1]
-			if l.CarriageError != "" {
-				errs = append(errs, fmt.Errorf("%s: carriage check: %s", n.Name, l.CarriageError))
-			}
-			for _, c := range l.Carriage {
-				if !c.OK {
-					errs = append(errs, fmt.Errorf("%s: engine.%s not carried: %s should hold %q, the process (pid %d) has %s",
-						n.Name, c.Setting, c.Where, c.Want, l.PID, c.Seen))
-				}
-			}
+	for _, k := range names {
+		if got[k] != asked[k] {
+			errs = append(errs, fmt.Errorf("engine.%s is %s in effect (GET /status config.%s), the playbook asked for %s", k, got[k], k, asked[k]))
 		}
+	}
+	return errs
+}
+
+// verifyEngineConfig checks every asked setting on every server (SettingErrors) and fails the
+// run naming each one that did not hold.
+func (r *run) verifyEngineConfig(ctx context.Context) error {
+	var errs []error
+	states := map[string]agent.EngineState{}
+	for _, n := range r.servers {
+		st, err := r.agent(n.Name).EngineStatus(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: read engine state: %w", n.Name, err))
+			continue
+		}
+		states[n.Name] = st
 	}
 	r.mu.Lock()
 	eff := map[string]any{}
 	for _, n := range r.servers {
 		st, ok := r.status[n.Name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s: no status", n.Name))
+		state, okState := states[n.Name]
+		if !ok || !okState {
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: no status", n.Name))
+			}
 			continue
 		}
 		eff[n.Name] = st.Config
-		got := effective(st.Config)
-		for _, k := range names {
-			if got[k] != asked[k] {
-				errs = append(errs, fmt.Errorf("%s: engine.%s is %s in effect (GET /status config.%s), the playbook asked for %s",
-					n.Name, k, got[k], k, asked[k]))
-			}
+		for _, e := range SettingErrors(r.pb, state, st) {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
 	}
 	r.mu.Unlock()

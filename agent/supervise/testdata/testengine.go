@@ -12,6 +12,9 @@
 //	TESTENGINE_CHILD=1       spawn a child process (writes its pid to <dir>/child.pid)
 //	TESTENGINE_EXIT=3        exit with this code once ready
 //	TESTENGINE_IGNORE_TERM=1 ignore SIGTERM (to test the supervisor's escalation to KILL)
+//	TESTENGINE_PHASES=a,b,c  the phases before ready, in this order (default: starting,
+//	                         restoring, replaying, catching-up); an out-of-order list makes an
+//	                         engine that breaks the contract's phase order
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -76,6 +80,9 @@ func main() {
 	var index uint64 = 100
 	steppedDown := false
 	phases := []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseReplaying, engine.PhaseCatchingUp}
+	if v := os.Getenv("TESTENGINE_PHASES"); v != "" {
+		phases = strings.Split(v, ",")
+	}
 	status := func() engine.Status {
 		mu.Lock()
 		defer mu.Unlock()

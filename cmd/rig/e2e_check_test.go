@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rig-dev/rig/agent/supervise/supervisetest"
+	"github.com/rig-dev/rig/conformance"
+)
+
+var allChecks = []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
+	conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
+	conformance.CheckStepDown, conformance.CheckFinalHashes}
+
+// TestEngineCheckReference: the reference engine, driven through the command driver as a
+// separate binary, passes every check of the conformance suite.
+func TestEngineCheckReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	cmd := exec.Command(rigBin, "engine", "check", "--playbook", commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"),
+		"--first-address", "127.0.11.11", "--results", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("rig engine check:\n%s", stdout.String())
+	if err != nil {
+		t.Fatalf("rig engine check: %v\n%s", err, stderr.String())
+	}
+	for _, c := range allChecks {
+		if !hasRow(stdout.String(), c, "pass") {
+			t.Errorf("no passing row for %q", c)
+		}
+	}
+	assertNoProcesses(t, "reference-engine")
+}
+
+// TestEngineCheckNamesBrokenPhaseOrder: an engine that goes replaying → restoring fails the
+// suite, and the failure names the check and what was seen.
+func TestEngineCheckNamesBrokenPhaseOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	dir := t.TempDir()
+	bin, err := supervisetest.BuildEngine(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := filepath.Join(dir, "testengine.json.tmpl")
+	os.WriteFile(tmpl, []byte(`{"node": "{{.Node}}", "dir": "{{.DataDir}}", "admin_addr": "{{.AdminAddr}}", "sync_level": {{.Settings.sync_level}}}`), 0o644)
+	pb := writePlaybook(t, `name: broken-phases
+cluster: {servers: 3, clients: 1}
+load: {probe_rate: 100/s}
+duration: 10s
+engine:
+  driver: command
+  command:
+    binary: `+bin+`
+    args: [--config, "{{.ConfigFile}}"]
+    env: {TESTENGINE_PHASES: "starting,replaying,restoring,catching-up", TESTENGINE_PHASE: 150ms}
+    config_template: `+tmpl+`
+`)
+	cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", "127.0.12.11", "--results", t.TempDir(), "--timeout", "10s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Logf("rig engine check:\n%s\n%s", stdout.String(), stderr.String())
+	if err == nil {
+		t.Fatal("rig engine check passed an engine that breaks the phase order")
+	}
+	if !hasRow(stdout.String(), conformance.CheckLaunchPhases, "FAIL") || !strings.Contains(stdout.String(), "restoring after replaying") {
+		t.Errorf("the table does not fail %q with what it saw", conformance.CheckLaunchPhases)
+	}
+	if !strings.Contains(stderr.String(), conformance.CheckLaunchPhases) {
+		t.Errorf("the error does not name the failed check: %s", stderr.String())
+	}
+	assertNoProcesses(t, bin)
+}
+
+func hasRow(table, check, result string) bool {
+	for _, l := range strings.Split(table, "\n") {
+		if rest, ok := strings.CutPrefix(l, check); ok && strings.HasPrefix(strings.TrimSpace(rest), result) {
+			return true
+		}
+	}
+	return false
+}

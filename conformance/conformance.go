@@ -1,0 +1,569 @@
+// Package conformance is `rig engine check`: it starts the engine a playbook names, through the
+// playbook's engine driver, as a cluster on the local target and checks it against the engine
+// contract (engine/contract.go, docs/engines.md): the /status fields and their types, phases in
+// order after launch and after kill -9 + relaunch, one snapshot index on every node, step-down
+// moving the leader, equal state hashes after load, and every asked setting carried and in
+// effect. Each check reports what it saw, so a failing engine learns what to fix.
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/supervise"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/local"
+)
+
+// Check names, in the order the suite runs them.
+const (
+	CheckStatusFields   = "status fields"
+	CheckLaunchPhases   = "phases after launch"
+	CheckOneLeader      = "one leader"
+	CheckSettings       = "settings carried and in effect"
+	CheckLoadHashes     = "state hashes after load"
+	CheckSnapshotIndex  = "snapshot at one index"
+	CheckRelaunchPhases = "phases after kill -9 + relaunch"
+	CheckStepDown       = "step-down moves the leader"
+	CheckFinalHashes    = "state hashes at the end"
+)
+
+// Options configure a check.
+type Options struct {
+	Playbook     *playbooks.Playbook
+	Dir          string // folder for the nodes (agent folders, engine logs); created
+	FirstAddress string // local target's first loopback address
+	Binary       string // the rig binary the agents run (default: this executable)
+	Orders       int64  // preloaded before the hashes are compared (default 10,000)
+	Timeout      time.Duration
+	Logger       *slog.Logger
+}
+
+// Result is one check: passed or not, and what was seen.
+type Result struct {
+	Check string `json:"check"`
+	Pass  bool   `json:"pass"`
+	Seen  string `json:"seen"`
+}
+
+// Failed lists the names of the failed checks.
+func Failed(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		if !r.Pass {
+			out = append(out, r.Check)
+		}
+	}
+	return out
+}
+
+// WriteTable prints the results as a table.
+func WriteTable(w io.Writer, rs []Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tSEEN")
+	for _, r := range rs {
+		res := "pass"
+		if !r.Pass {
+			res = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Check, res, r.Seen)
+	}
+	tw.Flush()
+}
+
+type suite struct {
+	o       Options
+	cl      target.Cluster
+	servers []inventory.Node
+	cfgs    map[string]engine.Config
+	since   map[string]uint64 // journal cursor per node
+	out     []Result
+}
+
+// Run runs the suite. The error is for a suite that could not run at all (no cluster); an
+// engine that fails checks gives results with Pass false and no error.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	if o.Playbook == nil {
+		return nil, errors.New("conformance: no playbook")
+	}
+	if o.Playbook.Cluster.Servers < 3 {
+		return nil, fmt.Errorf("conformance: the playbook has %d servers; the suite kills one and moves the leader, so it needs at least 3", o.Playbook.Cluster.Servers)
+	}
+	if o.Orders <= 0 {
+		o.Orders = 10_000
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := local.New(local.Options{FirstAddress: o.FirstAddress}).Start(ctx, target.StartOptions{
+		RunDir: dir, Servers: o.Playbook.Cluster.Servers, Clients: 1, Binary: o.Binary, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	defer cl.Stop(context.WithoutCancel(ctx))
+	s := &suite{o: o, cl: cl, servers: cl.Inventory().Servers(), cfgs: map[string]engine.Config{}, since: map[string]uint64{}}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	s.run(ctx)
+	return s.out, nil
+}
+
+func (s *suite) add(check string, pass bool, format string, args ...any) {
+	s.out = append(s.out, Result{Check: check, Pass: pass, Seen: fmt.Sprintf(format, args...)})
+}
+
+func (s *suite) agent(n string) *agent.Client { return s.cl.Agent(n) }
+
+func (s *suite) start(ctx context.Context) error {
+	for _, n := range s.servers {
+		if st, err := s.agent(n.Name).EngineStatus(ctx); err == nil {
+			s.since[n.Name] = st.LastSeq
+		}
+		cfg := runner.EngineConfig(s.o.Playbook, s.servers, n, filepath.Join("data", "check"))
+		s.cfgs[n.Name] = cfg
+		if err := s.agent(n.Name).StartEngine(ctx, runner.StartRequest(s.o.Playbook, cfg)); err != nil {
+			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *suite) run(ctx context.Context) {
+	launched := s.launchPhases(ctx)
+	s.statusFields(ctx)
+	if !launched {
+		s.skip(CheckOneLeader, CheckSettings, CheckLoadHashes, CheckSnapshotIndex, CheckRelaunchPhases, CheckStepDown, CheckFinalHashes)
+		return
+	}
+	leader := s.oneLeader(ctx)
+	s.settings(ctx)
+	s.hashes(ctx, CheckLoadHashes, true)
+	s.snapshot(ctx, leader)
+	s.relaunch(ctx, leader)
+	s.stepDown(ctx)
+	s.hashes(ctx, CheckFinalHashes, false)
+}
+
+func (s *suite) skip(checks ...string) {
+	for _, c := range checks {
+		s.add(c, false, "not run: no node reached ready after launch")
+	}
+}
+
+// --- status fields ---
+
+// statusTypes are the JSON types of the fields GET /status must have (engine.Status).
+var statusTypes = map[string]string{
+	"node": "string", "role": "string", "phase": "string", "term": "number", "commit_index": "number",
+	"applied_index": "number", "last_log_index": "number", "launch_log_index": "number", "orders": "number",
+	"state_hash": "string", "pid": "number", "started": "string", "now": "string", "config": "object",
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (s *suite) statusFields(ctx context.Context) {
+	var bad []string
+	for _, n := range s.servers {
+		raw, err := s.agent(n.Name).EngineStatusRaw(ctx, true)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", n.Name, err))
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: not a JSON object: %v", n.Name, err))
+			continue
+		}
+		for _, k := range sortedKeys(statusTypes) {
+			v, ok := m[k]
+			switch {
+			case !ok:
+				bad = append(bad, fmt.Sprintf("%s: %s missing", n.Name, k))
+			case jsonType(v) != statusTypes[k]:
+				bad = append(bad, fmt.Sprintf("%s: %s is %s %v, want %s", n.Name, k, jsonType(v), v, statusTypes[k]))
+			}
+		}
+		var st engine.Status
+		if json.Unmarshal(raw, &st) == nil {
+			if !validRole(st.Role) {
+				bad = append(bad, fmt.Sprintf("%s: role %q, want leader, follower or candidate", n.Name, st.Role))
+			}
+			if _, ok := rank[st.Phase]; !ok {
+				bad = append(bad, fmt.Sprintf("%s: phase %q, want one of %s", n.Name, st.Phase, strings.Join(phaseOrder, ", ")))
+			}
+			if st.StateHash == "" {
+				bad = append(bad, fmt.Sprintf("%s: state_hash empty with ?hash=1", n.Name))
+			}
+			if st.Config.Node != n.Name {
+				bad = append(bad, fmt.Sprintf("%s: config.node %q", n.Name, st.Config.Node))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		s.add(CheckStatusFields, false, "%s", strings.Join(bad, "; "))
+		return
+	}
+	s.add(CheckStatusFields, true, "%d fields with their types on %d nodes", len(statusTypes), len(s.servers))
+}
+
+func validRole(r string) bool {
+	return r == engine.RoleLeader || r == engine.RoleFollower || r == engine.RoleCandidate
+}
+
+// --- phases ---
+
+var phaseOrder = []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady}
+
+var rank = func() map[string]int {
+	m := map[string]int{}
+	for i, p := range phaseOrder {
+		m[p] = i
+	}
+	return m
+}()
+
+// phases follows one node's phase transitions of launch number launch until ready (or the
+// timeout) and says whether they went in contract order.
+func (s *suite) phases(ctx context.Context, node string, launch int) (seen []string, ok bool, why string) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	for {
+		trs, err := s.agent(node).Transitions(ctx, s.since[node], time.Second)
+		if err != nil {
+			return seen, false, fmt.Sprintf("no ready within %v (%v)", s.o.Timeout, err)
+		}
+		for _, tr := range trs {
+			s.since[node] = tr.Seq
+			if tr.Kind != supervise.KindPhase || tr.Launch != launch || tr.To == supervise.PhaseDown {
+				continue
+			}
+			r, known := rank[tr.To]
+			if !known {
+				return append(seen, tr.To), false, fmt.Sprintf("unknown phase %q", tr.To)
+			}
+			if len(seen) > 0 && r < rank[seen[len(seen)-1]] {
+				return append(seen, tr.To), false, fmt.Sprintf("%s after %s", tr.To, seen[len(seen)-1])
+			}
+			seen = append(seen, tr.To)
+			if tr.To == engine.PhaseReady {
+				return seen, true, ""
+			}
+		}
+	}
+}
+
+func (s *suite) launchPhases(ctx context.Context) bool {
+	var lines []string
+	pass, anyReady := true, false
+	for _, n := range s.servers {
+		seen, ok, why := s.phases(ctx, n.Name, 1)
+		line := n.Name + ": " + strings.Join(seen, " → ")
+		if !ok {
+			pass = false
+			line += " (" + why + ")"
+		} else {
+			anyReady = true
+		}
+		lines = append(lines, line)
+	}
+	s.add(CheckLaunchPhases, pass, "%s", strings.Join(lines, "; "))
+	return anyReady && pass
+}
+
+// --- roles ---
+
+func (s *suite) statuses(ctx context.Context) map[string]engine.Status {
+	out := map[string]engine.Status{}
+	for _, n := range s.servers {
+		if st, err := s.agent(n.Name).EngineStatusHash(ctx); err == nil {
+			out[n.Name] = st
+		}
+	}
+	return out
+}
+
+// leaders waits until exactly one node leads and every other follows it; it returns the leader
+// ("" on timeout) and the roles last seen.
+func (s *suite) leaders(ctx context.Context, not string) (string, string) {
+	deadline := time.Now().Add(s.o.Timeout)
+	var roles []string
+	for {
+		sts := s.statuses(ctx)
+		roles = roles[:0]
+		var leads []string
+		for _, n := range s.servers {
+			st, ok := sts[n.Name]
+			if !ok {
+				roles = append(roles, n.Name+"=?")
+				continue
+			}
+			roles = append(roles, fmt.Sprintf("%s=%s (term %d)", n.Name, st.Role, st.Term))
+			if st.Role == engine.RoleLeader {
+				leads = append(leads, n.Name)
+			}
+		}
+		if len(leads) == 1 && leads[0] != not {
+			agree := true
+			for _, st := range sts {
+				agree = agree && (st.Role == engine.RoleLeader || st.Leader == leads[0] || st.Leader == "")
+			}
+			if agree && len(sts) == len(s.servers) {
+				return leads[0], strings.Join(roles, ", ")
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", strings.Join(roles, ", ")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *suite) oneLeader(ctx context.Context) string {
+	leader, roles := s.leaders(ctx, "")
+	s.add(CheckOneLeader, leader != "", "%s", roles)
+	return leader
+}
+
+// --- settings ---
+
+func (s *suite) settings(ctx context.Context) {
+	var bad []string
+	asked := s.o.Playbook.Engine.Settings()
+	for _, n := range s.servers {
+		state, err := s.agent(n.Name).EngineStatus(ctx)
+		if err != nil || state.Status == nil {
+			bad = append(bad, fmt.Sprintf("%s: no status (%v)", n.Name, err))
+			continue
+		}
+		for _, e := range runner.SettingErrors(s.o.Playbook, state, *state.Status) {
+			bad = append(bad, n.Name+": "+e.Error())
+		}
+	}
+	if len(bad) > 0 {
+		s.add(CheckSettings, false, "%s", strings.Join(bad, "; "))
+		return
+	}
+	var kv []string
+	for _, k := range sortedKeys(asked) {
+		kv = append(kv, k+"="+asked[k])
+	}
+	how := "in effect"
+	if s.o.Playbook.Engine.Driver == playbooks.DriverCommand {
+		how = "carried (/proc) and in effect"
+	}
+	s.add(CheckSettings, true, "%s %s on every node", strings.Join(kv, " "), how)
+}
+
+// --- load and hashes ---
+
+func (s *suite) clientAddrs() []string {
+	var out []string
+	for _, n := range s.servers {
+		out = append(out, s.cfgs[n.Name].ClientAddr)
+	}
+	return out
+}
+
+// hashes (after a preload when load is set) waits for every node to apply the same index and
+// compares their state hashes.
+func (s *suite) hashes(ctx context.Context, check string, load bool) {
+	if load {
+		lctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+		st, err := loadgen.Preload(lctx, loadgen.PreloadOptions{Servers: s.clientAddrs(), Orders: s.o.Orders, Instruments: 4, Logger: s.o.Logger})
+		cancel()
+		if err != nil {
+			s.add(check, false, "preload of %d orders through the client protocol (docs/wire.md): %v", s.o.Orders, err)
+			return
+		}
+		if st.Orders != s.o.Orders {
+			s.add(check, false, "preload: %d of %d orders acknowledged", st.Orders, s.o.Orders)
+			return
+		}
+	}
+	deadline := time.Now().Add(s.o.Timeout)
+	for {
+		sts := s.statuses(ctx)
+		var idx []string
+		applied := map[uint64]bool{}
+		hashes := map[string]bool{}
+		for _, n := range s.servers {
+			st := sts[n.Name]
+			applied[st.AppliedIndex] = true
+			hashes[st.StateHash] = true
+			idx = append(idx, fmt.Sprintf("%s applied %d orders %d hash %s", n.Name, st.AppliedIndex, st.Orders, st.StateHash))
+		}
+		if len(applied) == 1 && len(sts) == len(s.servers) {
+			pass := len(hashes) == 1 && !hashes[""]
+			if load {
+				pass = pass && sts[s.servers[0].Name].Orders >= int(s.o.Orders)
+			}
+			s.add(check, pass, "%s", strings.Join(idx, "; "))
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.add(check, false, "applied indexes never met: %s", strings.Join(idx, "; "))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// --- snapshot ---
+
+func (s *suite) snapshot(ctx context.Context, leader string) {
+	if leader == "" {
+		s.add(CheckSnapshotIndex, false, "not run: no leader")
+		return
+	}
+	b, err := s.agent(leader).EngineAdmin(ctx, "/snapshot")
+	var snap engine.Snapshot
+	if err == nil {
+		err = json.Unmarshal(b, &snap)
+	}
+	if err != nil || snap.Index == 0 {
+		s.add(CheckSnapshotIndex, false, "POST /snapshot on %s: %v %s", leader, err, strings.TrimSpace(string(b)))
+		return
+	}
+	deadline := time.Now().Add(s.o.Timeout)
+	for {
+		sts := s.statuses(ctx)
+		var seen []string
+		all := len(sts) == len(s.servers)
+		for _, n := range s.servers {
+			ls := sts[n.Name].LastSnapshot
+			if ls == nil {
+				seen = append(seen, n.Name+" none")
+				all = false
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s %d", n.Name, ls.Index))
+			all = all && ls.Index == snap.Index
+		}
+		if all {
+			s.add(CheckSnapshotIndex, true, "leader's snapshot at %d; every node: %s", snap.Index, strings.Join(seen, ", "))
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.add(CheckSnapshotIndex, false, "leader's snapshot at %d; nodes: %s", snap.Index, strings.Join(seen, ", "))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// --- kill -9 and relaunch ---
+
+func (s *suite) relaunch(ctx context.Context, leader string) {
+	var node string
+	for _, n := range s.servers {
+		if n.Name != leader {
+			node = n.Name
+			break
+		}
+	}
+	a := s.agent(node)
+	before, err := a.EngineStatus(ctx)
+	if err == nil {
+		err = a.Signal(ctx, "KILL")
+	}
+	if err != nil {
+		s.add(CheckRelaunchPhases, false, "kill -9 %s: %v", node, err)
+		return
+	}
+	deadline := time.Now().Add(s.o.Timeout)
+	for {
+		st, err := a.EngineStatus(ctx)
+		if err == nil && !st.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.add(CheckRelaunchPhases, false, "%s still running %v after SIGKILL", node, s.o.Timeout)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := a.Relaunch(ctx); err != nil {
+		s.add(CheckRelaunchPhases, false, "relaunch %s: %v", node, err)
+		return
+	}
+	seen, ok, why := s.phases(ctx, node, len(before.Launches)+1)
+	line := node + ": " + strings.Join(seen, " → ")
+	if !ok {
+		line += " (" + why + ")"
+	}
+	if ok {
+		if st, err := a.EngineStatusHash(ctx); err == nil && st.LastSnapshot != nil && st.LastSnapshot.Restored {
+			line += fmt.Sprintf("; restored its snapshot at %d", st.LastSnapshot.Index)
+		}
+	}
+	s.add(CheckRelaunchPhases, ok, "%s", line)
+}
+
+// --- step-down ---
+
+func (s *suite) stepDown(ctx context.Context) {
+	old, _ := s.leaders(ctx, "")
+	if old == "" {
+		s.add(CheckStepDown, false, "no single leader to step down")
+		return
+	}
+	if b, err := s.agent(old).EngineAdmin(ctx, "/step-down"); err != nil {
+		s.add(CheckStepDown, false, "POST /step-down on %s: %v %s", old, err, strings.TrimSpace(string(b)))
+		return
+	}
+	now, roles := s.leaders(ctx, old)
+	if now == "" {
+		s.add(CheckStepDown, false, "%s stepped down, no other leader within %v: %s", old, s.o.Timeout, roles)
+		return
+	}
+	s.add(CheckStepDown, true, "%s → %s", old, now)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
