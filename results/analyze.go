@@ -513,6 +513,9 @@ func (d *runData) summarize() *Summary {
 	d.burstRows(s)
 	warn = append(warn, d.sampleFigures(s)...)
 	d.leaders(s)
+	var gc map[string][]GCPause
+	s.GCPauses, gc = d.gcRows()
+	s.Spike = d.spike(s, gc)
 	for _, e := range d.events {
 		if e.Kind == KindAction {
 			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: e.Action, Node: e.Node})

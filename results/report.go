@@ -220,6 +220,7 @@ func renderReport(s *Summary) string {
 		pctCell(s.Probes.P99Us, s.Probes.N, minNForP99), pctCell(s.Probes.P999Us, s.Probes.N, minNForP999), usCell(s.Probes.MaxUs))
 	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
+	pf("%s", telemetrySection(s))
 
 	pf("## Nodes\n\n")
 	if len(s.Nodes) == 0 {

@@ -50,6 +50,11 @@ type Summary struct {
 	UnplannedLeaderChanges []LeaderMark `json:"unplanned_leader_changes"`
 	Actions                []ActionMark `json:"actions"` // every timeline action, in order
 
+	// GCPauses: per node, a JVM engine's GC pauses in the measured window (from its GC log).
+	GCPauses []GCRow `json:"gc_pauses,omitempty"`
+	// Spike: the slowest probe when no action explains it, with the engines' log lines then.
+	Spike *Spike `json:"spike,omitempty"`
+
 	Warnings []string `json:"warnings"` // measurement traps and gaps in the data; empty means none
 	Plots    []string `json:"plots,omitempty"`
 

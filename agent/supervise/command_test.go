@@ -21,7 +21,7 @@ func commandSpec(t *testing.T, binary string) Spec {
 	s.Config.Peers = []engine.Peer{{Node: "node-0", RaftAddr: "127.0.0.1:1", ClientAddr: "127.0.0.1:2"}}
 	s.Command = &command.Spec{
 		Binary:     binary,
-		Args:       []string{"--config", "{{.ConfigFile}}"},
+		Args:       []string{"--config", "{{.ConfigFile}}", "gclog={{.GCLog}}"},
 		Env:        []string{"ENGINE_HEARTBEAT_NS={{nanos .Settings.heartbeat_timeout}}", "TESTENGINE_PHASE=50ms"},
 		Config:     testConfigTemplate,
 		ConfigFile: "node.json",
@@ -58,8 +58,8 @@ func TestCommandDriverRendersAndCarries(t *testing.T) {
 	if !c.OK || c.Setting != "heartbeat_timeout" || c.Want != "ENGINE_HEARTBEAT_NS=250000000" {
 		t.Fatalf("carriage %+v, want heartbeat_timeout carried as ENGINE_HEARTBEAT_NS=250000000", c)
 	}
-	if want := filepath.Join(s.Dir, "node.json"); len(l.Args) != 2 || l.Args[1] != want {
-		t.Fatalf("args %q, want --config %s", l.Args, want)
+	if want := filepath.Join(s.Dir, "node.json"); len(l.Args) != 3 || l.Args[1] != want || l.Args[2] != "gclog="+filepath.Join(s.Dir, "gc-%p.log") {
+		t.Fatalf("args %q, want --config %s and the GC log in the node folder", l.Args, want)
 	}
 	st := e.State().Status
 	if st == nil || st.Config.SyncLevel != 1 || st.Config.HeartbeatTimeout != "250ms" || len(st.Config.Peers) != 1 {
@@ -91,7 +91,7 @@ func TestCommandDriverBadTemplate(t *testing.T) {
 	s := commandSpec(t, testEngine)
 	s.Command.Args = append(s.Command.Args, "--x={{.Settings.nope}}")
 	_, err := StartEngine(t.Context(), s)
-	if err == nil || !strings.Contains(err.Error(), "args[2]") || !strings.Contains(err.Error(), "nope") {
-		t.Fatalf("err %v, want one naming args[2] and the missing setting", err)
+	if err == nil || !strings.Contains(err.Error(), "args[3]") || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("err %v, want one naming args[3] and the missing setting", err)
 	}
 }

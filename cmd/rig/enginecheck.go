@@ -59,6 +59,11 @@ each check saw; exits 1 if any check failed. The playbook's load and timeline ar
 			if failed := conformance.Failed(rs); len(failed) > 0 {
 				return fmt.Errorf("engine check: %d of %d checks failed: %s", len(failed), len(rs), strings.Join(failed, ", "))
 			}
+			for _, r := range rs {
+				if !r.Pass {
+					return fmt.Errorf("engine check: %s was not run", r.Check)
+				}
+			}
 			return nil
 		},
 	}

@@ -35,6 +35,10 @@ type Spec struct {
 	ConfigFile string   `json:"config_file,omitempty"` // name of the rendered file in the node folder
 }
 
+// GCLogName is the GC log's file name in the node folder (%p: the JVM's pid); the report reads
+// every gc*.log of a node (results/telemetry.go).
+const GCLogName = "gc-%p.log"
+
 // DefaultConfigFile names the rendered config file when a spec has a template but no name.
 const DefaultConfigFile = "engine.conf"
 
@@ -44,6 +48,10 @@ type Data struct {
 	Dir        string            // the node folder (the engine's working directory)
 	DataDir    string            // where the engine keeps its log and snapshots
 	ConfigFile string            // absolute path of the rendered config file
+	// GCLog is where a JVM engine writes its GC log so the run collects and reads it:
+	// -Xlog:gc*:file={{.GCLog}}:time,uptime,level,tags (the JVM replaces %p with its pid, so every
+	// launch keeps its own file; the time decorator lets the report count the measured window).
+	GCLog string
 	RaftAddr   string            // host:port for replication between nodes
 	ClientAddr string            // host:port the load generator connects to
 	AdminAddr  string            // loopback host:port of GET /status
@@ -262,7 +270,7 @@ func (s Spec) Render(d Data) (*Rendered, error) {
 // Sample is Data with made-up addresses, for checking templates before any node exists.
 func Sample(settings map[string]string) Data {
 	return Data{
-		Node: "node-0", Dir: "/rig/node-0", DataDir: "/rig/node-0/data", ConfigFile: "/rig/node-0/" + DefaultConfigFile,
+		Node: "node-0", Dir: "/rig/node-0", DataDir: "/rig/node-0/data", ConfigFile: "/rig/node-0/" + DefaultConfigFile, GCLog: "/rig/node-0/" + GCLogName,
 		RaftAddr: "127.0.0.11:7000", ClientAddr: "127.0.0.11:7001", AdminAddr: "127.0.0.1:7002",
 		Peers: []engine.Peer{
 			{Node: "node-0", RaftAddr: "127.0.0.11:7000", ClientAddr: "127.0.0.11:7001"},
