@@ -389,7 +389,7 @@ func (e *Engine) render() (*command.Rendered, error) {
 	cfg := e.spec.Config
 	d := command.Data{
 		Node: cfg.Node, Dir: e.spec.Dir, DataDir: cfg.Dir, ConfigFile: filepath.Join(e.spec.Dir, name),
-		GCLog: filepath.Join(e.spec.Dir, command.GCLogName),
+		GCLog:    filepath.Join(e.spec.Dir, command.GCLogName),
 		RaftAddr: cfg.RaftAddr, ClientAddr: cfg.ClientAddr, AdminAddr: cfg.AdminAddr, Peers: cfg.Peers,
 		Settings: e.spec.Settings,
 	}

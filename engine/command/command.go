@@ -44,14 +44,14 @@ const DefaultConfigFile = "engine.conf"
 
 // Data is what a template sees.
 type Data struct {
-	Node       string            // e.g. node-0
-	Dir        string            // the node folder (the engine's working directory)
-	DataDir    string            // where the engine keeps its log and snapshots
-	ConfigFile string            // absolute path of the rendered config file
+	Node       string // e.g. node-0
+	Dir        string // the node folder (the engine's working directory)
+	DataDir    string // where the engine keeps its log and snapshots
+	ConfigFile string // absolute path of the rendered config file
 	// GCLog is where a JVM engine writes its GC log so the run collects and reads it:
 	// -Xlog:gc*:file={{.GCLog}}:time,uptime,level,tags (the JVM replaces %p with its pid, so every
 	// launch keeps its own file; the time decorator lets the report count the measured window).
-	GCLog string
+	GCLog      string
 	RaftAddr   string            // host:port for replication between nodes
 	ClientAddr string            // host:port the load generator connects to
 	AdminAddr  string            // loopback host:port of GET /status
