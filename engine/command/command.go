@@ -118,6 +118,10 @@ func Check(s Spec) (map[string][]string, error) {
 			errs = append(errs, fmt.Errorf("env %q: want KEY=VALUE with KEY of letters, digits and _ (not starting with a digit)", e))
 			continue
 		}
+		if k == engine.AdminTokenEnv {
+			errs = append(errs, fmt.Errorf("env %s: set by the agent (the admin API's secret); a playbook may not set it", k))
+			continue
+		}
 		add("env "+k, v)
 	}
 	if s.Config != "" {
