@@ -13,8 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -218,7 +219,7 @@ func (s *suite) statusFields(ctx context.Context) {
 			bad = append(bad, fmt.Sprintf("%s: not a JSON object: %v", n.Name, err))
 			continue
 		}
-		for _, k := range sortedKeys(statusTypes) {
+		for _, k := range slices.Sorted(maps.Keys(statusTypes)) {
 			v, ok := m[k]
 			switch {
 			case !ok:
@@ -233,7 +234,7 @@ func (s *suite) statusFields(ctx context.Context) {
 				bad = append(bad, fmt.Sprintf("%s: role %q, want leader, follower or candidate", n.Name, st.Role))
 			}
 			if _, ok := rank[st.Phase]; !ok {
-				bad = append(bad, fmt.Sprintf("%s: phase %q, want one of %s", n.Name, st.Phase, strings.Join(phaseOrder, ", ")))
+				bad = append(bad, fmt.Sprintf("%s: phase %q, want one of %s", n.Name, st.Phase, strings.Join(engine.Phases, ", ")))
 			}
 			if st.StateHash == "" {
 				bad = append(bad, fmt.Sprintf("%s: state_hash empty with ?hash=1", n.Name))
@@ -256,11 +257,9 @@ func validRole(r string) bool {
 
 // --- phases ---
 
-var phaseOrder = []string{engine.PhaseStarting, engine.PhaseRestoring, engine.PhaseJoining, engine.PhaseReplaying, engine.PhaseCatchingUp, engine.PhaseReady}
-
 var rank = func() map[string]int {
 	m := map[string]int{}
-	for i, p := range phaseOrder {
+	for i, p := range engine.Phases {
 		m[p] = i
 	}
 	return m
@@ -388,7 +387,7 @@ func (s *suite) settings(ctx context.Context) {
 		return
 	}
 	var kv []string
-	for _, k := range sortedKeys(asked) {
+	for _, k := range slices.Sorted(maps.Keys(asked)) {
 		kv = append(kv, k+"="+asked[k])
 	}
 	how := "in effect"
@@ -561,13 +560,4 @@ func (s *suite) stepDown(ctx context.Context) {
 		return
 	}
 	s.add(CheckStepDown, true, "%s → %s", old, now)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -20,6 +20,9 @@ const (
 	PhaseReady      = "ready"       // caught up with a known leader (or is the leader)
 )
 
+// Phases are the phases in contract order: a node's phase never goes back in this list.
+var Phases = []string{PhaseStarting, PhaseRestoring, PhaseJoining, PhaseReplaying, PhaseCatchingUp, PhaseReady}
+
 // Roles as raft names them, lower-cased.
 const (
 	RoleLeader    = "leader"

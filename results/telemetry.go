@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,16 +226,6 @@ func (d *runData) engineLogLines(node string, from, to int64) []string {
 	return out
 }
 
-// sortedNodes is the keys of a per-node map, sorted.
-func sortedNodes[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // telemetrySection is the report's GC table and unexplained spike, beside the latency tables.
 func telemetrySection(s *Summary) string {
 	var b strings.Builder
@@ -260,7 +251,7 @@ func telemetrySection(s *Summary) string {
 			b.WriteString(" No engine logged a timestamped line within 100 ms of it.\n\n")
 		} else {
 			b.WriteString(" What the engines logged from 100 ms before it to 100 ms after:\n\n")
-			for _, n := range sortedNodes(sp.LogLines) {
+			for _, n := range slices.Sorted(maps.Keys(sp.LogLines)) {
 				fmt.Fprintf(&b, "%s:\n\n```\n%s\n```\n\n", n, strings.Join(sp.LogLines[n], "\n"))
 			}
 		}

@@ -184,17 +184,9 @@ func walk(n parse.Node, seen map[string]bool) {
 			walk(a, seen)
 		}
 	case *parse.FieldNode:
-		for i := 0; i+1 < len(n.Ident); i++ {
-			if n.Ident[i] == "Settings" {
-				seen[n.Ident[i+1]] = true
-			}
-		}
+		settingIdents(n.Ident, seen)
 	case *parse.VariableNode: // $.Settings.NAME
-		for i := 0; i+1 < len(n.Ident); i++ {
-			if n.Ident[i] == "Settings" {
-				seen[n.Ident[i+1]] = true
-			}
-		}
+		settingIdents(n.Ident, seen)
 	case *parse.ChainNode:
 		walk(n.Node, seen)
 	case *parse.IfNode:
@@ -211,6 +203,15 @@ func walk(n parse.Node, seen map[string]bool) {
 		walk(n.ElseList, seen)
 	case *parse.TemplateNode:
 		walk(n.Pipe, seen)
+	}
+}
+
+// settingIdents notes NAME in a chain of identifiers ... Settings NAME ...
+func settingIdents(ident []string, seen map[string]bool) {
+	for i := 0; i+1 < len(ident); i++ {
+		if ident[i] == "Settings" {
+			seen[ident[i+1]] = true
+		}
 	}
 }
 
