@@ -111,6 +111,8 @@ func Metrics(runs []*RunData) []Metric {
 		return func(r *RunData) []results.Stats { return []results.Stats{f(r.Summary)} }
 	}
 	ms := latencyMetrics(TableLatency, "probes.", "", true, one(func(s *results.Summary) results.Stats { return s.Probes }))
+	ms = append(ms, Metric{Key: "leader.unplanned", Table: TableLatency, Label: "unplanned leader changes", Unit: "count", Dir: stats.LowerIsBetter,
+		Values: func(r *RunData) []float64 { return []float64{float64(len(r.Summary.UnplannedLeaderChanges))} }})
 	ms = append(ms, Metric{Key: "probes.rate", Table: TableLatency, Label: "probe rate", Unit: "/s", Dir: stats.HigherIsBetter,
 		Values: func(r *RunData) []float64 {
 			if r.Summary.Settings.ProbeRate == 0 {
