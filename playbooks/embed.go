@@ -35,6 +35,9 @@ func List() []string {
 // (It is not called Load because the contract's type Load, the client stream, owns that name.)
 func Open(nameOrPath string) (*Playbook, error) {
 	if st, err := os.Stat(nameOrPath); err == nil && !st.IsDir() {
+		if st.Size() > MaxSize { // refused before anything is read
+			return nil, tooBig(nameOrPath, st.Size())
+		}
 		data, err := os.ReadFile(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("read playbook %s: %w", nameOrPath, err)

@@ -1,14 +1,15 @@
 package playbooks
 
 import (
-	"github.com/rig-dev/rig/internal/units"
-
 	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // A field is one scalar setting of a playbook, addressed by its path (engine.sync_level,
@@ -32,7 +33,7 @@ var nodeRoles = []string{"leader", "follower", "other-follower"}
 var staticFields = map[string]field{
 	"name": {
 		set: func(p *Playbook, s string) error {
-			if !nameRe.MatchString(s) {
+			if !validName(s) {
 				return fmt.Errorf("%q is not a name; want 1-64 of a-z A-Z 0-9 . _ - starting with a letter or digit (it becomes part of run ids)", s)
 			}
 			p.Name = s
@@ -136,7 +137,11 @@ var staticFields = map[string]field{
 // its runs are read.
 var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true, "snapshot_warm_from": true}
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// nameRe is the one grammar of names that become paths (inventory.NameGrammar), at most 64
+// bytes here since a playbook's name is part of run ids.
+var nameRe = regexp.MustCompile(`^(?:` + inventory.NameGrammar + `)$`)
+
+func validName(s string) bool { return len(s) <= 64 && nameRe.MatchString(s) }
 
 func intField(lo, hi int, help string, ptr func(*Playbook) *int) field {
 	return field{

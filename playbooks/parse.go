@@ -1,6 +1,7 @@
 package playbooks
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -39,9 +40,26 @@ var sections = map[string][]string{
 	"load":    {"probe_rate"},
 }
 
+// MaxSize is the largest playbook accepted: real ones are a few KiB, and a YAML parser given
+// tens of MB takes a minute and gigabytes before it could say anything useful.
+const MaxSize = 1 << 20
+
+func tooBig(file string, size int64) error {
+	return Problems{{Pos: Pos{File: file, Line: 1, Column: 1},
+		Msg: fmt.Sprintf("the file is %d bytes; a playbook may be at most %d (1 MiB)", size, MaxSize)}}
+}
+
+// utf8BOM is the byte-order mark some editors put at the start of a UTF-8 file.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // Parse reads and validates a playbook. file names the source in every error position. On any
-// problem it returns nil and a Problems listing all of them, in source order.
+// problem it returns nil and a Problems listing all of them, in source order. A file over
+// MaxSize is refused before parsing; a leading UTF-8 byte-order mark is skipped.
 func Parse(file string, data []byte) (*Playbook, error) {
+	if len(data) > MaxSize {
+		return nil, tooBig(file, int64(len(data)))
+	}
+	data = bytes.TrimPrefix(data, utf8BOM)
 	r := &reader{file: file, probs: problems{file: file}, pos: map[string]Pos{}, failed: map[string]bool{}, anchors: map[string]ast.Node{}}
 	p := r.read(data)
 	if err := r.probs.err(); err != nil {
@@ -118,7 +136,7 @@ func (r *reader) defaults(p *Playbook) {
 	top := Pos{File: r.file, Line: 1, Column: 1}
 	if !r.present["name"] {
 		base := strings.TrimSuffix(filepath.Base(r.file), filepath.Ext(r.file))
-		if nameRe.MatchString(base) {
+		if validName(base) {
 			p.Name = base
 		} else {
 			r.probs.add(top, "name", "missing; want a name such as name: my-experiment")

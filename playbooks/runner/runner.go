@@ -237,6 +237,10 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		}
 	}
 	o := Outcome{RunID: id, Dir: dir}
+	if err := inventory.CheckName("run id", id); err != nil {
+		o.Err = err // it names folders and files on every node
+		return o
+	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir, o.Dir = abs, abs
 	}
