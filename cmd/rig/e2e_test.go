@@ -20,6 +20,9 @@ import (
 var rigBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(probeEnv) != "" {
+		runProbes() // a copy of this binary, run as nobody by the fault suite
+	}
 	dir, err := os.MkdirTemp("", "rig-e2e-")
 	if err != nil {
 		panic(err)

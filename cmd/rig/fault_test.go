@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fault suite (docs/security.md): each test makes one fault happen to a real run on the
+// local target and checks what the rig does about it.
+
+// probeEnv, when set, makes the test binary a prober: it makes the requests listed in the
+// variable (JSON []probe), prints one probeResult per line and exits. The tests run it as the
+// unprivileged user nobody.
+const probeEnv = "RIG_TEST_PROBE"
+
+type probe struct {
+	Net, Addr, Method, Path string
+}
+
+type probeResult struct {
+	probe
+	Status int    // HTTP status, 0 when no answer came
+	Err    string // why no answer came
+}
+
+func runProbes() {
+	var ps []probe
+	if err := json.Unmarshal([]byte(os.Getenv(probeEnv)), &ps); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, p := range ps {
+		hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, p.Net, p.Addr)
+		}}}
+		req, _ := http.NewRequest(p.Method, "http://x"+p.Path, strings.NewReader(`{}`))
+		res := probeResult{probe: p}
+		if resp, err := hc.Do(req); err != nil {
+			res.Err = err.Error()
+		} else {
+			res.Status = resp.StatusCode
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		enc.Encode(res)
+	}
+	os.Exit(0)
+}
+
+// asNobody runs the probes as uid/gid 65534 from a copy of this test binary that nobody may
+// execute.
+func asNobody(t *testing.T, ps []probe) []probeResult {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rig-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "prober")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(ps)
+	cmd := exec.Command(bin)
+	cmd.Dir = "/"
+	cmd.Env = []string{probeEnv + "=" + string(js)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("prober as nobody: %v\n%s", err, out)
+	}
+	var res []probeResult
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		var r probeResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("prober output %q: %v", sc.Text(), err)
+		}
+		res = append(res, r)
+	}
+	if len(res) != len(ps) {
+		t.Fatalf("prober made %d of %d requests:\n%s", len(res), len(ps), out)
+	}
+	return res
+}
+
+// shortResults is a results folder with a short path (so control sockets stay in the node
+// folders) that every user may enter, so only the 0700 socket folders keep anyone out.
+func shortResults(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// startRun starts `rig run` and returns it with its output.
+func startRun(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(rigBin, append([]string{"run"}, args...)...)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &stdout, &stderr
+}
+
+func waitFor(t *testing.T, what string, stderr *lockedBuffer, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(stderr.String(), what) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %s:\n%s", what, timeout, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// onlyRunDir is the one run folder in res.
+func onlyRunDir(t *testing.T, res string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(res, "2*"))
+	if len(m) != 1 {
+		t.Fatalf("run folders in %s: %v", res, m)
+	}
+	return m[0]
+}
+
+const faultPlaybook = `
+name: faults
+cluster: {servers: 3, clients: 1}
+preload: {orders: 2k}
+load: {probe_rate: 200/s}
+warmup: 1s
+duration: %s
+`
+
+// During a live run, the user nobody tries every control path: the agents' sockets, the load
+// generator's, the engines' admin API (without the agent's secret) and the agent's old TCP
+// port. Every request is refused, and the run ends ok, undisturbed.
+func TestFaultUnprivilegedRequestsRefused(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("end-to-end run as root (it switches to nobody)")
+	}
+	res := shortResults(t)
+	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "10s")))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	dir := onlyRunDir(t, res)
+	var ps []probe
+	for i, n := range []string{"node-0", "node-1", "node-2", "client-0"} {
+		sock := filepath.Join(dir, n, "ctl", "agent.sock")
+		if _, err := os.Stat(sock); err != nil {
+			t.Fatalf("agent socket of %s: %v", n, err)
+		}
+		ps = append(ps, probe{"unix", sock, "GET", "/v1/ping"},
+			probe{"unix", sock, "POST", "/v1/engine/start"},
+			probe{"unix", sock, "POST", "/v1/tune"},
+			probe{"tcp", fmt.Sprintf("127.0.5.%d:7400", 11+i), "GET", "/v1/ping"})
+		if n != "client-0" {
+			admin := fmt.Sprintf("127.0.5.%d:7002", 11+i)
+			ps = append(ps, probe{"tcp", admin, "POST", "/step-down"}, probe{"tcp", admin, "POST", "/snapshot"}, probe{"tcp", admin, "GET", "/status"})
+		}
+	}
+	ps = append(ps, probe{"unix", filepath.Join(dir, "client-0", "ctl", "loadgen.sock"), "POST", "/stop"})
+	for _, r := range asNobody(t, ps) {
+		switch {
+		case r.Net == "unix" && !strings.Contains(r.Err, "permission denied"):
+			t.Errorf("nobody: %s %s on %s: status %d, err %q; want permission denied", r.Method, r.Path, r.Addr, r.Status, r.Err)
+		case r.Net == "tcp" && strings.HasSuffix(r.Addr, ":7002") && r.Status != http.StatusUnauthorized:
+			t.Errorf("nobody: %s %s on engine admin %s: status %d, err %q; want 401", r.Method, r.Path, r.Addr, r.Status, r.Err)
+		case r.Net == "tcp" && strings.HasSuffix(r.Addr, ":7400") && r.Err == "":
+			t.Errorf("nobody: %s %s on %s answered %d: nothing may listen there", r.Method, r.Path, r.Addr, r.Status)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the run failed: %v\n%s", err, stderr.String())
+	}
+	var s summary
+	readJSON(t, filepath.Join(runDirOf(t, stdout.String()), "summary.json"), &s)
+	if s.Status != "ok" {
+		t.Fatalf("summary status %q", s.Status)
+	}
+	events, _ := os.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if strings.Contains(string(events), `"step_down"`) || strings.Contains(string(events), `"action":"snapshot"`) {
+		t.Errorf("a refused request left a trace in the run:\n%s", events)
+	}
+}
+
+// Two local runs at once on different addresses both finish ok, each with its own agents; a
+// third on the addresses of the first stops at once, naming the run that holds them.
+func TestFaultSimultaneousLocalRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	pb := writePlaybook(t, fmt.Sprintf(faultPlaybook, "6s"))
+	resA, resB, resC := shortResults(t), shortResults(t), shortResults(t)
+	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.6.11", pb)
+	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.7.11", pb)
+	waitFor(t, "agents up", errA, 90*time.Second)
+	runA := filepath.Base(onlyRunDir(t, resA))
+
+	start := time.Now()
+	c, _, errC := startRun(t, "--results", resC, "--first-address", "127.0.6.13", pb) // overlaps A's node-2 and client
+	err := c.Wait()
+	if err == nil || !strings.Contains(errC.String(), "in use by run "+runA) {
+		t.Errorf("third run on A's addresses: %v\n%s\nwant a refusal naming %s", err, errC.String(), runA)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the refusal took %s; it must come before anything starts", took)
+	}
+	for name, r := range map[string]struct {
+		cmd *exec.Cmd
+		res string
+		err *lockedBuffer
+	}{"A": {a, resA, errA}, "B": {b, resB, errB}} {
+		if err := r.cmd.Wait(); err != nil {
+			t.Errorf("run %s: %v\n%s", name, err, r.err.String())
+			continue
+		}
+		dir := onlyRunDir(t, r.res)
+		var s summary
+		readJSON(t, filepath.Join(dir, "summary.json"), &s)
+		if s.Status != "ok" || s.Probes.N == 0 {
+			t.Errorf("run %s: status %q, %d probes", name, s.Status, s.Probes.N)
+		}
+		// No cross-talk: each agent served only its own run.
+		for _, n := range []string{"node-0", "client-0"} {
+			recs, _ := os.ReadFile(filepath.Join(dir, n, "lease.jsonl"))
+			if !strings.Contains(string(recs), `"run":"`+filepath.Base(dir)+`"`) || strings.Count(string(recs), "\n") != 1 {
+				t.Errorf("run %s: %s lease records %q, want one release by its own run", name, n, recs)
+			}
+		}
+	}
+}
+
+// A node name that would climb out of its folder is refused before anything is staged.
+func TestFaultTraversalNamesRefused(t *testing.T) {
+	inv := filepath.Join(t.TempDir(), "inv.json")
+	os.WriteFile(inv, []byte(`{"target":"aws","nodes":[
+		{"name":"s0/../../../../escaped","role":"server","address":"127.0.0.1","ssh":{"user":"root","port":22,"host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}}]}`), 0o644)
+	res := shortResults(t)
+	out, errOut, code := rigRun(t, "run", "--inventory", inv, "--results", res, writePlaybook(t, fmt.Sprintf(faultPlaybook, "6s")))
+	if code == 0 || !strings.Contains(errOut, "nodes[0].name") || !strings.Contains(errOut, "no '/'") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want a refusal naming nodes[0].name", code, out, errOut)
+	}
+	if m, _ := filepath.Glob("/tmp/escaped*"); len(m) != 0 {
+		t.Fatalf("something escaped: %v", m)
+	}
+}
+
+// The controller is SIGKILLed mid-run with kernel tuning applied: its agents undo the run by
+// themselves — every tuned value is back, no agent or engine is left — within the lease, and
+// each records what it did.
+func TestFaultControllerKilled(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("end-to-end run as root (it tunes this machine's kernel)")
+	}
+	keys := []string{"/proc/sys/vm/dirty_expire_centisecs", "/proc/sys/vm/dirty_writeback_centisecs"}
+	orig := map[string]string{}
+	for _, k := range keys {
+		b, err := os.ReadFile(k)
+		if err != nil {
+			t.Skip("needs " + k)
+		}
+		orig[k] = strings.TrimSpace(string(b))
+	}
+	t.Cleanup(func() { // whatever happens, this machine gets its values back
+		for k, v := range orig {
+			os.WriteFile(k, []byte(v), 0o644)
+		}
+	})
+	var expire, writeback int
+	fmt.Sscan(orig[keys[0]], &expire)
+	fmt.Sscan(orig[keys[1]], &writeback)
+	pb := fmt.Sprintf(faultPlaybook, "60s") + fmt.Sprintf("tuning: {vm.dirty_expire_centisecs: %d, vm.dirty_writeback_centisecs: %d}\n", expire+11, writeback+13)
+	res := shortResults(t)
+	cmd, _, stderr := startRun(t, "--tune-local", "--results", res, "--first-address", "127.0.9.11", writePlaybook(t, pb))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	for _, k := range keys {
+		if b, _ := os.ReadFile(k); strings.TrimSpace(string(b)) == orig[k] {
+			t.Fatalf("%s not tuned during the run", k)
+		}
+	}
+	dir := onlyRunDir(t, res)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killed := time.Now()
+	deadline := killed.Add(15 * time.Second) // runner.LeaseTTL
+	for {
+		back := true
+		for _, k := range keys {
+			b, _ := os.ReadFile(k)
+			back = back && strings.TrimSpace(string(b)) == orig[k]
+		}
+		if back && !processesOf(dir) {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, k := range keys {
+				b, _ := os.ReadFile(k)
+				t.Errorf("%s is %s, was %s", k, strings.TrimSpace(string(b)), orig[k])
+			}
+			t.Fatalf("15 s after the controller died: tuning or processes left (see %s)", dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("undone %s after the controller was killed", time.Since(killed).Round(time.Millisecond))
+	assertNoProcesses(t, dir)
+	recs, _ := os.ReadFile(filepath.Join(dir, "node-0", "lease.jsonl"))
+	if !strings.Contains(string(recs), `"event":"agent_stopped"`) || !strings.Contains(string(recs), `"tuning_reverted":2`) {
+		t.Errorf("node-0 lease records %q: want the undo with 2 settings reverted", recs)
+	}
+}
+
+// processesOf reports whether a process runs with dir in its command line.
+func processesOf(dir string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir) {
+			if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+				return true
+			}
+		}
+	}
+	return false
+}
