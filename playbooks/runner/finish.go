@@ -86,6 +86,14 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		checkLoad(m)
 	})
 	sum, err := results.Analyze(r.dir)
+	if err == nil && sum.StatusReason != "" {
+		// The run did what it was told, but not what the playbook asked (the load overran its
+		// duration, or most probes were lost): it is not a measurement, so it ends failed.
+		r.updateManifest(func(m *results.Manifest) {
+			m.Status, m.Error = results.StatusFailed, sum.StatusReason
+		})
+		r.progress("run failed: %s", sum.StatusReason)
+	}
 	if err == nil {
 		err = results.WriteOutputs(r.dir, sum)
 	}
