@@ -538,6 +538,13 @@ func (s *suite) relaunch(ctx context.Context, leader string) {
 		if st, err := a.EngineStatusHash(ctx); err == nil && st.LastSnapshot != nil && st.LastSnapshot.Restored {
 			line += fmt.Sprintf("; restored its snapshot at %d", st.LastSnapshot.Index)
 		}
+		// The relaunched process must hold and apply the settings as the first one did.
+		if state, err := a.EngineStatus(ctx); err == nil && state.Status != nil {
+			for _, e := range runner.SettingErrors(s.o.Playbook, state, *state.Status) {
+				ok = false
+				line += "; after the relaunch " + e.Error()
+			}
+		}
 	}
 	s.add(CheckRelaunchPhases, ok, "%s", line)
 }
