@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // StartEngine writes the config on the node and starts the engine (an error if one is running).
@@ -40,7 +41,7 @@ func (c *Client) StopEngine(ctx context.Context) error {
 
 // StopEngineWithin is StopEngine with its own grace (0: the default), returning how the engine
 // ended (nil if none was ever started).
-func (c *Client) StopEngineWithin(ctx context.Context, grace time.Duration) (*ExitStatus, error) {
+func (c *Client) StopEngineWithin(ctx context.Context, grace time.Duration) (*rundir.ExitStatus, error) {
 	var req EngineStopRequest
 	if grace > 0 {
 		req.Grace = grace.String()
@@ -60,7 +61,7 @@ func (c *Client) EngineStatus(ctx context.Context) (EngineState, error) {
 // Transitions returns the transitions after since; when there are none it waits up to wait for
 // one (a long poll; an empty answer after wait is not an error). Pass the last Seq seen as the
 // next since.
-func (c *Client) Transitions(ctx context.Context, since uint64, wait time.Duration) ([]Transition, error) {
+func (c *Client) Transitions(ctx context.Context, since uint64, wait time.Duration) ([]rundir.Transition, error) {
 	q := url.Values{"since": {strconv.FormatUint(since, 10)}}
 	if wait > 0 {
 		q.Set("wait", wait.String())

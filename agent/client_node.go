@@ -60,7 +60,7 @@ func (c *Client) ListSamples(ctx context.Context) ([]SamplesInfo, error) {
 	return out, err
 }
 
-// ReadSamples copies the NDJSON recorded so far to w (parse it with sample.ReadAll).
+// ReadSamples copies the NDJSON recorded so far to w (parse it with rundir.ReadSamples).
 func (c *Client) ReadSamples(ctx context.Context, name string, w io.Writer) error {
 	return c.do(ctx, http.MethodGet, "/samples/"+url.PathEscape(name), nil, w)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 )

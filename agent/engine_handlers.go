@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Engine endpoints (docs/architecture.md, "Agent API": engine, transitions, clock, collect):
@@ -28,12 +29,6 @@ import (
 //	GET  /v1/engine/proxy        ?path=/status|/metrics[&hash=1] -> the engine's own answer
 //	GET  /v1/clock               -> ClockResponse
 //	GET  /v1/collect             ?all=1&max_file=BYTES -> tar.gz of the node folder
-
-// Types shared with supervise, so callers of the client need not import it.
-type (
-	Transition = supervise.Transition
-	ExitStatus = supervise.ExitStatus
-)
 
 // StartRequest starts the engine with a config.
 type StartRequest struct {
@@ -66,7 +61,7 @@ type EngineStopRequest struct {
 
 // EngineStopResponse says how the engine ended (nil exit: it was never started).
 type EngineStopResponse struct {
-	Exit *ExitStatus `json:"exit"`
+	Exit *rundir.ExitStatus `json:"exit"`
 }
 
 // EngineState answers GET /v1/engine/status: the process, the last polled engine status and
@@ -78,8 +73,8 @@ type EngineState struct {
 
 // TransitionsResponse answers GET /v1/engine/transitions.
 type TransitionsResponse struct {
-	Transitions []Transition `json:"transitions"`
-	LastSeq     uint64       `json:"last_seq"`
+	Transitions []rundir.Transition `json:"transitions"`
+	LastSeq     uint64              `json:"last_seq"`
 }
 
 // ClockResponse is the node's clock.

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rig-dev/rig/agent/supervise/supervisetest"
-	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
 	"net"
@@ -22,7 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/supervise/supervisetest"
+	"github.com/rig-dev/rig/internal/testaddr"
+	"github.com/rig-dev/rig/rundir"
+
 	"github.com/klauspost/compress/gzip"
+
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctlsock"
@@ -131,10 +134,10 @@ func engineStartReq(t *testing.T, env ...string) StartRequest {
 }
 
 // waitEngineTransition long-polls until ok matches, returning everything read.
-func waitEngineTransition(t *testing.T, c *Client, since *uint64, what string, ok func(Transition) bool) []Transition {
+func waitEngineTransition(t *testing.T, c *Client, since *uint64, what string, ok func(rundir.Transition) bool) []rundir.Transition {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	var got []Transition
+	var got []rundir.Transition
 	for time.Now().Before(deadline) {
 		trs, err := c.Transitions(context.Background(), *since, 2*time.Second)
 		if err != nil {
@@ -162,9 +165,11 @@ func runningEnginePID(t *testing.T, c *Client) int {
 	return st.PID
 }
 
-func trLeader(tr Transition) bool { return tr.Kind == supervise.KindRole && tr.To == engine.RoleLeader }
-func trDown(tr Transition) bool {
-	return tr.Kind == supervise.KindPhase && tr.To == supervise.PhaseDown
+func trLeader(tr rundir.Transition) bool {
+	return tr.Kind == rundir.TransRole && tr.To == engine.RoleLeader
+}
+func trDown(tr rundir.Transition) bool {
+	return tr.Kind == rundir.TransPhase && tr.To == rundir.PhaseDown
 }
 
 func wantErrContains(t *testing.T, err error, parts ...string) {
@@ -208,7 +213,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 
 	var since uint64
 	got := waitEngineTransition(t, c, &since, "leader", trLeader)
-	if got[0].Kind != supervise.KindLaunch || got[0].PID != p || got[0].Node != "node-0" {
+	if got[0].Kind != rundir.TransLaunch || got[0].PID != p || got[0].Node != "node-0" {
 		t.Fatalf("first transition = %+v", got[0])
 	}
 
@@ -221,15 +226,15 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 	if err := json.Unmarshal(body, &snap); err != nil || snap.Index == 0 {
 		t.Fatalf("snapshot answer %q: %v", body, err)
 	}
-	got = waitEngineTransition(t, c, &since, "snapshot", func(tr Transition) bool { return tr.Kind == supervise.KindSnapshot })
+	got = waitEngineTransition(t, c, &since, "snapshot", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransSnapshot })
 	if tr := got[len(got)-1]; tr.To != strconv.FormatUint(snap.Index, 10) || tr.Status.LastSnapshot.TakeMs != snap.TakeMs {
 		t.Fatalf("snapshot transition %+v for snapshot %+v", tr, snap)
 	}
 	if _, err := c.EngineAdmin(ctx, "/step-down"); err != nil {
 		t.Fatal(err)
 	}
-	waitEngineTransition(t, c, &since, "step-down", func(tr Transition) bool {
-		return tr.Kind == supervise.KindRole && tr.From == engine.RoleLeader && tr.To == engine.RoleFollower
+	waitEngineTransition(t, c, &since, "step-down", func(tr rundir.Transition) bool {
+		return tr.Kind == rundir.TransRole && tr.From == engine.RoleLeader && tr.To == engine.RoleFollower
 	})
 	_, err = c.EngineAdmin(ctx, "/step-down") // the engine's own refusal comes back as is
 	wantErrContains(t, err, "409", "not leader")
@@ -266,7 +271,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 	}
 	wantErrContains(t, c.Relaunch(ctx), "409", "running")
 	got = waitEngineTransition(t, c, &since, "leader after relaunch", trLeader)
-	if got[0].Kind != supervise.KindLaunch || got[0].Launch != 2 {
+	if got[0].Kind != rundir.TransLaunch || got[0].Launch != 2 {
 		t.Fatalf("after relaunch first = %+v", got[0])
 	}
 	st, err = c.EngineStatus(ctx)
@@ -290,7 +295,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 		t.Fatalf("stop = %+v, %v", exit, err)
 	}
 	got = waitEngineTransition(t, c, &since, "down after stop", trDown)
-	if len(got) != 2 || got[0].Kind != supervise.KindSignal || got[0].To != "TERM" || got[1].Exit.Code != 0 {
+	if len(got) != 2 || got[0].Kind != rundir.TransSignal || got[0].To != "TERM" || got[1].Exit.Code != 0 {
 		t.Fatalf("stop transitions = %+v", got)
 	}
 	// Transitions are on disk too, for collect.
@@ -445,7 +450,7 @@ func TestAgentShutdownStopsEngine(t *testing.T) {
 	}
 	p := runningEnginePID(t, a.c)
 	var since uint64
-	waitEngineTransition(t, a.c, &since, "a phase", func(tr Transition) bool { return tr.Kind == supervise.KindPhase })
+	waitEngineTransition(t, a.c, &since, "a phase", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransPhase })
 	a.stop()
 	if pidAlive(p) {
 		t.Fatalf("engine pid %d still alive after the agent stopped", p)
@@ -484,7 +489,7 @@ func TestKilledAgentTakesEngineDown(t *testing.T) {
 	}
 	p := runningEnginePID(t, c)
 	var since uint64
-	waitEngineTransition(t, c, &since, "a phase", func(tr Transition) bool { return tr.Kind == supervise.KindPhase })
+	waitEngineTransition(t, c, &since, "a phase", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransPhase })
 	if !pidAlive(p) {
 		t.Fatalf("engine %d not running before the agent is killed", p)
 	}

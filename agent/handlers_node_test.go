@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // nodeAgent runs Serve in this process on dir and root; stop ends it like SIGTERM would.
@@ -148,7 +148,7 @@ func TestSamplesOverHTTP(t *testing.T) {
 	if err := a.c.ReadSamples(ctx, "os", &buf); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sample.ReadAll(&buf)
+	got, err := rundir.ReadSamples(&buf)
 	if err != nil || len(got) < 2 {
 		t.Fatalf("%d samples, %v", len(got), err)
 	}

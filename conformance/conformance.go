@@ -21,12 +21,12 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 )
@@ -277,7 +277,7 @@ func (s *suite) phases(ctx context.Context, node string, launch int) (seen []str
 		}
 		for _, tr := range trs {
 			s.since[node] = tr.Seq
-			if tr.Kind != supervise.KindPhase || tr.Launch != launch || tr.To == supervise.PhaseDown {
+			if tr.Kind != rundir.TransPhase || tr.Launch != launch || tr.To == rundir.PhaseDown {
 				continue
 			}
 			r, known := rank[tr.To]

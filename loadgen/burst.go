@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // BurstSpec is one micro-burst series: Count bursts of Messages sent back-to-back, one every
@@ -51,37 +53,6 @@ type BurstOptions struct {
 
 // ErrBurstBusy is returned when a burst series is started while another is under way.
 var ErrBurstBusy = errors.New("a burst series is already running")
-
-// BurstStats is what a burst series measured.
-type BurstStats struct {
-	Messages  int           `json:"messages"`
-	EveryNs   int64         `json:"every_ns"`
-	Count     int           `json:"count"`
-	Phase     string        `json:"phase"`
-	Sent      int64         `json:"sent"`
-	Answered  int64         `json:"answered"`
-	Lost      int64         `json:"lost"`
-	Unsent    int64         `json:"unsent"`
-	PeakPerMs int           `json:"peak_per_ms"` // most messages handed to the kernel in any 1 ms window
-	Latency   Latency       `json:"latency"`     // from each burst's due time
-	SendLag   SendLag       `json:"send_lag"`
-	Conn      ConnStats     `json:"conn"`
-	Bursts    []BurstResult `json:"bursts"`
-	Error     string        `json:"error,omitempty"`
-}
-
-// BurstResult is one burst of a series.
-type BurstResult struct {
-	Index        int       `json:"index"`
-	Due          time.Time `json:"due"`
-	Sent         int       `json:"sent"`
-	SendNs       int64     `json:"send_ns"`     // first message out -> last message out
-	PeakPerMs    int       `json:"peak_per_ms"` // most messages out in any 1 ms window
-	DrainNs      int64     `json:"drain_ns"`    // first message out -> last answer (time to drain)
-	Answered     int       `json:"answered"`
-	Lost         int       `json:"lost"`
-	MaxLatencyNs int64     `json:"max_latency_ns"`
-}
 
 const burstChunk = 64 // messages per write: small enough to time a burst's shape within it
 
@@ -164,9 +135,9 @@ func newBurstRun(spec BurstSpec, servers []string, conn ConnOptions, grace time.
 	return &burstRun{spec: spec, s: newStream(cfg, burstIDBit), t: t}
 }
 
-func (b *burstRun) stats() BurstStats {
+func (b *burstRun) stats() rundir.BurstStats {
 	c := b.s.counts()
-	st := BurstStats{
+	st := rundir.BurstStats{
 		Messages: b.spec.Messages, EveryNs: b.spec.EveryNs, Count: b.spec.Count,
 		Phase: c.phase, Sent: c.sent, Answered: c.answered, Lost: c.lost, Unsent: c.unsent,
 		Latency: c.latency, SendLag: c.lag, Conn: c.conn,
@@ -181,7 +152,7 @@ func (b *burstRun) stats() BurstStats {
 		if len(marks) == 0 {
 			continue
 		}
-		r := BurstResult{
+		r := rundir.BurstResult{
 			Index:        k,
 			Due:          time.Unix(0, s.epochUnix+s.start+s.cfg.at(int64(k)*b.t.per)),
 			SendNs:       marks[len(marks)-1].at - marks[0].at,
@@ -206,26 +177,26 @@ func (b *burstRun) stats() BurstStats {
 
 // Burst runs a micro-burst series on its own connection and writes Out/bursts.bin and
 // Out/bursts.json. Cancelling ctx ends the series early, after the grace period.
-func Burst(ctx context.Context, opts BurstOptions) (BurstStats, error) {
+func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 	spec := BurstSpec{Messages: opts.Messages, EveryNs: int64(opts.Every), Count: opts.Count}
 	if err := spec.validate(); err != nil {
-		return BurstStats{}, err
+		return rundir.BurstStats{}, err
 	}
 	if len(opts.Servers) == 0 {
-		return BurstStats{}, fmt.Errorf("%w: servers: none given", ErrBadOptions)
+		return rundir.BurstStats{}, fmt.Errorf("%w: servers: none given", ErrBadOptions)
 	}
 	if opts.Out == "" {
-		return BurstStats{}, fmt.Errorf("%w: out: no output directory", ErrBadOptions)
+		return rundir.BurstStats{}, fmt.Errorf("%w: out: no output directory", ErrBadOptions)
 	}
 	if err := normalizeCommon(&opts.Grace, &opts.Instruments, &opts.Price, &opts.StartTimeout, &opts.Logger); err != nil {
-		return BurstStats{}, err
+		return rundir.BurstStats{}, err
 	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return BurstStats{}, fmt.Errorf("create burst output directory: %w", err)
+		return rundir.BurstStats{}, fmt.Errorf("create burst output directory: %w", err)
 	}
 	sink, err := createSink(filepath.Join(opts.Out, BurstsFile))
 	if err != nil {
-		return BurstStats{}, err
+		return rundir.BurstStats{}, err
 	}
 	b := newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink)
 	err = b.s.run(ctx)

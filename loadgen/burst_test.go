@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 func TestPeakPerMs(t *testing.T) {
@@ -65,7 +65,7 @@ func TestBurstSeries(t *testing.T) {
 	// burst built in the client.
 	for i, p := range ps {
 		want := st.Bursts[i/per].Due.UnixNano()
-		if p.IntendedNs != want || p.Outcome != results.ProbeOK {
+		if p.IntendedNs != want || p.Outcome != rundir.ProbeOK {
 			t.Fatalf("burst message %d intended %d outcome %d, want %d OK", i, p.IntendedNs, p.Outcome, want)
 		}
 	}
@@ -110,14 +110,14 @@ func TestControlAPI(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	stats := func() ProbeStats {
+	stats := func() rundir.ProbeStats {
 		t.Helper()
 		resp, err := hc.Get(base + "/stats")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var st ProbeStats
+		var st rundir.ProbeStats
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			t.Fatal(err)
 		}

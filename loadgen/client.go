@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // ConnOptions tune how the load generator talks to the cluster. Zero values take the defaults.
@@ -55,29 +56,6 @@ func (o ConnOptions) withDefaults() ConnOptions {
 	return o
 }
 
-// LeaderChange is a change of the server that answers commands, as this client saw it.
-type LeaderChange struct {
-	At    time.Time `json:"at"` // first answer from the new leader
-	From  string    `json:"from"`
-	To    string    `json:"to"`
-	GapNs int64     `json:"gap_ns"` // last answer from the old leader -> first answer from the new one
-}
-
-// ConnStats counts what happened to a client's connections.
-type ConnStats struct {
-	Leader        string         `json:"leader"` // the last server that answered a command
-	Connects      int64          `json:"connects"`
-	Reconnects    int64          `json:"reconnects"` // connections opened after a leader had answered
-	DialFailures  int64          `json:"dial_failures"`
-	ConnLosses    int64          `json:"conn_losses"` // leader connections that died under the client
-	Redirects     int64          `json:"redirects"`   // StatusNotLeader answers
-	Errors        int64          `json:"errors"`      // StatusError answers (the command is resent)
-	PingTimeouts  int64          `json:"ping_timeouts"`
-	Resent        int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
-	Unknown       int64          `json:"unknown_answers,omitempty"`
-	LeaderChanges []LeaderChange `json:"leader_changes"`
-}
-
 // ErrNoLeader reports that no server answered a command as leader in time.
 var ErrNoLeader = errors.New("no leader")
 
@@ -117,7 +95,7 @@ type client struct {
 	retry     []retryItem
 	leader    *conn // last connection that answered OK first among its peers
 	lastOK    int64 // last OK from leader
-	stats     ConnStats
+	stats     rundir.ConnStats
 	closed    bool
 
 	retryCh chan struct{} // signalled (non-blocking) when retry grows
@@ -448,7 +426,7 @@ func (cl *client) confirmLocked(c *conn, at int64) {
 		case prev == nil:
 			cl.log.Info("leader found", "leader", c.addr)
 		case prev.addr != c.addr:
-			lc := LeaderChange{At: cl.unix(at), From: prev.addr, To: c.addr, GapNs: at - cl.lastOK}
+			lc := rundir.LeaderChange{At: cl.unix(at), From: prev.addr, To: c.addr, GapNs: at - cl.lastOK}
 			cl.stats.LeaderChanges = append(cl.stats.LeaderChanges, lc)
 			cl.log.Info("leader changed", "from", lc.From, "to", lc.To, "gap", time.Duration(lc.GapNs))
 		}
@@ -624,10 +602,10 @@ func (cl *client) close() {
 	cl.wg.Wait()
 }
 
-func (cl *client) snapshot() ConnStats {
+func (cl *client) snapshot() rundir.ConnStats {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	s := cl.stats
-	s.LeaderChanges = append([]LeaderChange(nil), cl.stats.LeaderChanges...)
+	s.LeaderChanges = append([]rundir.LeaderChange(nil), cl.stats.LeaderChanges...)
 	return s
 }

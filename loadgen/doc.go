@@ -10,6 +10,6 @@
 // Each stream keeps one connection to the leader, found by following NotLeader redirects, kept
 // alive with pings.
 //
-// Outputs: probes.bin (results.Probe records), probes.hlog (HdrHistogram interval log, readable
+// Outputs: probes.bin (rundir.Probe records), probes.hlog (HdrHistogram interval log, readable
 // by HistogramLogProcessor), stats.json (ProbeStats), bursts.bin.
 package loadgen

@@ -12,7 +12,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rig-dev/rig/loadgen/loadgentest"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 func startCluster(t *testing.T, n int) *loadgentest.Cluster {
@@ -37,9 +37,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // readSorted reads a probes file and sorts it by intended time.
-func readSorted(t *testing.T, path string) []results.Probe {
+func readSorted(t *testing.T, path string) []rundir.Probe {
 	t.Helper()
-	ps, err := results.ReadProbes(path)
+	ps, err := rundir.ReadProbes(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func readSorted(t *testing.T, path string) []results.Probe {
 
 // checkSchedule asserts that the records are exactly probes 0..n-1 of an open-loop schedule at
 // rate: probe i intended at start + i/rate, each once, whatever happened on the wire.
-func checkSchedule(t *testing.T, ps []results.Probe, rate float64) {
+func checkSchedule(t *testing.T, ps []rundir.Probe, rate float64) {
 	t.Helper()
 	if len(ps) == 0 {
 		t.Fatal("no probes recorded")
@@ -64,13 +64,13 @@ func checkSchedule(t *testing.T, ps []results.Probe, rate float64) {
 	}
 }
 
-func readStats(t *testing.T, dir string) ProbeStats {
+func readStats(t *testing.T, dir string) rundir.ProbeStats {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, StatsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st ProbeStats
+	var st rundir.ProbeStats
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func readHlog(t *testing.T, path string) []*hdr.Histogram {
 	}
 }
 
-func checkAccounting(t *testing.T, st ProbeStats) {
+func checkAccounting(t *testing.T, st rundir.ProbeStats) {
 	t.Helper()
 	if st.Answered+st.Lost != st.Scheduled {
 		t.Errorf("answered %d + lost %d != scheduled %d", st.Answered, st.Lost, st.Scheduled)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Preload defaults. A batch is one raft entry, and at sync level > 0 every append waits for a
@@ -56,31 +57,6 @@ type PreloadProgress struct {
 	Total   int64         // orders to send
 	Elapsed time.Duration // since the first send
 	Rate    float64       // orders/s over the last report interval
-}
-
-// Book describes the book a preload builds (enough to check that a probe crosses nothing).
-type Book struct {
-	Instruments int    `json:"instruments"`
-	Levels      int    `json:"levels"`
-	Seed        uint64 `json:"seed"`
-	BidLow      int64  `json:"bid_low"`
-	BidHigh     int64  `json:"bid_high"` // best possible bid
-	AskLow      int64  `json:"ask_low"`  // best possible ask
-	AskHigh     int64  `json:"ask_high"`
-	FirstID     uint64 `json:"first_id"`
-	LastID      uint64 `json:"last_id"`
-}
-
-// PreloadStats is what a preload did.
-type PreloadStats struct {
-	Orders       int64     `json:"orders"` // acknowledged by the leader
-	Batches      int64     `json:"batches"`
-	ElapsedNs    int64     `json:"elapsed_ns"` // first send -> last answer
-	OrdersPerSec float64   `json:"orders_per_sec"`
-	Duplicates   int64     `json:"duplicate_batches"` // resent batches the book had already applied (answered Rejected)
-	Filled       int64     `json:"filled"`            // quantity traded: must be 0
-	Book         Book      `json:"book"`
-	Conn         ConnStats `json:"conn"`
 }
 
 // ErrRejected reports that the engine refused preload orders on their first send.
@@ -145,8 +121,8 @@ func (o *PreloadOptions) normalize() error {
 	return nil
 }
 
-func (o *PreloadOptions) book() Book {
-	return Book{
+func (o *PreloadOptions) book() rundir.Book {
+	return rundir.Book{
 		Instruments: o.Instruments, Levels: o.Levels, Seed: o.Seed,
 		BidLow: o.Mid - o.Gap - int64(o.Levels-1), BidHigh: o.Mid - o.Gap,
 		AskLow: o.Mid + o.Gap, AskHigh: o.Mid + o.Gap + int64(o.Levels-1),
@@ -243,9 +219,9 @@ func (p *preloader) answer(corr uint64, r *wire.Response, at int64) {
 // Preload builds the resting book: Orders GTC orders in TypeBatch frames, InFlight batches
 // pipelined to the leader, following it across elections and resending what a lost
 // connection or leader left unanswered. It returns when the leader has applied every order.
-func Preload(ctx context.Context, opts PreloadOptions) (PreloadStats, error) {
+func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, error) {
 	if err := opts.normalize(); err != nil {
-		return PreloadStats{}, err
+		return rundir.PreloadStats{}, err
 	}
 	o := &opts
 	p := &preloader{
@@ -273,7 +249,7 @@ func Preload(ctx context.Context, opts PreloadOptions) (PreloadStats, error) {
 	p.cl.close()
 
 	p.mu.Lock()
-	st := PreloadStats{
+	st := rundir.PreloadStats{
 		Orders: p.acked, Batches: p.batches, ElapsedNs: p.lastAnswer,
 		Duplicates: p.dups, Filled: p.filled, Book: o.book(),
 	}

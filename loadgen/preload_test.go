@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // checkBook asserts the orders are exactly ids first..first+n-1, rest on both sides of every
@@ -134,7 +135,7 @@ func TestPreloadSurvivesDropsAndLeaderChange(t *testing.T) {
 	c.SetDelay(5 * time.Millisecond)
 	const n = 60_000
 	done := make(chan struct{})
-	var st PreloadStats
+	var st rundir.PreloadStats
 	var err error
 	go func() {
 		defer close(done)

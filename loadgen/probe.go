@@ -11,11 +11,14 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Files a probe run writes into ProbeOptions.Out.
 const (
-	ProbesFile     = "probes.bin"  // every probe: intended time, latency, outcome (results.ReadProbes), in completion order
+	ProbesFile     = "probes.bin"  // every probe: intended time, latency, outcome (rundir.ReadProbes), in completion order
 	ProbesHlogFile = "probes.hlog" // HdrHistogram interval log of probe latency in ns, one interval per Interval
 	StatsFile      = "stats.json"  // ProbeStats
 	BurstsFile     = "bursts.bin"  // every burst message, same format as probes.bin
@@ -106,29 +109,6 @@ func normalizeCommon(grace *time.Duration, instruments *int, price *int64, start
 	return nil
 }
 
-// ProbeStats is what a probe run measured (stats.json). Every probe due before the schedule
-// ended is either answered or lost: Scheduled = Answered + Lost once the run is done.
-type ProbeStats struct {
-	Start      time.Time    `json:"start"` // intended send time of probe 0
-	End        time.Time    `json:"end"`   // when the schedule ended
-	Rate       float64      `json:"rate"`
-	DurationNs int64        `json:"duration_ns"` // as configured (0: until stopped)
-	Phase      string       `json:"phase"`       // starting | running | draining | done
-	StopReason string       `json:"stop_reason"` // duration | stop | signal | error
-	Scheduled  int64        `json:"scheduled"`   // probes due before the schedule ended
-	Sent       int64        `json:"sent"`        // first sends
-	Answered   int64        `json:"answered"`    // OK or Rejected
-	Rejected   int64        `json:"rejected"`    // answered, but the book refused the order
-	Lost       int64        `json:"lost"`        // never answered within the grace period
-	Unsent     int64        `json:"unsent"`      // lost probes the sender never got onto a connection
-	Filled     int64        `json:"filled"`      // quantity the probes traded: must be 0
-	Latency    Latency      `json:"latency"`     // answered probes, from intended send time
-	SendLag    SendLag      `json:"send_lag"`
-	Conn       ConnStats    `json:"conn"` // reconnects, leader changes with timestamps...
-	Bursts     []BurstStats `json:"bursts,omitempty"`
-	Error      string       `json:"error,omitempty"`
-}
-
 // ProbeRun is a probe stream under way. Bursts can be added to it; Stop ends it early.
 type ProbeRun struct {
 	opts  ProbeOptions
@@ -136,7 +116,7 @@ type ProbeRun struct {
 	sink  *probeSink
 	ctx   context.Context
 	done  chan struct{}
-	stats ProbeStats
+	stats rundir.ProbeStats
 	err   error
 
 	bmu       sync.Mutex
@@ -194,10 +174,10 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 
 // Probe runs a probe stream to its end (Duration, or ctx) and returns what it measured. The
 // outputs are complete when it returns, error or not.
-func Probe(ctx context.Context, opts ProbeOptions) (ProbeStats, error) {
+func Probe(ctx context.Context, opts ProbeOptions) (rundir.ProbeStats, error) {
 	r, err := StartProbe(ctx, opts)
 	if err != nil {
-		return ProbeStats{}, err
+		return rundir.ProbeStats{}, err
 	}
 	return r.Wait()
 }
@@ -254,15 +234,15 @@ func (r *ProbeRun) Stop() { r.s.stop() }
 func (r *ProbeRun) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until the run is done and returns its final stats.
-func (r *ProbeRun) Wait() (ProbeStats, error) {
+func (r *ProbeRun) Wait() (rundir.ProbeStats, error) {
 	<-r.done
 	return r.stats, r.err
 }
 
 // Stats is a live copy of the run's figures (final once Done is closed).
-func (r *ProbeRun) Stats() ProbeStats {
+func (r *ProbeRun) Stats() rundir.ProbeStats {
 	c := r.s.counts()
-	st := ProbeStats{
+	st := rundir.ProbeStats{
 		Start: c.start, End: c.end,
 		Rate: r.opts.Rate, DurationNs: int64(r.opts.Duration),
 		Phase: c.phase, StopReason: c.stopReason,
@@ -286,12 +266,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // A follower first in the server list redirects; every probe is answered by the leader, after
@@ -54,7 +54,7 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 	}
 	checkSchedule(t, ps, rate)
 	for i, p := range ps {
-		if p.Outcome != results.ProbeOK {
+		if p.Outcome != rundir.ProbeOK {
 			t.Fatalf("probe %d outcome %d, want OK", i, p.Outcome)
 		}
 		if p.LatencyNs < int64(delay) {
@@ -264,7 +264,7 @@ func TestProbeServerGoneCountsLost(t *testing.T) {
 	checkSchedule(t, ps, 1000)
 	var lost int64
 	for _, p := range ps {
-		if p.Outcome == results.ProbeLost {
+		if p.Outcome == rundir.ProbeLost {
 			lost++
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rig-dev/rig/engine/wire"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Order id ranges. Probe ids have bit 63 set, burst ids bit 62 (and not 63), preload ids
@@ -39,19 +39,19 @@ func nextIDBase(bit uint64) uint64 { return bit | (idStamp.Add(1)&(1<<30-1))<<32
 // probeSink serializes records from any goroutine into one probes file.
 type probeSink struct {
 	mu  sync.Mutex
-	w   *results.ProbeWriter
+	w   *rundir.ProbeWriter
 	err error
 }
 
 func createSink(path string) (*probeSink, error) {
-	w, err := results.CreateProbes(path)
+	w, err := rundir.CreateProbes(path)
 	if err != nil {
 		return nil, err
 	}
 	return &probeSink{w: w}, nil
 }
 
-func (p *probeSink) write(pr results.Probe) {
+func (p *probeSink) write(pr rundir.Probe) {
 	p.mu.Lock()
 	if p.err == nil {
 		p.err = p.w.Write(pr)
@@ -230,7 +230,7 @@ func (s *stream) answer(corr uint64, r *wire.Response, at int64) {
 		s.cfg.log.Warn(s.cfg.kind + "s are trading: they must cross nothing, or the book changes under the measurement")
 	}
 	s.filled += r.Filled
-	s.cfg.sink.write(results.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: lat, Outcome: results.ProbeOK})
+	s.cfg.sink.write(rundir.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: lat, Outcome: rundir.ProbeOK})
 	s.lat.RecordValue(clampLatency(lat))
 	if s.hl != nil {
 		s.hl.answered(off/s.cfg.hlogWidth, lat)
@@ -537,7 +537,7 @@ func (s *stream) finish() error {
 		} else if s.hl != nil {
 			s.hl.lost(off / s.cfg.hlogWidth)
 		}
-		s.cfg.sink.write(results.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: s.closedAt - (s.start + off), Outcome: results.ProbeLost})
+		s.cfg.sink.write(rundir.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: s.closedAt - (s.start + off), Outcome: rundir.ProbeLost})
 		if s.cfg.onLost != nil {
 			s.cfg.onLost(i)
 		}
@@ -563,19 +563,8 @@ func (s *stream) finish() error {
 	return err
 }
 
-// Latency summarizes a latency histogram. Percentiles follow the rig's reporting rule: p99 only
-// from n >= 100, p99.9 only from n >= 1000 (omitted otherwise).
-type Latency struct {
-	N      int64 `json:"n"`
-	P50Ns  int64 `json:"p50_ns"`
-	P90Ns  int64 `json:"p90_ns"`
-	P99Ns  int64 `json:"p99_ns,omitempty"`
-	P999Ns int64 `json:"p999_ns,omitempty"`
-	MaxNs  int64 `json:"max_ns"`
-}
-
-func summarize(h *hdr.Histogram) Latency {
-	l := Latency{N: h.TotalCount()}
+func summarize(h *hdr.Histogram) rundir.Latency {
+	l := rundir.Latency{N: h.TotalCount()}
 	if l.N == 0 {
 		return l
 	}
@@ -591,26 +580,15 @@ func summarize(h *hdr.Histogram) Latency {
 	return l
 }
 
-// SendLag is how far behind schedule the sender put messages on the wire. A load generator
-// that cannot keep its schedule is a measurement trap: large values mean the client, not only
-// the server, shaped the figures (or the sender was blocked by a reconnect, which the latencies
-// already carry).
-type SendLag struct {
-	MaxNs int64 `json:"max_ns"`
-	P50Ns int64 `json:"p50_ns"`
-	P99Ns int64 `json:"p99_ns,omitempty"`
-	Late  int64 `json:"late"` // messages sent more than 1 ms after their intended time
-}
-
 // streamCounts is a consistent copy of a stream's counters.
 type streamCounts struct {
 	phase, stopReason                                         string
 	start, end                                                time.Time
 	scheduled, sent, answered, rejected, lost, unsent, filled int64
 	dups                                                      int64
-	latency                                                   Latency
-	lag                                                       SendLag
-	conn                                                      ConnStats
+	latency                                                   rundir.Latency
+	lag                                                       rundir.SendLag
+	conn                                                      rundir.ConnStats
 	err                                                       error
 }
 
@@ -628,7 +606,7 @@ func (s *stream) counts() streamCounts {
 			c.end = time.Unix(0, s.epochUnix+s.start+s.endAt)
 		}
 	}
-	c.lag = SendLag{MaxNs: s.maxLag, Late: s.late}
+	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late}
 	if n := s.lag.TotalCount(); n > 0 {
 		c.lag.P50Ns = s.lag.ValueAtQuantile(50)
 		if n >= 100 {

@@ -1,12 +1,10 @@
 package results
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // ErrNotRunDir classifies a path that is not a readable run folder.
@@ -42,10 +42,12 @@ func Analyze(runDir string) (*Summary, error) {
 // nanoseconds.
 type runData struct {
 	dir      string
-	man      runManifest
+	man      rundir.Manifest
 	hasMan   bool
-	events   []Event // sorted by T
-	probes   []Probe // sorted by IntendedNs, warm-up included
+	pb       playbooks.Playbook // the resolved playbook from the manifest
+	hasPB    bool
+	events   []rundir.Event // sorted by T
+	probes   []rundir.Probe // sorted by IntendedNs, warm-up included
 	hasProbe bool
 
 	firstPost   int   // index of the first probe sent at or after warmupEnd
@@ -65,52 +67,6 @@ type runData struct {
 
 // span is a time interval in unix nanoseconds.
 type span struct{ from, to int64 }
-
-// runManifest is the part of manifest.json the analysis reads. The playbook fields are optional
-// extras for the settings line.
-type runManifest struct {
-	RunID   string `json:"run_id"`
-	Target  string `json:"target"`
-	Status  string `json:"status"`
-	CPUs    int    `json:"cpus"`
-	LoadAvg struct {
-		Start []float64 `json:"start"`
-		End   []float64 `json:"end"`
-	} `json:"load_avg"`
-	Playbook struct {
-		Name   string `json:"name"`
-		Engine struct {
-			SyncLevel     *int   `json:"sync_level"`
-			SnapshotBlock *int64 `json:"snapshot_block"`
-			EncodeThreads *int   `json:"encode_threads"`
-		} `json:"engine"`
-		Preload struct {
-			Orders *int64 `json:"orders"`
-		} `json:"preload"`
-		Load struct {
-			ProbeRate *float64 `json:"probe_rate"`
-		} `json:"load"`
-		Duration *int64 `json:"duration"` // nanoseconds
-	} `json:"playbook"`
-	Loadgen struct {
-		Bursts []struct { // one per burst series started through the control API
-			Messages int            `json:"messages"` // per burst, as asked
-			Bursts   []loadgenBurst `json:"bursts"`
-		} `json:"bursts"`
-	} `json:"loadgen"`
-}
-
-// loadgenBurst is one burst as the load generator's stats.json reports it.
-type loadgenBurst struct {
-	Due          time.Time `json:"due"`
-	Sent         int       `json:"sent"`
-	Answered     int       `json:"answered"`
-	Lost         int       `json:"lost"`
-	SendNs       int64     `json:"send_ns"`
-	PeakPerMs    int       `json:"peak_per_ms"`
-	DrainNs      int64     `json:"drain_ns"`
-	MaxLatencyNs int64     `json:"max_latency_ns"`
-}
 
 func loadRun(dir string) (*runData, error) {
 	fi, err := os.Stat(dir)
@@ -134,71 +90,59 @@ func (d *runData) warnf(format string, args ...any) {
 }
 
 func (d *runData) readManifest() {
-	b, err := os.ReadFile(filepath.Join(d.dir, "manifest.json"))
+	m, err := rundir.ReadManifest(d.dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			d.warnf("no manifest.json: status unknown, load average not checked")
-		} else {
-			d.warnf("read manifest.json: %v", err)
-		}
-		return
-	}
-	// A field of an unexpected type leaves that field empty; the rest still decodes.
-	if err := json.Unmarshal(b, &d.man); err != nil {
 		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			d.warnf("no manifest.json: status unknown, load average not checked")
+			return
+		case m == nil:
+			d.warnf("read manifest.json: %v", err)
+			return
+		case !errors.As(err, &te):
 			d.warnf("manifest.json is not valid JSON (%v): status unknown, load average not checked", err)
 			return
 		}
+		// A field of an unexpected type leaves that field empty; the rest still decodes.
 		d.warnf("manifest.json: field %s has an unexpected type (%s): ignored", te.Field, te.Value)
 	}
-	d.hasMan = true
+	d.man, d.hasMan = *m, true
+	if len(m.Playbook) > 0 && string(m.Playbook) != "null" {
+		if err := json.Unmarshal(m.Playbook, &d.pb); err != nil {
+			d.warnf("manifest.json: playbook: %v: run settings from it left out", err)
+			return
+		}
+		d.hasPB = true
+	}
 }
 
 // readEvents reads events.jsonl, skipping (and reporting) lines it cannot decode: the tail of
 // an interrupted run may be torn, and everything before it is still good.
 func (d *runData) readEvents() {
-	path := filepath.Join(d.dir, "events.jsonl")
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			d.warnf("no events.jsonl: no timeline, snapshots or restarts")
-		} else {
-			d.warnf("read events.jsonl: %v", err)
-		}
+	evs, bad, err := rundir.ReadEvents(filepath.Join(d.dir, rundir.EventsFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.warnf("no events.jsonl: no timeline, snapshots or restarts")
 		return
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	var bad []string
-	for line := 1; ; line++ {
-		b, err := r.ReadBytes('\n')
-		if len(strings.TrimSpace(string(b))) > 0 {
-			var e Event
-			if jerr := json.Unmarshal(b, &e); jerr != nil {
-				bad = append(bad, fmt.Sprintf("events.jsonl:%d: %v", line, jerr))
-			} else {
-				d.events = append(d.events, e)
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				d.warnf("read events.jsonl: %v", err)
-			}
-			break
-		}
+	case err != nil:
+		d.warnf("read events.jsonl: %v", err)
 	}
 	if len(bad) > 0 {
-		d.warnf("skipped %d unreadable event line(s), first %s", len(bad), bad[0])
+		first := bad[0].Error()
+		if i := strings.Index(first, rundir.EventsFile+":"); i >= 0 { // name the file, not the folder it was in
+			first = first[i:]
+		}
+		d.warnf("skipped %d unreadable event line(s), first %s", len(bad), first)
 	}
 	// Node events carry the node's clock corrected by the measured offset, so they may arrive
 	// out of order.
-	slices.SortStableFunc(d.events, func(a, b Event) int { return a.T.Compare(b.T) })
+	slices.SortStableFunc(evs, func(a, b rundir.Event) int { return a.T.Compare(b.T) })
+	d.events = evs
 }
 
 func (d *runData) readProbes() {
-	path := filepath.Join(d.dir, "loadgen", "probes.bin")
-	ps, err := ReadProbes(path)
+	ps, err := rundir.ReadProbes(filepath.Join(d.dir, rundir.LoadgenDir, rundir.ProbesFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			d.warnf("no loadgen/probes.bin: no client latency figures")
@@ -208,7 +152,7 @@ func (d *runData) readProbes() {
 		return
 	}
 	// The load generator records a probe when it completes, not when it was due: nearly sorted.
-	byIntended := func(a, b Probe) int { return cmp.Compare(a.IntendedNs, b.IntendedNs) }
+	byIntended := func(a, b rundir.Probe) int { return cmp.Compare(a.IntendedNs, b.IntendedNs) }
 	if !slices.IsSortedFunc(ps, byIntended) {
 		slices.SortFunc(ps, byIntended)
 	}
@@ -216,9 +160,9 @@ func (d *runData) readProbes() {
 }
 
 // runMark returns the time of the first run event with that phase.
-func (d *runData) runMark(phase string) (int64, bool) {
+func (d *runData) runMark(phase rundir.RunPhase) (int64, bool) {
 	for _, e := range d.events {
-		if e.Kind == KindRun && e.Phase == phase {
+		if e.IsRun(phase) {
 			return e.T.UnixNano(), true
 		}
 	}
@@ -232,14 +176,14 @@ func (d *runData) resolveTimes() {
 	}
 	for _, p := range d.probes {
 		end := p.IntendedNs
-		if p.Outcome == ProbeOK {
+		if p.Outcome == rundir.ProbeOK {
 			end += p.LatencyNs
 		}
 		last = max(last, end)
 	}
 
 	var ok bool
-	if d.origin, d.loadStarted = d.runMark("load_start"); !d.loadStarted {
+	if d.origin, d.loadStarted = d.runMark(rundir.LoadStart); !d.loadStarted {
 		switch {
 		case len(d.probes) > 0:
 			d.origin = d.probes[0].IntendedNs
@@ -249,18 +193,18 @@ func (d *runData) resolveTimes() {
 			d.warnf("no load_start event: times are offsets from the first event")
 		}
 	}
-	if d.warmupEnd, ok = d.runMark("warmup_end"); !ok {
+	if d.warmupEnd, ok = d.runMark(rundir.WarmupEnd); !ok {
 		d.warmupEnd = d.origin
 		if len(d.probes) > 0 {
 			d.warnf("no warmup_end event: no probe excluded as warm-up")
 		}
 	}
-	if d.loadEnd, ok = d.runMark("load_end"); !ok {
-		if d.loadEnd, ok = d.runMark("end"); !ok {
+	if d.loadEnd, ok = d.runMark(rundir.LoadEnd); !ok {
+		if d.loadEnd, ok = d.runMark(rundir.RunEnd); !ok {
 			d.loadEnd = last
 		}
 	}
-	if d.runEnd, ok = d.runMark("end"); !ok {
+	if d.runEnd, ok = d.runMark(rundir.RunEnd); !ok {
 		d.runEnd = last
 	}
 	d.runEnd = max(d.runEnd, d.loadEnd)
@@ -299,8 +243,7 @@ func (d *runData) readStatuses() {
 	for _, e := range d.events {
 		switch {
 		case e.Node == "":
-		case e.Kind == KindPhase, e.Kind == KindRole, e.Kind == KindSnapshot,
-			e.Kind == KindAction && (e.Action == "kill" || e.Action == "relaunch"):
+		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, e.IsAction(rundir.ActKill), e.IsAction(rundir.ActRelaunch):
 			if _, ok := d.statuses[e.Node]; !ok {
 				d.statuses[e.Node] = nil
 			}
@@ -321,39 +264,11 @@ func nsToUs(ns int64) float64 { return float64(ns) / 1e3 }
 func nsToMs(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e3 }
 func valPtr[T any](v T) *T    { return &v }
 
-// detailNum reads a number from an event's detail (JSON numbers decode as float64).
-func detailNum(m map[string]any, key string) (float64, bool) {
-	switch v := m[key].(type) {
-	case float64:
-		return v, true
-	case int:
-		return float64(v), true
-	case int64:
-		return float64(v), true
-	case uint64:
-		return float64(v), true
-	case json.Number:
-		f, err := v.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
-func detailInt(m map[string]any, key string) (int64, bool) {
-	f, ok := detailNum(m, key)
-	return int64(f), ok
-}
-
-func detailStr(m map[string]any, key string) string {
-	s, _ := m[key].(string)
-	return s
-}
-
 // actions returns the action events of one kind, in time order.
-func (d *runData) actions(kind string) []Event {
-	var out []Event
+func (d *runData) actions(name rundir.ActionName) []rundir.Event {
+	var out []rundir.Event
 	for _, e := range d.events {
-		if e.Kind == KindAction && e.Action == kind {
+		if e.IsAction(name) {
 			out = append(out, e)
 		}
 	}
@@ -378,7 +293,7 @@ func (d *runData) windowStats(from, to int64, skip []span) Stats {
 		if inAny(p.IntendedNs, skip) {
 			continue
 		}
-		if p.Outcome != ProbeOK {
+		if p.Outcome != rundir.ProbeOK {
 			lost++
 			continue
 		}
@@ -404,7 +319,7 @@ func (d *runData) withDrain(spans []span) []span {
 		lo, hi := d.probeRange(sw.from-int64(drainBaseline), sw.from)
 		var pre []int64
 		for _, p := range d.probes[lo:hi] {
-			if p.Outcome == ProbeOK {
+			if p.Outcome == rundir.ProbeOK {
 				pre = append(pre, p.LatencyNs)
 			}
 		}
@@ -416,7 +331,7 @@ func (d *runData) withDrain(spans []span) []span {
 		end := sw.to + int64(drainMax)
 		lo, hi = d.probeRange(sw.to+1, end)
 		for j, p := range d.probes[lo:hi] {
-			if p.Outcome == ProbeOK && p.LatencyNs <= median {
+			if p.Outcome == rundir.ProbeOK && p.LatencyNs <= median {
 				end = p.IntendedNs - 1
 				if j == 0 { // back to normal at once: no drain
 					end = sw.to
@@ -479,7 +394,7 @@ func percentileNs(sorted []int64, num, den int) int64 {
 func (d *runData) summarize() *Summary {
 	s := &Summary{
 		RunID:                  d.man.RunID,
-		Playbook:               d.man.Playbook.Name,
+		Playbook:               d.pb.Name,
 		Status:                 d.man.Status,
 		Nodes:                  map[string]NodeFinal{},
 		Snapshots:              []SnapshotRow{},
@@ -517,8 +432,8 @@ func (d *runData) summarize() *Summary {
 	s.GCPauses, gc = d.gcRows()
 	s.Spike = d.spike(s, gc)
 	for _, e := range d.events {
-		if e.Kind == KindAction {
-			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: e.Action, Node: e.Node})
+		if e.Action != nil {
+			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})
 		}
 	}
 	warn = append(warn, flagUnplanned(s)...)
@@ -528,25 +443,23 @@ func (d *runData) summarize() *Summary {
 }
 
 func (d *runData) settings() Settings {
-	pb := d.man.Playbook
 	st := Settings{
-		CPUs:             d.man.CPUs,
-		LoadAvgStart:     d.man.LoadAvg.Start,
-		LoadAvgEnd:       d.man.LoadAvg.End,
-		ServerNodes:      len(d.nodes),
-		LoadS:            max(d.off(d.loadEnd), 0),
-		WarmupS:          d.off(d.warmupEnd),
-		SyncLevel:        pb.Engine.SyncLevel,
-		SnapshotBlock:    pb.Engine.SnapshotBlock,
-		EncodeThreads:    pb.Engine.EncodeThreads,
-		PreloadOrders:    pb.Preload.Orders,
-		PlannedProbeRate: pb.Load.ProbeRate,
+		CPUs:         d.man.CPUs,
+		LoadAvgStart: d.man.LoadAvg.Start,
+		LoadAvgEnd:   d.man.LoadAvg.End,
+		ServerNodes:  len(d.nodes),
+		LoadS:        max(d.off(d.loadEnd), 0),
+		WarmupS:      d.off(d.warmupEnd),
+	}
+	if pb := d.pb; d.hasPB {
+		st.SyncLevel, st.SnapshotBlock, st.EncodeThreads = &pb.Engine.SyncLevel, &pb.Engine.SnapshotBlock, &pb.Engine.EncodeThreads
+		st.PreloadOrders, st.PlannedProbeRate = &pb.Preload.Orders, &pb.Load.ProbeRate
 	}
 	if !d.loadStarted {
 		st.LoadS = 0
 	}
-	if pb.Duration != nil && *pb.Duration > 0 {
-		st.PlannedDurationS = valPtr(float64(*pb.Duration) / 1e9)
+	if d.hasPB && d.pb.Duration > 0 {
+		st.PlannedDurationS = valPtr(float64(d.pb.Duration) / 1e9)
 	}
 	if st.LoadS > 0 && len(d.probes) > 0 {
 		lo, hi := sort.Search(len(d.probes), func(i int) bool { return d.probes[i].IntendedNs >= d.origin }),
@@ -586,18 +499,14 @@ func (d *runData) trapWarnings() []string {
 		}
 	}
 	for _, e := range d.events {
-		if e.Kind != KindNote {
-			continue
-		}
-		msg := detailStr(e.Detail, "warning")
-		if msg == "" {
+		if e.Note == nil || e.Note.Warning == "" {
 			continue
 		}
 		where := fmt.Sprintf("at %.1f s", d.off(e.T.UnixNano()))
 		if e.Node != "" {
 			where += " on " + e.Node
 		}
-		w = append(w, fmt.Sprintf("%s (%s)", msg, where))
+		w = append(w, fmt.Sprintf("%s (%s)", e.Note.Warning, where))
 	}
 	return w
 }
@@ -638,19 +547,13 @@ func orDash(s string) string {
 	return s
 }
 
-// snapshotRows builds one row per snapshot action and records the snapshot windows.
+// snapshotRows builds one row per snapshot action and records the snapshot windows. The
+// action carries the log index the leader answered with; every node's take of that index is
+// matched to it.
 func (d *runData) snapshotRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions("snapshot")
-	var taken []Event // finished snapshots; restores are not takes
-	for _, e := range d.events {
-		if e.Kind == KindSnapshot {
-			if r, _ := e.Detail["restored"].(bool); !r {
-				taken = append(taken, e)
-			}
-		}
-	}
-	relaunches := d.actions("relaunch")
+	acts := d.actions(rundir.ActSnapshot)
+	relaunches := d.actions(rundir.ActRelaunch)
 	// relaunchedBetween: a node relaunched after the action reports the snapshot it restored,
 	// not one it took.
 	relaunchedBetween := func(node string, from, to int64) bool {
@@ -661,68 +564,32 @@ func (d *runData) snapshotRows(s *Summary) []string {
 		}
 		return false
 	}
-	claimed := map[int64]bool{}
-	for _, a := range acts {
-		if ix, ok := detailInt(a.Detail, "index"); ok {
-			claimed[ix] = true
-		}
-	}
 	for i, a := range acts {
 		at := a.T.UnixNano()
 		next := int64(math.MaxInt64)
 		if i+1 < len(acts) {
 			next = acts[i+1].T.UnixNano()
 		}
-		row := SnapshotRow{AtS: d.off(at), Leader: detailStr(a.Detail, "leader"), TakeMs: map[string]float64{}}
-		idx, ok := detailInt(a.Detail, "index")
-		if !ok { // the runner notes the index the leader answered with, after the action
+		sa := a.Action.Snapshot
+		row := SnapshotRow{AtS: d.off(at), Leader: sa.Leader, TakeMs: map[string]float64{}}
+		var finish int64
+		if sa.Index != nil {
+			idx := *sa.Index
+			row.Index = valPtr(int64(idx))
 			for _, e := range d.events {
 				t := e.T.UnixNano()
-				if e.Kind == KindNote && e.Action == "snapshot" && t >= at && t < next {
-					if ix, has := detailInt(e.Detail, "index"); has && !claimed[ix] {
-						idx, ok = ix, true
-						claimed[ix] = true
-						if row.Leader == "" {
-							row.Leader = detailStr(e.Detail, "leader")
-						}
-						break
-					}
-				}
-			}
-		}
-		if !ok { // nor a note: the first unclaimed index a node finished after the action
-			for _, e := range taken {
-				t := e.T.UnixNano()
-				if ix, has := detailInt(e.Detail, "index"); has && t >= at && t < next && !claimed[ix] {
-					idx, ok = ix, true
-					claimed[ix] = true
-					break
-				}
-			}
-		}
-		var finish int64
-		if ok {
-			row.Index = valPtr(idx)
-			for _, e := range taken {
-				t := e.T.UnixNano()
-				if ix, _ := detailInt(e.Detail, "index"); ix != idx || t >= next || relaunchedBetween(e.Node, at, t) {
+				if e.Snapshot == nil || e.Snapshot.Restored || e.Snapshot.Index != idx || t >= next || relaunchedBetween(e.Node, at, t) {
 					continue
 				}
 				if _, seen := row.TakeMs[e.Node]; seen {
 					continue
 				}
-				if v, has := detailNum(e.Detail, "take_ms"); has {
-					row.TakeMs[e.Node] = v
+				row.TakeMs[e.Node] = e.Snapshot.TakeMs
+				if row.PersistedMs == nil {
+					row.PersistedMs = map[string]float64{}
 				}
-				if v, has := detailNum(e.Detail, "persisted_ms"); has {
-					if row.PersistedMs == nil {
-						row.PersistedMs = map[string]float64{}
-					}
-					row.PersistedMs[e.Node] = v
-				}
-				if b, has := detailInt(e.Detail, "bytes"); has {
-					row.Bytes = max(row.Bytes, b)
-				}
+				row.PersistedMs[e.Node] = e.Snapshot.PersistedMs
+				row.Bytes = max(row.Bytes, e.Snapshot.Bytes)
 				// A node that was down or catching up at the action takes the snapshot when its
 				// replay reaches the marker: a real take, but not part of the pause clients saw.
 				if d.stateAt(e.Node, at) == engine.PhaseReady {
@@ -756,7 +623,7 @@ func (d *runData) pause(row *SnapshotRow, w span) {
 	worstLost := false
 	for _, p := range d.probes[lo:hi] {
 		row.WindowProbes++
-		lat, lost := p.LatencyNs, p.Outcome != ProbeOK
+		lat, lost := p.LatencyNs, p.Outcome != rundir.ProbeOK
 		if lost {
 			row.WindowLost++
 			lat = max(lat, d.loadEnd-p.IntendedNs)
@@ -774,12 +641,12 @@ func (d *runData) pause(row *SnapshotRow, w span) {
 
 // restartRows builds one row per kill action.
 func (d *runData) restartRows(s *Summary) []string {
-	kills := d.actions("kill")
+	kills := d.actions(rundir.ActKill)
 	if len(kills) == 0 {
 		return nil
 	}
 	var warn []string
-	relaunches := d.actions("relaunch")
+	relaunches := d.actions(rundir.ActRelaunch)
 	usedRelaunch := make([]bool, len(relaunches))
 
 	firstKill := kills[0].T.UnixNano()
@@ -795,7 +662,7 @@ func (d *runData) restartRows(s *Summary) []string {
 				break
 			}
 		}
-		row := RestartRow{Node: node, Signal: detailStr(k.Detail, "signal"), KillS: d.off(kt), PhasesMs: map[string]float64{}}
+		row := RestartRow{Node: node, Signal: k.Action.Kill.Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
 		row.Windows.AllUp = allUp
 		var rl int64 = -1
 		for j, r := range relaunches {
@@ -814,7 +681,7 @@ func (d *runData) restartRows(s *Summary) []string {
 
 		var ready int64 = -1
 		for _, e := range d.events {
-			if t := e.T.UnixNano(); e.Kind == KindPhase && e.Node == node && e.Phase == engine.PhaseReady && t >= rl && t < nextKill {
+			if t := e.T.UnixNano(); e.Phase != nil && e.Node == node && e.Phase.To == engine.PhaseReady && t >= rl && t < nextKill {
 				ready = t
 				break
 			}
@@ -826,14 +693,14 @@ func (d *runData) restartRows(s *Summary) []string {
 		cur, entered := engine.PhaseStarting, rl
 		for _, e := range d.events {
 			t := e.T.UnixNano()
-			if e.Kind != KindPhase || e.Node != node || !knownPhase(e.Phase) || t < rl || t >= end {
+			if e.Phase == nil || e.Node != node || !knownPhase(e.Phase.To) || t < rl || t >= end {
 				continue
 			}
-			if e.Phase == cur {
+			if e.Phase.To == cur {
 				continue
 			}
 			row.PhasesMs[cur] += nsToMs(t - entered)
-			cur, entered = e.Phase, t
+			cur, entered = e.Phase.To, t
 		}
 		row.PhasesMs[cur] += nsToMs(end - entered)
 		if ready >= 0 {
@@ -890,7 +757,7 @@ func (d *runData) window(from, to int64, open, excludeSnaps bool) Window {
 // leaders records who led at load start and every leadership change after it.
 func (d *runData) leaders(s *Summary) {
 	for _, e := range d.events {
-		if e.Kind != KindRole || e.Role != engine.RoleLeader {
+		if e.Role == nil || e.Role.To != engine.RoleLeader {
 			continue
 		}
 		if t := e.T.UnixNano(); t < d.origin {
@@ -901,8 +768,7 @@ func (d *runData) leaders(s *Summary) {
 	}
 }
 
-// phaseDown is the agent's pseudo-phase for an engine process that has exited.
-const phaseDown = "down"
+const phaseDown = rundir.PhaseDown
 
 // knownPhase tells engine phases (and the agent's "down") from the other transitions the
 // runner logs as phase events (process launch with an empty phase, signals by name).
@@ -927,11 +793,11 @@ func (d *runData) nodeStates() map[string][]stateChange {
 	for _, e := range d.events {
 		t := e.T.UnixNano()
 		switch {
-		case e.Kind == KindPhase && knownPhase(e.Phase):
-			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase})
-		case e.Kind == KindAction && e.Action == "kill":
+		case e.Phase != nil && knownPhase(e.Phase.To):
+			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase.To})
+		case e.IsAction(rundir.ActKill):
 			per[e.Node] = append(per[e.Node], stateChange{t, phaseDown})
-		case e.Kind == KindAction && e.Action == "relaunch":
+		case e.IsAction(rundir.ActRelaunch):
 			per[e.Node] = append(per[e.Node], stateChange{t, engine.PhaseStarting})
 		}
 	}

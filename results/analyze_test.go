@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // none marks a figure that must be absent (nil) in want().
@@ -261,7 +262,7 @@ func TestSnapshotTakesNotRestores(t *testing.T) {
 	f.run(100, "warmup_end")
 	f.snap(500, "node-0", 3, 40, nil) // an earlier snapshot, before the action: not this one
 	f.action(600, "kill", "node-1", map[string]any{"signal": "KILL"})
-	f.action(1000, "snapshot", "node-0", map[string]any{"leader": "node-0"})
+	f.action(1000, "snapshot", "node-0", map[string]any{"leader": "node-0", "index": 7})
 	f.snap(1200, "node-0", 7, 120, nil)
 	f.snap(1250, "node-2", 7, 130, nil)
 	f.action(3000, "relaunch", "node-1", nil)
@@ -269,9 +270,9 @@ func TestSnapshotTakesNotRestores(t *testing.T) {
 	f.snap(4100, "node-2", 7, 99, map[string]any{"restored": true}) // flagged restore
 	f.phase(5000, "node-1", engine.PhaseReady)
 	f.run(6000, "load_end")
-	ps := []Probe{}
+	ps := []rundir.Probe{}
 	for ms := int64(0); ms < 6000; ms += 50 {
-		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 2_000_000, Outcome: ProbeOK})
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 2_000_000, Outcome: rundir.ProbeOK})
 	}
 	f.probes(ps)
 	s, err := Analyze(f.close())
@@ -416,9 +417,9 @@ func TestRestartCutByNextKill(t *testing.T) {
 	f.action(14000, "relaunch", "node-1", nil)
 	f.phase(15000, "node-1", engine.PhaseReady)
 	f.run(20000, "load_end")
-	var ps []Probe
+	var ps []rundir.Probe
 	for ms := int64(0); ms < 20000; ms += 100 {
-		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 1_000_000})
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 1_000_000})
 	}
 	f.probes(ps)
 	s, err := Analyze(f.close())
@@ -461,13 +462,13 @@ func TestAllUpLeavesOutTheDrain(t *testing.T) {
 	f.action(15000, "kill", "node-1", map[string]any{"signal": "KILL"})
 	f.phase(15010, "node-1", "down")
 	f.run(20000, "load_end")
-	var ps []Probe
+	var ps []rundir.Probe
 	for ms := int64(0); ms < 20000; ms += 10 {
 		lat := int64(1_000_000)
 		if ms > 6200 && ms < 8000 { // the drain: 50 ms until 8.0 s
 			lat = 50_000_000
 		}
-		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat})
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat})
 	}
 	f.probes(ps)
 	s, err := Analyze(f.close())

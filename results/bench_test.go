@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // benchRun is the follower-restart fixture's timeline with n probes spread over its 60 s of load
@@ -14,15 +16,15 @@ import (
 func benchRun(b *testing.B, n int) string {
 	dir := followerRestartRun(b)
 	rng := rand.New(rand.NewPCG(1, 2))
-	ps := make([]Probe, n)
+	ps := make([]rundir.Probe, n)
 	step := int64(60*time.Second) / int64(n)
 	for i := range ps {
 		lat := int64(float64(time.Millisecond) * (0.5 + rng.ExpFloat64()))
-		out := ProbeOK
+		out := rundir.ProbeOK
 		if rng.IntN(100_000) == 0 {
-			out = ProbeLost
+			out = rundir.ProbeLost
 		}
-		ps[i] = Probe{IntendedNs: t0.UnixNano() + int64(i)*step, LatencyNs: lat, Outcome: out}
+		ps[i] = rundir.Probe{IntendedNs: t0.UnixNano() + int64(i)*step, LatencyNs: lat, Outcome: out}
 	}
 	f := &fixture{t: b, dir: dir}
 	f.probes(ps)

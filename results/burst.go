@@ -1,11 +1,10 @@
 package results
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // BurstRow is one micro-burst: B messages sent back to back, as the load generator saw them.
@@ -28,6 +27,9 @@ type BurstRow struct {
 // burstRows reads the bursts from the manifest's load generator stats, and the UDP receive
 // buffer errors from each node's OS samples.
 func (d *runData) burstRows(s *Summary) {
+	if d.man.Loadgen == nil {
+		return
+	}
 	for _, series := range d.man.Loadgen.Bursts {
 		for _, b := range series.Bursts {
 			row := BurstRow{
@@ -48,7 +50,7 @@ func (d *runData) burstRows(s *Summary) {
 // node's).
 func (d *runData) sampleFigures(s *Summary) []string {
 	var warn []string
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*", "samples", "*.ndjson"))
+	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*.ndjson"))
 	for _, f := range files {
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
 		st, ok := readSampleFile(f)
@@ -75,27 +77,8 @@ type sampleFile struct {
 
 func readSampleFile(path string) (sampleFile, bool) {
 	var out sampleFile
-	f, err := os.Open(path)
-	if err != nil {
-		return out, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var s struct {
-			CPUs int `json:"cpus"`
-			Load struct {
-				Load1      float64 `json:"load1"`
-				Overloaded bool    `json:"overloaded"`
-			} `json:"load"`
-			UDP struct {
-				RcvbufErrorsDelta uint64 `json:"rcvbuf_errors_delta"`
-			} `json:"udp"`
-		}
-		if json.Unmarshal(sc.Bytes(), &s) != nil {
-			continue
-		}
+	samples, _ := rundir.ReadSamplesFile(path) // what decodes counts; a damaged file is not a finding
+	for _, s := range samples {
 		out.n++
 		out.rcvbuf += s.UDP.RcvbufErrorsDelta
 		out.cpus = max(out.cpus, s.CPUs)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 func TestBurstRowsAndRcvbufErrors(t *testing.T) {
@@ -61,7 +62,7 @@ func TestDiskPlotFromSamples(t *testing.T) {
 	f.action(2000, "snapshot", "node-0", nil)
 	f.run(5000, "load_end")
 	f.status("node-0", engine.Status{Phase: "ready", StateHash: "ab"})
-	f.probes([]Probe{{IntendedNs: at(1500).UnixNano(), LatencyNs: 1e6}})
+	f.probes([]rundir.Probe{{IntendedNs: at(1500).UnixNano(), LatencyNs: 1e6}})
 	var lines []byte
 	for ms := int64(0); ms < 5000; ms += 500 {
 		b, _ := json.Marshal(map[string]any{"time": at(ms), "disks": []any{map[string]any{"wmb_s": float64(ms) / 100}}})

@@ -1,18 +1,16 @@
 package results
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // PlotDisk is every server's disk write throughput over the run, from the agents' OS samples:
@@ -29,31 +27,19 @@ var nodeColors = []color.RGBA{
 func (d *runData) diskSeries() map[string]plotter.XYs {
 	out := map[string]plotter.XYs{}
 	for _, node := range d.nodes {
-		files, _ := filepath.Glob(filepath.Join(d.dir, node, "samples", "*.ndjson"))
+		files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*.ndjson"))
 		for _, f := range files {
-			fh, err := os.Open(f)
-			if err != nil {
-				continue
-			}
-			sc := bufio.NewScanner(fh)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				var s struct {
-					Time  time.Time `json:"time"`
-					Disks []struct {
-						WriteMB float64 `json:"wmb_s"`
-					} `json:"disks"`
-				}
-				if json.Unmarshal(sc.Bytes(), &s) != nil || s.Time.IsZero() {
+			samples, _ := rundir.ReadSamplesFile(f)
+			for _, s := range samples {
+				if s.Time.IsZero() {
 					continue
 				}
 				var mb float64
 				for _, dk := range s.Disks {
-					mb += dk.WriteMB
+					mb += dk.WriteMBPer
 				}
 				out[node] = append(out[node], plotter.XY{X: d.off(s.Time.UnixNano()), Y: mb})
 			}
-			fh.Close()
 		}
 		sort.Slice(out[node], func(i, j int) bool { return out[node][i].X < out[node][j].X })
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // t0 is load_start in every fixture; offsets are in milliseconds so that every boundary is exact.
@@ -15,38 +16,56 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-// fixture writes a run folder the way the runner does: events through EventLog, probes through
-// CreateProbes, <node>/status.json as engine.Status, manifest.json.
+// fixture writes a run folder the way the runner does: events through rundir.EventLog, probes
+// through rundir.CreateProbes, <node>/status.json as engine.Status, manifest.json.
 type fixture struct {
 	t   testing.TB
 	dir string
-	ev  *EventLog
+	ev  *rundir.EventLog
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	ev, err := CreateEventLog(filepath.Join(dir, "events.jsonl"))
+	ev, err := rundir.CreateEventLog(filepath.Join(dir, "events.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, dir: dir, ev: ev}
 }
 
+// add writes one event given as its events.jsonl line (kind, envelope fields, detail), decoded
+// into the typed event first: the fixtures read like the file they produce.
+func (f *fixture) add(ms int64, line map[string]any) {
+	f.t.Helper()
+	line["t"] = at(ms)
+	b, err := json.Marshal(line)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var e rundir.Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		f.t.Fatalf("fixture event %s: %v", b, err)
+	}
+	if err := f.ev.Add(e); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) run(ms int64, phase string) {
-	f.ev.Add(Event{T: at(ms), Kind: KindRun, Phase: phase})
+	f.add(ms, map[string]any{"kind": "run", "phase": phase})
 }
 
 func (f *fixture) action(ms int64, action, node string, detail map[string]any) {
-	f.ev.Add(Event{T: at(ms), Kind: KindAction, Action: action, Node: node, Detail: detail})
+	f.add(ms, map[string]any{"kind": "action", "action": action, "node": node, "detail": detail})
 }
 
 func (f *fixture) phase(ms int64, node, to string) {
-	f.ev.Add(Event{T: at(ms), Kind: KindPhase, Node: node, Phase: to})
+	f.add(ms, map[string]any{"kind": "phase", "node": node, "phase": to})
 }
 
 func (f *fixture) role(ms int64, node, to string) {
-	f.ev.Add(Event{T: at(ms), Kind: KindRole, Node: node, Role: to})
+	f.add(ms, map[string]any{"kind": "role", "node": node, "role": to})
 }
 
 func (f *fixture) snap(ms int64, node string, index int, takeMs float64, extra map[string]any) {
@@ -54,19 +73,39 @@ func (f *fixture) snap(ms int64, node string, index int, takeMs float64, extra m
 	for k, v := range extra {
 		d[k] = v
 	}
-	f.ev.Add(Event{T: at(ms), Kind: KindSnapshot, Node: node, Detail: d})
+	f.add(ms, map[string]any{"kind": "snapshot", "node": node, "detail": d})
 }
 
+// note writes a note; with action "snapshot" it is the index note rigs wrote before the
+// snapshot action carried its index.
 func (f *fixture) note(ms int64, node, action string, detail map[string]any) {
-	f.ev.Add(Event{T: at(ms), Kind: KindNote, Node: node, Action: action, Detail: detail})
+	line := map[string]any{"kind": "note", "node": node, "action": action, "detail": detail}
+	if action == "" {
+		f.add(ms, line)
+		return
+	}
+	// No writer makes these any more: append the line as an older rig wrote it.
+	line["t"] = at(ms)
+	b, err := json.Marshal(line)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	fh, err := os.OpenFile(filepath.Join(f.dir, "events.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.Write(append(b, '\n')); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
-func (f *fixture) probes(ps []Probe) {
+func (f *fixture) probes(ps []rundir.Probe) {
 	f.t.Helper()
 	if err := os.MkdirAll(filepath.Join(f.dir, "loadgen"), 0o755); err != nil {
 		f.t.Fatal(err)
 	}
-	w, err := CreateProbes(filepath.Join(f.dir, "loadgen", "probes.bin"))
+	w, err := rundir.CreateProbes(filepath.Join(f.dir, "loadgen", "probes.bin"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -118,7 +157,7 @@ func (f *fixture) close() string {
 //	5.0 s: 7 ms (all-up max); 9.0 s: 9 ms (first probe of snapshot 1's window);
 //	10.0 s: 450 ms (snapshot 1's pause); 29.99 s: 2.5 ms (last probe of a half-open window);
 //	30.0 s: 4 ms (first probe of the rejoin window); lost: 25.0 s, 30.5 s, 50.5 s.
-func scenarioProbe(k int) Probe {
+func scenarioProbe(k int) rundir.Probe {
 	ms := int64(k) * 10
 	us := int64(1000)
 	switch {
@@ -131,7 +170,7 @@ func scenarioProbe(k int) Probe {
 	case ms >= 45000:
 		us = 1500
 	}
-	out := ProbeOK
+	out := rundir.ProbeOK
 	switch ms {
 	case 5000:
 		us = 7000
@@ -144,13 +183,13 @@ func scenarioProbe(k int) Probe {
 	case 30000:
 		us = 4000
 	case 25000:
-		us, out = 5_000_000, ProbeLost
+		us, out = 5_000_000, rundir.ProbeLost
 	case 30500:
-		us, out = 500_000, ProbeLost
+		us, out = 500_000, rundir.ProbeLost
 	case 50500:
-		us, out = 10_000, ProbeLost // gave up early: the pause still counts to the end of load
+		us, out = 10_000, rundir.ProbeLost // gave up early: the pause still counts to the end of load
 	}
-	return Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: us * 1000, Outcome: out}
+	return rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: us * 1000, Outcome: out}
 }
 
 const scenarioProbes = 6000
@@ -208,7 +247,7 @@ func followerRestartRun(t testing.TB) string {
 	f.run(60500, "load_end")
 	f.run(61000, "end")
 
-	ps := make([]Probe, scenarioProbes)
+	ps := make([]rundir.Probe, scenarioProbes)
 	for k := range ps {
 		ps[k] = scenarioProbe(k)
 	}

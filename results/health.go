@@ -3,6 +3,8 @@ package results
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Limits past which a run's figures describe something else than the playbook asked for, so the
@@ -37,8 +39,8 @@ func applyHealth(s *Summary) []string {
 	if len(why) == 0 {
 		return nil
 	}
-	if s.Status == StatusOK {
-		s.Status = StatusFailed
+	if s.Status == rundir.StatusOK {
+		s.Status = rundir.StatusFailed
 		s.StatusReason = strings.Join(why, "; ")
 	}
 	out := make([]string, len(why))

@@ -21,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Plot files, relative to the run folder.
@@ -127,7 +128,7 @@ func (d *runData) timeAxisLabel() string {
 
 func (d *runData) hasPhaseEvents() bool {
 	for _, e := range d.events {
-		if e.Kind == KindPhase {
+		if e.Phase != nil {
 			return true
 		}
 	}
@@ -154,17 +155,17 @@ func bucketWidth(spanNs int64) int64 {
 
 // latencyBuckets downsamples probes (sorted by intended time) to per-slice p50 and max. It sorts
 // each slice on its own, so the cost is O(n log(n/slices)) and one scratch slice.
-func latencyBuckets(probes []Probe, origin, width int64) []latencyBucket {
+func latencyBuckets(probes []rundir.Probe, origin, width int64) []latencyBucket {
 	var out []latencyBucket
 	var scratch []int64
-	slot := func(p Probe) int64 { return floorDiv(p.IntendedNs-origin, width) }
+	slot := func(p rundir.Probe) int64 { return floorDiv(p.IntendedNs-origin, width) }
 	for i := 0; i < len(probes); {
 		k := slot(probes[i])
 		j := i
 		scratch = scratch[:0]
 		lost := false
 		for ; j < len(probes) && slot(probes[j]) == k; j++ {
-			if probes[j].Outcome == ProbeOK {
+			if probes[j].Outcome == rundir.ProbeOK {
 				scratch = append(scratch, probes[j].LatencyNs)
 			} else {
 				lost = true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // StepDownRow is one graceful leader hand-off (step_down action) and what clients saw of it.
@@ -32,7 +33,7 @@ type StepDownRow struct {
 // stepDownRows builds one row per step_down action.
 func (d *runData) stepDownRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions("step_down")
+	acts := d.actions(rundir.ActStepDown)
 	for i, a := range acts {
 		at := a.T.UnixNano()
 		row := StepDownRow{AtS: d.off(at), From: a.Node, NormalP50Us: s.Normal.P50Us}
@@ -43,7 +44,7 @@ func (d *runData) stepDownRows(s *Summary) []string {
 		end := limit
 		for _, e := range d.events {
 			t := e.T.UnixNano()
-			if e.Kind == KindRole && e.Role == engine.RoleLeader && t >= at && t < limit {
+			if e.Role != nil && e.Role.To == engine.RoleLeader && t >= at && t < limit {
 				row.To, row.NewLeaderMs = e.Node, valPtr(nsToMs(t-at))
 				end = min(t+int64(1e9), limit)
 				break

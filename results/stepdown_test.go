@@ -3,6 +3,8 @@ package results
 import (
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // A step-down at +5 s: node-1 reports leadership 50 ms later; probes sent in those 50 ms wait
@@ -16,7 +18,7 @@ func TestStepDownRows(t *testing.T) {
 	f.role(5050, "node-1", "leader")
 	f.action(9000, "step_down", "node-1", nil) // no new leader before the load ends
 	f.run(10000, "load_end")
-	var ps []Probe
+	var ps []rundir.Probe
 	for ms := int64(0); ms < 10000; ms += 10 {
 		lat := time.Millisecond
 		switch {
@@ -25,7 +27,7 @@ func TestStepDownRows(t *testing.T) {
 		case ms == 8000:
 			lat = 500 * time.Millisecond
 		}
-		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: int64(lat)})
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: int64(lat)})
 	}
 	f.probes(ps)
 	s, err := Analyze(f.close())

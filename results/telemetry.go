@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Engine telemetry beyond /status: a JVM engine's GC log (unified logging, -Xlog:gc*, which the
@@ -148,10 +150,10 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 	if !d.hasProbe || s.Probes.P50Us == nil || s.Probes.MaxUs == nil {
 		return nil
 	}
-	var worst *Probe
+	var worst *rundir.Probe
 	for i := d.firstPost; i < len(d.probes); i++ {
 		p := &d.probes[i]
-		if p.Outcome == ProbeOK && (worst == nil || p.LatencyNs > worst.LatencyNs) {
+		if p.Outcome == rundir.ProbeOK && (worst == nil || p.LatencyNs > worst.LatencyNs) {
 			worst = p
 		}
 	}
@@ -164,7 +166,7 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 	}
 	from, to := worst.IntendedNs, worst.IntendedNs+worst.LatencyNs
 	for _, e := range d.events {
-		if e.Kind == KindAction && e.T.UnixNano() <= to && e.T.UnixNano()+int64(actionExplains) >= from {
+		if e.Action != nil && e.T.UnixNano() <= to && e.T.UnixNano()+int64(actionExplains) >= from {
 			return nil // a timeline action explains it
 		}
 	}

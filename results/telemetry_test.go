@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // countPauseLines counts the lines of a GC log that close a pause, by a rule independent of the
@@ -94,13 +95,13 @@ func TestSpikeQuotesEngineLogAndGC(t *testing.T) {
 	f := newFixture(t)
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
-	var ps []Probe
+	var ps []rundir.Probe
 	for ms := int64(0); ms < 10_000; ms += 10 {
 		lat := int64(time.Millisecond)
 		if ms == 5000 {
 			lat = 80 * int64(time.Millisecond)
 		}
-		ps = append(ps, Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat, Outcome: ProbeOK})
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat, Outcome: rundir.ProbeOK})
 	}
 	f.probes(ps)
 	f.run(10_000, "load_end")

@@ -1,13 +1,11 @@
 package sweep
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
-	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -229,19 +227,14 @@ func readEnv(runs []*RunData) (env, []string) {
 				over(la[0], m.CPUs, "the controller")
 			}
 		}
-		if b, err := json.Marshal(m.Facts); err == nil {
-			var fs map[string]facts.Facts
-			if json.Unmarshal(b, &fs) == nil {
-				for name, f := range fs {
-					e.kernel[f.Kernel] = true
-					if f.Instance != nil && f.Instance.Type != "" {
-						e.instance[f.Instance.Type] = true
-					} else {
-						e.instance["(not EC2)"] = true
-					}
-					over(f.Load.Load1, f.CPUs, name)
-				}
+		for name, f := range m.Facts {
+			e.kernel[f.Kernel] = true
+			if f.Instance != nil && f.Instance.Type != "" {
+				e.instance[f.Instance.Type] = true
+			} else {
+				e.instance["(not EC2)"] = true
 			}
+			over(f.Load.Load1, f.CPUs, name)
 		}
 		if where != "" {
 			name := r.Ref.Dir

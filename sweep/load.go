@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Set is what one side of a comparison, or one sweep report, reads: the runs of a sweep folder,
@@ -23,7 +24,7 @@ type RunData struct {
 	Dir      string // the run folder
 	Ref      Run    // from sweep.json; for a single run, built from its manifest
 	Summary  *results.Summary
-	Manifest *results.Manifest
+	Manifest *rundir.Manifest
 	Missing  string // why the run has no figures (never ran, no summary.json); "" when it has
 	warmFrom int
 }
@@ -60,7 +61,7 @@ func Load(dir string) (*Set, error) {
 // a sweep with one failed run still reports the others.
 func loadRun(dir string, warmFrom int) *RunData {
 	rd := &RunData{Dir: dir, warmFrom: warmFrom}
-	var m results.Manifest
+	var m rundir.Manifest
 	if err := readJSON(filepath.Join(dir, "manifest.json"), &m); err == nil {
 		rd.Manifest = &m
 	} else if !errors.Is(err, os.ErrNotExist) {

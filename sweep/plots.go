@@ -15,8 +15,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/results"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -223,5 +223,5 @@ func save(p *plot.Plot, path, format string) error {
 	if _, err := wt.WriteTo(&buf); err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(path, buf.Bytes())
+	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -105,7 +105,7 @@ func WriteReport(set *Set, opts Options) (*Report, error) {
 	if plotErr != nil {
 		md += "\n_Plots: " + plotErr.Error() + "_\n"
 	}
-	if err := results.WriteFileAtomic(filepath.Join(set.Dir, ReportName), []byte(md)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(set.Dir, ReportName), []byte(md), 0o644); err != nil {
 		return r, fmt.Errorf("write sweep report: %w", err)
 	}
 	return r, plotErr

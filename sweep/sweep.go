@@ -16,8 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Files of a sweep folder.
@@ -75,7 +76,7 @@ func RunDir(index, n int) string {
 // New describes a plan about to run as sweep id.
 func New(id string, pl *playbooks.Plan) *Sweep {
 	p := pl.Playbook
-	s := &Sweep{ID: id, Playbook: p.Name, Source: p.Source, Status: results.StatusRunning,
+	s := &Sweep{ID: id, Playbook: p.Name, Source: p.Source, Status: rundir.StatusRunning,
 		Started: time.Now().UTC(), Rounds: max(p.Rounds, 1), WarmFrom: WarmFrom(p)}
 	for _, ax := range p.Matrix {
 		s.Axes = append(s.Axes, Axis{Key: ax.Key, Values: append([]string(nil), ax.Values...)})
@@ -100,7 +101,7 @@ func (s *Sweep) Write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encode sweep.json: %w", err)
 	}
-	if err := results.WriteFileAtomic(filepath.Join(dir, FileName), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, FileName), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write sweep.json: %w", err)
 	}
 	return nil

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -21,11 +23,11 @@ func writeRun(t *testing.T, dir string, settings map[string]string, round int, p
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m := results.Manifest{RunID: filepath.Base(dir), Status: results.StatusOK, Round: round, Settings: settings,
-		ConfigHash: "abc" + settings["engine.sync_level"], Rig: results.BuildInfo{Version: "dev", Go: "go1"}, CPUs: 2,
-		LoadAvg: results.LoadAvg{Start: []float64{0.5, 0.5, 0.5}}, Target: "local",
-		Facts: map[string]any{"node-0": map[string]any{"kernel": kernel, "cpus": 2, "load": map[string]any{"load1": 0.4}}}}
-	s := results.Summary{RunID: m.RunID, Status: results.StatusOK,
+	m := rundir.Manifest{RunID: filepath.Base(dir), Status: rundir.StatusOK, Round: round, Settings: settings,
+		ConfigHash: "abc" + settings["engine.sync_level"], Rig: rundir.BuildInfo{Version: "dev", Go: "go1"}, CPUs: 2,
+		LoadAvg: rundir.LoadAvg{Start: []float64{0.5, 0.5, 0.5}}, Target: "local",
+		Facts: map[string]facts.Facts{"node-0": {Kernel: kernel, CPUs: 2, Load: facts.LoadAvg{Load1: 0.4}}}}
+	s := results.Summary{RunID: m.RunID, Status: rundir.StatusOK,
 		Probes: results.Stats{N: 1000, P50Us: f(p50ms * 1e3), P90Us: f(p50ms * 1.5e3), MaxUs: f(p50ms * 10e3)},
 		Normal: results.Stats{N: 900, P50Us: f(p50ms * 1e3)}}
 	for i, tk := range takes {
@@ -43,7 +45,7 @@ func writeRun(t *testing.T, dir string, settings map[string]string, round int, p
 // sweepFixture: 2 book sizes x 2 sync levels x 2 rounds, sync 0 much faster than sync 2.
 func sweepFixture(t *testing.T) string {
 	dir := t.TempDir()
-	sw := &Sweep{ID: "S1", Playbook: "snapshot-pause", Status: results.StatusOK, Started: time.Now(), Rounds: 2, WarmFrom: 2,
+	sw := &Sweep{ID: "S1", Playbook: "snapshot-pause", Status: rundir.StatusOK, Started: time.Now(), Rounds: 2, WarmFrom: 2,
 		Axes: []Axis{{Key: "preload.orders", Values: []string{"100K", "1M"}}, {Key: "engine.sync_level", Values: []string{"0", "2"}}}}
 	i := 0
 	for round := 1; round <= 2; round++ {
@@ -61,7 +63,7 @@ func sweepFixture(t *testing.T) string {
 				}
 				// Snapshot #1 is cold (10x): it must stay out of the warm take.
 				takes := []float64{take * 10, take + float64(round), take + 2*float64(round)}
-				sw.Runs = append(sw.Runs, Run{Dir: RunDir(i, 8), Index: i, Round: round, Settings: set, Status: results.StatusOK})
+				sw.Runs = append(sw.Runs, Run{Dir: RunDir(i, 8), Index: i, Round: round, Settings: set, Status: rundir.StatusOK})
 				writeRun(t, filepath.Join(dir, RunDir(i, 8)), set, round, p50, takes, "6.1")
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Tracker keeps a sweep folder's sweep.json current while its plan runs, prints a progress line
@@ -118,14 +118,14 @@ func (t *Tracker) Finish(status string) (string, error) {
 // Status is a sweep's status from its runs': interrupted if any was, else failed if any failed,
 // else ok.
 func Status(statuses []string) string {
-	out := results.StatusOK
+	out := rundir.StatusOK
 	for _, s := range statuses {
 		switch s {
-		case results.StatusInterrupted:
+		case rundir.StatusInterrupted:
 			return s
-		case results.StatusOK:
+		case rundir.StatusOK:
 		default:
-			out = results.StatusFailed
+			out = rundir.StatusFailed
 		}
 	}
 	return out

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 func TestTracker(t *testing.T) {
@@ -43,7 +43,7 @@ func TestTracker(t *testing.T) {
 	}
 	// The first run took twice its estimate: the ETA of the rest doubles.
 	clock = clock.Add(2 * pl.Runs[0].Playbook.ExpectedDuration())
-	if err := tr.End(0, id, results.StatusOK); err != nil {
+	if err := tr.End(0, id, rundir.StatusOK); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
@@ -60,11 +60,11 @@ func TestTracker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sw.Runs) != n || sw.Runs[0].Status != results.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != "" || sw.WarmFrom != 2 {
+	if len(sw.Runs) != n || sw.Runs[0].Status != rundir.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != "" || sw.WarmFrom != 2 {
 		t.Errorf("sweep.json runs: %+v", sw.Runs[:2])
 	}
 	out.Reset()
-	path, err := tr.Finish(Status([]string{results.StatusOK, results.StatusFailed}))
+	path, err := tr.Finish(Status([]string{rundir.StatusOK, rundir.StatusFailed}))
 	if err != nil {
 		t.Fatal(err)
 	}

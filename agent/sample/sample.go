@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Options choose what to sample.
@@ -34,70 +35,6 @@ type Options struct {
 	PIDFiles []string
 }
 
-// Sample is one line of output: rates over the interval that ended at Time.
-type Sample struct {
-	Time     time.Time `json:"time"`
-	Seq      int       `json:"seq"`
-	Interval float64   `json:"interval_s"` // measured, not nominal
-	CPUs     int       `json:"cpus"`
-	Load     Load      `json:"load"`
-	Disks    []Disk    `json:"disks"`
-	UDP      UDP       `json:"udp"`
-	VM       VM        `json:"vm"`
-	Procs    []Proc    `json:"procs,omitempty"`
-	Agent    Proc      `json:"agent"` // the sampler's own process: the rig's overhead on the node
-}
-
-// Load is /proc/loadavg.
-type Load struct {
-	Load1  float64 `json:"load1"`
-	Load5  float64 `json:"load5"`
-	Load15 float64 `json:"load15"`
-	// Overloaded is set when the 1-minute load exceeds the CPU count: figures from such an
-	// interval are suspect (docs/architecture.md, "Measurement rules").
-	Overloaded bool `json:"overloaded,omitempty"`
-}
-
-// Disk holds iostat -x figures for one device. MB are 2^20 bytes, as in iostat -m.
-type Disk struct {
-	Name       string  `json:"name"`
-	ReadsPerS  float64 `json:"r_s"`
-	WritesPerS float64 `json:"w_s"`
-	FlushPerS  float64 `json:"f_s"`
-	ReadMBPerS float64 `json:"rmb_s"`
-	WriteMBPer float64 `json:"wmb_s"`
-	ReadAwait  float64 `json:"r_await_ms"`
-	WriteAwait float64 `json:"w_await_ms"`
-	FlushAwait float64 `json:"f_await_ms"`
-	QueueSize  float64 `json:"aqu_sz"`
-	Util       float64 `json:"util_pct"`
-}
-
-// UDP holds /proc/net/snmp Udp counters: totals since boot and the increase over the interval.
-type UDP struct {
-	InErrors          uint64 `json:"in_errors"`
-	RcvbufErrors      uint64 `json:"rcvbuf_errors"`
-	InErrorsDelta     uint64 `json:"in_errors_delta"`
-	RcvbufErrorsDelta uint64 `json:"rcvbuf_errors_delta"`
-}
-
-// VM holds /proc/vmstat figures: fault rates and the dirty and writeback page counts.
-type VM struct {
-	PgFaultPerS    float64 `json:"pgfault_s"`
-	PgMajFaultPerS float64 `json:"pgmajfault_s"`
-	NrDirty        uint64  `json:"nr_dirty"`     // pages
-	NrWriteback    uint64  `json:"nr_writeback"` // pages
-}
-
-// Proc is one process over the interval. CPU is percent of one core, as top shows it.
-type Proc struct {
-	PID      int     `json:"pid"`
-	Comm     string  `json:"comm,omitempty"`
-	CPUPct   float64 `json:"cpu_pct"`
-	RSSBytes uint64  `json:"rss_bytes"`
-	Gone     bool    `json:"gone,omitempty"` // not running at the end of the interval
-}
-
 // snapshot is the raw counters at one instant.
 type snapshot struct {
 	at     time.Time
@@ -107,7 +44,7 @@ type snapshot struct {
 	vm     map[string]uint64
 	procs  map[int]procTimes
 	agent  procTimes
-	load   Load
+	load   rundir.SampleLoad
 }
 
 type procTimes struct {
@@ -227,7 +164,7 @@ func (s *Sampler) snap() (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sample: loadavg: %w", err)
 	}
-	sn.load = Load{Load1: la.Load1, Load5: la.Load5, Load15: la.Load15, Overloaded: s.cpus > 0 && la.Load1 > float64(s.cpus)}
+	sn.load = rundir.SampleLoad{Load1: la.Load1, Load5: la.Load5, Load15: la.Load15, Overloaded: s.cpus > 0 && la.Load1 > float64(s.cpus)}
 	for _, pid := range s.pids() {
 		if pt, ok := procSnap(s.fs, pid); ok {
 			sn.procs[pid] = pt
@@ -286,10 +223,10 @@ func readVMStat(path string) (map[string]uint64, error) {
 const userHZ = 100
 
 // Next takes a snapshot and returns the figures over the time since the previous one.
-func (s *Sampler) Next() (Sample, error) {
+func (s *Sampler) Next() (rundir.Sample, error) {
 	cur, err := s.snap()
 	if err != nil {
-		return Sample{}, err
+		return rundir.Sample{}, err
 	}
 	prev := s.prev
 	s.prev = cur
@@ -305,10 +242,10 @@ func delta(a, b uint64) float64 {
 	return float64(b - a)
 }
 
-func compute(prev, cur *snapshot, seq, cpus int, pids []int) Sample {
+func compute(prev, cur *snapshot, seq, cpus int, pids []int) rundir.Sample {
 	secs := cur.at.Sub(prev.at).Seconds()
 	ms := secs * 1000
-	out := Sample{Time: cur.at.UTC(), Seq: seq, Interval: secs, CPUs: cpus, Load: cur.load}
+	out := rundir.Sample{Time: cur.at.UTC(), Seq: seq, Interval: secs, CPUs: cpus, Load: cur.load}
 	names := make([]string, 0, len(cur.disks))
 	for n := range cur.disks {
 		names = append(names, n)
@@ -321,9 +258,9 @@ func compute(prev, cur *snapshot, seq, cpus int, pids []int) Sample {
 		}
 		out.Disks = append(out.Disks, diskFigures(n, a, cur.disks[n], secs, ms))
 	}
-	out.UDP = UDP{InErrors: cur.udpIn, RcvbufErrors: cur.udpBuf,
+	out.UDP = rundir.SampleUDP{InErrors: cur.udpIn, RcvbufErrors: cur.udpBuf,
 		InErrorsDelta: uint64(delta(prev.udpIn, cur.udpIn)), RcvbufErrorsDelta: uint64(delta(prev.udpBuf, cur.udpBuf))}
-	out.VM = VM{
+	out.VM = rundir.SampleVM{
 		PgFaultPerS:    delta(prev.vm["pgfault"], cur.vm["pgfault"]) / secs,
 		PgMajFaultPerS: delta(prev.vm["pgmajfault"], cur.vm["pgmajfault"]) / secs,
 		NrDirty:        cur.vm["nr_dirty"],
@@ -336,12 +273,12 @@ func compute(prev, cur *snapshot, seq, cpus int, pids []int) Sample {
 	return out
 }
 
-func procFigures(pid int, a procTimes, now map[int]procTimes, secs float64) Proc {
+func procFigures(pid int, a procTimes, now map[int]procTimes, secs float64) rundir.SampleProc {
 	b, ok := now[pid]
 	if !ok {
-		return Proc{PID: pid, Comm: a.comm, Gone: true}
+		return rundir.SampleProc{PID: pid, Comm: a.comm, Gone: true}
 	}
-	p := Proc{PID: pid, Comm: b.comm, RSSBytes: b.rss}
+	p := rundir.SampleProc{PID: pid, Comm: b.comm, RSSBytes: b.rss}
 	if a.start == b.start { // same process as last time; otherwise its CPU is from an unknown start
 		p.CPUPct = delta(a.ticks, b.ticks) / userHZ / secs * 100
 	}
@@ -349,7 +286,7 @@ func procFigures(pid int, a procTimes, now map[int]procTimes, secs float64) Proc
 }
 
 // diskFigures applies iostat's (sysstat 12) formulas to two /proc/diskstats readings.
-func diskFigures(name string, a, b blockdevice.IOStats, secs, ms float64) Disk {
+func diskFigures(name string, a, b blockdevice.IOStats, secs, ms float64) rundir.SampleDisk {
 	rd, wr, fl := delta(a.ReadIOs, b.ReadIOs), delta(a.WriteIOs, b.WriteIOs), delta(a.FlushRequestsCompleted, b.FlushRequestsCompleted)
 	await := func(ticks, ios float64) float64 {
 		if ios == 0 {
@@ -361,7 +298,7 @@ func diskFigures(name string, a, b blockdevice.IOStats, secs, ms float64) Disk {
 	if util > 100 {
 		util = 100
 	}
-	return Disk{
+	return rundir.SampleDisk{
 		Name:       name,
 		ReadsPerS:  rd / secs,
 		WritesPerS: wr / secs,
@@ -405,34 +342,4 @@ func (s *Sampler) Run(ctx context.Context, w io.Writer) error {
 			return fmt.Errorf("sample: write: %w", err)
 		}
 	}
-}
-
-// ErrNoSamples is returned by ReadAll for an empty stream.
-var ErrNoSamples = errors.New("no samples")
-
-// ReadAll parses an NDJSON stream of samples (a torn last line, from a reader racing the
-// writer, is ignored).
-func ReadAll(r io.Reader) ([]Sample, error) {
-	var out []Sample
-	var torn error
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		if torn != nil {
-			return nil, torn // a bad line that was not the last one
-		}
-		var s Sample
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			torn = fmt.Errorf("sample line %d: %w", len(out)+1, err)
-			continue
-		}
-		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil {
-		return out, err
-	}
-	if len(out) == 0 {
-		return nil, ErrNoSamples
-	}
-	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/internal/looptest"
 	"math"
 	"net"
 	"os"
@@ -19,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/looptest"
+	"github.com/rig-dev/rig/rundir"
+
 	"github.com/prometheus/procfs/blockdevice"
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +32,7 @@ func TestDiskFigures(t *testing.T) {
 	b := blockdevice.IOStats{ReadIOs: 300, ReadSectors: 8000 + 2*2048, ReadTicks: 450, WriteIOs: 5000, WriteSectors: 100000 + 40*2048,
 		WriteTicks: 10000, IOsTotalTicks: 2500, WeightedIOTicks: 9000, FlushRequestsCompleted: 210, TimeSpentFlushing: 620}
 	d := diskFigures("vdx", a, b, 2, 2000)
-	want := Disk{Name: "vdx", ReadsPerS: 100, WritesPerS: 2000, FlushPerS: 100, ReadMBPerS: 1, WriteMBPer: 20,
+	want := rundir.SampleDisk{Name: "vdx", ReadsPerS: 100, WritesPerS: 2000, FlushPerS: 100, ReadMBPerS: 1, WriteMBPer: 20,
 		ReadAwait: 2, WriteAwait: 2, FlushAwait: 3, QueueSize: 3, Util: 75}
 	if d != want {
 		t.Fatalf("got  %+v\nwant %+v", d, want)
@@ -312,14 +314,14 @@ func TestRunNDJSON(t *testing.T) {
 	if len(lines) < 2 || len(lines) > 4 {
 		t.Fatalf("%d lines in 350ms at 100ms", len(lines))
 	}
-	got, err := ReadAll(strings.NewReader(buf.String() + `{"time":"2026-`)) // a torn last line
+	got, err := rundir.ReadSamples(strings.NewReader(buf.String() + `{"time":"2026-`)) // a torn last line
 	if err != nil || len(got) != len(lines) || got[0].Seq != 1 || got[1].Seq != 2 || got[0].Interval < 0.05 {
 		t.Fatalf("ReadAll: %d samples, %v", len(got), err)
 	}
-	if _, err := ReadAll(strings.NewReader("garbage\n" + lines[0] + "\n")); err == nil {
+	if _, err := rundir.ReadSamples(strings.NewReader("garbage\n" + lines[0] + "\n")); err == nil {
 		t.Fatal("a bad line before good ones must be an error")
 	}
-	if _, err := ReadAll(strings.NewReader("")); !errors.Is(err, ErrNoSamples) {
+	if _, err := rundir.ReadSamples(strings.NewReader("")); !errors.Is(err, rundir.ErrNoSamples) {
 		t.Fatalf("empty: %v", err)
 	}
 	if _, err := New(Options{Devices: []string{"nosuchdisk"}}); err == nil || !strings.Contains(err.Error(), "nosuchdisk") {

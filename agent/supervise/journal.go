@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,39 +8,9 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 
-	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
-
-// Kinds of transition.
-const (
-	KindLaunch   = "launch"   // the agent started the engine process (start or relaunch)
-	KindSignal   = "signal"   // the agent sent the engine a signal (To is its name, e.g. KILL)
-	KindPhase    = "phase"    // engine phase changed (To "down" when the process died)
-	KindRole     = "role"     // raft role changed
-	KindSnapshot = "snapshot" // last_snapshot.index changed (From/To are the indexes)
-)
-
-// PhaseDown is the pseudo-phase recorded when the engine process has exited.
-const PhaseDown = "down"
-
-// Transition is one change seen on the node, stamped with the node's clock.
-type Transition struct {
-	Seq  uint64    `json:"seq"`
-	T    time.Time `json:"t"`
-	Node string    `json:"node"`
-	// PrevT is the time of the last poll that still showed From, so the change happened in
-	// (PrevT, T]. Absent for launch, signal and down transitions, which are exact.
-	PrevT  *time.Time     `json:"prev_t,omitempty"`
-	Launch int            `json:"launch"` // 1-based launch number of the process it concerns
-	PID    int            `json:"pid"`
-	Kind   string         `json:"kind"`
-	From   string         `json:"from"`
-	To     string         `json:"to"`
-	Status *engine.Status `json:"status,omitempty"` // the status that showed the change
-	Exit   *ExitStatus    `json:"exit,omitempty"`   // set on the phase->down transition
-}
 
 // Journal is the ordered record of transitions: in memory with a sequence number, and appended
 // as JSON lines to a file so that collect picks it up even if the agent dies. One journal spans
@@ -49,7 +18,7 @@ type Transition struct {
 type Journal struct {
 	mu      sync.Mutex
 	f       *os.File
-	list    []Transition
+	list    []rundir.Transition
 	seq     uint64
 	changed chan struct{} // closed and replaced on every append: a broadcast to waiters
 }
@@ -68,14 +37,11 @@ func OpenJournal(path string) (*Journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("read transitions journal %s: %w", path, err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var t Transition
-		if json.Unmarshal(sc.Bytes(), &t) != nil {
-			continue
-		}
-		j.list = append(j.list, t)
+	if j.list, err = rundir.ReadTransitions(bytes.NewReader(b)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read transitions journal %s: %w", path, err)
+	}
+	for _, t := range j.list {
 		j.seq = max(j.seq, t.Seq)
 	}
 	if len(b) > 0 && b[len(b)-1] != '\n' {
@@ -89,7 +55,7 @@ func OpenJournal(path string) (*Journal, error) {
 }
 
 // Append stamps t with the next sequence number, writes it and wakes waiters.
-func (j *Journal) Append(t Transition) (Transition, error) {
+func (j *Journal) Append(t rundir.Transition) (rundir.Transition, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.seq++
@@ -112,27 +78,27 @@ func (j *Journal) Append(t Transition) (Transition, error) {
 }
 
 // Since returns the transitions with Seq > seq, and the latest sequence number.
-func (j *Journal) Since(seq uint64) ([]Transition, uint64) {
+func (j *Journal) Since(seq uint64) ([]rundir.Transition, uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.sinceLocked(seq), j.seq
 }
 
-func (j *Journal) sinceLocked(seq uint64) []Transition {
+func (j *Journal) sinceLocked(seq uint64) []rundir.Transition {
 	// Sequence numbers are dense from the first record, but a journal loaded from a file may
 	// start anywhere: search rather than index.
 	i := len(j.list)
 	for i > 0 && j.list[i-1].Seq > seq {
 		i--
 	}
-	out := make([]Transition, len(j.list)-i)
+	out := make([]rundir.Transition, len(j.list)-i)
 	copy(out, j.list[i:])
 	return out
 }
 
 // Wait returns the transitions after seq, waiting until there is at least one or ctx is done
 // (then it returns an empty list and no error: a long poll that timed out is not a failure).
-func (j *Journal) Wait(ctx context.Context, seq uint64) ([]Transition, uint64) {
+func (j *Journal) Wait(ctx context.Context, seq uint64) ([]rundir.Transition, uint64) {
 	for {
 		j.mu.Lock()
 		out, last, ch := j.sinceLocked(seq), j.seq, j.changed

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Errors callers act on (the agent maps them to HTTP status codes).
@@ -80,22 +81,13 @@ type Spec struct {
 	Logger  *slog.Logger
 }
 
-// ExitStatus is how an engine process ended.
-type ExitStatus struct {
-	T      time.Time `json:"t"`                // when the agent saw it exit (node clock)
-	Code   int       `json:"code"`             // exit code; -1 when a signal ended it
-	Signal string    `json:"signal,omitempty"` // e.g. "KILL" when a signal ended it
-	Core   bool      `json:"core,omitempty"`
-	Desc   string    `json:"desc"` // e.g. "signal: killed", "exit status 1"
-}
-
 // Launch is one start or relaunch of the process.
 type Launch struct {
-	N    int         `json:"n"` // 1-based
-	PID  int         `json:"pid"`
-	T    time.Time   `json:"t"` // just before fork+exec (node clock)
-	Args []string    `json:"args"`
-	Exit *ExitStatus `json:"exit,omitempty"`
+	N    int                `json:"n"` // 1-based
+	PID  int                `json:"pid"`
+	T    time.Time          `json:"t"` // just before fork+exec (node clock)
+	Args []string           `json:"args"`
+	Exit *rundir.ExitStatus `json:"exit,omitempty"`
 	// Carriage: for the command driver, whether the process holds every setting its arguments
 	// and environment carry, read from /proc at its first answer to GET /status.
 	Carriage      []command.CarryResult `json:"carriage,omitempty"`
@@ -104,19 +96,19 @@ type Launch struct {
 
 // State is the process side and the last polled engine status.
 type State struct {
-	Node          string         `json:"node"`
-	Running       bool           `json:"running"`
-	Stopped       bool           `json:"stopped,omitempty"` // SIGSTOPped by the agent, not yet continued
-	PID           int            `json:"pid,omitempty"`     // of the current (or last) launch
-	Launches      []Launch       `json:"launches"`
-	Exit          *ExitStatus    `json:"exit,omitempty"` // of the last launch, once it exited
-	Status        *engine.Status `json:"status,omitempty"`
-	StatusAt      *time.Time     `json:"status_at,omitempty"` // when Status was polled
-	PollErrors    int            `json:"poll_errors"`         // failed polls since the last good one
-	LastPollError string         `json:"last_poll_error,omitempty"`
-	AdminAddr     string         `json:"admin_addr"`
-	Dir           string         `json:"dir"`
-	DataDir       string         `json:"data_dir"`
+	Node          string             `json:"node"`
+	Running       bool               `json:"running"`
+	Stopped       bool               `json:"stopped,omitempty"` // SIGSTOPped by the agent, not yet continued
+	PID           int                `json:"pid,omitempty"`     // of the current (or last) launch
+	Launches      []Launch           `json:"launches"`
+	Exit          *rundir.ExitStatus `json:"exit,omitempty"` // of the last launch, once it exited
+	Status        *engine.Status     `json:"status,omitempty"`
+	StatusAt      *time.Time         `json:"status_at,omitempty"` // when Status was polled
+	PollErrors    int                `json:"poll_errors"`         // failed polls since the last good one
+	LastPollError string             `json:"last_poll_error,omitempty"`
+	AdminAddr     string             `json:"admin_addr"`
+	Dir           string             `json:"dir"`
+	DataDir       string             `json:"data_dir"`
 }
 
 // Engine supervises one engine across its launches.
@@ -153,7 +145,7 @@ type proc struct {
 	cancel context.CancelFunc // stops this launch's polls
 	done   chan struct{}      // closed once exit is recorded
 	exited bool               // gate for signals: set before the pid is reaped
-	exit   *ExitStatus
+	exit   *rundir.ExitStatus
 	stop   bool // SIGSTOPped
 
 	carry   []command.Carry // settings the command driver's args and env hold
@@ -366,7 +358,7 @@ func (e *Engine) launch() error {
 	e.launches = append(e.launches, Launch{N: n, PID: p.pid, T: t0, Args: args})
 	e.obs.at = t0 // the first poll's change happened after the launch
 	e.pollErrs, e.pollErr = 0, ""
-	e.record(Transition{T: t0, Launch: n, PID: p.pid, Kind: KindLaunch})
+	e.record(rundir.Transition{T: t0, Launch: n, PID: p.pid, Kind: rundir.TransLaunch})
 	e.mu.Unlock()
 	e.log.Info("engine launched", "launch", n, "pid", p.pid, "binary", e.spec.Binary)
 	// engine.pid lets the OS sampler follow the engine across relaunches.
@@ -406,7 +398,7 @@ func (e *Engine) render() (*command.Rendered, error) {
 }
 
 // record appends to the journal; e.mu is held, which keeps journal order = observation order.
-func (e *Engine) record(t Transition) {
+func (e *Engine) record(t rundir.Transition) {
 	t.Node = e.spec.Node
 	if _, err := e.journal.Append(t); err != nil {
 		e.log.Error("record engine transition", "err", err)
@@ -426,16 +418,16 @@ func (e *Engine) reap(p *proc) {
 	e.mu.Lock()
 	p.exit = &es
 	e.launches[p.n-1].Exit = &es
-	e.record(Transition{T: es.T, Launch: p.n, PID: p.pid, Kind: KindPhase, From: e.obs.phase, To: PhaseDown, Exit: &es})
+	e.record(rundir.Transition{T: es.T, Launch: p.n, PID: p.pid, Kind: rundir.TransPhase, From: e.obs.phase, To: rundir.PhaseDown, Exit: &es})
 	// Role and snapshot start afresh: the next launch's first poll shows them as new.
-	e.obs = observed{phase: PhaseDown, at: es.T}
+	e.obs = observed{phase: rundir.PhaseDown, at: es.T}
 	e.mu.Unlock()
 	close(p.done)
 	e.log.Info("engine exited", "launch", p.n, "pid", p.pid, "exit", es.Desc)
 }
 
-func exitStatus(ps *os.ProcessState, err error, t time.Time) ExitStatus {
-	es := ExitStatus{T: t, Code: -1}
+func exitStatus(ps *os.ProcessState, err error, t time.Time) rundir.ExitStatus {
+	es := rundir.ExitStatus{T: t, Code: -1}
 	if ps == nil {
 		es.Desc = fmt.Sprintf("wait: %v", err)
 		return es
@@ -516,11 +508,14 @@ func (e *Engine) observe(p *proc, st *engine.Status, t time.Time) {
 	if !prev.at.IsZero() {
 		prevT = &prev.at
 	}
-	base := Transition{T: t, PrevT: prevT, Launch: p.n, PID: p.pid, Status: st}
-	for _, c := range []struct{ kind, from, to string }{
-		{KindPhase, prev.phase, st.Phase},
-		{KindRole, prev.role, st.Role},
-		{KindSnapshot, prev.snap, snap},
+	base := rundir.Transition{T: t, PrevT: prevT, Launch: p.n, PID: p.pid, Status: st}
+	for _, c := range []struct {
+		kind     rundir.TransitionKind
+		from, to string
+	}{
+		{rundir.TransPhase, prev.phase, st.Phase},
+		{rundir.TransRole, prev.role, st.Role},
+		{rundir.TransSnapshot, prev.snap, snap},
 	} {
 		if c.from != c.to {
 			tr := base
@@ -567,13 +562,13 @@ func (e *Engine) Signal(sig syscall.Signal) error {
 	case syscall.SIGCONT:
 		p.stop = false
 	}
-	e.record(Transition{T: t, Launch: p.n, PID: p.pid, Kind: KindSignal, From: e.obs.phase, To: SignalName(sig)})
+	e.record(rundir.Transition{T: t, Launch: p.n, PID: p.pid, Kind: rundir.TransSignal, From: e.obs.phase, To: SignalName(sig)})
 	return nil
 }
 
 // Stop sends TERM, waits up to grace (<= 0: the spec's StopGrace) and then KILLs. It returns how
 // the process ended; stopping an engine that already exited returns its exit status.
-func (e *Engine) Stop(ctx context.Context, grace time.Duration) (*ExitStatus, error) {
+func (e *Engine) Stop(ctx context.Context, grace time.Duration) (*rundir.ExitStatus, error) {
 	e.opMu.Lock()
 	defer e.opMu.Unlock()
 	if grace <= 0 {
@@ -649,7 +644,7 @@ func (e *Engine) Relaunch(ctx context.Context) (int, error) {
 }
 
 // Wait blocks until the current launch has exited (or ctx is done).
-func (e *Engine) Wait(ctx context.Context) (*ExitStatus, error) {
+func (e *Engine) Wait(ctx context.Context) (*rundir.ExitStatus, error) {
 	e.mu.Lock()
 	p := e.cur
 	e.mu.Unlock()
@@ -688,7 +683,7 @@ func (e *Engine) PID() int {
 }
 
 // Exit is how the last launch ended, nil while it runs.
-func (e *Engine) Exit() *ExitStatus {
+func (e *Engine) Exit() *rundir.ExitStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cur == nil {

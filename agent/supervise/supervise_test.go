@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/agent/supervise/supervisetest"
-	"github.com/rig-dev/rig/internal/testaddr"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/agent/supervise/supervisetest"
+	"github.com/rig-dev/rig/internal/testaddr"
+	"github.com/rig-dev/rig/rundir"
 
 	"github.com/rig-dev/rig/engine"
 )
@@ -59,11 +61,11 @@ func start(t *testing.T, spec Spec) *Engine {
 }
 
 // waitFor reads the journal from *seq until a transition satisfies ok, returning everything read.
-func waitFor(t *testing.T, j *Journal, seq *uint64, what string, ok func(Transition) bool) []Transition {
+func waitFor(t *testing.T, j *Journal, seq *uint64, what string, ok func(rundir.Transition) bool) []rundir.Transition {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	var got []Transition
+	var got []rundir.Transition
 	for {
 		trs, _ := j.Wait(ctx, *seq)
 		if len(trs) == 0 {
@@ -79,7 +81,7 @@ func waitFor(t *testing.T, j *Journal, seq *uint64, what string, ok func(Transit
 	}
 }
 
-func summary(trs []Transition) string {
+func summary(trs []rundir.Transition) string {
 	var b strings.Builder
 	for _, tr := range trs {
 		fmt.Fprintf(&b, "\n  #%d %s %q->%q pid %d", tr.Seq, tr.Kind, tr.From, tr.To, tr.PID)
@@ -87,7 +89,7 @@ func summary(trs []Transition) string {
 	return b.String()
 }
 
-func filter(trs []Transition, kind string) []string {
+func filter(trs []rundir.Transition, kind rundir.TransitionKind) []string {
 	var out []string
 	for _, tr := range trs {
 		if tr.Kind == kind {
@@ -99,7 +101,9 @@ func filter(trs []Transition, kind string) []string {
 
 // isLeader: the test engine becomes leader in the same poll it turns ready; the role transition
 // is recorded after the phase one.
-func isLeader(tr Transition) bool { return tr.Kind == KindRole && tr.To == engine.RoleLeader }
+func isLeader(tr rundir.Transition) bool {
+	return tr.Kind == rundir.TransRole && tr.To == engine.RoleLeader
+}
 
 func TestTransitionsKillRelaunchStop(t *testing.T) {
 	spec := testSpec(t)
@@ -109,14 +113,14 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 
 	// 1. Launch and the phases in order, each seen by a 20 ms poll.
 	got := waitFor(t, j, &seq, "leader", isLeader)
-	if got[0].Kind != KindLaunch || got[0].PID != e.PID() || got[0].Launch != 1 {
+	if got[0].Kind != rundir.TransLaunch || got[0].PID != e.PID() || got[0].Launch != 1 {
 		t.Fatalf("first transition should be launch 1 of pid %d: %s", e.PID(), summary(got))
 	}
 	want := []string{">starting", "starting>restoring", "restoring>replaying", "replaying>catching-up", "catching-up>ready"}
-	if p := filter(got, KindPhase); strings.Join(p, " ") != strings.Join(want, " ") {
+	if p := filter(got, rundir.TransPhase); strings.Join(p, " ") != strings.Join(want, " ") {
 		t.Fatalf("phases = %v, want %v", p, want)
 	}
-	if r := filter(got, KindRole); len(r) < 2 || r[0] != ">follower" || r[len(r)-1] != "follower>leader" {
+	if r := filter(got, rundir.TransRole); len(r) < 2 || r[0] != ">follower" || r[len(r)-1] != "follower>leader" {
 		t.Fatalf("roles = %v, want >follower ... follower>leader", r)
 	}
 	for i, tr := range got {
@@ -126,7 +130,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 		if i > 0 && (tr.Seq != got[i-1].Seq+1 || tr.T.Before(got[i-1].T)) {
 			t.Fatalf("transitions out of order at #%d: %s", tr.Seq, summary(got))
 		}
-		if tr.Kind == KindPhase || tr.Kind == KindRole {
+		if tr.Kind == rundir.TransPhase || tr.Kind == rundir.TransRole {
 			if tr.Status == nil || tr.PrevT == nil || !tr.PrevT.Before(tr.T) {
 				t.Fatalf("#%d %s: want status and prev_t < t, got %+v", tr.Seq, tr.Kind, tr)
 			}
@@ -154,12 +158,12 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	if err := e.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	got = waitFor(t, j, &seq, "down", func(tr Transition) bool { return tr.To == PhaseDown })
+	got = waitFor(t, j, &seq, "down", func(tr rundir.Transition) bool { return tr.To == rundir.PhaseDown })
 	down := got[len(got)-1]
 	if down.Exit == nil || down.Exit.Signal != "KILL" || down.Exit.Code != -1 || down.From != engine.PhaseReady || down.PID != pid1 {
 		t.Fatalf("down transition = %+v exit %+v", down, down.Exit)
 	}
-	if got[0].Kind != KindSignal || got[0].To != "KILL" || got[0].T.After(down.T) {
+	if got[0].Kind != rundir.TransSignal || got[0].To != "KILL" || got[0].T.After(down.T) {
 		t.Fatalf("want the KILL signal recorded before down: %s", summary(got))
 	}
 	if err := e.Signal(syscall.SIGTERM); !errors.Is(err, ErrNotRunning) {
@@ -181,10 +185,10 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 		t.Fatalf("relaunch while running: %v, want ErrRunning", err)
 	}
 	got = waitFor(t, j, &seq, "leader again", isLeader)
-	if got[0].Kind != KindLaunch || got[0].Launch != 2 || got[0].PID != pid2 {
+	if got[0].Kind != rundir.TransLaunch || got[0].Launch != 2 || got[0].PID != pid2 {
 		t.Fatalf("want launch 2 first: %s", summary(got))
 	}
-	if p := filter(got, KindPhase); p[0] != "down>starting" && p[0] != "down>restoring" {
+	if p := filter(got, rundir.TransPhase); p[0] != "down>starting" && p[0] != "down>restoring" {
 		t.Fatalf("phases after relaunch = %v, want to start from down", p)
 	}
 	if st := e.State(); len(st.Launches) != 2 || st.Launches[0].Exit == nil || st.Launches[1].PID != pid2 {
@@ -199,8 +203,8 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	if exit.Code != 0 || exit.Signal != "" {
 		t.Fatalf("stop exit = %+v, want code 0", exit)
 	}
-	got = waitFor(t, j, &seq, "down after stop", func(tr Transition) bool { return tr.To == PhaseDown })
-	if s := filter(got, KindSignal); len(s) != 1 || s[0] != "ready>TERM" {
+	got = waitFor(t, j, &seq, "down after stop", func(tr rundir.Transition) bool { return tr.To == rundir.PhaseDown })
+	if s := filter(got, rundir.TransSignal); len(s) != 1 || s[0] != "ready>TERM" {
 		t.Fatalf("signals on stop = %v", s)
 	}
 
@@ -231,7 +235,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 func TestStopEscalatesToKill(t *testing.T) {
 	e := start(t, testSpec(t, "TESTENGINE_IGNORE_TERM=1"))
 	var seq uint64
-	waitFor(t, e.Journal(), &seq, "starting", func(tr Transition) bool { return tr.Kind == KindPhase })
+	waitFor(t, e.Journal(), &seq, "starting", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransPhase })
 	exit, err := e.Stop(context.Background(), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -239,8 +243,8 @@ func TestStopEscalatesToKill(t *testing.T) {
 	if exit.Signal != "KILL" {
 		t.Fatalf("exit = %+v, want killed after the grace", exit)
 	}
-	got := waitFor(t, e.Journal(), &seq, "down", func(tr Transition) bool { return tr.To == PhaseDown })
-	if s := filter(got, KindSignal); len(s) != 2 || !strings.HasSuffix(s[0], ">TERM") || !strings.HasSuffix(s[1], ">KILL") {
+	got := waitFor(t, e.Journal(), &seq, "down", func(tr rundir.Transition) bool { return tr.To == rundir.PhaseDown })
+	if s := filter(got, rundir.TransSignal); len(s) != 2 || !strings.HasSuffix(s[0], ">TERM") || !strings.HasSuffix(s[1], ">KILL") {
 		t.Fatalf("signals = %v, want TERM then KILL", s)
 	}
 }
@@ -248,7 +252,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 func TestStopContinuesAStoppedEngine(t *testing.T) {
 	e := start(t, testSpec(t))
 	var seq uint64
-	waitFor(t, e.Journal(), &seq, "starting", func(tr Transition) bool { return tr.Kind == KindPhase })
+	waitFor(t, e.Journal(), &seq, "starting", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransPhase })
 	if err := e.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +271,7 @@ func TestStopContinuesAStoppedEngine(t *testing.T) {
 func TestExitCodeRecorded(t *testing.T) {
 	e := start(t, testSpec(t, "TESTENGINE_EXIT=3", "TESTENGINE_PHASE=20ms"))
 	var seq uint64
-	got := waitFor(t, e.Journal(), &seq, "down", func(tr Transition) bool { return tr.To == PhaseDown })
+	got := waitFor(t, e.Journal(), &seq, "down", func(tr rundir.Transition) bool { return tr.To == rundir.PhaseDown })
 	down := got[len(got)-1]
 	if down.Exit == nil || down.Exit.Code != 3 || down.Exit.Signal != "" {
 		t.Fatalf("down = %+v exit %+v", down, down.Exit)
@@ -278,7 +282,7 @@ func TestKillReachesTheProcessGroup(t *testing.T) {
 	spec := testSpec(t, "TESTENGINE_CHILD=1")
 	e := start(t, spec)
 	var seq uint64
-	waitFor(t, e.Journal(), &seq, "starting", func(tr Transition) bool { return tr.Kind == KindPhase })
+	waitFor(t, e.Journal(), &seq, "starting", func(tr rundir.Transition) bool { return tr.Kind == rundir.TransPhase })
 	b, err := os.ReadFile(filepath.Join(spec.Dir, "child.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +360,7 @@ func TestJournalReopenContinuesSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := j.Append(Transition{Kind: KindPhase, To: fmt.Sprint(i)}); err != nil {
+		if _, err := j.Append(rundir.Transition{Kind: rundir.TransPhase, To: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -371,7 +375,7 @@ func TestJournalReopenContinuesSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	tr, err := j.Append(Transition{Kind: KindRole})
+	tr, err := j.Append(rundir.Transition{Kind: rundir.TransRole})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +383,7 @@ func TestJournalReopenContinuesSequence(t *testing.T) {
 		t.Fatalf("seq after reopen = %d, want 4", tr.Seq)
 	}
 	got, last := j.Since(2)
-	if last != 4 || len(got) != 2 || got[0].Seq != 3 || got[1].Kind != KindRole {
+	if last != 4 || len(got) != 2 || got[0].Seq != 3 || got[1].Kind != rundir.TransRole {
 		t.Fatalf("since 2 = %+v (last %d)", got, last)
 	}
 	j.Close()
@@ -403,7 +407,7 @@ func TestJournalWaitWakesOnAppend(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		j.Append(Transition{Kind: KindLaunch})
+		j.Append(rundir.Transition{Kind: rundir.TransLaunch})
 	}()
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()

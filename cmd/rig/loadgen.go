@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/rundir"
 
 	"encoding/json"
 	"errors"
@@ -280,7 +281,7 @@ func newProbeCmd() *cobra.Command {
 	return cmd
 }
 
-func lgProbeDone(w io.Writer, dir string, st loadgen.ProbeStats, err error) error {
+func lgProbeDone(w io.Writer, dir string, st rundir.ProbeStats, err error) error {
 	if err != nil {
 		if st.Scheduled == 0 {
 			return fmt.Errorf("probe stream: %w", err)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // miniRun writes a small run folder: 300 probes at 2 ms around one snapshot, no manifest.
@@ -17,23 +19,24 @@ func miniRun(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	ev, err := results.CreateEventLog(filepath.Join(dir, "events.jsonl"))
+	ev, err := rundir.CreateEventLog(filepath.Join(dir, "events.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.Add(results.Event{T: t0, Kind: results.KindRun, Phase: "load_start"})
-	ev.Add(results.Event{T: t0.Add(time.Second), Kind: results.KindRun, Phase: "warmup_end"})
-	ev.Add(results.Event{T: t0.Add(2 * time.Second), Kind: results.KindAction, Action: "snapshot", Node: "node-0", Detail: map[string]any{"index": 9}})
-	ev.Add(results.Event{T: t0.Add(2100 * time.Millisecond), Kind: results.KindSnapshot, Node: "node-0", Detail: map[string]any{"index": 9, "take_ms": 80}})
-	ev.Add(results.Event{T: t0.Add(3 * time.Second), Kind: results.KindRun, Phase: "load_end"})
+	index := uint64(9)
+	ev.Add(rundir.Event{T: t0, Run: &rundir.Run{Phase: rundir.LoadStart}})
+	ev.Add(rundir.Event{T: t0.Add(time.Second), Run: &rundir.Run{Phase: rundir.WarmupEnd}})
+	ev.Add(rundir.Event{T: t0.Add(2 * time.Second), Node: "node-0", Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: &rundir.SnapshotAction{Index: &index}}})
+	ev.Add(rundir.Event{T: t0.Add(2100 * time.Millisecond), Node: "node-0", Snapshot: &rundir.SnapshotTaken{Snapshot: engine.Snapshot{Index: 9, TakeMs: 80}}})
+	ev.Add(rundir.Event{T: t0.Add(3 * time.Second), Run: &rundir.Run{Phase: rundir.LoadEnd}})
 	ev.Close()
 	os.MkdirAll(filepath.Join(dir, "loadgen"), 0o755)
-	pw, err := results.CreateProbes(filepath.Join(dir, "loadgen", "probes.bin"))
+	pw, err := rundir.CreateProbes(filepath.Join(dir, "loadgen", "probes.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 300 {
-		pw.Write(results.Probe{IntendedNs: t0.Add(time.Duration(i) * 10 * time.Millisecond).UnixNano(), LatencyNs: 2_000_000})
+		pw.Write(rundir.Probe{IntendedNs: t0.Add(time.Duration(i) * 10 * time.Millisecond).UnixNano(), LatencyNs: 2_000_000})
 	}
 	pw.Close()
 	return dir

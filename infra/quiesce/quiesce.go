@@ -11,9 +11,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport"
@@ -40,8 +40,8 @@ type Options struct {
 // Result is what happened on one node.
 type Result struct {
 	Node     string
-	Skipped  string            // why nothing was done, e.g. no data volume
-	Engine   *agent.ExitStatus // how the engine ended; nil when none ran
+	Skipped  string             // why nothing was done, e.g. no data volume
+	Engine   *rundir.ExitStatus // how the engine ended; nil when none ran
 	Unmount  disk.UnmountResult
 	Err      error
 	Duration time.Duration

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // action is one thing the timeline does to the cluster. Each kind is a small type, in the way
@@ -74,8 +74,8 @@ func (snapshot) run(ctx context.Context, r *run) error {
 		return fmt.Errorf("no leader to snapshot on")
 	}
 	// The event is stamped with the request's time and written once the index is known.
-	ev := results.Event{T: time.Now(), Kind: results.KindAction, Action: playbooks.ActSnapshot, Node: leader,
-		Detail: map[string]any{"leader": leader}}
+	act := &rundir.SnapshotAction{Leader: leader}
+	ev := rundir.Event{T: time.Now(), Node: leader, Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: act}}
 	defer func() { r.ev.Add(ev) }()
 	body, err := r.agent(leader).EngineAdmin(ctx, "/snapshot")
 	if err != nil {
@@ -85,7 +85,7 @@ func (snapshot) run(ctx context.Context, r *run) error {
 	if err := json.Unmarshal(body, &s); err != nil {
 		return fmt.Errorf("snapshot answer %q: %w", body, err)
 	}
-	ev.Detail["index"], ev.Detail["leader_take_ms"] = s.Index, s.TakeMs
+	act.Index, act.LeaderTakeMs = &s.Index, &s.TakeMs
 	r.progress("snapshot at index %d: leader %s took %.1f ms (%d orders, %d bytes, %d syncs)", s.Index, leader, s.TakeMs, s.Orders, s.Bytes, s.Syncs)
 	return nil
 }
@@ -101,7 +101,7 @@ func (stepDown) run(ctx context.Context, r *run) error {
 	if leader == "" {
 		return fmt.Errorf("no leader to step down")
 	}
-	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActStepDown, Node: leader})
+	r.ev.Add(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown}})
 	if _, err := r.agent(leader).EngineAdmin(ctx, "/step-down"); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (k kill) run(ctx context.Context, r *run) error {
 	r.down[name], r.killed[name], r.lastKilled = true, true, name
 	r.notifyLocked()
 	r.mu.Unlock()
-	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActKill, Node: name, Detail: map[string]any{"signal": k.Signal, "as": k.Node}})
+	r.ev.Add(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}})
 	if err := r.agent(name).Signal(ctx, k.Signal); err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (a relaunch) run(ctx context.Context, r *run) error {
 	if err := sleep(ctx, a.after); err != nil {
 		return nil // the run is over: nothing to relaunch into
 	}
-	r.ev.Add(results.Event{Kind: results.KindAction, Action: "relaunch", Node: a.node})
+	r.ev.Add(rundir.Event{Node: a.node, Action: &rundir.Action{Name: rundir.ActRelaunch}})
 	if err := r.agent(a.node).Relaunch(ctx); err != nil {
 		return fmt.Errorf("relaunch %s: %w", a.node, err)
 	}
@@ -197,9 +197,10 @@ func (b burst) String() string {
 }
 
 func (b burst) run(ctx context.Context, r *run) error {
-	detail := map[string]any{"messages": b.Messages, "every_ns": b.Every.Nanoseconds(), "count": b.Count}
-	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActBurst, Detail: detail})
-	return r.loadgenControl(ctx, "/burst", detail)
+	// The event's payload is also the body of the load generator's POST /burst.
+	spec := rundir.BurstAction{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count}
+	r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &spec}})
+	return r.loadgenControl(ctx, "/burst", spec)
 }
 
 // waitFor holds the timeline back until a server (or every server) reaches a phase.
@@ -232,7 +233,7 @@ func (w waitFor) run(ctx context.Context, r *run) error {
 		}
 	}
 	start := time.Now()
-	r.ev.Add(results.Event{Kind: results.KindAction, Action: playbooks.ActWaitFor, Node: node, Detail: map[string]any{"phase": w.Phase}})
+	r.ev.Add(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActWaitFor, WaitFor: &rundir.WaitForAction{Phase: w.Phase}}})
 	deadline := start.Add(w.Timeout)
 	// Relaunches still pending count too: waiting for "ready" right after a kill means waiting
 	// for the relaunched node.

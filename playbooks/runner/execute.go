@@ -12,9 +12,10 @@ import (
 
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -35,7 +36,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return nil, err
 	}
 	r.cl, r.inv = cl, cl.Inventory()
-	r.updateManifest(func(m *results.Manifest) {
+	r.updateManifest(func(m *rundir.Manifest) {
 		m.Inventory, m.Target, m.Stack = r.inv, r.inv.Target, cl.Traits().Stack
 	})
 	cleanup := func(ctx context.Context) {
@@ -154,7 +155,7 @@ func (r *run) clientAddrs() []string {
 // prepareDisks mounts each server's provisioned data volume, so the engine writes to the volume
 // whose IOPS and throughput the experiment is about, not to the root disk.
 func (r *run) prepareDisks(ctx context.Context) error {
-	rec := map[string]any{}
+	rec := map[string]disk.Result{}
 	for _, n := range r.servers {
 		if n.DataDevice == "" {
 			continue
@@ -172,7 +173,7 @@ func (r *run) prepareDisks(ctx context.Context) error {
 		r.progress("%s: data volume %s (%s) on %s, %s", n.Name, n.DataDevice, res.Device, r.opts.DataMount, res.FS)
 	}
 	if len(rec) > 0 {
-		r.updateManifest(func(m *results.Manifest) { m.Disks = rec })
+		r.updateManifest(func(m *rundir.Manifest) { m.Disks = rec })
 	}
 	return nil
 }
@@ -210,7 +211,7 @@ func (r *run) measureClocks(ctx context.Context) {
 	if r.cl.Traits().OneClock {
 		return // one clock: a measured "offset" would only be round-trip noise
 	}
-	rec := map[string]any{}
+	rec := map[string]rundir.ClockOffset{}
 	for _, n := range r.inv.Nodes {
 		cs, err := r.agent(n.Name).ClockOffset(ctx, 8)
 		if err != nil {
@@ -218,9 +219,9 @@ func (r *run) measureClocks(ctx context.Context) {
 			continue
 		}
 		r.offsets[n.Name] = cs.Offset
-		rec[n.Name] = map[string]any{"offset_us": cs.Offset.Microseconds(), "rtt_us": cs.RTT.Microseconds()}
+		rec[n.Name] = rundir.ClockOffset{OffsetUs: cs.Offset.Microseconds(), RTTUs: cs.RTT.Microseconds()}
 	}
-	r.updateManifest(func(m *results.Manifest) { m.ClockOffsets = rec })
+	r.updateManifest(func(m *rundir.Manifest) { m.ClockOffsets = rec })
 }
 
 // writeJSONFile writes v as indented JSON.
@@ -229,7 +230,7 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(path, b)
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // dataDir is the engine's data folder: on the node's data volume when it has one, else relative

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 )
@@ -75,7 +75,7 @@ type fakeEngine struct {
 type fakeNode struct {
 	inventory.Node
 	eng     fakeEngine
-	journal []agent.Transition
+	journal []rundir.Transition
 	gone    bool // the agent does not answer
 	client  *agent.Client
 }
@@ -198,10 +198,10 @@ func (c *fakeCluster) called(prefix string) bool {
 
 // --- the fake engine, under c.mu
 
-func (c *fakeCluster) addLocked(n *fakeNode, tr agent.Transition) {
+func (c *fakeCluster) addLocked(n *fakeNode, tr rundir.Transition) {
 	tr.Seq = uint64(len(n.journal)) + 1
 	tr.T, tr.Node, tr.Launch, tr.PID = time.Now(), n.Name, n.eng.launch, 1000+n.eng.launch
-	if tr.Kind != supervise.KindLaunch && tr.Kind != supervise.KindSignal && !(tr.Kind == supervise.KindPhase && tr.To == supervise.PhaseDown) {
+	if tr.Kind != rundir.TransLaunch && tr.Kind != rundir.TransSignal && !(tr.Kind == rundir.TransPhase && tr.To == rundir.PhaseDown) {
 		st := c.statusLocked(n)
 		tr.Status = &st
 	}
@@ -234,22 +234,22 @@ func (c *fakeCluster) leaderLocked() string {
 func (c *fakeCluster) launchLocked(n *fakeNode) {
 	n.eng.launch++
 	n.eng.running, n.eng.phase, n.eng.role = true, engine.PhaseStarting, ""
-	c.addLocked(n, agent.Transition{Kind: supervise.KindLaunch})
+	c.addLocked(n, rundir.Transition{Kind: rundir.TransLaunch})
 	if n.Name == c.exitAtStart {
-		n.eng.running, n.eng.phase = false, supervise.PhaseDown
-		c.addLocked(n, agent.Transition{Kind: supervise.KindPhase, From: engine.PhaseStarting, To: supervise.PhaseDown,
-			Exit: &supervise.ExitStatus{Code: 1, Desc: "exit status 1"}})
+		n.eng.running, n.eng.phase = false, rundir.PhaseDown
+		c.addLocked(n, rundir.Transition{Kind: rundir.TransPhase, From: engine.PhaseStarting, To: rundir.PhaseDown,
+			Exit: &rundir.ExitStatus{Code: 1, Desc: "exit status 1"}})
 		return
 	}
 	n.eng.phase = engine.PhaseReady
-	c.addLocked(n, agent.Transition{Kind: supervise.KindPhase, From: engine.PhaseStarting, To: engine.PhaseReady})
+	c.addLocked(n, rundir.Transition{Kind: rundir.TransPhase, From: engine.PhaseStarting, To: engine.PhaseReady})
 	role := engine.RoleFollower
 	if c.leaderLocked() == "" {
 		role = engine.RoleLeader
 		c.term++
 	}
 	n.eng.role = role
-	c.addLocked(n, agent.Transition{Kind: supervise.KindRole, To: role})
+	c.addLocked(n, rundir.Transition{Kind: rundir.TransRole, To: role})
 }
 
 func (c *fakeCluster) downLocked(n *fakeNode, sig string) {
@@ -257,9 +257,9 @@ func (c *fakeCluster) downLocked(n *fakeNode, sig string) {
 		return
 	}
 	wasLeader := n.eng.role == engine.RoleLeader
-	n.eng.running, n.eng.phase, n.eng.role = false, supervise.PhaseDown, ""
-	c.addLocked(n, agent.Transition{Kind: supervise.KindPhase, From: engine.PhaseReady, To: supervise.PhaseDown,
-		Exit: &supervise.ExitStatus{Code: -1, Signal: sig, Desc: "signal: " + sig}})
+	n.eng.running, n.eng.phase, n.eng.role = false, rundir.PhaseDown, ""
+	c.addLocked(n, rundir.Transition{Kind: rundir.TransPhase, From: engine.PhaseReady, To: rundir.PhaseDown,
+		Exit: &rundir.ExitStatus{Code: -1, Signal: sig, Desc: "signal: " + sig}})
 	if wasLeader {
 		c.electLocked(n.Name)
 	}
@@ -271,7 +271,7 @@ func (c *fakeCluster) electLocked(not string) {
 		if fn := c.nodes[s.Name]; s.Name != not && fn.eng.running {
 			c.term++
 			fn.eng.role = engine.RoleLeader
-			c.addLocked(fn, agent.Transition{Kind: supervise.KindRole, From: engine.RoleFollower, To: engine.RoleLeader})
+			c.addLocked(fn, rundir.Transition{Kind: rundir.TransRole, From: engine.RoleFollower, To: engine.RoleLeader})
 			return
 		}
 	}
@@ -320,7 +320,7 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		json.NewDecoder(r.Body).Decode(&req)
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.addLocked(n, agent.Transition{Kind: supervise.KindSignal, To: req.Signal})
+		c.addLocked(n, rundir.Transition{Kind: rundir.TransSignal, To: req.Signal})
 		c.downLocked(n, req.Signal)
 		reply(w, agent.EngineProcess{})
 	})
@@ -348,7 +348,7 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		defer t.Stop()
 		for {
 			c.mu.Lock()
-			var out []agent.Transition
+			var out []rundir.Transition
 			if int(since) < len(n.journal) {
 				out = slices.Clone(n.journal[since:])
 			}
@@ -379,13 +379,13 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 			c.index += 100
 			for _, s := range c.inv.Servers() {
 				if fn := c.nodes[s.Name]; fn.eng.running {
-					c.addLocked(fn, agent.Transition{Kind: supervise.KindSnapshot, To: strconv.FormatUint(c.index, 10)})
+					c.addLocked(fn, rundir.Transition{Kind: rundir.TransSnapshot, To: strconv.FormatUint(c.index, 10)})
 				}
 			}
 			reply(w, engine.Snapshot{Index: c.index, TakeMs: 1.5})
 		case "/step-down":
 			n.eng.role = engine.RoleFollower
-			c.addLocked(n, agent.Transition{Kind: supervise.KindRole, From: engine.RoleLeader, To: engine.RoleFollower})
+			c.addLocked(n, rundir.Transition{Kind: rundir.TransRole, From: engine.RoleLeader, To: engine.RoleFollower})
 			c.electLocked(n.Name)
 			reply(w, map[string]any{})
 		case "/status":

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // finalState waits until every running server has applied the same index (nothing is in flight
@@ -69,16 +71,16 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.recordAgentCPU()
 	}
 	r.mark("end")
-	r.updateManifest(func(m *results.Manifest) {
+	r.updateManifest(func(m *rundir.Manifest) {
 		m.Ended = time.Now().UTC()
-		m.LoadAvg.End = results.ReadLoadAvg("/")
+		m.LoadAvg.End = loadavg.Now()
 		switch {
 		case interrupted:
-			m.Status = results.StatusInterrupted
+			m.Status = rundir.StatusInterrupted
 		case runErr != nil:
-			m.Status = results.StatusFailed
+			m.Status = rundir.StatusFailed
 		default:
-			m.Status = results.StatusOK
+			m.Status = rundir.StatusOK
 		}
 		if runErr != nil {
 			m.Error = runErr.Error()
@@ -89,8 +91,8 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 	if err == nil && sum.StatusReason != "" {
 		// The run did what it was told, but not what the playbook asked (the load overran its
 		// duration, or most probes were lost): it is not a measurement, so it ends failed.
-		r.updateManifest(func(m *results.Manifest) {
-			m.Status, m.Error = results.StatusFailed, sum.StatusReason
+		r.updateManifest(func(m *rundir.Manifest) {
+			m.Status, m.Error = rundir.StatusFailed, sum.StatusReason
 		})
 		r.progress("run failed: %s", sum.StatusReason)
 	}
@@ -105,7 +107,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 }
 
 // checkLoad flags a run measured on an overloaded machine (load average above the core count).
-func checkLoad(m *results.Manifest) {
+func checkLoad(m *rundir.Manifest) {
 	for _, p := range m.Phases {
 		if len(p.LoadAvg) > 0 && p.LoadAvg[0] > float64(m.CPUs) {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("load average %.2f at %s exceeds %d cpus: figures from this run are suspect", p.LoadAvg[0], p.Name, m.CPUs))

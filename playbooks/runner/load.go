@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/loadgen"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -180,21 +180,15 @@ func (r *run) readLoadgenStats() {
 	if err != nil {
 		return
 	}
-	var v any
-	if json.Unmarshal(b, &v) == nil {
-		r.updateManifest(func(m *results.Manifest) { m.Loadgen = v })
+	var st rundir.ProbeStats
+	if err := json.Unmarshal(b, &st); err != nil {
+		r.warn("load generator stats: %v", err)
+		return
 	}
-	var st struct {
-		Scheduled int64 `json:"scheduled"`
-		SendLag   struct {
-			MaxNs int64 `json:"max_ns"`
-			P99Ns int64 `json:"p99_ns"`
-			Late  int64 `json:"late"`
-		} `json:"send_lag"`
-	}
+	r.updateManifest(func(m *rundir.Manifest) { m.Loadgen = &st })
 	// A load generator that cannot keep its schedule still charges every probe from its intended
 	// time, but the lag is then the client's own, not the cluster's: say so.
-	if json.Unmarshal(b, &st) == nil && st.SendLag.MaxNs > int64(maxSendLag) {
+	if st.SendLag.MaxNs > int64(maxSendLag) {
 		r.warn("the load generator fell behind its schedule: send lag p99 %s, max %s, %d of %d probes late; those latencies include the client's own delay",
 			time.Duration(st.SendLag.P99Ns).Round(time.Microsecond), time.Duration(st.SendLag.MaxNs).Round(time.Microsecond), st.SendLag.Late, st.Scheduled)
 	}

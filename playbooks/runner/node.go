@@ -2,24 +2,20 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
-
-type agentTransition = agent.Transition
 
 // recordFacts keeps each node's facts (kernel, CPU, memory, THP, disks, load) in the manifest.
 func (r *run) recordFacts(ctx context.Context) {
-	facts := map[string]any{}
+	facts := map[string]facts.Facts{}
 	for _, n := range r.inv.Nodes {
 		f, err := r.agent(n.Name).Facts(ctx)
 		if err != nil {
@@ -28,7 +24,7 @@ func (r *run) recordFacts(ctx context.Context) {
 		}
 		facts[n.Name] = f
 	}
-	r.updateManifest(func(m *results.Manifest) { m.Facts = facts })
+	r.updateManifest(func(m *rundir.Manifest) { m.Facts = facts })
 }
 
 // applyTuning applies the playbook's kernel settings; the agent records every prior value
@@ -47,13 +43,13 @@ func (r *run) applyTuning(ctx context.Context) error {
 	for _, s := range r.pb.Tuning {
 		p[s.Key] = s.Value
 	}
-	r.updateManifest(func(m *results.Manifest) { m.Tuning = map[string]any{} })
+	r.updateManifest(func(m *rundir.Manifest) { m.Tuning = map[string]rundir.Tuning{} })
 	for _, n := range tr.TuneNodes {
 		rep, err := r.agent(n.Name).Tune(ctx, p)
 		if err != nil {
 			return fmt.Errorf("tune %s: %w", n.Name, err)
 		}
-		r.updateManifest(func(m *results.Manifest) { m.Tuning[n.Name] = map[string]any{"applied": rep} })
+		r.updateManifest(func(m *rundir.Manifest) { m.Tuning[n.Name] = rundir.Tuning{Applied: &rep} })
 		r.progress("tuned %s: %d settings applied and read back", n.Name, len(rep.Changes))
 	}
 	return nil
@@ -70,9 +66,10 @@ func (r *run) revertTuning(ctx context.Context) {
 			r.warn("revert tuning on %s: %v", n.Name, err)
 			continue
 		}
-		r.updateManifest(func(m *results.Manifest) {
-			if t, ok := m.Tuning[n.Name].(map[string]any); ok {
-				t["reverted"] = rep
+		r.updateManifest(func(m *rundir.Manifest) {
+			if t, ok := m.Tuning[n.Name]; ok {
+				t.Reverted = &rep
+				m.Tuning[n.Name] = t
 			}
 		})
 	}
@@ -115,39 +112,26 @@ func (r *run) stopSamples(ctx context.Context) {
 // recordAgentCPU keeps each agent's average CPU share in the manifest: the rig's own overhead
 // on the node, which the report shows beside the figures it could disturb.
 func (r *run) recordAgentCPU() {
-	cpu := map[string]any{}
+	cpu := map[string]rundir.CPUShare{}
 	for _, n := range r.inv.Nodes {
-		if avg, max, ok := agentCPU(filepath.Join(r.dir, n.Name, "samples", r.samplesName()+".ndjson")); ok {
-			cpu[n.Name] = map[string]float64{"mean_pct": avg, "max_pct": max}
+		if share, ok := agentCPU(filepath.Join(r.dir, n.Name, rundir.SamplesDir, r.samplesName()+".ndjson")); ok {
+			cpu[n.Name] = share
 		}
 	}
-	r.updateManifest(func(m *results.Manifest) { m.AgentCPU = cpu })
+	r.updateManifest(func(m *rundir.Manifest) { m.AgentCPU = cpu })
 }
 
 // agentCPU averages the agent's CPU share over a samples file.
-func agentCPU(path string) (mean, max float64, ok bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, false
+func agentCPU(path string) (rundir.CPUShare, bool) {
+	samples, _ := rundir.ReadSamplesFile(path)
+	if len(samples) == 0 {
+		return rundir.CPUShare{}, false
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	var n int
-	for {
-		var s struct {
-			Agent struct {
-				CPUPct float64 `json:"cpu_pct"`
-			} `json:"agent"`
-		}
-		if dec.Decode(&s) != nil {
-			break
-		}
-		mean += s.Agent.CPUPct
-		max = math.Max(max, s.Agent.CPUPct)
-		n++
+	var share rundir.CPUShare
+	for _, s := range samples {
+		share.MeanPct += s.Agent.CPUPct
+		share.MaxPct = max(share.MaxPct, s.Agent.CPUPct)
 	}
-	if n == 0 {
-		return 0, 0, false
-	}
-	return mean / float64(n), max, true
+	share.MeanPct /= float64(len(samples))
+	return share, true
 }

@@ -7,6 +7,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +20,11 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
 )
@@ -122,7 +123,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		o := runOne(ctx, pr, timelines[i], opts, place)
 		if tr != nil {
 			if o.Status == "" { // the run folder could not even be made
-				o.Status = results.StatusFailed
+				o.Status = rundir.StatusFailed
 			}
 			o.SweepDir = tr.Dir
 			if err := tr.End(i, o.RunID, o.Status); err != nil {
@@ -153,8 +154,8 @@ type run struct {
 	id       string
 	dir      string
 	log      *slog.Logger
-	man      *results.Manifest
-	ev       *results.EventLog
+	man      *rundir.Manifest
+	ev       *rundir.EventLog
 
 	cl target.Cluster // nil until the target started it
 	// stopLeases stops renewing the agents' leases (lease.go)
@@ -171,11 +172,11 @@ type run struct {
 	status     map[string]engine.Status // newest status seen per server
 	down       map[string]bool          // killed and not yet relaunched
 	lastKilled string
-	asyncErrs  []error                          // failures of actions running beside the timeline
-	asyncWG    sync.WaitGroup                   // actions running beside the timeline
-	cursor     map[string]uint64                // per server: the last transition a watcher handled
-	exits      map[string]*supervise.ExitStatus // per server: how its engine last exited
-	killed     map[string]bool                  // per server: the timeline killed its current launch
+	asyncErrs  []error                       // failures of actions running beside the timeline
+	asyncWG    sync.WaitGroup                // actions running beside the timeline
+	cursor     map[string]uint64             // per server: the last transition a watcher handled
+	exits      map[string]*rundir.ExitStatus // per server: how its engine last exited
+	killed     map[string]bool               // per server: the timeline killed its current launch
 
 	// leaderChanged is when the watchers last saw a server become leader (controller clock).
 	leaderChanged time.Time
@@ -191,7 +192,7 @@ type run struct {
 func (r *run) agent(node string) *agent.Client { return r.cl.Agent(node) }
 
 // updateManifest changes the manifest under its lock and writes it.
-func (r *run) updateManifest(f func(m *results.Manifest)) {
+func (r *run) updateManifest(f func(m *rundir.Manifest)) {
 	r.manMu.Lock()
 	f(r.man)
 	r.manMu.Unlock()
@@ -246,7 +247,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
-		exits: map[string]*supervise.ExitStatus{}, killed: map[string]bool{}}
+		exits: map[string]*rundir.ExitStatus{}, killed: map[string]bool{}}
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
 		o.Err = err
@@ -254,13 +255,18 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	defer logf.Close()
 	r.log = slog.New(slog.NewJSONHandler(logf, nil)).With("run", id)
-	r.man = &results.Manifest{
-		RunID: id, Status: results.StatusRunning, Started: time.Now().UTC(), Target: opts.Target.Name(),
-		Round: pr.Round, Settings: pr.Settings, Playbook: pb, ConfigHash: results.Hash(pb),
-		Rig: results.Build(), CPUs: runtime.NumCPU(),
+	pbJSON, err := json.Marshal(pb)
+	if err != nil {
+		o.Err = fmt.Errorf("encode playbook for the manifest: %w", err)
+		return o
 	}
-	r.man.LoadAvg.Start = results.ReadLoadAvg("/")
-	if r.ev, err = results.CreateEventLog(filepath.Join(dir, "events.jsonl")); err != nil {
+	r.man = &rundir.Manifest{
+		RunID: id, Status: rundir.StatusRunning, Started: time.Now().UTC(), Target: opts.Target.Name(),
+		Round: pr.Round, Settings: pr.Settings, Playbook: pbJSON, ConfigHash: rundir.Hash(pb),
+		Rig: rundir.Build(), CPUs: runtime.NumCPU(),
+	}
+	r.man.LoadAvg.Start = loadavg.Now()
+	if r.ev, err = rundir.CreateEventLog(filepath.Join(dir, rundir.EventsFile)); err != nil {
 		o.Err = err
 		return o
 	}
@@ -289,7 +295,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 func (r *run) saveManifest() {
 	r.manMu.Lock()
 	defer r.manMu.Unlock()
-	if err := results.WriteManifest(r.dir, r.man); err != nil {
+	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		r.log.Error("write manifest", "err", err)
 	}
 }
@@ -297,9 +303,9 @@ func (r *run) saveManifest() {
 func (r *run) mark(name string) { r.markAt(name, time.Now()) }
 
 func (r *run) markAt(name string, t time.Time) {
-	r.ev.Add(results.Event{T: t, Kind: results.KindRun, Phase: name})
-	r.updateManifest(func(m *results.Manifest) {
-		m.Phases = append(m.Phases, results.PhaseMark{Name: name, T: t.UTC(), LoadAvg: results.ReadLoadAvg("/")})
+	r.ev.Add(rundir.Event{T: t, Run: &rundir.Run{Phase: rundir.RunPhase(name)}})
+	r.updateManifest(func(m *rundir.Manifest) {
+		m.Phases = append(m.Phases, rundir.PhaseMark{Name: name, T: t.UTC(), LoadAvg: loadavg.Now()})
 	})
 }
 
@@ -309,7 +315,7 @@ func (r *run) warn(format string, args ...any) {
 	r.man.Warnings = append(r.man.Warnings, msg)
 	r.manMu.Unlock()
 	r.saveManifest()
-	r.ev.Add(results.Event{Kind: results.KindNote, Detail: map[string]any{"warning": msg}})
+	r.ev.Add(rundir.Event{Note: &rundir.Note{Warning: msg}})
 	r.progress("warning: %s", msg)
 }
 

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
 )
@@ -45,8 +46,8 @@ func plan(t *testing.T, duration, rest string) *playbooks.Plan {
 type result struct {
 	outs   []Outcome
 	err    error
-	man    results.Manifest
-	events []results.Event
+	man    rundir.Manifest
+	events []rundir.Event
 }
 
 func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan) result {
@@ -64,8 +65,9 @@ func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.P
 	if err := json.Unmarshal(b, &res.man); err != nil {
 		t.Fatal(err)
 	}
-	if res.events, err = results.ReadEvents(filepath.Join(dir, "events.jsonl")); err != nil {
-		t.Fatal(err)
+	var bad []error
+	if res.events, bad, err = rundir.ReadEvents(filepath.Join(dir, "events.jsonl")); err != nil || len(bad) > 0 {
+		t.Fatal(err, bad)
 	}
 	return res
 }
@@ -73,8 +75,8 @@ func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.P
 func (r result) actions() []string {
 	var out []string
 	for _, e := range r.events {
-		if e.Kind == results.KindAction {
-			out = append(out, e.Action+" "+e.Node)
+		if e.Action != nil {
+			out = append(out, string(e.Action.Name)+" "+e.Node)
 		}
 	}
 	return out
@@ -99,7 +101,7 @@ func TestEveryAction(t *testing.T) {
   - {at: 700ms, burst: {messages: 500, count: 2, every: 100ms}}
   - {at: 800ms, wait_for: {phase: ready, node: node-2, timeout: 1s}}
 `))
-	if res.err != nil || res.outs[0].Status != results.StatusOK {
+	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	want := []string{"snapshot node-0", "kill node-2", "wait_for ", "relaunch node-2", "step_down node-0", "burst ", "wait_for node-2"}
@@ -107,9 +109,9 @@ func TestEveryAction(t *testing.T) {
 		t.Errorf("actions %q, want %q", got, want)
 	}
 	for _, e := range res.events {
-		if e.Kind == results.KindAction && e.Action == "snapshot" {
-			if ix, _ := e.Detail["index"].(float64); ix != 100 || e.Detail["leader"] != "node-0" {
-				t.Errorf("snapshot event detail %v: want index 100 and the leader", e.Detail)
+		if e.IsAction(rundir.ActSnapshot) {
+			if s := e.Action.Snapshot; s.Index == nil || *s.Index != 100 || s.Leader != "node-0" {
+				t.Errorf("snapshot event %+v: want index 100 and the leader", s)
 			}
 		}
 	}
@@ -118,7 +120,7 @@ func TestEveryAction(t *testing.T) {
 		"node-2 POST /engine/signal",
 		"node-2 POST /engine/relaunch",
 		"node-0 POST /engine/proxy /step-down",
-		`client-0 loadgen burst {"count":2,"every_ns":100000000,"messages":500}`,
+		`client-0 loadgen burst {"messages":500,"every_ns":100000000,"count":2}`,
 		"client-0 loadgen preload",
 		" stop",
 	} {
@@ -130,7 +132,7 @@ func TestEveryAction(t *testing.T) {
 	if got := strings.Join(res.phases(), " "); got != wantPhases {
 		t.Errorf("stages %q, want %q", got, wantPhases)
 	}
-	if res.man.Status != results.StatusOK || res.man.Target != "fake" {
+	if res.man.Status != rundir.StatusOK || res.man.Target != "fake" {
 		t.Errorf("manifest status %q target %q", res.man.Status, res.man.Target)
 	}
 	// Engines stopped, data removed, then the cluster: in that order.
@@ -174,7 +176,7 @@ func TestRunIDsCountFromOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != results.StatusOK || len(got.Runs) != 2 || got.Runs[1].Settings["preload.orders"] != "2k" || got.Runs[1].Status != results.StatusOK {
+	if got.Status != rundir.StatusOK || len(got.Runs) != 2 || got.Runs[1].Settings["preload.orders"] != "2k" || got.Runs[1].Status != rundir.StatusOK {
 		t.Errorf("sweep.json: %+v", got)
 	}
 	if _, err := os.Stat(filepath.Join(sw, sweep.ReportName)); err != nil {
@@ -249,7 +251,7 @@ func TestInterruptAtEachStage(t *testing.T) {
 			if d := time.Since(start); d > 15*time.Second {
 				t.Errorf("the interrupted run took %s: it waited out the load instead of stopping", d)
 			}
-			if res.man.Status != results.StatusInterrupted {
+			if res.man.Status != rundir.StatusInterrupted {
 				t.Errorf("manifest status %q", res.man.Status)
 			}
 			if got := strings.Join(res.phases(), " "); got != s.marks {
@@ -308,7 +310,7 @@ func TestFailures(t *testing.T) {
 			if res.err == nil || !strings.Contains(res.err.Error(), tc.want) {
 				t.Fatalf("err %v, want it to say %q", res.err, tc.want)
 			}
-			if res.man.Status != results.StatusFailed || !strings.Contains(res.man.Error, tc.want) {
+			if res.man.Status != rundir.StatusFailed || !strings.Contains(res.man.Error, tc.want) {
 				t.Errorf("manifest status %q error %q", res.man.Status, res.man.Error)
 			}
 			if c.started != c.stopped {
@@ -344,17 +346,17 @@ func TestWaitForStableLeader(t *testing.T) {
   - {at: 250ms, wait_for: {stable_leader: 600ms, timeout: 2s}}
   - {at: 300ms, snapshot: {}}
 `))
-	if res.err != nil || res.outs[0].Status != results.StatusOK {
+	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	var stepDown, elected, snap time.Time
 	for _, e := range res.events {
 		switch {
-		case e.Kind == results.KindAction && e.Action == "step_down":
+		case e.IsAction(rundir.ActStepDown):
 			stepDown = e.T
-		case e.Kind == results.KindRole && e.Role == "leader" && !stepDown.IsZero() && elected.IsZero():
+		case e.Role != nil && e.Role.To == engine.RoleLeader && !stepDown.IsZero() && elected.IsZero():
 			elected = e.T
-		case e.Kind == results.KindAction && e.Action == "snapshot":
+		case e.IsAction(rundir.ActSnapshot):
 			snap = e.T
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // StartRequest is how playbook pb's engine driver starts an engine with cfg.
@@ -96,7 +96,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		states[n.Name] = st
 	}
 	r.mu.Lock()
-	eff := map[string]any{}
+	eff := map[string]engine.Config{}
 	for _, n := range r.servers {
 		st, ok := r.status[n.Name]
 		state, okState := states[n.Name]
@@ -112,6 +112,6 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		}
 	}
 	r.mu.Unlock()
-	r.updateManifest(func(m *results.Manifest) { m.Engines = eff })
+	r.updateManifest(func(m *rundir.Manifest) { m.Engines = eff })
 	return errors.Join(errs...)
 }

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // watch follows every server agent's recorded transitions (a long poll on the agent) and turns
@@ -52,40 +51,36 @@ func (r *run) watchNode(ctx context.Context, name string) {
 	}
 }
 
-func (r *run) onTransition(name string, t agentTransition) {
-	ev := results.Event{T: t.T.Add(-r.offsets[name]), Node: name, From: t.From}
+func (r *run) onTransition(name string, t rundir.Transition) {
+	ev := rundir.Event{T: t.T.Add(-r.offsets[name]), Node: name}
 	switch t.Kind {
-	case supervise.KindLaunch:
+	case rundir.TransLaunch:
 		// The process exists from here on; it reports phases once its admin API is up.
-		ev.Kind, ev.Phase = results.KindPhase, engine.PhaseStarting
-		ev.Detail = map[string]any{"launch": t.Launch, "pid": t.PID}
-	case supervise.KindPhase:
-		ev.Kind, ev.Phase = results.KindPhase, t.To
-		if t.Exit != nil {
-			ev.Detail = map[string]any{"exit": t.Exit}
-		}
-	case supervise.KindRole:
-		ev.Kind, ev.Role = results.KindRole, t.To
-	case supervise.KindSnapshot:
-		ev.Kind = results.KindSnapshot
+		ev.Phase = &rundir.PhaseChange{From: t.From, To: engine.PhaseStarting, Launch: t.Launch, PID: t.PID}
+	case rundir.TransPhase:
+		ev.Phase = &rundir.PhaseChange{From: t.From, To: t.To, Exit: t.Exit}
+	case rundir.TransRole:
+		ev.Role = &rundir.RoleChange{From: t.From, To: t.To}
+	case rundir.TransSnapshot:
+		ev.Snapshot = &rundir.SnapshotTaken{From: t.From}
 		if t.Status != nil && t.Status.LastSnapshot != nil {
-			s := t.Status.LastSnapshot
-			ev.Detail = map[string]any{"index": s.Index, "take_ms": s.TakeMs, "persisted_ms": s.PersistedMs,
-				"bytes": s.Bytes, "orders": s.Orders, "syncs": s.Syncs, "restored": s.Restored, "restore_ms": s.RestoreMs}
+			ev.Snapshot.Snapshot = *t.Status.LastSnapshot
 		}
-	default: // signals and anything newer: kept as notes
-		ev.Kind, ev.Detail = results.KindNote, map[string]any{t.Kind: t.To}
+	case rundir.TransSignal:
+		ev.Note = &rundir.Note{From: t.From, Signal: t.To}
+	default: // anything newer: kept as a note
+		ev.Note = &rundir.Note{From: t.From, Text: string(t.Kind) + ": " + t.To}
 	}
 	r.ev.Add(ev)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case t.Kind == supervise.KindPhase && t.To == supervise.PhaseDown:
+	case t.Kind == rundir.TransPhase && t.To == rundir.PhaseDown:
 		st := r.status[name]
-		st.Phase, st.Role = supervise.PhaseDown, ""
+		st.Phase, st.Role = rundir.PhaseDown, ""
 		r.status[name] = st
 		r.exits[name] = t.Exit
-	case t.Kind == supervise.KindLaunch:
+	case t.Kind == rundir.TransLaunch:
 		st := r.status[name]
 		st.Phase, st.Role = engine.PhaseStarting, ""
 		r.status[name] = st
@@ -94,7 +89,7 @@ func (r *run) onTransition(name string, t agentTransition) {
 	case t.Status != nil:
 		r.status[name] = *t.Status
 	}
-	if t.Kind == supervise.KindRole && t.To == engine.RoleLeader {
+	if t.Kind == rundir.TransRole && t.To == engine.RoleLeader {
 		r.leaderChanged = time.Now()
 	}
 	r.notifyLocked()
@@ -103,7 +98,7 @@ func (r *run) onTransition(name string, t agentTransition) {
 // exitedLocked says how a server's engine ended when it is down without the timeline having
 // killed it (r.mu held).
 func (r *run) exitedLocked(name string) error {
-	if r.status[name].Phase != supervise.PhaseDown || r.killed[name] {
+	if r.status[name].Phase != rundir.PhaseDown || r.killed[name] {
 		return nil
 	}
 	how := "no exit status"

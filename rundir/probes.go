@@ -1,4 +1,4 @@
-package results
+package rundir
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ type Probe struct {
 	Outcome    uint8
 }
 
-// probes.bin: a 8-byte magic then fixed 17-byte little-endian records.
+// probes.bin and bursts.bin: an 8-byte magic, then fixed 17-byte little-endian records.
 var probeMagic = [8]byte{'R', 'I', 'G', 'P', 'R', 'B', '0', '1'}
 
 const probeRecordSize = 17

@@ -1,0 +1,389 @@
+package rundir
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+)
+
+// Kind is an event's kind: which of Event's payloads it carries.
+type Kind string
+
+// Event kinds in events.jsonl.
+const (
+	KindRun      Kind = "run"      // Run: a stage of the run
+	KindAction   Kind = "action"   // Action: a timeline action (or a scheduled relaunch)
+	KindPhase    Kind = "phase"    // Phase: an engine phase transition on Node
+	KindRole     Kind = "role"     // Role: an engine role transition on Node
+	KindSnapshot Kind = "snapshot" // Snapshot: Node finished (or restored) a snapshot
+	KindNote     Kind = "note"     // Note: a warning, or a signal the agent sent
+)
+
+// RunPhase names a stage of the run (KindRun).
+type RunPhase string
+
+// Run stages, in the order a complete run reaches them.
+const (
+	RunStart       RunPhase = "start"
+	EnginesStarted RunPhase = "engines_started"
+	PreloadStart   RunPhase = "preload_start"
+	PreloadEnd     RunPhase = "preload_end"
+	LoadStart      RunPhase = "load_start"
+	WarmupEnd      RunPhase = "warmup_end"
+	LoadEnd        RunPhase = "load_end"
+	RunEnd         RunPhase = "end"
+)
+
+// ActionName names a timeline action (KindAction).
+type ActionName string
+
+// Action names. Relaunch is the kill action's scheduled relaunch.
+const (
+	ActSnapshot ActionName = "snapshot"
+	ActKill     ActionName = "kill"
+	ActRelaunch ActionName = "relaunch"
+	ActStepDown ActionName = "step_down"
+	ActBurst    ActionName = "burst"
+	ActWaitFor  ActionName = "wait_for"
+)
+
+// PhaseDown is the agent's pseudo-phase for an engine process that has exited.
+const PhaseDown = "down"
+
+// Event is one line of events.jsonl: a time, the node it concerns (if any) and exactly one
+// payload. T is on the controller's clock; node-side events carry the node's own timestamp
+// corrected by the measured clock offset (zero on the local target).
+type Event struct {
+	T    time.Time
+	Node string
+
+	Run      *Run
+	Action   *Action
+	Phase    *PhaseChange
+	Role     *RoleChange
+	Snapshot *SnapshotTaken
+	Note     *Note
+
+	// legacySnap is a note that carried a snapshot action's index before the action did; only
+	// ReadEvents sees it, and folds it into the action.
+	legacySnap *SnapshotAction
+}
+
+// Run is a stage of the run.
+type Run struct {
+	Phase RunPhase
+}
+
+// Action is a timeline action, stamped when it was requested. Its payload matches Name;
+// relaunch and step_down carry none.
+type Action struct {
+	Name     ActionName
+	Snapshot *SnapshotAction
+	Kill     *KillAction
+	WaitFor  *WaitForAction
+	Burst    *BurstAction
+}
+
+// SnapshotAction is a snapshot requested on the leader; Index is the log index the leader
+// answered with (absent when it never answered).
+type SnapshotAction struct {
+	Leader       string   `json:"leader,omitempty"`
+	Index        *uint64  `json:"index,omitempty"`
+	LeaderTakeMs *float64 `json:"leader_take_ms,omitempty"`
+}
+
+// KillAction is a signal sent to a node; As is how the playbook named it (leader, follower...).
+type KillAction struct {
+	Signal string `json:"signal"`
+	As     string `json:"as,omitempty"`
+}
+
+// WaitForAction holds the timeline until Node (every server when empty) is in Phase.
+type WaitForAction struct {
+	Phase string `json:"phase"`
+}
+
+// BurstAction starts a micro-burst series on the load generator.
+type BurstAction struct {
+	Messages int   `json:"messages"`
+	EveryNs  int64 `json:"every_ns"`
+	Count    int   `json:"count"`
+}
+
+// PhaseChange is an engine phase transition as the agent saw it. To is PhaseDown when the
+// process exited (Exit says how); a process launch is To "starting" with Launch and PID.
+type PhaseChange struct {
+	From   string      `json:"-"`
+	To     string      `json:"-"`
+	Launch int         `json:"launch,omitempty"`
+	PID    int         `json:"pid,omitempty"`
+	Exit   *ExitStatus `json:"exit,omitempty"`
+}
+
+// RoleChange is a raft role transition.
+type RoleChange struct {
+	From, To string
+}
+
+// SnapshotTaken is a node finishing a snapshot (or restoring one at launch: Restored), as its
+// engine reported it. From is the previous snapshot index, as text.
+type SnapshotTaken struct {
+	From string
+	engine.Snapshot
+}
+
+// Note is a warning the runner recorded, or a signal the agent sent the engine.
+type Note struct {
+	From    string `json:"-"`
+	Warning string `json:"warning,omitempty"`
+	Signal  string `json:"signal,omitempty"`
+	Text    string `json:"text,omitempty"` // anything else, e.g. a transition kind this version does not know
+}
+
+// Kind is the kind of the payload e carries ("" when it carries none).
+func (e Event) Kind() Kind {
+	switch {
+	case e.Run != nil:
+		return KindRun
+	case e.Action != nil:
+		return KindAction
+	case e.Phase != nil:
+		return KindPhase
+	case e.Role != nil:
+		return KindRole
+	case e.Snapshot != nil:
+		return KindSnapshot
+	case e.Note != nil:
+		return KindNote
+	}
+	return ""
+}
+
+// IsAction reports whether e is the action name.
+func (e Event) IsAction(name ActionName) bool { return e.Action != nil && e.Action.Name == name }
+
+// IsRun reports whether e marks the run stage p.
+func (e Event) IsRun(p RunPhase) bool { return e.Run != nil && e.Run.Phase == p }
+
+// eventLine is the JSON line: the envelope every kind shares, and the payload's own fields under
+// "detail".
+type eventLine struct {
+	T      time.Time       `json:"t"`
+	Kind   Kind            `json:"kind"`
+	Node   string          `json:"node,omitempty"`
+	Action ActionName      `json:"action,omitempty"`
+	Phase  string          `json:"phase,omitempty"`
+	Role   string          `json:"role,omitempty"`
+	From   string          `json:"from,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes the events.jsonl line.
+func (e Event) MarshalJSON() ([]byte, error) {
+	l := eventLine{T: e.T, Kind: e.Kind(), Node: e.Node}
+	var detail any
+	switch l.Kind {
+	case KindRun:
+		l.Phase = string(e.Run.Phase)
+	case KindAction:
+		a := e.Action
+		l.Action = a.Name
+		switch {
+		case a.Snapshot != nil:
+			detail = a.Snapshot
+		case a.Kill != nil:
+			detail = a.Kill
+		case a.WaitFor != nil:
+			detail = a.WaitFor
+		case a.Burst != nil:
+			detail = a.Burst
+		}
+	case KindPhase:
+		p := e.Phase
+		l.Phase, l.From = p.To, p.From
+		if p.Launch != 0 || p.PID != 0 || p.Exit != nil {
+			detail = p
+		}
+	case KindRole:
+		l.Role, l.From = e.Role.To, e.Role.From
+	case KindSnapshot:
+		l.From, detail = e.Snapshot.From, e.Snapshot.Snapshot
+	case KindNote:
+		l.From, detail = e.Note.From, e.Note
+	default:
+		return nil, errors.New("event has no payload")
+	}
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return nil, err
+		}
+		l.Detail = b
+	}
+	return json.Marshal(l)
+}
+
+// UnmarshalJSON reads an events.jsonl line.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var l eventLine
+	if err := json.Unmarshal(b, &l); err != nil {
+		return err
+	}
+	*e = Event{T: l.T, Node: l.Node}
+	detail := func(v any) error {
+		if len(l.Detail) == 0 || string(l.Detail) == "null" {
+			return nil
+		}
+		if err := json.Unmarshal(l.Detail, v); err != nil {
+			return fmt.Errorf("%s event detail: %w", l.Kind, err)
+		}
+		return nil
+	}
+	switch l.Kind {
+	case KindRun:
+		e.Run = &Run{Phase: RunPhase(l.Phase)}
+	case KindAction:
+		a := &Action{Name: l.Action}
+		var err error
+		switch a.Name {
+		case ActSnapshot:
+			a.Snapshot = &SnapshotAction{}
+			err = detail(a.Snapshot)
+		case ActKill:
+			a.Kill = &KillAction{}
+			err = detail(a.Kill)
+		case ActWaitFor:
+			a.WaitFor = &WaitForAction{}
+			err = detail(a.WaitFor)
+		case ActBurst:
+			a.Burst = &BurstAction{}
+			err = detail(a.Burst)
+		}
+		if err != nil {
+			return err
+		}
+		e.Action = a
+	case KindPhase:
+		e.Phase = &PhaseChange{}
+		if err := detail(e.Phase); err != nil {
+			return err
+		}
+		e.Phase.From, e.Phase.To = l.From, l.Phase
+	case KindRole:
+		e.Role = &RoleChange{From: l.From, To: l.Role}
+	case KindSnapshot:
+		e.Snapshot = &SnapshotTaken{From: l.From}
+		if err := detail(&e.Snapshot.Snapshot); err != nil {
+			return err
+		}
+	case KindNote:
+		if l.Action == ActSnapshot {
+			// Written before the snapshot action carried its index: ReadEvents folds it into
+			// the action it follows.
+			e.legacySnap = &SnapshotAction{}
+			return detail(e.legacySnap)
+		}
+		e.Note = &Note{From: l.From}
+		if err := detail(e.Note); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown event kind %q (want run, action, phase, role, snapshot or note)", l.Kind)
+	}
+	return nil
+}
+
+// EventLog appends events to events.jsonl. Each line is flushed as it is added, so an
+// interrupted run keeps everything up to the interruption (an fsync per line is not needed).
+type EventLog struct {
+	mu sync.Mutex
+	f  *os.File
+	w  *bufio.Writer
+}
+
+// CreateEventLog creates (or truncates) path. Lines are appended (O_APPEND), so a line another
+// writer appends lands between two events rather than under one.
+func CreateEventLog(path string) (*EventLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create event log: %w", err)
+	}
+	return &EventLog{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+// Add writes one event; a zero T is stamped now.
+func (l *EventLog) Add(e Event) error {
+	if e.T.IsZero() {
+		e.T = time.Now()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Write(b)
+	l.w.WriteByte('\n')
+	return l.w.Flush()
+}
+
+// Close flushes and closes the file.
+func (l *EventLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Flush()
+	return l.f.Close()
+}
+
+// ReadEvents reads an events.jsonl file in file order. Lines it cannot decode (the torn tail of
+// an interrupted run, a kind from a newer rig) are skipped and listed in bad as path:line:
+// errors; everything else is still returned. err is only for a file that cannot be read.
+func ReadEvents(path string) (events []Event, bad []error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	lastSnap := -1 // the latest snapshot action, for a legacy index note
+	for line := 1; ; line++ {
+		b, rerr := r.ReadBytes('\n')
+		if len(strings.TrimSpace(string(b))) > 0 {
+			var e Event
+			switch jerr := json.Unmarshal(b, &e); {
+			case jerr != nil:
+				bad = append(bad, fmt.Errorf("%s:%d: %w", path, line, jerr))
+			case e.legacySnap != nil:
+				if lastSnap >= 0 && events[lastSnap].Action.Snapshot.Index == nil {
+					s := events[lastSnap].Action.Snapshot
+					s.Index, s.LeaderTakeMs = e.legacySnap.Index, e.legacySnap.LeaderTakeMs
+					if s.Leader == "" {
+						s.Leader = e.legacySnap.Leader
+					}
+				}
+			default:
+				if e.IsAction(ActSnapshot) {
+					if e.Action.Snapshot == nil {
+						e.Action.Snapshot = &SnapshotAction{}
+					}
+					lastSnap = len(events)
+				}
+				events = append(events, e)
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				return events, bad, fmt.Errorf("read %s: %w", path, rerr)
+			}
+			return events, bad, nil
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package rundir
+
+import "time"
+
+// The load generator's figures: loadgen/stats.json (ProbeStats) and loadgen/preload.json
+// (PreloadStats), written by package loadgen, read by the runner and results.
+
+// ProbeStats is what a probe run measured (stats.json). Every probe due before the schedule
+// ended is either answered or lost: Scheduled = Answered + Lost once the run is done.
+type ProbeStats struct {
+	Start      time.Time    `json:"start"` // intended send time of probe 0
+	End        time.Time    `json:"end"`   // when the schedule ended
+	Rate       float64      `json:"rate"`
+	DurationNs int64        `json:"duration_ns"` // as configured (0: until stopped)
+	Phase      string       `json:"phase"`       // starting | running | draining | done
+	StopReason string       `json:"stop_reason"` // duration | stop | signal | error
+	Scheduled  int64        `json:"scheduled"`   // probes due before the schedule ended
+	Sent       int64        `json:"sent"`        // first sends
+	Answered   int64        `json:"answered"`    // OK or Rejected
+	Rejected   int64        `json:"rejected"`    // answered, but the book refused the order
+	Lost       int64        `json:"lost"`        // never answered within the grace period
+	Unsent     int64        `json:"unsent"`      // lost probes the sender never got onto a connection
+	Filled     int64        `json:"filled"`      // quantity the probes traded: must be 0
+	Latency    Latency      `json:"latency"`     // answered probes, from intended send time
+	SendLag    SendLag      `json:"send_lag"`
+	Conn       ConnStats    `json:"conn"` // reconnects, leader changes with timestamps...
+	Bursts     []BurstStats `json:"bursts,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// Latency summarizes a latency histogram. Percentiles follow the rig's reporting rule: p99 only
+// from n >= 100, p99.9 only from n >= 1000 (omitted otherwise).
+type Latency struct {
+	N      int64 `json:"n"`
+	P50Ns  int64 `json:"p50_ns"`
+	P90Ns  int64 `json:"p90_ns"`
+	P99Ns  int64 `json:"p99_ns,omitempty"`
+	P999Ns int64 `json:"p999_ns,omitempty"`
+	MaxNs  int64 `json:"max_ns"`
+}
+
+// SendLag is how far behind schedule the sender put messages on the wire. A load generator
+// that cannot keep its schedule is a measurement trap: large values mean the client, not only
+// the server, shaped the figures (or the sender was blocked by a reconnect, which the latencies
+// already carry).
+type SendLag struct {
+	MaxNs int64 `json:"max_ns"`
+	P50Ns int64 `json:"p50_ns"`
+	P99Ns int64 `json:"p99_ns,omitempty"`
+	Late  int64 `json:"late"` // messages sent more than 1 ms after their intended time
+}
+
+// ConnStats counts what happened to a client's connections.
+type ConnStats struct {
+	Leader        string         `json:"leader"` // the last server that answered a command
+	Connects      int64          `json:"connects"`
+	Reconnects    int64          `json:"reconnects"` // connections opened after a leader had answered
+	DialFailures  int64          `json:"dial_failures"`
+	ConnLosses    int64          `json:"conn_losses"` // leader connections that died under the client
+	Redirects     int64          `json:"redirects"`   // StatusNotLeader answers
+	Errors        int64          `json:"errors"`      // StatusError answers (the command is resent)
+	PingTimeouts  int64          `json:"ping_timeouts"`
+	Resent        int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
+	Unknown       int64          `json:"unknown_answers,omitempty"`
+	LeaderChanges []LeaderChange `json:"leader_changes"`
+}
+
+// LeaderChange is a change of the server that answers commands, as this client saw it.
+type LeaderChange struct {
+	At    time.Time `json:"at"` // first answer from the new leader
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+	GapNs int64     `json:"gap_ns"` // last answer from the old leader -> first answer from the new one
+}
+
+// BurstStats is what a burst series measured.
+type BurstStats struct {
+	Messages  int           `json:"messages"`
+	EveryNs   int64         `json:"every_ns"`
+	Count     int           `json:"count"`
+	Phase     string        `json:"phase"`
+	Sent      int64         `json:"sent"`
+	Answered  int64         `json:"answered"`
+	Lost      int64         `json:"lost"`
+	Unsent    int64         `json:"unsent"`
+	PeakPerMs int           `json:"peak_per_ms"` // most messages handed to the kernel in any 1 ms window
+	Latency   Latency       `json:"latency"`     // from each burst's due time
+	SendLag   SendLag       `json:"send_lag"`
+	Conn      ConnStats     `json:"conn"`
+	Bursts    []BurstResult `json:"bursts"`
+	Error     string        `json:"error,omitempty"`
+}
+
+// BurstResult is one burst of a series.
+type BurstResult struct {
+	Index        int       `json:"index"`
+	Due          time.Time `json:"due"`
+	Sent         int       `json:"sent"`
+	SendNs       int64     `json:"send_ns"`     // first message out -> last message out
+	PeakPerMs    int       `json:"peak_per_ms"` // most messages out in any 1 ms window
+	DrainNs      int64     `json:"drain_ns"`    // first message out -> last answer (time to drain)
+	Answered     int       `json:"answered"`
+	Lost         int       `json:"lost"`
+	MaxLatencyNs int64     `json:"max_latency_ns"`
+}
+
+// PreloadStats is what a preload did.
+type PreloadStats struct {
+	Orders       int64     `json:"orders"` // acknowledged by the leader
+	Batches      int64     `json:"batches"`
+	ElapsedNs    int64     `json:"elapsed_ns"` // first send -> last answer
+	OrdersPerSec float64   `json:"orders_per_sec"`
+	Duplicates   int64     `json:"duplicate_batches"` // resent batches the book had already applied (answered Rejected)
+	Filled       int64     `json:"filled"`            // quantity traded: must be 0
+	Book         Book      `json:"book"`
+	Conn         ConnStats `json:"conn"`
+}
+
+// Book describes the book a preload builds (enough to check that a probe crosses nothing).
+type Book struct {
+	Instruments int    `json:"instruments"`
+	Levels      int    `json:"levels"`
+	Seed        uint64 `json:"seed"`
+	BidLow      int64  `json:"bid_low"`
+	BidHigh     int64  `json:"bid_high"` // best possible bid
+	AskLow      int64  `json:"ask_low"`  // best possible ask
+	AskHigh     int64  `json:"ask_high"`
+	FirstID     uint64 `json:"first_id"`
+	LastID      uint64 `json:"last_id"`
+}

@@ -1,0 +1,148 @@
+package rundir
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/agent/facts"
+	"github.com/rig-dev/rig/agent/tune"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/inventory"
+)
+
+// Run statuses.
+const (
+	StatusRunning     = "running"
+	StatusOK          = "ok"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// Manifest is manifest.json: what a run needs to be believed. It is rewritten (atomically) at
+// every stage, so an interrupted run still says what it was and how far it got.
+type Manifest struct {
+	RunID    string            `json:"run_id"`
+	Status   string            `json:"status"`
+	Error    string            `json:"error,omitempty"`
+	Started  time.Time         `json:"started"`
+	Ended    time.Time         `json:"ended,omitzero"`
+	Target   string            `json:"target"`
+	Stack    string            `json:"stack,omitempty"`
+	Round    int               `json:"round"`
+	Settings map[string]string `json:"settings,omitempty"` // matrix values of this run
+	// Playbook is the resolved playbook as package playbooks encodes it (playbooks.Playbook);
+	// kept raw so that the agent and the load generator, which import this package, need not
+	// import the playbook parser.
+	Playbook   json.RawMessage          `json:"playbook"`
+	ConfigHash string                   `json:"config_hash"` // sha256 of the resolved playbook JSON
+	Rig        BuildInfo                `json:"rig"`
+	CPUs       int                      `json:"cpus"`
+	LoadAvg    LoadAvg                  `json:"load_avg"`
+	Inventory  *inventory.Inventory     `json:"inventory,omitempty"`
+	Facts      map[string]facts.Facts   `json:"facts,omitempty"`         // per node, from the agent
+	Tuning     map[string]Tuning        `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
+	Engines    map[string]engine.Config `json:"engine_config,omitempty"` // per node: effective config read back from /status
+	Loadgen    *ProbeStats              `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
+	AgentCPU   map[string]CPUShare      `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
+	// ClockOffsets per node: node clock minus controller clock (best of 8 round trips), already
+	// subtracted from every node-side timestamp in events.jsonl.
+	ClockOffsets map[string]ClockOffset `json:"clock_offsets,omitempty"`
+	Disks        map[string]disk.Result `json:"disks,omitempty"` // per server: its data volume as found, formatted, mounted
+	Warnings     []string               `json:"warnings,omitempty"`
+	Phases       []PhaseMark            `json:"phases,omitempty"` // controller stages with load average at each
+}
+
+// Tuning is one node's kernel tuning: what the agent applied and read back, and what it
+// restored at the end.
+type Tuning struct {
+	Applied  *tune.Report `json:"applied,omitempty"`
+	Reverted *tune.Report `json:"reverted,omitempty"`
+}
+
+// CPUShare is a process's CPU use over the run, in percent of one core.
+type CPUShare struct {
+	MeanPct float64 `json:"mean_pct"`
+	MaxPct  float64 `json:"max_pct"`
+}
+
+// ClockOffset is a node's clock minus the controller's, and the round trip it was measured with.
+type ClockOffset struct {
+	OffsetUs int64 `json:"offset_us"`
+	RTTUs    int64 `json:"rtt_us"`
+}
+
+// LoadAvg is /proc/loadavg (1, 5, 15 minutes) at the start and end of the run.
+type LoadAvg struct {
+	Start []float64 `json:"start,omitempty"`
+	End   []float64 `json:"end,omitempty"`
+}
+
+// PhaseMark is one controller stage with the load average at its start.
+type PhaseMark struct {
+	Name    string    `json:"name"`
+	T       time.Time `json:"t"`
+	LoadAvg []float64 `json:"load_avg,omitempty"`
+}
+
+// BuildInfo identifies the binary that ran.
+type BuildInfo struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+}
+
+// Build reads the binary's build info (module version, VCS revision).
+func Build() BuildInfo {
+	b := BuildInfo{Version: "dev", Go: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			b.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Commit = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value == "true"
+			}
+		}
+	}
+	return b
+}
+
+// Hash is the config hash of a resolved playbook: sha256 over its canonical JSON.
+func Hash(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// WriteManifest writes dir/manifest.json atomically.
+func WriteManifest(dir string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, ManifestFile), b, 0o644)
+}
+
+// ReadManifest reads dir/manifest.json. A field of an unexpected type is left empty and reported
+// as a *json.UnmarshalTypeError alongside the rest of the manifest.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	return &m, json.Unmarshal(b, &m)
+}
