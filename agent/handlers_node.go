@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -298,7 +300,7 @@ func (n *nodeSide) handleSamplesList(w http.ResponseWriter, r *http.Request) {
 		out = append(out, sm.info)
 	}
 	n.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b SamplesInfo) int { return cmp.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, out)
 }
 

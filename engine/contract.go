@@ -174,3 +174,26 @@ func RequireAdminToken(token string, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// Changes is GET /changes?since=V&wait=D on the admin address: the engine's status at every
+// change of its phase, role, term, leader or last snapshot after version V, oldest first. It
+// answers at once when there are such changes, else as soon as one happens, or after wait with
+// none. The agent follows an engine this way instead of polling GET /status; an engine without
+// it answers 404 and is polled.
+type Changes struct {
+	Version   uint64   `json:"version"` // of the newest change: the next request's since
+	Changes   []Change `json:"changes"`
+	Truncated bool     `json:"truncated,omitempty"` // changes right after since were dropped (too many to keep)
+}
+
+// Change is the status at one change, as the engine saw it: the change happened in
+// (PrevCheck, Status.Now], both on the engine's clock. PrevCheck is zero for the first state a
+// process reports.
+type Change struct {
+	Version   uint64    `json:"version"`
+	PrevCheck time.Time `json:"prev_check,omitzero"`
+	Status    Status    `json:"status"`
+}
+
+// MaxChangesWait caps the wait of a GET /changes long poll.
+const MaxChangesWait = time.Minute

@@ -413,6 +413,7 @@ func (d *runData) summarize() *Summary {
 		s.Status = "unknown"
 	}
 	s.Settings = d.settings()
+	s.AgentCPU = d.man.AgentCPU
 	s.WarmupProbes = d.firstPost
 	s.Probes = d.windowStats(d.warmupEnd, math.MaxInt64, nil)
 

@@ -1,10 +1,11 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -41,7 +42,7 @@ func (d *runData) diskSeries() map[string]plotter.XYs {
 				out[node] = append(out[node], plotter.XY{X: d.off(s.Time.UnixNano()), Y: mb})
 			}
 		}
-		sort.Slice(out[node], func(i, j int) bool { return out[node][i].X < out[node][j].X })
+		slices.SortFunc(out[node], func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 	}
 	return out
 }

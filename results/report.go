@@ -103,7 +103,7 @@ func renderReport(s *Summary) string {
 			}
 			pf("| %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", i+1, fmtS(r.AtS), r.From, orDash(r.To), nl, gap, r.WindowProbes, r.WindowLost, p50)
 		}
-		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (20 ms polling). " +
+		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (as its change stream or the 20 ms polls reported it). " +
 			"Client gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
 			"it is the service gap clients saw, including the election and their reconnect to the new leader. ¹ A snapshot window overlaps this one.\n\n")
 	}
@@ -169,8 +169,9 @@ func renderReport(s *Summary) string {
 				pf(" never ready (still %s at the end) |\n", r.OpenPhase)
 			}
 		}
-		pf("\nPhases run from entering a phase to entering the next, as the agent saw them polling every " +
-			"20 ms; starting counts from the relaunch action, so it includes process start. — : not observed.\n\n")
+		pf("\nPhases run from entering a phase to entering the next, as the engine reported them (its change " +
+			"stream: the reference engine checks every 5 ms; an engine without one is polled every 20 ms); " +
+			"starting counts from the relaunch action, so it includes process start. — : not observed.\n\n")
 
 		pf("### Client latency around restarts\n\n")
 		pf("| window | span | n | p50 | p90 | p99 | max | lost |\n|---|---|---|---|---|---|---|---|\n")
@@ -259,6 +260,15 @@ func renderReport(s *Summary) string {
 		}
 		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them; "+
 			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "))
+	}
+	if len(s.AgentCPU) > 0 {
+		var parts []string
+		for _, n := range slices.Sorted(maps.Keys(s.AgentCPU)) {
+			c := s.AgentCPU[n]
+			parts = append(parts, fmt.Sprintf("%s %.2f %% (max %.1f %%)", n, c.MeanPct, c.MaxPct))
+		}
+		pf("Rig overhead — the agent's CPU share per node, mean over the run (percent of one core, "+
+			"from its own OS samples): %s.\n\n", strings.Join(parts, " · "))
 	}
 
 	pf("## Warnings\n\n")

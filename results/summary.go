@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Summary is every figure the report shows, machine-readable (summary.json). Its JSON field
@@ -42,6 +44,10 @@ type Summary struct {
 	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
 	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
 	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`
+
+	// AgentCPU is, per node, the agent's own CPU share over the run (manifest agent_cpu, from
+	// its OS samples): the rig's overhead on the node, in percent of one core.
+	AgentCPU map[string]rundir.CPUShare `json:"agent_cpu,omitempty"`
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
@@ -165,8 +171,9 @@ type RestartRow struct {
 	// LaunchToReadyMs is relaunch action to the first phase->ready seen after it.
 	LaunchToReadyMs *float64 `json:"launch_to_ready_ms"`
 	// PhasesMs is how long the node stayed in each phase between relaunch and ready; "starting"
-	// counts from the relaunch action (process start included). A phase the 20 ms polling never
-	// saw is absent.
+	// counts from the relaunch action (process start included). A phase the agent never saw
+	// (shorter than the engine's change check, or than the 20 ms polls of an engine without a
+	// change stream) is absent.
 	PhasesMs map[string]float64 `json:"phases_ms"`
 	// OpenPhase is the phase the node was still in at the end of the run (never ready); its
 	// PhasesMs entry runs to the end of the run.
@@ -213,36 +220,14 @@ func WriteOutputs(runDir string, s *Summary) error {
 	if plotErr != nil {
 		errs = append(errs, plotErr)
 	}
-	if err := replaceFile(filepath.Join(runDir, "report.md"), []byte(renderReport(s))); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(runDir, "report.md"), []byte(renderReport(s)), 0o644); err != nil {
 		errs = append(errs, fmt.Errorf("write report.md: %w", err))
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		errs = append(errs, fmt.Errorf("encode summary: %w", err))
-	} else if err := replaceFile(filepath.Join(runDir, "summary.json"), append(b, '\n')); err != nil {
+	} else if err := atomicfile.WriteFile(filepath.Join(runDir, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		errs = append(errs, fmt.Errorf("write summary.json: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// replaceFile writes path through a temporary file and a rename, so a reader (or a crash) never
-// sees half a report when `rig report` rewrites one.
-func replaceFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it 0600
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

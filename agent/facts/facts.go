@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
+
+	"github.com/rig-dev/rig/internal/loadavg"
 )
 
 // Options say where to look.
@@ -127,7 +129,7 @@ func Collect(ctx context.Context, opts Options) (Facts, error) {
 	if mem.MemAvailable != nil {
 		f.MemAvailableBytes = *mem.MemAvailable * 1024
 	}
-	la, err := fs.LoadAvg()
+	la, err := loadavg.Read(opts.Root)
 	if err != nil {
 		return f, fmt.Errorf("facts: loadavg: %w", err)
 	}

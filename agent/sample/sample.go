@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
 
+	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -160,7 +161,7 @@ func (s *Sampler) snap() (*snapshot, error) {
 	if sn.vm, err = readVMStat(filepath.Join(s.opts.Root, "proc/vmstat")); err != nil {
 		return nil, err
 	}
-	la, err := s.fs.LoadAvg()
+	la, err := loadavg.Read(s.opts.Root)
 	if err != nil {
 		return nil, fmt.Errorf("sample: loadavg: %w", err)
 	}

@@ -1,11 +1,12 @@
 // Package supervise runs an engine as a child process of the agent (docs/architecture.md, "Agent
 // API" and "Engine contract"): it writes the engine's config file, starts the process in its own
 // process group with its output appended to a log file, signals, stops and relaunches it, and
-// watches its GET /status every 20 ms, recording every change of phase, role and snapshot with the
-// node's clock.
+// follows its change stream (GET /changes; GET /status every 20 ms for an engine without one),
+// recording every change of phase, role and snapshot with the node's clock.
 package supervise
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -71,7 +73,7 @@ type Spec struct {
 	Command  *command.Spec
 	Settings map[string]string
 
-	PollInterval time.Duration // GET /status cadence (default 20 ms)
+	PollInterval time.Duration // GET /status cadence for an engine without GET /changes, and retry wait (default 20 ms)
 	PollTimeout  time.Duration // per poll (default 1 s)
 	StopGrace    time.Duration // Stop's wait between TERM and KILL when not given (default 10 s)
 
@@ -170,7 +172,8 @@ func StartEngine(ctx context.Context, spec Spec) (*Engine, error) {
 		log:        spec.Logger,
 		journal:    spec.Journal,
 		http: &http.Client{Transport: &http.Transport{
-			// One kept-alive connection for 50 polls a second instead of a new socket each.
+			// One kept-alive connection for the change stream (or the polls) instead of a new
+			// socket for each request.
 			MaxIdleConnsPerHost: 1,
 			DisableCompression:  true,
 			DialContext:         (&net.Dialer{Timeout: spec.PollTimeout}).DialContext,
@@ -284,27 +287,10 @@ func (e *Engine) writeConfig() error {
 	return nil
 }
 
-// writeFileAtomic writes b to path (0600: configs may hold what only the engine should read)
-// through a synced temporary file and a rename.
+// writeFileAtomic writes b to path (0600: configs may hold what only the engine should read),
+// synced, through a temporary file and a rename.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, bytes.NewReader(b), atomicfile.Options{Perm: 0o600, Durable: true})
 }
 
 // launch starts a new process; opMu is held.
@@ -441,9 +427,93 @@ func exitStatus(ps *os.ProcessState, err error, t time.Time) rundir.ExitStatus {
 	return es
 }
 
-// watch polls GET /status until the launch ends.
+// watch follows the engine until the launch ends: through its change stream (GET /changes, a
+// long poll the engine answers at each change, so an idle engine costs the agent one request
+// per changesWait) or, for an engine without one, by polling GET /status every PollInterval.
 func (e *Engine) watch(ctx context.Context, p *proc) {
-	url := "http://" + e.spec.Config.AdminAddr + "/status"
+	base := "http://" + e.spec.Config.AdminAddr
+	var since uint64
+	for ctx.Err() == nil {
+		ch, err := e.changes(ctx, base, since)
+		if errors.Is(err, errNoChangeStream) {
+			e.log.Info("the engine has no change stream: polling its status", "every", e.spec.PollInterval)
+			e.pollStatus(ctx, p, base+"/status")
+			return
+		}
+		if !e.followed(p, ch, err) {
+			return
+		}
+		if err != nil { // not up yet, or not answering: try again shortly
+			select {
+			case <-ctx.Done():
+			case <-time.After(e.spec.PollInterval):
+			}
+			continue
+		}
+		since = ch.Version
+	}
+}
+
+// changesWait is how long one GET /changes may wait for a change.
+const changesWait = 10 * time.Second
+
+// errNoChangeStream: the engine answered GET /changes with 404.
+var errNoChangeStream = errors.New("engine has no GET /changes")
+
+func (e *Engine) changes(ctx context.Context, base string, since uint64) (*engine.Changes, error) {
+	var ch engine.Changes
+	url := fmt.Sprintf("%s/changes?since=%d&wait=%s", base, since, changesWait)
+	code, err := e.get(ctx, url, changesWait+e.spec.PollTimeout, &ch)
+	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
+		return nil, errNoChangeStream
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ch, nil
+}
+
+// followed records one answer of the change stream; false once the launch is over. Each change
+// is stamped with the engine's own times (same node, same clock): it happened in
+// (PrevCheck, Now].
+func (e *Engine) followed(p *proc, ch *engine.Changes, err error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p.exited || e.cur != p {
+		return false
+	}
+	if err != nil {
+		e.pollErrs++
+		e.pollErr = err.Error()
+		return true
+	}
+	for i := range ch.Changes {
+		c := &ch.Changes[i]
+		if err := e.checkPID(p, &c.Status); err != nil {
+			e.pollErrs++
+			e.pollErr = err.Error()
+			continue
+		}
+		prevT := c.PrevCheck // the first state a process reports changed after the launch
+		if prevT.Before(e.obs.at) {
+			prevT = e.obs.at
+		}
+		e.observe(p, &c.Status, c.Status.Now, prevT)
+	}
+	return true
+}
+
+// checkPID refuses a status from another process answering on the admin address (say, an
+// engine left over from an earlier run): it is not this launch's.
+func (e *Engine) checkPID(p *proc, st *engine.Status) error {
+	if st.PID != 0 && st.PID != p.pid {
+		return fmt.Errorf("status from pid %d, not the engine's pid %d: is another engine on %s?", st.PID, p.pid, e.spec.Config.AdminAddr)
+	}
+	return nil
+}
+
+// pollStatus polls GET /status until the launch ends.
+func (e *Engine) pollStatus(ctx context.Context, p *proc, url string) {
 	tick := time.NewTicker(e.spec.PollInterval)
 	defer tick.Stop()
 	for {
@@ -459,56 +529,63 @@ func (e *Engine) watch(ctx context.Context, p *proc) {
 			e.mu.Unlock()
 			return
 		}
-		if err == nil && st.PID != 0 && st.PID != p.pid {
-			// Another process answers on the admin address (say, an engine left over from an
-			// earlier run): its status is not this launch's.
-			err = fmt.Errorf("status from pid %d, not the engine's pid %d: is another engine on %s?", st.PID, p.pid, e.spec.Config.AdminAddr)
+		if err == nil {
+			err = e.checkPID(p, st)
 		}
 		if err != nil {
 			e.pollErrs++
 			e.pollErr = err.Error()
 		} else {
-			e.observe(p, st, t)
+			e.observe(p, st, t, e.obs.at)
 		}
 		e.mu.Unlock()
 	}
 }
 
 func (e *Engine) poll(ctx context.Context, url string) (*engine.Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.spec.PollTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	engine.AuthorizeAdmin(req, e.spec.AdminToken)
-	resp, err := e.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
 	var st engine.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", url, err)
+	if _, err := e.get(ctx, url, e.spec.PollTimeout, &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }
 
-// observe records what changed since the last poll; e.mu is held.
-func (e *Engine) observe(p *proc, st *engine.Status, t time.Time) {
+// get asks the engine's admin API (with the agent's token) and decodes a 200 answer into v; the
+// status code is returned too, 0 when there was no answer.
+func (e *Engine) get(ctx context.Context, url string, timeout time.Duration, v any) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	engine.AuthorizeAdmin(req, e.spec.AdminToken)
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return resp.StatusCode, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// observe records what changed since the last observation; the change happened in (prevT, t].
+// e.mu is held.
+func (e *Engine) observe(p *proc, st *engine.Status, t, prevT time.Time) {
 	prev := e.obs
 	snap := ""
 	if st.LastSnapshot != nil {
 		snap = strconv.FormatUint(st.LastSnapshot.Index, 10)
 	}
-	var prevT *time.Time
-	if !prev.at.IsZero() {
-		prevT = &prev.at
+	base := rundir.Transition{T: t, Launch: p.n, PID: p.pid, Status: st}
+	if !prevT.IsZero() {
+		base.PrevT = &prevT
 	}
-	base := rundir.Transition{T: t, PrevT: prevT, Launch: p.n, PID: p.pid, Status: st}
 	for _, c := range []struct {
 		kind     rundir.TransitionKind
 		from, to string

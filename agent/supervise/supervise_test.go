@@ -232,6 +232,37 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	}
 }
 
+// The agent follows an engine's change stream and never polls its status; an engine without the
+// stream is polled, with the same transitions recorded.
+func TestChangeStreamOrPolling(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		polls bool
+	}{
+		{"stream", nil, false},
+		{"no stream", []string{"TESTENGINE_NO_CHANGES=1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, tc.env...)
+			e := start(t, spec)
+			var seq uint64
+			got := waitFor(t, e.Journal(), &seq, "leader", isLeader)
+			want := ">starting starting>restoring restoring>replaying replaying>catching-up catching-up>ready"
+			if p := strings.Join(filter(got, rundir.TransPhase), " "); p != want {
+				t.Fatalf("phases %s, want %s", p, want)
+			}
+			log, err := os.ReadFile(filepath.Join(spec.Dir, LogFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if polls := strings.Count(string(log), "GET /status"); (polls > 0) != tc.polls {
+				t.Fatalf("%d GET /status in the engine's log; want polls: %v", polls, tc.polls)
+			}
+		})
+	}
+}
+
 func TestStopEscalatesToKill(t *testing.T) {
 	e := start(t, testSpec(t, "TESTENGINE_IGNORE_TERM=1"))
 	var seq uint64
@@ -460,7 +491,7 @@ func BenchmarkPoll(b *testing.B) {
 			b.Fatal(err)
 		}
 		e.mu.Lock()
-		e.observe(e.cur, st, time.Now())
+		e.observe(e.cur, st, time.Now(), e.obs.at)
 		e.mu.Unlock()
 		n++
 	}

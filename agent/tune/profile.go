@@ -8,9 +8,11 @@
 package tune
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,11 +209,8 @@ func (p Profile) names() []string {
 		}
 		return 2
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if ri, rj := rank(out[i]), rank(out[j]); ri != rj {
-			return ri < rj
-		}
-		return out[i] < out[j]
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
 	})
 	return out
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rig-dev/rig/internal/atomicfile"
 )
 
 // StateFileName is the state file's name inside the agent's folder.
@@ -122,39 +124,10 @@ func saveState(path string, st *State) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, bytes.NewReader(append(b, '\n')), atomicfile.Options{Durable: true})
 }
 
 // Apply records the prior value of every setting in p (and of settings the kernel changes along
@@ -300,7 +273,7 @@ func Revert(ctx context.Context, opts Options) (Report, error) {
 	if err := os.Remove(opts.StateFile); err != nil {
 		return rep, fmt.Errorf("reverted, but removing %s: %w", opts.StateFile, err)
 	}
-	syncDir(filepath.Dir(opts.StateFile))
+	atomicfile.SyncDir(filepath.Dir(opts.StateFile))
 	opts.Logger.Info("tuning reverted", "settings", len(st.Prior))
 	return rep, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -200,12 +201,7 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 }
 
 func writePIDFile(dir string, pid int) error {
-	p := filepath.Join(dir, agentPIDFile)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		return fmt.Errorf("agent pid file: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, agentPIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("agent pid file: %w", err)
 	}
 	return nil

@@ -17,15 +17,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/engine/book"
 	"github.com/rig-dev/rig/engine/snapshot"
+	"github.com/rig-dev/rig/internal/loadavg"
 )
 
 // MinTakes is the fewest takes per point a median is reported from.
@@ -330,19 +328,11 @@ func liveHeap() uint64 {
 
 // loadAvg is the 1-minute load average, or -1 where /proc/loadavg is unavailable.
 func loadAvg() float64 {
-	data, err := os.ReadFile("/proc/loadavg")
+	la, err := loadavg.Read("/")
 	if err != nil {
 		return -1
 	}
-	f := strings.Fields(string(data))
-	if len(f) == 0 {
-		return -1
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return -1
-	}
-	return v
+	return la.Load1
 }
 
 func median(d []time.Duration) time.Duration {

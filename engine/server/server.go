@@ -1,6 +1,7 @@
 // Package server exposes a replica: the client protocol (engine/wire over TCP, and datagrams over
 // UDP on the same address, see udp.go) and the admin API
-// of the engine contract (GET /status, POST /snapshot, POST /step-down, GET /metrics) on loopback.
+// of the engine contract (GET /status, GET /changes, POST /snapshot, POST /step-down, GET /metrics)
+// on loopback.
 package server
 
 import (
@@ -33,12 +34,13 @@ type Server struct {
 	token string
 	wg    sync.WaitGroup
 	udp   *udpIngress // nil until Run opened it
+	chg   *changeLog  // GET /changes
 }
 
 // New returns a server for node whose admin API answers only requests bearing adminToken (the
 // agent's secret, engine.AdminTokenEnv); an empty token refuses every admin request.
 func New(node *replica.Node, log *slog.Logger, adminToken string) *Server {
-	return &Server{node: node, log: log, token: adminToken}
+	return &Server{node: node, log: log, token: adminToken, chg: newChangeLog()}
 }
 
 // Run serves the client and admin listeners until ctx is done.
@@ -62,6 +64,8 @@ func (s *Server) Run(ctx context.Context) error {
 	s.udp = udp
 	uctx, ucancel := context.WithCancel(ctx)
 	defer ucancel()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.chg.run(uctx, s.node) }()
 	hs := &http.Server{Handler: engine.RequireAdminToken(s.token, s.adminMux()), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 3)
 	go func() { errc <- hs.Serve(al) }()
@@ -185,6 +189,7 @@ func (s *Server) adminMux() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, st)
 	})
+	mux.HandleFunc("GET /changes", s.chg.serve)
 	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
 		snap, err := s.node.Snapshot(r.Context())
 		if err != nil {

@@ -1,35 +1,76 @@
 // Package atomicfile writes a file so that a reader (or a crash) sees either the old content or
 // the new one, never half of it: a temporary file in the same folder, then a rename over path.
+// It is the one such writer for reports, manifests, stats, state and config files, and uploads.
+// (The engine's own storage, engine/replica, syncs by its configured level and keeps its own.)
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
-// WriteFile replaces path with data (mode perm). The rename makes it atomic for readers; it is
-// not fsynced, so after a power loss the file may be either version or empty, which is fine for
-// the reports, manifests and stats it is used for.
+// Options say how a file is written.
+type Options struct {
+	Perm os.FileMode // mode of the new file (default 0644)
+	// Durable syncs the file before the rename and the folder after it, so that once Write
+	// returns the new content survives a crash; without it a crash may leave either version.
+	Durable bool
+}
+
+// WriteFile replaces path with data (mode perm), atomically for readers, not synced.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	return Write(path, bytes.NewReader(data), Options{Perm: perm})
+}
+
+// Write replaces path with everything read from r. If r fails, path is left as it was.
+func Write(path string, r io.Reader, o Options) error {
+	if o.Perm == 0 {
+		o.Perm = 0o644
 	}
-	defer os.Remove(tmp.Name())             // a no-op once renamed
-	if err := tmp.Chmod(perm); err != nil { // CreateTemp makes it 0600
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := write(path, r, o); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+func write(path string, r io.Reader, o Options) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	err = tmp.Chmod(o.Perm)     // CreateTemp makes it 0600
+	if err == nil {
+		_, err = io.Copy(tmp, r)
+	}
+	if err == nil && o.Durable {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if o.Durable {
+		return SyncDir(dir)
+	}
+	return nil
+}
+
+// SyncDir makes a folder's entries (a rename, a removal) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

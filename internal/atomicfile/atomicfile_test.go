@@ -1,9 +1,13 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestWriteFile(t *testing.T) {
@@ -27,5 +31,27 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "missing", "x"), nil, 0o644); err == nil {
 		t.Fatal("write into a missing folder succeeded")
+	}
+}
+
+func TestWriteDurableAndFailedReader(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := Write(path, strings.NewReader("v1"), Options{Perm: 0o600, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	// A reader that fails half way leaves the old content and no temporary file.
+	err := Write(path, io.MultiReader(strings.NewReader("v2 partial"), iotest.ErrReader(errors.New("source gone"))), Options{})
+	if err == nil || !strings.Contains(err.Error(), "source gone") {
+		t.Fatalf("Write from a failing reader: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "v1" {
+		t.Fatalf("content after a failed write %q, want v1", b)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Fatalf("%d entries in the folder, want only the file", len(es))
 	}
 }

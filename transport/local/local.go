@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 )
@@ -177,34 +178,7 @@ func copyFile(ctx context.Context, src, dst string, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp*")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := io.Copy(tmp, ctxReader{ctx, in}); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(mode.Perm()); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return err
-	}
-	ok = true
-	return nil
+	return atomicfile.Write(dst, ctxReader{ctx, in}, atomicfile.Options{Perm: mode.Perm(), Durable: true})
 }
 
 // ctxReader stops a copy when ctx is done.

@@ -1,9 +1,9 @@
 //go:build ignore
 
-// testengine is a test double of the engine contract (docs/architecture.md, "Engine contract") for
-// the supervisor's and the agent's unit tests: it reads the JSON config, serves GET /status on
-// admin_addr with phases that advance on a timer, POST /snapshot and POST /step-down, and logs to
-// stdout. The real engine is exercised by the end-to-end tests.
+// testengine is a test double of the engine contract (docs/architecture.md, "Engine contract")
+// for the supervisor's and the agent's unit tests: it reads the JSON config, serves GET /status
+// and GET /changes on admin_addr with phases that advance on a timer, POST /snapshot and
+// POST /step-down, and logs to stdout. The real engine is exercised by the end-to-end tests.
 //
 // Environment knobs:
 //
@@ -15,6 +15,7 @@
 //	TESTENGINE_PHASES=a,b,c  the phases before ready, in this order (default: starting,
 //	                         restoring, replaying, catching-up); an out-of-order list makes an
 //	                         engine that breaks the contract's phase order
+//	TESTENGINE_NO_CHANGES=1  no GET /changes (an engine the agent must poll)
 package main
 
 import (
@@ -100,12 +101,16 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("testengine: GET /status") // tests count these: a followed engine is not polled
 		st := status()
 		if r.URL.Query().Get("hash") == "1" {
 			st.StateHash = fmt.Sprintf("hash-at-%d", st.AppliedIndex)
 		}
 		json.NewEncoder(w).Encode(st)
 	})
+	if os.Getenv("TESTENGINE_NO_CHANGES") != "1" {
+		serveChanges(mux, status)
+	}
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "testengine_up 1")
 	})
@@ -158,4 +163,59 @@ func main() {
 	<-sigs
 	fmt.Println("testengine: terminated")
 	srv.Close()
+}
+
+// serveChanges serves GET /changes?since=&wait= from a check of status every 2 ms: every change
+// of phase, role or snapshot index, kept whole (a test run is short).
+func serveChanges(mux *http.ServeMux, status func() engine.Status) {
+	var mu sync.Mutex
+	var list []engine.Change
+	var last time.Time
+	wake := make(chan struct{})
+	key := func(st engine.Status) string {
+		k := st.Phase + "/" + st.Role
+		if st.LastSnapshot != nil {
+			k += "/" + strconv.FormatUint(st.LastSnapshot.Index, 10)
+		}
+		return k
+	}
+	go func() {
+		for ; ; time.Sleep(2 * time.Millisecond) {
+			st := status()
+			mu.Lock()
+			if n := len(list); n == 0 || key(list[n-1].Status) != key(st) {
+				list = append(list, engine.Change{Version: uint64(n + 1), PrevCheck: last, Status: st})
+				close(wake)
+				wake = make(chan struct{})
+			}
+			last = st.Now
+			mu.Unlock()
+		}
+	}()
+	mux.HandleFunc("GET /changes", func(w http.ResponseWriter, r *http.Request) {
+		since, _ := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
+		wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
+		deadline := time.After(wait)
+		for {
+			mu.Lock()
+			out := engine.Changes{Version: uint64(len(list)), Changes: []engine.Change{}}
+			if since < uint64(len(list)) {
+				out.Changes = append(out.Changes, list[since:]...)
+			}
+			ch := wake
+			mu.Unlock()
+			if len(out.Changes) > 0 || wait == 0 {
+				json.NewEncoder(w).Encode(out)
+				return
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				json.NewEncoder(w).Encode(out)
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
 }
