@@ -151,9 +151,7 @@ const loadgenStopWait = 20 * time.Second
 func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error) (time.Time, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var st struct {
-			Start time.Time `json:"start"`
-		}
+		var st rundir.ProbeStats
 		if err := r.loadgenGet(ctx, "/stats", &st); err == nil && !st.Start.IsZero() {
 			return st.Start.Add(-r.offsets[r.client.Name]), nil
 		}
