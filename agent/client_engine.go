@@ -80,10 +80,11 @@ func (c *Client) EngineAdmin(ctx context.Context, path string) ([]byte, error) {
 }
 
 // EngineStatusHash asks the engine itself, now, for its status including the state hash
-// (GET /status?hash=1), unlike EngineStatus which returns the agent's last poll.
+// and, from the reference engine, every UDP burst it received (GET /status?hash=1&udp=1),
+// unlike EngineStatus which returns the agent's last poll.
 func (c *Client) EngineStatusHash(ctx context.Context) (engine.Status, error) {
 	var st engine.Status
-	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {"/status"}, "hash": {"1"}}.Encode(), nil, &st)
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {"/status"}, "hash": {"1"}, "udp": {"1"}}.Encode(), nil, &st)
 	return st, err
 }
 

@@ -9,19 +9,40 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // BurstSpec is one micro-burst series: Count bursts of Messages sent back-to-back, one every
 // EveryNs. It is also the body of the control API's POST /burst.
+//
+// Over TCP (the default) the messages go through the stream's connection and are answered.
+// With UDP each of Senders senders sends Messages datagrams of Size bytes per burst to the
+// leader's UDP ingress (docs/wire.md), all at once, with sendmmsg; nothing is answered, and the
+// receiver's figures come from the engine.
 type BurstSpec struct {
 	Messages int   `json:"messages"`
 	EveryNs  int64 `json:"every_ns"`
 	Count    int   `json:"count"`
+	UDP      bool  `json:"udp,omitempty"`
+	Size     int   `json:"size,omitempty"`    // UDP: bytes per datagram (default 170)
+	Senders  int   `json:"senders,omitempty"` // UDP: senders in this load generator (default 1)
+	// StartUnixNs, when set, is when burst 0 is due (this node's clock), so that load generators
+	// on several client nodes burst together; otherwise it is due at once.
+	StartUnixNs int64 `json:"start_unix_ns,omitempty"`
+	// FirstBurst numbers the series' bursts in UDP datagrams (FirstBurst, FirstBurst+1, ...), so
+	// a run's series, from every load generator, are told apart at the receiver.
+	FirstBurst uint32 `json:"first_burst,omitempty"`
 }
 
 func (b BurstSpec) validate() error {
 	switch {
+	case !b.UDP && (b.Size != 0 || b.Senders != 0):
+		return fmt.Errorf("%w: size and senders apply to UDP bursts only (set udp)", ErrBadOptions)
+	case b.UDP && b.Size != 0 && (b.Size < wire.DgramMin || b.Size > wire.DgramMax):
+		return fmt.Errorf("%w: size: %d bytes, want %d..%d", ErrBadOptions, b.Size, wire.DgramMin, wire.DgramMax)
+	case b.UDP && (b.Senders < 0 || b.Senders > maxSenders):
+		return fmt.Errorf("%w: senders: %d, want 1..%d per load generator", ErrBadOptions, b.Senders, maxSenders)
 	case b.Messages <= 0:
 		return fmt.Errorf("%w: messages: %d, want > 0", ErrBadOptions, b.Messages)
 	case b.Count <= 0:
@@ -49,7 +70,15 @@ type BurstOptions struct {
 	StartTimeout time.Duration // default 30 s
 	Conn         ConnOptions
 	Logger       *slog.Logger
+	UDP          bool      // datagrams to the leader's UDP ingress instead of orders on a connection
+	Size         int       // UDP: bytes per datagram (default 170)
+	Senders      int       // UDP: senders (default 1)
+	Start        time.Time // when burst 0 is due; zero: at once
+	FirstBurst   uint32    // UDP: number of the first burst (see BurstSpec)
 }
+
+// maxSenders bounds the senders of one load generator (each is a socket and a 64 MiB ring).
+const maxSenders = 16
 
 // ErrBurstBusy is returned when a burst series is started while another is under way.
 var ErrBurstBusy = errors.New("a burst series is already running")
@@ -116,9 +145,73 @@ func peakPerMs(marks []sendMark) int {
 }
 
 type burstRun struct {
-	spec BurstSpec
-	s    *stream
-	t    *burstTracker
+	spec  BurstSpec
+	s     *stream // TCP
+	t     *burstTracker
+	u     *udpSeries // UDP
+	stopU context.CancelFunc
+	uErr  error
+}
+
+// newUDPBurstRun opens the senders of a UDP series to target (the leader's client address).
+func newUDPBurstRun(spec BurstSpec, target string, instruments int, price int64, log *slog.Logger) (*burstRun, error) {
+	u, err := newUDPSeries(UDPBurstSpec{
+		Target: target, Messages: spec.Messages, Size: spec.Size, Senders: spec.Senders, Count: spec.Count, EveryNs: spec.EveryNs,
+		FirstBurst: spec.FirstBurst,
+	}, instruments, price, log)
+	if err != nil {
+		return nil, err
+	}
+	return &burstRun{spec: spec, u: u}, nil
+}
+
+// run sends the series until it ends or ctx is done (TCP: then waits out the grace period).
+func (b *burstRun) run(ctx context.Context) error {
+	if b.u == nil {
+		return b.s.run(ctx)
+	}
+	ctx, b.stopU = context.WithCancel(ctx)
+	start := time.Now()
+	if b.spec.StartUnixNs > 0 {
+		start = time.Unix(0, b.spec.StartUnixNs)
+	}
+	err := b.u.run(ctx, start)
+	b.u.close()
+	if errors.Is(err, context.Canceled) {
+		err = nil // stopped with the run: what was sent is reported
+	}
+	b.uErr = err
+	return err
+}
+
+func (b *burstRun) stop() {
+	if b.u == nil {
+		b.s.stop()
+	} else if b.stopU != nil {
+		b.stopU()
+	}
+}
+
+func (b *burstRun) udpStats() rundir.BurstStats {
+	u := b.u
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	st := rundir.BurstStats{
+		Messages: b.spec.Messages, EveryNs: b.spec.EveryNs, Count: b.spec.Count, Phase: "running",
+		Transport: "udp", Size: u.spec.Size, Senders: u.spec.Senders, Target: u.spec.Target,
+		Bursts: append([]rundir.BurstResult(nil), u.bursts...), UDPSenders: u.final,
+	}
+	if u.final != nil {
+		st.Phase = "done"
+	}
+	for _, r := range u.bursts {
+		st.Sent += int64(r.Sent)
+		st.PeakPerMs = max(st.PeakPerMs, r.PeakPerMs)
+	}
+	if b.uErr != nil {
+		st.Error = b.uErr.Error()
+	}
+	return st
 }
 
 func newBurstRun(spec BurstSpec, servers []string, conn ConnOptions, grace time.Duration, instruments int, price int64, startTimeout time.Duration, log *slog.Logger, sink *probeSink) *burstRun {
@@ -136,6 +229,9 @@ func newBurstRun(spec BurstSpec, servers []string, conn ConnOptions, grace time.
 }
 
 func (b *burstRun) stats() rundir.BurstStats {
+	if b.u != nil {
+		return b.udpStats()
+	}
 	c := b.s.counts()
 	st := rundir.BurstStats{
 		Messages: b.spec.Messages, EveryNs: b.spec.EveryNs, Count: b.spec.Count,
@@ -176,9 +272,14 @@ func (b *burstRun) stats() rundir.BurstStats {
 }
 
 // Burst runs a micro-burst series on its own connection and writes Out/bursts.bin and
-// Out/bursts.json. Cancelling ctx ends the series early, after the grace period.
+// Out/bursts.json (a UDP series writes only bursts.json: nothing is answered). Cancelling ctx
+// ends the series early, after the grace period.
 func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
-	spec := BurstSpec{Messages: opts.Messages, EveryNs: int64(opts.Every), Count: opts.Count}
+	spec := BurstSpec{Messages: opts.Messages, EveryNs: int64(opts.Every), Count: opts.Count,
+		UDP: opts.UDP, Size: opts.Size, Senders: opts.Senders, FirstBurst: opts.FirstBurst}
+	if !opts.Start.IsZero() {
+		spec.StartUnixNs = opts.Start.UnixNano()
+	}
 	if err := spec.validate(); err != nil {
 		return rundir.BurstStats{}, err
 	}
@@ -194,14 +295,28 @@ func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return rundir.BurstStats{}, fmt.Errorf("create burst output directory: %w", err)
 	}
-	sink, err := createSink(filepath.Join(opts.Out, BurstsFile))
-	if err != nil {
-		return rundir.BurstStats{}, err
+	var b *burstRun
+	var sink *probeSink
+	if spec.UDP {
+		leader, err := discoverLeader(ctx, opts.Servers, opts.Conn, opts.StartTimeout)
+		if err != nil {
+			return rundir.BurstStats{}, err
+		}
+		if b, err = newUDPBurstRun(spec, leader, opts.Instruments, opts.Price, opts.Logger); err != nil {
+			return rundir.BurstStats{}, err
+		}
+	} else {
+		var err error
+		if sink, err = createSink(filepath.Join(opts.Out, BurstsFile)); err != nil {
+			return rundir.BurstStats{}, err
+		}
+		b = newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink)
 	}
-	b := newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink)
-	err = b.s.run(ctx)
-	if cerr := sink.close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", BurstsFile, cerr)
+	err := b.run(ctx)
+	if sink != nil {
+		if cerr := sink.close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write %s: %w", BurstsFile, cerr)
+		}
 	}
 	st := b.stats()
 	if err != nil {
@@ -236,13 +351,29 @@ func (r *ProbeRun) Burst(spec BurstSpec) error {
 		r.burstSink = sink
 	}
 	o := r.opts
-	b := newBurstRun(spec, o.Servers, o.Conn, o.Grace, o.Instruments, o.Price, o.StartTimeout, o.Logger, r.burstSink)
+	var b *burstRun
+	if spec.UDP {
+		// The probe stream's connection knows the leader; before it answered, ask the cluster.
+		leader := r.s.cl.snapshot().Leader
+		if leader == "" {
+			var err error
+			if leader, err = discoverLeader(r.ctx, o.Servers, o.Conn, o.StartTimeout); err != nil {
+				return err
+			}
+		}
+		var err error
+		if b, err = newUDPBurstRun(spec, leader, o.Instruments, o.Price, o.Logger); err != nil {
+			return err
+		}
+	} else {
+		b = newBurstRun(spec, o.Servers, o.Conn, o.Grace, o.Instruments, o.Price, o.StartTimeout, o.Logger, r.burstSink)
+	}
 	r.burst = b
 	r.bursts = append(r.bursts, b)
 	r.bwg.Add(1)
 	go func() {
 		defer r.bwg.Done()
-		if err := b.s.run(r.ctx); err != nil {
+		if err := b.run(r.ctx); err != nil {
 			o.Logger.Error("burst series failed", "err", err)
 		}
 		st := b.stats()

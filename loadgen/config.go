@@ -26,7 +26,8 @@ import (
 //	              "mid": 1000000, "gap": 100, "max_qty": 100, "first_id": 1, "out": "DIR"},
 //	  "probe":   {"rate": "5000/s", "duration": "230s", "grace": "5s", "interval": "1s",
 //	              "out": "DIR", "control": "127.0.0.1:7700"},
-//	  "burst":   {"messages": 50000, "every": "1s", "count": 5, "out": "DIR"}
+//	  "burst":   {"messages": 50000, "every": "1s", "count": 5, "out": "DIR",
+//	              "udp": true, "size": 170, "senders": 2, "start": "2026-01-02T15:04:05.5Z"}
 //	}
 //
 // (JSON has no comments; they are here for the reader.) Durations are Go durations ("230s",
@@ -67,7 +68,7 @@ type PreloadConfig struct {
 
 // ProbeConfig is the probe section (see ProbeOptions).
 type ProbeConfig struct {
-	Rate     Rate     `json:"rate"`
+	Rate     Rate     `json:"rate,omitempty"` // omitted by configs for other modes (0 is not a rate)
 	Duration Duration `json:"duration"`
 	Grace    Duration `json:"grace,omitempty"`
 	Interval Duration `json:"interval,omitempty"`
@@ -82,6 +83,14 @@ type BurstConfig struct {
 	Count    int      `json:"count"`
 	Grace    Duration `json:"grace,omitempty"`
 	Out      string   `json:"out"`
+	UDP      bool     `json:"udp,omitempty"`
+	Size     Count    `json:"size,omitempty"` // UDP datagram bytes
+	Senders  int      `json:"senders,omitempty"`
+	// Start (RFC 3339, this node's clock) is when burst 0 is due, so load generators on several
+	// nodes burst together; empty: at once.
+	Start time.Time `json:"start,omitzero"`
+	// FirstBurst numbers the bursts in the datagrams from here on (one numbering per run).
+	FirstBurst uint32 `json:"first_burst,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string or integer nanoseconds.
@@ -362,6 +371,7 @@ func (c *Config) BurstOptions() BurstOptions {
 		Servers: c.Servers, Messages: int(b.Messages), Every: time.Duration(b.Every), Count: b.Count,
 		Grace: time.Duration(b.Grace), Out: b.Out, Instruments: c.Instruments, Price: c.ProbePrice,
 		StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
+		UDP: b.UDP, Size: int(b.Size), Senders: b.Senders, Start: b.Start, FirstBurst: b.FirstBurst,
 	}
 }
 

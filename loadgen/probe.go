@@ -203,7 +203,7 @@ func (r *ProbeRun) run() {
 	r.bmu.Lock()
 	r.ending = true
 	if r.burst != nil {
-		r.burst.s.stop()
+		r.burst.stop()
 	}
 	r.bmu.Unlock()
 	r.bwg.Wait()

@@ -131,6 +131,11 @@ func check(p *Playbook) []issue {
 			if b == nil || b.Count < 1 {
 				continue
 			}
+			if max := MaxSendersPerClient * p.Cluster.Clients; b.Senders > max {
+				add(path+".burst.senders", "senders-per-client", []string{"cluster.clients"},
+					"%d senders over %d client node(s) is more than %d: at most %d per client node (each is a socket and a 64 MiB retransmit ring); want fewer senders or more clients",
+					b.Senders, p.Cluster.Clients, max, MaxSendersPerClient)
+			}
 			if last := a.At + time.Duration(b.Count-1)*b.Every; b.Count > 1 && a.At < end && last >= end {
 				add(path+".burst.count", "burst-after-end", []string{"duration", at, path + ".burst.every"},
 					"the last of %d bursts starts at %s (at %s + %d x %s), at or after the end of the run (duration %s); want fewer bursts or a longer run",

@@ -33,7 +33,8 @@ type EngineCommand struct {
 }
 
 // engineSettings are the engine section's settings a template may reference, by name.
-var engineSettings = []string{"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout"}
+var engineSettings = []string{"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout",
+	"udp_rcvbuf", "udp_nak_delay"}
 
 // Settings are the engine settings this playbook asks for, by name, in the text templates see:
 // integers in decimal (snapshot_block in bytes), durations as Go durations ("500ms"). A setting
@@ -51,6 +52,12 @@ func (e Engine) Settings() map[string]string {
 	}
 	if e.ElectionTimeout != 0 {
 		m["election_timeout"] = e.ElectionTimeout.String()
+	}
+	if e.UDPRcvbuf != 0 {
+		m["udp_rcvbuf"] = strconv.FormatInt(e.UDPRcvbuf, 10)
+	}
+	if e.UDPNakDelay != 0 {
+		m["udp_nak_delay"] = e.UDPNakDelay.String()
 	}
 	return m
 }

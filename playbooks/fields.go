@@ -87,6 +87,22 @@ var staticFields = map[string]field{
 		func(p *Playbook) *time.Duration { return &p.Engine.HeartbeatTimeout }),
 	"engine.election_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
 		func(p *Playbook) *time.Duration { return &p.Engine.ElectionTimeout }),
+	"engine.udp_rcvbuf": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseSize(s)
+			if err != nil {
+				return err
+			}
+			if v < 4<<10 || v > 1<<31-1 {
+				return fmt.Errorf("%s is out of range; want 4KiB..2147483647 bytes, e.g. 128MiB", s)
+			}
+			p.Engine.UDPRcvbuf = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatSize(p.Engine.UDPRcvbuf) },
+	},
+	"engine.udp_nak_delay": durationField(10*time.Microsecond, time.Second, "a duration from 10us to 1s, e.g. 1ms",
+		func(p *Playbook) *time.Duration { return &p.Engine.UDPNakDelay }),
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)
@@ -324,6 +340,33 @@ func actionField(a Action, i int, rest string) (field, error) {
 			},
 			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Count) },
 		}
+	case "burst.size":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				v, err := units.ParseSize(s)
+				if err != nil {
+					return err
+				}
+				if v < 88 || v > 1400 {
+					return fmt.Errorf("%s is out of range; want 88..1400 bytes per datagram, e.g. 170", s)
+				}
+				at(p).Burst.Size = int(v)
+				return nil
+			},
+			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Size) },
+		}
+	case "burst.senders":
+		f = field{
+			set: func(p *Playbook, s string) error {
+				v, err := units.ParseInt(s)
+				if err != nil || v < 1 || v > 64 {
+					return fmt.Errorf("%q is out of range; want 1..64 senders, spread over the client nodes", s)
+				}
+				at(p).Burst.Senders = int(v)
+				return nil
+			},
+			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Senders) },
+		}
 	case "wait_for.phase":
 		f = field{
 			set: func(p *Playbook, s string) error {
@@ -369,7 +412,7 @@ var actionKeys = map[string][]string{
 	ActSnapshot: {},
 	ActStepDown: {},
 	ActKill:     {"node", "signal", "relaunch_after"},
-	ActBurst:    {"messages", "every", "count"},
+	ActBurst:    {"messages", "every", "count", "size", "senders"},
 	ActWaitFor:  {"phase", "node", "timeout", "stable_leader"},
 }
 

@@ -24,6 +24,7 @@ const (
 	DefaultSignal         = "KILL"
 	DefaultWaitForTimeout = 60 * time.Second
 	DefaultBurstCount     = 1
+	DefaultBurstSize      = 170 // bytes: the burst guide's market-data message
 )
 
 // maxRuns bounds matrix x rounds: a run takes a minute or more, so more is a typo, not a plan.
@@ -35,7 +36,7 @@ var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "pr
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
 	"cluster": {"servers", "clients"},
-	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command"},
+	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command", "udp_rcvbuf", "udp_nak_delay"},
 	"preload": {"orders", "instruments"},
 	"load":    {"probe_rate"},
 }
@@ -310,7 +311,7 @@ func (r *reader) action(p *Playbook, i int, path string, n ast.Node) {
 	case ActKill:
 		a.Kill = &Kill{Signal: DefaultSignal}
 	case ActBurst:
-		a.Burst = &Burst{Count: DefaultBurstCount}
+		a.Burst = &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize}
 	case ActWaitFor:
 		a.WaitFor = &WaitFor{Timeout: DefaultWaitForTimeout}
 	}

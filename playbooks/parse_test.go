@@ -150,6 +150,10 @@ func TestRules(t *testing.T) {
 		{"burst past the end", base + "timeline:\n  - {at: 10s, burst: {messages: 10k, every: 10s, count: 3}}\n",
 			"t.yaml:6:57: timeline[0].burst.count", "the last of 3 bursts starts at 30s"},
 		{"empty burst", base + "timeline:\n  - {at: 1s, burst: {messages: 0}}\n", "t.yaml:6:32: timeline[0].burst.messages", "want 1..100M"},
+		{"burst size", base + "timeline:\n  - {at: 1s, burst: {messages: 1k, size: 2KiB}}\n", "t.yaml:6:42: timeline[0].burst.size", "want 88..1400 bytes"},
+		{"burst senders", base + "timeline:\n  - {at: 1s, burst: {messages: 1k, senders: 0}}\n", "t.yaml:6:45: timeline[0].burst.senders", "want 1..64 senders"},
+		{"senders per client", base + "timeline:\n  - {at: 1s, burst: {messages: 1k, senders: 20}}\n", "t.yaml:6:45: timeline[0].burst.senders", "at most 16 per client node"},
+		{"udp rcvbuf", base + "engine: {udp_rcvbuf: 1KiB}\n", "t.yaml:5:22: engine.udp_rcvbuf", "want 4KiB.."},
 		// tuning
 		{"unknown kernel key", base + "tuning: {vm.dirty_ration: 20}\n", "t.yaml:5:10: tuning.vm.dirty_ration", `(did you mean "vm.dirty_ratio"?)`},
 		{"thp value", base + "tuning: {thp: off}\n", "t.yaml:5:15: tuning.thp", "want one of always, madvise, never"},
@@ -258,7 +262,7 @@ timeline:
 	if w := p.Timeline[1].WaitFor; *w != (WaitFor{Phase: "ready", Timeout: DefaultWaitForTimeout}) {
 		t.Errorf("wait_for = %+v", w)
 	}
-	if b := p.Timeline[2].Burst; *b != (Burst{Messages: 50_000, Count: 1}) {
+	if b := p.Timeline[2].Burst; *b != (Burst{Messages: 50_000, Count: 1, Size: DefaultBurstSize}) {
 		t.Errorf("burst = %+v", b)
 	}
 }

@@ -289,7 +289,12 @@ func describeAction(a Action, i int, v func(path, base string) string) string {
 		return s
 	case ActBurst:
 		b := a.Burst
-		s := fmt.Sprintf("burst of %s messages at wire speed", v(path+"messages", units.FormatCount(int64(b.Messages))))
+		senders := "one sender per client node"
+		if b.Senders > 0 || isVaried(v, path+"senders") {
+			senders = v(path+"senders", fmt.Sprint(b.Senders)) + " sender(s)"
+		}
+		s := fmt.Sprintf("burst of %s x %s B UDP datagrams at wire speed from each of %s",
+			v(path+"messages", units.FormatCount(int64(b.Messages))), v(path+"size", fmt.Sprint(b.Size)), senders)
 		if b.Count > 1 || isVaried(v, path+"count") {
 			s += fmt.Sprintf(", %s times, every %s", v(path+"count", fmt.Sprint(b.Count)), v(path+"every", units.FormatDuration(b.Every)))
 		}

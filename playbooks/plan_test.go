@@ -135,7 +135,7 @@ func TestPlanPrint(t *testing.T) {
 		"preload    [1M, 5M] resting orders over 16 instruments",
 		"load       1k/s probes, warm-up 2s excluded, duration 30s",
 		"timeline   +10s     kill follower with SIGKILL, relaunch after 5s (at +15s)",
-		"           +20s     burst of [10k, 50k] messages at wire speed",
+		"           +20s     burst of [10k, 50k] x 170 B UDP datagrams at wire speed from each of one sender per client node",
 		"matrix     preload.orders: 1M, 5M",
 		"runs       72 = 24 combinations x 3 rounds, rounds interleaved",
 		"  72   3      preload.orders=5M engine.sync_level=2 timeline[1].burst.messages=50k tuning.vm.dirty_ratio=40  1m23s",

@@ -38,6 +38,8 @@ type Engine struct {
 	EncodeThreads    int            `json:"encode_threads"`
 	HeartbeatTimeout time.Duration  `json:"heartbeat_timeout,omitempty"`
 	ElectionTimeout  time.Duration  `json:"election_timeout,omitempty"`
+	UDPRcvbuf        int64          `json:"udp_rcvbuf,omitempty"`    // SO_RCVBUF the UDP ingress asks for (the kernel caps it at rmem_max)
+	UDPNakDelay      time.Duration  `json:"udp_nak_delay,omitempty"` // gap detected -> first NAK
 }
 
 // Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.
@@ -94,11 +96,18 @@ type WaitFor struct {
 	StableLeader time.Duration `json:"stable_leader,omitempty"`
 }
 
-// Burst sends Messages at wire speed, Count times, Every apart.
+// MaxSendersPerClient is the most burst senders one client node runs (the load generator's
+// limit: each is a socket and a 64 MiB retransmit ring).
+const MaxSendersPerClient = 16
+
+// Burst sends Messages at wire speed, Count times, Every apart: UDP datagrams of Size bytes to
+// the leader's UDP ingress, from Senders senders at once, each sending Messages.
 type Burst struct {
 	Messages int           `json:"messages"`
 	Every    time.Duration `json:"every"`
 	Count    int           `json:"count"`
+	Size     int           `json:"size"`              // bytes per datagram
+	Senders  int           `json:"senders,omitempty"` // 0: one per client node
 }
 
 // Axis is one matrix dimension: a playbook field path and the values it takes.

@@ -116,6 +116,14 @@ type BurstAction struct {
 	Messages int   `json:"messages"`
 	EveryNs  int64 `json:"every_ns"`
 	Count    int   `json:"count"`
+	// UDP bursts (docs/wire.md): Messages datagrams of Size bytes from each of Senders senders,
+	// spread over the client nodes; bursts numbered from FirstBurst in the datagrams; Start is
+	// when burst 0 was due when several nodes send (controller clock).
+	UDP        bool      `json:"udp,omitempty"`
+	Size       int       `json:"size,omitempty"`
+	Senders    int       `json:"senders,omitempty"`
+	FirstBurst uint32    `json:"first_burst,omitempty"`
+	Start      time.Time `json:"start,omitzero"`
 }
 
 // PhaseChange is an engine phase transition as the agent saw it. To is PhaseDown when the

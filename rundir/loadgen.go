@@ -89,11 +89,31 @@ type BurstStats struct {
 	Conn      ConnStats     `json:"conn"`
 	Bursts    []BurstResult `json:"bursts"`
 	Error     string        `json:"error,omitempty"`
+
+	// UDP series (docs/wire.md, "UDP ingress"): nothing is answered, so Answered, Latency and
+	// DrainNs stay zero; the receiver's figures are in the engine's status.
+	Transport  string           `json:"transport,omitempty"` // "udp"; empty: TCP
+	Size       int              `json:"size,omitempty"`      // bytes per datagram
+	Senders    int              `json:"senders,omitempty"`   // senders in this load generator
+	Target     string           `json:"target,omitempty"`    // the leader's address the datagrams went to
+	UDPSenders []UDPSenderStats `json:"udp_senders,omitempty"`
+}
+
+// UDPSenderStats is what one UDP sender did over a series.
+type UDPSenderStats struct {
+	Session     uint32 `json:"session"`
+	Target      string `json:"target"`
+	Sent        int64  `json:"sent"`
+	NaksRecv    int64  `json:"naks_received"`
+	Resent      int64  `json:"resent"`
+	Unavailable int64  `json:"unavailable"` // NAKed datagrams already overwritten in the retransmit ring
+	SendErrors  int64  `json:"send_errors"`
 }
 
 // BurstResult is one burst of a series.
 type BurstResult struct {
 	Index        int       `json:"index"`
+	Burst        uint32    `json:"burst,omitempty"` // UDP: the burst number in the datagrams (the receiver's key)
 	Due          time.Time `json:"due"`
 	Sent         int       `json:"sent"`
 	SendNs       int64     `json:"send_ns"`     // first message out -> last message out

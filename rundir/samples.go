@@ -21,6 +21,7 @@ type Sample struct {
 	Disks    []SampleDisk `json:"disks"`
 	UDP      SampleUDP    `json:"udp"`
 	VM       SampleVM     `json:"vm"`
+	NICs     []SampleNIC  `json:"nics,omitempty"` // ENA interfaces only (AWS)
 	Procs    []SampleProc `json:"procs,omitempty"`
 	Agent    SampleProc   `json:"agent"` // the sampler's own process: the rig's overhead on the node
 }
@@ -48,6 +49,15 @@ type SampleDisk struct {
 	FlushAwait float64 `json:"f_await_ms"`
 	QueueSize  float64 `json:"aqu_sz"`
 	Util       float64 `json:"util_pct"`
+}
+
+// SampleNIC is the receive drops an AWS ENA interface counts in its driver (`ethtool -S`):
+// packets the NIC or its RX rings dropped before the kernel's socket buffers saw them, which
+// /proc/net/snmp does not count.
+type SampleNIC struct {
+	Iface        string `json:"iface"`
+	RxDrops      uint64 `json:"rx_drops"` // sum of the per-queue rx drop counters (or the device's, without them)
+	RxDropsDelta uint64 `json:"rx_drops_delta"`
 }
 
 // SampleUDP holds /proc/net/snmp Udp counters: totals since boot and the increase over the

@@ -34,6 +34,8 @@ type Options struct {
 	PIDs    []int
 	// PIDFiles are read again at every sample, so a relaunched process is followed.
 	PIDFiles []string
+	// Ethtool is the ethtool binary for the ENA receive drop counters (default "ethtool").
+	Ethtool string
 }
 
 // snapshot is the raw counters at one instant.
@@ -42,6 +44,7 @@ type snapshot struct {
 	disks  map[string]blockdevice.IOStats
 	udpIn  uint64
 	udpBuf uint64
+	nics   map[string]uint64 // ENA receive drops per interface
 	vm     map[string]uint64
 	procs  map[int]procTimes
 	agent  procTimes
@@ -62,6 +65,7 @@ type Sampler struct {
 	self    procfs.FS // the real /proc, for the agent's own figures
 	bfs     blockdevice.FS
 	devices map[string]bool
+	ena     []string // ENA interfaces, read with ethtool -S
 	cpus    int
 	prev    *snapshot
 	seq     int
@@ -105,6 +109,10 @@ func New(opts Options) (*Sampler, error) {
 	if cpus, err := s.fs.CPUInfo(); err == nil {
 		s.cpus = len(cpus)
 	}
+	if s.opts.Ethtool == "" {
+		s.opts.Ethtool = "ethtool"
+	}
+	s.ena = enaIfaces(opts.Root)
 	if s.prev, err = s.snap(); err != nil {
 		return nil, err
 	}
@@ -156,6 +164,14 @@ func (s *Sampler) snap() (*snapshot, error) {
 	}
 	if snmp.Udp.RcvbufErrors != nil {
 		sn.udpBuf = uint64(*snmp.Udp.RcvbufErrors)
+	}
+	for _, iface := range s.ena {
+		if v, ok := nicDrops(s.opts.Ethtool, iface); ok {
+			if sn.nics == nil {
+				sn.nics = map[string]uint64{}
+			}
+			sn.nics[iface] = v
+		}
 	}
 	// procfs has no /proc/vmstat parser; the format is "name value" per line.
 	if sn.vm, err = readVMStat(filepath.Join(s.opts.Root, "proc/vmstat")); err != nil {
@@ -235,6 +251,15 @@ func (s *Sampler) Next() (rundir.Sample, error) {
 	return compute(prev, cur, s.seq, s.cpus, s.pids()), nil
 }
 
+func sortedKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // delta is b-a for counters that may wrap or reset (a device re-added): never negative.
 func delta(a, b uint64) float64 {
 	if b < a {
@@ -261,6 +286,11 @@ func compute(prev, cur *snapshot, seq, cpus int, pids []int) rundir.Sample {
 	}
 	out.UDP = rundir.SampleUDP{InErrors: cur.udpIn, RcvbufErrors: cur.udpBuf,
 		InErrorsDelta: uint64(delta(prev.udpIn, cur.udpIn)), RcvbufErrorsDelta: uint64(delta(prev.udpBuf, cur.udpBuf))}
+	for _, iface := range sortedKeys(cur.nics) {
+		if a, ok := prev.nics[iface]; ok {
+			out.NICs = append(out.NICs, rundir.SampleNIC{Iface: iface, RxDrops: cur.nics[iface], RxDropsDelta: uint64(delta(a, cur.nics[iface]))})
+		}
+	}
 	out.VM = rundir.SampleVM{
 		PgFaultPerS:    delta(prev.vm["pgfault"], cur.vm["pgfault"]) / secs,
 		PgMajFaultPerS: delta(prev.vm["pgmajfault"], cur.vm["pgmajfault"]) / secs,

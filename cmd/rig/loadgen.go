@@ -304,6 +304,9 @@ func newBurstCmd() *cobra.Command {
 		every, grace time.Duration
 		count        int
 		out          string
+		udp          bool
+		size         string
+		senders      int
 	)
 	cmd := &cobra.Command{
 		Use:   "burst",
@@ -326,6 +329,15 @@ func newBurstCmd() *cobra.Command {
 			lgSetIf(f.Changed("grace"), &cfg.Burst.Grace, loadgen.Duration(grace))
 			lgSetIf(f.Changed("count"), &cfg.Burst.Count, count)
 			lgSetIf(f.Changed("out"), &cfg.Burst.Out, out)
+			lgSetIf(f.Changed("udp"), &cfg.Burst.UDP, udp)
+			lgSetIf(f.Changed("senders"), &cfg.Burst.Senders, senders)
+			if f.Changed("size") {
+				n, err := units.ParseSize(size)
+				if err != nil {
+					return fmt.Errorf("%w: --size: %v", errUsage, err)
+				}
+				cfg.Burst.Size = loadgen.Count(n)
+			}
 			if err := common.check(&cfg, source); err != nil {
 				return err
 			}
@@ -334,6 +346,11 @@ func newBurstCmd() *cobra.Command {
 			st, err := loadgen.Burst(cmd.Context(), opts)
 			if err != nil {
 				return lgUsageErr(source, err)
+			}
+			if st.Transport == "udp" {
+				fmt.Fprintf(cmd.OutOrStdout(), "bursts: %d x %d datagrams of %d B from %d senders to %s, %d sent; peak %d datagrams/ms as sent; outputs in %s\n",
+					len(st.Bursts), st.Messages, st.Size, st.Senders, st.Target, st.Sent, st.PeakPerMs, opts.Out)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "bursts: %d x %d messages, %d answered, %d lost; peak %d messages/ms as sent; latency p50 %v max %v; outputs in %s\n",
 				len(st.Bursts), st.Messages, st.Answered, st.Lost, st.PeakPerMs, lgDur(st.Latency.P50Ns), lgDur(st.Latency.MaxNs), opts.Out)
@@ -347,6 +364,9 @@ func newBurstCmd() *cobra.Command {
 	f.IntVar(&count, "count", 1, "number of bursts")
 	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the last burst")
 	f.StringVar(&out, "out", "", "directory for bursts.bin and bursts.json")
+	f.BoolVar(&udp, "udp", false, "send datagrams to the leader's UDP ingress (docs/wire.md) instead of orders over TCP")
+	f.StringVar(&size, "size", "", "UDP datagram size, 72B..1400B (default 170B)")
+	f.IntVar(&senders, "senders", 0, "UDP senders sending each burst at once (default 1)")
 	return cmd
 }
 

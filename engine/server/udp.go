@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -26,8 +27,10 @@ import (
 )
 
 // UDP ingress: datagrams (engine/wire/datagram.go) are delivered per session in sequence order;
-// a gap is NAKed after the configured delay and again every nakRetry until the sender's resend
-// fills it. Delivered commands go through raft like TCP ones; UDP commands get no reply.
+// a gap is NAKed after the configured delay. A NAK round asks for at most a window of missing
+// datagrams (about what the granted receive buffer holds), so that the resends do not
+// overflow the buffer again; the next round follows as soon as that window is filled, or after
+// nakRetry if part of it was lost again. Delivered commands go through raft like TCP ones; UDP commands get no reply.
 // The receive loop is one goroutine that owns all session state; it takes ing.mu once per
 // batch so /status can read a consistent copy.
 
@@ -51,14 +54,17 @@ type udpIngress struct {
 	nakDelay time.Duration
 	nakRetry time.Duration
 
+	nakWindow uint64 // most missing datagrams asked for in one NAK round
+
 	mu       sync.Mutex // guards st, bursts, order (written by the loop, read by status)
 	st       engine.UDP
 	bursts   map[uint32]*burstRecv
-	order    []uint32 // burst numbers in the order they were first seen
+	open     map[uint32]*burstRecv // bursts not closed yet
+	order    []uint32              // burst numbers in the order they were first seen
 	sessions map[uint32]*udpSession
 
 	applied, applyErrs atomic.Uint64
-	applyq             chan [][]byte
+	applyq             chan []udpCmd
 	futs               chan applyFuture
 
 	snmp     *procfs.FS
@@ -68,7 +74,44 @@ type udpIngress struct {
 	nak      []byte
 }
 
-type applyFuture interface{ Error() error }
+type applyFuture struct {
+	f interface{ Error() error }
+	n uint64 // commands in the entry
+}
+
+// udpCmd is one log entry: a batch of orders delivered together, or one cancel.
+type udpCmd struct {
+	data []byte
+	n    uint64
+}
+
+// cmdBatch gathers what one pass of the receive loop delivered. Consecutive orders become one
+// batch entry (wire.TypeBatch), so a burst costs raft a few thousand appends, not one per order;
+// a cancel ends the batch and goes alone, so sequence order is kept.
+type cmdBatch struct {
+	orders []wire.Order
+	out    []udpCmd
+	req    wire.Request
+}
+
+func (c *cmdBatch) add(r *wire.Request) {
+	if r.Type == wire.TypeOrder {
+		c.orders = append(c.orders, r.Order)
+		return
+	}
+	c.flush()
+	c.out = append(c.out, udpCmd{wire.AppendRequest(nil, r)[4:], 1})
+}
+
+// flush ends the current batch of orders.
+func (c *cmdBatch) flush() {
+	if len(c.orders) == 0 {
+		return
+	}
+	c.req = wire.Request{Type: wire.TypeBatch, Batch: c.orders}
+	c.out = append(c.out, udpCmd{wire.AppendRequest(nil, &c.req)[4:], uint64(len(c.orders))})
+	c.orders = c.orders[:0]
+}
 
 type udpSession struct {
 	addr      netip.AddrPort
@@ -77,6 +120,8 @@ type udpSession struct {
 	lastBurst uint32
 	pending   map[uint64]pendingDgram
 	gaps      []udpGap
+	lastNak   int64  // last NAK round
+	nakedTo   uint64 // end of the last round's window: once delivery passes it, the next round is due
 }
 
 type pendingDgram struct {
@@ -88,7 +133,7 @@ type pendingDgram struct {
 type udpGap struct {
 	from, to uint64 // missing [from, to) when detected
 	detected int64
-	lastNak  int64
+	naked    bool // asked for at least once
 	burst    uint32
 }
 
@@ -99,6 +144,7 @@ type burstRecv struct {
 	marks        []sendMark // arrivals per receive time, for the peak per 1 ms
 	hist         *hdrhistogram.Histogram
 	openGaps     int
+	waiting      int // datagrams held behind a gap: the burst is not done before they are delivered
 	ovflAtOpen   uint64
 	snmpAtOpen   uint64
 	snmpAtOpenOK bool
@@ -125,15 +171,18 @@ func newUDPIngress(node *replica.Node, log *slog.Logger) (*udpIngress, error) {
 	}
 	ing := &udpIngress{
 		node: node, log: log, conn: conn, pc: ipv4.NewPacketConn(conn),
-		nakDelay: nakDelay, nakRetry: max(4*nakDelay, 5*time.Millisecond),
-		bursts: map[uint32]*burstRecv{}, sessions: map[uint32]*udpSession{},
-		applyq: make(chan [][]byte, 1<<16), futs: make(chan applyFuture, 1<<16),
+		nakDelay: nakDelay, nakRetry: max(4*nakDelay, 20*time.Millisecond),
+		bursts: map[uint32]*burstRecv{}, open: map[uint32]*burstRecv{}, sessions: map[uint32]*udpSession{},
+		applyq: make(chan []udpCmd, 1<<16), futs: make(chan applyFuture, 1<<16),
 	}
 	ing.st = engine.UDP{Addr: conn.LocalAddr().String(), RcvbufAsked: cfg.UDPRcvbuf, NakDelayMs: ms(nakDelay)}
 	if err := ing.setSockopts(cfg.UDPRcvbuf); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	// A small datagram takes about 1 KiB of buffer on Linux (its truesize), whatever its length;
+	// the loop drains while resends arrive, so a window of the buffer's capacity rarely overflows.
+	ing.nakWindow = uint64(max(ing.st.RcvbufGranted/1024, 64))
 	if fs, err := procfs.NewDefaultFS(); err == nil {
 		ing.snmp = &fs
 	}
@@ -192,17 +241,17 @@ func (ing *udpIngress) applyLoop() {
 	defer close(ing.futs)
 	for batch := range ing.applyq {
 		for _, cmd := range batch {
-			ing.futs <- ing.node.ApplyAsync(cmd, applyTimeout)
+			ing.futs <- applyFuture{ing.node.ApplyAsync(cmd.data, applyTimeout), cmd.n}
 		}
 	}
 }
 
 func (ing *udpIngress) waitLoop() {
 	for f := range ing.futs {
-		if err := f.Error(); err != nil {
-			ing.applyErrs.Add(1)
+		if err := f.f.Error(); err != nil {
+			ing.applyErrs.Add(f.n)
 		} else {
-			ing.applied.Add(1)
+			ing.applied.Add(f.n)
 		}
 	}
 }
@@ -222,7 +271,7 @@ func (ing *udpIngress) recvLoop() error {
 			return err
 		}
 		ing.mu.Lock()
-		var cmds [][]byte
+		cb := &cmdBatch{}
 		for i := 0; i < n; i++ {
 			m := &msgs[i]
 			ing.readOvfl(m.OOB[:m.NN])
@@ -234,37 +283,90 @@ func (ing *udpIngress) recvLoop() error {
 			if ua == nil {
 				continue
 			}
-			cmds = ing.handle(&d, ua.AddrPort(), now.UnixNano(), cmds)
+			ing.handle(&d, ua.AddrPort(), now.UnixNano(), cb)
 		}
-		cmds = ing.housekeep(now, cmds)
+		ing.housekeep(now, cb)
 		ing.mu.Unlock()
-		if len(cmds) > 0 {
-			ing.applyq <- cmds
+		if cb.flush(); len(cb.out) > 0 {
+			ing.applyq <- cb.out
 		}
 	}
 }
 
-// wait is how long the loop may block: until the next NAK is due, or a burst may close.
+// wait is how long the loop may block: until the next NAK round is due, or a burst may close.
 func (ing *udpIngress) wait() time.Duration {
 	ing.mu.Lock()
 	defer ing.mu.Unlock()
 	w := snmpIdleEvery
 	now := time.Now().UnixNano()
 	for _, s := range ing.sessions {
-		for _, g := range s.gaps {
-			due := g.detected + int64(ing.nakDelay)
-			if g.lastNak > 0 {
-				due = g.lastNak + int64(ing.nakRetry)
-			}
-			w = min(w, time.Duration(max(due-now, int64(50*time.Microsecond))))
+		if due, ok := ing.nakDue(s, now); ok {
+			w = min(w, time.Duration(max(due-now, int64(20*time.Microsecond))))
 		}
 	}
-	for _, b := range ing.bursts {
-		if !b.out.Closed {
-			w = min(w, 10*time.Millisecond)
-		}
+	if len(ing.open) > 0 {
+		w = min(w, 10*time.Millisecond)
 	}
 	return w
+}
+
+// nakDue is when the session's next NAK round is due, if it has a gap.
+func (ing *udpIngress) nakDue(s *udpSession, now int64) (int64, bool) {
+	if len(s.gaps) == 0 {
+		return 0, false
+	}
+	due := int64(math.MaxInt64)
+	for _, g := range s.gaps {
+		if !g.naked {
+			due = min(due, g.detected+int64(ing.nakDelay))
+		}
+	}
+	if s.lastNak > 0 && s.gaps[0].naked {
+		if s.next >= s.nakedTo {
+			return now, true // the last window is filled: ask for the next one
+		}
+		due = min(due, s.lastNak+int64(ing.nakRetry))
+	}
+	return due, due != math.MaxInt64
+}
+
+// nakRound asks for up to a window of missing datagrams, as ranges, from the oldest gap on,
+// in gaps old enough to NAK.
+func (ing *udpIngress) nakRound(id uint32, s *udpSession, now int64) {
+	budget := ing.nakWindow
+	end := s.next
+	for i := range s.gaps {
+		g := &s.gaps[i]
+		if budget == 0 || now < g.detected+int64(ing.nakDelay) {
+			break
+		}
+		g.naked = true
+		seq := max(g.from, s.next)
+		for seq < g.to && budget > 0 {
+			if _, ok := s.pending[seq]; ok {
+				seq++
+				continue
+			}
+			from := seq
+			for seq < g.to && budget > 0 {
+				if _, ok := s.pending[seq]; ok {
+					break
+				}
+				seq++
+				budget--
+			}
+			ing.nak = wire.AppendNak(ing.nak[:0], id, from, uint32(seq-from))
+			if _, err := ing.conn.WriteToUDPAddrPort(ing.nak, s.addr); err != nil {
+				ing.log.Warn("udp nak", "to", s.addr, "err", err)
+			}
+			ing.st.Naks++
+			if b := ing.bursts[g.burst]; b != nil {
+				b.out.Naks++
+			}
+		}
+		end = max(end, seq)
+	}
+	s.lastNak, s.nakedTo = now, end
 }
 
 // readOvfl takes the socket's drop counter from a datagram's control message (the kernel adds
@@ -305,6 +407,7 @@ func (ing *udpIngress) burst(n uint32, now int64) *burstRecv {
 			hist: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3), ovflAtOpen: ing.ovfl,
 			snmpAtOpen: ing.snmpBase, snmpAtOpenOK: !ing.snmpAt.IsZero()}
 		ing.bursts[n] = b
+		ing.open[n] = b
 		ing.order = append(ing.order, n)
 		if len(ing.order) > keepBursts {
 			ing.dropBurst(ing.order[0])
@@ -315,6 +418,7 @@ func (ing *udpIngress) burst(n uint32, now int64) *burstRecv {
 
 func (ing *udpIngress) dropBurst(n uint32) {
 	delete(ing.bursts, n)
+	delete(ing.open, n)
 	for i, m := range ing.order {
 		if m == n {
 			ing.order = append(ing.order[:i], ing.order[i+1:]...)
@@ -333,7 +437,7 @@ func (b *burstRecv) arrived(now int64) {
 	b.marks = append(b.marks, sendMark{now, 1})
 }
 
-func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cmds [][]byte) [][]byte {
+func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cb *cmdBatch) {
 	s := ing.session(d.Session, from)
 	switch d.Kind {
 	case wire.DgramHeartbeat:
@@ -341,14 +445,14 @@ func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cmd
 			ing.newGap(s, s.high, d.Seq, s.lastBurst, now)
 			s.high = d.Seq
 		}
-		return cmds
+		return
 	case wire.DgramNak:
-		return cmds // NAKs go the other way
+		return // NAKs go the other way
 	}
 	ing.st.Received++
 	if _, waiting := s.pending[d.Seq]; d.Seq < s.next || waiting {
 		ing.st.Duplicates++
-		return cmds
+		return
 	}
 	b := ing.burst(d.Burst, now)
 	b.sessions[d.Session] = true
@@ -360,21 +464,30 @@ func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cmd
 	s.high = max(s.high, d.Seq+1)
 	if d.Seq != s.next {
 		s.pending[d.Seq] = pendingDgram{body: append([]byte(nil), d.Body...), sent: d.SentNs, burst: d.Burst}
-		return cmds
+		b.waiting++
+		return
 	}
-	cmds = ing.deliver(d.Body, d.SentNs, b, now, cmds)
+	ing.deliver(d.Body, d.SentNs, b, now, cb)
 	s.next++
-	for {
-		p, ok := s.pending[s.next]
-		if !ok {
-			break
-		}
-		delete(s.pending, s.next)
-		cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+	for ing.deliverPending(s, now, cb) {
 		s.next++
 	}
 	ing.closeGaps(s, now)
-	return cmds
+}
+
+// deliverPending delivers the datagram waiting at s.next, if there is one.
+func (ing *udpIngress) deliverPending(s *udpSession, now int64, cb *cmdBatch) bool {
+	p, ok := s.pending[s.next]
+	if !ok {
+		return false
+	}
+	delete(s.pending, s.next)
+	b := ing.bursts[p.burst]
+	if b != nil {
+		b.waiting--
+	}
+	ing.deliver(p.body, p.sent, b, now, cb)
+	return true
 }
 
 func (ing *udpIngress) newGap(s *udpSession, from, to uint64, burst uint32, now int64) {
@@ -406,79 +519,54 @@ func (ing *udpIngress) closeGaps(s *udpSession, now int64) {
 	s.gaps = keep
 }
 
-func (ing *udpIngress) deliver(body []byte, sent int64, b *burstRecv, now int64, cmds [][]byte) [][]byte {
+func (ing *udpIngress) deliver(body []byte, sent int64, b *burstRecv, now int64, cb *cmdBatch) {
 	ing.st.Delivered++
-	if b != nil {
+	if b != nil && b.hist != nil {
 		b.hist.RecordValue(max((now-sent)/1e3, 0))
 	}
 	var req wire.Request
 	if err := wire.DecodeRequest(body, &req); err != nil || (req.Type != wire.TypeOrder && req.Type != wire.TypeCancel) {
 		ing.st.Malformed++
-		return cmds
+		return
 	}
 	if !ing.node.IsLeader() {
 		ing.st.NotLeader++
-		return cmds
+		return
 	}
-	return append(cmds, append([]byte(nil), body...))
+	cb.add(&req)
 }
 
-// housekeep sends the NAKs that are due, gives up on gaps too old to repair, closes quiet bursts
-// and refreshes the node-wide RcvbufErrors baseline while nothing is arriving.
-func (ing *udpIngress) housekeep(t time.Time, cmds [][]byte) [][]byte {
+// housekeep sends the NAK rounds that are due, gives up on gaps too old to repair, closes
+// quiet bursts and refreshes the node-wide RcvbufErrors baseline while nothing is arriving.
+func (ing *udpIngress) housekeep(t time.Time, cb *cmdBatch) {
 	now := t.UnixNano()
 	for id, s := range ing.sessions {
 		if len(s.gaps) > 0 && now-s.gaps[0].detected >= int64(gapGiveUp) {
-			cmds = ing.skipGap(s, now, cmds)
+			ing.skipGap(s, now, cb)
 		}
-		for i := range s.gaps {
-			g := &s.gaps[i]
-			due := g.detected + int64(ing.nakDelay)
-			if g.lastNak > 0 {
-				due = g.lastNak + int64(ing.nakRetry)
-			}
-			if now < due {
-				continue
-			}
-			from := max(g.from, s.next)
-			ing.nak = wire.AppendNak(ing.nak[:0], id, from, uint32(g.to-from))
-			if _, err := ing.conn.WriteToUDPAddrPort(ing.nak, s.addr); err != nil {
-				ing.log.Warn("udp nak", "to", s.addr, "err", err)
-			}
-			g.lastNak = now
-			ing.st.Naks++
-			if b := ing.bursts[g.burst]; b != nil {
-				b.out.Naks++
-			}
+		if due, ok := ing.nakDue(s, now); ok && now >= due {
+			ing.nakRound(id, s, now)
 		}
-		ing.closeGaps(s, now)
 	}
-	open := false
-	for _, b := range ing.bursts {
-		if b.out.Closed {
+	for n, b := range ing.open {
+		if b.openGaps > 0 || b.waiting > 0 || now-b.last < int64(burstQuiet) {
 			continue
 		}
-		if b.openGaps > 0 || now-b.last < int64(burstQuiet) {
-			open = true
-			continue
-		}
+		delete(ing.open, n)
 		ing.closeBurst(b, t)
 	}
-	if !open && t.Sub(ing.snmpAt) >= snmpIdleEvery {
+	if len(ing.open) == 0 && t.Sub(ing.snmpAt) >= snmpIdleEvery {
 		ing.refreshSnmp(t)
 	}
-	return cmds
 }
 
 // skipGap gives up on the oldest gap (gaps are in detection order, so it is the first): the
 // sender no longer has those datagrams. Delivery moves past it; what never came is lost.
-func (ing *udpIngress) skipGap(s *udpSession, now int64, cmds [][]byte) [][]byte {
+func (ing *udpIngress) skipGap(s *udpSession, now int64, cb *cmdBatch) {
 	g := s.gaps[0]
 	s.gaps = s.gaps[1:]
 	for ; s.next < g.to; s.next++ {
-		if p, ok := s.pending[s.next]; ok {
-			delete(s.pending, s.next)
-			cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+		if ing.deliverPending(s, now, cb) {
 			continue
 		}
 		ing.st.Lost++
@@ -495,10 +583,9 @@ func (ing *udpIngress) skipGap(s *udpSession, now int64, cmds [][]byte) [][]byte
 			break
 		}
 		delete(s.pending, s.next)
-		cmds = ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cmds)
+		ing.deliver(p.body, p.sent, ing.bursts[p.burst], now, cb)
 		s.next++
 	}
-	return cmds
 }
 
 func (ing *udpIngress) closeBurst(b *burstRecv, t time.Time) {

@@ -1,86 +1,18 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/wire"
-	"github.com/rig-dev/rig/internal/testaddr"
 )
-
-// startEngine runs a one-node reference engine (raft, log, server) on loopback.
-func startEngine(t *testing.T, rcvbuf int) engine.Config {
-	t.Helper()
-	peer := engine.Peer{Node: "node-0", RaftAddr: testaddr.Free(t), ClientAddr: testaddr.Free(t)}
-	cfg := engine.Config{
-		Node: "node-0", Dir: filepath.Join(t.TempDir(), "n0"), RaftAddr: peer.RaftAddr, ClientAddr: peer.ClientAddr,
-		AdminAddr: testaddr.Free(t), Peers: []engine.Peer{peer}, Bootstrap: true, HeartbeatTimeout: "50ms",
-		ElectionTimeout: "50ms", UDPRcvbuf: rcvbuf, UDPNakDelay: "2ms",
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	node, err := replica.New(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- New(node, log, testAdminToken).Run(ctx) }()
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-		node.Shutdown()
-	})
-	waitUntil(t, "leader", func() bool { return node.IsLeader() })
-	return cfg
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// testAdminToken stands for the agent's secret (engine/contract.go).
-const testAdminToken = "test-admin-secret"
-
-func udpStatus(t *testing.T, cfg engine.Config) *engine.UDP {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+cfg.AdminAddr+"/status?udp=1", nil)
-	engine.AuthorizeAdmin(req, testAdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st engine.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
-	if st.UDP == nil {
-		t.Fatal("status has no udp section")
-	}
-	return st.UDP
-}
 
 // TestUDPGapNakRepair sends a burst over a real loopback socket with two holes: one in the
 // middle (seen when a later datagram arrives) and one at the tail (seen only through the
@@ -183,4 +115,23 @@ func TestUDPRcvbufReadBack(t *testing.T) {
 	if want := 2 * min(asked, rmemMax); st.RcvbufGranted != want {
 		t.Errorf("granted %d, want 2 x min(asked, rmem_max) = %d", st.RcvbufGranted, want)
 	}
+}
+
+func udpStatus(t *testing.T, cfg engine.Config) *engine.UDP {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+cfg.AdminAddr+"/status?udp=1", nil)
+	engine.AuthorizeAdmin(req, testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st engine.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.UDP == nil {
+		t.Fatal("status has no udp section")
+	}
+	return st.UDP
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -174,7 +175,10 @@ func (a relaunch) run(ctx context.Context, r *run) error {
 	return nil
 }
 
-// burst has the load generator send messages at wire speed beside the probe stream.
+// burst has the load generators send UDP datagrams at wire speed beside the probe stream: the
+// senders are spread over the client nodes (client-0's probe process takes its share through
+// its control API, the others run `rig loadgen burst`), and when more than one node sends they
+// are given one start time so the bursts arrive together.
 type burst struct{ playbooks.Burst }
 
 func (b burst) check(int) error {
@@ -190,17 +194,65 @@ func (b burst) check(int) error {
 }
 
 func (b burst) String() string {
-	if b.Count > 1 {
-		return fmt.Sprintf("burst of %d messages, %d times every %s", b.Messages, b.Count, b.Every)
+	s := fmt.Sprintf("burst of %d x %d B", b.Messages, b.Size)
+	if b.Senders > 0 {
+		s += fmt.Sprintf(" from each of %d senders", b.Senders)
 	}
-	return fmt.Sprintf("burst of %d messages", b.Messages)
+	if b.Count > 1 {
+		s += fmt.Sprintf(", %d times every %s", b.Count, b.Every)
+	}
+	return s
 }
 
+// burstLead is how far ahead the start of a burst sent from several client nodes is set, so
+// that every node's load generator is up and has found the leader by then.
+const burstLead = 2 * time.Second
+
 func (b burst) run(ctx context.Context, r *run) error {
-	// The event's payload is also the body of the load generator's POST /burst.
-	spec := rundir.BurstAction{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count}
+	clients := r.inv.Clients()
+	senders := b.Senders
+	if senders == 0 {
+		senders = len(clients)
+	}
+	share := make([]int, len(clients))
+	for i := 0; i < senders; i++ {
+		share[i%len(clients)]++
+	}
+	r.mu.Lock()
+	first := r.burstNo
+	r.burstNo += uint32(b.Count)
+	r.mu.Unlock()
+	var start time.Time
+	if len(clients) > 1 && share[1] > 0 {
+		start = time.Now().Add(burstLead)
+	}
+	spec := rundir.BurstAction{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count,
+		UDP: true, Size: b.Size, Senders: senders, FirstBurst: first}
+	if !start.IsZero() {
+		spec.Start = start.UTC()
+	}
 	r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &spec}})
-	return r.loadgenControl(ctx, "/burst", spec)
+	for i, c := range clients[1:] {
+		if share[i+1] == 0 {
+			continue
+		}
+		r.asyncWG.Add(1)
+		go func() {
+			defer r.asyncWG.Done()
+			if err := r.remoteBurst(ctx, c, b.Burst, share[i+1], first, start.Add(r.offsets[c.Name])); err != nil {
+				r.mu.Lock()
+				r.asyncErrs = append(r.asyncErrs, fmt.Errorf("burst from %s: %w", c.Name, err))
+				r.notifyLocked()
+				r.mu.Unlock()
+			}
+		}()
+	}
+	body := loadgen.BurstSpec{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count,
+		UDP: true, Size: b.Size, Senders: share[0], FirstBurst: first}
+	if !start.IsZero() {
+		body.StartUnixNs = start.Add(r.offsets[r.client.Name]).UnixNano()
+	}
+	return r.loadgenControl(ctx, "/burst", body)
 }
 
 // waitFor holds the timeline back until a server (or every server) reaches a phase.

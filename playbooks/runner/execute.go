@@ -134,6 +134,10 @@ func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.
 	if e.ElectionTimeout > 0 {
 		cfg.ElectionTimeout = e.ElectionTimeout.String()
 	}
+	cfg.UDPRcvbuf = int(e.UDPRcvbuf)
+	if e.UDPNakDelay > 0 {
+		cfg.UDPNakDelay = e.UDPNakDelay.String()
+	}
 	for _, s := range servers {
 		cfg.Peers = append(cfg.Peers, engine.Peer{
 			Node:       s.Name,

@@ -479,6 +479,11 @@ func (t fakeTransport) Exec(ctx context.Context, n inventory.Node, cmd transport
 		os.MkdirAll(cfg.Probe.Out, 0o755)
 		os.WriteFile(filepath.Join(cfg.Probe.Out, "stats.json"), []byte(`{"scheduled": 10}`), 0o644)
 		return transport.Result{}, err
+	case "burst":
+		b, _ := json.Marshal(cfg.Burst)
+		c.record(n.Name, "loadgen burst-config "+string(b))
+		os.MkdirAll(cfg.Burst.Out, 0o755)
+		return transport.Result{}, os.WriteFile(filepath.Join(cfg.Burst.Out, "bursts.json"), []byte(`{"transport": "udp"}`), 0o644)
 	}
 	return transport.Result{}, fmt.Errorf("fake loadgen: mode %q", cmd.Args[2])
 }

@@ -10,10 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
 )
@@ -36,16 +39,22 @@ func (r *run) loadgenConfig() loadgen.Config {
 
 // loadgenCmd runs `rig loadgen MODE --config FILE` on the client node; it writes the config first.
 func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) error {
-	b, _ := json.MarshalIndent(r.loadgenConfig(), "", "  ")
-	local := filepath.Join(r.dir, "loadgen-"+mode+".json")
+	return r.runLoadgen(ctx, r.client, mode, "loadgen-"+mode, r.loadgenConfig(), stdout)
+}
+
+// runLoadgen runs `rig loadgen MODE --config NAME.json` on node n with cfg; its log goes to
+// NAME.log in the run folder.
+func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name string, cfg loadgen.Config, stdout io.Writer) error {
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	local := filepath.Join(r.dir, name+".json")
 	if err := os.WriteFile(local, b, 0o644); err != nil {
 		return err
 	}
-	remote := r.cl.NodePath(r.client, "loadgen-"+mode+".json")
-	if err := r.cl.Transport().Upload(ctx, r.client, local, remote, 0o644); err != nil {
+	remote := r.cl.NodePath(n, name+".json")
+	if err := r.cl.Transport().Upload(ctx, n, local, remote, 0o644); err != nil {
 		return fmt.Errorf("upload load generator config: %w", err)
 	}
-	logf, err := os.Create(filepath.Join(r.dir, "loadgen-"+mode+".log"))
+	logf, err := os.Create(filepath.Join(r.dir, name+".log"))
 	if err != nil {
 		return err
 	}
@@ -54,8 +63,25 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 	if stdout == nil {
 		stdout = logf
 	}
-	_, err = r.cl.Transport().Exec(ctx, r.client, transport.Cmd{Args: []string{r.cl.Binary(r.client), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
+	_, err = r.cl.Transport().Exec(ctx, n, transport.Cmd{Args: []string{r.cl.Binary(n), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
 	return err
+}
+
+// remoteBurst sends a client node's share of a burst with `rig loadgen burst`; its figures land
+// in the run folder as <node>/loadgen/bursts-<first>/bursts.json.
+func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b playbooks.Burst, senders int, first uint32, start time.Time) error {
+	rel := path.Join(n.Name, "loadgen", fmt.Sprintf("bursts-%d", first))
+	cfg := loadgen.Config{
+		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadgen.Duration(30 * time.Second),
+		Burst: loadgen.BurstConfig{
+			Messages: loadgen.Count(b.Messages), Every: loadgen.Duration(b.Every), Count: b.Count,
+			Out: r.cl.OutputPath(n, rel), UDP: true, Size: loadgen.Count(b.Size), Senders: senders, Start: start, FirstBurst: first,
+		},
+	}
+	if err := r.runLoadgen(ctx, n, "burst", fmt.Sprintf("loadgen-burst-%s-%d", n.Name, first), cfg, nil); err != nil {
+		return err
+	}
+	return r.cl.Gather(ctx, n, path.Join(rel, "bursts.json"))
 }
 
 func (r *run) preload(ctx context.Context) error {

@@ -182,6 +182,7 @@ type run struct {
 	leaderChanged time.Time
 
 	tuningSkipped bool
+	burstNo       uint32                   // number of the next UDP burst: one numbering per run, over every sender
 	since         map[string]uint64        // per server: transitions before this run's first launch
 	offsets       map[string]time.Duration // per node: node clock - controller clock
 	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too

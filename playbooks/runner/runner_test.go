@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
@@ -120,7 +121,7 @@ func TestEveryAction(t *testing.T) {
 		"node-2 POST /engine/signal",
 		"node-2 POST /engine/relaunch",
 		"node-0 POST /engine/proxy /step-down",
-		`client-0 loadgen burst {"messages":500,"every_ns":100000000,"count":2}`,
+		`client-0 loadgen burst {"messages":500,"every_ns":100000000,"count":2,"udp":true,"size":170,"senders":1}`,
 		"client-0 loadgen preload",
 		" stop",
 	} {
@@ -366,5 +367,64 @@ func TestWaitForStableLeader(t *testing.T) {
 	if d := snap.Sub(elected); d < 600*time.Millisecond {
 		t.Errorf("snapshot %s after the new leader, want >= 600ms of stable leader", d)
 	}
+}
 
+// A burst's senders are spread over every client node: client-0's probe process takes its
+// share through the control API, the others run `rig loadgen burst`, all with one start time
+// and one burst numbering per run.
+func TestBurstSendersOverClients(t *testing.T) {
+	c := newFakeCluster(t)
+	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, "4s")+`timeline:
+  - {at: 200ms, burst: {messages: 100, size: 200, senders: 3, count: 2, every: 100ms}}
+  - {at: 500ms, burst: {messages: 50}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.Cluster.Clients = 2
+	pl, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
+		t.Fatalf("run: %v (%+v)", res.err, res.outs)
+	}
+	var control []loadgen.BurstSpec
+	var remote []loadgen.BurstConfig
+	c.mu.Lock()
+	for _, call := range c.calls {
+		if body, ok := strings.CutPrefix(call, "client-0 loadgen burst "); ok {
+			var b loadgen.BurstSpec
+			if err := json.Unmarshal([]byte(body), &b); err != nil {
+				t.Fatal(err)
+			}
+			control = append(control, b)
+		}
+		if body, ok := strings.CutPrefix(call, "client-1 loadgen burst-config "); ok {
+			var b loadgen.BurstConfig
+			if err := json.Unmarshal([]byte(body), &b); err != nil {
+				t.Fatal(err)
+			}
+			remote = append(remote, b)
+		}
+	}
+	c.mu.Unlock()
+	if len(control) != 2 || len(remote) != 2 {
+		t.Fatalf("client-0 bursts %+v, client-1 bursts %+v: want two each", control, remote)
+	}
+	c0, c1 := control[0], remote[0]
+	if !c0.UDP || c0.Senders != 2 || c0.Size != 200 || c0.FirstBurst != 0 || c0.StartUnixNs == 0 ||
+		!c1.UDP || c1.Senders != 1 || int(c1.Size) != 200 || c1.FirstBurst != 0 || c1.Start.UnixNano() != c0.StartUnixNs {
+		t.Errorf("first burst: client-0 %+v, client-1 %+v", c0, c1)
+	}
+	// The second burst defaults to one sender per client node and numbers on after the first.
+	if control[1].Senders != 1 || control[1].FirstBurst != 2 || remote[1].Senders != 1 || remote[1].FirstBurst != 2 {
+		t.Errorf("second burst: client-0 %+v, client-1 %+v", control[1], remote[1])
+	}
+	for _, f := range []string{"bursts-0", "bursts-2"} {
+		if _, err := os.Stat(filepath.Join(res.outs[0].Dir, "client-1", "loadgen", f, "bursts.json")); err != nil {
+			t.Errorf("client-1's burst figures are not in the run folder: %v", err)
+		}
+	}
 }

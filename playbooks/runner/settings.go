@@ -10,6 +10,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -33,6 +34,8 @@ func effective(c engine.Config) map[string]string {
 		"encode_threads":    strconv.Itoa(c.EncodeThreads),
 		"heartbeat_timeout": canonDuration(c.HeartbeatTimeout),
 		"election_timeout":  canonDuration(c.ElectionTimeout),
+		"udp_rcvbuf":        strconv.Itoa(c.UDPRcvbuf),
+		"udp_nak_delay":     canonDuration(c.UDPNakDelay),
 	}
 }
 
@@ -97,6 +100,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	eff := map[string]engine.Config{}
+	var clamped []string
 	for _, n := range r.servers {
 		st, ok := r.status[n.Name]
 		state, okState := states[n.Name]
@@ -110,8 +114,16 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		for _, e := range SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
+		// Linux grants twice the request, capped at twice net.core.rmem_max: less means clamped.
+		if u := st.UDP; u != nil && u.RcvbufAsked > 0 && u.RcvbufGranted < 2*u.RcvbufAsked {
+			clamped = append(clamped, fmt.Sprintf("%s: UDP SO_RCVBUF asked %s, got %s: net.core.rmem_max (%s) clamps it",
+				n.Name, units.FormatSize(int64(u.RcvbufAsked)), units.FormatSize(int64(u.RcvbufGranted)), units.FormatSize(int64(u.RmemMax))))
+		}
 	}
 	r.mu.Unlock()
+	for _, c := range clamped {
+		r.warn("%s", c)
+	}
 	r.updateManifest(func(m *rundir.Manifest) { m.Engines = eff })
 	return errors.Join(errs...)
 }
