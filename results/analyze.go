@@ -427,6 +427,8 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
+	d.udpIngress(s)
+	d.notApplied(s)
 	warn = append(warn, d.sampleFigures(s)...)
 	d.leaders(s)
 	var gc map[string][]GCPause

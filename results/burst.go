@@ -1,47 +1,251 @@
 package results
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// BurstRow is one micro-burst: B messages sent back to back, as the load generator saw them.
+// BurstRow is one micro-burst: B messages sent back to back. For a TCP burst the figures are
+// the load generator's; for a UDP burst (UDP set) AbsorbMs, MaxLatencyMs and Lost are the
+// receiver's, and UDP holds everything the receiver saw.
 type BurstRow struct {
 	AtS          float64 `json:"at_s"` // the burst's due time
 	Sent         int     `json:"sent"`
 	Lost         int     `json:"lost"`
-	PeakPerMs    int     `json:"peak_per_ms"`    // most messages sent in any 1 ms window
+	PeakPerMs    int     `json:"peak_per_ms"`    // most messages sent in any 1 ms window (summed over the load generators)
 	SendMs       float64 `json:"send_ms"`        // first to last send
-	AbsorbMs     float64 `json:"absorb_ms"`      // first send to last reply: how long the burst took to drain
-	MaxLatencyMs float64 `json:"max_latency_ms"` // worst message, from the burst's due time
+	AbsorbMs     float64 `json:"absorb_ms"`      // first send to last reply (UDP: first to last received)
+	MaxLatencyMs float64 `json:"max_latency_ms"` // worst message, from the burst's due time (UDP: from its send stamp)
 	// Planned is the burst's size as asked; NotSent how many of those were never sent; Answered
-	// how many sent got a reply. With nothing answered, absorption and latency mean nothing
-	// (the report shows n/a).
+	// how many sent got a reply (UDP: how many the receiver got). With nothing answered,
+	// absorption and latency mean nothing (the report shows n/a).
 	Planned  int `json:"planned,omitempty"`
 	NotSent  int `json:"not_sent"`
 	Answered int `json:"answered"`
+
+	UDP *BurstUDP `json:"udp,omitempty"`
 }
 
-// burstRows reads the bursts from the manifest's load generator stats, and the UDP receive
-// buffer errors from each node's OS samples.
+// BurstUDP is a UDP burst as its receiver saw it (the engine's /status?udp=1, docs/wire.md),
+// judged by the burst guide's criteria: no receive-buffer errors, p99 below 1 ms, no loss
+// repair.
+type BurstUDP struct {
+	Burst         uint32   `json:"burst"` // number in the datagrams
+	Size          int      `json:"size"`  // bytes per datagram
+	Senders       int      `json:"senders"`
+	Receiver      string   `json:"receiver"` // server that received it (the leader)
+	Received      uint64   `json:"received"` // unique datagrams
+	PeakPerMs     int      `json:"peak_per_ms"`
+	AbsorbMs      float64  `json:"absorb_ms"` // first to last received
+	P50Ms         float64  `json:"p50_ms"`
+	P99Ms         *float64 `json:"p99_ms,omitempty"` // from 100 messages
+	MaxMs         float64  `json:"max_ms"`
+	Gaps          uint64   `json:"gaps"`
+	Naks          uint64   `json:"naks"`
+	Repaired      uint64   `json:"repaired"`
+	RepairMaxMs   float64  `json:"repair_max_ms"`
+	SocketDrops   uint64   `json:"socket_drops"`           // SO_RXQ_OVFL growth over the burst
+	RcvbufErrors  uint64   `json:"rcvbuf_errors"`          // /proc/net/snmp Udp RcvbufErrors growth over the burst (whole node)
+	NICRxDrops    *uint64  `json:"nic_rx_drops,omitempty"` // ethtool -S rx drops over the burst's OS samples (AWS)
+	RcvbufAsked   int      `json:"rcvbuf_asked"`
+	RcvbufGranted int      `json:"rcvbuf_granted"`
+	RmemMax       int      `json:"rmem_max"`
+	Pass          bool     `json:"pass"`
+	Fail          []string `json:"fail,omitempty"` // why not
+}
+
+// MaxBurstP99Ms is the burst guide's latency bound: a burst whose p99 reaches it fails.
+const MaxBurstP99Ms = 1.0
+
+// burstRows reads the bursts from the load generators' stats (the probe process's, in the
+// manifest, and any other client node's bursts.json) and, for UDP bursts, the receivers' figures
+// from the servers' final status.
 func (d *runData) burstRows(s *Summary) {
-	if d.man.Loadgen == nil {
-		return
+	var series []rundir.BurstStats
+	if d.man.Loadgen != nil {
+		series = d.man.Loadgen.Bursts
 	}
-	for _, series := range d.man.Loadgen.Bursts {
-		for _, b := range series.Bursts {
+	others, _ := filepath.Glob(filepath.Join(d.dir, "*", "loadgen", "bursts-*", "bursts.json"))
+	sort.Strings(others)
+	for _, f := range others {
+		var st rundir.BurstStats
+		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &st) == nil {
+			series = append(series, st)
+		}
+	}
+	udp := map[uint32]int{} // burst number -> row
+	for _, st := range series {
+		for _, b := range st.Bursts {
+			if st.Transport == "udp" {
+				if i, ok := udp[b.Burst]; ok { // the same burst from another load generator
+					r := &s.Bursts[i]
+					r.Sent += b.Sent
+					r.Planned += st.Messages * st.Senders
+					r.PeakPerMs += b.PeakPerMs
+					r.SendMs = max(r.SendMs, nsToMs(b.SendNs))
+					r.UDP.Senders += st.Senders
+					continue
+				}
+				udp[b.Burst] = len(s.Bursts)
+				s.Bursts = append(s.Bursts, BurstRow{AtS: d.off(b.Due.UnixNano()), Sent: b.Sent, PeakPerMs: b.PeakPerMs,
+					SendMs: nsToMs(b.SendNs), Planned: st.Messages * st.Senders,
+					UDP: &BurstUDP{Burst: b.Burst, Size: st.Size, Senders: st.Senders}})
+				continue
+			}
 			row := BurstRow{
 				AtS: d.off(b.Due.UnixNano()), Sent: b.Sent, Lost: b.Lost, PeakPerMs: b.PeakPerMs,
 				SendMs: nsToMs(b.SendNs), AbsorbMs: nsToMs(b.DrainNs), MaxLatencyMs: nsToMs(b.MaxLatencyNs),
-				Answered: b.Answered, Planned: series.Messages,
+				Answered: b.Answered, Planned: st.Messages,
 			}
-			if series.Messages > b.Sent {
-				row.NotSent = series.Messages - b.Sent
+			if st.Messages > b.Sent {
+				row.NotSent = st.Messages - b.Sent
 			}
 			s.Bursts = append(s.Bursts, row)
 		}
+	}
+	for _, i := range udp {
+		d.receiverFigures(&s.Bursts[i])
+	}
+	sort.SliceStable(s.Bursts, func(i, j int) bool { return s.Bursts[i].AtS < s.Bursts[j].AtS })
+}
+
+// receiverFigures fills a UDP burst from the server that received it and judges it.
+func (d *runData) receiverFigures(r *BurstRow) {
+	u := r.UDP
+	var got *engine.UDPBurst
+	for _, n := range d.nodes {
+		st := d.statuses[n]
+		if st == nil || st.UDP == nil {
+			continue
+		}
+		for i := range st.UDP.Bursts {
+			if b := &st.UDP.Bursts[i]; b.Burst == u.Burst && (got == nil || b.Received > got.Received) {
+				got, u.Receiver = b, n
+				u.RcvbufAsked, u.RcvbufGranted, u.RmemMax = st.UDP.RcvbufAsked, st.UDP.RcvbufGranted, st.UDP.RmemMax
+			}
+		}
+	}
+	if got != nil {
+		u.Received, u.PeakPerMs, u.AbsorbMs = got.Received, got.PeakPerMs, got.AbsorbMs
+		u.P50Ms, u.MaxMs = got.LatencyP50Us/1e3, got.LatencyMaxUs/1e3
+		if got.Received >= 100 {
+			p99 := got.LatencyP99Us / 1e3
+			u.P99Ms = &p99
+		}
+		u.Gaps, u.Naks, u.Repaired, u.RepairMaxMs = got.Gaps, got.Naks, got.Repaired, got.RepairMaxMs
+		u.SocketDrops, u.RcvbufErrors = got.SocketDrops, got.RcvbufErrors
+		u.NICRxDrops = d.nicDrops(u.Receiver, got.First.UnixNano(), got.Last.UnixNano())
+		r.AbsorbMs, r.MaxLatencyMs = got.AbsorbMs, u.MaxMs
+	}
+	r.Lost = max(r.Sent-int(u.Received), 0)
+	r.Answered = int(u.Received)
+	r.NotSent = max(r.Planned-r.Sent, 0)
+	u.Fail = burstFailures(r, got != nil && got.Closed)
+	u.Pass = len(u.Fail) == 0
+}
+
+// burstFailures lists what fails a UDP burst by the burst guide's criteria.
+func burstFailures(r *BurstRow, closed bool) []string {
+	u := r.UDP
+	var f []string
+	if u.Received == 0 {
+		return []string{"no receiver saw it"}
+	}
+	if u.RcvbufErrors > 0 {
+		f = append(f, fmt.Sprintf("%d UDP receive-buffer errors", u.RcvbufErrors))
+	}
+	if u.SocketDrops > 0 {
+		f = append(f, fmt.Sprintf("%d datagrams dropped by the full socket buffer", u.SocketDrops))
+	}
+	if u.NICRxDrops != nil && *u.NICRxDrops > 0 {
+		f = append(f, fmt.Sprintf("%d NIC rx drops", *u.NICRxDrops))
+	}
+	switch {
+	case u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms:
+		f = append(f, fmt.Sprintf("p99 %.3g ms >= %g ms", *u.P99Ms, MaxBurstP99Ms))
+	case u.P99Ms == nil && u.MaxMs >= MaxBurstP99Ms:
+		f = append(f, fmt.Sprintf("max %.3g ms >= %g ms (too few messages for a p99)", u.MaxMs, MaxBurstP99Ms))
+	}
+	if u.Gaps > 0 {
+		f = append(f, fmt.Sprintf("loss repair: %d gaps, %d NAKs, up to %.3g ms", u.Gaps, u.Naks, u.RepairMaxMs))
+	}
+	if r.Lost > 0 {
+		f = append(f, fmt.Sprintf("%d of %d never received", r.Lost, r.Sent))
+	}
+	if !closed {
+		f = append(f, "still open at the end of the run")
+	}
+	return f
+}
+
+// nicDrops sums a node's ENA rx drops over the OS samples whose interval overlaps [from, to]
+// (nil when the node's samples have no NIC counters: not an AWS ENA node).
+func (d *runData) nicDrops(node string, from, to int64) *uint64 {
+	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*.ndjson"))
+	var sum uint64
+	seen := false
+	for _, f := range files {
+		samples, _ := rundir.ReadSamplesFile(f)
+		for _, smp := range samples {
+			if len(smp.NICs) == 0 {
+				continue
+			}
+			seen = true
+			end := smp.Time.UnixNano()
+			start := end - int64(smp.Interval*1e9)
+			if end < from || start > to {
+				continue
+			}
+			for _, n := range smp.NICs {
+				sum += n.RxDropsDelta
+			}
+		}
+	}
+	if !seen {
+		return nil
+	}
+	return &sum
+}
+
+// udpIngress reads each server's UDP receive buffer, asked and granted, from its final status.
+func (d *runData) udpIngress(s *Summary) {
+	for _, n := range d.nodes {
+		st := d.statuses[n]
+		if st == nil || st.UDP == nil {
+			continue
+		}
+		if s.UDPIngress == nil {
+			s.UDPIngress = map[string]UDPIngress{}
+		}
+		u := st.UDP
+		s.UDPIngress[n] = UDPIngress{Asked: u.RcvbufAsked, Granted: u.RcvbufGranted, RmemMax: u.RmemMax,
+			Clamped: u.RcvbufAsked > 0 && u.RcvbufGranted < 2*u.RcvbufAsked}
+	}
+}
+
+// notApplied names the settings that had no effect because they were never applied: every
+// kernel tuning setting of a run whose tuning was skipped.
+func (d *runData) notApplied(s *Summary) {
+	reason := d.man.TuningSkipped
+	for _, w := range d.man.Warnings { // run folders from before the manifest said it
+		if r, ok := strings.CutPrefix(w, "tuning skipped: "); ok && reason == "" {
+			reason = r
+		}
+	}
+	if reason == "" || !d.hasPB {
+		return
+	}
+	for _, t := range d.pb.Tuning {
+		s.NotApplied = append(s.NotApplied, NotApplied{Setting: "tuning." + t.Key, Value: t.Value, Reason: reason})
 	}
 }
 
@@ -88,4 +292,89 @@ func readSampleFile(path string) (sampleFile, bool) {
 		}
 	}
 	return out, out.n > 0
+}
+
+// writeBursts is the report's micro-burst section: TCP bursts as the load generator saw them,
+// UDP bursts as their receiver did, each judged.
+func writeBursts(pf func(string, ...any), s *Summary) {
+	var tcp, udp []BurstRow
+	for _, b := range s.Bursts {
+		if b.UDP != nil {
+			udp = append(udp, b)
+		} else {
+			tcp = append(tcp, b)
+		}
+	}
+	if len(udp) > 0 {
+		pf("| # | at | size × senders | sent | received | peak / 1 ms | absorbed in | p50 | p99 | max | gaps | NAKs | repair | rcvbuf errors | result |\n")
+		pf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		passed := 0
+		for _, b := range udp {
+			u := b.UDP
+			p99 := "—"
+			if u.P99Ms != nil {
+				p99 = fmtMs(*u.P99Ms)
+			}
+			repair := "—"
+			if u.Gaps > 0 {
+				repair = fmtMs(u.RepairMaxMs)
+			}
+			errs := fmt.Sprint(u.RcvbufErrors)
+			if u.NICRxDrops != nil {
+				errs += fmt.Sprintf(" (+%d NIC)", *u.NICRxDrops)
+			}
+			result := "pass"
+			if u.Pass {
+				passed++
+			} else {
+				result = "**fail**: " + strings.Join(u.Fail, "; ")
+			}
+			pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
+				u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs),
+				fmtMs(u.P50Ms), p99, fmtMs(u.MaxMs), u.Gaps, u.Naks, repair, errs, result)
+		}
+		pf("\n%d of %d UDP bursts pass (zero receive-buffer errors, p99 below %g ms, no loss repair). ", passed, len(udp), MaxBurstP99Ms)
+		pf("Every figure is the receiver's (the leader's UDP ingress): peak / 1 ms is the most datagrams received in any 1 ms window, " +
+			"absorbed in is first to last received, latency is in-order delivery minus the sender's send stamp (so a repaired gap shows in it), " +
+			"rcvbuf errors is the growth of /proc/net/snmp RcvbufErrors over the burst on that node.")
+		for _, n := range slices.Sorted(maps.Keys(s.UDPIngress)) {
+			in := s.UDPIngress[n]
+			if in.Asked == 0 {
+				pf(" %s: SO_RCVBUF not set, the kernel gave %s.", n, fmtBytes(int64(in.Granted)))
+				continue
+			}
+			pf(" %s: SO_RCVBUF asked %s, got %s", n, fmtBytes(int64(in.Asked)), fmtBytes(int64(in.Granted)))
+			if in.Clamped {
+				pf(": net.core.rmem_max (%s) clamps it", fmtBytes(int64(in.RmemMax)))
+			}
+			pf(".")
+		}
+		pf("\n\n")
+	}
+	if len(tcp) > 0 {
+		pf("| # | at | planned | sent | not sent | answered | lost | peak / 1 ms | send | absorbed in | max latency |\n")
+		pf("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for i, b := range tcp {
+			absorb, maxLat := fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs)
+			if b.Answered == 0 {
+				absorb, maxLat = "n/a (nothing answered)", "n/a"
+			}
+			planned := "—"
+			if b.Planned > 0 {
+				planned = fmt.Sprint(b.Planned)
+			}
+			pf("| %d | %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", i+1, fmtS(b.AtS), planned, b.Sent, b.NotSent, b.Answered, b.Lost,
+				b.PeakPerMs, fmtMs(b.SendMs), absorb, maxLat)
+		}
+		pf("\nTCP bursts. Planned, sent, not sent, answered and lost are counted apart, as the load generator reported them. " +
+			"Peak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
+			"Max latency counts from the burst's due time.\n\n")
+	}
+	if len(s.UDPRcvbufErrors) > 0 {
+		pf("UDP receive-buffer errors over the whole run (/proc/net/snmp RcvbufErrors, OS samples):")
+		for _, n := range sortedKeys(s.UDPRcvbufErrors) {
+			pf(" %s %d;", n, s.UDPRcvbufErrors[n])
+		}
+		pf(" on the local target the nodes share one machine, so each counts every drop.\n\n")
+	}
 }

@@ -29,6 +29,9 @@ func renderReport(s *Summary) string {
 	if len(s.Warnings) > 0 {
 		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
 	}
+	for _, na := range s.NotApplied {
+		pf("**%s = %s had no effect: not applied** (%s).\n\n", na.Setting, na.Value, na.Reason)
+	}
 
 	nodes := slices.Sorted(maps.Keys(s.Nodes))
 	for _, r := range s.Snapshots {
@@ -110,31 +113,7 @@ func renderReport(s *Summary) string {
 
 	if len(s.Bursts) > 0 {
 		pf("## Micro-bursts\n\n")
-		pf("| # | at | planned | sent | not sent | answered | lost | peak / 1 ms | send | absorbed in | max latency |\n")
-		pf("|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for i, b := range s.Bursts {
-			absorb, maxLat := fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs)
-			if b.Answered == 0 {
-				absorb, maxLat = "n/a (nothing answered)", "n/a"
-			}
-			planned := "—"
-			if b.Planned > 0 {
-				planned = fmt.Sprint(b.Planned)
-			}
-			pf("| %d | %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", i+1, fmtS(b.AtS), planned, b.Sent, b.NotSent, b.Answered, b.Lost,
-				b.PeakPerMs, fmtMs(b.SendMs), absorb, maxLat)
-		}
-		pf("\nPlanned, sent, not sent, answered and lost are counted apart, as the load generator reported them. " +
-			"Peak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
-			"Max latency counts from the burst's due time.")
-		if len(s.UDPRcvbufErrors) > 0 {
-			pf(" UDP receive-buffer errors over the run (/proc/net/snmp RcvbufErrors):")
-			for _, n := range sortedKeys(s.UDPRcvbufErrors) {
-				pf(" %s %d;", n, s.UDPRcvbufErrors[n])
-			}
-			pf(" the reference engine's client protocol is TCP, so these count other UDP traffic on the node.")
-		}
-		pf("\n\n")
+		writeBursts(pf, s)
 	}
 
 	pf("## Restarts\n\n")

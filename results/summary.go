@@ -44,6 +44,12 @@ type Summary struct {
 	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
 	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
 	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`
+	// UDPIngress is, per server, the UDP socket receive buffer the engine asked for and what the
+	// kernel granted (the reference engine; docs/wire.md).
+	UDPIngress map[string]UDPIngress `json:"udp_ingress,omitempty"`
+	// NotApplied names the playbook settings of this run that had no effect because they were
+	// not applied (e.g. kernel tuning skipped on the local target), with why.
+	NotApplied []NotApplied `json:"not_applied,omitempty"`
 
 	// AgentCPU is, per node, the agent's own CPU share over the run (manifest agent_cpu, from
 	// its OS samples): the rig's overhead on the node, in percent of one core.
@@ -84,6 +90,22 @@ type Settings struct {
 	PreloadOrders    *int64   `json:"preload_orders,omitempty"`
 	PlannedProbeRate *float64 `json:"planned_probe_rate_per_s,omitempty"`
 	PlannedDurationS *float64 `json:"planned_duration_s,omitempty"` // the playbook's duration
+}
+
+// UDPIngress is a server's UDP receive buffer: asked for, granted (getsockopt) and the
+// net.core.rmem_max that caps it.
+type UDPIngress struct {
+	Asked   int  `json:"asked"`
+	Granted int  `json:"granted"`
+	RmemMax int  `json:"rmem_max"`
+	Clamped bool `json:"clamped"` // granted less than twice the request: rmem_max capped it
+}
+
+// NotApplied is a setting that had no effect: it was never applied.
+type NotApplied struct {
+	Setting string `json:"setting"` // e.g. tuning.net.core.rmem_max
+	Value   string `json:"value"`
+	Reason  string `json:"reason"`
 }
 
 // NodeFinal is a server node's final status (its status.json).

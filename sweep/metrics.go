@@ -240,6 +240,30 @@ func Metrics(runs []*RunData) []Metric {
 			return b.MaxLatencyMs, b.Answered > 0
 		}),
 		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) { return float64(b.Lost), true }),
+		// UDP bursts: the receiver's figures and the burst guide's verdict.
+		burst("recv_peak", "peak at receiver", "/ms", stats.Neutral, false, func(b results.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.PeakPerMs) })
+		}),
+		burst("recv_p99", "p99 at receiver", "ms", stats.LowerIsBetter, true, func(b results.BurstRow) (float64, bool) {
+			if b.UDP == nil || b.UDP.P99Ms == nil {
+				return 0, false
+			}
+			return *b.UDP.P99Ms, true
+		}),
+		burst("burst_rcvbuf_errors", "rcvbuf errors per burst", "datagrams", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.RcvbufErrors) })
+		}),
+		burst("naks", "NAKs", "per burst", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.Naks) })
+		}),
+		burst("guide_pass", "passed (burst guide)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *results.BurstUDP) float64 {
+				if u.Pass {
+					return 1
+				}
+				return 0
+			})
+		}),
 		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
 			if b.Lost == 0 {
 				return 1, true
@@ -259,6 +283,14 @@ func Metrics(runs []*RunData) []Metric {
 			}},
 	)
 	return ms
+}
+
+// udpFig is a UDP burst's receiver figure; TCP bursts have none.
+func udpFig(b results.BurstRow, f func(*results.BurstUDP) float64) (float64, bool) {
+	if b.UDP == nil {
+		return 0, false
+	}
+	return f(b.UDP), true
 }
 
 // phases lists the restart phases any run reported, in the engine's order where known.

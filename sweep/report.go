@@ -151,7 +151,7 @@ var tableTitles = []struct{ key, title, note string }{
 	{TableSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run"},
 	{TableRestart, "Restarts", "one value per restart of every round"},
 	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
-	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer); UDP errors one value per run"},
+	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run"},
 }
 
 // present lists the table's metrics that any group has values for.
@@ -190,6 +190,11 @@ func (r *Report) Markdown() string {
 				pf(" `%s` ∈ {%s}", ax.Key, strings.Join(ax.Values, ", "))
 			}
 			pf(". Rows are the combinations that ran, in plan order; nothing is estimated.\n\n")
+			for _, ax := range sw.Axes {
+				if n, reason := notApplied(r.Set, ax.Key); n > 0 {
+					pf("**`%s` had no effect: not applied** in %d of %d run(s) with figures (%s); its rows differ only by chance.\n\n", ax.Key, n, r.ran(), reason)
+				}
+			}
 		}
 	} else {
 		pf("# Run %s\n\n", r.Set.Dir)
@@ -236,6 +241,26 @@ func (r *Report) Markdown() string {
 	pf("- %s\n", verdictRule)
 	pf("- Per-run figures, warnings and plots are in each run's own report.md.\n")
 	return b.String()
+}
+
+// notApplied counts the runs in which setting had no effect because it was never applied, and
+// gives the first reason.
+func notApplied(set *Set, setting string) (int, string) {
+	n, reason := 0, ""
+	for _, run := range set.Runs {
+		if run.Summary == nil {
+			continue
+		}
+		for _, na := range run.Summary.NotApplied {
+			if na.Setting == setting {
+				n++
+				if reason == "" {
+					reason = na.Reason
+				}
+			}
+		}
+	}
+	return n, reason
 }
 
 func (r *Report) ran() int {

@@ -37,6 +37,7 @@ func (r *run) applyTuning(ctx context.Context) error {
 	if tr.TuneSkipped != "" {
 		r.warn("tuning skipped: %s", tr.TuneSkipped)
 		r.tuningSkipped = true
+		r.updateManifest(func(m *rundir.Manifest) { m.TuningSkipped = tr.TuneSkipped })
 		return nil
 	}
 	p := tune.Profile{}
