@@ -50,9 +50,6 @@ type Manifest struct {
 	Inventory  *inventory.Inventory     `json:"inventory,omitempty"`
 	Facts      map[string]facts.Facts   `json:"facts,omitempty"`         // per node, from the agent
 	Tuning     map[string]Tuning        `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
-	// TuningSkipped says why the playbook's kernel tuning was not applied at all (empty: it was,
-	// or there was none): every tuning setting of the run then had no effect.
-	TuningSkipped string `json:"tuning_skipped,omitempty"`
 	Engines    map[string]engine.Config `json:"engine_config,omitempty"` // per node: effective config read back from /status
 	Loadgen    *ProbeStats              `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
 	AgentCPU   map[string]CPUShare      `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
@@ -62,6 +59,9 @@ type Manifest struct {
 	Disks        map[string]disk.Result `json:"disks,omitempty"` // per server: its data volume as found, formatted, mounted
 	Warnings     []string               `json:"warnings,omitempty"`
 	Phases       []PhaseMark            `json:"phases,omitempty"` // controller stages with load average at each
+	// TuningSkipped says why the playbook's kernel tuning was not applied at all (empty: it was,
+	// or there was none): every tuning setting of the run then had no effect.
+	TuningSkipped string `json:"tuning_skipped,omitempty"`
 }
 
 // Tuning is one node's kernel tuning: what the agent applied and read back, and what it
