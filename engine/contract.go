@@ -61,13 +61,15 @@ type UDP struct {
 	RcvbufGranted int     `json:"rcvbuf_granted"` // getsockopt(SO_RCVBUF)
 	RmemMax       int     `json:"rmem_max"`       // net.core.rmem_max when the socket was opened
 	NakDelayMs    float64 `json:"nak_delay_ms"`
-	Received      uint64  `json:"received"`     // DATA datagrams, including duplicates
-	Delivered     uint64  `json:"delivered"`    // in order, once each
-	Duplicates    uint64  `json:"duplicates"`   // already delivered or already waiting
-	Malformed     uint64  `json:"malformed"`    // bad header or body
-	NotLeader     uint64  `json:"not_leader"`   // delivered while not the leader: not applied
-	Applied       uint64  `json:"applied"`      // committed and applied through the log
-	ApplyErrors   uint64  `json:"apply_errors"` // raft refused or timed out
+	RecvNice      int     `json:"recv_nice"`                 // nice value of the receive thread
+	RecvNiceError string  `json:"recv_nice_error,omitempty"` // why udp_recv_nice could not be set
+	Received      uint64  `json:"received"`                  // DATA datagrams, including duplicates
+	Delivered     uint64  `json:"delivered"`                 // in order, once each
+	Duplicates    uint64  `json:"duplicates"`                // already delivered or already waiting
+	Malformed     uint64  `json:"malformed"`                 // bad header or body
+	NotLeader     uint64  `json:"not_leader"`                // delivered while not the leader: not applied
+	Applied       uint64  `json:"applied"`                   // committed and applied through the log
+	ApplyErrors   uint64  `json:"apply_errors"`              // raft refused or timed out
 	Gaps          uint64  `json:"gaps"`
 	Naks          uint64  `json:"naks"`
 	Repaired      uint64  `json:"repaired"`
@@ -135,6 +137,10 @@ type Config struct {
 	// UDP ingress (engine/server/udp.go) listens on ClientAddr's host and port, over UDP.
 	UDPRcvbuf   int    `json:"udp_rcvbuf,omitempty"`    // SO_RCVBUF asked for, bytes; 0 = the kernel's default
 	UDPNakDelay string `json:"udp_nak_delay,omitempty"` // Go duration from detecting a gap to the first NAK
+	// UDPRecvNice, when not 0, is the nice value (-20..19) of the thread that drains the UDP
+	// socket, as a dedicated receiver thread is given priority in production; lowering it needs
+	// root (CAP_SYS_NICE). What was set is in /status (udp.recv_nice).
+	UDPRecvNice int `json:"udp_recv_nice,omitempty"`
 }
 
 // Peer is one voter.

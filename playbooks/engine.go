@@ -34,7 +34,7 @@ type EngineCommand struct {
 
 // engineSettings are the engine section's settings a template may reference, by name.
 var engineSettings = []string{"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout",
-	"udp_rcvbuf", "udp_nak_delay"}
+	"udp_rcvbuf", "udp_nak_delay", "udp_recv_nice"}
 
 // Settings are the engine settings this playbook asks for, by name, in the text templates see:
 // integers in decimal (snapshot_block in bytes), durations as Go durations ("500ms"). A setting
@@ -58,6 +58,9 @@ func (e Engine) Settings() map[string]string {
 	}
 	if e.UDPNakDelay != 0 {
 		m["udp_nak_delay"] = e.UDPNakDelay.String()
+	}
+	if e.UDPRecvNice != 0 {
+		m["udp_recv_nice"] = strconv.Itoa(e.UDPRecvNice)
 	}
 	return m
 }

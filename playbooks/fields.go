@@ -101,6 +101,7 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return units.FormatSize(p.Engine.UDPRcvbuf) },
 	},
+	"engine.udp_recv_nice": intField(-20, 19, "a nice value, -20 (highest priority, needs root) .. 19", func(p *Playbook) *int { return &p.Engine.UDPRecvNice }),
 	"engine.udp_nak_delay": durationField(10*time.Microsecond, time.Second, "a duration from 10us to 1s, e.g. 1ms",
 		func(p *Playbook) *time.Duration { return &p.Engine.UDPNakDelay }),
 	"preload.orders": {

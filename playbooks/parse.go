@@ -36,7 +36,7 @@ var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "pr
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
 	"cluster": {"servers", "clients"},
-	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command", "udp_rcvbuf", "udp_nak_delay"},
+	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command", "udp_rcvbuf", "udp_nak_delay", "udp_recv_nice"},
 	"preload": {"orders", "instruments"},
 	"load":    {"probe_rate"},
 }

@@ -40,6 +40,7 @@ type Engine struct {
 	ElectionTimeout  time.Duration  `json:"election_timeout,omitempty"`
 	UDPRcvbuf        int64          `json:"udp_rcvbuf,omitempty"`    // SO_RCVBUF the UDP ingress asks for (the kernel caps it at rmem_max)
 	UDPNakDelay      time.Duration  `json:"udp_nak_delay,omitempty"` // gap detected -> first NAK
+	UDPRecvNice      int            `json:"udp_recv_nice,omitempty"` // nice value of the engine's UDP receive thread (0: unchanged)
 }
 
 // Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.

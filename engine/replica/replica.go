@@ -203,6 +203,9 @@ func validate(c engine.Config) error {
 	if c.UDPRcvbuf < 0 {
 		errs = append(errs, fmt.Errorf("udp_rcvbuf %d: want bytes >= 0 (0 keeps the kernel default)", c.UDPRcvbuf))
 	}
+	if c.UDPRecvNice < -20 || c.UDPRecvNice > 19 {
+		errs = append(errs, fmt.Errorf("udp_recv_nice %d: want -20..19 (0 leaves the thread as it is)", c.UDPRecvNice))
+	}
 	if c.UDPNakDelay != "" {
 		if d, err := time.ParseDuration(c.UDPNakDelay); err != nil || d < 0 {
 			errs = append(errs, fmt.Errorf("udp_nak_delay %q: want a Go duration >= 0, e.g. 1ms", c.UDPNakDelay))

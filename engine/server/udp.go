@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,6 +258,10 @@ func (ing *udpIngress) waitLoop() {
 }
 
 func (ing *udpIngress) recvLoop() error {
+	// One OS thread drains the socket, so its priority can be raised like a dedicated receiver's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ing.setNice(ing.node.Config().UDPRecvNice)
 	msgs := make([]ipv4.Message, udpBatch)
 	for i := range msgs {
 		msgs[i].Buffers = [][]byte{make([]byte, 2048)}
@@ -290,6 +295,25 @@ func (ing *udpIngress) recvLoop() error {
 		if cb.flush(); len(cb.out) > 0 {
 			ing.applyq <- cb.out
 		}
+	}
+}
+
+// setNice sets the receive thread's nice value (0: leave it) and records the outcome.
+func (ing *udpIngress) setNice(nice int) {
+	tid := unix.Gettid()
+	if nice != 0 {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+			ing.mu.Lock()
+			ing.st.RecvNiceError = fmt.Sprintf("setpriority %d: %v", nice, err)
+			ing.mu.Unlock()
+			ing.log.Warn("udp receive thread priority", "nice", nice, "err", err)
+		}
+	}
+	// getpriority returns 20 - nice for PRIO_PROCESS on Linux.
+	if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
+		ing.mu.Lock()
+		ing.st.RecvNice = 20 - p
+		ing.mu.Unlock()
 	}
 }
 

@@ -135,3 +135,14 @@ func udpStatus(t *testing.T, cfg engine.Config) *engine.UDP {
 	}
 	return st.UDP
 }
+
+// udp_recv_nice raises the receive thread's priority (root only) and /status reads it back.
+func TestUDPRecvNice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a negative nice value needs root")
+	}
+	cfg := startEngineWith(t, func(c *engine.Config) { c.UDPRecvNice = -5 })
+	if st := udpStatus(t, cfg); st.RecvNice != -5 || st.RecvNiceError != "" {
+		t.Errorf("receive thread nice %d (%q), want -5", st.RecvNice, st.RecvNiceError)
+	}
+}

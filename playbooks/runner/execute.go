@@ -135,6 +135,7 @@ func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.
 		cfg.ElectionTimeout = e.ElectionTimeout.String()
 	}
 	cfg.UDPRcvbuf = int(e.UDPRcvbuf)
+	cfg.UDPRecvNice = e.UDPRecvNice
 	if e.UDPNakDelay > 0 {
 		cfg.UDPNakDelay = e.UDPNakDelay.String()
 	}

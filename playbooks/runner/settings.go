@@ -36,6 +36,7 @@ func effective(c engine.Config) map[string]string {
 		"election_timeout":  canonDuration(c.ElectionTimeout),
 		"udp_rcvbuf":        strconv.Itoa(c.UDPRcvbuf),
 		"udp_nak_delay":     canonDuration(c.UDPNakDelay),
+		"udp_recv_nice":     strconv.Itoa(c.UDPRecvNice),
 	}
 }
 
@@ -113,6 +114,10 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		eff[n.Name] = st.Config
 		for _, e := range SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
+		}
+		if u := st.UDP; u != nil && r.pb.Engine.UDPRecvNice != 0 && u.RecvNice != r.pb.Engine.UDPRecvNice {
+			errs = append(errs, fmt.Errorf("%s: engine.udp_recv_nice: the UDP receive thread runs at nice %d, the playbook asked for %d (%s)",
+				n.Name, u.RecvNice, r.pb.Engine.UDPRecvNice, u.RecvNiceError))
 		}
 		// Linux grants twice the request, capped at twice net.core.rmem_max: less means clamped.
 		if u := st.UDP; u != nil && u.RcvbufAsked > 0 && u.RcvbufGranted < 2*u.RcvbufAsked {
