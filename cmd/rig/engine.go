@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -45,6 +46,12 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			node, err := replica.New(cfg, log)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			if cfg.UDPRecvNice != 0 {
+				// The UDP receive loop holds its own OS thread; one scheduler slot more than the
+				// CPUs keeps one free for it when raft's goroutines are busy, so a datagram
+				// arriving does not wait for them to be preempted.
+				runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 			}
 			// Serve the admin API before restoring, so the agent sees starting and restoring.
 			ctx, cancel := context.WithCancel(cmd.Context())
