@@ -207,6 +207,12 @@ func (pl *Plan) Print(w io.Writer) {
 	if e.Command != nil && e.Driver == DriverCommand {
 		line("engine driver", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
+	if e.UDPRcvbuf != 0 || e.UDPNakDelay != 0 || e.UDPRecvNice != 0 || isVaried(v, "engine.udp_rcvbuf") {
+		line("", "UDP ingress: udp_rcvbuf %s, udp_nak_delay %s, udp_recv_nice %s",
+			v("engine.udp_rcvbuf", orDefault(e.UDPRcvbuf != 0, units.FormatSize(e.UDPRcvbuf))),
+			v("engine.udp_nak_delay", orDefault(e.UDPNakDelay != 0, units.FormatDuration(e.UDPNakDelay))),
+			v("engine.udp_recv_nice", orDefault(e.UDPRecvNice != 0, fmt.Sprint(e.UDPRecvNice))))
+	}
 	var tun []string
 	seen := map[string]bool{}
 	for _, s := range p.Tuning {
