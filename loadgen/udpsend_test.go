@@ -2,10 +2,13 @@ package loadgen
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/engine/server/servertest"
 )
 
@@ -13,7 +16,7 @@ import (
 // loopback: every datagram must be delivered once and applied through the log, whatever the
 // socket buffer dropped (NAK repair), and the receiver must see both senders in every burst.
 func TestUDPBurstToEngine(t *testing.T) {
-	cfg := servertest.Start(t, func(c *engine.Config) { c.UDPNakDelay = "1ms" })
+	cfg := servertest.Start(t, func(c *engine.Config) { c.UDPNakDelay = "1ms" }, serveEngine)
 	const per, count, senders = 3000, 3, 2
 	st, err := Burst(context.Background(), BurstOptions{
 		Servers: []string{cfg.ClientAddr}, UDP: true, Size: 300, Senders: senders,
@@ -61,4 +64,8 @@ func TestUDPBurstToEngine(t *testing.T) {
 		}
 	}
 	t.Logf("socket drops %d, gaps %d, NAKs %d, repaired %d, resent %d", u.SocketDrops, u.Gaps, u.Naks, u.Repaired, resent)
+}
+
+func serveEngine(ctx context.Context, node *replica.Node, log *slog.Logger, token string) error {
+	return server.New(node, log, token).Run(ctx)
 }

@@ -15,13 +15,16 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/replica"
-	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/testaddr"
 )
 
+// Serve runs the engine's listeners until ctx is done: server.New(node, log, token).Run. It is
+// passed in so that package server's own tests can use this package too.
+type Serve func(ctx context.Context, node *replica.Node, log *slog.Logger, token string) error
+
 // Start runs the engine until the test ends and returns its config once it leads. edit, if not
 // nil, changes the config before the engine starts.
-func Start(t testing.TB, edit func(*engine.Config)) engine.Config {
+func Start(t testing.TB, edit func(*engine.Config), serve Serve) engine.Config {
 	t.Helper()
 	peer := engine.Peer{Node: "node-0", RaftAddr: testaddr.Free(t), ClientAddr: testaddr.Free(t)}
 	cfg := engine.Config{
@@ -39,7 +42,7 @@ func Start(t testing.TB, edit func(*engine.Config)) engine.Config {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- server.New(node, log, AdminToken).Run(ctx) }()
+	go func() { done <- serve(ctx, node, log, AdminToken) }()
 	if err := node.Start(); err != nil {
 		cancel()
 		<-done
