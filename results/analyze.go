@@ -412,6 +412,11 @@ func (d *runData) summarize() *Summary {
 	if s.Status == "" {
 		s.Status = "unknown"
 	}
+	if s.Status == rundir.StatusRunning {
+		if gone, heard, err := rundir.Abandoned(d.dir, time.Now()); err == nil && gone {
+			s.Status, s.ControllerLastHeard = rundir.StatusAbandoned, &heard
+		}
+	}
 	s.Settings = d.settings()
 	s.AgentCPU = d.man.AgentCPU
 	s.WarmupProbes = d.firstPost
@@ -441,6 +446,10 @@ func (d *runData) summarize() *Summary {
 	}
 	warn = append(warn, flagUnplanned(s)...)
 	warn = append(warn, applyHealth(s)...)
+	if s.ControllerLastHeard != nil {
+		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",
+			s.ControllerLastHeard.UTC().Format(time.RFC3339)))
+	}
 	s.Warnings = append(append(append([]string{}, d.warnings...), d.trapWarnings()...), warn...)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/rundir"
@@ -24,7 +25,9 @@ import (
 type Summary struct {
 	RunID    string `json:"run_id"`
 	Playbook string `json:"playbook,omitempty"`
-	Status   string `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one
+	Status   string `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one; "abandoned" (controller.go)
+	// ControllerLastHeard is when an abandoned run's controller was last heard from.
+	ControllerLastHeard *time.Time `json:"controller_last_heard,omitempty"`
 	// StatusReason says why the analysis failed a run the manifest calls ok (the load overran its
 	// duration by more than 10 %, or most probes were lost; see health.go).
 	StatusReason string   `json:"status_reason,omitempty"`

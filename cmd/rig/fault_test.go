@@ -334,6 +334,28 @@ func TestFaultControllerKilled(t *testing.T) {
 	if !strings.Contains(string(recs), `"event":"agent_stopped"`) || !strings.Contains(string(recs), `"tuning_reverted":2`) {
 		t.Errorf("node-0 lease records %q: want the undo with 2 settings reverted", recs)
 	}
+
+	// The manifest still says running; rig report calls the run abandoned, with when the
+	// controller was last heard from.
+	var m struct{ Status string }
+	readJSON(t, filepath.Join(dir, "manifest.json"), &m)
+	if m.Status != "running" {
+		t.Fatalf("manifest status %q, want running (the controller never finished it)", m.Status)
+	}
+	if out, errOut, code := rigRun(t, "report", dir); code != 0 {
+		t.Fatalf("rig report: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var s struct {
+		Status              string     `json:"status"`
+		ControllerLastHeard *time.Time `json:"controller_last_heard"`
+	}
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if s.Status != "abandoned" || s.ControllerLastHeard == nil || killed.Sub(*s.ControllerLastHeard) > 10*time.Second || s.ControllerLastHeard.After(killed) {
+		t.Errorf("summary after the kill: %+v (killed at %s); want abandoned, last heard just before the kill", s, killed)
+	}
+	if rep, _ := os.ReadFile(filepath.Join(dir, "report.md")); !strings.Contains(string(rep), "(abandoned)") || !strings.Contains(string(rep), "last heard from at") {
+		t.Errorf("report.md does not call the run abandoned:\n%.600s", rep)
+	}
 }
 
 // processesOf reports whether a process runs with dir in its command line.

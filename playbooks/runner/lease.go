@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // LeaseTTL is how long an agent keeps this run's lease without a renewal; the controller renews
@@ -19,6 +21,7 @@ func (r *run) holdLeases(ctx context.Context) (stop func(), err error) {
 			return func() {}, err
 		}
 	}
+	r.beat()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -42,6 +45,7 @@ func (r *run) holdLeases(ctx context.Context) (stop func(), err error) {
 				}
 				failing[n.Name] = err != nil
 			}
+			r.beat()
 		}
 	}()
 	return func() { close(done); wg.Wait() }, nil
@@ -58,5 +62,13 @@ func (r *run) releaseLeases(ctx context.Context) {
 		if err := r.cl.Agent(n.Name).Release(ctx); err != nil {
 			r.log.Warn("release lease", "node", n.Name, "err", err)
 		}
+	}
+}
+
+// beat records that the controller is alive (rundir.ControllerFile): rig report calls a run
+// abandoned when the manifest says running but the beats stopped.
+func (r *run) beat() {
+	if err := rundir.WriteControllerBeat(r.dir, LeaseTTL/4); err != nil {
+		r.log.Warn("controller heartbeat", "err", err)
 	}
 }
