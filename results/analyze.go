@@ -396,6 +396,7 @@ func (d *runData) summarize() *Summary {
 		RunID:                  d.man.RunID,
 		Playbook:               d.pb.Name,
 		Status:                 d.man.Status,
+		Error:                  d.man.Error,
 		Nodes:                  map[string]NodeFinal{},
 		Snapshots:              []SnapshotRow{},
 		Restarts:               []RestartRow{},

@@ -22,6 +22,9 @@ func renderReport(s *Summary) string {
 		title = "(playbook unknown)"
 	}
 	pf("# Run %s — %s (%s)\n\n", s.RunID, title, s.Status)
+	if s.Error != "" {
+		pf("**Run error:**\n\n```\n%s\n```\n\n", s.Error)
+	}
 	if s.StatusReason != "" {
 		pf("**Failed:** %s.\n\n", s.StatusReason)
 	}

@@ -26,6 +26,9 @@ type Summary struct {
 	RunID    string `json:"run_id"`
 	Playbook string `json:"playbook,omitempty"`
 	Status   string `json:"status"` // ok | failed | interrupted from the manifest; "unknown" without one; "abandoned" (controller.go)
+	// Error is the run's error from the manifest: its cause first (an engine that died outside
+	// the schedule: node, role, signal or exit code, the end of its log).
+	Error string `json:"error,omitempty"`
 	// ControllerLastHeard is when an abandoned run's controller was last heard from.
 	ControllerLastHeard *time.Time `json:"controller_last_heard,omitempty"`
 	// StatusReason says why the analysis failed a run the manifest calls ok (the load overran its

@@ -46,6 +46,9 @@ type ExitStatus struct {
 	Signal string    `json:"signal,omitempty"` // e.g. "KILL" when a signal ended it
 	Core   bool      `json:"core,omitempty"`
 	Desc   string    `json:"desc"` // e.g. "signal: killed", "exit status 1"
+	// LogTail is the end of the engine's log when it exited (its own last words: an ENOSPC, a
+	// panic), so whoever sees the exit sees its cause.
+	LogTail string `json:"log_tail,omitempty"`
 }
 
 // ReadTransitions reads a transitions journal. A line that does not decode (the torn last line

@@ -44,10 +44,14 @@ type ExitError struct {
 	Node     string
 	Args     []string
 	ExitCode int
+	Signal   string // e.g. "KILL" when a signal ended it (ExitCode is then -1)
 	Stderr   string
 }
 
 func (e *ExitError) Error() string {
+	if e.Signal != "" {
+		return fmt.Sprintf("%s: %q killed by SIG%s: %s", e.Node, e.Args, e.Signal, e.Stderr)
+	}
 	return fmt.Sprintf("%s: %q exited %d: %s", e.Node, e.Args, e.ExitCode, e.Stderr)
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -399,6 +400,7 @@ func (e *Engine) reap(p *proc) {
 	e.mu.Unlock()
 	err := p.cmd.Wait()
 	es := exitStatus(p.cmd.ProcessState, err, died)
+	es.LogTail = logTail(e.spec.LogFile, 1500)
 	p.cancel()
 
 	e.mu.Lock()
@@ -410,6 +412,29 @@ func (e *Engine) reap(p *proc) {
 	e.mu.Unlock()
 	close(p.done)
 	e.log.Info("engine exited", "launch", p.n, "pid", p.pid, "exit", es.Desc)
+}
+
+// logTail returns the last whole lines of at most max bytes of the file.
+func logTail(path string, limit int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return ""
+	}
+	start := max(end-limit, 0)
+	b := make([]byte, end-start)
+	n, _ := f.ReadAt(b, start)
+	b = b[:n]
+	if start > 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func exitStatus(ps *os.ProcessState, err error, t time.Time) rundir.ExitStatus {

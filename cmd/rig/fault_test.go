@@ -371,3 +371,45 @@ func processesOf(dir string) bool {
 	}
 	return false
 }
+
+// An engine SIGKILLed outside the timeline fails the run naming the node, its role and the
+// signal, with the end of its log — not a symptom such as "502 Bad Gateway" from a later action.
+func TestFaultUnscheduledEngineDeathNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	res := shortResults(t)
+	pb := fmt.Sprintf(faultPlaybook, "8s") + "timeline:\n  - {at: 5s, snapshot: {}}\n"
+	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.10.11", writePlaybook(t, pb))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	dir := onlyRunDir(t, res)
+	b, err := os.ReadFile(filepath.Join(dir, "node-1", "engine.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the run ended ok although node-1's engine was killed:\n%s", stderr.String())
+	}
+	var m struct{ Status, Error string }
+	readJSON(t, filepath.Join(runDirOf(t, stdout.String()), "manifest.json"), &m)
+	for _, want := range []string{"engine exited outside the schedule", "node-1 (", "killed by SIGKILL", "engine.log ends:"} {
+		if !strings.Contains(m.Error, want) || !strings.Contains(stderr.String(), want) {
+			t.Errorf("run error lacks %q:\nmanifest: %s\nstderr: %s", want, m.Error, stderr.String())
+		}
+	}
+	if m.Status != "failed" {
+		t.Errorf("manifest status %q, want failed", m.Status)
+	}
+	var s struct{ Error string }
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	if !strings.Contains(s.Error, "killed by SIGKILL") || !strings.Contains(string(rep), "killed by SIGKILL") {
+		t.Errorf("summary.json error %q / report.md do not name the cause", s.Error)
+	}
+	assertNoProcesses(t, dir)
+}

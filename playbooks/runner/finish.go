@@ -57,11 +57,24 @@ func (r *run) finalState(ctx context.Context) error {
 
 // finish stops everything the run started, then writes the manifest, summary and report. It
 // runs for failed and interrupted runs too, with whatever was collected.
-func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) {
+// finish ends the run and returns its error: the one it was given, preceded by the cause when
+// an engine died outside the schedule (what followed, a proxy error or no leader, is a symptom).
+func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) error {
 	if cleanup != nil && r.cl != nil && !interrupted {
 		if err := r.finalState(ctx); err != nil && runErr == nil {
 			r.warn("final state: %v", err)
 		}
+	}
+	r.mu.Lock()
+	fault := r.fault
+	r.stopping = true
+	r.mu.Unlock()
+	switch {
+	case fault == nil || errors.Is(runErr, ErrEngineExited):
+	case runErr == nil:
+		runErr = fault
+	default:
+		runErr = fmt.Errorf("%w\n(then: %v)", fault, runErr)
 	}
 	if cleanup != nil {
 		// Engines stop first: their last transitions are drained by cleanup, their data removed.
@@ -104,6 +117,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.progress("analysis failed: %v", err)
 	}
 	r.progress("run %s: %s", r.id, r.man.Status)
+	return runErr
 }
 
 // checkLoad flags a run measured on an overloaded machine (load average above the core count).

@@ -176,6 +176,9 @@ type run struct {
 	asyncWG    sync.WaitGroup                // actions running beside the timeline
 	cursor     map[string]uint64             // per server: the last transition a watcher handled
 	exits      map[string]*rundir.ExitStatus // per server: how its engine last exited
+	roleAtExit map[string]string             // per server: its role when it last went down
+	fault      error                         // the first engine death outside the schedule
+	stopping   bool                          // engines are being stopped: their exits are scheduled
 	killed     map[string]bool               // per server: the timeline killed its current launch
 
 	// leaderChanged is when the watchers last saw a server become leader (controller clock).
@@ -248,7 +251,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
-		exits: map[string]*rundir.ExitStatus{}, killed: map[string]bool{}}
+		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, killed: map[string]bool{}}
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
 		o.Err = err
@@ -282,7 +285,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	// keep what it collected.
 	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer ccancel()
-	r.finish(cctx, cleanup, err, parent.Err() != nil)
+	err = r.finish(cctx, cleanup, err, parent.Err() != nil)
 	o.Status, o.Err = r.man.Status, err
 	if parent.Err() != nil {
 		o.Err = ErrInterrupted

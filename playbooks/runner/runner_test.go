@@ -279,7 +279,7 @@ func TestFailures(t *testing.T) {
 		{name: "target does not start", setup: func(_ *fakeCluster, tgt *fakeTarget) { tgt.startErr = errors.New("no nodes today") },
 			want: "no nodes today"},
 		{name: "engine exits at start", setup: func(c *fakeCluster, _ *fakeTarget) { c.exitAtStart = "node-1" },
-			want: "cluster did not become ready: the engine on node-1 exited (exit status 1)"},
+			want: "cluster did not become ready: engine exited outside the schedule: node-1 (no role yet): exit code 1"},
 		{name: "agent gone mid-run", timeline: "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n",
 			setup: func(c *fakeCluster, _ *fakeTarget) {
 				c.onCall = func(node, call string) {

@@ -77,9 +77,15 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 	switch {
 	case t.Kind == rundir.TransPhase && t.To == rundir.PhaseDown:
 		st := r.status[name]
+		if st.Role != "" {
+			r.roleAtExit[name] = st.Role
+		}
 		st.Phase, st.Role = rundir.PhaseDown, ""
 		r.status[name] = st
 		r.exits[name] = t.Exit
+		if r.fault == nil && !r.stopping {
+			r.fault = r.exitedLocked(name) // nil when the timeline killed it
+		}
 	case t.Kind == rundir.TransLaunch:
 		st := r.status[name]
 		st.Phase, st.Role = engine.PhaseStarting, ""
@@ -101,11 +107,29 @@ func (r *run) exitedLocked(name string) error {
 	if r.status[name].Phase != rundir.PhaseDown || r.killed[name] {
 		return nil
 	}
-	how := "no exit status"
-	if e := r.exits[name]; e != nil {
-		how = e.Desc
+	return unscheduledExit(name, r.roleAtExit[name], r.exits[name])
+}
+
+// ErrEngineExited classifies an engine that exited or was killed outside the timeline.
+var ErrEngineExited = errors.New("engine exited outside the schedule")
+
+// unscheduledExit names an engine's death: node, its role, the signal or exit code, and the end
+// of its log (where an ENOSPC or a panic says what happened).
+func unscheduledExit(name, role string, e *rundir.ExitStatus) error {
+	if role == "" {
+		role = "no role yet"
 	}
-	return fmt.Errorf("the engine on %s exited (%s); see %s/engine.log", name, how, name)
+	how, tail := "no exit status", ""
+	if e != nil {
+		how = fmt.Sprintf("exit code %d", e.Code)
+		if e.Signal != "" {
+			how = "killed by SIG" + e.Signal
+		}
+		if e.LogTail != "" {
+			tail = "; engine.log ends:\n" + e.LogTail
+		}
+	}
+	return fmt.Errorf("%w: %s (%s): %s%s", ErrEngineExited, name, role, how, tail)
 }
 
 // notifyLocked wakes everything waiting for the run's state to change (r.mu held).

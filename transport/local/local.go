@@ -14,12 +14,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
+
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
+	"golang.org/x/sys/unix"
 )
 
 // stderrTail bounds the stderr kept for an ExitError when the caller streams stderr elsewhere.
@@ -113,7 +116,11 @@ func (t *Transport) Exec(ctx context.Context, node inventory.Node, cmd transport
 		if cmd.Stderr != nil {
 			msg = tail.String()
 		}
-		return res, &transport.ExitError{Node: node.Name, Args: cmd.Args, ExitCode: res.ExitCode, Stderr: msg}
+		xe := &transport.ExitError{Node: node.Name, Args: cmd.Args, ExitCode: res.ExitCode, Stderr: msg}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			xe.Signal = strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")
+		}
+		return res, xe
 	}
 	return res, fmt.Errorf("exec %q on %s: %w", cmd.Args, node.Name, err)
 }

@@ -94,10 +94,7 @@ func (t *Transport) Exec(ctx context.Context, node inventory.Node, cmd transport
 		if cmd.Stderr != nil {
 			stderr = tail.String()
 		}
-		if exitErr.Signal() != "" {
-			stderr = strings.TrimSpace(stderr + " (killed by SIG" + exitErr.Signal() + ")")
-		}
-		return res, &transport.ExitError{Node: node.Name, Args: cmd.Args, ExitCode: res.ExitCode, Stderr: strings.TrimSpace(stderr)}
+		return res, &transport.ExitError{Node: node.Name, Args: cmd.Args, ExitCode: res.ExitCode, Signal: exitErr.Signal(), Stderr: strings.TrimSpace(stderr)}
 	case errors.As(err, &missing):
 		nc.drop(client)
 		return res, unreachable("exec "+quoteArgs(cmd.Args), node, errors.New("session ended without an exit status (connection lost?)"))
