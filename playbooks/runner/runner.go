@@ -285,9 +285,12 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	// keep what it collected.
 	cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer ccancel()
-	err = r.finish(cctx, cleanup, err, parent.Err() != nil)
+	// Decided once: an interrupt that comes while the report is written does not turn a run
+	// recorded ok into an interrupted one (it ends one way, as its manifest says).
+	interrupted := parent.Err() != nil
+	err = r.finish(cctx, cleanup, err, interrupted)
 	o.Status, o.Err = r.man.Status, err
-	if parent.Err() != nil {
+	if interrupted {
 		o.Err = ErrInterrupted
 		if err != nil && !errors.Is(err, context.Canceled) {
 			o.Err = fmt.Errorf("%w: %v", ErrInterrupted, err)
