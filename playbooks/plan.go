@@ -2,21 +2,15 @@ package playbooks
 
 import (
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/playbooks/estimate"
 
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
-)
-
-// Rough preload throughput through 3-node consensus, for plan estimates only: the case study
-// measured ~60K orders/s at file sync level 2 and ~464K/s at level 0. The runner measures the
-// real figure; these only make `rig validate` say whether a plan takes minutes or hours.
-const (
-	preloadRateSynced   = 60_000.0
-	preloadRateUnsynced = 400_000.0
 )
 
 // Clone returns a deep copy: nothing in it shares memory with p.
@@ -149,23 +143,35 @@ func (p *Playbook) Plan() (*Plan, error) {
 	return pl, nil
 }
 
-// PreloadEstimate is a rough time to build the resting book, from the sync level.
-func (p *Playbook) PreloadEstimate() time.Duration {
-	rate := preloadRateSynced
-	if p.Engine.SyncLevel == 0 {
-		rate = preloadRateUnsynced
+// Estimate is this run's stage-by-stage estimate from m (nil: the defaults) on target.
+func (p *Playbook) Estimate(m *estimate.Model, target string) estimate.Estimate {
+	if m == nil {
+		m = estimate.NewModel(nil)
 	}
-	return time.Duration(float64(p.Preload.Orders) / rate * float64(time.Second)).Round(time.Second)
+	if target == "" {
+		target = "local"
+	}
+	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel, Orders: p.Preload.Orders, Duration: p.Duration})
 }
 
-// ExpectedDuration is the preload estimate plus the run itself; start-up and staging are not in it.
-func (p *Playbook) ExpectedDuration() time.Duration { return p.PreloadEstimate() + p.Duration }
+// ExpectedDuration is the run's estimate on the local target with the default rates: start-up,
+// preload, load, finish and analysis.
+func (p *Playbook) ExpectedDuration() time.Duration { return p.Estimate(nil, "").Total }
 
-// ExpectedDuration sums the runs' expected durations.
+// Estimates are the runs' estimates from pl.Model on pl.Target, in run order.
+func (pl *Plan) Estimates() []estimate.Estimate {
+	out := make([]estimate.Estimate, len(pl.Runs))
+	for i, r := range pl.Runs {
+		out[i] = r.Playbook.Estimate(pl.Model, pl.Target)
+	}
+	return out
+}
+
+// ExpectedDuration sums the runs' estimates.
 func (pl *Plan) ExpectedDuration() time.Duration {
 	var d time.Duration
-	for _, r := range pl.Runs {
-		d += r.Playbook.ExpectedDuration()
+	for _, e := range pl.Estimates() {
+		d += e.Total
 	}
 	return d
 }
@@ -257,21 +263,40 @@ func (pl *Plan) Print(w io.Writer) {
 	combos := len(pl.Runs) / max(p.Rounds, 1)
 	line("runs", "%d = %d combination%s x %d round%s, rounds interleaved", len(pl.Runs), combos, plural(combos), p.Rounds, plural(p.Rounds))
 
+	ests := pl.Estimates()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  run\tround\tsettings\tpreload (est.)\trun\ttotal (est.)")
-	for _, r := range pl.Runs {
+	fmt.Fprint(tw, "  run\tround\tsettings")
+	for _, st := range estimate.Stages {
+		fmt.Fprintf(tw, "\t%s", st)
+	}
+	fmt.Fprintln(tw, "\ttotal (est.)")
+	var total time.Duration
+	sources := map[string][]string{}
+	for i, r := range pl.Runs {
 		s := formatSettings(p.Matrix, r.Settings)
 		if s == "" {
 			s = "-"
 		}
-		rp := r.Playbook
-		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\n", r.Index, r.Round, s,
-			units.FormatDuration(rp.PreloadEstimate()), units.FormatDuration(rp.Duration), units.FormatDuration(rp.ExpectedDuration()))
+		fmt.Fprintf(tw, "  %d\t%d\t%s", r.Index, r.Round, s)
+		for _, st := range ests[i].Stages {
+			fmt.Fprintf(tw, "\t%s", units.FormatDuration(st.D))
+			if !slices.Contains(sources[st.Name], st.From) {
+				sources[st.Name] = append(sources[st.Name], st.From)
+			}
+		}
+		fmt.Fprintf(tw, "\t%s\n", units.FormatDuration(ests[i].Total))
+		total += ests[i].Total
 	}
 	tw.Flush()
-	line("expected", "%s in total: per run, the preload estimate (%s orders/s at sync_level 1-2, %s/s at 0) plus its duration;",
-		units.FormatDuration(pl.ExpectedDuration()), units.FormatCount(preloadRateSynced), units.FormatCount(preloadRateUnsynced))
-	line("", "cluster start-up, staging and waits past an action's offset are not included")
+	target := pl.Target
+	if target == "" {
+		target = "local"
+	}
+	line("expected", "%s in total on %s: every stage of every run, from the stage times of earlier runs on", units.FormatDuration(total), target)
+	line("", "that target (%s in the results folder) or this machine's defaults:", estimate.HistoryFile)
+	for _, st := range estimate.Stages {
+		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))
+	}
 }
 
 func describeAction(a Action, i int, v func(path, base string) string) string {

@@ -1,6 +1,10 @@
 package playbooks
 
-import "time"
+import (
+	"time"
+
+	"github.com/rig-dev/rig/playbooks/estimate"
+)
 
 // Playbook is one experiment, parsed and validated. Every quantity is already in base units
 // (durations, bytes, counts, per-second rates), so the runner never parses text.
@@ -128,6 +132,9 @@ type Pos struct {
 type Plan struct {
 	Playbook *Playbook    `json:"playbook"`
 	Runs     []PlannedRun `json:"runs"`
+	// Model and Target drive the estimates (nil, "": this machine's defaults on the local target).
+	Model  *estimate.Model `json:"-"`
+	Target string          `json:"-"`
 }
 
 // PlannedRun is one run of a plan.

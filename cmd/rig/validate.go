@@ -9,18 +9,22 @@ import (
 
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 func newValidateCmd() *cobra.Command {
 	var stackConfig string
+	var est estimateFlags
 	cmd := &cobra.Command{
 		Use:   "validate PLAYBOOK",
 		Short: "Check a playbook (a file, or the name of an embedded one) and print its plan; changes nothing",
 		Long: `Check a playbook and print what it would run: cluster, engine settings, tuning, preload, load,
 the timeline with its offsets, every run of the matrix x rounds (interleaved), and the expected
-duration. Every problem is listed as file:line:column: field: what is wrong and what would be valid.
+duration, stage by stage (start-up, preload, load, finish, analysis), from the stage times of
+earlier runs on the same target recorded in the results folder (` + estimate.HistoryFile + `), or
+this machine's defaults where there are none. Every problem is listed as file:line:column: field: what is wrong and what would be valid.
 Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(playbooks.List(), ", ") + `.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -30,16 +34,18 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validate(cmd, args[0], stackConfig)
+			return validate(cmd, args[0], stackConfig, est)
 		},
 	}
 	cmd.Flags().StringVar(&stackConfig, "stack-config", "", "also check this Pulumi stack config file (Pulumi.<stack>.yaml)")
+	cmd.Flags().StringVar(&est.results, "results", "results", "results folder whose stage-time history the estimates use")
+	cmd.Flags().StringVar(&est.stack, "stack", "", "estimate for this Pulumi stack's cluster (default: the local target)")
 	return cmd
 }
 
 // validate prints the plan on stdout, or every problem on stderr, one per line. The playbook and
 // the stack config are both checked before it returns, so one call reports everything.
-func validate(cmd *cobra.Command, arg, stackConfig string) error {
+func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) error {
 	var errs []error
 	stackErr := func(err error) {
 		// It already says usage; keep the one errUsage wrap below.
@@ -55,7 +61,7 @@ func validate(cmd *cobra.Command, arg, stackConfig string) error {
 			stackErr(fmt.Errorf("not read, see above"))
 		}
 	}
-	if err := printPlan(cmd, arg); err != nil {
+	if err := printPlan(cmd, arg, est); err != nil {
 		errs = append(errs, err)
 	}
 	if sc != nil {
@@ -69,11 +75,23 @@ func validate(cmd *cobra.Command, arg, stackConfig string) error {
 	return nil
 }
 
-func printPlan(cmd *cobra.Command, arg string) error {
+// estimateFlags pick the stage-time history and the target the estimates are for.
+type estimateFlags struct{ results, stack string }
+
+func printPlan(cmd *cobra.Command, arg string, est estimateFlags) error {
 	pb, err := playbooks.Open(arg)
 	if err == nil {
 		var plan *playbooks.Plan
 		if plan, err = pb.Plan(); err == nil {
+			hist, herr := estimate.Load(est.results)
+			if herr != nil {
+				// The plan is still valid; the estimates fall back to the defaults.
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; estimates use this machine's defaults\n", herr)
+			}
+			plan.Model, plan.Target = estimate.NewModel(hist), estimate.Target("local", "")
+			if est.stack != "" {
+				plan.Target = estimate.Target("aws", est.stack)
+			}
 			plan.Print(cmd.OutOrStdout())
 			return nil
 		}

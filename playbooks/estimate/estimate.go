@@ -1,0 +1,284 @@
+// Package estimate predicts how long each stage of a run takes, from the stage times the runner
+// recorded for earlier runs on the same target (a history file in the results folder), falling
+// back to figures measured on the rig's development machine when there are none. It owns that
+// history file: the runner appends to it with Append, `rig validate` reads it with Load.
+package estimate
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// HistoryFile is the history's name inside the results folder: one Sample per line.
+const HistoryFile = "stage-times.jsonl"
+
+// Stages of a run, in order, as the runner marks them (results/events.go run phases):
+//
+//	start     run start -> preload_start: agents, staging, engines started, a leader elected
+//	preload   preload_start -> preload_end: the resting book built (or a stored one installed)
+//	load      preload_end -> load_end: the probe stream's start, its duration, waits past it
+//	finish    load_end -> end: final state and hashes, engines stopped, data removed, collection
+//	analysis  end -> summary, report and plots written
+const (
+	StageStart    = "start"
+	StagePreload  = "preload"
+	StageLoad     = "load"
+	StageFinish   = "finish"
+	StageAnalysis = "analysis"
+)
+
+// Stages lists the stage names in run order.
+var Stages = []string{StageStart, StagePreload, StageLoad, StageFinish, StageAnalysis}
+
+// Sample is one run's measured stage times: a line of HistoryFile.
+type Sample struct {
+	Run        string             `json:"run"`
+	At         time.Time          `json:"at"`
+	Target     string             `json:"target"` // Target(inventory target, stack)
+	SyncLevel  int                `json:"sync_level"`
+	Orders     int64              `json:"orders"`                // preload orders
+	BookReused bool               `json:"book_reused,omitempty"` // the book was installed, not built
+	DurationS  float64            `json:"duration_s"`            // the playbook's load duration
+	Stages     map[string]float64 `json:"stages_s"`              // seconds per stage that completed
+}
+
+// Target names a target for the history: "local", or the stack or inventory it ran on.
+func Target(target, stack string) string {
+	if stack != "" {
+		return target + ":" + stack
+	}
+	return target
+}
+
+// Append adds s to the history in resultsDir (created if needed). One write of one line, so
+// concurrent runners cannot interleave partial lines; a torn last line (a runner killed
+// mid-write) is ended first so it does not swallow this one.
+func Append(resultsDir string, s Sample) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(resultsDir, 0o755); err != nil {
+		return fmt.Errorf("record stage times: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(resultsDir, HistoryFile), os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("record stage times: %w", err)
+	}
+	line := append(b, '\n')
+	var last [1]byte
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		if _, err := f.ReadAt(last[:], fi.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	_, err = f.Write(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("record stage times in %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Load reads the history in resultsDir; no file is no history. A damaged line (a runner killed
+// mid-write) is skipped, not fatal: the history only informs estimates.
+func Load(resultsDir string) ([]Sample, error) {
+	f, err := os.Open(filepath.Join(resultsDir, HistoryFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stage-time history: %w", err)
+	}
+	defer f.Close()
+	var out []Sample
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var s Sample
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.Stages != nil {
+			out = append(out, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("read stage-time history %s: %w", f.Name(), err)
+	}
+	return out, nil
+}
+
+// Run describes the run to estimate.
+type Run struct {
+	Target     string
+	SyncLevel  int
+	Orders     int64
+	BookReused bool
+	Duration   time.Duration
+}
+
+// Stage is one stage's estimate and where it came from.
+type Stage struct {
+	Name string
+	D    time.Duration
+	From string // "5 runs on local at sync level 2", "default (this machine)"
+}
+
+// Estimate is a run's estimate, stage by stage.
+type Estimate struct {
+	Stages []Stage
+	Total  time.Duration
+}
+
+// Stage returns the named stage's estimate (zero if absent).
+func (e Estimate) Stage(name string) time.Duration {
+	for _, s := range e.Stages {
+		if s.Name == name {
+			return s.D
+		}
+	}
+	return 0
+}
+
+// Model fits stage times to earlier runs: each stage is a + b·orders seconds (for load, on top
+// of the playbook's duration), fitted by least squares over the newest runs on the same target
+// and sync level, else the same target at any sync level, else the defaults.
+type Model struct {
+	samples []Sample
+}
+
+// NewModel makes a model from a history (nil: defaults only).
+func NewModel(history []Sample) *Model { return &Model{samples: history} }
+
+// maxSamples bounds the fit to recent runs: a target's speed drifts (disks, kernels, neighbours).
+const maxSamples = 30
+
+// line is t = a + b·orders seconds.
+type line struct{ a, b float64 }
+
+func (l line) at(orders int64) float64 { return l.a + l.b*float64(orders) }
+
+// Defaults were measured on the rig's development machine (2 vCPUs, local target, 3 servers)
+// with BenchmarkPreload and `rig run` at load averages of 1-5; they are what validate uses for
+// a target with no history.
+var defaults = map[string]line{
+	StageStart:    {a: 1.0},
+	StagePreload:  {a: 0.1, b: 1 / 750e3}, // sync level 1-2; level 0 below
+	StageLoad:     {a: 0.15},              // past the duration
+	StageFinish:   {a: 0.3, b: 60e-9},     // final state hashes walk the book on every node
+	StageAnalysis: {a: 0.3},
+}
+
+var (
+	defaultPreloadUnsynced = line{a: 0.1, b: 1 / 1.1e6}
+	defaultInstall         = line{a: 0.2, b: 40e-9} // copy + restore of a stored book
+)
+
+// Estimate predicts r's stage times.
+func (m *Model) Estimate(r Run) Estimate {
+	var e Estimate
+	for _, st := range Stages {
+		l, from := m.fit(st, r)
+		sec := max(l.at(r.Orders), 0)
+		if st == StageLoad {
+			sec += r.Duration.Seconds()
+		}
+		if st == StagePreload && r.Orders == 0 {
+			sec, from = 0, "no preload"
+		}
+		d := time.Duration(sec * float64(time.Second)).Round(100 * time.Millisecond)
+		e.Stages = append(e.Stages, Stage{Name: st, D: d, From: from})
+		e.Total += d
+	}
+	return e
+}
+
+func (m *Model) fit(stage string, r Run) (line, string) {
+	same := func(s Sample, anySync bool) bool {
+		if _, ok := s.Stages[stage]; !ok || s.Target != r.Target {
+			return false
+		}
+		if stage == StagePreload && (s.BookReused != r.BookReused || s.Orders == 0) {
+			return false // building and installing a book are different work
+		}
+		return anySync || s.SyncLevel == r.SyncLevel
+	}
+	for _, anySync := range []bool{false, true} {
+		var xs, ys []float64
+		for i := len(m.samples) - 1; i >= 0 && len(xs) < maxSamples; i-- {
+			s := m.samples[i]
+			if !same(s, anySync) {
+				continue
+			}
+			y := s.Stages[stage]
+			if stage == StageLoad {
+				y -= s.DurationS
+			}
+			xs, ys = append(xs, float64(s.Orders)), append(ys, y)
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		// Preload at a different sync level is a different rate: only the finish, load and
+		// start stages fall back to any level.
+		if anySync && stage == StagePreload {
+			break
+		}
+		where := fmt.Sprintf("at sync level %d", r.SyncLevel)
+		if anySync {
+			where = "at any sync level"
+		}
+		return fitLine(xs, ys, stage == StagePreload), fmt.Sprintf("%d run%s on %s %s", len(xs), plural(len(xs)), r.Target, where)
+	}
+	switch {
+	case stage == StagePreload && r.BookReused:
+		return defaultInstall, "default (this machine)"
+	case stage == StagePreload && r.SyncLevel == 0:
+		return defaultPreloadUnsynced, "default (this machine)"
+	}
+	return defaults[stage], "default (this machine)"
+}
+
+// fitLine fits y = a + b·x by least squares, with a and b kept >= 0. With one distinct x there
+// is no slope to fit: proportional stages (preload) get y/x, the others a constant.
+func fitLine(xs, ys []float64, proportional bool) line {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	distinct := slices.Compact(slices.Sorted(slices.Values(xs)))
+	if len(distinct) < 2 {
+		if proportional && sx > 0 {
+			return line{b: sy / sx}
+		}
+		return line{a: max(sy/n, 0)}
+	}
+	b := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	a := (sy - b*sx) / n
+	switch {
+	case b < 0 || math.IsNaN(b):
+		return line{a: max(sy/n, 0)}
+	case a < 0:
+		return line{b: sxy / sxx} // through the origin
+	}
+	return line{a: a, b: b}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

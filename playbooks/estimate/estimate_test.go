@@ -1,0 +1,92 @@
+package estimate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAppendLoadSkipsDamagedLines(t *testing.T) {
+	dir := t.TempDir()
+	a := Sample{Run: "r1", Target: "local", SyncLevel: 2, Orders: 1_000_000, DurationS: 3, Stages: map[string]float64{StagePreload: 1.3}}
+	if err := Append(dir, a); err != nil {
+		t.Fatal(err)
+	}
+	// A runner killed mid-write leaves a partial line; the next run appends after it.
+	f, _ := os.OpenFile(filepath.Join(dir, HistoryFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"run":"r2","stag`)
+	f.Close()
+	b := a
+	b.Run = "r3"
+	if err := Append(dir, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Run != "r1" || got[1].Run != "r3" {
+		t.Fatalf("loaded %+v, want r1 and r3 (the torn r2 skipped)", got)
+	}
+	if none, err := Load(t.TempDir()); err != nil || none != nil {
+		t.Fatalf("no history: %v, %v", none, err)
+	}
+}
+
+func TestEstimateFitsHistoryPerTargetAndSyncLevel(t *testing.T) {
+	var hist []Sample
+	add := func(target string, sync int, orders int64, st map[string]float64) {
+		hist = append(hist, Sample{Target: target, SyncLevel: sync, Orders: orders, DurationS: 60, Stages: st})
+	}
+	// local, sync 2: preload 0.2 s + 1 µs/order; load runs 2 s past its duration; finish 1 s + 0.1 µs/order.
+	for _, n := range []int64{1_000_000, 5_000_000, 10_000_000} {
+		add("local", 2, n, map[string]float64{StageStart: 1.5, StagePreload: 0.2 + 1e-6*float64(n), StageLoad: 62, StageFinish: 1 + 1e-7*float64(n), StageAnalysis: 0.5})
+	}
+	// Another target, much slower: must not leak into local's estimates.
+	add("aws:perf", 2, 1_000_000, map[string]float64{StageStart: 90, StagePreload: 9, StageLoad: 70, StageFinish: 20, StageAnalysis: 1})
+	m := NewModel(hist)
+
+	e := m.Estimate(Run{Target: "local", SyncLevel: 2, Orders: 20_000_000, Duration: time.Minute})
+	want := map[string]time.Duration{StageStart: 1500 * time.Millisecond, StagePreload: 20200 * time.Millisecond, StageLoad: 62 * time.Second, StageFinish: 3 * time.Second, StageAnalysis: 500 * time.Millisecond}
+	for st, d := range want {
+		if got := e.Stage(st); got != d {
+			t.Errorf("%s: %v, want %v (fitted line extrapolated to 20M)", st, got, d)
+		}
+	}
+	if !strings.Contains(e.Stages[1].From, "3 runs on local at sync level 2") {
+		t.Errorf("preload source %q", e.Stages[1].From)
+	}
+
+	// Sync level 0 has no history: the preload rate is not borrowed from level 2, the other
+	// stages are.
+	e0 := m.Estimate(Run{Target: "local", SyncLevel: 0, Orders: 1_000_000, Duration: time.Minute})
+	if e0.Stages[1].From != "default (this machine)" || e0.Stage(StageStart) != 1500*time.Millisecond ||
+		!strings.Contains(e0.Stages[0].From, "at any sync level") {
+		t.Errorf("sync 0 estimate %+v", e0.Stages)
+	}
+	// An unknown target uses the defaults throughout.
+	for _, s := range NewModel(hist).Estimate(Run{Target: "aws:other", SyncLevel: 2, Orders: 1000, Duration: time.Second}).Stages {
+		if s.From != "default (this machine)" {
+			t.Errorf("unknown target: %s from %q", s.Name, s.From)
+		}
+	}
+	// A stored book installed is not a preload built.
+	if s := m.Estimate(Run{Target: "local", SyncLevel: 2, Orders: 1_000_000, BookReused: true}).Stages[1]; s.From != "default (this machine)" {
+		t.Errorf("reused book preload from %q", s.From)
+	}
+}
+
+func TestFitLineOneSize(t *testing.T) {
+	if l := fitLine([]float64{1e6, 1e6}, []float64{1, 3}, true); l.a != 0 || l.b != 2e-6 {
+		t.Errorf("proportional: %+v", l)
+	}
+	if l := fitLine([]float64{1e6, 1e6}, []float64{1, 3}, false); l.a != 2 || l.b != 0 {
+		t.Errorf("constant: %+v", l)
+	}
+	// Falling times with size (noise): a constant, not a negative slope.
+	if l := fitLine([]float64{1, 2}, []float64{3, 1}, false); l.a != 2 || l.b != 0 {
+		t.Errorf("negative slope: %+v", l)
+	}
+}
