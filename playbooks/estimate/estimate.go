@@ -45,6 +45,7 @@ type Sample struct {
 	Target     string             `json:"target"` // Target(inventory target, stack)
 	SyncLevel  int                `json:"sync_level"`
 	Orders     int64              `json:"orders"`                // preload orders
+	Probes     int64              `json:"probes"`                // probes the playbook sends (rate x duration)
 	BookReused bool               `json:"book_reused,omitempty"` // the book was installed, not built
 	DurationS  float64            `json:"duration_s"`            // the playbook's load duration
 	Stages     map[string]float64 `json:"stages_s"`              // seconds per stage that completed
@@ -121,6 +122,7 @@ type Run struct {
 	Target     string
 	SyncLevel  int
 	Orders     int64
+	Probes     int64 // rate x duration
 	BookReused bool
 	Duration   time.Duration
 }
@@ -148,8 +150,8 @@ func (e Estimate) Stage(name string) time.Duration {
 	return 0
 }
 
-// Model fits stage times to earlier runs: each stage is a + b·orders seconds (for load, on top
-// of the playbook's duration), fitted by least squares over the newest runs on the same target
+// Model fits stage times to earlier runs: each stage is a + b·x seconds, x the preload's orders
+// (the analysis: the probes; the load: on top of the playbook's duration), fitted by least squares over the newest runs on the same target
 // and sync level, else the same target at any sync level, else the defaults.
 type Model struct {
 	samples []Sample
@@ -161,25 +163,33 @@ func NewModel(history []Sample) *Model { return &Model{samples: history} }
 // maxSamples bounds the fit to recent runs: a target's speed drifts (disks, kernels, neighbours).
 const maxSamples = 30
 
-// line is t = a + b·orders seconds.
+// line is t = a + b·x seconds.
 type line struct{ a, b float64 }
 
-func (l line) at(orders int64) float64 { return l.a + l.b*float64(orders) }
+func (l line) at(x int64) float64 { return l.a + l.b*float64(x) }
 
-// Defaults were measured on the rig's development machine (2 vCPUs, local target, 3 servers)
-// with BenchmarkPreload and `rig run` at load averages of 1-5; they are what validate uses for
-// a target with no history.
+// x is what a stage's time grows with.
+func x(stage string, orders, probes int64) int64 {
+	if stage == StageAnalysis {
+		return probes
+	}
+	return orders
+}
+
+// Defaults were measured on the rig's development machine (2 shared vCPUs, local target, 3
+// servers, `rig run` of 1M-10M preloads at load averages of 5-10, 2026-12-02); they are what
+// validate uses for a target with no history.
 var defaults = map[string]line{
-	StageStart:    {a: 1.0},
-	StagePreload:  {a: 0.1, b: 1 / 750e3}, // sync level 1-2; level 0 below
-	StageLoad:     {a: 0.15},              // past the duration
-	StageFinish:   {a: 0.3, b: 60e-9},     // final state hashes walk the book on every node
-	StageAnalysis: {a: 0.3},
+	StageStart:    {a: 0.8},
+	StagePreload:  {a: 0.1, b: 1 / 650e3}, // sync level 1-2 (1M: 1.3 s, 10M: 17.3 s); level 0 below
+	StageLoad:     {a: 0.1},               // past the duration
+	StageFinish:   {a: 0.25, b: 95e-9},    // final state hashes walk the book on every node (10M: 1.2 s)
+	StageAnalysis: {a: 0.1, b: 4e-6},      // per probe: probes.bin, histograms, plots
 }
 
 var (
-	defaultPreloadUnsynced = line{a: 0.1, b: 1 / 1.1e6}
-	defaultInstall         = line{a: 0.2, b: 40e-9} // copy + restore of a stored book
+	defaultPreloadUnsynced = line{a: 0.1, b: 1 / 800e3} // 5M: 6.6 s
+	defaultInstall         = line{a: 0.2, b: 40e-9}     // copy + restore of a stored book
 )
 
 // Estimate predicts r's stage times.
@@ -187,7 +197,7 @@ func (m *Model) Estimate(r Run) Estimate {
 	var e Estimate
 	for _, st := range Stages {
 		l, from := m.fit(st, r)
-		sec := max(l.at(r.Orders), 0)
+		sec := max(l.at(x(st, r.Orders, r.Probes)), 0)
 		if st == StageLoad {
 			sec += r.Duration.Seconds()
 		}
@@ -222,7 +232,7 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 			if stage == StageLoad {
 				y -= s.DurationS
 			}
-			xs, ys = append(xs, float64(s.Orders)), append(ys, y)
+			xs, ys = append(xs, float64(x(stage, s.Orders, s.Probes))), append(ys, y)
 		}
 		if len(xs) == 0 {
 			continue
