@@ -63,9 +63,6 @@ type PreloadProgress struct {
 var ErrRejected = errors.New("engine rejected preload orders")
 
 func (o *PreloadOptions) normalize() error {
-	if len(o.Servers) == 0 {
-		return fmt.Errorf("%w: servers: none given (want host:port of each engine's client address)", ErrBadOptions)
-	}
 	if o.Orders <= 0 {
 		return fmt.Errorf("%w: orders: %d, want > 0", ErrBadOptions, o.Orders)
 	}
@@ -220,6 +217,9 @@ func (p *preloader) answer(corr uint64, r *wire.Response, at int64) {
 // pipelined to the leader, following it across elections and resending what a lost
 // connection or leader left unanswered. It returns when the leader has applied every order.
 func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, error) {
+	if len(opts.Servers) == 0 {
+		return rundir.PreloadStats{}, fmt.Errorf("%w: servers: none given (want host:port of each engine's client address)", ErrBadOptions)
+	}
 	if err := opts.normalize(); err != nil {
 		return rundir.PreloadStats{}, err
 	}

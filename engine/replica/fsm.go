@@ -128,7 +128,7 @@ func toBook(o wire.Order) book.Order {
 // every block at sync level > 0, then makes the file durable and visible (rename + dir sync).
 func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 	start := time.Now()
-	tmp := filepath.Join(f.snapDir, fmt.Sprintf("snap-%020d.tmp", index))
+	tmp := filepath.Join(f.snapDir, snapshotName(index)+".tmp")
 	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create snapshot file: %w", err)
@@ -150,7 +150,7 @@ func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write snapshot at index %d: %w", index, err)
 	}
-	final := filepath.Join(f.snapDir, fmt.Sprintf("snap-%020d.bin", index))
+	final := filepath.Join(f.snapDir, SnapshotFileName(index))
 	if err := os.Rename(tmp, final); err != nil {
 		return nil, fmt.Errorf("publish snapshot: %w", err)
 	}

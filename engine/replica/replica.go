@@ -117,6 +117,10 @@ func (n *Node) Start() error {
 		n.close()
 		return err
 	}
+	if err := n.termAtLeastSnapshot(); err != nil {
+		n.close()
+		return err
+	}
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
 	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -141,15 +145,16 @@ func (n *Node) Start() error {
 	rc.SnapshotThreshold = math.MaxUint64
 	rc.SnapshotInterval = 100 * 365 * 24 * time.Hour
 	rc.NoSnapshotRestoreOnStart = true
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, raft.NewDiscardSnapshotStore(), n.trans); err != nil {
+	var servers []raft.Server
+	for _, p := range cfg.Peers {
+		servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+	}
+	snaps := &restoredSnapshot{f: n.fsm, peers: raft.Configuration{Servers: servers}}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, snaps, n.trans); err != nil {
 		n.close()
 		return fmt.Errorf("start raft: %w", err)
 	}
 	if cfg.Bootstrap {
-		var servers []raft.Server
-		for _, p := range cfg.Peers {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
-		}
 		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			n.raft.Shutdown()
 			n.close()
@@ -159,6 +164,30 @@ func (n *Node) Start() error {
 	n.trans.raft.Store(n.raft)
 	n.running.Store(true)
 	log.Info("replica started", "node", cfg.Node, "launch_log_index", n.launchLog, "restored_index", n.fsm.applied.Load())
+	return nil
+}
+
+// keyCurrentTerm is hashicorp/raft's stable-store key for the current term (raft.go).
+var keyCurrentTerm = []byte("CurrentTerm")
+
+// termAtLeastSnapshot raises the stored term to the restored snapshot's when it is behind, as
+// it is on a node whose snapshot was installed rather than taken: raft would otherwise append
+// entries of a lower term after the snapshot's, and terms must never go back along the log.
+func (n *Node) termAtLeastSnapshot() error {
+	snap := n.fsm.lastSnap.Load()
+	if snap == nil || !snap.Restored {
+		return nil
+	}
+	cur, err := n.stable.GetUint64(keyCurrentTerm)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read current term: %w", err)
+	}
+	if cur >= snap.Term {
+		return nil
+	}
+	if err := n.stable.SetUint64(keyCurrentTerm, snap.Term); err != nil {
+		return fmt.Errorf("raise current term to the snapshot's %d: %w", snap.Term, err)
+	}
 	return nil
 }
 
@@ -241,7 +270,18 @@ func (n *Node) LeaderClientAddr() string {
 
 // Apply appends a client command and waits until this node applied it.
 func (n *Node) Apply(data []byte, timeout time.Duration) (*Result, error) {
-	f := n.raft.Apply(data, timeout)
+	return Wait(n.ApplyAsync(data, timeout))
+}
+
+// ApplyAsync appends a client command without waiting; the future's Error says when it was
+// applied (or why not). UDP ingress uses it so raft batches a burst into few appends; commands
+// appended one after another from one goroutine enter the log in that order.
+func (n *Node) ApplyAsync(data []byte, timeout time.Duration) raft.ApplyFuture {
+	return n.raft.Apply(data, timeout)
+}
+
+// Wait waits until this node applied the command of f and returns the FSM's result.
+func Wait(f raft.ApplyFuture) (*Result, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
@@ -250,12 +290,6 @@ func (n *Node) Apply(data []byte, timeout time.Duration) (*Result, error) {
 		return nil, errors.New("command was not applied by the FSM")
 	}
 	return r, nil
-}
-
-// ApplyAsync appends a client command without waiting; the future's Error says when it was
-// applied (or why not). UDP ingress uses it so raft batches a burst into few appends.
-func (n *Node) ApplyAsync(data []byte, timeout time.Duration) raft.ApplyFuture {
-	return n.raft.Apply(data, timeout)
 }
 
 // Snapshot appends the replicated snapshot marker; every node takes its snapshot when it applies

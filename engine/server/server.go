@@ -117,9 +117,11 @@ func (s *Server) acceptClients(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// serveConn reads pipelined requests; each command is applied on its own goroutine so raft can
-// batch concurrent commands into one log append (one sync per batch), and replies are written
-// as they complete.
+// serveConn reads pipelined requests. Each command is handed to raft here, in the order it
+// arrived, so one connection's commands enter the log in the order they were sent (a preload's
+// batches build the same book on every run); each is then waited for on its own goroutine, so
+// raft batches the commands in flight into one log append (one sync per batch), and replies
+// are written as they complete.
 func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
@@ -154,17 +156,17 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			reply(&wire.Response{Type: req.Type, Corr: req.Corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()})
 			continue
 		}
-		data := append([]byte(nil), buf...)
+		f := s.node.ApplyAsync(append([]byte(nil), buf...), applyTimeout)
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
-			reply(s.apply(req.Type, req.Corr, data))
+			reply(s.answer(req.Type, req.Corr, f))
 		}()
 	}
 }
 
-func (s *Server) apply(typ uint8, corr uint64, data []byte) *wire.Response {
-	r, err := s.node.Apply(data, applyTimeout)
+func (s *Server) answer(typ uint8, corr uint64, f raft.ApplyFuture) *wire.Response {
+	r, err := replica.Wait(f)
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		// Not appended: the client resends to the leader it is pointed at.

@@ -1,0 +1,129 @@
+package loadgen_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/server"
+	"github.com/rig-dev/rig/internal/testaddr"
+	"github.com/rig-dev/rig/loadgen"
+)
+
+// engineCluster is n reference-engine replicas in this process: real raft over loopback TCP,
+// real log files and syncs.
+type engineCluster struct {
+	tb     testing.TB
+	cfgs   []engine.Config
+	nodes  []*replica.Node
+	stops  []context.CancelFunc
+	dones  []chan struct{}
+	addrs  []string
+	logger *slog.Logger
+}
+
+// startEngines starts n replicas at syncLevel; install, if set, runs on each node's folder
+// before it starts.
+func startEngines(tb testing.TB, n, syncLevel int, install func(dir string)) *engineCluster {
+	tb.Helper()
+	var peers []engine.Peer
+	for i := 0; i < n; i++ {
+		peers = append(peers, engine.Peer{Node: fmt.Sprintf("node-%d", i), RaftAddr: testaddr.Free(tb), ClientAddr: testaddr.Free(tb)})
+	}
+	dir := tb.TempDir()
+	c := &engineCluster{tb: tb, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	tb.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	for i := range peers {
+		c.cfgs = append(c.cfgs, engine.Config{
+			Node: peers[i].Node, Dir: filepath.Join(dir, peers[i].Node), RaftAddr: peers[i].RaftAddr,
+			ClientAddr: peers[i].ClientAddr, AdminAddr: testaddr.Free(tb), Peers: peers, Bootstrap: true,
+			SyncLevel: syncLevel, HeartbeatTimeout: "200ms", ElectionTimeout: "200ms",
+		})
+		c.addrs = append(c.addrs, peers[i].ClientAddr)
+		c.nodes, c.stops, c.dones = append(c.nodes, nil), append(c.stops, nil), append(c.dones, nil)
+		if install != nil {
+			install(c.cfgs[i].Dir)
+		}
+		c.start(i)
+	}
+	c.await("a leader", func(nd *replica.Node) bool { return nd.IsLeader() }, false)
+	return c
+}
+
+func (c *engineCluster) start(i int) {
+	nd, err := replica.Open(c.cfgs[i], c.logger)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { server.New(nd, c.logger, "test-admin-secret").Run(ctx); close(done) }()
+	c.nodes[i], c.stops[i], c.dones[i] = nd, cancel, done
+}
+
+func (c *engineCluster) stop(i int) {
+	if c.nodes[i] == nil {
+		return
+	}
+	c.stops[i]()
+	<-c.dones[i]
+	c.nodes[i].Shutdown()
+	c.nodes[i] = nil
+}
+
+// await waits until cond holds for one node (all: for every running node).
+func (c *engineCluster) await(what string, cond func(*replica.Node) bool, all bool) {
+	c.tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, ok := 0, 0
+		for _, nd := range c.nodes {
+			if nd != nil {
+				n++
+				if cond(nd) {
+					ok++
+				}
+			}
+		}
+		if (all && ok == n) || (!all && ok > 0) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkPreload builds a resting book of b.N orders through the log of a real 3-node cluster
+// (one process, so it shares the CPUs as the local target does) at each sync level with the
+// default batch and pipeline depth, and reports orders/s. Run:
+//
+//	go test ./loadgen -run '^$' -bench Preload -benchtime 1000000x
+func BenchmarkPreload(b *testing.B) {
+	for _, sync := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("sync=%d", sync), func(b *testing.B) {
+			c := startEngines(b, 3, sync, nil)
+			b.ResetTimer()
+			st, err := loadgen.Preload(context.Background(), loadgen.PreloadOptions{Servers: c.addrs, Orders: int64(b.N)})
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.Orders != int64(b.N) || st.Filled != 0 {
+				b.Fatalf("preload applied %d orders (filled %d), want %d resting", st.Orders, st.Filled, b.N)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+		})
+	}
+}
