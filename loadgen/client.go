@@ -506,6 +506,22 @@ func (cl *client) connDead(c *conn, readErr error) {
 	}
 }
 
+// steady reports whether new commands may be pipelined without overtaking earlier ones: the
+// current connection is to a confirmed leader and nothing waits to be resent.
+func (cl *client) steady() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	c := cl.cur
+	return len(cl.retry) == 0 && c != nil && c.confirmed && !c.demoted && !c.dead
+}
+
+// retrying reports whether commands wait to be resent.
+func (cl *client) retrying() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return len(cl.retry) > 0
+}
+
 // takeRetries moves the commands due for resending into dst and returns when the next one
 // becomes due (math.MaxInt64 if none is waiting).
 func (cl *client) takeRetries(now int64, dst []uint64) ([]uint64, int64) {

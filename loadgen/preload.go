@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -279,6 +280,7 @@ func (p *preloader) send(ctx context.Context) error {
 		var next int64
 		retries, next = p.cl.takeRetries(now, retries[:0])
 		if len(retries) > 0 {
+			slices.Sort(retries) // batch order, so resent batches enter the log in order
 			if _, err := p.cl.send(ctx, retries); err != nil {
 				return err
 			}
@@ -290,7 +292,11 @@ func (p *preloader) send(ctx context.Context) error {
 		if fatal != nil {
 			return fatal
 		}
-		if j < nb && inflight < p.o.InFlight {
+		// A new batch goes out only behind everything sent before it: alone until a leader has
+		// confirmed the connection, and never while a batch waits to be resent. Within a price
+		// level time priority follows the log, so this is what makes the book the same on every
+		// run (and the same as a stored one, WriteBookSnapshot).
+		if j < nb && !p.cl.retrying() && (inflight == 0 || (inflight < p.o.InFlight && p.cl.steady())) {
 			batch = batch[:0]
 			for k := 0; k < p.o.Batch && gen.k < p.o.Orders; k++ {
 				batch = append(batch, gen.next())

@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"time"
@@ -40,8 +42,19 @@ func WriteBookSnapshot(w io.Writer, opts PreloadOptions, sopts snapshot.Options)
 	if _, err := snapshot.Write(w, b, StoredBookMeta, sopts); err != nil {
 		return st, fmt.Errorf("write stored book: %w", err)
 	}
-	st.Orders, st.Book = int64(b.Orders()), opts.book()
+	st.Orders, st.Book, st.StateHash = int64(b.Orders()), opts.book(), fmt.Sprintf("%016x", b.StateHash())
 	st.ElapsedNs = int64(time.Since(start))
 	st.OrdersPerSec = float64(st.Orders) / time.Since(start).Seconds()
 	return st, nil
+}
+
+// BookKey names the book a Preload with opts builds: two option sets with the same key build
+// the same book (servers, batching and connection settings do not change it).
+func BookKey(opts PreloadOptions) (string, error) {
+	if err := opts.normalize(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "book v1 orders=%d instruments=%d levels=%d seed=%d mid=%d gap=%d max_qty=%d first_id=%d",
+		opts.Orders, opts.Instruments, opts.Levels, opts.Seed, opts.Mid, opts.Gap, opts.MaxQty, opts.FirstID))
+	return hex.EncodeToString(sum[:8]), nil
 }

@@ -143,8 +143,13 @@ func (p *Playbook) Plan() (*Plan, error) {
 	return pl, nil
 }
 
-// Estimate is this run's stage-by-stage estimate from m (nil: the defaults) on target.
+// Estimate is this run's stage-by-stage estimate from m (nil: the defaults) on target, with its
+// book preloaded through the log.
 func (p *Playbook) Estimate(m *estimate.Model, target string) estimate.Estimate {
+	return p.estimate(m, target, false)
+}
+
+func (p *Playbook) estimate(m *estimate.Model, target string, bookReused bool) estimate.Estimate {
 	if m == nil {
 		m = estimate.NewModel(nil)
 	}
@@ -152,18 +157,36 @@ func (p *Playbook) Estimate(m *estimate.Model, target string) estimate.Estimate 
 		target = "local"
 	}
 	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel, Orders: p.Preload.Orders,
-		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), Duration: p.Duration})
+		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), BookReused: bookReused, Duration: p.Duration})
 }
 
 // ExpectedDuration is the run's estimate on the local target with the default rates: start-up,
 // preload, load, finish and analysis.
 func (p *Playbook) ExpectedDuration() time.Duration { return p.Estimate(nil, "").Total }
 
+// ReusesBook reports, per run, whether it will install a book an earlier run of the plan built:
+// the runner stores each book after the first run that preloads it, and the book depends only on
+// the preload's orders and instruments (every other setting is the load generator's default).
+func (pl *Plan) ReusesBook() []bool {
+	out := make([]bool, len(pl.Runs))
+	seen := map[[2]int64]bool{}
+	for i, r := range pl.Runs {
+		pr := r.Playbook.Preload
+		if pr.Orders == 0 {
+			continue
+		}
+		k := [2]int64{pr.Orders, int64(pr.Instruments)}
+		out[i], seen[k] = seen[k], true
+	}
+	return out
+}
+
 // Estimates are the runs' estimates from pl.Model on pl.Target, in run order.
 func (pl *Plan) Estimates() []estimate.Estimate {
+	reused := pl.ReusesBook()
 	out := make([]estimate.Estimate, len(pl.Runs))
 	for i, r := range pl.Runs {
-		out[i] = r.Playbook.Estimate(pl.Model, pl.Target)
+		out[i] = r.Playbook.estimate(pl.Model, pl.Target, reused[i])
 	}
 	return out
 }
@@ -264,9 +287,9 @@ func (pl *Plan) Print(w io.Writer) {
 	combos := len(pl.Runs) / max(p.Rounds, 1)
 	line("runs", "%d = %d combination%s x %d round%s, rounds interleaved", len(pl.Runs), combos, plural(combos), p.Rounds, plural(p.Rounds))
 
-	ests := pl.Estimates()
+	ests, reused := pl.Estimates(), pl.ReusesBook()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "  run\tround\tsettings")
+	fmt.Fprint(tw, "  run\tround\tsettings\tbook")
 	for _, st := range estimate.Stages {
 		fmt.Fprintf(tw, "\t%s", st)
 	}
@@ -278,7 +301,14 @@ func (pl *Plan) Print(w io.Writer) {
 		if s == "" {
 			s = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%d\t%s", r.Index, r.Round, s)
+		book := "built"
+		switch {
+		case r.Playbook.Preload.Orders == 0:
+			book = "-"
+		case reused[i]:
+			book = "reused"
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s", r.Index, r.Round, s, book)
 		for _, st := range ests[i].Stages {
 			fmt.Fprintf(tw, "\t%s", units.FormatDuration(st.D))
 			if !slices.Contains(sources[st.Name], st.From) {
@@ -294,7 +324,8 @@ func (pl *Plan) Print(w io.Writer) {
 		target = "local"
 	}
 	line("expected", "%s in total on %s: every stage of every run, from the stage times of earlier runs on", units.FormatDuration(total), target)
-	line("", "that target (%s in the results folder) or this machine's defaults:", estimate.HistoryFile)
+	line("", "that target (%s in the results folder) or this machine's defaults; a run whose book an", estimate.HistoryFile)
+	line("", "earlier run built installs the stored book instead of preloading (\"reused\"):")
 	for _, st := range estimate.Stages {
 		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))
 	}

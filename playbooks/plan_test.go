@@ -158,9 +158,18 @@ func TestPlanPrint(t *testing.T) {
 			t.Errorf("run %d's row lacks its stage estimates %+v", pl.Runs[i].Index, e.Stages)
 		}
 	}
-	// 5M orders at sync 2 take longer to build than 1M, and longer than 5M unsynced.
-	if !(ests[71].Stage("preload") > ests[0].Stage("preload") && ests[71].Stage("preload") > ests[63].Stage("preload")) {
-		t.Errorf("preload estimates: 1M@0 %v, 5M@0 %v, 5M@2 %v", ests[0].Stage("preload"), ests[63].Stage("preload"), ests[71].Stage("preload"))
+	// Each book (1M, 5M) is built by the first run that preloads it and reused by every later one.
+	reused := pl.ReusesBook()
+	for i, want := range map[int]bool{0: false, 1: true, 11: true, 12: false, 13: true, 71: true} {
+		if reused[i] != want {
+			t.Errorf("run %d reuses a book: %v, want %v", i+1, reused[i], want)
+		}
+	}
+	if !(ests[12].Stage("preload") > ests[0].Stage("preload") && ests[13].Stage("preload") < ests[12].Stage("preload")) {
+		t.Errorf("preload estimates: 1M built %v, 5M built %v, 5M reused %v", ests[0].Stage("preload"), ests[12].Stage("preload"), ests[13].Stage("preload"))
+	}
+	if !strings.Contains(out, "  1    1      preload.orders=1M") || !regexp.MustCompile(`(?m)^  2\s+1\s+.*reused`).MatchString(out) {
+		t.Errorf("plan does not say which runs reuse a book:\n%s", out)
 	}
 	if got := pl.ExpectedDuration(); got != want {
 		t.Errorf("ExpectedDuration = %v, want %v", got, want)

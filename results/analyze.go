@@ -405,6 +405,9 @@ func (d *runData) summarize() *Summary {
 		LeaderChanges:          []LeaderMark{},
 		UnplannedLeaderChanges: []LeaderMark{},
 		Actions:                []ActionMark{},
+		Stages:                 d.man.Stages,
+		OverheadS:              d.man.OverheadS,
+		Book:                   d.man.Book,
 		data:                   d,
 	}
 	if s.RunID == "" {

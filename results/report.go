@@ -253,6 +253,11 @@ func renderReport(s *Summary) string {
 			"from its own OS samples): %s.\n\n", strings.Join(parts, " · "))
 	}
 
+	if len(s.Stages) > 0 || s.Book != nil {
+		pf("## Stages\n\n")
+		writeStages(&b, s)
+	}
+
 	pf("## Warnings\n\n")
 	if len(s.Warnings) == 0 {
 		pf("None.\n\n")
@@ -277,6 +282,45 @@ func renderReport(s *Summary) string {
 	pf("- Percentiles are nearest-rank over answered probes, with their n; p90 needs n ≥ %d, p99 n ≥ %d and p99.9 n ≥ %d, else n/a.\n", minNForP90, minNForP99, minNForP999)
 	pf("- A load average above the CPU count at start or end is flagged: timings from a contended box are upper bounds.\n")
 	return b.String()
+}
+
+// writeStages: where the run's time went, against the estimate `rig validate` made for it, and
+// where its book came from.
+func writeStages(b *strings.Builder, s *Summary) {
+	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if len(s.Stages) > 0 {
+		pf("| stage | estimate | actual | actual / estimate | estimate from |\n|---|---|---|---|---|\n")
+		var est, act float64
+		for _, st := range s.Stages {
+			est += st.EstimateS
+			a, ratio := "—", "—"
+			if st.ActualS != nil {
+				act += *st.ActualS
+				a = fmtS(*st.ActualS)
+				if st.EstimateS > 0 {
+					ratio = fmt.Sprintf("%.2f", *st.ActualS/st.EstimateS)
+				}
+			}
+			pf("| %s | %s | %s | %s | %s |\n", st.Name, fmtS(st.EstimateS), a, ratio, orDash(st.From))
+		}
+		pf("| **total** | %s | %s | | |\n\n", fmtS(est), fmtS(act))
+	}
+	if s.OverheadS != nil {
+		pf("Overhead (everything but the timeline: start-up, preload, settle, stop, collection): %s.\n\n", fmtS(*s.OverheadS))
+	}
+	if bk := s.Book; bk != nil {
+		switch {
+		case bk.Reused:
+			by := "an earlier run"
+			if bk.BuiltBy != "" {
+				by = "run " + bk.BuiltBy
+			}
+			pf("Book: %s resting orders **reused** — stored book `%s` (first built by %s) installed in every server's snapshots folder, not preloaded; state hash `%s`.\n\n",
+				fmtCount(bk.Orders), bk.Key, by, orDash(bk.StateHash))
+		default:
+			pf("Book: %s resting orders preloaded through the log; stored as `%s` for later runs with the same book.\n\n", fmtCount(bk.Orders), bk.Key)
+		}
+	}
 }
 
 func plotTitle(rel string) string {

@@ -73,6 +73,12 @@ type Summary struct {
 	// Spike: the slowest probe when no action explains it, with the engines' log lines then.
 	Spike *Spike `json:"spike,omitempty"`
 
+	// Stages: estimate and actual time of each stage of the run; OverheadS: its wall time minus
+	// the playbook's duration; Book: where its resting book came from (from the manifest).
+	Stages    []rundir.StageTime `json:"stages,omitempty"`
+	OverheadS *float64           `json:"overhead_s,omitempty"`
+	Book      *rundir.BookUse    `json:"book,omitempty"`
+
 	Warnings []string `json:"warnings"` // measurement traps and gaps in the data; empty means none
 	Plots    []string `json:"plots,omitempty"`
 

@@ -62,6 +62,31 @@ type Manifest struct {
 	// TuningSkipped says why the playbook's kernel tuning was not applied at all (empty: it was,
 	// or there was none): every tuning setting of the run then had no effect.
 	TuningSkipped string `json:"tuning_skipped,omitempty"`
+	// Stages are the run's stages (playbooks/estimate.Stages) with the estimate made before it
+	// started and what each took; OverheadS is the run's wall time (start to end) minus the
+	// playbook's duration: everything but the timeline.
+	Stages    []StageTime `json:"stages,omitempty"`
+	OverheadS *float64    `json:"overhead_s,omitempty"`
+	Book      *BookUse    `json:"book,omitempty"` // where the resting book came from
+}
+
+// StageTime is one stage of a run: the runner's estimate before the run started and, once the
+// stage ended, what it took.
+type StageTime struct {
+	Name      string   `json:"name"`
+	EstimateS float64  `json:"estimate_s"`
+	From      string   `json:"estimate_from,omitempty"` // the history or defaults the estimate came from
+	ActualS   *float64 `json:"actual_s,omitempty"`
+}
+
+// BookUse says where a run's resting book came from: preloaded through the log, or a stored book
+// (the same options build the same book) installed in every server's snapshots folder.
+type BookUse struct {
+	Key       string `json:"key"` // loadgen.BookKey of the preload options
+	Orders    int64  `json:"orders"`
+	Reused    bool   `json:"reused"`               // installed from the store, not preloaded
+	BuiltBy   string `json:"built_by,omitempty"`   // the run whose preload first built this book
+	StateHash string `json:"state_hash,omitempty"` // the stored book's state hash
 }
 
 // Tuning is one node's kernel tuning: what the agent applied and read back, and what it

@@ -16,6 +16,7 @@ const (
 	TableRestart  = "restart"
 	TableStepDown = "step_down"
 	TableBurst    = "burst"
+	TableOverhead = "overhead"
 )
 
 // Metric is one figure read from every run's summary.json. A run can give several values (one
@@ -282,6 +283,20 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
+	// What a run costs besides its timeline, and where that went (the runner's stages).
+	ms = append(ms, Metric{Key: "overhead", Table: TableOverhead, Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter,
+		Values: func(r *RunData) []float64 { return ptr(r.Summary.OverheadS) }})
+	for _, st := range []string{"start", "preload", "load", "finish"} {
+		ms = append(ms, Metric{Key: "stage." + st, Table: TableOverhead, Label: "stage " + st, Unit: "s", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				for _, s := range r.Summary.Stages {
+					if s.Name == st {
+						return ptr(s.ActualS)
+					}
+				}
+				return nil
+			}})
+	}
 	return ms
 }
 

@@ -152,6 +152,7 @@ var tableTitles = []struct{ key, title, note string }{
 	{TableRestart, "Restarts", "one value per restart of every round"},
 	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
 	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run"},
+	{TableOverhead, "Overhead", "one value per run: its wall time minus the playbook's duration, and the time of each stage (a reused book makes preload short)"},
 }
 
 // present lists the table's metrics that any group has values for.

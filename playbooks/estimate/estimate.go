@@ -212,23 +212,29 @@ func (m *Model) Estimate(r Run) Estimate {
 }
 
 func (m *Model) fit(stage string, r Run) (line, string) {
-	same := func(s Sample, anySync bool) bool {
-		if _, ok := s.Stages[stage]; !ok || s.Target != r.Target {
-			return false
-		}
-		if stage == StagePreload && (s.BookReused != r.BookReused || s.Orders == 0) {
-			return false // building and installing a book are different work
-		}
-		return anySync || s.SyncLevel == r.SyncLevel
+	// Preload at another sync level, or a book built rather than installed, is different work:
+	// it never falls back. Start-up depends on the book too: an installed book's engines start
+	// inside the preload stage (they restore it), so start prefers runs alike in that.
+	type level struct{ anySync, anyBook bool }
+	levels := []level{{false, false}, {true, false}}
+	if stage != StagePreload {
+		levels = append(levels, level{true, true})
 	}
-	for _, anySync := range []bool{false, true} {
+	for _, lv := range levels {
 		var xs, ys []float64
 		for i := len(m.samples) - 1; i >= 0 && len(xs) < maxSamples; i-- {
 			s := m.samples[i]
-			if !same(s, anySync) {
+			y, ok := s.Stages[stage]
+			switch {
+			case !ok || s.Target != r.Target:
+				continue
+			case stage == StagePreload && (s.SyncLevel != r.SyncLevel && !s.BookReused || s.Orders == 0):
+				continue // an installed book does not depend on the sync level; a built one does
+			case !lv.anySync && s.SyncLevel != r.SyncLevel && stage != StagePreload:
+				continue
+			case !lv.anyBook && (stage == StagePreload || stage == StageStart) && s.BookReused != r.BookReused:
 				continue
 			}
-			y := s.Stages[stage]
 			if stage == StageLoad {
 				y -= s.DurationS
 			}
@@ -237,13 +243,11 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 		if len(xs) == 0 {
 			continue
 		}
-		// Preload at a different sync level is a different rate: only the finish, load and
-		// start stages fall back to any level.
-		if anySync && stage == StagePreload {
-			break
-		}
 		where := fmt.Sprintf("at sync level %d", r.SyncLevel)
-		if anySync {
+		switch {
+		case stage == StagePreload && r.BookReused:
+			where = "installing a stored book"
+		case lv.anySync:
 			where = "at any sync level"
 		}
 		return fitLine(xs, ys, stage == StagePreload), fmt.Sprintf("%d run%s on %s %s", len(xs), plural(len(xs)), r.Target, where)

@@ -72,9 +72,14 @@ func TestEstimateFitsHistoryPerTargetAndSyncLevel(t *testing.T) {
 			t.Errorf("unknown target: %s from %q", s.Name, s.From)
 		}
 	}
-	// A stored book installed is not a preload built.
+	// A stored book installed is not a preload built; installs at any sync level inform it.
 	if s := m.Estimate(Run{Target: "local", SyncLevel: 2, Orders: 1_000_000, BookReused: true}).Stages[1]; s.From != "default (this machine)" {
 		t.Errorf("reused book preload from %q", s.From)
+	}
+	hist = append(hist, Sample{Target: "local", SyncLevel: 0, Orders: 10_000_000, BookReused: true, Stages: map[string]float64{StagePreload: 2, StageStart: 0.3}})
+	e = NewModel(hist).Estimate(Run{Target: "local", SyncLevel: 2, Orders: 5_000_000, BookReused: true})
+	if e.Stage(StagePreload) != time.Second || e.Stages[1].From != "1 run on local installing a stored book" || e.Stage(StageStart) != 300*time.Millisecond {
+		t.Errorf("reused estimate %+v", e.Stages)
 	}
 }
 

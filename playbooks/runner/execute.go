@@ -73,6 +73,15 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	if err := r.prepareDisks(ctx); err != nil {
 		return cleanup, err
 	}
+	if err := r.chooseBook(); err != nil {
+		return cleanup, err
+	}
+	r.recordEstimate()
+	if r.book != nil && r.book.Reused {
+		if err := r.installBook(ctx); err != nil {
+			return cleanup, err
+		}
+	}
 	if err := r.startEngines(ctx); err != nil {
 		return cleanup, err
 	}
@@ -95,7 +104,11 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return cleanup, err
 	}
 	r.progress("cluster ready: leader %s", r.leader())
-	if err := r.preload(ctx); err != nil {
+	if r.book != nil && r.book.Reused {
+		if err := r.checkInstalledBook(ctx); err != nil {
+			return cleanup, err
+		}
+	} else if err := r.preload(ctx); err != nil {
 		return cleanup, err
 	}
 	if err := r.load(ctx); err != nil {

@@ -100,6 +100,9 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		}
 		checkLoad(m)
 	})
+	r.recordActuals()
+	r.saveManifest()
+	analysisStart := time.Now()
 	sum, err := results.Analyze(r.dir)
 	if err == nil && sum.StatusReason != "" {
 		// The run did what it was told, but not what the playbook asked (the load overran its
@@ -116,6 +119,8 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.log.Error("analyze", "err", err)
 		r.progress("analysis failed: %v", err)
 	}
+	r.recordHistory(time.Since(analysisStart))
+	r.storeBook()
 	r.progress("run %s: %s", r.id, r.man.Status)
 	return runErr
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
@@ -44,6 +45,8 @@ type Options struct {
 	DataMount, DataFS string
 	Logger            *slog.Logger // controller log
 	Progress          io.Writer    // human progress lines (nil: none)
+
+	history *history // ResultsDir's stage-time history, read by Run
 }
 
 // Outcome is one finished run.
@@ -80,6 +83,11 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		}
 		opts.Binary = bin
 	}
+	hist, err := estimate.Load(opts.ResultsDir)
+	if err != nil {
+		opts.Logger.Warn("stage-time history unreadable; estimates use the defaults", "err", err)
+	}
+	opts.history = &history{samples: hist}
 	// Every run's timeline is checked before the first one starts anything.
 	timelines := make([][]step, len(plan.Runs))
 	for i, pr := range plan.Runs {
@@ -190,6 +198,7 @@ type run struct {
 	offsets       map[string]time.Duration // per node: node clock - controller clock
 	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too
 	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
+	book          *rundir.BookUse          // where the resting book comes from (nil: no preload)
 }
 
 // agent is the client of a node's agent.
