@@ -317,8 +317,11 @@ func writeStages(b *strings.Builder, s *Summary) {
 			}
 			pf("Book: %s resting orders **reused** — stored book `%s` (first built by %s) installed in every server's snapshots folder, not preloaded; state hash `%s`.\n\n",
 				fmtCount(bk.Orders), bk.Key, by, orDash(bk.StateHash))
+		case bk.Stored:
+			pf("Book: %s resting orders preloaded through the log; stored as `%s` (state hash `%s`, written in %s) for later runs with the same book.\n\n",
+				fmtCount(bk.Orders), bk.Key, orDash(bk.StateHash), fmtS(bk.StoreS))
 		default:
-			pf("Book: %s resting orders preloaded through the log; stored as `%s` for later runs with the same book.\n\n", fmtCount(bk.Orders), bk.Key)
+			pf("Book: %s resting orders preloaded through the log (book `%s`); not stored: %s.\n\n", fmtCount(bk.Orders), bk.Key, orDash(bk.NotStored))
 		}
 	}
 }

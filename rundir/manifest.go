@@ -87,6 +87,11 @@ type BookUse struct {
 	Reused    bool   `json:"reused"`               // installed from the store, not preloaded
 	BuiltBy   string `json:"built_by,omitempty"`   // the run whose preload first built this book
 	StateHash string `json:"state_hash,omitempty"` // the stored book's state hash
+	// A run that preloaded: whether its book was stored for later runs, how long writing it
+	// took (part of the run's overhead), and why not.
+	Stored    bool    `json:"stored,omitempty"`
+	StoreS    float64 `json:"store_s,omitempty"`
+	NotStored string  `json:"not_stored,omitempty"`
 }
 
 // Tuning is one node's kernel tuning: what the agent applied and read back, and what it

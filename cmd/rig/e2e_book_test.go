@@ -53,6 +53,8 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 		Book *struct {
 			Key       string `json:"key"`
 			Reused    bool   `json:"reused"`
+			Stored    bool   `json:"stored"`
+			NotStored string `json:"not_stored"`
 			BuiltBy   string `json:"built_by"`
 			StateHash string `json:"state_hash"`
 		} `json:"book"`
@@ -80,6 +82,9 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 		}
 	}
 	first, second := s[0], s[1]
+	if !first.Book.Stored {
+		t.Fatalf("the first run's book was not stored: %s", first.Book.NotStored)
+	}
 	if first.Book.Reused || !second.Book.Reused || second.Book.Key != first.Book.Key || second.Book.BuiltBy != filepath.Base(dirs[0]) {
 		t.Fatalf("books: first %+v, second %+v; want the second to reuse the first's", first.Book, second.Book)
 	}

@@ -111,15 +111,24 @@ func (r *run) checkInstalledBook(ctx context.Context) error {
 
 // storeBook runs after a run that preloaded through the log: it writes the book once, here, and
 // keeps it if its state hash is the one every server ended with (probes cross nothing, so the
-// book they end with is the preloaded one; a preload that resent batches after a leader change
-// may have queued orders in another order, and that book is not stored).
+// book they end with is the preloaded one; a preload that lost batches to a leader change may
+// hold them in another order, and that book is not stored). The time it takes is part of the
+// run's overhead. The caller holds no lock and saves the manifest.
 func (r *run) storeBook() {
 	if r.book == nil || r.book.Reused || r.man.Status != rundir.StatusOK {
 		return
 	}
-	snapPath, recPath := r.bookPaths(r.book.Key)
+	bk := r.book
+	notStored := func(format string, args ...any) {
+		r.manMu.Lock()
+		bk.NotStored = fmt.Sprintf(format, args...)
+		r.manMu.Unlock()
+		r.progress("book %s not stored: %s", bk.Key, bk.NotStored)
+	}
+	snapPath, recPath := r.bookPaths(bk.Key)
 	if _, err := os.Stat(recPath); err == nil {
-		return // stored meanwhile
+		notStored("already stored")
+		return
 	}
 	final := map[string]bool{}
 	for _, n := range r.servers {
@@ -131,24 +140,50 @@ func (r *run) storeBook() {
 			err = json.Unmarshal(b, &st)
 		}
 		if err != nil {
-			r.log.Info("book not stored: no final state", "node", n.Name, "err", err)
+			notStored("no final state of %s: %v", n.Name, err)
 			return
 		}
 		final[st.StateHash] = true
 	}
 	start := time.Now()
-	if err := os.MkdirAll(filepath.Dir(snapPath), 0o755); err != nil {
-		r.log.Warn("store book", "err", err)
-		return
-	}
-	tmp := snapPath + ".tmp"
-	f, err := os.Create(tmp)
+	defer os.Remove(snapPath + ".tmp") // after the rename, nothing to remove
+	st, err := writeBook(snapPath, r.loadgenConfig())
 	if err != nil {
-		r.log.Warn("store book", "err", err)
+		notStored("%v", err)
 		return
 	}
-	defer os.Remove(tmp)
-	cfg := r.loadgenConfig()
+	if len(final) != 1 || !final[st.StateHash] {
+		notStored("the servers ended with state hash(es) %v; the book built order by order has %s", keys(final), st.StateHash)
+		return
+	}
+	rec, _ := json.MarshalIndent(bookRecord{Key: bk.Key, Orders: st.Orders, StateHash: st.StateHash, BuiltBy: r.id, Stored: time.Now().UTC()}, "", "  ")
+	if err := os.Rename(snapPath+".tmp", snapPath); err != nil {
+		notStored("%v", err)
+		return
+	}
+	if err := atomicfile.WriteFile(recPath, rec, 0o644); err != nil {
+		notStored("%v", err)
+		return
+	}
+	d := time.Since(start)
+	r.manMu.Lock()
+	bk.Stored, bk.StateHash, bk.StoreS = true, st.StateHash, d.Seconds()
+	if r.man.OverheadS != nil {
+		*r.man.OverheadS += d.Seconds()
+	}
+	r.manMu.Unlock()
+	r.progress("stored book %s (%d orders, state hash %s) in %s for later runs", bk.Key, st.Orders, st.StateHash, d.Round(time.Millisecond))
+}
+
+// writeBook writes the book of cfg's preload to path+".tmp", synced.
+func writeBook(path string, cfg loadgen.Config) (rundir.PreloadStats, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
+	}
 	st, err := loadgen.WriteBookSnapshot(f, cfg.PreloadOptions(), snapfile.Options{BlockSize: 16 << 20})
 	if err == nil {
 		err = f.Sync()
@@ -156,24 +191,7 @@ func (r *run) storeBook() {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		r.log.Warn("store book", "err", err)
-		return
-	}
-	if len(final) != 1 || !final[st.StateHash] {
-		r.progress("book %s not stored: the servers ended with state hash(es) %v, the book built order by order has %s", r.book.Key, keys(final), st.StateHash)
-		return
-	}
-	rec, _ := json.MarshalIndent(bookRecord{Key: r.book.Key, Orders: st.Orders, StateHash: st.StateHash, BuiltBy: r.id, Stored: time.Now().UTC()}, "", "  ")
-	if err := os.Rename(tmp, snapPath); err != nil {
-		r.log.Warn("store book", "err", err)
-		return
-	}
-	if err := atomicfile.WriteFile(recPath, rec, 0o644); err != nil {
-		r.log.Warn("store book", "err", err)
-		return
-	}
-	r.progress("stored book %s (%d orders, state hash %s) in %s for later runs", r.book.Key, st.Orders, st.StateHash, time.Since(start).Round(time.Millisecond))
+	return st, err
 }
 
 func keys(m map[string]bool) []string {

@@ -101,6 +101,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		checkLoad(m)
 	})
 	r.recordActuals()
+	r.storeBook()
 	r.saveManifest()
 	analysisStart := time.Now()
 	sum, err := results.Analyze(r.dir)
@@ -120,7 +121,6 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.progress("analysis failed: %v", err)
 	}
 	r.recordHistory(time.Since(analysisStart))
-	r.storeBook()
 	r.progress("run %s: %s", r.id, r.man.Status)
 	return runErr
 }
