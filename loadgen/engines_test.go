@@ -67,7 +67,14 @@ func (c *engineCluster) start(i int) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { server.New(nd, c.logger, "test-admin-secret").Run(ctx); close(done) }()
+	go func() {
+		defer close(done)
+		// A listener that cannot bind (a free port taken meanwhile by a parallel test) leaves the
+		// node without a client address: say so rather than let a client retry it forever.
+		if err := server.New(nd, c.logger, "test-admin-secret").Run(ctx); err != nil && ctx.Err() == nil {
+			c.tb.Errorf("%s: engine server: %v", c.cfgs[i].Node, err)
+		}
+	}()
 	c.nodes[i], c.stops[i], c.dones[i] = nd, cancel, done
 }
 

@@ -1,9 +1,11 @@
 package loadgen_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/replica"
@@ -39,6 +41,8 @@ func settled(t *testing.T, c *engineCluster) []engine.Status {
 // the same on every node), and a follower restarted from it replays and catches up to the same
 // state.
 func TestStoredBookSameStateAsPreload(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	opts := loadgen.PreloadOptions{Orders: 30_011, Instruments: 5, Levels: 40, Batch: 1000, InFlight: 4}
 
 	built := startEngines(t, 3, 1, nil)
@@ -48,7 +52,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 	// enters the log in order, so this is the book built order by order.
 	po.InFlight = 1
 	po.Servers = built.addrs
-	pst, err := loadgen.Preload(t.Context(), po)
+	pst, err := loadgen.Preload(ctx, po)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 	// The log goes on after the stored index, identically everywhere.
 	more := opts
 	more.Servers, more.Orders, more.FirstID = reused.addrs, 2_000, uint64(opts.Orders)+1
-	if _, err := loadgen.Preload(t.Context(), more); err != nil {
+	if _, err := loadgen.Preload(ctx, more); err != nil {
 		t.Fatal(err)
 	}
 	after := settled(t, reused)
