@@ -176,6 +176,9 @@ func (pl *Plan) ReusesBook() []bool {
 			continue
 		}
 		k := [2]int64{pr.Orders, int64(pr.Instruments)}
+		if !seen[k] && pl.BookStored != nil && pl.BookStored(r.Playbook) {
+			seen[k] = true
+		}
 		out[i], seen[k] = seen[k], true
 	}
 	return out

@@ -135,6 +135,9 @@ type Plan struct {
 	// Model and Target drive the estimates (nil, "": this machine's defaults on the local target).
 	Model  *estimate.Model `json:"-"`
 	Target string          `json:"-"`
+	// BookStored, if set, says whether a run's book is already in the book store, so even the
+	// first run that needs it will install it rather than preload.
+	BookStored func(run *Playbook) bool `json:"-"`
 }
 
 // PlannedRun is one run of a plan.

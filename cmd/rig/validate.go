@@ -10,6 +10,7 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
+	"github.com/rig-dev/rig/playbooks/runner"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }
@@ -89,6 +90,7 @@ func printPlan(cmd *cobra.Command, arg string, est estimateFlags) error {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; estimates use this machine's defaults\n", herr)
 			}
 			plan.Model, plan.Target = estimate.NewModel(hist), estimate.Target("local", "")
+			plan.BookStored = func(run *playbooks.Playbook) bool { return runner.BookStored(est.results, run) }
 			if est.stack != "" {
 				plan.Target = estimate.Target("aws", est.stack)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -38,6 +39,25 @@ type bookRecord struct {
 func (r *run) bookPaths(key string) (snap, rec string) {
 	dir := filepath.Join(r.opts.ResultsDir, booksDir)
 	return filepath.Join(dir, key+".snap"), filepath.Join(dir, key+".json")
+}
+
+// BookStored reports whether the book a run of pb preloads is in resultsDir's book store, so
+// the run will install it instead of preloading (for `rig validate`'s estimates).
+func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
+	if pb.Preload.Orders == 0 {
+		return false
+	}
+	key, err := loadgen.BookKey(loadgen.PreloadOptions{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments})
+	if err != nil {
+		return false
+	}
+	dir := filepath.Join(resultsDir, booksDir)
+	for _, f := range []string{key + ".json", key + ".snap"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // chooseBook decides, before the engines start, whether this run installs a stored book.
