@@ -172,8 +172,8 @@ func (pl *Plan) ReusesBook() []bool {
 	seen := map[[2]int64]bool{}
 	for i, r := range pl.Runs {
 		pr := r.Playbook.Preload
-		if pr.Orders == 0 {
-			continue
+		if pr.Orders == 0 || r.Playbook.Engine.Driver == DriverCommand {
+			continue // only the reference engine restores a stored book
 		}
 		k := [2]int64{pr.Orders, int64(pr.Instruments)}
 		if !seen[k] && pl.BookStored != nil && pl.BookStored(r.Playbook) {

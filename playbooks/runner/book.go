@@ -44,7 +44,7 @@ func (r *run) bookPaths(key string) (snap, rec string) {
 // BookStored reports whether the book a run of pb preloads is in resultsDir's book store, so
 // the run will install it instead of preloading (for `rig validate`'s estimates).
 func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
-	if pb.Preload.Orders == 0 {
+	if pb.Preload.Orders == 0 || pb.Engine.Driver == playbooks.DriverCommand {
 		return false
 	}
 	key, err := loadgen.BookKey(loadgen.PreloadOptions{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments})
@@ -60,9 +60,10 @@ func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
 	return true
 }
 
-// chooseBook decides, before the engines start, whether this run installs a stored book.
+// chooseBook decides, before the engines start, whether this run installs a stored book. Only
+// the reference engine restores the stored file; another engine always preloads.
 func (r *run) chooseBook() error {
-	if r.pb.Preload.Orders == 0 {
+	if r.pb.Preload.Orders == 0 || r.pb.Engine.Driver == playbooks.DriverCommand {
 		return nil
 	}
 	cfg := r.loadgenConfig()
