@@ -1,11 +1,13 @@
 package command
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReferences(t *testing.T) {
@@ -75,6 +77,17 @@ func TestCheckCarriage(t *testing.T) {
 		t.Skipf("no sleep binary: %v", err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Start returns once the child is forked, not once it has exec'd sleep: until then its
+	// cmdline and environ are the test binary's.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if strings.Contains(string(b), "--marker=1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep never exec'd: cmdline %q", b)
+		}
+	}
 	res, err := CheckCarriage(cmd.Process.Pid, []Carry{
 		{Setting: "a", Where: "args[1]", Want: "--marker=1"},
 		{Setting: "b", Where: "args[2]", Want: "--marker=2"},

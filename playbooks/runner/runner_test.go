@@ -298,7 +298,7 @@ func TestFailures(t *testing.T) {
 			c.lg.exitEarly, c.lg.exitAfter = errors.New("exit status 4"), 200*time.Millisecond
 		}, want: "load generator: exit status 4"},
 		{name: "wait_for times out", timeline: "timeline:\n  - {at: 100ms, wait_for: {phase: catching-up, timeout: 200ms}}\n",
-			want: "timeline[0] wait until all servers is catching-up (timeout 200ms) at 100ms: all servers did not reach catching-up within 200ms"},
+			want: "timeline[0] wait until all servers is catching-up (timeout 200ms) at 100ms: all servers did not reach catching-up within the wait's timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,7 +87,8 @@ func (r *run) waitPhase(ctx context.Context, node, phase string, timeout time.Du
 		return true, nil
 	})
 	if errors.Is(err, errTimeout) {
-		return fmt.Errorf("%s did not reach %s within %s", orAll(node), phase, timeout.Round(time.Millisecond))
+		// The wait's timeout as the playbook gave it: callers pass what is left of a deadline.
+		return fmt.Errorf("%s did not reach %s within the wait's timeout", orAll(node), phase)
 	}
 	return err
 }
