@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // TestRunOverSSH runs a playbook on a "remote" cluster reached only through a real OpenSSH sshd:

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 	"golang.org/x/crypto/ssh"
 )
