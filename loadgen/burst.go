@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/internal/peak"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -85,10 +86,7 @@ var ErrBurstBusy = errors.New("a burst series is already running")
 
 const burstChunk = 64 // messages per write: small enough to time a burst's shape within it
 
-type sendMark struct {
-	at int64
-	n  int
-}
+type sendMark = peak.Mark
 
 // burstTracker keeps per-burst timings; it is driven from the stream's hooks under its lock.
 type burstTracker struct {
@@ -115,7 +113,7 @@ func (t *burstTracker) sent(i0 int64, n int, at int64) {
 	for n > 0 { // a chunk can straddle bursts when the sender is behind
 		b := i0 / t.per
 		k := min(int64(n), (b+1)*t.per-i0)
-		t.marks[b] = append(t.marks[b], sendMark{at, int(k)})
+		t.marks[b] = append(t.marks[b], sendMark{At: at, N: int(k)})
 		i0 += k
 		n -= int(k)
 	}
@@ -129,20 +127,6 @@ func (t *burstTracker) answer(i, latency, at int64) {
 }
 
 func (t *burstTracker) lostOne(i int64) { t.lost[i/t.per]++ }
-
-// peakPerMs is the most messages in any window [t, t+1ms) over time-ordered marks.
-func peakPerMs(marks []sendMark) int {
-	peak, sum, j := 0, 0, 0
-	for i := range marks {
-		sum += marks[i].n
-		for marks[i].at-marks[j].at >= int64(time.Millisecond) {
-			sum -= marks[j].n
-			j++
-		}
-		peak = max(peak, sum)
-	}
-	return peak
-}
 
 type burstRun struct {
 	spec  BurstSpec
@@ -251,19 +235,19 @@ func (b *burstRun) stats() rundir.BurstStats {
 		r := rundir.BurstResult{
 			Index:        k,
 			Due:          time.Unix(0, s.epochUnix+s.start+s.cfg.at(int64(k)*b.t.per)),
-			SendNs:       marks[len(marks)-1].at - marks[0].at,
-			PeakPerMs:    peakPerMs(marks),
+			SendNs:       marks[len(marks)-1].At - marks[0].At,
+			PeakPerMs:    peak.PerMs(marks),
 			Answered:     b.t.answered[k],
 			Lost:         b.t.lost[k],
 			MaxLatencyNs: b.t.maxLat[k],
 		}
 		for _, m := range marks {
-			r.Sent += m.n
+			r.Sent += m.N
 		}
 		if b.t.lastReply[k] > 0 {
 			// A send is stamped after its write returns, which can be after its reply arrived:
 			// the burst is absorbed once both the last send and the last reply are done.
-			r.DrainNs = max(b.t.lastReply[k], marks[len(marks)-1].at) - marks[0].at
+			r.DrainNs = max(b.t.lastReply[k], marks[len(marks)-1].At) - marks[0].At
 		}
 		st.PeakPerMs = max(st.PeakPerMs, r.PeakPerMs)
 		st.Bursts = append(st.Bursts, r)

@@ -18,24 +18,6 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-func TestPeakPerMs(t *testing.T) {
-	ms := int64(time.Millisecond)
-	for _, tc := range []struct {
-		marks []sendMark
-		want  int
-	}{
-		{nil, 0},
-		{[]sendMark{{0, 64}}, 64},
-		{[]sendMark{{0, 64}, {ms - 1, 64}, {ms, 64}}, 128},              // [0, 1ms) holds two
-		{[]sendMark{{0, 10}, {ms / 2, 64}, {ms, 64}, {2 * ms, 1}}, 128}, // [0.5ms, 1.5ms)
-		{[]sendMark{{0, 5}, {3 * ms, 5}, {6 * ms, 5}}, 5},
-	} {
-		if got := peakPerMs(tc.marks); got != tc.want {
-			t.Errorf("peakPerMs(%v) = %d, want %d", tc.marks, got, tc.want)
-		}
-	}
-}
-
 func TestBurstSeries(t *testing.T) {
 	c := startCluster(t, 2)
 	c.SetLeader(1)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/internal/peak"
 	"log/slog"
 	"net"
 	"slices"
@@ -157,7 +158,7 @@ func (s *udpSender) burst(burst uint32, n int) udpBurstSent {
 		}
 		sent := s.writeAll(s.msgs[:k])
 		done := time.Now().UnixNano()
-		out.marks = append(out.marks, sendMark{done, sent})
+		out.marks = append(out.marks, sendMark{At: done, N: sent})
 		out.sent += sent
 		seq += uint64(k)
 		out.endNs = done
@@ -350,9 +351,9 @@ func (u *udpSeries) run(ctx context.Context, start time.Time) error {
 			marks = append(marks, x.marks...)
 		}
 		r.SendNs = spanNs(res) // first send of any sender to the last return of any
-		// Marks of several senders interleave in time; peakPerMs needs them in order.
-		slices.SortFunc(marks, func(a, b sendMark) int { return cmp.Compare(a.at, b.at) })
-		r.PeakPerMs = peakPerMs(marks)
+		// Marks of several senders interleave in time; peak.PerMs needs them in order.
+		slices.SortFunc(marks, func(a, b sendMark) int { return cmp.Compare(a.At, b.At) })
+		r.PeakPerMs = peak.PerMs(marks)
 		u.mu.Lock()
 		u.bursts = append(u.bursts, r)
 		u.mu.Unlock()

@@ -321,7 +321,8 @@ func (n *Node) StepDown() error {
 }
 
 // Status reports the engine contract's status. The state hash walks the book under the apply
-// lock, so it is computed only when asked for (withHash), never on the 20 ms poll.
+// lock, so it is computed only when asked for (withHash), never on the 5 ms change check
+// (engine/server/changes.go) or a status poll.
 func (n *Node) Status(withHash bool) engine.Status {
 	if !n.running.Load() {
 		phase := engine.PhaseStarting

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/internal/peak"
 	"log/slog"
 	"math"
 	"net"
@@ -151,10 +152,7 @@ type burstRecv struct {
 	snmpAtOpenOK bool
 }
 
-type sendMark struct {
-	at int64
-	n  int
-}
+type sendMark = peak.Mark
 
 func newUDPIngress(node *replica.Node, log *slog.Logger) (*udpIngress, error) {
 	cfg := node.Config()
@@ -454,11 +452,11 @@ func (ing *udpIngress) dropBurst(n uint32) {
 func (b *burstRecv) arrived(now int64) {
 	b.out.Received++
 	b.last = now
-	if k := len(b.marks) - 1; k >= 0 && b.marks[k].at == now {
-		b.marks[k].n++
+	if k := len(b.marks) - 1; k >= 0 && b.marks[k].At == now {
+		b.marks[k].N++
 		return
 	}
-	b.marks = append(b.marks, sendMark{now, 1})
+	b.marks = append(b.marks, sendMark{At: now, N: 1})
 }
 
 func (ing *udpIngress) handle(d *wire.Dgram, from netip.AddrPort, now int64, cb *cmdBatch) {
@@ -630,27 +628,13 @@ func (ing *udpIngress) fill(b *burstRecv) {
 	b.out.Sessions = len(b.sessions)
 	b.out.First, b.out.Last = time.Unix(0, b.first), time.Unix(0, b.last)
 	b.out.AbsorbMs = ms(time.Duration(b.last - b.first))
-	b.out.PeakPerMs = peakPerMs(b.marks)
+	b.out.PeakPerMs = peak.PerMs(b.marks)
 	if b.hist.TotalCount() > 0 {
 		b.out.LatencyP50Us = float64(b.hist.ValueAtQuantile(50))
 		b.out.LatencyP99Us = float64(b.hist.ValueAtQuantile(99))
 		b.out.LatencyMaxUs = float64(b.hist.Max())
 	}
 	b.out.SocketDrops = ing.ovfl - b.ovflAtOpen
-}
-
-// peakPerMs is the most datagrams in any window [t, t+1ms) over time-ordered marks.
-func peakPerMs(marks []sendMark) int {
-	peak, sum, j := 0, 0, 0
-	for i := range marks {
-		sum += marks[i].n
-		for marks[i].at-marks[j].at >= int64(time.Millisecond) {
-			sum -= marks[j].n
-			j++
-		}
-		peak = max(peak, sum)
-	}
-	return peak
 }
 
 func (ing *udpIngress) refreshSnmp(t time.Time) bool {
