@@ -244,8 +244,12 @@ func (s *Server) appendLeaseRecord(rec LeaseRecord) {
 	}
 	defer f.Close()
 	b, _ := json.Marshal(rec)
-	if _, err := f.Write(append(b, '\n')); err == nil {
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
 		err = f.Sync()
+	}
+	if err != nil {
+		s.log.Error("lease record", "err", err)
 	}
 }
 

@@ -59,7 +59,8 @@ func Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on control socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err == nil {
+	err = os.Chmod(path, 0o600)
+	if err == nil {
 		err = os.Chown(path, uid, gid)
 	}
 	if err != nil {
