@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,15 +30,9 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	res := t.TempDir()
-	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, reuseBook))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		dumpLogs(t, stdout.String())
-		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, reuseBook))
 	var dirs []string
-	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] != "sweep" { // "sweep REPORT" names the sweep report
 			dirs = append(dirs, f[1])
 		}

@@ -47,16 +47,9 @@ func TestCommandDriverEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run takes ~40 s")
 	}
-	res := t.TempDir()
-	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.9.11",
+	stdout := runRigOK(t, "run", "--results", t.TempDir(), "--first-address", "127.0.9.11",
 		commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		dumpLogs(t, stdout.String())
-		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	dir := runDirOf(t, stdout.String())
+	dir := runDirOf(t, stdout)
 	checkQuickstartRun(t, dir)
 	b, err := os.ReadFile(filepath.Join(dir, "node-0", "engine.log"))
 	if err != nil || !bytes.Contains(b, []byte("reference-engine")) || !bytes.Contains(b, []byte("rendered.json")) {

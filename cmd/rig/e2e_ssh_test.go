@@ -49,14 +49,8 @@ func TestRunOverSSH(t *testing.T) {
 	if dataMount != "" {
 		args = append(args, "--data-mount", dataMount, "--data-fs", "ext4")
 	}
-	cmd := exec.Command(rigBin, append(args, writePlaybook(t, shortQuickstart))...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		dumpLogs(t, stdout.String())
-		t.Fatalf("rig run --inventory: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	dir := runDirOf(t, stdout.String())
+	stdout := runRigOK(t, append(args, writePlaybook(t, shortQuickstart))...)
+	dir := runDirOf(t, stdout)
 	var s summary
 	readJSON(t, filepath.Join(dir, "summary.json"), &s)
 	if s.Status != "ok" || s.Probes.Lost != 0 || s.Probes.N < 5000 || len(s.Snapshots) != 2 || len(s.Restarts) != 1 {

@@ -155,19 +155,26 @@ func runDirOf(t *testing.T, stdout string) string {
 	return ""
 }
 
-func TestQuickstartEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end run takes ~40 s")
-	}
-	res := t.TempDir()
-	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
+// runRigOK runs rig with args, fails the test (with both outputs and the nodes' logs) unless it
+// exits 0, and returns its stdout.
+func runRigOK(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rigBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		dumpLogs(t, stdout.String())
-		t.Fatalf("rig run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("rig %s: %v\nstdout:\n%s\nstderr:\n%s", args[0], err, stdout.String(), stderr.String())
 	}
-	checkQuickstartRun(t, runDirOf(t, stdout.String()))
+	return stdout.String()
+}
+
+func TestQuickstartEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run takes ~40 s")
+	}
+	stdout := runRigOK(t, "run", "--results", t.TempDir(), "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
+	checkQuickstartRun(t, runDirOf(t, stdout))
 	assertNoProcesses(t)
 }
 
