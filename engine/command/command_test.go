@@ -71,13 +71,15 @@ func TestRender(t *testing.T) {
 
 // TestCheckCarriage reads a real process's /proc entries.
 func TestCheckCarriage(t *testing.T) {
-	cmd := exec.Command("sleep", "30", "--marker=1")
+	// sh, not sleep: GNU sleep exits at once on an option it does not know, and a zombie's
+	// cmdline and environ read empty. "; :" keeps sh from exec'ing sleep in its place.
+	cmd := exec.Command("sh", "-c", "sleep 30; :", "sh", "--marker=1")
 	cmd.Env = append(os.Environ(), "RIG_CARRY=yes", "RIG_OTHER=1")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep binary: %v", err)
+		t.Skipf("no sh: %v", err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	// Start returns once the child is forked, not once it has exec'd sleep: until then its
+	// Start returns once the child is forked, not once it has exec'd sh: until then its
 	// cmdline and environ are the test binary's.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
@@ -85,7 +87,7 @@ func TestCheckCarriage(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sleep never exec'd: cmdline %q", b)
+			t.Fatalf("sh never exec'd: cmdline %q", b)
 		}
 	}
 	res, err := CheckCarriage(cmd.Process.Pid, []Carry{
