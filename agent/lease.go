@@ -177,6 +177,9 @@ func (s *Server) checkLease() {
 	}
 	run, renewed := l.run, l.renewed
 	l.run = ""
+	// Refused from this moment, not from when the undo is done: the lapsed run's controller must
+	// not drive the agent while its engine is being stopped and its tuning reverted.
+	l.lapsed[run] = LeaseRecord{Event: "lapsed", Run: run, LastRenewed: renewed, T: time.Now()}
 	l.mu.Unlock()
 	s.log.Warn("lease lapsed: the controller stopped renewing; stopping the engine and reverting tuning", "run", run, "last_renewed", renewed)
 	rec := s.undoRun("lapsed", run, renewed)
