@@ -14,6 +14,10 @@ import (
 const (
 	NameGrammar = `[A-Za-z0-9][A-Za-z0-9._-]*`
 	MaxNameLen  = 128
+	// MaxStackNameLen is Pulumi's own limit on a stack name (ParseStackName in
+	// github.com/pulumi/pulumi/sdk/v3/go/common/tokens/stack_name.go); its alphabet is the
+	// grammar's, which only adds that the first character is a letter or digit.
+	MaxStackNameLen = 100
 )
 
 var nameRe = regexp.MustCompile(`^` + NameGrammar + `$`)
@@ -30,4 +34,14 @@ func CheckName(what, name string) error {
 		return fmt.Errorf("%w: %s %q: want a letter or digit, then letters, digits, '.', '_' or '-' (no '/', no leading '.' or '-')", ErrBadName, what, name)
 	}
 	return nil
+}
+
+// CheckStackName checks a Pulumi stack name, given as what (a flag or field, e.g. "--stack"):
+// it becomes the file name Pulumi.<stack>.yaml, a `pulumi --stack` argument, tags and resource
+// names, so it follows the one grammar, within Pulumi's 100 bytes.
+func CheckStackName(what, name string) error {
+	if len(name) > MaxStackNameLen {
+		return fmt.Errorf("%w: %s is %d bytes long, at most %d (Pulumi's limit for a stack name)", ErrBadName, what, len(name), MaxStackNameLen)
+	}
+	return CheckName(what, name)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -269,6 +270,63 @@ func TestFaultTraversalNamesRefused(t *testing.T) {
 	}
 	if m, _ := filepath.Glob("/tmp/escaped*"); len(m) != 0 {
 		t.Fatalf("something escaped: %v", m)
+	}
+}
+
+// Stack names outside the grammar are refused by every verb that takes one, naming the flag and
+// what is valid, before anything runs or is written: no pulumi, no stack driver, no state
+// folder, no results folder, no file in the project.
+func TestFaultTraversalStackNamesRefused(t *testing.T) {
+	root := t.TempDir()
+	project, bin, state, res := filepath.Join(root, "repo"), filepath.Join(root, "bin"), filepath.Join(root, "state"), filepath.Join(root, "results")
+	ran := filepath.Join(root, "ran.log")
+	os.MkdirAll(project, 0o755)
+	os.MkdirAll(bin, 0o755)
+	os.WriteFile(filepath.Join(project, "Pulumi.yaml"), []byte("name: rig\nruntime: go\n"), 0o644)
+	os.WriteFile(filepath.Join(project, "Pulumi.-rf.yaml"), []byte("config:\n  rig:owner: alice\n"), 0o644)
+	// Anything that would run is recorded: the pulumi CLI and the stack driver.
+	logger := "#!/bin/sh\necho \"$0 $*\" >> " + ran + "\n"
+	os.WriteFile(filepath.Join(bin, "pulumi"), []byte(logger), 0o755)
+	os.WriteFile(filepath.Join(bin, "rig-stack"), []byte(logger), 0o755)
+	pb := writePlaybook(t, fmt.Sprintf(faultPlaybook, "6s"))
+	for _, name := range []string{"../x", "-rf", "a/b"} {
+		for _, args := range [][]string{
+			{"up", "--stack=" + name, "--project-dir", project},
+			{"up", "--stack=" + name, "--dry-run", "--project-dir", project},
+			{"down", "--stack=" + name, "--project-dir", project, "--results", res},
+			{"extend", "--stack=" + name, "--hours", "1", "--project-dir", project},
+			{"run", "--stack=" + name, "--results", res, pb},
+			{"validate", "--stack=" + name, pb},
+		} {
+			cmd := exec.Command(rigBin, args...)
+			cmd.Dir = project
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XDG_STATE_HOME="+state,
+				"RIG_STACK_DRIVER="+filepath.Join(bin, "rig-stack"), "PULUMI_BACKEND_URL=")
+			var errOut strings.Builder
+			cmd.Stderr = &errOut
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(errOut.String(), "--stack") ||
+				!strings.Contains(errOut.String(), "want a letter or digit") {
+				t.Errorf("rig %v: %v, stderr %q; want exit 2 naming --stack and what is valid", args, err, errOut.String())
+			}
+		}
+	}
+	// A stack config whose file name is outside the grammar is refused by name, before it is read.
+	_, errOut, code := rigRun(t, "validate", pb, "--stack-config", filepath.Join(project, "Pulumi.-rf.yaml"))
+	if code != 2 || !strings.Contains(errOut, "the stack name in") {
+		t.Errorf("validate --stack-config Pulumi.-rf.yaml: exit %d, stderr %q", code, errOut)
+	}
+	if b, err := os.ReadFile(ran); err == nil {
+		t.Errorf("something ran: %s", b)
+	}
+	for _, p := range []string{state, res, filepath.Join(root, "x"), filepath.Join(project, "a")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created", p)
+		}
+	}
+	if ents, _ := os.ReadDir(project); len(ents) != 2 {
+		t.Errorf("the project folder changed: %v", ents)
 	}
 }
 

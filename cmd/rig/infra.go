@@ -12,6 +12,7 @@ import (
 
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/results/archive"
 )
 
@@ -117,6 +118,10 @@ func init() {
 func needStack(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: --stack NAME is required (the stack's config is Pulumi.NAME.yaml)", errUsage)
+	}
+	// The name becomes Pulumi.NAME.yaml and a pulumi argument: refused before either.
+	if err := inventory.CheckStackName("--stack", name); err != nil {
+		return fmt.Errorf("%w: %w; nothing was created", errUsage, err)
 	}
 	return nil
 }

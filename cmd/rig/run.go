@@ -46,6 +46,9 @@ func newRunCmd() *cobra.Command {
 			case stackName != "" && inventoryFile != "":
 				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
 			case stackName != "":
+				if err := inventory.CheckStackName("--stack", stackName); err != nil {
+					return fmt.Errorf("%w: %w", errUsage, err)
+				}
 				remote.Nodes, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
 				opts.Target = sshtarget.New(remote)
 			case inventoryFile != "":

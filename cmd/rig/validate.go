@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/playbooks/runner"
@@ -35,6 +36,11 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if est.stack != "" {
+				if err := inventory.CheckStackName("--stack", est.stack); err != nil {
+					return fmt.Errorf("%w: %w", errUsage, err)
+				}
+			}
 			return validate(cmd, args[0], stackConfig, est)
 		},
 	}

@@ -158,8 +158,12 @@ func (d *Driver) StackConfigPath(name string) string {
 	return filepath.Join(d.opts.ProjectDir, "Pulumi."+name+".yaml")
 }
 
-// LoadSpec reads and validates Pulumi.<stack>.yaml.
+// LoadSpec reads and validates Pulumi.<stack>.yaml. Every operation on a named stack starts
+// here or in selectStack, which refuse a name outside the grammar (inventory.CheckStackName).
 func (d *Driver) LoadSpec(name string) (*spec.StackConfig, spec.Spec, spec.Problems, error) {
+	if err := inventory.CheckStackName("stack name", name); err != nil {
+		return nil, spec.Spec{}, nil, err // before it becomes a path
+	}
 	path := d.StackConfigPath(name)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, spec.Spec{}, nil, fmt.Errorf("%w: %s does not exist: create it with aws:region, rig:owner, "+
@@ -341,6 +345,9 @@ func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string
 }
 
 func (d *Driver) selectStack(ctx context.Context, name string) (auto.Stack, error) {
+	if err := inventory.CheckStackName("stack name", name); err != nil {
+		return auto.Stack{}, err // before it becomes a pulumi argument
+	}
 	st, err := auto.SelectStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
 	if err != nil {
 		if auto.IsSelectStack404Error(err) {

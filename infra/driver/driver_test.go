@@ -639,3 +639,29 @@ func TestFailedUpSaysWhatExistsAndWhatToDo(t *testing.T) {
 		t.Errorf("report:\n%s", h2.out.String())
 	}
 }
+
+// Every operation on a named stack refuses a name outside the grammar before the name becomes a
+// path or a pulumi argument: no CLI call, no state folder.
+func TestStackNameGrammar(t *testing.T) {
+	h := newHarness(t)
+	d := h.driver(t)
+	ctx := context.Background()
+	for _, name := range []string{"../x", "-rf", "a/b"} {
+		_, err1 := d.Up(ctx, name, UpOptions{})
+		err2 := d.Down(ctx, name, DownOptions{})
+		_, err3 := d.Extend(ctx, name, 1)
+		_, err4 := d.Inventory(ctx, name)
+		_, _, _, err5 := d.LoadSpec(name)
+		for i, err := range []error{err1, err2, err3, err4, err5} {
+			if !errors.Is(err, inventory.ErrBadName) {
+				t.Errorf("%q, operation %d: want ErrBadName, got %v", name, i+1, err)
+			}
+		}
+	}
+	if len(h.cli.calls) != 0 {
+		t.Fatalf("pulumi was called: %v", h.cli.commands())
+	}
+	if _, err := os.Stat(h.state); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("state folder created: %v", err)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/rig-dev/rig/inventory"
 )
 
 // StackConfig is a Pulumi.<stack>.yaml read without the pulumi CLI: the raw values of the rig
@@ -35,15 +37,23 @@ type StackConfig struct {
 // ErrStackConfig marks a stack config file that cannot be read or parsed.
 var ErrStackConfig = errors.New("stack config")
 
-// StackNameFromPath returns <stack> for a path ending in Pulumi.<stack>.yaml.
-func StackNameFromPath(path string) string {
+// StackNameFromPath returns <stack> for a path ending in Pulumi.<stack>.yaml, refusing a name
+// outside the name grammar (inventory.CheckStackName): it names tags, resources and the stack.
+func StackNameFromPath(path string) (string, error) {
 	base := filepath.Base(path)
 	base = strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml")
-	return strings.TrimPrefix(base, "Pulumi.")
+	name := strings.TrimPrefix(base, "Pulumi.")
+	if err := inventory.CheckStackName("the stack name in "+path, name); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrStackConfig, err)
+	}
+	return name, nil
 }
 
 // ReadStackConfig parses a stack config file.
 func ReadStackConfig(path string) (*StackConfig, error) {
+	if _, err := StackNameFromPath(path); err != nil {
+		return nil, err // before the file is even opened
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStackConfig, err)
@@ -53,9 +63,13 @@ func ReadStackConfig(path string) (*StackConfig, error) {
 
 // ParseStackConfig parses the bytes of a stack config file named path.
 func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
+	stack, err := StackNameFromPath(path)
+	if err != nil {
+		return nil, err
+	}
 	sc := &StackConfig{
 		Path:      path,
-		Stack:     StackNameFromPath(path),
+		Stack:     stack,
 		Values:    map[string]string{},
 		Positions: map[string]string{},
 		Secrets:   map[string]bool{},

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/rig-dev/rig/inventory"
 )
 
 func TestStackConfigValidFile(t *testing.T) {
@@ -278,5 +280,23 @@ func TestStackConfigTypesAsTheEngine(t *testing.T) {
 	_, ps := sc.Spec()
 	if p := ps.Field("operatorCidrs"); len(p) != 1 || !strings.Contains(p[0].String(), "pulumi config set --path 'operatorCidrs[0]'") {
 		t.Fatalf("want one problem saying how to set a list, got %v", p)
+	}
+}
+
+// A stack config whose file name gives a stack name outside the grammar is refused before it is
+// read, naming the file and what is valid.
+func TestStackConfigNameGrammar(t *testing.T) {
+	for _, path := range []string{"Pulumi.-rf.yaml", "Pulumi...yaml", "testdata/Pulumi.a b.yaml"} {
+		_, err := ParseStackConfig(path, []byte("config:\n  rig:owner: alice\n"))
+		if !errors.Is(err, ErrStackConfig) || !errors.Is(err, inventory.ErrBadName) || !strings.Contains(err.Error(), path) ||
+			!strings.Contains(err.Error(), "want a letter or digit") {
+			t.Errorf("%s: got %v", path, err)
+		}
+		if _, err := ReadStackConfig(path); !errors.Is(err, inventory.ErrBadName) {
+			t.Errorf("ReadStackConfig(%s): want the name refused before reading, got %v", path, err)
+		}
+	}
+	if sc, err := ParseStackConfig("dir/Pulumi.dev-1.yaml", []byte("config:\n")); err != nil || sc.Stack != "dev-1" {
+		t.Fatalf("%+v %v", sc, err)
 	}
 }

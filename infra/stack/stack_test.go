@@ -192,3 +192,18 @@ func TestRunDriverWithoutGo(t *testing.T) {
 		t.Fatalf("want ErrNoGo, got %v", err)
 	}
 }
+
+// The stack target refuses a name outside the grammar before the pulumi CLI sees it.
+func TestTargetRefusesBadStackNames(t *testing.T) {
+	hermetic(t)
+	log := fakePulumi(t, devOutputs)
+	for _, name := range []string{"../x", "-rf", "a/b"} {
+		_, err := NewTarget(TargetOptions{Stack: name, StateDir: t.TempDir()}).Inventory(context.Background())
+		if !errors.Is(err, inventory.ErrBadName) {
+			t.Errorf("%q: want ErrBadName, got %v", name, err)
+		}
+	}
+	if calls, err := os.ReadFile(log); err == nil {
+		t.Fatalf("pulumi ran: %s", calls)
+	}
+}

@@ -42,6 +42,9 @@ func (t *Target) Inventory(ctx context.Context) (*inventory.Inventory, error) {
 	if t.o.Stack == "" {
 		return nil, fmt.Errorf("pulumi target: no stack name")
 	}
+	if err := inventory.CheckStackName("stack name", t.o.Stack); err != nil {
+		return nil, fmt.Errorf("pulumi target: %w", err) // before pulumi sees it
+	}
 	pulumi := t.o.Pulumi
 	if pulumi == "" {
 		p, err := FindPulumi()

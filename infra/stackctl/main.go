@@ -101,7 +101,8 @@ func classify(err error) error {
 	case err == nil, errors.Is(err, errUsage):
 		return err
 	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, driver.ErrNoStackConfig),
-		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, driver.ErrExtend):
+		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, driver.ErrExtend),
+		errors.Is(err, inventory.ErrBadName):
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return err
@@ -123,6 +124,9 @@ func newRoot() *cobra.Command {
 	needStack := func(*cobra.Command, []string) error {
 		if f.stack == "" {
 			return fmt.Errorf("%w: --stack NAME is required", errUsage)
+		}
+		if err := inventory.CheckStackName("--stack", f.stack); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		return nil
 	}

@@ -198,3 +198,24 @@ func TestGCFromTheCloudSide(t *testing.T) {
 		t.Fatalf("left %s after:\n%s", left, out)
 	}
 }
+
+// A stack name outside the grammar is refused by every verb that takes one, naming --stack,
+// before pulumi runs or the backend folder is made.
+func TestStackNameGrammar(t *testing.T) {
+	e := setup(t)
+	for _, name := range []string{"../x", "-rf", "a/b"} {
+		for _, args := range [][]string{{"up", "--stack=" + name}, {"down", "--stack=" + name},
+			{"extend", "--stack=" + name, "--hours", "1"}, {"inventory", "--stack=" + name}} {
+			out, err := run(t, e, args...)
+			if !errors.Is(err, errUsage) || !errors.Is(err, inventory.ErrBadName) || !strings.Contains(err.Error(), "--stack") {
+				t.Errorf("%v: want a usage error naming --stack, got %v: %s", args, err, out)
+			}
+		}
+	}
+	if calls, err := os.ReadFile(e.log); err == nil {
+		t.Errorf("pulumi ran: %s", calls)
+	}
+	if _, err := os.Stat(e.state); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the backend folder was made")
+	}
+}
