@@ -21,6 +21,10 @@ type DialFunc func(ctx context.Context) (net.Conn, error)
 // or an agent another run holds. The client refuses it.
 var ErrStranger = errors.New("answer from a stranger agent")
 
+// ErrLeaseLapsed is the agent's answer to a run whose lease lapsed (410): it has stopped that
+// run's engine and reverted its tuning, and refuses the run from then on.
+var ErrLeaseLapsed = errors.New("the run's lease on this agent lapsed")
+
 // Client talks to one agent. With Run set it sends the run's id with every request (the agent
 // refuses it while another run holds its lease) and checks the identity on every answer: the
 // node must be Node, and the lease holder Run or nobody.
@@ -82,7 +86,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = string(b)
 		}
-		return fmt.Errorf("agent %s %s %s: %s: %s", c.Node, method, path, resp.Status, e.Error)
+		err := fmt.Errorf("agent %s %s %s: %s: %s", c.Node, method, path, resp.Status, e.Error)
+		if resp.StatusCode == http.StatusGone {
+			err = lapsedError{err}
+		}
+		return err
 	}
 	// An answer that did not fail must still come from the agent this client is for.
 	if err := c.checkIdentity(resp); err != nil {
@@ -129,3 +137,8 @@ func (c *Client) LeaseState(ctx context.Context) (LeaseState, error) {
 	err := c.do(ctx, http.MethodGet, "/lease", nil, &out)
 	return out, err
 }
+
+// lapsedError keeps the agent's own words and matches ErrLeaseLapsed.
+type lapsedError struct{ error }
+
+func (e lapsedError) Is(target error) bool { return target == ErrLeaseLapsed }

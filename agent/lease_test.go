@@ -120,7 +120,7 @@ func TestLeaseLapseUndoesTheRun(t *testing.T) {
 		t.Fatalf("tuning not reverted:\nbefore %v\nafter  %v", before, after)
 	}
 	// The lapsed run is told so; a new run may claim the agent.
-	if _, err := c.Ping(ctx); err == nil || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), "lapsed") {
+	if _, err := c.Ping(ctx); !errors.Is(err, ErrLeaseLapsed) || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), "lapsed") {
 		t.Fatalf("request of the lapsed run: %v, want 410 naming the lapse", err)
 	}
 	if st, err := client("").LeaseState(ctx); err != nil || st.Run != "" || st.LastLapse == nil || st.LastLapse.Run != c.Run {

@@ -68,6 +68,9 @@ type Manifest struct {
 	Stages    []StageTime `json:"stages,omitempty"`
 	OverheadS *float64    `json:"overhead_s,omitempty"`
 	Book      *BookUse    `json:"book,omitempty"` // where the resting book came from
+	// LeaseTTLS is the agents' lease length in seconds: how long a node stays tuned, its engine
+	// running, after the controller was last heard from (playbooks/runner/lease.go).
+	LeaseTTLS float64 `json:"lease_ttl_s,omitempty"`
 }
 
 // StageTime is one stage of a run: the runner's estimate before the run started and, once the

@@ -330,6 +330,21 @@ func TestFaultTraversalStackNamesRefused(t *testing.T) {
 	}
 }
 
+// A lease length outside 5s..10m, or not a duration, is refused naming --lease and the valid
+// range, before anything starts or is written.
+func TestRunLeaseFlagBounds(t *testing.T) {
+	res := filepath.Join(t.TempDir(), "results")
+	for _, v := range []string{"1s", "11m", "0s", "soon"} {
+		_, errOut, code := rigRun(t, "run", "--lease", v, "--results", res, "quickstart")
+		if code != 2 || !strings.Contains(errOut, "--lease") || (v != "soon" && !strings.Contains(errOut, "from 5s to 10m0s")) {
+			t.Errorf("--lease %s: exit %d, stderr %q; want exit 2 naming --lease and the range", v, code, errOut)
+		}
+	}
+	if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the results folder was created")
+	}
+}
+
 // The controller is SIGKILLed mid-run with kernel tuning applied: its agents undo the run by
 // themselves — every tuned value is back, no agent or engine is left — within the lease, and
 // each records what it did.
@@ -367,7 +382,7 @@ func TestFaultControllerKilled(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	killed := time.Now()
-	deadline := killed.Add(15 * time.Second) // runner.LeaseTTL
+	deadline := killed.Add(15 * time.Second) // runner.DefaultLeaseTTL
 	for {
 		back := true
 		for _, k := range keys {
@@ -428,6 +443,79 @@ func processesOf(dir string) bool {
 		}
 	}
 	return false
+}
+
+// A node's agent stops answering (SIGSTOP: a hung node or a cut link) until its lease lapses:
+// the run fails at once, naming the lease, when it lapsed and why renewals failed, in its
+// error, manifest, summary.json and report.md; the agent, once it runs again, undoes the run by
+// itself and records it; nothing is left running.
+func TestFaultLeaseLapseNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	res := shortResults(t)
+	cmd, stdout, stderr := startRun(t, "--lease", "5s", "--results", res, "--first-address", "127.0.13.11",
+		writePlaybook(t, fmt.Sprintf(faultPlaybook, "60s")))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	dir := onlyRunDir(t, res)
+	pid := agentPid(t, dir, "node-1")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	waitFor(t, "lease on node-1 lapsed at", stderr, 20*time.Second)
+	// Renewals were tried for the lease's length (less one renewal period) before giving up.
+	if d := time.Since(stopped); d < 3*time.Second {
+		t.Errorf("the lapse was declared %s after the agent stopped answering; the lease is 5s", d)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the run ended ok although node-1's lease lapsed:\n%s", stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the run did not stop within 60s of the lapse (the load was 60s):\n%s", stderr.String())
+	}
+	const want = "its agent stopped the engine and reverted tuning"
+	var m struct{ Status, Error string }
+	readJSON(t, filepath.Join(runDirOf(t, stdout.String()), "manifest.json"), &m)
+	if m.Status != "failed" || !strings.HasPrefix(m.Error, "lease on node-1 lapsed at") || !strings.Contains(m.Error, "renewals failing: ") ||
+		!strings.Contains(m.Error, want) || strings.Contains(m.Error, "engine exited outside the schedule") {
+		t.Errorf("manifest status %q error %q: want the lapse, named, as the cause", m.Status, m.Error)
+	}
+	var s struct{ Error string }
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	rep, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	if !strings.Contains(s.Error, want) || !strings.Contains(string(rep), "lease on node-1 lapsed at") {
+		t.Errorf("summary.json error %q / report.md do not name the lapse", s.Error)
+	}
+	recs, _ := os.ReadFile(filepath.Join(dir, "node-1", "lease.jsonl"))
+	if !strings.Contains(string(recs), `"event":"lapsed"`) {
+		t.Errorf("node-1 lease records %q: want the agent's own undo", recs)
+	}
+	assertNoProcesses(t, dir)
+}
+
+// agentPid is the pid of node's agent of the run in dir (the local target starts it with
+// --node NODE --dir DIR/NODE).
+func agentPid(t *testing.T, dir, node string) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(b), "\x00")
+		if err == nil && len(args) > 1 && args[1] == "agent" && strings.Contains(string(b), "\x00"+filepath.Join(dir, node)+"\x00") {
+			var pid int
+			fmt.Sscan(e.Name(), &pid)
+			return pid
+		}
+	}
+	t.Fatalf("no agent of %s in %s", node, dir)
+	return 0
 }
 
 // An engine SIGKILLed outside the timeline fails the run naming the node, its role and the

@@ -34,6 +34,10 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.LeaseTTL < runner.MinLeaseTTL || opts.LeaseTTL > runner.MaxLeaseTTL {
+				return fmt.Errorf("%w: --lease %s: want a duration from %s to %s (e.g. --lease 1m for remote nodes over a slow link)",
+					errUsage, opts.LeaseTTL, runner.MinLeaseTTL, runner.MaxLeaseTTL)
+			}
 			pb, err := playbooks.Open(args[0])
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
@@ -89,6 +93,8 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
 	f.BoolVar(&localOpts.Tune, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
+	f.DurationVar(&opts.LeaseTTL, "lease", runner.DefaultLeaseTTL, "how long each agent keeps the run's lease without a renewal (renewed every quarter of it); "+
+		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	return cmd
 }

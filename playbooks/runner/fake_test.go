@@ -78,6 +78,12 @@ type fakeNode struct {
 	journal []rundir.Transition
 	gone    bool // the agent does not answer
 	client  *agent.Client
+	// The lease, as the agent holds it. leaseCut: renewals do not get through (the connection
+	// ends); lapsed: the lease lapsed, every request gets 410.
+	renewed  time.Time
+	ttl      time.Duration
+	leaseCut bool
+	lapsed   bool
 }
 
 type fakeCluster struct {
@@ -298,6 +304,10 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 	mux.HandleFunc("POST "+p+"/lease", func(w http.ResponseWriter, r *http.Request) {
 		var req agent.LeaseRequest
 		json.NewDecoder(r.Body).Decode(&req)
+		ttl, _ := time.ParseDuration(req.TTL)
+		c.mu.Lock()
+		n.renewed, n.ttl = time.Now(), ttl
+		c.mu.Unlock()
 		reply(w, agent.LeaseState{Run: req.Run, TTL: req.TTL})
 	})
 	mux.HandleFunc("DELETE "+p+"/lease", func(w http.ResponseWriter, r *http.Request) { reply(w, agent.LeaseState{}) })
@@ -403,9 +413,14 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 			c.onCall(n.Name, call)
 		}
 		c.mu.Lock()
-		gone := n.gone
+		gone, lapsed := n.gone || (n.leaseCut && call == "POST /lease"), n.lapsed
 		c.mu.Unlock()
-		if gone { // an agent that went away mid-run: the connection just ends
+		if lapsed {
+			w.Header().Set(agent.HeaderNode, n.Name)
+			fail(w, http.StatusGone, "the lease of run fake lapsed: the agent stopped its engine and reverted its tuning")
+			return
+		}
+		if gone { // an agent that went away mid-run (or a cut renewal): the connection just ends
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
 					conn.Close()
@@ -418,6 +433,22 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		}
 		w.Header().Set(agent.HeaderNode, n.Name) // the identity the real agent stamps on every answer
 		mux.ServeHTTP(w, r)
+	})
+}
+
+// cutLease makes node's lease renewals fail from now on (a cut network). Like the real agent,
+// the node lapses the lease its length after the last renewal: it stops the engine, and every
+// later request gets 410.
+func (c *fakeCluster) cutLease(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[node]
+	n.leaseCut = true
+	time.AfterFunc(time.Until(n.renewed.Add(n.ttl)), func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n.lapsed = true
+		c.downLocked(n, "TERM")
 	})
 }
 

@@ -58,18 +58,30 @@ func (r *run) finalState(ctx context.Context) error {
 // finish stops everything the run started, then writes the manifest, summary and report. It
 // runs for failed and interrupted runs too, with whatever was collected.
 // finish ends the run and returns its error: the one it was given, preceded by the cause when
-// an engine died outside the schedule (what followed, a proxy error or no leader, is a symptom).
+// a lease lapsed or an engine died outside the schedule (what followed, a proxy error or no
+// leader, is a symptom).
 func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) error {
-	if cleanup != nil && r.cl != nil && !interrupted {
+	r.mu.Lock()
+	lapsed := r.lapse != nil
+	r.mu.Unlock()
+	// After a lapse the agent has stopped its engine and refuses the run: no final state.
+	if cleanup != nil && r.cl != nil && !interrupted && !lapsed {
 		if err := r.finalState(ctx); err != nil && runErr == nil {
 			r.warn("final state: %v", err)
 		}
 	}
 	r.mu.Lock()
-	fault := r.fault
+	fault, lapse := r.fault, r.lapse
 	r.stopping = true
 	r.mu.Unlock()
 	switch {
+	case lapse != nil:
+		// The lapse is the cause: the engine its agent stopped, and the stages cut short, follow.
+		if runErr != nil && !errors.Is(runErr, ErrLeaseLapsed) && !errors.Is(runErr, context.Canceled) {
+			runErr = fmt.Errorf("%w\n(then: %v)", lapse, runErr)
+		} else {
+			runErr = lapse
+		}
 	case fault == nil || errors.Is(runErr, ErrEngineExited):
 	case runErr == nil:
 		runErr = fault

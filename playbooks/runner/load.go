@@ -160,6 +160,9 @@ func (r *run) load(ctx context.Context) error {
 	r.readLoadgenStats()
 	switch {
 	case ctx.Err() != nil:
+		if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+			return fmt.Errorf("stopped %s into the load: %w", time.Since(start).Round(time.Millisecond), cause)
+		}
 		return fmt.Errorf("interrupted %s into the load", time.Since(start).Round(time.Millisecond))
 	case tlErr != nil:
 		return tlErr

@@ -45,6 +45,9 @@ type Options struct {
 	DataMount, DataFS string
 	Logger            *slog.Logger // controller log
 	Progress          io.Writer    // human progress lines (nil: none)
+	// LeaseTTL is how long each agent keeps the run's lease without a renewal (lease.go;
+	// default DefaultLeaseTTL; the agent takes agent.MinLeaseTTL to agent.MaxLeaseTTL).
+	LeaseTTL time.Duration
 
 	history *history // ResultsDir's stage-time history, read by Run
 }
@@ -75,6 +78,12 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	}
 	if opts.DataFS == "" {
 		opts.DataFS = "xfs"
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.LeaseTTL < agent.MinLeaseTTL || opts.LeaseTTL > agent.MaxLeaseTTL {
+		return nil, fmt.Errorf("runner: lease %s: want %s to %s", opts.LeaseTTL, agent.MinLeaseTTL, agent.MaxLeaseTTL)
 	}
 	if opts.Binary == "" {
 		bin, err := os.Executable()
@@ -168,10 +177,12 @@ type run struct {
 	cl target.Cluster // nil until the target started it
 	// stopLeases stops renewing the agents' leases (lease.go)
 	stopLeases func()
-	inv        *inventory.Inventory
-	servers    []inventory.Node
-	client     inventory.Node
-	cfgs       map[string]engine.Config
+	// abort stops the run with a cause (a lapsed lease), not as an interrupt
+	abort   context.CancelCauseFunc
+	inv     *inventory.Inventory
+	servers []inventory.Node
+	client  inventory.Node
+	cfgs    map[string]engine.Config
 
 	loadStart time.Time
 
@@ -186,6 +197,7 @@ type run struct {
 	exits      map[string]*rundir.ExitStatus // per server: how its engine last exited
 	roleAtExit map[string]string             // per server: its role when it last went down
 	fault      error                         // the first engine death outside the schedule
+	lapse      error                         // the first lease that lapsed (ErrLeaseLapsed)
 	stopping   bool                          // engines are being stopped: their exits are scheduled
 	killed     map[string]bool               // per server: the timeline killed its current launch
 
@@ -276,7 +288,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r.man = &rundir.Manifest{
 		RunID: id, Status: rundir.StatusRunning, Started: time.Now().UTC(), Target: opts.Target.Name(),
 		Round: pr.Round, Settings: pr.Settings, Playbook: pbJSON, ConfigHash: rundir.Hash(pb),
-		Rig: rundir.Build(), CPUs: runtime.NumCPU(),
+		Rig: rundir.Build(), CPUs: runtime.NumCPU(), LeaseTTLS: opts.LeaseTTL.Seconds(),
 	}
 	r.man.LoadAvg.Start = loadavg.Now()
 	if r.ev, err = rundir.CreateEventLog(filepath.Join(dir, rundir.EventsFile)); err != nil {
@@ -287,8 +299,9 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r.saveManifest()
 	r.progress("run %s: %s (%d servers, %d client) -> %s", id, pb.Name, pb.Cluster.Servers, pb.Cluster.Clients, dir)
 
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	r.abort = cancel
 	cleanup, err := r.execute(ctx)
 	// Cleanup runs on its own context: an interrupted run must still stop what it started and
 	// keep what it collected.

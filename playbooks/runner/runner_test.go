@@ -51,10 +51,14 @@ type result struct {
 	events []rundir.Event
 }
 
-func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan) result {
+func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan, opts ...func(*Options)) result {
 	t.Helper()
 	var res result
-	res.outs, res.err = Run(ctx, pl, Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	o := Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"}
+	for _, f := range opts {
+		f(&o)
+	}
+	res.outs, res.err = Run(ctx, pl, o)
 	if len(res.outs) == 0 {
 		return res
 	}
@@ -426,5 +430,63 @@ func TestBurstSendersOverClients(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(res.outs[0].Dir, "client-1", "loadgen", f, "bursts.json")); err != nil {
 			t.Errorf("client-1's burst figures are not in the run folder: %v", err)
 		}
+	}
+}
+
+// Renewals to a node keep failing until its lease lapses, and its agent stops the engine: the
+// run fails at once, its error (returned, in the manifest, summary.json and report.md) naming
+// the lease, when it lapsed and why renewals failed, not the engine death that follows.
+func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
+	c := newFakeCluster(t)
+	var cut time.Time
+	c.onCall = func(node, call string) {
+		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
+			cut = time.Now()
+			c.cutLease("node-1")
+		}
+	}
+	const ttl = time.Second
+	start := time.Now()
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"),
+		func(o *Options) { o.LeaseTTL = ttl })
+	ended := time.Now()
+	want := regexp.MustCompile(`^lease on node-1 lapsed at \d\d:\d\d:\d\d\.\d{3} \(last renewed \d\d:\d\d:\d\d\.\d{3}, ` +
+		`renewals failing: agent node-1 POST /lease: .+\): its agent stopped the engine and reverted tuning$`)
+	if !errors.Is(res.err, ErrLeaseLapsed) || errors.Is(res.err, ErrEngineExited) || !want.MatchString(res.outs[0].Err.Error()) {
+		t.Fatalf("err %v: want only the lapse, named", res.err)
+	}
+	if cut.IsZero() {
+		t.Fatal("the lease was never cut")
+	}
+	// It waited for the lapse (not the first failed renewal), then stopped: the load was 30 s.
+	if d := ended.Sub(cut); d < ttl/2 || ended.Sub(start) > 15*time.Second {
+		t.Errorf("the run ended %s after the cut, %s after it started", d, ended.Sub(start))
+	}
+	if res.man.Status != rundir.StatusFailed || !want.MatchString(res.man.Error) || res.man.LeaseTTLS != ttl.Seconds() {
+		t.Errorf("manifest status %q error %q lease %vs", res.man.Status, res.man.Error, res.man.LeaseTTLS)
+	}
+	dir := res.outs[0].Dir
+	var sum struct{ Error string }
+	if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || !want.MatchString(sum.Error) {
+		t.Errorf("summary.json error %q (%v)", sum.Error, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.Contains(string(b), "lease on node-1 lapsed at") {
+		t.Errorf("report.md does not name the lapse (%v)", err)
+	}
+	if !c.stopped {
+		t.Error("cluster not stopped")
+	}
+}
+
+// A lease length the agents would refuse is refused before anything starts.
+func TestBadLeaseStartsNothing(t *testing.T) {
+	c := newFakeCluster(t)
+	dir := t.TempDir()
+	_, err := Run(context.Background(), plan(t, "2s", ""), Options{Target: &fakeTarget{c: c}, ResultsDir: dir, LeaseTTL: time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "lease 1ms") || c.started {
+		t.Fatalf("err %v, started %v", err, c.started)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("created %d entries in the results folder", len(ents))
 	}
 }
