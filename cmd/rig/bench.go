@@ -12,19 +12,25 @@ import (
 	"github.com/rig-dev/rig/internal/units"
 )
 
-// benchCmd groups micro-benchmarks of rig's parts; subcommands register on it in their files.
-var benchCmd = &cobra.Command{
-	Use:   "bench",
-	Short: "Benchmark parts of the rig on this machine",
-	Args: func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("%w: unknown benchmark %q; want one of: %s", errUsage, args[0], benchNames(cmd))
-		}
-		return nil
-	},
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		return fmt.Errorf("%w: bench needs a benchmark: %s", errUsage, benchNames(cmd))
-	},
+func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+// newBenchCmd groups micro-benchmarks of rig's parts, one subcommand each.
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark parts of the rig on this machine",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("%w: unknown benchmark %q; want one of: %s", errUsage, args[0], benchNames(cmd))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%w: bench needs a benchmark: %s", errUsage, benchNames(cmd))
+		},
+	}
+	cmd.AddCommand(newBenchEngineCmd(), newBenchLoadgenCmd())
+	return cmd
 }
 
 func benchNames(cmd *cobra.Command) string {
@@ -37,7 +43,8 @@ func benchNames(cmd *cobra.Command) string {
 	return strings.Join(names, ", ")
 }
 
-func init() {
+// newBenchEngineCmd is `rig bench engine`.
+func newBenchEngineCmd() *cobra.Command {
 	var (
 		orders, threads, block string
 		o                      bench.Options
@@ -108,6 +115,5 @@ upper bounds.`,
 	f.IntVar(&o.ParallelMinOrders, "parallel-min", 0, "smallest book encoded in parallel (0: the engine default; 1: always, to find the crossover)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
-	benchCmd.AddCommand(engine)
-	rootCmd.AddCommand(benchCmd)
+	return engine
 }

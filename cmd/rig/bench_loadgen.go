@@ -15,7 +15,8 @@ import (
 	"github.com/rig-dev/rig/loadgen"
 )
 
-func init() {
+// newBenchLoadgenCmd is `rig bench loadgen`.
+func newBenchLoadgenCmd() *cobra.Command {
 	var (
 		messages, size, rates string
 		o                     loadgen.BenchOptions
@@ -101,5 +102,5 @@ are not the load generator's own.`,
 	f.DurationVar(&o.For, "for", 3*time.Second, "length of each send-lag run")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no warnings on stderr")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }
