@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -229,6 +230,30 @@ func (r *ProbeRun) run() {
 
 // Stop ends the schedule now; the run waits out the grace period, then writes everything.
 func (r *ProbeRun) Stop() { r.s.stop() }
+
+// Started is closed when the schedule has started: Stats().Start is probe 0's intended send
+// time from then on. A run that ends before it could start closes Done only.
+func (r *ProbeRun) Started() <-chan struct{} { return r.s.started }
+
+// StartLinePrefix begins the line `rig loadgen probe` prints on stdout when its schedule starts,
+// followed by the start (RFC 3339, ns): the controller learns it from the stream as it happens,
+// rather than by asking until it is there.
+const StartLinePrefix = "probe schedule started at "
+
+// StartLine is that line for start (without the newline).
+func StartLine(start time.Time) string {
+	return StartLinePrefix + start.UTC().Format(time.RFC3339Nano)
+}
+
+// ParseStartLine returns the start a StartLine carries.
+func ParseStartLine(line string) (time.Time, bool) {
+	v, ok := strings.CutPrefix(strings.TrimSpace(line), StartLinePrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}
 
 // Done is closed when the run has written its outputs.
 func (r *ProbeRun) Done() <-chan struct{} { return r.done }

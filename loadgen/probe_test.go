@@ -406,3 +406,42 @@ func TestProbeHungLeaderDetectedByPing(t *testing.T) {
 	}
 	checkSchedule(t, readSorted(t, filepath.Join(dir, ProbesFile)), 500)
 }
+
+// Started is closed when the schedule starts, with Stats().Start set, and the start line
+// carries that start to the controller exactly; a run that cannot start never closes it.
+func TestProbeStartedAndStartLine(t *testing.T) {
+	c := startCluster(t, 1)
+	run, err := StartProbe(t.Context(), ProbeOptions{Servers: c.Addrs(), Rate: 100, Duration: 300 * time.Millisecond, Out: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-run.Started():
+	case <-run.Done():
+		t.Fatal("done before it started")
+	}
+	start := run.Stats().Start
+	if start.IsZero() {
+		t.Fatal("started without a start")
+	}
+	if got, ok := ParseStartLine(StartLine(start) + "\n"); !ok || !got.Equal(start) {
+		t.Errorf("start line %q parsed as %v %v, want %v", StartLine(start), got, ok, start)
+	}
+	if _, ok := ParseStartLine("probes: 10 scheduled"); ok {
+		t.Error("another line parsed as a start")
+	}
+	run.Wait()
+
+	nl := startCluster(t, 2)
+	nl.SetLeader(-1)
+	run, err = StartProbe(t.Context(), ProbeOptions{Servers: nl.Addrs(), Rate: 100, Duration: time.Second, Out: t.TempDir(), StartTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Wait()
+	select {
+	case <-run.Started():
+		t.Error("a run without a leader says it started")
+	default:
+	}
+}

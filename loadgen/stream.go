@@ -131,6 +131,7 @@ type stream struct {
 	finished   chan struct{}
 	discovered chan struct{}
 	discOnce   sync.Once
+	started    chan struct{} // closed when the schedule starts (phase running)
 
 	mu            sync.Mutex
 	phase         string
@@ -167,6 +168,7 @@ func newStream(cfg streamConfig, idBit uint64) *stream {
 		stopped:    make(chan struct{}),
 		finished:   make(chan struct{}),
 		discovered: make(chan struct{}),
+		started:    make(chan struct{}),
 		drained:    make(chan struct{}),
 		phase:      "starting",
 		endAt:      math.MaxInt64,
@@ -292,6 +294,7 @@ func (s *stream) run(ctx context.Context) error {
 		s.hl = hl
 	}
 	s.phase = "running"
+	close(s.started)
 	s.mu.Unlock()
 
 	hard, cancelHard := context.WithCancel(context.Background())

@@ -264,6 +264,11 @@ func newProbeCmd() *cobra.Command {
 					log.Warn("cannot record the control address", "err", err)
 				}
 			}
+			select { // the controller waits for this line (loadgen.StartLine)
+			case <-run.Started():
+				fmt.Fprintln(cmd.OutOrStdout(), loadgen.StartLine(run.Stats().Start))
+			case <-run.Done():
+			}
 			st, err := run.Wait()
 			return lgProbeDone(cmd.OutOrStdout(), opts.Out, st, err)
 		},

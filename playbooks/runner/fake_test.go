@@ -494,8 +494,11 @@ func (t fakeTransport) Exec(ctx context.Context, n inventory.Node, cmd transport
 		}
 		lg.mu.Lock()
 		lg.start, lg.stop = time.Now().Add(10*time.Millisecond), make(chan struct{})
-		stop := lg.stop
+		stop, start := lg.stop, lg.start
 		lg.mu.Unlock()
+		if cmd.Stdout != nil { // as `rig loadgen probe` does once its schedule starts
+			fmt.Fprintln(cmd.Stdout, loadgen.StartLine(start))
+		}
 		end := time.Duration(cfg.Probe.Duration)
 		var err error
 		if lg.exitEarly != nil {
@@ -539,11 +542,6 @@ func (t fakeTransport) Download(context.Context, inventory.Node, string, string)
 func (t fakeTransport) Dial(_ context.Context, n inventory.Node, addr string) (net.Conn, error) {
 	lg := &t.c.lg
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		lg.mu.Lock()
-		defer lg.mu.Unlock()
-		json.NewEncoder(w).Encode(map[string]any{"start": lg.start})
-	})
 	mux.HandleFunc("POST /stop", func(w http.ResponseWriter, r *http.Request) {
 		t.c.record(n.Name, "loadgen stop")
 		lg.mu.Lock()

@@ -62,6 +62,8 @@ func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name strin
 	var errw io.Writer = logf
 	if stdout == nil {
 		stdout = logf
+	} else {
+		stdout = io.MultiWriter(logf, stdout)
 	}
 	_, err = r.cl.Transport().Exec(ctx, n, transport.Cmd{Args: []string{r.cl.Binary(n), "loadgen", mode, "--config", remote}, Stdout: stdout, Stderr: errw})
 	return err
@@ -108,7 +110,8 @@ func (r *run) load(ctx context.Context) error {
 	lgCtx, lgKill := context.WithCancel(context.WithoutCancel(ctx))
 	defer lgKill()
 	lgDone := make(chan error, 1)
-	go func() { lgDone <- r.loadgenCmd(lgCtx, "probe", nil) }()
+	started := newStartWatch()
+	go func() { lgDone <- r.loadgenCmd(lgCtx, "probe", started) }()
 	stopped := make(chan struct{})
 	defer close(stopped)
 	go func() {
@@ -123,7 +126,7 @@ func (r *run) load(ctx context.Context) error {
 		case <-stopped:
 		}
 	}()
-	start, err := r.awaitLoadStart(ctx, lgDone)
+	start, err := r.awaitLoadStart(ctx, lgDone, started.c)
 	if err != nil {
 		return err
 	}
@@ -175,26 +178,49 @@ func (r *run) load(ctx context.Context) error {
 // loadgenStopWait bounds a graceful stop: the load generator's grace period plus writing.
 const loadgenStopWait = 20 * time.Second
 
-// awaitLoadStart asks the load generator for its schedule start (probe 0's intended send time,
-// on the client node's clock, moved onto ours).
-func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error) (time.Time, error) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var st rundir.ProbeStats
-		if err := r.loadgenGet(ctx, "/stats", &st); err == nil && !st.Start.IsZero() {
-			return st.Start.Add(-r.offsets[r.client.Name]), nil
-		}
-		select {
-		case err := <-lgDone:
-			return time.Time{}, fmt.Errorf("load generator exited before its first probe: %v", err)
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("load generator did not start its schedule within 60s")
-		}
+// awaitLoadStart waits for the load generator's schedule start (probe 0's intended send time,
+// on the client node's clock, moved onto ours), which it prints the moment it starts.
+func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error, started <-chan time.Time) (time.Time, error) {
+	const limit = 60 * time.Second
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case start := <-started:
+		return start.Add(-r.offsets[r.client.Name]), nil
+	case err := <-lgDone:
+		return time.Time{}, fmt.Errorf("load generator exited before its first probe: %v", err)
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	case <-t.C:
+		return time.Time{}, fmt.Errorf("load generator did not start its schedule within %s", limit)
 	}
+}
+
+// startWatch reads the load generator's stdout as it comes and hands on the schedule start
+// from its loadgen.StartLine.
+type startWatch struct {
+	c    chan time.Time
+	line []byte
+	sent bool
+}
+
+func newStartWatch() *startWatch { return &startWatch{c: make(chan time.Time, 1)} }
+
+func (w *startWatch) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != '\n' {
+			if len(w.line) < 4096 {
+				w.line = append(w.line, b)
+			}
+			continue
+		}
+		if t, ok := loadgen.ParseStartLine(string(w.line)); ok && !w.sent {
+			w.c <- t
+			w.sent = true
+		}
+		w.line = w.line[:0]
+	}
+	return len(p), nil
 }
 
 func (r *run) readLoadgenStats() {
@@ -228,11 +254,6 @@ const maxSendLag = 10 * time.Millisecond
 func (r *run) loadgenControl(ctx context.Context, path string, body any) error {
 	b, _ := json.Marshal(body)
 	return r.loadgenDo(ctx, http.MethodPost, path, bytes.NewReader(b), nil)
-}
-
-// loadgenGet reads a JSON answer from the load generator's control API.
-func (r *run) loadgenGet(ctx context.Context, path string, out any) error {
-	return r.loadgenDo(ctx, http.MethodGet, path, nil, out)
 }
 
 func (r *run) loadgenDo(ctx context.Context, method, path string, body io.Reader, out any) error {
