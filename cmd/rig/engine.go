@@ -73,5 +73,6 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
+	cmd.AddCommand(newEngineCheckCmd())
 	return cmd
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 )
 
-func init() {
+// newEngineCheckCmd is `rig engine check`.
+func newEngineCheckCmd() *cobra.Command {
 	var (
 		pbPath, firstAddr, resultsDir string
 		orders                        int64
@@ -72,11 +73,5 @@ each check saw; exits 1 if any check failed. The playbook's load and timeline ar
 	cmd.Flags().StringVar(&resultsDir, "results", "results", "folder for the check's folder (node folders, engine logs)")
 	cmd.Flags().Int64Var(&orders, "orders", 10_000, "orders preloaded before state hashes are compared")
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "how long each wait (ready, leader, snapshot) may take")
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "engine" {
-			c.AddCommand(cmd)
-			return
-		}
-	}
-	panic("rig engine check: no engine command to attach to")
+	return cmd
 }
