@@ -47,6 +47,12 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
+			node.OnFatal(func(err error) {
+				// Crash-stop: no graceful shutdown, nothing more written. The cause is the last
+				// line of the engine's log, where the agent's exit report quotes it from.
+				fmt.Fprintf(os.Stderr, "rig: engine %s stopped on a fatal storage error: %v\n", cfg.Node, err)
+				os.Exit(1)
+			})
 			if cfg.UDPRecvNice != 0 {
 				// The UDP receive loop holds its own OS thread; one scheduler slot more than the
 				// CPUs keeps one free for it when raft's goroutines are busy, so a datagram

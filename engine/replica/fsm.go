@@ -46,6 +46,10 @@ type fsm struct {
 	syncLevel     store.SyncLevel
 	blockSize     int
 	encodeThreads int
+	// check stops the node on a fatal storage error; refused says whether it has stopped
+	// (fatal.go).
+	check   func(error) error
+	refused func() error
 
 	applied   atomic.Uint64 // the FSM's own last applied index (commands and markers)
 	orders    atomic.Int64  // resting orders after the last apply, readable without the lock
@@ -72,9 +76,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if len(l.Data) > 0 && l.Data[0] == typeSnapshotMarker {
 		s, err := f.take(l.Index, l.Term)
 		if err != nil {
-			// A node that cannot persist its snapshot must not pretend it did; it keeps serving
-			// from its log, and the error is visible in its log and in /status (no new snapshot).
+			// A node that cannot persist its snapshot must not pretend it did. On a fatal storage
+			// error (a full disk) it stops (fatal.go), answering the snapshot request with the
+			// cause first; otherwise it keeps serving from its log, and the error is visible in
+			// its log and in /status (no new snapshot).
 			f.log.Error("snapshot failed", "index", l.Index, "err", err)
+			f.check(err)
 			return &Result{Resp: wire.Response{Status: wire.StatusError, Index: l.Index, Text: err.Error()}}
 		}
 		return &Result{Resp: wire.Response{Status: wire.StatusOK, Index: l.Index}, Snapshot: s}
@@ -127,6 +134,9 @@ func toBook(o wire.Order) book.Order {
 // take writes the book to snapshots/snap-<index>.bin through the block writer, syncing after
 // every block at sync level > 0, then makes the file durable and visible (rename + dir sync).
 func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
+	if err := f.refused(); err != nil {
+		return nil, fmt.Errorf("snapshot at index %d: %w", index, err)
+	}
 	start := time.Now()
 	tmp := filepath.Join(f.snapDir, snapshotName(index)+".tmp")
 	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)

@@ -59,6 +59,7 @@ type Node struct {
 	// about how far behind the node is; this does.
 	leaderCommit atomic.Uint64
 	clientOf     map[raft.ServerAddress]string // raft address -> client address
+	failed       failure                       // a fatal storage error stops the node (fatal.go)
 }
 
 // Open creates and starts a replica.
@@ -87,6 +88,7 @@ func New(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	n.fsm = &fsm{
 		book: book.New(), log: log, snapDir: filepath.Join(cfg.Dir, "snapshots"),
 		syncLevel: store.SyncLevel(cfg.SyncLevel), blockSize: cfg.SnapshotBlock, encodeThreads: cfg.EncodeThreads,
+		check: n.check, refused: n.refused,
 	}
 	return n, nil
 }
@@ -150,7 +152,7 @@ func (n *Node) Start() error {
 		servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
 	}
 	snaps := &restoredSnapshot{f: n.fsm, peers: raft.Configuration{Servers: servers}}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.stable, snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, guardedLog{n.logs, n}, guardedStable{n.stable, n}, snaps, n.trans); err != nil {
 		n.close()
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -1,0 +1,125 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/internal/testfs"
+)
+
+// fatalRecorder records each node's OnFatal call.
+type fatalRecorder struct {
+	mu  sync.Mutex
+	got map[string]error
+}
+
+func (r *fatalRecorder) hook(nodes []*Node) {
+	r.got = map[string]error{}
+	for _, n := range nodes {
+		name := n.Config().Node
+		n.OnFatal(func(err error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.got[name] = err
+		})
+	}
+}
+
+func (r *fatalRecorder) of(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[name]
+}
+
+func onTmpfs(dir string) func(*engine.Config) {
+	return func(c *engine.Config) { c.Dir = filepath.Join(dir, c.Node) }
+}
+
+func allReady(nodes []*Node) bool {
+	for _, n := range nodes {
+		if n.Status(false).Phase != engine.PhaseReady {
+			return false
+		}
+	}
+	return true
+}
+
+// A full disk under the raft log stops the node that could not append: the client's apply fails
+// naming ENOSPC, OnFatal gets the store's error, and the node writes nothing more.
+func TestFullLogStopsTheNode(t *testing.T) {
+	dir := testfs.Tmpfs(t, 8<<20)
+	_, nodes := testCluster(t, 3, 1, onTmpfs(dir))
+	var rec fatalRecorder
+	rec.hook(nodes)
+	waitFor(t, "all ready", func() bool { return leaderOf(nodes) != nil && allReady(nodes) })
+	leader := leaderOf(nodes)
+	if _, err := leader.Apply(order(1, 1, wire.Buy, 10), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testfs.Fill(t, filepath.Join(dir, "filler"), 0)
+	// The segment's last page may still take a few entries; a few thousand bytes more cannot fit.
+	var err error
+	for i := uint64(2); err == nil && i < 1000; i++ {
+		_, err = leader.Apply(order(i, i, wire.Buy, 10), time.Second)
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("apply on a full disk: %v; want ENOSPC", err)
+	}
+	name := leader.Config().Node
+	waitFor(t, "OnFatal on "+name, func() bool { return rec.of(name) != nil })
+	if got := rec.of(name); !errors.Is(got, syscall.ENOSPC) || !strings.Contains(got.Error(), "append log entries") {
+		t.Fatalf("OnFatal got %v; want the raft log's ENOSPC", got)
+	}
+	if err := leader.Failed(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Failed() = %v", err)
+	}
+	// Stopped means stopped: a later write is refused without touching the disk.
+	if err := (guardedLog{leader.logs, leader}).StoreLogs(nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a write after the failure: %v; want ErrStopped", err)
+	}
+}
+
+// The disk fills between the snapshot marker's log append and the snapshot files: every node's
+// take fails, the leader answers the snapshot request with the cause, and each node stops.
+func TestFullDiskAtSnapshotStopsTheNodes(t *testing.T) {
+	dir := testfs.Tmpfs(t, 8<<20)
+	_, nodes := testCluster(t, 3, 1, onTmpfs(dir))
+	var rec fatalRecorder
+	rec.hook(nodes)
+	waitFor(t, "all ready", func() bool { return leaderOf(nodes) != nil && allReady(nodes) })
+	leader := leaderOf(nodes)
+	// A book whose snapshot (~64 KiB) does not fit in what is left; the marker's log entry does.
+	for i := uint64(1); i <= 2000; i++ {
+		if _, err := leader.Apply(order(i, i, wire.Buy, int64(10+i%50)), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "followers applied", func() bool {
+		for _, n := range nodes {
+			if n.Status(false).Orders != 2000 {
+				return false
+			}
+		}
+		return true
+	})
+	testfs.Fill(t, filepath.Join(dir, "filler"), 16<<10)
+	_, err := leader.Snapshot(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("snapshot on a full disk: %v; want the cause, no space left on device", err)
+	}
+	for _, n := range nodes {
+		name := n.Config().Node
+		waitFor(t, "OnFatal on "+name, func() bool { return rec.of(name) != nil })
+		if got := rec.of(name); !errors.Is(got, syscall.ENOSPC) || !strings.Contains(got.Error(), "write snapshot") {
+			t.Errorf("%s: OnFatal got %v; want the snapshot's ENOSPC", name, got)
+		}
+	}
+}
