@@ -17,6 +17,14 @@ func (c *Client) Facts(ctx context.Context) (facts.Facts, error) {
 	return out, err
 }
 
+// DiskSpace reports the free and total bytes of the filesystem holding path on the node
+// (relative: in the agent's folder; it need not exist yet).
+func (c *Client) DiskSpace(ctx context.Context, path string) (facts.Space, error) {
+	var out facts.Space
+	err := c.do(ctx, http.MethodGet, "/facts/space?"+url.Values{"path": {path}}.Encode(), nil, &out)
+	return out, err
+}
+
 // Tune applies a profile on the node: prior values are recorded on the node before any change
 // and every setting is read back; an error names each setting that did not take.
 func (c *Client) Tune(ctx context.Context, p tune.Profile) (tune.Report, error) {

@@ -23,6 +23,7 @@ import (
 // Node endpoints (docs/architecture.md, "Agent API": facts, tune, samples):
 //
 //	GET    /v1/facts                 -> facts.Facts
+//	GET    /v1/facts/space?path=P    -> facts.Space of the filesystem holding P (relative: in the agent's folder)
 //	POST   /v1/tune                  TuneRequest -> tune.Report (fails naming each setting that did not take)
 //	GET    /v1/tune                  -> TuneState (recorded prior values, current values read back)
 //	POST   /v1/tune/revert           -> tune.Report (empty when nothing was recorded)
@@ -90,6 +91,7 @@ func (s *Server) registerNodeHandlers() {
 	nodeSides.Store(s, n)
 	p := APIVersion
 	s.mux.HandleFunc("GET "+p+"/facts", n.handleFacts)
+	s.mux.HandleFunc("GET "+p+"/facts/space", n.handleSpace)
 	s.mux.HandleFunc("POST "+p+"/tune", n.handleTune)
 	s.mux.HandleFunc("GET "+p+"/tune", n.handleTuneState)
 	s.mux.HandleFunc("POST "+p+"/tune/revert", n.handleRevert)
@@ -110,6 +112,23 @@ func (n *nodeSide) handleFacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, f)
+}
+
+func (n *nodeSide) handleSpace(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		writeErr(w, http.StatusBadRequest, errors.New("space: path is empty; want the folder to report on (relative: in the agent's folder)"))
+		return
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(n.s.opts.Dir, p)
+	}
+	sp, err := facts.DiskSpace(n.s.opts.Root, p)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sp)
 }
 
 func (n *nodeSide) handleTune(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
+	"github.com/rig-dev/rig/internal/testfs"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -119,6 +120,36 @@ func TestFactsOverHTTP(t *testing.T) {
 	}
 	if f.Kernel == "" || f.CPUs == 0 || f.MemTotalBytes == 0 {
 		t.Fatalf("facts %+v", f)
+	}
+}
+
+// The agent reports the room on the filesystem that will hold a folder not made yet, as the
+// filesystem itself counts it: a tmpfs of 4 MiB, then the same after 3 MiB were written to it.
+func TestDiskSpaceOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	fs := testfs.Tmpfs(t, 4<<20)
+	a := startNodeAgent(t, fs, "/")
+	sp, err := a.c.DiskSpace(ctx, "data/run-1/node-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Path != filepath.Join(fs, "data/run-1/node-0") || sp.StatPath != fs || sp.TotalBytes != 4<<20 || sp.FreeBytes > 4<<20 || sp.FreeBytes < 3<<20 {
+		t.Fatalf("space of a fresh 4 MiB tmpfs: %+v", sp)
+	}
+	testfs.Fill(t, filepath.Join(fs, "filler"), 1<<20)
+	after, err := a.c.DiskSpace(ctx, filepath.Join(fs, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.FreeBytes > 1<<20 || after.FreeBytes < 1<<20-64<<10 || after.Filesystem != sp.Filesystem {
+		t.Fatalf("space after filling to 1 MiB free: %+v (before %+v)", after, sp)
+	}
+	other, err := a.c.DiskSpace(ctx, t.TempDir())
+	if err != nil || other.Filesystem == sp.Filesystem {
+		t.Fatalf("another filesystem: %+v, %v; want a different filesystem id than %s", other, err, sp.Filesystem)
+	}
+	if _, err := a.c.DiskSpace(ctx, ""); err == nil || !strings.Contains(err.Error(), "path is empty") {
+		t.Fatalf("no path: %v", err)
 	}
 }
 

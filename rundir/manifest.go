@@ -71,6 +71,16 @@ type Manifest struct {
 	// LeaseTTLS is the agents' lease length in seconds: how long a node stays tuned, its engine
 	// running, after the controller was last heard from (playbooks/runner/lease.go).
 	LeaseTTLS float64 `json:"lease_ttl_s,omitempty"`
+	// DataSpace per server: the room on its engine data's filesystem before the run, and the
+	// estimate of what the run writes there (playbooks/runner/space.go).
+	DataSpace map[string]DataSpace `json:"data_space,omitempty"`
+}
+
+// DataSpace is one server's free-space check before its engine started.
+type DataSpace struct {
+	facts.Space
+	WritesBytes int64 `json:"writes_bytes"` // what the run writes into its data folder, estimated
+	SharedWith  int   `json:"shared_with"`  // servers whose data is on that filesystem (itself included)
 }
 
 // StageTime is one stage of a run: the runner's estimate before the run started and, once the

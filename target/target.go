@@ -66,6 +66,13 @@ type Cluster interface {
 	Stop(ctx context.Context) error
 }
 
+// DataPlacer is a Cluster that chooses where a server keeps its engine data when it has no
+// data volume (the local target's --local-data): DataRoot is that folder, "" for the default
+// (the agent's folder).
+type DataPlacer interface {
+	DataRoot(n inventory.Node) string
+}
+
 // Traits describe a cluster in the terms a run needs.
 type Traits struct {
 	// Stack is the Pulumi stack the nodes belong to ("" if none), recorded in the manifest.

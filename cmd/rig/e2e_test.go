@@ -166,6 +166,11 @@ func runRigOK(t *testing.T, args ...string) string {
 		dumpLogs(t, stdout.String())
 		t.Fatalf("rig %s: %v\nstdout:\n%s\nstderr:\n%s", args[0], err, stdout.String(), stderr.String())
 	}
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && filepath.IsAbs(f[1]) {
+			noTmpFiles(t, f[1])
+		}
+	}
 	return stdout.String()
 }
 
@@ -213,6 +218,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 	if s.Probes.N == 0 {
 		t.Errorf("summary kept no probes: %+v", s.Probes)
 	}
+	noTmpFiles(t, res)
 	assertNoProcesses(t)
 }
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/internal/testfs"
 )
 
 // The fault suite (docs/security.md): each test makes one fault happen to a real run on the
@@ -209,6 +211,7 @@ func TestFaultUnprivilegedRequestsRefused(t *testing.T) {
 	if strings.Contains(string(events), `"step_down"`) || strings.Contains(string(events), `"action":"snapshot"`) {
 		t.Errorf("a refused request left a trace in the run:\n%s", events)
 	}
+	noTmpFiles(t, res)
 }
 
 // Two local runs at once on different addresses both finish ok, each with its own agents; a
@@ -255,6 +258,7 @@ func TestFaultSimultaneousLocalRuns(t *testing.T) {
 				t.Errorf("run %s: %s lease records %q, want one release by its own run", name, n, recs)
 			}
 		}
+		noTmpFiles(t, r.res)
 	}
 }
 
@@ -429,6 +433,7 @@ func TestFaultControllerKilled(t *testing.T) {
 	if rep, _ := os.ReadFile(filepath.Join(dir, "report.md")); !strings.Contains(string(rep), "(abandoned)") || !strings.Contains(string(rep), "last heard from at") {
 		t.Errorf("report.md does not call the run abandoned:\n%.600s", rep)
 	}
+	noTmpFiles(t, res)
 }
 
 // processesOf reports whether a process runs with dir in its command line.
@@ -557,5 +562,152 @@ func TestFaultUnscheduledEngineDeathNamed(t *testing.T) {
 	if !strings.Contains(s.Error, "killed by SIGKILL") || !strings.Contains(string(rep), "killed by SIGKILL") {
 		t.Errorf("summary.json error %q / report.md do not name the cause", s.Error)
 	}
+	noTmpFiles(t, res)
 	assertNoProcesses(t, dir)
+}
+
+// noTmpFiles fails the test for every *.tmp file left anywhere under dir: every file of a run
+// folder is written whole (internal/atomicfile) or not at all, whatever happened to the run.
+func noTmpFiles(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".tmp") {
+			t.Errorf("temporary file left behind: %s", p)
+		}
+		return nil
+	})
+}
+
+// runError is what a finished run says about why it failed: the manifest's and summary's error
+// and report.md.
+func runError(t *testing.T, dir string) (manifest, summary, report string) {
+	t.Helper()
+	var m, s struct{ Status, Error string }
+	readJSON(t, filepath.Join(dir, "manifest.json"), &m)
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if m.Status != "failed" {
+		t.Errorf("manifest status %q, want failed", m.Status)
+	}
+	rep, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Error(err)
+	}
+	return m.Error, s.Error, string(rep)
+}
+
+// A run whose engine data would not fit on its filesystem (a 2 MiB tmpfs given with
+// --local-data) is refused before any engine starts, with the node, the path and the numbers.
+func TestFaultDataDiskTooSmallRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	fs := testfs.Tmpfs(t, 2<<20)
+	res := shortResults(t)
+	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "6s"), "2k", "20k", 1) + "timeline:\n  - {at: 3s, snapshot: {}}\n"
+	if _, errOut, code := rigRun(t, "run", "--results", res, "--local-data", fs+"/missing", writePlaybook(t, pb)); code != 2 || !strings.Contains(errOut, "--local-data "+fs+"/missing: want an existing folder") {
+		t.Errorf("--local-data on a missing folder: exit %d, %q; want a usage error naming the flag", code, errOut)
+	}
+	start := time.Now()
+	out, errOut, code := rigRun(t, "run", "--results", res, "--local-data", fs, "--first-address", "127.0.41.11", writePlaybook(t, pb))
+	if code == 0 {
+		t.Fatalf("a run that does not fit was not refused:\n%s\n%s", out, errOut)
+	}
+	t.Logf("refused after %s", time.Since(start).Round(time.Millisecond))
+	dir := onlyRunDir(t, res)
+	man, sum, rep := runError(t, dir)
+	t.Logf("run error: %s", man)
+	for _, want := range []string{"not enough disk space", "node-0, node-1, node-2 (one filesystem): " + fs + "/node-0/rig/",
+		"MiB free; this run writes about", "20,000 orders × 32.", "× 1 snapshots at once + ~"} {
+		for where, text := range map[string]string{"stderr": errOut, "manifest": man, "summary": sum, "report.md": rep} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %q:\n%s", where, want, text)
+			}
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "node-*", "engine.log")); len(m) != 0 {
+		t.Errorf("engines were started: %v", m)
+	}
+	if ents, _ := os.ReadDir(fs); len(ents) != 0 {
+		t.Errorf("something was written on the refused filesystem: %v", ents)
+	}
+	noTmpFiles(t, res)
+	assertNoProcesses(t, dir)
+}
+
+// The data filesystem passes the check, then fills up mid-run (a filler file written once the
+// load started): the engines stop on ENOSPC and the run's error says so, naming the node.
+func TestFaultDiskFullMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	fs := testfs.Tmpfs(t, 64<<20)
+	res := shortResults(t)
+	pb := fmt.Sprintf(faultPlaybook, "10s") + "timeline:\n  - {at: 6s, snapshot: {}}\n"
+	cmd, stdout, stderr := startRun(t, "--results", res, "--local-data", fs, "--first-address", "127.0.42.11", writePlaybook(t, pb))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	filled := testfs.Fill(t, filepath.Join(fs, "filler"), 0)
+	t.Logf("filled %d bytes after load start", filled)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the run ended ok although its disk filled up:\n%s", stderr.String())
+	}
+	dir := runDirOf(t, stdout.String())
+	man, sum, rep := runError(t, dir)
+	t.Logf("run error: %s", man)
+	for _, want := range []string{"engine exited outside the schedule: node-", "no space left on device"} {
+		for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %q:\n%s", where, want, text)
+			}
+		}
+	}
+	noTmpFiles(t, res)
+	assertNoProcesses(t, dir)
+}
+
+// The load generator SIGKILLed mid-run: the run fails, naming the signal.
+func TestFaultLoadgenKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	res := shortResults(t)
+	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.43.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "10s")))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	dir := onlyRunDir(t, res)
+	pid := processOf(t, dir, "loadgen\x00probe")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the run ended ok although its load generator was killed:\n%s", stderr.String())
+	}
+	man, sum, rep := runError(t, runDirOf(t, stdout.String()))
+	t.Logf("run error: %s", man)
+	for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
+		if !strings.Contains(text, "load generator: ") || !strings.Contains(text, "killed by SIGKILL") {
+			t.Errorf("%s does not name the load generator's signal:\n%s", where, text)
+		}
+	}
+	noTmpFiles(t, res)
+	assertNoProcesses(t, dir)
+}
+
+// processOf is the pid of the one live process whose command line holds dir and args (NUL
+// separated, as in /proc/PID/cmdline).
+func processOf(t *testing.T, dir, args string) int {
+	t.Helper()
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), dir) || !strings.Contains(string(b), args) {
+			continue
+		}
+		var pid int
+		fmt.Sscan(e.Name(), &pid)
+		pids = append(pids, pid)
+	}
+	if len(pids) != 1 {
+		t.Fatalf("processes running %q in %s: %v; want one", args, dir, pids)
+	}
+	return pids[0]
 }

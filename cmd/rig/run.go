@@ -46,6 +46,17 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
+			if localOpts.DataDir != "" {
+				if stackName != "" || inventoryFile != "" {
+					return fmt.Errorf("%w: --local-data is for the local target; on nodes, engine data goes to the data volume (--data-mount) or the agent folder", errUsage)
+				}
+				if fi, err := os.Stat(localOpts.DataDir); err != nil || !fi.IsDir() {
+					return fmt.Errorf("%w: --local-data %s: want an existing folder", errUsage, localOpts.DataDir)
+				}
+				if localOpts.DataDir, err = filepath.Abs(localOpts.DataDir); err != nil {
+					return fmt.Errorf("%w: --local-data: %v", errUsage, err)
+				}
+			}
 			switch {
 			case stackName != "" && inventoryFile != "":
 				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
@@ -91,6 +102,7 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&opts.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
 	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
+	f.StringVar(&localOpts.DataDir, "local-data", "", "local target: keep each server's engine data (raft log, snapshots) in DIR/NODE/ instead of its node folder, e.g. on a filesystem of its own")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
 	f.BoolVar(&localOpts.Tune, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
 	f.DurationVar(&opts.LeaseTTL, "lease", runner.DefaultLeaseTTL, "how long each agent keeps the run's lease without a renewal (renewed every quarter of it); "+

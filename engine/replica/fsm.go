@@ -179,10 +179,14 @@ func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 	return s, nil
 }
 
-// prune keeps the newest two snapshot files: one to restore from, one in case it is damaged.
+// SnapshotsKept is how many snapshot files a node keeps: the newest to restore from, and one
+// in case it is damaged. While a take writes the next, one more is on disk.
+const SnapshotsKept = 2
+
+// prune keeps the newest SnapshotsKept snapshot files.
 func (f *fsm) prune(newest uint64) {
 	files, _ := snapshotFiles(f.snapDir)
-	for i := 0; i+2 < len(files); i++ {
+	for i := 0; i+SnapshotsKept < len(files); i++ {
 		os.Remove(files[i].path)
 	}
 }

@@ -77,6 +77,9 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return cleanup, err
 	}
 	r.recordEstimate()
+	if err := r.checkSpace(ctx); err != nil {
+		return cleanup, err
+	}
 	if r.book != nil && r.book.Reused {
 		if err := r.installBook(ctx); err != nil {
 			return cleanup, err
@@ -170,12 +173,16 @@ func (r *run) clientAddrs() []string {
 	return out
 }
 
-// prepareDisks mounts each server's provisioned data volume, so the engine writes to the volume
+// prepareDisks mounts each server's provisioned data volume (or takes the folder a target places
+// engine data in, target.DataPlacer), so the engine writes to the volume
 // whose IOPS and throughput the experiment is about, not to the root disk.
 func (r *run) prepareDisks(ctx context.Context) error {
 	rec := map[string]disk.Result{}
 	for _, n := range r.servers {
 		if n.DataDevice == "" {
+			if dp, ok := r.cl.(target.DataPlacer); ok {
+				r.dataRoot[n.Name] = dp.DataRoot(n)
+			}
 			continue
 		}
 		o := disk.Options{VolumeID: n.DataDevice, FS: r.opts.DataFS, MountPoint: r.opts.DataMount, Format: true}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
@@ -103,6 +104,7 @@ type fakeCluster struct {
 	// Hooks (set before the run).
 	onCall      func(node, call string) // every agent request, before it is answered
 	exitAtStart string                  // this server's engine exits at once when started
+	freeBytes   int64                   // free space every server's data filesystem reports (0: 1 TiB)
 	lg          fakeLoadgen
 }
 
@@ -312,6 +314,14 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 	})
 	mux.HandleFunc("DELETE "+p+"/lease", func(w http.ResponseWriter, r *http.Request) { reply(w, agent.LeaseState{}) })
 	mux.HandleFunc("GET "+p+"/facts", func(w http.ResponseWriter, r *http.Request) { reply(w, map[string]any{}) })
+	// Every server's data on one filesystem, as on the local target.
+	mux.HandleFunc("GET "+p+"/facts/space", func(w http.ResponseWriter, r *http.Request) {
+		free := c.freeBytes
+		if free == 0 {
+			free = 1 << 40
+		}
+		reply(w, facts.Space{Path: r.URL.Query().Get("path"), FreeBytes: free, Filesystem: "fake-fs"})
+	})
 	mux.HandleFunc("POST "+p+"/tune", func(w http.ResponseWriter, r *http.Request) { reply(w, tune.Report{}) })
 	mux.HandleFunc("POST "+p+"/tune/revert", func(w http.ResponseWriter, r *http.Request) { reply(w, tune.Report{}) })
 	mux.HandleFunc("POST "+p+"/samples", func(w http.ResponseWriter, r *http.Request) { reply(w, agent.SamplesInfo{Running: true}) })

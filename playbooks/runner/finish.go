@@ -18,6 +18,9 @@ import (
 // once the load stopped), then reads each state hash at that index and keeps the status in
 // <node>/status.json. Hashes compared at different indexes would mean nothing.
 func (r *run) finalState(ctx context.Context) error {
+	if r.cfgs == nil {
+		return nil // no engine was started (the run was refused before): no final state
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	var sts map[string]engine.Status
 	for {
@@ -35,7 +38,7 @@ func (r *run) finalState(ctx context.Context) error {
 		for _, i := range idx {
 			same = same && i == idx[0]
 		}
-		if same || time.Now().After(deadline) || ctx.Err() != nil {
+		if same || r.allDown() || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -53,6 +56,18 @@ func (r *run) finalState(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// allDown reports whether every server's engine is known to have ended.
+func (r *run) allDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.servers {
+		if r.status[n.Name].Phase != rundir.PhaseDown {
+			return false
+		}
+	}
+	return true
 }
 
 // finish stops everything the run started, then writes the manifest, summary and report. It

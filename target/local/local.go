@@ -33,6 +33,10 @@ type Options struct {
 	FirstAddress string // first loopback address (default 127.0.0.11); nodes count up from it
 	// Tune allows a playbook's kernel tuning on this machine (reverted at the end of the run).
 	Tune bool
+	// DataDir, if set, holds every server's engine data (raft log, snapshots) in DataDir/<node>
+	// instead of its node folder: a filesystem of its own, as a data volume is on a cloud node
+	// (absolute).
+	DataDir string
 }
 
 // Target lays out local nodes and runs their agents.
@@ -239,6 +243,15 @@ func (c *Cluster) Remove(_ context.Context, n inventory.Node, path string) error
 		path = filepath.Join(n.Dir, path)
 	}
 	return os.RemoveAll(path)
+}
+
+// DataRoot is where server n keeps its engine data: DataDir/<node>, or "" (its node folder)
+// when no DataDir was given.
+func (c *Cluster) DataRoot(n inventory.Node) string {
+	if c.t.opts.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(c.t.opts.DataDir, n.Name)
 }
 
 // Traits: one machine, one clock and one kernel.

@@ -29,7 +29,9 @@ import (
 const (
 	headerSize   = 24
 	payloadFixed = 8 + 1 + 1 + 8 + 4 + 4
-	flagAppended = 1 // appended_at is set (the zero time.Time has no unix-ns form)
+	// RecordOverhead is what a log entry takes on disk besides its data (and extensions).
+	RecordOverhead = headerSize + payloadFixed
+	flagAppended   = 1 // appended_at is set (the zero time.Time has no unix-ns form)
 	// maxRecord bounds one record so a header can never ask for more than this much memory.
 	maxRecord = 1 << 30
 )
