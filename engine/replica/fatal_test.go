@@ -39,27 +39,28 @@ func (r *fatalRecorder) of(name string) error {
 	return r.got[name]
 }
 
-func onTmpfs(dir string) func(*engine.Config) {
-	return func(c *engine.Config) { c.Dir = filepath.Join(dir, c.Node) }
-}
-
-func allReady(nodes []*Node) bool {
-	for _, n := range nodes {
-		if n.Status(false).Phase != engine.PhaseReady {
-			return false
+// clusterOnTmpfs is a ready 3-node cluster whose data is on one 8 MiB tmpfs, with every
+// node's OnFatal recorded.
+func clusterOnTmpfs(t *testing.T) (string, []*Node, *fatalRecorder) {
+	dir := testfs.Tmpfs(t, 8<<20)
+	_, nodes := testCluster(t, 3, 1, func(c *engine.Config) { c.Dir = filepath.Join(dir, c.Node) })
+	rec := &fatalRecorder{}
+	rec.hook(nodes)
+	waitFor(t, "all ready", func() bool {
+		for _, n := range nodes {
+			if n.Status(false).Phase != engine.PhaseReady {
+				return false
+			}
 		}
-	}
-	return true
+		return leaderOf(nodes) != nil
+	})
+	return dir, nodes, rec
 }
 
 // A full disk under the raft log stops the node that could not append: the client's apply fails
 // naming ENOSPC, OnFatal gets the store's error, and the node writes nothing more.
 func TestFullLogStopsTheNode(t *testing.T) {
-	dir := testfs.Tmpfs(t, 8<<20)
-	_, nodes := testCluster(t, 3, 1, onTmpfs(dir))
-	var rec fatalRecorder
-	rec.hook(nodes)
-	waitFor(t, "all ready", func() bool { return leaderOf(nodes) != nil && allReady(nodes) })
+	dir, nodes, rec := clusterOnTmpfs(t)
 	leader := leaderOf(nodes)
 	if _, err := leader.Apply(order(1, 1, wire.Buy, 10), time.Second); err != nil {
 		t.Fatal(err)
@@ -90,11 +91,7 @@ func TestFullLogStopsTheNode(t *testing.T) {
 // The disk fills between the snapshot marker's log append and the snapshot files: every node's
 // take fails, the leader answers the snapshot request with the cause, and each node stops.
 func TestFullDiskAtSnapshotStopsTheNodes(t *testing.T) {
-	dir := testfs.Tmpfs(t, 8<<20)
-	_, nodes := testCluster(t, 3, 1, onTmpfs(dir))
-	var rec fatalRecorder
-	rec.hook(nodes)
-	waitFor(t, "all ready", func() bool { return leaderOf(nodes) != nil && allReady(nodes) })
+	dir, nodes, rec := clusterOnTmpfs(t)
 	leader := leaderOf(nodes)
 	// A book whose snapshot (~64 KiB) does not fit in what is left; the marker's log entry does.
 	for i := uint64(1); i <= 2000; i++ {
