@@ -667,6 +667,38 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 	assertNoProcesses(t, dir)
 }
 
+// The disk has room for the log but not for a snapshot (512 KiB left after load start; each
+// node's snapshot is ~640 KB): the snapshot action's own error names the cause, as does the
+// engines' exit.
+func TestFaultDiskFullAtSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	fs := testfs.Tmpfs(t, 16<<20)
+	res := shortResults(t)
+	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "10s"), "2k", "20k", 1) + "timeline:\n  - {at: 3s, snapshot: {}}\n"
+	cmd, stdout, stderr := startRun(t, "--results", res, "--local-data", fs, "--first-address", "127.0.44.11", writePlaybook(t, pb))
+	waitFor(t, "load start", stderr, 90*time.Second)
+	testfs.Fill(t, filepath.Join(fs, "filler"), 512<<10)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the run ended ok although no snapshot fitted:\n%s", stderr.String())
+	}
+	dir := runDirOf(t, stdout.String())
+	man, sum, rep := runError(t, dir)
+	t.Logf("run error: %s", man)
+	for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
+		_, action, ok := strings.Cut(text, "snapshot on the leader at 3s: ")
+		if !ok || !strings.Contains(action, "write snapshot") || !strings.Contains(action, "no space left on device") {
+			t.Errorf("%s: the snapshot action's error does not name the cause:\n%s", where, text)
+		}
+		if !strings.Contains(text, "engine exited outside the schedule: node-") {
+			t.Errorf("%s does not name the engine that stopped:\n%s", where, text)
+		}
+	}
+	noTmpFiles(t, res)
+	assertNoProcesses(t, dir)
+}
+
 // The load generator SIGKILLed mid-run: the run fails, naming the signal.
 func TestFaultLoadgenKilled(t *testing.T) {
 	if testing.Short() {

@@ -80,7 +80,7 @@ func (n *Node) fail(err error) {
 		return
 	}
 	n.failed.err = err
-	n.log.Error("fatal storage error: the engine stops (crash-stop)", "node", n.cfg.Node, "err", err.Error())
+	n.log.Error("fatal storage error: the engine stops (crash-stop)", "err", err.Error())
 	time.AfterFunc(fatalGrace, func() { n.stopNow(err) })
 }
 
