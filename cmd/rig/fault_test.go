@@ -620,7 +620,7 @@ func TestFaultDataDiskTooSmallRefused(t *testing.T) {
 	man, sum, rep := runError(t, dir)
 	t.Logf("run error: %s", man)
 	for _, want := range []string{"not enough disk space", "node-0, node-1, node-2 (one filesystem): " + fs + "/node-0/rig/",
-		"MiB free; this run writes about", "20,000 orders × 32.", "× 1 snapshots at once + ~"} {
+		"MiB free; this run writes about", "20,000 orders × 32.", "× 1 snapshot at once + ~"} {
 		for where, text := range map[string]string{"stderr": errOut, "manifest": man, "summary": sum, "report.md": rep} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%s lacks %q:\n%s", where, want, text)

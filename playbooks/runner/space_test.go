@@ -9,20 +9,20 @@ import (
 
 // The estimate, worked by hand from the formats: 2 preload batches of 32,768 orders (each one
 // log entry of 13 + 31 B/order of data and 50 B of record), 200 probes of 40 + 50 B, 4 snapshot
-// markers of at most 9 + 50 B, and 3 snapshot files at once (two kept, one being written) of
-// 64 + 32 batches × (16 + 2,048 × 32) + 32 B.
+// markers of at most 9 + 50 B, raft's own 4 KiB, and 3 snapshot files at once (two kept, one
+// being written) of 64 + 32 batches × (16 + 2,048 × 32) + 32 B.
 func TestEstimateWrites(t *testing.T) {
 	pb := plan(t, "2s", "timeline:\n"+strings.Repeat("  - {at: 100ms, snapshot: {}}\n", 4)).Runs[0].Playbook
 	pb.Preload.Orders = 65536
 	w := estimateWrites(pb, 1, false)
 	const snap = 64 + 32*(16+2048*32) + 32
-	const log = 2*(13+31*32768+50) + 200*90 + 4*59
+	const log = 2*(13+31*32768+50) + 200*90 + 4*59 + 4096
 	if w.SnapshotBytes != snap || w.Snapshots != 3 || w.LogBytes != log || w.total() != 3*snap+log {
 		t.Fatalf("estimate %+v (total %d); want snapshot %d × 3 + log %d", w, w.total(), snap, log)
 	}
 	// A stored book is one snapshot file and no preload through the log.
 	pb.Timeline = pb.Timeline[:1]
-	if w := estimateWrites(pb, 1, true); w.Snapshots != 2 || w.LogBytes != 200*90+59 {
+	if w := estimateWrites(pb, 1, true); w.Snapshots != 2 || w.LogBytes != 200*90+59+4096 {
 		t.Fatalf("with an installed book: %+v", w)
 	}
 }
@@ -36,8 +36,10 @@ func TestSpaceRefusedBeforeEngines(t *testing.T) {
 	if !errors.Is(res.err, ErrDiskSpace) {
 		t.Fatalf("err %v; want ErrDiskSpace", res.err)
 	}
-	for _, want := range []string{"node-0, node-1, node-2 (one filesystem): data/", "has 0.1 MiB free; this run writes about 0.2 MiB there",
-		"(3 servers × (1,000 orders × 32.1 B/order × 1 snapshots at once + ~0.0 MiB of raft log))"} {
+	// Per server: a 32,112 B snapshot, and 4,096 + 31,063 (one preload batch) + 200 × 90
+	// (probes) + 59 (the marker) = 53,218 B of log; 3 × 85,330 B = 250.0 KiB.
+	for _, want := range []string{"node-0, node-1, node-2 (one filesystem): data/", "has 100.0 KiB free; this run writes about 250.0 KiB there",
+		"(3 servers × (1,000 orders × 32.1 B/order × 1 snapshot at once + ~52.0 KiB of raft log))"} {
 		if !strings.Contains(res.err.Error(), want) || !strings.Contains(res.man.Error, want) {
 			t.Errorf("error %q lacks %q", res.err, want)
 		}
