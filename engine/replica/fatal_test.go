@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/replica/store"
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/testfs"
 )
@@ -118,5 +119,30 @@ func TestFullDiskAtSnapshotStopsTheNodes(t *testing.T) {
 		if got := rec.of(name); !errors.Is(got, syscall.ENOSPC) || !strings.Contains(got.Error(), "write snapshot") {
 			t.Errorf("%s: OnFatal got %v; want the snapshot's ENOSPC", name, got)
 		}
+	}
+}
+
+// Raft panics when it cannot store its term, so a full disk under the stable store stops the
+// node at once, before raft sees the error (no grace): the cause stays the log's last word.
+func TestFullStableStoreStopsAtOnce(t *testing.T) {
+	dir := testfs.Tmpfs(t, 1<<20)
+	n, err := New(engine.Config{Node: "node-0", Dir: dir, Peers: []engine.Peer{{Node: "node-0"}}}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec fatalRecorder
+	rec.hook([]*Node{n})
+	st, err := store.OpenStable(filepath.Join(dir, "stable"), store.Options{SyncLevel: store.SyncData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	testfs.Fill(t, filepath.Join(dir, "filler"), 0)
+	err = guardedStable{st, n}.SetUint64(keyCurrentTerm, 7)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("set the term on a full disk: %v; want ENOSPC", err)
+	}
+	if got := rec.of("node-0"); !errors.Is(got, syscall.ENOSPC) {
+		t.Fatalf("OnFatal got %v right after the failed write; want ENOSPC at once", got)
 	}
 }
