@@ -598,6 +598,11 @@ func runError(t *testing.T, dir string) (manifest, summary, report string) {
 	return m.Error, s.Error, string(rep)
 }
 
+// bookPlaybook is faultPlaybook with a 20k-order book (snapshots of ~640 KB) and a snapshot at 3s.
+func bookPlaybook(duration string) string {
+	return strings.Replace(fmt.Sprintf(faultPlaybook, duration), "2k", "20k", 1) + "timeline:\n  - {at: 3s, snapshot: {}}\n"
+}
+
 // A run whose engine data would not fit on its filesystem (a 2 MiB tmpfs given with
 // --local-data) is refused before any engine starts, with the node, the path and the numbers.
 func TestFaultDataDiskTooSmallRefused(t *testing.T) {
@@ -606,7 +611,7 @@ func TestFaultDataDiskTooSmallRefused(t *testing.T) {
 	}
 	fs := testfs.Tmpfs(t, 2<<20)
 	res := shortResults(t)
-	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "6s"), "2k", "20k", 1) + "timeline:\n  - {at: 3s, snapshot: {}}\n"
+	pb := bookPlaybook("6s")
 	if _, errOut, code := rigRun(t, "run", "--results", res, "--local-data", fs+"/missing", writePlaybook(t, pb)); code != 2 || !strings.Contains(errOut, "--local-data "+fs+"/missing: want an existing folder") {
 		t.Errorf("--local-data on a missing folder: exit %d, %q; want a usage error naming the flag", code, errOut)
 	}
@@ -676,7 +681,7 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 	}
 	fs := testfs.Tmpfs(t, 16<<20)
 	res := shortResults(t)
-	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "10s"), "2k", "20k", 1) + "timeline:\n  - {at: 3s, snapshot: {}}\n"
+	pb := bookPlaybook("10s")
 	cmd, stdout, stderr := startRun(t, "--results", res, "--local-data", fs, "--first-address", "127.0.44.11", writePlaybook(t, pb))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	testfs.Fill(t, filepath.Join(fs, "filler"), 512<<10)
