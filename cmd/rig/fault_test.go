@@ -673,8 +673,9 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 }
 
 // The disk has room for the log but not for a snapshot (512 KiB left after load start; each
-// node's snapshot is ~640 KB): the snapshot action's own error names the cause, as does the
-// engines' exit.
+// node's snapshot is ~640 KB): the snapshot action's own error names the cause. (Whether the
+// engines' exit, 200 ms later, is seen before the run ends depends on timing: the leader answers
+// first, and the run ends at once. When it is seen, it leads the error.)
 func TestFaultDiskFullAtSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
@@ -693,11 +694,8 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 	t.Logf("run error: %s", man)
 	for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
 		_, action, ok := strings.Cut(text, "snapshot on the leader at 3s: ")
-		if !ok || !strings.Contains(action, "write snapshot") || !strings.Contains(action, "no space left on device") {
-			t.Errorf("%s: the snapshot action's error does not name the cause:\n%s", where, text)
-		}
-		if !strings.Contains(text, "engine exited outside the schedule: node-") {
-			t.Errorf("%s does not name the engine that stopped:\n%s", where, text)
+		if !ok || !strings.Contains(action, "agent node-") || !strings.Contains(action, "write snapshot") || !strings.Contains(action, "no space left on device") {
+			t.Errorf("%s: the snapshot action's error does not name the node and the cause:\n%s", where, text)
 		}
 	}
 	noTmpFiles(t, res)
