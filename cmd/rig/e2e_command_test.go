@@ -85,5 +85,6 @@ func TestCommandDriverSettingWithoutEffect(t *testing.T) {
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr does not name the setting (%q):\n%s", want, stderr.String())
 	}
+	noTmpFiles(t, res)
 	assertNoProcesses(t, "reference-engine")
 }

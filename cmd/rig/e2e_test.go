@@ -313,6 +313,7 @@ duration: 4s
 		os.WriteFile(key, orig, 0o644)
 		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
+	noTmpFiles(t, res)
 	after, _ := os.ReadFile(key)
 	if strings.TrimSpace(string(after)) != strings.TrimSpace(string(orig)) {
 		os.WriteFile(key, orig, 0o644)
