@@ -262,6 +262,14 @@ func (s *Server) identify(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := &s.lease
 		l.mu.Lock()
+		expired := l.run != "" && !time.Now().Before(l.expires)
+		l.mu.Unlock()
+		if expired {
+			// A request that arrives after the expiry, before the timer ran (the agent was
+			// stopped and its queued renewal won the race), finds the lease lapsed, not renewed.
+			s.checkLease()
+		}
+		l.mu.Lock()
 		holder := l.run
 		rec, lapsed := l.lapsed[r.Header.Get(HeaderRun)]
 		l.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -174,5 +176,27 @@ func TestLeaseRefusesOtherRuns(t *testing.T) {
 	recs := readLeaseRecords(t, dir)
 	if len(recs) != 2 || recs[0].Event != "released" || recs[0].Run != "run-a" || recs[1].Event != "agent_stopped" || recs[1].Run != "run-b" {
 		t.Fatalf("lease records %+v, want run-a released, then run-b's undo at agent stop", recs)
+	}
+}
+
+// A renewal that arrives after the expiry, before the agent's timer ran (a stopped agent resumes
+// with the controller's renewal queued), finds the lease lapsed: the run is undone and told 410,
+// never renewed.
+func TestLeaseRenewalAfterExpiryLapses(t *testing.T) {
+	dir := t.TempDir()
+	s := &Server{opts: Options{Dir: dir, Node: "node-0"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mux: http.NewServeMux()}
+	s.registerLeaseHandlers(context.Background())
+	const run = "20261203-060000-late"
+	renewed := time.Now().Add(-2 * time.Second)
+	s.lease.run, s.lease.ttl, s.lease.renewed, s.lease.expires = run, time.Second, renewed, renewed.Add(time.Second)
+	req := httptest.NewRequest("POST", APIVersion+"/lease", strings.NewReader(`{"run":"`+run+`","ttl":"1s"}`))
+	req.Header.Set(HeaderRun, run)
+	w := httptest.NewRecorder()
+	s.identify(s.mux).ServeHTTP(w, req)
+	if w.Code != http.StatusGone || !strings.Contains(w.Body.String(), "lapsed") {
+		t.Fatalf("late renewal answered %d %s, want 410 naming the lapse", w.Code, w.Body.String())
+	}
+	if recs := readLeaseRecords(t, dir); len(recs) != 1 || recs[0].Event != "lapsed" || !recs[0].LastRenewed.Equal(renewed) {
+		t.Fatalf("lease records %+v, want the lapse", recs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blang/semver"
 )
@@ -196,6 +197,10 @@ func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs
 			if err := os.WriteFile(args[i+1], []byte(body), 0o600); err != nil {
 				return fail("write event log: %v", err)
 			}
+			// The real CLI runs for seconds after it creates the log. Ending microseconds later
+			// races the Automation API's tailer (nxadm/tail), which may still be waiting for the
+			// file's creation and then picks "stop at EOF" over "created", reading no event.
+			time.Sleep(100 * time.Millisecond)
 		}
 		for _, w := range outs {
 			fmt.Fprintf(w, "Updating (%s):\n + rig-vpc created\nResources:\n    + 17 created\n", stack)
