@@ -20,10 +20,11 @@ import (
 
 // BenchOptions configure BenchSend (`rig bench loadgen`).
 type BenchOptions struct {
-	Messages int       // datagrams per burst (default 50,000)
-	Size     int       // bytes per datagram (default 170)
-	Repeats  int       // bursts timed per sender kind, interleaved (default 5)
-	Rates    []float64 // probe rates for the send-lag runs (default 1k, 5k, 50k/s)
+	Messages int             // datagrams per burst (default 50,000)
+	Size     int             // bytes per datagram (default 170)
+	Repeats  int             // bursts timed per sender kind, interleaved (default 5)
+	Rates    []float64       // probe rates for the send-lag runs (default 1k, 5k, 50k/s)
+	Spins    []time.Duration // probe stream spin settings run at each rate (default 0 and 100 µs)
 	For      time.Duration
 	Logger   *slog.Logger
 }
@@ -47,6 +48,7 @@ type BenchReport struct {
 // Lag is the probe stream's send lag at one rate.
 type Lag struct {
 	Rate   float64 `json:"rate"`
+	SpinUs float64 `json:"spin_us"` // the stream's busy-wait before each probe (0: it sleeps)
 	Probes int64   `json:"probes"`
 	P50Us  float64 `json:"p50_us"`
 	P99Us  float64 `json:"p99_us"`
@@ -71,6 +73,9 @@ func BenchSend(ctx context.Context, o BenchOptions) (BenchReport, error) {
 	if o.Rates == nil {
 		o.Rates = []float64{1000, 5000, 50000}
 	}
+	if o.Spins == nil {
+		o.Spins = []time.Duration{0, 100 * time.Microsecond}
+	}
 	if o.For == 0 {
 		o.For = 3 * time.Second
 	}
@@ -91,11 +96,13 @@ func BenchSend(ctx context.Context, o BenchOptions) (BenchReport, error) {
 		return rep, err
 	}
 	for _, rate := range o.Rates {
-		l, err := benchProbeLag(ctx, rate, o.For, o.Logger)
-		if err != nil {
-			return rep, fmt.Errorf("probe lag at %g/s: %w", rate, err)
+		for _, spin := range o.Spins {
+			l, err := benchProbeLag(ctx, rate, spin, o.For, o.Logger)
+			if err != nil {
+				return rep, fmt.Errorf("probe lag at %g/s, spin %v: %w", rate, spin, err)
+			}
+			rep.ProbeLag = append(rep.ProbeLag, l)
 		}
-		rep.ProbeLag = append(rep.ProbeLag, l)
 	}
 	rep.Load1After = load1()
 	return rep, nil
@@ -223,7 +230,7 @@ func median(v []float64) float64 {
 }
 
 // benchProbeLag runs the real probe stream at rate for d against a responder on loopback.
-func benchProbeLag(ctx context.Context, rate float64, d time.Duration, log *slog.Logger) (Lag, error) {
+func benchProbeLag(ctx context.Context, rate float64, spin, d time.Duration, log *slog.Logger) (Lag, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Lag{}, err
@@ -235,12 +242,12 @@ func benchProbeLag(ctx context.Context, rate float64, d time.Duration, log *slog
 		return Lag{}, err
 	}
 	defer os.RemoveAll(dir)
-	st, err := Probe(ctx, ProbeOptions{Servers: []string{ln.Addr().String()}, Rate: rate, Duration: d,
+	st, err := Probe(ctx, ProbeOptions{Servers: []string{ln.Addr().String()}, Rate: rate, Duration: d, Spin: spin,
 		Grace: time.Second, Out: dir, Logger: log})
 	if err != nil {
 		return Lag{}, err
 	}
-	return Lag{Rate: rate, Probes: st.Sent, P50Us: float64(st.SendLag.P50Ns) / 1e3, P99Us: float64(st.SendLag.P99Ns) / 1e3,
+	return Lag{Rate: rate, SpinUs: float64(spin) / 1e3, Probes: st.Sent, P50Us: float64(st.SendLag.P50Ns) / 1e3, P99Us: float64(st.SendLag.P99Ns) / 1e3,
 		MaxUs: float64(st.SendLag.MaxNs) / 1e3, Late: st.SendLag.Late}, nil
 }
 

@@ -70,6 +70,7 @@ type PreloadConfig struct {
 type ProbeConfig struct {
 	Rate     Rate     `json:"rate,omitempty"` // omitted by configs for other modes (0 is not a rate)
 	Duration Duration `json:"duration"`
+	Spin     Duration `json:"spin,omitempty"`
 	Grace    Duration `json:"grace,omitempty"`
 	Interval Duration `json:"interval,omitempty"`
 	Out      string   `json:"out"`
@@ -361,6 +362,7 @@ func (c *Config) ProbeOptions() ProbeOptions {
 		Servers: c.Servers, Rate: float64(p.Rate), Duration: time.Duration(p.Duration),
 		Grace: time.Duration(p.Grace), Out: p.Out, Instruments: c.Instruments, Price: c.ProbePrice,
 		Interval: time.Duration(p.Interval), StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
+		Spin: time.Duration(p.Spin),
 	}
 }
 

@@ -50,6 +50,7 @@ type ProbeOptions struct {
 	Price        int64         // limit price of the IOC buy (default 1): must be below every resting ask
 	Interval     time.Duration // HDR log interval (default 1 s)
 	StartTimeout time.Duration // how long to look for a leader before the first probe (default 30 s)
+	Spin         time.Duration // busy-wait this long before each probe is due, 0..MaxSpin (0: sleep)
 	Conn         ConnOptions
 	Logger       *slog.Logger
 }
@@ -69,6 +70,9 @@ func (o *ProbeOptions) normalize() error {
 	}
 	if o.Out == "" {
 		return fmt.Errorf("%w: out: no output directory", ErrBadOptions)
+	}
+	if o.Spin < 0 || o.Spin > MaxSpin {
+		return fmt.Errorf("%w: spin: %v, want 0 (sleep until each probe is due) to %v", ErrBadOptions, o.Spin, MaxSpin)
 	}
 	if o.Interval < 0 || (o.Interval > 0 && o.Interval%time.Millisecond != 0) {
 		return fmt.Errorf("%w: interval: %v, want a whole number of milliseconds", ErrBadOptions, o.Interval)
@@ -159,6 +163,7 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		total:        total,
 		end:          end,
 		chunk:        probeChunk,
+		spin:         opts.Spin,
 		grace:        opts.Grace,
 		startTimeout: opts.StartTimeout,
 		instruments:  opts.Instruments,

@@ -337,6 +337,8 @@ func TestProbeOptionsRejected(t *testing.T) {
 		{Servers: []string{"a:1"}, Rate: 10},
 		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Interval: 1500 * time.Microsecond},
 		{Servers: []string{"a:1"}, Rate: 1e9, Duration: time.Hour, Out: "x"},
+		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Spin: MaxSpin + 1},
+		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Spin: -1},
 	} {
 		if _, err := StartProbe(t.Context(), o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%+v: err %v, want ErrBadOptions", o, err)

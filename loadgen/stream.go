@@ -89,6 +89,7 @@ type streamConfig struct {
 	total        int64               // messages in the schedule
 	end          int64               // ns from start; messages due at or after it are not sent (0: none)
 	chunk        int                 // most first sends per write
+	spin         time.Duration       // busy-wait before each message is due (see preciseWindow)
 	grace        time.Duration
 	startTimeout time.Duration
 	instruments  int
@@ -301,7 +302,12 @@ func (s *stream) run(ctx context.Context) error {
 	defer cancelHard()
 	go s.stopper(ctx, cancelHard)
 
-	s.sendLoop(hard)
+	sent := make(chan struct{})
+	go func() { // on a thread of its own (preciseThread), which ends with it
+		defer close(sent)
+		s.sendLoop(hard)
+	}()
+	<-sent
 	s.mu.Lock()
 	s.phase = "draining"
 	s.stopping = true
@@ -394,6 +400,7 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 // when every message due before the schedule's end is sent (or hard ends). A sender that
 // falls behind sends the backlog at once: the messages keep their intended times.
 func (s *stream) sendLoop(hard context.Context) {
+	preciseThread()
 	var (
 		i       int64
 		batch   []uint64
@@ -437,8 +444,14 @@ func (s *stream) sendLoop(hard context.Context) {
 		if i >= s.cfg.total || s.cfg.at(i) >= endAt {
 			return
 		}
-		wake := min(s.start+s.cfg.at(i), nextRetry)
-		timer.Reset(time.Duration(wake - now))
+		due := min(s.start+s.cfg.at(i), nextRetry)
+		if wake := time.Duration(due - now); wake <= preciseWindow {
+			preciseSleep(wake - s.cfg.spin)
+			for s.cfg.spin > 0 && s.cl.now() < due {
+			}
+			continue
+		}
+		timer.Reset(time.Duration(due-now) - preciseWindow)
 		select {
 		case <-timer.C:
 		case <-s.cl.retryCh:

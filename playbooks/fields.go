@@ -133,6 +133,9 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return units.FormatRate(p.Load.ProbeRate) },
 	},
+	"load.spin": durationField(0, 2*time.Millisecond, // loadgen.MaxSpin
+		"a duration from 0 to 2ms, e.g. 100us (0: sleep until each probe is due)",
+		func(p *Playbook) *time.Duration { return &p.Load.Spin }),
 	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
 	"duration": durationField(time.Second, 24*time.Hour, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
 	"rounds": {

@@ -38,7 +38,7 @@ var sections = map[string][]string{
 	"cluster": {"servers", "clients"},
 	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command", "udp_rcvbuf", "udp_nak_delay", "udp_recv_nice"},
 	"preload": {"orders", "instruments"},
-	"load":    {"probe_rate"},
+	"load":    {"probe_rate", "spin"},
 }
 
 // MaxSize is the largest playbook accepted: real ones are a few KiB, and a YAML parser given

@@ -108,6 +108,7 @@ func TestRules(t *testing.T) {
 		{"warmup not below duration", base + "warmup: 30s\n", "t.yaml:5:9: warmup", "30s is not shorter than the run (duration 30s)"},
 		{"rate without time unit", "name: t\nload: {probe_rate: 1000}\nduration: 9s\n", "t.yaml:2:20: load.probe_rate", `"1000" has no time unit; write 1000/s`},
 		{"zero rate", "name: t\nload: {probe_rate: 0/s}\nduration: 9s\n", "t.yaml:2:20: load.probe_rate", "want more than 0"},
+		{"spin past the wait", "name: t\nload: {probe_rate: 1/s, spin: 3ms}\nduration: 9s\n", "t.yaml:2:31: load.spin", "3ms is out of range; want a duration from 0 to 2ms"},
 		{"negative count", base + "preload: {orders: -5}\n", "t.yaml:5:19: preload.orders", "is negative"},
 		{"zero instruments", base + "preload: {instruments: 0}\n", "t.yaml:5:24: preload.instruments", "0 is out of range"},
 		{"zero rounds", base + "rounds: 0\n", "t.yaml:5:9: rounds", "want a whole number 1..1000"},

@@ -62,6 +62,9 @@ type Preload struct {
 // Load is the client stream during the run.
 type Load struct {
 	ProbeRate float64 `json:"probe_rate"` // probes per second, open loop
+	// Spin busy-waits the last stretch before each probe is due instead of sleeping it (a sleep
+	// wakes tens of µs late); it costs up to Spin × ProbeRate of a CPU on the client.
+	Spin time.Duration `json:"spin,omitempty"`
 }
 
 // Action kinds.

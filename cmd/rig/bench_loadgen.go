@@ -18,9 +18,9 @@ import (
 // newBenchLoadgenCmd is `rig bench loadgen`.
 func newBenchLoadgenCmd() *cobra.Command {
 	var (
-		messages, size, rates string
-		o                     loadgen.BenchOptions
-		asJSON, quiet         bool
+		messages, size, rates, spins string
+		o                            loadgen.BenchOptions
+		asJSON, quiet                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -29,8 +29,9 @@ func newBenchLoadgenCmd() *cobra.Command {
 to a bare sendmmsg loop over the same buffers and a one-datagram-per-write loop, interleaved in
 the same run (medians of --repeats); the goal is a burst within 1.25x of the bare loop. Then runs
 the probe stream for --for at each rate against a TCP responder that answers at once, and reports
-its send lag (how far behind its schedule each probe went out); the goal is p99 <= 50us at 5k/s
-on a quiet machine. Prints the load average before and after: figures taken above the CPU count
+its send lag (how far behind its schedule each probe went out), once for each --spin (the
+stream's busy-wait before each probe is due, playbook field load.spin; 0 sleeps until then); the
+goal is p99 <= 50us at 5k/s on a quiet machine. Prints the load average before and after: figures taken above the CPU count
 are not the load generator's own.`,
 		Example: "  rig bench loadgen --json\n  rig bench loadgen --messages 200k --size 1400 --rates 5k/s",
 		Args:    cobra.NoArgs,
@@ -58,6 +59,17 @@ are not the load generator's own.`,
 					return fmt.Errorf("%w: --rates %q: %v", errUsage, r, err)
 				}
 				o.Rates = append(o.Rates, v)
+			}
+			o.Spins = nil
+			for _, s := range strings.Split(spins, ",") {
+				v, err := units.ParseDuration(strings.TrimSpace(s))
+				if err != nil || v < 0 || v > loadgen.MaxSpin {
+					if err == nil {
+						err = fmt.Errorf("out of range; want 0..%v", loadgen.MaxSpin)
+					}
+					return fmt.Errorf("%w: --spin %q: %v", errUsage, s, err)
+				}
+				o.Spins = append(o.Spins, v)
 			}
 			if o.Repeats < 1 {
 				return fmt.Errorf("%w: --repeats %d: want at least 1", errUsage, o.Repeats)
@@ -87,9 +99,9 @@ are not the load generator's own.`,
 			tw.Flush()
 			fmt.Fprintf(out, "probe stream send lag (goal p99 <= 50us at 5k/s on a quiet machine):\n")
 			tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "  rate/s\tprobes\tp50 us\tp99 us\tmax us\tlate >1ms\t\n")
+			fmt.Fprintf(tw, "  rate/s\tspin us\tprobes\tp50 us\tp99 us\tmax us\tlate >1ms\t\n")
 			for _, l := range rep.ProbeLag {
-				fmt.Fprintf(tw, "  %.0f\t%d\t%.1f\t%.1f\t%.1f\t%d\t\n", l.Rate, l.Probes, l.P50Us, l.P99Us, l.MaxUs, l.Late)
+				fmt.Fprintf(tw, "  %.0f\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%d\t\n", l.Rate, l.SpinUs, l.Probes, l.P50Us, l.P99Us, l.MaxUs, l.Late)
 			}
 			return tw.Flush()
 		},
@@ -99,6 +111,7 @@ are not the load generator's own.`,
 	f.StringVar(&size, "size", "170B", "datagram size, 72B..1400B")
 	f.IntVar(&o.Repeats, "repeats", 5, "timed bursts per sender kind")
 	f.StringVar(&rates, "rates", "1k/s,5k/s,50k/s", "probe rates for the send-lag runs, comma-separated")
+	f.StringVar(&spins, "spin", "0,100us", "probe stream busy-wait settings to compare at each rate, comma-separated (0..2ms)")
 	f.DurationVar(&o.For, "for", 3*time.Second, "length of each send-lag run")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no warnings on stderr")

@@ -32,7 +32,7 @@ func (r *run) loadgenConfig() loadgen.Config {
 		Preload:      loadgen.PreloadConfig{Orders: loadgen.Count(pb.Preload.Orders), Out: out},
 		Probe: loadgen.ProbeConfig{
 			Rate: loadgen.Rate(pb.Load.ProbeRate), Duration: loadgen.Duration(pb.Duration),
-			Out: out, Control: r.loadgenAddr(),
+			Spin: loadgen.Duration(pb.Load.Spin), Out: out, Control: r.loadgenAddr(),
 		},
 	}
 }
