@@ -257,7 +257,8 @@ func (s *Server) appendLeaseRecord(rec LeaseRecord) {
 }
 
 // identify stamps every answer with the agent's node and lease holder, and refuses a request
-// that names another run than the one holding the lease (or a run whose lease lapsed).
+// that names another run than the one holding the lease (or a run whose lease lapsed, but for
+// its reads).
 func (s *Server) identify(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := &s.lease
@@ -278,7 +279,9 @@ func (s *Server) identify(h http.Handler) http.Handler {
 		run := r.Header.Get(HeaderRun)
 		switch {
 		case run == "":
-		case lapsed && holder != run:
+		case lapsed && holder != run && (holder != "" || r.Method != http.MethodGet):
+			// A lapsed run may still read what it left (its collect, samples, transitions)
+			// until another run claims the agent; it never changes the node again.
 			writeErr(w, http.StatusGone, lapsedErr(rec))
 			return
 		case holder != "" && holder != run:

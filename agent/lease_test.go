@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,15 +122,26 @@ func TestLeaseLapseUndoesTheRun(t *testing.T) {
 	if after := tunetest.Snapshot(t, root); !reflect.DeepEqual(before, after) {
 		t.Fatalf("tuning not reverted:\nbefore %v\nafter  %v", before, after)
 	}
-	// The lapsed run is told so; a new run may claim the agent.
-	if _, err := c.Ping(ctx); !errors.Is(err, ErrLeaseLapsed) || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), "lapsed") {
-		t.Fatalf("request of the lapsed run: %v, want 410 naming the lapse", err)
+	// The lapsed run is told so when it would change the node, but may still collect what it
+	// left (over SSH that is the only way its results come back); a new run may claim the agent.
+	if _, err := c.Tune(ctx, tune.Profile{"vm.swappiness": "1"}); !errors.Is(err, ErrLeaseLapsed) || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), "lapsed") {
+		t.Fatalf("tuning by the lapsed run: %v, want 410 naming the lapse", err)
+	}
+	if _, err := c.Lease(ctx, time.Second); !errors.Is(err, ErrLeaseLapsed) {
+		t.Fatalf("renewal by the lapsed run: %v, want 410", err)
+	}
+	var tgz bytes.Buffer
+	if err := c.Collect(ctx, &tgz, CollectOptions{}); err != nil || tgz.Len() == 0 {
+		t.Fatalf("collect by the lapsed run: %v (%d bytes)", err, tgz.Len())
 	}
 	if st, err := client("").LeaseState(ctx); err != nil || st.Run != "" || st.LastLapse == nil || st.LastLapse.Run != c.Run {
 		t.Fatalf("lease state after the lapse: %+v %v", st, err)
 	}
 	if _, err := client("20261202-120100-next").Lease(ctx, time.Second); err != nil {
 		t.Fatalf("new run's claim: %v", err)
+	}
+	if _, err := c.Ping(ctx); !errors.Is(err, ErrLeaseLapsed) {
+		t.Fatalf("a read by the lapsed run once another run holds the agent: %v, want 410", err)
 	}
 }
 
