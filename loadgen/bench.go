@@ -31,14 +31,19 @@ type BenchOptions struct {
 
 // BenchReport is what BenchSend measured. Times are medians over the repeats.
 type BenchReport struct {
-	Messages   int     `json:"messages"`
-	Size       int     `json:"size"`
-	Repeats    int     `json:"repeats"`
-	BurstMs    float64 `json:"burst_ms"`     // the load generator's UDP sender: pre-encoded, stamped, sendmmsg
-	BareMs     float64 `json:"bare_ms"`      // a bare loop of sendmmsg over the same buffers
-	SingleMs   float64 `json:"single_ms"`    // one datagram per write, for reference
-	Ratio      float64 `json:"ratio"`        // BurstMs / BareMs (goal: at most 1.25)
-	Received   int64   `json:"received"`     // datagrams the loopback receiver read over every burst
+	Messages int     `json:"messages"`
+	Size     int     `json:"size"`
+	Repeats  int     `json:"repeats"`
+	BurstMs  float64 `json:"burst_ms"`  // the load generator's UDP sender: pre-encoded, stamped, sendmmsg
+	BareMs   float64 `json:"bare_ms"`   // a bare loop of sendmmsg over the same buffers
+	SingleMs float64 `json:"single_ms"` // one datagram per write, for reference
+	Ratio    float64 `json:"ratio"`     // BurstMs / BareMs (goal: at most 1.25)
+	Received int64   `json:"received"`  // datagrams the loopback receiver read over every burst
+	// A bare receiver's latency (receive time minus send stamp) over the load generator's bursts:
+	// the host's floor for the burst guide's p99 < 1 ms, with no engine behind the socket.
+	RecvP50Us  float64 `json:"recv_p50_us"`
+	RecvP99Us  float64 `json:"recv_p99_us"`
+	RecvMaxUs  float64 `json:"recv_max_us"`
 	ProbeLag   []Lag   `json:"probe_lag"`    // send lag of the probe stream by rate
 	Load1      float64 `json:"load1_before"` // /proc/loadavg when the benchmark started
 	Load1After float64 `json:"load1_after"`
@@ -108,10 +113,12 @@ func BenchSend(ctx context.Context, o BenchOptions) (BenchReport, error) {
 	return rep, nil
 }
 
-// benchReceiver drains a UDP socket on loopback and counts what it read.
+// benchReceiver drains a UDP socket on loopback, counts what it read and records the latency of
+// every stamped datagram (the bare loops' are not).
 type benchReceiver struct {
 	conn *net.UDPConn
 	n    chan int64
+	lat  []int64 // ns; read after close
 }
 
 func newBenchReceiver() (*benchReceiver, error) {
@@ -128,11 +135,18 @@ func newBenchReceiver() (*benchReceiver, error) {
 			msgs[i].Buffers = [][]byte{make([]byte, 2048)}
 		}
 		var total int64
+		var d wire.Dgram
 		for {
 			k, err := pc.ReadBatch(msgs, 0)
 			if err != nil {
 				r.n <- total
 				return
+			}
+			now := time.Now().UnixNano()
+			for _, m := range msgs[:k] {
+				if wire.DecodeDgram(m.Buffers[0][:m.N], &d) == nil && d.SentNs > 0 {
+					r.lat = append(r.lat, now-d.SentNs)
+				}
 			}
 			total += int64(k)
 		}
@@ -209,6 +223,11 @@ func benchBursts(ctx context.Context, o BenchOptions, rep *BenchReport) error {
 		rep.Ratio = rep.BurstMs / rep.BareMs
 	}
 	rep.Received = recv.close()
+	if lat := recv.lat; len(lat) > 0 {
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[min(int(p*float64(len(lat))), len(lat)-1)]) / 1e3 }
+		rep.RecvP50Us, rep.RecvP99Us, rep.RecvMaxUs = q(0.50), q(0.99), q(1)
+	}
 	return ctx.Err()
 }
 

@@ -106,3 +106,27 @@ func BenchmarkProbePath(b *testing.B) {
 		}
 	})
 }
+
+// rig bench loadgen's measurement end to end on loopback, small: every figure is there and
+// consistent (the receiver's latency comes from the load generator's stamped bursts only).
+func TestBenchSendReports(t *testing.T) {
+	rep, err := BenchSend(t.Context(), BenchOptions{Messages: 2000, Size: 170, Repeats: 1, Rates: []float64{1000},
+		Spins: []time.Duration{0, 50 * time.Microsecond}, For: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BurstMs <= 0 || rep.BareMs <= 0 || rep.Ratio <= 0 || rep.Received == 0 {
+		t.Errorf("burst figures %+v", rep)
+	}
+	if !(rep.RecvP50Us > 0 && rep.RecvP50Us <= rep.RecvP99Us && rep.RecvP99Us <= rep.RecvMaxUs) {
+		t.Errorf("receiver latency p50 %v p99 %v max %v", rep.RecvP50Us, rep.RecvP99Us, rep.RecvMaxUs)
+	}
+	if len(rep.ProbeLag) != 2 || rep.ProbeLag[0].SpinUs != 0 || rep.ProbeLag[1].SpinUs != 50 {
+		t.Fatalf("probe lag rows %+v, want one per spin", rep.ProbeLag)
+	}
+	for _, l := range rep.ProbeLag {
+		if l.Rate != 1000 || l.Probes != 200 || l.P50Us > l.P99Us || l.P99Us > l.MaxUs {
+			t.Errorf("probe lag %+v", l)
+		}
+	}
+}

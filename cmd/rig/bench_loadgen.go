@@ -97,6 +97,8 @@ are not the load generator's own.`,
 			fmt.Fprintf(tw, "  bare sendmmsg loop\t%.1f ms\t\n", rep.BareMs)
 			fmt.Fprintf(tw, "  one datagram per write\t%.1f ms\t\n", rep.SingleMs)
 			tw.Flush()
+			fmt.Fprintf(out, "a bare receiver's latency over the load generator's bursts (the host's floor for the burst guide's p99 < 1 ms): p50 %.1f us, p99 %.1f us, max %.1f us\n",
+				rep.RecvP50Us, rep.RecvP99Us, rep.RecvMaxUs)
 			fmt.Fprintf(out, "probe stream send lag (goal p99 <= 50us at 5k/s on a quiet machine):\n")
 			tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintf(tw, "  rate/s\tspin us\tprobes\tp50 us\tp99 us\tmax us\tlate >1ms\t\n")
