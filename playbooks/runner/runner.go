@@ -196,6 +196,7 @@ type run struct {
 	cursor     map[string]uint64             // per server: the last transition a watcher handled
 	exits      map[string]*rundir.ExitStatus // per server: how its engine last exited
 	roleAtExit map[string]string             // per server: its role when it last went down
+	ledUntil   map[string]time.Time          // per server: when it last stopped leading since its launch
 	fault      error                         // the first engine death outside the schedule
 	lapse      error                         // the first lease that lapsed (ErrLeaseLapsed)
 	stopping   bool                          // engines are being stopped: their exits are scheduled
@@ -272,7 +273,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
-		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, killed: map[string]bool{}}
+		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, killed: map[string]bool{}}
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
 		o.Err = err

@@ -301,6 +301,24 @@ func TestFailures(t *testing.T) {
 		{name: "load generator exits mid-run", setup: func(c *fakeCluster, _ *fakeTarget) {
 			c.lg.exitEarly, c.lg.exitAfter = errors.New("exit status 4"), 200*time.Millisecond
 		}, want: "load generator: exit status 4"},
+		{name: "a leader steps down and exits", timeline: "timeline:\n  - {at: 100ms, step_down: {}}\n",
+			// As a leader whose disk fails does: raft steps it down, then the engine stops.
+			setup: func(c *fakeCluster, _ *fakeTarget) {
+				c.onCall = func(node, call string) {
+					if !strings.HasSuffix(call, " /step-down") {
+						return
+					}
+					time.AfterFunc(50*time.Millisecond, func() {
+						c.mu.Lock()
+						defer c.mu.Unlock()
+						n := c.nodes[node]
+						n.eng.running, n.eng.phase, n.eng.role = false, rundir.PhaseDown, ""
+						c.addLocked(n, rundir.Transition{Kind: rundir.TransPhase, From: engine.PhaseReady, To: rundir.PhaseDown,
+							Exit: &rundir.ExitStatus{Code: 1, Desc: "exit status 1"}})
+					})
+				}
+			},
+			want: "engine exited outside the schedule: node-0 (follower, leader until "},
 		{name: "wait_for times out", timeline: "timeline:\n  - {at: 100ms, wait_for: {phase: catching-up, timeout: 200ms}}\n",
 			want: "timeline[0] wait until all servers is catching-up (timeout 200ms) at 100ms: all servers did not reach catching-up within the wait's timeout"},
 	}

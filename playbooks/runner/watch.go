@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,12 +92,18 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 		st.Phase, st.Role = engine.PhaseStarting, ""
 		r.status[name] = st
 		delete(r.exits, name)
+		delete(r.ledUntil, name)
 		delete(r.killed, name)
 	case t.Status != nil:
 		r.status[name] = *t.Status
 	}
 	if t.Kind == rundir.TransRole && t.To == engine.RoleLeader {
 		r.leaderChanged = time.Now()
+	}
+	if t.Kind == rundir.TransRole && t.From == engine.RoleLeader {
+		// A leader that fails to write its log steps down before it exits: its death is still
+		// the leader's.
+		r.ledUntil[name] = ev.T
 	}
 	r.notifyLocked()
 }
@@ -107,7 +114,11 @@ func (r *run) exitedLocked(name string) error {
 	if r.status[name].Phase != rundir.PhaseDown || r.killed[name] {
 		return nil
 	}
-	return unscheduledExit(name, r.roleAtExit[name], r.exits[name])
+	role := r.roleAtExit[name]
+	if led, ok := r.ledUntil[name]; ok && role != engine.RoleLeader {
+		role = fmt.Sprintf("%s, leader until %s", cmp.Or(role, "no role"), led.Format(clockFormat))
+	}
+	return unscheduledExit(name, role, r.exits[name])
 }
 
 // ErrEngineExited classifies an engine that exited or was killed outside the timeline.
