@@ -581,9 +581,9 @@ func noTmpFiles(t *testing.T, dir string) {
 	})
 }
 
-// runError is what a finished run says about why it failed: the manifest's and summary's error
-// and report.md.
-func runError(t *testing.T, dir string) (manifest, summary, report string) {
+// runError is a failed run's error where a user meets it: the command's stderr, manifest.json,
+// summary.json and report.md.
+func runError(t *testing.T, dir, stderr string) map[string]string {
 	t.Helper()
 	var m, s struct{ Status, Error string }
 	readJSON(t, filepath.Join(dir, "manifest.json"), &m)
@@ -595,7 +595,20 @@ func runError(t *testing.T, dir string) (manifest, summary, report string) {
 	if err != nil {
 		t.Error(err)
 	}
-	return m.Error, s.Error, string(rep)
+	t.Logf("run error: %s", m.Error)
+	return map[string]string{"stderr": stderr, "manifest": m.Error, "summary": s.Error, "report.md": string(rep)}
+}
+
+// wantEverywhere fails t for every text that lacks one of wants.
+func wantEverywhere(t *testing.T, texts map[string]string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		for where, text := range texts {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %q:\n%s", where, want, text)
+			}
+		}
+	}
 }
 
 // bookPlaybook is faultPlaybook with a 20k-order book (snapshots of ~640 KB) and a snapshot at 3s.
@@ -622,16 +635,8 @@ func TestFaultDataDiskTooSmallRefused(t *testing.T) {
 	}
 	t.Logf("refused after %s", time.Since(start).Round(time.Millisecond))
 	dir := onlyRunDir(t, res)
-	man, sum, rep := runError(t, dir)
-	t.Logf("run error: %s", man)
-	for _, want := range []string{"not enough disk space", "node-0, node-1, node-2 (one filesystem): " + fs + "/node-0/rig/",
-		"MiB free; this run writes about", "20,000 orders × 32.", "× 1 snapshot at once + ~"} {
-		for where, text := range map[string]string{"stderr": errOut, "manifest": man, "summary": sum, "report.md": rep} {
-			if !strings.Contains(text, want) {
-				t.Errorf("%s lacks %q:\n%s", where, want, text)
-			}
-		}
-	}
+	wantEverywhere(t, runError(t, dir, errOut), "not enough disk space", "node-0, node-1, node-2 (one filesystem): "+fs+"/node-0/rig/",
+		"MiB free; this run writes about", "20,000 orders × 32.", "× 1 snapshot at once + ~")
 	if m, _ := filepath.Glob(filepath.Join(dir, "node-*", "engine.log")); len(m) != 0 {
 		t.Errorf("engines were started: %v", m)
 	}
@@ -659,15 +664,7 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 		t.Fatalf("the run ended ok although its disk filled up:\n%s", stderr.String())
 	}
 	dir := runDirOf(t, stdout.String())
-	man, sum, rep := runError(t, dir)
-	t.Logf("run error: %s", man)
-	for _, want := range []string{"engine exited outside the schedule: node-", "no space left on device"} {
-		for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
-			if !strings.Contains(text, want) {
-				t.Errorf("%s lacks %q:\n%s", where, want, text)
-			}
-		}
-	}
+	wantEverywhere(t, runError(t, dir, stderr.String()), "engine exited outside the schedule: node-", "no space left on device")
 	noTmpFiles(t, res)
 	assertNoProcesses(t, dir)
 }
@@ -690,9 +687,7 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 		t.Fatalf("the run ended ok although no snapshot fitted:\n%s", stderr.String())
 	}
 	dir := runDirOf(t, stdout.String())
-	man, sum, rep := runError(t, dir)
-	t.Logf("run error: %s", man)
-	for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
+	for where, text := range runError(t, dir, stderr.String()) {
 		_, action, ok := strings.Cut(text, "snapshot on the leader at 3s: ")
 		if !ok || !strings.Contains(action, "agent node-") || !strings.Contains(action, "write snapshot") || !strings.Contains(action, "no space left on device") {
 			t.Errorf("%s: the snapshot action's error does not name the node and the cause:\n%s", where, text)
@@ -718,13 +713,7 @@ func TestFaultLoadgenKilled(t *testing.T) {
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("the run ended ok although its load generator was killed:\n%s", stderr.String())
 	}
-	man, sum, rep := runError(t, runDirOf(t, stdout.String()))
-	t.Logf("run error: %s", man)
-	for where, text := range map[string]string{"stderr": stderr.String(), "manifest": man, "summary": sum, "report.md": rep} {
-		if !strings.Contains(text, "load generator: ") || !strings.Contains(text, "killed by SIGKILL") {
-			t.Errorf("%s does not name the load generator's signal:\n%s", where, text)
-		}
-	}
+	wantEverywhere(t, runError(t, runDirOf(t, stdout.String()), stderr.String()), "load generator: ", "killed by SIGKILL")
 	noTmpFiles(t, res)
 	assertNoProcesses(t, dir)
 }
