@@ -58,6 +58,9 @@ func (r *run) finalState(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// exitAfterFailure is how long a failed run waits for an engine exit that its failure caused.
+const exitAfterFailure = time.Second
+
 // allDown reports whether every server's engine is known to have ended.
 func (r *run) allDown() bool {
 	r.mu.Lock()
@@ -70,15 +73,20 @@ func (r *run) allDown() bool {
 	return true
 }
 
-// finish stops everything the run started, then writes the manifest, summary and report. It
-// runs for failed and interrupted runs too, with whatever was collected.
-// finish ends the run and returns its error: the one it was given, preceded by the cause when
-// a lease lapsed or an engine died outside the schedule (what followed, a proxy error or no
-// leader, is a symptom).
+// finish stops everything the run started, then writes the manifest, summary and report (for
+// failed and interrupted runs too, with whatever was collected). It returns the run's error: the
+// one it was given, preceded by the cause when a lease lapsed or an engine died outside the
+// schedule (what followed, a proxy error or no leader, is a symptom).
 func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) error {
 	r.mu.Lock()
 	lapsed := r.lapse != nil
 	r.mu.Unlock()
+	if cleanup != nil && r.cl != nil && runErr != nil && !interrupted && !lapsed {
+		// An engine that fails on its storage first answers the request that hit the failure
+		// (a snapshot: "no space left on device") and stops a moment later (fatalGrace in
+		// engine/replica/fatal.go): wait for such an exit, so the cause leads the error.
+		_ = r.waitFor(ctx, exitAfterFailure, func() (bool, error) { return r.fault != nil, nil })
+	}
 	// After a lapse the agent has stopped its engine and refuses the run: no final state.
 	if cleanup != nil && r.cl != nil && !interrupted && !lapsed {
 		if err := r.finalState(ctx); err != nil && runErr == nil {
