@@ -22,7 +22,8 @@ type DialFunc func(ctx context.Context) (net.Conn, error)
 var ErrStranger = errors.New("answer from a stranger agent")
 
 // ErrLeaseLapsed is the agent's answer to a run whose lease lapsed (410): it has stopped that
-// run's engine and reverted its tuning, and refuses the run from then on.
+// run's engine and reverted its tuning, and refuses the run from then on (but for its reads,
+// until another run claims the agent).
 var ErrLeaseLapsed = errors.New("the run's lease on this agent lapsed")
 
 // Client talks to one agent. With Run set it sends the run's id with every request (the agent

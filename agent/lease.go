@@ -23,8 +23,9 @@ import (
 //	GET    /v1/lease        -> LeaseState
 //	DELETE /v1/lease?run=ID -> LeaseState (release at the end of the run: nothing is undone)
 //
-// While a run holds the lease, a request naming another run (HeaderRun) is refused with 409,
-// and a request from a run whose lease lapsed with 410.
+// While a run holds the lease, a request naming another run (HeaderRun) is refused with 409.
+// A run whose lease lapsed is refused with 410, but for its reads (GET) while no other run holds
+// the agent: it may still collect what it left.
 
 // LeaseFile records every lapse and release, one JSON object a line.
 const LeaseFile = "lease.jsonl"
@@ -69,7 +70,7 @@ type leaseSide struct {
 	ttl     time.Duration
 	renewed time.Time
 	expires time.Time
-	lapsed  map[string]LeaseRecord // runs whose lease lapsed: their requests get 410
+	lapsed  map[string]LeaseRecord // runs whose lease lapsed: 410 but for their reads
 	last    *LeaseRecord
 	timer   *time.Timer
 }
@@ -164,25 +165,38 @@ func lapsedErr(rec LeaseRecord) error {
 // checkLease runs when the lease may have expired: a renewal in the meantime moved the expiry
 // (and reset the timer), so it only acts once the expiry has really passed.
 func (s *Server) checkLease() {
+	if run, renewed, ok := s.lapseIfExpired(); ok {
+		s.undoLapsed(run, renewed)
+	}
+}
+
+// lapseIfExpired ends the lease if its expiry has passed and says whose it was. The run is
+// refused from this moment, not from when the undo is done: its controller must not drive the
+// agent while its engine is being stopped and its tuning reverted.
+func (s *Server) lapseIfExpired() (run string, renewed time.Time, ok bool) {
 	l := &s.lease
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.run == "" {
-		l.mu.Unlock()
-		return
+		return "", time.Time{}, false
 	}
 	if left := time.Until(l.expires); left > 0 {
-		l.timer.Reset(left)
-		l.mu.Unlock()
-		return
+		if l.timer != nil {
+			l.timer.Reset(left)
+		}
+		return "", time.Time{}, false
 	}
-	run, renewed := l.run, l.renewed
+	run, renewed = l.run, l.renewed
 	l.run = ""
-	// Refused from this moment, not from when the undo is done: the lapsed run's controller must
-	// not drive the agent while its engine is being stopped and its tuning reverted.
 	l.lapsed[run] = LeaseRecord{Event: "lapsed", Run: run, LastRenewed: renewed, T: time.Now()}
-	l.mu.Unlock()
+	return run, renewed, true
+}
+
+// undoLapsed undoes a lapsed run and records it.
+func (s *Server) undoLapsed(run string, renewed time.Time) {
 	s.log.Warn("lease lapsed: the controller stopped renewing; stopping the engine and reverting tuning", "run", run, "last_renewed", renewed)
 	rec := s.undoRun("lapsed", run, renewed)
+	l := &s.lease
 	l.mu.Lock()
 	l.lapsed[run] = rec
 	l.last = &rec
@@ -261,15 +275,13 @@ func (s *Server) appendLeaseRecord(rec LeaseRecord) {
 // its reads).
 func (s *Server) identify(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l := &s.lease
-		l.mu.Lock()
-		expired := l.run != "" && !time.Now().Before(l.expires)
-		l.mu.Unlock()
-		if expired {
-			// A request that arrives after the expiry, before the timer ran (the agent was
-			// stopped and its queued renewal won the race), finds the lease lapsed, not renewed.
-			s.checkLease()
+		// A request that arrives after the expiry, before the timer ran (the agent was stopped
+		// and its queued renewal won the race), finds the lease lapsed, not renewed, and is
+		// answered at once while the undo runs.
+		if run, renewed, ok := s.lapseIfExpired(); ok {
+			go s.undoLapsed(run, renewed)
 		}
+		l := &s.lease
 		l.mu.Lock()
 		holder := l.run
 		rec, lapsed := l.lapsed[r.Header.Get(HeaderRun)]

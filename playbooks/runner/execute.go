@@ -42,13 +42,15 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	cleanup := func(ctx context.Context) {
 		r.revertTuning(ctx)
 		r.releaseLeases(ctx)
-		if err := cl.Collect(ctx); err != nil {
-			r.warn("%v", err)
-		}
+		// The load generator's few files first: a node that stopped answering holds Collect up
+		// until ctx ends.
 		for _, f := range loadgenFiles {
 			if err := cl.Gather(ctx, r.client, path.Join("loadgen", f)); err != nil {
 				r.log.Info("gather load generator file", "file", f, "err", err)
 			}
+		}
+		if err := cl.Collect(ctx); err != nil {
+			r.warn("%v", err)
 		}
 		if err := cl.Stop(ctx); err != nil {
 			r.log.Warn("stop cluster", "err", err)
@@ -222,7 +224,7 @@ func (r *run) startEngines(ctx context.Context) error {
 }
 
 func (r *run) stopEngines(ctx context.Context) {
-	for _, n := range r.servers {
+	for _, n := range r.liveNodes(r.servers) {
 		if err := r.agent(n.Name).StopEngine(ctx); err != nil {
 			r.log.Warn("stop engine", "node", n.Name, "err", err)
 		}
@@ -274,6 +276,10 @@ func (r *run) removeData(ctx context.Context) {
 		return
 	}
 	for _, n := range r.servers {
+		if r.lapsed(n.Name) {
+			r.warn("engine data left on %s (%s): its lease lapsed", n.Name, r.dataDir(n))
+			continue
+		}
 		if err := r.cl.Remove(ctx, n, r.dataDir(n)); err != nil {
 			r.warn("remove engine data on %s: %v", n.Name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/results"
@@ -79,7 +80,9 @@ func (r *run) allDown() bool {
 // schedule (what followed, a proxy error or no leader, is a symptom).
 func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr error, interrupted bool) error {
 	r.mu.Lock()
-	lapsed := r.lapse != nil
+	// An agent may say its lease lapsed (410) before the renewer gives up on it: that is a lapse
+	// too, and the engine it stopped is what followed.
+	lapsed := r.lapse != nil || errors.Is(runErr, agent.ErrLeaseLapsed)
 	r.mu.Unlock()
 	if cleanup != nil && r.cl != nil && runErr != nil && !interrupted && !lapsed {
 		// An engine that fails on its storage first answers the request that hit the failure
@@ -105,7 +108,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		} else {
 			runErr = lapse
 		}
-	case fault == nil || errors.Is(runErr, ErrEngineExited):
+	case fault == nil || errors.Is(runErr, ErrEngineExited) || lapsed:
 	case runErr == nil:
 		runErr = fault
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -131,6 +132,10 @@ func (r *run) leaseLapsed(node string, at, renewed time.Time, cause error) {
 	if !stopping && first {
 		r.lapse = err
 	}
+	if r.lapsedOn == nil {
+		r.lapsedOn = map[string]bool{}
+	}
+	r.lapsedOn[node] = true
 	r.notifyLocked()
 	r.mu.Unlock()
 	switch {
@@ -149,11 +154,30 @@ func (r *run) releaseLeases(ctx context.Context) {
 	}
 	r.stopLeases()
 	r.stopLeases = nil
-	for _, n := range r.inv.Nodes {
+	for _, n := range r.liveNodes(r.inv.Nodes) {
 		if err := r.cl.Agent(n.Name).Release(ctx); err != nil {
 			r.log.Warn("release lease", "node", n.Name, "err", err)
 		}
 	}
+}
+
+// liveNodes is nodes without those whose lease lapsed: their agents undid the run by themselves
+// and refuse anything more that would change the node, and one that stopped answering (a hung
+// node, a cut link) would hold up the cleanup of every other node until its deadline.
+func (r *run) liveNodes(nodes []inventory.Node) []inventory.Node {
+	var live []inventory.Node
+	for _, n := range nodes {
+		if !r.lapsed(n.Name) {
+			live = append(live, n)
+		}
+	}
+	return live
+}
+
+func (r *run) lapsed(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lapsedOn[node]
 }
 
 // beat records that the controller is alive (rundir.ControllerFile): rig report calls a run

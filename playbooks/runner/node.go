@@ -61,7 +61,7 @@ func (r *run) revertTuning(ctx context.Context) {
 	if len(r.pb.Tuning) == 0 || r.tuningSkipped {
 		return
 	}
-	for _, n := range r.cl.Traits().TuneNodes {
+	for _, n := range r.liveNodes(r.cl.Traits().TuneNodes) { // a lapsed node's agent reverted by itself
 		rep, err := r.agent(n.Name).Revert(ctx)
 		if err != nil {
 			r.warn("revert tuning on %s: %v", n.Name, err)
@@ -103,7 +103,7 @@ func (r *run) startSamples(ctx context.Context) {
 // stopSamples stops the samplers; their NDJSON is in the node folder (collected from remote
 // nodes with everything else).
 func (r *run) stopSamples(ctx context.Context) {
-	for _, n := range r.inv.Nodes {
+	for _, n := range r.liveNodes(r.inv.Nodes) {
 		if _, err := r.agent(n.Name).StopSamples(ctx, r.samplesName()); err != nil {
 			r.log.Warn("stop samples", "node", n.Name, "err", err)
 		}

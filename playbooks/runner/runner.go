@@ -199,6 +199,7 @@ type run struct {
 	ledUntil   map[string]time.Time          // per server: when it last stopped leading since its launch
 	fault      error                         // the first engine death outside the schedule
 	lapse      error                         // the first lease that lapsed (ErrLeaseLapsed)
+	lapsedOn   map[string]bool               // nodes whose lease lapsed: cleanup leaves their agents alone
 	stopping   bool                          // engines are being stopped: their exits are scheduled
 	killed     map[string]bool               // per server: the timeline killed its current launch
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
@@ -457,11 +458,17 @@ func TestBurstSendersOverClients(t *testing.T) {
 func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 	c := newFakeCluster(t)
 	var cut time.Time
+	var afterLapse []string // calls to node-1 once it lapsed
 	c.onCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
 			cut = time.Now()
 			c.cutLease("node-1")
 		}
+		c.mu.Lock()
+		if node == "node-1" && c.nodes[node].lapsed && !strings.HasPrefix(call, "GET ") {
+			afterLapse = append(afterLapse, call)
+		}
+		c.mu.Unlock()
 	}
 	const ttl = time.Second
 	start := time.Now()
@@ -493,6 +500,33 @@ func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 	}
 	if !c.stopped {
 		t.Error("cluster not stopped")
+	}
+	// Its agent undid the run by itself: the cleanup leaves it alone (a hung one would hold up
+	// every other node's).
+	if len(afterLapse) != 0 {
+		t.Errorf("calls to node-1 after its lease lapsed: %q", afterLapse)
+	}
+}
+
+// An agent answers an action 410 before the renewer has given up on its lease: the lapse is
+// the cause, not the engine the agent stopped, and no final state is asked for.
+func TestLeaseLapseSeenByAnAction(t *testing.T) {
+	c := newFakeCluster(t)
+	c.onCall = func(node, call string) {
+		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
+			c.mu.Lock()
+			n := c.nodes[node]
+			n.lapsed = true
+			c.downLocked(n, "TERM")
+			c.mu.Unlock()
+		}
+	}
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"))
+	if !errors.Is(res.err, agent.ErrLeaseLapsed) || errors.Is(res.err, ErrEngineExited) || !strings.Contains(res.err.Error(), "410") {
+		t.Fatalf("err %v: want the agent's 410 as the cause", res.err)
+	}
+	if res.man.Status != rundir.StatusFailed || strings.Contains(res.man.Error, "engine exited outside the schedule") {
+		t.Errorf("manifest status %q error %q", res.man.Status, res.man.Error)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/agent"
@@ -168,14 +169,19 @@ func (c *Cluster) Traits() target.Traits {
 	return target.Traits{Stack: c.t.opts.Stack, TuneNodes: c.inv.Nodes}
 }
 
-// Collect pulls every node's folder through its agent into RunDir/<node>.
+// Collect pulls every node's folder through its agent into RunDir/<node>, all nodes at once: a
+// node that stopped answering (a hung host, a cut link) costs its own folder, not the others'.
 func (c *Cluster) Collect(ctx context.Context) error {
-	var errs []error
-	for _, n := range c.inv.Nodes {
-		if err := c.agents[n.Name].CollectInto(ctx, filepath.Join(c.dir, n.Name), agent.CollectOptions{}); err != nil {
-			errs = append(errs, fmt.Errorf("collect %s: %w", n.Name, err))
-		}
+	errs := make([]error, len(c.inv.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.inv.Nodes {
+		wg.Go(func() {
+			if err := c.agents[n.Name].CollectInto(ctx, filepath.Join(c.dir, n.Name), agent.CollectOptions{}); err != nil {
+				errs[i] = fmt.Errorf("collect %s: %w", n.Name, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
