@@ -17,9 +17,10 @@ type Space struct {
 	StatPath   string `json:"stat_path"` // the existing folder statfs read (Path or its nearest parent)
 	FreeBytes  int64  `json:"free_bytes"`
 	TotalBytes int64  `json:"total_bytes"`
-	// Filesystem names the filesystem on its machine (boot id and statfs f_fsid), so the
-	// controller can tell nodes that share one: on the local target every node writes to the
-	// same filesystem, and their writes add up.
+	// Filesystem names the filesystem on its machine (boot id and the device number, st_dev),
+	// so the controller can tell nodes that share one: on the local target every node writes to
+	// the same filesystem, and their writes add up. (Not statfs f_fsid: kernels before 6.7 give
+	// every tmpfs the same one, 0.)
 	Filesystem string `json:"filesystem"`
 }
 
@@ -46,13 +47,21 @@ func DiskSpace(root, path string) (Space, error) {
 	if err := unix.Statfs(p, &st); err != nil {
 		return sp, fmt.Errorf("disk space of %s: statfs %s: %w", abs, p, err)
 	}
+	var sd unix.Stat_t
+	if err := unix.Stat(p, &sd); err != nil {
+		return sp, fmt.Errorf("disk space of %s: stat %s: %w", abs, p, err)
+	}
 	boot, err := readTrim(filepath.Join(root, "proc/sys/kernel/random/boot_id"))
 	if err != nil {
 		return sp, fmt.Errorf("disk space of %s: %w", abs, err)
 	}
 	sp.StatPath = p
-	sp.FreeBytes = int64(st.Bavail) * st.Bsize
-	sp.TotalBytes = int64(st.Blocks) * st.Bsize
-	sp.Filesystem = fmt.Sprintf("%s/%08x%08x", boot, uint32(st.Fsid.Val[0]), uint32(st.Fsid.Val[1]))
+	unit := st.Frsize // statvfs counts blocks in fragment-size units, as df does
+	if unit == 0 {
+		unit = st.Bsize
+	}
+	sp.FreeBytes = int64(st.Bavail) * unit
+	sp.TotalBytes = int64(st.Blocks) * unit
+	sp.Filesystem = fmt.Sprintf("%s/dev-%d:%d", boot, unix.Major(sd.Dev), unix.Minor(sd.Dev))
 	return sp, nil
 }
