@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/net/ipv4"
 
 	"github.com/rig-dev/rig/engine/wire"
@@ -118,7 +119,7 @@ func BenchSend(ctx context.Context, o BenchOptions) (BenchReport, error) {
 type benchReceiver struct {
 	conn *net.UDPConn
 	n    chan int64
-	lat  []int64 // ns; read after close
+	lat  *hdr.Histogram // ns, as the engine's burst latency (HDR); read after close
 }
 
 func newBenchReceiver() (*benchReceiver, error) {
@@ -127,7 +128,7 @@ func newBenchReceiver() (*benchReceiver, error) {
 		return nil, err
 	}
 	c.SetReadBuffer(64 << 20) // whatever rmem_max allows: drops do not change the send time
-	r := &benchReceiver{conn: c, n: make(chan int64, 1)}
+	r := &benchReceiver{conn: c, n: make(chan int64, 1), lat: newHist()}
 	go func() {
 		pc := ipv4.NewPacketConn(c)
 		msgs := make([]ipv4.Message, 64)
@@ -145,7 +146,7 @@ func newBenchReceiver() (*benchReceiver, error) {
 			now := time.Now().UnixNano()
 			for _, m := range msgs[:k] {
 				if wire.DecodeDgram(m.Buffers[0][:m.N], &d) == nil && d.SentNs > 0 {
-					r.lat = append(r.lat, now-d.SentNs)
+					r.lat.RecordValue(clampLatency(now - d.SentNs))
 				}
 			}
 			total += int64(k)
@@ -223,10 +224,9 @@ func benchBursts(ctx context.Context, o BenchOptions, rep *BenchReport) error {
 		rep.Ratio = rep.BurstMs / rep.BareMs
 	}
 	rep.Received = recv.close()
-	if lat := recv.lat; len(lat) > 0 {
-		slices.Sort(lat)
-		q := func(p float64) float64 { return float64(lat[min(int(p*float64(len(lat))), len(lat)-1)]) / 1e3 }
-		rep.RecvP50Us, rep.RecvP99Us, rep.RecvMaxUs = q(0.50), q(0.99), q(1)
+	if h := recv.lat; h.TotalCount() > 0 {
+		rep.RecvP50Us, rep.RecvP99Us = float64(h.ValueAtQuantile(50))/1e3, float64(h.ValueAtQuantile(99))/1e3
+		rep.RecvMaxUs = float64(h.Max()) / 1e3
 	}
 	return ctx.Err()
 }

@@ -103,7 +103,7 @@ func newRunCmd() *cobra.Command {
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
 	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.StringVar(&localOpts.DataDir, "local-data", "", "local target: keep each server's engine data (raft log, snapshots) in DIR/NODE/ instead of its node folder, e.g. on a filesystem of its own")
-	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) in the run folder")
+	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) where the run wrote it: the node folder, --local-data DIR/NODE/rig/RUN-ID, or the data volume")
 	f.BoolVar(&localOpts.Tune, "tune-local", false, "apply the playbook's kernel tuning on this machine when running on the local target (reverted at the end)")
 	f.DurationVar(&opts.LeaseTTL, "lease", runner.DefaultLeaseTTL, "how long each agent keeps the run's lease without a renewal (renewed every quarter of it); "+
 		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rig-dev/rig/internal/units"
 )
 
 // WritePlan prints what Deploy would build for s, without touching anything.
@@ -84,7 +86,7 @@ func WriteEstimate(w io.Writer, e Estimate) error {
 		e.Region, e.AsOf, e.Source)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, l := range e.Lines {
-		fmt.Fprintf(tw, "  %s\t%12s %s\t%10s/h\n", l.Item, group(trimFloat(l.Quantity)), l.Unit, fmt.Sprintf("$%.4f", l.Hourly))
+		fmt.Fprintf(tw, "  %s\t%12s %s\t%10s/h\n", l.Item, units.Group(trimFloat(l.Quantity)), l.Unit, fmt.Sprintf("$%.4f", l.Hourly))
 	}
 	fmt.Fprintf(tw, "  total\t\t%10s/h\n", fmt.Sprintf("$%.2f", e.Hourly))
 	if err := tw.Flush(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/rig-dev/rig/internal/units"
 )
 
 // Volume limits. gp3 follows AWS as of the September 2025 increase (80,000 IOPS, 2,000 MiB/s,
@@ -50,7 +52,7 @@ var (
 	userRE    = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	tagValRE  = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,256}$`)
 	mibToMB   = 1.048576
-	thousands = func(n int) string { return group(strconv.Itoa(n)) }
+	thousands = func(n int) string { return units.Group(strconv.Itoa(n)) }
 )
 
 // Validate checks a spec before any resource exists and returns every problem at once.
@@ -132,7 +134,7 @@ func Validate(s Spec) Problems {
 		case float64(s.VolumeThroughput) > GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS):
 			need := s.VolumeThroughput * 4 // 0.25 MiB/s per IOPS
 			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s",
-				fmt.Sprintf("<= %s MiB/s with volumeIops %s (0.25 MiB/s per IOPS for gp3)", group(strconv.FormatFloat(GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS), 'f', -1, 64)), thousands(s.VolumeIOPS)),
+				fmt.Sprintf("<= %s MiB/s with volumeIops %s (0.25 MiB/s per IOPS for gp3)", units.Group(strconv.FormatFloat(GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS), 'f', -1, 64)), thousands(s.VolumeIOPS)),
 				fmt.Sprintf("raise volumeIops to at least %s", thousands(need)))
 		}
 	case VolumeIO2:
@@ -262,33 +264,11 @@ func Validate(s Spec) Problems {
 	return ps
 }
 
-// group writes an integer (or decimal) with thousands separators: 80000 -> 80,000.
-func group(s string) string {
-	intPart, frac, hasFrac := strings.Cut(s, ".")
-	neg := strings.HasPrefix(intPart, "-")
-	intPart = strings.TrimPrefix(intPart, "-")
-	var b strings.Builder
-	for i, r := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	out := b.String()
-	if neg {
-		out = "-" + out
-	}
-	if hasFrac {
-		out += "." + frac
-	}
-	return out
-}
-
 func fmtMB(v float64) string {
 	if v == float64(int(v)) {
 		return thousands(int(v))
 	}
-	return group(strconv.FormatFloat(v, 'f', 2, 64))
+	return units.Group(strconv.FormatFloat(v, 'f', 2, 64))
 }
 
 func abbrev(s string) string {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/rig-dev/rig/internal/units"
 )
 
 var testPublicKey = func() string {
@@ -314,8 +316,8 @@ func TestNodesAndLoginUser(t *testing.T) {
 
 func TestGroup(t *testing.T) {
 	for in, want := range map[string]string{"1": "1", "999": "999", "1000": "1,000", "256000": "256,000", "1562.50": "1,562.50", "-1000": "-1,000"} {
-		if got := group(in); got != want {
-			t.Errorf("group(%s) = %s", in, got)
+		if got := units.Group(in); got != want {
+			t.Errorf("units.Group(%s) = %s", in, got)
 		}
 	}
 }

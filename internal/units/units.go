@@ -209,3 +209,25 @@ func FormatDuration(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// Group writes an integer (or decimal) with thousands separators: 80000 -> 80,000.
+func Group(s string) string {
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	neg := strings.HasPrefix(intPart, "-")
+	intPart = strings.TrimPrefix(intPart, "-")
+	var b strings.Builder
+	for i, r := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if neg {
+		out = "-" + out
+	}
+	if hasFrac {
+		out += "." + frac
+	}
+	return out
+}

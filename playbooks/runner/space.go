@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/rig-dev/rig/agent/facts"
@@ -12,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/engine/replica/store"
 	snapfile "github.com/rig-dev/rig/engine/snapshot"
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
@@ -126,7 +128,7 @@ func (r *run) checkSpace(ctx context.Context) error {
 				files = "snapshot"
 			}
 			what = fmt.Sprintf("%s orders × %.1f B/order × %d %s at once + %s",
-				commas(w.Orders), float64(w.SnapshotBytes)/float64(max(w.Orders, 1)), w.Snapshots, files, what)
+				units.Group(strconv.FormatInt(w.Orders, 10)), float64(w.SnapshotBytes)/float64(max(w.Orders, 1)), w.Snapshots, files, what)
 		}
 		who := g.nodes[0]
 		if len(g.nodes) > 1 {
@@ -152,13 +154,4 @@ func size(b int64) string {
 		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 	}
 	return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-}
-
-// commas writes n with thousands separators: 1,000,000.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
