@@ -446,6 +446,9 @@ func (s *stream) sendLoop(hard context.Context) {
 		}
 		due := min(s.start+s.cfg.at(i), nextRetry)
 		if wake := time.Duration(due - now); wake <= preciseWindow {
+			// Not woken by retryCh meanwhile: a resend handed back now waits at most this
+			// (< 2 ms, after an election that took far longer; its latency counts from its
+			// intended time anyway).
 			preciseSleep(wake - s.cfg.spin)
 			for s.cfg.spin > 0 && s.cl.now() < due {
 			}
