@@ -201,10 +201,11 @@ func (s *Server) undoLapsed(run string, renewed time.Time) {
 	l.lapsed[run] = rec
 	l.last = &rec
 	l.mu.Unlock()
+	s.appendLeaseRecord(rec) // after the state: whoever reads the record finds GET /lease agree
 }
 
 // undoRun leaves the node as it was before the run: the engine stopped, tuning reverted,
-// samplers stopped; it records what it did.
+// samplers stopped; it returns what it did, for the caller to record once its state says so.
 func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 	rec := LeaseRecord{Event: event, Run: run, LastRenewed: renewed}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -231,7 +232,6 @@ func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 		rec.SamplersStopped = n.stopAll()
 	}
 	rec.T = time.Now()
-	s.appendLeaseRecord(rec)
 	s.log.Warn("run undone", "event", event, "run", run, "engine_stopped", rec.EngineStopped,
 		"tuning_reverted", rec.TuningReverted, "samplers_stopped", rec.SamplersStopped, "errors", rec.Errors)
 	return rec
@@ -249,7 +249,7 @@ func (s *Server) undoOnExit() {
 	}
 	l.mu.Unlock()
 	if run != "" {
-		s.undoRun("agent_stopped", run, renewed)
+		s.appendLeaseRecord(s.undoRun("agent_stopped", run, renewed))
 	}
 }
 
