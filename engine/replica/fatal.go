@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -126,8 +127,12 @@ func (g guardedLog) DeleteRange(lo, hi uint64) error {
 }
 
 // guardedStable is the stable store as raft sees it. Raft panics when it cannot store its term
-// (setCurrentTerm), so a fatal failure here stops the node at once, without the grace: the cause
-// stays the last thing in its log, not a panic's stack.
+// (setCurrentTerm), so a fatal failure here, or any write once the node has stopped, runs
+// OnFatal at once, without the grace: the cause stays the last thing in its log, not a panic's
+// stack. Should OnFatal return (an embedding that does not exit, such as a test), the writing
+// goroutine, raft's own, ends there (runtime.Goexit runs its defers, so raft's shutdown still
+// completes) instead of taking the refusal back to raft: an election during the grace used to
+// panic a test process.
 type guardedStable struct {
 	*store.Stable
 	n *Node
@@ -148,6 +153,7 @@ func (g guardedStable) write(set func() error) error {
 	}
 	if FatalStorage(err) {
 		g.n.stopNow(err)
+		runtime.Goexit()
 	}
 	return err
 }

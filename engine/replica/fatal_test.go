@@ -138,11 +138,30 @@ func TestFullStableStoreStopsAtOnce(t *testing.T) {
 	}
 	defer st.Close()
 	testfs.Fill(t, filepath.Join(dir, "filler"), 0)
-	err = guardedStable{st, n}.SetUint64(keyCurrentTerm, 7)
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("set the term on a full disk: %v; want ENOSPC", err)
+	// The write never returns to its caller (raft, which would panic on the error): OnFatal
+	// runs, and since this one returns, the writing goroutine ends.
+	returned, ended := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(ended)
+		returned <- guardedStable{st, n}.SetUint64(keyCurrentTerm, 7)
+	}()
+	<-ended
+	select {
+	case err := <-returned:
+		t.Fatalf("set the term on a full disk returned %v; want OnFatal and no return", err)
+	default:
 	}
 	if got := rec.of("node-0"); !errors.Is(got, syscall.ENOSPC) {
-		t.Fatalf("OnFatal got %v right after the failed write; want ENOSPC at once", got)
+		t.Fatalf("OnFatal got %v at the failed write; want ENOSPC at once", got)
+	}
+	// Once stopped, any stable write does the same, without touching the disk.
+	ended = make(chan struct{})
+	go func() {
+		defer close(ended)
+		returned <- guardedStable{st, n}.Set([]byte("k"), []byte("v"))
+	}()
+	<-ended
+	if len(returned) != 0 {
+		t.Fatalf("a stable write after the stop returned %v", <-returned)
 	}
 }
