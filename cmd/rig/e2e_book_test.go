@@ -61,7 +61,7 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 	for i, d := range dirs {
 		readJSON(t, filepath.Join(d, "summary.json"), &s[i])
 		if s[i].Status != "ok" || s[i].Book == nil || len(s[i].Stages) != 5 || s[i].OverheadS == nil {
-			t.Fatalf("run %d: status %q, book %+v, %d stages, overhead %v", i+1, s[i].Status, s[i].Book, len(s[i].Stages), s[i].OverheadS)
+			t.Fatalf("run %d: status %q (%s%s), book %+v, %d stages, overhead %v", i+1, s[i].Status, s[i].StatusReason, s[i].Error, s[i].Book, len(s[i].Stages), s[i].OverheadS)
 		}
 		for _, st := range s[i].Stages[:4] {
 			if st.ActualS == nil || st.EstimateS <= 0 {

@@ -55,8 +55,10 @@ timeline:
 `
 
 type summary struct {
-	Status string `json:"status"`
-	Nodes  map[string]struct {
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	Error        string `json:"error"`
+	Nodes        map[string]struct {
 		StateHash string `json:"state_hash"`
 		Phase     string `json:"phase"`
 	} `json:"nodes"`
@@ -80,7 +82,7 @@ func checkQuickstartRun(t *testing.T, dir string) {
 	var s summary
 	readJSON(t, filepath.Join(dir, "summary.json"), &s)
 	if s.Status != "ok" {
-		t.Errorf("status %q", s.Status)
+		t.Errorf("status %q: %s%s", s.Status, s.StatusReason, s.Error)
 	}
 	if len(s.Nodes) != 3 {
 		t.Fatalf("nodes %v", s.Nodes)
