@@ -162,8 +162,8 @@ func lapsedErr(rec LeaseRecord) error {
 		rec.Run, rec.T.Format(time.RFC3339Nano), rec.LastRenewed.Format(time.RFC3339Nano))
 }
 
-// checkLease runs when the lease may have expired: a renewal in the meantime moved the expiry
-// (and reset the timer), so it only acts once the expiry has really passed.
+// checkLease runs when the lease's timer fires: a renewal in the meantime moved the expiry (and
+// reset the timer), so it only acts once the expiry has really passed.
 func (s *Server) checkLease() {
 	if run, renewed, ok := s.lapseIfExpired(); ok {
 		s.undoLapsed(run, renewed)
@@ -180,11 +180,8 @@ func (s *Server) lapseIfExpired() (run string, renewed time.Time, ok bool) {
 	if l.run == "" {
 		return "", time.Time{}, false
 	}
-	if left := time.Until(l.expires); left > 0 {
-		if l.timer != nil {
-			l.timer.Reset(left)
-		}
-		return "", time.Time{}, false
+	if time.Now().Before(l.expires) {
+		return "", time.Time{}, false // every claim and renewal resets the timer to the expiry
 	}
 	run, renewed = l.run, l.renewed
 	l.run = ""

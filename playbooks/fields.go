@@ -133,7 +133,7 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return units.FormatRate(p.Load.ProbeRate) },
 	},
-	"load.spin": durationField(0, 2*time.Millisecond, // loadgen.MaxSpin
+	"load.spin": durationField(0, 2*time.Millisecond, // loadgen.MaxSpin (runner_test.go checks they agree)
 		"a duration from 0 to 2ms, e.g. 100us (0: sleep until each probe is due)",
 		func(p *Playbook) *time.Duration { return &p.Load.Spin }),
 	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),

@@ -326,11 +326,11 @@ func writeBursts(pf func(string, ...any), s *Summary) {
 			result := "pass"
 			if u.Pass {
 				passed++
-			} else if len(u.Fail) == 1 && strings.HasPrefix(u.Fail[0], "p99 ") {
-				tailOnly++
-			}
-			if !u.Pass {
+			} else {
 				result = "**fail**: " + strings.Join(u.Fail, "; ")
+				if len(u.Fail) == 1 && u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms { // the p99 is the one failure
+					tailOnly++
+				}
 			}
 			pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
 				u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs),

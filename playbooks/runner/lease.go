@@ -132,9 +132,6 @@ func (r *run) leaseLapsed(node string, at, renewed time.Time, cause error) {
 	if !stopping && first {
 		r.lapse = err
 	}
-	if r.lapsedOn == nil {
-		r.lapsedOn = map[string]bool{}
-	}
 	r.lapsedOn[node] = true
 	r.notifyLocked()
 	r.mu.Unlock()

@@ -274,7 +274,8 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
-		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, killed: map[string]bool{}}
+		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
+		killed: map[string]bool{}}
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
 		o.Err = err

@@ -542,3 +542,32 @@ func TestBadLeaseStartsNothing(t *testing.T) {
 		t.Fatalf("created %d entries in the results folder", len(ents))
 	}
 }
+
+// load.spin, as a matrix axis, reaches each run's load generator config.
+func TestSpinReachesTheLoadGenerator(t *testing.T) {
+	c := newFakeCluster(t)
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "1s", "matrix:\n  load.spin: [0s, 100us]\n"))
+	if res.err != nil || len(res.outs) != 2 {
+		t.Fatalf("runs %d, err %v", len(res.outs), res.err)
+	}
+	for i, want := range []time.Duration{0, 100 * time.Microsecond} {
+		b, err := os.ReadFile(filepath.Join(res.outs[i].Dir, "loadgen-probe.json"))
+		var cfg loadgen.Config
+		if err != nil || json.Unmarshal(b, &cfg) != nil || time.Duration(cfg.Probe.Spin) != want || cfg.ProbeOptions().Spin != want {
+			t.Errorf("run %d: probe config %s (%v), want spin %v", i+1, b, err, want)
+		}
+	}
+}
+
+// The playbook field takes exactly the load generator's range (playbooks does not import loadgen).
+func TestSpinRangeIsTheLoadGenerators(t *testing.T) {
+	for _, c := range []struct {
+		spin time.Duration
+		ok   bool
+	}{{loadgen.MaxSpin, true}, {loadgen.MaxSpin + time.Microsecond, false}} {
+		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)))
+		if (err == nil) != c.ok {
+			t.Errorf("load.spin %v: err %v, want accepted %v", c.spin, err, c.ok)
+		}
+	}
+}
