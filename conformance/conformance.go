@@ -25,7 +25,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"

@@ -69,10 +69,10 @@ type Manifest struct {
 	OverheadS *float64    `json:"overhead_s,omitempty"`
 	Book      *BookUse    `json:"book,omitempty"` // where the resting book came from
 	// LeaseTTLS is the agents' lease length in seconds: how long a node stays tuned, its engine
-	// running, after the controller was last heard from (playbooks/runner/lease.go).
+	// running, after the controller was last heard from (runner/lease.go).
 	LeaseTTLS float64 `json:"lease_ttl_s,omitempty"`
 	// DataSpace per server: the room on its engine data's filesystem before the run, and the
-	// estimate of what the run writes there (playbooks/runner/space.go).
+	// estimate of what the run writes there (runner/space.go).
 	DataSpace map[string]DataSpace `json:"data_space,omitempty"`
 }
 

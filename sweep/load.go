@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -23,7 +23,7 @@ type Set struct {
 type RunData struct {
 	Dir      string // the run folder
 	Ref      Run    // from sweep.json; for a single run, built from its manifest
-	Summary  *results.Summary
+	Summary  *analysis.Summary
 	Manifest *rundir.Manifest
 	Missing  string // why the run has no figures (never ran, no summary.json); "" when it has
 	warmFrom int
@@ -67,7 +67,7 @@ func loadRun(dir string, warmFrom int) *RunData {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		rd.Missing = err.Error()
 	}
-	var s results.Summary
+	var s analysis.Summary
 	switch err := readJSON(filepath.Join(dir, "summary.json"), &s); {
 	case err == nil:
 		rd.Summary = &s

@@ -4,7 +4,7 @@ import (
 	"sort"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -51,8 +51,8 @@ func ptr(p *float64) []float64 {
 }
 
 // latencyMetrics gives p50 … max and lost of one Stats, chosen by get.
-func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunData) []results.Stats) []Metric {
-	pct := func(key, name string, f func(results.Stats) *float64, hl bool) Metric {
+func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunData) []analysis.Stats) []Metric {
+	pct := func(key, name string, f func(analysis.Stats) *float64, hl bool) Metric {
 		return Metric{Key: prefix + key, Table: table, Label: label + name, Unit: "ms", Dir: stats.LowerIsBetter, Headline: hl,
 			Values: func(r *RunData) []float64 {
 				var v []float64
@@ -63,11 +63,11 @@ func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunD
 			}}
 	}
 	return []Metric{
-		pct("p50", "p50", func(s results.Stats) *float64 { return s.P50Us }, headline),
-		pct("p90", "p90", func(s results.Stats) *float64 { return s.P90Us }, false),
-		pct("p99", "p99", func(s results.Stats) *float64 { return s.P99Us }, headline),
-		pct("p999", "p99.9", func(s results.Stats) *float64 { return s.P999Us }, false),
-		pct("max", "max", func(s results.Stats) *float64 { return s.MaxUs }, false),
+		pct("p50", "p50", func(s analysis.Stats) *float64 { return s.P50Us }, headline),
+		pct("p90", "p90", func(s analysis.Stats) *float64 { return s.P90Us }, false),
+		pct("p99", "p99", func(s analysis.Stats) *float64 { return s.P99Us }, headline),
+		pct("p999", "p99.9", func(s analysis.Stats) *float64 { return s.P999Us }, false),
+		pct("max", "max", func(s analysis.Stats) *float64 { return s.MaxUs }, false),
 		{Key: prefix + "lost", Table: table, Label: label + "lost", Unit: "probes", Dir: stats.LowerIsBetter,
 			Values: func(r *RunData) []float64 {
 				var v []float64
@@ -80,7 +80,7 @@ func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunD
 }
 
 // warm returns the run's snapshots from its first warm one on.
-func (r *RunData) warm() []results.SnapshotRow {
+func (r *RunData) warm() []analysis.SnapshotRow {
 	if r.Summary == nil || len(r.Summary.Snapshots) < r.warmFrom {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (r *RunData) warm() []results.SnapshotRow {
 
 // takeOf is the leader's take of a snapshot (the one that pauses the book clients write to), or
 // the longest reported when the leader's is missing.
-func takeOf(row results.SnapshotRow, m map[string]float64) []float64 {
+func takeOf(row analysis.SnapshotRow, m map[string]float64) []float64 {
 	if v, ok := m[row.Leader]; ok {
 		return []float64{v}
 	}
@@ -108,10 +108,10 @@ func takeOf(row results.SnapshotRow, m map[string]float64) []float64 {
 // Metrics lists every figure of the sweep report, table by table. Restart phases are listed
 // for the phases the runs reported.
 func Metrics(runs []*RunData) []Metric {
-	one := func(f func(s *results.Summary) results.Stats) func(r *RunData) []results.Stats {
-		return func(r *RunData) []results.Stats { return []results.Stats{f(r.Summary)} }
+	one := func(f func(s *analysis.Summary) analysis.Stats) func(r *RunData) []analysis.Stats {
+		return func(r *RunData) []analysis.Stats { return []analysis.Stats{f(r.Summary)} }
 	}
-	ms := latencyMetrics(TableLatency, "probes.", "", true, one(func(s *results.Summary) results.Stats { return s.Probes }))
+	ms := latencyMetrics(TableLatency, "probes.", "", true, one(func(s *analysis.Summary) analysis.Stats { return s.Probes }))
 	ms = append(ms, Metric{Key: "leader.unplanned", Table: TableLatency, Label: "unplanned leader changes", Unit: "count", Dir: stats.LowerIsBetter,
 		Values: func(r *RunData) []float64 { return []float64{float64(len(r.Summary.UnplannedLeaderChanges))} }})
 	ms = append(ms, Metric{Key: "probes.rate", Table: TableLatency, Label: "probe rate", Unit: "/s", Dir: stats.HigherIsBetter,
@@ -186,9 +186,9 @@ func Metrics(runs []*RunData) []Metric {
 				return v
 			}})
 	}
-	window := func(w func(rs results.RestartRow) *results.Window) func(r *RunData) []results.Stats {
-		return func(r *RunData) []results.Stats {
-			var out []results.Stats
+	window := func(w func(rs analysis.RestartRow) *analysis.Window) func(r *RunData) []analysis.Stats {
+		return func(r *RunData) []analysis.Stats {
+			var out []analysis.Stats
 			for _, rs := range r.Summary.Restarts {
 				if win := w(rs); win != nil {
 					out = append(out, win.Stats)
@@ -197,9 +197,9 @@ func Metrics(runs []*RunData) []Metric {
 			return out
 		}
 	}
-	ms = append(ms, latencyMetrics(TableRestart, "restart.all_up.", "all up ", false, window(func(rs results.RestartRow) *results.Window { return &rs.Windows.AllUp }))...)
-	ms = append(ms, latencyMetrics(TableRestart, "restart.one_down.", "one down ", false, window(func(rs results.RestartRow) *results.Window { return &rs.Windows.OneDown }))...)
-	ms = append(ms, latencyMetrics(TableRestart, "restart.rejoining.", "rejoining ", false, window(func(rs results.RestartRow) *results.Window { return rs.Windows.Rejoining }))...)
+	ms = append(ms, latencyMetrics(TableRestart, "restart.all_up.", "all up ", false, window(func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.AllUp }))...)
+	ms = append(ms, latencyMetrics(TableRestart, "restart.one_down.", "one down ", false, window(func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }))...)
+	ms = append(ms, latencyMetrics(TableRestart, "restart.rejoining.", "rejoining ", false, window(func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }))...)
 
 	ms = append(ms,
 		Metric{Key: "step_down.gap", Table: TableStepDown, Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true,
@@ -220,7 +220,7 @@ func Metrics(runs []*RunData) []Metric {
 			}},
 	)
 
-	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b results.BurstRow) (float64, bool)) Metric {
+	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b analysis.BurstRow) (float64, bool)) Metric {
 		return Metric{Key: "burst." + key, Table: TableBurst, Label: label, Unit: unit, Dir: dir, Headline: hl,
 			Values: func(r *RunData) []float64 {
 				var v []float64
@@ -233,39 +233,39 @@ func Metrics(runs []*RunData) []Metric {
 			}}
 	}
 	ms = append(ms,
-		burst("peak", "peak", "/ms", stats.Neutral, false, func(b results.BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }),
-		burst("absorb", "absorbed in", "ms", stats.LowerIsBetter, true, func(b results.BurstRow) (float64, bool) {
+		burst("peak", "peak", "/ms", stats.Neutral, false, func(b analysis.BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }),
+		burst("absorb", "absorbed in", "ms", stats.LowerIsBetter, true, func(b analysis.BurstRow) (float64, bool) {
 			return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
 		}),
-		burst("max", "worst message", "ms", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
+		burst("max", "worst message", "ms", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
 			return b.MaxLatencyMs, b.Answered > 0
 		}),
-		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) { return float64(b.Lost), true }),
+		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) { return float64(b.Lost), true }),
 		// UDP bursts: the receiver's figures and the burst guide's verdict.
-		burst("recv_peak", "peak at receiver", "/ms", stats.Neutral, false, func(b results.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.PeakPerMs) })
+		burst("recv_peak", "peak at receiver", "/ms", stats.Neutral, false, func(b analysis.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.PeakPerMs) })
 		}),
-		burst("recv_p99", "p99 at receiver", "ms", stats.LowerIsBetter, true, func(b results.BurstRow) (float64, bool) {
+		burst("recv_p99", "p99 at receiver", "ms", stats.LowerIsBetter, true, func(b analysis.BurstRow) (float64, bool) {
 			if b.UDP == nil || b.UDP.P99Ms == nil {
 				return 0, false
 			}
 			return *b.UDP.P99Ms, true
 		}),
-		burst("burst_rcvbuf_errors", "rcvbuf errors per burst", "datagrams", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.RcvbufErrors) })
+		burst("burst_rcvbuf_errors", "rcvbuf errors per burst", "datagrams", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.RcvbufErrors) })
 		}),
-		burst("naks", "NAKs", "per burst", stats.LowerIsBetter, false, func(b results.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *results.BurstUDP) float64 { return float64(u.Naks) })
+		burst("naks", "NAKs", "per burst", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.Naks) })
 		}),
-		burst("guide_pass", "passed (burst guide)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *results.BurstUDP) float64 {
+		burst("guide_pass", "passed (burst guide)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
+			return udpFig(b, func(u *analysis.BurstUDP) float64 {
 				if u.Pass {
 					return 1
 				}
 				return 0
 			})
 		}),
-		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b results.BurstRow) (float64, bool) {
+		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
 			if b.Lost == 0 {
 				return 1, true
 			}
@@ -301,7 +301,7 @@ func Metrics(runs []*RunData) []Metric {
 }
 
 // udpFig is a UDP burst's receiver figure; TCP bursts have none.
-func udpFig(b results.BurstRow, f func(*results.BurstUDP) float64) (float64, bool) {
+func udpFig(b analysis.BurstRow, f func(*analysis.BurstUDP) float64) (float64, bool) {
 	if b.UDP == nil {
 		return 0, false
 	}

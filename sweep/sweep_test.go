@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent/facts"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 )
@@ -27,11 +27,11 @@ func writeRun(t *testing.T, dir string, settings map[string]string, round int, p
 		ConfigHash: "abc" + settings["engine.sync_level"], Rig: rundir.BuildInfo{Version: "dev", Go: "go1"}, CPUs: 2,
 		LoadAvg: rundir.LoadAvg{Start: []float64{0.5, 0.5, 0.5}}, Target: "local",
 		Facts: map[string]facts.Facts{"node-0": {Kernel: kernel, CPUs: 2, Load: facts.LoadAvg{Load1: 0.4}}}}
-	s := results.Summary{RunID: m.RunID, Status: rundir.StatusOK,
-		Probes: results.Stats{N: 1000, P50Us: f(p50ms * 1e3), P90Us: f(p50ms * 1.5e3), MaxUs: f(p50ms * 10e3)},
-		Normal: results.Stats{N: 900, P50Us: f(p50ms * 1e3)}}
+	s := analysis.Summary{RunID: m.RunID, Status: rundir.StatusOK,
+		Probes: analysis.Stats{N: 1000, P50Us: f(p50ms * 1e3), P90Us: f(p50ms * 1.5e3), MaxUs: f(p50ms * 10e3)},
+		Normal: analysis.Stats{N: 900, P50Us: f(p50ms * 1e3)}}
 	for i, tk := range takes {
-		s.Snapshots = append(s.Snapshots, results.SnapshotRow{AtS: float64(15 * (i + 1)), Leader: "node-0",
+		s.Snapshots = append(s.Snapshots, analysis.SnapshotRow{AtS: float64(15 * (i + 1)), Leader: "node-0",
 			TakeMs: map[string]float64{"node-0": tk, "node-1": tk * 2}, ClientPauseMs: f(tk + 100)})
 	}
 	for name, v := range map[string]any{"manifest.json": m, "summary.json": s} {

@@ -13,7 +13,7 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/results/archive"
+	"github.com/rig-dev/rig/archive"
 )
 
 // The cloud verbs. up, down, status and gc run the stack driver, rig-stack (infra/stackctl),

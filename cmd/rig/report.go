@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/sweep"
 )
 
@@ -118,14 +118,14 @@ func report(stdout, stderr io.Writer, dir string) error {
 	if !found {
 		return fmt.Errorf("%w: RUN_DIR %s is not a run folder: it holds none of %s", errUsage, dir, strings.Join(runFolderFiles, ", "))
 	}
-	s, err := results.Analyze(dir)
-	if errors.Is(err, results.ErrNotRunDir) {
+	s, err := analysis.Analyze(dir)
+	if errors.Is(err, analysis.ErrNotRunDir) {
 		return fmt.Errorf("%w: RUN_DIR %s: %v", errUsage, dir, err)
 	}
 	if err != nil {
 		return fmt.Errorf("analyze %s: %w", dir, err)
 	}
-	if err := results.WriteOutputs(dir, s); err != nil {
+	if err := analysis.WriteOutputs(dir, s); err != nil {
 		return fmt.Errorf("write report of %s: %w", dir, err)
 	}
 	for _, w := range s.Warnings {

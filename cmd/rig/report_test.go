@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -54,7 +54,7 @@ func TestReportRewritesRunFolder(t *testing.T) {
 	if !strings.Contains(errOut.String(), "warning: no manifest.json") {
 		t.Errorf("stderr: %q", errOut.String())
 	}
-	for _, f := range []string{"summary.json", "report.md", results.PlotLatency} {
+	for _, f := range []string{"summary.json", "report.md", analysis.PlotLatency} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}

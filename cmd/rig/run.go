@@ -12,7 +12,7 @@ import (
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"

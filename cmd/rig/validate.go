@@ -11,7 +11,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
-	"github.com/rig-dev/rig/playbooks/runner"
+	"github.com/rig-dev/rig/runner"
 )
 
 func init() { rootCmd.AddCommand(newValidateCmd()) }

@@ -36,7 +36,7 @@ type Spec struct {
 }
 
 // GCLogName is the GC log's file name in the node folder (%p: the JVM's pid); the report reads
-// every gc*.log of a node (results/telemetry.go).
+// every gc*.log of a node (analysis/telemetry.go).
 const GCLogName = "gc-%p.log"
 
 // DefaultConfigFile names the rendered config file when a spec has a template but no name.

@@ -24,8 +24,8 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/results/archive"
-	"github.com/rig-dev/rig/results/archive/s3dest"
+	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/archive/s3dest"
 )
 
 // Errors callers act on. ErrNoPulumi, ErrNoStack and ErrNoInventory are shared with the light

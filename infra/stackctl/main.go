@@ -25,8 +25,8 @@ import (
 	"github.com/rig-dev/rig/infra/quiesce"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/results/archive"
-	"github.com/rig-dev/rig/results/archive/s3dest"
+	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/archive/s3dest"
 )
 
 // errUsage marks bad input: exit 2, as rig does.
@@ -330,7 +330,7 @@ func writeJSON(out io.Writer, v any) error {
 }
 
 // newArchiveCmd is `rig archive` for S3 destinations: rig hands them here, where the AWS SDK is
-// linked (see results/archive/s3dest).
+// linked (see archive/s3dest).
 func newArchiveCmd() *cobra.Command {
 	var to, region string
 	c := &cobra.Command{

@@ -20,7 +20,7 @@ import (
 // HistoryFile is the history's name inside the results folder: one Sample per line.
 const HistoryFile = "stage-times.jsonl"
 
-// Stages of a run, in order, as the runner marks them (results/events.go run phases):
+// Stages of a run, in order, as the runner marks them (analysis/events.go run phases):
 //
 //	start     run start -> preload_start: agents, staging, engines started, a leader elected
 //	preload   preload_start -> preload_end: the resting book built (or a stored one installed)

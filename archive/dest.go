@@ -39,9 +39,9 @@ func ParseLocation(to string) (Location, error) {
 }
 
 // ErrS3 means an S3 location was given to a program that does not link the AWS SDK: S3
-// destinations live in results/archive/s3dest (the stack driver links it; rig hands S3 archives
+// destinations live in archive/s3dest (the stack driver links it; rig hands S3 archives
 // to the driver), which keeps the SDK's minute of compile time out of the rig binary.
-var ErrS3 = errors.New("S3 destinations need results/archive/s3dest")
+var ErrS3 = errors.New("S3 destinations need archive/s3dest")
 
 // Open returns the destination of a local-folder location (see s3dest.Open for S3).
 func Open(_ context.Context, loc Location, _ string) (Dest, error) {

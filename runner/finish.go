@@ -11,7 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/loadavg"
-	"github.com/rig-dev/rig/results"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -142,7 +142,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 	r.storeBook()
 	r.saveManifest()
 	analysisStart := time.Now()
-	sum, err := results.Analyze(r.dir)
+	sum, err := analysis.Analyze(r.dir)
 	if err == nil && sum.StatusReason != "" {
 		// The run did what it was told, but not what the playbook asked (the load overran its
 		// duration, or most probes were lost): it is not a measurement, so it ends failed.
@@ -152,7 +152,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.progress("run failed: %s", sum.StatusReason)
 	}
 	if err == nil {
-		err = results.WriteOutputs(r.dir, sum)
+		err = analysis.WriteOutputs(r.dir, sum)
 	}
 	if err != nil {
 		r.log.Error("analyze", "err", err)

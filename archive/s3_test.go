@@ -18,8 +18,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/rig-dev/rig/results/archive"
-	"github.com/rig-dev/rig/results/archive/s3dest"
+	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/archive/s3dest"
 )
 
 // The archive round trip through S3, against an S3-compatible server in the test process.

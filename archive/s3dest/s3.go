@@ -1,4 +1,4 @@
-// Package s3dest is the S3 destination of results/archive: archives go up with aws-sdk-go-v2's
+// Package s3dest is the S3 destination of archive: archives go up with aws-sdk-go-v2's
 // transfer manager (multipart above its threshold, parts in parallel) and are read back with
 // ranged parallel gets for verification. It is its own package so that only the programs that
 // upload (the stack driver) pay for the AWS SDK.
@@ -19,7 +19,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/rig-dev/rig/results/archive"
+	"github.com/rig-dev/rig/archive"
 )
 
 // Open returns the destination of a location: a local folder, or an S3 prefix with the AWS SDK's
