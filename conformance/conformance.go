@@ -25,8 +25,8 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
-	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 )

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/loadavg"
-	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
 

@@ -3,8 +3,8 @@ package sweep
 import (
 	"sort"
 
-	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/stats"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/archive"
 )
 
 // The cloud verbs. up, down, status and gc run the stack driver, rig-stack (infra/stackctl),

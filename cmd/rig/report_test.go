@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 

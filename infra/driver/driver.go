@@ -20,12 +20,12 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 
+	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/archive/s3dest"
 	"github.com/rig-dev/rig/infra/hostkey"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/archive"
-	"github.com/rig-dev/rig/archive/s3dest"
 )
 
 // Errors callers act on. ErrNoPulumi, ErrNoStack and ErrNoInventory are shared with the light

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/archive"
 )
 
 var now = time.Date(2025, 6, 2, 9, 0, 0, 0, time.UTC)

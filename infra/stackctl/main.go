@@ -21,12 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/archive/s3dest"
 	"github.com/rig-dev/rig/infra/driver"
 	"github.com/rig-dev/rig/infra/quiesce"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/archive"
-	"github.com/rig-dev/rig/archive/s3dest"
 )
 
 // errUsage marks bad input: exit 2, as rig does.
