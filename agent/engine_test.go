@@ -279,7 +279,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !st.Running || st.PID != p2 || len(st.Launches) != 2 || st.Status == nil || st.Status.Phase != engine.PhaseReady ||
-		st.Status.Config.SnapshotBlock != 1<<20 || st.LastSeq != since || st.Launches[0].Exit == nil {
+		st.Status.Config["snapshot_block"] != float64(1<<20) || st.LastSeq != since || st.Launches[0].Exit == nil {
 		t.Fatalf("status = %+v", st)
 	}
 

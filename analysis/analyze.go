@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/engine/driver"
 	"io/fs"
 	"math"
 	"os"
@@ -468,7 +469,15 @@ func (d *runData) settings() Settings {
 		WarmupS:      d.off(d.warmupEnd),
 	}
 	if pb := d.pb; d.hasPB {
-		st.SyncLevel, st.SnapshotBlock, st.EncodeThreads = &pb.Engine.SyncLevel, &pb.Engine.SnapshotBlock, &pb.Engine.EncodeThreads
+		if v, ok := pb.Engine.Int(driver.SyncLevel); ok {
+			st.SyncLevel = ptr(int(v))
+		}
+		if v, ok := pb.Engine.Int(driver.SnapshotBlock); ok {
+			st.SnapshotBlock = &v
+		}
+		if v, ok := pb.Engine.Int(driver.EncodeThreads); ok {
+			st.EncodeThreads = ptr(int(v))
+		}
 		st.PreloadOrders, st.PlannedProbeRate = &pb.Preload.Orders, &pb.Load.ProbeRate
 	}
 	if !d.loadStarted {
@@ -834,3 +843,5 @@ func (d *runData) stateAt(node string, t int64) string {
 	}
 	return st
 }
+
+func ptr[T any](v T) *T { return &v }

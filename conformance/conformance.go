@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/engine/driver"
 	"io"
 	"log/slog"
 	"maps"
@@ -150,7 +151,11 @@ func (s *suite) start(ctx context.Context) error {
 		}
 		cfg := runner.EngineConfig(s.o.Playbook, s.servers, n, filepath.Join("data", "check"))
 		s.cfgs[n.Name] = cfg
-		if err := s.agent(n.Name).StartEngine(ctx, runner.StartRequest(s.o.Playbook, cfg)); err != nil {
+		req, err := runner.StartRequest(s.o.Playbook, cfg)
+		if err != nil {
+			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
+		}
+		if err := s.agent(n.Name).StartEngine(ctx, req); err != nil {
 			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
 		}
 	}
@@ -239,8 +244,8 @@ func (s *suite) statusFields(ctx context.Context) {
 			if st.StateHash == "" {
 				bad = append(bad, fmt.Sprintf("%s: state_hash empty with ?hash=1", n.Name))
 			}
-			if st.Config.Node != n.Name {
-				bad = append(bad, fmt.Sprintf("%s: config.node %q", n.Name, st.Config.Node))
+			if node, _ := st.Config["node"].(string); node != n.Name {
+				bad = append(bad, fmt.Sprintf("%s: config.node %q", n.Name, node))
 			}
 		}
 	}
@@ -391,7 +396,7 @@ func (s *suite) settings(ctx context.Context) {
 		kv = append(kv, k+"="+asked[k])
 	}
 	how := "in effect"
-	if s.o.Playbook.Engine.Driver == playbooks.DriverCommand {
+	if _, ok := s.o.Playbook.Engine.EngineDriver().(driver.Templater); ok {
 		how = "carried (/proc) and in effect"
 	}
 	s.add(CheckSettings, true, "%s %s on every node", strings.Join(kv, " "), how)

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ type Status struct {
 	PID          int       `json:"pid"`
 	Started      time.Time `json:"started"`
 	Now          time.Time `json:"now"`
-	Config       Config    `json:"config"` // the EFFECTIVE config, so the rig can verify every setting arrived
+	Config       Reported  `json:"config"` // the settings in EFFECT, so the rig can verify every one arrived
 	UDP          *UDP      `json:"udp,omitempty"`
 }
 
@@ -117,7 +118,23 @@ type Snapshot struct {
 	RestoreMs   float64 `json:"restore_ms,omitempty"`
 }
 
-// Config is an engine node's configuration file (JSON), and what /status reports back.
+// Reported is /status config: every setting in effect by the name the engine's driver table
+// gives it (engine/driver), each a JSON string, number or boolean. A duration is Go text
+// ("200ms") or a bare integer in the unit the table renders it in (nanoseconds by default); the
+// rig compares each with what it asked for by the setting's kind. An engine may report more
+// (its addresses, its own defaults): only asked settings are checked.
+type Reported map[string]any
+
+// Reported is c as /status reports it: every field of the config file by its JSON name.
+func (c Config) Reported() Reported {
+	b, _ := json.Marshal(c)
+	var out Reported
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// Config is the reference engine node's configuration file (JSON); the agent writes it for
+// every engine, and the command driver's templates see its addresses.
 type Config struct {
 	Node       string `json:"node"`        // e.g. node-0
 	Dir        string `json:"dir"`         // data folder: raft log, snapshots
@@ -142,6 +159,10 @@ type Config struct {
 	// root (CAP_SYS_NICE). What was set is in /status (udp.recv_nice).
 	UDPRecvNice int `json:"udp_recv_nice,omitempty"`
 }
+
+// UDPRecvNiceSetting is the setting whose effect the UDP section's recv_nice shows (the nice value
+// the receive thread really runs at, beside the config's asked one).
+const UDPRecvNiceSetting = "udp_recv_nice"
 
 // Peer is one voter.
 type Peer struct {

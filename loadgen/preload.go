@@ -295,7 +295,7 @@ func (p *preloader) send(ctx context.Context) error {
 		// A new batch goes out only behind everything sent before it: alone until a leader has
 		// confirmed the connection, and never while a batch waits to be resent. Within a price
 		// level time priority follows the log, so this is what makes the book the same on every
-		// run (and the same as a stored one, WriteBookSnapshot).
+		// run (and the same as a stored one, loadgen.PreloadOrders).
 		if j < nb && !p.cl.retrying() && (inflight == 0 || (inflight < p.o.InFlight && p.cl.steady())) {
 			batch = batch[:0]
 			for k := 0; k < p.o.Batch && gen.k < p.o.Orders; k++ {

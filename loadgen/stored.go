@@ -4,48 +4,25 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"time"
 
-	"github.com/rig-dev/rig/engine/book"
-	"github.com/rig-dev/rig/engine/snapshot"
+	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// StoredBookMeta is the log position a stored book is written at: index 1 of term 1, so a
-// node that restores it numbers the entries after it from 2 (engine/replica lists the
-// restored snapshot to raft).
-var StoredBookMeta = snapshot.Meta{LogIndex: 1, Term: 1}
-
-// WriteBookSnapshot writes the book a Preload with opts builds (Servers are not used) as a
-// reference-engine snapshot at StoredBookMeta. The book is built here order by order with the
-// engine's own book and the preload's own generator, so a node that restores the file holds the
-// book, and the state hash, that the preload through the log would have given it. A run whose
-// book is already stored installs the file in every server's snapshots folder instead of
-// preloading.
-func WriteBookSnapshot(w io.Writer, opts PreloadOptions, sopts snapshot.Options) (rundir.PreloadStats, error) {
+// PreloadOrders calls each with every order a Preload with opts sends (Servers are not used),
+// in order, and describes the book they build; an engine's driver builds a stored book from
+// them in its own format (engine/driver.BookInstaller).
+func PreloadOrders(opts PreloadOptions, each func(wire.Order) error) (rundir.Book, error) {
 	if err := opts.normalize(); err != nil {
-		return rundir.PreloadStats{}, err
+		return rundir.Book{}, err
 	}
-	start := time.Now()
-	b := book.New()
 	gen := newBookGen(&opts)
-	var st rundir.PreloadStats
 	for gen.k < opts.Orders {
-		o := gen.next()
-		res, err := b.Submit(book.Order{ID: o.ID, Instrument: o.Instrument, Side: book.Side(o.Side), Price: o.Price, Qty: o.Qty, TIF: book.TIF(o.TIF)}, nil)
-		if err != nil {
-			return st, fmt.Errorf("build stored book, order %d: %w", o.ID, err)
+		if err := each(gen.next()); err != nil {
+			return rundir.Book{}, err
 		}
-		st.Filled += res.Filled
 	}
-	if _, err := snapshot.Write(w, b, StoredBookMeta, sopts); err != nil {
-		return st, fmt.Errorf("write stored book: %w", err)
-	}
-	st.Orders, st.Book, st.StateHash = int64(b.Orders()), opts.book(), fmt.Sprintf("%016x", b.StateHash())
-	st.ElapsedNs = int64(time.Since(start))
-	st.OrdersPerSec = float64(st.Orders) / time.Since(start).Seconds()
-	return st, nil
+	return opts.book(), nil
 }
 
 // BookKey names the book a Preload with opts builds: two option sets with the same key build

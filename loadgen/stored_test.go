@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/engine/replica"
-	"github.com/rig-dev/rig/engine/snapshot"
 	"github.com/rig-dev/rig/loadgen"
 )
 
@@ -35,7 +35,7 @@ func settled(t *testing.T, c *engineCluster) []engine.Status {
 	return sts
 }
 
-// TestStoredBookSameStateAsPreload: a book written once (WriteBookSnapshot) and installed in
+// TestStoredBookSameStateAsPreload: a book written once (the reference driver's WriteBook) and installed in
 // every node's snapshots folder gives every node the state hash of the same book built order
 // by order through the log; the log goes on after it (entries numbered after the stored index,
 // the same on every node), and a follower restarted from it replays and catches up to the same
@@ -67,7 +67,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := loadgen.WriteBookSnapshot(f, opts, snapshot.Options{BlockSize: 64 << 10})
+	st, err := reference.Driver{}.WriteBook(f, opts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -80,7 +80,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 			err = os.MkdirAll(filepath.Join(dir, "snapshots"), 0o755)
 		}
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "snapshots", replica.SnapshotFileName(loadgen.StoredBookMeta.LogIndex)), b, 0o644)
+			err = os.WriteFile(filepath.Join(dir, filepath.FromSlash(reference.Driver{}.BookFile())), b, 0o644)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -92,8 +92,8 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 		if s.StateHash != want.StateHash || s.Orders != want.Orders {
 			t.Errorf("node-%d from the stored book: hash %s, %d orders; built order by order: %s, %d", i, s.StateHash, s.Orders, want.StateHash, want.Orders)
 		}
-		if ls := s.LastSnapshot; ls == nil || !ls.Restored || ls.Index != loadgen.StoredBookMeta.LogIndex {
-			t.Errorf("node-%d last snapshot %+v, want the stored book restored at index %d", i, ls, loadgen.StoredBookMeta.LogIndex)
+		if ls := s.LastSnapshot; ls == nil || !ls.Restored || ls.Index != reference.StoredBookMeta.LogIndex {
+			t.Errorf("node-%d last snapshot %+v, want the stored book restored at index %d", i, ls, reference.StoredBookMeta.LogIndex)
 		}
 	}
 
@@ -105,7 +105,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 	}
 	after := settled(t, reused)
 	for i, s := range after {
-		if s.StateHash != after[0].StateHash || s.Orders != int(opts.Orders+more.Orders) || s.AppliedIndex <= loadgen.StoredBookMeta.LogIndex {
+		if s.StateHash != after[0].StateHash || s.Orders != int(opts.Orders+more.Orders) || s.AppliedIndex <= reference.StoredBookMeta.LogIndex {
 			t.Errorf("node-%d after more orders: hash %s, %d orders, applied %d; node-0: %s", i, s.StateHash, s.Orders, s.AppliedIndex, after[0].StateHash)
 		}
 	}

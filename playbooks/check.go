@@ -31,12 +31,6 @@ func check(p *Playbook) []issue {
 			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", units.FormatDuration(p.Warmup), units.FormatDuration(end))
 	}
 	checkDriver(p, add)
-	e := p.Engine
-	if e.HeartbeatTimeout > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < e.HeartbeatTimeout {
-		add("engine.election_timeout", "election<heartbeat", []string{"engine.heartbeat_timeout"},
-			"%s is shorter than engine.heartbeat_timeout (%s); raft needs election_timeout >= heartbeat_timeout",
-			units.FormatDuration(e.ElectionTimeout), units.FormatDuration(e.HeartbeatTimeout))
-	}
 	if bg, ok := tuningInt(p, "vm.dirty_background_ratio"); ok {
 		if fg, ok := tuningInt(p, "vm.dirty_ratio"); ok && bg >= fg {
 			add("tuning.vm.dirty_background_ratio", "dirty-ratios", []string{"tuning.vm.dirty_ratio"},

@@ -12,15 +12,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/engine/driver"
 )
-
-// Engine drivers.
-const (
-	DriverReference = "reference" // the rig's own engine, started from the rig binary
-	DriverCommand   = "command"   // any engine: a command line, environment and config file from templates
-)
-
-var drivers = []string{DriverReference, DriverCommand}
 
 // EngineCommand is engine.command: how the command driver starts an engine (engine/command).
 type EngineCommand struct {
@@ -30,39 +23,6 @@ type EngineCommand struct {
 	// Carries lists every setting some template references, so a run passes exactly these and
 	// checks each of them in effect.
 	Carries []string `json:"carries,omitempty"`
-}
-
-// engineSettings are the engine section's settings a template may reference, by name.
-var engineSettings = []string{"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout",
-	"udp_rcvbuf", "udp_nak_delay", "udp_recv_nice"}
-
-// Settings are the engine settings this playbook asks for, by name, in the text templates see:
-// integers in decimal (snapshot_block in bytes), durations as Go durations ("500ms"). A setting
-// left at its zero (the engine's default) is absent, except sync_level, which is always asked.
-func (e Engine) Settings() map[string]string {
-	m := map[string]string{"sync_level": strconv.Itoa(e.SyncLevel)}
-	if e.SnapshotBlock != 0 {
-		m["snapshot_block"] = strconv.FormatInt(e.SnapshotBlock, 10)
-	}
-	if e.EncodeThreads != 0 {
-		m["encode_threads"] = strconv.Itoa(e.EncodeThreads)
-	}
-	if e.HeartbeatTimeout != 0 {
-		m["heartbeat_timeout"] = e.HeartbeatTimeout.String()
-	}
-	if e.ElectionTimeout != 0 {
-		m["election_timeout"] = e.ElectionTimeout.String()
-	}
-	if e.UDPRcvbuf != 0 {
-		m["udp_rcvbuf"] = strconv.FormatInt(e.UDPRcvbuf, 10)
-	}
-	if e.UDPNakDelay != 0 {
-		m["udp_nak_delay"] = e.UDPNakDelay.String()
-	}
-	if e.UDPRecvNice != 0 {
-		m["udp_recv_nice"] = strconv.Itoa(e.UDPRecvNice)
-	}
-	return m
 }
 
 var commandKeys = []string{"binary", "args", "env", "config_template", "config_file"}
@@ -162,12 +122,14 @@ func (r *reader) engineCommand(p *Playbook, n ast.Node) {
 		r.failed[path] = true
 		return
 	}
+	table := p.Engine.Table()
+	names := table.Names()
 	set := map[string]bool{}
-	for where, names := range refs {
-		for _, name := range names {
-			if !contains(engineSettings, name) {
-				r.probs.add(tmplPosOr(tmplPos, where, r.pos[path]), path, "%s references .Settings.%s, which is not an engine setting%s; settings: %s",
-					where, name, suggest(name, engineSettings), strings.Join(engineSettings, ", "))
+	for where, refNames := range refs {
+		for _, name := range refNames {
+			if _, ok := table.Lookup(name); !ok {
+				r.probs.add(tmplPosOr(tmplPos, where, r.pos[path]), path, "%s references .Settings.%s, which is not a setting of the %s driver%s; settings: %s%s",
+					where, name, p.Engine.DriverName(), suggest(name, names), strings.Join(names, ", "), declareHint(p.Engine))
 				r.failed[path] = true
 				continue
 			}
@@ -246,28 +208,44 @@ func splitJoined(err error) []string {
 // checkDriver holds the engine driver rules for one combination.
 func checkDriver(p *Playbook, add func(path, rule string, deps []string, format string, args ...any)) {
 	e := p.Engine
+	drv, table, err := e.Resolve()
+	if err != nil {
+		add("engine.driver", "driver", nil, "%v", err)
+		return
+	}
+	_, templated := drv.(driver.Templater)
 	switch {
-	case e.Driver == DriverCommand && e.Command == nil:
-		add("engine.driver", "command-missing", nil, "is command, but there is no engine.command saying how to start the engine (binary, args, env, config_template)")
+	case templated && e.Command == nil:
+		add("engine.driver", "command-missing", nil, "is %s, but there is no engine.command saying how to start the engine (binary, args, env, config_template)", drv.Name())
 		return
-	case e.Driver != DriverCommand && e.Command != nil:
-		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver is %s; set engine.driver: command to use it", e.DriverName())
+	case !templated && e.Command != nil:
+		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver %s does not start engines from templates; set engine.driver: command to use it", e.DriverName())
 		return
-	case e.Driver != DriverCommand:
+	}
+	if vc, ok := drv.(driver.ValueChecker); ok {
+		for _, pr := range vc.CheckValues(e.Settings()) {
+			deps := make([]string, len(pr.Deps))
+			for i, d := range pr.Deps {
+				deps[i] = "engine." + d
+			}
+			add("engine."+pr.Setting, pr.Rule, deps, "%s", pr.Msg)
+		}
+	}
+	if !templated {
 		return
 	}
 	// A setting the command driver passes nowhere would silently do nothing.
 	asked := e.Settings()
-	for _, name := range engineSettings {
+	for _, name := range table.Names() {
 		if _, ok := asked[name]; ok && !contains(e.Command.Carries, name) {
 			add("engine."+name, "not-carried", []string{"engine.command"},
-				"is asked for, but no template of engine.command passes it to the engine; reference {{.Settings.%s}} in its args, env or config_template", name)
+				"is asked for, but no template of engine.command passes it to the engine; reference {{index .Settings %q}} in its args, env or config_template", name)
 		}
 	}
 	for _, name := range e.Command.Carries {
 		if _, ok := asked[name]; !ok {
 			add("engine.command", "carries-unset", []string{"engine." + name},
-				"a template references .Settings.%s, but the playbook leaves engine.%s at the engine's default; set it, or take it out of the template", name, name)
+				"a template references .Settings.%s, but the playbook leaves engine.%s at the engine's default; set it (or give it a default in engine.settings), or take it out of the template", name, name)
 		}
 	}
 }
@@ -275,7 +253,7 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 // DriverName is the engine driver, with the default spelled out.
 func (e Engine) DriverName() string {
 	if e.Driver == "" {
-		return DriverReference
+		return driver.Default
 	}
 	return e.Driver
 }

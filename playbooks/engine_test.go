@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,10 @@ func commandPlaybook(t *testing.T, engine, tmpl string) (string, []byte) {
 	return filepath.Join(dir, "t.yaml"), []byte(base + engine)
 }
 
+// declared is the settings block the command-driven playbooks below declare, last in their engine
+// section so positions before it hold.
+const declared = "  settings: {sync_level: {kind: integer, default: 2, min: 0, max: 2}, heartbeat_timeout: {kind: duration}, encode_threads: {kind: integer}}\n"
+
 const goodTemplate = "sync={{.Settings.sync_level}}\nnode={{.Node}}\n"
 
 func TestCommandDriverParses(t *testing.T) {
@@ -29,13 +35,13 @@ func TestCommandDriverParses(t *testing.T) {
     env: {HB_NS: "{{nanos .Settings.heartbeat_timeout}}", NODE: "{{.Node}}"}
     config_template: engine.conf.tmpl
     config_file: my.conf
-`, goodTemplate)
+`+declared, goodTemplate)
 	p, err := Parse(file, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := p.Engine.Command
-	if p.Engine.Driver != DriverCommand || c == nil {
+	if p.Engine.Driver != "command" || c == nil {
 		t.Fatalf("engine %+v", p.Engine)
 	}
 	if c.Binary != filepath.Join(filepath.Dir(file), "bin/my-engine") {
@@ -60,27 +66,27 @@ func TestCommandDriverProblems(t *testing.T) {
 		name, engine, tmpl string
 		at, msg            string // at: the position after the playbook's folder
 	}{
-		{"setting passed nowhere", "engine:\n  driver: command\n  heartbeat_timeout: 10ms\n  command: {binary: x, config_template: engine.conf.tmpl}\n", goodTemplate,
-			"t.yaml:7:22: engine.heartbeat_timeout", "no template of engine.command passes it to the engine; reference {{.Settings.heartbeat_timeout}}"},
-		{"sync_level always asked", "engine:\n  driver: command\n  command: {binary: x, args: [run]}\n", "",
+		{"setting passed nowhere", "engine:\n  driver: command\n  heartbeat_timeout: 10ms\n  command: {binary: x, config_template: engine.conf.tmpl}\n" + declared, goodTemplate,
+			"t.yaml:7:22: engine.heartbeat_timeout", "no template of engine.command passes it to the engine; reference {{index .Settings \"heartbeat_timeout\"}}"},
+		{"sync_level always asked", "engine:\n  driver: command\n  command: {binary: x, args: [run]}\n" + declared, "",
 			"t.yaml:6:3: engine.sync_level", "no template of engine.command passes it"},
-		{"argument template error", "engine:\n  driver: command\n  command: {binary: x, args: [run, \"{{.Settings.sync_level\"], config_template: engine.conf.tmpl}\n", goodTemplate,
+		{"argument template error", "engine:\n  driver: command\n  command: {binary: x, args: [run, \"{{.Settings.sync_level\"], config_template: engine.conf.tmpl}\n" + declared, goodTemplate,
 			"t.yaml:7:36: engine.command.args[1]", "template: args[1]:1: unclosed action"},
-		{"config template error at its line", "engine:\n  driver: command\n  command: {binary: x, config_template: engine.conf.tmpl}\n", "a\nb\nc={{.Settings.sync_level}\n",
+		{"config template error at its line", "engine:\n  driver: command\n  command: {binary: x, config_template: engine.conf.tmpl}\n" + declared, "a\nb\nc={{.Settings.sync_level}\n",
 			"engine.conf.tmpl:3:1: engine.command.config_template", "config"},
-		{"unknown setting", "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_levle}}\"]}\n", "",
-			"t.yaml:7:31: engine.command", `references .Settings.sync_levle, which is not an engine setting (did you mean "sync_level"?)`},
-		{"template uses an unset setting", "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\", \"{{.Settings.encode_threads}}\"]}\n", "",
+		{"unknown setting", "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_levle}}\"]}\n" + declared, "",
+			"t.yaml:7:31: engine.command", `references .Settings.sync_levle, which is not a setting of the command driver (did you mean "sync_level"?)`},
+		{"template uses an unset setting", "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\", \"{{.Settings.encode_threads}}\"]}\n" + declared, "",
 			"t.yaml:7:12: engine.command", "references .Settings.encode_threads, but the playbook leaves engine.encode_threads at the engine's default"},
 		{"command without the driver", "engine:\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\"]}\n", "",
-			"t.yaml:6:12: engine.command", "engine.driver is reference; set engine.driver: command"},
+			"t.yaml:6:12: engine.command", "engine.driver reference does not start engines from templates; set engine.driver: command"},
 		{"driver without command", "engine: {driver: command}\n", "",
 			"t.yaml:5:18: engine.driver", "there is no engine.command"},
 		{"bad driver", "engine: {driver: docker}\n", "",
-			"t.yaml:5:18: engine.driver", `"docker" is not an engine driver; want reference or command`},
-		{"missing template file", "engine:\n  driver: command\n  command: {binary: x, config_template: nope.tmpl}\n", "",
+			"t.yaml:5:18: engine.driver", `"docker" is not an engine driver; want command or reference`},
+		{"missing template file", "engine:\n  driver: command\n  command: {binary: x, config_template: nope.tmpl}\n" + declared, "",
 			"t.yaml:7:41: engine.command.config_template", "cannot read the template"},
-		{"bad env key", "engine:\n  driver: command\n  command: {binary: x, env: {1X: \"{{.Settings.sync_level}}\"}}\n", "",
+		{"bad env key", "engine:\n  driver: command\n  command: {binary: x, env: {1X: \"{{.Settings.sync_level}}\"}}\n" + declared, "",
 			"t.yaml:7:12: engine.command", "want KEY=VALUE"},
 	}
 	for _, c := range cases {
@@ -99,5 +105,79 @@ func TestCommandDriverProblems(t *testing.T) {
 			}
 			t.Errorf("no problem at %q containing %q; got:\n%v", c.at, c.msg, err)
 		})
+	}
+}
+
+// A command-driven playbook declares a setting the rig has never heard of, varies it in the
+// matrix, and every run asks for it: canonical in the plan, rendered as the table says for the
+// templates (bare nanoseconds), carried by the template that references it.
+func TestDeclaredSettingIsAnAxis(t *testing.T) {
+	file, src := commandPlaybook(t, `engine:
+  driver: command
+  settings:
+    my.engine.flush.interval: {kind: duration, render: nanos, default: 5ms}
+    my.engine.collector: {kind: one-of, values: [g1, zgc], default: g1}
+  command:
+    binary: x
+    args: ['--flush={{index .Settings "my.engine.flush.interval"}}', '-XX:+Use{{index .Settings "my.engine.collector"}}']
+matrix: {engine.my.engine.flush.interval: [2ms, 0.004s], engine.my.engine.collector: [g1, zgc]}
+`, "")
+	p, err := Parse(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(p.Engine.Command.Carries, ",") != "my.engine.collector,my.engine.flush.interval" {
+		t.Errorf("carries %v", p.Engine.Command.Carries)
+	}
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range pl.Runs {
+		s := r.Playbook.Engine.Settings()
+		got = append(got, s["my.engine.flush.interval"]+"/"+s["my.engine.collector"])
+	}
+	if strings.Join(got, " ") != "2ms/g1 2ms/zgc 4ms/g1 4ms/zgc" {
+		t.Errorf("runs ask for %v", got)
+	}
+	tbl := p.Engine.Table()
+	f, _ := tbl.Lookup("my.engine.flush.interval")
+	if v := f.RenderValue("4ms"); v != "4000000" {
+		t.Errorf("4ms renders as %q for the templates, want 4000000 (nanos)", v)
+	}
+	// A value the kind refuses is refused where it stands in the matrix.
+	_, err = Parse(file, []byte(strings.Replace(string(src), "[g1, zgc]}", "[g1, shenandoah]}", 1)))
+	if err == nil || !strings.Contains(err.Error(), `matrix.engine.my.engine.collector[1]: "shenandoah" is not one of g1, zgc`) {
+		t.Errorf("a value outside one-of: %v", err)
+	}
+	// So is a declaration that is not one.
+	_, err = Parse(file, []byte(strings.Replace(string(src), "kind: duration, render: nanos", "kind: duration, render: hours", 1)))
+	if err == nil || !strings.Contains(err.Error(), `engine.settings.my.engine.flush.interval: render "hours" is not a rendering`) {
+		t.Errorf("a bad rendering: %v", err)
+	}
+}
+
+// Engine's JSON keeps every asked value, and reads the form manifests had before drivers owned
+// their settings (durations in nanoseconds, zero meaning the engine's default).
+func TestEngineJSON(t *testing.T) {
+	e := Engine{Values: map[string]string{"snapshot_block": "16777216", "heartbeat_timeout": "250ms"}}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"values":{"heartbeat_timeout":"250ms","snapshot_block":16777216,"sync_level":2}}`; string(b) != want {
+		t.Errorf("json %s, want %s", b, want)
+	}
+	var back Engine
+	if err := json.Unmarshal(b, &back); err != nil || fmt.Sprint(back.Settings()) != fmt.Sprint(e.Settings()) {
+		t.Errorf("round trip %v (%v), want %v", back.Settings(), err, e.Settings())
+	}
+	var legacy Engine
+	if err := json.Unmarshal([]byte(`{"sync_level":0,"snapshot_block":0,"encode_threads":2,"heartbeat_timeout":500000000}`), &legacy); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(legacy.Settings()); got != "map[encode_threads:2 heartbeat_timeout:500ms sync_level:0]" {
+		t.Errorf("legacy engine JSON read as %s", got)
 	}
 }

@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"fmt"
+	"github.com/rig-dev/rig/engine/driver"
 	"regexp"
 	"sort"
 	"strconv"
@@ -49,61 +50,14 @@ var staticFields = map[string]field{
 	"cluster.clients": intField(1, 99, "clients, 1..99", func(p *Playbook) *int { return &p.Cluster.Clients }),
 	"engine.driver": {
 		set: func(p *Playbook, s string) error {
-			if !contains(drivers, s) {
-				return fmt.Errorf("%q is not an engine driver; want %s", s, strings.Join(drivers, " or "))
+			if _, err := driver.Lookup(s); err != nil {
+				return err
 			}
 			p.Engine.Driver = s
 			return nil
 		},
 		get: func(p *Playbook) string { return p.Engine.DriverName() },
 	},
-	"engine.sync_level": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseInt(s)
-			if err != nil || v < 0 || v > 2 {
-				return fmt.Errorf("%q is not a sync level; want 0 (no sync), 1 (fdatasync) or 2 (fsync)", s)
-			}
-			p.Engine.SyncLevel = int(v)
-			return nil
-		},
-		get: func(p *Playbook) string { return strconv.Itoa(p.Engine.SyncLevel) },
-	},
-	"engine.snapshot_block": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseSize(s)
-			if err != nil {
-				return err
-			}
-			if v < 4<<10 || v > 1<<30 {
-				return fmt.Errorf("%s is out of range; want 4KiB..1GiB, e.g. 1MiB or 16MiB", s)
-			}
-			p.Engine.SnapshotBlock = v
-			return nil
-		},
-		get: func(p *Playbook) string { return units.FormatSize(p.Engine.SnapshotBlock) },
-	},
-	"engine.encode_threads": intField(1, 256, "encode threads, 1 (linear) to 256", func(p *Playbook) *int { return &p.Engine.EncodeThreads }),
-	"engine.heartbeat_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
-		func(p *Playbook) *time.Duration { return &p.Engine.HeartbeatTimeout }),
-	"engine.election_timeout": durationField(5*time.Millisecond, time.Hour, "a duration from 5ms (raft's minimum) to 1h, e.g. 1s, 100ms",
-		func(p *Playbook) *time.Duration { return &p.Engine.ElectionTimeout }),
-	"engine.udp_rcvbuf": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseSize(s)
-			if err != nil {
-				return err
-			}
-			if v < 4<<10 || v > 1<<31-1 {
-				return fmt.Errorf("%s is out of range; want 4KiB..2147483647 bytes, e.g. 128MiB", s)
-			}
-			p.Engine.UDPRcvbuf = v
-			return nil
-		},
-		get: func(p *Playbook) string { return units.FormatSize(p.Engine.UDPRcvbuf) },
-	},
-	"engine.udp_recv_nice": intField(-20, 19, "a nice value, -20 (highest priority, needs root) .. 19", func(p *Playbook) *int { return &p.Engine.UDPRecvNice }),
-	"engine.udp_nak_delay": durationField(10*time.Microsecond, time.Second, "a duration from 10us to 1s, e.g. 1ms",
-		func(p *Playbook) *time.Duration { return &p.Engine.UDPNakDelay }),
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)
@@ -207,6 +161,14 @@ var (
 func resolveField(p *Playbook, path string) (field, error) {
 	if f, ok := staticFields[path]; ok {
 		return f, nil
+	}
+	if name, ok := strings.CutPrefix(path, "engine."); ok {
+		table := p.Engine.Table()
+		if s, ok := table.Lookup(name); ok {
+			return engineField(s), nil
+		}
+		return field{}, fmt.Errorf("%q is not a setting of the %s driver%s; its settings: %s%s", name, p.Engine.DriverName(),
+			suggest(name, table.Names()), strings.Join(table.Names(), ", "), declareHint(p.Engine))
 	}
 	if key, ok := strings.CutPrefix(path, "tuning."); ok {
 		if _, known := tuningKeys[key]; !known {

@@ -17,7 +17,6 @@ import (
 const (
 	DefaultServers        = 3
 	DefaultClients        = 1
-	DefaultSyncLevel      = 2 // production durability; 0 is a durability policy, so it must be asked for
 	DefaultInstruments    = 16
 	DefaultWarmup         = 2 * time.Second
 	DefaultRounds         = 1
@@ -36,7 +35,6 @@ var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "pr
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
 	"cluster": {"servers", "clients"},
-	"engine":  {"sync_level", "snapshot_block", "encode_threads", "heartbeat_timeout", "election_timeout", "driver", "command", "udp_rcvbuf", "udp_nak_delay", "udp_recv_nice"},
 	"preload": {"orders", "instruments"},
 	"load":    {"probe_rate", "spin"},
 }
@@ -112,7 +110,9 @@ func (r *reader) read(data []byte) *Playbook {
 		}
 		r.present[key] = true
 		switch key {
-		case "cluster", "engine", "preload", "load":
+		case "engine":
+			r.engineSection(p, kv.Value)
+		case "cluster", "preload", "load":
 			r.section(p, key, kv.Value)
 		case "tuning":
 			r.tuning(p, kv.Value)
@@ -149,9 +149,6 @@ func (r *reader) defaults(p *Playbook) {
 	}
 	if !r.present["cluster.clients"] {
 		p.Cluster.Clients = DefaultClients
-	}
-	if !r.present["engine.sync_level"] {
-		p.Engine.SyncLevel = DefaultSyncLevel
 	}
 	if !r.present["preload.instruments"] {
 		p.Preload.Instruments = DefaultInstruments
@@ -190,10 +187,6 @@ func (r *reader) section(p *Playbook, name string, n ast.Node) {
 		}
 		path := name + "." + key
 		r.present[path] = true
-		if path == "engine.command" {
-			r.engineCommand(p, kv.Value)
-			continue
-		}
 		r.scalarField(p, path, kv.Value)
 	}
 }

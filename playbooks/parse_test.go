@@ -164,8 +164,8 @@ func TestRules(t *testing.T) {
 		{"rmem too big", base + "tuning: {net.core.rmem_max: 4GiB}\n", "t.yaml:5:29: tuning.net.core.rmem_max", "4096 to 2147483647"},
 		{"ena rings", base + "tuning: {ena_rings: \"eth0:rx=8192,mtu=9001\"}\n", "t.yaml:5:21: tuning.ena_rings", `ring "mtu=9001" is not rx=N or tx=N`},
 		// matrix
-		{"matrix path", base + "matrix: {engine.sync: [0, 2]}\n", "t.yaml:5:10: matrix.engine.sync", `not a playbook field (did you mean "engine.sync_level"?)`},
-		{"matrix value", base + "matrix: {engine.sync_level: [0, 3]}\n", "t.yaml:5:33: matrix.engine.sync_level[1]", `"3" is not a sync level`},
+		{"matrix path", base + "matrix: {engine.sync: [0, 2]}\n", "t.yaml:5:10: matrix.engine.sync", `"sync" is not a setting of the reference driver (did you mean "sync_level"?)`},
+		{"matrix value", base + "matrix: {engine.sync_level: [0, 3]}\n", "t.yaml:5:33: matrix.engine.sync_level[1]", "3 is out of range (at most 2); want 0 (no sync), 1 (fdatasync) or 2 (fsync)"},
 		{"matrix value without unit", base + "matrix: {duration: [30s, 60]}\n", "t.yaml:5:26: matrix.duration[1]", `"60" has no unit`},
 		{"matrix empty", base + "matrix: {preload.orders: []}\n", "t.yaml:5:26: matrix.preload.orders", "want a non-empty list"},
 		{"matrix duplicate", base + "matrix: {preload.orders: [1M, 1000k]}\n", "t.yaml:5:31: matrix.preload.orders[1]", "1000k repeats matrix.preload.orders[0] (1M)"},
@@ -247,7 +247,7 @@ timeline:
 	if p.Cluster != (Cluster{Servers: DefaultServers, Clients: DefaultClients}) {
 		t.Errorf("cluster = %+v", p.Cluster)
 	}
-	if p.Engine.SyncLevel != DefaultSyncLevel || p.Engine.SnapshotBlock != 16<<20 || p.Engine.HeartbeatTimeout != 250*time.Millisecond {
+	if s := p.Engine.Settings(); s["sync_level"] != "2" || s["snapshot_block"] != "16777216" || s["heartbeat_timeout"] != "250ms" {
 		t.Errorf("engine = %+v", p.Engine)
 	}
 	if p.Preload != (Preload{Orders: 1_500_000, Instruments: DefaultInstruments}) {

@@ -6,6 +6,10 @@ import (
 
 	"fmt"
 	"io"
+	"strconv"
+
+	"github.com/rig-dev/rig/engine/driver"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +21,10 @@ import (
 func (p *Playbook) Clone() *Playbook {
 	c := *p
 	c.Tuning = append([]Setting(nil), p.Tuning...)
+	c.Engine.Declared = slices.Clone(p.Engine.Declared)
+	if p.Engine.Values != nil {
+		c.Engine.Values = maps.Clone(p.Engine.Values)
+	}
 	if p.Timeline != nil {
 		c.Timeline = make([]Action, len(p.Timeline))
 		for i, a := range p.Timeline {
@@ -156,7 +164,7 @@ func (p *Playbook) estimate(m *estimate.Model, target string, bookReused bool) e
 	if target == "" {
 		target = "local"
 	}
-	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel, Orders: p.Preload.Orders,
+	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel(), Orders: p.Preload.Orders,
 		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), BookReused: bookReused, Duration: p.Duration})
 }
 
@@ -172,8 +180,8 @@ func (pl *Plan) ReusesBook() []bool {
 	seen := map[[2]int64]bool{}
 	for i, r := range pl.Runs {
 		pr := r.Playbook.Preload
-		if pr.Orders == 0 || r.Playbook.Engine.Driver == DriverCommand {
-			continue // only the reference engine restores a stored book
+		if _, ok := r.Playbook.Engine.EngineDriver().(driver.BookInstaller); pr.Orders == 0 || !ok {
+			continue // only an engine that can install a stored book gets one
 		}
 		k := [2]int64{pr.Orders, int64(pr.Instruments)}
 		if !seen[k] && pl.BookStored != nil && pl.BookStored(r.Playbook) {
@@ -231,20 +239,30 @@ func (pl *Plan) Print(w io.Writer) {
 		v("cluster.servers", fmt.Sprint(p.Cluster.Servers)), pluralIf(varied, "cluster.servers", p.Cluster.Servers),
 		v("cluster.clients", fmt.Sprint(p.Cluster.Clients)), pluralIf(varied, "cluster.clients", p.Cluster.Clients))
 	e := p.Engine
-	line("engine", "sync_level %s, snapshot_block %s, encode_threads %s, heartbeat_timeout %s, election_timeout %s",
-		v("engine.sync_level", fmt.Sprintf("%d (%s)", e.SyncLevel, syncName(e.SyncLevel))),
-		v("engine.snapshot_block", orDefault(e.SnapshotBlock != 0, units.FormatSize(e.SnapshotBlock))),
-		v("engine.encode_threads", orDefault(e.EncodeThreads != 0, fmt.Sprint(e.EncodeThreads))),
-		v("engine.heartbeat_timeout", orDefault(e.HeartbeatTimeout != 0, units.FormatDuration(e.HeartbeatTimeout))),
-		v("engine.election_timeout", orDefault(e.ElectionTimeout != 0, units.FormatDuration(e.ElectionTimeout))))
-	if e.Command != nil && e.Driver == DriverCommand {
-		line("engine driver", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
+	asked := e.Settings()
+	var set []string
+	var left int
+	for _, st := range e.Table() {
+		path := "engine." + st.Name
+		c, ok := asked[st.Name]
+		if _, vary := varied[path]; !ok && !vary {
+			left++
+			continue
+		}
+		shown := st.Show(c)
+		if st.Name == driver.SyncLevel {
+			if n, err := strconv.Atoi(c); err == nil {
+				shown = fmt.Sprintf("%d (%s)", n, syncName(n))
+			}
+		}
+		set = append(set, st.Name+" "+v(path, shown))
 	}
-	if e.UDPRcvbuf != 0 || e.UDPNakDelay != 0 || e.UDPRecvNice != 0 || isVaried(v, "engine.udp_rcvbuf") {
-		line("", "UDP ingress: udp_rcvbuf %s, udp_nak_delay %s, udp_recv_nice %s",
-			v("engine.udp_rcvbuf", orDefault(e.UDPRcvbuf != 0, units.FormatSize(e.UDPRcvbuf))),
-			v("engine.udp_nak_delay", orDefault(e.UDPNakDelay != 0, units.FormatDuration(e.UDPNakDelay))),
-			v("engine.udp_recv_nice", orDefault(e.UDPRecvNice != 0, fmt.Sprint(e.UDPRecvNice))))
+	if left > 0 {
+		set = append(set, fmt.Sprintf("%d more at the engine's default", left))
+	}
+	line("engine", "%s driver: %s", e.DriverName(), strings.Join(set, ", "))
+	if e.Command != nil {
+		line("", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
 	var tun []string
 	seen := map[string]bool{}
@@ -405,13 +423,6 @@ func syncName(level int) string {
 	return "?"
 }
 
-func orDefault(set bool, s string) string {
-	if set {
-		return s
-	}
-	return "engine default"
-}
-
 func pluralIf(varied map[string][]string, path string, n int) string {
 	if _, ok := varied[path]; ok {
 		return "s"
@@ -438,4 +449,13 @@ func (r PlannedRun) SortedSettings() []string {
 		out[i] = k + "=" + r.Settings[k]
 	}
 	return out
+}
+
+// SyncLevel is the durability level the estimate model keys on: the engine's sync_level, or 2
+// (every write synced, the slowest) for an engine without one.
+func (e Engine) SyncLevel() int {
+	if n, ok := e.Int(driver.SyncLevel); ok {
+		return int(n)
+	}
+	return 2
 }

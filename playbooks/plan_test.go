@@ -52,7 +52,7 @@ func TestPlanExpandsAndInterleaves(t *testing.T) {
 		if got := units.FormatCount(rp.Preload.Orders); got != r.Settings["preload.orders"] {
 			t.Errorf("run %d: orders %s, setting %s", r.Index, got, r.Settings["preload.orders"])
 		}
-		if got := fmt.Sprint(rp.Engine.SyncLevel); got != r.Settings["engine.sync_level"] {
+		if got := rp.Engine.Settings()["sync_level"]; got != r.Settings["engine.sync_level"] {
 			t.Errorf("run %d: sync level %s, setting %s", r.Index, got, r.Settings["engine.sync_level"])
 		}
 		if got := units.FormatCount(int64(rp.Timeline[1].Burst.Messages)); got != r.Settings["timeline[1].burst.messages"] {
@@ -131,7 +131,7 @@ func TestPlanPrint(t *testing.T) {
 	for _, want := range []string{
 		"playbook   t (t.yaml)",
 		"cluster    3 servers, 1 client\n",
-		"engine     sync_level [0, 1, 2], snapshot_block engine default",
+		"engine     reference driver: sync_level [0, 1, 2], 7 more at the engine's default",
 		"tuning     vm.dirty_ratio=[10, 40]",
 		"preload    [1M, 5M] resting orders over 16 instruments",
 		"load       1k/s probes, warm-up 2s excluded, duration 30s",

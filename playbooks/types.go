@@ -3,6 +3,7 @@ package playbooks
 import (
 	"time"
 
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
@@ -33,18 +34,20 @@ type Cluster struct {
 	Clients int `json:"clients"`
 }
 
-// Engine holds the settings passed to every engine node. Zero means the engine's default.
+// Engine is the engine section: which driver runs the engine, how it is started (the command
+// driver), the settings the driver has (its table: the reference engine's own, or the ones a
+// command-driven playbook declares) and the values the playbook asks for. Its JSON writes each
+// value beside driver and command, as the playbook does ("sync_level": 2); engine/json.go.
 type Engine struct {
-	Driver           string         `json:"driver,omitempty"` // reference (default) or command
-	Command          *EngineCommand `json:"command,omitempty"`
-	SyncLevel        int            `json:"sync_level"`     // 0 none, 1 fdatasync, 2 fsync
-	SnapshotBlock    int64          `json:"snapshot_block"` // bytes per snapshot block (fsync after each at level > 0)
-	EncodeThreads    int            `json:"encode_threads"`
-	HeartbeatTimeout time.Duration  `json:"heartbeat_timeout,omitempty"`
-	ElectionTimeout  time.Duration  `json:"election_timeout,omitempty"`
-	UDPRcvbuf        int64          `json:"udp_rcvbuf,omitempty"`    // SO_RCVBUF the UDP ingress asks for (the kernel caps it at rmem_max)
-	UDPNakDelay      time.Duration  `json:"udp_nak_delay,omitempty"` // gap detected -> first NAK
-	UDPRecvNice      int            `json:"udp_recv_nice,omitempty"` // nice value of the engine's UDP receive thread (0: unchanged)
+	Driver  string         `json:"driver,omitempty"` // a registered driver (engine/driver); empty is driver.Default
+	Command *EngineCommand `json:"command,omitempty"`
+	// Declared are the settings the playbook declares for its engine (engine.settings, or the
+	// file engine.settings_file names), names as the engine knows them.
+	Declared     driver.Table `json:"settings,omitempty"`
+	SettingsFile string       `json:"settings_file,omitempty"`
+	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
+	// default in the table is always asked, one without is asked only when the playbook sets it.
+	Values driver.Values `json:"-"`
 }
 
 // Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.

@@ -133,7 +133,7 @@ type PreloadStats struct {
 	Duplicates   int64     `json:"duplicate_batches"` // resent batches the book had already applied (answered Rejected)
 	Filled       int64     `json:"filled"`            // quantity traded: must be 0
 	Book         Book      `json:"book"`
-	StateHash    string    `json:"state_hash,omitempty"` // the book's state hash, where the book was built in the controller (loadgen.WriteBookSnapshot)
+	StateHash    string    `json:"state_hash,omitempty"` // the book's state hash, where the book was built in the controller (engine/driver.BookInstaller)
 	Conn         ConnStats `json:"conn"`
 }
 

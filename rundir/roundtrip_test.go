@@ -125,7 +125,7 @@ func TestManifestRoundTrip(t *testing.T) {
 			Applied:  &tune.Report{Changes: []tune.Change{{Name: "vm.dirty_ratio", Before: "20", Want: "10", After: "10"}}},
 			Reverted: &tune.Report{},
 		}},
-		Engines:      map[string]engine.Config{"node-0": {Node: "node-0", SyncLevel: 2, SnapshotBlock: 16 << 20}},
+		Engines:      map[string]engine.Reported{"node-0": {"node": "node-0", "sync_level": float64(2), "snapshot_block": float64(16 << 20)}},
 		Loadgen:      &rundir.ProbeStats{Start: t0, Rate: 200, Scheduled: 3200, Answered: 3200, Bursts: []rundir.BurstStats{{Messages: 2000, Bursts: []rundir.BurstResult{{Due: t0, Sent: 2000, DrainNs: 40e6}}}}},
 		AgentCPU:     map[string]rundir.CPUShare{"node-0": {MeanPct: 0.4, MaxPct: 2}},
 		ClockOffsets: map[string]rundir.ClockOffset{"node-0": {OffsetUs: -12, RTTUs: 80}},

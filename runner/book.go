@@ -11,8 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rig-dev/rig/engine/replica"
-	snapfile "github.com/rig-dev/rig/engine/snapshot"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
@@ -21,7 +20,7 @@ import (
 )
 
 // booksDir is the store of books inside the results folder: <key>.snap (an engine snapshot of
-// the book, loadgen.WriteBookSnapshot) and <key>.json (bookRecord). Runs whose preload options
+// the book, the driver's BookInstaller.WriteBook) and <key>.json (bookRecord). Runs whose preload options
 // build the same book (loadgen.BookKey) — whatever their sync level, block size, encode threads
 // or timers — build it through the log once; later runs install the stored snapshot in every
 // server's snapshots folder before the engines start, and each node restores it.
@@ -44,7 +43,7 @@ func (r *run) bookPaths(key string) (snap, rec string) {
 // BookStored reports whether the book a run of pb preloads is in resultsDir's book store, so
 // the run will install it instead of preloading (for `rig validate`'s estimates).
 func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
-	if pb.Preload.Orders == 0 || pb.Engine.Driver == playbooks.DriverCommand {
+	if _, ok := pb.Engine.EngineDriver().(driver.BookInstaller); pb.Preload.Orders == 0 || !ok {
 		return false
 	}
 	key, err := loadgen.BookKey(loadgen.PreloadOptions{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments})
@@ -61,11 +60,18 @@ func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
 }
 
 // chooseBook decides, before the engines start, whether this run installs a stored book. Only
-// the reference engine restores the stored file; another engine always preloads.
+// an engine whose driver is a driver.BookInstaller restores a stored file; another always
+// preloads through the log.
 func (r *run) chooseBook() error {
-	if r.pb.Preload.Orders == 0 || r.pb.Engine.Driver == playbooks.DriverCommand {
+	if r.pb.Preload.Orders == 0 {
 		return nil
 	}
+	bi, ok := r.pb.Engine.EngineDriver().(driver.BookInstaller)
+	if !ok {
+		r.progress("the %s engine cannot install a stored book: preloading through the log", r.pb.Engine.DriverName())
+		return nil
+	}
+	r.installer = bi
 	cfg := r.loadgenConfig()
 	key, err := loadgen.BookKey(cfg.PreloadOptions())
 	if err != nil {
@@ -104,7 +110,7 @@ func (r *run) installBook(ctx context.Context) error {
 	r.progress("installing stored book %s (%d orders, built by run %s) on %d servers", r.book.Key, r.book.Orders, r.book.BuiltBy, len(r.servers))
 	snapPath, _ := r.bookPaths(r.book.Key)
 	for _, n := range r.servers {
-		dst := r.dataPath(n, path.Join("snapshots", replica.SnapshotFileName(loadgen.StoredBookMeta.LogIndex)))
+		dst := r.dataPath(n, r.installer.BookFile())
 		if err := r.cl.Transport().Upload(ctx, n, snapPath, dst, 0o644); err != nil {
 			return fmt.Errorf("install stored book on %s: %w", n.Name, err)
 		}
@@ -168,7 +174,7 @@ func (r *run) storeBook() {
 	}
 	start := time.Now()
 	defer os.Remove(snapPath + ".tmp") // after the rename, nothing to remove
-	st, err := writeBook(snapPath, r.loadgenConfig())
+	st, err := writeBook(snapPath, r.installer, r.loadgenConfig())
 	if err != nil {
 		notStored("%v", err)
 		return
@@ -196,8 +202,8 @@ func (r *run) storeBook() {
 	r.progress("stored book %s (%d orders, state hash %s) in %s for later runs", bk.Key, st.Orders, st.StateHash, d.Round(time.Millisecond))
 }
 
-// writeBook writes the book of cfg's preload to path+".tmp", synced.
-func writeBook(path string, cfg loadgen.Config) (rundir.PreloadStats, error) {
+// writeBook writes the book of cfg's preload to path+".tmp" in bi's format, synced.
+func writeBook(path string, bi driver.BookInstaller, cfg loadgen.Config) (rundir.PreloadStats, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
 	}
@@ -205,7 +211,7 @@ func writeBook(path string, cfg loadgen.Config) (rundir.PreloadStats, error) {
 	if err != nil {
 		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
 	}
-	st, err := loadgen.WriteBookSnapshot(f, cfg.PreloadOptions(), snapfile.Options{BlockSize: 16 << 20})
+	st, err := bi.WriteBook(f, cfg.PreloadOptions())
 	if err == nil {
 		err = f.Sync()
 	}

@@ -132,30 +132,16 @@ func (r *run) engineConfig(n inventory.Node) engine.Config {
 }
 
 // EngineConfig is the config server n of servers gets for playbook pb, with its data in dataDir
-// (relative paths are in the node's agent folder).
+// (relative paths are in the node's agent folder): addresses and peers. The settings are the
+// driver's to add (StartRequest).
 func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.Node, dataDir string) engine.Config {
-	e := pb.Engine
 	host := n.PrivateAddress
 	cfg := engine.Config{
 		Node: n.Name, Dir: dataDir,
-		RaftAddr:      net.JoinHostPort(host, strconv.Itoa(raftPort)),
-		ClientAddr:    net.JoinHostPort(host, strconv.Itoa(clientPort)),
-		AdminAddr:     net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(adminPort)),
-		Bootstrap:     true,
-		SyncLevel:     e.SyncLevel,
-		SnapshotBlock: int(e.SnapshotBlock),
-		EncodeThreads: e.EncodeThreads,
-	}
-	if e.HeartbeatTimeout > 0 {
-		cfg.HeartbeatTimeout = e.HeartbeatTimeout.String()
-	}
-	if e.ElectionTimeout > 0 {
-		cfg.ElectionTimeout = e.ElectionTimeout.String()
-	}
-	cfg.UDPRcvbuf = int(e.UDPRcvbuf)
-	cfg.UDPRecvNice = e.UDPRecvNice
-	if e.UDPNakDelay > 0 {
-		cfg.UDPNakDelay = e.UDPNakDelay.String()
+		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(raftPort)),
+		ClientAddr: net.JoinHostPort(host, strconv.Itoa(clientPort)),
+		AdminAddr:  net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(adminPort)),
+		Bootstrap:  true,
 	}
 	for _, s := range servers {
 		cfg.Peers = append(cfg.Peers, engine.Peer{
@@ -215,7 +201,11 @@ func (r *run) startEngines(ctx context.Context) error {
 		}
 		cfg := r.engineConfig(n)
 		r.cfgs[n.Name] = cfg
-		if err := r.agent(n.Name).StartEngine(ctx, StartRequest(r.pb, cfg)); err != nil {
+		req, err := StartRequest(r.pb, cfg)
+		if err != nil {
+			return fmt.Errorf("start engine on %s: %w", n.Name, err)
+		}
+		if err := r.agent(n.Name).StartEngine(ctx, req); err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}
 	}

@@ -220,7 +220,7 @@ func (c *fakeCluster) addLocked(n *fakeNode, tr rundir.Transition) {
 
 func (c *fakeCluster) statusLocked(n *fakeNode) engine.Status {
 	st := engine.Status{Node: n.Name, Role: n.eng.role, Phase: n.eng.phase, Term: c.term, AppliedIndex: c.index,
-		CommitIndex: c.index, LastLogIndex: c.index, StateHash: "feed", Config: n.eng.cfg}
+		CommitIndex: c.index, LastLogIndex: c.index, StateHash: "feed", Config: n.eng.cfg.Reported()}
 	if l := c.leaderLocked(); l != "" {
 		st.Leader = l
 	}

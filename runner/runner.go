@@ -21,6 +21,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
@@ -213,6 +214,7 @@ type run struct {
 	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too
 	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
 	book          *rundir.BookUse          // where the resting book comes from (nil: no preload)
+	installer     driver.BookInstaller     // the driver that installs and writes stored books (nil: its engine cannot)
 }
 
 // agent is the client of a node's agent.

@@ -4,49 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"time"
+	"maps"
+	"slices"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// StartRequest is how playbook pb's engine driver starts an engine with cfg.
-func StartRequest(pb *playbooks.Playbook, cfg engine.Config) agent.StartRequest {
+// StartRequest is how playbook pb's engine driver starts an engine with cfg: a Configurer
+// writes the settings into the node's config file, a Templater renders them into the playbook's
+// engine.command templates.
+func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest, error) {
+	drv, table, err := pb.Engine.Resolve()
+	if err != nil {
+		return agent.StartRequest{}, fmt.Errorf("engine driver: %w", err)
+	}
+	asked := pb.Engine.Settings()
+	if c, ok := drv.(driver.Configurer); ok {
+		if err := c.Configure(&cfg, asked); err != nil {
+			return agent.StartRequest{}, fmt.Errorf("%s engine settings: %w", drv.Name(), err)
+		}
+	}
 	req := agent.StartRequest{Config: cfg}
-	if e := pb.Engine; e.Driver == playbooks.DriverCommand && e.Command != nil {
-		spec := e.Command.Spec
-		req.Command, req.Settings = &spec, e.Settings()
+	if t, ok := drv.(driver.Templater); ok && pb.Engine.Command != nil {
+		spec := pb.Engine.Command.Spec
+		req.Command, req.Settings = &spec, t.TemplateSettings(table, asked)
 	}
-	return req
-}
-
-// effective reads the settings an engine reports in effect (GET /status config), in the text
-// playbooks.Engine.Settings uses, so the two compare as strings.
-func effective(c engine.Config) map[string]string {
-	return map[string]string{
-		"sync_level":        strconv.Itoa(c.SyncLevel),
-		"snapshot_block":    strconv.Itoa(c.SnapshotBlock),
-		"encode_threads":    strconv.Itoa(c.EncodeThreads),
-		"heartbeat_timeout": canonDuration(c.HeartbeatTimeout),
-		"election_timeout":  canonDuration(c.ElectionTimeout),
-		"udp_rcvbuf":        strconv.Itoa(c.UDPRcvbuf),
-		"udp_nak_delay":     canonDuration(c.UDPNakDelay),
-		"udp_recv_nice":     strconv.Itoa(c.UDPRecvNice),
-	}
-}
-
-// canonDuration writes a reported duration as Go prints it ("0.5s" -> "500ms"); what does not
-// parse is kept as reported, so it shows in the mismatch.
-func canonDuration(s string) string {
-	if d, err := time.ParseDuration(s); err == nil {
-		return d.String()
-	}
-	return s
+	return req, nil
 }
 
 // SettingErrors checks every setting playbook pb asks for on one node, twice: carriage
@@ -56,7 +44,11 @@ func canonDuration(s string) string {
 // the setting.
 func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.Status) []error {
 	var errs []error
-	if pb.Engine.Driver == playbooks.DriverCommand {
+	drv, table, err := pb.Engine.Resolve()
+	if err != nil {
+		return []error{fmt.Errorf("engine driver: %w", err)}
+	}
+	if _, ok := drv.(driver.Templater); ok {
 		if len(state.Launches) == 0 {
 			return []error{errors.New("no engine launch to check")}
 		}
@@ -71,16 +63,36 @@ func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.St
 			}
 		}
 	}
-	asked := pb.Engine.Settings()
-	got := effective(st.Config)
-	names := make([]string, 0, len(asked))
-	for k := range asked {
-		names = append(names, k)
+	for _, e := range EffectErrors(table, pb.Engine.Settings(), st.Config) {
+		errs = append(errs, e)
 	}
-	sort.Strings(names)
-	for _, k := range names {
-		if got[k] != asked[k] {
-			errs = append(errs, fmt.Errorf("engine.%s is %s in effect (GET /status config.%s), the playbook asked for %s", k, got[k], k, asked[k]))
+	return errs
+}
+
+// EffectErrors compares every asked setting with what the engine reports in effect (GET /status
+// config), by the setting's kind: "200ms", 200000000 (a duration rendered as nanos) and "0.2s"
+// are one value. One error per setting that differs or is not reported, naming it, the value
+// asked and the value in effect.
+func EffectErrors(table driver.Table, asked driver.Values, reported engine.Reported) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(asked)) {
+		s, ok := table.Lookup(name)
+		if !ok {
+			s = driver.Setting{Name: name, Kind: driver.Text}
+		}
+		want := asked[name]
+		v, present := reported[name]
+		if !present {
+			errs = append(errs, fmt.Errorf("engine.%s is not reported in effect (GET /status config has no %q), the playbook asked for %s", name, name, s.Show(want)))
+			continue
+		}
+		got, err := s.Reported(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("engine.%s in effect (GET /status config.%s): %v; the playbook asked for %s", name, name, err, s.Show(want)))
+			continue
+		}
+		if got != want {
+			errs = append(errs, fmt.Errorf("engine.%s is %s in effect (GET /status config.%s), the playbook asked for %s", name, s.Show(got), name, s.Show(want)))
 		}
 	}
 	return errs
@@ -100,7 +112,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		states[n.Name] = st
 	}
 	r.mu.Lock()
-	eff := map[string]engine.Config{}
+	eff := map[string]engine.Reported{}
 	var clamped []string
 	for _, n := range r.servers {
 		st, ok := r.status[n.Name]
@@ -115,9 +127,12 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		for _, e := range SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
-		if u := st.UDP; u != nil && r.pb.Engine.UDPRecvNice != 0 && u.RecvNice != r.pb.Engine.UDPRecvNice {
-			errs = append(errs, fmt.Errorf("%s: engine.udp_recv_nice: the UDP receive thread runs at nice %d, the playbook asked for %d (%s)",
-				n.Name, u.RecvNice, r.pb.Engine.UDPRecvNice, u.RecvNiceError))
+		// The contract's UDP section reports the nice value the receive thread really has.
+		if nice, ok := r.pb.Engine.Int(engine.UDPRecvNiceSetting); ok && nice != 0 {
+			if u := st.UDP; u != nil && int64(u.RecvNice) != nice {
+				errs = append(errs, fmt.Errorf("%s: engine.%s: the UDP receive thread runs at nice %d, the playbook asked for %d (%s)",
+					n.Name, engine.UDPRecvNiceSetting, u.RecvNice, nice, u.RecvNiceError))
+			}
 		}
 		// Linux grants twice the request, capped at twice net.core.rmem_max: less means clamped.
 		if u := st.UDP; u != nil && u.RcvbufAsked > 0 && u.RcvbufGranted < 2*u.RcvbufAsked {

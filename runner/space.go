@@ -9,10 +9,7 @@ import (
 	"strings"
 
 	"github.com/rig-dev/rig/agent/facts"
-	"github.com/rig-dev/rig/engine/replica"
-	"github.com/rig-dev/rig/engine/replica/store"
-	snapfile "github.com/rig-dev/rig/engine/snapshot"
-	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
@@ -23,72 +20,37 @@ import (
 // would not fit on their filesystems.
 var ErrDiskSpace = errors.New("not enough disk space for the run's engine data")
 
-// dataWrites is what one server of a reference-engine run writes into its data folder
-// (docs/architecture.md, "Free space before a run"). It errs high where it is not exact.
-type dataWrites struct {
-	Orders        int64 // resting orders: the preload (probes and burst orders are IOC and rest nowhere)
-	SnapshotBytes int64 // one snapshot of them (engine/snapshot.Size)
-	Snapshots     int   // snapshot files on disk at once, at most
-	LogBytes      int64 // raft log: preload batches, probes, burst messages, snapshot markers
-}
-
-func (w dataWrites) total() int64 { return w.SnapshotBytes*int64(w.Snapshots) + w.LogBytes }
-
-// raftOwnBytes allows for what raft writes of its own: the bootstrap configuration entry, a
-// no-op entry per election, and the stable store (107 B, rewritten through a temp file). A run
-// of 200k orders, 6,000 probes and 3 snapshots wrote 314 B of log more than its commands.
-const raftOwnBytes = 4 << 10
-
-// estimateWrites estimates one server's writes for pb; installed says a stored book is put in
-// the snapshots folder instead of a preload through the log.
-func estimateWrites(pb *playbooks.Playbook, clients int, installed bool) dataWrites {
-	// Entry sizes from the codecs themselves: data as the server hands it to raft (the frame
-	// without its length prefix) plus the log record around it.
-	frame := func(r wire.Request) int64 { return int64(len(wire.AppendRequest(nil, &r)) - 4) }
-	orderEntry := frame(wire.Request{Type: wire.TypeOrder}) + store.RecordOverhead
-	batchFixed := frame(wire.Request{Type: wire.TypeBatch}) + store.RecordOverhead
-	perOrder := frame(wire.Request{Type: wire.TypeBatch, Batch: make([]wire.Order, 1)}) + store.RecordOverhead - batchFixed
-
-	w := dataWrites{Orders: pb.Preload.Orders, SnapshotBytes: snapfile.Size(pb.Preload.Orders), LogBytes: raftOwnBytes}
-	files := 0
-	if installed {
-		files++ // the stored book, restored at launch
-	} else if n := pb.Preload.Orders; n > 0 {
-		batches := (n + loadgen.DefaultBatch - 1) / loadgen.DefaultBatch
-		w.LogBytes += batches*batchFixed + n*perOrder
-	}
-	w.LogBytes += int64(math.Ceil(pb.Load.ProbeRate*pb.Duration.Seconds())) * orderEntry
+// workload is what a run of pb makes each server write, for the driver's estimate; installed
+// says a stored book is put in the snapshots folder instead of a preload through the log.
+func workload(pb *playbooks.Playbook, clients int, installed bool) driver.Workload {
+	w := driver.Workload{Orders: pb.Preload.Orders, BookInstalled: installed, PreloadBatch: loadgen.DefaultBatch,
+		Probes: int64(math.Ceil(pb.Load.ProbeRate * pb.Duration.Seconds()))}
 	for _, a := range pb.Timeline {
 		switch {
 		case a.Kind == playbooks.ActSnapshot:
-			files++
-			w.LogBytes += frame(wire.Request{}) + store.RecordOverhead // the marker, at most this
+			w.Snapshots++
 		case a.Kind == playbooks.ActBurst && a.Burst != nil:
 			senders := a.Burst.Senders
 			if senders == 0 {
 				senders = clients
 			}
-			// UDP orders are batched into log entries; one entry per order bounds them.
-			w.LogBytes += int64(a.Burst.Count) * int64(a.Burst.Messages) * int64(senders) * orderEntry
+			w.BurstOrders += int64(a.Burst.Count) * int64(a.Burst.Messages) * int64(senders)
 		}
-	}
-	// A take writes the next file before the oldest kept one is removed.
-	w.Snapshots = min(files, replica.SnapshotsKept+1)
-	if w.Snapshots == 0 {
-		w.SnapshotBytes = 0
 	}
 	return w
 }
 
 // checkSpace asks every server's agent how much room the filesystem holding its engine data
 // has and refuses the run, before any engine starts, when the estimate does not fit. Servers
-// whose data share a filesystem (every node of the local target) are counted together. Only
-// the reference engine's writes are known; a command-driven engine is not checked.
+// whose data share a filesystem (every node of the local target) are counted together. Only an
+// engine whose driver is a driver.WriteEstimator is checked.
 func (r *run) checkSpace(ctx context.Context) error {
-	if r.pb.Engine.Driver == playbooks.DriverCommand {
+	est, ok := r.pb.Engine.EngineDriver().(driver.WriteEstimator)
+	if !ok {
+		r.progress("the %s engine does not say what it writes: free space for its data is not checked", r.pb.Engine.DriverName())
 		return nil
 	}
-	w := estimateWrites(r.pb, len(r.inv.Clients()), r.book != nil && r.book.Reused)
+	w := est.EstimateWrites(workload(r.pb, len(r.inv.Clients()), r.book != nil && r.book.Reused))
 	type shared struct {
 		sp    facts.Space
 		nodes []string
@@ -108,7 +70,7 @@ func (r *run) checkSpace(ctx context.Context) error {
 			groups = append(groups, g)
 		}
 		g.nodes = append(g.nodes, n.Name)
-		rec[n.Name] = rundir.DataSpace{Space: sp, WritesBytes: w.total()}
+		rec[n.Name] = rundir.DataSpace{Space: sp, WritesBytes: w.Total()}
 	}
 	var errs []error
 	for _, g := range groups {
@@ -117,7 +79,7 @@ func (r *run) checkSpace(ctx context.Context) error {
 			d.SharedWith = len(g.nodes)
 			rec[n] = d
 		}
-		need := w.total() * int64(len(g.nodes))
+		need := w.Total() * int64(len(g.nodes))
 		if need <= g.sp.FreeBytes {
 			continue
 		}

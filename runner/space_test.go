@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/rig-dev/rig/engine/driver/reference"
 )
 
 // The estimate, worked by hand from the formats: 2 preload batches of 32,768 orders (each one
@@ -14,15 +16,15 @@ import (
 func TestEstimateWrites(t *testing.T) {
 	pb := plan(t, "2s", "timeline:\n"+strings.Repeat("  - {at: 100ms, snapshot: {}}\n", 4)).Runs[0].Playbook
 	pb.Preload.Orders = 65536
-	w := estimateWrites(pb, 1, false)
+	w := (reference.Driver{}).EstimateWrites(workload(pb, 1, false))
 	const snap = 64 + 32*(16+2048*32) + 32
 	const log = 2*(13+31*32768+50) + 200*90 + 4*59 + 4096
-	if w.SnapshotBytes != snap || w.Snapshots != 3 || w.LogBytes != log || w.total() != 3*snap+log {
-		t.Fatalf("estimate %+v (total %d); want snapshot %d × 3 + log %d", w, w.total(), snap, log)
+	if w.SnapshotBytes != snap || w.Snapshots != 3 || w.LogBytes != log || w.Total() != 3*snap+log {
+		t.Fatalf("estimate %+v (total %d); want snapshot %d × 3 + log %d", w, w.Total(), snap, log)
 	}
 	// A stored book is one snapshot file and no preload through the log.
 	pb.Timeline = pb.Timeline[:1]
-	if w := estimateWrites(pb, 1, true); w.Snapshots != 2 || w.LogBytes != 200*90+59+4096 {
+	if w := (reference.Driver{}).EstimateWrites(workload(pb, 1, true)); w.Snapshots != 2 || w.LogBytes != 200*90+59+4096 {
 		t.Fatalf("with an installed book: %+v", w)
 	}
 }

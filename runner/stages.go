@@ -37,7 +37,7 @@ func (r *run) estimateTarget() string {
 func (r *run) estimateRun() estimate.Run {
 	pb := r.pb
 	return estimate.Run{
-		Target: r.estimateTarget(), SyncLevel: pb.Engine.SyncLevel, Orders: pb.Preload.Orders,
+		Target: r.estimateTarget(), SyncLevel: pb.Engine.SyncLevel(), Orders: pb.Preload.Orders,
 		Probes: int64(pb.Load.ProbeRate * pb.Duration.Seconds()), BookReused: r.book != nil && r.book.Reused,
 		Duration: pb.Duration,
 	}

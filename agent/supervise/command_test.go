@@ -62,7 +62,7 @@ func TestCommandDriverRendersAndCarries(t *testing.T) {
 		t.Fatalf("args %q, want --config %s and the GC log in the node folder", l.Args, want)
 	}
 	st := e.State().Status
-	if st == nil || st.Config.SyncLevel != 1 || st.Config.HeartbeatTimeout != "250ms" || len(st.Config.Peers) != 1 {
+	if st == nil || st.Config["sync_level"] != float64(1) || st.Config["heartbeat_timeout"] != "250ms" || len(st.Config["peers"].([]any)) != 1 {
 		t.Fatalf("engine status config %+v, want the rendered settings", st)
 	}
 	if fi, err := os.Stat(filepath.Join(s.Dir, "node.json")); err != nil || fi.Mode().Perm() != 0o600 {

@@ -140,7 +140,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 		}
 	}
 	st := e.State()
-	if !st.Running || st.Status == nil || st.Status.Phase != engine.PhaseReady || st.Status.Config.SyncLevel != 2 {
+	if !st.Running || st.Status == nil || st.Status.Phase != engine.PhaseReady || st.Status.Config["sync_level"] != float64(2) {
 		t.Fatalf("state = %+v", st)
 	}
 
@@ -149,8 +149,8 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("engine.json: %v mode %v", err, fi.Mode())
 	}
-	if st.Status.Config.Dir != filepath.Join(spec.Dir, "data") {
-		t.Fatalf("effective data dir %q", st.Status.Config.Dir)
+	if st.Status.Config["dir"] != filepath.Join(spec.Dir, "data") {
+		t.Fatalf("effective data dir %v", st.Status.Config["dir"])
 	}
 
 	// 2. kill -9 records the signal and then "down" with the signal.

@@ -58,6 +58,7 @@ load: {probe_rate: 100/s}
 duration: 10s
 engine:
   driver: command
+  settings: {sync_level: {kind: integer, default: 2}}
   command:
     binary: `+bin+`
     args: [--config, "{{.ConfigFile}}"]
@@ -79,6 +80,61 @@ engine:
 		t.Errorf("the error does not name the failed check: %s", stderr.String())
 	}
 	assertNoProcesses(t, bin)
+}
+
+// TestEngineCheckOwnSetting: a command-driven playbook declares a setting the rig has never
+// heard of (a duration the engine takes as bare nanoseconds). The suite checks it by carriage
+// (the environment, in /proc) and by effect (GET /status config); an engine that reports its
+// own default instead fails the settings check naming the setting, the value asked and the
+// value in effect.
+func TestEngineCheckOwnSetting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	dir := t.TempDir()
+	bin, err := supervisetest.BuildEngine(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := filepath.Join(dir, "own.json.tmpl")
+	os.WriteFile(tmpl, []byte(`{"node": "{{.Node}}", "dir": "{{.DataDir}}", "admin_addr": "{{.AdminAddr}}", "my.engine.flush.interval": {{index .Settings "my.engine.flush.interval"}}}`), 0o644)
+	check := func(t *testing.T, first, ignore string) string {
+		pb := writePlaybook(t, `name: own-setting
+cluster: {servers: 3, clients: 1}
+load: {probe_rate: 100/s}
+duration: 10s
+engine:
+  driver: command
+  settings:
+    my.engine.flush.interval: {kind: duration, render: nanos, default: 5ms}
+  my.engine.flush.interval: 2ms
+  command:
+    binary: `+bin+`
+    args: [--config, "{{.ConfigFile}}"]
+    env: {FLUSH_NS: '{{index .Settings "my.engine.flush.interval"}}', TESTENGINE_IGNORE: "`+ignore+`", TESTENGINE_PHASE: 50ms}
+    config_template: `+tmpl+`
+`)
+		cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", first, "--results", t.TempDir(), "--timeout", "5s")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Run() // the test engine speaks no client protocol: later checks fail either way
+		t.Logf("rig engine check:\n%s\n%s", stdout.String(), stderr.String())
+		assertNoProcesses(t, bin)
+		return stdout.String()
+	}
+	t.Run("in effect", func(t *testing.T) {
+		out := check(t, "127.0.13.11", "")
+		if !hasRow(out, conformance.CheckSettings, "pass") || !strings.Contains(out, "my.engine.flush.interval=2ms carried (/proc) and in effect") {
+			t.Errorf("the settings check does not pass the declared setting by carriage and effect")
+		}
+	})
+	t.Run("ignored", func(t *testing.T) {
+		out := check(t, "127.0.14.11", "my.engine.flush.interval=5000000")
+		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
+		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
+			t.Errorf("the settings check does not fail naming the setting, asked and in effect (%q)", want)
+		}
+	})
 }
 
 func hasRow(table, check, result string) bool {

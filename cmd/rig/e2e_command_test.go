@@ -26,8 +26,13 @@ func commandPlaybook(t *testing.T, configTemplate string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings, err := filepath.Abs("../../playbooks/testdata/reference-engine.settings.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	engine := `engine:
   driver: command
+  settings_file: ` + settings + `
   sync_level: 1
   heartbeat_timeout: 400ms
   election_timeout: 800ms

@@ -13,6 +13,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	// The engine drivers rig offers (engine/driver): the command driver registers itself from
+	// engine/command, which the agent imports.
+	_ "github.com/rig-dev/rig/engine/driver/reference"
 )
 
 var rootCmd = &cobra.Command{

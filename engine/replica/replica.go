@@ -40,7 +40,8 @@ var ErrNotLeader = errors.New("not the leader")
 
 // Node is one running engine replica.
 type Node struct {
-	cfg     engine.Config // effective
+	cfg     engine.Config   // effective
+	rep     engine.Reported // cfg as /status reports it (built once: cfg never changes)
 	log     *slog.Logger
 	raft    *raft.Raft
 	fsm     *fsm
@@ -81,7 +82,7 @@ func New(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, started: time.Now(), clientOf: map[raft.ServerAddress]string{}}
+	n := &Node{cfg: cfg, rep: cfg.Reported(), log: log, started: time.Now(), clientOf: map[raft.ServerAddress]string{}}
 	for _, p := range cfg.Peers {
 		n.clientOf[raft.ServerAddress(p.RaftAddr)] = p.ClientAddr
 	}
@@ -335,7 +336,7 @@ func (n *Node) Status(withHash bool) engine.Status {
 			phase = engine.PhaseRestoring
 		}
 		return engine.Status{Node: n.cfg.Node, Phase: phase, PID: os.Getpid(), Started: n.started, Now: time.Now(),
-			LastSnapshot: n.fsm.lastSnap.Load(), Config: n.cfg}
+			LastSnapshot: n.fsm.lastSnap.Load(), Config: n.rep}
 	}
 	st := engine.Status{
 		Node:         n.cfg.Node,
@@ -350,7 +351,7 @@ func (n *Node) Status(withHash bool) engine.Status {
 		PID:          os.Getpid(),
 		Started:      n.started,
 		Now:          time.Now(),
-		Config:       n.cfg,
+		Config:       n.rep,
 	}
 	_, st.Leader = leaderID(n.raft)
 	st.Phase = n.phase()

@@ -16,6 +16,8 @@
 //	                         restoring, replaying, catching-up); an out-of-order list makes an
 //	                         engine that breaks the contract's phase order
 //	TESTENGINE_NO_CHANGES=1  no GET /changes (an engine the agent must poll)
+//	TESTENGINE_IGNORE=k=v,…  report setting k in effect as v, whatever the config file says (an
+//	                         engine that ignores a setting)
 package main
 
 import (
@@ -55,9 +57,19 @@ func main() {
 		os.Exit(2)
 	}
 	var cfg engine.Config
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	var reported engine.Reported // every key of the config file, reported back as in effect
+	if err := json.Unmarshal(b, &cfg); err == nil {
+		err = json.Unmarshal(b, &reported)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testengine: config:", err)
 		os.Exit(2)
+	}
+	// An engine that ignores a setting: it reports its own default, not what it was given.
+	for _, kv := range strings.Split(os.Getenv("TESTENGINE_IGNORE"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			reported[k] = v
+		}
 	}
 	phase := 100 * time.Millisecond
 	if v := os.Getenv("TESTENGINE_PHASE"); v != "" {
@@ -97,7 +109,7 @@ func main() {
 		}
 		return engine.Status{Node: cfg.Node, Role: role, Phase: ph, Term: 1, CommitIndex: index,
 			AppliedIndex: index, LastLogIndex: index, LastSnapshot: snap, PID: os.Getpid(),
-			Started: start, Now: time.Now(), Config: cfg}
+			Started: start, Now: time.Now(), Config: reported}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {

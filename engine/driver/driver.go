@@ -1,0 +1,176 @@
+// Package driver is the seam between the rig and an engine: a Driver names an engine kind and
+// its settings table, and everything else a driver can do is an optional capability the rig
+// checks by type assertion, the way hashicorp/raft checks an FSM for BatchingFSM or Jepsen a db
+// for Kill and Pause. The orchestrator holds a Driver resolved once, when the plan is built, and
+// branches only on capabilities; it never names an engine.
+//
+// Drivers register themselves (Register) from their own packages: the reference engine in
+// engine/driver/reference, the command driver (any engine started from a command line) in
+// engine/command. A binary imports the drivers it offers.
+package driver
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Default is the driver of a playbook that names none: the rig's own engine.
+const Default = "reference"
+
+// Well-known setting names: an engine with these knobs names them so, and the estimate model and
+// the report's snapshot tables read them (the reference engine's table has all three).
+const (
+	SyncLevel     = "sync_level"     // integer: 0 no sync, 1 fdatasync, 2 fsync
+	SnapshotBlock = "snapshot_block" // bytes per snapshot write (a sync after each at level > 0)
+	EncodeThreads = "encode_threads" // integer: snapshot encoders
+)
+
+// Driver is one kind of engine.
+type Driver interface {
+	// Name is what a playbook's engine.driver says.
+	Name() string
+	// Settings is the driver's settings table. declared are the playbook's own
+	// (engine.settings or engine.settings_file); a driver whose settings are fixed refuses them.
+	Settings(declared Table) (Table, error)
+}
+
+// Values are the settings a run asks for: name -> canonical value (Setting.Canon).
+type Values map[string]string
+
+// Problem is a rule over several settings that a combination of values breaks.
+type Problem struct {
+	Setting string   // where to point
+	Deps    []string // the other settings the rule read
+	Rule    string   // a short name for the rule
+	Msg     string
+}
+
+// ValueChecker is a driver with rules over several of its settings (raft's election timeout
+// may not be shorter than its heartbeat timeout), checked in every combination of a plan.
+type ValueChecker interface {
+	CheckValues(v Values) []Problem
+}
+
+// Configurer is a driver whose engine reads its settings from the node's config file
+// (engine.Config, written by the agent): it fills them in.
+type Configurer interface {
+	Configure(cfg *engine.Config, v Values) error
+}
+
+// Templater is a driver whose engine is started from the playbook's engine.command templates
+// (engine/command): settings reach the engine rendered into its command line, environment or
+// config file, so the rig checks their carriage in /proc before their effect.
+type Templater interface {
+	// TemplateSettings are the values templates see as .Settings, each rendered
+	// (Setting.RenderValue).
+	TemplateSettings(t Table, v Values) map[string]string
+}
+
+// Workload is what a run makes an engine write, for a WriteEstimator.
+type Workload struct {
+	Orders        int64 // resting orders preloaded through the log
+	BookInstalled bool  // a stored book is restored instead of a preload
+	Probes        int64 // single orders (IOC: they rest nowhere)
+	BurstOrders   int64 // orders sent in bursts
+	Snapshots     int   // snapshots the timeline asks for
+	PreloadBatch  int   // orders per preload log entry
+}
+
+// Writes is one server's estimated writes into its data folder.
+type Writes struct {
+	Orders        int64 // resting orders in each snapshot
+	SnapshotBytes int64 // one snapshot of them
+	Snapshots     int   // snapshot files on disk at once, at most
+	LogBytes      int64 // the replicated log
+}
+
+// Total is every byte of w.
+func (w Writes) Total() int64 { return w.SnapshotBytes*int64(w.Snapshots) + w.LogBytes }
+
+// WriteEstimator is a driver that knows what its engine writes, so a run is refused before it
+// starts when the data would not fit (erring high where it is not exact).
+type WriteEstimator interface {
+	EstimateWrites(w Workload) Writes
+}
+
+// BookInstaller is a driver whose engine can restore a book written outside it: the rig builds
+// the preload's book once, stores it, and later runs put it in every server's data folder
+// instead of preloading through the log.
+type BookInstaller interface {
+	// BookFile is where in a node's data folder the stored book goes (slash-separated).
+	BookFile() string
+	// WriteBook writes the book a preload with opts builds, in the engine's snapshot format.
+	WriteBook(w io.Writer, opts loadgen.PreloadOptions) (rundir.PreloadStats, error)
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Driver{}
+)
+
+// Register makes d available by name; a second driver of the same name panics, as
+// database/sql.Register does.
+func Register(d Driver) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[d.Name()]; dup {
+		panic("driver: Register called twice for " + d.Name())
+	}
+	registry[d.Name()] = d
+}
+
+// Lookup finds a registered driver.
+func Lookup(name string) (Driver, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	if d, ok := registry[name]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%q is not an engine driver; want %s", name, strings.Join(namesLocked(), " or "))
+}
+
+// Names lists the registered drivers, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	out := make([]string, 0, len(registry))
+	for k := range registry {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Capabilities lists the optional capabilities d has, by interface name, for plans, manifests
+// and docs/architecture.md's table.
+func Capabilities(d Driver) []string {
+	var out []string
+	if _, ok := d.(ValueChecker); ok {
+		out = append(out, "ValueChecker")
+	}
+	if _, ok := d.(Configurer); ok {
+		out = append(out, "Configurer")
+	}
+	if _, ok := d.(Templater); ok {
+		out = append(out, "Templater")
+	}
+	if _, ok := d.(WriteEstimator); ok {
+		out = append(out, "WriteEstimator")
+	}
+	if _, ok := d.(BookInstaller); ok {
+		out = append(out, "BookInstaller")
+	}
+	return slices.Clip(out)
+}
