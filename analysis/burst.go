@@ -74,7 +74,7 @@ func (d *runData) burstRows(s *Summary) {
 	if d.man.Loadgen != nil {
 		series = d.man.Loadgen.Bursts
 	}
-	others, _ := filepath.Glob(filepath.Join(d.dir, "*", "loadgen", "bursts-*", "bursts.json"))
+	others, _ := filepath.Glob(filepath.Join(d.dir, rundir.RemoteBurstsGlob))
 	sort.Strings(others)
 	for _, f := range others {
 		var st rundir.BurstStats
@@ -190,7 +190,7 @@ func burstFailures(r *BurstRow, closed bool) []string {
 // nicDrops sums a node's ENA rx drops over the OS samples whose interval overlaps [from, to]
 // (nil when the node's samples have no NIC counters: not an AWS ENA node).
 func (d *runData) nicDrops(node string, from, to int64) *uint64 {
-	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*.ndjson"))
+	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*"+rundir.SamplesExt))
 	var sum uint64
 	seen := false
 	for _, f := range files {
@@ -254,7 +254,7 @@ func (d *runData) notApplied(s *Summary) {
 // node's).
 func (d *runData) sampleFigures(s *Summary) []string {
 	var warn []string
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*.ndjson"))
+	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*"+rundir.SamplesExt))
 	for _, f := range files {
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
 		st, ok := readSampleFile(f)

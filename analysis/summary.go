@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -254,14 +253,11 @@ func WriteOutputs(runDir string, s *Summary) error {
 	if plotErr != nil {
 		errs = append(errs, plotErr)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(runDir, "report.md"), []byte(renderReport(s)), 0o644); err != nil {
-		errs = append(errs, fmt.Errorf("write report.md: %w", err))
+	if err := atomicfile.WriteFile(filepath.Join(runDir, rundir.ReportFile), []byte(renderReport(s)), 0o644); err != nil {
+		errs = append(errs, err)
 	}
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		errs = append(errs, fmt.Errorf("encode summary: %w", err))
-	} else if err := atomicfile.WriteFile(filepath.Join(runDir, "summary.json"), append(b, '\n'), 0o644); err != nil {
-		errs = append(errs, fmt.Errorf("write summary.json: %w", err))
+	if err := atomicfile.WriteJSON(filepath.Join(runDir, rundir.SummaryFile), s); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -52,7 +53,7 @@ func (r *run) finalState(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: no final status", n.Name))
 			continue
 		}
-		if err := writeJSONFile(filepath.Join(r.dir, n.Name, "status.json"), st); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(r.dir, n.Name, rundir.StatusFile), st); err != nil {
 			errs = append(errs, err)
 		}
 	}

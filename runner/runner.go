@@ -276,7 +276,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
 		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
 		killed: map[string]bool{}}
-	logf, err := os.Create(filepath.Join(dir, "controller.log"))
+	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err
 		return o

@@ -21,6 +21,7 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // agentFlags are the daemon's flags (local to agentCmd: subcommands such as `rig agent ping`
@@ -66,7 +67,6 @@ stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`
 func init() { rootCmd.AddCommand(newAgentCmd()) }
 
 const (
-	agentLogFile = "agent.log"
 	agentPIDFile = "agent.pid"
 )
 
@@ -103,7 +103,7 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 
 	var logw io.Writer = os.Stderr
 	if !o.detached { // a detached agent's stderr already is agent.log
-		f, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("agent log: %w", err)
 		}
@@ -137,7 +137,7 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
 	if err != nil {
 		return fmt.Errorf("agent --daemon: find own executable: %w", err)
 	}
-	logPath := filepath.Join(dir, agentLogFile)
+	logPath := filepath.Join(dir, rundir.AgentLogFile)
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("agent log: %w", err)
