@@ -36,8 +36,8 @@ type BurstRow struct {
 }
 
 // BurstUDP is a UDP burst as its receiver saw it (the engine's /status?udp=1, docs/wire.md),
-// judged by the burst guide's criteria: no receive-buffer errors, p99 below 1 ms, no loss
-// repair.
+// judged by rig's criteria for absorbing a burst: no receive-buffer errors or drops, p99 below
+// 1 ms, no loss repair, nothing lost.
 type BurstUDP struct {
 	Burst         uint32   `json:"burst"` // number in the datagrams
 	Size          int      `json:"size"`  // bytes per datagram
@@ -63,7 +63,7 @@ type BurstUDP struct {
 	Fail          []string `json:"fail,omitempty"` // why not
 }
 
-// MaxBurstP99Ms is the burst guide's latency bound: a burst whose p99 reaches it fails.
+// MaxBurstP99Ms is a burst's latency bound: a burst whose p99 reaches it fails.
 const MaxBurstP99Ms = 1.0
 
 // burstRows reads the bursts from the load generators' stats (the probe process's, in the
@@ -153,7 +153,7 @@ func (d *runData) receiverFigures(r *BurstRow) {
 	u.Pass = len(u.Fail) == 0
 }
 
-// burstFailures lists what fails a UDP burst by the burst guide's criteria.
+// burstFailures lists what fails a UDP burst by BurstUDP's criteria.
 func burstFailures(r *BurstRow, closed bool) []string {
 	u := r.UDP
 	var f []string

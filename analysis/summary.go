@@ -189,7 +189,7 @@ type SnapshotRow struct {
 	PauseLowerBound bool     `json:"pause_lower_bound,omitempty"`
 	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the pause window (answered + lost)
 	WindowLost      int      `json:"window_lost"`
-	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated as the case study's column
+	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated beside each pause for comparison
 	// UnplannedLeaderChange: a leader change no action asked for happened in the window.
 	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
 }
