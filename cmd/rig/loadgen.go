@@ -103,8 +103,6 @@ func lgUsageErr(source string, err error) error {
 	return err
 }
 
-func init() { rootCmd.AddCommand(newLoadgenCmd()) }
-
 func newPreloadCmd() *cobra.Command {
 	var (
 		common                               lgCommon

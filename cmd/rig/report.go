@@ -15,8 +15,6 @@ import (
 	"github.com/rig-dev/rig/sweep"
 )
 
-func init() { rootCmd.AddCommand(newReportCmd()) }
-
 func newReportCmd() *cobra.Command {
 	var baseline string
 	cmd := &cobra.Command{
