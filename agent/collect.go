@@ -18,8 +18,9 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // DefaultCollectMaxFile: a file inside an engine data folder (raft log store, snapshots) larger
@@ -70,7 +71,7 @@ func (s *Server) dataDirs() []string {
 		out = append(out, d)
 	}
 	s.engine.mu.Unlock()
-	if b, err := os.ReadFile(filepath.Join(s.opts.Dir, supervise.ConfigFile)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(s.opts.Dir, rundir.EngineConfigFile)); err == nil {
 		var c engine.Config
 		if json.Unmarshal(b, &c) == nil && c.Dir != "" {
 			out = append(out, c.Dir)
@@ -247,15 +248,7 @@ func extractFile(r io.Reader, dst string, hdr *tar.Header) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("extract collect: %w", err)
 	}
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fs.FileMode(hdr.Mode).Perm()|0o600)
-	if err != nil {
-		return fmt.Errorf("extract collect: %w", err)
-	}
-	_, err = io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := atomicfile.Write(dst, r, atomicfile.Options{Perm: fs.FileMode(hdr.Mode).Perm() | 0o600}); err != nil {
 		return fmt.Errorf("extract collect %s: %w", hdr.Name, err)
 	}
 	os.Chtimes(dst, hdr.ModTime, hdr.ModTime)

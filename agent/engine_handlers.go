@@ -138,7 +138,7 @@ func (s *Server) shutdownEngine() {
 // journalLocked opens the node's journal once; s.engine.mu is held.
 func (s *Server) journalLocked() (*supervise.Journal, error) {
 	if s.engine.journal == nil {
-		j, err := supervise.OpenJournal(filepath.Join(s.opts.Dir, supervise.JournalFile))
+		j, err := supervise.OpenJournal(filepath.Join(s.opts.Dir, rundir.TransitionsFile))
 		if err != nil {
 			return nil, err
 		}

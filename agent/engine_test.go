@@ -26,7 +26,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctlsock"
 )
@@ -299,7 +298,7 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 		t.Fatalf("stop transitions = %+v", got)
 	}
 	// Transitions are on disk too, for collect.
-	b, err := os.ReadFile(filepath.Join(a.dir, supervise.JournalFile))
+	b, err := os.ReadFile(filepath.Join(a.dir, rundir.TransitionsFile))
 	if err != nil || bytes.Count(b, []byte("\n")) != int(since) {
 		t.Fatalf("transitions.jsonl: %d lines, want %d (%v)", bytes.Count(b, []byte("\n")), since, err)
 	}

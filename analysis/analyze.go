@@ -223,19 +223,19 @@ func (d *runData) readStatuses() {
 		if !de.IsDir() {
 			continue
 		}
-		path := filepath.Join(d.dir, de.Name(), "status.json")
+		path := filepath.Join(d.dir, de.Name(), rundir.StatusFile)
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			d.warnf("%s: %v", filepath.Join(de.Name(), "status.json"), err)
+			d.warnf("%s: %v", filepath.Join(de.Name(), rundir.StatusFile), err)
 			d.statuses[de.Name()] = nil
 			continue
 		}
 		var st engine.Status
 		if err := json.Unmarshal(b, &st); err != nil {
-			d.warnf("%s: not an engine status (%v)", filepath.Join(de.Name(), "status.json"), err)
+			d.warnf("%s: not an engine status (%v)", filepath.Join(de.Name(), rundir.StatusFile), err)
 			d.statuses[de.Name()] = nil
 			continue
 		}

@@ -399,8 +399,8 @@ func TestAnalyzeNotRunDir(t *testing.T) {
 	}
 }
 
-// TestRestartCutByNextKill: a node killed again before it became ready (the case study's first
-// restarts that "never closed") has an open rejoin window cut at the second kill, and the second
+// TestRestartCutByNextKill: a node killed again before it became ready (a restart that never
+// closed) has an open rejoin window cut at the second kill, and the second
 // relaunch belongs to the second kill.
 func TestRestartCutByNextKill(t *testing.T) {
 	f := newFixture(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // benchRun is the follower-restart fixture's timeline with n probes spread over its 60 s of load
-// (300K is 5,000/s for a minute, the case study's rate), latencies log-normal around 1 ms.
+// (300K is 5,000/s for a minute), latencies log-normal around 1 ms.
 func benchRun(b *testing.B, n int) string {
 	dir := followerRestartRun(b)
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -36,8 +36,8 @@ type BurstRow struct {
 }
 
 // BurstUDP is a UDP burst as its receiver saw it (the engine's /status?udp=1, docs/wire.md),
-// judged by the burst guide's criteria: no receive-buffer errors, p99 below 1 ms, no loss
-// repair.
+// judged by rig's criteria for absorbing a burst: no receive-buffer errors or drops, p99 below
+// 1 ms, no loss repair, nothing lost.
 type BurstUDP struct {
 	Burst         uint32   `json:"burst"` // number in the datagrams
 	Size          int      `json:"size"`  // bytes per datagram
@@ -63,7 +63,7 @@ type BurstUDP struct {
 	Fail          []string `json:"fail,omitempty"` // why not
 }
 
-// MaxBurstP99Ms is the burst guide's latency bound: a burst whose p99 reaches it fails.
+// MaxBurstP99Ms is a burst's latency bound: a burst whose p99 reaches it fails.
 const MaxBurstP99Ms = 1.0
 
 // burstRows reads the bursts from the load generators' stats (the probe process's, in the
@@ -74,7 +74,7 @@ func (d *runData) burstRows(s *Summary) {
 	if d.man.Loadgen != nil {
 		series = d.man.Loadgen.Bursts
 	}
-	others, _ := filepath.Glob(filepath.Join(d.dir, "*", "loadgen", "bursts-*", "bursts.json"))
+	others, _ := filepath.Glob(filepath.Join(d.dir, rundir.RemoteBurstsGlob))
 	sort.Strings(others)
 	for _, f := range others {
 		var st rundir.BurstStats
@@ -153,7 +153,7 @@ func (d *runData) receiverFigures(r *BurstRow) {
 	u.Pass = len(u.Fail) == 0
 }
 
-// burstFailures lists what fails a UDP burst by the burst guide's criteria.
+// burstFailures lists what fails a UDP burst by BurstUDP's criteria.
 func burstFailures(r *BurstRow, closed bool) []string {
 	u := r.UDP
 	var f []string
@@ -190,7 +190,7 @@ func burstFailures(r *BurstRow, closed bool) []string {
 // nicDrops sums a node's ENA rx drops over the OS samples whose interval overlaps [from, to]
 // (nil when the node's samples have no NIC counters: not an AWS ENA node).
 func (d *runData) nicDrops(node string, from, to int64) *uint64 {
-	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*.ndjson"))
+	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*"+rundir.SamplesExt))
 	var sum uint64
 	seen := false
 	for _, f := range files {
@@ -254,7 +254,7 @@ func (d *runData) notApplied(s *Summary) {
 // node's).
 func (d *runData) sampleFigures(s *Summary) []string {
 	var warn []string
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*.ndjson"))
+	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*"+rundir.SamplesExt))
 	for _, f := range files {
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
 		st, ok := readSampleFile(f)

@@ -92,7 +92,7 @@ func TestDiskPlotFromSamples(t *testing.T) {
 }
 
 // UDP bursts are joined by number over every load generator, take the receiver's figures from
-// the server that received them, and are judged by the burst guide's criteria; the report says
+// the server that received them, and are judged by BurstUDP's criteria; the report says
 // what SO_RCVBUF was asked and granted, and which settings had no effect.
 func TestUDPBurstFigures(t *testing.T) {
 	f := newFixture(t)

@@ -28,7 +28,7 @@ var nodeColors = []color.RGBA{
 func (d *runData) diskSeries() map[string]plotter.XYs {
 	out := map[string]plotter.XYs{}
 	for _, node := range d.nodes {
-		files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*.ndjson"))
+		files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*"+rundir.SamplesExt))
 		for _, f := range files {
 			samples, _ := rundir.ReadSamplesFile(f)
 			for _, s := range samples {

@@ -194,7 +194,7 @@ func scenarioProbe(k int) rundir.Probe {
 
 const scenarioProbes = 6000
 
-// followerRestartRun is the case study's section 11 shape, shrunk: a snapshot, a follower killed
+// followerRestartRun is the follower-restart playbook's shape, shrunk: a snapshot, a follower killed
 // and relaunched that becomes ready, a second one that never does, and a final snapshot while it
 // is still restoring.
 func followerRestartRun(t testing.TB) string {

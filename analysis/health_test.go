@@ -7,7 +7,7 @@ import (
 
 func TestHealth(t *testing.T) {
 	dur := 40.0
-	// The micro-burst run of issue 9: load for 89 s of a 40 s duration, 24,514 of 35,000 lost.
+	// A micro-burst run seen here: load for 89 s of a 40 s duration, 24,514 of 35,000 lost.
 	s := &Summary{Status: "ok", Settings: Settings{LoadS: 89, PlannedDurationS: &dur}, Probes: Stats{N: 35000 - 24514, Lost: 24514}}
 	w := applyHealth(s)
 	if s.Status != "failed" || len(w) != 2 || !strings.Contains(s.StatusReason, "the load ran 89.0 s of a 40 s duration") ||

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,14 +22,15 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // Plot files, relative to the run folder.
 const (
-	PlotLatency  = "plots/latency.png"  // probe latency over time, with action markers
-	PlotRestarts = "plots/restarts.png" // each restart's phases, from relaunch to ready
-	PlotNodes    = "plots/nodes.png"    // every server node's phase over the run
+	PlotLatency  = rundir.PlotsDir + "/latency.png"  // probe latency over time, with action markers
+	PlotRestarts = rundir.PlotsDir + "/restarts.png" // each restart's phases, from relaunch to ready
+	PlotNodes    = rundir.PlotsDir + "/nodes.png"    // every server node's phase over the run
 )
 
 const (
@@ -100,7 +102,7 @@ func writePlots(runDir string, d *runData, s *Summary) ([]string, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	if err := os.MkdirAll(filepath.Join(runDir, "plots"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(runDir, rundir.PlotsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("create plots folder: %w", err)
 	}
 	var out []string
@@ -656,15 +658,10 @@ func savePNG(path string, w, h vg.Length, p *plot.Plot, legend []legendItem) err
 		drawLegendRow(dc, legend)
 	}
 	p.Draw(area)
-	f, err := os.Create(path)
-	if err != nil {
+	return atomicfile.WriteFunc(path, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	}, atomicfile.Options{})
 }
 
 func drawLegendRow(c draw.Canvas, items []legendItem) {

@@ -10,7 +10,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 )
 
-// renderReport writes report.md: the case study's tables (snapshot take and client pause with
+// renderReport writes report.md: the tables (snapshot take and client pause with
 // the normal p50; restart phases; client latency per restart window), overall percentiles with
 // n, the nodes' final state hashes, warnings, plots and the definitions behind every figure.
 func renderReport(s *Summary) string {

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -190,7 +189,7 @@ type SnapshotRow struct {
 	PauseLowerBound bool     `json:"pause_lower_bound,omitempty"`
 	WindowProbes    int      `json:"window_probes"` // post-warm-up probes in the pause window (answered + lost)
 	WindowLost      int      `json:"window_lost"`
-	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated as the case study's column
+	NormalP50Us     *float64 `json:"normal_p50_us,omitempty"` // Summary.Normal.P50Us, repeated beside each pause for comparison
 	// UnplannedLeaderChange: a leader change no action asked for happened in the window.
 	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
 }
@@ -254,14 +253,11 @@ func WriteOutputs(runDir string, s *Summary) error {
 	if plotErr != nil {
 		errs = append(errs, plotErr)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(runDir, "report.md"), []byte(renderReport(s)), 0o644); err != nil {
-		errs = append(errs, fmt.Errorf("write report.md: %w", err))
+	if err := atomicfile.WriteFile(filepath.Join(runDir, rundir.ReportFile), []byte(renderReport(s)), 0o644); err != nil {
+		errs = append(errs, err)
 	}
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		errs = append(errs, fmt.Errorf("encode summary: %w", err))
-	} else if err := atomicfile.WriteFile(filepath.Join(runDir, "summary.json"), append(b, '\n'), 0o644); err != nil {
-		errs = append(errs, fmt.Errorf("write summary.json: %w", err))
+	if err := atomicfile.WriteJSON(filepath.Join(runDir, rundir.SummaryFile), s); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -199,7 +199,7 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 
 // engineLogLines returns the node's engine log lines stamped within [from, to].
 func (d *runData) engineLogLines(node string, from, to int64) []string {
-	f, err := os.Open(filepath.Join(d.dir, node, "engine.log"))
+	f, err := os.Open(filepath.Join(d.dir, node, rundir.EngineLogFile))
 	if err != nil {
 		return nil
 	}

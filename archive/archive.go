@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/rig-dev/rig/internal/atomicfile"
 )
 
 // ManifestVersion is the version of the manifest format.
@@ -331,49 +331,28 @@ func checkTar(r io.Reader, m Manifest, outDir string) (int, error) {
 	}
 }
 
+// checkFile reads one archived file and checks it against its manifest entry; with outDir it
+// also writes it there, under its final name only once it checked out.
 func checkFile(r io.Reader, fe FileEntry, hdr *tar.Header, outDir string) error {
-	var (
-		h   hash.Hash = sha256.New()
-		dst io.Writer = h
-		f   *os.File
-		tmp string
-	)
-	if outDir != "" {
-		target := filepath.Join(outDir, filepath.FromSlash(fe.Path))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		var err error
-		f, err = os.CreateTemp(filepath.Dir(target), ".fetch-*")
+	check := func(w io.Writer) error {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(h, w), r)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, fe.Path, err)
 		}
-		tmp = f.Name()
-		defer func() {
-			f.Close()
-			os.Remove(tmp) // no-op after the rename
-		}()
-		dst = io.MultiWriter(h, f)
-	}
-	n, err := io.Copy(dst, r)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, fe.Path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); n != fe.Size || got != fe.SHA256 {
-		return fmt.Errorf("%w: %s is %d bytes sha256 %s, manifest says %d bytes sha256 %s", ErrCorrupt, fe.Path, n, got, fe.Size, fe.SHA256)
-	}
-	if f != nil {
-		if err := f.Chmod(hdr.FileInfo().Mode().Perm()); err != nil {
-			return err
+		if got := hex.EncodeToString(h.Sum(nil)); n != fe.Size || got != fe.SHA256 {
+			return fmt.Errorf("%w: %s is %d bytes sha256 %s, manifest says %d bytes sha256 %s", ErrCorrupt, fe.Path, n, got, fe.Size, fe.SHA256)
 		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(outDir, filepath.FromSlash(fe.Path))); err != nil {
-			return err
-		}
+		return nil
 	}
-	return nil
+	if outDir == "" {
+		return check(io.Discard)
+	}
+	target := filepath.Join(outDir, filepath.FromSlash(fe.Path))
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFunc(target, check, atomicfile.Options{Perm: hdr.FileInfo().Mode().Perm()})
 }
 
 // RunsForStack lists the run folders under resultsDir whose manifest.json has the given "stack"

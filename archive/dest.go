@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rig-dev/rig/internal/atomicfile"
 )
 
 // ErrBadDest means a --to value is neither s3://bucket[/prefix] nor a folder path.
@@ -64,36 +66,8 @@ func (d Dir) Put(ctx context.Context, name string, r io.Reader, _ int64) error {
 	if err := os.MkdirAll(d.Path, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(d.Path, "."+name+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name()) // no-op after the rename
-	}()
-	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600; archives are read like results
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), filepath.Join(d.Path, name)); err != nil {
-		return err
-	}
-	// Make the rename itself durable.
-	dir, err := os.Open(d.Path)
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
+	// Archives are read like results (0644), and durable: synced, renamed, the folder synced.
+	return atomicfile.Write(filepath.Join(d.Path, name), ctxReader{ctx, r}, atomicfile.Options{Perm: 0o644, Durable: true})
 }
 
 // Get opens Path/name.

@@ -16,9 +16,13 @@ const (
 	RoleClient = "client"
 )
 
+// TargetLocal is the Target of an inventory whose nodes are folders and loopback addresses on
+// this machine (target/local); any other is reached over SSH.
+const TargetLocal = "local"
+
 // Inventory lists the nodes of one test cluster.
 type Inventory struct {
-	Target    string `json:"target"` // "local" or "aws"
+	Target    string `json:"target"` // TargetLocal or "aws"
 	Nodes     []Node `json:"nodes"`
 	Bucket    string `json:"bucket,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"`
@@ -94,7 +98,7 @@ func (inv *Inventory) Validate() error {
 			return fmt.Errorf("inventory: nodes[%d].role is %q, want %q or %q", i, n.Role, RoleServer, RoleClient)
 		case n.Address == "":
 			return fmt.Errorf("inventory: nodes[%d].address is empty", i)
-		case inv.Target != "local" && (n.SSH == nil || n.SSH.HostKey == ""):
+		case inv.Target != TargetLocal && (n.SSH == nil || n.SSH.HostKey == ""):
 			return fmt.Errorf("inventory: nodes[%d] (%s) has no ssh.host_key: host keys must be known before the first connection", i, n.Name)
 		}
 		seen[n.Name] = true

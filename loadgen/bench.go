@@ -41,7 +41,8 @@ type BenchReport struct {
 	Ratio    float64 `json:"ratio"`     // BurstMs / BareMs (goal: at most 1.25)
 	Received int64   `json:"received"`  // datagrams the loopback receiver read over every burst
 	// A bare receiver's latency (receive time minus send stamp) over the load generator's bursts:
-	// the host's floor for the burst guide's p99 < 1 ms, with no engine behind the socket.
+	// the host's floor under a burst's p99 < 1 ms bound (analysis.MaxBurstP99Ms), with no engine
+	// behind the socket.
 	RecvP50Us  float64 `json:"recv_p50_us"`
 	RecvP99Us  float64 `json:"recv_p99_us"`
 	RecvMaxUs  float64 `json:"recv_max_us"`

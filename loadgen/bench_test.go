@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // benchStream is a probe stream wired to real output files but no network, so the benchmark
@@ -15,7 +16,7 @@ import (
 func benchStream(b *testing.B) (*stream, *conn) {
 	b.Helper()
 	dir := b.TempDir()
-	sink, err := createSink(filepath.Join(dir, ProbesFile))
+	sink, err := createSink(filepath.Join(dir, rundir.ProbesFile))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func benchStream(b *testing.B) (*stream, *conn) {
 		hlogWidth: int64(time.Second),
 	}
 	s := newStream(cfg, probeIDBit)
-	hl, err := createIntervalLog(filepath.Join(dir, ProbesHlogFile), s.epochUnix, cfg.hlogWidth, "bench")
+	hl, err := createIntervalLog(filepath.Join(dir, rundir.ProbesHlogFile), s.epochUnix, cfg.hlogWidth, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/internal/peak"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/peak"
 
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/rundir"
@@ -291,7 +293,7 @@ func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 		}
 	} else {
 		var err error
-		if sink, err = createSink(filepath.Join(opts.Out, BurstsFile)); err != nil {
+		if sink, err = createSink(filepath.Join(opts.Out, rundir.BurstsFile)); err != nil {
 			return rundir.BurstStats{}, err
 		}
 		b = newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink)
@@ -299,14 +301,14 @@ func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 	err := b.run(ctx)
 	if sink != nil {
 		if cerr := sink.close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write %s: %w", BurstsFile, cerr)
+			err = fmt.Errorf("write %s: %w", rundir.BurstsFile, cerr)
 		}
 	}
 	st := b.stats()
 	if err != nil {
 		st.Error = err.Error()
 	}
-	if werr := writeJSON(filepath.Join(opts.Out, "bursts.json"), st); err == nil {
+	if werr := atomicfile.WriteJSON(filepath.Join(opts.Out, rundir.BurstStatsFile), st); err == nil {
 		err = werr
 	}
 	return st, err
@@ -328,7 +330,7 @@ func (r *ProbeRun) Burst(spec BurstSpec) error {
 		return ErrBurstBusy
 	}
 	if r.burstSink == nil {
-		sink, err := createSink(filepath.Join(r.opts.Out, BurstsFile))
+		sink, err := createSink(filepath.Join(r.opts.Out, rundir.BurstsFile))
 		if err != nil {
 			return err
 		}

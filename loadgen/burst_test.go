@@ -39,7 +39,7 @@ func TestBurstSeries(t *testing.T) {
 	if d := st.Bursts[1].Due.Sub(st.Bursts[0].Due); d != every {
 		t.Errorf("bursts due %v apart, want %v", d, every)
 	}
-	ps := readSorted(t, filepath.Join(dir, BurstsFile))
+	ps := readSorted(t, filepath.Join(dir, rundir.BurstsFile))
 	if len(ps) != per*count {
 		t.Fatalf("%d burst records, want %d", len(ps), per*count)
 	}
@@ -137,7 +137,7 @@ func TestControlAPI(t *testing.T) {
 	if len(st.Bursts) != 1 || st.Bursts[0].Answered != 900 || len(st.Bursts[0].Bursts) != 3 || st.Bursts[0].PeakPerMs < burstChunk {
 		t.Fatalf("bursts %+v", st.Bursts)
 	}
-	if ps := readSorted(t, filepath.Join(dir, BurstsFile)); len(ps) != 900 {
+	if ps := readSorted(t, filepath.Join(dir, rundir.BurstsFile)); len(ps) != 900 {
 		t.Errorf("%d records in bursts.bin, want 900", len(ps))
 	}
 	if disk := readStats(t, dir); len(disk.Bursts) != 1 {

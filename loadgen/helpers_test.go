@@ -66,7 +66,7 @@ func checkSchedule(t *testing.T, ps []rundir.Probe, rate float64) {
 
 func readStats(t *testing.T, dir string) rundir.ProbeStats {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, StatsFile))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.StatsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

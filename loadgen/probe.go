@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,13 +16,10 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Files a probe run writes into ProbeOptions.Out.
-const (
-	ProbesFile     = "probes.bin"  // every probe: intended time, latency, outcome (rundir.ReadProbes), in completion order
-	ProbesHlogFile = "probes.hlog" // HdrHistogram interval log of probe latency in ns, one interval per Interval
-	StatsFile      = "stats.json"  // ProbeStats
-	BurstsFile     = "bursts.bin"  // every burst message, same format as probes.bin
-)
+// A probe run writes into ProbeOptions.Out (names from rundir): rundir.ProbesFile, every probe
+// (intended time, latency, outcome) in completion order; rundir.ProbesHlogFile, the HdrHistogram
+// interval log of probe latency in ns, one interval per Interval; rundir.StatsFile, ProbeStats;
+// and rundir.BurstsFile, every burst message in probes.bin's format.
 
 // Defaults shared by the probe and burst streams.
 const (
@@ -142,7 +138,7 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("create probe output directory: %w", err)
 	}
-	sink, err := createSink(filepath.Join(opts.Out, ProbesFile))
+	sink, err := createSink(filepath.Join(opts.Out, rundir.ProbesFile))
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +165,7 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		instruments:  opts.Instruments,
 		price:        opts.Price,
 		sink:         sink,
-		hlogPath:     filepath.Join(opts.Out, ProbesHlogFile),
+		hlogPath:     filepath.Join(opts.Out, rundir.ProbesHlogFile),
 		hlogWidth:    int64(opts.Interval),
 		hlogComment:  fmt.Sprintf("rig loadgen probe stream: %g/s, IOC probes, latency in ns from intended send time, intervals by intended time", opts.Rate),
 	}
@@ -214,12 +210,12 @@ func (r *ProbeRun) run() {
 	r.bmu.Unlock()
 	r.bwg.Wait()
 	if cerr := r.sink.close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", ProbesFile, cerr)
+		err = fmt.Errorf("write %s: %w", rundir.ProbesFile, cerr)
 	}
 	r.bmu.Lock()
 	if r.burstSink != nil {
 		if cerr := r.burstSink.close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write %s: %w", BurstsFile, cerr)
+			err = fmt.Errorf("write %s: %w", rundir.BurstsFile, cerr)
 		}
 	}
 	r.bmu.Unlock()
@@ -227,7 +223,7 @@ func (r *ProbeRun) run() {
 	if err != nil {
 		st.Error = err.Error()
 	}
-	if werr := writeJSON(filepath.Join(r.opts.Out, StatsFile), st); err == nil && werr != nil {
+	if werr := atomicfile.WriteJSON(filepath.Join(r.opts.Out, rundir.StatsFile), st); err == nil && werr != nil {
 		err = werr
 	}
 	r.stats, r.err = st, err
@@ -289,12 +285,4 @@ func (r *ProbeRun) Stats() rundir.ProbeStats {
 	}
 	r.bmu.Unlock()
 	return st
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }

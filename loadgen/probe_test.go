@@ -48,7 +48,7 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 		t.Errorf("the book saw %d crossing orders", cs.Crossed)
 	}
 
-	ps := readSorted(t, filepath.Join(dir, ProbesFile))
+	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	if len(ps) != 3000 {
 		t.Fatalf("%d records in probes.bin, want 3000", len(ps))
 	}
@@ -67,7 +67,7 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 
 	// The interval log: read back with hdrhistogram-go's log reader, one interval per 500 ms of
 	// schedule, every answered probe in exactly one interval, intervals back to back.
-	hs := readHlog(t, filepath.Join(dir, ProbesHlogFile))
+	hs := readHlog(t, filepath.Join(dir, rundir.ProbesHlogFile))
 	if len(hs) != 3 {
 		t.Fatalf("%d intervals in probes.hlog, want 3", len(hs))
 	}
@@ -93,7 +93,7 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 	if first := hs[0].StartTimeMs(); first != ps[0].IntendedNs/1e6 {
 		t.Errorf("first interval starts at %d ms, first probe intended at %d ms", first, ps[0].IntendedNs/1e6)
 	}
-	head, _ := os.ReadFile(filepath.Join(dir, ProbesHlogFile))
+	head, _ := os.ReadFile(filepath.Join(dir, rundir.ProbesHlogFile))
 	for _, want := range []string{"#[Histogram log format version", "#[StartTime: ", "#[BaseTime: ", "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"", "HISTF"} {
 		if !strings.Contains(string(head), want) {
 			t.Errorf("probes.hlog lacks %q (HistogramLogProcessor expects it)", want)
@@ -127,7 +127,7 @@ func TestProbeStallIsChargedFromIntendedTime(t *testing.T) {
 	if st.Lost != 0 {
 		t.Fatalf("lost %d probes to a stall shorter than the grace period", st.Lost)
 	}
-	ps := readSorted(t, filepath.Join(dir, ProbesFile))
+	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	checkSchedule(t, ps, rate)
 	const tolerance = int64(time.Millisecond) // wall clock vs the client's monotonic clock
 	during := 0
@@ -179,7 +179,7 @@ func TestProbeReconnectResendsInFlight(t *testing.T) {
 	if st.Conn.Resent < 1 {
 		t.Errorf("resent %d: probes in flight on the dropped connection must be resent", st.Conn.Resent)
 	}
-	ps := readSorted(t, filepath.Join(dir, ProbesFile))
+	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	if len(ps) != 1000 {
 		t.Fatalf("%d records, want exactly 1000 (a resent probe is recorded once)", len(ps))
 	}
@@ -228,7 +228,7 @@ func TestProbeFollowsLeaderChange(t *testing.T) {
 	if st.Conn.Redirects > 100 {
 		t.Errorf("%d redirects during a 150 ms election at 1000/s: the backlog was bounced off followers", st.Conn.Redirects)
 	}
-	checkSchedule(t, readSorted(t, filepath.Join(dir, ProbesFile)), 1000)
+	checkSchedule(t, readSorted(t, filepath.Join(dir, rundir.ProbesFile)), 1000)
 }
 
 // The only server dies for good: the run still ends after its grace period, and every probe
@@ -257,7 +257,7 @@ func TestProbeServerGoneCountsLost(t *testing.T) {
 	if st.Conn.DialFailures < 1 {
 		t.Errorf("dial failures %d, want some", st.Conn.DialFailures)
 	}
-	ps := readSorted(t, filepath.Join(dir, ProbesFile))
+	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	if int64(len(ps)) != st.Scheduled {
 		t.Fatalf("%d records, want one per scheduled probe (%d)", len(ps), st.Scheduled)
 	}
@@ -271,7 +271,7 @@ func TestProbeServerGoneCountsLost(t *testing.T) {
 	if lost != st.Lost {
 		t.Errorf("%d lost records, stats say %d", lost, st.Lost)
 	}
-	hs := readHlog(t, filepath.Join(dir, ProbesHlogFile))
+	hs := readHlog(t, filepath.Join(dir, rundir.ProbesHlogFile))
 	var n int64
 	for _, h := range hs {
 		n += h.TotalCount()
@@ -305,7 +305,7 @@ func TestProbeCancelEndsEarlyAndKeepsEverything(t *testing.T) {
 	if disk := readStats(t, dir); disk.Scheduled != st.Scheduled || disk.StopReason != "signal" {
 		t.Errorf("stats.json scheduled %d (%q), run %d", disk.Scheduled, disk.StopReason, st.Scheduled)
 	}
-	if ps := readSorted(t, filepath.Join(dir, ProbesFile)); int64(len(ps)) != st.Scheduled {
+	if ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile)); int64(len(ps)) != st.Scheduled {
 		t.Errorf("%d records for %d probes", len(ps), st.Scheduled)
 	}
 }
@@ -322,10 +322,10 @@ func TestProbeNoLeaderFailsFast(t *testing.T) {
 	if st := readStats(t, dir); st.Scheduled != 0 || st.StopReason != "error" || !strings.Contains(st.Error, "no leader") {
 		t.Errorf("stats.json: %+v", st)
 	}
-	if hs := readHlog(t, filepath.Join(dir, ProbesHlogFile)); len(hs) != 0 {
+	if hs := readHlog(t, filepath.Join(dir, rundir.ProbesHlogFile)); len(hs) != 0 {
 		t.Errorf("%d intervals without a probe", len(hs))
 	}
-	if ps := readSorted(t, filepath.Join(dir, ProbesFile)); len(ps) != 0 {
+	if ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile)); len(ps) != 0 {
 		t.Errorf("%d probe records without a probe", len(ps))
 	}
 }
@@ -406,7 +406,7 @@ func TestProbeHungLeaderDetectedByPing(t *testing.T) {
 	if st.Latency.MaxNs < int64(150*time.Millisecond) {
 		t.Errorf("max latency %v: probes stuck on the hung leader waited at least DeadAfter", time.Duration(st.Latency.MaxNs))
 	}
-	checkSchedule(t, readSorted(t, filepath.Join(dir, ProbesFile)), 500)
+	checkSchedule(t, readSorted(t, filepath.Join(dir, rundir.ProbesFile)), 500)
 }
 
 // Started is closed when the schedule starts, with Stats().Start set, and the start line

@@ -33,8 +33,8 @@ const (
 	heartbeatFor   = 2 * time.Second // after the last send
 	resendHold     = 2 * time.Millisecond
 	maxLinger      = 10 * time.Second
-	// DefaultBurstSize is the datagram size when a burst does not set one (the burst guide's
-	// 170-byte market-data message).
+	// DefaultBurstSize is the datagram size when a burst does not set one: 170 bytes, the size
+	// of a typical market-data message (playbooks.DefaultBurstSize).
 	DefaultBurstSize = 170
 )
 

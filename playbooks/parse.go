@@ -23,7 +23,7 @@ const (
 	DefaultSignal         = "KILL"
 	DefaultWaitForTimeout = 60 * time.Second
 	DefaultBurstCount     = 1
-	DefaultBurstSize      = 170 // bytes: the burst guide's market-data message
+	DefaultBurstSize      = 170 // bytes: a typical market-data message
 )
 
 // maxRuns bounds matrix x rounds: a run takes a minute or more, so more is a typo, not a plan.

@@ -52,7 +52,7 @@ func mustParse(t *testing.T, src string) *Playbook {
 	return p
 }
 
-// The five cases the brief names, each with its exact position.
+// Five kinds of bad input, each refused with its exact position.
 func TestAcceptanceCases(t *testing.T) {
 	cases := []struct {
 		name, src, at, msg string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -311,10 +312,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 
 // EventLog appends events to events.jsonl. Each line is flushed as it is added, so an
 // interrupted run keeps everything up to the interruption (an fsync per line is not needed).
+// The first error it meets is kept (Err): a run whose event log lost a line is missing part of
+// its record, whether or not the caller of that Add could act on it.
 type EventLog struct {
-	mu sync.Mutex
-	f  *os.File
-	w  *bufio.Writer
+	mu     sync.Mutex
+	f      *os.File
+	w      *bufio.Writer
+	err    error // the first failure of Add or Close
+	closed bool
 }
 
 // CreateEventLog creates (or truncates) path. Lines are appended (O_APPEND), so a line another
@@ -333,22 +338,54 @@ func (l *EventLog) Add(e Event) error {
 		e.T = time.Now()
 	}
 	b, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.w.Write(b)
-	l.w.WriteByte('\n')
-	return l.w.Flush()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("encode event: %w", err)
+	case l.closed:
+		err = fmt.Errorf("write %s: %w", filepath.Base(l.f.Name()), os.ErrClosed)
+	default:
+		// bufio.Writer keeps its first error: a failed Write is what Flush returns.
+		l.w.Write(b)
+		l.w.WriteByte('\n')
+		if err = l.w.Flush(); err != nil {
+			err = fmt.Errorf("write %s: %w", filepath.Base(l.f.Name()), err)
+		}
+	}
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+	return err
 }
 
-// Close flushes and closes the file.
+// Err is the first error of any Add or Close so far, nil while every event was written.
+func (l *EventLog) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Close flushes and closes the file, returning the first error either met. A second Close
+// returns nil.
 func (l *EventLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.w.Flush()
-	return l.f.Close()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	err := l.w.Flush()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		err = fmt.Errorf("close %s: %w", filepath.Base(l.f.Name()), err)
+		if l.err == nil {
+			l.err = err
+		}
+	}
+	return err
 }
 
 // ReadEvents reads an events.jsonl file in file order. Lines it cannot decode (the torn tail of

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -175,11 +174,7 @@ func Hash(v any) string {
 
 // WriteManifest writes dir/manifest.json atomically.
 func WriteManifest(dir string, m *Manifest) error {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, ManifestFile), b, 0o644)
+	return atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), m)
 }
 
 // ReadManifest reads dir/manifest.json. A field of an unexpected type is left empty and reported

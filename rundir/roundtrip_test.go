@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,5 +254,30 @@ func TestSamplesRoundTrip(t *testing.T) {
 	}
 	if _, err := rundir.ReadSamples(strings.NewReader("")); !errors.Is(err, rundir.ErrNoSamples) {
 		t.Fatalf("empty stream: %v, want ErrNoSamples", err)
+	}
+}
+
+// An event log on a full device returns the write's error from Add, keeps the first in Err and
+// reports it again from Close; nothing is dropped silently.
+func TestEventLogErrorsAreKept(t *testing.T) {
+	log, err := rundir.CreateEventLog("/dev/full")
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	err = log.Add(rundir.Event{Note: &rundir.Note{Text: "lost"}})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Add on a full device: %v, want ENOSPC", err)
+	}
+	if !errors.Is(log.Err(), syscall.ENOSPC) {
+		t.Fatalf("Err after a failed Add: %v", log.Err())
+	}
+	if err := log.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Close after a failed Add: %v, want the flush error", err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := log.Add(rundir.Event{Note: &rundir.Note{Text: "late"}}); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Add after Close: %v, want os.ErrClosed", err)
 	}
 }

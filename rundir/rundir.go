@@ -1,32 +1,77 @@
-// Package rundir owns the formats of a run folder: every file a run writes that something reads
-// back. Writers (the runner, agent/supervise, agent/sample, loadgen) and readers (results, the
-// runner) import these types and codecs instead of keeping their own copies of the shapes.
+// Package rundir owns the names and formats of a run folder: every file a run writes. Writers
+// (the runner, agent/supervise, agent/sample, loadgen, analysis) and readers (analysis, sweep,
+// rig report, the runner) import these names, types and codecs instead of keeping their own
+// copies.
 //
-//	manifest.json             Manifest
-//	events.jsonl              Event, one JSON line each
-//	<node>/status.json        engine.Status at the end of the run
-//	<node>/transitions.jsonl  Transition, one JSON line each (the agent's journal)
-//	<node>/samples/*.ndjson   Sample, one JSON line each (the agent's OS sampler)
-//	loadgen/probes.bin        Probe records (ProbeWriter, ReadProbes)
-//	loadgen/bursts.bin        Probe records, one per burst message
-//	loadgen/stats.json        ProbeStats
-//	loadgen/preload.json      PreloadStats
+//	manifest.json                     Manifest
+//	events.jsonl                      Event, one JSON line each
+//	controller.json                   ControllerBeat (the controller's heartbeat)
+//	controller.log                    the controller's log
+//	loadgen-<mode>.json, .log         the load generator's config and log for one command
+//	summary.json, report.md, plots/   the analysis (analysis.Analyze)
+//	<node>/status.json                engine.Status at the end of the run
+//	<node>/transitions.jsonl          Transition, one JSON line each (the agent's journal)
+//	<node>/engine.log, agent.log      the engine's and the agent's logs
+//	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
+//	loadgen/probes.bin                Probe records (ProbeWriter, ReadProbes)
+//	loadgen/probes.hlog               HdrHistogram interval log of probe latency in ns
+//	loadgen/bursts.bin                Probe records, one per burst message
+//	loadgen/stats.json                ProbeStats
+//	loadgen/preload.json              PreloadStats
+//	<node>/loadgen/bursts-N/bursts.json  BurstStats of another client node's senders
 //
 // It imports only rig's contract packages whose shapes these files embed (engine, inventory and
 // the agent's answers: facts, tune, disk), so every writer can import it.
 package rundir
 
+import (
+	"fmt"
+	"path"
+)
+
 // File and folder names inside a run folder (and inside a node's or the load generator's folder).
 const (
-	ManifestFile    = "manifest.json"
-	EventsFile      = "events.jsonl"
-	StatusFile      = "status.json"
-	TransitionsFile = "transitions.jsonl"
-	SamplesDir      = "samples"
-	LoadgenDir      = "loadgen"
-	ProbesFile      = "probes.bin"
-	BurstsFile      = "bursts.bin"
-	ProbesHlogFile  = "probes.hlog"
-	StatsFile       = "stats.json"
-	PreloadFile     = "preload.json"
+	ManifestFile      = "manifest.json"
+	EventsFile        = "events.jsonl"
+	ControllerLogFile = "controller.log"
+	SummaryFile       = "summary.json"
+	ReportFile        = "report.md"
+	PlotsDir          = "plots"
+
+	// In a node's folder.
+	StatusFile       = "status.json"
+	TransitionsFile  = "transitions.jsonl"
+	EngineConfigFile = "engine.json"
+	EngineLogFile    = "engine.log"
+	AgentLogFile     = "agent.log"
+	SamplesDir       = "samples"
+	SamplesExt       = ".ndjson" // <node>/samples/<name>.ndjson
+
+	// The load generator's folder (LoadgenDir in the run folder, and in a client node's folder
+	// for the bursts its senders sent).
+	LoadgenDir     = "loadgen"
+	ProbesFile     = "probes.bin"
+	ProbesHlogFile = "probes.hlog"
+	BurstsFile     = "bursts.bin"
+	StatsFile      = "stats.json"
+	PreloadFile    = "preload.json"
+	BurstStatsFile = "bursts.json"
 )
+
+// LoadgenFiles are what a probe or preload run writes into its output folder, each gathered
+// into the run folder's loadgen/.
+var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile}
+
+// LoadgenCommandName is the base name (no extension) of the config and log of one load
+// generator command in the run folder: loadgen-<what>.json and loadgen-<what>.log.
+func LoadgenCommandName(what string) string { return "loadgen-" + what }
+
+// RemoteBurstsDir is where, relative to the run folder, a client node's `rig loadgen burst`
+// writes the figures of the bursts numbered from first (slash-separated: a node's path).
+func RemoteBurstsDir(node string, first uint32) string {
+	return path.Join(node, LoadgenDir, fmt.Sprintf("bursts-%d", first))
+}
+
+// RemoteBurstsGlob matches every RemoteBurstsDir's BurstStatsFile (for filepath.Glob from the
+// run folder).
+const RemoteBurstsGlob = "*/" + LoadgenDir + "/bursts-*/" + BurstStatsFile

@@ -69,7 +69,7 @@ type snapshot struct{}
 func (snapshot) check(int) error { return nil }
 func (snapshot) String() string  { return "snapshot on the leader" }
 
-func (snapshot) run(ctx context.Context, r *run) error {
+func (snapshot) run(ctx context.Context, r *run) (err error) {
 	leader := r.leader()
 	if leader == "" {
 		return fmt.Errorf("no leader to snapshot on")
@@ -77,7 +77,11 @@ func (snapshot) run(ctx context.Context, r *run) error {
 	// The event is stamped with the request's time and written once the index is known.
 	act := &rundir.SnapshotAction{Leader: leader}
 	ev := rundir.Event{T: time.Now(), Node: leader, Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: act}}
-	defer func() { r.ev.Add(ev) }()
+	defer func() {
+		if aerr := r.ev.Add(ev); err == nil {
+			err = aerr
+		}
+	}()
 	body, err := r.agent(leader).EngineAdmin(ctx, "/snapshot")
 	if err != nil {
 		return err
@@ -102,7 +106,9 @@ func (stepDown) run(ctx context.Context, r *run) error {
 	if leader == "" {
 		return fmt.Errorf("no leader to step down")
 	}
-	r.ev.Add(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown}})
+	if err := r.ev.Add(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown}}); err != nil {
+		return err
+	}
 	if _, err := r.agent(leader).EngineAdmin(ctx, "/step-down"); err != nil {
 		return err
 	}
@@ -138,7 +144,9 @@ func (k kill) run(ctx context.Context, r *run) error {
 	r.down[name], r.killed[name], r.lastKilled = true, true, name
 	r.notifyLocked()
 	r.mu.Unlock()
-	r.ev.Add(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}})
+	if err := r.ev.Add(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}}); err != nil {
+		return err
+	}
 	if err := r.agent(name).Signal(ctx, k.Signal); err != nil {
 		return err
 	}
@@ -163,7 +171,9 @@ func (a relaunch) run(ctx context.Context, r *run) error {
 	if err := sleep(ctx, a.after); err != nil {
 		return nil // the run is over: nothing to relaunch into
 	}
-	r.ev.Add(rundir.Event{Node: a.node, Action: &rundir.Action{Name: rundir.ActRelaunch}})
+	if err := r.ev.Add(rundir.Event{Node: a.node, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
+		return err
+	}
 	if err := r.agent(a.node).Relaunch(ctx); err != nil {
 		return fmt.Errorf("relaunch %s: %w", a.node, err)
 	}
@@ -231,7 +241,9 @@ func (b burst) run(ctx context.Context, r *run) error {
 	if !start.IsZero() {
 		spec.Start = start.UTC()
 	}
-	r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &spec}})
+	if err := r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &spec}}); err != nil {
+		return err
+	}
 	for i, c := range clients[1:] {
 		if share[i+1] == 0 {
 			continue
@@ -285,7 +297,9 @@ func (w waitFor) run(ctx context.Context, r *run) error {
 		}
 	}
 	start := time.Now()
-	r.ev.Add(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActWaitFor, WaitFor: &rundir.WaitForAction{Phase: w.Phase}}})
+	if err := r.ev.Add(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActWaitFor, WaitFor: &rundir.WaitForAction{Phase: w.Phase}}}); err != nil {
+		return err
+	}
 	deadline := start.Add(w.Timeout)
 	// Relaunches still pending count too: waiting for "ready" right after a kill means waiting
 	// for the relaunched node.

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"path"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
@@ -44,8 +42,8 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		r.releaseLeases(ctx)
 		// The load generator's few files first: a node that stopped answering holds Collect up
 		// until ctx ends.
-		for _, f := range loadgenFiles {
-			if err := cl.Gather(ctx, r.client, path.Join("loadgen", f)); err != nil {
+		for _, f := range rundir.LoadgenFiles {
+			if err := cl.Gather(ctx, r.client, path.Join(rundir.LoadgenDir, f)); err != nil {
 				r.log.Info("gather load generator file", "file", f, "err", err)
 			}
 		}
@@ -121,9 +119,6 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	}
 	return cleanup, nil
 }
-
-// loadgenFiles are what the load generator writes for the run folder's loadgen/.
-var loadgenFiles = []string{"probes.bin", "probes.hlog", "stats.json", "bursts.bin", "preload.json"}
 
 // engineConfig is the config every server gets: addresses from the inventory, settings from the
 // playbook.
@@ -239,15 +234,6 @@ func (r *run) measureClocks(ctx context.Context) {
 		rec[n.Name] = rundir.ClockOffset{OffsetUs: cs.Offset.Microseconds(), RTTUs: cs.RTT.Microseconds()}
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.ClockOffsets = rec })
-}
-
-// writeJSONFile writes v as indented JSON.
-func writeJSONFile(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // dataDir is the engine's data folder: on the node's data volume when it has one, else relative

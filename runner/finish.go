@@ -11,6 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -22,9 +23,10 @@ func (r *run) finalState(ctx context.Context) error {
 	if r.cfgs == nil {
 		return nil // no engine was started (the run was refused before): no final state
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.NewTimer(finalStateTimeout)
+	defer deadline.Stop()
 	var sts map[string]engine.Status
-	for {
+	for waiting := true; waiting; {
 		sts = map[string]engine.Status{}
 		var idx []uint64
 		for _, n := range r.servers {
@@ -39,10 +41,25 @@ func (r *run) finalState(ctx context.Context) error {
 		for _, i := range idx {
 			same = same && i == idx[0]
 		}
-		if same || r.allDown() || time.Now().After(deadline) || ctx.Err() != nil {
+		if same || r.allDown() {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		// The applied index is not in an engine's change stream (it moves with every entry),
+		// so it is read again after finalStateRetry, or at once when a server's state changes
+		// (one went down); the wait ends with ctx or the deadline.
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		retry := time.NewTimer(finalStateRetry)
+		select {
+		case <-changed:
+		case <-retry.C:
+		case <-deadline.C:
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		}
+		retry.Stop()
 	}
 	var errs []error
 	for _, n := range r.servers {
@@ -52,12 +69,18 @@ func (r *run) finalState(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: no final status", n.Name))
 			continue
 		}
-		if err := writeJSONFile(filepath.Join(r.dir, n.Name, "status.json"), st); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(r.dir, n.Name, rundir.StatusFile), st); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// How long finalState waits for the servers to reach one applied index, and how often it looks.
+const (
+	finalStateTimeout = 30 * time.Second
+	finalStateRetry   = 50 * time.Millisecond
+)
 
 // exitAfterFailure is how long a failed run waits for an engine exit that its failure caused.
 const exitAfterFailure = time.Second
@@ -122,6 +145,11 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.recordAgentCPU()
 	}
 	r.mark("end")
+	// events.jsonl is the run's primary record: a line lost from it fails the run.
+	evErr := r.ev.Err()
+	if evErr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("events.jsonl is incomplete: %w", evErr))
+	}
 	r.updateManifest(func(m *rundir.Manifest) {
 		m.Ended = time.Now().UTC()
 		m.LoadAvg.End = loadavg.Now()
@@ -159,7 +187,25 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		r.progress("analysis failed: %v", err)
 	}
 	r.recordHistory(time.Since(analysisStart))
+	// Lines are flushed as they are added, so closing only finds what a later warning met.
+	r.ev.Close() // what it meets is kept in Err
+	if err := r.ev.Err(); evErr == nil && err != nil {
+		err = fmt.Errorf("events.jsonl is incomplete: %w", err)
+		r.updateManifest(func(m *rundir.Manifest) {
+			if m.Status == rundir.StatusOK {
+				m.Status = rundir.StatusFailed
+			}
+			m.Error = errors.Join(runErr, err).Error()
+		})
+		runErr = errors.Join(runErr, err)
+	}
 	r.progress("run %s: %s", r.id, r.man.Status)
+	r.manMu.Lock()
+	manErr := r.manErr
+	r.manMu.Unlock()
+	if manErr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("manifest.json: %w", manErr))
+	}
 	return runErr
 }
 

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
@@ -24,7 +25,7 @@ import (
 // loadgenConfig is the load generator's config for this run, written to the client node.
 func (r *run) loadgenConfig() loadgen.Config {
 	pb := r.pb
-	out := r.cl.OutputPath(r.client, "loadgen")
+	out := r.cl.OutputPath(r.client, rundir.LoadgenDir)
 	return loadgen.Config{
 		Servers:      r.clientAddrs(),
 		Instruments:  pb.Preload.Instruments,
@@ -39,15 +40,14 @@ func (r *run) loadgenConfig() loadgen.Config {
 
 // loadgenCmd runs `rig loadgen MODE --config FILE` on the client node; it writes the config first.
 func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) error {
-	return r.runLoadgen(ctx, r.client, mode, "loadgen-"+mode, r.loadgenConfig(), stdout)
+	return r.runLoadgen(ctx, r.client, mode, rundir.LoadgenCommandName(mode), r.loadgenConfig(), stdout)
 }
 
 // runLoadgen runs `rig loadgen MODE --config NAME.json` on node n with cfg; its log goes to
 // NAME.log in the run folder.
 func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name string, cfg loadgen.Config, stdout io.Writer) error {
-	b, _ := json.MarshalIndent(cfg, "", "  ")
 	local := filepath.Join(r.dir, name+".json")
-	if err := os.WriteFile(local, b, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(local, cfg); err != nil {
 		return err
 	}
 	remote := r.cl.NodePath(n, name+".json")
@@ -72,7 +72,7 @@ func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name strin
 // remoteBurst sends a client node's share of a burst with `rig loadgen burst`; its figures land
 // in the run folder as <node>/loadgen/bursts-<first>/bursts.json.
 func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b playbooks.Burst, senders int, first uint32, start time.Time) error {
-	rel := path.Join(n.Name, "loadgen", fmt.Sprintf("bursts-%d", first))
+	rel := rundir.RemoteBurstsDir(n.Name, first)
 	cfg := loadgen.Config{
 		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadgen.Duration(30 * time.Second),
 		Burst: loadgen.BurstConfig{
@@ -80,10 +80,10 @@ func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b playbooks.Bur
 			Out: r.cl.OutputPath(n, rel), UDP: true, Size: loadgen.Count(b.Size), Senders: senders, Start: start, FirstBurst: first,
 		},
 	}
-	if err := r.runLoadgen(ctx, n, "burst", fmt.Sprintf("loadgen-burst-%s-%d", n.Name, first), cfg, nil); err != nil {
+	if err := r.runLoadgen(ctx, n, "burst", rundir.LoadgenCommandName(fmt.Sprintf("burst-%s-%d", n.Name, first)), cfg, nil); err != nil {
 		return err
 	}
-	return r.cl.Gather(ctx, n, path.Join(rel, "bursts.json"))
+	return r.cl.Gather(ctx, n, path.Join(rel, rundir.BurstStatsFile))
 }
 
 func (r *run) preload(ctx context.Context) error {
@@ -226,10 +226,10 @@ func (w *startWatch) Write(p []byte) (int, error) {
 func (r *run) readLoadgenStats() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := r.cl.Gather(ctx, r.client, "loadgen/stats.json"); err != nil {
+	if err := r.cl.Gather(ctx, r.client, path.Join(rundir.LoadgenDir, rundir.StatsFile)); err != nil {
 		r.warn("fetch load generator stats: %v", err)
 	}
-	b, err := os.ReadFile(filepath.Join(r.dir, "loadgen", "stats.json"))
+	b, err := os.ReadFile(filepath.Join(r.dir, rundir.LoadgenDir, rundir.StatsFile))
 	if err != nil {
 		return
 	}

@@ -115,7 +115,7 @@ func (r *run) stopSamples(ctx context.Context) {
 func (r *run) recordAgentCPU() {
 	cpu := map[string]rundir.CPUShare{}
 	for _, n := range r.inv.Nodes {
-		if share, ok := agentCPU(filepath.Join(r.dir, n.Name, rundir.SamplesDir, r.samplesName()+".ndjson")); ok {
+		if share, ok := agentCPU(filepath.Join(r.dir, n.Name, rundir.SamplesDir, r.samplesName()+rundir.SamplesExt)); ok {
 			cpu[n.Name] = share
 		}
 	}

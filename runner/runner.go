@@ -212,6 +212,7 @@ type run struct {
 	since         map[string]uint64        // per server: transitions before this run's first launch
 	offsets       map[string]time.Duration // per node: node clock - controller clock
 	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too
+	manErr        error                    // the first failed manifest write (guarded by manMu)
 	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
 	book          *rundir.BookUse          // where the resting book comes from (nil: no preload)
 	installer     driver.BookInstaller     // the driver that installs and writes stored books (nil: its engine cannot)
@@ -278,7 +279,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
 		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
 		killed: map[string]bool{}}
-	logf, err := os.Create(filepath.Join(dir, "controller.log"))
+	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err
 		return o
@@ -331,13 +332,18 @@ func (r *run) saveManifest() {
 	defer r.manMu.Unlock()
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		r.log.Error("write manifest", "err", err)
+		if r.manErr == nil {
+			r.manErr = err // finish returns it: the run's record is not what it says
+		}
 	}
 }
 
 func (r *run) mark(name string) { r.markAt(name, time.Now()) }
 
 func (r *run) markAt(name string, t time.Time) {
-	r.ev.Add(rundir.Event{T: t, Run: &rundir.Run{Phase: rundir.RunPhase(name)}})
+	if err := r.ev.Add(rundir.Event{T: t, Run: &rundir.Run{Phase: rundir.RunPhase(name)}}); err != nil {
+		r.log.Error("record stage", "stage", name, "err", err) // kept by the log: finish fails the run
+	}
 	r.updateManifest(func(m *rundir.Manifest) {
 		m.Phases = append(m.Phases, rundir.PhaseMark{Name: name, T: t.UTC(), LoadAvg: loadavg.Now()})
 	})
@@ -349,7 +355,9 @@ func (r *run) warn(format string, args ...any) {
 	r.man.Warnings = append(r.man.Warnings, msg)
 	r.manMu.Unlock()
 	r.saveManifest()
-	r.ev.Add(rundir.Event{Note: &rundir.Note{Warning: msg}})
+	if err := r.ev.Add(rundir.Event{Note: &rundir.Note{Warning: msg}}); err != nil {
+		r.log.Error("record warning", "err", err) // kept by the log: finish fails the run
+	}
 	r.progress("warning: %s", msg)
 }
 

@@ -325,6 +325,9 @@ func TestFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has a fake cluster of its own, and most of a failed run's time is
+			// finish's wait for an exit the failure may cause (exitAfterFailure): they overlap.
+			t.Parallel()
 			c := newFakeCluster(t)
 			tgt := &fakeTarget{c: c}
 			if tc.setup != nil {

@@ -72,7 +72,10 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 	default: // anything newer: kept as a note
 		ev.Note = &rundir.Note{From: t.From, Text: string(t.Kind) + ": " + t.To}
 	}
-	r.ev.Add(ev)
+	// A lost line is kept by the log (EventLog.Err) and fails the run when it finishes.
+	if err := r.ev.Add(ev); err != nil {
+		r.log.Error("record transition", "node", name, "err", err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {

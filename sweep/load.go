@@ -45,8 +45,8 @@ func Load(dir string) (*Set, error) {
 	case !errors.Is(err, ErrNotSweepDir):
 		return nil, err
 	}
-	_, errS := os.Stat(filepath.Join(dir, "summary.json"))
-	_, errM := os.Stat(filepath.Join(dir, "manifest.json"))
+	_, errS := os.Stat(filepath.Join(dir, rundir.SummaryFile))
+	_, errM := os.Stat(filepath.Join(dir, rundir.ManifestFile))
 	if errS != nil && errM != nil {
 		return nil, fmt.Errorf("%s is neither a sweep folder (sweep.json) nor a run folder (summary.json, manifest.json)", dir)
 	}
@@ -62,13 +62,13 @@ func Load(dir string) (*Set, error) {
 func loadRun(dir string, warmFrom int) *RunData {
 	rd := &RunData{Dir: dir, warmFrom: warmFrom}
 	var m rundir.Manifest
-	if err := readJSON(filepath.Join(dir, "manifest.json"), &m); err == nil {
+	if err := readJSON(filepath.Join(dir, rundir.ManifestFile), &m); err == nil {
 		rd.Manifest = &m
 	} else if !errors.Is(err, os.ErrNotExist) {
 		rd.Missing = err.Error()
 	}
 	var s analysis.Summary
-	switch err := readJSON(filepath.Join(dir, "summary.json"), &s); {
+	switch err := readJSON(filepath.Join(dir, rundir.SummaryFile), &s); {
 	case err == nil:
 		rd.Summary = &s
 	case errors.Is(err, os.ErrNotExist) && rd.Manifest == nil:

@@ -30,8 +30,8 @@ type Metric struct {
 	Dir   stats.Direction
 	// Headline metrics are tested against the baseline and plotted against each axis.
 	Headline bool
-	// MeanCI: the cell is mean ± stdev with its 95 % CI (the step-down guide's way of quoting a
-	// gap); otherwise median [min–max].
+	// MeanCI: the cell is mean ± stdev with its 95 % CI (for a gap that varies run to run around
+	// a timeout); otherwise median [min–max].
 	MeanCI bool
 	Values func(r *RunData) []float64
 }
@@ -241,7 +241,7 @@ func Metrics(runs []*RunData) []Metric {
 			return b.MaxLatencyMs, b.Answered > 0
 		}),
 		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) { return float64(b.Lost), true }),
-		// UDP bursts: the receiver's figures and the burst guide's verdict.
+		// UDP bursts: the receiver's figures and the verdict by analysis.BurstUDP's criteria.
 		burst("recv_peak", "peak at receiver", "/ms", stats.Neutral, false, func(b analysis.BurstRow) (float64, bool) {
 			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.PeakPerMs) })
 		}),
@@ -257,7 +257,7 @@ func Metrics(runs []*RunData) []Metric {
 		burst("naks", "NAKs", "per burst", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
 			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.Naks) })
 		}),
-		burst("guide_pass", "passed (burst guide)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
+		burst("udp_pass", "passed (receiver criteria)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
 			return udpFig(b, func(u *analysis.BurstUDP) float64 {
 				if u.Pass {
 					return 1

@@ -29,8 +29,8 @@ const (
 )
 
 // DefaultWarmFrom is the first snapshot of a run counted as warm when the playbook does not say:
-// the first snapshot after a boot is usually the slow one (the case study's snapshot table
-// quotes #2–#3 only).
+// the first snapshot after a boot is usually the slow one (cold page cache and code paths), so
+// snapshots #2 onwards are the ones compared.
 const DefaultWarmFrom = 2
 
 // Sweep is sweep.json. Its JSON field names are a contract: add fields, never rename them.

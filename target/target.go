@@ -106,3 +106,40 @@ func AgentClient(tr transport.Transport, n inventory.Node, socket, run string) *
 	c.Run = run
 	return c
 }
+
+// Access reaches the nodes of an inventory by hand, outside a run (`rig ssh`, `rig agent
+// ping|stage`): target/reach.Open picks the target's, and its caller never asks which it has.
+type Access interface {
+	Transport() transport.Transport
+	// AgentSocket is where the node's agent listens, as Transport().Dial reaches it.
+	AgentSocket(ctx context.Context, n inventory.Node) (string, error)
+}
+
+// Stager is an Access that can put rig on its nodes and start their agents (target/ssh). The
+// local target has no such step: every run starts its agents itself.
+type Stager interface {
+	Stage(ctx context.Context, nodes []inventory.Node, o StageOptions) ([]Staged, error)
+}
+
+// StageOptions say how rig is staged.
+type StageOptions struct {
+	// Binaries maps a GOARCH to a linux binary of rig for nodes of that architecture (default:
+	// this executable when it fits, else a cross build from SourceDir).
+	Binaries  map[string]string
+	SourceDir string // the rig module's folder, for cross builds
+	Sudo      bool   // run the agent as root through sudo -n
+	Parallel  int    // nodes staged at once (default 8)
+}
+
+// Staged is what staging did on one node.
+type Staged struct {
+	Node     string `json:"node"`
+	Arch     string `json:"arch"`   // GOARCH of the node
+	Binary   string `json:"binary"` // path on the node
+	SHA256   string `json:"sha256"`
+	Uploaded bool   `json:"uploaded"` // false: the node had this binary already
+	Started  bool   `json:"started"`  // false: an agent running this binary answered already
+	Socket   string `json:"socket"`   // the agent's control socket on the node
+	PID      int    `json:"pid"`      // the agent's
+	Version  string `json:"version"`
+}

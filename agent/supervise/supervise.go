@@ -44,9 +44,6 @@ const (
 	DefaultPollInterval = 20 * time.Millisecond
 	DefaultPollTimeout  = time.Second
 	DefaultStopGrace    = 10 * time.Second
-	ConfigFile          = "engine.json"
-	LogFile             = "engine.log"
-	JournalFile         = "transitions.jsonl"
 	// ConfigPlaceholder in Spec.Args is replaced by the config file's path.
 	ConfigPlaceholder = "{config}"
 )
@@ -169,7 +166,7 @@ func StartEngine(ctx context.Context, spec Spec) (*Engine, error) {
 	}
 	e := &Engine{
 		spec:       spec,
-		configPath: filepath.Join(spec.Dir, ConfigFile),
+		configPath: filepath.Join(spec.Dir, rundir.EngineConfigFile),
 		log:        spec.Logger,
 		journal:    spec.Journal,
 		http: &http.Client{Transport: &http.Transport{
@@ -181,7 +178,7 @@ func StartEngine(ctx context.Context, spec Spec) (*Engine, error) {
 		}},
 	}
 	if e.journal == nil {
-		j, err := OpenJournal(filepath.Join(spec.Dir, JournalFile))
+		j, err := OpenJournal(filepath.Join(spec.Dir, rundir.TransitionsFile))
 		if err != nil {
 			return nil, fmt.Errorf("start engine: %w", err)
 		}
@@ -240,7 +237,7 @@ func resolve(s *Spec) error {
 		s.Args = []string{"engine", "--config", ConfigPlaceholder}
 	}
 	if s.LogFile == "" {
-		s.LogFile = filepath.Join(s.Dir, LogFile)
+		s.LogFile = filepath.Join(s.Dir, rundir.EngineLogFile)
 	} else if !filepath.IsAbs(s.LogFile) {
 		s.LogFile = filepath.Join(s.Dir, s.LogFile)
 	}
@@ -294,10 +291,10 @@ func writeFileAtomic(path string, b []byte) error {
 	return atomicfile.Write(path, bytes.NewReader(b), atomicfile.Options{Perm: 0o600, Durable: true})
 }
 
-// launch starts a new process; opMu is held.
 // PIDFile is the file in the node folder holding the running engine's pid.
 const PIDFile = "engine.pid"
 
+// launch starts a new process; opMu is held.
 func (e *Engine) launch() error {
 	if err := e.writeConfig(); err != nil {
 		return err
@@ -349,7 +346,7 @@ func (e *Engine) launch() error {
 	e.mu.Unlock()
 	e.log.Info("engine launched", "launch", n, "pid", p.pid, "binary", e.spec.Binary)
 	// engine.pid lets the OS sampler follow the engine across relaunches.
-	if err := os.WriteFile(filepath.Join(e.spec.Dir, PIDFile), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(e.spec.Dir, PIDFile), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		e.log.Warn("write engine pid file", "err", err)
 	}
 

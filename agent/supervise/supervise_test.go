@@ -145,7 +145,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	}
 
 	// The config file: 0600, data dir resolved into the engine's folder.
-	fi, err := os.Stat(filepath.Join(spec.Dir, ConfigFile))
+	fi, err := os.Stat(filepath.Join(spec.Dir, rundir.EngineConfigFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("engine.json: %v mode %v", err, fi.Mode())
 	}
@@ -209,7 +209,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	}
 
 	// The log holds both launches' output, stdout and stderr.
-	log, err := os.ReadFile(filepath.Join(spec.Dir, LogFile))
+	log, err := os.ReadFile(filepath.Join(spec.Dir, rundir.EngineLogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestTransitionsKillRelaunchStop(t *testing.T) {
 	}
 
 	// The file journal matches memory.
-	j2, err := OpenJournal(filepath.Join(spec.Dir, JournalFile))
+	j2, err := OpenJournal(filepath.Join(spec.Dir, rundir.TransitionsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestChangeStreamOrPolling(t *testing.T) {
 			if p := strings.Join(filter(got, rundir.TransPhase), " "); p != want {
 				t.Fatalf("phases %s, want %s", p, want)
 			}
-			log, err := os.ReadFile(filepath.Join(spec.Dir, LogFile))
+			log, err := os.ReadFile(filepath.Join(spec.Dir, rundir.EngineLogFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -385,7 +385,7 @@ func TestBadSpecCreatesNothing(t *testing.T) {
 }
 
 func TestJournalReopenContinuesSequence(t *testing.T) {
-	path := filepath.Join(t.TempDir(), JournalFile)
+	path := filepath.Join(t.TempDir(), rundir.TransitionsFile)
 	j, err := OpenJournal(path)
 	if err != nil {
 		t.Fatal(err)
@@ -426,7 +426,7 @@ func TestJournalReopenContinuesSequence(t *testing.T) {
 }
 
 func TestJournalWaitWakesOnAppend(t *testing.T) {
-	j, err := OpenJournal(filepath.Join(t.TempDir(), JournalFile))
+	j, err := OpenJournal(filepath.Join(t.TempDir(), rundir.TransitionsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

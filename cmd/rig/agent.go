@@ -21,11 +21,11 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
 )
 
-// agentFlags are the daemon's flags (local to agentCmd: subcommands such as `rig agent ping`
-// define their own).
-var agentFlags struct {
+// agentOptions are the daemon's flags (subcommands such as `rig agent ping` define their own).
+type agentOptions struct {
 	socket, dir, root, node string
 	daemon, detached        bool
 	daemonWait              time.Duration
@@ -33,6 +33,7 @@ var agentFlags struct {
 
 // newAgentCmd is `rig agent`: the node agent itself, and reaching agents (ping, stage).
 func newAgentCmd() *cobra.Command {
+	var o agentOptions
 	cmd := &cobra.Command{
 		Use:   "agent --dir DIR [--socket DIR/ctl/agent.sock]",
 		Short: "Run the node agent: an HTTP API on a Unix socket, reached through the transport",
@@ -48,30 +49,26 @@ DIR/agent.pid) and returns once the agent answers.
 Subcommands reach agents through the transport: ping shows each one's identity and clock,
 stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`rig tune`" + `.`,
 		Args: cobra.NoArgs,
-		RunE: runAgent,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&agentFlags.socket, "socket", "", "the control socket to serve the agent API on (default DIR/ctl/agent.sock; its folder is made 0700)")
-	f.StringVar(&agentFlags.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
-	f.StringVar(&agentFlags.root, "root", "/", "filesystem root for /proc and /sys")
-	f.StringVar(&agentFlags.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
-	f.BoolVar(&agentFlags.daemon, "daemon", false, "start detached and return once the agent answers ping")
-	f.DurationVar(&agentFlags.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
-	f.BoolVar(&agentFlags.detached, "detached", false, "internal: this process is the detached agent --daemon started")
+	f.StringVar(&o.socket, "socket", "", "the control socket to serve the agent API on (default DIR/ctl/agent.sock; its folder is made 0700)")
+	f.StringVar(&o.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
+	f.StringVar(&o.root, "root", "/", "filesystem root for /proc and /sys")
+	f.StringVar(&o.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
+	f.BoolVar(&o.daemon, "daemon", false, "start detached and return once the agent answers ping")
+	f.DurationVar(&o.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
+	f.BoolVar(&o.detached, "detached", false, "internal: this process is the detached agent --daemon started")
 	f.MarkHidden("detached")
 	cmd.AddCommand(newAgentPingCmd(), newAgentStageCmd())
 	return cmd
 }
 
-func init() { rootCmd.AddCommand(newAgentCmd()) }
-
 const (
-	agentLogFile = "agent.log"
 	agentPIDFile = "agent.pid"
 )
 
-func runAgent(cmd *cobra.Command, _ []string) error {
-	o := agentFlags
+func runAgent(cmd *cobra.Command, o agentOptions) error {
 	if o.dir == "" {
 		return fmt.Errorf("%w: --dir is required (the node's folder)", errUsage)
 	}
@@ -93,17 +90,16 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 	if o.socket, err = filepath.Abs(o.socket); err != nil || len(o.socket) > ctlsock.MaxPath {
 		return fmt.Errorf("%w: --socket %q: want a path of at most %d bytes", errUsage, o.socket, ctlsock.MaxPath)
 	}
-	agentFlags.socket = o.socket
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("agent folder: %w", err)
 	}
 	if o.daemon {
-		return startAgentDaemon(cmd.Context(), cmd.OutOrStdout(), dir)
+		return startAgentDaemon(cmd.Context(), cmd.OutOrStdout(), dir, o)
 	}
 
 	var logw io.Writer = os.Stderr
 	if !o.detached { // a detached agent's stderr already is agent.log
-		f, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, rundir.AgentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("agent log: %w", err)
 		}
@@ -131,13 +127,12 @@ func runAgent(cmd *cobra.Command, _ []string) error {
 
 // startAgentDaemon re-executes this binary as a detached agent and waits until it answers ping
 // (checking that the answer comes from the process it started, not another agent on the port).
-func startAgentDaemon(ctx context.Context, out io.Writer, dir string) error {
-	o := agentFlags
+func startAgentDaemon(ctx context.Context, out io.Writer, dir string, o agentOptions) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("agent --daemon: find own executable: %w", err)
 	}
-	logPath := filepath.Join(dir, agentLogFile)
+	logPath := filepath.Join(dir, rundir.AgentLogFile)
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("agent log: %w", err)

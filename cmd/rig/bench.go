@@ -12,8 +12,6 @@ import (
 	"github.com/rig-dev/rig/internal/units"
 )
 
-func init() { rootCmd.AddCommand(newBenchCmd()) }
-
 // newBenchCmd groups micro-benchmarks of rig's parts, one subcommand each.
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -32,7 +32,7 @@ the probe stream for --for at each rate against a TCP responder that answers at 
 its send lag (how far behind its schedule each probe went out), once for each --spin (the
 stream's busy-wait before each probe is due, playbook field load.spin; 0 sleeps until then); the
 goal is p99 <= 50us at 5k/s on a quiet machine. Also prints a bare receiver's latency over the
-bursts: this host's floor for the burst guide's p99 < 1 ms. Prints the load average before and
+bursts: this host's floor under a burst's p99 < 1 ms bound. Prints the load average before and
 after: figures taken above the CPU count are not the load generator's own.`,
 		Example: "  rig bench loadgen --json\n  rig bench loadgen --messages 200k --size 1400 --rates 5k/s",
 		Args:    cobra.NoArgs,
@@ -98,7 +98,7 @@ after: figures taken above the CPU count are not the load generator's own.`,
 			fmt.Fprintf(tw, "  bare sendmmsg loop\t%.1f ms\t\n", rep.BareMs)
 			fmt.Fprintf(tw, "  one datagram per write\t%.1f ms\t\n", rep.SingleMs)
 			tw.Flush()
-			fmt.Fprintf(out, "a bare receiver's latency over the load generator's bursts (the host's floor for the burst guide's p99 < 1 ms): p50 %.1f us, p99 %.1f us, max %.1f us\n",
+			fmt.Fprintf(out, "a bare receiver's latency over the load generator's bursts (the host's floor under a burst's p99 < 1 ms bound): p50 %.1f us, p99 %.1f us, max %.1f us\n",
 				rep.RecvP50Us, rep.RecvP99Us, rep.RecvMaxUs)
 			fmt.Fprintf(out, "probe stream send lag (goal p99 <= 50us at 5k/s on a quiet machine):\n")
 			tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)

@@ -9,8 +9,6 @@ import (
 	"github.com/rig-dev/rig/sweep"
 )
 
-func init() { rootCmd.AddCommand(newCompareCmd()) }
-
 func newCompareCmd() *cobra.Command {
 	var opts sweep.CompareOptions
 	cmd := &cobra.Command{

@@ -22,14 +22,14 @@ func TestEngineCheckReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	cmd := exec.Command(rigBin, "engine", "check", "--playbook", commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"),
+	cmd := exec.Command(rigBin, "check", "--playbook", commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"),
 		"--first-address", "127.0.11.11", "--results", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	t.Logf("rig engine check:\n%s", stdout.String())
+	t.Logf("rig check:\n%s", stdout.String())
 	if err != nil {
-		t.Fatalf("rig engine check: %v\n%s", err, stderr.String())
+		t.Fatalf("rig check: %v\n%s", err, stderr.String())
 	}
 	for _, c := range allChecks {
 		if !hasRow(stdout.String(), c, "pass") {
@@ -65,13 +65,13 @@ engine:
     env: {TESTENGINE_PHASES: "starting,replaying,restoring,catching-up", TESTENGINE_PHASE: 150ms}
     config_template: `+tmpl+`
 `)
-	cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", "127.0.12.11", "--results", t.TempDir(), "--timeout", "10s")
+	cmd := exec.Command(rigBin, "check", "--playbook", pb, "--first-address", "127.0.12.11", "--results", t.TempDir(), "--timeout", "10s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	t.Logf("rig engine check:\n%s\n%s", stdout.String(), stderr.String())
+	t.Logf("rig check:\n%s\n%s", stdout.String(), stderr.String())
 	if err == nil {
-		t.Fatal("rig engine check passed an engine that breaks the phase order")
+		t.Fatal("rig check passed an engine that breaks the phase order")
 	}
 	if !hasRow(stdout.String(), conformance.CheckLaunchPhases, "FAIL") || !strings.Contains(stdout.String(), "restoring after replaying") {
 		t.Errorf("the table does not fail %q with what it saw", conformance.CheckLaunchPhases)

@@ -16,8 +16,6 @@ import (
 	"github.com/rig-dev/rig/engine/server"
 )
 
-func init() { rootCmd.AddCommand(newEngineCmd()) }
-
 func newEngineCmd() *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{
@@ -79,6 +77,9 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
-	cmd.AddCommand(newEngineCheckCmd())
+	// `rig engine check` was the check's first name; the check is a controller verb, `rig check`.
+	check := newCheckCmd()
+	check.Deprecated = "use `rig check`, the same command"
+	cmd.AddCommand(check)
 	return cmd
 }

@@ -169,6 +169,7 @@ func TestFaultUnprivilegedRequestsRefused(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end run as root (it switches to nobody)")
 	}
+	parallelFault(t)
 	res := shortResults(t)
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "10s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
@@ -220,6 +221,7 @@ func TestFaultSimultaneousLocalRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
+	parallelFault(t)
 	pb := writePlaybook(t, fmt.Sprintf(faultPlaybook, "6s"))
 	resA, resB, resC := shortResults(t), shortResults(t), shortResults(t)
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.6.11", pb)
@@ -356,6 +358,7 @@ func TestFaultControllerKilled(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end run as root (it tunes this machine's kernel)")
 	}
+	parallelFault(t)
 	keys := []string{"/proc/sys/vm/dirty_expire_centisecs", "/proc/sys/vm/dirty_writeback_centisecs"}
 	orig := map[string]string{}
 	for _, k := range keys {
@@ -406,7 +409,7 @@ func TestFaultControllerKilled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("undone %s after the controller was killed", time.Since(killed).Round(time.Millisecond))
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 	recs, _ := os.ReadFile(filepath.Join(dir, "node-0", "lease.jsonl"))
 	if !strings.Contains(string(recs), `"event":"agent_stopped"`) || !strings.Contains(string(recs), `"tuning_reverted":2`) {
 		t.Errorf("node-0 lease records %q: want the undo with 2 settings reverted", recs)
@@ -458,6 +461,7 @@ func TestFaultLeaseLapseNamed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	res := shortResults(t)
 	cmd, stdout, stderr := startRun(t, "--lease", "5s", "--results", res, "--first-address", "127.0.13.11",
 		writePlaybook(t, fmt.Sprintf(faultPlaybook, "60s")))
@@ -505,7 +509,7 @@ func TestFaultLeaseLapseNamed(t *testing.T) {
 	if !strings.Contains(string(recs), `"event":"lapsed"`) {
 		t.Errorf("node-1 lease records %q: want the agent's own undo", recs)
 	}
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // agentPid is the pid of node's agent of the run in dir (the local target starts it with
@@ -532,6 +536,7 @@ func TestFaultUnscheduledEngineDeathNamed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	res := shortResults(t)
 	pb := fmt.Sprintf(faultPlaybook, "8s") + "timeline:\n  - {at: 5s, snapshot: {}}\n"
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.10.11", writePlaybook(t, pb))
@@ -566,7 +571,7 @@ func TestFaultUnscheduledEngineDeathNamed(t *testing.T) {
 		t.Errorf("summary.json error %q / report.md do not name the cause", s.Error)
 	}
 	noTmpFiles(t, res)
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // noTmpFiles fails the test for every *.tmp file left anywhere under dir: every file of a run
@@ -622,6 +627,7 @@ func TestFaultDataDiskTooSmallRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	fs := testfs.Tmpfs(t, 2<<20)
 	res := shortResults(t)
 	pb := bookPlaybook("6s")
@@ -644,7 +650,7 @@ func TestFaultDataDiskTooSmallRefused(t *testing.T) {
 		t.Errorf("something was written on the refused filesystem: %v", ents)
 	}
 	noTmpFiles(t, res)
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // The data filesystem passes the check, then fills up mid-run (a filler file written once the
@@ -653,6 +659,7 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	fs := testfs.Tmpfs(t, 64<<20)
 	res := shortResults(t)
 	pb := fmt.Sprintf(faultPlaybook, "10s") + "timeline:\n  - {at: 6s, snapshot: {}}\n"
@@ -666,7 +673,7 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 	dir := runDirOf(t, stdout.String())
 	wantEverywhere(t, runError(t, dir, stderr.String()), "engine exited outside the schedule: node-", "no space left on device")
 	noTmpFiles(t, res)
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // The disk has room for the log but not for a snapshot (512 KiB left after load start; each
@@ -678,6 +685,7 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	fs := testfs.Tmpfs(t, 16<<20)
 	res := shortResults(t)
 	pb := bookPlaybook("10s")
@@ -695,7 +703,7 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 		}
 	}
 	noTmpFiles(t, res)
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // The load generator SIGKILLed mid-run: the run fails, naming the signal.
@@ -703,6 +711,7 @@ func TestFaultLoadgenKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	parallelFault(t)
 	res := shortResults(t)
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.43.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "10s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
@@ -716,7 +725,7 @@ func TestFaultLoadgenKilled(t *testing.T) {
 	}
 	wantEverywhere(t, runError(t, runDirOf(t, stdout.String()), stderr.String()), "load generator: ", "killed by SIGKILL")
 	noTmpFiles(t, res)
-	assertNoProcesses(t, dir)
+	assertNoProcessesUnder(t, res)
 }
 
 // processOf is the pid of the one live process whose command line holds dir and args (NUL

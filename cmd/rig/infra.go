@@ -111,10 +111,6 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 	return err
 }
 
-func init() {
-	rootCmd.AddCommand(upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), archiveCmd())
-}
-
 func needStack(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: --stack NAME is required (the stack's config is Pulumi.NAME.yaml)", errUsage)

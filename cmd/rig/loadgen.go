@@ -1,10 +1,10 @@
 package main
 
 import (
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,8 +103,6 @@ func lgUsageErr(source string, err error) error {
 	return err
 }
 
-func init() { rootCmd.AddCommand(newLoadgenCmd()) }
-
 func newPreloadCmd() *cobra.Command {
 	var (
 		common                               lgCommon
@@ -153,7 +151,7 @@ func newPreloadCmd() *cobra.Command {
 				if err := os.MkdirAll(cfg.Preload.Out, 0o755); err != nil {
 					return fmt.Errorf("write preload stats: %w", err)
 				}
-				if err := lgWriteJSON(filepath.Join(cfg.Preload.Out, "preload.json"), st); err != nil {
+				if err := atomicfile.WriteJSON(filepath.Join(cfg.Preload.Out, rundir.PreloadFile), st); err != nil {
 					return err
 				}
 			}
@@ -379,15 +377,4 @@ func lgSetIf[T any](changed bool, dst *T, v T) {
 	if changed {
 		*dst = v
 	}
-}
-
-func lgWriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -1,7 +1,8 @@
 // Command rig is the one binary of the test rig: controller verbs, and the roles each node runs
-// (`rig agent`, `rig engine`, `rig loadgen`). Each verb lives in its own file: newXCmd builds it
-// with its flags and subcommands, and the file's init adds it to rootCmd, so verbs can be added
-// without touching this file.
+// (`rig agent`, `rig engine`, `rig loadgen`). Each verb lives in its own file, where newXCmd
+// builds it with its flags (held in the constructor's variables, never the package's) and
+// subcommands; newRootCmd lists them. Every call builds a fresh tree, so tests run commands one
+// after another without flags left over from the last.
 package main
 
 import (
@@ -19,25 +20,33 @@ import (
 	_ "github.com/rig-dev/rig/engine/driver/reference"
 )
 
-var rootCmd = &cobra.Command{
-	Use:           "rig",
-	Short:         "Infrastructure-as-code test rig for replicated matching engines",
-	SilenceUsage:  true,
-	SilenceErrors: true,
+// newRootCmd is `rig` with every verb.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "rig",
+		Short:         "Infrastructure-as-code test rig for replicated matching engines",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// A bad flag is bad input like any other: exit 2, as for every usage error.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
+	root.AddCommand(
+		// Controller verbs.
+		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newBenchCmd(),
+		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), archiveCmd(), newSSHCmd(), newTuneCmd(),
+		// Node roles.
+		newAgentCmd(), newEngineCmd(), newLoadgenCmd(),
+	)
+	return root
 }
 
 // errUsage marks bad input: rig exits 2 for it, 1 for failures of the work itself.
 var errUsage = errors.New("usage")
 
-func init() {
-	// A bad flag is bad input like any other: exit 2, as for every usage error.
-	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := rootCmd.ExecuteContext(ctx); err != nil {
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rig:", err)
 		if errors.Is(err, errUsage) {
 			os.Exit(2)

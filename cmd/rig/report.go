@@ -11,10 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
 )
-
-func init() { rootCmd.AddCommand(newReportCmd()) }
 
 func newReportCmd() *cobra.Command {
 	var baseline string
@@ -98,7 +97,7 @@ func countRan(set *sweep.Set) int {
 
 // runFolderFiles are what `rig run` writes first; a folder with none of them is not a run folder,
 // and `rig report` must not litter it with a report.
-var runFolderFiles = []string{"manifest.json", "events.jsonl", filepath.Join("loadgen", "probes.bin")}
+var runFolderFiles = []string{rundir.ManifestFile, rundir.EventsFile, filepath.Join(rundir.LoadgenDir, rundir.ProbesFile)}
 
 func report(stdout, stderr io.Writer, dir string) error {
 	fi, err := os.Stat(dir)
@@ -141,6 +140,6 @@ func report(stdout, stderr io.Writer, dir string) error {
 	}
 	fmt.Fprintf(stdout, "%s: %s · probes n=%d lost=%d p50 %s · %d snapshot(s) · %d restart(s) · state hashes %s · %d warning(s)\n",
 		s.RunID, s.Status, s.Probes.N, s.Probes.Lost, p50, len(s.Snapshots), len(s.Restarts), agree, len(s.Warnings))
-	fmt.Fprintln(stdout, filepath.Join(dir, "report.md"))
+	fmt.Fprintln(stdout, filepath.Join(dir, rundir.ReportFile))
 	return nil
 }

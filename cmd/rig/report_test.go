@@ -75,10 +75,7 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"report", file}, "is a file"},
 		{[]string{"report", empty}, "is not a run folder: it holds none of manifest.json, events.jsonl, loadgen/probes.bin"},
 	} {
-		rootCmd.SetArgs(c.args)
-		rootCmd.SetOut(&bytes.Buffer{})
-		rootCmd.SetErr(&bytes.Buffer{})
-		err := rootCmd.Execute()
+		_, _, err := runRig(t, c.args...)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("rig %v: %v, want a usage error containing %q", c.args, err, c.msg)
 		}

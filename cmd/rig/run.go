@@ -18,8 +18,6 @@ import (
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
-func init() { rootCmd.AddCommand(newRunCmd()) }
-
 func newRunCmd() *cobra.Command {
 	var (
 		opts          runner.Options

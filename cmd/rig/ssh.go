@@ -14,12 +14,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/reach"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport"
-	localtr "github.com/rig-dev/rig/transport/local"
 )
 
 // Verbs for reaching nodes by hand: `rig ssh` runs a command on a node; `rig agent ping|stage`
@@ -45,9 +44,9 @@ func (o *sshOptions) register(f *pflag.FlagSet) {
 	f.DurationVar(&o.connectTimeout, "connect-timeout", 15*time.Second, "bound on dial plus SSH handshake")
 }
 
-// open loads the inventory and the transport it needs: SSH for remote targets, this machine for
-// the local target.
-func (o *sshOptions) open() (*inventory.Inventory, transport.Transport, error) {
+// open loads the inventory and the access to its nodes its target gives (target/reach), with
+// their rig folders under base.
+func (o *sshOptions) open(base string) (*inventory.Inventory, target.Access, error) {
 	if o.inventory == "" {
 		return nil, nil, fmt.Errorf("%w: --inventory is required", errUsage)
 	}
@@ -55,17 +54,13 @@ func (o *sshOptions) open() (*inventory.Inventory, transport.Transport, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if inv.Target == "local" {
-		return inv, localtr.New(), nil
-	}
-	if o.connectTimeout <= 0 {
-		return nil, nil, fmt.Errorf("%w: --connect-timeout %s: want a positive duration", errUsage, o.connectTimeout)
-	}
-	tr, err := sshtarget.Login{KeyFiles: o.keys, User: o.user, ConnectTimeout: o.connectTimeout}.Transport(nil)
+	acc, err := reach.Open(inv, reach.Options{
+		Login: sshtarget.Login{KeyFiles: o.keys, User: o.user, ConnectTimeout: o.connectTimeout}, Base: base,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: --ssh-key: %v", errUsage, err)
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return inv, tr, nil
+	return inv, acc, nil
 }
 
 func pickNodes(inv *inventory.Inventory, names []string) ([]inventory.Node, error) {
@@ -113,10 +108,11 @@ of the command is rig's error (rig exits 1 when the command fails).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			inv, tr, err := o.open()
+			inv, acc, err := o.open("")
 			if err != nil {
 				return err
 			}
+			tr := acc.Transport()
 			defer tr.Close()
 			nodes, err := pickNodes(inv, args[:1])
 			if err != nil {
@@ -157,10 +153,11 @@ func newAgentPingCmd() *cobra.Command {
 		Short: "Reach every node's agent through the transport and show its identity and clock",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			inv, tr, err := o.open()
+			inv, acc, err := o.open(o.remoteDir)
 			if err != nil {
 				return err
 			}
+			tr := acc.Transport()
 			defer tr.Close()
 			nodes, err := pickNodes(inv, o.nodes)
 			if err != nil {
@@ -179,12 +176,10 @@ func newAgentPingCmd() *cobra.Command {
 				rows[i].Node = n.Name
 				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				sock := agent.SocketPath(n.Dir) // local target: in the node folder
-				if inv.Target != "local" {
-					if sock, err = sshtarget.Socket(ctx, tr, n, sshtarget.Options{Base: o.remoteDir}); err != nil {
-						rows[i].Error = err.Error()
-						return fmt.Errorf("ping %s: %w", n.Name, err)
-					}
+				sock, err := acc.AgentSocket(ctx, n)
+				if err != nil {
+					rows[i].Error = err.Error()
+					return fmt.Errorf("ping %s: %w", n.Name, err)
 				}
 				c := target.AgentClient(tr, n, sock, "")
 				defer c.Close()
@@ -253,21 +248,22 @@ tree.`,
 				}
 				bins[arch] = p
 			}
-			inv, tr, err := o.open()
+			inv, acc, err := o.open(o.remoteDir)
 			if err != nil {
 				return err
 			}
-			defer tr.Close()
-			if inv.Target == "local" {
-				return fmt.Errorf("%w: the local target starts its agents itself (rig run); stage is for remote nodes", errUsage)
+			defer acc.Transport().Close()
+			stager, ok := acc.(target.Stager)
+			if !ok {
+				return fmt.Errorf("%w: the %s target starts its agents itself (rig run); stage is for remote nodes", errUsage, inv.Target)
 			}
 			nodes, err := pickNodes(inv, o.nodes)
 			if err != nil {
 				return err
 			}
 			wd, _ := os.Getwd()
-			res, err := sshtarget.All(cmd.Context(), tr, nodes, sshtarget.Options{Binaries: bins, SourceDir: sshtarget.FindSource(wd),
-				Base: o.remoteDir, Sudo: o.sudo, Parallel: o.parallel})
+			res, err := stager.Stage(cmd.Context(), nodes, target.StageOptions{Binaries: bins, SourceDir: sshtarget.FindSource(wd),
+				Sudo: o.sudo, Parallel: o.parallel})
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tARCH\tUPLOADED\tSTARTED\tPID\tSHA256")
 			for _, r := range res {
@@ -293,5 +289,3 @@ tree.`,
 	f.IntVar(&o.parallel, "parallel", 8, "nodes staged at once")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newSSHCmd()) }

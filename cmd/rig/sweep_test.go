@@ -51,17 +51,14 @@ func TestReportSweepAndCompare(t *testing.T) {
 		t.Errorf("bad --baseline: %v, want a usage error", err)
 	}
 
-	rootCmd.SetArgs([]string{"compare", dir, filepath.Join(dir, "r01")})
-	out.Reset()
-	rootCmd.SetOut(&out)
-	if err := rootCmd.Execute(); err != nil {
+	cmpOut, _, err := runRig(t, "compare", dir, filepath.Join(dir, "r01"))
+	if err != nil {
 		t.Fatalf("compare: %v", err)
 	}
-	if !strings.Contains(out.String(), "| p50 | ms | lower |") {
-		t.Errorf("compare output:\n%s", out.String())
+	if !strings.Contains(cmpOut, "| p50 | ms | lower |") {
+		t.Errorf("compare output:\n%s", cmpOut)
 	}
-	rootCmd.SetArgs([]string{"compare", dir, filepath.Join(dir, "nope")})
-	if err := rootCmd.Execute(); !errors.Is(err, errUsage) {
+	if _, _, err := runRig(t, "compare", dir, filepath.Join(dir, "nope")); !errors.Is(err, errUsage) {
 		t.Errorf("compare with a missing folder: %v, want a usage error", err)
 	}
 }

@@ -17,8 +17,6 @@ import (
 	"github.com/rig-dev/rig/agent/tune"
 )
 
-func init() { rootCmd.AddCommand(newTuneCmd()) }
-
 // newTuneCmd is `rig tune`: kernel tuning on this machine by hand (a run tunes its nodes through
 // their agents).
 func newTuneCmd() *cobra.Command {

@@ -14,8 +14,6 @@ import (
 	"github.com/rig-dev/rig/runner"
 )
 
-func init() { rootCmd.AddCommand(newValidateCmd()) }
-
 func newValidateCmd() *cobra.Command {
 	var stackConfig string
 	var est estimateFlags

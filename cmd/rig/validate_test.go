@@ -12,18 +12,16 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 )
 
-// runRig runs rig in-process with args and returns stdout, stderr and the error main would see.
+// runRig runs rig in-process with args, on a command tree of its own (no flag outlives one
+// call), and returns stdout, stderr and the error main would see.
 func runRig(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errOut)
-	rootCmd.SetArgs(args)
-	defer rootCmd.SetArgs(nil)
-	if c, _, err := rootCmd.Find([]string{"validate"}); err == nil {
-		c.Flags().Set("stack-config", "") // flags outlive one Execute
-	}
-	err := rootCmd.ExecuteContext(context.Background())
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }
 
@@ -113,14 +111,11 @@ func TestValidateStackConfigSyntaxBeforePlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		var both bytes.Buffer
-		rootCmd.SetOut(&both)
-		rootCmd.SetErr(&both)
-		rootCmd.SetArgs([]string{"validate", "quickstart", "--stack-config", path})
-		err := rootCmd.ExecuteContext(context.Background())
-		rootCmd.SetArgs(nil)
-		if c, _, ferr := rootCmd.Find([]string{"validate"}); ferr == nil {
-			c.Flags().Set("stack-config", "")
-		}
+		root := newRootCmd()
+		root.SetOut(&both)
+		root.SetErr(&both)
+		root.SetArgs([]string{"validate", "quickstart", "--stack-config", path})
+		err := root.ExecuteContext(context.Background())
 		if !errors.Is(err, errUsage) {
 			t.Fatalf("%s: err %v, want usage", name, err)
 		}
@@ -131,6 +126,30 @@ func TestValidateStackConfigSyntaxBeforePlan(t *testing.T) {
 		}
 		if !strings.Contains(text, path+":4:3:") && !strings.Contains(text, path+":3:14:") {
 			t.Errorf("%s: no line:column in %q", name, text[pos:pos+len(path)+40])
+		}
+	}
+}
+
+// A flag set in one call is not there in the next: each call builds its own command tree.
+func TestFlagsDoNotOutliveACall(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "Pulumi.missing.yaml")
+	if _, _, err := runRig(t, "validate", "quickstart", "--stack-config", bad); err == nil {
+		t.Fatalf("validate with a missing --stack-config %s passed", bad)
+	}
+	if _, errOut, err := runRig(t, "validate", "quickstart"); err != nil {
+		t.Fatalf("validate after a call with --stack-config: %v\n%s", err, errOut)
+	}
+}
+
+// `rig check` is the conformance check; `rig engine check` still runs it, saying it is deprecated.
+func TestCheckAndItsDeprecatedAlias(t *testing.T) {
+	for _, args := range [][]string{{"check"}, {"engine", "check"}} {
+		out, errOut, err := runRig(t, args...)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--playbook: required") {
+			t.Errorf("rig %v without --playbook: %v, want the usage error naming --playbook", args, err)
+		}
+		if deprecated := strings.Contains(out+errOut, "deprecated, use `rig check`"); deprecated != (args[0] == "engine") {
+			t.Errorf("rig %v: deprecation notice %v:\n%s%s", args, deprecated, out, errOut)
 		}
 	}
 }

@@ -221,7 +221,7 @@ func TestDeployTable(t *testing.T) {
 		mut  func(*Spec)
 		arch string
 	}{
-		{"case study gp3", func(*Spec) {}, ""},
+		{"defaults (gp3 data volumes)", func(*Spec) {}, ""},
 		{"client data volume, capacity reservation, no results expiry", func(s *Spec) {
 			s.ClientDataVolume, s.CapacityReservationID, s.ResultsExpireDays = true, "cr-0123456789abcdef0", 0
 		}, ""},

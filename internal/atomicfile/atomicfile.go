@@ -6,6 +6,7 @@ package atomicfile
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -27,16 +28,25 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 
 // Write replaces path with everything read from r. If r fails, path is left as it was.
 func Write(path string, r io.Reader, o Options) error {
+	return WriteFunc(path, func(w io.Writer) error {
+		_, err := io.Copy(w, r)
+		return err
+	}, o)
+}
+
+// WriteFunc replaces path with what fill writes. If fill fails, path is left as it was and
+// the error wraps fill's.
+func WriteFunc(path string, fill func(io.Writer) error, o Options) error {
 	if o.Perm == 0 {
 		o.Perm = 0o644
 	}
-	if err := write(path, r, o); err != nil {
+	if err := write(path, fill, o); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
 
-func write(path string, r io.Reader, o Options) error {
+func write(path string, fill func(io.Writer) error, o Options) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -45,7 +55,7 @@ func write(path string, r io.Reader, o Options) error {
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 	err = tmp.Chmod(o.Perm)     // CreateTemp makes it 0600
 	if err == nil {
-		_, err = io.Copy(tmp, r)
+		err = fill(tmp)
 	}
 	if err == nil && o.Durable {
 		err = tmp.Sync()
@@ -73,4 +83,14 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// WriteJSON replaces path with v as indented JSON and a final newline (mode 0644): the one
+// writer of the JSON files rig keeps (manifests, stats, summaries, configs).
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return WriteFile(path, append(b, '\n'), 0o644)
 }

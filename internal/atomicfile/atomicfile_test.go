@@ -55,3 +55,29 @@ func TestWriteDurableAndFailedReader(t *testing.T) {
 		t.Fatalf("%d entries in the folder, want only the file", len(es))
 	}
 }
+
+func TestWriteFuncAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stats.json")
+	if err := WriteJSON(path, map[string]int{"n": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{\n  \"n\": 3\n}\n" {
+		t.Fatalf("WriteJSON wrote %q", b)
+	}
+	// A fill that fails after writing leaves the old content; its error is wrapped, not lost.
+	errCheck := errors.New("checksum differs")
+	err := WriteFunc(path, func(w io.Writer) error {
+		io.WriteString(w, "half")
+		return errCheck
+	}, Options{})
+	if !errors.Is(err, errCheck) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("WriteFunc with a failing fill: %v", err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), `"n": 3`) {
+		t.Fatalf("content after a failed fill %q", b)
+	}
+	if err := WriteJSON(path, func() {}); err == nil || !strings.Contains(err.Error(), "encode") {
+		t.Fatalf("WriteJSON of a func: %v", err)
+	}
+}

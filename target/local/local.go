@@ -58,7 +58,7 @@ func New(opts Options) *Target {
 }
 
 // Name is "local".
-func (t *Target) Name() string { return "local" }
+func (t *Target) Name() string { return inventory.TargetLocal }
 
 // Inventory lays out the nodes in dir: servers node-0..node-(N-1), then clients client-0...
 func (t *Target) Inventory(dir string, servers, clients int) (*inventory.Inventory, error) {
@@ -69,7 +69,7 @@ func (t *Target) Inventory(dir string, servers, clients int) (*inventory.Invento
 	if servers < 1 || clients < 1 {
 		return nil, fmt.Errorf("local target: need at least 1 server and 1 client, have %d and %d", servers, clients)
 	}
-	inv := &inventory.Inventory{Target: "local"}
+	inv := &inventory.Inventory{Target: inventory.TargetLocal}
 	add := func(name, role string, i int) {
 		ip := make(net.IP, 4)
 		copy(ip, first)
@@ -310,4 +310,19 @@ func lockAddress(addr, run string) (*os.File, error) {
 	f.Truncate(0)
 	fmt.Fprintf(f, "run %s (pid %d)\n", run, os.Getpid())
 	return f, nil
+}
+
+// Access reaches a local inventory's nodes outside a run: commands run on this machine and each
+// agent listens in its node folder. It is no target.Stager: every run starts its agents.
+type Access struct{ tr transport.Transport }
+
+// NewAccess is the access to a local inventory's nodes.
+func NewAccess() *Access { return &Access{tr: localtr.New()} }
+
+func (a *Access) Transport() transport.Transport { return a.tr }
+
+// AgentSocket is the socket in the node folder (a node folder too deep for a socket path has
+// its agent's socket in a private folder of the run, which only that run knows).
+func (a *Access) AgentSocket(_ context.Context, n inventory.Node) (string, error) {
+	return agent.SocketPath(n.Dir), nil
 }

@@ -81,17 +81,7 @@ func (o nodeOpts) BinaryPath() string { return path.Join(o.Dir, "bin", "rig") }
 func (o nodeOpts) AgentDir() string { return path.Join(o.Dir, "agent") }
 
 // Result says what staging did on one node.
-type Result struct {
-	Node     string `json:"node"`
-	Arch     string `json:"arch"`   // GOARCH of the node
-	Binary   string `json:"binary"` // path on the node
-	SHA256   string `json:"sha256"`
-	Uploaded bool   `json:"uploaded"` // false: the node had this binary already
-	Started  bool   `json:"started"`  // false: an agent running this binary answered already
-	Socket   string `json:"socket"`   // the agent's control socket on the node
-	PID      int    `json:"pid"`      // the agent's
-	Version  string `json:"version"`
-}
+type Result = target.Staged
 
 // Stage makes sure node runs an agent of this rig build: it uploads the binary unless the node
 // has one with the same SHA-256, and (re)starts the agent unless one running that binary

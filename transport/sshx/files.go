@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/pkg/sftp"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -125,38 +126,33 @@ func (t *Transport) Download(ctx context.Context, node inventory.Node, remote, l
 	}
 	what := fmt.Sprintf("download %s to %s", remote, local)
 	return t.retry(ctx, node, "download", func() error {
-		out, err := os.CreateTemp(filepath.Dir(local), filepath.Base(local)+".part-*")
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		defer os.Remove(out.Name())
-		defer out.Close()
-		var localErr error
-		err = t.sftpOp(ctx, node, what, func(sc *sftp.Client) error {
-			r, err := sc.Open(remote)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			_, err = r.WriteTo(writerFunc(func(p []byte) (int, error) {
-				n, err := out.Write(p)
+		// A transport failure (opErr) is returned as sftpOp classified it, for retry to act on;
+		// a local one (a write, the rename) is not retried.
+		var opErr, localErr error
+		err := atomicfile.WriteFunc(local, func(out io.Writer) error {
+			opErr = t.sftpOp(ctx, node, what, func(sc *sftp.Client) error {
+				r, err := sc.Open(remote)
 				if err != nil {
-					localErr = err
+					return err
 				}
-				return n, err
-			}))
-			return err
-		})
-		if localErr != nil {
+				defer r.Close()
+				_, err = r.WriteTo(writerFunc(func(p []byte) (int, error) {
+					n, err := out.Write(p)
+					if err != nil {
+						localErr = err
+					}
+					return n, err
+				}))
+				return err
+			})
+			return opErr
+		}, atomicfile.Options{Perm: 0o600})
+		switch {
+		case localErr != nil:
 			return fmt.Errorf("%s: %w", what, localErr)
-		}
-		if err != nil {
-			return err
-		}
-		if err := out.Close(); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := os.Rename(out.Name(), local); err != nil {
+		case opErr != nil:
+			return opErr
+		case err != nil:
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil

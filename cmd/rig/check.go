@@ -14,8 +14,12 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 )
 
-// newEngineCheckCmd is `rig engine check`.
-func newEngineCheckCmd() *cobra.Command {
+// checkLogFile is the conformance suite's log in the check's folder.
+const checkLogFile = "check.log"
+
+// newCheckCmd is `rig check`, a controller verb. `rig engine check` is kept as a deprecated
+// alias (the same command, built again under `rig engine`).
+func newCheckCmd() *cobra.Command {
 	var (
 		pbPath, firstAddr, resultsDir string
 		orders                        int64
@@ -42,7 +46,7 @@ each check saw; exits 1 if any check failed. The playbook's load and timeline ar
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("create %s: %w", dir, err)
 			}
-			logf, err := os.Create(filepath.Join(dir, "check.log"))
+			logf, err := os.Create(filepath.Join(dir, checkLogFile))
 			if err != nil {
 				return err
 			}
@@ -55,14 +59,14 @@ each check saw; exits 1 if any check failed. The playbook's load and timeline ar
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "engine check of %s (%s driver) in %s\n\n", pbPath, pb.Engine.DriverName(), dir)
+			fmt.Fprintf(out, "check of %s (%s driver) in %s\n\n", pbPath, pb.Engine.DriverName(), dir)
 			conformance.WriteTable(out, rs)
 			if failed := conformance.Failed(rs); len(failed) > 0 {
-				return fmt.Errorf("engine check: %d of %d checks failed: %s", len(failed), len(rs), strings.Join(failed, ", "))
+				return fmt.Errorf("check: %d of %d checks failed: %s", len(failed), len(rs), strings.Join(failed, ", "))
 			}
 			for _, r := range rs {
 				if !r.Pass {
-					return fmt.Errorf("engine check: %s was not run", r.Check)
+					return fmt.Errorf("check: %s was not run", r.Check)
 				}
 			}
 			return nil
