@@ -25,8 +25,8 @@ func TestOperatorCIDRUnion(t *testing.T) {
 		want  string // "" = no problem; "warning: ..." or "error: ..." substring
 	}{
 		{[]string{"203.0.113.7/32"}, false, ""},
-		{[]string{"10.0.0.0/8"}, false, ""},                          // exactly a /8
-		{[]string{"10.0.0.0/8", "10.1.0.0/16"}, false, ""},           // nested: still a /8
+		{[]string{"10.0.0.0/8"}, false, ""},                // exactly a /8
+		{[]string{"10.0.0.0/8", "10.1.0.0/16"}, false, ""}, // nested: still a /8
 		{[]string{"10.0.0.0/8", "11.0.0.0/32"}, false, "error: rig:operatorCidrs = [10.0.0.0/8, 11.0.0.0/32]: allowed CIDRs that together cover at most a /8 of IPv4 (16,777,216 addresses), or set rig:allowWideOperatorCidrs true to accept it deliberately (together they open SSH to 16,777,217 IPv4 addresses)"},
 		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, false, "error: rig:operatorCidrs = [0.0.0.0/1, 128.0.0.0/1]: allowed CIDRs that together cover at most a /8 of IPv4; all of it is refused even with allowWideOperatorCidrs (together they are all of IPv4: this would open SSH to the whole internet)"},
 		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, true, "error: rig:operatorCidrs = [0.0.0.0/1, 128.0.0.0/1]: allowed CIDRs that together cover at most a /8 of IPv4; all of it is refused even with allowWideOperatorCidrs (together they are all of IPv4: this would open SSH to the whole internet)"},
