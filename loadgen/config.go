@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/rig-dev/rig/internal/units"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // Config is the load generator's configuration file (`rig loadgen preload|probe|burst --config
@@ -172,7 +173,10 @@ var ErrConfig = errors.New("bad load generator config")
 // LoadConfig reads a config file. Unknown keys and malformed values are errors that name
 // FILE:LINE:COLUMN.
 func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := untrusted.ReadFile(path, "load generator config")
+	if err == nil {
+		err = untrusted.Check(path, b)
+	}
 	if err != nil {
 		return Config{}, fmt.Errorf("read load generator config: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // The playbooks shipped in the binary, so `rig run quickstart` works anywhere.
@@ -38,9 +40,11 @@ func Open(nameOrPath string) (*Playbook, error) {
 		if st.Size() > MaxSize { // refused before anything is read
 			return nil, tooBig(nameOrPath, st.Size())
 		}
-		data, err := os.ReadFile(nameOrPath)
-		if err != nil {
-			return nil, fmt.Errorf("read playbook %s: %w", nameOrPath, err)
+		data, err := untrusted.ReadFile(nameOrPath, "playbook") // a regular file, never blocking
+		if errors.Is(err, untrusted.ErrTooLarge) {
+			return nil, tooBig(nameOrPath, MaxSize+1) // it grew since the Stat
+		} else if err != nil {
+			return nil, err
 		}
 		return Parse(nameOrPath, data)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

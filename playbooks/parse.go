@@ -10,7 +10,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // Defaults for what a playbook may leave out.
@@ -41,7 +42,7 @@ var sections = map[string][]string{
 
 // MaxSize is the largest playbook accepted: real ones are a few KiB, and a YAML parser given
 // tens of MB takes a minute and gigabytes before it could say anything useful.
-const MaxSize = 1 << 20
+const MaxSize = untrusted.MaxBytes
 
 func tooBig(file string, size int64) error {
 	return Problems{{Pos: Pos{File: file, Line: 1, Column: 1},
@@ -77,9 +78,14 @@ type reader struct {
 }
 
 func (r *reader) read(data []byte) *Playbook {
-	f, err := parser.ParseBytes(data, 0)
+	f, err := untrusted.ParseYAML(r.file, data) // depth, values and aliases bounded first
 	if err != nil {
 		var ye yaml.Error
+		var le *untrusted.Error
+		if errors.As(err, &le) {
+			r.probs.add(r.tokenPos(le.Line, le.Column), "", "%s", le.Msg)
+			return nil
+		}
 		if errors.As(err, &ye) && ye.GetToken() != nil && ye.GetToken().Position != nil {
 			tp := ye.GetToken().Position
 			r.probs.add(r.tokenPos(tp.Line, tp.Column), "", "YAML syntax: %s%s", ye.GetMessage(), syntaxHint(data, tp.Line))

@@ -19,7 +19,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // Profile maps setting names to values, e.g. {"thp.enabled": "never", "vm.dirty_ratio": "20",
@@ -218,8 +219,12 @@ func (p Profile) names() []string {
 // ParseProfile reads a profile from YAML or JSON: one mapping of setting to value. Errors name
 // the file, line and column.
 func ParseProfile(filename string, data []byte) (Profile, error) {
-	f, err := parser.ParseBytes(data, 0)
+	f, err := untrusted.ParseYAML(filename, data) // depth, values and aliases bounded first
 	if err != nil {
+		var le *untrusted.Error
+		if errors.As(err, &le) {
+			return nil, le
+		}
 		var ye yaml.Error
 		if errors.As(err, &ye) && ye.GetToken() != nil {
 			p := ye.GetToken().Position

@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server"
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 func newEngineCmd() *cobra.Command {
@@ -30,7 +31,10 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 				return fmt.Errorf("%w: %s is not set: the engine's admin API answers only the agent that started it, with the secret it hands over in that variable (engine/contract.go)", errUsage, engine.AdminTokenEnv)
 			}
 			os.Unsetenv(engine.AdminTokenEnv) // not inherited by anything this process starts
-			b, err := os.ReadFile(configPath)
+			b, err := untrusted.ReadFile(configPath, "engine config")
+			if err == nil {
+				err = untrusted.Check(configPath, b)
+			}
 			if err != nil {
 				return fmt.Errorf("%w: --config: %v", errUsage, err)
 			}

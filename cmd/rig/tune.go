@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/agent/tune"
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // newTuneCmd is `rig tune`: kernel tuning on this machine by hand (a run tunes its nodes through
@@ -46,7 +47,7 @@ take. ` + "`rig tune revert`" + ` restores the recorded values. Settings: ` + st
 			if o.profile == "" {
 				return fmt.Errorf("%w: --profile is required", errUsage)
 			}
-			b, err := os.ReadFile(o.profile)
+			b, err := untrusted.ReadFile(o.profile, "tuning profile")
 			if err != nil {
 				return fmt.Errorf("%w: --profile: %v", errUsage, err)
 			}

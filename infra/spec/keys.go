@@ -52,6 +52,8 @@ var Keys = []Key{
 		Description: "give the load-generator nodes a data volume like the servers'; by default they have only their root volume"},
 	{Name: "operatorCidrs", Type: TypeArray,
 		Description: "CIDRs allowed to reach TCP 22, e.g. [\"203.0.113.7/32\"]; the only ingress from outside the cluster"},
+	{Name: "allowWideOperatorCidrs", Type: TypeBoolean, Default: false,
+		Description: "accept operatorCidrs that together cover more than a /8 (16,777,216 IPv4 addresses, or 1/256 of IPv6); never the whole address space"},
 	{Name: "publicKey", Type: TypeString,
 		Description: "the operator's SSH public key (authorized_keys line) installed for the login user"},
 	{Name: "owner", Type: TypeString, Description: "who to ask about these resources; goes into the owner tag"},

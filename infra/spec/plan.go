@@ -54,8 +54,14 @@ func WritePlan(w io.Writer, s Spec) error {
 		image = "latest " + s.AMIFamily + " x86_64 (public SSM parameter)"
 	}
 	fmt.Fprintf(&b, "  image: %s; login %s\n", image, s.LoginUser())
-	fmt.Fprintf(&b, "  ingress: TCP 22 from %s; all traffic between the nodes; host keys pinned before first connection\n",
-		strings.Join(s.OperatorCIDRs, ", "))
+	wide := ""
+	if s.AllowWideOperatorCIDRs {
+		if v4, v6 := cidrUnion(s.OperatorCIDRs); wideUnion(v4, 32) || wideUnion(v6, 128) {
+			wide = " (wider than a /8, accepted by allowWideOperatorCidrs)"
+		}
+	}
+	fmt.Fprintf(&b, "  ingress: TCP 22 from %s%s; all traffic between the nodes; host keys pinned before first connection\n",
+		strings.Join(s.OperatorCIDRs, ", "), wide)
 	life := "results expire after " + strconv.Itoa(s.ResultsExpireDays) + " days"
 	if s.ResultsExpireDays == 0 {
 		life = "results never expire"

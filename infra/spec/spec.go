@@ -50,8 +50,11 @@ type Spec struct {
 	ClientDataVolume bool
 
 	OperatorCIDRs []string
-	PublicKey     string
-	Owner         string
+	// AllowWideOperatorCIDRs accepts operator CIDRs whose union is wider than a /8 (see
+	// MaxOperatorPrefixShare); it is set in the stack config, so the choice stays recorded there.
+	AllowWideOperatorCIDRs bool
+	PublicKey              string
+	Owner                  string
 
 	ExpiresInHours int
 	CreatedAt      time.Time // zero: not pinned yet (rig up pins it)
@@ -226,32 +229,33 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 	}
 
 	s := Spec{
-		Stack:                 stack,
-		Region:                strings.TrimSpace(region),
-		ServerInstanceType:    str("serverInstanceType"),
-		ClientInstanceType:    str("clientInstanceType"),
-		Servers:               integer("servers"),
-		Clients:               integer("clients"),
-		AvailabilityZone:      str("availabilityZone"),
-		AMI:                   str("ami"),
-		AMIFamily:             str("amiFamily"),
-		SSHUser:               str("sshUser"),
-		VolumeType:            str("volumeType"),
-		VolumeSize:            integer("volumeSize"),
-		VolumeIOPS:            integer("volumeIops"),
-		VolumeThroughput:      integer("volumeThroughput"),
-		RootVolumeSize:        integer("rootVolumeSize"),
-		ClientDataVolume:      boolean("clientDataVolume"),
-		OperatorCIDRs:         strings_("operatorCidrs"),
-		PublicKey:             str("publicKey"),
-		Owner:                 str("owner"),
-		ExpiresInHours:        integer("expiresInHours"),
-		VPCID:                 str("vpcId"),
-		SubnetID:              str("subnetId"),
-		RetainBucket:          boolean("retainBucket"),
-		ResultsExpireDays:     integer("resultsExpireDays"),
-		CapacityReservationID: str("capacityReservationId"),
-		HostKeySeed:           raw["hostKeySeed"],
+		Stack:                  stack,
+		Region:                 strings.TrimSpace(region),
+		ServerInstanceType:     str("serverInstanceType"),
+		ClientInstanceType:     str("clientInstanceType"),
+		Servers:                integer("servers"),
+		Clients:                integer("clients"),
+		AvailabilityZone:       str("availabilityZone"),
+		AMI:                    str("ami"),
+		AMIFamily:              str("amiFamily"),
+		SSHUser:                str("sshUser"),
+		VolumeType:             str("volumeType"),
+		VolumeSize:             integer("volumeSize"),
+		VolumeIOPS:             integer("volumeIops"),
+		VolumeThroughput:       integer("volumeThroughput"),
+		RootVolumeSize:         integer("rootVolumeSize"),
+		ClientDataVolume:       boolean("clientDataVolume"),
+		OperatorCIDRs:          strings_("operatorCidrs"),
+		AllowWideOperatorCIDRs: boolean("allowWideOperatorCidrs"),
+		PublicKey:              str("publicKey"),
+		Owner:                  str("owner"),
+		ExpiresInHours:         integer("expiresInHours"),
+		VPCID:                  str("vpcId"),
+		SubnetID:               str("subnetId"),
+		RetainBucket:           boolean("retainBucket"),
+		ResultsExpireDays:      integer("resultsExpireDays"),
+		CapacityReservationID:  str("capacityReservationId"),
+		HostKeySeed:            raw["hostKeySeed"],
 	}
 	if s.AvailabilityZone == "" && s.Region != "" {
 		s.AvailabilityZone = s.Region + "a"

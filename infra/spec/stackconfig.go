@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -54,7 +54,7 @@ func ReadStackConfig(path string) (*StackConfig, error) {
 	if _, err := StackNameFromPath(path); err != nil {
 		return nil, err // before the file is even opened
 	}
-	data, err := os.ReadFile(path)
+	data, err := untrusted.ReadFile(path, "stack config") // a regular file of at most 1 MiB
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStackConfig, err)
 	}
@@ -78,7 +78,7 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 	if err := checkText(path, data); err != nil {
 		return nil, err
 	}
-	f, err := parser.ParseBytes(data, 0)
+	f, err := untrusted.ParseYAML(path, data) // depth, values and aliases bounded first
 	if err != nil {
 		return nil, syntaxError(path, err)
 	}
@@ -283,6 +283,9 @@ func checkText(path string, data []byte) error {
 
 // syntaxError turns the parser's error into one line that starts with file:line:column.
 func syntaxError(path string, err error) error {
+	if errors.Is(err, untrusted.ErrLimit) || errors.Is(err, untrusted.ErrTooLarge) {
+		return fmt.Errorf("%w: %w", ErrStackConfig, err) // already file:line:column: ...
+	}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		if t := ye.GetToken(); t != nil && t.Position != nil {

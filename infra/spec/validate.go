@@ -206,6 +206,7 @@ func Validate(s Spec) Problems {
 			errf("operatorCidrs", c, "a network address: "+p.Masked().String(), "host bits are set")
 		}
 	}
+	ps = append(ps, checkCIDRUnion(s.OperatorCIDRs, s.AllowWideOperatorCIDRs)...)
 	// The rig's VPC has no IPv6 CIDR and the instances get no IPv6 address, so an IPv6 operator
 	// CIDR can never reach a node: with only IPv6 ones, nobody could log in.
 	var v4, v6 []string
