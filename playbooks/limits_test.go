@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -51,5 +52,34 @@ func TestFIFOPlaybookRefused(t *testing.T) {
 	_, err := Open(p) // blocks for ever if it opens the pipe for reading without O_NONBLOCK
 	if !errors.Is(err, untrusted.ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// engine.settings_file is user input like the playbook: a settings file that nests too deep is
+// refused at its own line and column, a FIFO without hanging, each naming the playbook's field.
+func TestSettingsFileBounded(t *testing.T) {
+	file, _ := commandPlaybook(t, "", "")
+	dir := filepath.Dir(file)
+	deep := filepath.Join(dir, "deep.yaml")
+	if err := os.WriteFile(deep, []byte("flush: "+strings.Repeat("[", 100)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ path, at, msg string }{
+		"deep": {deep, deep + ":1:71", "nested more than 64 levels deep"},
+		"fifo": {fifo, file + ":7:18", "engine.settings_file: cannot read the settings file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := base + "engine:\n  driver: command\n  settings_file: " + c.path + "\n  command: {binary: x}\n"
+			_, err := Parse(file, []byte(src))
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("got %v, want problems", err)
+			}
+			wantProblem(t, probs, c.at, c.msg)
+		})
 	}
 }

@@ -3,16 +3,16 @@ package playbooks
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
@@ -264,18 +264,23 @@ func kindNames() []string {
 // mapping engine.settings would. Its problems point into it.
 func (r *reader) settingsFile(name string, at Pos) driver.Table {
 	path := r.localPath(name)
-	data, err := readSmallFile(path)
+	data, err := untrusted.ReadFile(path, "settings file") // regular file, 1 MiB at most
 	if err != nil {
 		r.probs.add(at, "engine.settings_file", "cannot read the settings file: %v (a path relative to the playbook's folder)", err)
 		r.failed["engine.settings"] = true
 		return nil
 	}
 	sub := &reader{file: path, probs: problems{file: path}, pos: map[string]Pos{}, failed: map[string]bool{}, anchors: map[string]ast.Node{}, present: map[string]bool{}}
-	f, err := parser.ParseBytes(bytes.TrimPrefix(data, utf8BOM), 0)
+	f, err := untrusted.ParseYAML(path, bytes.TrimPrefix(data, utf8BOM)) // depth, values, aliases bounded
 	var t driver.Table
 	switch {
 	case err != nil:
-		sub.probs.add(Pos{File: path, Line: 1, Column: 1}, "", "YAML syntax: %v", err)
+		var le *untrusted.Error
+		if errors.As(err, &le) {
+			sub.probs.add(Pos{File: path, Line: le.Line, Column: le.Column}, "", "%s", le.Msg)
+		} else {
+			sub.probs.add(Pos{File: path, Line: 1, Column: 1}, "", "YAML syntax: %v", err)
+		}
 	case len(f.Docs) == 0 || f.Docs[0].Body == nil:
 		sub.probs.add(Pos{File: path, Line: 1, Column: 1}, "", "the settings file is empty; want a mapping of setting name -> {kind, default, render}")
 	default:
@@ -288,21 +293,6 @@ func (r *reader) settingsFile(name string, at Pos) driver.Table {
 		r.failed["engine.settings"] = true
 	}
 	return t
-}
-
-// readSmallFile reads a file the playbook names, refusing one larger than a playbook may be.
-func readSmallFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > MaxSize {
-		return nil, tooBig(path, fi.Size())
-	}
-	return os.ReadFile(path)
 }
 
 // engineJSON is Engine's JSON: the values under "values", typed by kind (a number for integer and
