@@ -49,13 +49,10 @@ func (h *chunkHeap) Pop() any {
 // Go's timers wake from epoll_wait, whose timeout is whole milliseconds, so a chunk due in
 // 300 µs would go out up to a millisecond late (loadgen/precise.go measured the same for the
 // probe sender). The queue waits with a Go timer until preciseWindow before the head is due and
-// sleeps the rest in nanosleep, in slices of at most preciseSlice so a chunk pushed meanwhile
-// with an earlier due time (jitter) is not held behind it, on a thread of its own whose timer
-// slack is 1 ns.
-const (
-	preciseWindow = 2 * time.Millisecond
-	preciseSlice  = 100 * time.Microsecond
-)
+// sleeps the rest in one nanosleep, on a thread of its own whose timer slack is 1 ns. Each wake
+// costs a late start on a busy machine, so it is not sliced: a chunk of another connection
+// pushed meanwhile with an earlier due time (jitter) waits for the head, at most preciseWindow.
+const preciseWindow = 2 * time.Millisecond
 
 // timerQueue hands every chunk to its writer at its due time: one goroutine per link serves
 // the chunks of all its connections and both directions.
@@ -154,7 +151,7 @@ func (q *timerQueue) run() {
 			}
 			continue
 		}
-		ts := unix.NsecToTimespec(int64(min(d, preciseSlice)))
+		ts := unix.NsecToTimespec(int64(d))
 		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 		}
 	}
