@@ -240,8 +240,8 @@ func renderReport(s *Summary) string {
 		for _, l := range s.UnplannedLeaderChanges {
 			ch = append(ch, fmt.Sprintf("%s at %s", l.Node, fmtS(l.AtS)))
 		}
-		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them; "+
-			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "))
+		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them (%s); "+
+			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "), leaderAttribution)
 	}
 	if len(s.AgentCPU) > 0 {
 		var parts []string
