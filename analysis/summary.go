@@ -50,7 +50,7 @@ type Summary struct {
 	// election, client gap, back to normal; pooled over the run's faults.
 	Failovers      []FailoverRow  `json:"failovers"`
 	FailoverPooled *FailoverStats `json:"failover_pooled,omitempty"`
-	Bursts    []BurstRow    `json:"bursts"`     // one per micro-burst the load generator sent
+	Bursts         []BurstRow     `json:"bursts"` // one per micro-burst the load generator sent
 	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
 	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
 	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`
