@@ -5,58 +5,68 @@ import (
 	"strings"
 )
 
-// leaderGraceS is how long after a step_down, or a kill of the leader, one leader change counts
-// as the one the action asked for. Elections here take raft's election timeout (a few hundred ms
-// to a few s on a loaded machine); a second change in the same stretch is not the action's.
-const leaderGraceS = 10.0
+// A leader change is attributed to the action that asked for it by events, not by a window of
+// fixed length: a step_down, or a kill of the node leading at the time, opens a cause, and the
+// first change to another leader after it is that cause's, however long the failover took (a
+// stock hashicorp/raft failover after a leader kill waits out the heartbeat timeout and an
+// election: ~11 s on a loaded machine, more than any fixed window that is short enough to catch
+// a flurry). The cause then closes, so a second change after it (a flurry after a 200 ms
+// hand-off, an election started by a slow heartbeat) is flagged however soon it follows. A
+// cause that no change answers closes at the next cause.
+//
+// leaderAttribution is the rule's one-line name, which the report's warning quotes.
+const leaderAttribution = "each step_down or kill of the leader explains the first change to another leader after it, until that change or the next such action"
 
-// unplannedLeaderChanges finds the leader changes after load start that no action asked for:
-// each step_down, and each kill of the node that was leader at the time, explains the first
-// change to another node within leaderGraceS after it; every other change is unplanned (an
-// election from a slow heartbeat, a follower standing after a long snapshot, a flurry after a
-// step-down).
-func unplannedLeaderChanges(s *Summary) []LeaderMark {
-	type cause struct {
-		at   float64
-		used bool
-	}
-	var causes []*cause
+// leaderCause is an action that asks for a leader change.
+type leaderCause struct {
+	AtS    float64
+	Action string
+	Node   string // the leader when it acted ("" when unknown)
+}
+
+// leaderCauses are the actions that ask for a leader change, in time order: every step_down,
+// and every kill of the node that was leader at that moment.
+func leaderCauses(s *Summary) []leaderCause {
+	var out []leaderCause
 	leader := s.LeaderAtLoadStart
-	changes := s.LeaderChanges
 	ci := 0
-	// Walk actions and changes in time order so "the leader at the kill" is known.
-	advance := func(to float64) {
-		for ci < len(changes) && changes[ci].AtS < to {
-			leader = changes[ci].Node
+	for _, a := range s.Actions {
+		for ci < len(s.LeaderChanges) && s.LeaderChanges[ci].AtS < a.AtS {
+			leader = s.LeaderChanges[ci].Node
 			ci++
 		}
-	}
-	for _, a := range s.Actions {
-		advance(a.AtS)
 		switch {
 		case a.Action == "step_down":
-			causes = append(causes, &cause{at: a.AtS})
+			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
 		case a.Action == "kill" && a.Node != "" && a.Node == leader:
-			causes = append(causes, &cause{at: a.AtS})
+			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
 		}
 	}
+	return out
+}
+
+// unplannedLeaderChanges finds the leader changes after load start that no action asked for
+// (the rule above); the same leader reported again is no change.
+func unplannedLeaderChanges(s *Summary) []LeaderMark {
+	causes := leaderCauses(s)
 	out := []LeaderMark{}
 	prev := s.LeaderAtLoadStart
-	for _, c := range changes {
-		if c.Node == prev { // the same leader reported again: no change
+	next := 0     // the first cause not yet reached
+	open := false // a cause reached and not yet answered
+	for _, c := range s.LeaderChanges {
+		for next < len(causes) && causes[next].AtS <= c.AtS {
+			open = true // a later cause replaces an unanswered one
+			next++
+		}
+		if c.Node == prev {
 			continue
 		}
 		prev = c.Node
-		planned := false
-		for _, k := range causes {
-			if !k.used && c.AtS >= k.at && c.AtS <= k.at+leaderGraceS {
-				k.used, planned = true, true
-				break
-			}
+		if open {
+			open = false
+			continue
 		}
-		if !planned {
-			out = append(out, c)
-		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -104,8 +114,8 @@ func flagUnplanned(s *Summary) []string {
 	for _, c := range s.UnplannedLeaderChanges {
 		at = append(at, fmt.Sprintf("%s at %.1f s", c.Node, c.AtS))
 	}
-	w := fmt.Sprintf("%d unplanned leader change(s), not asked for by a step_down or a kill of the leader within %.0f s before: %s",
-		len(at), leaderGraceS, strings.Join(at, ", "))
+	w := fmt.Sprintf("%d unplanned leader change(s) (%s): %s",
+		len(at), leaderAttribution, strings.Join(at, ", "))
 	if len(touched) > 0 {
 		w += "; figures that include one are flagged: " + strings.Join(touched, ", ")
 	}

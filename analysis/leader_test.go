@@ -49,6 +49,45 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 	}
 }
 
+// TestLeaderAttributionByEvents: a failover that takes longer than any fixed window would allow
+// (~11 s after a leader kill: heartbeat timeout plus an election) is still the kill's, and a
+// change right after a 200 ms hand-off is not the step-down's.
+func TestLeaderAttributionByEvents(t *testing.T) {
+	s := &Summary{
+		LeaderAtLoadStart: "node-0",
+		Actions: []ActionMark{
+			{AtS: 10, Action: "kill", Node: "node-0"},      // the leader
+			{AtS: 20, Action: "relaunch", Node: "node-0"},  // not a cause
+			{AtS: 40, Action: "step_down", Node: "node-1"}, // the leader by then
+			{AtS: 60, Action: "step_down", Node: "node-2"}, // answered by no change
+		},
+		LeaderChanges: []LeaderMark{
+			{AtS: 21.1, Node: "node-1"}, // 11.1 s after the kill: the kill's
+			{AtS: 40.2, Node: "node-2"}, // the step-down's 200 ms hand-off
+			{AtS: 40.5, Node: "node-0"}, // 300 ms later, unprovoked
+			{AtS: 60.3, Node: "node-0"}, // node-0 reported again: no change
+			{AtS: 75.0, Node: "node-1"}, // long after the step-down at 60 that moved nothing: still its
+			{AtS: 80.0, Node: "node-2"}, // nothing asked
+		},
+		StepDowns: []StepDownRow{{AtS: 40, WindowFromS: 39, WindowToS: 41.2}},
+	}
+	warn := flagUnplanned(s)
+	want := []LeaderMark{{40.5, "node-0"}, {80.0, "node-2"}}
+	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
+		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
+	}
+	if !s.StepDowns[0].UnplannedLeaderChange {
+		t.Error("the change 300 ms after the hand-off did not flag the step-down's window")
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], leaderAttribution) {
+		t.Errorf("warnings %q: want the rule named", warn)
+	}
+	causes := leaderCauses(s)
+	if len(causes) != 3 || causes[0].Node != "node-0" || causes[1].Node != "node-1" || causes[2].Node != "node-0" {
+		t.Errorf("causes %+v: want the kill of node-0 and the step-downs of node-1 and node-0", causes)
+	}
+}
+
 func TestLeaderSpans(t *testing.T) {
 	s := &Summary{LeaderAtLoadStart: "node-0", LeaderChanges: []LeaderMark{{10, "node-1"}, {10.5, "node-1"}, {20, "node-2"}}}
 	got := leaderSpans(s, 30)

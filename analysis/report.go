@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/rig-dev/rig/stats"
 	"maps"
 	"slices"
 	"sort"
@@ -112,6 +113,10 @@ func renderReport(s *Summary) string {
 		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (as its change stream or the 20 ms polls reported it). " +
 			"Client gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
 			"it is the service gap clients saw, including the election and their reconnect to the new leader. ¹ A snapshot window overlaps this one.\n\n")
+	}
+
+	if len(s.Failovers) > 0 {
+		writeFailovers(pf, s)
 	}
 
 	if len(s.Bursts) > 0 {
@@ -240,8 +245,8 @@ func renderReport(s *Summary) string {
 		for _, l := range s.UnplannedLeaderChanges {
 			ch = append(ch, fmt.Sprintf("%s at %s", l.Node, fmtS(l.AtS)))
 		}
-		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them; "+
-			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "))
+		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them (%s); "+
+			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "), leaderAttribution)
 	}
 	if len(s.AgentCPU) > 0 {
 		var parts []string
@@ -483,4 +488,40 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writeFailovers is the table of leader changes measured as events (failover.go), with the
+// run's pooled figures under it.
+func writeFailovers(pf func(string, ...any), s *Summary) {
+	cell := func(v *float64) string {
+		if v == nil {
+			return "—"
+		}
+		return fmtMs(*v)
+	}
+	pf("## Failovers\n\n")
+	pf("| # | at | fault | from | to | detection | election | client gap | back to normal | lost |\n")
+	pf("|---|---|---|---|---|---|---|---|---|---|\n")
+	for i, r := range s.Failovers {
+		pf("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", i+1, fmtS(r.AtS), r.Action, orDash(r.From), orDash(r.To),
+			cell(r.DetectMs), cell(r.ElectMs), cell(r.ClientGapMs), cell(r.NormalMs), r.Lost)
+	}
+	if p := s.FailoverPooled; p != nil && len(s.Failovers) > 1 {
+		pf("\nPooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
+		for _, x := range []struct {
+			name string
+			v    stats.Sample
+		}{{"detection", p.DetectMs}, {"election", p.ElectMs}, {"client gap", p.ClientGapMs}, {"back to normal", p.NormalMs}} {
+			ci := ""
+			if x.v.CILo != nil {
+				ci = fmt.Sprintf(" [%s – %s]", fmtMs(*x.v.CILo), fmtMs(*x.v.CIHi))
+			}
+			pf("* %s: %s ± %s%s, n = %d\n", x.name, fmtMs(x.v.Mean), fmtMs(x.v.Stdev), ci, x.v.N)
+		}
+	}
+	pf("\nFrom the fault (a step_down, or a kill of the leader): detection is the first node to become a candidate, "+
+		"election another node reporting itself leader; client gap is from the last reply before the new leader was known to the first after it "+
+		"(client clock: intended send + latency); back to normal ends the first whole second after that reply whose p99 is within %.0f %% of "+
+		"the median per-second p99 of the %d s before the fault. — : did not happen before the next fault or the end of load.\n\n",
+		normalMargin*100, normalBaselineS)
 }

@@ -45,7 +45,11 @@ type Summary struct {
 	Snapshots []SnapshotRow `json:"snapshots"`  // one per snapshot action
 	Restarts  []RestartRow  `json:"restarts"`   // one per kill action
 	StepDowns []StepDownRow `json:"step_downs"` // one per step_down action
-	Bursts    []BurstRow    `json:"bursts"`     // one per micro-burst the load generator sent
+	// Failovers: every step_down and kill of the leader as an event (failover.go): detection,
+	// election, client gap, back to normal; pooled over the run's faults.
+	Failovers      []FailoverRow  `json:"failovers"`
+	FailoverPooled *FailoverStats `json:"failover_pooled,omitempty"`
+	Bursts         []BurstRow     `json:"bursts"` // one per micro-burst the load generator sent
 	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
 	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
 	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`

@@ -15,6 +15,7 @@ const (
 	TableSnapshot = "snapshot"
 	TableRestart  = "restart"
 	TableStepDown = "step_down"
+	TableFailover = "failover"
 	TableBurst    = "burst"
 	TableOverhead = "overhead"
 )
@@ -218,6 +219,25 @@ func Metrics(runs []*RunData) []Metric {
 				}
 				return v
 			}},
+	)
+	// Failovers (analysis/failover.go): every step_down and kill of the leader as an event, one
+	// value per fault of every round.
+	failover := func(key, label string, f func(analysis.FailoverRow) *float64) Metric {
+		return Metric{Key: "failover." + key, Table: TableFailover, Label: label, Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true,
+			Headline: key == "client_gap",
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, fo := range r.Summary.Failovers {
+					v = append(v, ptr(f(fo))...)
+				}
+				return v
+			}}
+	}
+	ms = append(ms,
+		failover("detect", "detection", func(r analysis.FailoverRow) *float64 { return r.DetectMs }),
+		failover("elect", "election", func(r analysis.FailoverRow) *float64 { return r.ElectMs }),
+		failover("client_gap", "client gap", func(r analysis.FailoverRow) *float64 { return r.ClientGapMs }),
+		failover("normal", "back to normal", func(r analysis.FailoverRow) *float64 { return r.NormalMs }),
 	)
 
 	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b analysis.BurstRow) (float64, bool)) Metric {

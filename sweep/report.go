@@ -151,6 +151,7 @@ var tableTitles = []struct{ key, title, note string }{
 	{TableSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run"},
 	{TableRestart, "Restarts", "one value per restart of every round"},
 	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
+	{TableFailover, "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean"},
 	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run"},
 	{TableOverhead, "Overhead", "one value per run: its wall time minus the playbook's duration, and the time of each stage (a reused book makes preload short)"},
 }

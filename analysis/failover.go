@@ -1,0 +1,179 @@
+package analysis
+
+import (
+	"slices"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/stats"
+)
+
+// A failover, told apart into the stretches a client lives through, for every action that
+// removes a leader (a kill of the leader) or hands leadership on (step_down):
+//
+//   - detection: fault → the first node to become a candidate (a follower whose heartbeat
+//     timeout ran out, or the hand-off's target);
+//   - election: fault → another node reports itself leader;
+//   - client gap: the last reply before the new leader is known → the first reply after it, on
+//     the client's clock (probe intended send + latency);
+//   - back to normal: fault → the end of the first whole second after the first reply whose p99
+//     is within normalMargin of the pre-fault level: the median of the per-second p99s in the
+//     normalBaselineS before the fault (with fewer than 100 probes in a second its p99 is its
+//     slowest).
+const (
+	normalMargin    = 0.5 // within 50 % of the pre-fault level
+	normalBaselineS = 10
+)
+
+// FailoverRow is one fault that moved leadership, measured as an event. A stretch that did
+// not happen before the next fault (or the end of load) is absent.
+type FailoverRow struct {
+	AtS         float64  `json:"at_s"`
+	Action      string   `json:"action"`
+	From        string   `json:"from"`         // the leader at the fault
+	To          string   `json:"to,omitempty"` // the next leader
+	Candidate   string   `json:"candidate,omitempty"`
+	DetectMs    *float64 `json:"detect_ms"`
+	ElectMs     *float64 `json:"elect_ms"`
+	ClientGapMs *float64 `json:"client_gap_ms"`
+	NormalMs    *float64 `json:"normal_ms"`
+	// BaselineP99Us is the pre-fault level back-to-normal is measured against.
+	BaselineP99Us *float64 `json:"baseline_p99_us,omitempty"`
+	Lost          int      `json:"lost"` // probes sent between the fault and back to normal that got no reply
+}
+
+// FailoverStats pools the rows of one run: each figure's mean, spread and 95 % interval.
+type FailoverStats struct {
+	DetectMs    stats.Sample `json:"detect_ms"`
+	ElectMs     stats.Sample `json:"elect_ms"`
+	ClientGapMs stats.Sample `json:"client_gap_ms"`
+	NormalMs    stats.Sample `json:"normal_ms"`
+}
+
+// failoverRows measures every leader cause of the run (leaderCauses: each step_down and kill of
+// the leader) as an event.
+func (d *runData) failoverRows(s *Summary) {
+	causes := leaderCauses(s)
+	s.Failovers = []FailoverRow{}
+	for i, c := range causes {
+		at := d.origin + int64(c.AtS*1e9)
+		limit := d.loadEnd
+		if i+1 < len(causes) {
+			limit = d.origin + int64(causes[i+1].AtS*1e9)
+		}
+		s.Failovers = append(s.Failovers, d.failover(c, at, limit))
+	}
+	var det, el, gap, norm []float64
+	for _, r := range s.Failovers {
+		for _, x := range []struct {
+			v   *float64
+			out *[]float64
+		}{{r.DetectMs, &det}, {r.ElectMs, &el}, {r.ClientGapMs, &gap}, {r.NormalMs, &norm}} {
+			if x.v != nil {
+				*x.out = append(*x.out, *x.v)
+			}
+		}
+	}
+	if len(s.Failovers) > 0 {
+		s.FailoverPooled = &FailoverStats{DetectMs: stats.Describe(det), ElectMs: stats.Describe(el),
+			ClientGapMs: stats.Describe(gap), NormalMs: stats.Describe(norm)}
+	}
+}
+
+func (d *runData) failover(c leaderCause, at, limit int64) FailoverRow {
+	row := FailoverRow{AtS: c.AtS, Action: c.Action, From: c.Node}
+	elected := int64(-1)
+	for _, e := range d.events {
+		t := e.T.UnixNano()
+		if t < at || t >= limit || e.Role == nil {
+			continue
+		}
+		if e.Role.To == engine.RoleCandidate && row.DetectMs == nil {
+			row.Candidate, row.DetectMs = e.Node, valPtr(nsToMs(t-at))
+		}
+		if e.Role.To == engine.RoleLeader && e.Node != c.Node {
+			row.To, row.ElectMs, elected = e.Node, valPtr(nsToMs(t-at)), t
+			break
+		}
+	}
+	if elected < 0 || !d.hasProbe {
+		return row
+	}
+	// Replies on the client's clock, in the order they arrived.
+	lo, hi := d.probeRange(at-int64(normalBaselineS*1e9), limit)
+	type reply struct{ done, lat int64 }
+	var replies []reply
+	for _, p := range d.probes[lo:hi] {
+		if p.Outcome == rundir.ProbeOK {
+			replies = append(replies, reply{p.IntendedNs + p.LatencyNs, p.LatencyNs})
+		}
+	}
+	slices.SortFunc(replies, func(a, b reply) int { return int(a.done - b.done) })
+	last, first := int64(-1), int64(-1)
+	for _, r := range replies {
+		if r.done < elected {
+			last = r.done
+		} else if first < 0 {
+			first = r.done
+		}
+	}
+	if last >= 0 && first >= 0 {
+		row.ClientGapMs = valPtr(nsToMs(first - last))
+	}
+	// The pre-fault level: the median of the whole seconds' p99s before the fault.
+	base := d.secondP99s(max(at-int64(normalBaselineS*1e9), d.warmupEnd), at)
+	if len(base) == 0 || first < 0 {
+		return row
+	}
+	slices.Sort(base)
+	level := base[len(base)/2]
+	row.BaselineP99Us = valPtr(nsToUs(level))
+	bound := int64(float64(level) * (1 + normalMargin))
+	normal := int64(-1)
+	for from := first; from+int64(1e9) <= limit; from += int64(1e9) {
+		if p := d.secondP99s(from, from+int64(1e9)); len(p) == 1 && p[0] <= bound {
+			normal = from + int64(1e9)
+			break
+		}
+	}
+	end := limit
+	if normal >= 0 {
+		row.NormalMs = valPtr(nsToMs(normal - at))
+		end = normal
+	}
+	plo, phi := d.probeRange(at, end)
+	for _, p := range d.probes[plo:phi] {
+		if p.Outcome != rundir.ProbeOK {
+			row.Lost++
+		}
+	}
+	return row
+}
+
+// secondP99s is the p99 of each whole second of probes in [from, to) (intended send time) that
+// holds an answered probe, where a second with a lost probe counts as beyond every bound.
+func (d *runData) secondP99s(from, to int64) []int64 {
+	var out []int64
+	for s := from; s+int64(1e9) <= to; s += int64(1e9) {
+		lo, hi := d.probeRange(s, s+int64(1e9))
+		var lat []int64
+		lost := false
+		for _, p := range d.probes[lo:hi] {
+			if p.Outcome != rundir.ProbeOK {
+				lost = true
+				continue
+			}
+			lat = append(lat, p.LatencyNs)
+		}
+		if len(lat) == 0 {
+			continue
+		}
+		slices.Sort(lat)
+		v := percentileNs(lat, 99, 100)
+		if lost {
+			v = 1<<63 - 1
+		}
+		out = append(out, v)
+	}
+	return out
+}

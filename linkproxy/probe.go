@@ -1,0 +1,197 @@
+package linkproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// ProbeOptions say how a link's round trip is measured.
+type ProbeOptions struct {
+	Count   int           // round trips (default 20)
+	Size    int           // bytes each way (default 64)
+	Timeout time.Duration // for the whole probe (default 5 s plus Count round trips of the set delays)
+}
+
+// Probe is a measured round trip: Count messages of Size bytes sent through the link, each
+// after the answer to the one before.
+type Probe struct {
+	N      int           `json:"n"`
+	Size   int           `json:"size"`
+	Set    time.Duration `json:"set_ns"` // up + down delay asked for
+	Jitter time.Duration `json:"jitter_ns"`
+	Min    time.Duration `json:"min_ns"`
+	Median time.Duration `json:"median_ns"`
+	Mean   time.Duration `json:"mean_ns"`
+	Max    time.Duration `json:"max_ns"`
+}
+
+func (p Probe) String() string {
+	return fmt.Sprintf("round trip %v set (± %v): min %v, median %v, mean %v, max %v over %d × %d B",
+		p.Set, p.Jitter, p.Min, p.Median, p.Mean, p.Max, p.N, p.Size)
+}
+
+// prober is a second way through the link, shaped and cut like the first, that ends at an echo
+// listener on the target's host instead of the target: the link's round trip can be measured
+// without the target's service taking part.
+type prober struct {
+	ln   net.Listener // the link's side, served like the main listener
+	echo net.Listener // on the target's host
+	wg   sync.WaitGroup
+}
+
+func (p *prober) close() {
+	p.ln.Close()
+	p.echo.Close()
+	p.wg.Wait()
+}
+
+func (l *Link) prober(ctx context.Context) (*prober, error) {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.closed {
+		return nil, net.ErrClosed
+	}
+	if l.probe != nil {
+		return l.probe, nil
+	}
+	host, _, err := net.SplitHostPort(l.opts.Target)
+	if err != nil {
+		return nil, fmt.Errorf("link to %s: target address: %w", l.opts.Target, err)
+	}
+	lhost, _, err := net.SplitHostPort(l.Addr())
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	echo, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("link to %s: echo listener for probes: %w", l.opts.Target, err)
+	}
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(lhost, "0"))
+	if err != nil {
+		echo.Close()
+		return nil, fmt.Errorf("link to %s: probe listener: %w", l.opts.Target, err)
+	}
+	p := &prober{ln: ln, echo: echo}
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); serveEcho(echo) }()
+	go func() {
+		defer p.wg.Done()
+		l.serve(ln, func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", echo.Addr().String())
+		})
+	}()
+	l.probe = p
+	return p, nil
+}
+
+// serveEcho writes back whatever each connection sends.
+func serveEcho(ln net.Listener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// Probe measures the link's round trip now, through the same shaping and cut as its traffic.
+// A cut link answers ErrCut.
+func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
+	if o.Count <= 0 {
+		o.Count = 20
+	}
+	if o.Size <= 0 {
+		o.Size = 64
+	}
+	up, down := l.Shapes()
+	set := up.Delay + down.Delay
+	if o.Timeout <= 0 {
+		o.Timeout = 5*time.Second + time.Duration(o.Count)*(set+up.Jitter+down.Jitter)
+	}
+	res := Probe{Size: o.Size, Set: set, Jitter: up.Jitter + down.Jitter}
+	if l.IsCut() {
+		return res, fmt.Errorf("probe %s: %w", l.Addr(), ErrCut)
+	}
+	p, err := l.prober(ctx)
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", p.ln.Addr().String())
+	if err != nil {
+		return res, fmt.Errorf("probe %s: dial: %w", l.Addr(), err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	msg := make([]byte, o.Size)
+	back := make([]byte, o.Size)
+	rtts := make([]time.Duration, 0, o.Count)
+	for i := range o.Count {
+		for j := range msg {
+			msg[j] = byte(i + j)
+		}
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			return res, probeErr(l, err)
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			return res, probeErr(l, err)
+		}
+		rtts = append(rtts, time.Since(t0))
+		if string(back) != string(msg) {
+			return res, fmt.Errorf("probe %s: round trip %d came back changed", l.Addr(), i)
+		}
+	}
+	return summarize(res, rtts), nil
+}
+
+func probeErr(l *Link, err error) error {
+	if l.IsCut() {
+		return fmt.Errorf("probe %s: %w (%v)", l.Addr(), ErrCut, err)
+	}
+	if errors.Is(err, io.EOF) {
+		// A connection accepted while the link was being cut is closed at once.
+		return fmt.Errorf("probe %s: the link closed the connection: %w", l.Addr(), err)
+	}
+	return fmt.Errorf("probe %s: %w", l.Addr(), err)
+}
+
+func summarize(res Probe, rtts []time.Duration) Probe {
+	res.N = len(rtts)
+	if res.N == 0 {
+		return res
+	}
+	s := slices.Clone(rtts)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, r := range s {
+		sum += r
+	}
+	res.Min, res.Max, res.Mean = s[0], s[len(s)-1], sum/time.Duration(len(s))
+	if len(s)%2 == 1 {
+		res.Median = s[len(s)/2]
+	} else {
+		res.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return res
+}
