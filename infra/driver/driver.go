@@ -218,9 +218,21 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 			return nil, fmt.Errorf("store host key seed of %s: %w", name, err)
 		}
 	}
-	if _, ok := sc.Values["createdAt"]; !ok {
-		now := d.opts.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
-		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now}); err != nil {
+	// A stack without a generation is a new cluster (never up, or down since): it gets a new
+	// generation and a created-at of now, so that a reused name is not born expired and gc can
+	// tell its resources from an older cluster's of the same name.
+	now := d.opts.Now().UTC().Truncate(time.Second)
+	_, hasCreated := sc.Values["createdAt"]
+	if s.Generation == "" {
+		gen := spec.NewGeneration(now)
+		if err := st.SetConfig(ctx, spec.Namespace+":generation", auto.ConfigValue{Value: gen}); err != nil {
+			return nil, fmt.Errorf("set the generation of %s: %w", name, err)
+		}
+		fmt.Fprintf(d.opts.Out, "rig: %s: new generation %s\n", name, gen)
+		hasCreated = false
+	}
+	if !hasCreated {
+		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now.Format(time.RFC3339)}); err != nil {
 			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
 	}
@@ -270,6 +282,13 @@ func (d *Driver) Down(ctx context.Context, name string, o DownOptions) error {
 	d.log.Info("pulumi destroy", "stack", name)
 	if _, err := st.Destroy(ctx, optdestroy.ProgressStreams(d.opts.Out), optdestroy.ErrorProgressStreams(d.opts.Out)); err != nil {
 		return fmt.Errorf("pulumi destroy %s: %w", name, err)
+	}
+	// The generation ends with its resources: the next up of this name is a new cluster.
+	for _, k := range []string{"generation", "createdAt"} {
+		if err := st.RemoveConfig(ctx, spec.Namespace+":"+k); err != nil {
+			return fmt.Errorf("%s destroyed, but clearing rig:%s failed (remove it from %s before the next up): %w",
+				name, k, d.StackConfigPath(name), err)
+		}
 	}
 	return nil
 }

@@ -211,12 +211,64 @@ func TestUpPinsGeneratedConfigAndStreamsProgress(t *testing.T) {
 
 	// A second up keeps the seed and created-at it pinned (the stack file now carries them).
 	h.cli.calls = nil
-	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-06-02T09:00:00Z\"\n")
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-06-02T09:00:00Z\"\n"+
+		"  rig:generation: "+st.config["rig:generation"]+"\n")
 	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if h.cli.ran("config", "set") || h.cli.ran("stack", "init") {
 		t.Fatalf("second up rewrote config or re-created the stack: %v", h.cli.commands())
+	}
+}
+
+// A stack name used again after `rig down` is a new cluster: down clears the generation and
+// created-at, and an up without a generation makes a new one with created-at now, even when the
+// stack file still carries an old created-at (a file from before generations, or edited by
+// hand), so the new cluster is not born expired and its tags differ from the old one's.
+func TestReusedStackNameGetsNewGeneration(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-05-01T00:00:00Z\"\n")
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.cli.stacks["dev"]
+	first := st.config["rig:generation"]
+	if _, probs := spec.FromConfig("dev", "us-east-2", map[string]string{"generation": first}); first == "" || len(probs) > 0 {
+		t.Fatalf("generation %q: %v", first, probs)
+	}
+	if st.config["rig:createdAt"] != now.Format(time.RFC3339) {
+		t.Fatalf("created-at %q kept from the old cluster, want %s", st.config["rig:createdAt"], now.Format(time.RFC3339))
+	}
+	if !strings.Contains(h.out.String(), "new generation "+first) {
+		t.Fatalf("output does not name the generation:\n%s", h.out.String())
+	}
+	if err := d.Down(context.Background(), "dev", DownOptions{SkipArchive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.config["rig:generation"]; ok {
+		t.Fatal("down left the generation")
+	}
+	if _, ok := st.config["rig:createdAt"]; ok {
+		t.Fatal("down left created-at")
+	}
+	// The file as pulumi leaves it after those config rm calls; a day later the name is reused.
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n")
+	o := h.options()
+	later := now.Add(24 * time.Hour)
+	o.Now = func() time.Time { return later }
+	d2, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := st.config["rig:generation"]; g == first || g == "" {
+		t.Fatalf("second cluster's generation %q, first %q", g, first)
+	}
+	if st.config["rig:createdAt"] != later.Format(time.RFC3339) {
+		t.Fatalf("second cluster's created-at %q, want %s", st.config["rig:createdAt"], later.Format(time.RFC3339))
 	}
 }
 
