@@ -33,9 +33,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
-	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi/schemas"
-	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 )
 
 // Account is the account moto puts every resource in (its default).
@@ -203,12 +200,6 @@ func (s *Server) config(region string, c aws.Credentials) aws.Config {
 		// An emulator answers at once; retries would only hide its errors.
 		Retryer: func() aws.Retryer { return aws.NopRetryer{} },
 	}
-}
-
-// TaggingJSON makes a Resource Groups Tagging API client speak awsJson1_1, which moto serves;
-// the SDK's default for the service is RPC v2 CBOR, which moto does not.
-func TaggingJSON(o *resourcegroupstaggingapi.Options) {
-	o.Protocol = awsjson.New11(schemas.ResourceGroupsTaggingAPI_20170126)
 }
 
 // AddStaleARN makes the tagging API list a resource that does not exist, with these tags, as

@@ -15,10 +15,11 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/rig-dev/rig/infra/awsemu"
+	"github.com/rig-dev/rig/infra/cloudgc"
 )
 
 // The emulator answers the SDK's own clients: a volume created through EC2 is listed by the
-// tagging API (over awsJson1_1), a stale ARN is appended to that list, and IAM is enforced for a
+// tagging API (over awsJson1_1, as cloudgc speaks it), a stale ARN is appended to that list, and IAM is enforced for a
 // user whose policy lacks an action. When the test ends, the server is gone.
 func TestEmulator(t *testing.T) {
 	ctx := context.Background()
@@ -57,7 +58,7 @@ func TestEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.AddStaleARN("arn:aws:ec2:us-east-1:"+awsemu.Account+":instance/i-0123456789abcdef0", map[string]string{"rig-stack": "t"})
-		tg := resourcegroupstaggingapi.NewFromConfig(cfg, awsemu.TaggingJSON)
+		tg := resourcegroupstaggingapi.NewFromConfig(cfg, cloudgc.TaggingJSON)
 		page, err := tg.GetResources(ctx, &resourcegroupstaggingapi.GetResourcesInput{TagFilters: []tagtypes.TagFilter{{Key: aws.String("rig-stack")}}})
 		if err != nil {
 			t.Fatal(err)
