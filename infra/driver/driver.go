@@ -23,6 +23,7 @@ import (
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/archive/s3dest"
 	"github.com/rig-dev/rig/infra/hostkey"
+	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
@@ -63,6 +64,10 @@ type Options struct {
 	// CheckCredentials verifies AWS credentials for a region before anything is created;
 	// nil means the AWS SDK's default chain (see CheckAWSCredentials).
 	CheckCredentials func(ctx context.Context, region string) error
+	// Preflight asks AWS whether the stack can be made (quota, zone, image, permissions) before
+	// anything is created; its error stops the up. nil means infra/preflight through the SDK's
+	// default chain, printing its warnings to Out.
+	Preflight func(ctx context.Context, s spec.Spec) error
 	// NewDest opens an archive destination; nil means a local folder or S3 through the SDK.
 	NewDest func(ctx context.Context, loc archive.Location, region string) (archive.Dest, error)
 	// Out receives the CLI's progress; nil means io.Discard.
@@ -99,6 +104,20 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.NewDest == nil {
 		opts.NewDest = s3dest.Open
+	}
+	if opts.Preflight == nil {
+		out := opts.Out
+		opts.Preflight = func(ctx context.Context, s spec.Spec) error {
+			c, err := preflight.NewClients(ctx, s.Region)
+			if err != nil {
+				return err
+			}
+			ps := preflight.Check(ctx, s, c)
+			for _, w := range ps.Warnings() {
+				fmt.Fprintln(out, "rig: "+w.String())
+			}
+			return ps.Err()
+		}
 	}
 	d := &Driver{opts: opts, log: opts.Logger}
 	if d.log == nil {
@@ -200,6 +219,9 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	}
 	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
 		return nil, err
+	}
+	if err := d.opts.Preflight(ctx, s); err != nil {
+		return nil, fmt.Errorf("up %s: %w", name, err)
 	}
 	if err := d.backend.Prepare(d.opts.Out); err != nil {
 		return nil, err

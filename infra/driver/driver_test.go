@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/infra/awsemu"
+	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -87,6 +90,7 @@ func (h *harness) options() Options {
 			h.credsChecked = append(h.credsChecked, region)
 			return nil
 		},
+		Preflight: func(context.Context, spec.Spec) error { return nil },
 		NewDest: func(_ context.Context, loc archive.Location, region string) (archive.Dest, error) {
 			h.dests = append(h.dests, loc)
 			return &recordingDest{Dir: archive.Dir{Path: h.archives}, log: h.log, err: h.putErr}, nil
@@ -272,6 +276,21 @@ func TestReusedStackNameGetsNewGeneration(t *testing.T) {
 	}
 }
 
+// emulatorPreflight is the real preflight against the emulator; it also checks that the
+// problem it stops on names want.
+func emulatorPreflight(cfg aws.Config, want string) func(context.Context, spec.Spec) error {
+	return func(ctx context.Context, s spec.Spec) error {
+		err := preflight.Check(ctx, s, preflight.ClientsFromConfig(cfg)).Err()
+		if err != nil && !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("preflight stopped, but not on %q: %v", want, err) // not ErrFailed: the test fails
+		}
+		if !errors.Is(err, preflight.ErrFailed) {
+			return fmt.Errorf("preflight did not stop the up (want %q): %v", want, err)
+		}
+		return err
+	}
+}
+
 func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 	cases := map[string]func(h *harness, o *Options){
 		"invalid config": func(h *harness, o *Options) {
@@ -281,6 +300,19 @@ func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 		"no credentials": func(h *harness, o *Options) {
 			h.stackConfig(t, "dev", "")
 			o.CheckCredentials = func(context.Context, string) error { return ErrNoAWSCredentials }
+		},
+		// Against the emulator: a zone that does not offer the type, and a deployer without
+		// ec2:RunInstances.
+		"preflight: zone": func(h *harness, o *Options) {
+			h.write(t, "Pulumi.dev.yaml", fmt.Sprintf("config:\n  aws:region: us-east-1\n  rig:availabilityZone: us-east-1e\n"+
+				"  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: %s\n", publicKey(t)))
+			emu := awsemu.Start(t, awsemu.Options{})
+			o.Preflight = emulatorPreflight(emu.Config("us-east-1"), "c6in.16xlarge is not offered in us-east-1e")
+		},
+		"preflight: permission": func(h *harness, o *Options) {
+			h.stackConfig(t, "dev", "")
+			emu := awsemu.Start(t, awsemu.Options{Users: map[string][]string{"deployer": {"ec2:Describe*", "ssm:GetParameter"}}})
+			o.Preflight = emulatorPreflight(emu.ConfigAs("deployer", "us-east-2"), "ec2:RunInstances")
 		},
 	}
 	for name, setup := range cases {
@@ -295,6 +327,9 @@ func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 			_, err = d.Up(context.Background(), "dev", UpOptions{})
 			if err == nil {
 				t.Fatal("want an error")
+			}
+			if strings.HasPrefix(name, "preflight") && !errors.Is(err, preflight.ErrFailed) {
+				t.Fatalf("want preflight.ErrFailed, got %v", err)
 			}
 			if len(h.cli.calls) != 0 {
 				t.Fatalf("pulumi was called: %v", h.cli.commands())
