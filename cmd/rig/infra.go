@@ -130,9 +130,12 @@ func upCmd() *cobra.Command {
 		Use:   "up --stack NAME",
 		Short: "Create or update a test cluster on AWS from Pulumi.NAME.yaml (Pulumi Automation API)",
 		Long: `Check that the pulumi CLI is installed and that Pulumi.NAME.yaml is valid (every problem at
-once, with file:line:column), then let the stack driver check AWS credentials, pin the stack's
-generated settings (SSH host key seed, created-at) and run pulumi up on this repository's Pulumi
-project, streaming its progress. Nothing is created when a check fails. --dry-run prints the plan
+once, with file:line:column), then let the stack driver check AWS credentials and ask AWS
+whether the stack can be made (vCPU quota, instance types offered in the zone, the AMI, EC2 dry
+runs of the calls it makes: every problem at once, each with its fix), pin the stack's generated
+settings (SSH host key seed; a new generation and created-at when the stack has none) and run
+pulumi up on this repository's Pulumi project, streaming its progress. Nothing is created when a
+check fails. --dry-run prints the plan
 and its hourly cost instead. Unless PULUMI_BACKEND_URL is set or you ran pulumi login, stacks
 live in a local file backend. The first run builds the driver (go build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
@@ -261,9 +264,14 @@ EC2, in every region of the project's Pulumi.<stack>.yaml files (and --region), 
 tagged rig-stack: those past expires-at that no stack of this backend owns (lost state, another
 checkout or laptop) are listed with their cost per hour and, with --yes, deleted in dependency
 order (instances, volumes, key pairs, placement groups, security groups, route tables, subnets,
-internet gateways, VPCs). Resources of unknown stacks that have not expired are listed and kept
-unless --orphans. Retained results buckets are listed with their size and never deleted (their
-objects expire by the rig:resultsExpireDays lifecycle rule).`,
+internet gateways, VPCs). An older generation of a known stack (tag rig-generation: a cluster of
+the same name that its state no longer holds) is deleted once expired; the current generation
+never. Resources of unknown stacks that have not expired are listed and kept unless --orphans;
+another owner's are never touched. ARNs the tagging API lists for resources EC2 no longer has
+are reported as already gone. The last line tallies what was deleted, already gone and failed,
+and gc exits non-zero if anything it deleted still bills. Retained results buckets are listed
+with their size and never deleted (their objects expire by the rig:resultsExpireDays lifecycle
+rule).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			args := []string{"gc"}

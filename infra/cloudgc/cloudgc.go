@@ -17,17 +17,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
+	tagschemas "github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi/schemas"
 	tagtypes "github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/rig-dev/rig/infra/spec"
 )
 
-// Tag keys the rig puts on every taggable resource (spec.Spec.Tags).
+// Tag keys gc reads (spec.Spec.Tags puts them on every taggable resource).
 const (
-	TagStack   = "rig-stack"
-	TagExpires = "expires-at"
-	TagOwner   = "owner"
+	TagStack      = spec.TagStack
+	TagGeneration = spec.TagGeneration
+	TagExpires    = spec.TagExpiresAt
+	TagOwner      = spec.TagOwner
 )
 
 // Kinds of resources, in the order they are deleted: each one only after everything that
@@ -50,18 +53,19 @@ var deleteOrder = []string{KindInstance, KindVolume, KindKeyPair, KindPlacementG
 
 // Resource is one tagged resource.
 type Resource struct {
-	Region    string
-	Kind      string
-	ID        string // i-…, vol-…, the placement group's or bucket's name
-	ARN       string
-	Stack     string
-	Owner     string
-	ExpiresAt time.Time // zero when the tag is missing or unreadable
-	State     string    // instances and volumes
-	Detail    string    // e.g. "c6in.16xlarge", "gp3 200 GiB 4000 IOPS"
-	Hourly    float64   // USD per hour; NaN-free: -1 when unknown
-	SizeBytes int64     // buckets
-	Objects   int64     // buckets
+	Region     string
+	Kind       string
+	ID         string // i-…, vol-…, the placement group's or bucket's name
+	ARN        string
+	Stack      string
+	Generation string // "" on resources made before generations
+	Owner      string
+	ExpiresAt  time.Time // zero when the tag is missing or unreadable
+	State      string    // instances and volumes; StateGone when EC2 no longer has it
+	Detail     string    // e.g. "c6in.16xlarge", "gp3 200 GiB 4000 IOPS"
+	Hourly     float64   // USD per hour; NaN-free: -1 when unknown
+	SizeBytes  int64     // buckets
+	Objects    int64     // buckets
 }
 
 // Clients are the AWS API clients of one region.
@@ -77,12 +81,25 @@ func NewClients(ctx context.Context, region string) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("AWS config for %s: %w", region, err)
 	}
-	return Clients{EC2: ec2.NewFromConfig(cfg), Tagging: resourcegroupstaggingapi.NewFromConfig(cfg),
+	return ClientsFromConfig(cfg), nil
+}
+
+// ClientsFromConfig builds the clients from an SDK configuration.
+func ClientsFromConfig(cfg aws.Config) Clients {
+	return Clients{EC2: ec2.NewFromConfig(cfg), Tagging: resourcegroupstaggingapi.NewFromConfig(cfg, TaggingJSON),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {
-			// An endpoint of one's own (AWS_ENDPOINT_URL_S3: a test, MinIO) takes bucket names
-			// in the path.
+			// An endpoint of one's own (AWS_ENDPOINT_URL_S3: an emulator, MinIO) takes bucket
+			// names in the path.
 			o.UsePathStyle = o.BaseEndpoint != nil
-		})}, nil
+		})}
+}
+
+// TaggingJSON makes a Resource Groups Tagging API client speak AWS JSON 1.1. The service
+// serves it beside RPC v2 CBOR, the SDK's default since v1.42.0 (its changelog: "an additional
+// protocol alongside the existing AWS JSON 1.1"); moto serves only JSON, and speaking it here
+// keeps the calls the emulator tests the calls made in production.
+func TaggingJSON(o *resourcegroupstaggingapi.Options) {
+	o.Protocol = awsjson.New11(tagschemas.ResourceGroupsTaggingAPI_20170126)
 }
 
 // Options tune Scan and Delete.
@@ -166,6 +183,8 @@ func scanRegion(ctx context.Context, o Options, region string) ([]Resource, erro
 				switch aws.ToString(t.Key) {
 				case TagStack:
 					r.Stack = aws.ToString(t.Value)
+				case TagGeneration:
+					r.Generation = aws.ToString(t.Value)
 				case TagOwner:
 					r.Owner = aws.ToString(t.Value)
 				case TagExpires:
@@ -182,15 +201,40 @@ func scanRegion(ctx context.Context, o Options, region string) ([]Resource, erro
 	if err := describe(ctx, c, region, out); err != nil {
 		return out, err
 	}
-	// The tagging API still lists instances for a while after they are terminated.
-	kept := out[:0]
-	for _, r := range out {
-		if r.Kind == KindInstance && (r.State == "terminated" || r.State == "") {
-			continue
+	// The tagging API lists resources for a while after they are deleted: terminated instances,
+	// and ARNs whose resource EC2 no longer has at all. Both are kept, marked gone, so that the
+	// tally can say so; nothing is asked of them again.
+	for i := range out {
+		if out[i].Kind == KindInstance && (out[i].State == "terminated" || out[i].State == "") {
+			out[i].State = StateGone
 		}
-		kept = append(kept, r)
+		if out[i].State == StateGone {
+			out[i].Hourly = 0
+		}
 	}
-	return kept, nil
+	return out, nil
+}
+
+// StateGone is the state of a resource that the tagging API lists and EC2 no longer has (or has
+// as terminated).
+const StateGone = "gone"
+
+// describeEach runs a batched describe and, when AWS refuses the batch because one of the ids
+// does not exist (a batch fails whole: InvalidInstanceID.NotFound, InvalidVolume.NotFound),
+// describes the ids one by one and returns those that are gone.
+func describeEach(ids []string, batch func([]string) error) (gone []string, err error) {
+	err = batch(ids)
+	if !notFound(err) {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := batch([]string{id}); notFound(err) {
+			gone = append(gone, id)
+		} else if err != nil {
+			return gone, err
+		}
+	}
+	return gone, nil
 }
 
 // fromARN reads the kind and id of a resource from its ARN.
@@ -234,55 +278,74 @@ func describe(ctx context.Context, c Clients, region string, rs []Resource) erro
 	for i := range rs {
 		byID[rs[i].Kind+"/"+rs[i].ID] = &rs[i]
 	}
+	markGone := func(kind string, gone []string) {
+		for _, id := range gone {
+			byID[kind+"/"+id].State = StateGone
+		}
+	}
 	if insts := ids(KindInstance); len(insts) > 0 {
-		p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{InstanceIds: insts})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return fmt.Errorf("EC2 DescribeInstances: %w", err)
-			}
-			for _, res := range page.Reservations {
-				for _, in := range res.Instances {
-					r := byID[KindInstance+"/"+aws.ToString(in.InstanceId)]
-					if r == nil {
-						continue
-					}
-					if in.State != nil {
-						r.State = string(in.State.Name)
-					}
-					r.Detail = string(in.InstanceType)
-					if h, ok := prices.InstanceHourly[r.Detail]; priced && ok {
-						r.Hourly = h
-						if aws.ToString(in.PublicIpAddress) != "" {
-							r.Hourly += prices.PublicIPv4Hourly
+		gone, err := describeEach(insts, func(ids []string) error {
+			p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{InstanceIds: ids})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return err
+				}
+				for _, res := range page.Reservations {
+					for _, in := range res.Instances {
+						r := byID[KindInstance+"/"+aws.ToString(in.InstanceId)]
+						if r == nil {
+							continue
+						}
+						if in.State != nil {
+							r.State = string(in.State.Name)
+						}
+						r.Detail = string(in.InstanceType)
+						if h, ok := prices.InstanceHourly[r.Detail]; priced && ok {
+							r.Hourly = h
+							if aws.ToString(in.PublicIpAddress) != "" {
+								r.Hourly += prices.PublicIPv4Hourly
+							}
 						}
 					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("EC2 DescribeInstances: %w", err)
 		}
+		markGone(KindInstance, gone)
 	}
 	if vols := ids(KindVolume); len(vols) > 0 {
-		p := ec2.NewDescribeVolumesPaginator(c.EC2, &ec2.DescribeVolumesInput{VolumeIds: vols})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return fmt.Errorf("EC2 DescribeVolumes: %w", err)
-			}
-			for _, v := range page.Volumes {
-				r := byID[KindVolume+"/"+aws.ToString(v.VolumeId)]
-				if r == nil {
-					continue
+		gone, err := describeEach(vols, func(ids []string) error {
+			p := ec2.NewDescribeVolumesPaginator(c.EC2, &ec2.DescribeVolumesInput{VolumeIds: ids})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return err
 				}
-				r.State = string(v.State)
-				size, iops, thr := int(aws.ToInt32(v.Size)), int(aws.ToInt32(v.Iops)), int(aws.ToInt32(v.Throughput))
-				r.Detail = fmt.Sprintf("%s %d GiB %d IOPS", v.VolumeType, size, iops)
-				if priced {
-					if lines, err := prices.VolumeLines(string(v.VolumeType), size, iops, thr); err == nil {
-						r.Hourly = spec.Hourly(lines)
+				for _, v := range page.Volumes {
+					r := byID[KindVolume+"/"+aws.ToString(v.VolumeId)]
+					if r == nil {
+						continue
+					}
+					r.State = string(v.State)
+					size, iops, thr := int(aws.ToInt32(v.Size)), int(aws.ToInt32(v.Iops)), int(aws.ToInt32(v.Throughput))
+					r.Detail = fmt.Sprintf("%s %d GiB %d IOPS", v.VolumeType, size, iops)
+					if priced {
+						if lines, err := prices.VolumeLines(string(v.VolumeType), size, iops, thr); err == nil {
+							r.Hourly = spec.Hourly(lines)
+						}
 					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("EC2 DescribeVolumes: %w", err)
 		}
+		markGone(KindVolume, gone)
 	}
 	for i := range rs {
 		if rs[i].Kind == KindBucket && c.S3 != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,12 +17,28 @@ import (
 
 // Verdicts of Classify.
 const (
-	Live       = "live"              // its stack is known and not expired: left alone, not listed
+	Ours       = "ours"              // this backend's stack, its current generation, not expired: kept
+	KnownStack = "expired, in state" // expired, and its stack and generation are in this backend: `rig gc` destroys it through Pulumi
+	Ghost      = "older generation"  // this backend's stack name and owner, another generation: leaked by an earlier cluster; deleted when expired
 	Expired    = "expired"           // past expires-at and no stack in this backend owns it: deleted
 	Unknown    = "unknown stack"     // no stack in this backend, not expired: listed, deleted only with Orphans
-	KnownStack = "expired, in state" // expired, but its stack is in this backend: `rig gc` destroys it through Pulumi
+	Foreign    = "foreign"           // another owner's: never touched
 	Retained   = "retained bucket"   // listed with its size, never deleted
+	Gone       = "already gone"      // the tagging API lists it, EC2 no longer has it
 )
+
+// Stack is what this backend knows of one of its stacks.
+type Stack struct {
+	Generation string // "" when the stack has none yet (made before generations)
+	Owner      string
+}
+
+// Known is what gc compares resources against: this backend's stacks, and the owners named
+// by this project's stack configs (resources of any other owner are foreign).
+type Known struct {
+	Stacks map[string]Stack
+	Owners map[string]bool
+}
 
 // Finding is a resource with what gc makes of it.
 type Finding struct {
@@ -30,21 +47,35 @@ type Finding struct {
 	Delete  bool
 }
 
-// Classify decides for each resource. known holds the stacks of this backend; orphans also deletes
-// resources of unknown stacks that are not expired yet (another machine's live cluster looks
-// exactly like that, so it takes a flag).
-func Classify(rs []Resource, known map[string]bool, now time.Time, orphans bool) []Finding {
+// Classify decides for each resource. orphans also deletes resources of unknown stacks and older
+// generations that are not expired yet (another machine's live cluster looks exactly like that,
+// so it takes a flag). Nothing of a generation this backend's state knows is ever marked, and
+// nothing of another owner.
+func Classify(rs []Resource, k Known, now time.Time, orphans bool) []Finding {
 	var out []Finding
 	for _, r := range rs {
 		f := Finding{Resource: r}
 		expired := !r.ExpiresAt.IsZero() && now.After(r.ExpiresAt)
+		st, known := k.Stacks[r.Stack]
+		// A resource or a stack without a generation predates generations: same cluster.
+		sameGen := !known || st.Generation == "" || r.Generation == "" || st.Generation == r.Generation
+		foreign := r.Owner != "" && len(k.Owners) > 0 && !k.Owners[r.Owner]
+		if known && st.Owner != "" && r.Owner != "" && r.Owner != st.Owner {
+			foreign = true // someone else's stack of the same name
+		}
 		switch {
-		case known[r.Stack] && !expired:
-			continue
+		case r.State == StateGone:
+			f.Verdict = Gone
+		case foreign:
+			f.Verdict = Foreign
 		case r.Kind == KindBucket:
 			f.Verdict = Retained
-		case known[r.Stack]:
+		case known && sameGen && !expired:
+			f.Verdict = Ours
+		case known && sameGen:
 			f.Verdict = KnownStack
+		case known:
+			f.Verdict, f.Delete = Ghost, expired || orphans
 		case expired:
 			f.Verdict, f.Delete = Expired, true
 		default:
@@ -55,16 +86,45 @@ func Classify(rs []Resource, known map[string]bool, now time.Time, orphans bool)
 	return out
 }
 
+// Billable says whether the resource costs money while it exists (instances until terminated,
+// volumes). Buckets cost too, but are kept on purpose.
+func (r Resource) Billable() bool {
+	switch r.Kind {
+	case KindInstance:
+		return r.State != StateGone && r.State != "terminated" && r.State != "shutting-down"
+	case KindVolume:
+		return r.State != StateGone
+	}
+	return false
+}
+
+// Tally is what Delete did.
+type Tally struct {
+	Deleted, AlreadyGone, Failed int
+	Hourly                       float64 // USD per hour of what was deleted
+}
+
+func (t Tally) String() string {
+	return fmt.Sprintf("%d deleted ($%.4f/h), %d already gone, %d failed", t.Deleted, t.Hourly, t.AlreadyGone, t.Failed)
+}
+
+// ErrBillableLeft means resources gc set out to delete still cost money afterwards.
+var ErrBillableLeft = errors.New("billable resources remain")
+
 // Delete removes the findings marked Delete, region by region, in dependency order: instances
 // (waiting until they are terminated, which detaches their volumes), volumes, key pairs,
 // placement groups, security groups, route tables (after their associations), subnets, internet
-// gateways (after detaching), VPCs. A resource that fails is reported and the rest still go;
-// the error joins the failures.
-func Delete(ctx context.Context, fs []Finding, o Options, out io.Writer) error {
+// gateways (after detaching), VPCs. A resource that fails is reported and the rest still go; one
+// that is already gone is counted as such. The error joins the failures.
+func Delete(ctx context.Context, fs []Finding, o Options, out io.Writer) (Tally, error) {
 	o.defaults()
 	byRegion := map[string][]Resource{}
 	var regions []string
+	var t Tally
 	for _, f := range fs {
+		if f.Verdict == Gone {
+			t.AlreadyGone++
+		}
 		if !f.Delete {
 			continue
 		}
@@ -78,16 +138,52 @@ func Delete(ctx context.Context, fs []Finding, o Options, out io.Writer) error {
 		c, err := o.Clients(ctx, region)
 		if err != nil {
 			errs = append(errs, err)
+			t.Failed += len(byRegion[region])
 			continue
 		}
-		if err := deleteRegion(ctx, c.EC2, byRegion[region], o, out); err != nil {
+		if err := deleteRegion(ctx, c.EC2, byRegion[region], o, out, &t); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", region, err))
 		}
 	}
-	return errors.Join(errs...)
+	return t, errors.Join(errs...)
 }
 
-func deleteRegion(ctx context.Context, c *ec2.Client, rs []Resource, o Options, out io.Writer) error {
+// Remaining scans the regions of the findings marked Delete again and returns those of them
+// that still cost money; the error wraps ErrBillableLeft when there is any.
+func Remaining(ctx context.Context, fs []Finding, o Options) ([]Resource, error) {
+	marked := map[string]bool{}
+	var regions []string
+	for _, f := range fs {
+		if f.Delete && f.Billable() {
+			if !slices.Contains(regions, f.Region) {
+				regions = append(regions, f.Region)
+			}
+			marked[f.Region+" "+f.ARN] = true
+		}
+	}
+	if len(regions) == 0 {
+		return nil, nil
+	}
+	o.Regions = regions
+	rs, err := Scan(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("scan again after deleting: %w", err)
+	}
+	var left []Resource
+	var hourly float64
+	for _, r := range rs {
+		if marked[r.Region+" "+r.ARN] && r.Billable() {
+			left = append(left, r)
+			hourly += max(r.Hourly, 0)
+		}
+	}
+	if len(left) > 0 {
+		return left, fmt.Errorf("%w: %d resource(s) gc deleted are still there, $%.4f/h", ErrBillableLeft, len(left), hourly)
+	}
+	return nil, nil
+}
+
+func deleteRegion(ctx context.Context, c *ec2.Client, rs []Resource, o Options, out io.Writer, t *Tally) error {
 	var errs []error
 	of := func(kind string) []Resource {
 		var l []Resource
@@ -101,30 +197,57 @@ func deleteRegion(ctx context.Context, c *ec2.Client, rs []Resource, o Options, 
 	done := func(r Resource, err error) {
 		if notFound(err) {
 			// The tagging API lists a resource for a while after it is deleted.
+			t.AlreadyGone++
 			fmt.Fprintf(out, "rig: %s: %s %s was already gone\n", r.Region, r.Kind, r.ID)
 			return
 		}
 		if err != nil {
+			t.Failed++
 			errs = append(errs, fmt.Errorf("delete %s %s: %w", r.Kind, r.ID, err))
 			fmt.Fprintf(out, "rig: %s: could not delete %s %s: %v\n", r.Region, r.Kind, r.ID, err)
 			return
 		}
+		t.Deleted++
+		t.Hourly += max(r.Hourly, 0)
 		fmt.Fprintf(out, "rig: %s: deleted %s %s (stack %s)\n", r.Region, r.Kind, r.ID, r.Stack)
 	}
 	if insts := of(KindInstance); len(insts) > 0 {
-		var ids []string
-		for _, r := range insts {
-			ids = append(ids, r.ID)
+		ids := make([]string, len(insts))
+		for i, r := range insts {
+			ids[i] = r.ID
 		}
-		_, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-		if err == nil {
-			fmt.Fprintf(out, "rig: %s: terminating %d instance(s), waiting until they are gone\n", insts[0].Region, len(ids))
-			err = waitTerminated(ctx, c, ids, o)
+		// A batch fails whole when one id no longer exists; then each instance on its own.
+		terminate := func(ids []string) error {
+			_, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+			return err
 		}
-		for _, r := range insts {
-			done(r, err)
-		}
+		gone, err := describeEach(ids, terminate)
 		if err != nil {
+			for _, r := range insts {
+				done(r, err)
+			}
+			return errors.Join(errs...)
+		}
+		var live []string
+		for _, id := range ids {
+			if !slices.Contains(gone, id) {
+				live = append(live, id)
+			}
+		}
+		var waitErr error
+		if len(live) > 0 {
+			fmt.Fprintf(out, "rig: %s: terminating %d instance(s), waiting until they are gone\n", insts[0].Region, len(live))
+			waitErr = waitTerminated(ctx, c, live, o)
+		}
+		for _, r := range insts {
+			switch {
+			case slices.Contains(gone, r.ID):
+				done(r, &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound"})
+			default:
+				done(r, waitErr)
+			}
+		}
+		if waitErr != nil {
 			// Volumes, groups and the network cannot go while instances hold them.
 			return errors.Join(errs...)
 		}

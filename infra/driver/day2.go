@@ -87,15 +87,39 @@ func (d *Driver) Regions(extra []string) []string {
 	return out
 }
 
-// KnownStacks are the stacks of this backend: their resources are Pulumi's to destroy.
-func (d *Driver) KnownStacks(ctx context.Context) (map[string]bool, error) {
+// Identity is what tells one stack's cluster from another's of the same name.
+type Identity struct {
+	Generation string // rig:generation; "" before the first up (or made before generations)
+	Owner      string // rig:owner
+}
+
+// KnownStacks are the stacks of this backend, with the generation and owner their stack configs
+// hold: resources of those generations are Pulumi's to destroy.
+func (d *Driver) KnownStacks(ctx context.Context) (map[string]Identity, error) {
 	st, err := d.Statuses(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
+	out := map[string]Identity{}
 	for _, s := range st {
-		out[s.Name] = true
+		var id Identity
+		if sc, err := spec.ReadStackConfig(d.StackConfigPath(s.Name)); err == nil {
+			id.Generation, id.Owner = sc.Values["generation"], sc.Values["owner"]
+		}
+		out[s.Name] = id
 	}
 	return out, nil
+}
+
+// Owners are the rig:owner values of every Pulumi.<stack>.yaml in the project: the people whose
+// resources gc may delete from here.
+func (d *Driver) Owners() map[string]bool {
+	out := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(d.opts.ProjectDir, "Pulumi.*.yaml"))
+	for _, f := range files {
+		if sc, err := spec.ReadStackConfig(f); err == nil && sc.Values["owner"] != "" {
+			out[sc.Values["owner"]] = true
+		}
+	}
+	return out
 }

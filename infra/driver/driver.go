@@ -23,6 +23,7 @@ import (
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/archive/s3dest"
 	"github.com/rig-dev/rig/infra/hostkey"
+	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
@@ -63,6 +64,10 @@ type Options struct {
 	// CheckCredentials verifies AWS credentials for a region before anything is created;
 	// nil means the AWS SDK's default chain (see CheckAWSCredentials).
 	CheckCredentials func(ctx context.Context, region string) error
+	// Preflight asks AWS whether the stack can be made (quota, zone, image, permissions) before
+	// anything is created; its error stops the up. nil means infra/preflight through the SDK's
+	// default chain, printing its warnings to Out.
+	Preflight func(ctx context.Context, s spec.Spec) error
 	// NewDest opens an archive destination; nil means a local folder or S3 through the SDK.
 	NewDest func(ctx context.Context, loc archive.Location, region string) (archive.Dest, error)
 	// Out receives the CLI's progress; nil means io.Discard.
@@ -99,6 +104,20 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.NewDest == nil {
 		opts.NewDest = s3dest.Open
+	}
+	if opts.Preflight == nil {
+		out := opts.Out
+		opts.Preflight = func(ctx context.Context, s spec.Spec) error {
+			c, err := preflight.NewClients(ctx, s.Region)
+			if err != nil {
+				return err
+			}
+			ps := preflight.Check(ctx, s, c)
+			for _, w := range ps.Warnings() {
+				fmt.Fprintln(out, "rig: "+w.String())
+			}
+			return ps.Err()
+		}
 	}
 	d := &Driver{opts: opts, log: opts.Logger}
 	if d.log == nil {
@@ -201,6 +220,9 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
 		return nil, err
 	}
+	if err := d.opts.Preflight(ctx, s); err != nil {
+		return nil, fmt.Errorf("up %s: %w", name, err)
+	}
 	if err := d.backend.Prepare(d.opts.Out); err != nil {
 		return nil, err
 	}
@@ -218,9 +240,21 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 			return nil, fmt.Errorf("store host key seed of %s: %w", name, err)
 		}
 	}
-	if _, ok := sc.Values["createdAt"]; !ok {
-		now := d.opts.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
-		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now}); err != nil {
+	// A stack without a generation is a new cluster (never up, or down since): it gets a new
+	// generation and a created-at of now, so that a reused name is not born expired and gc can
+	// tell its resources from an older cluster's of the same name.
+	now := d.opts.Now().UTC().Truncate(time.Second)
+	_, hasCreated := sc.Values["createdAt"]
+	if s.Generation == "" {
+		gen := spec.NewGeneration(now)
+		if err := st.SetConfig(ctx, spec.Namespace+":generation", auto.ConfigValue{Value: gen}); err != nil {
+			return nil, fmt.Errorf("set the generation of %s: %w", name, err)
+		}
+		fmt.Fprintf(d.opts.Out, "rig: %s: new generation %s\n", name, gen)
+		hasCreated = false
+	}
+	if !hasCreated {
+		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now.Format(time.RFC3339)}); err != nil {
 			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
 	}
@@ -270,6 +304,13 @@ func (d *Driver) Down(ctx context.Context, name string, o DownOptions) error {
 	d.log.Info("pulumi destroy", "stack", name)
 	if _, err := st.Destroy(ctx, optdestroy.ProgressStreams(d.opts.Out), optdestroy.ErrorProgressStreams(d.opts.Out)); err != nil {
 		return fmt.Errorf("pulumi destroy %s: %w", name, err)
+	}
+	// The generation ends with its resources: the next up of this name is a new cluster.
+	for _, k := range []string{"generation", "createdAt"} {
+		if err := st.RemoveConfig(ctx, spec.Namespace+":"+k); err != nil {
+			return fmt.Errorf("%s destroyed, but clearing rig:%s failed (remove it from %s before the next up): %w",
+				name, k, d.StackConfigPath(name), err)
+		}
 	}
 	return nil
 }

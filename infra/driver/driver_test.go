@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/infra/awsemu"
+	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -87,6 +90,7 @@ func (h *harness) options() Options {
 			h.credsChecked = append(h.credsChecked, region)
 			return nil
 		},
+		Preflight: func(context.Context, spec.Spec) error { return nil },
 		NewDest: func(_ context.Context, loc archive.Location, region string) (archive.Dest, error) {
 			h.dests = append(h.dests, loc)
 			return &recordingDest{Dir: archive.Dir{Path: h.archives}, log: h.log, err: h.putErr}, nil
@@ -211,12 +215,79 @@ func TestUpPinsGeneratedConfigAndStreamsProgress(t *testing.T) {
 
 	// A second up keeps the seed and created-at it pinned (the stack file now carries them).
 	h.cli.calls = nil
-	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-06-02T09:00:00Z\"\n")
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-06-02T09:00:00Z\"\n"+
+		"  rig:generation: "+st.config["rig:generation"]+"\n")
 	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if h.cli.ran("config", "set") || h.cli.ran("stack", "init") {
 		t.Fatalf("second up rewrote config or re-created the stack: %v", h.cli.commands())
+	}
+}
+
+// A stack name used again after `rig down` is a new cluster: down clears the generation and
+// created-at, and an up without a generation makes a new one with created-at now, even when the
+// stack file still carries an old created-at (a file from before generations, or edited by
+// hand), so the new cluster is not born expired and its tags differ from the old one's.
+func TestReusedStackNameGetsNewGeneration(t *testing.T) {
+	h := newHarness(t)
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n  rig:createdAt: \"2025-05-01T00:00:00Z\"\n")
+	d := h.driver(t)
+	if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.cli.stacks["dev"]
+	first := st.config["rig:generation"]
+	if _, probs := spec.FromConfig("dev", "us-east-2", map[string]string{"generation": first}); first == "" || len(probs) > 0 {
+		t.Fatalf("generation %q: %v", first, probs)
+	}
+	if st.config["rig:createdAt"] != now.Format(time.RFC3339) {
+		t.Fatalf("created-at %q kept from the old cluster, want %s", st.config["rig:createdAt"], now.Format(time.RFC3339))
+	}
+	if !strings.Contains(h.out.String(), "new generation "+first) {
+		t.Fatalf("output does not name the generation:\n%s", h.out.String())
+	}
+	if err := d.Down(context.Background(), "dev", DownOptions{SkipArchive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.config["rig:generation"]; ok {
+		t.Fatal("down left the generation")
+	}
+	if _, ok := st.config["rig:createdAt"]; ok {
+		t.Fatal("down left created-at")
+	}
+	// The file as pulumi leaves it after those config rm calls; a day later the name is reused.
+	h.stackConfig(t, "dev", "  rig:hostKeySeed:\n    secure: v1:abc\n")
+	o := h.options()
+	later := now.Add(24 * time.Hour)
+	o.Now = func() time.Time { return later }
+	d2, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.Up(context.Background(), "dev", UpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := st.config["rig:generation"]; g == first || g == "" {
+		t.Fatalf("second cluster's generation %q, first %q", g, first)
+	}
+	if st.config["rig:createdAt"] != later.Format(time.RFC3339) {
+		t.Fatalf("second cluster's created-at %q, want %s", st.config["rig:createdAt"], later.Format(time.RFC3339))
+	}
+}
+
+// emulatorPreflight is the real preflight against the emulator; it also checks that the
+// problem it stops on names want.
+func emulatorPreflight(cfg aws.Config, want string) func(context.Context, spec.Spec) error {
+	return func(ctx context.Context, s spec.Spec) error {
+		err := preflight.Check(ctx, s, preflight.ClientsFromConfig(cfg)).Err()
+		if err != nil && !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("preflight stopped, but not on %q: %v", want, err) // not ErrFailed: the test fails
+		}
+		if !errors.Is(err, preflight.ErrFailed) {
+			return fmt.Errorf("preflight did not stop the up (want %q): %v", want, err)
+		}
+		return err
 	}
 }
 
@@ -229,6 +300,19 @@ func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 		"no credentials": func(h *harness, o *Options) {
 			h.stackConfig(t, "dev", "")
 			o.CheckCredentials = func(context.Context, string) error { return ErrNoAWSCredentials }
+		},
+		// Against the emulator: a zone that does not offer the type, and a deployer without
+		// ec2:RunInstances.
+		"preflight: zone": func(h *harness, o *Options) {
+			h.write(t, "Pulumi.dev.yaml", fmt.Sprintf("config:\n  aws:region: us-east-1\n  rig:availabilityZone: us-east-1e\n"+
+				"  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: %s\n", publicKey(t)))
+			emu := awsemu.Start(t, awsemu.Options{})
+			o.Preflight = emulatorPreflight(emu.Config("us-east-1"), "c6in.16xlarge is not offered in us-east-1e")
+		},
+		"preflight: permission": func(h *harness, o *Options) {
+			h.stackConfig(t, "dev", "")
+			emu := awsemu.Start(t, awsemu.Options{Users: map[string][]string{"deployer": {"ec2:Describe*", "ssm:GetParameter"}}})
+			o.Preflight = emulatorPreflight(emu.ConfigAs("deployer", "us-east-2"), "ec2:RunInstances")
 		},
 	}
 	for name, setup := range cases {
@@ -243,6 +327,9 @@ func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 			_, err = d.Up(context.Background(), "dev", UpOptions{})
 			if err == nil {
 				t.Fatal("want an error")
+			}
+			if strings.HasPrefix(name, "preflight") && !errors.Is(err, preflight.ErrFailed) {
+				t.Fatalf("want preflight.ErrFailed, got %v", err)
 			}
 			if len(h.cli.calls) != 0 {
 				t.Fatalf("pulumi was called: %v", h.cli.commands())

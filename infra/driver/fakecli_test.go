@@ -178,6 +178,12 @@ func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs
 		st.config[key] = val
 		st.secret[key] = slices.Contains(rest, "--secret")
 		return "", "", 0, nil
+	case len(rest) >= 3 && rest[0] == "config" && rest[1] == "rm":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		delete(st.config, rest[2])
+		return "", "", 0, nil
 	case len(rest) >= 2 && rest[0] == "stack" && rest[1] == "export":
 		if !need() {
 			return fail("error: no stack named '%s' found", stack)

@@ -70,6 +70,8 @@ var Keys = []Key{
 		Description: "launch every instance into this EC2 capacity reservation (cr-...), e.g. after an up failed for lack of capacity"},
 	{Name: "createdAt", Type: TypeString, Default: "", Generated: true,
 		Description: "RFC 3339 creation time, set once by `rig up`; empty means the time of the current update"},
+	{Name: "generation", Type: TypeString, Default: "", Generated: true,
+		Description: "id of the stack's current cluster, set by `rig up` when missing (with a new createdAt) and removed by `rig down`; in the rig-generation tag"},
 	{Name: "hostKeySeed", Type: TypeString, Secret: true, Generated: true,
 		Description: "secret seed of the nodes' SSH host keys; `rig up` generates it, or: pulumi config set --secret hostKeySeed $(openssl rand -hex 32)"},
 }

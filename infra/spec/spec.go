@@ -1,9 +1,12 @@
 package spec
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +61,9 @@ type Spec struct {
 
 	ExpiresInHours int
 	CreatedAt      time.Time // zero: not pinned yet (rig up pins it)
+	// Generation tells apart the successive clusters of one stack name: `rig up` makes a new one
+	// when the stack has none (and sets CreatedAt anew), `rig down` clears it. "": not set yet.
+	Generation string
 
 	VPCID        string
 	SubnetID     string
@@ -256,6 +262,12 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 		ResultsExpireDays:      integer("resultsExpireDays"),
 		CapacityReservationID:  str("capacityReservationId"),
 		HostKeySeed:            raw["hostKeySeed"],
+		Generation:             str("generation"),
+	}
+	if s.Generation != "" && !generationPattern.MatchString(s.Generation) {
+		probs = append(probs, Problem{Field: "generation", Value: strconv.Quote(s.Generation),
+			Allowed: "what rig up generates, e.g. " + NewGeneration(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
+			Reason:  "remove it and rig up makes a new one"})
 	}
 	if s.AvailabilityZone == "" && s.Region != "" {
 		s.AvailabilityZone = s.Region + "a"
@@ -317,13 +329,36 @@ func (s Spec) DataVolumes() int {
 	return n
 }
 
+// Tag keys the rig puts on every taggable resource; cloud-side gc reads them.
+const (
+	TagStack      = "rig-stack"
+	TagGeneration = "rig-generation"
+	TagOwner      = "owner"
+	TagCreatedAt  = "created-at"
+	TagExpiresAt  = "expires-at"
+)
+
 // Tags are put on every taggable resource, so that an account's owner can see what a resource
-// belongs to, who to ask and when it may go.
+// belongs to, which cluster of that stack name it is, who to ask and when it may go.
 func (s Spec) Tags() map[string]string {
-	return map[string]string{
-		"rig-stack":  s.Stack,
-		"owner":      s.Owner,
-		"created-at": s.CreatedAt.UTC().Format(time.RFC3339),
-		"expires-at": s.ExpiresAt().UTC().Format(time.RFC3339),
+	t := map[string]string{
+		TagStack:     s.Stack,
+		TagOwner:     s.Owner,
+		TagCreatedAt: s.CreatedAt.UTC().Format(time.RFC3339),
+		TagExpiresAt: s.ExpiresAt().UTC().Format(time.RFC3339),
 	}
+	if s.Generation != "" {
+		t[TagGeneration] = s.Generation
+	}
+	return t
+}
+
+var generationPattern = regexp.MustCompile(`^g[0-9]{8}t[0-9]{6}-[0-9a-f]{8}$`)
+
+// NewGeneration makes a generation id: its creation time (so that ids sort by age and say
+// when) and 32 random bits (so that two ups in one second differ).
+func NewGeneration(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "g" + strings.ToLower(now.UTC().Format("20060102T150405")) + "-" + hex.EncodeToString(b[:])
 }

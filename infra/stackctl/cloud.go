@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,16 +19,22 @@ type cloudOptions struct {
 	regions []string
 	orphans bool
 	delete  bool // --yes: delete what is marked; otherwise a dry run
+	// clients builds a region's AWS clients; nil means the SDK's default chain.
+	clients func(ctx context.Context, region string) (cloudgc.Clients, error)
 }
 
 // cloudGC asks AWS, in every region the project's stacks use, for resources tagged by the rig,
-// lists those that are expired or belong to no stack of this backend with their cost per hour,
-// and deletes them in dependency order with --yes.
+// gives each a verdict with its cost per hour, deletes those marked in dependency order with
+// --yes, scans again and fails with cloudgc.ErrBillableLeft when any of them still costs money.
 func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	known, err := d.KnownStacks(ctx)
+	stacks, err := d.KnownStacks(ctx)
 	if err != nil {
 		return err
+	}
+	known := cloudgc.Known{Stacks: map[string]cloudgc.Stack{}, Owners: d.Owners()}
+	for name, id := range stacks {
+		known.Stacks[name] = cloudgc.Stack{Generation: id.Generation, Owner: id.Owner}
 	}
 	regions := d.Regions(o.regions)
 	if len(regions) == 0 {
@@ -37,39 +45,47 @@ func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 		return fmt.Errorf("cloud side not scanned (--no-cloud skips it): %w", err)
 	}
 	fmt.Fprintf(out, "cloud side: resources tagged rig-stack in %s (tagging API + EC2)\n", strings.Join(regions, ", "))
-	opts := cloudgc.Options{Regions: regions}
+	opts := cloudgc.Options{Regions: regions, Clients: o.clients}
 	rs, scanErr := cloudgc.Scan(ctx, opts)
 	found := cloudgc.Classify(rs, known, time.Now(), o.orphans)
 	if len(found) == 0 {
-		fmt.Fprintln(out, "cloud side: nothing expired, orphaned or retained")
+		fmt.Fprintln(out, "cloud side: no resource tagged rig-stack")
 		return scanErr
 	}
 	writeFindings(out, found)
-	var marked int
+	var marked, gone int
 	var hourly float64
 	for _, f := range found {
 		if f.Delete {
 			marked++
 			hourly += max(f.Hourly, 0)
 		}
+		if f.Verdict == cloudgc.Gone {
+			gone++
+		}
 	}
 	switch {
 	case marked == 0:
-		fmt.Fprintln(out, "cloud side: nothing to delete")
+		fmt.Fprintf(out, "cloud side: nothing to delete (%d listed by the tagging API but already gone)\n", gone)
 	case !o.delete:
 		fmt.Fprintf(out, "dry run: %d resource(s) costing $%.4f/h would be deleted; rig gc --yes deletes them\n", marked, hourly)
 	default:
-		if err := cloudgc.Delete(ctx, found, opts, out); err != nil {
+		tally, delErr := cloudgc.Delete(ctx, found, opts, out)
+		fmt.Fprintf(out, "cloud side: %s\n", tally)
+		left, leftErr := cloudgc.Remaining(ctx, found, opts)
+		for _, r := range left {
+			fmt.Fprintf(out, "cloud side: still billing: %s %s %s %s (stack %s)\n", r.Region, r.Kind, r.ID, r.State, r.Stack)
+		}
+		if err := errors.Join(delErr, leftErr); err != nil {
 			return fmt.Errorf("cloud-side gc: %w", err)
 		}
-		fmt.Fprintf(out, "cloud side: %d resource(s) deleted ($%.4f/h)\n", marked, hourly)
 	}
 	return scanErr
 }
 
 func writeFindings(out io.Writer, fs []cloudgc.Finding) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "STACK\tREGION\tKIND\tID\tDETAIL\t$/H\tEXPIRES\tVERDICT")
+	fmt.Fprintln(w, "STACK\tGENERATION\tOWNER\tREGION\tKIND\tID\tDETAIL\t$/H\tEXPIRES\tVERDICT")
 	for _, f := range fs {
 		cost := "?"
 		if f.Hourly >= 0 {
@@ -83,7 +99,15 @@ func writeFindings(out io.Writer, fs []cloudgc.Finding) {
 		if f.Delete {
 			verdict += ": delete"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Stack, f.Region, f.Kind, f.ID, f.Detail, cost, exp, verdict)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Stack, orDash(f.Generation), orDash(f.Owner), f.Region, f.Kind, f.ID,
+			f.Detail, cost, exp, verdict)
 	}
 	w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

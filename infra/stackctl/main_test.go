@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rig-dev/rig/infra/awsemu"
 	"github.com/rig-dev/rig/infra/cloudgc/cloudgctest"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -149,10 +150,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// rig-stack gc from the cloud side, end to end: the SDK's default configuration reaches a fake
-// AWS through AWS_ENDPOINT_URL_<SERVICE>; an expired cluster of a stack this backend does not
-// know is listed with its cost, kept by a dry run, deleted with --yes; the known live stack and
-// the buckets stay.
+// rig-stack gc from the cloud side, end to end against the emulator: the SDK's default
+// configuration reaches it through AWS_ENDPOINT_URL; an expired cluster of a stack this backend
+// does not know and an expired older generation of the known stack are listed with their cost,
+// kept by a dry run and deleted with --yes; the known stack's current generation and the bucket
+// stay; an ARN the tagging API lists for a deleted instance is reported as already gone; the
+// last line tallies what was done.
 func TestGCFromTheCloudSide(t *testing.T) {
 	e := setup(t)
 	if err := os.MkdirAll(filepath.Join(e.state, "rig", "pulumi"), 0o700); err != nil {
@@ -163,12 +166,23 @@ func TestGCFromTheCloudSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("FAKE_OUTPUTS", live)
-	aws := cloudgctest.New(t, "us-east-1")
-	aws.Cluster("lost", "2020-01-01T00:00:00Z", []string{"c6in.large"}, 2)
-	aws.Cluster("dev", "2999-01-01T00:00:00Z", []string{"c6in.large"}, 0)
+	const gen = "g20250602t090000-0000000a"
+	if err := os.WriteFile(filepath.Join(e.project, "Pulumi.dev.yaml"),
+		[]byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:generation: "+gen+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emu := awsemu.Start(t, awsemu.Options{})
+	cfg := emu.Config("us-east-1")
+	lost := cloudgctest.Build(t, cfg, cloudgctest.Cluster{Stack: "lost", Owner: "alice", Expires: "2020-01-01T00:00:00Z",
+		Types: []string{"c6in.large"}, BucketObjects: 2})
+	ghost := cloudgctest.Build(t, cfg, cloudgctest.Cluster{Stack: "dev", Generation: "g20200101t000000-0000000b", Owner: "alice",
+		Expires: "2020-01-01T00:00:00Z", Types: []string{"c6in.large"}, BucketObjects: -1})
+	dev := cloudgctest.Build(t, cfg, cloudgctest.Cluster{Stack: "dev", Generation: gen, Owner: "alice", Expires: "2999-01-01T00:00:00Z",
+		Types: []string{"c6in.large"}, BucketObjects: -1})
+	emu.AddStaleARN("arn:aws:ec2:us-east-1:"+awsemu.Account+":instance/i-0123456789abcdef0",
+		map[string]string{"rig-stack": "lost", "owner": "alice", "expires-at": "2020-01-01T00:00:00Z"})
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_EC2": aws.EC2URL, "AWS_ENDPOINT_URL_RESOURCE_GROUPS_TAGGING_API": aws.TagURL,
-		"AWS_ENDPOINT_URL_S3": aws.S3URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_ENDPOINT_URL": emu.URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(e.state, "none"),
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(e.state, "none"), "AWS_PROFILE": "", "AWS_REGION": "",
 	} {
@@ -178,24 +192,38 @@ func TestGCFromTheCloudSide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	// $0.1951/h: a c6in.large with a public IPv4 address (0.1134 + 0.005) and its gp3 200 GiB,
-	// 4,000 IOPS, 1,000 MiB/s volume (0.0767) at the us-east-1 prices of infra/spec.
-	for _, want := range []string{"cloud side: resources tagged rig-stack in us-east-1", "lost", "i-lost0", "c6in.large",
-		"expired: delete", "rig-lost-results", "2 objects", "dry run: 9 resource(s) costing $0.1951/h would be deleted"} {
+	for _, want := range []string{"cloud side: resources tagged rig-stack in us-east-1", lost.Instances[0], "c6in.large",
+		"expired: delete", "older generation: delete", lost.Bucket, "2 objects", "i-0123456789abcdef0", "already gone",
+		// Two c6in.large (the emulator gives them no public IPv4 address) and two gp3 200 GiB,
+		// 4,000 IOPS, 1,000 MiB/s volumes at the us-east-1 prices of infra/spec.
+		"dry run: 14 resource(s) costing $0.3802/h would be deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("gc --dry-run lacks %q:\n%s", want, out)
 		}
 	}
-	if m := aws.Mutations(); len(m) != 0 {
-		t.Fatalf("dry run changed %v", m)
+	all := append(append(lost.IDs(), ghost.IDs()...), dev.IDs()...)
+	for id, ok := range cloudgctest.Exists(t, cfg, all) {
+		if !ok {
+			t.Fatalf("dry run deleted %s", id)
+		}
 	}
 	out, err = run(t, e, "gc", "--yes", "--region", "us-east-1")
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	left := strings.Join(aws.Remaining(), " ")
-	if strings.Contains(left, "lost") || !strings.Contains(left, "vpc-dev") || !strings.Contains(out, "9 resource(s) deleted") {
-		t.Fatalf("left %s after:\n%s", left, out)
+	exists := cloudgctest.Exists(t, cfg, all)
+	for _, id := range append(lost.IDs(), ghost.IDs()...) {
+		if exists[id] {
+			t.Errorf("%s kept", id)
+		}
+	}
+	for _, id := range dev.IDs() {
+		if !exists[id] {
+			t.Errorf("%s of the live generation deleted", id)
+		}
+	}
+	if !strings.Contains(out, "cloud side: 14 deleted ($") || !strings.Contains(out, "1 already gone, 0 failed") {
+		t.Errorf("no tally line:\n%s", out)
 	}
 }
 
