@@ -25,19 +25,12 @@ import org.agrona.concurrent.UnsafeBuffer;
  * A log message is the gateway's 8-byte correlation id followed by the wire request body
  * (type, corr, payload); the egress answer is the same id followed by the wire response body.
  *
- * Snapshots go through Aeron's snapshot publication as a BEGIN record, BATCH records of whole
- * orders, and an END record, each at most the publication's max payload (so no record is
- * fragmented and no offer is larger than one frame). Restore checks the counts and the state
- * hash against BEGIN and END, and refuses an image that ends before END.
+ * Snapshots go through Aeron's snapshot publication in {@link SnapshotCodec}'s records, each at
+ * most the publication's max payload; a restore that finds the image partial or inconsistent
+ * ends the JVM rather than run on a book it cannot vouch for.
  */
 final class MatchingService implements ClusteredService
 {
-    static final byte SNAP_BEGIN = 1;
-    static final byte SNAP_BATCH = 2;
-    static final byte SNAP_END = 3;
-    static final byte SNAP_VERSION = 1;
-    static final int SNAP_ORDER_LEN = 29; // id 8, instrument 4, side 1, price 8, qty 8
-    static final int SNAP_BATCH_HEADER = 4; // kind 1, pad 1, count u16
 
     private final NodeState state;
     private final OrderBook book = new OrderBook();
@@ -60,188 +53,67 @@ final class MatchingService implements ClusteredService
         {
             state.restoring = true;
             final long t0 = System.nanoTime();
-            final Restore r = new Restore();
+            SnapshotCodec.Restore r = null;
             try
             {
-                r.load(snapshotImage);
+                r = load(snapshotImage);
             }
             catch (final RuntimeException e)
             {
                 Log.fatal("refusing the snapshot image at log position " + snapshotImage.joinPosition() +
-                    " (recording " + snapshotImage.sourceIdentity() + ")", e);
+                    " (source " + snapshotImage.sourceIdentity() + ")", e);
             }
             final double ms = (System.nanoTime() - t0) / 1e6;
-            state.lastSnapshot = new NodeState.Snapshot(r.logPosition, state.leadershipTermId, 0, r.bytes, r.orders, r.chunks, true, ms);
-            Log.info(String.format("restored snapshot at log position %d: %d orders in %d chunks, %d bytes, %.1f ms, hash %016x",
-                r.logPosition, r.orders, r.chunks, r.bytes, ms, book.stateHash()));
+            state.lastSnapshot = new NodeState.Snapshot(r.logPosition, state.leadershipTermId, 0, r.counts.bytes, r.counts.orders,
+                (int)r.counts.records, true, ms);
+            Log.info(String.format("restored snapshot at log position %d: %d orders in %d records, %d bytes, %.1f ms, hash %016x",
+                r.logPosition, r.counts.orders, r.counts.records, r.counts.bytes, ms, book.stateHash()));
             state.restoring = false;
         }
         publish();
         state.serviceStarted = true;
     }
 
-    /** Reads a snapshot image record by record and checks it is whole. */
-    private final class Restore implements FragmentHandler
+    /** Polls the snapshot image into the book until its END record; a partial image throws. */
+    private SnapshotCodec.Restore load(final Image image)
     {
-        long wantOrders = -1;
-        long logPosition;
-        long orders;
-        long bytes;
-        int chunks;
-        boolean ended;
-
-        void load(final Image image)
+        final SnapshotCodec.Restore r = new SnapshotCodec.Restore(book);
+        final FragmentHandler handler = (b, off, len, header) -> r.record(b, off, len);
+        while (!r.ended)
         {
-            while (!ended)
+            if (image.poll(handler, 16) > 0)
             {
-                final int n = image.poll(this, 16);
-                if (n == 0)
-                {
-                    if (image.isEndOfStream() || image.isClosed())
-                    {
-                        throw new IllegalStateException("snapshot image ended after " + chunks + " chunks and " + orders +
-                            " orders, before its END record (begin said " + wantOrders + " orders): a partial image");
-                    }
-                    idle.idle();
-                }
-                else
-                {
-                    idle.reset();
-                }
+                idle.reset();
+                continue;
             }
-            if (book.orders() != wantOrders)
+            if (image.isEndOfStream() || image.isClosed())
             {
-                throw new IllegalStateException("snapshot restored " + book.orders() + " orders, BEGIN said " + wantOrders);
+                r.finish();
             }
+            idle.idle();
         }
-
-        @Override
-        public void onFragment(final DirectBuffer b, final int off, final int len, final Header header)
-        {
-            if (ended)
-            {
-                return;
-            }
-            bytes += len;
-            chunks++;
-            final byte kind = b.getByte(off);
-            if (wantOrders < 0 && kind != SNAP_BEGIN)
-            {
-                throw new IllegalStateException("snapshot starts with record kind " + kind + ", want BEGIN (" + SNAP_BEGIN + ")");
-            }
-            switch (kind)
-            {
-                case SNAP_BEGIN:
-                    if (wantOrders >= 0)
-                    {
-                        throw new IllegalStateException("second BEGIN record in a snapshot");
-                    }
-                    if (b.getByte(off + 1) != SNAP_VERSION)
-                    {
-                        throw new IllegalStateException("snapshot version " + b.getByte(off + 1) + ", want " + SNAP_VERSION);
-                    }
-                    wantOrders = b.getLong(off + 8);
-                    logPosition = b.getLong(off + 16);
-                    break;
-                case SNAP_BATCH:
-                    final int count = b.getShort(off + 2) & 0xffff;
-                    if (len != SNAP_BATCH_HEADER + count * SNAP_ORDER_LEN)
-                    {
-                        throw new IllegalStateException("BATCH record of " + len + " bytes for " + count + " orders");
-                    }
-                    int p = off + SNAP_BATCH_HEADER;
-                    for (int i = 0; i < count; i++, p += SNAP_ORDER_LEN)
-                    {
-                        book.restore(b.getLong(p), b.getInt(p + 8) & 0xffffffffL, b.getByte(p + 12), b.getLong(p + 13), b.getLong(p + 21));
-                    }
-                    orders += count;
-                    break;
-                case SNAP_END:
-                    final long endOrders = b.getLong(off + 8);
-                    final long endHash = b.getLong(off + 16);
-                    final int endChunks = b.getInt(off + 4);
-                    if (endOrders != orders || endOrders != wantOrders || endChunks != chunks)
-                    {
-                        throw new IllegalStateException("END record says " + endOrders + " orders in " + endChunks +
-                            " chunks; read " + orders + " orders in " + chunks + " chunks, BEGIN said " + wantOrders);
-                    }
-                    if (endHash != book.stateHash())
-                    {
-                        throw new IllegalStateException(String.format("END record hash %016x, restored book hashes %016x", endHash, book.stateHash()));
-                    }
-                    ended = true;
-                    break;
-                default:
-                    throw new IllegalStateException("unknown snapshot record kind " + kind);
-            }
-        }
+        return r;
     }
 
     @Override
     public void onTakeSnapshot(final ExclusivePublication pub)
     {
         final long t0 = System.nanoTime();
-        final int max = pub.maxPayloadLength();
-        final int perChunk = Math.min(0xffff, (max - SNAP_BATCH_HEADER) / SNAP_ORDER_LEN);
-        final UnsafeBuffer chunk = new UnsafeBuffer(new byte[max]);
         final long position = cluster.logPosition();
-        final long[] counts = {0, 0, 0}; // chunks, bytes, orders in the open batch
-
-        chunk.setMemory(0, 24, (byte)0);
-        chunk.putByte(0, SNAP_BEGIN);
-        chunk.putByte(1, SNAP_VERSION);
-        chunk.putLong(8, book.orders());
-        chunk.putLong(16, position);
-        offer(pub, chunk, 24, counts);
-
-        final int[] n = {0};
-        book.walk((instrument, side, price, id, qty) ->
-        {
-            final int p = SNAP_BATCH_HEADER + n[0] * SNAP_ORDER_LEN;
-            chunk.putLong(p, id);
-            chunk.putInt(p + 8, (int)instrument);
-            chunk.putByte(p + 12, side);
-            chunk.putLong(p + 13, price);
-            chunk.putLong(p + 21, qty);
-            if (++n[0] == perChunk)
-            {
-                flushBatch(pub, chunk, n, counts);
-            }
-        });
-        flushBatch(pub, chunk, n, counts);
-
-        chunk.setMemory(0, 24, (byte)0);
-        chunk.putByte(0, SNAP_END);
-        chunk.putInt(4, (int)counts[0] + 1);
-        chunk.putLong(8, book.orders());
-        chunk.putLong(16, book.stateHash());
-        offer(pub, chunk, 24, counts);
-
+        final int max = pub.maxPayloadLength();
+        final SnapshotCodec.Counts c = SnapshotCodec.write(book, position, max, (b, len) -> offer(pub, b, len));
         final double ms = (System.nanoTime() - t0) / 1e6;
         // Durable only once the consensus module has recorded it in the recording log and bumped
         // the snapshot counter (ConsensusModuleAgent.takeSnapshot); the admin API promotes it then.
         final int id = ClusterCounters.find(cluster.aeron().countersReader(), AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID,
             cluster.context().clusterId());
         state.pendingCount = id < 0 ? 0 : cluster.aeron().countersReader().getCounterValue(id);
-        state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, counts[1], book.orders(), (int)counts[0], false, 0);
-        Log.info(String.format("snapshot at log position %d: %d orders in %d chunks of at most %d bytes, %d bytes, %.1f ms",
-            position, book.orders(), counts[0], max, counts[1], ms));
+        state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, c.bytes, c.orders, (int)c.records, false, 0);
+        Log.info(String.format("snapshot at log position %d: %d orders in %d records of at most %d bytes, %d bytes, %.1f ms",
+            position, c.orders, c.records, max, c.bytes, ms));
     }
 
-    private void flushBatch(final ExclusivePublication pub, final UnsafeBuffer chunk, final int[] n, final long[] counts)
-    {
-        if (n[0] == 0)
-        {
-            return;
-        }
-        chunk.putByte(0, SNAP_BATCH);
-        chunk.putByte(1, (byte)0);
-        chunk.putShort(2, (short)n[0]);
-        offer(pub, chunk, SNAP_BATCH_HEADER + n[0] * SNAP_ORDER_LEN, counts);
-        n[0] = 0;
-    }
-
-    private void offer(final ExclusivePublication pub, final UnsafeBuffer b, final int len, final long[] counts)
+    private void offer(final ExclusivePublication pub, final UnsafeBuffer b, final int len)
     {
         idle.reset();
         while (true)
@@ -249,16 +121,14 @@ final class MatchingService implements ClusteredService
             final long r = pub.offer(b, 0, len);
             if (r > 0)
             {
-                break;
+                return;
             }
             if (r == Publication.CLOSED || r == Publication.MAX_POSITION_EXCEEDED || r == Publication.NOT_CONNECTED)
             {
-                throw new IllegalStateException("snapshot publication refused a chunk: " + Publication.errorString(r));
+                throw new IllegalStateException("snapshot publication refused a record: " + Publication.errorString(r));
             }
             idle.idle();
         }
-        counts[0]++;
-        counts[1] += len;
     }
 
     @Override

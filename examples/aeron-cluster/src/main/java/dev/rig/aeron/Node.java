@@ -355,6 +355,8 @@ public final class Node
             lock.close();
         }
         Log.info("node " + cfg.node() + " stopped");
+        // On SIGTERM the barrier's shutdown hook holds the JVM until the barrier is closed.
+        barrier.close();
         System.exit(0);
     }
 }
