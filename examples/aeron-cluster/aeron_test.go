@@ -84,15 +84,30 @@ func TestSelfTest(t *testing.T) {
 	}
 }
 
-// rigBinary builds the rig binary the agents run.
+var (
+	rigOnce sync.Once
+	rigBin  string
+	rigErr  error
+)
+
+// rigBinary builds the rig binary the agents run, once per test binary.
 func rigBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "rig")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/rig").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ../../cmd/rig: %v\n%s", err, out)
+	rigOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rig-aeron-test-")
+		if err != nil {
+			rigErr = err
+			return
+		}
+		rigBin = filepath.Join(dir, "rig")
+		if out, err := exec.Command("go", "build", "-o", rigBin, "../../cmd/rig").CombinedOutput(); err != nil {
+			rigErr = fmt.Errorf("go build ../../cmd/rig: %v\n%s", err, out)
+		}
+	})
+	if rigErr != nil {
+		t.Fatal(rigErr)
 	}
-	return bin
+	return rigBin
 }
 
 // TestEngineCheck starts a real three-node Aeron Cluster through rig's command driver and runs
@@ -169,5 +184,59 @@ func dumpLogs(t *testing.T, dir string) {
 			b = b[len(b)-4000:]
 		}
 		t.Logf("%s (end):\n%s", l, b)
+	}
+}
+
+// TestIgnoredPropertyFailsRun: a setting that reaches the JVM under a name Aeron does not read
+// (here the leader heartbeat timeout as "...timeout.ns") is carried, so only its effect can
+// catch it: the run fails before load, naming the setting, the value in effect (Aeron's
+// default, read back from the consensus module's context) and the value asked.
+func TestIgnoredPropertyFailsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a three-node Aeron Cluster")
+	}
+	build(t)
+	bin := rigBinary(t)
+	b, err := os.ReadFile("engine.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for old, repl := range map[string]string{
+		"-Daeron.cluster.leader.heartbeat.timeout={{": "-Daeron.cluster.leader.heartbeat.timeout.ns={{",
+		"binary: ./start-node.sh":                     "binary: " + filepath.Join(here, "start-node.sh"),
+		"config_template: node.properties.tmpl":       "config_template: " + filepath.Join(here, "node.properties.tmpl"),
+	} {
+		if !strings.Contains(text, old) {
+			t.Fatalf("engine.yaml no longer has %q", old)
+		}
+		text = strings.Replace(text, old, repl, 1)
+	}
+	pb := filepath.Join(t.TempDir(), "ignored.yaml")
+	if err := os.WriteFile(pb, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "-q", "--results", res, "--first-address", "127.0.19.61", pb)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("rig run passed with the heartbeat timeout under a name Aeron ignores:\n%s", stdout.String())
+	}
+	want := "engine.heartbeat_timeout is 10s in effect (GET /status config.heartbeat_timeout), the playbook asked for 2s"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not name the setting, in effect and asked (%q):\n%s", want, stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(res, "*", "node-0", "engine.log"))
+	if len(logs) == 1 {
+		if b, err := os.ReadFile(logs[0]); err == nil && !bytes.Contains(b, []byte("aeron.cluster.leader.heartbeat.timeout.ns=2000000000 is read by no Aeron")) {
+			t.Errorf("node-0's engine.log does not warn about the unread property")
+		}
 	}
 }

@@ -21,6 +21,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.agrona.DirectBuffer;
 import org.agrona.ExpandableArrayBuffer;
 import org.agrona.collections.Long2ObjectHashMap;
+import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 
 /**
@@ -358,6 +359,10 @@ final class Gateway
             {
                 sleep();
             }
+            else
+            {
+                idle.reset();
+            }
         }
         if (client != null)
         {
@@ -396,10 +401,13 @@ final class Gateway
         }
     }
 
-    private static void sleep()
+    // An idle gateway spins a little, then parks from 1 us up to 1 ms: it shares a few cores
+    // with three nodes' Aeron agents, and a busy one never reaches the long parks.
+    private final BackoffIdleStrategy idle = new BackoffIdleStrategy(10, 20, 1_000, 1_000_000);
+
+    private void sleep()
     {
-        // An idle gateway parks briefly instead of spinning: the machine it shares has few cores.
-        java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        idle.idle();
     }
 
     static String ingressEndpoints(final List<Node.Peer> peers, final int ingressPortOffset)
