@@ -240,3 +240,27 @@ func TestIgnoredPropertyFailsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaybooksOpen: the playbooks in this folder that use the contract's settings parse and
+// validate, with every setting carried by a template and the start script made absolute. Needs
+// neither Maven nor Java.
+func TestPlaybooksOpen(t *testing.T) {
+	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml"} {
+		pb, err := playbooks.Open(name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		c := pb.Engine.Command
+		if pb.Engine.Driver != playbooks.DriverCommand || c == nil {
+			t.Errorf("%s: engine driver %q, want command", name, pb.Engine.Driver)
+			continue
+		}
+		if !filepath.IsAbs(c.Binary) || filepath.Base(c.Binary) != "start-node.sh" {
+			t.Errorf("%s: binary %q, want the absolute path of start-node.sh", name, c.Binary)
+		}
+		if want := []string{"election_timeout", "heartbeat_timeout", "snapshot_block", "sync_level"}; strings.Join(c.Carries, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: carries %v, want %v", name, c.Carries, want)
+		}
+	}
+}
