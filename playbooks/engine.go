@@ -150,12 +150,17 @@ func (r *reader) localPath(v string) string {
 	return filepath.Join(filepath.Dir(r.file), v)
 }
 
-// binaryPath is localPath for a path with a slash in it; a bare name is left for PATH on the node.
+// binaryPath is localPath for a path with a slash in it, made absolute since the agent starts
+// the engine in the node folder; a bare name is left for PATH on the node.
 func (r *reader) binaryPath(v string) string {
 	if !strings.Contains(v, "/") {
 		return v
 	}
-	return r.localPath(v)
+	p := r.localPath(v)
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 var templateLineRe = regexp.MustCompile(`template: [^:]+:(\d+):(?:(\d+):)?`)

@@ -181,3 +181,33 @@ func TestEngineJSON(t *testing.T) {
 		t.Errorf("legacy engine JSON read as %s", got)
 	}
 }
+
+// TestCommandBinaryAbsolute: a playbook opened by a relative path still names its engine
+// binary absolutely, since the agent starts the engine in the node folder, not here.
+func TestCommandBinaryAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "engine.conf.tmpl"), []byte(goodTemplate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, filepath.Join(dir, "t.yaml"))
+	if err != nil {
+		t.Skipf("no relative path from %s to %s: %v", wd, dir, err)
+	}
+	p, err := Parse(rel, []byte(base+`engine:
+  driver: command
+  sync_level: 1
+  command:
+    binary: ./start.sh
+    config_template: engine.conf.tmpl
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "start.sh"); p.Engine.Command.Binary != want {
+		t.Errorf("binary %q, want %q", p.Engine.Command.Binary, want)
+	}
+}

@@ -10,8 +10,9 @@ import (
 const Name = "command"
 
 // Driver is the command driver: any engine, started from the playbook's engine.command
-// templates, with the settings the playbook declares (engine.settings), names as the engine
-// knows them.
+// templates, with the engine contract's settings (driver.Contract) and those the playbook
+// declares (engine.settings), names as the engine knows them. A declaration of a contract name
+// replaces the contract's (to give it a default or a rendering).
 type Driver struct{}
 
 func init() { driver.Register(Driver{}) }
@@ -21,7 +22,7 @@ var _ driver.Templater = Driver{}
 // Name implements driver.Driver.
 func (Driver) Name() string { return Name }
 
-// Settings implements driver.Driver: the table is the playbook's.
+// Settings implements driver.Driver: the contract's table and the playbook's.
 func (Driver) Settings(declared driver.Table) (driver.Table, error) {
 	seen := map[string]bool{}
 	for _, s := range declared {
@@ -33,7 +34,13 @@ func (Driver) Settings(declared driver.Table) (driver.Table, error) {
 		}
 		seen[s.Name] = true
 	}
-	return declared, nil
+	var out driver.Table
+	for _, s := range driver.Contract {
+		if !seen[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return append(out, declared...), nil
 }
 
 // TemplateSettings implements driver.Templater.

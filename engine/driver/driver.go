@@ -25,13 +25,27 @@ import (
 // Default is the driver of a playbook that names none: the rig's own engine.
 const Default = "reference"
 
-// Well-known setting names: an engine with these knobs names them so, and the estimate model and
-// the report's snapshot tables read them (the reference engine's table has all three).
+// Well-known setting names, the engine contract's (docs/engines.md): an engine with these knobs
+// names them so in /status config, and the estimate model and the report's snapshot tables read
+// them.
 const (
-	SyncLevel     = "sync_level"     // integer: 0 no sync, 1 fdatasync, 2 fsync
-	SnapshotBlock = "snapshot_block" // bytes per snapshot write (a sync after each at level > 0)
-	EncodeThreads = "encode_threads" // integer: snapshot encoders
+	SyncLevel        = "sync_level"        // integer: 0 no sync, 1 fdatasync, 2 fsync
+	SnapshotBlock    = "snapshot_block"    // bytes per snapshot write (a sync after each at level > 0)
+	EncodeThreads    = "encode_threads"    // integer: snapshot encoders
+	HeartbeatTimeout = "heartbeat_timeout" // duration: a follower's wait before it stands
+	ElectionTimeout  = "election_timeout"  // duration: a candidate's wait for votes
 )
+
+// Contract is the contract's settings as any engine may have them: no defaults (an engine keeps
+// its own unless a playbook asks) and no ranges but the sync levels', which the contract defines.
+// A driver whose engine is not the rig's offers them besides its own.
+var Contract = Table{
+	{Name: SyncLevel, Kind: Integer, Min: "0", Max: "2", Help: "0 (no sync), 1 (fdatasync) or 2 (fsync)"},
+	{Name: SnapshotBlock, Kind: Bytes, Help: "bytes per snapshot write, e.g. 1MiB or 16MiB"},
+	{Name: EncodeThreads, Kind: Integer, Min: "1", Help: "snapshot encode threads, 1 or more"},
+	{Name: HeartbeatTimeout, Kind: Duration, Help: "a duration, e.g. 1s, 100ms"},
+	{Name: ElectionTimeout, Kind: Duration, Help: "a duration, e.g. 1s, 100ms"},
+}
 
 // Driver is one kind of engine.
 type Driver interface {

@@ -30,8 +30,8 @@ const (
 	SyncLevel        = driver.SyncLevel
 	SnapshotBlock    = driver.SnapshotBlock
 	EncodeThreads    = driver.EncodeThreads
-	HeartbeatTimeout = "heartbeat_timeout"
-	ElectionTimeout  = "election_timeout"
+	HeartbeatTimeout = driver.HeartbeatTimeout
+	ElectionTimeout  = driver.ElectionTimeout
 	UDPRcvbuf        = "udp_rcvbuf"
 	UDPNakDelay      = "udp_nak_delay"
 	UDPRecvNice      = engine.UDPRecvNiceSetting
