@@ -1,9 +1,10 @@
-// Package diskmodel gives a folder the performance of a chosen disk: a FUSE filesystem that
-// passes every operation through to a real folder (go-fuse's loopback) and, on the way, holds
-// writes to a throughput and an IOPS cap and makes every fsync take at least a fixed latency
-// plus a cost per byte the file had not yet synced — the shape of a network volume such as
-// EBS gp3, whose sync costs milliseconds whatever the local disk could do. Probe measures
-// what a mounted model delivers, so a run records the achieved figures beside the asked ones.
+// Package diskmodel is the shape of a modelled disk: the Limits a model imposes on a folder —
+// a throughput and an IOPS cap on writes, and every fsync taking at least a fixed latency plus
+// a cost per byte the file had not yet synced, the shape of a network volume such as EBS gp3
+// whose sync costs milliseconds whatever the local disk could do — and Probe, which measures
+// what a folder delivers so a run records the achieved figures beside the asked ones (Check
+// compares them). diskmodel/fusefs mounts a model; this package imports nothing beyond the
+// standard library, so playbooks, the runner and the run folder's formats can share the shape.
 package diskmodel
 
 import (
@@ -69,15 +70,16 @@ func (l Limits) Zero() bool {
 	return l.Throughput == 0 && l.IOPS == 0 && l.SyncLatency == 0 && l.SyncPerMiB == 0
 }
 
-func (l Limits) ioSize() int64 {
+// EffectiveIOSize is IOSize, or DefaultIOSize when it is 0.
+func (l Limits) EffectiveIOSize() int64 {
 	if l.IOSize > 0 {
 		return l.IOSize
 	}
 	return DefaultIOSize
 }
 
-// syncCost is the least time an fsync of a file with unsynced bytes takes.
-func (l Limits) syncCost(unsynced int64) time.Duration {
+// SyncCost is the least time an fsync of a file with unsynced bytes takes.
+func (l Limits) SyncCost(unsynced int64) time.Duration {
 	return l.SyncLatency + time.Duration(float64(l.SyncPerMiB)*float64(unsynced)/(1<<20))
 }
 
@@ -91,7 +93,7 @@ func (l Limits) String() string {
 		parts = append(parts, fmt.Sprintf("%.1f MB/s", float64(l.Throughput)/1e6))
 	}
 	if l.IOPS > 0 {
-		parts = append(parts, fmt.Sprintf("%d IOPS (%d KiB I/O)", l.IOPS, l.ioSize()>>10))
+		parts = append(parts, fmt.Sprintf("%d IOPS (%d KiB I/O)", l.IOPS, l.EffectiveIOSize()>>10))
 	}
 	if l.Burst > 0 {
 		parts = append(parts, "burst "+l.Burst.String())

@@ -41,7 +41,8 @@ type Record struct {
 }
 
 const (
-	probePage = 4096
+	// ProbePage is the probe's small write: one page.
+	ProbePage = 4096
 	phaseTime = 250 * time.Millisecond
 )
 
@@ -88,9 +89,9 @@ func Probe(ctx context.Context, dir string, l Limits, o ProbeOptions) (Achieved,
 	}
 
 	// Sync latency: appends of one page, then of one block, each fsynced.
-	page, block := make([]byte, probePage), make([]byte, o.Block)
-	fillRandom(page)
-	fillRandom(block)
+	page, block := make([]byte, ProbePage), make([]byte, o.Block)
+	FillRandom(page)
+	FillRandom(block)
 	small, err := syncRounds(ctx, f, page, o.Syncs)
 	if err != nil {
 		return fail("fsync after 4 KiB", err)
@@ -100,8 +101,8 @@ func Probe(ctx context.Context, dir string, l Limits, o ProbeOptions) (Achieved,
 		return fail("fsync after a block", err)
 	}
 	a.SyncLatency = small
-	if extra := float64(large - small); extra > 0 && o.Block > probePage {
-		a.SyncPerMiB = time.Duration(extra * (1 << 20) / float64(o.Block-probePage))
+	if extra := float64(large - small); extra > 0 && o.Block > ProbePage {
+		a.SyncPerMiB = time.Duration(extra * (1 << 20) / float64(o.Block-ProbePage))
 	}
 
 	// Throughput: sequential blocks from the start of a fresh file, one fsync at the end.
@@ -132,7 +133,7 @@ func Probe(ctx context.Context, dir string, l Limits, o ProbeOptions) (Achieved,
 		if err := ctx.Err(); err != nil {
 			return fail("random writes", err)
 		}
-		if _, err := f.WriteAt(page, o.Bytes+int64(s)*2*probePage); err != nil {
+		if _, err := f.WriteAt(page, o.Bytes+int64(s)*2*ProbePage); err != nil {
 			return fail("random writes", err)
 		}
 	}
@@ -169,8 +170,8 @@ func syncRounds(ctx context.Context, f *os.File, buf []byte, n int) (time.Durati
 	return times[len(times)/2], nil
 }
 
-// fillRandom keeps a compressing or deduplicating backing store from flattering the figures.
-func fillRandom(b []byte) {
+// FillRandom fills b with random bytes: it keeps a compressing or deduplicating backing store from flattering the figures.
+func FillRandom(b []byte) {
 	for i := range b {
 		b[i] = byte(rand.Uint32())
 	}
@@ -192,7 +193,7 @@ func Check(asked Limits, got Achieved, floor float64) error {
 		short = append(short, fmt.Sprintf("iops %d asked, %.0f achieved (%.0f %%)",
 			asked.IOPS, got.IOPS, 100*got.IOPS/float64(asked.IOPS)))
 	}
-	if want := asked.syncCost(probePage); asked.SyncLatency > 0 && float64(got.SyncLatency) > float64(want)/floor {
+	if want := asked.SyncCost(ProbePage); asked.SyncLatency > 0 && float64(got.SyncLatency) > float64(want)/floor {
 		short = append(short, fmt.Sprintf("sync latency %v asked, %v achieved", want, got.SyncLatency))
 	}
 	if len(short) > 0 {

@@ -1,4 +1,7 @@
-package diskmodel
+// Package fusefs mounts a disk model (diskmodel.Limits): a FUSE pass-through filesystem
+// (go-fuse's loopback) over a real folder that holds writes to the throughput and IOPS caps and
+// fsyncs to the sync cost on the way.
+package fusefs
 
 import (
 	"context"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rig-dev/rig/diskmodel"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +24,7 @@ import (
 type Options struct {
 	Backing    string // the real folder every operation passes through to (must exist)
 	Mountpoint string // the folder the model is mounted on (created if missing)
-	Limits     Limits
+	Limits     diskmodel.Limits
 	Logger     *slog.Logger
 }
 
@@ -74,7 +78,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	}
 
 	m := &model{lim: o.Limits, bytes: newBucket(o.Limits.Throughput, o.Limits.Burst),
-		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.ioSize()}
+		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize()}
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -114,7 +118,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 func (d *Disk) Dir() string { return d.opts.Mountpoint }
 
 // Limits are what the model imposes.
-func (d *Disk) Limits() Limits { return d.opts.Limits }
+func (d *Disk) Limits() diskmodel.Limits { return d.opts.Limits }
 
 // Stats are the model's counters since it was mounted.
 func (d *Disk) Stats() Stats { return d.m.c.stats() }
@@ -161,7 +165,7 @@ func clearStale(dir string, log *slog.Logger) {
 
 // model is the state the caps share across the mount.
 type model struct {
-	lim         Limits
+	lim         diskmodel.Limits
 	bytes, iops *bucket
 	ioSize      int64
 	c           counters
@@ -293,7 +297,7 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	}
 	m := f.n.m
 	m.c.syncs.Add(1)
-	if rest := m.lim.syncCost(unsynced) - time.Since(start); rest > 0 {
+	if rest := m.lim.SyncCost(unsynced) - time.Since(start); rest > 0 {
 		m.c.syncWait.Add(int64(rest))
 		if sleep(ctx, rest) != nil {
 			return syscall.EINTR

@@ -1,4 +1,4 @@
-package diskmodel
+package fusefs
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package diskmodel
+package fusefs
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/diskmodel"
 )
 
 // mountT mounts a model for the test on a fresh folder over another; it is unmounted (lazily
 // if a failed test left a file open) when the test ends, so no mount outlives a test.
-func mountT(t testing.TB, l Limits) (*Disk, string) {
+func mountT(t testing.TB, l diskmodel.Limits) (*Disk, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting FUSE directly (mount(2)) needs root")
@@ -48,7 +50,7 @@ func mounted(dir string) bool {
 }
 
 func TestPassThroughKeepsFiles(t *testing.T) {
-	d, backing := mountT(t, Limits{})
+	d, backing := mountT(t, diskmodel.Limits{})
 	if !mounted(d.Dir()) {
 		t.Fatalf("%s not in /proc/self/mountinfo", d.Dir())
 	}
@@ -73,12 +75,12 @@ func TestPassThroughKeepsFiles(t *testing.T) {
 
 // TestThroughputCap writes 8 MiB at a 16 MB/s cap. The model cannot be faster than the cap but
 // for the probe's one subtracted sync and the schedule's slack, and must not be slower than the
-// floor a run accepts (Check's 80 %).
+// floor a run accepts (diskmodel.Check's 80 %).
 func TestThroughputCap(t *testing.T) {
 	const bytes = 8 << 20
-	l := Limits{Throughput: 16e6}
+	l := diskmodel.Limits{Throughput: 16e6}
 	d, _ := mountT(t, l)
-	a, err := Probe(context.Background(), d.Dir(), l, ProbeOptions{Bytes: bytes, Block: 1 << 20, Syncs: 3})
+	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: bytes, Block: 1 << 20, Syncs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestThroughputCap(t *testing.T) {
 	if a.ThroughputBps > hi || a.ThroughputBps < lo {
 		t.Fatalf("achieved %.2f MB/s at a %.1f MB/s cap; want %.2f..%.2f", a.ThroughputBps/1e6, float64(l.Throughput)/1e6, lo/1e6, hi/1e6)
 	}
-	if err := Check(l, a, 0.8); err != nil {
+	if err := diskmodel.Check(l, a, 0.8); err != nil {
 		t.Fatal(err)
 	}
 	if st := d.Stats(); st.BytesWritten < bytes || st.WriteWait < time.Duration(0.8*atCap*float64(time.Second)) {
@@ -99,17 +101,17 @@ func TestThroughputCap(t *testing.T) {
 
 // TestSyncLatency asks 4 ms per sync, then 4 ms + 8 ms per MiB unsynced, and reads both back.
 func TestSyncLatency(t *testing.T) {
-	for _, l := range []Limits{
+	for _, l := range []diskmodel.Limits{
 		{SyncLatency: 4 * time.Millisecond},
 		{SyncLatency: 4 * time.Millisecond, SyncPerMiB: 8 * time.Millisecond},
 	} {
 		t.Run(strings.ReplaceAll(l.String(), "/", " per "), func(t *testing.T) {
 			d, _ := mountT(t, l)
-			a, err := Probe(context.Background(), d.Dir(), l, ProbeOptions{Bytes: 1 << 20, RandomWrites: 16, Syncs: 9})
+			a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 1 << 20, RandomWrites: 16, Syncs: 9})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := l.syncCost(probePage)
+			want := l.SyncCost(diskmodel.ProbePage)
 			t.Logf("asked %v, achieved sync %v, per MiB %v", l, a.SyncLatency, a.SyncPerMiB)
 			// Never below what was asked (the model holds at least that), at most a quarter above.
 			if a.SyncLatency < want || a.SyncLatency > want*5/4 {
@@ -131,12 +133,12 @@ func TestSyncLatency(t *testing.T) {
 // more the sync count dominates and the closer the gain comes to the ratio of the sync counts
 // (16). Each time is checked against the model's own arithmetic, bytes/cap + blocks × sync,
 // and the gain against the arithmetic's ratio. The higher cap is one this host can write to
-// stable storage (a 1,000 MB/s model needs a host that does 1,000 MB/s: Check says when not).
+// stable storage (a 1,000 MB/s model needs a host that does 1,000 MB/s: diskmodel.Check says when not).
 func TestBlockSizeEffect(t *testing.T) {
 	const total = 32 << 20
 	sync := 4 * time.Millisecond
 	for _, bw := range []int64{125e6, 250e6} {
-		l := Limits{Throughput: bw, SyncLatency: sync}
+		l := diskmodel.Limits{Throughput: bw, SyncLatency: sync}
 		d, _ := mountT(t, l)
 		transfer := time.Duration(float64(total) / float64(bw) * float64(time.Second))
 		model := func(block int64) time.Duration { return transfer + time.Duration(total/block)*sync }
@@ -176,7 +178,7 @@ func writeBlocks(dir string, total, block int64) (time.Duration, error) {
 	defer os.Remove(f.Name())
 	defer f.Close()
 	buf := make([]byte, block)
-	fillRandom(buf)
+	diskmodel.FillRandom(buf)
 	t0 := time.Now()
 	for off := int64(0); off < total; off += block {
 		if _, err := f.WriteAt(buf, off); err != nil {
@@ -190,30 +192,32 @@ func writeBlocks(dir string, total, block int64) (time.Duration, error) {
 }
 
 // TestIOPSCapStarvesThroughput is the provisioning trap: 125 MB/s asked, but at 200 IOPS of
-// 256 KiB the volume moves at most 52 MB/s; Check refuses it naming both figures.
+// 256 KiB the volume moves at most 52 MB/s; diskmodel.Check refuses it naming both figures.
 func TestIOPSCapStarvesThroughput(t *testing.T) {
-	l := Limits{Throughput: 125e6, IOPS: 200}
+	l := diskmodel.Limits{Throughput: 125e6, IOPS: 200}
 	d, _ := mountT(t, l)
-	a, err := Probe(context.Background(), d.Dir(), l, ProbeOptions{Bytes: 8 << 20, RandomWrites: 40, Syncs: 3})
+	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 8 << 20, RandomWrites: 40, Syncs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ceiling := float64(l.IOPS * DefaultIOSize)
+	ceiling := float64(l.IOPS * diskmodel.DefaultIOSize)
 	t.Logf("throughput %.1f MB/s (IOPS ceiling %.1f MB/s), iops %.0f", a.ThroughputBps/1e6, ceiling/1e6, a.IOPS)
 	if a.ThroughputBps > 1.1*ceiling || a.ThroughputBps < 0.8*ceiling {
 		t.Fatalf("throughput %.1f MB/s; want about the IOPS ceiling %.1f MB/s", a.ThroughputBps/1e6, ceiling/1e6)
 	}
+	// The random phase's closing fsync is the host's own (scattered pages on a disk other
+	// sessions share), so the floor is the one a run accepts.
 	if a.IOPS > 1.1*float64(l.IOPS) || a.IOPS < 0.8*float64(l.IOPS) {
-		t.Fatalf("iops %.0f; want about %d", a.IOPS, l.IOPS)
+		t.Fatalf("iops %.0f; want %d within -20 %%..+10 %%", a.IOPS, l.IOPS)
 	}
-	err = Check(l, a, 0.8)
-	if !errors.Is(err, ErrShortfall) || !strings.Contains(err.Error(), "throughput 125.0 MB/s asked") {
-		t.Fatalf("Check: %v; want a shortfall naming the asked 125 MB/s", err)
+	err = diskmodel.Check(l, a, 0.8)
+	if !errors.Is(err, diskmodel.ErrShortfall) || !strings.Contains(err.Error(), "throughput 125.0 MB/s asked") {
+		t.Fatalf("diskmodel.Check: %v; want a shortfall naming the asked 125 MB/s", err)
 	}
 }
 
 func TestCloseDetachesABusyMount(t *testing.T) {
-	d, _ := mountT(t, Limits{})
+	d, _ := mountT(t, diskmodel.Limits{})
 	f, err := os.Create(filepath.Join(d.Dir(), "held"))
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +258,8 @@ func TestMountRefusesBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "backing folder") {
 		t.Fatalf("missing backing: %v", err)
 	}
-	_, err = Mount(context.Background(), Options{Backing: t.TempDir(), Mountpoint: t.TempDir(), Limits: Limits{IOPS: -1}})
-	if !errors.Is(err, ErrLimits) {
+	_, err = Mount(context.Background(), Options{Backing: t.TempDir(), Mountpoint: t.TempDir(), Limits: diskmodel.Limits{IOPS: -1}})
+	if !errors.Is(err, diskmodel.ErrLimits) {
 		t.Fatalf("negative iops: %v", err)
 	}
 }

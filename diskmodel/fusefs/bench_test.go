@@ -1,8 +1,10 @@
-package diskmodel
+package fusefs
 
 import (
 	"os"
 	"testing"
+
+	"github.com/rig-dev/rig/diskmodel"
 )
 
 // BenchmarkPassThrough is the FUSE layer's own cost: the same writes on the bare folder and
@@ -21,7 +23,7 @@ func BenchmarkPassThrough(b *testing.B) {
 			b.Run(w.name+"/"+via, func(b *testing.B) {
 				dir := b.TempDir()
 				if via == "model" {
-					d, _ := mountT(b, Limits{})
+					d, _ := mountT(b, diskmodel.Limits{})
 					dir = d.Dir()
 				}
 				f, err := os.CreateTemp(dir, "bench-")
@@ -30,7 +32,7 @@ func BenchmarkPassThrough(b *testing.B) {
 				}
 				defer f.Close()
 				buf := make([]byte, w.block)
-				fillRandom(buf)
+				diskmodel.FillRandom(buf)
 				const wrap = 64 << 20 // rewrite the first 64 MiB: the file stays small
 				b.SetBytes(w.block)
 				b.ResetTimer()
