@@ -18,6 +18,10 @@ type ProbeOptions struct {
 	Block        int64 // its write size (default 1 MiB)
 	RandomWrites int   // random phase: 4 KiB writes at scattered offsets (default: 250 ms at the cap, 256..4096)
 	Syncs        int   // each sync phase: write+fsync rounds (default 9)
+	// Repeats runs the whole probe this many times (default 1) and keeps each figure's best:
+	// other load on the host can only slow a disk, and a model never runs faster than asked,
+	// so the best of a few is what the disk can deliver, less the noise of a shared machine.
+	Repeats int
 }
 
 // Achieved is what a probe measured.
@@ -76,6 +80,27 @@ func (o ProbeOptions) withDefaults(l Limits) ProbeOptions {
 // would otherwise dominate a short phase on a fast disk. l (the asked limits) only sizes it.
 func Probe(ctx context.Context, dir string, l Limits, o ProbeOptions) (Achieved, error) {
 	o = o.withDefaults(l)
+	start := time.Now()
+	var best Achieved
+	for i := range max(o.Repeats, 1) {
+		a, err := probeOnce(ctx, dir, o)
+		if err != nil {
+			return Achieved{}, err
+		}
+		if i == 0 {
+			best = a
+			continue
+		}
+		best.ThroughputBps = max(best.ThroughputBps, a.ThroughputBps)
+		best.IOPS = max(best.IOPS, a.IOPS)
+		best.SyncLatency = min(best.SyncLatency, a.SyncLatency)
+		best.SyncPerMiB = min(best.SyncPerMiB, a.SyncPerMiB)
+	}
+	best.Elapsed = time.Since(start)
+	return best, nil
+}
+
+func probeOnce(ctx context.Context, dir string, o ProbeOptions) (Achieved, error) {
 	start := time.Now()
 	f, err := os.CreateTemp(dir, ".rig-disk-probe-")
 	if err != nil {

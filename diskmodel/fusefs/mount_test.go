@@ -10,16 +10,31 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/internal/testfs"
 )
 
-// mountT mounts a model for the test on a fresh folder over another; it is unmounted (lazily
-// if a failed test left a file open) when the test ends, so no mount outlives a test.
+// mountT mounts a model for the test on a fresh folder over another on the host's disk; it is
+// unmounted (lazily if a failed test left a file open) when the test ends, so no mount
+// outlives a test.
 func mountT(t testing.TB, l diskmodel.Limits) (*Disk, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting FUSE directly (mount(2)) needs root")
 	}
-	backing, mp := t.TempDir(), t.TempDir()
+	return mountOver(t, t.TempDir(), l)
+}
+
+// mountTmpfs mounts a model over a tmpfs: for the tests of the model's own figures, whose
+// backing store should cost nothing next to the model, not a disk other sessions share, where
+// one fsync of 16 MiB takes from 40 ms to 300 ms.
+func mountTmpfs(t testing.TB, l diskmodel.Limits) (*Disk, string) {
+	t.Helper()
+	return mountOver(t, testfs.Tmpfs(t, 256<<20), l)
+}
+
+func mountOver(t testing.TB, backing string, l diskmodel.Limits) (*Disk, string) {
+	t.Helper()
+	mp := t.TempDir()
 	d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Limits: l})
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +88,14 @@ func TestPassThroughKeepsFiles(t *testing.T) {
 	}
 }
 
-// TestThroughputCap writes 8 MiB at a 16 MB/s cap. The model cannot be faster than the cap but
-// for the probe's one subtracted sync and the schedule's slack, and must not be slower than the
-// floor a run accepts (diskmodel.Check's 80 %).
+// TestThroughputCap writes 8 MiB at a 16 MB/s cap (best of three probes). The model cannot be
+// faster than the cap but for the probe's one subtracted sync and the schedule's slack, and
+// must not be slower than the floor a run accepts (diskmodel.Check's 80 %).
 func TestThroughputCap(t *testing.T) {
 	const bytes = 8 << 20
 	l := diskmodel.Limits{Throughput: 16e6}
-	d, _ := mountT(t, l)
-	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: bytes, Block: 1 << 20, Syncs: 3})
+	d, _ := mountTmpfs(t, l)
+	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: bytes, Block: 1 << 20, Syncs: 3, Repeats: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +121,8 @@ func TestSyncLatency(t *testing.T) {
 		{SyncLatency: 4 * time.Millisecond, SyncPerMiB: 8 * time.Millisecond},
 	} {
 		t.Run(strings.ReplaceAll(l.String(), "/", " per "), func(t *testing.T) {
-			d, _ := mountT(t, l)
-			a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 1 << 20, RandomWrites: 16, Syncs: 9})
+			d, _ := mountTmpfs(t, l)
+			a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 1 << 20, RandomWrites: 16, Syncs: 9, Repeats: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +135,7 @@ func TestSyncLatency(t *testing.T) {
 			if lo, hi := l.SyncPerMiB*4/5, l.SyncPerMiB*5/4+time.Millisecond; a.SyncPerMiB < lo || a.SyncPerMiB > hi {
 				t.Fatalf("per-MiB sync cost read back %v; want %v..%v", a.SyncPerMiB, lo, hi)
 			}
-			if st := d.Stats(); st.Syncs < 18 || st.SyncWait <= 0 {
+			if st := d.Stats(); st.Syncs < 3*18 || st.SyncWait <= 0 {
 				t.Fatalf("stats %+v: want the probe's 18+ syncs, held", st)
 			}
 		})
@@ -139,17 +154,25 @@ func TestBlockSizeEffect(t *testing.T) {
 	sync := 4 * time.Millisecond
 	for _, bw := range []int64{125e6, 250e6} {
 		l := diskmodel.Limits{Throughput: bw, SyncLatency: sync}
-		d, _ := mountT(t, l)
+		d, _ := mountTmpfs(t, l)
 		transfer := time.Duration(float64(total) / float64(bw) * float64(time.Second))
 		model := func(block int64) time.Duration { return transfer + time.Duration(total/block)*sync }
+		// The best of three: the model never runs faster than its arithmetic, and other load
+		// on a shared machine only slows it.
 		took := map[int64]time.Duration{}
-		for _, block := range []int64{1 << 20, 16 << 20} {
-			el, err := writeBlocks(d.Dir(), total, block)
-			if err != nil {
-				t.Fatal(err)
+		for range 3 {
+			for _, block := range []int64{1 << 20, 16 << 20} {
+				el, err := writeBlocks(d.Dir(), total, block)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if took[block] == 0 || el < took[block] {
+					took[block] = el
+				}
 			}
-			took[block] = el
-			want := model(block)
+		}
+		for _, block := range []int64{1 << 20, 16 << 20} {
+			el, want := took[block], model(block)
 			t.Logf("%4.0f MB/s, %2d MiB blocks: %v (model: %v)", float64(bw)/1e6, block>>20, el.Round(time.Millisecond), want.Round(time.Millisecond))
 			if el < want-schedSlack {
 				t.Errorf("%d MiB blocks at %.0f MB/s took %v, below the model's %v", block>>20, float64(bw)/1e6, el, want)
@@ -195,8 +218,8 @@ func writeBlocks(dir string, total, block int64) (time.Duration, error) {
 // 256 KiB the volume moves at most 52 MB/s; diskmodel.Check refuses it naming both figures.
 func TestIOPSCapStarvesThroughput(t *testing.T) {
 	l := diskmodel.Limits{Throughput: 125e6, IOPS: 200}
-	d, _ := mountT(t, l)
-	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 8 << 20, RandomWrites: 40, Syncs: 3})
+	d, _ := mountTmpfs(t, l)
+	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 8 << 20, RandomWrites: 40, Syncs: 3, Repeats: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +228,6 @@ func TestIOPSCapStarvesThroughput(t *testing.T) {
 	if a.ThroughputBps > 1.1*ceiling || a.ThroughputBps < 0.8*ceiling {
 		t.Fatalf("throughput %.1f MB/s; want about the IOPS ceiling %.1f MB/s", a.ThroughputBps/1e6, ceiling/1e6)
 	}
-	// The random phase's closing fsync is the host's own (scattered pages on a disk other
-	// sessions share), so the floor is the one a run accepts.
 	if a.IOPS > 1.1*float64(l.IOPS) || a.IOPS < 0.8*float64(l.IOPS) {
 		t.Fatalf("iops %.0f; want %d within -20 %%..+10 %%", a.IOPS, l.IOPS)
 	}
