@@ -31,6 +31,7 @@ func check(p *Playbook) []issue {
 			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", units.FormatDuration(p.Warmup), units.FormatDuration(end))
 	}
 	checkDriver(p, add)
+	checkDisk(p.Disk, add)
 	e := p.Engine
 	if e.HeartbeatTimeout > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < e.HeartbeatTimeout {
 		add("engine.election_timeout", "election<heartbeat", []string{"engine.heartbeat_timeout"},
