@@ -39,9 +39,9 @@ type Achieved struct {
 
 // Record is a probe beside what was asked, as a run folder keeps it.
 type Record struct {
-	Asked    Limits   `json:"asked"`
-	Achieved Achieved `json:"achieved"`
-	Load     string   `json:"load,omitempty"` // the host's load average when the probe ran
+	Asked    Limits    `json:"asked"`
+	Achieved Achieved  `json:"achieved"`
+	LoadAvg  []float64 `json:"load_avg,omitempty"` // the host's 1, 5, 15 min load average after the probe
 }
 
 const (
