@@ -31,6 +31,7 @@ func check(p *Playbook) []issue {
 			"%s is not shorter than the run (duration %s); want a warm-up that leaves time to measure", units.FormatDuration(p.Warmup), units.FormatDuration(end))
 	}
 	checkDriver(p, add)
+	checkDisk(p.Disk, add)
 	if bg, ok := tuningInt(p, "vm.dirty_background_ratio"); ok {
 		if fg, ok := tuningInt(p, "vm.dirty_ratio"); ok && bg >= fg {
 			add("tuning.vm.dirty_background_ratio", "dirty-ratios", []string{"tuning.vm.dirty_ratio"},

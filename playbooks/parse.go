@@ -30,7 +30,7 @@ const (
 // maxRuns bounds matrix x rounds: a run takes a minute or more, so more is a typo, not a plan.
 const maxRuns = 1000
 
-var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load",
+var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load", "disk",
 	"warmup", "duration", "timeline", "matrix", "rounds", "snapshot_warm_from"}
 
 // sections are the top-level mappings whose keys are plain fields.
@@ -118,7 +118,7 @@ func (r *reader) read(data []byte) *Playbook {
 		switch key {
 		case "engine":
 			r.engineSection(p, kv.Value)
-		case "cluster", "preload", "load":
+		case "cluster", "preload", "load", "disk":
 			r.section(p, key, kv.Value)
 		case "tuning":
 			r.tuning(p, kv.Value)

@@ -3,6 +3,7 @@ package playbooks
 import (
 	"time"
 
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks/estimate"
 )
@@ -10,19 +11,21 @@ import (
 // Playbook is one experiment, parsed and validated. Every quantity is already in base units
 // (durations, bytes, counts, per-second rates), so the runner never parses text.
 type Playbook struct {
-	Name        string        `json:"name"`
-	Description string        `json:"description,omitempty"`
-	Source      string        `json:"source"` // the file it came from (or "embedded:NAME")
-	Cluster     Cluster       `json:"cluster"`
-	Engine      Engine        `json:"engine"`
-	Tuning      []Setting     `json:"tuning,omitempty"` // kernel settings, in file order
-	Preload     Preload       `json:"preload"`
-	Load        Load          `json:"load"`
-	Warmup      time.Duration `json:"warmup"`   // probes before this offset are excluded from figures
-	Duration    time.Duration `json:"duration"` // from load start to end of run
-	Timeline    []Action      `json:"timeline"`
-	Matrix      []Axis        `json:"matrix,omitempty"`
-	Rounds      int           `json:"rounds"`
+	Name        string    `json:"name"`
+	Description string    `json:"description,omitempty"`
+	Source      string    `json:"source"` // the file it came from (or "embedded:NAME")
+	Cluster     Cluster   `json:"cluster"`
+	Engine      Engine    `json:"engine"`
+	Tuning      []Setting `json:"tuning,omitempty"` // kernel settings, in file order
+	Preload     Preload   `json:"preload"`
+	Load        Load      `json:"load"`
+	// Disk is the disk model under every server's engine data; zero: the target's own disk.
+	Disk     diskmodel.Limits `json:"disk,omitzero"`
+	Warmup   time.Duration    `json:"warmup"`   // probes before this offset are excluded from figures
+	Duration time.Duration    `json:"duration"` // from load start to end of run
+	Timeline []Action         `json:"timeline"`
+	Matrix   []Axis           `json:"matrix,omitempty"`
+	Rounds   int              `json:"rounds"`
 	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`

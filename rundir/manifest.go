@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/agent/tune"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
@@ -56,8 +57,11 @@ type Manifest struct {
 	// subtracted from every node-side timestamp in events.jsonl.
 	ClockOffsets map[string]ClockOffset `json:"clock_offsets,omitempty"`
 	Disks        map[string]disk.Result `json:"disks,omitempty"` // per server: its data volume as found, formatted, mounted
-	Warnings     []string               `json:"warnings,omitempty"`
-	Phases       []PhaseMark            `json:"phases,omitempty"` // controller stages with load average at each
+	// DiskModels: per server, the disk model asked for (the playbook's disk:) and what a probe of
+	// it delivered before load.
+	DiskModels map[string]diskmodel.Record `json:"disk_models,omitempty"`
+	Warnings   []string                    `json:"warnings,omitempty"`
+	Phases     []PhaseMark                 `json:"phases,omitempty"` // controller stages with load average at each
 	// TuningSkipped says why the playbook's kernel tuning was not applied at all (empty: it was,
 	// or there was none): every tuning setting of the run then had no effect.
 	TuningSkipped string `json:"tuning_skipped,omitempty"`

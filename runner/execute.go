@@ -160,6 +160,9 @@ func (r *run) clientAddrs() []string {
 // engine data in, target.DataPlacer), so the engine writes to the volume
 // whose IOPS and throughput the experiment is about, not to the root disk.
 func (r *run) prepareDisks(ctx context.Context) error {
+	if !r.pb.Disk.Zero() {
+		return r.modelDisks(ctx)
+	}
 	rec := map[string]disk.Result{}
 	for _, n := range r.servers {
 		if n.DataDevice == "" {

@@ -12,6 +12,7 @@ import (
 	"net"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 )
@@ -71,6 +72,16 @@ type Cluster interface {
 // (the agent's folder).
 type DataPlacer interface {
 	DataRoot(n inventory.Node) string
+}
+
+// DiskModeler is a Cluster that can put a server's engine data on a disk model: the local
+// target mounts one per server (diskmodel/fusefs). A stack's disk is its data volume, so the
+// SSH target is not one.
+type DiskModeler interface {
+	// ModelDisk mounts a model of l where server n keeps its engine data, probes what it
+	// delivers, and returns the folder to keep the data in (a data root, as DataPlacer's) and
+	// the probe. The model stays mounted until Stop.
+	ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (root string, got diskmodel.Achieved, err error)
 }
 
 // Traits describe a cluster in the terms a run needs.

@@ -158,6 +158,49 @@ func ParseRate(s string) (float64, error) {
 	return n * mult, nil
 }
 
+// ParseByteRate reads a byte rate: 125MB/s, 1GB/s, 500MiB/s (a size, as ParseSize, per s, ms
+// or min), as a disk's throughput is written. The result is bytes per second, rounded down.
+// A size without its time unit is refused, as is a count (125M/s: M of what?).
+func ParseByteRate(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	num, per, ok := strings.Cut(s, "/")
+	if !ok {
+		if _, err := ParseSize(s); err == nil {
+			return 0, fmt.Errorf("%q has no time unit; write %s/s", s, s)
+		}
+		return 0, fmt.Errorf("%q is not a byte rate; want e.g. 125MB/s, 1GB/s, 500MiB/s", s)
+	}
+	mult, ok := ratePer[strings.TrimSpace(per)]
+	if !ok {
+		return 0, fmt.Errorf("%q has an unknown time unit %q; want /s, /ms or /min, e.g. 125MB/s", s, per)
+	}
+	n, err := ParseSize(strings.TrimSpace(num))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a byte rate (%v); want e.g. 125MB/s, 1GB/s, 500MiB/s", s, err)
+	}
+	v := float64(n) * mult
+	if v > 1<<50 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v), nil
+}
+
+// FormatByteRate writes bytes per second as ParseByteRate reads it: 125MB/s, 500MiB/s, 1234/s.
+func FormatByteRate(bps int64) string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
+		if bps != 0 && bps%u.n == 0 {
+			return strconv.FormatInt(bps/u.n, 10) + u.name + "/s"
+		}
+	}
+	if s := FormatSize(bps); s != strconv.FormatInt(bps, 10) {
+		return s + "/s"
+	}
+	return strconv.FormatInt(bps, 10) + "B/s"
+}
+
 // ParseInt reads a plain whole number (underscores allowed), for fields that are not counts.
 func ParseInt(s string) (int64, error) {
 	s = strings.TrimSpace(s)

@@ -91,3 +91,24 @@ func TestFormatRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+func TestParseByteRate(t *testing.T) {
+	good := map[string]int64{"125MB/s": 125e6, "1GB/s": 1e9, "500MiB/s": 500 << 20, "1MB/ms": 1e9, "60MB/min": 1e6, "0/s": 0, "4096/s": 4096}
+	for in, want := range good {
+		if got, err := ParseByteRate(in); err != nil || got != want {
+			t.Errorf("ParseByteRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	bad := map[string]string{"125MB": "has no time unit; write 125MB/s", "125M/s": "unknown unit \"M\"", "125MB/h": "unknown time unit",
+		"fast": "not a byte rate", "-1MB/s": "negative"}
+	for in, want := range bad {
+		if _, err := ParseByteRate(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseByteRate(%q) err = %v; want it to say %q", in, err, want)
+		}
+	}
+	for _, r := range []int64{125e6, 1e9, 500 << 20, 1234, 1500, 0} {
+		if got, err := ParseByteRate(FormatByteRate(r)); err != nil || got != r {
+			t.Errorf("rate %v -> %q -> %v, %v", r, FormatByteRate(r), got, err)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/target"
@@ -145,6 +146,7 @@ type Cluster struct {
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
 	done  map[string]chan struct{}
+	disks []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
 }
 
 var _ target.Cluster = (*Cluster)(nil)
@@ -280,6 +282,7 @@ func (c *Cluster) Stop(context.Context) error {
 		}
 	}
 	c.procs = map[string]*exec.Cmd{}
+	c.unmountDisks()
 	for _, a := range c.agents {
 		a.Close()
 	}

@@ -1,0 +1,334 @@
+// Package fusefs mounts a disk model (diskmodel.Limits): a FUSE pass-through filesystem
+// (go-fuse's loopback) over a real folder that holds writes to the throughput and IOPS caps and
+// fsyncs to the sync cost on the way.
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rig-dev/rig/diskmodel"
+	"golang.org/x/sys/unix"
+)
+
+// Options say where a model is mounted and what it imposes.
+type Options struct {
+	Backing    string // the real folder every operation passes through to (must exist)
+	Mountpoint string // the folder the model is mounted on (created if missing)
+	Limits     diskmodel.Limits
+	Logger     *slog.Logger
+}
+
+// ErrDetached is a Close that found the mount busy and detached it lazily (MNT_DETACH): it is
+// gone from the namespace, and the kernel lets it go once its last open file closes.
+var ErrDetached = errors.New("disk model was busy: detached lazily")
+
+// Disk is a mounted model.
+type Disk struct {
+	opts   Options
+	srv    *fuse.Server
+	m      *model
+	once   sync.Once
+	err    error
+	closed chan struct{}
+}
+
+// maxWrite is the largest FUSE write request asked for (the kernel's own ceiling is 1 MiB
+// with max_pages): smaller requests would split a 1 MiB application write into eight.
+const maxWrite = 1 << 20
+
+// Mount mounts a model of o.Limits on o.Mountpoint over o.Backing, directly with mount(2)
+// (root; no fusermount), and unmounts it when ctx ends or Close is called.
+func Mount(ctx context.Context, o Options) (*Disk, error) {
+	if err := o.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if o.Backing, err = filepath.Abs(o.Backing); err != nil {
+		return nil, err
+	}
+	if o.Mountpoint, err = filepath.Abs(o.Mountpoint); err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(o.Backing, &st); err != nil {
+		return nil, fmt.Errorf("disk model: backing folder: %w", err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, fmt.Errorf("disk model: backing %s is not a folder", o.Backing)
+	}
+	if err := ensureFuseDevice(); err != nil {
+		return nil, err
+	}
+	clearStale(o.Mountpoint, o.Logger)
+	if err := os.MkdirAll(o.Mountpoint, 0o755); err != nil {
+		return nil, fmt.Errorf("disk model: mountpoint: %w", err)
+	}
+
+	m := &model{lim: o.Limits, bytes: newBucket(o.Limits.Throughput, o.Limits.Burst),
+		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize()}
+	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
+	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
+	}
+	root.RootNode = root.NewNode(root, nil, "", &st)
+	sec := time.Second
+	srv, err := fs.Mount(o.Mountpoint, root.RootNode, &fs.Options{
+		EntryTimeout: &sec, AttrTimeout: &sec,
+		MountOptions: fuse.MountOptions{
+			DirectMountStrict: true,
+			FsName:            o.Backing,
+			Name:              "rigdisk",
+			MaxWrite:          maxWrite,
+			// Only the mounting user (root) may enter: the loopback acts with the server's
+			// own rights, so other users would bypass the backing folder's permissions.
+			AllowOther: false,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("disk model: mount %s on %s: %w", o.Backing, o.Mountpoint, err)
+	}
+	d := &Disk{opts: o, srv: srv, m: m, closed: make(chan struct{})}
+	go func() {
+		select {
+		case <-ctx.Done():
+			if err := d.Close(); err != nil {
+				o.Logger.Warn("disk model unmount", "mountpoint", o.Mountpoint, "err", err)
+			}
+		case <-d.closed:
+		}
+	}()
+	o.Logger.Info("disk model mounted", "mountpoint", o.Mountpoint, "backing", o.Backing, "limits", o.Limits.String())
+	return d, nil
+}
+
+// Dir is the mountpoint.
+func (d *Disk) Dir() string { return d.opts.Mountpoint }
+
+// Limits are what the model imposes.
+func (d *Disk) Limits() diskmodel.Limits { return d.opts.Limits }
+
+// Stats are the model's counters since it was mounted.
+func (d *Disk) Stats() Stats { return d.m.c.stats() }
+
+// Close unmounts the model; a mount still in use is detached lazily (ErrDetached), so no mount
+// outlives Close either way. Safe to call more than once.
+func (d *Disk) Close() error {
+	d.once.Do(func() {
+		defer close(d.closed)
+		err := d.srv.Unmount() // retries a few times while the kernel drops the last files
+		if err == nil {
+			return
+		}
+		if derr := unix.Unmount(d.opts.Mountpoint, unix.MNT_DETACH); derr != nil && !errors.Is(derr, unix.EINVAL) {
+			d.err = fmt.Errorf("disk model: unmount %s: %v; lazy unmount: %w", d.opts.Mountpoint, err, derr)
+			return
+		}
+		d.err = fmt.Errorf("%w: %s (%v)", ErrDetached, d.opts.Mountpoint, err)
+	})
+	return d.err
+}
+
+// ensureFuseDevice makes /dev/fuse where a container was started without it (misc device
+// 10:229, as the kernel's fuse module registers it).
+func ensureFuseDevice() error {
+	if _, err := os.Stat("/dev/fuse"); err == nil {
+		return nil
+	}
+	if err := unix.Mknod("/dev/fuse", unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229))); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("disk model: /dev/fuse is missing and could not be made (mknod /dev/fuse c 10 229 as root): %w", err)
+	}
+	return nil
+}
+
+// clearStale detaches a dead FUSE mount left on dir by a process that died without unmounting
+// (a killed test): every access to it fails with ENOTCONN, so nothing could be mounted there.
+func clearStale(dir string, log *slog.Logger) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); errors.Is(err, unix.ENOTCONN) {
+		log.Warn("detaching a stale FUSE mount", "mountpoint", dir)
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+}
+
+// model is the state the caps share across the mount.
+type model struct {
+	lim         diskmodel.Limits
+	bytes, iops *bucket
+	ioSize      int64
+	c           counters
+}
+
+// node is a loopback inode that remembers, for its file, the write run (for I/O counting) and
+// how many bytes were written since the last fsync.
+type node struct {
+	fs.LoopbackNode
+	m *model
+
+	mu       sync.Mutex
+	run      ioRun
+	unsynced int64
+}
+
+var (
+	_ fs.NodeOpener  = (*node)(nil)
+	_ fs.NodeCreater = (*node)(nil)
+)
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, ff, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return wrap(fh, n), ff, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	in, fh, ff, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	child, ok := in.Operations().(*node)
+	if !ok { // every inode of the mount is a node (NewNode): not reached
+		return in, fh, ff, 0
+	}
+	return in, wrap(fh, child), ff, 0
+}
+
+// file passes every call through to the loopback file, holding writes and fsyncs as the model
+// says. It deliberately does not implement fs.FilePassthroughFder: with kernel passthrough
+// (Linux 6.9+) reads and writes would go straight to the backing file, past the caps.
+type file struct {
+	lf *fs.LoopbackFile
+	n  *node
+}
+
+func wrap(fh fs.FileHandle, n *node) fs.FileHandle {
+	lf, ok := fh.(*fs.LoopbackFile)
+	if !ok {
+		return fh
+	}
+	return &file{lf: lf, n: n}
+}
+
+var (
+	_ fs.FileReader    = (*file)(nil)
+	_ fs.FileWriter    = (*file)(nil)
+	_ fs.FileFsyncer   = (*file)(nil)
+	_ fs.FileReleaser  = (*file)(nil)
+	_ fs.FileFlusher   = (*file)(nil)
+	_ fs.FileGetattrer = (*file)(nil)
+	_ fs.FileSetattrer = (*file)(nil)
+	_ fs.FileLseeker   = (*file)(nil)
+	_ fs.FileAllocater = (*file)(nil)
+	_ fs.FileGetlker   = (*file)(nil)
+	_ fs.FileSetlker   = (*file)(nil)
+	_ fs.FileSetlkwer  = (*file)(nil)
+)
+
+func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	m, size := f.n.m, int64(len(data))
+	f.n.mu.Lock()
+	ops := f.n.run.ops(off, size, m.ioSize)
+	f.n.mu.Unlock()
+	// Reserve, write, then wait out what is left of the reservation: the real write's own
+	// time counts within the cap's share instead of on top of it.
+	now := time.Now()
+	wait := max(m.bytes.reserve(now, size), m.iops.reserve(now, ops))
+	n, errno := f.lf.Write(ctx, data, off)
+	m.c.writes.Add(1)
+	m.c.ops.Add(ops)
+	m.c.bytes.Add(int64(n))
+	f.n.mu.Lock()
+	f.n.unsynced += int64(n)
+	f.n.mu.Unlock()
+	if rest := wait - time.Since(now); rest > 0 {
+		// Start the host's writeback of these bytes while the cap holds the write, as a
+		// volume has them in flight: else the host's own transfer lands on the next fsync,
+		// on top of the time the cap already charged for it.
+		if fd, ok := f.lf.PassthroughFd(); ok && errno == 0 {
+			unix.SyncFileRange(fd, off, int64(n), unix.SYNC_FILE_RANGE_WRITE)
+		}
+		rest = wait - time.Since(now)
+		m.c.writeWait.Add(int64(max(rest, 0)))
+		if sleep(ctx, rest) != nil && errno == 0 {
+			// Interrupted: the bytes are written; say so rather than fail a done write.
+			return n, 0
+		}
+	}
+	return n, errno
+}
+
+// fsyncFdatasync is FUSE_FSYNC_FDATASYNC of linux/fuse.h: the caller asked for fdatasync.
+const fsyncFdatasync = 1
+
+// Fsync runs the real fsync (fdatasync when asked) and then holds the call until the model's
+// sync cost for the bytes the file had unsynced has passed since it began: the host disk's own
+// sync time counts within the modelled one, never on top of it.
+func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	start := time.Now()
+	f.n.mu.Lock()
+	unsynced := f.n.unsynced
+	f.n.unsynced = 0
+	f.n.mu.Unlock()
+	var errno syscall.Errno
+	if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
+		errno = fs.ToErrno(unix.Fdatasync(fd))
+	} else {
+		errno = f.lf.Fsync(ctx, flags)
+	}
+	if errno != 0 {
+		f.n.mu.Lock()
+		f.n.unsynced += unsynced // not synced after all
+		f.n.mu.Unlock()
+		return errno
+	}
+	m := f.n.m
+	m.c.syncs.Add(1)
+	if rest := m.lim.SyncCost(unsynced) - time.Since(start); rest > 0 {
+		m.c.syncWait.Add(int64(rest))
+		if sleep(ctx, rest) != nil {
+			return syscall.EINTR
+		}
+	}
+	return 0
+}
+
+func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return f.lf.Read(ctx, buf, off)
+}
+func (f *file) Release(ctx context.Context) syscall.Errno { return f.lf.Release(ctx) }
+func (f *file) Flush(ctx context.Context) syscall.Errno   { return f.lf.Flush(ctx) }
+func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return f.lf.Getattr(ctx, out)
+}
+func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return f.lf.Setattr(ctx, in, out)
+}
+func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return f.lf.Lseek(ctx, off, whence)
+}
+func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	return f.lf.Allocate(ctx, off, size, mode)
+}
+func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	return f.lf.Getlk(ctx, owner, lk, flags, out)
+}
+func (f *file) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return f.lf.Setlk(ctx, owner, lk, flags)
+}
+func (f *file) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return f.lf.Setlkw(ctx, owner, lk, flags)
+}

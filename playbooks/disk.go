@@ -1,0 +1,82 @@
+package playbooks
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/internal/units"
+)
+
+// diskKeys are the fields of the disk: block, the disk model a run puts under every server's
+// engine data (diskmodel.Limits; on the local target a FUSE mount, docs/disks.md).
+var diskKeys = []string{"throughput", "iops", "io_size", "burst", "sync_latency", "sync_per_mib"}
+
+// diskFields are the disk: block's fields, each a matrix axis (disk.throughput: [125MB/s, 1GB/s]).
+var diskFields = map[string]field{
+	"disk.throughput": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseByteRate(s)
+			if err != nil {
+				return err
+			}
+			if v != 0 && (v < 1e5 || v > 100e9) {
+				return fmt.Errorf("%s is out of range; want 100kB/s..100GB/s, e.g. 125MB/s (0/s: no cap)", s)
+			}
+			p.Disk.Throughput = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatByteRate(p.Disk.Throughput) },
+	},
+	"disk.iops": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseCount(s)
+			if err != nil {
+				return err
+			}
+			if v != 0 && (v < 10 || v > 10_000_000) {
+				return fmt.Errorf("%s is out of range; want 10..10M operations per second, e.g. 3000 (0: no cap)", s)
+			}
+			p.Disk.IOPS = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatCount(p.Disk.IOPS) },
+	},
+	"disk.io_size": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseSize(s)
+			if err != nil {
+				return err
+			}
+			if v < 4<<10 || v > 16<<20 {
+				return fmt.Errorf("%s is out of range; want 4KiB..16MiB, e.g. 256KiB (EBS's SSD I/O unit, the default)", s)
+			}
+			p.Disk.IOSize = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatSize(p.Disk.EffectiveIOSize()) },
+	},
+	"disk.burst": durationField(0, time.Hour, "a duration from 0 to 1h: how long the disk may run uncapped after it was idle, e.g. 2s",
+		func(p *Playbook) *time.Duration { return &p.Disk.Burst }),
+	"disk.sync_latency": durationField(0, 10*time.Second, "a duration from 0 to 10s: the least time an fsync takes, e.g. 4ms",
+		func(p *Playbook) *time.Duration { return &p.Disk.SyncLatency }),
+	"disk.sync_per_mib": durationField(0, 10*time.Second, "a duration from 0 to 10s: added to an fsync per MiB the file had unsynced, e.g. 1ms",
+		func(p *Playbook) *time.Duration { return &p.Disk.SyncPerMiB }),
+}
+
+// The disk: block is a section like load: its fields join the static ones (one table for the
+// file, the matrix and the error messages that list field paths).
+func init() {
+	sections["disk"] = diskKeys
+	for k, f := range diskFields {
+		staticFields[k] = f
+	}
+}
+
+// checkDisk is the disk: block's rule across fields.
+func checkDisk(d diskmodel.Limits, add func(path, rule string, deps []string, format string, args ...any)) {
+	if d.Burst > 0 && d.Throughput == 0 && d.IOPS == 0 {
+		add("disk.burst", "disk-burst", []string{"disk.throughput", "disk.iops"},
+			"%s of burst, but no disk.throughput or disk.iops cap to burst above; set one, or leave burst out", units.FormatDuration(d.Burst))
+	}
+}

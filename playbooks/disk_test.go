@@ -1,0 +1,59 @@
+package playbooks
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/diskmodel"
+)
+
+func TestDiskBlock(t *testing.T) {
+	p := mustParse(t, base+"disk: {throughput: 125MB/s, iops: 3000, sync_latency: 4ms}\n")
+	want := diskmodel.Limits{Throughput: 125e6, IOPS: 3000, SyncLatency: 4 * time.Millisecond}
+	if p.Disk != want {
+		t.Fatalf("disk = %+v, want %+v", p.Disk, want)
+	}
+	if p := mustParse(t, base); !p.Disk.Zero() {
+		t.Fatalf("no disk: block gave %+v; want none (the target's own disk)", p.Disk)
+	}
+	full := mustParse(t, base+"disk:\n  throughput: 1GB/s\n  iops: 16k\n  io_size: 1MiB\n  burst: 2s\n  sync_latency: 500us\n  sync_per_mib: 1ms\n")
+	if d := full.Disk; d.Throughput != 1e9 || d.IOPS != 16000 || d.IOSize != 1<<20 || d.Burst != 2*time.Second ||
+		d.SyncLatency != 500*time.Microsecond || d.SyncPerMiB != time.Millisecond {
+		t.Fatalf("every field: %+v", d)
+	}
+}
+
+func TestDiskProblemsSayWhere(t *testing.T) {
+	for _, c := range []struct{ src, at, msg string }{
+		{"disk: {throughput: 125MB}\n", "t.yaml:5:20: disk.throughput", `"125MB" has no time unit; write 125MB/s`},
+		{"disk: {throughput: 125M/s}\n", "t.yaml:5:20: disk.throughput", `unknown unit "M"`},
+		{"disk: {iops: -5}\n", "t.yaml:5:14: disk.iops", "negative"},
+		{"disk: {sync_latency: 4}\n", "t.yaml:5:22: disk.sync_latency", `"4" has no unit; write 4s or 4ms`},
+		{"disk: {io_size: 1KiB}\n", "t.yaml:5:17: disk.io_size", "out of range; want 4KiB..16MiB"},
+		{"disk: {sync_latncy: 4ms}\n", "t.yaml:5:8: disk.sync_latncy", `unknown key (did you mean "sync_latency"?)`},
+		{"disk: {burst: 1s}\n", "t.yaml:5:15: disk.burst", "no disk.throughput or disk.iops cap to burst above"},
+	} {
+		probs := problemsOf(t, base+c.src)
+		wantProblem(t, probs, c.at, c.msg)
+	}
+}
+
+func TestDiskFieldsAreMatrixAxes(t *testing.T) {
+	p := mustParse(t, base+"disk: {sync_latency: 4ms}\nmatrix:\n  disk.throughput: [125MB/s, 1GB/s]\n  engine.snapshot_block: [1MiB, 16MiB]\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for _, r := range pl.Runs {
+		if r.Playbook.Disk.SyncLatency != 4*time.Millisecond {
+			t.Errorf("run %d lost the block's sync_latency: %+v", r.Index, r.Playbook.Disk)
+		}
+		got[r.Playbook.Disk.Throughput]++
+	}
+	if got[125e6] != 2 || got[1e9] != 2 {
+		t.Fatalf("throughputs over the runs: %v; want 2 runs each of 125MB/s and 1GB/s", got)
+	}
+	probs := problemsOf(t, base+"matrix:\n  disk.throughput: [125MB/s, fast]\n")
+	wantProblem(t, probs, "t.yaml:6:30: matrix.disk.throughput[1]", "not a byte rate")
+}

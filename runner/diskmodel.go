@@ -1,0 +1,40 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/internal/loadavg"
+	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/target"
+)
+
+// probeFloor is the least fraction of each asked disk figure a probe must achieve before load:
+// below it the run would measure the host's disk, not the one asked for.
+const probeFloor = 0.8
+
+// modelDisks puts every server's engine data on the playbook's disk model, probes each, records
+// asked beside achieved in the manifest, and stops the run before load when one falls short.
+func (r *run) modelDisks(ctx context.Context) error {
+	dm, ok := r.cl.(target.DiskModeler)
+	if !ok {
+		return fmt.Errorf("disk: (%s) is a disk model, which this target cannot mount; on a stack the disk is its data volume: leave disk: out", r.pb.Disk)
+	}
+	rec := map[string]diskmodel.Record{}
+	defer func() { r.updateManifest(func(m *rundir.Manifest) { m.DiskModels = rec }) }()
+	for _, n := range r.servers {
+		root, got, err := dm.ModelDisk(ctx, n, r.pb.Disk)
+		if err != nil {
+			return err
+		}
+		rec[n.Name] = diskmodel.Record{Asked: r.pb.Disk, Achieved: got, LoadAvg: loadavg.Now()}
+		r.dataRoot[n.Name] = root
+		r.progress("%s: disk model %s; probe: %.1f MB/s, %.0f IOPS, sync %v (+%v/MiB)", n.Name, r.pb.Disk,
+			got.ThroughputBps/1e6, got.IOPS, got.SyncLatency.Round(10_000), got.SyncPerMiB.Round(10_000))
+		if err := diskmodel.Check(r.pb.Disk, got, probeFloor); err != nil {
+			return fmt.Errorf("disk model on %s, before load: %w", n.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/target"
+)
+
+// diskTarget's clusters can model a disk, reporting probe for every server.
+type diskTarget struct {
+	*fakeTarget
+	probe diskmodel.Achieved
+	asked []diskmodel.Limits
+}
+
+type diskCluster struct {
+	*fakeCluster
+	t *diskTarget
+}
+
+func (t *diskTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
+	c, err := t.fakeTarget.Start(ctx, so)
+	if err != nil {
+		return nil, err
+	}
+	return diskCluster{c.(*fakeCluster), t}, nil
+}
+
+func (c diskCluster) ModelDisk(_ context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+	c.t.asked = append(c.t.asked, l)
+	return "/model/" + n.Name, c.t.probe, nil
+}
+
+const diskBlock = "disk: {throughput: 125MB/s, sync_latency: 4ms}\n"
+
+var diskAsked = diskmodel.Limits{Throughput: 125e6, SyncLatency: 4 * time.Millisecond}
+
+// The playbook's disk: reaches every server's model, the engines keep their data on it, and
+// the manifest holds each probe beside what was asked.
+func TestDiskModelUnderEveryServer(t *testing.T) {
+	c := newFakeCluster(t)
+	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 124e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
+	var res result
+	res.outs, res.err = Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(tgt.asked) != 3 {
+		t.Fatalf("ModelDisk called for %d servers, want 3", len(tgt.asked))
+	}
+	for _, l := range tgt.asked {
+		if l != diskAsked {
+			t.Fatalf("model asked %+v, want %+v", l, diskAsked)
+		}
+	}
+	man := readManifest(t, res.outs[0].Dir)
+	if len(man.DiskModels) != 3 {
+		t.Fatalf("manifest disk_models %+v", man.DiskModels)
+	}
+	for node, rec := range man.DiskModels {
+		if rec.Asked != diskAsked || rec.Achieved != tgt.probe || len(rec.LoadAvg) != 3 {
+			t.Errorf("%s: recorded %+v", node, rec)
+		}
+	}
+	// The engine data went under the model's folder (it is removed from there at the end).
+	if want := "node-1 remove " + path.Join("/model/node-1", "rig"); !c.called(want) {
+		t.Errorf("no call %q; engine data not on the model", want)
+	}
+}
+
+// A model that delivers less than 80 % of an asked figure stops the run before the engines
+// start, naming the node and both figures.
+func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
+	c := newFakeCluster(t)
+	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 50e6, SyncLatency: 4 * time.Millisecond}}
+	outs, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	want := "disk model on node-0, before load: disk delivers less than asked (floor 80 %): throughput 125.0 MB/s asked, 50.0 MB/s achieved (40 %)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v; want %q", err, want)
+	}
+	if c.called("node-0 POST /engine/start") || c.called("node-1 POST /engine/start") {
+		t.Fatal("engines started on a disk that fell short")
+	}
+	if man := readManifest(t, outs[0].Dir); man.DiskModels["node-0"].Achieved.ThroughputBps != 50e6 {
+		t.Errorf("the short probe is not in the manifest: %+v", man.DiskModels)
+	}
+}
+
+// A target that cannot model a disk refuses disk: before the engines start.
+func TestDiskModelNeedsATargetThatHasOne(t *testing.T) {
+	c := newFakeCluster(t)
+	_, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: &fakeTarget{c: c}, ResultsDir: t.TempDir(), Binary: "rig"})
+	if err == nil || !strings.Contains(err.Error(), "is a disk model, which this target cannot mount") {
+		t.Fatalf("err %v", err)
+	}
+	if c.called("node-0 POST /engine/start") {
+		t.Fatal("engines started")
+	}
+}
+
+func readManifest(t *testing.T, dir string) rundir.Manifest {
+	t.Helper()
+	var m rundir.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

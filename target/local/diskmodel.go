@@ -1,0 +1,60 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/diskmodel/fusefs"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/target"
+)
+
+var _ target.DiskModeler = (*Cluster)(nil)
+
+// probeRepeats: a probe on a machine other work shares keeps the best of a few (ProbeOptions).
+const probeRepeats = 3
+
+// ModelDisk mounts a disk model over <base>/disk.backing on <base>/disk, where base is the
+// server's --local-data folder or else its node folder, and probes it. The engine data lands
+// in disk.backing, which keeps it after the model is unmounted (--keep-data).
+func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+	base := c.DataRoot(n)
+	if base == "" {
+		base = n.Dir
+	}
+	backing, mp := filepath.Join(base, "disk.backing"), filepath.Join(base, "disk")
+	if err := os.MkdirAll(backing, 0o755); err != nil {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
+	}
+	// Mounted for the cluster's life, not the request's: Stop unmounts it.
+	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l, Logger: c.log.With("node", n.Name)})
+	if err != nil {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
+	}
+	c.mu.Lock()
+	c.disks = append(c.disks, d)
+	c.mu.Unlock()
+	got, err := diskmodel.Probe(ctx, mp, l, diskmodel.ProbeOptions{Repeats: probeRepeats})
+	if err != nil {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
+	}
+	return mp, got, nil
+}
+
+// unmountDisks unmounts every disk model (lazily where a file is still open); c.mu is held.
+func (c *Cluster) unmountDisks() {
+	for _, d := range c.disks {
+		if err := d.Close(); err != nil {
+			lvl := "unmount disk model"
+			if errors.Is(err, fusefs.ErrDetached) {
+				lvl = "disk model detached lazily"
+			}
+			c.log.Warn(lvl, "mountpoint", d.Dir(), "err", err)
+		}
+	}
+	c.disks = nil
+}
