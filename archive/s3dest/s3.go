@@ -13,26 +13,28 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/infra/awsconf"
 )
 
 // Open returns the destination of a location: a local folder, or an S3 prefix with the AWS SDK's
 // default credentials (region: the given one, else the SDK's configured one).
 func Open(ctx context.Context, loc archive.Location, region string) (archive.Dest, error) {
+	return OpenTarget(ctx, loc, awsconf.Target{Region: region})
+}
+
+// OpenTarget is Open with a stack's AWS configuration (profile and region), the one its
+// deployment used.
+func OpenTarget(ctx context.Context, loc archive.Location, t awsconf.Target) (archive.Dest, error) {
 	if loc.Bucket == "" {
-		return archive.Open(ctx, loc, region)
+		return archive.Open(ctx, loc, t.Region)
 	}
-	var opts []func(*config.LoadOptions) error
-	if region != "" {
-		opts = append(opts, config.WithRegion(region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	cfg, err := t.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}

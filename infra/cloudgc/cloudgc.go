@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
 	tagschemas "github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi/schemas"
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
+	"github.com/rig-dev/rig/infra/awsconf"
 	"github.com/rig-dev/rig/infra/spec"
 )
 
@@ -75,11 +75,11 @@ type Clients struct {
 	S3      *s3.Client
 }
 
-// NewClients builds the clients of a region from the AWS SDK's default chain.
-func NewClients(ctx context.Context, region string) (Clients, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+// NewClients builds the clients of a target (a profile and region, infra/awsconf).
+func NewClients(ctx context.Context, t awsconf.Target) (Clients, error) {
+	cfg, err := t.Load(ctx)
 	if err != nil {
-		return Clients{}, fmt.Errorf("AWS config for %s: %w", region, err)
+		return Clients{}, err
 	}
 	return ClientsFromConfig(cfg), nil
 }
@@ -105,7 +105,10 @@ func TaggingJSON(o *resourcegroupstaggingapi.Options) {
 // Options tune Scan and Delete.
 type Options struct {
 	Regions []string
-	// Clients returns the clients of a region; nil means NewClients.
+	// Profile is the shared-config profile of the account scanned ("" for the default chain):
+	// the aws:profile of the stacks whose regions these are.
+	Profile string
+	// Clients returns the clients of a region; nil means NewClients with Profile.
 	Clients func(ctx context.Context, region string) (Clients, error)
 	// Poll is how often Delete checks that instances are terminated (default 5 s); Wait bounds it
 	// (default 10 min).
@@ -114,7 +117,10 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Clients == nil {
-		o.Clients = NewClients
+		profile := o.Profile
+		o.Clients = func(ctx context.Context, region string) (Clients, error) {
+			return NewClients(ctx, awsconf.Target{Profile: profile, Region: region})
+		}
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second

@@ -2,27 +2,27 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/rig-dev/rig/infra/awsconf"
+	"github.com/rig-dev/rig/infra/spec"
 )
 
-// CheckAWSCredentials asks the AWS SDK's default chain (environment, shared config and
-// credentials files, SSO, instance role) for credentials, so that a missing login is reported
-// before Pulumi creates anything.
-func CheckAWSCredentials(ctx context.Context, region string) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
-	if err != nil {
-		return fmt.Errorf("%w (%v)", ErrNoAWSCredentials, err)
-	}
-	if cfg.Credentials == nil {
-		return ErrNoAWSCredentials
-	}
-	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return fmt.Errorf("%w (%v)", ErrNoAWSCredentials, firstLine(err.Error()))
+// Target is the AWS configuration of a stack: its aws:profile and aws:region.
+func Target(s spec.Spec) awsconf.Target {
+	return awsconf.Target{Profile: s.Profile, Region: s.Region}
+}
+
+// CheckAWSCredentials asks the target's chain (the stack's profile, else environment, shared
+// config and credentials files, SSO, instance role) for credentials and STS for whose they are,
+// so that a missing login is reported before Pulumi creates anything.
+func CheckAWSCredentials(ctx context.Context, t awsconf.Target) error {
+	if _, _, err := t.Check(ctx); err != nil {
+		if errors.Is(err, awsconf.ErrNoCredentials) {
+			return fmt.Errorf("%w: %v", ErrNoAWSCredentials, err)
+		}
+		return err
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func (d *Driver) Extend(ctx context.Context, name string, hours int) (time.Time,
 		return time.Time{}, fmt.Errorf("%w: %s would live %d h after its creation; rig:expiresInHours allows %d (at most --hours %d now)",
 			ErrExtend, name, total, spec.MaxExpiresInHours, max(room, 0))
 	}
-	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
+	if err := d.opts.CheckCredentials(ctx, Target(s)); err != nil {
 		return time.Time{}, err
 	}
 	st, err := d.selectStack(ctx, name)
@@ -70,13 +70,9 @@ func (d *Driver) Extend(ctx context.Context, name string, hours int) (time.Time,
 // the rig may have created something.
 func (d *Driver) Regions(extra []string) []string {
 	seen := map[string]bool{}
-	for _, r := range extra {
-		seen[r] = true
-	}
-	files, _ := filepath.Glob(filepath.Join(d.opts.ProjectDir, "Pulumi.*.yaml"))
-	for _, f := range files {
-		if sc, err := spec.ReadStackConfig(f); err == nil && sc.Region != "" {
-			seen[sc.Region] = true
+	for _, g := range d.Accounts(extra) {
+		for _, r := range g.Regions {
+			seen[r] = true
 		}
 	}
 	var out []string
@@ -84,6 +80,45 @@ func (d *Driver) Regions(extra []string) []string {
 		out = append(out, r)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Account is one AWS account to scan, by the profile the stack configs name ("" for the default
+// chain), with the regions its stacks use.
+type Account struct {
+	Profile string
+	Regions []string
+}
+
+// Accounts groups the regions of every Pulumi.<stack>.yaml by its aws:profile; extra regions
+// go with the default chain. Sorted by profile, regions sorted.
+func (d *Driver) Accounts(extra []string) []Account {
+	seen := map[string]map[string]bool{}
+	add := func(profile, region string) {
+		if seen[profile] == nil {
+			seen[profile] = map[string]bool{}
+		}
+		seen[profile][region] = true
+	}
+	for _, r := range extra {
+		add("", r)
+	}
+	files, _ := filepath.Glob(filepath.Join(d.opts.ProjectDir, "Pulumi.*.yaml"))
+	for _, f := range files {
+		if sc, err := spec.ReadStackConfig(f); err == nil && sc.Region != "" {
+			add(sc.Profile, sc.Region)
+		}
+	}
+	var out []Account
+	for p, rs := range seen {
+		a := Account{Profile: p}
+		for r := range rs {
+			a.Regions = append(a.Regions, r)
+		}
+		sort.Strings(a.Regions)
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Profile < out[j].Profile })
 	return out
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/archive/s3dest"
+	"github.com/rig-dev/rig/infra/awsconf"
 	"github.com/rig-dev/rig/infra/hostkey"
 	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
@@ -61,15 +62,16 @@ type Options struct {
 	SecretsProvider string
 	// ResultsDir holds the run folders `down` archives; "" means "results".
 	ResultsDir string
-	// CheckCredentials verifies AWS credentials for a region before anything is created;
-	// nil means the AWS SDK's default chain (see CheckAWSCredentials).
-	CheckCredentials func(ctx context.Context, region string) error
+	// CheckCredentials verifies the stack's AWS credentials (its aws:profile and aws:region)
+	// before anything is created; nil means CheckAWSCredentials.
+	CheckCredentials func(ctx context.Context, t awsconf.Target) error
 	// Preflight asks AWS whether the stack can be made (quota, zone, image, permissions) before
-	// anything is created; its error stops the up. nil means infra/preflight through the SDK's
-	// default chain, printing its warnings to Out.
+	// anything is created; its error stops the up. nil means infra/preflight with the stack's
+	// AWS configuration (infra/awsconf), printing its warnings to Out.
 	Preflight func(ctx context.Context, s spec.Spec) error
 	// NewDest opens an archive destination; nil means a local folder or S3 through the SDK.
-	NewDest func(ctx context.Context, loc archive.Location, region string) (archive.Dest, error)
+	// The target is the stack's profile and region.
+	NewDest func(ctx context.Context, loc archive.Location, t awsconf.Target) (archive.Dest, error)
 	// Out receives the CLI's progress; nil means io.Discard.
 	Out    io.Writer
 	Logger *slog.Logger
@@ -103,16 +105,16 @@ func New(opts Options) (*Driver, error) {
 		opts.CheckCredentials = CheckAWSCredentials
 	}
 	if opts.NewDest == nil {
-		opts.NewDest = s3dest.Open
+		opts.NewDest = s3dest.OpenTarget
 	}
 	if opts.Preflight == nil {
 		out := opts.Out
 		opts.Preflight = func(ctx context.Context, s spec.Spec) error {
-			c, err := preflight.NewClients(ctx, s.Region)
+			cfg, err := Target(s).Load(ctx)
 			if err != nil {
 				return err
 			}
-			ps := preflight.Check(ctx, s, c)
+			ps := preflight.Check(ctx, s, preflight.ClientsFromConfig(cfg))
 			for _, w := range ps.Warnings() {
 				fmt.Fprintln(out, "rig: "+w.String())
 			}
@@ -165,7 +167,19 @@ func (d *Driver) Where(name string) string {
 }
 
 func (d *Driver) workspaceOpts() []auto.LocalWorkspaceOption {
-	o := []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(d.backend.Env)}
+	return d.stackOpts(awsconf.Target{})
+}
+
+// stackOpts are workspaceOpts with the stack's AWS configuration in the CLI's environment.
+func (d *Driver) stackOpts(t awsconf.Target) []auto.LocalWorkspaceOption {
+	env := map[string]string{}
+	for k, v := range d.backend.Env {
+		env[k] = v
+	}
+	for k, v := range t.Env() {
+		env[k] = v
+	}
+	o := []auto.LocalWorkspaceOption{auto.Pulumi(d.cmd), auto.EnvVars(env)}
 	if d.opts.SecretsProvider != "" {
 		o = append(o, auto.SecretsProvider(d.opts.SecretsProvider))
 	}
@@ -217,7 +231,7 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	if err := probs.Err(); err != nil {
 		return nil, err
 	}
-	if err := d.opts.CheckCredentials(ctx, s.Region); err != nil {
+	if err := d.opts.CheckCredentials(ctx, Target(s)); err != nil {
 		return nil, err
 	}
 	if err := d.opts.Preflight(ctx, s); err != nil {
@@ -227,7 +241,7 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 		return nil, err
 	}
 	fmt.Fprintln(d.opts.Out, "rig: "+d.Where(name))
-	st, err := auto.UpsertStackLocalSource(ctx, name, d.opts.ProjectDir, d.workspaceOpts()...)
+	st, err := auto.UpsertStackLocalSource(ctx, name, d.opts.ProjectDir, d.stackOpts(Target(s))...)
 	if err != nil {
 		return nil, fmt.Errorf("select or create stack %s: %w", name, err)
 	}
@@ -371,7 +385,7 @@ func (d *Driver) archiveRuns(ctx context.Context, st auto.Stack, name, to string
 	if err != nil && !errors.Is(err, ErrNoStackConfig) {
 		return err
 	}
-	dest, err := d.opts.NewDest(ctx, loc, s.Region)
+	dest, err := d.opts.NewDest(ctx, loc, Target(s))
 	if err != nil {
 		return fmt.Errorf("open archive destination %s: %w", to, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/infra/awsconf"
 	"github.com/rig-dev/rig/infra/awsemu"
 	"github.com/rig-dev/rig/infra/preflight"
 	"github.com/rig-dev/rig/infra/spec"
@@ -86,12 +87,12 @@ func (h *harness) options() Options {
 	return Options{
 		ProjectDir: h.dir, Command: h.cli, StateDir: h.state, ResultsDir: h.results, Out: &h.out,
 		Now: func() time.Time { return now },
-		CheckCredentials: func(_ context.Context, region string) error {
-			h.credsChecked = append(h.credsChecked, region)
+		CheckCredentials: func(_ context.Context, t awsconf.Target) error {
+			h.credsChecked = append(h.credsChecked, t.Region)
 			return nil
 		},
 		Preflight: func(context.Context, spec.Spec) error { return nil },
-		NewDest: func(_ context.Context, loc archive.Location, region string) (archive.Dest, error) {
+		NewDest: func(_ context.Context, loc archive.Location, _ awsconf.Target) (archive.Dest, error) {
 			h.dests = append(h.dests, loc)
 			return &recordingDest{Dir: archive.Dir{Path: h.archives}, log: h.log, err: h.putErr}, nil
 		},
@@ -299,7 +300,7 @@ func TestUpRefusesBeforeTouchingAnything(t *testing.T) {
 		"no stack config": func(h *harness, o *Options) {},
 		"no credentials": func(h *harness, o *Options) {
 			h.stackConfig(t, "dev", "")
-			o.CheckCredentials = func(context.Context, string) error { return ErrNoAWSCredentials }
+			o.CheckCredentials = func(context.Context, awsconf.Target) error { return ErrNoAWSCredentials }
 		},
 		// Against the emulator: a zone that does not offer the type, and a deployer without
 		// ec2:RunInstances.

@@ -32,6 +32,8 @@ const DataDeviceName = "/dev/sdf"
 type Spec struct {
 	Stack  string // stack name; goes into names and the rig-stack tag
 	Region string // aws:region
+	// Profile is aws:profile: Pulumi, preflight, gc and the archive all use it (infra/awsconf).
+	Profile string
 
 	ServerInstanceType string
 	ClientInstanceType string

@@ -26,6 +26,7 @@ type StackConfig struct {
 	Path      string
 	Stack     string
 	Region    string
+	Profile   string            // aws:profile: the shared-config profile every AWS call of the stack uses
 	Values    map[string]string // key without namespace -> raw value (arrays as JSON)
 	Positions map[string]string // key without namespace (or aws:region) -> file:line:column
 	Secrets   map[string]bool   // keys given as {secure: ...}
@@ -127,6 +128,15 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 					sc.Region = v
 					sc.Positions[full] = pos(e.Value)
 				}
+				if full == "aws:profile" {
+					v, _, err := rawValue(e.Value)
+					if err != nil || strings.TrimSpace(v) == "" {
+						sc.Problems = append(sc.Problems, Problem{Field: full, Value: e.Value.String(), Allowed: "a profile name of ~/.aws/config", Pos: pos(e.Value)})
+						continue
+					}
+					sc.Profile = strings.TrimSpace(v)
+					sc.Positions[full] = pos(e.Value)
+				}
 				continue // other providers' settings are Pulumi's business
 			}
 			k, known := KeyByName(name)
@@ -164,6 +174,7 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 // they are about; problems about defaults name the file and say the value is the default.
 func (sc *StackConfig) Spec() (Spec, Problems) {
 	s, probs := resolve(sc.Stack, sc.Region, sc.Values, sc.Problems, sc.Positions)
+	s.Profile = sc.Profile
 	for i := range probs {
 		if probs[i].Pos != "" {
 			continue

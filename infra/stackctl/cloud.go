@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/infra/awsconf"
 	"github.com/rig-dev/rig/infra/cloudgc"
 	"github.com/rig-dev/rig/infra/driver"
 )
@@ -23,9 +24,10 @@ type cloudOptions struct {
 	clients func(ctx context.Context, region string) (cloudgc.Clients, error)
 }
 
-// cloudGC asks AWS, in every region the project's stacks use, for resources tagged by the rig,
-// gives each a verdict with its cost per hour, deletes those marked in dependency order with
-// --yes, scans again and fails with cloudgc.ErrBillableLeft when any of them still costs money.
+// cloudGC asks AWS, in every account (aws:profile) and region the project's stacks use, for
+// resources tagged by the rig, gives each a verdict with its cost per hour, deletes those marked
+// in dependency order with --yes, scans again and fails with cloudgc.ErrBillableLeft when any of
+// them still costs money.
 func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	stacks, err := d.KnownStacks(ctx)
@@ -36,16 +38,35 @@ func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 	for name, id := range stacks {
 		known.Stacks[name] = cloudgc.Stack{Generation: id.Generation, Owner: id.Owner}
 	}
-	regions := d.Regions(o.regions)
-	if len(regions) == 0 {
+	accounts := d.Accounts(o.regions)
+	if len(accounts) == 0 {
 		fmt.Fprintln(out, "cloud side: no region to scan (no Pulumi.<stack>.yaml with aws:region; pass --region)")
 		return nil
 	}
-	if err := driver.CheckAWSCredentials(ctx, regions[0]); err != nil {
+	var errs []error
+	for _, a := range accounts {
+		if err := cloudGCAccount(ctx, out, a, known, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cloudGCAccount is cloudGC in one account: the one the profile's credentials belong to, which
+// it names (sts:GetCallerIdentity) before anything else.
+func cloudGCAccount(ctx context.Context, out io.Writer, a driver.Account, known cloudgc.Known, o cloudOptions) error {
+	t := awsconf.Target{Profile: a.Profile, Region: a.Regions[0]}
+	_, id, err := t.Check(ctx)
+	if err != nil {
 		return fmt.Errorf("cloud side not scanned (--no-cloud skips it): %w", err)
 	}
-	fmt.Fprintf(out, "cloud side: resources tagged rig-stack in %s (tagging API + EC2)\n", strings.Join(regions, ", "))
-	opts := cloudgc.Options{Regions: regions, Clients: o.clients}
+	who := "the default chain"
+	if a.Profile != "" {
+		who = "profile " + a.Profile
+	}
+	fmt.Fprintf(out, "cloud side: account %s (%s, as %s): resources tagged rig-stack in %s (tagging API + EC2)\n",
+		id.Account, who, id.ARN, strings.Join(a.Regions, ", "))
+	opts := cloudgc.Options{Regions: a.Regions, Profile: a.Profile, Clients: o.clients}
 	rs, scanErr := cloudgc.Scan(ctx, opts)
 	found := cloudgc.Classify(rs, known, time.Now(), o.orphans)
 	if len(found) == 0 {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/rig-dev/rig/infra/awsemu"
 	"github.com/rig-dev/rig/infra/cloudgc/cloudgctest"
@@ -192,7 +197,7 @@ func TestGCFromTheCloudSide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for _, want := range []string{"cloud side: resources tagged rig-stack in us-east-1", lost.Instances[0], "c6in.large",
+	for _, want := range []string{"cloud side: account " + awsemu.Account + " (the default chain", "resources tagged rig-stack in us-east-1", lost.Instances[0], "c6in.large",
 		"expired: delete", "older generation: delete", lost.Bucket, "2 objects", "i-0123456789abcdef0", "already gone",
 		// Two c6in.large (the emulator gives them no public IPv4 address) and two gp3 200 GiB,
 		// 4,000 IOPS, 1,000 MiB/s volumes at the us-east-1 prices of infra/spec.
@@ -245,5 +250,64 @@ func TestStackNameGrammar(t *testing.T) {
 	}
 	if _, err := os.Stat(e.state); !errors.Is(err, os.ErrNotExist) {
 		t.Error("the backend folder was made")
+	}
+}
+
+// The profile a stack config names is the account gc scans: two profiles reach two accounts of
+// the emulator (the second by sts:AssumeRole, as a profile with role_arn does), each holding an
+// expired cluster; with aws:profile: other in Pulumi.dev.yaml, gc names the other account and
+// lists its cluster, and the default profile's cluster, of the same stack name, is not seen.
+func TestGCScansTheStackConfigsProfile(t *testing.T) {
+	e := setup(t)
+	if err := os.MkdirAll(filepath.Join(e.state, "rig", "pulumi"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	emu := awsemu.Start(t, awsemu.Options{})
+	base := emu.Config("us-east-1")
+	role, err := sts.NewFromConfig(base).AssumeRole(context.Background(), &sts.AssumeRoleInput{
+		RoleArn: aws.String("arn:aws:iam::222222222222:role/rig-deployer"), RoleSessionName: aws.String("rig-test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := base.Copy()
+	other.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(role.Credentials.AccessKeyId),
+		aws.ToString(role.Credentials.SecretAccessKey), aws.ToString(role.Credentials.SessionToken))
+	const expired = "2020-01-01T00:00:00Z"
+	theirs := cloudgctest.Build(t, other, cloudgctest.Cluster{Stack: "dev", Owner: "alice", Expires: expired,
+		Types: []string{"c6in.large"}, BucketObjects: -1})
+	mine := cloudgctest.Build(t, base, cloudgctest.Cluster{Stack: "dev", Owner: "alice", Expires: expired,
+		Types: []string{"c7i.large"}, BucketObjects: -1})
+
+	creds := filepath.Join(e.state, "credentials")
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = AKIDRIGTEST\naws_secret_access_key = secret\n\n[other]\n"+
+		"aws_access_key_id = "+aws.ToString(role.Credentials.AccessKeyId)+"\naws_secret_access_key = "+
+		aws.ToString(role.Credentials.SecretAccessKey)+"\naws_session_token = "+aws.ToString(role.Credentials.SessionToken)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": emu.URL, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(e.state, "none"),
+		"AWS_SHARED_CREDENTIALS_FILE": creds, "AWS_PROFILE": "", "AWS_REGION": "",
+	} {
+		t.Setenv(k, v)
+	}
+	if err := os.WriteFile(filepath.Join(e.project, "Pulumi.dev.yaml"),
+		[]byte("config:\n  aws:region: us-east-1\n  aws:profile: other\n  rig:owner: alice\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, e, "gc", "--dry-run")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"cloud side: account 222222222222 (profile other, as arn:aws:sts::222222222222:assumed-role/rig-deployer/rig-test)",
+		theirs.Instances[0], "c6in.large"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc --dry-run lacks %q:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{mine.Instances[0], awsemu.Account} {
+		if strings.Contains(out, not) {
+			t.Errorf("gc of profile other shows %s of the default profile's account:\n%s", not, out)
+		}
 	}
 }
