@@ -125,19 +125,22 @@ func needStack(name string) error {
 func upCmd() *cobra.Command {
 	var f infraFlags
 	var name string
-	var dryRun bool
+	var dryRun, yes bool
 	c := &cobra.Command{
-		Use:   "up --stack NAME",
+		Use:   "up --stack NAME [--yes]",
 		Short: "Create or update a test cluster on AWS from Pulumi.NAME.yaml (Pulumi Automation API)",
 		Long: `Check that the pulumi CLI is installed and that Pulumi.NAME.yaml is valid (every problem at
-once, with file:line:column), then let the stack driver check AWS credentials and ask AWS
-whether the stack can be made (vCPU quota, instance types offered in the zone, the AMI, EC2 dry
-runs of the calls it makes: every problem at once, each with its fix), pin the stack's generated
-settings (SSH host key seed; a new generation and created-at when the stack has none) and run
-pulumi up on this repository's Pulumi project, streaming its progress. Nothing is created when a
-check fails. --dry-run prints the plan
-and its hourly cost instead. Unless PULUMI_BACKEND_URL is set or you ran pulumi login, stacks
-live in a local file backend. The first run builds the driver (go build ./infra/stackctl).`,
+once, with file:line:column), then let the stack driver check the AWS credentials of the stack's
+aws:profile and ask AWS whether the stack can be made (vCPU quota, instance types offered in the
+zone, the AMI, EC2 dry runs of the calls it makes: every problem at once, each with its fix).
+Then the plan and its hourly cost are printed and rig asks before creating it: --yes goes ahead
+without asking, and without --yes rig up refuses (exit 2) when standard input is not a
+terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
+generation and created-at when the stack has none) and pulumi up run on this repository's
+Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
+no. --dry-run prints the plan and its hourly cost instead. Unless PULUMI_BACKEND_URL is set or
+you ran pulumi login, stacks live in a local file backend. The first run builds the driver (go
+build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needStack(name); err != nil {
@@ -158,6 +161,10 @@ live in a local file backend. The first run builds the driver (go build ./infra/
 				fmt.Fprintln(cmd.OutOrStdout(), "dry run: nothing was created")
 				return nil
 			}
+			// A script that did not say --yes is refused before anything runs: up costs money.
+			if !yes && !stack.CanAsk(cmd.InOrStdin()) {
+				return fmt.Errorf("%w: rig up asks before it creates stack %s, but %w", errUsage, name, stack.ErrCannotAsk)
+			}
 			// The CLI comes first, so that a first try without pulumi says what to install.
 			if _, err := stack.FindPulumi(); err != nil {
 				return err
@@ -177,11 +184,16 @@ live in a local file backend. The first run builds the driver (go build ./infra/
 			if n := len(probs.Errors()); n > 0 {
 				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, path, n)
 			}
-			return f.runDriver(cmd, "up", "--stack", name, "--no-warnings")
+			args := []string{"up", "--stack", name, "--no-warnings"}
+			if yes {
+				args = append(args, "--yes")
+			}
+			return f.runDriver(cmd, args...)
 		},
 	}
 	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and hourly cost of Pulumi.NAME.yaml; create nothing")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "create the plan without asking (required when standard input is not a terminal)")
 	f.register(c)
 	return c
 }

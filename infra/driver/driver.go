@@ -214,6 +214,10 @@ func (d *Driver) LoadSpec(name string) (*spec.StackConfig, spec.Spec, spec.Probl
 type UpOptions struct {
 	// Warn receives each warning-level problem (e.g. a volume above its instance's EBS baseline).
 	Warn func(spec.Problem)
+	// Confirm is asked, after preflight passed and before anything is created, whether to go
+	// ahead with the plan: its error stops the up (ErrNotConfirmed when the answer was no).
+	// nil means go ahead (the caller asked already, or --yes).
+	Confirm func(spec.Spec) error
 }
 
 // Up validates the stack config, checks AWS credentials, pins the generated config (host key seed,
@@ -236,6 +240,11 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	}
 	if err := d.opts.Preflight(ctx, s); err != nil {
 		return nil, fmt.Errorf("up %s: %w", name, err)
+	}
+	if o.Confirm != nil {
+		if err := o.Confirm(s); err != nil {
+			return nil, fmt.Errorf("up %s: %w", name, err)
+		}
 	}
 	if err := d.backend.Prepare(d.opts.Out); err != nil {
 		return nil, err

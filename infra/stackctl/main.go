@@ -26,6 +26,7 @@ import (
 	"github.com/rig-dev/rig/infra/driver"
 	"github.com/rig-dev/rig/infra/quiesce"
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -102,7 +103,7 @@ func classify(err error) error {
 		return err
 	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, driver.ErrNoStackConfig),
 		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, driver.ErrExtend),
-		errors.Is(err, inventory.ErrBadName):
+		errors.Is(err, inventory.ErrBadName), errors.Is(err, stack.ErrCannotAsk):
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return err
@@ -110,6 +111,7 @@ func classify(err error) error {
 
 func newRoot() *cobra.Command {
 	var f flags
+	var yes bool // up and gc: go ahead without asking
 	root := &cobra.Command{
 		Use:           "rig-stack",
 		Short:         "The rig's Pulumi stack driver (Automation API): up, down, status, gc, inventory",
@@ -151,7 +153,9 @@ func newRoot() *cobra.Command {
 			if n := len(probs.Errors()); n > 0 {
 				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, d.StackConfigPath(f.stack), n)
 			}
-			inv, err := d.Up(cmd.Context(), f.stack, driver.UpOptions{})
+			inv, err := d.Up(cmd.Context(), f.stack, driver.UpOptions{Confirm: func(s spec.Spec) error {
+				return confirmPlan(cmd, s, yes)
+			}})
 			if err != nil {
 				return classify(err)
 			}
@@ -167,6 +171,7 @@ func newRoot() *cobra.Command {
 	}
 	up.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 	up.Flags().BoolVar(&f.noWarnings, "no-warnings", false, "do not repeat warning-level problems (rig has shown them)")
+	up.Flags().BoolVarP(&yes, "yes", "y", false, "create without asking (needed when standard input is not a terminal)")
 
 	var noArchive bool
 	down := &cobra.Command{
@@ -211,7 +216,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 
-	var dryRun, yes, orphans, noCloud bool
+	var dryRun, orphans, noCloud bool
 	var regions []string
 	gc := &cobra.Command{
 		Use: "gc", Short: "destroy stacks past expires-at after confirmation, archiving their runs first", Args: cobra.NoArgs,
@@ -351,4 +356,27 @@ func newArchiveCmd() *cobra.Command {
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
 	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
 	return c
+}
+
+// confirmPlan prints the plan and its hourly cost, once preflight has passed, and asks whether
+// to create it: --yes goes ahead, a terminal is asked, anything else is refused.
+func confirmPlan(cmd *cobra.Command, s spec.Spec, yes bool) error {
+	out := cmd.OutOrStdout()
+	if err := spec.WritePlan(out, s); err != nil {
+		return err
+	}
+	question := fmt.Sprintf("create stack %s?", s.Stack)
+	if est, err := spec.EstimateCost(s); err != nil {
+		fmt.Fprintf(out, "hourly cost estimate: not available: %v\n", err)
+	} else {
+		if err := spec.WriteEstimate(out, est); err != nil {
+			return err
+		}
+		question = fmt.Sprintf("create stack %s at about $%.2f/h ($%.2f until expires-at)?", s.Stack, est.Hourly, est.ToLimit)
+	}
+	if yes {
+		fmt.Fprintln(out, "rig: --yes: creating without asking")
+		return nil
+	}
+	return stack.Confirm(cmd.InOrStdin(), out, question)
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -309,5 +311,70 @@ func TestGCScansTheStackConfigsProfile(t *testing.T) {
 		if strings.Contains(out, not) {
 			t.Errorf("gc of profile other shows %s of the default profile's account:\n%s", not, out)
 		}
+	}
+}
+
+// rig-stack up without --yes and without a terminal to ask on runs the checks against the
+// emulator (credentials, preflight), prints the plan with its cost, then refuses as bad input:
+// pulumi is never asked to select or create the stack. With a quota below the stack's vCPUs
+// the same up stops at preflight, naming the quota request.
+func TestUpAsksBeforeCreating(t *testing.T) {
+	e := setup(t)
+	emu := awsemu.Start(t, awsemu.Options{})
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": emu.URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(e.state, "none"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(e.state, "none"), "AWS_PROFILE": "", "AWS_REGION": "",
+	} {
+		t.Setenv(k, v)
+	}
+	key := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGHn2bJ1yS1K3m5Y9gk1z0b7Yp0b9wqW3X0Zr1Fq2c7D rig@test"
+	cfg := "config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: " + key + "\n"
+	if err := os.WriteFile(filepath.Join(e.project, "Pulumi.dev.yaml"), []byte(cfg+"  rig:servers: 1\n  rig:serverInstanceType: c6in.large\n"+
+		"  rig:clientInstanceType: c6in.large\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, e, "up", "--stack", "dev")
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "pass --yes") {
+		t.Fatalf("want a usage error asking for --yes, got %v:\n%s", err, out)
+	}
+	for _, want := range []string{"hourly cost estimate", "total"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up lacks %q before refusing:\n%s", want, out)
+		}
+	}
+	calls, _ := os.ReadFile(e.log)
+	if strings.Contains(string(calls), "stack") {
+		t.Errorf("pulumi was asked about the stack before the plan was confirmed:\n%s", calls)
+	}
+
+	// The default stack needs 208 vCPUs; moto 5.2 has no EC2 quotas, so Service Quotas is
+	// answered here with 32 (AWS_ENDPOINT_URL_SERVICE_QUOTAS, the SDK's per-service endpoint).
+	quotas := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = w.Write([]byte(`{"Quota":{"ServiceCode":"ec2","QuotaCode":"L-1216C47A","Value":32.0}}`))
+	}))
+	defer quotas.Close()
+	t.Setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", quotas.URL)
+	for name, c := range map[string]struct{ extra, want, fix string }{
+		"quota": {"", "the stack needs 208 vCPUs of on-demand standard instances in us-east-1; the quota is 32",
+			"aws service-quotas request-service-quota-increase --region us-east-1 --service-code ec2 --quota-code L-1216C47A --desired-value 208"},
+		"zone": {"  rig:availabilityZone: us-east-1e\n", "c6in.16xlarge is not offered in us-east-1e",
+			"pulumi config set --stack dev rig:availabilityZone us-east-1a"},
+	} {
+		if err := os.WriteFile(filepath.Join(e.project, "Pulumi.dev.yaml"), []byte(cfg+c.extra), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err = run(t, e, "up", "--stack", "dev", "--yes")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.fix) {
+			t.Errorf("%s: want a preflight error %q with its fix %q, got %v:\n%s", name, c.want, c.fix, err, out)
+		}
+		if strings.Contains(out, "hourly cost estimate") {
+			t.Errorf("%s: the plan was offered although preflight failed:\n%s", name, out)
+		}
+	}
+	calls, _ = os.ReadFile(e.log)
+	if strings.Contains(string(calls), "stack") {
+		t.Errorf("pulumi was asked about the stack after preflight failed:\n%s", calls)
 	}
 }
