@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/infra/spec"
+	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
@@ -74,6 +77,11 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 			stackErr(err)
 		}
 	}
+	if est.stack != "" {
+		if err := stackPreflight(cmd, est.stack); err != nil {
+			errs = append(errs, fmt.Errorf("--stack %s: %w", est.stack, err))
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
 	}
@@ -128,3 +136,56 @@ func (e listedProblems) Error() string {
 }
 
 func (e listedProblems) Unwrap() error { return e.probs }
+
+// stackPreflight asks AWS, through the stack driver, whether the stack can be made as its
+// Pulumi.<stack>.yaml says (as rig up does first), when there is a config and AWS credentials
+// are configured; otherwise it says why it did not ask.
+func stackPreflight(cmd *cobra.Command, name string) error {
+	out := cmd.OutOrStdout()
+	path := "Pulumi." + name + ".yaml"
+	if _, err := os.Stat("Pulumi.yaml"); err != nil {
+		fmt.Fprintf(out, "preflight of %s not run: no Pulumi.yaml here (run rig validate from the repository root)\n", name)
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(out, "preflight of %s not run: no %s\n", name, path)
+		return nil
+	}
+	if !awsConfigured() {
+		fmt.Fprintf(out, "preflight of %s not run: no AWS credentials configured (AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws)\n", name)
+		return nil
+	}
+	if _, err := stack.FindPulumi(); err != nil {
+		fmt.Fprintf(out, "preflight of %s not run: %v\n", name, err)
+		return nil
+	}
+	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{ProjectDir: ".", Stdin: cmd.InOrStdin(), Stdout: out, Stderr: cmd.ErrOrStderr()},
+		"preflight", "--stack", name)
+	var ee *stack.ExitError
+	if errors.As(err, &ee) && ee.Code == 2 {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return err
+}
+
+// awsConfigured tells, without the AWS SDK (which only the stack driver links), whether any
+// source of the SDK's default chain is set up: the environment, or the shared files.
+func awsConfigured() bool {
+	for _, k := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	home, _ := os.UserHomeDir()
+	for _, f := range []string{os.Getenv("AWS_SHARED_CREDENTIALS_FILE"), os.Getenv("AWS_CONFIG_FILE"),
+		filepath.Join(home, ".aws", "credentials"), filepath.Join(home, ".aws", "config")} {
+		if f == "" {
+			continue
+		}
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}

@@ -235,11 +235,8 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 	if err := probs.Err(); err != nil {
 		return nil, err
 	}
-	if err := d.opts.CheckCredentials(ctx, Target(s)); err != nil {
+	if err := d.check(ctx, name, s); err != nil {
 		return nil, err
-	}
-	if err := d.opts.Preflight(ctx, s); err != nil {
-		return nil, fmt.Errorf("up %s: %w", name, err)
 	}
 	if o.Confirm != nil {
 		if err := o.Confirm(s); err != nil {
@@ -294,6 +291,30 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 		return nil, fmt.Errorf("pulumi up %s: %w", name, err)
 	}
 	return decodeInventory(name, res.Outputs)
+}
+
+// check asks for the stack's credentials, then AWS whether the stack can be made.
+func (d *Driver) check(ctx context.Context, name string, s spec.Spec) error {
+	if err := d.opts.CheckCredentials(ctx, Target(s)); err != nil {
+		return err
+	}
+	if err := d.opts.Preflight(ctx, s); err != nil {
+		return fmt.Errorf("up %s: %w", name, err)
+	}
+	return nil
+}
+
+// Preflight runs the checks of Up without pinning or creating anything: the stack config, the
+// stack's AWS credentials and preflight. ErrNoAWSCredentials says there were none to ask with.
+func (d *Driver) Preflight(ctx context.Context, name string) error {
+	_, s, probs, err := d.LoadSpec(name)
+	if err != nil {
+		return err
+	}
+	if err := probs.Err(); err != nil {
+		return err
+	}
+	return d.check(ctx, name, s)
 }
 
 // DownOptions tune Down.

@@ -300,7 +300,29 @@ func newRoot() *cobra.Command {
 	}
 	inv.Flags().StringVar(&f.stack, "stack", "", "stack name")
 
-	root.AddCommand(up, down, status, gc, extend, inv, newArchiveCmd())
+	pre := &cobra.Command{
+		Use: "preflight --stack NAME", Short: "the checks of up (config, credentials, AWS preflight); creates nothing", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			err = d.Preflight(cmd.Context(), f.stack)
+			switch {
+			case errors.Is(err, driver.ErrNoAWSCredentials):
+				fmt.Fprintf(cmd.OutOrStdout(), "preflight of %s not run: %v\n", f.stack, err)
+				return nil
+			case err != nil:
+				return classify(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "preflight of %s passed: AWS can make it as planned (nothing was created)\n", f.stack)
+			return nil
+		},
+	}
+	pre.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+
+	root.AddCommand(up, down, status, gc, extend, inv, pre, newArchiveCmd())
 	return root
 }
 

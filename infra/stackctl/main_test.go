@@ -378,3 +378,36 @@ func TestUpAsksBeforeCreating(t *testing.T) {
 		t.Errorf("pulumi was asked about the stack after preflight failed:\n%s", calls)
 	}
 }
+
+// preflight (what rig validate --stack runs) reports the problem with its fix and creates
+// nothing; without credentials it says it did not ask.
+func TestPreflightVerb(t *testing.T) {
+	e := setup(t)
+	emu := awsemu.Start(t, awsemu.Options{})
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": emu.URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(e.state, "none"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(e.state, "none"), "AWS_PROFILE": "", "AWS_REGION": "",
+	} {
+		t.Setenv(k, v)
+	}
+	key := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGHn2bJ1yS1K3m5Y9gk1z0b7Yp0b9wqW3X0Zr1Fq2c7D rig@test"
+	if err := os.WriteFile(filepath.Join(e.project, "Pulumi.dev.yaml"), []byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n"+
+		"  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: "+key+"\n  rig:availabilityZone: us-east-1e\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, e, "preflight", "--stack", "dev")
+	if err == nil || !strings.Contains(err.Error(), "c6in.16xlarge is not offered in us-east-1e") ||
+		!strings.Contains(err.Error(), "rig:availabilityZone us-east-1a") {
+		t.Fatalf("want the zone problem with its fix, got %v:\n%s", err, out)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	out, err = run(t, e, "preflight", "--stack", "dev")
+	if err != nil || !strings.Contains(out, "preflight of dev not run: no AWS credentials") {
+		t.Fatalf("without credentials: %v:\n%s", err, out)
+	}
+	if calls, _ := os.ReadFile(e.log); strings.Contains(string(calls), "stack") {
+		t.Errorf("preflight asked pulumi about the stack:\n%s", calls)
+	}
+}
