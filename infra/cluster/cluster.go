@@ -154,16 +154,20 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		return Outputs{}, err
 	}
 
-	var capRes ec2.InstanceCapacityReservationSpecificationPtrInput
-	if s.CapacityReservationID != "" {
-		capRes = &ec2.InstanceCapacityReservationSpecificationArgs{
+	// A capacity reservation matches one instance type in one AZ, so each role has its own.
+	capRes := func(id string) ec2.InstanceCapacityReservationSpecificationPtrInput {
+		if id == "" {
+			return nil
+		}
+		return &ec2.InstanceCapacityReservationSpecificationArgs{
 			CapacityReservationTarget: &ec2.InstanceCapacityReservationSpecificationCapacityReservationTargetArgs{
-				CapacityReservationId: pulumi.String(s.CapacityReservationID),
+				CapacityReservationId: pulumi.String(id),
 			},
 		}
 	}
 
 	var nodeOuts []any
+	var servers []pulumi.Resource
 	for i, n := range nodes {
 		// The data volume exists before its instance, so that a destroy terminates the instance
 		// (which detaches the volume) before it deletes the volume; see attachData.
@@ -178,14 +182,26 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			}
 			instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 		}
+		reservation := s.ServerCapacityReservationID
+		var group pulumi.StringPtrInput = pg.Name
+		if n.Role == "client" {
+			reservation = s.ClientCapacityReservationID
+			// The servers are launched first, so that the cluster placement group is placed
+			// for them; a client of another type that finds no room there fails on its own
+			// (and rig offers clientInPlacementGroup false) instead of failing them all.
+			instOpts = append(instOpts, pulumi.DependsOn(servers))
+			if !s.ClientInPlacementGroup {
+				group = nil
+			}
+		}
 		inst, err := ec2.NewInstance(ctx, n.Name, &ec2.InstanceArgs{
 			Ami:                              image,
-			CapacityReservationSpecification: capRes,
+			CapacityReservationSpecification: capRes(reservation),
 			InstanceType:                     pulumi.String(n.InstanceType),
 			AvailabilityZone:                 pulumi.String(s.AvailabilityZone),
 			SubnetId:                         subnetID,
 			VpcSecurityGroupIds:              pulumi.StringArray{sg.ID()},
-			PlacementGroup:                   pg.Name,
+			PlacementGroup:                   group,
 			KeyName:                          kp.KeyName,
 			EbsOptimized:                     pulumi.Bool(true),
 			AssociatePublicIpAddress:         pulumi.Bool(true),
@@ -208,6 +224,9 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		}, instOpts...)
 		if err != nil {
 			return Outputs{}, fmt.Errorf("instance %s: %w", n.Name, err)
+		}
+		if n.Role == "server" {
+			servers = append(servers, inst)
 		}
 		volID := pulumi.String("").ToStringOutput()
 		if vol != nil {

@@ -168,7 +168,7 @@ func baseSpec(t *testing.T) Spec {
 		ServerInstanceType: "c6in.16xlarge", ClientInstanceType: "c6in.4xlarge", Servers: 3, Clients: 1,
 		AMIFamily: spec.FamilyAL2023, VolumeType: spec.VolumeGP3, VolumeSize: 200, VolumeIOPS: 4000, VolumeThroughput: 1000,
 		RootVolumeSize: 30, OperatorCIDRs: []string{"203.0.113.7/32"}, PublicKey: operatorKey(t), Owner: "alice",
-		ExpiresInHours: 8, RetainBucket: true, ResultsExpireDays: 30, CreatedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), HostKeySeed: testSeed,
+		ExpiresInHours: 8, RetainBucket: true, ClientInPlacementGroup: true, ResultsExpireDays: 30, CreatedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), HostKeySeed: testSeed,
 	}
 }
 
@@ -222,8 +222,12 @@ func TestDeployTable(t *testing.T) {
 		arch string
 	}{
 		{"defaults (gp3 data volumes)", func(*Spec) {}, ""},
-		{"client data volume, capacity reservation, no results expiry", func(s *Spec) {
-			s.ClientDataVolume, s.CapacityReservationID, s.ResultsExpireDays = true, "cr-0123456789abcdef0", 0
+		{"client data volume, capacity reservations per role, no results expiry", func(s *Spec) {
+			s.ClientDataVolume, s.ResultsExpireDays = true, 0
+			s.ServerCapacityReservationID, s.ClientCapacityReservationID = "cr-0123456789abcdef0", "cr-0fedcba9876543210"
+		}, ""},
+		{"servers reserved, clients outside the placement group", func(s *Spec) {
+			s.ServerCapacityReservationID, s.ClientInPlacementGroup, s.Clients = "cr-0123456789abcdef0", false, 2
 		}, ""},
 		{"io2 ubuntu v4+v6 operators, bucket deleted with stack", func(s *Spec) {
 			s.ServerInstanceType, s.ClientInstanceType, s.Servers, s.Clients = "c7i.8xlarge", "c7i.xlarge", 5, 2
@@ -292,8 +296,19 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		if in["instanceType"].StringValue() != n.InstanceType {
 			t.Errorf("instance %s: %s, want %s", r.name, in["instanceType"].StringValue(), n.InstanceType)
 		}
-		if in["placementGroup"].StringValue() != pgName {
-			t.Errorf("%s: placement group %q, want %q", r.name, in["placementGroup"].StringValue(), pgName)
+		wantPG := pgName
+		if n.Role == "client" && !s.ClientInPlacementGroup {
+			wantPG = ""
+		}
+		if pgIn := in["placementGroup"]; (wantPG == "" && pgIn.HasValue()) || (wantPG != "" && pgIn.StringValue() != wantPG) {
+			t.Errorf("%s: placement group %v, want %q", r.name, pgIn, wantPG)
+		}
+		// The clients are launched after every server: each client depends on each server.
+		for _, other := range nodes {
+			dep := slices.ContainsFunc(r.deps, func(u string) bool { return strings.HasSuffix(u, "::"+other.Name) })
+			if want := n.Role == "client" && other.Role == "server"; dep != want {
+				t.Errorf("%s depends on %s: %v, want %v (deps %v)", r.name, other.Name, dep, want, r.deps)
+			}
 		}
 		if in["availabilityZone"].StringValue() != s.AvailabilityZone || in["subnetId"].StringValue() != subnetID {
 			t.Errorf("%s: az %s subnet %s", r.name, in["availabilityZone"].StringValue(), in["subnetId"].StringValue())
@@ -336,12 +351,17 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		if in["keyName"].StringValue() != "rig-key-5d1c" {
 			t.Errorf("%s: key %v", r.name, in["keyName"])
 		}
+		// A reservation matches one instance type: each role launches into its own.
+		wantCR := s.ServerCapacityReservationID
+		if n.Role == "client" {
+			wantCR = s.ClientCapacityReservationID
+		}
 		cr, has := in["capacityReservationSpecification"]
 		switch {
-		case s.CapacityReservationID == "" && has && !cr.IsNull():
-			t.Errorf("%s: capacity reservation %v without rig:capacityReservationId", r.name, cr)
-		case s.CapacityReservationID != "" && (!has || cr.ObjectValue()["capacityReservationTarget"].ObjectValue()["capacityReservationId"].StringValue() != s.CapacityReservationID):
-			t.Errorf("%s: capacity reservation %v, want %s", r.name, cr, s.CapacityReservationID)
+		case wantCR == "" && has && !cr.IsNull():
+			t.Errorf("%s: capacity reservation %v, want none for its role", r.name, cr)
+		case wantCR != "" && (!has || cr.ObjectValue()["capacityReservationTarget"].ObjectValue()["capacityReservationId"].StringValue() != wantCR):
+			t.Errorf("%s: capacity reservation %v, want %s", r.name, cr, wantCR)
 		}
 	}
 

@@ -710,11 +710,25 @@ func TestFailedUpSaysWhatExistsAndWhatToDo(t *testing.T) {
 		"rig down --stack dev --no-archive",
 		"EC2 has no capacity for these instances in us-east-2a",
 		"pulumi config set --stack dev availabilityZone us-east-2b",
-		"capacityReservationId",
+		"serverCapacityReservationId cr-…   (an EC2 capacity reservation for c6in.16xlarge in us-east-2a",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("failure report lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "clientInPlacementGroup") {
+		t.Errorf("a server's capacity failure offers clientInPlacementGroup:\n%s", out)
+	}
+	// The client failed (the servers, launched first, are up): it may leave the group.
+	hc := newHarness(t)
+	hc.stackConfig(t, "dev", "")
+	hc.cli.upFails, hc.cli.upFailsOn = "creating EC2 Instance: api error InsufficientInstanceCapacity: "+
+		"We currently do not have sufficient c6in.4xlarge capacity in the placement group.", "client-0"
+	if _, err := hc.driver(t).Up(context.Background(), "dev", UpOptions{}); err == nil {
+		t.Fatal("want an error")
+	}
+	if !strings.Contains(hc.out.String(), "pulumi config set --stack dev clientInPlacementGroup false") {
+		t.Errorf("a client's capacity failure does not offer clientInPlacementGroup false:\n%s", hc.out.String())
 	}
 	// Another failure: no capacity advice.
 	h2 := newHarness(t)

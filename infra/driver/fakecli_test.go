@@ -29,11 +29,16 @@ type fakeCLI struct {
 	// upFails makes `up` fail with this message after creating the VPC (written to stderr and
 	// as an error diagnostic event).
 	upFails string
+	// upFailsOn is the instance the failure is about (default node-0).
+	upFailsOn string
 }
 
 // upEvents is what the engine reports for an update that creates a VPC and an instance (or fails
 // on the instance).
-func upEvents(stack, fail string) []string {
+func upEvents(stack, fail, failNode string) []string {
+	if failNode == "" {
+		failNode = "node-0"
+	}
 	urn := func(typ, name string) string { return "urn:pulumi:" + stack + "::rig::" + typ + "::" + name }
 	ev := func(kind, op, typ, name string) string {
 		return fmt.Sprintf(`{"sequence":1,"timestamp":1,%q:{"metadata":{"op":%q,"urn":%q,"type":%q}}}`, kind, op, urn(typ, name), typ)
@@ -47,7 +52,7 @@ func upEvents(stack, fail string) []string {
 	}
 	if fail != "" {
 		return append(lines, fmt.Sprintf(`{"sequence":9,"timestamp":1,"diagnosticEvent":{"urn":%q,"message":%q,"color":"never","severity":"error"}}`,
-			urn("aws:ec2/instance:Instance", "node-0"), fail),
+			urn("aws:ec2/instance:Instance", failNode), fail),
 			ev("resOpFailedEvent", "create", "aws:ec2/instance:Instance", "node-0"))
 	}
 	return append(lines, ev("resOutputsEvent", "create", "aws:ec2/instance:Instance", "node-0"),
@@ -199,7 +204,7 @@ func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs
 			return fail("error: no stack named '%s' found", stack)
 		}
 		if i := slices.Index(args, "--event-log"); i >= 0 && i+1 < len(args) {
-			body := strings.Join(upEvents(stack, f.upFails), "\n") + "\n"
+			body := strings.Join(upEvents(stack, f.upFails, f.upFailsOn), "\n") + "\n"
 			if err := os.WriteFile(args[i+1], []byte(body), 0o600); err != nil {
 				return fail("write event log: %v", err)
 			}

@@ -94,6 +94,9 @@ func (p *progress) handle(e events.EngineEvent) {
 		fmt.Fprintf(p.out, "rig: FAILED to %s %s %s\n", m.Op, m.Type, urnName(m.URN))
 	case e.DiagnosticEvent != nil && e.DiagnosticEvent.Severity == "error":
 		msg := strings.TrimSpace(e.DiagnosticEvent.Message)
+		if u := e.DiagnosticEvent.URN; u != "" {
+			msg = urnName(u) + ": " + msg // which node failed decides the advice
+		}
 		p.diags = append(p.diags, msg)
 		fmt.Fprintf(p.out, "rig: error: %s\n", firstLine(msg))
 	}
@@ -180,8 +183,22 @@ func (d *Driver) failureReport(ctx context.Context, st auto.Stack, name string, 
 		}
 		fmt.Fprintf(out, "rig: EC2 has no capacity for these instances in %s (one cluster placement group needs them all in one place). Either:\n"+
 			"  pulumi config set --stack %s availabilityZone %s   (another AZ; everything is created there), or\n"+
-			"  pulumi config set --stack %s capacityReservationId cr-…   (an EC2 capacity reservation for the instance type in %s),\n"+
-			"then rig up --stack %s again (after rig down --stack %s --no-archive if the AZ changes).\n",
-			s.AvailabilityZone, name, other, name, s.AvailabilityZone, name, name)
+			"  pulumi config set --stack %s serverCapacityReservationId cr-…   (an EC2 capacity reservation for %s in %s, made in the placement group; clientCapacityReservationId for %s),\n",
+			s.AvailabilityZone, name, other, name, s.ServerInstanceType, s.AvailabilityZone, s.ClientInstanceType)
+		if s.Clients > 0 && s.ClientInPlacementGroup && clientFailed(diags) {
+			fmt.Fprintf(out, "  pulumi config set --stack %s clientInPlacementGroup false   (the servers are up; the client leaves their placement group: "+
+				"more client latency, less capacity risk),\n", name)
+		}
+		fmt.Fprintf(out, "then rig up --stack %s again (after rig down --stack %s --no-archive if the AZ changes).\n", name, name)
 	}
+}
+
+// clientFailed reports whether a failure names a client instance (client-0, …; spec.Node).
+func clientFailed(diags []string) bool {
+	for _, d := range diags {
+		if strings.HasPrefix(d, "client-") {
+			return true
+		}
+	}
+	return false
 }

@@ -66,8 +66,14 @@ func WritePlan(w io.Writer, s Spec) error {
 	if s.ResultsExpireDays == 0 {
 		life = "results never expire"
 	}
-	if s.CapacityReservationID != "" {
-		fmt.Fprintf(&b, "  capacity reservation: %s\n", s.CapacityReservationID)
+	if s.ServerCapacityReservationID != "" {
+		fmt.Fprintf(&b, "  servers in capacity reservation %s\n", s.ServerCapacityReservationID)
+	}
+	if s.ClientCapacityReservationID != "" {
+		fmt.Fprintf(&b, "  clients in capacity reservation %s\n", s.ClientCapacityReservationID)
+	}
+	if s.Clients > 0 && !s.ClientInPlacementGroup {
+		fmt.Fprintln(&b, "  clients outside the servers' placement group (clientInPlacementGroup false): more client latency, less capacity risk")
 	}
 	if s.RetainBucket {
 		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, %s, kept after rig down\n", BucketPrefixStack(s.Stack), life)

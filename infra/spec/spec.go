@@ -72,8 +72,12 @@ type Spec struct {
 	RetainBucket bool
 	// ResultsExpireDays is the lifecycle of the results bucket's objects; 0 keeps them.
 	ResultsExpireDays int
-	// CapacityReservationID launches the instances into an EC2 capacity reservation.
-	CapacityReservationID string
+	// ServerCapacityReservationID and ClientCapacityReservationID launch each role into an EC2
+	// capacity reservation: a reservation matches one instance type in one AZ, so one per role.
+	ServerCapacityReservationID string
+	ClientCapacityReservationID string
+	// ClientInPlacementGroup puts the clients in the servers' cluster placement group.
+	ClientInPlacementGroup bool
 
 	HostKeySeed string // secret; never printed
 }
@@ -237,34 +241,36 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 	}
 
 	s := Spec{
-		Stack:                  stack,
-		Region:                 strings.TrimSpace(region),
-		ServerInstanceType:     str("serverInstanceType"),
-		ClientInstanceType:     str("clientInstanceType"),
-		Servers:                integer("servers"),
-		Clients:                integer("clients"),
-		AvailabilityZone:       str("availabilityZone"),
-		AMI:                    str("ami"),
-		AMIFamily:              str("amiFamily"),
-		SSHUser:                str("sshUser"),
-		VolumeType:             str("volumeType"),
-		VolumeSize:             integer("volumeSize"),
-		VolumeIOPS:             integer("volumeIops"),
-		VolumeThroughput:       integer("volumeThroughput"),
-		RootVolumeSize:         integer("rootVolumeSize"),
-		ClientDataVolume:       boolean("clientDataVolume"),
-		OperatorCIDRs:          strings_("operatorCidrs"),
-		AllowWideOperatorCIDRs: boolean("allowWideOperatorCidrs"),
-		PublicKey:              str("publicKey"),
-		Owner:                  str("owner"),
-		ExpiresInHours:         integer("expiresInHours"),
-		VPCID:                  str("vpcId"),
-		SubnetID:               str("subnetId"),
-		RetainBucket:           boolean("retainBucket"),
-		ResultsExpireDays:      integer("resultsExpireDays"),
-		CapacityReservationID:  str("capacityReservationId"),
-		HostKeySeed:            raw["hostKeySeed"],
-		Generation:             str("generation"),
+		Stack:                       stack,
+		Region:                      strings.TrimSpace(region),
+		ServerInstanceType:          str("serverInstanceType"),
+		ClientInstanceType:          str("clientInstanceType"),
+		Servers:                     integer("servers"),
+		Clients:                     integer("clients"),
+		AvailabilityZone:            str("availabilityZone"),
+		AMI:                         str("ami"),
+		AMIFamily:                   str("amiFamily"),
+		SSHUser:                     str("sshUser"),
+		VolumeType:                  str("volumeType"),
+		VolumeSize:                  integer("volumeSize"),
+		VolumeIOPS:                  integer("volumeIops"),
+		VolumeThroughput:            integer("volumeThroughput"),
+		RootVolumeSize:              integer("rootVolumeSize"),
+		ClientDataVolume:            boolean("clientDataVolume"),
+		OperatorCIDRs:               strings_("operatorCidrs"),
+		AllowWideOperatorCIDRs:      boolean("allowWideOperatorCidrs"),
+		PublicKey:                   str("publicKey"),
+		Owner:                       str("owner"),
+		ExpiresInHours:              integer("expiresInHours"),
+		VPCID:                       str("vpcId"),
+		SubnetID:                    str("subnetId"),
+		RetainBucket:                boolean("retainBucket"),
+		ResultsExpireDays:           integer("resultsExpireDays"),
+		ServerCapacityReservationID: str("serverCapacityReservationId"),
+		ClientCapacityReservationID: str("clientCapacityReservationId"),
+		ClientInPlacementGroup:      boolean("clientInPlacementGroup"),
+		HostKeySeed:                 raw["hostKeySeed"],
+		Generation:                  str("generation"),
 	}
 	if s.Generation != "" && !generationPattern.MatchString(s.Generation) {
 		probs = append(probs, Problem{Field: "generation", Value: strconv.Quote(s.Generation),

@@ -242,8 +242,11 @@ func Validate(s Spec) Problems {
 	if s.ResultsExpireDays < 0 || s.ResultsExpireDays > MaxResultsExpireDays {
 		errf("resultsExpireDays", strconv.Itoa(s.ResultsExpireDays), fmt.Sprintf("0-%s (0 keeps results for ever)", thousands(MaxResultsExpireDays)), "")
 	}
-	if s.CapacityReservationID != "" && !capResRE.MatchString(s.CapacityReservationID) {
-		errf("capacityReservationId", strconv.Quote(s.CapacityReservationID), "empty or a capacity reservation id like cr-0123456789abcdef0", "")
+	for key, id := range map[string]string{"serverCapacityReservationId": s.ServerCapacityReservationID,
+		"clientCapacityReservationId": s.ClientCapacityReservationID} {
+		if id != "" && !capResRE.MatchString(id) {
+			errf(key, strconv.Quote(id), "empty or a capacity reservation id like cr-0123456789abcdef0", "")
+		}
 	}
 
 	// Network reuse.
