@@ -72,7 +72,8 @@ func (f *infraFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
 	c.Flags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
-		"(default: PULUMI_BACKEND_URL, pulumi login, or a folder on this machine; export PULUMI_BACKEND_URL so rig run --stack finds it too)")
+		"(default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here; "+
+			"export PULUMI_BACKEND_URL so rig run --stack finds it too, or see rig env --stack NAME)")
 	c.Flags().StringVar(&f.secrets, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION or passphrase")
 }
 
@@ -138,8 +139,8 @@ without asking, and without --yes rig up refuses (exit 2) when standard input is
 terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
 generation and created-at when the stack has none) and pulumi up run on this repository's
 Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
-no. --dry-run prints the plan and its hourly cost instead. Unless PULUMI_BACKEND_URL is set or
-you ran pulumi login, stacks live in a local file backend. The first run builds the driver (go
+no. --dry-run prints the plan and its hourly cost instead. Unless --backend or PULUMI_BACKEND_URL
+names one, stacks live in a local file backend (a pulumi login is never used on its own). The first run builds the driver (go
 build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

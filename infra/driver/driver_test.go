@@ -538,15 +538,16 @@ func TestUserConfiguredBackendIsKept(t *testing.T) {
 		t.Fatal("created a local backend despite PULUMI_BACKEND_URL")
 	}
 
-	// `pulumi login` records its choice in credentials.json; that counts as configured too.
+	// `pulumi login` records its choice in credentials.json; it is not rig's setting and never
+	// moves the stacks.
 	h2 := newHarness(t)
 	home := t.TempDir()
 	t.Setenv("PULUMI_HOME", home)
 	if err := os.WriteFile(filepath.Join(home, "credentials.json"), []byte(`{"current":"https://api.pulumi.com"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if d := h2.driver(t); d.backend.Own {
-		t.Fatal("ignored pulumi login")
+	if d := h2.driver(t); !d.backend.Own {
+		t.Fatal("a pulumi login chose the backend")
 	}
 }
 

@@ -53,11 +53,14 @@ type Backend struct {
 	StateDir string            // the local backend's folder when Own
 }
 
-// ChooseBackend keeps a backend the user configured (PULUMI_BACKEND_URL, here or in extraEnv, or
-// `pulumi login`) and otherwise picks a local file backend in stateDir ("" means
+// ChooseBackend keeps the backend the user chose for rig (--backend, passed in extraEnv, or
+// PULUMI_BACKEND_URL) and otherwise picks a local file backend in stateDir ("" means
 // $XDG_STATE_HOME/rig/pulumi, or ~/.local/state/rig/pulumi), so that trying the rig needs no
 // Pulumi Cloud account. Stack secrets of the local backend are encrypted with a passphrase file
-// next to it unless PULUMI_CONFIG_PASSPHRASE(_FILE) is set. It creates nothing.
+// next to it unless PULUMI_CONFIG_PASSPHRASE(_FILE) is set. A `pulumi login` recorded in
+// ~/.pulumi/credentials.json never chooses: a login made for another project would silently move
+// rig's stacks (and hide the ones already in the local backend); --backend https://api.pulumi.com
+// uses it on purpose. It creates nothing.
 func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error) {
 	b := Backend{Env: map[string]string{"PULUMI_SKIP_UPDATE_CHECK": "true"}}
 	for k, v := range extraEnv {
@@ -65,7 +68,7 @@ func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error)
 			b.Env[k] = v
 		}
 	}
-	if os.Getenv("PULUMI_BACKEND_URL") != "" || extraEnv["PULUMI_BACKEND_URL"] != "" || loggedIn() {
+	if os.Getenv("PULUMI_BACKEND_URL") != "" || extraEnv["PULUMI_BACKEND_URL"] != "" {
 		return b, nil
 	}
 	if stateDir == "" {
@@ -92,9 +95,9 @@ func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error)
 	return b, nil
 }
 
-// loggedIn reports whether `pulumi login` chose a backend: the CLI records it in the "current"
-// field of $PULUMI_HOME/credentials.json, the only field read here.
-func loggedIn() bool {
+// LoggedIn reports whether `pulumi login` chose a backend: the CLI records it in the "current"
+// field of $PULUMI_HOME/credentials.json, the only field read here. rig only mentions it.
+func LoggedIn() bool {
 	home := os.Getenv("PULUMI_HOME")
 	if home == "" {
 		h, err := os.UserHomeDir()
@@ -127,8 +130,12 @@ func (b Backend) Where(secrets string) string {
 	u := b.URL()
 	switch {
 	case b.Own:
-		return fmt.Sprintf("state: %s, on this machine only (passphrase file %s): losing either leaves the cluster "+
+		s := fmt.Sprintf("state: %s, on this machine only (passphrase file %s): losing either leaves the cluster "+
 			"running with nothing but `rig gc` from the cloud side to remove it; --backend s3://BUCKET/PREFIX keeps it elsewhere", u, b.Env["PULUMI_CONFIG_PASSPHRASE_FILE"])
+		if LoggedIn() {
+			s += " (your `pulumi login` is not used: pass --backend or set PULUMI_BACKEND_URL for that)"
+		}
+		return s
 	case strings.HasPrefix(u, "file://"):
 		return fmt.Sprintf("state: %s (a folder; losing it leaves the cluster running, removable only by `rig gc` from the cloud side)", u)
 	}

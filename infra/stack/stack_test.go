@@ -148,8 +148,9 @@ func TestChooseBackend(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(os.Getenv("PULUMI_HOME"), "credentials.json"), []byte(`{"current":"https://api.pulumi.com"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := ChooseBackend(state, nil); b.Own {
-		t.Fatal("ignored `pulumi login`")
+	// A login made elsewhere never moves rig's stacks; the state line says it is not used.
+	if b, _ := ChooseBackend(state, nil); !b.Own || !strings.Contains(b.Where(""), "your `pulumi login` is not used") {
+		t.Fatalf("a pulumi login chose the backend: %+v %s", b, b.Where(""))
 	}
 }
 

@@ -120,7 +120,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&f.projectDir, "project-dir", ".", "folder holding Pulumi.yaml and the Pulumi.<stack>.yaml files")
 	root.PersistentFlags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
-	root.PersistentFlags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the stacks' state, e.g. s3://BUCKET/PREFIX?region=REGION (default: PULUMI_BACKEND_URL, pulumi login, or a folder on this machine)")
+	root.PersistentFlags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the stacks' state, e.g. s3://BUCKET/PREFIX?region=REGION (default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here)")
 	root.PersistentFlags().StringVar(&f.secretsProvider, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION, or passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])")
 
 	needStack := func(*cobra.Command, []string) error {
@@ -182,6 +182,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
 				Quiesce: f.nodes.quiesce(cmd, &f)}); err != nil {
 				return classify(err)
@@ -225,6 +226,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(""))
 			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun,
 				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: f.nodes.quiesce(cmd, &f)},
 				Confirm: func(s []driver.Status) bool {
@@ -272,6 +274,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			exp, err := d.Extend(cmd.Context(), f.stack, hours)
 			if err != nil {
 				return classify(err)
@@ -291,6 +294,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "rig: "+d.Where(f.stack)) // stdout is the JSON
 			i, err := d.Inventory(cmd.Context(), f.stack)
 			if err != nil {
 				return classify(err)
@@ -308,6 +312,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
+			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			err = d.Preflight(cmd.Context(), f.stack)
 			switch {
 			case errors.Is(err, driver.ErrNoAWSCredentials):
