@@ -75,7 +75,7 @@ rig up, rig down and rig gc do. Nothing is created.`,
 	return c
 }
 
-// shellQuote quotes s for a POSIX shell: single quotes, each ' written as '\''.
+// shellQuote quotes s for a POSIX shell: single quotes, each ' written as '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -73,7 +73,7 @@ func (f *infraFlags) register(c *cobra.Command) {
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
 	c.Flags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
 		"(default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here; "+
-			"export PULUMI_BACKEND_URL so rig run --stack finds it too, or see rig env --stack NAME)")
+		"export PULUMI_BACKEND_URL so rig run --stack finds it too, or see rig env --stack NAME)")
 	c.Flags().StringVar(&f.secrets, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION or passphrase")
 }
 

@@ -294,7 +294,6 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return classify(err)
 			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "rig: "+d.Where(f.stack)) // stdout is the JSON
 			i, err := d.Inventory(cmd.Context(), f.stack)
 			if err != nil {
 				return classify(err)
