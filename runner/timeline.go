@@ -33,19 +33,20 @@ func (r *run) timelineSteps(ctx context.Context) error {
 			r.warn("timeline[%d] %s and the actions after it did not run: the load ended before they could start", i, s.do)
 			return nil
 		}
-		if err := s.do.run(ctx, r); err != nil {
+		if err := s.do.Run(ctx, env{r}); err != nil {
 			return fmt.Errorf("timeline[%d] %s at %s: %w", i, s.do, s.at, err)
 		}
 	}
 	return nil
 }
 
-// async runs an action beside the timeline; its failure fails the timeline.
-func (r *run) async(ctx context.Context, a action) {
+// async runs fn beside the timeline (an action's follow-up, such as a kill's relaunch); its
+// failure fails the timeline.
+func (r *run) async(ctx context.Context, fn func(context.Context) error) {
 	r.asyncWG.Add(1)
 	go func() {
 		defer r.asyncWG.Done()
-		if err := a.run(ctx, r); err != nil {
+		if err := fn(ctx); err != nil {
 			r.mu.Lock()
 			r.asyncErrs = append(r.asyncErrs, err)
 			r.notifyLocked()
