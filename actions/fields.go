@@ -1,7 +1,6 @@
 package actions
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -133,17 +132,6 @@ func textField[T any, P interface {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 func orAll(node string) string {
 	if node == "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -92,7 +93,7 @@ func (k *Kill) Run(ctx context.Context, env Env) error {
 	env.Progress("kill -%s %s (%s)", k.Signal, name, k.Node)
 	if after := k.RelaunchAfter; after > 0 {
 		env.Go(ctx, func(ctx context.Context) error {
-			if err := sleep(ctx, after); err != nil {
+			if err := ctxtime.Sleep(ctx, after); err != nil {
 				return nil // the run is over: nothing to relaunch into
 			}
 			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {

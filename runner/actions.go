@@ -8,6 +8,7 @@ import (
 
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
@@ -180,7 +181,7 @@ func (r *run) waitStableLeader(ctx context.Context, stable time.Duration, deadli
 			return fmt.Errorf("no stable leader: the leader changed %s before the wait's timeout, want %s without a change",
 				since.Round(time.Millisecond), stable)
 		}
-		if err := sleep(ctx, stable-since); err != nil {
+		if err := ctxtime.Sleep(ctx, stable-since); err != nil {
 			return err
 		}
 	}

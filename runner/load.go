@@ -16,6 +16,7 @@ import (
 
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/rundir"
@@ -139,7 +140,7 @@ func (r *run) load(ctx context.Context) error {
 	warmupDone := make(chan struct{})
 	go func() {
 		defer close(warmupDone)
-		if sleepUntil(tlCtx, start.Add(r.pb.Warmup)) == nil {
+		if ctxtime.SleepUntil(tlCtx, start.Add(r.pb.Warmup)) == nil {
 			r.markAt("warmup_end", start.Add(r.pb.Warmup))
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/ctxtime"
 )
 
 // runTimeline executes the playbook's actions at their offsets from load start. Actions run in
@@ -24,7 +25,7 @@ func (r *run) runTimeline(ctx context.Context) error {
 func (r *run) timelineSteps(ctx context.Context) error {
 	end := r.loadStart.Add(r.pb.Duration)
 	for i, s := range r.timeline {
-		if err := sleepUntil(ctx, r.loadStart.Add(s.at)); err != nil {
+		if err := ctxtime.SleepUntil(ctx, r.loadStart.Add(s.at)); err != nil {
 			return err
 		}
 		if time.Now().After(end) {
@@ -142,22 +143,4 @@ func orAll(node string) string {
 		return "all servers"
 	}
 	return node
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	if d := time.Until(t); d > 0 {
-		return sleep(ctx, d)
-	}
-	return ctx.Err()
 }
