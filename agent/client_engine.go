@@ -84,14 +84,14 @@ func (c *Client) EngineAdmin(ctx context.Context, path string) ([]byte, error) {
 // unlike EngineStatus which returns the agent's last poll.
 func (c *Client) EngineStatusHash(ctx context.Context) (engine.Status, error) {
 	var st engine.Status
-	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {"/status"}, "hash": {"1"}, "udp": {"1"}}.Encode(), nil, &st)
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminStatus}, "hash": {"1"}, "udp": {"1"}}.Encode(), nil, &st)
 	return st, err
 }
 
 // EngineStatusRaw returns the engine's GET /status body as it sent it (withHash: ?hash=1), for
 // checking its fields and their JSON types.
 func (c *Client) EngineStatusRaw(ctx context.Context, withHash bool) ([]byte, error) {
-	q := url.Values{"path": {"/status"}}
+	q := url.Values{"path": {engine.AdminStatus}}
 	if withHash {
 		q.Set("hash", "1")
 	}
@@ -103,7 +103,7 @@ func (c *Client) EngineStatusRaw(ctx context.Context, withHash bool) ([]byte, er
 // EngineMetrics returns the engine's GET /metrics (Prometheus text).
 func (c *Client) EngineMetrics(ctx context.Context) ([]byte, error) {
 	var buf bytes.Buffer
-	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {"/metrics"}}.Encode(), nil, &buf)
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminMetrics}}.Encode(), nil, &buf)
 	return buf.Bytes(), err
 }
 

@@ -87,8 +87,8 @@ const MaxTransitionsWait = time.Minute
 
 // proxyPaths are the engine admin calls the controller may make through the agent.
 var proxyPaths = map[string]map[string]bool{
-	http.MethodPost: {"/snapshot": true, "/step-down": true},
-	http.MethodGet:  {"/status": true, "/metrics": true},
+	http.MethodPost: {engine.AdminSnapshot: true, engine.AdminStepDown: true},
+	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true},
 }
 
 // engineSide is the agent's engine state: one journal for the node (so sequence numbers span

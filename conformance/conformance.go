@@ -463,7 +463,7 @@ func (s *suite) snapshot(ctx context.Context, leader string) {
 		s.add(CheckSnapshotIndex, false, "not run: no leader")
 		return
 	}
-	b, err := s.agent(leader).EngineAdmin(ctx, "/snapshot")
+	b, err := s.agent(leader).EngineAdmin(ctx, engine.AdminSnapshot)
 	var snap engine.Snapshot
 	if err == nil {
 		err = json.Unmarshal(b, &snap)
@@ -562,7 +562,7 @@ func (s *suite) stepDown(ctx context.Context) {
 		s.add(CheckStepDown, false, "no single leader to step down")
 		return
 	}
-	if b, err := s.agent(old).EngineAdmin(ctx, "/step-down"); err != nil {
+	if b, err := s.agent(old).EngineAdmin(ctx, engine.AdminStepDown); err != nil {
 		s.add(CheckStepDown, false, "POST /step-down on %s: %v %s", old, err, strings.TrimSpace(string(b)))
 		return
 	}

@@ -173,6 +173,17 @@ type Peer struct {
 
 // The admin API answers only the agent that started the engine. The agent makes a secret for
 // its lifetime and hands it to every engine it starts in the environment variable
+// Admin API paths (docs/engines.md): GET AdminStatus, AdminChanges and AdminMetrics, POST
+// AdminSnapshot and AdminStepDown. The agent's proxy forwards all but AdminChanges, which its
+// supervisor polls itself.
+const (
+	AdminStatus   = "/status"
+	AdminChanges  = "/changes"
+	AdminMetrics  = "/metrics"
+	AdminSnapshot = "/snapshot"
+	AdminStepDown = "/step-down"
+)
+
 // AdminTokenEnv (never in argv, which any user can read in /proc, and never in the config
 // file, which is collected into results). The engine requires it on every admin request as
 // `Authorization: Bearer <token>` and answers 401 without it. A user's engine (a JVM, say)

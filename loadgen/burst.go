@@ -44,8 +44,8 @@ func (b BurstSpec) validate() error {
 		return fmt.Errorf("%w: size and senders apply to UDP bursts only (set udp)", ErrBadOptions)
 	case b.UDP && b.Size != 0 && (b.Size < wire.DgramMin || b.Size > wire.DgramMax):
 		return fmt.Errorf("%w: size: %d bytes, want %d..%d", ErrBadOptions, b.Size, wire.DgramMin, wire.DgramMax)
-	case b.UDP && (b.Senders < 0 || b.Senders > maxSenders):
-		return fmt.Errorf("%w: senders: %d, want 1..%d per load generator", ErrBadOptions, b.Senders, maxSenders)
+	case b.UDP && (b.Senders < 0 || b.Senders > MaxSenders):
+		return fmt.Errorf("%w: senders: %d, want 1..%d per load generator", ErrBadOptions, b.Senders, MaxSenders)
 	case b.Messages <= 0:
 		return fmt.Errorf("%w: messages: %d, want > 0", ErrBadOptions, b.Messages)
 	case b.Count <= 0:
@@ -80,8 +80,8 @@ type BurstOptions struct {
 	FirstBurst   uint32    // UDP: number of the first burst (see BurstSpec)
 }
 
-// maxSenders bounds the senders of one load generator (each is a socket and a 64 MiB ring).
-const maxSenders = 16
+// MaxSenders bounds the senders of one load generator (each is a socket and a 64 MiB ring).
+const MaxSenders = 16
 
 // ErrBurstBusy is returned when a burst series is started while another is under way.
 var ErrBurstBusy = errors.New("a burst series is already running")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/internal/peak"
 	"log/slog"
 	"net"
 	"slices"
@@ -14,10 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/ipv4"
-
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/internal/ctxtime"
+	"github.com/rig-dev/rig/internal/peak"
 	"github.com/rig-dev/rig/rundir"
+	"golang.org/x/net/ipv4"
 )
 
 // UDP burst senders (datagram format: docs/wire.md, "UDP ingress"). A sender owns one socket
@@ -334,7 +334,7 @@ func (u *udpSeries) run(ctx context.Context, start time.Time) error {
 			s.prepare(num, u.spec.Messages)
 		}
 		due := start.Add(time.Duration(int64(k) * u.spec.EveryNs))
-		if err := sleepCtx(ctx, time.Until(due)); err != nil {
+		if err := ctxtime.Sleep(ctx, time.Until(due)); err != nil {
 			return err
 		}
 		res := make([]udpBurstSent, len(u.senders))
@@ -369,7 +369,7 @@ func (u *udpSeries) run(ctx context.Context, start time.Time) error {
 		if wait <= 0 {
 			return nil
 		}
-		if err := sleepCtx(ctx, min(wait, 100*time.Millisecond)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(wait, 100*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -402,20 +402,6 @@ func (u *udpSeries) close() []rundir.UDPSenderStats {
 	return u.final
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // discoverLeader finds the leader's client address: a cancel of order 0 (which no order has) is
 // refused by the leader's book and answered NotLeader, with the leader's address, by the others.
 func discoverLeader(ctx context.Context, servers []string, opts ConnOptions, timeout time.Duration) (string, error) {
@@ -445,7 +431,7 @@ func discoverLeader(ctx context.Context, servers []string, opts ConnOptions, tim
 			last = fmt.Errorf("%s: %s", addr, r.Text)
 		}
 		if hint == "" {
-			if err := sleepCtx(ctx, minBackoff*4); err != nil {
+			if err := ctxtime.Sleep(ctx, minBackoff*4); err != nil {
 				return "", fmt.Errorf("%w within %s: %v", ErrNoLeader, timeout, last)
 			}
 		}

@@ -1,12 +1,13 @@
 package playbooks
 
 import (
-	"github.com/rig-dev/rig/internal/units"
-
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/internal/units"
 )
 
 // issue is a whole-playbook rule that does not hold. path is where to point; deps are the
@@ -60,37 +61,49 @@ func check(p *Playbook) []issue {
 			add(at, "after-end", []string{"duration"},
 				"%s is at or after the end of the run (duration %s); want an offset below %s", units.FormatDuration(a.At), units.FormatDuration(end), units.FormatDuration(end))
 		}
-		switch a.Kind {
-		case ActKill, ActStepDown:
+		if a.Spec == nil {
+			continue
+		}
+		body := path + "." + a.Kind
+		if d, ok := a.Spec.(actions.Disruptor); ok {
 			if !needMajority && p.Cluster.Servers < 3 {
-				what := "kills a server"
-				if a.Kind == ActStepDown {
-					what = "steps the leader down"
-				}
-				add(path+"."+a.Kind, "servers<3", []string{"cluster.servers"},
+				add(body, "servers<3", []string{"cluster.servers"},
 					"the timeline %s, which needs cluster.servers >= 3 (it is %d): a smaller cluster cannot lose a node and keep serving",
-					what, p.Cluster.Servers)
+					d.Disrupts(), p.Cluster.Servers)
 			}
 			needMajority = true
 		}
-		switch a.Kind {
-		case ActKill:
-			if a.Kill == nil || a.Kill.Node == "" {
+		// The entry's own rules; its keys' paths are under its body, "at" is the entry's.
+		entryPath := func(key string) string {
+			switch key {
+			case "":
+				return body
+			case "at":
+				return at
+			}
+			return body + "." + key
+		}
+		nodeMissing := false
+		for _, pr := range a.Spec.Check(actions.Context{Servers: p.Cluster.Servers, Clients: p.Cluster.Clients, At: a.At, End: end}) {
+			deps := make([]string, len(pr.Deps))
+			for k, d := range pr.Deps {
+				deps[k] = d
+				if key, own := strings.CutPrefix(d, "@"); own {
+					deps[k] = entryPath(key)
+				}
+			}
+			add(entryPath(pr.Key), pr.Rule, deps, "%s", pr.Msg)
+			nodeMissing = nodeMissing || pr.Rule == "node"
+		}
+		if dn, ok := a.Spec.(actions.Downer); ok && !nodeMissing {
+			node, relaunch := dn.Down()
+			if node == "" {
 				continue
 			}
-			np := path + ".kill.node"
-			if msg := nodeExists(a.Kill.Node, p.Cluster.Servers); msg != "" {
-				add(np, "node", []string{"cluster.servers"}, "%s", msg)
-				continue // a kill of no node takes nothing down
-			}
-			d := down{idx: i, node: a.Kill.Node, from: a.At, until: -1}
-			if r := a.Kill.RelaunchAfter; r > 0 {
-				d.until, d.relaunchedAt = a.At+r, true
-				if a.At < end && a.At+r >= end {
-					add(path+".kill.relaunch_after", "relaunch-after-end", []string{"duration", at},
-						"the relaunch at %s (at %s + %s) is at or after the end of the run (duration %s); want the relaunch to happen inside the run",
-						units.FormatDuration(a.At+r), units.FormatDuration(a.At), units.FormatDuration(r), units.FormatDuration(end))
-				}
+			np := body + ".node"
+			d := down{idx: i, node: node, from: a.At, until: -1}
+			if relaunch > 0 {
+				d.until, d.relaunchedAt = a.At+relaunch, true
 			}
 			var still []down
 			again := false
@@ -100,10 +113,10 @@ func check(p *Playbook) []issue {
 				}
 				// Roles resolve to a running node when the action runs, so only node-N can hit a
 				// node that is already down.
-				if o.node == a.Kill.Node && nodeNRe.MatchString(o.node) {
+				if o.node == node && actions.IsNodeN(o.node) {
 					add(np, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
 						"%s is still down at %s (timeline[%d] killed it at %s%s); kill it again after it is relaunched",
-						a.Kill.Node, units.FormatDuration(a.At), o.idx, units.FormatDuration(o.from), relaunchNote(o.until))
+						node, units.FormatDuration(a.At), o.idx, units.FormatDuration(o.from), relaunchNote(o.until))
 					again = true
 				}
 				still = append(still, o)
@@ -116,47 +129,25 @@ func check(p *Playbook) []issue {
 				for k, o := range still {
 					names[k] = fmt.Sprintf("timeline[%d] %s", o.idx, o.node)
 				}
-				add(path+".kill", "majority", []string{"cluster.servers"},
+				add(body, "majority", []string{"cluster.servers"},
 					"leaves %d of %d servers down at %s (still down: %s); at most %d may be down for the cluster to keep a majority and serve",
 					len(still)+1, p.Cluster.Servers, units.FormatDuration(a.At), strings.Join(names, ", "), maxDown)
 			}
 			downs = append(downs, d)
-		case ActBurst:
-			b := a.Burst
-			if b == nil || b.Count < 1 {
-				continue
-			}
-			if max := MaxSendersPerClient * p.Cluster.Clients; b.Senders > max {
-				add(path+".burst.senders", "senders-per-client", []string{"cluster.clients"},
-					"%d senders over %d client node(s) is more than %d: at most %d per client node (each is a socket and a 64 MiB retransmit ring); want fewer senders or more clients",
-					b.Senders, p.Cluster.Clients, max, MaxSendersPerClient)
-			}
-			if last := a.At + time.Duration(b.Count-1)*b.Every; b.Count > 1 && a.At < end && last >= end {
-				add(path+".burst.count", "burst-after-end", []string{"duration", at, path + ".burst.every"},
-					"the last of %d bursts starts at %s (at %s + %d x %s), at or after the end of the run (duration %s); want fewer bursts or a longer run",
-					b.Count, units.FormatDuration(last), units.FormatDuration(a.At), b.Count-1, units.FormatDuration(b.Every), units.FormatDuration(end))
-			}
-		case ActWaitFor:
-			w := a.WaitFor
-			if w == nil {
-				continue
-			}
-			if w.Node != "" {
-				if msg := nodeExists(w.Node, p.Cluster.Servers); msg != "" {
-					add(path+".wait_for.node", "node", []string{"cluster.servers"}, "%s", msg)
-				}
-			}
+		}
+		if aw, ok := a.Spec.(actions.Awaiter); ok && !nodeMissing {
+			node, phase := aw.Awaits()
 			for _, o := range downs {
-				if o.relaunchedAt || w.Node != "" && (w.Node != o.node || !nodeNRe.MatchString(o.node)) {
+				if o.relaunchedAt || node != "" && (node != o.node || !actions.IsNodeN(o.node)) {
 					continue // it comes back, or the wait is for another node (a role resolves to a running one)
 				}
 				target := "every server"
-				if w.Node != "" {
-					target = w.Node
+				if node != "" {
+					target = node
 				}
-				add(path+".wait_for", "wait-never", []string{fmt.Sprintf("timeline[%d]", o.idx)},
+				add(body, "wait-never", []string{fmt.Sprintf("timeline[%d]", o.idx)},
 					"waits for %s to be %s, but timeline[%d] kills %s without relaunch_after, so it can only time out",
-					target, w.Phase, o.idx, o.node)
+					target, phase, o.idx, o.node)
 				break
 			}
 		}
@@ -169,33 +160,6 @@ func relaunchNote(until time.Duration) string {
 		return ", with no relaunch"
 	}
 	return ", relaunched at " + units.FormatDuration(until)
-}
-
-// nodeExists returns why ref names no server of a cluster of n, or "".
-func nodeExists(ref string, n int) string {
-	servers := "node-0"
-	if n > 1 {
-		servers = fmt.Sprintf("node-0..node-%d", n-1)
-	}
-	switch ref {
-	case "leader":
-		return ""
-	case "follower":
-		if n < 2 {
-			return fmt.Sprintf("there is no follower: the cluster has 1 server (%s)", servers)
-		}
-		return ""
-	case "other-follower":
-		if n < 3 {
-			return fmt.Sprintf("there is no other-follower: the cluster has %d servers (%s)", n, servers)
-		}
-		return ""
-	}
-	num, ok := strings.CutPrefix(ref, "node-")
-	if i, err := strconv.Atoi(num); ok && err == nil && i < n {
-		return ""
-	}
-	return fmt.Sprintf("%q does not exist: cluster has servers %s (or use %s)", ref, servers, strings.Join(nodeRoles, ", "))
 }
 
 func tuningInt(p *Playbook, key string) (int64, bool) {

@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"errors"
+	"github.com/rig-dev/rig/actions"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,11 +49,11 @@ func TestQuickstartShape(t *testing.T) {
 	for _, a := range p.Timeline {
 		kinds = append(kinds, a.Kind)
 	}
-	if !slices.Equal(kinds, []string{ActSnapshot, ActKill, ActWaitFor, ActSnapshot}) {
+	if !slices.Equal(kinds, []string{"snapshot", "kill", "wait_for", "snapshot"}) {
 		t.Errorf("timeline kinds %v", kinds)
 	}
-	if k := p.Timeline[1]; k.At != 10*time.Second || k.Kill.Node != "follower" || k.Kill.Signal != "KILL" || k.Kill.RelaunchAfter != 5*time.Second {
-		t.Errorf("kill: at %v %+v", k.At, k.Kill)
+	if k, kl := p.Timeline[1], p.Timeline[1].Spec.(*actions.Kill); k.At != 10*time.Second || kl.Node != "follower" || kl.Signal != "KILL" || kl.RelaunchAfter != 5*time.Second {
+		t.Errorf("kill: at %v %+v", k.At, kl)
 	}
 	if p.Timeline[0].At != 5*time.Second || p.Duration > 35*time.Second || p.ExpectedDuration() > 40*time.Second {
 		t.Errorf("snapshot at %v, duration %v, expected %v", p.Timeline[0].At, p.Duration, p.ExpectedDuration())
@@ -69,8 +70,8 @@ func TestFollowerRestartSchedule(t *testing.T) {
 	var got []string
 	for _, a := range p.Timeline {
 		s := a.Kind + "@" + a.At.String()
-		if a.Kill != nil {
-			s += ":" + a.Kill.Node + "+" + a.Kill.RelaunchAfter.String()
+		if k, ok := a.Spec.(*actions.Kill); ok {
+			s += ":" + k.Node + "+" + k.RelaunchAfter.String()
 		}
 		got = append(got, s)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -20,16 +21,6 @@ type field struct {
 	set func(p *Playbook, raw string) error // parse raw, check it, store it
 	get func(p *Playbook) string            // the value as a playbook would write it
 }
-
-// Phases an engine reports (docs/architecture.md, "Engine contract"), in the order a restarting
-// node goes through them.
-var phases = []string{"starting", "restoring", "joining", "replaying", "catching-up", "ready"}
-
-// Signals a kill may send.
-var signals = []string{"KILL", "TERM"}
-
-// Node roles a timeline may name instead of node-N.
-var nodeRoles = []string{"leader", "follower", "other-follower"}
 
 var staticFields = map[string]field{
 	"name": {
@@ -154,7 +145,6 @@ func durationSetter(lo, hi time.Duration, help string, ptr func(*Playbook) *time
 
 var (
 	timelinePathRe = regexp.MustCompile(`^timeline\[([0-9]+)\]\.(.+)$`)
-	nodeNRe        = regexp.MustCompile(`^node-(0|[1-9][0-9]*)$`)
 )
 
 // resolveField finds the field at path in p (p matters for timeline entries, which must exist).
@@ -240,157 +230,21 @@ func actionField(a Action, i int, rest string) (field, error) {
 	if kind != a.Kind {
 		return field{}, fmt.Errorf("timeline[%d] is a %s, not a %s", i, a.Kind, kind)
 	}
-	var f field
-	switch kind + "." + leaf {
-	case "kill.node":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				if err := checkNodeRef(s); err != nil {
-					return err
-				}
-				at(p).Kill.Node = s
-				return nil
-			},
-			get: func(p *Playbook) string { return at(p).Kill.Node },
-		}
-	case "kill.signal":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				if !contains(signals, s) {
-					return fmt.Errorf("%q is not a signal a kill may send; want %s", s, strings.Join(signals, " or "))
-				}
-				at(p).Kill.Signal = s
-				return nil
-			},
-			get: func(p *Playbook) string { return at(p).Kill.Signal },
-		}
-	case "kill.relaunch_after":
-		f = field{
-			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 15s (leave it out to keep the node down)",
-				func(p *Playbook) *time.Duration { return &at(p).Kill.RelaunchAfter }),
-			get: func(p *Playbook) string { return units.FormatDuration(at(p).Kill.RelaunchAfter) },
-		}
-	case "burst.messages":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				v, err := units.ParseCount(s)
-				if err != nil {
-					return err
-				}
-				if v < 1 || v > 100_000_000 {
-					return fmt.Errorf("%s is out of range; want 1..100M messages per burst, e.g. 50k", s)
-				}
-				at(p).Burst.Messages = int(v)
-				return nil
-			},
-			get: func(p *Playbook) string { return units.FormatCount(int64(at(p).Burst.Messages)) },
-		}
-	case "burst.every":
-		f = field{
-			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 1s",
-				func(p *Playbook) *time.Duration { return &at(p).Burst.Every }),
-			get: func(p *Playbook) string { return units.FormatDuration(at(p).Burst.Every) },
-		}
-	case "burst.count":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				v, err := units.ParseCount(s)
-				if err != nil {
-					return err
-				}
-				if v < 1 || v > 1_000_000 {
-					return fmt.Errorf("%s is out of range; want 1..1M bursts", s)
-				}
-				at(p).Burst.Count = int(v)
-				return nil
-			},
-			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Count) },
-		}
-	case "burst.size":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				v, err := units.ParseSize(s)
-				if err != nil {
-					return err
-				}
-				if v < 88 || v > 1400 {
-					return fmt.Errorf("%s is out of range; want 88..1400 bytes per datagram, e.g. 170", s)
-				}
-				at(p).Burst.Size = int(v)
-				return nil
-			},
-			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Size) },
-		}
-	case "burst.senders":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				v, err := units.ParseInt(s)
-				if err != nil || v < 1 || v > 64 {
-					return fmt.Errorf("%q is out of range; want 1..64 senders, spread over the client nodes", s)
-				}
-				at(p).Burst.Senders = int(v)
-				return nil
-			},
-			get: func(p *Playbook) string { return strconv.Itoa(at(p).Burst.Senders) },
-		}
-	case "wait_for.phase":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				if !contains(phases, s) {
-					return fmt.Errorf("%q is not an engine phase; want one of %s", s, strings.Join(phases, ", "))
-				}
-				at(p).WaitFor.Phase = s
-				return nil
-			},
-			get: func(p *Playbook) string { return at(p).WaitFor.Phase },
-		}
-	case "wait_for.node":
-		f = field{
-			set: func(p *Playbook, s string) error {
-				if err := checkNodeRef(s); err != nil {
-					return err
-				}
-				at(p).WaitFor.Node = s
-				return nil
-			},
-			get: func(p *Playbook) string { return at(p).WaitFor.Node },
-		}
-	case "wait_for.stable_leader":
-		f = field{
-			set: durationSetter(10*time.Millisecond, time.Hour, "a duration from 10ms to 1h: how long the leader must not change, e.g. 2s",
-				func(p *Playbook) *time.Duration { return &at(p).WaitFor.StableLeader }),
-			get: func(p *Playbook) string { return units.FormatDuration(at(p).WaitFor.StableLeader) },
-		}
-	case "wait_for.timeout":
-		f = field{
-			set: durationSetter(time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 60s",
-				func(p *Playbook) *time.Duration { return &at(p).WaitFor.Timeout }),
-			get: func(p *Playbook) string { return units.FormatDuration(at(p).WaitFor.Timeout) },
-		}
-	default:
-		return field{}, fmt.Errorf("a %s has no field %q; it has %s", kind, leaf, strings.Join(actionKeys[kind], ", "))
+	if a.Spec == nil {
+		return field{}, fmt.Errorf("timeline[%d] %s has no settings", i, kind)
 	}
-	return f, nil
-}
-
-// actionKeys are the fields of each action kind.
-var actionKeys = map[string][]string{
-	ActSnapshot: {},
-	ActStepDown: {},
-	ActKill:     {"node", "signal", "relaunch_after"},
-	ActBurst:    {"messages", "every", "count", "size", "senders"},
-	ActWaitFor:  {"phase", "node", "timeout", "stable_leader"},
-}
-
-var actionKinds = []string{ActSnapshot, ActKill, ActStepDown, ActBurst, ActWaitFor}
-
-// checkNodeRef checks the form of a node reference; whether node-N exists depends on
-// cluster.servers and is checked with the whole playbook.
-func checkNodeRef(s string) error {
-	if contains(nodeRoles, s) || nodeNRe.MatchString(s) {
-		return nil
+	af, ok := actions.FieldOf(a.Spec, leaf)
+	if !ok {
+		keys := actions.Keys(a.Spec)
+		if len(keys) == 0 {
+			return field{}, fmt.Errorf("a %s has no field %q; it takes no settings", kind, leaf)
+		}
+		return field{}, fmt.Errorf("a %s has no field %q; it has %s", kind, leaf, strings.Join(keys, ", "))
 	}
-	return fmt.Errorf("%q is not a node; want %s or node-N (a server, counted from node-0)", s, strings.Join(nodeRoles, ", "))
+	return field{
+		set: func(p *Playbook, s string) error { return af.Set(at(p).Spec, s) },
+		get: func(p *Playbook) string { return af.Get(at(p).Spec) },
+	}, nil
 }
 
 func contains(list []string, s string) bool {

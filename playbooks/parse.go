@@ -11,20 +11,17 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // Defaults for what a playbook may leave out.
 const (
-	DefaultServers        = 3
-	DefaultClients        = 1
-	DefaultInstruments    = 16
-	DefaultWarmup         = 2 * time.Second
-	DefaultRounds         = 1
-	DefaultSignal         = "KILL"
-	DefaultWaitForTimeout = 60 * time.Second
-	DefaultBurstCount     = 1
-	DefaultBurstSize      = 170 // bytes: a typical market-data message
+	DefaultServers     = 3
+	DefaultClients     = 1
+	DefaultInstruments = 16
+	DefaultWarmup      = 2 * time.Second
+	DefaultRounds      = 1
 )
 
 // maxRuns bounds matrix x rounds: a run takes a minute or more, so more is a typo, not a plan.
@@ -251,7 +248,7 @@ func (r *reader) timeline(p *Playbook, n ast.Node) {
 		r.probs.add(r.nodePos(n), "timeline", "want a list of actions such as - {at: 5s, snapshot: {}}, got %s", describe(n))
 		return
 	}
-	entryKeys := append([]string{"at"}, actionKinds...)
+	entryKeys := append([]string{"at"}, actions.Names()...)
 	for i, en := range seq.Values {
 		path := fmt.Sprintf("timeline[%d]", i)
 		epos := r.nodePos(en)
@@ -281,7 +278,7 @@ func (r *reader) timeline(p *Playbook, n ast.Node) {
 		a := Action{Pos: epos}
 		switch len(kinds) {
 		case 0:
-			r.probs.add(epos, path, "no action; want exactly one of %s", strings.Join(actionKinds, ", "))
+			r.probs.add(epos, path, "no action; want exactly one of %s", strings.Join(actions.Names(), ", "))
 			r.failed[path] = true
 		case 1:
 			a.Kind = kinds[0]
@@ -303,19 +300,17 @@ func (r *reader) timeline(p *Playbook, n ast.Node) {
 	}
 }
 
-// action reads the body of timeline entry i, whose kind is already set.
+// action reads the body of timeline entry i, whose kind is already set: the kind's own keys
+// (actions.Spec), each through its field, then the kind's rules on which keys must be given.
 func (r *reader) action(p *Playbook, i int, path string, n ast.Node) {
 	a := &p.Timeline[i]
-	switch a.Kind {
-	case ActKill:
-		a.Kill = &Kill{Signal: DefaultSignal}
-	case ActBurst:
-		a.Burst = &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize}
-	case ActWaitFor:
-		a.WaitFor = &WaitFor{Timeout: DefaultWaitForTimeout}
+	spec, ok := actions.New(a.Kind)
+	if !ok {
+		return // the key check named the kinds
 	}
+	a.Spec = spec
 	bpath := path + "." + a.Kind
-	keys := actionKeys[a.Kind]
+	keys := actions.Keys(spec)
 	want := "a mapping with " + strings.Join(keys, ", ")
 	if len(keys) == 0 {
 		want = "{} (a " + a.Kind + " takes no settings)"
@@ -339,29 +334,15 @@ func (r *reader) action(p *Playbook, i int, path string, n ast.Node) {
 		}
 		r.setScalar(p, bpath+"."+key, f, kv.Value)
 	}
-	bpos := r.nodePos(n)
-	switch a.Kind {
-	case ActKill:
-		if !seen["node"] {
-			r.probs.add(bpos, bpath+".node", "missing; want which server to kill: %s or node-N", strings.Join(nodeRoles, ", "))
-			r.failed[bpath+".node"] = true
-		}
-	case ActBurst:
-		if !seen["messages"] {
-			r.probs.add(bpos, bpath+".messages", "missing; want the messages per burst, e.g. messages: 50k")
-		}
-		if a.Burst.Count > 1 && !seen["every"] {
-			r.probs.add(bpos, bpath+".every", "missing; count is %d, so want the time between bursts, e.g. every: 1s", a.Burst.Count)
-			r.failed[bpath+".every"] = true
-		}
-	case ActWaitFor:
-		switch {
-		case seen["stable_leader"] && (seen["phase"] && a.WaitFor.Phase != "ready" || a.WaitFor.Node != ""):
-			r.probs.add(bpos, bpath+".stable_leader", "waits for every server ready and no leader change; want it without node, and with phase: ready or no phase")
-		case seen["stable_leader"] && !seen["phase"]:
-			a.WaitFor.Phase = "ready" // a stable leader needs every server ready
-		case !seen["phase"]:
-			r.probs.add(bpos, bpath+".phase", "missing; want one of %s, or stable_leader: 2s", strings.Join(phases, ", "))
+	if c, ok := spec.(actions.Completer); ok {
+		bpos := r.nodePos(n)
+		for _, pr := range c.Complete(seen) {
+			kpath := bpath
+			if pr.Key != "" {
+				kpath += "." + pr.Key
+			}
+			r.probs.add(bpos, kpath, "%s", pr.Msg)
+			r.failed[kpath] = true
 		}
 	}
 }

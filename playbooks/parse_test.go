@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"errors"
+	"github.com/rig-dev/rig/actions"
 	"strings"
 	"testing"
 	"time"
@@ -257,13 +258,13 @@ timeline:
 		t.Errorf("load %v duration %v warmup %v rounds %d", p.Load.ProbeRate, p.Duration, p.Warmup, p.Rounds)
 	}
 	k := p.Timeline[0]
-	if k.Kind != ActKill || *k.Kill != (Kill{Node: "follower", Signal: "KILL", RelaunchAfter: 15 * time.Second}) || k.Pos.Line != 7 || k.Pos.Column != 5 {
-		t.Errorf("kill = %+v %+v", k, k.Kill)
+	if k.Kind != "kill" || *k.Spec.(*actions.Kill) != (actions.Kill{Node: "follower", Signal: "KILL", RelaunchAfter: 15 * time.Second}) || k.Pos.Line != 7 || k.Pos.Column != 5 {
+		t.Errorf("kill = %+v %+v", k, k.Spec)
 	}
-	if w := p.Timeline[1].WaitFor; *w != (WaitFor{Phase: "ready", Timeout: DefaultWaitForTimeout}) {
+	if w := p.Timeline[1].Spec.(*actions.WaitFor); *w != (actions.WaitFor{Phase: "ready", Timeout: actions.DefaultWaitForTimeout}) {
 		t.Errorf("wait_for = %+v", w)
 	}
-	if b := p.Timeline[2].Burst; *b != (Burst{Messages: 50_000, Count: 1, Size: DefaultBurstSize}) {
+	if b := p.Timeline[2].Spec.(*actions.Burst); *b != (actions.Burst{Messages: 50_000, Count: 1, Size: actions.DefaultBurstSize}) {
 		t.Errorf("burst = %+v", b)
 	}
 }
@@ -293,8 +294,8 @@ func TestAnchorsAndAliases(t *testing.T) {
   - {at: 5s, kill: &k {node: follower, relaunch_after: 5s}}
   - {at: 15s, kill: *k}
 `)
-	if p.Timeline[1].Kill.Node != "follower" || p.Timeline[1].Kill.RelaunchAfter != 5*time.Second {
-		t.Errorf("alias not resolved: %+v", p.Timeline[1].Kill)
+	if k := p.Timeline[1].Spec.(*actions.Kill); k.Node != "follower" || k.RelaunchAfter != 5*time.Second {
+		t.Errorf("alias not resolved: %+v", k)
 	}
 	wantProblem(t, problemsOf(t, base+"warmup: *nope\n"), "t.yaml:5:9", "alias *nope refers to no anchor")
 }
@@ -305,7 +306,7 @@ func TestWaitForStableLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := p.Timeline[0].WaitFor; w.StableLeader != 2*time.Second || w.Phase != "ready" || w.Timeout != DefaultWaitForTimeout {
+	if w := p.Timeline[0].Spec.(*actions.WaitFor); w.StableLeader != 2*time.Second || w.Phase != "ready" || w.Timeout != actions.DefaultWaitForTimeout {
 		t.Errorf("wait_for %+v, want stable 2s, phase ready, default timeout", w)
 	}
 	for _, bad := range []string{"{stable_leader: 2s, phase: catching-up}}", "{stable_leader: 2s, node: node-1}}", "{stable_leader: 1ms}}"} {

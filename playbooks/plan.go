@@ -1,20 +1,20 @@
 package playbooks
 
 import (
-	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/playbooks/estimate"
-
 	"fmt"
 	"io"
-	"strconv"
-
-	"github.com/rig-dev/rig/engine/driver"
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
 // Clone returns a deep copy: nothing in it shares memory with p.
@@ -28,18 +28,7 @@ func (p *Playbook) Clone() *Playbook {
 	if p.Timeline != nil {
 		c.Timeline = make([]Action, len(p.Timeline))
 		for i, a := range p.Timeline {
-			if a.Kill != nil {
-				k := *a.Kill
-				a.Kill = &k
-			}
-			if a.WaitFor != nil {
-				w := *a.WaitFor
-				a.WaitFor = &w
-			}
-			if a.Burst != nil {
-				b := *a.Burst
-				a.Burst = &b
-			}
+			a.Spec = actions.Clone(a.Spec)
 			c.Timeline[i] = a
 		}
 	}
@@ -353,53 +342,12 @@ func (pl *Plan) Print(w io.Writer) {
 }
 
 func describeAction(a Action, i int, v func(path, base string) string) string {
-	path := fmt.Sprintf("timeline[%d].%s.", i, a.Kind)
-	switch a.Kind {
-	case ActSnapshot:
-		return "snapshot (cluster-wide, at one log index)"
-	case ActStepDown:
-		return "step the leader down (graceful leadership transfer)"
-	case ActKill:
-		k := a.Kill
-		s := fmt.Sprintf("kill %s with SIG%s", v(path+"node", k.Node), v(path+"signal", k.Signal))
-		if _, ok := pathVaried(v, path+"relaunch_after"); ok || k.RelaunchAfter > 0 {
-			s += fmt.Sprintf(", relaunch after %s", v(path+"relaunch_after", units.FormatDuration(k.RelaunchAfter)))
-			if !ok {
-				s += fmt.Sprintf(" (at +%s)", units.FormatDuration(a.At+k.RelaunchAfter))
-			}
-		} else {
-			s += ", no relaunch"
-		}
-		return s
-	case ActBurst:
-		b := a.Burst
-		senders := "one sender per client node"
-		if b.Senders > 0 || isVaried(v, path+"senders") {
-			senders = v(path+"senders", fmt.Sprint(b.Senders)) + " sender(s)"
-		}
-		s := fmt.Sprintf("burst of %s x %s B UDP datagrams at wire speed from each of %s",
-			v(path+"messages", units.FormatCount(int64(b.Messages))), v(path+"size", fmt.Sprint(b.Size)), senders)
-		if b.Count > 1 || isVaried(v, path+"count") {
-			s += fmt.Sprintf(", %s times, every %s", v(path+"count", fmt.Sprint(b.Count)), v(path+"every", units.FormatDuration(b.Every)))
-		}
-		return s
-	case ActWaitFor:
-		wf := a.WaitFor
-		target := "every server"
-		if wf.Node != "" || isVaried(v, path+"node") {
-			target = v(path+"node", wf.Node)
-		}
-		if wf.StableLeader > 0 {
-			return fmt.Sprintf("wait until every server is ready and the leader unchanged for %s (timeout %s); later actions wait with it",
-				v(path+"stable_leader", units.FormatDuration(wf.StableLeader)), v(path+"timeout", units.FormatDuration(wf.Timeout)))
-		}
-		return fmt.Sprintf("wait until %s is %s (timeout %s); later actions wait with it",
-			target, v(path+"phase", wf.Phase), v(path+"timeout", units.FormatDuration(wf.Timeout)))
+	if a.Spec == nil {
+		return a.Kind
 	}
-	return a.Kind
+	return a.Spec.Describe(entryView{a: a, path: fmt.Sprintf("timeline[%d].%s.", i, a.Kind), v: v})
 }
 
-// pathVaried reports whether the matrix sets path (v then returns a bracketed list).
 func pathVaried(v func(path, base string) string, path string) (string, bool) {
 	const probe = "\x00"
 	s := v(path, probe)

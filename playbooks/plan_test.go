@@ -1,6 +1,7 @@
 package playbooks
 
 import (
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/units"
 
 	"bytes"
@@ -55,7 +56,7 @@ func TestPlanExpandsAndInterleaves(t *testing.T) {
 		if got := rp.Engine.Settings()["sync_level"]; got != r.Settings["engine.sync_level"] {
 			t.Errorf("run %d: sync level %s, setting %s", r.Index, got, r.Settings["engine.sync_level"])
 		}
-		if got := units.FormatCount(int64(rp.Timeline[1].Burst.Messages)); got != r.Settings["timeline[1].burst.messages"] {
+		if got := units.FormatCount(int64(rp.Timeline[1].Spec.(*actions.Burst).Messages)); got != r.Settings["timeline[1].burst.messages"] {
 			t.Errorf("run %d: burst %s, setting %s", r.Index, got, r.Settings["timeline[1].burst.messages"])
 		}
 		if len(rp.Tuning) != 1 || rp.Tuning[0] != (Setting{"vm.dirty_ratio", r.Settings["tuning.vm.dirty_ratio"]}) {
@@ -81,14 +82,14 @@ func TestPlanRunsAreDeepCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := pl.Runs[0].Playbook, pl.Runs[len(pl.Runs)/3].Playbook // same combination, rounds 1 and 2
-	a.Timeline[0].Kill.Node = "node-2"
-	a.Timeline[1].Burst.Messages = 7
+	a.Timeline[0].Spec.(*actions.Kill).Node = "node-2"
+	a.Timeline[1].Spec.(*actions.Burst).Messages = 7
 	a.Tuning[0].Value = "99"
 	a.Timeline[0].At = time.Minute
 	pl.Runs[0].Settings["preload.orders"] = "changed"
 	for _, q := range []*Playbook{b, p, pl.Playbook} {
-		if q.Timeline[0].Kill.Node != "follower" || q.Timeline[1].Burst.Messages == 7 || q.Timeline[0].At != 10*time.Second {
-			t.Errorf("a change to run 1 leaked: %+v %+v", q.Timeline[0].Kill, q.Timeline[1].Burst)
+		if q.Timeline[0].Spec.(*actions.Kill).Node != "follower" || q.Timeline[1].Spec.(*actions.Burst).Messages == 7 || q.Timeline[0].At != 10*time.Second {
+			t.Errorf("a change to run 1 leaked: %+v %+v", q.Timeline[0].Spec, q.Timeline[1].Spec)
 		}
 	}
 	if b.Tuning[0].Value == "99" || pl.Runs[len(pl.Runs)/3].Settings["preload.orders"] == "changed" {
@@ -110,7 +111,7 @@ func TestPlanWithoutMatrix(t *testing.T) {
 // A playbook built in code skips Parse; Plan still refuses what cannot run.
 func TestPlanChecksPlaybooksBuiltInCode(t *testing.T) {
 	p := &Playbook{Name: "x", Source: "code", Cluster: Cluster{Servers: 1, Clients: 1}, Duration: 10 * time.Second, Rounds: 1,
-		Load: Load{ProbeRate: 100}, Timeline: []Action{{At: 20 * time.Second, Kind: ActSnapshot}}}
+		Load: Load{ProbeRate: 100}, Timeline: []Action{{At: 20 * time.Second, Kind: "snapshot", Spec: &actions.Snapshot{}}}}
 	_, err := p.Plan()
 	var probs Problems
 	if !errors.As(err, &probs) || !errors.Is(err, ErrInvalid) {

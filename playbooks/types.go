@@ -3,6 +3,7 @@ package playbooks
 import (
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks/estimate"
@@ -73,55 +74,14 @@ type Load struct {
 	Spin time.Duration `json:"spin,omitempty"`
 }
 
-// Action kinds.
-const (
-	ActSnapshot = "snapshot"
-	ActKill     = "kill"
-	ActStepDown = "step_down"
-	ActBurst    = "burst"
-	ActWaitFor  = "wait_for"
-)
-
 // Action is one timeline entry. Actions run in order; At is the earliest offset from load start,
-// and a wait_for holds back every later action until its condition holds.
+// and a wait_for holds back every later action until its condition holds. Spec is the entry's
+// kind with its settings (package actions); its JSON is keyed by the kind, as in the playbook.
 type Action struct {
-	At      time.Duration `json:"at"`
-	Kind    string        `json:"kind"`
-	Kill    *Kill         `json:"kill,omitempty"`
-	WaitFor *WaitFor      `json:"wait_for,omitempty"`
-	Burst   *Burst        `json:"burst,omitempty"`
-	Pos     Pos           `json:"-"` // where it stands in the source, for errors found later
-}
-
-// Kill stops a node with a signal and optionally relaunches it on the same folder.
-type Kill struct {
-	Node          string        `json:"node"`   // leader | follower | other-follower | node-N
-	Signal        string        `json:"signal"` // KILL | TERM
-	RelaunchAfter time.Duration `json:"relaunch_after,omitempty"`
-}
-
-// WaitFor blocks the timeline until a node (default: every server) reaches a phase, and with
-// StableLeader until every server is ready and the leader has not changed for that long (ready
-// alone is sticky: it holds through an election).
-type WaitFor struct {
-	Phase        string        `json:"phase"` // ready
-	Node         string        `json:"node,omitempty"`
-	Timeout      time.Duration `json:"timeout"`
-	StableLeader time.Duration `json:"stable_leader,omitempty"`
-}
-
-// MaxSendersPerClient is the most burst senders one client node runs (the load generator's
-// limit: each is a socket and a 64 MiB retransmit ring).
-const MaxSendersPerClient = 16
-
-// Burst sends Messages at wire speed, Count times, Every apart: UDP datagrams of Size bytes to
-// the leader's UDP ingress, from Senders senders at once, each sending Messages.
-type Burst struct {
-	Messages int           `json:"messages"`
-	Every    time.Duration `json:"every"`
-	Count    int           `json:"count"`
-	Size     int           `json:"size"`              // bytes per datagram
-	Senders  int           `json:"senders,omitempty"` // 0: one per client node
+	At   time.Duration `json:"at"`
+	Kind string        `json:"kind"`
+	Spec actions.Spec  `json:"-"`
+	Pos  Pos           `json:"-"` // where it stands in the source, for errors found later
 }
 
 // Axis is one matrix dimension: a playbook field path and the values it takes.

@@ -34,10 +34,11 @@ func (r *run) holdLeases(ctx context.Context) (stop func(), err error) {
 	ttl := r.opts.LeaseTTL
 	claimed := map[string]time.Time{}
 	for _, n := range r.inv.Nodes {
+		sent := time.Now()
 		if _, err := r.agent(n.Name).Lease(ctx, ttl); err != nil {
 			return func() {}, err
 		}
-		claimed[n.Name] = time.Now()
+		claimed[n.Name] = sent
 	}
 	r.beat()
 	done := make(chan struct{})
@@ -62,7 +63,9 @@ func (r *run) holdLeases(ctx context.Context) (stop func(), err error) {
 }
 
 // renewLease renews node's lease every quarter of its length until done. renewed is when the
-// agent last answered a claim or renewal: its lease lapses at most the lease length later. When
+// last claim or renewal the agent granted was sent: the agent started the lease no earlier, so
+// it lapses no earlier than the lease length later, and the controller, counting from the
+// send, never calls a node whose lease it still thinks held after the agent gave it up. When
 // renewals keep failing until then, or the agent answers that the lease lapsed, the agent has
 // undone the run by itself, and the run fails at once (leaseLapsed).
 func (r *run) renewLease(ctx context.Context, node string, renewed time.Time, done <-chan struct{}) {
@@ -87,12 +90,13 @@ func (r *run) renewLease(ctx context.Context, node string, renewed time.Time, do
 			}
 		}
 		// A renewal that arrives after the lease lapsed cannot save it: wait no longer than that.
-		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earlier(time.Now().Add(ttl/4), renewed.Add(ttl)))
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earlier(sent.Add(ttl/4), renewed.Add(ttl)))
 		_, err := r.agent(node).Lease(rctx, ttl)
 		cancel()
 		switch {
 		case err == nil:
-			renewed, failing = time.Now(), nil
+			renewed, failing = sent, nil
 		case errors.Is(err, agent.ErrLeaseLapsed):
 			r.leaseLapsed(node, earlier(time.Now(), renewed.Add(ttl)), renewed, err)
 			return

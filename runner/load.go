@@ -14,10 +14,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
-	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
 )
@@ -71,7 +72,7 @@ func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name strin
 
 // remoteBurst sends a client node's share of a burst with `rig loadgen burst`; its figures land
 // in the run folder as <node>/loadgen/bursts-<first>/bursts.json.
-func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b playbooks.Burst, senders int, first uint32, start time.Time) error {
+func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b actions.Burst, senders int, first uint32, start time.Time) error {
 	rel := rundir.RemoteBurstsDir(n.Name, first)
 	cfg := loadgen.Config{
 		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadgen.Duration(30 * time.Second),
@@ -139,7 +140,7 @@ func (r *run) load(ctx context.Context) error {
 	warmupDone := make(chan struct{})
 	go func() {
 		defer close(warmupDone)
-		if sleepUntil(tlCtx, start.Add(r.pb.Warmup)) == nil {
+		if ctxtime.SleepUntil(tlCtx, start.Add(r.pb.Warmup)) == nil {
 			r.markAt("warmup_end", start.Add(r.pb.Warmup))
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/actions"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -350,7 +351,7 @@ func TestFailures(t *testing.T) {
 // A timeline the runner cannot run is refused before anything starts.
 func TestBadTimelineStartsNothing(t *testing.T) {
 	pl := plan(t, "2s", "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n")
-	pl.Runs[0].Playbook.Timeline[0].Kill.Node = "node-7"
+	pl.Runs[0].Playbook.Timeline[0].Spec.(*actions.Kill).Node = "node-7"
 	c := newFakeCluster(t)
 	dir := t.TempDir()
 	outs, err := Run(context.Background(), pl, Options{Target: &fakeTarget{c: c}, ResultsDir: dir})

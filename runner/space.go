@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
@@ -26,15 +27,8 @@ func workload(pb *playbooks.Playbook, clients int, installed bool) driver.Worklo
 	w := driver.Workload{Orders: pb.Preload.Orders, BookInstalled: installed, PreloadBatch: loadgen.DefaultBatch,
 		Probes: int64(math.Ceil(pb.Load.ProbeRate * pb.Duration.Seconds()))}
 	for _, a := range pb.Timeline {
-		switch {
-		case a.Kind == playbooks.ActSnapshot:
-			w.Snapshots++
-		case a.Kind == playbooks.ActBurst && a.Burst != nil:
-			senders := a.Burst.Senders
-			if senders == 0 {
-				senders = clients
-			}
-			w.BurstOrders += int64(a.Burst.Count) * int64(a.Burst.Messages) * int64(senders)
+		if wa, ok := a.Spec.(actions.WriteAdder); ok {
+			wa.AddWrites(&w, clients)
 		}
 	}
 	return w

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/ctxtime"
 )
 
 // runTimeline executes the playbook's actions at their offsets from load start. Actions run in
@@ -24,7 +25,7 @@ func (r *run) runTimeline(ctx context.Context) error {
 func (r *run) timelineSteps(ctx context.Context) error {
 	end := r.loadStart.Add(r.pb.Duration)
 	for i, s := range r.timeline {
-		if err := sleepUntil(ctx, r.loadStart.Add(s.at)); err != nil {
+		if err := ctxtime.SleepUntil(ctx, r.loadStart.Add(s.at)); err != nil {
 			return err
 		}
 		if time.Now().After(end) {
@@ -33,19 +34,20 @@ func (r *run) timelineSteps(ctx context.Context) error {
 			r.warn("timeline[%d] %s and the actions after it did not run: the load ended before they could start", i, s.do)
 			return nil
 		}
-		if err := s.do.run(ctx, r); err != nil {
+		if err := s.do.Run(ctx, env{r}); err != nil {
 			return fmt.Errorf("timeline[%d] %s at %s: %w", i, s.do, s.at, err)
 		}
 	}
 	return nil
 }
 
-// async runs an action beside the timeline; its failure fails the timeline.
-func (r *run) async(ctx context.Context, a action) {
+// async runs fn beside the timeline (an action's follow-up, such as a kill's relaunch); its
+// failure fails the timeline.
+func (r *run) async(ctx context.Context, fn func(context.Context) error) {
 	r.asyncWG.Add(1)
 	go func() {
 		defer r.asyncWG.Done()
-		if err := a.run(ctx, r); err != nil {
+		if err := fn(ctx); err != nil {
 			r.mu.Lock()
 			r.asyncErrs = append(r.asyncErrs, err)
 			r.notifyLocked()
@@ -141,22 +143,4 @@ func orAll(node string) string {
 		return "all servers"
 	}
 	return node
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	if d := time.Until(t); d > 0 {
-		return sleep(ctx, d)
-	}
-	return ctx.Err()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -37,7 +38,7 @@ func (r *run) watchNode(ctx context.Context, name string) {
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("watch transitions", "node", name, "err", err)
-				sleep(ctx, 100*time.Millisecond) // the agent is unreachable: do not spin
+				ctxtime.Sleep(ctx, 100*time.Millisecond) // the agent is unreachable: do not spin
 			}
 			continue
 		}

@@ -459,7 +459,7 @@ func (e *Engine) watch(ctx context.Context, p *proc) {
 		ch, err := e.changes(ctx, base, since)
 		if errors.Is(err, errNoChangeStream) {
 			e.log.Info("the engine has no change stream: polling its status", "every", e.spec.PollInterval)
-			e.pollStatus(ctx, p, base+"/status")
+			e.pollStatus(ctx, p, base+engine.AdminStatus)
 			return
 		}
 		if !e.followed(p, ch, err) {
@@ -484,7 +484,7 @@ var errNoChangeStream = errors.New("engine has no GET /changes")
 
 func (e *Engine) changes(ctx context.Context, base string, since uint64) (*engine.Changes, error) {
 	var ch engine.Changes
-	url := fmt.Sprintf("%s/changes?since=%d&wait=%s", base, since, changesWait)
+	url := fmt.Sprintf("%s%s?since=%d&wait=%s", base, engine.AdminChanges, since, changesWait)
 	code, err := e.get(ctx, url, changesWait+e.spec.PollTimeout, &ch)
 	if code == http.StatusNotFound || code == http.StatusMethodNotAllowed {
 		return nil, errNoChangeStream

@@ -48,6 +48,9 @@ var Renders = []Render{RenderGo, RenderNanos, RenderMicros, RenderMillis, Render
 var renderUnit = map[Render]time.Duration{RenderNanos: time.Nanosecond, RenderMicros: time.Microsecond,
 	RenderMillis: time.Millisecond, RenderSeconds: time.Second}
 
+var unitName = map[Render]string{RenderNanos: "nanoseconds", RenderMicros: "microseconds",
+	RenderMillis: "milliseconds", RenderSeconds: "seconds"}
+
 // Setting is one engine setting, by the name the engine knows it under.
 type Setting struct {
 	Name    string   `json:"name"`
@@ -168,6 +171,11 @@ func (s Setting) Canon(v string) (string, error) {
 			}
 		}
 		if s.Kind == Duration {
+			// A value the rendering cannot carry whole would reach the engine truncated.
+			if unit, ok := renderUnit[s.Render]; ok && n%int64(unit) != 0 {
+				return bad("%s is not a whole number of %s, and this setting is passed as an integer count of them (render: %s)",
+					v, unitName[s.Render], s.Render)
+			}
 			return time.Duration(n).String(), nil
 		}
 		return strconv.FormatInt(n, 10), nil

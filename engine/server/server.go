@@ -183,7 +183,7 @@ func (s *Server) answer(typ uint8, corr uint64, f raft.ApplyFuture) *wire.Respon
 
 func (s *Server) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+engine.AdminStatus, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		st := s.node.Status(q.Get("hash") == "1")
 		if s.udp != nil {
@@ -191,8 +191,8 @@ func (s *Server) adminMux() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, st)
 	})
-	mux.HandleFunc("GET /changes", s.chg.serve)
-	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+engine.AdminChanges, s.chg.serve)
+	mux.HandleFunc("POST "+engine.AdminSnapshot, func(w http.ResponseWriter, r *http.Request) {
 		snap, err := s.node.Snapshot(r.Context())
 		if err != nil {
 			s.adminErr(w, err)
@@ -200,14 +200,14 @@ func (s *Server) adminMux() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, snap)
 	})
-	mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+engine.AdminStepDown, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.node.StepDown(); err != nil {
 			s.adminErr(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"leader": s.node.LeaderClientAddr()})
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+engine.AdminMetrics, func(w http.ResponseWriter, r *http.Request) {
 		m := s.node.Metrics()
 		keys := make([]string, 0, len(m))
 		for k := range m {

@@ -1,0 +1,61 @@
+package actions
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Every registered kind's fields read back what they were given, and a clone shares nothing.
+func TestKindsRoundTrip(t *testing.T) {
+	if got := Names(); !slices.Equal(got, []string{"snapshot", "kill", "step_down", "burst", "wait_for"}) {
+		t.Fatalf("kinds %v", got)
+	}
+	k, _ := New("kill")
+	f, ok := FieldOf(k, "relaunch_after")
+	if !ok {
+		t.Fatal("kill has no relaunch_after")
+	}
+	if err := f.Set(k, "1.5s"); err != nil || f.Get(k) != "1.5s" {
+		t.Fatalf("relaunch_after: %v, reads %q", err, f.Get(k))
+	}
+	if err := f.Set(k, "0s"); err == nil {
+		t.Error("relaunch_after 0s accepted; want 1ms or more")
+	}
+	c := Clone(k).(*Kill)
+	c.RelaunchAfter = time.Hour
+	if k.(*Kill).RelaunchAfter != 1500*time.Millisecond {
+		t.Error("a clone's change reached the original")
+	}
+	nf, _ := FieldOf(k, "node")
+	if err := nf.Set(k, "node-x"); err == nil {
+		t.Error("node-x accepted as a node")
+	}
+	b, _ := json.Marshal(k)
+	if string(b) != `{"node":"","signal":"KILL","relaunch_after":1500000000}` {
+		t.Errorf("kill JSON %s", b)
+	}
+}
+
+// A kind's rules see the playbook through Context: a relaunch after the end, a burst whose last
+// repetition starts after it, a node the cluster does not have.
+func TestKindChecks(t *testing.T) {
+	c := Context{Servers: 3, Clients: 1, At: 10 * time.Second, End: 20 * time.Second}
+	rules := func(s Spec) []string {
+		var out []string
+		for _, p := range s.Check(c) {
+			out = append(out, p.Key+":"+p.Rule)
+		}
+		return out
+	}
+	if got := rules(&Kill{Node: "node-3", Signal: "KILL", RelaunchAfter: 15 * time.Second}); !slices.Equal(got, []string{"node:node", "relaunch_after:relaunch-after-end"}) {
+		t.Errorf("kill rules %v", got)
+	}
+	if got := rules(&Burst{Messages: 10, Count: 3, Every: 5 * time.Second, Size: 170, Senders: 17}); !slices.Equal(got, []string{"senders:senders-per-client", "count:burst-after-end"}) {
+		t.Errorf("burst rules %v", got)
+	}
+	if got := rules(&WaitFor{Phase: "ready", Node: "other-follower", Timeout: time.Second}); len(got) != 0 {
+		t.Errorf("wait_for rules %v", got)
+	}
+}

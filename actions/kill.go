@@ -1,0 +1,110 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/internal/ctxtime"
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// DefaultSignal is a kill's signal when the playbook names none.
+const DefaultSignal = "KILL"
+
+// Kill stops a server's engine with a signal and optionally relaunches it on the same folder,
+// on its own timer so the timeline goes on meanwhile.
+type Kill struct {
+	Node          string        `json:"node"`   // leader | follower | other-follower | node-N
+	Signal        string        `json:"signal"` // KILL | TERM
+	RelaunchAfter time.Duration `json:"relaunch_after,omitempty"`
+}
+
+func (*Kill) Kind() string     { return string(rundir.ActKill) }
+func (*Kill) Disrupts() string { return "kills a server" }
+func (k *Kill) Down() (string, time.Duration) {
+	return k.Node, k.RelaunchAfter
+}
+
+func (*Kill) Fields() []Field {
+	return []Field{
+		textField("node", CheckNodeForm, func(k *Kill) *string { return &k.Node }),
+		textField("signal", CheckSignal, func(k *Kill) *string { return &k.Signal }),
+		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 15s (leave it out to keep the node down)",
+			func(k *Kill) *time.Duration { return &k.RelaunchAfter }),
+	}
+}
+
+func (k *Kill) Complete(seen map[string]bool) []Problem {
+	if !seen["node"] {
+		return []Problem{problem("node", "missing", nil, "missing; want which server to kill: %s or node-N", strings.Join(NodeRoles, ", "))}
+	}
+	return nil
+}
+
+func (k *Kill) Check(c Context) []Problem {
+	var out []Problem
+	if k.Node != "" {
+		if msg := NodeExists(k.Node, c.Servers); msg != "" {
+			out = append(out, problem("node", "node", []string{"cluster.servers"}, "%s", msg))
+		}
+	}
+	if r := k.RelaunchAfter; r > 0 && c.At < c.End && c.At+r >= c.End {
+		out = append(out, problem("relaunch_after", "relaunch-after-end", []string{"duration", "@at"},
+			"the relaunch at %s (at %s + %s) is at or after the end of the run (duration %s); want the relaunch to happen inside the run",
+			units.FormatDuration(c.At+r), units.FormatDuration(c.At), units.FormatDuration(r), units.FormatDuration(c.End)))
+	}
+	return out
+}
+
+func (k *Kill) Describe(v Varied) string {
+	s := fmt.Sprintf("kill %s with SIG%s", v.Value("node", k.Node), v.Value("signal", k.Signal))
+	if varied := v.Varies("relaunch_after"); varied || k.RelaunchAfter > 0 {
+		s += fmt.Sprintf(", relaunch after %s", v.Value("relaunch_after", units.FormatDuration(k.RelaunchAfter)))
+		if !varied {
+			s += fmt.Sprintf(" (at +%s)", units.FormatDuration(v.At()+k.RelaunchAfter))
+		}
+		return s
+	}
+	return s + ", no relaunch"
+}
+
+func (k *Kill) String() string {
+	s := fmt.Sprintf("kill -%s %s", k.Signal, k.Node)
+	if k.RelaunchAfter > 0 {
+		s += fmt.Sprintf(", relaunch after %s", k.RelaunchAfter)
+	}
+	return s
+}
+
+func (k *Kill) Run(ctx context.Context, env Env) error {
+	name, err := env.ResolveNode(k.Node)
+	if err != nil {
+		return err
+	}
+	if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}}); err != nil {
+		return err
+	}
+	if err := env.Signal(ctx, name, k.Node, k.Signal); err != nil {
+		return err
+	}
+	env.Progress("kill -%s %s (%s)", k.Signal, name, k.Node)
+	if after := k.RelaunchAfter; after > 0 {
+		env.Go(ctx, func(ctx context.Context) error {
+			if err := ctxtime.Sleep(ctx, after); err != nil {
+				return nil // the run is over: nothing to relaunch into
+			}
+			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
+				return err
+			}
+			if err := env.Relaunch(ctx, name); err != nil {
+				return fmt.Errorf("relaunch %s: %w", name, err)
+			}
+			env.Progress("relaunched %s", name)
+			return nil
+		})
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package actions holds the timeline's action kinds. Each kind is one type in a file of its own
+// that owns everything about it: its playbook keys with their defaults and ranges, its checks,
+// its plan line, what it does to the cluster (through Env, not the runner) and the event it
+// records. The playbook parser, the plan and the runner know kinds only through Lookup and the
+// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder) are checked by
+// type assertion, as hashicorp/raft checks for a BatchingFSM.
+package actions
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Spec is one timeline entry's settings, of one kind. Implementations are pointers to structs
+// whose JSON is the entry's body in a resolved playbook.
+type Spec interface {
+	// Kind is the name a playbook gives it (timeline: [{at: 10s, <kind>: {...}}]).
+	Kind() string
+	// Fields are its playbook keys, in the order errors list them.
+	Fields() []Field
+	// Check applies the rules of this entry that need the rest of the playbook (c).
+	Check(c Context) []Problem
+	// Describe is the entry's line in the plan; v says which keys a matrix varies.
+	Describe(v Varied) string
+	// String is the entry in progress lines and errors.
+	String() string
+	// Run does it, at its offset from load start.
+	Run(ctx context.Context, env Env) error
+}
+
+// Field is one key of an action kind.
+type Field struct {
+	Key string
+	Set func(s Spec, raw string) error // parses and range-checks raw, and stores it
+	Get func(s Spec) string            // the value in canonical form
+}
+
+// Completer is a Spec with rules on which keys must be given (seen: the keys the entry gives).
+type Completer interface {
+	Complete(seen map[string]bool) []Problem
+}
+
+// Disruptor is a kind that takes a server out of service (a kill, a step-down); the cluster
+// must have servers to spare. What is the plan's wording, e.g. "kills a server".
+type Disruptor interface{ Disrupts() string }
+
+// Downer is a kind that leaves a node down from its offset until RelaunchAfter later (0: for
+// the rest of the run); the playbook checks no majority is ever down.
+type Downer interface {
+	Down() (node string, relaunchAfter time.Duration)
+}
+
+// Awaiter is a kind that waits for node ("" every server) to reach a phase.
+type Awaiter interface {
+	Awaits() (node, phase string)
+}
+
+// WriteAdder is a kind that makes servers write (driver.Workload, for the free-space check).
+type WriteAdder interface {
+	AddWrites(w *driver.Workload, clients int)
+}
+
+// Context is what Check sees of the playbook.
+type Context struct {
+	Servers, Clients int
+	At, End          time.Duration // the entry's offset and the run's duration
+}
+
+// Problem is a rule an entry breaks. Key is the entry's key it points at ("" the entry's body);
+// Deps are what else the rule read, so a rule on a value that failed to parse stays quiet:
+// playbook paths ("duration"), or the entry's own keys as "@key" ("@at", "@every"). Rule names
+// the rule for callers that suppress or count them.
+type Problem struct {
+	Key, Rule string
+	Deps      []string
+	Msg       string
+}
+
+func problem(key, rule string, deps []string, format string, args ...any) Problem {
+	return Problem{Key: key, Rule: rule, Deps: deps, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Varied says, for the plan line, how a key of the entry reads in a matrix.
+type Varied interface {
+	// Value is the key's value, or the list of values a matrix gives it.
+	Value(key, base string) string
+	// Varies reports whether a matrix varies the key.
+	Varies(key string) bool
+	// At is the entry's offset from load start.
+	At() time.Duration
+}
+
+// Env is what an action may do to the cluster and the run, and nothing else.
+type Env interface {
+	// Leader is the current leader, "" when none is known.
+	Leader() string
+	// ResolveNode turns leader | follower | other-follower | node-N into a node, now.
+	ResolveNode(ref string) (string, error)
+	// Admin calls the engine's admin path on node (engine.AdminSnapshot, ...).
+	Admin(ctx context.Context, node, path string) ([]byte, error)
+	// Signal signals node's engine; the run counts the node down until Relaunch.
+	Signal(ctx context.Context, node, as, signal string) error
+	// Relaunch starts node's engine again on its folder.
+	Relaunch(ctx context.Context, node string) error
+	// Record adds an event to the run's record.
+	Record(e rundir.Event) error
+	// Progress prints a progress line.
+	Progress(format string, args ...any)
+	// Go runs fn beside the timeline; its error fails the timeline.
+	Go(ctx context.Context, fn func(ctx context.Context) error)
+	// Burst has the load generators send a UDP burst; it records the burst's event.
+	Burst(ctx context.Context, b Burst) error
+	// Wait waits until node ("" every server) is in phase, for at most timeout; with every
+	// server, killed servers' pending relaunches first.
+	Wait(ctx context.Context, node, phase string, timeout time.Duration) error
+	// WaitStableLeader waits until every server is ready and the leader has not changed for
+	// stable, until deadline.
+	WaitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error
+}
+
+// Kind makes a kind's Spec with its defaults.
+type Kind func() Spec
+
+var (
+	mu    sync.RWMutex
+	kinds = map[string]Kind{}
+	order []string // registration order: the order errors list the kinds in
+)
+
+// Register adds a kind; a second kind of one name panics (a programming error).
+func Register(k Kind) {
+	name := k().Kind()
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := kinds[name]; dup {
+		panic("actions: kind " + name + " registered twice")
+	}
+	kinds[name] = k
+	order = append(order, name)
+}
+
+// New is a Spec of the named kind with its defaults.
+func New(name string) (Spec, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	k, ok := kinds[name]
+	if !ok {
+		return nil, false
+	}
+	return k(), true
+}
+
+// Names are the registered kinds, in registration order.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return slices.Clone(order)
+}
+
+// Clone copies a Spec (a pointer to a struct of values).
+func Clone(s Spec) Spec {
+	if s == nil {
+		return nil
+	}
+	v := reflect.ValueOf(s)
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(Spec)
+}
+
+// FieldOf is s's field key.
+func FieldOf(s Spec, key string) (Field, bool) {
+	for _, f := range s.Fields() {
+		if f.Key == key {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// Keys are s's field keys.
+func Keys(s Spec) []string {
+	fs := s.Fields()
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Key
+	}
+	return out
+}
+
+func init() {
+	Register(func() Spec { return &Snapshot{} })
+	Register(func() Spec { return &Kill{Signal: DefaultSignal} })
+	Register(func() Spec { return &StepDown{} })
+	Register(func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} })
+	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
+}

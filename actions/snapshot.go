@@ -1,0 +1,49 @@
+package actions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Snapshot asks the leader for a cluster-wide snapshot at one log index.
+type Snapshot struct{}
+
+func (*Snapshot) Kind() string                        { return string(rundir.ActSnapshot) }
+func (*Snapshot) Fields() []Field                     { return nil }
+func (*Snapshot) Check(Context) []Problem             { return nil }
+func (*Snapshot) Describe(Varied) string              { return "snapshot (cluster-wide, at one log index)" }
+func (*Snapshot) String() string                      { return "snapshot on the leader" }
+func (*Snapshot) AddWrites(w *driver.Workload, _ int) { w.Snapshots++ }
+
+// Run asks the leader; the event is stamped with the request's time and written once the index
+// is known (or the request failed).
+func (*Snapshot) Run(ctx context.Context, env Env) (err error) {
+	leader := env.Leader()
+	if leader == "" {
+		return fmt.Errorf("no leader to snapshot on")
+	}
+	act := &rundir.SnapshotAction{Leader: leader}
+	ev := rundir.Event{T: time.Now(), Node: leader, Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: act}}
+	defer func() {
+		if rerr := env.Record(ev); err == nil {
+			err = rerr
+		}
+	}()
+	body, err := env.Admin(ctx, leader, engine.AdminSnapshot)
+	if err != nil {
+		return err
+	}
+	var s engine.Snapshot
+	if err := json.Unmarshal(body, &s); err != nil {
+		return fmt.Errorf("snapshot answer %q: %w", body, err)
+	}
+	act.Index, act.LeaderTakeMs = &s.Index, &s.TakeMs
+	env.Progress("snapshot at index %d: leader %s took %.1f ms (%d orders, %d bytes, %d syncs)", s.Index, leader, s.TakeMs, s.Orders, s.Bytes, s.Syncs)
+	return nil
+}
