@@ -96,6 +96,17 @@ func (f *flags) options(cmd *cobra.Command) driver.Options {
 	}
 }
 
+// openSaying opens the stack driver and prints its state line (which backend, which stack), as
+// every verb that acts on a stack's state does first.
+func (f *flags) openSaying(cmd *cobra.Command, stack string) (*driver.Driver, error) {
+	d, err := driver.New(f.options(cmd))
+	if err != nil {
+		return nil, classify(err)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(stack))
+	return d, nil
+}
+
 // classify turns errors caused by the user's input into usage errors.
 func classify(err error) error {
 	switch {
@@ -178,11 +189,10 @@ func newRoot() *cobra.Command {
 		Use: "down --stack NAME", Short: "archive the stack's runs, verify, then destroy", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := f.openSaying(cmd, f.stack)
 			if err != nil {
-				return classify(err)
+				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
 				Quiesce: f.nodes.quiesce(cmd, &f)}); err != nil {
 				return classify(err)
@@ -222,11 +232,10 @@ func newRoot() *cobra.Command {
 	gc := &cobra.Command{
 		Use: "gc", Short: "destroy stacks past expires-at after confirmation, archiving their runs first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := f.openSaying(cmd, "")
 			if err != nil {
-				return classify(err)
+				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(""))
 			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun,
 				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: f.nodes.quiesce(cmd, &f)},
 				Confirm: func(s []driver.Status) bool {
@@ -270,11 +279,10 @@ func newRoot() *cobra.Command {
 		Use: "extend --stack NAME --hours N", Short: "move the stack's expires-at by N hours and retag its resources", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := f.openSaying(cmd, f.stack)
 			if err != nil {
-				return classify(err)
+				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			exp, err := d.Extend(cmd.Context(), f.stack, hours)
 			if err != nil {
 				return classify(err)
@@ -307,11 +315,10 @@ func newRoot() *cobra.Command {
 		Use: "preflight --stack NAME", Short: "the checks of up (config, credentials, AWS preflight); creates nothing", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := f.openSaying(cmd, f.stack)
 			if err != nil {
-				return classify(err)
+				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "rig: "+d.Where(f.stack))
 			err = d.Preflight(cmd.Context(), f.stack)
 			switch {
 			case errors.Is(err, driver.ErrNoAWSCredentials):
