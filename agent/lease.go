@@ -73,6 +73,7 @@ type leaseSide struct {
 	lapsed  map[string]LeaseRecord // runs whose lease lapsed: 410 but for their reads
 	last    *LeaseRecord
 	timer   *time.Timer
+	undoing sync.WaitGroup // lapses being undone: the agent's exit waits for them to be recorded
 }
 
 func (l *leaseSide) holder() string {
@@ -186,11 +187,13 @@ func (s *Server) lapseIfExpired() (run string, renewed time.Time, ok bool) {
 	run, renewed = l.run, l.renewed
 	l.run = ""
 	l.lapsed[run] = LeaseRecord{Event: "lapsed", Run: run, LastRenewed: renewed, T: time.Now()}
+	l.undoing.Add(1) // undoLapsed is the caller's next step
 	return run, renewed, true
 }
 
 // undoLapsed undoes a lapsed run and records it.
 func (s *Server) undoLapsed(run string, renewed time.Time) {
+	defer s.lease.undoing.Done()
 	s.log.Warn("lease lapsed: the controller stopped renewing; stopping the engine and reverting tuning", "run", run, "last_renewed", renewed)
 	rec := s.undoRun("lapsed", run, renewed)
 	l := &s.lease
@@ -238,6 +241,12 @@ func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 // agents get TERM when their controller dies): the same undo as a lapse.
 func (s *Server) undoOnExit() {
 	l := &s.lease
+	// A lapse found just before the exit (the controller gave up and stopped the node) is
+	// undone and recorded before the agent goes, or lease.jsonl would miss it.
+	if run, renewed, ok := s.lapseIfExpired(); ok {
+		s.undoLapsed(run, renewed) // expired before the stop: a lapse, recorded as one
+	}
+	l.undoing.Wait()
 	l.mu.Lock()
 	run, renewed := l.run, l.renewed
 	l.run = ""
