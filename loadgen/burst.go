@@ -16,29 +16,12 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// BurstSpec is one micro-burst series: Count bursts of Messages sent back-to-back, one every
-// EveryNs. It is also the body of the control API's POST /burst.
-//
-// Over TCP (the default) the messages go through the stream's connection and are answered.
-// With UDP each of Senders senders sends Messages datagrams of Size bytes per burst to the
-// leader's UDP ingress (docs/wire.md), all at once, with sendmmsg; nothing is answered, and the
-// receiver's figures come from the engine.
-type BurstSpec struct {
-	Messages int   `json:"messages"`
-	EveryNs  int64 `json:"every_ns"`
-	Count    int   `json:"count"`
-	UDP      bool  `json:"udp,omitempty"`
-	Size     int   `json:"size,omitempty"`    // UDP: bytes per datagram (default 170)
-	Senders  int   `json:"senders,omitempty"` // UDP: senders in this load generator (default 1)
-	// StartUnixNs, when set, is when burst 0 is due (this node's clock), so that load generators
-	// on several client nodes burst together; otherwise it is due at once.
-	StartUnixNs int64 `json:"start_unix_ns,omitempty"`
-	// FirstBurst numbers the series' bursts in UDP datagrams (FirstBurst, FirstBurst+1, ...), so
-	// a run's series, from every load generator, are told apart at the receiver.
-	FirstBurst uint32 `json:"first_burst,omitempty"`
-}
-
-func (b BurstSpec) validate() error {
+// validBurst checks a series as one load generator sends it (rundir.BurstSeries). Over TCP
+// (the default) the messages go through the stream's connection and are answered. With UDP
+// each of Senders senders sends Messages datagrams of Size bytes per burst to the leader's UDP
+// ingress (docs/wire.md), all at once, with sendmmsg; nothing is answered, and the receiver's
+// figures come from the engine.
+func validBurst(b rundir.BurstSeries) error {
 	switch {
 	case !b.UDP && (b.Size != 0 || b.Senders != 0):
 		return fmt.Errorf("%w: size and senders apply to UDP bursts only (set udp)", ErrBadOptions)
@@ -50,8 +33,8 @@ func (b BurstSpec) validate() error {
 		return fmt.Errorf("%w: messages: %d, want > 0", ErrBadOptions, b.Messages)
 	case b.Count <= 0:
 		return fmt.Errorf("%w: count: %d, want > 0", ErrBadOptions, b.Count)
-	case b.EveryNs < 0 || (b.Count > 1 && b.EveryNs == 0):
-		return fmt.Errorf("%w: every_ns: %d, want > 0 when count > 1", ErrBadOptions, b.EveryNs)
+	case b.Every < 0 || (b.Count > 1 && b.Every == 0):
+		return fmt.Errorf("%w: every: %s, want > 0 when count > 1", ErrBadOptions, b.Every)
 	case int64(b.Messages)*int64(b.Count) > streamMax:
 		return fmt.Errorf("%w: messages x count is %d, at most %d", ErrBadOptions, int64(b.Messages)*int64(b.Count), int64(streamMax))
 	}
@@ -63,21 +46,14 @@ func (b BurstSpec) validate() error {
 // intended time: its latency includes the queue the burst itself built in the client.
 type BurstOptions struct {
 	Servers      []string
-	Messages     int           // per burst
-	Every        time.Duration // between burst starts
-	Count        int           // bursts
-	Grace        time.Duration // default 5 s
-	Out          string        // directory for bursts.bin and bursts.json; created if missing
-	Instruments  int           // default 16
-	Price        int64         // default 1
-	StartTimeout time.Duration // default 30 s
+	Series       rundir.BurstSeries // Start on this node's clock; zero: at once
+	Grace        time.Duration      // default 5 s
+	Out          string             // directory for bursts.bin and bursts.json; created if missing
+	Instruments  int                // default 16
+	Price        int64              // default 1
+	StartTimeout time.Duration      // default 30 s
 	Conn         ConnOptions
 	Logger       *slog.Logger
-	UDP          bool      // datagrams to the leader's UDP ingress instead of orders on a connection
-	Size         int       // UDP: bytes per datagram (default 170)
-	Senders      int       // UDP: senders (default 1)
-	Start        time.Time // when burst 0 is due; zero: at once
-	FirstBurst   uint32    // UDP: number of the first burst (see BurstSpec)
 }
 
 // MaxSenders bounds the senders of one load generator (each is a socket and a 64 MiB ring).
@@ -100,7 +76,7 @@ type burstTracker struct {
 	maxLat    []int64
 }
 
-func newBurstTracker(spec BurstSpec) *burstTracker {
+func newBurstTracker(spec rundir.BurstSeries) *burstTracker {
 	return &burstTracker{
 		per:       int64(spec.Messages),
 		marks:     make([][]sendMark, spec.Count),
@@ -131,7 +107,7 @@ func (t *burstTracker) answer(i, latency, at int64) {
 func (t *burstTracker) lostOne(i int64) { t.lost[i/t.per]++ }
 
 type burstRun struct {
-	spec  BurstSpec
+	spec  rundir.BurstSeries
 	s     *stream // TCP
 	t     *burstTracker
 	u     *udpSeries // UDP
@@ -140,11 +116,8 @@ type burstRun struct {
 }
 
 // newUDPBurstRun opens the senders of a UDP series to target (the leader's client address).
-func newUDPBurstRun(spec BurstSpec, target string, instruments int, price int64, log *slog.Logger) (*burstRun, error) {
-	u, err := newUDPSeries(UDPBurstSpec{
-		Target: target, Messages: spec.Messages, Size: spec.Size, Senders: spec.Senders, Count: spec.Count, EveryNs: spec.EveryNs,
-		FirstBurst: spec.FirstBurst,
-	}, instruments, price, log)
+func newUDPBurstRun(spec rundir.BurstSeries, target string, instruments int, price int64, log *slog.Logger) (*burstRun, error) {
+	u, err := newUDPSeries(udpSpec{BurstSeries: spec, Target: target}, instruments, price, log)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +131,8 @@ func (b *burstRun) run(ctx context.Context) error {
 	}
 	ctx, b.stopU = context.WithCancel(ctx)
 	start := time.Now()
-	if b.spec.StartUnixNs > 0 {
-		start = time.Unix(0, b.spec.StartUnixNs)
+	if !b.spec.Start.IsZero() {
+		start = b.spec.Start
 	}
 	err := b.u.run(ctx, start)
 	b.u.close()
@@ -183,7 +156,7 @@ func (b *burstRun) udpStats() rundir.BurstStats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	st := rundir.BurstStats{
-		Messages: b.spec.Messages, EveryNs: b.spec.EveryNs, Count: b.spec.Count, Phase: "running",
+		Messages: b.spec.Messages, EveryNs: int64(b.spec.Every), Count: b.spec.Count, Phase: "running",
 		Transport: "udp", Size: u.spec.Size, Senders: u.spec.Senders, Target: u.spec.Target,
 		Bursts: append([]rundir.BurstResult(nil), u.bursts...), UDPSenders: u.final,
 	}
@@ -200,9 +173,9 @@ func (b *burstRun) udpStats() rundir.BurstStats {
 	return st
 }
 
-func newBurstRun(spec BurstSpec, servers []string, conn ConnOptions, grace time.Duration, instruments int, price int64, startTimeout time.Duration, log *slog.Logger, sink *probeSink) *burstRun {
+func newBurstRun(spec rundir.BurstSeries, servers []string, conn ConnOptions, grace time.Duration, instruments int, price int64, startTimeout time.Duration, log *slog.Logger, sink *probeSink) *burstRun {
 	t := newBurstTracker(spec)
-	per, every := int64(spec.Messages), spec.EveryNs
+	per, every := int64(spec.Messages), int64(spec.Every)
 	total := per * int64(spec.Count)
 	at := func(i int64) int64 { return (i / per) * every }
 	cfg := streamConfig{
@@ -220,7 +193,7 @@ func (b *burstRun) stats() rundir.BurstStats {
 	}
 	c := b.s.counts()
 	st := rundir.BurstStats{
-		Messages: b.spec.Messages, EveryNs: b.spec.EveryNs, Count: b.spec.Count,
+		Messages: b.spec.Messages, EveryNs: int64(b.spec.Every), Count: b.spec.Count,
 		Phase: c.phase, Sent: c.sent, Answered: c.answered, Lost: c.lost, Unsent: c.unsent,
 		Latency: c.latency, SendLag: c.lag, Conn: c.conn,
 	}
@@ -261,12 +234,8 @@ func (b *burstRun) stats() rundir.BurstStats {
 // Out/bursts.json (a UDP series writes only bursts.json: nothing is answered). Cancelling ctx
 // ends the series early, after the grace period.
 func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
-	spec := BurstSpec{Messages: opts.Messages, EveryNs: int64(opts.Every), Count: opts.Count,
-		UDP: opts.UDP, Size: opts.Size, Senders: opts.Senders, FirstBurst: opts.FirstBurst}
-	if !opts.Start.IsZero() {
-		spec.StartUnixNs = opts.Start.UnixNano()
-	}
-	if err := spec.validate(); err != nil {
+	spec := opts.Series
+	if err := validBurst(spec); err != nil {
 		return rundir.BurstStats{}, err
 	}
 	if len(opts.Servers) == 0 {
@@ -317,8 +286,8 @@ func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 // Burst starts a burst series alongside the probe stream, on its own connection so that the
 // probe schedule is not held up by the burst's writes; the probes then show what the burst did
 // to the server. Its messages go to Out/bursts.bin and its figures to ProbeStats.Bursts.
-func (r *ProbeRun) Burst(spec BurstSpec) error {
-	if err := spec.validate(); err != nil {
+func (r *ProbeRun) Burst(spec rundir.BurstSeries) error {
+	if err := validBurst(spec); err != nil {
 		return err
 	}
 	r.bmu.Lock()

@@ -24,7 +24,7 @@ func TestBurstSeries(t *testing.T) {
 	dir := t.TempDir()
 	const per, count = 500, 3
 	const every = 60 * time.Millisecond
-	st, err := Burst(t.Context(), BurstOptions{Servers: c.Addrs(), Messages: per, Every: every, Count: count, Out: dir, Logger: testLogger(t)})
+	st, err := Burst(t.Context(), BurstOptions{Servers: c.Addrs(), Series: rundir.BurstSeries{Messages: per, Every: every, Count: count}, Out: dir, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestBurstSeries(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "bursts.json")); err != nil {
 		t.Error(err)
 	}
-	if _, err := Burst(t.Context(), BurstOptions{Servers: c.Addrs(), Messages: 10, Count: 2, Out: dir}); !errors.Is(err, ErrBadOptions) {
+	if _, err := Burst(t.Context(), BurstOptions{Servers: c.Addrs(), Series: rundir.BurstSeries{Messages: 10, Count: 2}, Out: dir}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("count 2 without every: err %v, want ErrBadOptions", err)
 	}
 }

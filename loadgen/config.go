@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/internal/untrusted"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Config is the load generator's configuration file (`rig loadgen preload|probe|burst --config
@@ -372,13 +373,22 @@ func (c *Config) ProbeOptions() ProbeOptions {
 
 // BurstOptions maps the config to Burst's options (Logger is the caller's).
 func (c *Config) BurstOptions() BurstOptions {
-	b := c.Burst
 	return BurstOptions{
-		Servers: c.Servers, Messages: int(b.Messages), Every: time.Duration(b.Every), Count: b.Count,
-		Grace: time.Duration(b.Grace), Out: b.Out, Instruments: c.Instruments, Price: c.ProbePrice,
-		StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
-		UDP: b.UDP, Size: int(b.Size), Senders: b.Senders, Start: b.Start, FirstBurst: b.FirstBurst,
+		Servers: c.Servers, Series: c.Burst.Series(), Grace: time.Duration(c.Burst.Grace), Out: c.Burst.Out,
+		Instruments: c.Instruments, Price: c.ProbePrice, StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
 	}
+}
+
+// Series is the section's burst series.
+func (b BurstConfig) Series() rundir.BurstSeries {
+	return rundir.BurstSeries{Messages: int(b.Messages), Every: time.Duration(b.Every), Count: b.Count,
+		UDP: b.UDP, Size: int(b.Size), Senders: b.Senders, FirstBurst: b.FirstBurst, Start: b.Start}
+}
+
+// BurstSection is the burst section that asks for series s, written to out.
+func BurstSection(s rundir.BurstSeries, out string) BurstConfig {
+	return BurstConfig{Messages: Count(s.Messages), Every: Duration(s.Every), Count: s.Count, Out: out,
+		UDP: s.UDP, Size: Count(s.Size), Senders: s.Senders, Start: s.Start, FirstBurst: s.FirstBurst}
 }
 
 func lineCol(b []byte, off int64) (int, int) {

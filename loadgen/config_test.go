@@ -35,7 +35,7 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("preload options %+v", pl)
 	}
 	b := c.BurstOptions()
-	if b.Messages != 50_000 || b.Every != time.Second || b.Count != 5 || b.Out != "/tmp/b" {
+	if b.Series.Messages != 50_000 || b.Series.Every != time.Second || b.Series.Count != 5 || b.Out != "/tmp/b" {
 		t.Errorf("burst options %+v", b)
 	}
 }

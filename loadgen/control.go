@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/rig-dev/rig/internal/ctlsock"
+
+	"github.com/rig-dev/rig/rundir"
 )
 
 // ControlHandler serves a probe run's control API (`rig loadgen probe --control SOCKET`):
@@ -23,7 +25,7 @@ import (
 func ControlHandler(r *ProbeRun) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /burst", func(w http.ResponseWriter, req *http.Request) {
-		var spec BurstSpec
+		var spec rundir.BurstSeries
 		dec := json.NewDecoder(io.LimitReader(req.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&spec); err != nil {

@@ -276,17 +276,11 @@ func (s *udpSender) close() rundir.UDPSenderStats {
 	return st
 }
 
-// UDPBurstSpec is a UDP burst series: Count bursts of Messages datagrams of Size bytes from each
-// of Senders senders at once, EveryNs apart, to Target (the leader's client address, over UDP).
-type UDPBurstSpec struct {
-	Target   string
-	Messages int // per sender per burst
-	Size     int
-	Senders  int
-	Count    int
-	EveryNs  int64
-	// FirstBurst is the number of burst 0 in the datagrams.
-	FirstBurst uint32
+// udpSpec is a UDP series as one load generator sends it: the series' bursts from each of its
+// Senders senders at once, to Target (the leader's client address, over UDP).
+type udpSpec struct {
+	rundir.BurstSeries
+	Target string
 	// Linger is how long the senders keep answering NAKs after the last burst and the last NAK
 	// (default 1 s; at most maxLinger in all).
 	Linger time.Duration
@@ -294,14 +288,14 @@ type UDPBurstSpec struct {
 
 // udpSeries runs a UDP burst series; results go to stats in place as bursts complete.
 type udpSeries struct {
-	spec    UDPBurstSpec
+	spec    udpSpec
 	senders []*udpSender
 	mu      sync.Mutex
 	bursts  []rundir.BurstResult
 	final   []rundir.UDPSenderStats
 }
 
-func newUDPSeries(spec UDPBurstSpec, instruments int, price int64, log *slog.Logger) (*udpSeries, error) {
+func newUDPSeries(spec udpSpec, instruments int, price int64, log *slog.Logger) (*udpSeries, error) {
 	if spec.Size == 0 {
 		spec.Size = DefaultBurstSize
 	}
@@ -310,9 +304,6 @@ func newUDPSeries(spec UDPBurstSpec, instruments int, price int64, log *slog.Log
 	}
 	if spec.Linger == 0 {
 		spec.Linger = time.Second
-	}
-	if spec.Senders < 0 || spec.Senders > 64 {
-		return nil, fmt.Errorf("%w: senders: %d, want 1..64 per load generator", ErrBadOptions, spec.Senders)
 	}
 	u := &udpSeries{spec: spec}
 	for i := 0; i < spec.Senders; i++ {
@@ -326,14 +317,14 @@ func newUDPSeries(spec UDPBurstSpec, instruments int, price int64, log *slog.Log
 	return u, nil
 }
 
-// run sends the series; burst k is due at start + k*EveryNs (start on the wall clock).
+// run sends the series; burst k is due at start + k*Every (start on the wall clock).
 func (u *udpSeries) run(ctx context.Context, start time.Time) error {
 	for k := 0; k < u.spec.Count; k++ {
 		num := u.spec.FirstBurst + uint32(k)
 		for _, s := range u.senders {
 			s.prepare(num, u.spec.Messages)
 		}
-		due := start.Add(time.Duration(int64(k) * u.spec.EveryNs))
+		due := start.Add(time.Duration(k) * u.spec.Every)
 		if err := ctxtime.Sleep(ctx, time.Until(due)); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/engine/server/servertest"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // TestUDPBurstToEngine sends UDP bursts from two senders to a real reference engine on
@@ -19,8 +20,8 @@ func TestUDPBurstToEngine(t *testing.T) {
 	cfg := servertest.Start(t, func(c *engine.Config) { c.UDPNakDelay = "1ms" }, serveEngine)
 	const per, count, senders = 3000, 3, 2
 	st, err := Burst(context.Background(), BurstOptions{
-		Servers: []string{cfg.ClientAddr}, UDP: true, Size: 300, Senders: senders,
-		Messages: per, Count: count, Every: 150 * time.Millisecond, Out: t.TempDir(),
+		Servers: []string{cfg.ClientAddr}, Out: t.TempDir(),
+		Series: rundir.BurstSeries{UDP: true, Size: 300, Senders: senders, Messages: per, Count: count, Every: 150 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

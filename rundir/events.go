@@ -90,7 +90,7 @@ type Action struct {
 	Snapshot *SnapshotAction
 	Kill     *KillAction
 	WaitFor  *WaitForAction
-	Burst    *BurstAction
+	Burst    *BurstSeries
 }
 
 // SnapshotAction is a snapshot requested on the leader; Index is the log index the leader
@@ -112,19 +112,25 @@ type WaitForAction struct {
 	Phase string `json:"phase"`
 }
 
-// BurstAction starts a micro-burst series on the load generator.
-type BurstAction struct {
-	Messages int   `json:"messages"`
-	EveryNs  int64 `json:"every_ns"`
-	Count    int   `json:"count"`
-	// UDP bursts (docs/wire.md): Messages datagrams of Size bytes from each of Senders senders,
-	// spread over the client nodes; bursts numbered from FirstBurst in the datagrams; Start is
-	// when burst 0 was due when several nodes send (controller clock).
-	UDP        bool      `json:"udp,omitempty"`
-	Size       int       `json:"size,omitempty"`
-	Senders    int       `json:"senders,omitempty"`
-	FirstBurst uint32    `json:"first_burst,omitempty"`
-	Start      time.Time `json:"start,omitzero"`
+// BurstSeries is one micro-burst series: Count bursts of Messages sent back-to-back, Every
+// apart. It is the burst action's record and what one load generator is asked to send (the body
+// of its control API's POST /burst, and its options), so the series has one shape from the
+// runner to the sockets.
+//
+// UDP bursts (docs/wire.md): Messages datagrams of Size bytes from each of Senders senders (in
+// the record: in all, spread over the client nodes; to a load generator: its own), numbered from
+// FirstBurst in the datagrams, so a run's series from every load generator are told apart at the
+// receiver. Start, when set, is when burst 0 is due (in the record the controller's clock, to a
+// load generator its own), so that several client nodes burst together.
+type BurstSeries struct {
+	Messages   int           `json:"messages"`
+	Every      time.Duration `json:"every_ns"`
+	Count      int           `json:"count"`
+	UDP        bool          `json:"udp,omitempty"`
+	Size       int           `json:"size,omitempty"`
+	Senders    int           `json:"senders,omitempty"`
+	FirstBurst uint32        `json:"first_burst,omitempty"`
+	Start      time.Time     `json:"start,omitzero"`
 }
 
 // PhaseChange is an engine phase transition as the agent saw it. To is PhaseDown when the
@@ -273,7 +279,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			a.WaitFor = &WaitForAction{}
 			err = detail(a.WaitFor)
 		case ActBurst:
-			a.Burst = &BurstAction{}
+			a.Burst = &BurstSeries{}
 			err = detail(a.Burst)
 		}
 		if err != nil {

@@ -38,7 +38,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		{T: t0.Add(3), Node: "node-2", Action: &rundir.Action{Name: rundir.ActRelaunch}},
 		{T: t0.Add(4), Node: "node-1", Action: &rundir.Action{Name: rundir.ActStepDown}},
 		{T: t0.Add(5), Action: &rundir.Action{Name: rundir.ActWaitFor, WaitFor: &rundir.WaitForAction{Phase: engine.PhaseReady}}},
-		{T: t0.Add(6), Action: &rundir.Action{Name: rundir.ActBurst, Burst: &rundir.BurstAction{Messages: 2000, EveryNs: 1e9, Count: 2}}},
+		{T: t0.Add(6), Action: &rundir.Action{Name: rundir.ActBurst, Burst: &rundir.BurstSeries{Messages: 2000, Every: time.Second, Count: 2}}},
 		{T: t0.Add(7), Node: "node-2", Phase: &rundir.PhaseChange{From: engine.PhaseReady, To: rundir.PhaseDown, Exit: exit}},
 		{T: t0.Add(8), Node: "node-2", Phase: &rundir.PhaseChange{To: engine.PhaseStarting, Launch: 2, PID: 4242}},
 		{T: t0.Add(9), Node: "node-2", Phase: &rundir.PhaseChange{From: engine.PhaseStarting, To: engine.PhaseRestoring}},

@@ -9,7 +9,7 @@ import (
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctxtime"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -125,31 +125,35 @@ func (e env) Burst(ctx context.Context, b actions.Burst) error {
 	if len(clients) > 1 && share[1] > 0 {
 		start = time.Now().Add(burstLead)
 	}
-	spec := rundir.BurstAction{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count,
+	series := rundir.BurstSeries{Messages: b.Messages, Every: b.Every, Count: b.Count,
 		UDP: true, Size: b.Size, Senders: senders, FirstBurst: first}
 	if !start.IsZero() {
-		spec.Start = start.UTC()
+		series.Start = start.UTC()
 	}
-	if err := r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &spec}}); err != nil {
+	if err := r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &series}}); err != nil {
 		return err
+	}
+	// Each load generator is told its own share of the senders, and the start on its own clock.
+	share1 := func(n inventory.Node, senders int) rundir.BurstSeries {
+		s := series
+		s.Senders = senders
+		if !start.IsZero() {
+			s.Start = start.Add(r.offsets[n.Name])
+		}
+		return s
 	}
 	for i, c := range clients[1:] {
 		if share[i+1] == 0 {
 			continue
 		}
 		r.async(ctx, func(ctx context.Context) error {
-			if err := r.remoteBurst(ctx, c, b, share[i+1], first, start.Add(r.offsets[c.Name])); err != nil {
+			if err := r.remoteBurst(ctx, c, share1(c, share[i+1])); err != nil {
 				return fmt.Errorf("burst from %s: %w", c.Name, err)
 			}
 			return nil
 		})
 	}
-	body := loadgen.BurstSpec{Messages: b.Messages, EveryNs: b.Every.Nanoseconds(), Count: b.Count,
-		UDP: true, Size: b.Size, Senders: share[0], FirstBurst: first}
-	if !start.IsZero() {
-		body.StartUnixNs = start.Add(r.offsets[r.client.Name]).UnixNano()
-	}
-	return r.loadgenControl(ctx, "/burst", body)
+	return r.loadgenControl(ctx, "/burst", share1(r.client, share[0]))
 }
 
 // waitStableLeader waits until every server is ready, one is leader, and no server has become

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/inventory"
@@ -72,14 +71,12 @@ func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name strin
 
 // remoteBurst sends a client node's share of a burst with `rig loadgen burst`; its figures land
 // in the run folder as <node>/loadgen/bursts-<first>/bursts.json.
-func (r *run) remoteBurst(ctx context.Context, n inventory.Node, b actions.Burst, senders int, first uint32, start time.Time) error {
+func (r *run) remoteBurst(ctx context.Context, n inventory.Node, series rundir.BurstSeries) error {
+	first := series.FirstBurst
 	rel := rundir.RemoteBurstsDir(n.Name, first)
 	cfg := loadgen.Config{
 		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadgen.Duration(30 * time.Second),
-		Burst: loadgen.BurstConfig{
-			Messages: loadgen.Count(b.Messages), Every: loadgen.Duration(b.Every), Count: b.Count,
-			Out: r.cl.OutputPath(n, rel), UDP: true, Size: loadgen.Count(b.Size), Senders: senders, Start: start, FirstBurst: first,
-		},
+		Burst: loadgen.BurstSection(series, r.cl.OutputPath(n, rel)),
 	}
 	if err := r.runLoadgen(ctx, n, "burst", rundir.LoadgenCommandName(fmt.Sprintf("burst-%s-%d", n.Name, first)), cfg, nil); err != nil {
 		return err

@@ -417,12 +417,12 @@ func TestBurstSendersOverClients(t *testing.T) {
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
-	var control []loadgen.BurstSpec
+	var control []rundir.BurstSeries
 	var remote []loadgen.BurstConfig
 	c.mu.Lock()
 	for _, call := range c.calls {
 		if body, ok := strings.CutPrefix(call, "client-0 loadgen burst "); ok {
-			var b loadgen.BurstSpec
+			var b rundir.BurstSeries
 			if err := json.Unmarshal([]byte(body), &b); err != nil {
 				t.Fatal(err)
 			}
@@ -441,8 +441,8 @@ func TestBurstSendersOverClients(t *testing.T) {
 		t.Fatalf("client-0 bursts %+v, client-1 bursts %+v: want two each", control, remote)
 	}
 	c0, c1 := control[0], remote[0]
-	if !c0.UDP || c0.Senders != 2 || c0.Size != 200 || c0.FirstBurst != 0 || c0.StartUnixNs == 0 ||
-		!c1.UDP || c1.Senders != 1 || int(c1.Size) != 200 || c1.FirstBurst != 0 || c1.Start.UnixNano() != c0.StartUnixNs {
+	if !c0.UDP || c0.Senders != 2 || c0.Size != 200 || c0.FirstBurst != 0 || c0.Start.IsZero() ||
+		!c1.UDP || c1.Senders != 1 || int(c1.Size) != 200 || c1.FirstBurst != 0 || !c1.Start.Equal(c0.Start) {
 		t.Errorf("first burst: client-0 %+v, client-1 %+v", c0, c1)
 	}
 	// The second burst defaults to one sender per client node and numbers on after the first.
