@@ -66,10 +66,10 @@ func (e Engine) Settings() driver.Values {
 // (engine.bytes_per_order). 0 when neither knows: the book's memory is then not checked.
 func (e Engine) BytesPerOrder() (int64, string) {
 	if m, ok := e.EngineDriver().(driver.MemoryEstimator); ok {
-		return m.BytesPerOrder(), "measured for the " + e.DriverName() + " engine"
+		return m.BytesPerOrder(), "as measured for the " + e.DriverName() + " engine"
 	}
 	if e.OrderBytes > 0 {
-		return e.OrderBytes, "engine.bytes_per_order"
+		return e.OrderBytes, "as engine.bytes_per_order says"
 	}
 	return 0, ""
 }

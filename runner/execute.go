@@ -77,10 +77,10 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return cleanup, err
 	}
 	r.recordEstimate()
-	if err := r.checkSpace(ctx); err != nil {
+	if err := r.checkMemory(nodeFacts); err != nil {
 		return cleanup, err
 	}
-	if err := r.checkMemory(nodeFacts); err != nil {
+	if err := r.checkSpace(ctx); err != nil {
 		return cleanup, err
 	}
 	if r.book != nil && r.book.Reused {

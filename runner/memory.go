@@ -51,11 +51,11 @@ func CheckMemory(pb *playbooks.Playbook, hosts []MemoryHost) (checked bool, err 
 		who, times := h.Servers[0], ""
 		if n > 1 {
 			who = strings.Join(h.Servers, ", ") + " (one host)"
-			times = fmt.Sprintf(" × %d servers", n)
+			times = fmt.Sprintf("%d servers × ", n)
 		}
 		fit := int64(math.Floor(float64(h.AvailableBytes) / float64(per*int64(n))))
-		errs = append(errs, fmt.Errorf("%s: the book needs about %s resident (%s orders × %d B/order, %s%s); the host has %s (%s); at most %s orders fit",
-			who, memSize(need), units.Group(strconv.FormatInt(orders, 10)), per, source, times,
+		errs = append(errs, fmt.Errorf("%s: the book needs about %s resident (%s%s orders × %d B/order, %s); the host has %s (%s); at most %s orders fit",
+			who, memSize(need), times, units.Group(strconv.FormatInt(orders, 10)), per, source,
 			memSize(float64(h.AvailableBytes)), h.Source, units.Group(strconv.FormatInt(max(fit, 0), 10))))
 	}
 	if len(errs) > 0 {

@@ -30,7 +30,7 @@ func TestCheckMemory(t *testing.T) {
 	}
 	// 300M × 80 B × 3 = 72e9 B = 67.1 GiB; 24 GiB / 240 B = 107,374,182 orders.
 	for _, want := range []string{"node-0, node-1, node-2 (one host): the book needs about 67.1 GiB resident",
-		"(300,000,000 orders × 80 B/order, measured for the reference engine × 3 servers)",
+		"(3 servers × 300,000,000 orders × 80 B/order, as measured for the reference engine)",
 		"the host has 24.0 GiB (MemAvailable of test); at most 107,374,182 orders fit"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
@@ -71,7 +71,7 @@ func TestCheckMemoryDeclared(t *testing.T) {
 		t.Errorf("no engine.bytes_per_order: checked %v, err %v; want not checked", checked, err)
 	}
 	checked, err := CheckMemory(memPlaybook(t, strings.Replace(cmd, "%s", ", bytes_per_order: 200", 1)), host)
-	if !checked || !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "1,000,000 orders × 200 B/order, engine.bytes_per_order") {
+	if !checked || !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "1,000,000 orders × 200 B/order, as engine.bytes_per_order says") {
 		t.Errorf("1M × 200 B in 100 MiB: checked %v, err %v; want ErrMemory naming engine.bytes_per_order", checked, err)
 	}
 }
