@@ -227,6 +227,11 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 		add("engine.command", "command-unused", []string{"engine.driver"}, "is set, but engine.driver %s does not start engines from templates; set engine.driver: command to use it", e.DriverName())
 		return
 	}
+	if m, ok := drv.(driver.MemoryEstimator); ok && e.OrderBytes > 0 {
+		add("engine.bytes_per_order", "bytes-per-order-measured", nil,
+			"is set, but the %s engine measures its own (%d B per resting order); engine.bytes_per_order is for an engine whose driver does not, e.g. engine.driver: command",
+			drv.Name(), m.BytesPerOrder())
+	}
 	if vc, ok := drv.(driver.ValueChecker); ok {
 		for _, pr := range vc.CheckValues(e.Settings()) {
 			deps := make([]string, len(pr.Deps))

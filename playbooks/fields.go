@@ -49,6 +49,20 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return p.Engine.DriverName() },
 	},
+	"engine.bytes_per_order": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseSize(s)
+			if err != nil {
+				return err
+			}
+			if v < 1 || v > 1<<20 {
+				return fmt.Errorf("%s is out of range; want 1..1MiB: the resident memory one resting order costs a server, e.g. 120 (bytes)", s)
+			}
+			p.Engine.OrderBytes = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatSize(p.Engine.OrderBytes) },
+	},
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)

@@ -132,6 +132,7 @@ func (r *reader) read(data []byte) *Playbook {
 		r.matrix(p, matrixNode, matrixPos)
 	}
 	r.checkCombinations(p)
+	p.pos = r.pos
 	return p
 }
 
@@ -190,6 +191,7 @@ func (r *reader) section(p *Playbook, name string, n ast.Node) {
 		}
 		path := name + "." + key
 		r.present[path] = true
+		r.pos[path] = r.nodePos(kv.Value)
 		r.scalarField(p, path, kv.Value)
 	}
 }
@@ -484,9 +486,16 @@ func (r *reader) usesFailed(is issue) bool {
 }
 
 // posOf finds where path (or its nearest ancestor) stands in the file.
-func (r *reader) posOf(path string) Pos {
+func (r *reader) posOf(path string) Pos { return posIn(r.pos, r.file, path) }
+
+// PosOf finds where a field path (or its nearest ancestor) stands in the playbook's source, for
+// a rule checked after parsing (the memory a run's book needs on its target's hosts): e.g.
+// "preload.orders", "matrix.preload.orders[1]".
+func (p *Playbook) PosOf(path string) Pos { return posIn(p.pos, p.Source, path) }
+
+func posIn(at map[string]Pos, file, path string) Pos {
 	for p := path; p != ""; {
-		if pos, ok := r.pos[p]; ok {
+		if pos, ok := at[p]; ok {
 			return pos
 		}
 		if i := strings.LastIndexAny(p, ".["); i > 0 {
@@ -495,7 +504,7 @@ func (r *reader) posOf(path string) Pos {
 			break
 		}
 	}
-	return Pos{File: r.file, Line: 1, Column: 1}
+	return Pos{File: file, Line: 1, Column: 1}
 }
 
 // --- AST helpers ---

@@ -16,7 +16,7 @@ import (
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -59,6 +59,19 @@ func (e Engine) Settings() driver.Values {
 		out[k] = v
 	}
 	return out
+}
+
+// BytesPerOrder is the resident memory one resting order costs each server, and who says so: the
+// driver, which measured its engine (driver.MemoryEstimator), or the playbook
+// (engine.bytes_per_order). 0 when neither knows: the book's memory is then not checked.
+func (e Engine) BytesPerOrder() (int64, string) {
+	if m, ok := e.EngineDriver().(driver.MemoryEstimator); ok {
+		return m.BytesPerOrder(), "as measured for the " + e.DriverName() + " engine"
+	}
+	if e.OrderBytes > 0 {
+		return e.OrderBytes, "as engine.bytes_per_order says"
+	}
+	return 0, ""
 }
 
 // Int is an asked integer or bytes setting.
@@ -150,6 +163,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["command"]; kv != nil {
 		r.engineCommand(p, kv.Value)
+	}
+	if kv := byKey["bytes_per_order"]; kv != nil {
+		r.scalarField(p, "engine.bytes_per_order", kv.Value)
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {
@@ -302,12 +318,13 @@ type engineJSON struct {
 	Command      *EngineCommand             `json:"command,omitempty"`
 	Declared     driver.Table               `json:"settings,omitempty"`
 	SettingsFile string                     `json:"settings_file,omitempty"`
+	OrderBytes   int64                      `json:"bytes_per_order,omitempty"`
 	Values       map[string]json.RawMessage `json:"values,omitempty"`
 }
 
 // MarshalJSON writes every asked setting (defaults included) under "values".
 func (e Engine) MarshalJSON() ([]byte, error) {
-	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile}
+	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes}
 	table := e.Table()
 	for name, v := range e.Settings() {
 		if out.Values == nil {
@@ -333,7 +350,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile}
+	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes}
 	raw := in.Values
 	legacy := raw == nil
 	if legacy {

@@ -30,6 +30,8 @@ type Playbook struct {
 	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`
+
+	pos map[string]Pos // field path -> where its value stands in Source (PosOf)
 }
 
 // Cluster is how many nodes of each role.
@@ -49,6 +51,9 @@ type Engine struct {
 	// file engine.settings_file names), names as the engine knows them.
 	Declared     driver.Table `json:"settings,omitempty"`
 	SettingsFile string       `json:"settings_file,omitempty"`
+	// OrderBytes is engine.bytes_per_order: the resident memory one resting order costs a server
+	// of an engine whose driver does not measure its own (driver.MemoryEstimator); 0: not given.
+	OrderBytes int64 `json:"bytes_per_order,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`

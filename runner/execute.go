@@ -66,7 +66,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	r.mark("start")
 	r.progress("agents up on %d nodes", len(r.inv.Nodes))
 	r.measureClocks(ctx)
-	r.recordFacts(ctx)
+	nodeFacts := r.recordFacts(ctx)
 	if err := r.applyTuning(ctx); err != nil {
 		return cleanup, err
 	}
@@ -77,6 +77,9 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		return cleanup, err
 	}
 	r.recordEstimate()
+	if err := r.checkMemory(nodeFacts); err != nil {
+		return cleanup, err
+	}
 	if err := r.checkSpace(ctx); err != nil {
 		return cleanup, err
 	}

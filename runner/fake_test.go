@@ -105,6 +105,7 @@ type fakeCluster struct {
 	onCall      func(node, call string) // every agent request, before it is answered
 	exitAtStart string                  // this server's engine exits at once when started
 	freeBytes   int64                   // free space every server's data filesystem reports (0: 1 TiB)
+	memAvail    uint64                  // MemAvailable every node's facts report, all on one host (0: no facts)
 	lg          fakeLoadgen
 }
 
@@ -313,7 +314,13 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		reply(w, agent.LeaseState{Run: req.Run, TTL: req.TTL})
 	})
 	mux.HandleFunc("DELETE "+p+"/lease", func(w http.ResponseWriter, r *http.Request) { reply(w, agent.LeaseState{}) })
-	mux.HandleFunc("GET "+p+"/facts", func(w http.ResponseWriter, r *http.Request) { reply(w, map[string]any{}) })
+	mux.HandleFunc("GET "+p+"/facts", func(w http.ResponseWriter, r *http.Request) {
+		if c.memAvail == 0 {
+			reply(w, map[string]any{})
+			return
+		}
+		reply(w, facts.Facts{Hostname: "fake-host", MemAvailableBytes: c.memAvail})
+	})
 	// Every server's data on one filesystem, as on the local target.
 	mux.HandleFunc("GET "+p+"/facts/space", func(w http.ResponseWriter, r *http.Request) {
 		free := c.freeBytes

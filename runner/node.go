@@ -13,8 +13,9 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// recordFacts keeps each node's facts (kernel, CPU, memory, THP, disks, load) in the manifest.
-func (r *run) recordFacts(ctx context.Context) {
+// recordFacts keeps each node's facts (kernel, CPU, memory, THP, disks, load) in the manifest,
+// and returns them (the memory check reads them).
+func (r *run) recordFacts(ctx context.Context) map[string]facts.Facts {
 	facts := map[string]facts.Facts{}
 	for _, n := range r.inv.Nodes {
 		f, err := r.agent(n.Name).Facts(ctx)
@@ -25,6 +26,7 @@ func (r *run) recordFacts(ctx context.Context) {
 		facts[n.Name] = f
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.Facts = facts })
+	return facts
 }
 
 // applyTuning applies the playbook's kernel settings; the agent records every prior value

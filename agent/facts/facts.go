@@ -89,6 +89,30 @@ type Instance struct {
 	PrivateIP        string `json:"private_ip"`
 }
 
+// Memory reads MemTotal and MemAvailable of the machine whose /proc is under root ("/" here):
+// what rig validate checks a local run's book against.
+func Memory(root string) (total, available uint64, err error) {
+	fs, err := procfs.NewFS(filepath.Join(root, "proc"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("facts: %w", err)
+	}
+	return memory(fs)
+}
+
+func memory(fs procfs.FS) (total, available uint64, err error) {
+	mem, err := fs.Meminfo()
+	if err != nil {
+		return 0, 0, fmt.Errorf("facts: meminfo: %w", err)
+	}
+	if mem.MemTotal != nil {
+		total = *mem.MemTotal * 1024
+	}
+	if mem.MemAvailable != nil {
+		available = *mem.MemAvailable * 1024
+	}
+	return total, available, nil
+}
+
 // Collect reads the facts. A missing optional source (os-release, a device's model) leaves its
 // field empty; the kernel's own files failing to read is an error.
 func Collect(ctx context.Context, opts Options) (Facts, error) {
@@ -119,15 +143,8 @@ func Collect(ctx context.Context, opts Options) (Facts, error) {
 	if len(cpus) > 0 {
 		f.CPUModel = cpus[0].ModelName
 	}
-	mem, err := fs.Meminfo()
-	if err != nil {
-		return f, fmt.Errorf("facts: meminfo: %w", err)
-	}
-	if mem.MemTotal != nil {
-		f.MemTotalBytes = *mem.MemTotal * 1024
-	}
-	if mem.MemAvailable != nil {
-		f.MemAvailableBytes = *mem.MemAvailable * 1024
+	if f.MemTotalBytes, f.MemAvailableBytes, err = memory(fs); err != nil {
+		return f, err
 	}
 	la, err := loadavg.Read(opts.Root)
 	if err != nil {

@@ -115,6 +115,17 @@ type WriteEstimator interface {
 	EstimateWrites(w Workload) Writes
 }
 
+// MemoryEstimator is a driver that knows how much memory its engine holds per resting order, so
+// a run whose book cannot fit in its hosts' memory is refused by rig validate and before any
+// engine starts (docs/architecture.md, "Memory before a run"), instead of the kernel killing a
+// process mid-run. A command-driven engine declares the figure in its playbook instead
+// (engine.bytes_per_order).
+type MemoryEstimator interface {
+	// BytesPerOrder is the resident memory one resting order costs a server at its peak (erring
+	// high), as measured on the engine itself.
+	BytesPerOrder() int64
+}
+
 // BookInstaller is a driver whose engine can restore a book written outside it: the rig builds
 // the preload's book once, stores it, and later runs put it in every server's data folder
 // instead of preloading through the log.
@@ -182,6 +193,9 @@ func Capabilities(d Driver) []string {
 	}
 	if _, ok := d.(WriteEstimator); ok {
 		out = append(out, "WriteEstimator")
+	}
+	if _, ok := d.(MemoryEstimator); ok {
+		out = append(out, "MemoryEstimator")
 	}
 	if _, ok := d.(BookInstaller); ok {
 		out = append(out, "BookInstaller")

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/agent/facts"
+	"github.com/rig-dev/rig/engine/driver/reference"
+)
+
+// The bad-input half of the fault suite (issue 23, docs/security.md "Bad input"): each input is
+// given to the built rig as a user would, and must be refused with its place and the limit by a
+// process that stays small. The memory bound is the child's own peak resident set
+// (getrusage's ru_maxrss), read after the refusal: a limit that held after memory was spent
+// fails here, without any timer.
+
+// maxValidateRSS bounds a refusing rig validate's peak resident set: the issue's "~100 MB".
+const maxValidateRSS = 100 << 20
+
+// rigRefuses runs rig with args and returns its stderr and its peak resident set in bytes,
+// failing the test unless it exits 2 (a usage error: the input is refused).
+func rigRefuses(t *testing.T, args ...string) (string, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, not a slow machine
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rigBin, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("rig %s: %v, want exit 2 (refused)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		t.Fatalf("no rusage for rig %s", strings.Join(args, " "))
+	}
+	return errOut.String(), ru.Maxrss << 10 // kilobytes on Linux
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantRefusal(t *testing.T, what, stderr string, rss int64, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s: stderr lacks %q:\n%.2000s", what, w, stderr)
+		}
+	}
+	t.Logf("%s: refused, peak RSS %.1f MiB", what, float64(rss)/(1<<20))
+	if rss > maxValidateRSS {
+		t.Errorf("%s: rig validate reached %.1f MiB resident refusing it; want at most %d MiB", what, float64(rss)/(1<<20), maxValidateRSS>>20)
+	}
+}
+
+// The inputs that grew rig validate to 24 GB and 20 GB (a 400 KB playbook of brackets nested
+// 200,000 deep, a 500 KB nested mapping) and a stack config nested the same way are refused at
+// the 65th level, naming file:line:col and the limit.
+func TestFaultNestedInputRefused(t *testing.T) {
+	dir := t.TempDir()
+	const head = "name: nested\nduration: 30s\nload: {probe_rate: 1k/s}\n"
+	brackets := writeFile(t, dir, "brackets.yaml", head+"description: "+strings.Repeat("[", 400_000)+"\n")
+	var m strings.Builder
+	m.WriteString(head + "description:\n")
+	for i := 1; m.Len() < 500_000; i++ {
+		m.WriteString(strings.Repeat(" ", i) + "a:\n")
+	}
+	mapping := writeFile(t, dir, "mapping.yaml", m.String())
+	stack := writeFile(t, dir, "Pulumi.deep.yaml", "config:\n  rig:owner: "+strings.Repeat("[", 400_000)+"\n")
+	for _, c := range []struct {
+		what string
+		args []string
+		want string
+	}{
+		// the top-level mapping is level 1, so the 64th bracket (column 14+63) is level 65
+		{"400 KB of brackets", []string{"validate", brackets}, brackets + ":4:77: nested more than 64 levels deep"},
+		{"500 KB nested mapping", []string{"validate", mapping}, mapping + ":68:65: nested more than 64 levels deep"},
+		{"nested stack config", []string{"validate", "quickstart", "--stack-config", stack}, stack + ":2:76: nested more than 64 levels deep"},
+	} {
+		errOut, rss := rigRefuses(t, c.args...)
+		wantRefusal(t, c.what, errOut, rss, c.want, "a file may nest at most 64")
+	}
+}
+
+// A FIFO given as a playbook or as --stack-config is refused at once, naming what it is; before,
+// rig validate waited for a writer for ever.
+func TestFaultFIFOInputRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "Pulumi.fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		args []string
+	}{
+		{"FIFO playbook", []string{"validate", fifo}},
+		{"FIFO stack config", []string{"validate", "quickstart", "--stack-config", fifo}},
+	} {
+		errOut, rss := rigRefuses(t, c.args...)
+		wantRefusal(t, c.what, errOut, rss, fifo, "named pipe")
+	}
+}
+
+// Operator CIDRs that are all of IPv4 in two halves are refused as 0.0.0.0/0 is, naming both.
+func TestFaultSplitWorldOpenCIDRRefused(t *testing.T) {
+	body, err := os.ReadFile("../../infra/spec/testdata/Pulumi.valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := strings.Replace(string(body), "    - 203.0.113.7/32\n", "    - 0.0.0.0/1\n    - 128.0.0.0/1\n", 1)
+	if split == string(body) {
+		t.Fatal("the test stack config no longer lists 203.0.113.7/32 as its operator CIDR")
+	}
+	p := writeFile(t, t.TempDir(), "Pulumi.split.yaml", split)
+	errOut, rss := rigRefuses(t, "validate", "quickstart", "--stack-config", p)
+	wantRefusal(t, "split world-open CIDR", errOut, rss, "--stack-config "+p, "rig:operatorCidrs = [0.0.0.0/1, 128.0.0.0/1]",
+		"together they are all of IPv4: this would open SSH to the whole internet")
+}
+
+// A book that cannot fit in memory is refused by rig validate with bytes per order, servers,
+// book, need and what the host has: on the local target against this machine's MemAvailable,
+// for a stack against its server instance type's memory; and again before any engine starts.
+func TestFaultOversizedBookRefused(t *testing.T) {
+	dir := t.TempDir()
+	book := func(orders string) string {
+		return writeFile(t, dir, "book-"+orders+".yaml", "name: book\ncluster: {servers: 3, clients: 1}\nduration: 30s\nload: {probe_rate: 1k/s}\npreload: {orders: "+orders+"}\n")
+	}
+	huge := book("99999999999")
+	errOut, rss := rigRefuses(t, "validate", huge)
+	wantRefusal(t, "99,999,999,999 orders on local", errOut, rss, huge+":5:19: preload.orders: not enough memory for the run's book",
+		"node-0, node-1, node-2 (one host): the book needs about 21.8 TiB resident (3 servers × 99,999,999,999 orders × 80 B/order, as measured for the reference engine)",
+		"(MemAvailable in this machine's /proc/meminfo); at most")
+
+	// The issue's 300M orders: 3 × 300M × 80 B = 67.1 GiB, refused on any machine with less available.
+	_, avail, err := facts.Memory("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if need := uint64(3 * 300_000_000 * reference.BytesPerOrder); avail >= need {
+		t.Logf("this machine has %d B available, enough for 300M orders on 3 servers: not refused here", avail)
+	} else {
+		p := book("300M")
+		errOut, rss := rigRefuses(t, "validate", p)
+		wantRefusal(t, "300M orders on local", errOut, rss, p+":5:19: preload.orders", "the book needs about 67.1 GiB resident (3 servers × 300,000,000 orders × 80 B/order")
+	}
+
+	// A stack of c7i.large servers (4 GiB each, one server per instance): 100M orders (7.5 GiB)
+	// do not fit, 40M (3.0 GiB) do.
+	body, err := os.ReadFile("../../infra/spec/testdata/Pulumi.valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := writeFile(t, dir, "Pulumi.small.yaml", string(body)+"  rig:serverInstanceType: c7i.large\n")
+	p := book("100M")
+	errOut, rss = rigRefuses(t, "validate", p, "--stack", "small", "--stack-config", stack)
+	wantRefusal(t, "100M orders on c7i.large", errOut, rss, p+":5:19: preload.orders",
+		"node-0: the book needs about 7.5 GiB resident (100,000,000 orders × 80 B/order", "the host has 4.0 GiB (the memory of a c7i.large, "+stack)
+	for _, n := range []string{"node-1", "node-2"} {
+		if !strings.Contains(errOut, n+": the book needs") {
+			t.Errorf("%s (its own c7i.large) not named:\n%s", n, errOut)
+		}
+	}
+	if out, errOut, code := rigRun(t, "validate", book("40M"), "--stack", "small", "--stack-config", stack); code != 0 || !strings.Contains(out, "preload    40M") {
+		t.Errorf("40M orders on c7i.large servers: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// rig run refuses the same book before any engine starts, after the agents report the host's
+// memory (their facts), with the same numbers.
+func TestFaultOversizedBookRefusedAtRunStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	parallelFault(t)
+	res := shortResults(t)
+	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "6s"), "2k", "99999999999", 1)
+	out, errOut, code := rigRun(t, "run", "--results", res, "--first-address", "127.0.42.11", writePlaybook(t, pb))
+	if code == 0 {
+		t.Fatalf("a book that does not fit was not refused:\n%s\n%s", out, errOut)
+	}
+	dir := onlyRunDir(t, res)
+	wantEverywhere(t, runError(t, dir, errOut), "not enough memory for the run's book",
+		"node-0, node-1, node-2 (one host): the book needs about 21.8 TiB resident (3 servers × 99,999,999,999 orders × 80 B/order", "(MemAvailable of ")
+	if m, _ := filepath.Glob(filepath.Join(dir, "node-*", "engine.log")); len(m) != 0 {
+		t.Errorf("engines were started: %v", m)
+	}
+	noTmpFiles(t, res)
+	assertNoProcessesUnder(t, res)
+}
