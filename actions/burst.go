@@ -8,17 +8,17 @@ import (
 
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // Burst defaults and limits.
 const (
 	DefaultBurstCount = 1
-	DefaultBurstSize  = loadgen.DefaultBurstSize // bytes: a typical market-data message
+	DefaultBurstSize  = loadspec.DefaultBurstSize // bytes: a typical market-data message
 	// MaxSendersPerClient is the most burst senders one client node runs: one load generator's
 	// (each is a socket and a 64 MiB retransmit ring).
-	MaxSendersPerClient = loadgen.MaxSenders
+	MaxSendersPerClient = loadspec.MaxSenders
 )
 
 // Burst sends Messages at wire speed, Count times, Every apart: UDP datagrams of Size bytes to

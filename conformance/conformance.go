@@ -25,6 +25,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/runner"
@@ -417,7 +418,7 @@ func (s *suite) clientAddrs() []string {
 func (s *suite) hashes(ctx context.Context, check string, load bool) {
 	if load {
 		lctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-		st, err := loadgen.Preload(lctx, loadgen.PreloadOptions{Servers: s.clientAddrs(), Orders: s.o.Orders, Instruments: 4, Logger: s.o.Logger})
+		st, err := loadgen.Preload(lctx, loadgen.PreloadOptions{BookShape: loadspec.BookShape{Orders: s.o.Orders, Instruments: 4}, Servers: s.clientAddrs(), Logger: s.o.Logger})
 		cancel()
 		if err != nil {
 			s.add(check, false, "preload of %d orders through the client protocol (docs/wire.md): %v", s.o.Orders, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/loadavg"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // BenchOptions configure BenchSend (`rig bench loadgen`).
@@ -72,7 +73,7 @@ func BenchSend(ctx context.Context, o BenchOptions) (BenchReport, error) {
 		o.Messages = 50_000
 	}
 	if o.Size == 0 {
-		o.Size = DefaultBurstSize
+		o.Size = loadspec.DefaultBurstSize
 	}
 	if o.Repeats == 0 {
 		o.Repeats = 5
@@ -167,7 +168,7 @@ func benchBursts(ctx context.Context, o BenchOptions, rep *BenchReport) error {
 		return fmt.Errorf("loopback receiver: %w", err)
 	}
 	target := recv.conn.LocalAddr().String()
-	s, err := newUDPSender(target, o.Size, DefaultInstruments, DefaultProbePrice, o.Logger)
+	s, err := newUDPSender(target, o.Size, loadspec.DefaultInstruments, loadspec.DefaultProbePrice, o.Logger)
 	if err != nil {
 		recv.close()
 		return err

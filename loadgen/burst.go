@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/internal/peak"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -27,8 +28,8 @@ func validBurst(b rundir.BurstSeries) error {
 		return fmt.Errorf("%w: size and senders apply to UDP bursts only (set udp)", ErrBadOptions)
 	case b.UDP && b.Size != 0 && (b.Size < wire.DgramMin || b.Size > wire.DgramMax):
 		return fmt.Errorf("%w: size: %d bytes, want %d..%d", ErrBadOptions, b.Size, wire.DgramMin, wire.DgramMax)
-	case b.UDP && (b.Senders < 0 || b.Senders > MaxSenders):
-		return fmt.Errorf("%w: senders: %d, want 1..%d per load generator", ErrBadOptions, b.Senders, MaxSenders)
+	case b.UDP && (b.Senders < 0 || b.Senders > loadspec.MaxSenders):
+		return fmt.Errorf("%w: senders: %d, want 1..%d per load generator", ErrBadOptions, b.Senders, loadspec.MaxSenders)
 	case b.Messages <= 0:
 		return fmt.Errorf("%w: messages: %d, want > 0", ErrBadOptions, b.Messages)
 	case b.Count <= 0:
@@ -55,9 +56,6 @@ type BurstOptions struct {
 	Conn         ConnOptions
 	Logger       *slog.Logger
 }
-
-// MaxSenders bounds the senders of one load generator (each is a socket and a 64 MiB ring).
-const MaxSenders = 16
 
 // ErrBurstBusy is returned when a burst series is started while another is under way.
 var ErrBurstBusy = errors.New("a burst series is already running")

@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // engineCluster is n reference-engine replicas in this process: real raft over loopback TCP,
@@ -122,7 +123,7 @@ func BenchmarkPreload(b *testing.B) {
 		b.Run(fmt.Sprintf("sync=%d", sync), func(b *testing.B) {
 			c := startEngines(b, 3, sync, nil)
 			b.ResetTimer()
-			st, err := loadgen.Preload(context.Background(), loadgen.PreloadOptions{Servers: c.addrs, Orders: int64(b.N)})
+			st, err := loadgen.Preload(context.Background(), loadgen.PreloadOptions{BookShape: loadspec.BookShape{Orders: int64(b.N)}, Servers: c.addrs})
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)

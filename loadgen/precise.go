@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,11 +15,10 @@ import (
 // that much late to batch wake-ups).
 //
 // Even so, a sleep wakes late: nanosleep of 200 µs with 1 ns slack woke p50 27 µs, p99 62 µs late
-// here. Spin (up to MaxSpin) busy-waits the last stretch instead, at the cost of a CPU for that
+// here. Spin (up to loadspec.MaxSpin) busy-waits the last stretch instead, at the cost of a CPU for that
 // long per message: Aeron's busy-spin idle strategy, for a client that has cores to spare.
 const (
-	preciseWindow = 2 * time.Millisecond
-	MaxSpin       = preciseWindow
+	preciseWindow = loadspec.MaxSpin
 )
 
 // preciseThread locks the calling goroutine to its thread for good: the thread's timer slack

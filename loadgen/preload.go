@@ -11,43 +11,19 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Preload defaults. A batch is one raft entry, and at sync level > 0 every append waits for a
-// sync on each node (~2 ms here for a small write), so a batch is made big enough (~1 MiB) for
-// the sync to be paid by 32K orders rather than 1,000, and enough batches are in flight that the
-// leader's append, the followers' appends and the book's apply of different batches overlap.
-// BenchmarkPreload measured 1,000 x 4 at 224-520K orders/s and this at 0.9-1.2M orders/s.
-const (
-	DefaultLevels   = 100
-	DefaultBatch    = 32768
-	DefaultInFlight = 8
-	DefaultSeed     = 1
-	DefaultMid      = 1_000_000
-	DefaultGap      = 100
-	DefaultMaxQty   = 100
-)
-
-// PreloadOptions configure the resting book built before a run. Order k (k = 0..Orders-1) rests
-// on instrument k mod Instruments, on the bid side for even (k / Instruments) and the ask side
-// for odd, at a level drawn from Seed: bids at Mid-Gap-level, asks at Mid+Gap+level, level in
-// [0, Levels). Nothing crosses: the best bid is Mid-Gap, the best ask Mid+Gap. The same options
-// always give the same book.
+// PreloadOptions configure the resting book built before a run (its shape, BookShape) and how
+// it is sent.
 type PreloadOptions struct {
-	Servers     []string
-	Orders      int64
-	Instruments int    // default 16
-	Levels      int    // price levels per side and instrument (default 100)
-	Batch       int    // orders per TypeBatch frame, one raft entry each (default 32,768: ~1 MiB)
-	InFlight    int    // batches pipelined before waiting for an answer (default 8)
-	Seed        uint64 // default 1
-	Mid         int64  // default 1,000,000
-	Gap         int64  // half spread, >= 1 (default 100)
-	MaxQty      int64  // quantities in [1, MaxQty] (default 100)
-	FirstID     uint64 // id of order 0 (default 1); ids run to FirstID+Orders-1 <= MaxPreloadID
-	Conn        ConnOptions
-	Logger      *slog.Logger
+	loadspec.BookShape
+	Servers  []string
+	Batch    int // orders per TypeBatch frame, one raft entry each (default loadspec.DefaultBatch: ~1 MiB)
+	InFlight int // batches pipelined before waiting for an answer (default loadspec.DefaultInFlight)
+	Conn     ConnOptions
+	Logger   *slog.Logger
 	// Progress, if set, is called about once a second while the preload runs.
 	Progress func(PreloadProgress)
 }
@@ -64,54 +40,17 @@ type PreloadProgress struct {
 var ErrRejected = errors.New("engine rejected preload orders")
 
 func (o *PreloadOptions) normalize() error {
-	if o.Orders <= 0 {
-		return fmt.Errorf("%w: orders: %d, want > 0", ErrBadOptions, o.Orders)
+	if err := o.BookShape.Normalize(); err != nil {
+		return err
 	}
-	def := func(v *int, d int, name string) error {
-		if *v < 0 {
-			return fmt.Errorf("%w: %s: %d, want > 0", ErrBadOptions, name, *v)
-		}
-		if *v == 0 {
-			*v = d
-		}
-		return nil
+	if err := loadspec.Default(&o.Batch, loadspec.DefaultBatch, "batch"); err != nil {
+		return err
 	}
-	for _, f := range []struct {
-		v    *int
-		d    int
-		name string
-	}{{&o.Instruments, DefaultInstruments, "instruments"}, {&o.Levels, DefaultLevels, "levels"}, {&o.Batch, DefaultBatch, "batch"}, {&o.InFlight, DefaultInFlight, "in_flight"}} {
-		if err := def(f.v, f.d, f.name); err != nil {
-			return err
-		}
+	if err := loadspec.Default(&o.InFlight, loadspec.DefaultInFlight, "in_flight"); err != nil {
+		return err
 	}
 	if o.Batch*31+13 > wire.MaxFrame {
 		return fmt.Errorf("%w: batch: %d orders exceed the %d-byte frame limit", ErrBadOptions, o.Batch, wire.MaxFrame)
-	}
-	if o.Seed == 0 {
-		o.Seed = DefaultSeed
-	}
-	if o.Mid == 0 {
-		o.Mid = DefaultMid
-	}
-	if o.Gap == 0 {
-		o.Gap = DefaultGap
-	}
-	if o.MaxQty == 0 {
-		o.MaxQty = DefaultMaxQty
-	}
-	if o.FirstID == 0 {
-		o.FirstID = 1
-	}
-	switch {
-	case o.Gap < 1:
-		return fmt.Errorf("%w: gap: %d, want >= 1 (best bid Mid-Gap must stay below best ask Mid+Gap)", ErrBadOptions, o.Gap)
-	case o.MaxQty < 1:
-		return fmt.Errorf("%w: max_qty: %d, want >= 1", ErrBadOptions, o.MaxQty)
-	case o.Mid-o.Gap-int64(o.Levels-1) < 1:
-		return fmt.Errorf("%w: mid %d, gap %d and %d levels put bids at or below 0", ErrBadOptions, o.Mid, o.Gap, o.Levels)
-	case o.FirstID > MaxPreloadID || uint64(o.Orders) > MaxPreloadID-o.FirstID+1:
-		return fmt.Errorf("%w: ids %d..%d exceed %d (higher ids belong to probes and bursts)", ErrBadOptions, o.FirstID, o.FirstID+uint64(o.Orders)-1, uint64(MaxPreloadID))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -119,23 +58,14 @@ func (o *PreloadOptions) normalize() error {
 	return nil
 }
 
-func (o *PreloadOptions) book() rundir.Book {
-	return rundir.Book{
-		Instruments: o.Instruments, Levels: o.Levels, Seed: o.Seed,
-		BidLow: o.Mid - o.Gap - int64(o.Levels-1), BidHigh: o.Mid - o.Gap,
-		AskLow: o.Mid + o.Gap, AskHigh: o.Mid + o.Gap + int64(o.Levels-1),
-		FirstID: o.FirstID, LastID: o.FirstID + uint64(o.Orders) - 1,
-	}
-}
-
 // bookGen yields the preload's orders in order; deterministic from the options.
 type bookGen struct {
-	o   *PreloadOptions
+	o   *loadspec.BookShape
 	rng *rand.Rand
 	k   int64
 }
 
-func newBookGen(o *PreloadOptions) *bookGen {
+func newBookGen(o *loadspec.BookShape) *bookGen {
 	return &bookGen{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
 }
 
@@ -252,7 +182,7 @@ func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, err
 	p.mu.Lock()
 	st := rundir.PreloadStats{
 		Orders: p.acked, Batches: p.batches, ElapsedNs: p.lastAnswer,
-		Duplicates: p.dups, Filled: p.filled, Book: o.book(),
+		Duplicates: p.dups, Filled: p.filled, Book: o.Record(),
 	}
 	p.mu.Unlock()
 	if st.ElapsedNs > 0 {
@@ -269,7 +199,7 @@ func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, err
 }
 
 func (p *preloader) send(ctx context.Context) error {
-	gen := newBookGen(p.o)
+	gen := newBookGen(&p.o.BookShape)
 	nb := (p.o.Orders + int64(p.o.Batch) - 1) / int64(p.o.Batch)
 	batch := make([]wire.Order, 0, p.o.Batch)
 	var retries []uint64

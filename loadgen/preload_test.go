@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -30,7 +31,7 @@ func checkBook(t *testing.T, orders []wire.Order, n int64, instruments int) {
 			t.Fatalf("order id %d sent twice", o.ID)
 		}
 		seen[o.ID] = true
-		if o.ID < 1 || o.ID > uint64(n) || o.ID > MaxPreloadID {
+		if o.ID < 1 || o.ID > uint64(n) || o.ID > loadspec.MaxPreloadID {
 			t.Fatalf("order id %d outside the preload range 1..%d", o.ID, n)
 		}
 		if o.TIF != wire.GTC || o.Market || o.Qty < 1 || int(o.Instrument) >= instruments {
@@ -71,10 +72,7 @@ func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
 	c.SetLeader(1)
 	const n = 10_007 // not a multiple of the batch
 	var reports []PreloadProgress
-	st, err := Preload(t.Context(), PreloadOptions{
-		Servers: c.Addrs(), Orders: n, Instruments: 7, Levels: 20, Batch: 1000, InFlight: 3, Logger: testLogger(t),
-		Progress: func(p PreloadProgress) { reports = append(reports, p) },
-	})
+	st, err := Preload(t.Context(), PreloadOptions{BookShape: loadspec.BookShape{Orders: n, Instruments: 7, Levels: 20}, Servers: c.Addrs(), Batch: 1000, InFlight: 3, Logger: testLogger(t), Progress: func(p PreloadProgress) { reports = append(reports, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,25 +103,25 @@ func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
 			t.Fatalf("order %+v outside the reported book %+v", o, b)
 		}
 	}
-	if b.AskLow <= DefaultProbePrice {
-		t.Errorf("best possible ask %d: the default probe (buy at %d) would cross", b.AskLow, DefaultProbePrice)
+	if b.AskLow <= loadspec.DefaultProbePrice {
+		t.Errorf("best possible ask %d: the default probe (buy at %d) would cross", b.AskLow, loadspec.DefaultProbePrice)
 	}
 
 	// Deterministic: the same options give the same orders (batches may land out of order
 	// after a redirect, so compare by id).
 	sort.Slice(orders, func(i, j int) bool { return orders[i].ID < orders[j].ID })
-	o := PreloadOptions{Servers: []string{"x:1"}, Orders: n, Instruments: 7, Levels: 20}
+	o := PreloadOptions{BookShape: loadspec.BookShape{Orders: n, Instruments: 7, Levels: 20}, Servers: []string{"x:1"}}
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	g := newBookGen(&o)
+	g := newBookGen(&o.BookShape)
 	for k := range orders {
 		if got := g.next(); got != orders[k] {
 			t.Fatalf("order %d: regenerated %+v, sent %+v", k, got, orders[k])
 		}
 	}
 	o.Seed = 2
-	g = newBookGen(&o)
+	g = newBookGen(&o.BookShape)
 	same := 0
 	for k := range 100 {
 		if g.next() == orders[k] {
@@ -146,7 +144,7 @@ func TestPreloadSurvivesDropsAndLeaderChange(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		st, err = Preload(t.Context(), PreloadOptions{Servers: c.Addrs(), Orders: n, Batch: 500, InFlight: 4, Logger: testLogger(t)})
+		st, err = Preload(t.Context(), PreloadOptions{BookShape: loadspec.BookShape{Orders: n}, Servers: c.Addrs(), Batch: 500, InFlight: 4, Logger: testLogger(t)})
 	}()
 	waitFor(t, func() bool { return c.Stats().Orders >= 10_000 })
 	c.DropConns(0)
@@ -157,7 +155,7 @@ func TestPreloadSurvivesDropsAndLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkBook(t, c.Orders(), n, DefaultInstruments)
+	checkBook(t, c.Orders(), n, loadspec.DefaultInstruments)
 	if st.Orders != n {
 		t.Errorf("acknowledged %d orders, want %d", st.Orders, n)
 	}
@@ -170,21 +168,22 @@ func TestPreloadSurvivesDropsAndLeaderChange(t *testing.T) {
 func TestPreloadRejectedOnFirstSendIsAnError(t *testing.T) {
 	c := startCluster(t, 1)
 	c.Seed(wire.Order{ID: 1500, Instrument: 0, Side: wire.Buy, Price: 10, Qty: 1})
-	_, err := Preload(t.Context(), PreloadOptions{Servers: c.Addrs(), Orders: 3000})
+	_, err := Preload(t.Context(), PreloadOptions{BookShape: loadspec.BookShape{Orders: 3000}, Servers: c.Addrs()})
 	if !errors.Is(err, ErrRejected) {
 		t.Fatalf("err %v, want ErrRejected", err)
 	}
 }
 
 func TestPreloadOptionsRejected(t *testing.T) {
+	type B = loadspec.BookShape
 	for _, o := range []PreloadOptions{
-		{Orders: 10},
+		{BookShape: B{Orders: 10}},
 		{Servers: []string{"a:1"}},
-		{Servers: []string{"a:1"}, Orders: 10, Levels: -1},
-		{Servers: []string{"a:1"}, Orders: 10, Gap: -1},
-		{Servers: []string{"a:1"}, Orders: 10, Mid: 50, Levels: 100},
-		{Servers: []string{"a:1"}, Orders: 10, FirstID: MaxPreloadID},
-		{Servers: []string{"a:1"}, Orders: 10, Batch: 1 << 20},
+		{Servers: []string{"a:1"}, BookShape: B{Orders: 10, Levels: -1}},
+		{Servers: []string{"a:1"}, BookShape: B{Orders: 10, Gap: -1}},
+		{Servers: []string{"a:1"}, BookShape: B{Orders: 10, Mid: 50, Levels: 100}},
+		{Servers: []string{"a:1"}, BookShape: B{Orders: 10, FirstID: loadspec.MaxPreloadID}},
+		{Servers: []string{"a:1"}, BookShape: B{Orders: 10}, Batch: 1 << 20},
 	} {
 		if _, err := Preload(t.Context(), o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%+v: err %v, want ErrBadOptions", o, err)

@@ -2,17 +2,16 @@ package loadgen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -24,15 +23,13 @@ import (
 // Defaults shared by the probe and burst streams.
 const (
 	DefaultGrace        = 5 * time.Second
-	DefaultInstruments  = 16
-	DefaultProbePrice   = 1 // an IOC buy at 1 crosses no ask the preload rests (asks sit above Mid)
 	DefaultStartTimeout = 30 * time.Second
 	defaultInterval     = time.Second
 	probeChunk          = 256 // most first sends per write when catching up a backlog
 )
 
 // ErrBadOptions classifies invalid options (the message names the field).
-var ErrBadOptions = errors.New("invalid load generator options")
+var ErrBadOptions = loadspec.ErrBadOptions
 
 // ProbeOptions configure an open-loop probe stream. Probe i is due at start + i/Rate; each probe
 // is an IOC buy at Price that crosses nothing, so the book never changes under the stream.
@@ -67,8 +64,8 @@ func (o *ProbeOptions) normalize() error {
 	if o.Out == "" {
 		return fmt.Errorf("%w: out: no output directory", ErrBadOptions)
 	}
-	if o.Spin < 0 || o.Spin > MaxSpin {
-		return fmt.Errorf("%w: spin: %v, want 0 (sleep until each probe is due) to %v", ErrBadOptions, o.Spin, MaxSpin)
+	if o.Spin < 0 || o.Spin > loadspec.MaxSpin {
+		return fmt.Errorf("%w: spin: %v, want 0 (sleep until each probe is due) to %v", ErrBadOptions, o.Spin, loadspec.MaxSpin)
 	}
 	if o.Interval < 0 || (o.Interval > 0 && o.Interval%time.Millisecond != 0) {
 		return fmt.Errorf("%w: interval: %v, want a whole number of milliseconds", ErrBadOptions, o.Interval)
@@ -93,13 +90,13 @@ func normalizeCommon(grace *time.Duration, instruments *int, price *int64, start
 		return fmt.Errorf("%w: instruments: %d, want > 0", ErrBadOptions, *instruments)
 	}
 	if *instruments == 0 {
-		*instruments = DefaultInstruments
+		*instruments = loadspec.DefaultInstruments
 	}
 	if *price < 0 {
 		return fmt.Errorf("%w: price: %d, want > 0", ErrBadOptions, *price)
 	}
 	if *price == 0 {
-		*price = DefaultProbePrice
+		*price = loadspec.DefaultProbePrice
 	}
 	if *startTimeout <= 0 {
 		*startTimeout = DefaultStartTimeout
@@ -235,26 +232,6 @@ func (r *ProbeRun) Stop() { r.s.stop() }
 // Started is closed when the schedule has started: Stats().Start is probe 0's intended send
 // time from then on. A run that ends before it could start closes Done only.
 func (r *ProbeRun) Started() <-chan struct{} { return r.s.started }
-
-// StartLinePrefix begins the line `rig loadgen probe` prints on stdout when its schedule starts,
-// followed by the start (RFC 3339, ns): the controller learns it from the stream as it happens,
-// rather than by asking until it is there.
-const StartLinePrefix = "probe schedule started at "
-
-// StartLine is that line for start (without the newline).
-func StartLine(start time.Time) string {
-	return StartLinePrefix + start.UTC().Format(time.RFC3339Nano)
-}
-
-// ParseStartLine returns the start a StartLine carries.
-func ParseStartLine(line string) (time.Time, bool) {
-	v, ok := strings.CutPrefix(strings.TrimSpace(line), StartLinePrefix)
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	return t, err == nil
-}
 
 // Done is closed when the run has written its outputs.
 func (r *ProbeRun) Done() <-chan struct{} { return r.done }

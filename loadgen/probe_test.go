@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -19,7 +20,7 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 	c.SetLeader(2)
 	const delay = 300 * time.Microsecond
 	c.SetDelay(delay)
-	if _, err := Preload(t.Context(), PreloadOptions{Servers: c.Addrs(), Orders: 2000, Instruments: 4}); err != nil {
+	if _, err := Preload(t.Context(), PreloadOptions{BookShape: loadspec.BookShape{Orders: 2000, Instruments: 4}, Servers: c.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -337,7 +338,7 @@ func TestProbeOptionsRejected(t *testing.T) {
 		{Servers: []string{"a:1"}, Rate: 10},
 		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Interval: 1500 * time.Microsecond},
 		{Servers: []string{"a:1"}, Rate: 1e9, Duration: time.Hour, Out: "x"},
-		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Spin: MaxSpin + 1},
+		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Spin: loadspec.MaxSpin + 1},
 		{Servers: []string{"a:1"}, Rate: 10, Out: "x", Spin: -1},
 	} {
 		if _, err := StartProbe(t.Context(), o); !errors.Is(err, ErrBadOptions) {
@@ -426,10 +427,10 @@ func TestProbeStartedAndStartLine(t *testing.T) {
 	if start.IsZero() {
 		t.Fatal("started without a start")
 	}
-	if got, ok := ParseStartLine(StartLine(start) + "\n"); !ok || !got.Equal(start) {
-		t.Errorf("start line %q parsed as %v %v, want %v", StartLine(start), got, ok, start)
+	if got, ok := loadspec.ParseStartLine(loadspec.StartLine(start) + "\n"); !ok || !got.Equal(start) {
+		t.Errorf("start line %q parsed as %v %v, want %v", loadspec.StartLine(start), got, ok, start)
 	}
-	if _, ok := ParseStartLine("probes: 10 scheduled"); ok {
+	if _, ok := loadspec.ParseStartLine("probes: 10 scheduled"); ok {
 		t.Error("another line parsed as a start")
 	}
 	run.Wait()

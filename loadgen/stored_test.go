@@ -11,6 +11,7 @@ import (
 	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // settled waits until every running node has applied the same index and returns their statuses
@@ -43,7 +44,7 @@ func settled(t *testing.T, c *engineCluster) []engine.Status {
 func TestStoredBookSameStateAsPreload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	opts := loadgen.PreloadOptions{Orders: 30_011, Instruments: 5, Levels: 40, Batch: 1000, InFlight: 4}
+	opts := loadgen.PreloadOptions{BookShape: loadspec.BookShape{Orders: 30_011, Instruments: 5, Levels: 40}, Batch: 1000, InFlight: 4}
 
 	built := startEngines(t, 3, 1, nil)
 	settled(t, built)
@@ -67,7 +68,7 @@ func TestStoredBookSameStateAsPreload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := reference.Driver{}.WriteBook(f, opts)
+	st, err := reference.Driver{}.WriteBook(f, opts.BookShape)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

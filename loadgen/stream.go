@@ -13,6 +13,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -21,9 +22,7 @@ import (
 // stamp for bits 32..61 and numbers its messages in the low 32 bits.
 const (
 	probeIDBit = 1 << 63
-	burstIDBit = 1 << 62
-	// MaxPreloadID is the highest id a preload may use.
-	MaxPreloadID = burstIDBit - 1
+	burstIDBit = loadspec.MaxPreloadID + 1
 
 	streamMax    = 1<<32 - 2       // messages per stream; 1<<32-1 is the discovery order
 	discoverCorr = uint64(1) << 62 // correlation id of the order that finds the leader

@@ -16,6 +16,7 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/peak"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 	"golang.org/x/net/ipv4"
 )
@@ -33,9 +34,6 @@ const (
 	heartbeatFor   = 2 * time.Second // after the last send
 	resendHold     = 2 * time.Millisecond
 	maxLinger      = 10 * time.Second
-	// DefaultBurstSize is the datagram size when a burst does not set one: 170 bytes, the size
-	// of a typical market-data message (playbooks.DefaultBurstSize).
-	DefaultBurstSize = 170
 )
 
 type udpSender struct {
@@ -297,7 +295,7 @@ type udpSeries struct {
 
 func newUDPSeries(spec udpSpec, instruments int, price int64, log *slog.Logger) (*udpSeries, error) {
 	if spec.Size == 0 {
-		spec.Size = DefaultBurstSize
+		spec.Size = loadspec.DefaultBurstSize
 	}
 	if spec.Senders == 0 {
 		spec.Senders = 1

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bufio"
 	"encoding/binary"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"io"
 	"net"
 	"sync"
@@ -106,7 +107,7 @@ func (e *docEngine) fail(why string) {
 func TestStreamsUseOnlyDocumentedWire(t *testing.T) {
 	e := startDocEngine(t)
 	addr := []string{e.ln.Addr().String()}
-	if _, err := Preload(t.Context(), PreloadOptions{Servers: addr, Orders: 5000, Instruments: 4, Batch: 1000}); err != nil {
+	if _, err := Preload(t.Context(), PreloadOptions{BookShape: loadspec.BookShape{Orders: 5000, Instruments: 4}, Servers: addr, Batch: 1000}); err != nil {
 		t.Fatalf("preload against the doc engine: %v", err)
 	}
 	st, err := Probe(t.Context(), ProbeOptions{Servers: addr, Rate: 500, Duration: 400 * time.Millisecond, Out: t.TempDir(),

@@ -1,7 +1,6 @@
 package playbooks
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
@@ -14,46 +13,13 @@ var diskKeys = []string{"throughput", "iops", "io_size", "burst", "sync_latency"
 
 // diskFields are the disk: block's fields, each a matrix axis (disk.throughput: [125MB/s, 1GB/s]).
 var diskFields = map[string]field{
-	"disk.throughput": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseByteRate(s)
-			if err != nil {
-				return err
-			}
-			if v != 0 && (v < 1e5 || v > 100e9) {
-				return fmt.Errorf("%s is out of range; want 100kB/s..100GB/s, e.g. 125MB/s (0/s: no cap)", s)
-			}
-			p.Disk.Throughput = v
-			return nil
-		},
-		get: func(p *Playbook) string { return units.FormatByteRate(p.Disk.Throughput) },
-	},
-	"disk.iops": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseCount(s)
-			if err != nil {
-				return err
-			}
-			if v != 0 && (v < 10 || v > 10_000_000) {
-				return fmt.Errorf("%s is out of range; want 10..10M operations per second, e.g. 3000 (0: no cap)", s)
-			}
-			p.Disk.IOPS = v
-			return nil
-		},
-		get: func(p *Playbook) string { return units.FormatCount(p.Disk.IOPS) },
-	},
+	"disk.throughput": quantityField(units.ParseByteRate, units.FormatByteRate, 1e5, 100e9, true,
+		"100kB/s..100GB/s, e.g. 125MB/s (0/s: no cap)", func(p *Playbook) *int64 { return &p.Disk.Throughput }),
+	"disk.iops": quantityField(units.ParseCount, units.FormatCount, 10, 10_000_000, true,
+		"10..10M operations per second, e.g. 3000 (0: no cap)", func(p *Playbook) *int64 { return &p.Disk.IOPS }),
 	"disk.io_size": {
-		set: func(p *Playbook, s string) error {
-			v, err := units.ParseSize(s)
-			if err != nil {
-				return err
-			}
-			if v < 4<<10 || v > 16<<20 {
-				return fmt.Errorf("%s is out of range; want 4KiB..16MiB, e.g. 256KiB (EBS's SSD I/O unit, the default)", s)
-			}
-			p.Disk.IOSize = v
-			return nil
-		},
+		set: quantityField(units.ParseSize, units.FormatSize, 4<<10, 16<<20, false,
+			"4KiB..16MiB, e.g. 256KiB (EBS's SSD I/O unit, the default)", func(p *Playbook) *int64 { return &p.Disk.IOSize }).set,
 		get: func(p *Playbook) string { return units.FormatSize(p.Disk.EffectiveIOSize()) },
 	},
 	"disk.burst": durationField(0, time.Hour, "a duration from 0 to 1h: how long the disk may run uncapped after it was idle, e.g. 2s",

@@ -143,6 +143,25 @@ func durationField(lo, hi time.Duration, help string, ptr func(*Playbook) *time.
 	return field{set: durationSetter(lo, hi, help, ptr), get: func(p *Playbook) string { return units.FormatDuration(*ptr(p)) }}
 }
 
+// quantityField is an int64 field written in one of internal/units' grammars (parse, format),
+// in lo..hi or, when zeroOK, 0 (no limit).
+func quantityField(parse func(string) (int64, error), format func(int64) string, lo, hi int64, zeroOK bool, help string, ptr func(*Playbook) *int64) field {
+	return field{
+		set: func(p *Playbook, s string) error {
+			v, err := parse(s)
+			if err != nil {
+				return err
+			}
+			if (v != 0 || !zeroOK) && (v < lo || v > hi) {
+				return fmt.Errorf("%s is out of range; want %s", s, help)
+			}
+			*ptr(p) = v
+			return nil
+		},
+		get: func(p *Playbook) string { return format(*ptr(p)) },
+	}
+}
+
 func durationSetter(lo, hi time.Duration, help string, ptr func(*Playbook) *time.Duration) func(*Playbook, string) error {
 	return func(p *Playbook, s string) error {
 		d, err := units.ParseDuration(s)

@@ -277,22 +277,14 @@ func (pl *Plan) Print(w io.Writer) {
 		line("timeline", "none (the probe stream alone)")
 	}
 	for i, a := range p.Timeline {
-		label := ""
-		if i == 0 {
-			label = "timeline"
-		}
 		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+units.FormatDuration(a.At))
-		line(label, "%-8s %s", at, describeAction(a, i, v))
+		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v))
 	}
 	if len(p.Matrix) == 0 {
 		line("matrix", "none")
 	}
 	for i, ax := range p.Matrix {
-		label := ""
-		if i == 0 {
-			label = "matrix"
-		}
-		line(label, "%s: %s", ax.Key, strings.Join(ax.Values, ", "))
+		line(firstLabel(i, "matrix"), "%s: %s", ax.Key, strings.Join(ax.Values, ", "))
 	}
 	combos := len(pl.Runs) / max(p.Rounds, 1)
 	line("runs", "%d = %d combination%s x %d round%s, rounds interleaved", len(pl.Runs), combos, plural(combos), p.Rounds, plural(p.Rounds))
@@ -406,4 +398,12 @@ func (e Engine) SyncLevel() int {
 		return int(n)
 	}
 	return 2
+}
+
+// firstLabel labels the first line of a list; the lines after it stand under it.
+func firstLabel(i int, label string) string {
+	if i == 0 {
+		return label
+	}
+	return ""
 }

@@ -51,54 +51,32 @@ func oneOf(values ...string) tuningKey {
 	}
 }
 
-func intRange(lo, hi int64, help string) tuningKey {
+// numberKey is a whole-number setting written in one of internal/units' grammars (parse), in
+// lo..hi, written back in base units.
+func numberKey(parse func(string) (int64, error), lo, hi int64, help string) tuningKey {
 	return tuningKey{
 		help: help,
 		normalize: func(s string) (string, error) {
-			v, err := units.ParseInt(s)
+			v, err := parse(s)
 			if err != nil {
 				return "", fmt.Errorf("%w; want %s", err, help)
 			}
 			if v < lo || v > hi {
-				return "", fmt.Errorf("%d is out of range; want %s", v, help)
-			}
-			return strconv.FormatInt(v, 10), nil
-		},
-	}
-}
-
-func countRange(lo, hi int64, help string) tuningKey {
-	return tuningKey{
-		help: help,
-		normalize: func(s string) (string, error) {
-			v, err := units.ParseCount(s)
-			if err != nil {
-				return "", err
-			}
-			if v < lo || v > hi {
-				return "", fmt.Errorf("%d is out of range; want %s", v, help)
-			}
-			return strconv.FormatInt(v, 10), nil
-		},
-	}
-}
-
-// byteSize is a socket buffer limit: the kernel keeps it in an int.
-func byteSize() tuningKey {
-	const help = "bytes, 4096 to 2147483647, e.g. 212992, 128MiB"
-	return tuningKey{
-		help: help,
-		normalize: func(s string) (string, error) {
-			v, err := units.ParseSize(s)
-			if err != nil {
-				return "", err
-			}
-			if v < 4096 || v > 1<<31-1 {
 				return "", fmt.Errorf("%s is out of range; want %s", s, help)
 			}
 			return strconv.FormatInt(v, 10), nil
 		},
 	}
+}
+
+func intRange(lo, hi int64, help string) tuningKey { return numberKey(units.ParseInt, lo, hi, help) }
+func countRange(lo, hi int64, help string) tuningKey {
+	return numberKey(units.ParseCount, lo, hi, help)
+}
+
+// byteSize is a socket buffer limit: the kernel keeps it in an int.
+func byteSize() tuningKey {
+	return numberKey(units.ParseSize, 4096, 1<<31-1, "bytes, 4096 to 2147483647, e.g. 212992, 128MiB")
 }
 
 var ifaceRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)

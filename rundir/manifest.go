@@ -98,7 +98,7 @@ type StageTime struct {
 // BookUse says where a run's resting book came from: preloaded through the log, or a stored book
 // (the same options build the same book) installed in every server's snapshots folder.
 type BookUse struct {
-	Key       string `json:"key"` // loadgen.BookKey of the preload options
+	Key       string `json:"key"` // loadspec.BookShape.Key of the preload's book
 	Orders    int64  `json:"orders"`
 	Reused    bool   `json:"reused"`               // installed from the store, not preloaded
 	BuiltBy   string `json:"built_by,omitempty"`   // the run whose preload first built this book

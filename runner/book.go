@@ -14,14 +14,14 @@ import (
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // booksDir is the store of books inside the results folder: <key>.snap (an engine snapshot of
 // the book, the driver's BookInstaller.WriteBook) and <key>.json (bookRecord). Runs whose preload options
-// build the same book (loadgen.BookKey) — whatever their sync level, block size, encode threads
+// build the same book (loadspec.BookShape.Key) — whatever their sync level, block size, encode threads
 // or timers — build it through the log once; later runs install the stored snapshot in every
 // server's snapshots folder before the engines start, and each node restores it.
 const booksDir = "books"
@@ -46,7 +46,7 @@ func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
 	if _, ok := pb.Engine.EngineDriver().(driver.BookInstaller); pb.Preload.Orders == 0 || !ok {
 		return false
 	}
-	key, err := loadgen.BookKey(loadgen.PreloadOptions{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments})
+	key, err := loadspec.BookShape{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments}.Key()
 	if err != nil {
 		return false
 	}
@@ -73,7 +73,7 @@ func (r *run) chooseBook() error {
 	}
 	r.installer = bi
 	cfg := r.loadgenConfig()
-	key, err := loadgen.BookKey(cfg.PreloadOptions())
+	key, err := cfg.Book().Key()
 	if err != nil {
 		return fmt.Errorf("book key: %w", err)
 	}
@@ -203,7 +203,7 @@ func (r *run) storeBook() {
 }
 
 // writeBook writes the book of cfg's preload to path+".tmp" in bi's format, synced.
-func writeBook(path string, bi driver.BookInstaller, cfg loadgen.Config) (rundir.PreloadStats, error) {
+func writeBook(path string, bi driver.BookInstaller, cfg loadspec.Config) (rundir.PreloadStats, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
 	}
@@ -211,7 +211,7 @@ func writeBook(path string, bi driver.BookInstaller, cfg loadgen.Config) (rundir
 	if err != nil {
 		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
 	}
-	st, err := bi.WriteBook(f, cfg.PreloadOptions())
+	st, err := bi.WriteBook(f, cfg.Book())
 	if err == nil {
 		err = f.Sync()
 	}

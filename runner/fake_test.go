@@ -22,7 +22,7 @@ import (
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
@@ -494,7 +494,7 @@ func (t fakeTransport) Exec(ctx context.Context, n inventory.Node, cmd transport
 	if err != nil {
 		return transport.Result{}, err
 	}
-	var cfg loadgen.Config
+	var cfg loadspec.Config
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return transport.Result{}, err
 	}
@@ -514,7 +514,7 @@ func (t fakeTransport) Exec(ctx context.Context, n inventory.Node, cmd transport
 		stop, start := lg.stop, lg.start
 		lg.mu.Unlock()
 		if cmd.Stdout != nil { // as `rig loadgen probe` does once its schedule starts
-			fmt.Fprintln(cmd.Stdout, loadgen.StartLine(start))
+			fmt.Fprintln(cmd.Stdout, loadspec.StartLine(start))
 		}
 		end := time.Duration(cfg.Probe.Duration)
 		var err error

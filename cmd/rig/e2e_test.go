@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(probeEnv) != "" {
 		runProbes() // a copy of this binary, run as nobody by the fault suite
 	}
+	if out := os.Getenv(rssWrapEnv); out != "" {
+		os.Exit(runMeasured(out, os.Args[1:])) // a small parent that measures one rig's peak RSS
+	}
 	dir, err := os.MkdirTemp("", "rig-e2e-")
 	if err != nil {
 		panic(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,23 +28,64 @@ const maxValidateRSS = 100 << 20
 
 // rigRefuses runs rig with args and returns its stderr and its peak resident set in bytes,
 // failing the test unless it exits 2 (a usage error: the input is refused).
+//
+// The rig is started by a fresh copy of this test binary (runMeasured), not by the test itself:
+// os/exec starts a child with vfork, and Linux counts the parent's resident set at the child's
+// exec in the child's ru_maxrss, so a child of a test process grown to 140 MiB by earlier tests
+// would report 140 MiB whatever it used.
 func rigRefuses(t *testing.T, args ...string) (string, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, not a slow machine
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rigBin, args...)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rssFile := filepath.Join(t.TempDir(), "maxrss")
+	cmd := exec.CommandContext(ctx, self, append([]string{rigBin}, args...)...)
+	cmd.Env = append(os.Environ(), rssWrapEnv+"="+rssFile)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	err = cmd.Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("rig %s: %v, want exit 2 (refused)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errOut.String())
 	}
+	b, err := os.ReadFile(rssFile)
+	if err != nil {
+		t.Fatalf("no peak RSS for rig %s: %v", strings.Join(args, " "), err)
+	}
+	kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return errOut.String(), kb << 10 // ru_maxrss is in kilobytes on Linux
+}
+
+// rssWrapEnv makes the test binary run its arguments as a command and write the command's
+// peak resident set (kB) to the file it names.
+const rssWrapEnv = "RIG_TEST_MAXRSS_FILE"
+
+// runMeasured runs args[0] with args[1:], passes its output through, writes its ru_maxrss to
+// out and returns its exit code.
+func runMeasured(out string, args []string) int {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		t.Fatalf("no rusage for rig %s", strings.Join(args, " "))
+		return 1
 	}
-	return errOut.String(), ru.Maxrss << 10 // kilobytes on Linux
+	if err := os.WriteFile(out, []byte(strconv.FormatInt(ru.Maxrss, 10)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 func writeFile(t *testing.T, dir, name, body string) string {

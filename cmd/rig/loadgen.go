@@ -22,10 +22,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // newLoadgenCmd is `rig loadgen`, the client role: it runs on a client node, started by the
-// controller with a --config file (loadgen.Config), or by hand with flags. Flags override the file.
+// controller with a --config file (loadspec.Config), or by hand with flags. Flags override the file.
 func newLoadgenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "loadgen",
@@ -54,19 +55,19 @@ type lgCommon struct {
 
 func (c *lgCommon) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&c.config, "config", "", "JSON config file (loadgen.Config); flags override it")
+	f.StringVar(&c.config, "config", "", "JSON config file (loadspec.Config); flags override it")
 	f.StringSliceVar(&c.servers, "servers", nil, "client addresses of the engine nodes, comma-separated host:port")
 	f.BoolVarP(&c.verbose, "verbose", "v", false, "log connection details")
 }
 
 // load reads --config (if any) and applies the common flags; it names the source for errors.
-func (c *lgCommon) load(cmd *cobra.Command) (loadgen.Config, string, error) {
-	var cfg loadgen.Config
+func (c *lgCommon) load(cmd *cobra.Command) (loadspec.Config, string, error) {
+	var cfg loadspec.Config
 	source := "flags"
 	if c.config != "" {
 		var err error
-		if cfg, err = loadgen.LoadConfig(c.config); err != nil {
-			if errors.Is(err, loadgen.ErrConfig) {
+		if cfg, err = loadspec.LoadConfig(c.config); err != nil {
+			if errors.Is(err, loadspec.ErrConfig) {
 				return cfg, "", fmt.Errorf("%w: %v", errUsage, err)
 			}
 			return cfg, "", fmt.Errorf("%w: --config: %v", errUsage, err)
@@ -80,7 +81,7 @@ func (c *lgCommon) load(cmd *cobra.Command) (loadgen.Config, string, error) {
 }
 
 // check runs the config's cross-section checks once the flags are applied.
-func (c *lgCommon) check(cfg *loadgen.Config, source string) error {
+func (c *lgCommon) check(cfg *loadspec.Config, source string) error {
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, source, err)
 	}
@@ -126,7 +127,7 @@ func newPreloadCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w: --orders: %v", errUsage, err)
 				}
-				cfg.Preload.Orders = loadgen.Count(n)
+				cfg.Preload.Orders = loadspec.Count(n)
 			}
 			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
 			lgSetIf(f.Changed("levels"), &cfg.Preload.Levels, levels)
@@ -139,7 +140,7 @@ func newPreloadCmd() *cobra.Command {
 				return err
 			}
 			log := common.logger()
-			opts := cfg.PreloadOptions()
+			opts := loadgen.PreloadOptionsFrom(cfg)
 			opts.Logger = log
 			stopProgress := lgPreloadProgress(&opts, log)
 			st, err := loadgen.Preload(cmd.Context(), opts)
@@ -164,11 +165,11 @@ func newPreloadCmd() *cobra.Command {
 	common.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&orders, "orders", "", "resting orders to build, e.g. 100k or 5M")
-	f.IntVar(&instruments, "instruments", loadgen.DefaultInstruments, "instruments to spread the orders over")
-	f.IntVar(&levels, "levels", loadgen.DefaultLevels, "price levels per side and instrument")
-	f.IntVar(&batch, "batch", loadgen.DefaultBatch, "orders per batch (one raft entry)")
-	f.IntVar(&inFlight, "in-flight", loadgen.DefaultInFlight, "batches pipelined before waiting for an answer")
-	f.Uint64Var(&seed, "seed", loadgen.DefaultSeed, "seed of the book's levels and quantities")
+	f.IntVar(&instruments, "instruments", loadspec.DefaultInstruments, "instruments to spread the orders over")
+	f.IntVar(&levels, "levels", loadspec.DefaultLevels, "price levels per side and instrument")
+	f.IntVar(&batch, "batch", loadspec.DefaultBatch, "orders per batch (one raft entry)")
+	f.IntVar(&inFlight, "in-flight", loadspec.DefaultInFlight, "batches pipelined before waiting for an answer")
+	f.Uint64Var(&seed, "seed", loadspec.DefaultSeed, "seed of the book's levels and quantities")
 	f.StringVar(&out, "out", "", "directory to write preload.json into (optional)")
 	return cmd
 }
@@ -224,11 +225,11 @@ func newProbeCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w: --rate: %v", errUsage, err)
 				}
-				cfg.Probe.Rate = loadgen.Rate(r)
+				cfg.Probe.Rate = loadspec.Rate(r)
 			}
-			lgSetIf(f.Changed("duration"), &cfg.Probe.Duration, loadgen.Duration(duration))
-			lgSetIf(f.Changed("grace"), &cfg.Probe.Grace, loadgen.Duration(grace))
-			lgSetIf(f.Changed("interval"), &cfg.Probe.Interval, loadgen.Duration(intv))
+			lgSetIf(f.Changed("duration"), &cfg.Probe.Duration, loadspec.Duration(duration))
+			lgSetIf(f.Changed("grace"), &cfg.Probe.Grace, loadspec.Duration(grace))
+			lgSetIf(f.Changed("interval"), &cfg.Probe.Interval, loadspec.Duration(intv))
 			lgSetIf(f.Changed("out"), &cfg.Probe.Out, out)
 			lgSetIf(f.Changed("control"), &cfg.Probe.Control, control)
 			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
@@ -238,7 +239,7 @@ func newProbeCmd() *cobra.Command {
 				return err
 			}
 			log := common.logger()
-			opts := cfg.ProbeOptions()
+			opts := loadgen.ProbeOptionsFrom(cfg)
 			opts.Logger = log
 			// Listen before starting so a bad control address fails before any probe goes out.
 			var ln net.Listener
@@ -262,9 +263,9 @@ func newProbeCmd() *cobra.Command {
 					log.Warn("cannot record the control address", "err", err)
 				}
 			}
-			select { // the controller waits for this line (loadgen.StartLine)
+			select { // the controller waits for this line (loadspec.StartLine)
 			case <-run.Started():
-				fmt.Fprintln(cmd.OutOrStdout(), loadgen.StartLine(run.Stats().Start))
+				fmt.Fprintln(cmd.OutOrStdout(), loadspec.StartLine(run.Stats().Start))
 			case <-run.Done():
 			}
 			st, err := run.Wait()
@@ -279,8 +280,8 @@ func newProbeCmd() *cobra.Command {
 	f.DurationVar(&intv, "interval", time.Second, "HDR interval log interval")
 	f.StringVar(&out, "out", "", "directory for probes.bin, probes.hlog, stats.json")
 	f.StringVar(&control, "control", "", "serve the control API on this Unix socket (absolute path; its folder is made 0700)")
-	f.IntVar(&instruments, "instruments", loadgen.DefaultInstruments, "instruments the probes rotate over")
-	f.Int64Var(&price, "price", loadgen.DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)")
+	f.IntVar(&instruments, "instruments", loadspec.DefaultInstruments, "instruments the probes rotate over")
+	f.Int64Var(&price, "price", loadspec.DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)")
 	return cmd
 }
 
@@ -326,10 +327,10 @@ func newBurstCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w: --messages: %v", errUsage, err)
 				}
-				cfg.Burst.Messages = loadgen.Count(n)
+				cfg.Burst.Messages = loadspec.Count(n)
 			}
-			lgSetIf(f.Changed("every"), &cfg.Burst.Every, loadgen.Duration(every))
-			lgSetIf(f.Changed("grace"), &cfg.Burst.Grace, loadgen.Duration(grace))
+			lgSetIf(f.Changed("every"), &cfg.Burst.Every, loadspec.Duration(every))
+			lgSetIf(f.Changed("grace"), &cfg.Burst.Grace, loadspec.Duration(grace))
 			lgSetIf(f.Changed("count"), &cfg.Burst.Count, count)
 			lgSetIf(f.Changed("out"), &cfg.Burst.Out, out)
 			lgSetIf(f.Changed("udp"), &cfg.Burst.UDP, udp)
@@ -339,12 +340,12 @@ func newBurstCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%w: --size: %v", errUsage, err)
 				}
-				cfg.Burst.Size = loadgen.Count(n)
+				cfg.Burst.Size = loadspec.Count(n)
 			}
 			if err := common.check(&cfg, source); err != nil {
 				return err
 			}
-			opts := cfg.BurstOptions()
+			opts := loadgen.BurstOptionsFrom(cfg)
 			opts.Logger = common.logger()
 			st, err := loadgen.Burst(cmd.Context(), opts)
 			if err != nil {

@@ -18,7 +18,7 @@ import (
 	"sync"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -133,7 +133,7 @@ type BookInstaller interface {
 	// BookFile is where in a node's data folder the stored book goes (slash-separated).
 	BookFile() string
 	// WriteBook writes the book a preload with opts builds, in the engine's snapshot format.
-	WriteBook(w io.Writer, opts loadgen.PreloadOptions) (rundir.PreloadStats, error)
+	WriteBook(w io.Writer, book loadspec.BookShape) (rundir.PreloadStats, error)
 }
 
 var (

@@ -25,7 +25,7 @@ import (
 	"github.com/rig-dev/rig/conformance"
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver/reference"
-	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 )
 
@@ -160,7 +160,7 @@ func TestEngineCheck(t *testing.T) {
 	}
 
 	// The same orders in rig's own book give the hash every Aeron node must report.
-	st, err := reference.Driver{}.WriteBook(io.Discard, loadgen.PreloadOptions{Orders: orders, Instruments: 4})
+	st, err := reference.Driver{}.WriteBook(io.Discard, loadspec.BookShape{Orders: orders, Instruments: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

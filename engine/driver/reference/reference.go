@@ -19,6 +19,7 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/loadgen"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -180,15 +181,15 @@ func (Driver) BookFile() string {
 // engine's own book and the preload's own orders (loadgen.PreloadOrders), so a node that
 // restores the file holds the book, and the state hash, the preload through the log would have
 // given it.
-func (d Driver) WriteBook(w io.Writer, opts loadgen.PreloadOptions) (rundir.PreloadStats, error) {
-	return d.writeBook(w, opts, snapfile.Options{BlockSize: 16 << 20})
+func (d Driver) WriteBook(w io.Writer, shape loadspec.BookShape) (rundir.PreloadStats, error) {
+	return d.writeBook(w, shape, snapfile.Options{BlockSize: 16 << 20})
 }
 
-func (Driver) writeBook(w io.Writer, opts loadgen.PreloadOptions, sopts snapfile.Options) (rundir.PreloadStats, error) {
+func (Driver) writeBook(w io.Writer, shape loadspec.BookShape, sopts snapfile.Options) (rundir.PreloadStats, error) {
 	start := time.Now()
 	b := book.New()
 	var st rundir.PreloadStats
-	bk, err := loadgen.PreloadOrders(opts, func(o wire.Order) error {
+	bk, err := loadgen.PreloadOrders(shape, func(o wire.Order) error {
 		res, err := b.Submit(book.Order{ID: o.ID, Instrument: o.Instrument, Side: book.Side(o.Side), Price: o.Price, Qty: o.Qty, TIF: book.TIF(o.TIF)}, nil)
 		if err != nil {
 			return fmt.Errorf("build stored book, order %d: %w", o.ID, err)

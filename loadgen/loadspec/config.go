@@ -1,4 +1,4 @@
-package loadgen
+package loadspec
 
 import (
 	"bytes"
@@ -47,14 +47,15 @@ type Config struct {
 	Burst        BurstConfig   `json:"burst"`
 }
 
-// ConnConfig is ConnOptions in the config file.
+// ConnConfig is loadgen.ConnOptions in the config file.
 type ConnConfig struct {
 	DialTimeout Duration `json:"dial_timeout,omitempty"`
 	KeepAlive   Duration `json:"keepalive,omitempty"`
 	DeadAfter   Duration `json:"dead_after,omitempty"`
 }
 
-// PreloadConfig is the preload section (see PreloadOptions for meanings and defaults).
+// PreloadConfig is the preload section (see BookShape and loadgen.PreloadOptions for meanings
+// and defaults).
 type PreloadConfig struct {
 	Orders   Count  `json:"orders"`
 	Levels   int    `json:"levels,omitempty"`
@@ -68,7 +69,7 @@ type PreloadConfig struct {
 	Out      string `json:"out,omitempty"` // directory for preload.json (optional)
 }
 
-// ProbeConfig is the probe section (see ProbeOptions).
+// ProbeConfig is the probe section (see loadgen.ProbeOptions).
 type ProbeConfig struct {
 	Rate     Rate     `json:"rate,omitempty"` // omitted by configs for other modes (0 is not a rate)
 	Duration Duration `json:"duration"`
@@ -79,7 +80,7 @@ type ProbeConfig struct {
 	Control  string   `json:"control,omitempty"` // Unix socket path for the control API (its folder 0700)
 }
 
-// BurstConfig is the burst section, for `rig loadgen burst` (see BurstOptions).
+// BurstConfig is the burst section, for `rig loadgen burst` (see loadgen.BurstOptions).
 type BurstConfig struct {
 	Messages Count    `json:"messages"`
 	Every    Duration `json:"every"`
@@ -327,56 +328,26 @@ func findSpot(b []byte, match func(jsonSpot) bool) (jsonSpot, bool) {
 // Check catches what no single section can: probes that would trade against the preloaded
 // book (the probe price must be below the lowest ask the preload can rest).
 func (c *Config) Check() error {
-	o := c.PreloadOptions()
-	o.Servers, o.Orders = []string{"-"}, 1 // only the book's shape is checked here
-	if err := o.normalize(); err != nil {
+	b := c.Book()
+	b.Orders = 1 // only the book's shape is checked here
+	if err := b.Normalize(); err != nil {
 		return fmt.Errorf("%w: preload: %v", ErrConfig, err)
 	}
 	price := c.ProbePrice
 	if price == 0 {
 		price = DefaultProbePrice
 	}
-	if ask := o.book().AskLow; price >= ask {
+	if ask := b.Record().AskLow; price >= ask {
 		return fmt.Errorf("%w: probe_price %d would trade against the preloaded asks from %d; probes must cross nothing", ErrConfig, price, ask)
 	}
 	return nil
 }
 
-func (c *Config) conn() ConnOptions {
-	return ConnOptions{
-		DialTimeout: time.Duration(c.Conn.DialTimeout),
-		KeepAlive:   time.Duration(c.Conn.KeepAlive),
-		DeadAfter:   time.Duration(c.Conn.DeadAfter),
-	}
-}
-
-// PreloadOptions maps the config to Preload's options (Logger and Progress are the caller's).
-func (c *Config) PreloadOptions() PreloadOptions {
+// Book is the shape of the book the preload section builds.
+func (c *Config) Book() BookShape {
 	p := c.Preload
-	return PreloadOptions{
-		Servers: c.Servers, Orders: int64(p.Orders), Instruments: c.Instruments,
-		Levels: p.Levels, Batch: p.Batch, InFlight: p.InFlight, Seed: p.Seed,
-		Mid: p.Mid, Gap: p.Gap, MaxQty: p.MaxQty, FirstID: p.FirstID, Conn: c.conn(),
-	}
-}
-
-// ProbeOptions maps the config to Probe's options (Logger is the caller's).
-func (c *Config) ProbeOptions() ProbeOptions {
-	p := c.Probe
-	return ProbeOptions{
-		Servers: c.Servers, Rate: float64(p.Rate), Duration: time.Duration(p.Duration),
-		Grace: time.Duration(p.Grace), Out: p.Out, Instruments: c.Instruments, Price: c.ProbePrice,
-		Interval: time.Duration(p.Interval), StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
-		Spin: time.Duration(p.Spin),
-	}
-}
-
-// BurstOptions maps the config to Burst's options (Logger is the caller's).
-func (c *Config) BurstOptions() BurstOptions {
-	return BurstOptions{
-		Servers: c.Servers, Series: c.Burst.Series(), Grace: time.Duration(c.Burst.Grace), Out: c.Burst.Out,
-		Instruments: c.Instruments, Price: c.ProbePrice, StartTimeout: time.Duration(c.StartTimeout), Conn: c.conn(),
-	}
+	return BookShape{Orders: int64(p.Orders), Instruments: c.Instruments, Levels: p.Levels, Seed: p.Seed,
+		Mid: p.Mid, Gap: p.Gap, MaxQty: p.MaxQty, FirstID: p.FirstID}
 }
 
 // Series is the section's burst series.
