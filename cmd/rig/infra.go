@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -127,6 +128,8 @@ func upCmd() *cobra.Command {
 	var f infraFlags
 	var name string
 	var dryRun, yes bool
+	var keys []string
+	var readyTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "up --stack NAME [--yes]",
 		Short: "Create or update a test cluster on AWS from Pulumi.NAME.yaml (Pulumi Automation API)",
@@ -139,9 +142,13 @@ without asking, and without --yes rig up refuses (exit 2) when standard input is
 terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
 generation and created-at when the stack has none) and pulumi up run on this repository's
 Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
-no. --dry-run prints the plan and its hourly cost instead. Unless --backend or PULUMI_BACKEND_URL
-names one, stacks live in a local file backend (a pulumi login is never used on its own). The first run builds the driver (go
-build ./infra/stackctl).`,
+no. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
+SSH with its pinned host key and cloud-init has finished (/var/lib/cloud/instance/boot-finished),
+a line per node as its state changes, so that rig run can start at once; a node presenting
+another host key, or refusing the --ssh-key, ends the wait at once. --dry-run prints the plan
+and its hourly cost instead. Unless --backend or PULUMI_BACKEND_URL names one, stacks live in a
+local file backend (a pulumi login is never used on its own). The first run builds the driver
+(go build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needStack(name); err != nil {
@@ -163,6 +170,9 @@ build ./infra/stackctl).`,
 				return nil
 			}
 			// A script that did not say --yes is refused before anything runs: up costs money.
+			if readyTimeout < 0 {
+				return fmt.Errorf("%w: --ready-timeout %s: want a positive duration, or 0 not to wait; nothing was created", errUsage, readyTimeout)
+			}
 			if !yes && !stack.CanAsk(cmd.InOrStdin()) {
 				return fmt.Errorf("%w: rig up asks before it creates stack %s, but %w", errUsage, name, stack.ErrCannotAsk)
 			}
@@ -185,9 +195,15 @@ build ./infra/stackctl).`,
 			if n := len(probs.Errors()); n > 0 {
 				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, path, n)
 			}
-			args := []string{"up", "--stack", name, "--no-warnings"}
+			args := []string{"up", "--stack", name, "--no-warnings", "--ready-timeout", readyTimeout.String()}
 			if yes {
 				args = append(args, "--yes")
+			}
+			for _, k := range keys {
+				if abs, err := filepath.Abs(k); err == nil {
+					k = abs // rig-stack runs in the project folder
+				}
+				args = append(args, "--ssh-key", k)
 			}
 			return f.runDriver(cmd, args...)
 		},
@@ -195,6 +211,8 @@ build ./infra/stackctl).`,
 	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and hourly cost of Pulumi.NAME.yaml; create nothing")
 	c.Flags().BoolVarP(&yes, "yes", "y", false, "create the plan without asking (required when standard input is not a terminal)")
+	sshKeyFlag(c.Flags(), &keys, "SSH private key file(s) to wait for the nodes with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa that exist, and ssh-agent)")
+	c.Flags().DurationVar(&readyTimeout, "ready-timeout", 10*time.Minute, "after pulumi up, wait at most this long for every node to answer ssh with its pinned host key and finish cloud-init (0: do not wait)")
 	f.register(c)
 	return c
 }
