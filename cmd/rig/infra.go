@@ -14,7 +14,6 @@ import (
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
-	"github.com/rig-dev/rig/inventory"
 )
 
 // The cloud verbs. up, down, status and gc run the stack driver, rig-stack (infra/stackctl),
@@ -113,17 +112,6 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 	return err
 }
 
-func needStack(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: --stack NAME is required (the stack's config is Pulumi.NAME.yaml)", errUsage)
-	}
-	// The name becomes Pulumi.NAME.yaml and a pulumi argument: refused before either.
-	if err := inventory.CheckStackName("--stack", name); err != nil {
-		return fmt.Errorf("%w: %w; nothing was created", errUsage, err)
-	}
-	return nil
-}
-
 func upCmd() *cobra.Command {
 	var f infraFlags
 	var name string
@@ -151,7 +139,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 (go build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			path := filepath.Join(f.projectDir, "Pulumi."+name+".yaml")
@@ -208,7 +196,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 			return f.runDriver(cmd, args...)
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+	c.Flags().StringVar(&name, "stack", "", stackFlagUsage)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and hourly cost of Pulumi.NAME.yaml; create nothing")
 	c.Flags().BoolVarP(&yes, "yes", "y", false, "create the plan without asking (required when standard input is not a terminal)")
 	sshKeyFlag(c.Flags(), &keys, "SSH private key file(s) to wait for the nodes with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa that exist, and ssh-agent)")
@@ -233,7 +221,7 @@ volume; then the stack is destroyed. The volume attachments are declared SkipDes
 destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			args := []string{"down", "--stack", name}
@@ -257,7 +245,7 @@ destroy never waits on a detach. The results bucket is kept (rig:retainBucket, d
 			return f.runDriver(cmd, append(args, nf.args()...)...)
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack to destroy")
+	c.Flags().StringVar(&name, "stack", "", "stack to destroy: "+stackFlagUsage)
 	c.Flags().StringVar(&to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
 	c.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving (runs stay in the results folder)")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
@@ -352,7 +340,7 @@ only; nothing is replaced), since rig gc reads the tags from the cloud side. The
 most 720 hours after creation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			if hours < 1 {
@@ -361,7 +349,7 @@ most 720 hours after creation.`,
 			return f.runDriver(cmd, "extend", "--stack", name, "--hours", strconv.Itoa(hours))
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack to extend")
+	c.Flags().StringVar(&name, "stack", "", "stack to extend: "+stackFlagUsage)
 	c.Flags().IntVar(&hours, "hours", 0, "hours to add")
 	f.register(c)
 	return c

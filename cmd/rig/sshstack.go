@@ -49,7 +49,7 @@ type stackSSHFlags struct {
 // open reads the stack's inventory with the pulumi CLI (as rig run --stack does), writes its
 // known_hosts file and picks the client keys.
 func (f *stackSSHFlags) open(ctx context.Context) (*stackSSH, error) {
-	if err := needStack(f.name); err != nil {
+	if err := needStack(&f.name); err != nil {
 		return nil, err
 	}
 	env := map[string]string{}
@@ -282,7 +282,7 @@ Save it and use it with ssh -F, scp -F or rsync -e 'ssh -F FILE', or Include it 
 			return s.writeConfig(cmd.OutOrStdout())
 		},
 	}
-	c.Flags().StringVar(&f.name, "stack", "", "stack whose nodes to print (rig up --stack NAME)")
+	c.Flags().StringVar(&f.name, "stack", "", "stack whose nodes to print: "+stackFlagUsage)
 	sshKeyFlag(c.Flags(), &f.keys, "SSH private key file(s) for IdentityFile")
 	c.Flags().StringVar(&f.infra.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
 	c.Flags().StringVar(&f.infra.backend, "backend", "", "Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder; see rig env --stack NAME)")
