@@ -185,9 +185,7 @@ func Wait(ctx context.Context, nodes []inventory.Node, o Options) ([]Node, error
 		if ctx.Err() != nil {
 			cause = ctx.Err()
 		}
-		err := &NotReadyError{Timeout: o.Timeout, Pending: pending, Cause: cause}
-		w.printf("rig: %v\n", err)
-		return out, err
+		return out, &NotReadyError{Timeout: o.Timeout, Pending: pending, Cause: cause}
 	}
 	w.printf("rig: all %d node(s) ready after %s\n", len(out), w.since())
 	return out, nil
