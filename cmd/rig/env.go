@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ aws:profile. Then 'pulumi stack select NAME' in the repository root reaches the 
 rig up, rig down and rig gc do. Nothing is created.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			extra := map[string]string{}
@@ -52,7 +53,7 @@ rig up, rig down and rig gc do. Nothing is created.`,
 					exports["AWS_PROFILE"] = sc.Profile
 				}
 				secrets = sc.SecretsProvider
-			} else if !os.IsNotExist(err) {
+			} else if !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			out := cmd.OutOrStdout()
@@ -70,7 +71,7 @@ rig up, rig down and rig gc do. Nothing is created.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+	c.Flags().StringVar(&name, "stack", "", stackFlagUsage)
 	f.register(c)
 	return c
 }

@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
-	"github.com/rig-dev/rig/inventory"
 )
 
 // The cloud verbs. up, down, status and gc run the stack driver, rig-stack (infra/stackctl),
@@ -112,21 +112,12 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 	return err
 }
 
-func needStack(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: --stack NAME is required (the stack's config is Pulumi.NAME.yaml)", errUsage)
-	}
-	// The name becomes Pulumi.NAME.yaml and a pulumi argument: refused before either.
-	if err := inventory.CheckStackName("--stack", name); err != nil {
-		return fmt.Errorf("%w: %w; nothing was created", errUsage, err)
-	}
-	return nil
-}
-
 func upCmd() *cobra.Command {
 	var f infraFlags
 	var name string
 	var dryRun, yes bool
+	var keys []string
+	var readyTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "up --stack NAME [--yes]",
 		Short: "Create or update a test cluster on AWS from Pulumi.NAME.yaml (Pulumi Automation API)",
@@ -139,12 +130,16 @@ without asking, and without --yes rig up refuses (exit 2) when standard input is
 terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
 generation and created-at when the stack has none) and pulumi up run on this repository's
 Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
-no. --dry-run prints the plan and its hourly cost instead. Unless --backend or PULUMI_BACKEND_URL
-names one, stacks live in a local file backend (a pulumi login is never used on its own). The first run builds the driver (go
-build ./infra/stackctl).`,
+no. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
+SSH with its pinned host key and cloud-init has finished (/var/lib/cloud/instance/boot-finished),
+a line per node as its state changes, so that rig run can start at once; a node presenting
+another host key, or refusing the --ssh-key, ends the wait at once. --dry-run prints the plan
+and its hourly cost instead. Unless --backend or PULUMI_BACKEND_URL names one, stacks live in a
+local file backend (a pulumi login is never used on its own). The first run builds the driver
+(go build ./infra/stackctl).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			path := filepath.Join(f.projectDir, "Pulumi."+name+".yaml")
@@ -163,6 +158,9 @@ build ./infra/stackctl).`,
 				return nil
 			}
 			// A script that did not say --yes is refused before anything runs: up costs money.
+			if readyTimeout < 0 {
+				return fmt.Errorf("%w: --ready-timeout %s: want a positive duration, or 0 not to wait; nothing was created", errUsage, readyTimeout)
+			}
 			if !yes && !stack.CanAsk(cmd.InOrStdin()) {
 				return fmt.Errorf("%w: rig up asks before it creates stack %s, but %w", errUsage, name, stack.ErrCannotAsk)
 			}
@@ -185,16 +183,24 @@ build ./infra/stackctl).`,
 			if n := len(probs.Errors()); n > 0 {
 				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, path, n)
 			}
-			args := []string{"up", "--stack", name, "--no-warnings"}
+			args := []string{"up", "--stack", name, "--no-warnings", "--ready-timeout", readyTimeout.String()}
 			if yes {
 				args = append(args, "--yes")
+			}
+			for _, k := range keys {
+				if abs, err := filepath.Abs(k); err == nil {
+					k = abs // rig-stack runs in the project folder
+				}
+				args = append(args, "--ssh-key", k)
 			}
 			return f.runDriver(cmd, args...)
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
+	c.Flags().StringVar(&name, "stack", "", stackFlagUsage)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and hourly cost of Pulumi.NAME.yaml; create nothing")
 	c.Flags().BoolVarP(&yes, "yes", "y", false, "create the plan without asking (required when standard input is not a terminal)")
+	sshKeyFlag(c.Flags(), &keys, "SSH private key file(s) to wait for the nodes with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa that exist, and ssh-agent)")
+	c.Flags().DurationVar(&readyTimeout, "ready-timeout", 10*time.Minute, "after pulumi up, wait at most this long for every node to answer ssh with its pinned host key and finish cloud-init (0: do not wait)")
 	f.register(c)
 	return c
 }
@@ -215,7 +221,7 @@ volume; then the stack is destroyed. The volume attachments are declared SkipDes
 destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			args := []string{"down", "--stack", name}
@@ -239,7 +245,7 @@ destroy never waits on a detach. The results bucket is kept (rig:retainBucket, d
 			return f.runDriver(cmd, append(args, nf.args()...)...)
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack to destroy")
+	c.Flags().StringVar(&name, "stack", "", "stack to destroy: "+stackFlagUsage)
 	c.Flags().StringVar(&to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
 	c.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving (runs stay in the results folder)")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
@@ -334,7 +340,7 @@ only; nothing is replaced), since rig gc reads the tags from the cloud side. The
 most 720 hours after creation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needStack(name); err != nil {
+			if err := needStack(&name); err != nil {
 				return err
 			}
 			if hours < 1 {
@@ -343,7 +349,7 @@ most 720 hours after creation.`,
 			return f.runDriver(cmd, "extend", "--stack", name, "--hours", strconv.Itoa(hours))
 		},
 	}
-	c.Flags().StringVar(&name, "stack", "", "stack to extend")
+	c.Flags().StringVar(&name, "stack", "", "stack to extend: "+stackFlagUsage)
 	c.Flags().IntVar(&hours, "hours", 0, "hours to add")
 	f.register(c)
 	return c

@@ -59,6 +59,10 @@ func newRunCmd() *cobra.Command {
 			case stackName != "" && inventoryFile != "":
 				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
 			case stackName != "":
+				var err error
+				if stackName, err = expandStack(stackName); err != nil {
+					return err
+				}
 				if err := inventory.CheckStackName("--stack", stackName); err != nil {
 					return fmt.Errorf("%w: %w", errUsage, err)
 				}
@@ -92,7 +96,7 @@ func newRunCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ResultsDir, "results", "results", "folder for run and sweep folders")
-	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up) instead of the local target")
+	f.StringVar(&stackName, "stack", "", "run on the nodes of this Pulumi stack (rig up; @NAME means $USER-NAME) instead of the local target")
 	f.StringVar(&inventoryFile, "inventory", "", "run on the nodes of this inventory JSON file (reached over SSH)")
 	sshKeyFlag(f, &remote.Login.KeyFiles, "SSH private key file(s) for --stack/--inventory")
 	f.StringVar(&remote.Base, "remote-dir", "", "base folder on the nodes for --stack/--inventory, holding rig-NODE (default: the login home)")

@@ -86,28 +86,59 @@ func nodeNames(inv *inventory.Inventory) string {
 	return strings.Join(names, ", ")
 }
 
+// sshCmdOptions are rig ssh's flags.
+type sshCmdOptions struct {
+	sshOptions
+	sudo  bool
+	dir   string
+	stack stackSSHFlags // --stack: OpenSSH to a stack's node (sshstack.go)
+}
+
 func newSSHCmd() *cobra.Command {
-	var o struct {
-		sshOptions
-		sudo bool
-		dir  string
-	}
+	var o sshCmdOptions
 	cmd := &cobra.Command{
-		Use:   "ssh --inventory FILE NODE -- CMD [ARG...]",
-		Short: "Run a command on a node over SSH (host key verified against the inventory)",
-		Long: `Run a command on one node of an inventory and stream its output. The node's host key must
-match the inventory's ssh.host_key; a mismatch is refused before anything runs. The exit status
-of the command is rig's error (rig exits 1 when the command fails).`,
+		Use:   "ssh (--inventory FILE NODE -- CMD [ARG...] | --stack NAME NODE [-- CMD [ARG...]])",
+		Short: "Run a command on a node over SSH (host key verified against the inventory), or log in to a stack's node",
+		Long: `With --inventory: run a command on one node of an inventory and stream its output. The node's
+host key must match the inventory's ssh.host_key; a mismatch is refused before anything runs. The
+exit status of the command is rig's error (rig exits 1 when the command fails).
+
+With --stack: rig becomes OpenSSH's ssh to the stack's node, a login shell, or CMD with exactly
+the words given (each quoted for the remote shell). The node's pinned host key is written to the
+stack's known_hosts file (as rig ssh-config does) and ssh is told StrictHostKeyChecking yes with
+that file only, so it refuses any other key and asks nothing. The key is --ssh-key, else the
+private half of the stack's rig:publicKey when ~/.ssh holds it, else ssh's own choice. The exit
+status is ssh's.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 2 {
+			min := 2
+			if o.stack.name != "" {
+				min = 1
+			}
+			if len(args) < min {
+				if min == 1 {
+					return fmt.Errorf("%w: want NODE [-- CMD [ARG...]], got %q", errUsage, args)
+				}
 				return fmt.Errorf("%w: want NODE -- CMD [ARG...], got %q", errUsage, args)
 			}
-			if d := cmd.ArgsLenAtDash(); d > 1 {
-				return fmt.Errorf("%w: one NODE before --, got %q", errUsage, args[:d])
+			if d := cmd.ArgsLenAtDash(); d > 1 || d == -1 && min == 1 && len(args) > 1 {
+				return fmt.Errorf("%w: one NODE before --, got %q", errUsage, args)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.stack.name != "" {
+				if o.inventory != "" {
+					return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
+				}
+				if o.sudo || o.dir != "" {
+					return fmt.Errorf("%w: --sudo and --cd are for --inventory; with --stack write them in the command: -- sudo -n CMD, or -- sh -c 'cd DIR && CMD'", errUsage)
+				}
+				argv, err := o.stackArgv(cmd.Context(), args)
+				if err != nil {
+					return err
+				}
+				return execSSH(argv)
+			}
 			inv, acc, err := o.open("")
 			if err != nil {
 				return err
@@ -137,6 +168,9 @@ of the command is rig's error (rig exits 1 when the command fails).`,
 	o.register(f)
 	f.BoolVar(&o.sudo, "sudo", false, "run the command through sudo -n")
 	f.StringVar(&o.dir, "cd", "", "working directory on the node (default: the login home)")
+	f.StringVar(&o.stack.name, "stack", "", "log in to (or run CMD on) a node of this stack with OpenSSH, host key pinned (instead of --inventory)")
+	f.StringVar(&o.stack.infra.projectDir, "project-dir", ".", "with --stack: the repository root, holding Pulumi.yaml and Pulumi.NAME.yaml")
+	f.StringVar(&o.stack.infra.backend, "backend", "", "with --stack: Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder)")
 	return cmd
 }
 

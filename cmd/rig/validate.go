@@ -41,6 +41,10 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if est.stack != "" {
+				var err error
+				if est.stack, err = expandStack(est.stack); err != nil {
+					return err
+				}
 				if err := inventory.CheckStackName("--stack", est.stack); err != nil {
 					return fmt.Errorf("%w: %w", errUsage, err)
 				}
@@ -50,7 +54,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 	}
 	cmd.Flags().StringVar(&stackConfig, "stack-config", "", "also check this Pulumi stack config file (Pulumi.<stack>.yaml)")
 	cmd.Flags().StringVar(&est.results, "results", "results", "results folder whose stage-time history the estimates use")
-	cmd.Flags().StringVar(&est.stack, "stack", "", "estimate for this Pulumi stack's cluster (default: the local target)")
+	cmd.Flags().StringVar(&est.stack, "stack", "", "estimate for this Pulumi stack's cluster (@NAME means $USER-NAME; default: the local target)")
 	return cmd
 }
 

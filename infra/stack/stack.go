@@ -72,15 +72,11 @@ func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error)
 		return b, nil
 	}
 	if stateDir == "" {
-		base := os.Getenv("XDG_STATE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return Backend{}, fmt.Errorf("choose a local Pulumi backend: %w (set PULUMI_BACKEND_URL)", err)
-			}
-			base = filepath.Join(home, ".local", "state")
+		base, err := StateDir()
+		if err != nil {
+			return Backend{}, fmt.Errorf("choose a local Pulumi backend: %w (set PULUMI_BACKEND_URL)", err)
 		}
-		stateDir = filepath.Join(base, "rig", "pulumi")
+		stateDir = filepath.Join(base, "pulumi")
 	}
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
@@ -93,6 +89,21 @@ func ChooseBackend(stateDir string, extraEnv map[string]string) (Backend, error)
 		b.Env["PULUMI_CONFIG_PASSPHRASE_FILE"] = filepath.Join(abs, "passphrase")
 	}
 	return b, nil
+}
+
+// StateDir is the folder of rig's state on this machine: $XDG_STATE_HOME/rig, or
+// ~/.local/state/rig. It holds the local Pulumi backend (pulumi/) and the stacks' pinned
+// known_hosts files (ssh/). It creates nothing.
+func StateDir() (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "rig"), nil
 }
 
 // LoggedIn reports whether `pulumi login` chose a backend: the CLI records it in the "current"

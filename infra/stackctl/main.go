@@ -144,6 +144,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 
+	var rf readyFlags
 	up := &cobra.Command{
 		Use: "up --stack NAME", Short: "validate, check credentials, pin generated config, pulumi up", Args: cobra.NoArgs,
 		PreRunE: needStack,
@@ -176,10 +177,17 @@ func newRoot() *cobra.Command {
 			for _, n := range inv.Nodes {
 				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s@%s\n", n.Name, n.Role, n.InstanceType, n.PrivateAddress, n.SSH.User, n.Address)
 			}
-			fmt.Fprintf(w, "next: rig run PLAYBOOK --stack %s; then rig down --stack %s\n", f.stack, f.stack)
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if err := rf.wait(cmd, &f, f.stack, inv); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "next: rig run PLAYBOOK --stack %s; then rig down --stack %s\n", f.stack, f.stack)
+			return nil
 		},
 	}
+	rf.register(up, true)
 	up.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 	up.Flags().BoolVar(&f.noWarnings, "no-warnings", false, "do not repeat warning-level problems (rig has shown them)")
 	up.Flags().BoolVarP(&yes, "yes", "y", false, "create without asking (needed when standard input is not a terminal)")
@@ -311,6 +319,25 @@ func newRoot() *cobra.Command {
 	}
 	inv.Flags().StringVar(&f.stack, "stack", "", "stack name")
 
+	var rw readyFlags
+	readyCmd := &cobra.Command{
+		Use: "ready --stack NAME", Short: "wait until every node answers ssh with its pinned host key and cloud-init has finished (as up does)", Args: cobra.NoArgs,
+		PreRunE: needStack,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := driver.New(f.options(cmd))
+			if err != nil {
+				return classify(err)
+			}
+			i, err := d.Inventory(cmd.Context(), f.stack)
+			if err != nil {
+				return classify(err)
+			}
+			return rw.wait(cmd, &f, f.stack, i)
+		},
+	}
+	readyCmd.Flags().StringVar(&f.stack, "stack", "", "stack name")
+	rw.register(readyCmd, true)
+
 	pre := &cobra.Command{
 		Use: "preflight --stack NAME", Short: "the checks of up (config, credentials, AWS preflight); creates nothing", Args: cobra.NoArgs,
 		PreRunE: needStack,
@@ -333,7 +360,7 @@ func newRoot() *cobra.Command {
 	}
 	pre.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 
-	root.AddCommand(up, down, status, gc, extend, inv, pre, newArchiveCmd())
+	root.AddCommand(up, down, status, gc, extend, inv, readyCmd, pre, newArchiveCmd())
 	return root
 }
 
