@@ -24,7 +24,7 @@ func TestTracker(t *testing.T) {
 	}
 	res := t.TempDir()
 	var out bytes.Buffer
-	tr, err := Start(res, pl, "snapshot-pause", &out)
+	tr, err := Start(res, pl, "snapshot-pause", StartOptions{Progress: &out, Target: "local"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestTracker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sw.Runs) != n || sw.Runs[0].Status != rundir.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != "" || sw.WarmFrom != 2 {
+	if len(sw.Runs) != n || sw.Runs[0].Status != rundir.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != rundir.StatusRunning || sw.Runs[1].Attempt != 1 || sw.PlaybookHash == "" || sw.Target != "local" || len(sw.Attempts) != 1 || sw.WarmFrom != 2 {
 		t.Errorf("sweep.json runs: %+v", sw.Runs[:2])
 	}
 	out.Reset()

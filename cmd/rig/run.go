@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,12 +27,45 @@ func newRunCmd() *cobra.Command {
 		remote        sshtarget.TargetOptions
 		localOpts     local.Options
 		quiet         bool
+		resumeDir     string
+		acceptRig     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "run PLAYBOOK",
+		Use:   "run PLAYBOOK | --resume SWEEP_DIR [PLAYBOOK]",
 		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report).\n\n" +
+			"--resume SWEEP_DIR continues an interrupted sweep: with the same playbook (by default the file or embedded playbook sweep.json names), " +
+			"target and rig it keeps every run that ended ok, moves the others' folders aside to SWEEP_DIR/attempts/N/rNN and runs them and the never-started ones in plan order, " +
+			"recording the new attempt in sweep.json.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if resumeDir != "" {
+				return cobra.MaximumNArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if acceptRig && resumeDir == "" {
+				return fmt.Errorf("%w: --accept-rig is for --resume", errUsage)
+			}
+			var resumed *sweep.Sweep
+			if resumeDir != "" {
+				if cmd.Flags().Changed("results") {
+					return fmt.Errorf("%w: --resume: the runs go into SWEEP_DIR; --results is the parent folder of SWEEP_DIR, leave it out", errUsage)
+				}
+				sw, err := sweep.Read(resumeDir)
+				if err != nil {
+					return fmt.Errorf("%w: --resume %s: %v", errUsage, resumeDir, err)
+				}
+				resumed = sw
+				if len(args) == 0 {
+					src := strings.TrimPrefix(sw.Source, "embedded:")
+					if src == "" {
+						return fmt.Errorf("%w: --resume %s: sweep.json names no playbook source; give the PLAYBOOK", errUsage, resumeDir)
+					}
+					args = []string{src}
+				}
+				opts.ResultsDir = filepath.Dir(filepath.Clean(resumeDir))
+			}
 			if opts.LeaseTTL < runner.MinLeaseTTL || opts.LeaseTTL > runner.MaxLeaseTTL {
 				return fmt.Errorf("%w: --lease %s: want a duration from %s to %s (e.g. --lease 1m for remote nodes over a slow link)",
 					errUsage, opts.LeaseTTL, runner.MinLeaseTTL, runner.MaxLeaseTTL)
@@ -77,12 +111,32 @@ func newRunCmd() *cobra.Command {
 				opts.Progress = cmd.ErrOrStderr()
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			where := sweep.StartOptions{Progress: opts.Progress, Target: opts.Target.Name(), Stack: stackName}
+			var sw *sweep.Tracker
+			if resumed != nil {
+				if len(plan.Runs) < 2 {
+					return fmt.Errorf("%w: --resume %s: %s plans one run, the sweep %d", errUsage, resumeDir, args[0], len(resumed.Runs))
+				}
+				opts.OpenSweep = func() (*sweep.Tracker, error) {
+					var err error
+					if sw, err = sweep.Resume(resumeDir, plan, sweep.ResumeOptions{StartOptions: where, AcceptRig: acceptRig}); err != nil {
+						return nil, fmt.Errorf("%w: %w", errUsage, err)
+					}
+					return sw, nil
+				}
+			} else {
+				opts.OpenSweep = func() (*sweep.Tracker, error) {
+					var err error
+					sw, err = sweep.Start(opts.ResultsDir, plan, plan.Playbook.Name, where)
+					return sw, err
+				}
+			}
 			outs, err := runner.Run(cmd.Context(), plan, opts)
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
 			}
-			if len(outs) > 0 && outs[0].SweepDir != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(outs[0].SweepDir, sweep.ReportName))
+			if sw != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(sw.Dir, sweep.ReportName))
 			}
 			if errors.Is(err, runner.ErrInterrupted) {
 				return fmt.Errorf("interrupted: results so far are in the run folder")
@@ -106,5 +160,7 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&opts.LeaseTTL, "lease", runner.DefaultLeaseTTL, "how long each agent keeps the run's lease without a renewal (renewed every quarter of it); "+
 		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	f.StringVar(&resumeDir, "resume", "", "continue the interrupted sweep in this folder (results/<sweep-id>): keep its ok runs, rerun the rest in plan order")
+	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
 }
