@@ -52,9 +52,9 @@ type Sweep struct {
 	// PlaybookHash is rundir.Hash of the playbook as planned, its source path left out (a copy
 	// of the file elsewhere is the same plan); Resolved is that playbook's JSON, so a resume
 	// can name what an edit changed.
-	PlaybookHash string          `json:"playbook_hash,omitempty"`
-	Resolved     json.RawMessage `json:"playbook_resolved,omitempty"`
-	Rig          rundir.BuildInfo `json:"rig"`             // the rig that started the sweep (each attempt has its own)
+	PlaybookHash string           `json:"playbook_hash,omitempty"`
+	Resolved     json.RawMessage  `json:"playbook_resolved,omitempty"`
+	Rig          rundir.BuildInfo `json:"rig"`              // the rig that started the sweep (each attempt has its own)
 	Target       string           `json:"target,omitempty"` // target.Target.Name(): "local", "inventory:FILE", …
 	Stack        string           `json:"stack,omitempty"`  // the Pulumi stack, for `rig run --stack`
 	// Attempts are the controller sessions that ran the plan: 1 for `rig run`, one more for
