@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/stats"
@@ -199,6 +200,9 @@ func (r *Report) Markdown() string {
 				}
 			}
 		}
+		if line := spentLine(sw); line != "" {
+			pf("%s\n\n", line)
+		}
 		if n := len(sw.Attempts); n > 1 {
 			pf("Resumed: %d attempts (sweep.json `attempts`).", n)
 			for _, a := range sw.Attempts {
@@ -251,6 +255,56 @@ func (r *Report) Markdown() string {
 	pf("- %s\n", verdictRule)
 	pf("- Per-run figures, warnings and plots are in each run's own report.md.\n")
 	return b.String()
+}
+
+// spentLine says how long the sweep's attempts ran and, at a known price per hour, what that cost.
+// An attempt whose controller died has no end: it counts to the last time one of its runs was seen.
+func spentLine(sw *Sweep) string {
+	if len(sw.Attempts) == 0 {
+		return ""
+	}
+	var total time.Duration
+	var parts []string
+	for _, a := range sw.Attempts {
+		end := a.Ended
+		if end.IsZero() {
+			for _, r := range sw.Runs {
+				if r.Attempt == a.N {
+					end = later(end, later(r.Started, r.Ended))
+				}
+				for _, e := range r.Earlier {
+					if e.Attempt == a.N {
+						end = later(end, e.Started)
+					}
+				}
+			}
+		}
+		d := time.Duration(0)
+		if end.After(a.Started) {
+			d = end.Sub(a.Started)
+		}
+		total += d
+		p := fmt.Sprintf("attempt %d: %s", a.N, d.Round(time.Second))
+		if a.Ended.IsZero() {
+			p += " or more"
+		}
+		if a.Stopped != "" {
+			p += ", stopped before the end: " + a.Stopped
+		}
+		parts = append(parts, p)
+	}
+	line := fmt.Sprintf("Time spent: %s over %d attempt(s) (%s)", total.Round(time.Second), len(sw.Attempts), strings.Join(parts, "; "))
+	if sw.PricePerHour > 0 {
+		line += fmt.Sprintf(", ~$%.2f at $%.2f/h", total.Hours()*sw.PricePerHour, sw.PricePerHour)
+	}
+	return line + "."
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // spansMark follows the label of a combination whose rounds come from more than one attempt.

@@ -106,9 +106,8 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 		rd := filepath.Join(dir, r.Dir)
 		_, statErr := os.Stat(rd)
 		exists := statErr == nil
-		m, merr := rundir.ReadManifest(rd)
-		_, serr := os.Stat(filepath.Join(rd, rundir.SummaryFile))
-		if merr == nil && m.Status == rundir.StatusOK && serr == nil {
+		m, ok := endedOK(dir, *r)
+		if ok {
 			// Ended ok; sweep.json may lag behind (killed between the run's end and End).
 			kept[i] = true
 			att.Kept = append(att.Kept, r.Dir)
@@ -137,7 +136,7 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 		if try.Attempt == 0 {
 			try.Attempt = last.N
 		}
-		if merr == nil && m.Status != "" {
+		if m != nil && m.Status != "" {
 			try.Status = m.Status
 		}
 		if try.Status == rundir.StatusRunning || try.Status == "" {
@@ -176,6 +175,18 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 	t := &Tracker{Dir: dir, Sweep: sw, plan: pl, progress: o.Progress, now: time.Now, kept: kept}
 	t.started = t.now()
 	return t, nil
+}
+
+// endedOK reads the run's manifest (nil when it has none readable) and reports whether the run
+// ended ok: manifest status ok and a summary.json beside it.
+func endedOK(dir string, r Run) (*rundir.Manifest, bool) {
+	rd := filepath.Join(dir, r.Dir)
+	m, err := rundir.ReadManifest(rd)
+	if err != nil {
+		return nil, false
+	}
+	_, serr := os.Stat(filepath.Join(rd, rundir.SummaryFile))
+	return m, m.Status == rundir.StatusOK && serr == nil
 }
 
 // freeName is rel, or rel.2, rel.3, … when a folder of that name is in dir already.

@@ -60,6 +60,8 @@ type Sweep struct {
 	// Attempts are the controller sessions that ran the plan: 1 for `rig run`, one more for
 	// every `rig run --resume`.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// PricePerHour is the cluster's cost in USD per hour (rig run --stack-config), 0: not known.
+	PricePerHour float64 `json:"price_per_hour_usd,omitempty"`
 }
 
 // Attempt is one controller session of the sweep.
@@ -75,6 +77,9 @@ type Attempt struct {
 	// ones it started, in plan order.
 	Kept []string `json:"kept,omitempty"`
 	Ran  []string `json:"ran,omitempty"`
+	// Stopped says why the attempt stopped before the end of the plan on its own (a --deadline or
+	// --budget the next run would pass); the sweep is resumable.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Axis is one matrix key and its values.

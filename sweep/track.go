@@ -11,6 +11,7 @@ import (
 
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -18,13 +19,16 @@ import (
 // as each run starts, and writes the sweep report at the end. It holds the sweep folder's lock
 // (LockFile) from Start or Resume to Finish, so two controllers never run one sweep.
 type Tracker struct {
-	Dir      string
-	Sweep    *Sweep
-	plan     *playbooks.Plan
-	progress io.Writer
-	now      func() time.Time
-	lock     *os.File
-	kept     map[int]bool // runs an earlier attempt ended ok (Resume): not run again
+	Dir        string
+	Sweep      *Sweep
+	plan       *playbooks.Plan
+	progress   io.Writer
+	now        func() time.Time
+	lock       *os.File
+	kept       map[int]bool        // runs an earlier attempt ended ok (Resume): not run again
+	limits     Limits              // SetLimits
+	budgetFrom time.Time           // when the limits were set: what this attempt spends counts from there
+	estimates  []estimate.Estimate // plan.Estimates(), taken once
 
 	started time.Time
 	// Seconds spent on finished runs and the plan's estimate for them: their ratio scales the
@@ -136,9 +140,22 @@ func (t *Tracker) RunDir(i int) (dir, runID string) {
 
 // Begin records in sweep.json that the plan's i-th run (0-based) starts in this attempt, before
 // its folder exists, and prints "run k/N (settings), ETA".
+//
+// A run that would pass the deadline or the budget (SetLimits) is not begun: Begin records why in
+// the attempt and returns an error matching ErrOverLimit; the sweep is left resumable.
 func (t *Tracker) Begin(i int) error {
-	t.current = t.now()
 	a := t.attempt()
+	if err := t.checkLimit(i); err != nil {
+		a.Stopped = err.Error()
+		if werr := t.Sweep.Write(t.Dir); werr != nil {
+			return errors.Join(err, werr)
+		}
+		if t.progress != nil {
+			fmt.Fprintf(t.progress, "[%s] stopping before run %d/%d: %v; rig run --resume %s continues\n", t.now().Format("15:04:05.000"), i+1, len(t.Sweep.Runs), err, t.Dir)
+		}
+		return err
+	}
+	t.current = t.now()
 	r := &t.Sweep.Runs[i]
 	r.Attempt, r.Status, r.Started, r.Ended = a.N, rundir.StatusRunning, t.current.UTC(), time.Time{}
 	_, r.RunID = t.RunDir(i)
@@ -150,9 +167,9 @@ func (t *Tracker) Begin(i int) error {
 		return nil
 	}
 	left := time.Duration(0)
-	for j, pr := range t.plan.Runs[i:] {
-		if !t.kept[i+j] {
-			left += pr.Playbook.ExpectedDuration()
+	for j := i; j < len(t.plan.Runs); j++ {
+		if !t.kept[j] {
+			left += t.runEstimate(j)
 		}
 	}
 	if t.estimated > 0 {
@@ -177,14 +194,31 @@ func (t *Tracker) End(i int, runID, status string) error {
 	t.Sweep.Runs[i].RunID, t.Sweep.Runs[i].Status, t.Sweep.Runs[i].Ended = runID, status, t.now().UTC()
 	if !t.current.IsZero() {
 		t.spent += t.now().Sub(t.current)
-		t.estimated += t.plan.Runs[i].Playbook.ExpectedDuration()
+		t.estimated += t.runEstimate(i)
 	}
 	return t.Sweep.Write(t.Dir)
+}
+
+// runEstimate is the plan's estimate of its i-th run (playbooks.Plan.Estimates: its model and
+// target, stored books counted), the one figure ETAs and limits scale.
+func (t *Tracker) runEstimate(i int) time.Duration {
+	if t.estimates == nil {
+		t.estimates = t.plan.Estimates()
+	}
+	return t.estimates[i].Total
 }
 
 // Finish marks the sweep ended, writes sweep.json and the sweep report, and prints the report's
 // path. status is the sweep's: ok when every run ended ok, else failed or interrupted.
 func (t *Tracker) Finish(status string) (string, error) {
+	if status == rundir.StatusOK {
+		for _, r := range t.Sweep.Runs {
+			if r.Status != rundir.StatusOK { // stopped before the end of the plan (a limit)
+				status = rundir.StatusInterrupted
+				break
+			}
+		}
+	}
 	t.Sweep.Status, t.Sweep.Ended = status, t.now().UTC()
 	a := t.attempt()
 	a.Status, a.Ended = status, t.Sweep.Ended

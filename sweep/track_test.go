@@ -42,15 +42,16 @@ func TestTracker(t *testing.T) {
 		t.Errorf("run dir %s id %s", dir, id)
 	}
 	// The first run took twice its estimate: the ETA of the rest doubles.
-	clock = clock.Add(2 * pl.Runs[0].Playbook.ExpectedDuration())
+	est := pl.Estimates()
+	clock = clock.Add(2 * est[0].Total)
 	if err := tr.End(0, id, rundir.StatusOK); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
 	tr.Begin(1)
 	var left time.Duration
-	for _, r := range pl.Runs[1:] {
-		left += r.Playbook.ExpectedDuration()
+	for _, e := range est[1:] {
+		left += e.Total
 	}
 	if want := "~" + (2 * left).Round(time.Second).String() + " left)"; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "run 2/24") {
 		t.Errorf("second progress line %q, want %q", out.String(), want)

@@ -69,12 +69,18 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 			stackErr(fmt.Errorf("not read, see above"))
 		}
 	}
-	if err := printPlan(cmd, arg, est); err != nil {
+	if sc != nil && est.stack == "" {
+		est.priceStack = sc.Stack // the estimate and the cost are for that stack's cluster
+	}
+	plan, err := printPlan(cmd, arg, est)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if sc != nil {
 		if err := validateStackConfig(cmd, sc); err != nil {
 			stackErr(err)
+		} else if perHour, _, err := stackPrice(stackConfig); err == nil && plan != nil {
+			printSweepCost(cmd.OutOrStdout(), plan, perHour)
 		}
 	}
 	if est.stack != "" {
@@ -89,9 +95,11 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 }
 
 // estimateFlags pick the stage-time history and the target the estimates are for.
-type estimateFlags struct{ results, stack string }
+// priceStack is the stack of --stack-config, when no --stack is given.
+type estimateFlags struct{ results, stack, priceStack string }
 
-func printPlan(cmd *cobra.Command, arg string, est estimateFlags) error {
+// printPlan prints the plan and returns it (nil when the playbook has problems).
+func printPlan(cmd *cobra.Command, arg string, est estimateFlags) (*playbooks.Plan, error) {
 	pb, err := playbooks.Open(arg)
 	if err == nil {
 		var plan *playbooks.Plan
@@ -105,19 +113,21 @@ func printPlan(cmd *cobra.Command, arg string, est estimateFlags) error {
 			plan.BookStored = func(run *playbooks.Playbook) bool { return runner.BookStored(est.results, run) }
 			if est.stack != "" {
 				plan.Target = estimate.Target("aws", est.stack)
+			} else if est.priceStack != "" {
+				plan.Target = estimate.Target("aws", est.priceStack)
 			}
 			plan.Print(cmd.OutOrStdout())
-			return nil
+			return plan, nil
 		}
 	}
 	var probs playbooks.Problems
 	if !errors.As(err, &probs) {
-		return err
+		return nil, err
 	}
 	for _, p := range probs {
 		fmt.Fprintln(cmd.ErrOrStderr(), p)
 	}
-	return listedProblems{arg: arg, probs: probs}
+	return nil, listedProblems{arg: arg, probs: probs}
 }
 
 // listedProblems stands for problems already printed one per line, so the final error message
