@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/estimate"
+	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/sweep"
 )
 
@@ -220,4 +224,144 @@ func reportShape(md string) string {
 		}
 	}
 	return b.String()
+}
+
+// deadlinePlaybook is 3 short runs of one setting.
+const deadlinePlaybook = `
+name: deadline
+cluster: {servers: 1, clients: 1}
+preload: {orders: 1k}
+load: {probe_rate: 100/s}
+warmup: 0s
+duration: 1s
+rounds: 3
+`
+
+// A --deadline that the plan's estimate fits but its runs do not (the stage-time history is
+// from a faster machine: every stage but the load ~0, the load half its duration) lets the sweep
+// start, stops it before the run that would end after it — the runs before it ok, the rest never
+// started, the attempt saying why — and --resume finishes it. A --budget below the expected cost
+// is refused before anything starts.
+func TestDeadlineStopsSweepAndBudgetRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep of 3 short runs")
+	}
+	parallelFault(t)
+	res := shortResults(t)
+	var hist strings.Builder
+	for k := 0; k < 3; k++ {
+		fmt.Fprintf(&hist, `{"run":"fast-%d","at":"2026-01-01T00:00:00Z","target":"local","sync_level":0,"orders":1000,"probes":100,"duration_s":1,"stages_s":{"start":0.01,"preload":0.01,"load":0.5,"finish":0.01,"analysis":0.01}}`+"\n", k)
+	}
+	if err := os.WriteFile(filepath.Join(res, estimate.HistoryFile), []byte(hist.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pbPath := writePlaybook(t, deadlinePlaybook)
+	pb, err := playbooks.Open(pbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := estimate.Load(res)
+	plan.Model, plan.Target = estimate.NewModel(h), "local"
+	plan.BookStored = func(run *playbooks.Playbook) bool { return runner.BookStored(res, run) }
+	need := sweep.Need(plan, []int{0, 1, 2})
+	// Every run takes at least its 1 s of load plus start-up, more than the history says, so
+	// the third cannot begin before a deadline this close to the estimate.
+	deadline := need + 400*time.Millisecond
+
+	// A budget below the expected cost: refused, nothing created.
+	cfg := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+	if err := os.WriteFile(cfg, []byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n"+
+		"  rig:publicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := rigRun(t, "run", "--results", res, "--first-address", "127.0.23.11", "--budget", "0.001USD", "--stack-config", cfg, pbPath)
+	if code != 2 || !strings.Contains(errOut, "--budget: over the limit") || !strings.Contains(errOut, "over the budget of $0.00") || !strings.Contains(errOut, "nothing was started") {
+		t.Fatalf("run with a budget below its cost: exit %d, stderr %q", code, errOut)
+	}
+	if m, _ := filepath.Glob(filepath.Join(res, "2*")); len(m) != 0 {
+		t.Fatalf("the refused run created %v", m)
+	}
+
+	cmd := exec.Command(rigBin, "run", "--results", res, "--first-address", "127.0.23.11", "--deadline", deadline.String(), pbPath)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if err == nil || !strings.Contains(stderr.String(), "stopping before run ") || !strings.Contains(stderr.String(), "after the deadline") {
+		t.Fatalf("sweep with --deadline %s (estimate %s): err %v, want a stop before a run:\n%s", deadline, need, err, stderr.String())
+	}
+	m, _ := filepath.Glob(filepath.Join(res, "2*-deadline"))
+	if len(m) != 1 {
+		t.Fatalf("sweep folders: %v", m)
+	}
+	dir := m[0]
+	sw, err := sweep.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sw.Attempts[0]
+	if sw.Status != "interrupted" || !strings.Contains(a.Stopped, "after the deadline") || len(a.Ran) < 1 || len(a.Ran) > 2 {
+		t.Fatalf("sweep.json after the stop: status %s, attempt %+v; want interrupted, stopped before run 2 or 3", sw.Status, a)
+	}
+	for i, r := range sw.Runs {
+		want := ""
+		if i < len(a.Ran) {
+			want = "ok"
+		}
+		if r.Status != want {
+			t.Errorf("%s: status %q, want %q", r.Dir, r.Status, want)
+		}
+	}
+	waitGone(t, res)
+	if out, errOut, code := rigRun(t, "run", "--resume", dir, "--first-address", "127.0.23.11"); code != 0 {
+		t.Fatalf("resume after the deadline stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if sw, _ = sweep.Read(dir); sw.Status != "ok" || len(sw.Attempts) != 2 {
+		t.Fatalf("after the resume: status %s, attempts %+v", sw.Status, sw.Attempts)
+	}
+	for _, r := range sw.Runs {
+		if r.Status != "ok" {
+			t.Errorf("%s: status %q after the resume", r.Dir, r.Status)
+		}
+	}
+	if rep, _ := os.ReadFile(filepath.Join(dir, "report.md")); !strings.Contains(string(rep), "stopped before the end: over the limit") {
+		t.Errorf("report.md does not say the first attempt stopped at the deadline:\n%.1500s", rep)
+	}
+	assertNoProcessesUnder(t, res)
+}
+
+// rig validate PLAYBOOK --stack-config F prints the sweep's cost: its time estimate times the
+// stack's price per hour, both as printed above it.
+func TestValidatePrintsSweepCost(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+	if err := os.WriteFile(cfg, []byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n"+
+		"  rig:publicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runRig(t, "validate", "snapshot-pause", "--stack-config", cfg, "--results", t.TempDir())
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, errOut)
+	}
+	total := regexp.MustCompile(`(?m)^expected\s+(\S+) in total`).FindStringSubmatch(out)
+	hourly := regexp.MustCompile(`(?m)^  total\s+\$([0-9.]+)/h`).FindStringSubmatch(out)
+	cost := regexp.MustCompile(`(?m)^expected cost: ~\$([0-9.]+) \(24 run\(s\), ~(\S+) at \$([0-9.]+)/h`).FindStringSubmatch(out)
+	if total == nil || hourly == nil || cost == nil {
+		t.Fatalf("validate output lacks the estimate, the hourly price or the cost:\n%s", out)
+	}
+	d, err := time.ParseDuration(total[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perHour, usd float64
+	fmt.Sscan(hourly[1], &perHour)
+	fmt.Sscan(cost[1], &usd)
+	if cost[3] != hourly[1] || d.Round(time.Second).String() != cost[2] {
+		t.Errorf("cost line %q does not use the plan's %s and the stack's $%s/h", cost[0], total[1], hourly[1])
+	}
+	if want := d.Hours() * perHour; usd < want-0.01 || usd > want+0.01 || usd <= 0 {
+		t.Errorf("cost $%.2f, want %s x $%.2f/h = $%.2f", usd, d, perHour, want)
+	}
 }
