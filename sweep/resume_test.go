@@ -171,3 +171,23 @@ func TestResumeAfterEachCrashPoint(t *testing.T) {
 		t.Errorf("sweep.json after Begin: %+v", back.Runs[1])
 	}
 }
+
+// rig compare's warnings for a resumed sweep name what changed between its attempts: the rig's
+// commit and the controller's load; runs of one attempt give none.
+func TestAttemptDifferences(t *testing.T) {
+	run := func(attempt int, commit string, load float64) *RunData {
+		return &RunData{Ref: Run{Attempt: attempt}, Manifest: &rundir.Manifest{Target: "local", CPUs: 2, ConfigHash: "abc",
+			Rig: rundir.BuildInfo{Version: "dev", Commit: commit}, LoadAvg: rundir.LoadAvg{Start: []float64{load, 0, 0}}}}
+	}
+	got := attemptDifferences("baseline", []*RunData{run(1, "aaaa", 0.4), run(1, "aaaa", 0.6), run(2, "bbbb", 2.5)})
+	if len(got) != 2 || !strings.Contains(got[0], "rig version changed between the sweep's attempts (attempt 1: dev aaaa; attempt 2: dev bbbb)") ||
+		!strings.Contains(got[1], "load average at run start changed between the sweep's attempts (mean 1-minute: attempt 1: 0.50; attempt 2: 2.50)") {
+		t.Errorf("differences: %q", got)
+	}
+	if got := attemptDifferences("baseline", []*RunData{run(1, "aaaa", 0.4), run(2, "aaaa", 0.5)}); len(got) != 0 {
+		t.Errorf("same environment in both attempts: %q", got)
+	}
+	if got := attemptDifferences("baseline", []*RunData{run(1, "aaaa", 0.4), run(1, "bbbb", 3)}); len(got) != 0 {
+		t.Errorf("one attempt: %q", got)
+	}
+}
