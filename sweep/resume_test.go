@@ -191,3 +191,34 @@ func TestAttemptDifferences(t *testing.T) {
 		t.Errorf("one attempt: %q", got)
 	}
 }
+
+// A sweep whose last attempt ran another rig is refused, naming both, unless AcceptRig, which
+// records the new rig in the new attempt.
+func TestResumeOtherRig(t *testing.T) {
+	pl := resumePlan(t, resumeBook)
+	tr, err := Start(t.TempDir(), pl, "rs", StartOptions{Target: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Sweep.Attempts[0].Rig = rundir.BuildInfo{Version: "v0.9.0", Commit: "0123456789abcdef"}
+	if err := tr.Sweep.Write(tr.Dir); err != nil {
+		t.Fatal(err)
+	}
+	tr.unlock()
+	o := ResumeOptions{StartOptions: StartOptions{Target: "local"}}
+	_, err = Resume(tr.Dir, pl, o)
+	if !errors.Is(err, ErrResumeRefused) || !strings.Contains(err.Error(), "the rig differs: the sweep's last attempt ran rig v0.9.0 (commit 0123456789ab), this is rig "+rundir.Build().Version) ||
+		!strings.Contains(err.Error(), "--accept-rig") {
+		t.Fatalf("resume with another rig: %v", err)
+	}
+	o.AcceptRig = true
+	tr2, err := Resume(tr.Dir, pl, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.unlock()
+	back, _ := Read(tr.Dir)
+	if a := back.Attempts[1]; !a.AcceptedRig || a.Rig != rundir.Build() || back.Attempts[0].Rig.Version != "v0.9.0" {
+		t.Errorf("attempts after --accept-rig: %+v", back.Attempts)
+	}
+}
