@@ -179,7 +179,7 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&resumeDir, "resume", "", "continue the interrupted sweep in this folder (results/<sweep-id>): keep its ok runs, rerun the rest in plan order")
 	f.StringVar(&budget, "budget", "", "refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars, e.g. 20USD, and stop a sweep before the run that would pass it (resumable)")
 	f.DurationVar(&deadline, "deadline", 0, "refuse a plan expected to take longer than this from now, e.g. 45m, and stop a sweep before the run that would end after it (resumable)")
-	f.StringVar(&stackConfig, "stack-config", "", "the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with")
+	f.StringVar(&stackConfig, "stack-config", "", "the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
 	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
 }
@@ -192,13 +192,19 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 	if deadline < 0 {
 		return l, fmt.Errorf("%w: --deadline %s: want a duration above 0, e.g. 45m", errUsage, deadline)
 	}
+	if stackConfig == "" && stackName != "" {
+		// rig up's config of the stack, when rig runs from the project folder.
+		if p := "Pulumi." + stackName + ".yaml"; fileExists(p) {
+			stackConfig = p
+		}
+	}
 	if budget != "" {
 		v, err := sweep.ParseUSD(budget)
 		if err != nil {
 			return l, fmt.Errorf("%w: --budget %v", errUsage, err)
 		}
 		if stackConfig == "" {
-			return l, fmt.Errorf("%w: --budget %s: needs the cluster's price per hour: give --stack-config Pulumi.<stack>.yaml", errUsage, budget)
+			return l, fmt.Errorf("%w: --budget %s: needs the cluster's price per hour: give --stack-config Pulumi.<stack>.yaml (with --stack NAME, Pulumi.NAME.yaml in this folder is read when there is one)", errUsage, budget)
 		}
 		l.BudgetUSD = v
 	}
@@ -259,4 +265,9 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 		return l, fmt.Errorf("%w: %s: %v; nothing was started", errUsage, flag, err)
 	}
 	return l, nil
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
