@@ -192,10 +192,11 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 	if deadline < 0 {
 		return l, fmt.Errorf("%w: --deadline %s: want a duration above 0, e.g. 45m", errUsage, deadline)
 	}
+	auto := false
 	if stackConfig == "" && stackName != "" {
 		// rig up's config of the stack, when rig runs from the project folder.
 		if p := "Pulumi." + stackName + ".yaml"; fileExists(p) {
-			stackConfig = p
+			stackConfig, auto = p, true
 		}
 	}
 	if budget != "" {
@@ -212,7 +213,13 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 	if stackConfig != "" {
 		var err error
 		if l.PricePerHour, priceStack, err = stackPrice(stackConfig); err != nil {
-			return l, fmt.Errorf("%w: --stack-config %s: %v", errUsage, stackConfig, err)
+			if !auto || budget != "" {
+				return l, fmt.Errorf("%w: --stack-config %s: %v", errUsage, stackConfig, err)
+			}
+			if opts.Progress != nil { // only the expected cost is lost
+				fmt.Fprintf(opts.Progress, "warning: %s not priced: %v\n", stackConfig, err)
+			}
+			l.PricePerHour, priceStack = 0, ""
 		}
 		if stackName != "" && priceStack != stackName {
 			return l, fmt.Errorf("%w: --stack-config %s is stack %q, --stack is %q: give the config of the stack the sweep runs on", errUsage, stackConfig, priceStack, stackName)
