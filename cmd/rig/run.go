@@ -221,7 +221,7 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 			}
 			l.PricePerHour, priceStack = 0, ""
 		}
-		if stackName != "" && priceStack != stackName {
+		if stackName != "" && priceStack != "" && priceStack != stackName {
 			return l, fmt.Errorf("%w: --stack-config %s is stack %q, --stack is %q: give the config of the stack the sweep runs on", errUsage, stackConfig, priceStack, stackName)
 		}
 	}
