@@ -56,7 +56,9 @@ func Need(pl *playbooks.Plan, todo []int) time.Duration {
 	est := pl.Estimates()
 	var d time.Duration
 	for _, i := range todo {
-		d += est[i].Total
+		if i < len(est) { // a plan other than the sweep's is refused by Resume, not here
+			d += est[i].Total
+		}
 	}
 	return d
 }

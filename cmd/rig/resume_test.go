@@ -116,6 +116,9 @@ func TestResumeKilledAndInterruptedSweep(t *testing.T) {
 	if err := cmd.Wait(); err == nil {
 		t.Error("the interrupted resume exited 0")
 	}
+	if !strings.Contains(stderr.String(), "interrupted: rig run --resume "+dir+" continues the sweep") {
+		t.Errorf("the interrupted sweep does not say how to continue it:\n%s", stderr.String())
+	}
 	if strings.Contains(stderr.String(), "run 1/6") || !strings.Contains(stderr.String(), "run 4/6 (engine.sync_level=1, round 2, attempt 2)") {
 		t.Errorf("attempt 2 did not start at run 4:\n%s", stderr.String())
 	}

@@ -154,6 +154,9 @@ func newRunCmd() *cobra.Command {
 			if errors.Is(err, sweep.ErrOverLimit) && sw != nil {
 				return fmt.Errorf("stopped: %w; rig run --resume %s continues the sweep", err, sw.Dir)
 			}
+			if errors.Is(err, runner.ErrInterrupted) && sw != nil {
+				return fmt.Errorf("interrupted: rig run --resume %s continues the sweep", sw.Dir)
+			}
 			if errors.Is(err, runner.ErrInterrupted) {
 				return fmt.Errorf("interrupted: results so far are in the run folder")
 			}
