@@ -49,6 +49,11 @@ type Options struct {
 	// LeaseTTL is how long each agent keeps the run's lease without a renewal (lease.go;
 	// default DefaultLeaseTTL; the agent takes agent.MinLeaseTTL to agent.MaxLeaseTTL).
 	LeaseTTL time.Duration
+	// OpenSweep, if set, opens the sweep a plan of more than one run runs in, once every timeline
+	// is checked: started (sweep.Start) or resumed (sweep.Resume) by the caller, which knows the
+	// target's stack; runs a resumed sweep kept from an earlier attempt are not run again. Nil:
+	// the runner starts the sweep itself.
+	OpenSweep func() (*sweep.Tracker, error)
 
 	history *history // ResultsDir's stage-time history, read by Run
 }
@@ -112,7 +117,12 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	var tr *sweep.Tracker
 	if len(plan.Runs) > 1 {
 		var err error
-		if tr, err = sweep.Start(opts.ResultsDir, plan, safeName(plan.Playbook.Name), opts.Progress); err != nil {
+		if opts.OpenSweep != nil {
+			tr, err = opts.OpenSweep()
+		} else {
+			tr, err = sweep.Start(opts.ResultsDir, plan, safeName(plan.Playbook.Name), sweep.StartOptions{Progress: opts.Progress, Target: opts.Target.Name()})
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +145,13 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	for i, pr := range plan.Runs {
 		var place runPlace
 		if tr != nil {
-			tr.Begin(i)
+			if tr.Kept(i) {
+				continue
+			}
+			if err := tr.Begin(i); err != nil {
+				finishSweep()
+				return out, err
+			}
 			place.dir, place.id = tr.RunDir(i)
 		}
 		o := runOne(ctx, pr, timelines[i], opts, place)

@@ -125,6 +125,8 @@ func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
 		pb, pc = append(pb, p.Base), append(pc, p.Contender)
 	}
 	c.Env = envDifferences(runsOf(pb), runsOf(pc))
+	c.Env = append(c.Env, attemptDifferences("baseline", runsOf(pb))...)
+	c.Env = append(c.Env, attemptDifferences("contender", runsOf(pc))...)
 	return c, nil
 }
 
@@ -284,6 +286,77 @@ func envDifferences(base, contender []*RunData) []string {
 		}
 	}
 	return append(append(out, bl...), cl...)
+}
+
+// attemptDifferences lists, for one side's runs of a resumed sweep, every environment figure
+// that changed between the attempts they came from: instance type, kernel, rig, controller CPUs,
+// target, and the controller's load average at the start of the runs (mean 1-minute figure, told
+// apart when one attempt's is more than half as high again and at least 0.5 above another's).
+func attemptDifferences(side string, runs []*RunData) []string {
+	by := map[int][]*RunData{}
+	var order []int
+	for _, r := range runs {
+		if r.Manifest == nil || r.Ref.Attempt == 0 {
+			continue
+		}
+		if by[r.Ref.Attempt] == nil {
+			order = append(order, r.Ref.Attempt)
+		}
+		by[r.Ref.Attempt] = append(by[r.Ref.Attempt], r)
+	}
+	if len(order) < 2 {
+		return nil
+	}
+	sort.Ints(order)
+	envs := make([]env, len(order))
+	load := make([]float64, len(order))
+	for i, a := range order {
+		envs[i], _ = readEnv(by[a])
+		n := 0
+		for _, r := range by[a] {
+			if la := r.Manifest.LoadAvg.Start; len(la) > 0 {
+				load[i] += la[0]
+				n++
+			}
+		}
+		if n > 0 {
+			load[i] /= float64(n)
+		}
+	}
+	var out []string
+	for _, f := range []struct {
+		name string
+		get  func(e env) map[string]bool
+	}{
+		{"instance type", func(e env) map[string]bool { return e.instance }},
+		{"kernel", func(e env) map[string]bool { return e.kernel }},
+		{"rig version", func(e env) map[string]bool { return e.rig }},
+		{"controller CPUs", func(e env) map[string]bool { return e.cpus }},
+		{"target", func(e env) map[string]bool { return e.target }},
+	} {
+		var parts []string
+		differs := false
+		for i, a := range order {
+			k := keys(f.get(envs[i]))
+			parts = append(parts, fmt.Sprintf("attempt %d: %s", a, k))
+			differs = differs || k != keys(f.get(envs[0]))
+		}
+		if differs {
+			out = append(out, fmt.Sprintf("%s: %s changed between the sweep's attempts (%s)", side, f.name, strings.Join(parts, "; ")))
+		}
+	}
+	lo, hi := load[0], load[0]
+	for _, l := range load {
+		lo, hi = min(lo, l), max(hi, l)
+	}
+	if hi-lo >= 0.5 && hi > 1.5*lo {
+		var parts []string
+		for i, a := range order {
+			parts = append(parts, fmt.Sprintf("attempt %d: %.2f", a, load[i]))
+		}
+		out = append(out, fmt.Sprintf("%s: the controller's load average at run start changed between the sweep's attempts (mean 1-minute: %s)", side, strings.Join(parts, "; ")))
+	}
+	return out
 }
 
 // Text writes the comparison for a terminal: environment first, then one table per pair.

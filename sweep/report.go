@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/stats"
@@ -198,6 +200,16 @@ func (r *Report) Markdown() string {
 				}
 			}
 		}
+		if line := spentLine(sw); line != "" {
+			pf("%s\n\n", line)
+		}
+		if n := len(sw.Attempts); n > 1 {
+			pf("Resumed: %d attempts (sweep.json `attempts`).", n)
+			for _, a := range sw.Attempts {
+				pf(" Attempt %d: started %s, %s, %s.", a.N, a.Started.Format("2006-01-02 15:04:05Z"), a.Status, rigName(a.Rig))
+			}
+			pf(" A combination marked %s has rounds from more than one attempt: its spread may include a change of machine state between them.\n\n", spansMark)
+		}
 	} else {
 		pf("# Run %s\n\n", r.Set.Dir)
 	}
@@ -217,7 +229,7 @@ func (r *Report) Markdown() string {
 			}
 			pf("\n|---|---|%s\n", strings.Repeat("---|", len(chunk)))
 			for _, g := range r.Groups {
-				pf("| %s | %d/%d |", g.Label, g.Ran(), len(g.Runs))
+				pf("| %s | %d/%d |", g.marked(), g.Ran(), len(g.Runs))
 				for _, m := range chunk {
 					pf(" %s |", Cell(m, stats.Describe(g.Values(m))))
 				}
@@ -243,6 +255,86 @@ func (r *Report) Markdown() string {
 	pf("- %s\n", verdictRule)
 	pf("- Per-run figures, warnings and plots are in each run's own report.md.\n")
 	return b.String()
+}
+
+// spentLine says how long the sweep's attempts ran and, at a known price per hour, what that cost.
+// An attempt whose controller died has no end: it counts to the last time one of its runs was seen.
+func spentLine(sw *Sweep) string {
+	if len(sw.Attempts) == 0 {
+		return ""
+	}
+	var total time.Duration
+	var parts []string
+	for _, a := range sw.Attempts {
+		end := a.Ended
+		if end.IsZero() {
+			for _, r := range sw.Runs {
+				if r.Attempt == a.N {
+					end = later(end, later(r.Started, r.Ended))
+				}
+				for _, e := range r.Earlier {
+					if e.Attempt == a.N {
+						end = later(end, e.Started)
+					}
+				}
+			}
+		}
+		d := time.Duration(0)
+		if end.After(a.Started) {
+			d = end.Sub(a.Started)
+		}
+		total += d
+		p := fmt.Sprintf("attempt %d: %s", a.N, d.Round(time.Second))
+		if a.Ended.IsZero() {
+			p += " or more"
+		}
+		if a.Stopped != "" {
+			p += ", stopped before the end: " + a.Stopped
+		}
+		parts = append(parts, p)
+	}
+	line := fmt.Sprintf("Time spent: %s over %d attempt(s) (%s)", total.Round(time.Second), len(sw.Attempts), strings.Join(parts, "; "))
+	if sw.PricePerHour > 0 {
+		line += fmt.Sprintf(", ~$%.2f at $%.2f/h", total.Hours()*sw.PricePerHour, sw.PricePerHour)
+	}
+	return line + "."
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// spansMark follows the label of a combination whose rounds come from more than one attempt.
+const spansMark = "‡"
+
+// Attempts are the attempts the group's runs with figures came from, in order.
+func (g *Group) Attempts() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, r := range g.Runs {
+		if r.Summary != nil && r.Ref.Attempt > 0 && !seen[r.Ref.Attempt] {
+			seen[r.Ref.Attempt] = true
+			out = append(out, r.Ref.Attempt)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// marked is the group's label, with spansMark and its attempts when its rounds span attempts.
+func (g *Group) marked() string {
+	a := g.Attempts()
+	if len(a) < 2 {
+		return g.Label
+	}
+	s := make([]string, len(a))
+	for i, n := range a {
+		s[i] = fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%s %s (attempts %s)", g.Label, spansMark, strings.Join(s, ", "))
 }
 
 // notApplied counts the runs in which setting had no effect because it was never applied, and
@@ -348,7 +440,7 @@ func (r *Report) runList(b *strings.Builder) {
 		return
 	}
 	pf := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	pf("## Runs\n\n| run | round | settings | status | warnings |\n|---|---|---|---|---|\n")
+	pf("## Runs\n\n| run | round | settings | attempt | status | warnings |\n|---|---|---|---|---|---|\n")
 	for _, run := range r.Set.Runs {
 		status, warn := run.Ref.Status, ""
 		if run.Summary != nil {
@@ -369,7 +461,18 @@ func (r *Report) runList(b *strings.Builder) {
 		if run.Summary != nil {
 			link = fmt.Sprintf("[%s](%s/report.md)", run.Ref.Dir, run.Ref.Dir)
 		}
-		pf("| %s | %d | %s | %s | %s |\n", link, run.Ref.Round, Label(r.Set.Sweep.Axes, run.Ref.Settings), status,
+		att := "—"
+		if run.Ref.Attempt > 0 {
+			att = fmt.Sprint(run.Ref.Attempt)
+		}
+		for _, e := range run.Ref.Earlier {
+			att += fmt.Sprintf(" (attempt %d: %s", e.Attempt, e.Status)
+			if e.Dir != "" {
+				att += ", " + e.Dir
+			}
+			att += ")"
+		}
+		pf("| %s | %d | %s | %s | %s | %s |\n", link, run.Ref.Round, Label(r.Set.Sweep.Axes, run.Ref.Settings), att, status,
 			strings.ReplaceAll(warn, "|", "/"))
 	}
 	pf("\n")

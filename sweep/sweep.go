@@ -7,12 +7,14 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +49,37 @@ type Sweep struct {
 	// pause count as warm; earlier ones are reported apart.
 	WarmFrom int   `json:"snapshot_warm_from"`
 	Runs     []Run `json:"runs"` // plan order
+	// PlaybookHash is rundir.Hash of the playbook as planned, its source path left out (a copy
+	// of the file elsewhere is the same plan); Resolved is that playbook's JSON, so a resume
+	// can name what an edit changed.
+	PlaybookHash string           `json:"playbook_hash,omitempty"`
+	Resolved     json.RawMessage  `json:"playbook_resolved,omitempty"`
+	Rig          rundir.BuildInfo `json:"rig"`              // the rig that started the sweep (each attempt has its own)
+	Target       string           `json:"target,omitempty"` // target.Target.Name(): "local", "inventory:FILE", …
+	Stack        string           `json:"stack,omitempty"`  // the Pulumi stack, for `rig run --stack`
+	// Attempts are the controller sessions that ran the plan: 1 for `rig run`, one more for
+	// every `rig run --resume`.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// PricePerHour is the cluster's cost in USD per hour (rig run --stack-config), 0: not known.
+	PricePerHour float64 `json:"price_per_hour_usd,omitempty"`
+}
+
+// Attempt is one controller session of the sweep.
+type Attempt struct {
+	N       int              `json:"n"`
+	Started time.Time        `json:"started"`
+	Ended   time.Time        `json:"ended,omitzero"`
+	Status  string           `json:"status"` // running until the session finished the sweep report
+	Rig     rundir.BuildInfo `json:"rig"`
+	// AcceptedRig: resumed with a rig other than the previous attempt's (rig run --accept-rig).
+	AcceptedRig bool `json:"accepted_rig,omitempty"`
+	// Kept are the run folders of earlier attempts this one kept (they had ended ok); Ran the
+	// ones it started, in plan order.
+	Kept []string `json:"kept,omitempty"`
+	Ran  []string `json:"ran,omitempty"`
+	// Stopped says why the attempt stopped before the end of the plan on its own (a --deadline or
+	// --budget the next run would pass); the sweep is resumable.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Axis is one matrix key and its values.
@@ -62,8 +95,28 @@ type Run struct {
 	Round    int               `json:"round"`
 	Settings map[string]string `json:"settings,omitempty"`
 	RunID    string            `json:"run_id,omitempty"`
-	Status   string            `json:"status,omitempty"` // empty until the run has ended
+	Status   string            `json:"status,omitempty"` // empty until the run started, running until it ended
+	// Attempt made the run folder now at Dir (0: never started); Started and Ended are its
+	// times in that attempt.
+	Attempt int       `json:"attempt,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Earlier are the tries of this run before the one at Dir that did not end ok, their folders
+	// moved aside by a resume.
+	Earlier []EarlierTry `json:"earlier,omitempty"`
 }
+
+// EarlierTry is a try of a run that a resume moved aside to rerun it.
+type EarlierTry struct {
+	Attempt int       `json:"attempt"`
+	Dir     string    `json:"dir"`    // attempts/N/rNN, relative to the sweep folder; "" when it left no folder
+	Status  string    `json:"status"` // as its manifest said (abandoned: the controller died mid-run)
+	Started time.Time `json:"started,omitzero"`
+	Moved   time.Time `json:"moved"`
+}
+
+// AttemptsDir holds the folders of the tries a resume moved aside: attempts/N/rNN.
+const AttemptsDir = "attempts"
 
 // RunDir is the folder name of the index-th run (1-based) of a plan of n runs.
 func RunDir(index, n int) string {
@@ -73,18 +126,39 @@ func RunDir(index, n int) string {
 	return fmt.Sprintf("r%02d", index)
 }
 
-// New describes a plan about to run as sweep id.
-func New(id string, pl *playbooks.Plan) *Sweep {
+// New describes a plan about to run as sweep id: every run with its folder, run id and matrix
+// values, the playbook's hash, the rig and the target; its first attempt is running.
+func New(id string, pl *playbooks.Plan, o StartOptions) (*Sweep, error) {
 	p := pl.Playbook
+	hash, resolved, err := PlanHash(pl)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
 	s := &Sweep{ID: id, Playbook: p.Name, Source: p.Source, Status: rundir.StatusRunning,
-		Started: time.Now().UTC(), Rounds: max(p.Rounds, 1), WarmFrom: WarmFrom(p)}
+		Started: now, Rounds: max(p.Rounds, 1), WarmFrom: WarmFrom(p),
+		PlaybookHash: hash, Resolved: resolved, Rig: rundir.Build(), Target: o.Target, Stack: o.Stack}
+	s.Attempts = []Attempt{{N: 1, Started: now, Status: rundir.StatusRunning, Rig: s.Rig}}
 	for _, ax := range p.Matrix {
 		s.Axes = append(s.Axes, Axis{Key: ax.Key, Values: append([]string(nil), ax.Values...)})
 	}
 	for _, r := range pl.Runs {
-		s.Runs = append(s.Runs, Run{Dir: RunDir(r.Index, len(pl.Runs)), Index: r.Index, Round: r.Round, Settings: r.Settings})
+		d := RunDir(r.Index, len(pl.Runs))
+		s.Runs = append(s.Runs, Run{Dir: d, Index: r.Index, Round: r.Round, Settings: r.Settings, RunID: id + "-" + d})
 	}
-	return s
+	return s, nil
+}
+
+// PlanHash is the hash of the plan's playbook (its matrix and rounds included, its source path
+// left out) and the JSON it was taken over.
+func PlanHash(pl *playbooks.Plan) (string, json.RawMessage, error) {
+	p := pl.Playbook.Clone()
+	p.Source = ""
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode the playbook for sweep.json: %w", err)
+	}
+	return rundir.Hash(p), b, nil
 }
 
 // WarmFrom is the playbook's first warm snapshot, or DefaultWarmFrom.
@@ -95,13 +169,15 @@ func WarmFrom(p *playbooks.Playbook) int {
 	return DefaultWarmFrom
 }
 
-// Write writes dir/sweep.json atomically.
+// Write writes dir/sweep.json atomically and durably (synced, then renamed, then the folder
+// synced): a controller killed at any instant leaves the old sweep.json or the new one, and once
+// Write returns, the new one survives a crash of the machine too.
 func (s *Sweep) Write(dir string) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode sweep.json: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, FileName), append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, FileName), bytes.NewReader(append(b, '\n')), atomicfile.Options{Durable: true}); err != nil {
 		return fmt.Errorf("write sweep.json: %w", err)
 	}
 	return nil
@@ -128,11 +204,34 @@ func Read(dir string) (*Sweep, error) {
 		if !validRunDir(r.Dir) {
 			return nil, fmt.Errorf("%s: run %d: dir %q is not of the form r01", filepath.Join(dir, FileName), r.Index, r.Dir)
 		}
+		for _, e := range r.Earlier {
+			if e.Dir != "" && !validEarlierDir(e.Dir) {
+				return nil, fmt.Errorf("%s: run %d: earlier dir %q is not of the form %s/N/r01", filepath.Join(dir, FileName), r.Index, e.Dir, AttemptsDir)
+			}
+		}
 	}
 	if s.WarmFrom <= 0 {
 		s.WarmFrom = DefaultWarmFrom
 	}
 	return &s, nil
+}
+
+// validEarlierDir: attempts/N/rNN, with an optional .K when a crashed resume had moved one there.
+func validEarlierDir(d string) bool {
+	parts := strings.Split(d, "/")
+	if len(parts) != 3 || parts[0] != AttemptsDir {
+		return false
+	}
+	if _, err := strconv.Atoi(parts[1]); err != nil {
+		return false
+	}
+	base, k, ok := strings.Cut(parts[2], ".")
+	if ok {
+		if _, err := strconv.Atoi(k); err != nil {
+			return false
+		}
+	}
+	return validRunDir(base)
 }
 
 func validRunDir(d string) bool {

@@ -24,7 +24,7 @@ func TestTracker(t *testing.T) {
 	}
 	res := t.TempDir()
 	var out bytes.Buffer
-	tr, err := Start(res, pl, "snapshot-pause", &out)
+	tr, err := Start(res, pl, "snapshot-pause", StartOptions{Progress: &out, Target: "local"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,15 +42,16 @@ func TestTracker(t *testing.T) {
 		t.Errorf("run dir %s id %s", dir, id)
 	}
 	// The first run took twice its estimate: the ETA of the rest doubles.
-	clock = clock.Add(2 * pl.Runs[0].Playbook.ExpectedDuration())
+	est := pl.Estimates()
+	clock = clock.Add(2 * est[0].Total)
 	if err := tr.End(0, id, rundir.StatusOK); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
 	tr.Begin(1)
 	var left time.Duration
-	for _, r := range pl.Runs[1:] {
-		left += r.Playbook.ExpectedDuration()
+	for _, e := range est[1:] {
+		left += e.Total
 	}
 	if want := "~" + (2 * left).Round(time.Second).String() + " left)"; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "run 2/24") {
 		t.Errorf("second progress line %q, want %q", out.String(), want)
@@ -60,7 +61,7 @@ func TestTracker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sw.Runs) != n || sw.Runs[0].Status != rundir.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != "" || sw.WarmFrom != 2 {
+	if len(sw.Runs) != n || sw.Runs[0].Status != rundir.StatusOK || sw.Runs[0].RunID != id || sw.Runs[1].Status != rundir.StatusRunning || sw.Runs[1].Attempt != 1 || sw.PlaybookHash == "" || sw.Target != "local" || len(sw.Attempts) != 1 || sw.WarmFrom != 2 {
 		t.Errorf("sweep.json runs: %+v", sw.Runs[:2])
 	}
 	out.Reset()

@@ -6,12 +6,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target/local"
@@ -26,12 +29,48 @@ func newRunCmd() *cobra.Command {
 		remote        sshtarget.TargetOptions
 		localOpts     local.Options
 		quiet         bool
+		resumeDir     string
+		acceptRig     bool
+		budget        string
+		deadline      time.Duration
+		stackConfig   string
 	)
 	cmd := &cobra.Command{
-		Use:   "run PLAYBOOK",
+		Use:   "run PLAYBOOK | --resume SWEEP_DIR [PLAYBOOK]",
 		Short: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Run a playbook (a file, or the name of an embedded one) and write results/<run-id>/ (a matrix or rounds: results/<sweep-id>/ with r01, r02, … and a sweep report).\n\n" +
+			"--resume SWEEP_DIR continues an interrupted sweep: with the same playbook (by default the file or embedded playbook sweep.json names), " +
+			"target and rig it keeps every run that ended ok, moves the others' folders aside to SWEEP_DIR/attempts/N/rNN and runs them and the never-started ones in plan order, " +
+			"recording the new attempt in sweep.json.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if resumeDir != "" {
+				return cobra.MaximumNArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if acceptRig && resumeDir == "" {
+				return fmt.Errorf("%w: --accept-rig is for --resume", errUsage)
+			}
+			var resumed *sweep.Sweep
+			if resumeDir != "" {
+				if cmd.Flags().Changed("results") {
+					return fmt.Errorf("%w: --resume: the runs go into SWEEP_DIR; --results is the parent folder of SWEEP_DIR, leave it out", errUsage)
+				}
+				sw, err := sweep.Read(resumeDir)
+				if err != nil {
+					return fmt.Errorf("%w: --resume %s: %v", errUsage, resumeDir, err)
+				}
+				resumed = sw
+				if len(args) == 0 {
+					src := strings.TrimPrefix(sw.Source, "embedded:")
+					if src == "" {
+						return fmt.Errorf("%w: --resume %s: sweep.json names no playbook source; give the PLAYBOOK", errUsage, resumeDir)
+					}
+					args = []string{src}
+				}
+				opts.ResultsDir = filepath.Dir(filepath.Clean(resumeDir))
+			}
 			if opts.LeaseTTL < runner.MinLeaseTTL || opts.LeaseTTL > runner.MaxLeaseTTL {
 				return fmt.Errorf("%w: --lease %s: want a duration from %s to %s (e.g. --lease 1m for remote nodes over a slow link)",
 					errUsage, opts.LeaseTTL, runner.MinLeaseTTL, runner.MaxLeaseTTL)
@@ -81,12 +120,46 @@ func newRunCmd() *cobra.Command {
 				opts.Progress = cmd.ErrOrStderr()
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			where := sweep.StartOptions{Progress: opts.Progress, Target: opts.Target.Name(), Stack: stackName}
+			limits, err := runLimits(cmd, plan, &opts, budget, deadline, stackConfig, stackName, inventoryFile, resumeDir)
+			if err != nil {
+				return err
+			}
+			var sw *sweep.Tracker
+			if resumed != nil {
+				if len(plan.Runs) < 2 {
+					return fmt.Errorf("%w: --resume %s: %s plans one run, the sweep %d", errUsage, resumeDir, args[0], len(resumed.Runs))
+				}
+				opts.OpenSweep = func() (*sweep.Tracker, error) {
+					var err error
+					if sw, err = sweep.Resume(resumeDir, plan, sweep.ResumeOptions{StartOptions: where, AcceptRig: acceptRig}); err != nil {
+						return nil, fmt.Errorf("%w: %w", errUsage, err)
+					}
+					sw.SetLimits(limits)
+					return sw, nil
+				}
+			} else {
+				opts.OpenSweep = func() (*sweep.Tracker, error) {
+					var err error
+					if sw, err = sweep.Start(opts.ResultsDir, plan, plan.Playbook.Name, where); err != nil {
+						return nil, err
+					}
+					sw.SetLimits(limits)
+					return sw, nil
+				}
+			}
 			outs, err := runner.Run(cmd.Context(), plan, opts)
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
 			}
-			if len(outs) > 0 && outs[0].SweepDir != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(outs[0].SweepDir, sweep.ReportName))
+			if sw != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(sw.Dir, sweep.ReportName))
+			}
+			if errors.Is(err, sweep.ErrOverLimit) && sw != nil {
+				return fmt.Errorf("stopped: %w; rig run --resume %s continues the sweep", err, sw.Dir)
+			}
+			if errors.Is(err, runner.ErrInterrupted) && sw != nil {
+				return fmt.Errorf("interrupted: rig run --resume %s continues the sweep", sw.Dir)
 			}
 			if errors.Is(err, runner.ErrInterrupted) {
 				return fmt.Errorf("interrupted: results so far are in the run folder")
@@ -110,5 +183,105 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&opts.LeaseTTL, "lease", runner.DefaultLeaseTTL, "how long each agent keeps the run's lease without a renewal (renewed every quarter of it); "+
 		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	f.StringVar(&resumeDir, "resume", "", "continue the interrupted sweep in this folder (results/<sweep-id>): keep its ok runs, rerun the rest in plan order")
+	f.StringVar(&budget, "budget", "", "refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars, e.g. 20USD, and stop a sweep before the run that would pass it (resumable)")
+	f.DurationVar(&deadline, "deadline", 0, "refuse a plan expected to take longer than this from now, e.g. 45m, and stop a sweep before the run that would end after it (resumable)")
+	f.StringVar(&stackConfig, "stack-config", "", "the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
+	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
+}
+
+// runLimits checks --budget, --deadline and --stack-config, prints the plan's expected time and
+// cost, and refuses (before anything starts) a plan whose runs left cannot fit the limits.
+func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, budget string, deadline time.Duration,
+	stackConfig, stackName, inventoryFile, resumeDir string) (sweep.Limits, error) {
+	var l sweep.Limits
+	if deadline < 0 {
+		return l, fmt.Errorf("%w: --deadline %s: want a duration above 0, e.g. 45m", errUsage, deadline)
+	}
+	auto := false
+	if stackConfig == "" && stackName != "" {
+		// rig up's config of the stack, when rig runs from the project folder.
+		if p := "Pulumi." + stackName + ".yaml"; fileExists(p) {
+			stackConfig, auto = p, true
+		}
+	}
+	if budget != "" {
+		v, err := sweep.ParseUSD(budget)
+		if err != nil {
+			return l, fmt.Errorf("%w: --budget %v", errUsage, err)
+		}
+		if stackConfig == "" {
+			return l, fmt.Errorf("%w: --budget %s: needs the cluster's price per hour: give --stack-config Pulumi.<stack>.yaml (with --stack NAME, Pulumi.NAME.yaml in this folder is read when there is one)", errUsage, budget)
+		}
+		l.BudgetUSD = v
+	}
+	priceStack := ""
+	if stackConfig != "" {
+		var err error
+		if l.PricePerHour, priceStack, err = stackPrice(stackConfig); err != nil {
+			if !auto || budget != "" {
+				return l, fmt.Errorf("%w: --stack-config %s: %v", errUsage, stackConfig, err)
+			}
+			if opts.Progress != nil { // only the expected cost is lost
+				fmt.Fprintf(opts.Progress, "warning: %s not priced: %v\n", stackConfig, err)
+			}
+			l.PricePerHour, priceStack = 0, ""
+		}
+		if stackName != "" && priceStack != "" && priceStack != stackName {
+			return l, fmt.Errorf("%w: --stack-config %s is stack %q, --stack is %q: give the config of the stack the sweep runs on", errUsage, stackConfig, priceStack, stackName)
+		}
+	}
+	if deadline > 0 {
+		l.Deadline = time.Now().Add(deadline)
+	}
+	// The estimate, as rig validate makes it: this results folder's stage times on this target.
+	hist, _ := estimate.Load(opts.ResultsDir)
+	plan.Model, plan.Target = estimate.NewModel(hist), estimate.Target("local", "")
+	plan.BookStored = func(run *playbooks.Playbook) bool { return runner.BookStored(opts.ResultsDir, run) }
+	switch {
+	case stackName != "":
+		plan.Target = estimate.Target("aws", stackName)
+	case inventoryFile != "":
+		if inv, err := inventory.Load(inventoryFile); err == nil {
+			plan.Target = estimate.Target(inv.Target, "")
+		}
+	case priceStack != "":
+		plan.Target = estimate.Target("aws", priceStack)
+	}
+	todo := make([]int, len(plan.Runs))
+	for i := range todo {
+		todo[i] = i
+	}
+	if resumeDir != "" {
+		var err error
+		if todo, err = sweep.Pending(resumeDir); err != nil {
+			return l, fmt.Errorf("%w: --resume %s: %v", errUsage, resumeDir, err)
+		}
+	}
+	need := sweep.Need(plan, todo)
+	if opts.Progress != nil {
+		line := fmt.Sprintf("expected: %d run(s), ~%s", len(todo), need.Round(time.Second))
+		if l.PricePerHour > 0 {
+			line += fmt.Sprintf(", ~$%.2f at $%.2f/h (%s)", l.Cost(need), l.PricePerHour, stackConfig)
+		}
+		fmt.Fprintln(opts.Progress, line)
+	}
+	what := fmt.Sprintf("the plan's %d run(s) left would", len(todo))
+	if resumeDir == "" {
+		what = fmt.Sprintf("the plan's %d run(s) would", len(todo))
+	}
+	if err := l.Check(time.Now(), need, what); err != nil {
+		flag := "--deadline"
+		if l.BudgetUSD > 0 && (l.Deadline.IsZero() || !time.Now().Add(need).After(l.Deadline)) {
+			flag = "--budget"
+		}
+		return l, fmt.Errorf("%w: %s: %v; nothing was started", errUsage, flag, err)
+	}
+	return l, nil
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -76,13 +76,19 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 			stackErr(fmt.Errorf("not read, see above"))
 		}
 	}
+	if sc != nil && est.stack == "" {
+		est.priceStack = sc.Stack // the estimate and the cost are for that stack's cluster
+	}
 	mem := memoryTarget(cmd, sc, est)
-	if err := printPlan(cmd, arg, est, mem); err != nil {
+	plan, err := printPlan(cmd, arg, est, mem)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if sc != nil {
 		if err := validateStackConfig(cmd, sc); err != nil {
 			stackErr(err)
+		} else if perHour, _, err := stackPrice(stackConfig); err == nil && plan != nil {
+			printSweepCost(cmd.OutOrStdout(), plan, perHour)
 		}
 	}
 	if est.stack != "" {
@@ -210,9 +216,11 @@ func runSettings(axes []playbooks.Axis, settings map[string]string) string {
 }
 
 // estimateFlags pick the stage-time history and the target the estimates are for.
-type estimateFlags struct{ results, stack string }
+// priceStack is the stack of --stack-config, when no --stack is given.
+type estimateFlags struct{ results, stack, priceStack string }
 
-func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor) error {
+// printPlan prints the plan and returns it (nil when the playbook has problems).
+func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor) (*playbooks.Plan, error) {
 	pb, err := playbooks.Open(arg)
 	if err == nil {
 		var plan *playbooks.Plan
@@ -229,19 +237,21 @@ func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor) 
 			plan.BookStored = func(run *playbooks.Playbook) bool { return runner.BookStored(est.results, run) }
 			if est.stack != "" {
 				plan.Target = estimate.Target("aws", est.stack)
+			} else if est.priceStack != "" {
+				plan.Target = estimate.Target("aws", est.priceStack)
 			}
 			plan.Print(cmd.OutOrStdout())
-			return nil
+			return plan, nil
 		}
 	}
 	var probs playbooks.Problems
 	if !errors.As(err, &probs) {
-		return err
+		return nil, err
 	}
 	for _, p := range probs {
 		fmt.Fprintln(cmd.ErrOrStderr(), p)
 	}
-	return listedProblems{arg: arg, probs: probs}
+	return nil, listedProblems{arg: arg, probs: probs}
 }
 
 // listedProblems stands for problems already printed one per line, so the final error message
