@@ -114,21 +114,25 @@ engine:
     env: {FLUSH_NS: '{{index .Settings "my.engine.flush.interval"}}', TESTENGINE_IGNORE: "`+ignore+`", TESTENGINE_PHASE: 50ms}
     config_template: `+tmpl+`
 `)
-		cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", first, "--results", t.TempDir(), "--timeout", "5s")
+		res := t.TempDir()
+		cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", first, "--results", res, "--timeout", "5s")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Run() // the test engine speaks no client protocol: later checks fail either way
 		t.Logf("rig engine check:\n%s\n%s", stdout.String(), stderr.String())
-		assertNoProcesses(t, bin)
+		assertNoProcessesUnder(t, res) // the other check runs beside this one: only this one's
 		return stdout.String()
 	}
+	// The two checks use their own addresses and folders, so they run side by side.
 	t.Run("in effect", func(t *testing.T) {
+		t.Parallel()
 		out := check(t, "127.0.13.11", "")
 		if !hasRow(out, conformance.CheckSettings, "pass") || !strings.Contains(out, "my.engine.flush.interval=2ms carried (/proc) and in effect") {
 			t.Errorf("the settings check does not pass the declared setting by carriage and effect")
 		}
 	})
 	t.Run("ignored", func(t *testing.T) {
+		t.Parallel()
 		out := check(t, "127.0.14.11", "my.engine.flush.interval=5000000")
 		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
 		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
