@@ -17,6 +17,7 @@
 //	loadgen/probes.hlog               HdrHistogram interval log of probe latency in ns
 //	loadgen/bursts.bin                Probe records, one per burst message
 //	loadgen/stats.json                ProbeStats
+//	loadgen/acked.bin                 Acked records: the acknowledged-order ledger (AckedWriter, ReadAcked)
 //	loadgen/preload.json              PreloadStats
 //	<node>/loadgen/bursts-N/bursts.json  BurstStats of another client node's senders
 //
@@ -60,7 +61,7 @@ const (
 
 // LoadgenFiles are what a probe or preload run writes into its output folder, each gathered
 // into the run folder's loadgen/.
-var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile}
+var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile, AckedFile}
 
 // LoadgenCommandName is the base name (no extension) of the config and log of one load
 // generator command in the run folder: loadgen-<what>.json and loadgen-<what>.log.
