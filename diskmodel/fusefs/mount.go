@@ -173,6 +173,7 @@ type model struct {
 
 	mu    sync.Mutex
 	dirty map[*node]struct{} // files changed since their last fsync (power.go)
+	power sync.RWMutex       // a power loss (Lock) waits for the changes being tracked (RLock)
 }
 
 // node is a loopback inode that remembers, for its file, the write run (for I/O counting), how
@@ -200,6 +201,8 @@ var (
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_TRUNC != 0 {
+		n.m.power.RLock()
+		defer n.m.power.RUnlock()
 		if errno := n.track(-1, 0, -1); errno != 0 {
 			return nil, 0, errno
 		}
@@ -260,7 +263,9 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if d, ok := f.lf.PassthroughFd(); ok {
 		fd = d
 	}
+	m.power.RLock()
 	if errno := f.n.track(fd, off, off+size); errno != 0 {
+		m.power.RUnlock()
 		return 0, errno
 	}
 	f.n.mu.Lock()
@@ -271,6 +276,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	now := time.Now()
 	wait := max(m.bytes.reserve(now, size), m.iops.reserve(now, ops))
 	n, errno := f.lf.Write(ctx, data, off)
+	m.power.RUnlock()
 	m.c.writes.Add(1)
 	m.c.ops.Add(ops)
 	m.c.bytes.Add(int64(n))

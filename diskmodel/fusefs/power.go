@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/rig-dev/rig/diskmodel"
 )
 
 // A power loss, as LazyFS models it for Jepsen: every write a file had since its last fsync
@@ -29,11 +30,7 @@ type extent struct {
 }
 
 // Dropped is what a power loss discarded.
-type Dropped struct {
-	Files int   `json:"files"` // files whose content reverted
-	Bytes int64 `json:"bytes"` // unsynced bytes discarded (cut off the end, or overwritten below it)
-	Gone  int   `json:"gone"`  // changed files unlinked since: nothing to revert
-}
+type Dropped = diskmodel.Dropped
 
 // backing is the file's path in the backing folder.
 func (n *node) backing() string {
@@ -43,6 +40,7 @@ func (n *node) backing() string {
 // track is called before a change of [off, end) (end < 0: to the end of the file, a
 // truncation) made through fd (-1: by path): on the first change since the last sync it
 // records the file's synced size, and it keeps the synced bytes the change will overwrite.
+// The caller holds n.m.power (RLock) across track and the change.
 func (n *node) track(fd int, off, end int64) syscall.Errno {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -146,6 +144,8 @@ func (n *node) syncDone(mk syncMark) {
 // racing the revert would land on either side of it.
 func (d *Disk) DropUnsynced() (Dropped, error) {
 	m := d.m
+	m.power.Lock() // wait out changes in flight (a killed writer's last requests)
+	defer m.power.Unlock()
 	m.mu.Lock()
 	nodes := m.dirty
 	m.dirty = map[*node]struct{}{}
@@ -218,6 +218,8 @@ func (n *node) revert() (gone bool, dropped int64, err error) {
 // Setattr keeps the synced bytes a truncation cuts off before it does.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if sz, ok := in.GetSize(); ok {
+		n.m.power.RLock()
+		defer n.m.power.RUnlock()
 		fd := -1
 		if fh, ok := f.(*file); ok {
 			if d, ok := fh.lf.PassthroughFd(); ok {
