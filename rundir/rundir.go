@@ -10,6 +10,7 @@
 //	loadgen-<mode>.json, .log         the load generator's config and log for one command
 //	summary.json, report.md, plots/   the analysis (analysis.Analyze)
 //	<node>/status.json                engine.Status at the end of the run
+//	<node>/orders.json                engine.HeldOrders at the end of the run (the durability check)
 //	<node>/transitions.jsonl          Transition, one JSON line each (the agent's journal)
 //	<node>/engine.log, agent.log      the engine's and the agent's logs
 //	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
@@ -41,6 +42,7 @@ const (
 
 	// In a node's folder.
 	StatusFile       = "status.json"
+	HeldOrdersFile   = "orders.json" // engine.HeldOrders at the end of the run
 	TransitionsFile  = "transitions.jsonl"
 	EngineConfigFile = "engine.json"
 	EngineLogFile    = "engine.log"
