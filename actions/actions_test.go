@@ -69,8 +69,12 @@ func TestKindChecks(t *testing.T) {
 // A power loss names its servers joined by +, each once, and must say when the power comes back.
 func TestPowerLossFields(t *testing.T) {
 	k, _ := New("power_loss")
-	if p := k.(*PowerLoss); p.Nodes != DefaultPowerLossNodes {
-		t.Errorf("default nodes %q", p.Nodes)
+	if p := k.(*PowerLoss); p.Nodes != DefaultPowerLossNodes || p.Unsynced != UnsyncedDrop {
+		t.Errorf("defaults %+v", p)
+	}
+	uf, _ := FieldOf(k, "unsynced")
+	if err := uf.Set(k, "flush"); err == nil {
+		t.Error("unsynced: flush accepted")
 	}
 	f, _ := FieldOf(k, "nodes")
 	for _, bad := range []string{"leader+leader", "leader,follower", "node-x", ""} {

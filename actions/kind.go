@@ -209,5 +209,5 @@ func init() {
 	Register(func() Spec { return &StepDown{} })
 	Register(func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} })
 	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
-	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes} })
+	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
 }

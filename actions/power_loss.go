@@ -22,15 +22,26 @@ const DefaultPowerLossNodes = "leader+follower"
 // was acknowledged may be gone. The power comes back RelaunchAfter later: the engines are
 // started again on what their disks kept. Unlike kill it may take a majority down: that is the
 // failure it models. It needs the playbook's disk: block (the local target's disk model).
+//
+// Unsynced "keep" kills the same servers the same way and drops nothing: a crash of the processes
+// only (kill -9 of a majority, which the kill kind refuses), whose writes the page cache keeps —
+// the control for what the power loss itself costs.
 type PowerLoss struct {
 	Nodes         string        `json:"nodes"` // node references joined by +: leader+follower, node-0+node-2
 	RelaunchAfter time.Duration `json:"relaunch_after"`
+	Unsynced      string        `json:"unsynced"` // drop (a power loss) | keep (the processes crash, the disks keep everything)
 }
+
+// What a power loss does with the writes a server's disk holds unsynced.
+const (
+	UnsyncedDrop = "drop"
+	UnsyncedKeep = "keep"
+)
 
 func (*PowerLoss) Kind() string     { return string(rundir.ActPowerLoss) }
 func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
 func (*PowerLoss) UsesDiskModel() string {
-	return "drops the writes each server's disk model holds unsynced"
+	return "cuts the power of servers' disk models"
 }
 
 func (*PowerLoss) Fields() []Field {
@@ -38,6 +49,12 @@ func (*PowerLoss) Fields() []Field {
 		textField("nodes", checkNodeList, func(p *PowerLoss) *string { return &p.Nodes }),
 		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 2s: when the power comes back",
 			func(p *PowerLoss) *time.Duration { return &p.RelaunchAfter }),
+		textField("unsynced", func(s string) error {
+			if s != UnsyncedDrop && s != UnsyncedKeep {
+				return fmt.Errorf("%q: want %s (a power loss: unsynced writes are lost) or %s (the processes crash, the disks keep every write)", s, UnsyncedDrop, UnsyncedKeep)
+			}
+			return nil
+		}, func(p *PowerLoss) *string { return &p.Unsynced }),
 	}
 }
 
@@ -87,8 +104,8 @@ func (p *PowerLoss) Check(c Context) []Problem {
 }
 
 func (p *PowerLoss) Describe(v Varied) string {
-	s := fmt.Sprintf("power loss of %s (unsynced writes dropped), power back after %s", v.Value("nodes", p.Nodes),
-		v.Value("relaunch_after", units.FormatDuration(p.RelaunchAfter)))
+	s := fmt.Sprintf("power loss of %s (unsynced writes: %s), power back after %s", v.Value("nodes", p.Nodes),
+		v.Value("unsynced", p.Unsynced), v.Value("relaunch_after", units.FormatDuration(p.RelaunchAfter)))
 	if !v.Varies("relaunch_after") {
 		s += fmt.Sprintf(" (at +%s)", units.FormatDuration(v.At()+p.RelaunchAfter))
 	}
@@ -96,7 +113,7 @@ func (p *PowerLoss) Describe(v Varied) string {
 }
 
 func (p *PowerLoss) String() string {
-	return fmt.Sprintf("power loss of %s, back after %s", p.Nodes, p.RelaunchAfter)
+	return fmt.Sprintf("power loss of %s (unsynced writes: %s), back after %s", p.Nodes, p.Unsynced, p.RelaunchAfter)
 }
 
 func (p *PowerLoss) Run(ctx context.Context, env Env) error {
@@ -115,7 +132,7 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 	}
 	for i, name := range names {
 		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
-			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: true}}}); err != nil {
+			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}}}); err != nil {
 			return err
 		}
 		if err := env.Signal(ctx, name, refs[i], "KILL"); err != nil {
@@ -123,6 +140,10 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		}
 	}
 	for _, name := range names {
+		if p.Unsynced == UnsyncedKeep {
+			env.Progress("%s: killed; its disk keeps every write (unsynced: keep)", name)
+			continue
+		}
 		d, err := env.PowerLoss(ctx, name)
 		if err != nil {
 			return fmt.Errorf("power loss of %s: %w", name, err)
