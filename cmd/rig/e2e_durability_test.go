@@ -120,4 +120,3 @@ func wantInReport(t *testing.T, dir string, wants ...string) {
 		}
 	}
 }
-
