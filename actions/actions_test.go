@@ -9,7 +9,7 @@ import (
 
 // Every registered kind's fields read back what they were given, and a clone shares nothing.
 func TestKindsRoundTrip(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"snapshot", "kill", "step_down", "burst", "wait_for"}) {
+	if got := Names(); !slices.Equal(got, []string{"snapshot", "kill", "step_down", "burst", "wait_for", "power_loss"}) {
 		t.Fatalf("kinds %v", got)
 	}
 	k, _ := New("kill")
@@ -57,5 +57,38 @@ func TestKindChecks(t *testing.T) {
 	}
 	if got := rules(&WaitFor{Phase: "ready", Node: "other-follower", Timeout: time.Second}); len(got) != 0 {
 		t.Errorf("wait_for rules %v", got)
+	}
+	if got := rules(&PowerLoss{Nodes: "leader+node-3", RelaunchAfter: 10 * time.Second}); !slices.Equal(got, []string{"nodes:node", "relaunch_after:relaunch-after-end"}) {
+		t.Errorf("power_loss rules %v", got)
+	}
+	if got := rules(&PowerLoss{Nodes: "leader+follower", RelaunchAfter: 2 * time.Second}); len(got) != 0 {
+		t.Errorf("power_loss of a majority, back inside the run: rules %v; want none (taking a majority is the point)", got)
+	}
+}
+
+// A power loss names its servers joined by +, each once, and must say when the power comes back.
+func TestPowerLossFields(t *testing.T) {
+	k, _ := New("power_loss")
+	if p := k.(*PowerLoss); p.Nodes != DefaultPowerLossNodes || p.Unsynced != UnsyncedDrop {
+		t.Errorf("defaults %+v", p)
+	}
+	uf, _ := FieldOf(k, "unsynced")
+	if err := uf.Set(k, "flush"); err == nil {
+		t.Error("unsynced: flush accepted")
+	}
+	f, _ := FieldOf(k, "nodes")
+	for _, bad := range []string{"leader+leader", "leader,follower", "node-x", ""} {
+		if err := f.Set(k, bad); err == nil {
+			t.Errorf("nodes %q accepted", bad)
+		}
+	}
+	if err := f.Set(k, "node-0+other-follower"); err != nil || f.Get(k) != "node-0+other-follower" {
+		t.Errorf("nodes: %v, reads %q", err, f.Get(k))
+	}
+	if ps := k.(Completer).Complete(map[string]bool{"nodes": true}); len(ps) != 1 || ps[0].Key != "relaunch_after" {
+		t.Errorf("a power loss without relaunch_after: %+v; want it asked for", ps)
+	}
+	if _, down := k.(Downer); down {
+		t.Error("power_loss is a Downer: the majority rule would refuse what it models")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -67,6 +68,10 @@ type WriteAdder interface {
 	AddWrites(w *driver.Workload, clients int)
 }
 
+// DiskModelUser is a kind that acts on the servers' disk models (power_loss): the playbook must
+// have a disk: block. Why is the plan's wording, e.g. "drops unsynced writes".
+type DiskModelUser interface{ UsesDiskModel() (why string) }
+
 // Context is what Check sees of the playbook.
 type Context struct {
 	Servers, Clients int
@@ -107,6 +112,9 @@ type Env interface {
 	Admin(ctx context.Context, node, path string) ([]byte, error)
 	// Signal signals node's engine; the run counts the node down until Relaunch.
 	Signal(ctx context.Context, node, as, signal string) error
+	// PowerLoss drops every write since each file's last fsync from node's disk model, once
+	// node's engine (signalled KILL) has exited.
+	PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, error)
 	// Relaunch starts node's engine again on its folder.
 	Relaunch(ctx context.Context, node string) error
 	// Record adds an event to the run's record.
@@ -201,4 +209,5 @@ func init() {
 	Register(func() Spec { return &StepDown{} })
 	Register(func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} })
 	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
+	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
 }

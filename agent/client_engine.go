@@ -100,6 +100,13 @@ func (c *Client) EngineStatusRaw(ctx context.Context, withHash bool) ([]byte, er
 	return buf.Bytes(), err
 }
 
+// EngineOrders asks the engine which single orders it applied (GET /orders, engine.HeldOrders).
+func (c *Client) EngineOrders(ctx context.Context) (engine.HeldOrders, error) {
+	var h engine.HeldOrders
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminOrders}}.Encode(), nil, &h)
+	return h, err
+}
+
 // EngineMetrics returns the engine's GET /metrics (Prometheus text).
 func (c *Client) EngineMetrics(ctx context.Context) ([]byte, error) {
 	var buf bytes.Buffer

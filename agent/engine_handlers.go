@@ -88,7 +88,7 @@ const MaxTransitionsWait = time.Minute
 // proxyPaths are the engine admin calls the controller may make through the agent.
 var proxyPaths = map[string]map[string]bool{
 	http.MethodPost: {engine.AdminSnapshot: true, engine.AdminStepDown: true},
-	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true},
+	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true, engine.AdminOrders: true},
 }
 
 // engineSide is the agent's engine state: one journal for the node (so sequence numbers span
@@ -342,7 +342,7 @@ func (s *Server) handleEngineProxy(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	path := q.Get("path")
 	if !proxyPaths[r.Method][path] {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("proxy %s path %q: want POST /snapshot or /step-down, or GET /status or /metrics", r.Method, path))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("proxy %s path %q: want POST /snapshot or /step-down, or GET /status, /metrics or /orders", r.Method, path))
 		return
 	}
 	q.Del("path")

@@ -437,6 +437,9 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
+	var dw []string
+	s.Durability, dw = d.durability(s)
+	warn = append(warn, dw...)
 	d.udpIngress(s)
 	d.notApplied(s)
 	warn = append(warn, d.sampleFigures(s)...)

@@ -29,6 +29,9 @@ func renderReport(s *Summary) string {
 	if s.StatusReason != "" {
 		pf("**Failed:** %s.\n\n", s.StatusReason)
 	}
+	if du := s.Durability; du != nil && du.Lost > 0 {
+		pf("**Acknowledged orders lost: %d of %d** (%s, sync level %s) — see [Durability](#durability).\n\n", du.Lost, du.Acked, du.Faults, syncCell(du.SyncLevel))
+	}
 	pf("**Run settings:** %s\n\n", settingsLine(s))
 	if len(s.Warnings) > 0 {
 		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
@@ -202,6 +205,25 @@ func renderReport(s *Summary) string {
 		pf("\n\n")
 	}
 
+	if du := s.Durability; du != nil {
+		pf("## Durability\n\n")
+		pf("Every order the load generator was told was accepted (loadgen/acked.bin), checked against the orders each server holds at the end (<node>/orders.json). Lost: held by fewer than a majority.\n\n")
+		pf("| fault | sync level | acked | lost | unchecked |\n| --- | --- | --- | --- | --- |\n")
+		pf("| %s | %s | %d | %d | %d |\n\n", du.Faults, syncCell(du.SyncLevel), du.Acked, du.Lost, du.Unchecked)
+		pf("| server | held | lost | unknown (in its restored snapshot) |\n| --- | --- | --- | --- |\n")
+		for _, n := range slices.Sorted(maps.Keys(du.Nodes)) {
+			nd := du.Nodes[n]
+			if nd.Missing {
+				pf("| %s | no answer | | |\n", n)
+				continue
+			}
+			pf("| %s | %d | %d | %d |\n", n, nd.Held, nd.Lost, nd.Unknown)
+		}
+		pf("\n")
+		if len(du.LostIDs) > 0 {
+			pf("First lost order ids: %v\n\n", du.LostIDs)
+		}
+	}
 	pf("## Probes overall\n\n")
 	pf("| n | lost | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|\n")
 	pf("| %d | %d | %s | %s | %s | %s | %s |\n\n", s.Probes.N, s.Probes.Lost, usCell(s.Probes.P50Us), pctCell(s.Probes.P90Us, s.Probes.N, minNForP90),

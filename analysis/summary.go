@@ -50,6 +50,9 @@ type Summary struct {
 	Failovers      []FailoverRow  `json:"failovers"`
 	FailoverPooled *FailoverStats `json:"failover_pooled,omitempty"`
 	Bursts         []BurstRow     `json:"bursts"` // one per micro-burst the load generator sent
+	// Durability: every acknowledged order checked against what the servers hold at the end
+	// (durability.go); absent without a ledger. A lost acknowledged order leads the report.
+	Durability *Durability `json:"durability,omitempty"`
 	// UDPRcvbufErrors is, per node, the growth of /proc/net/snmp Udp RcvbufErrors over the run
 	// (from the OS samples): datagrams the kernel dropped for want of receive buffer.
 	UDPRcvbufErrors map[string]uint64 `json:"udp_rcvbuf_errors,omitempty"`

@@ -107,3 +107,11 @@ func (l Limits) String() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// Dropped is what a power loss of a model discarded (diskmodel/fusefs: every write since each
+// file's last fsync).
+type Dropped struct {
+	Files int   `json:"files"` // files whose content reverted
+	Bytes int64 `json:"bytes"` // unsynced bytes discarded (cut off the end, or overwritten below it)
+	Gone  int   `json:"gone"`  // changed files unlinked since: nothing to revert
+}

@@ -171,7 +171,7 @@ func (b *burstRun) udpStats() rundir.BurstStats {
 	return st
 }
 
-func newBurstRun(spec rundir.BurstSeries, servers []string, conn ConnOptions, grace time.Duration, instruments int, price int64, startTimeout time.Duration, log *slog.Logger, sink *probeSink) *burstRun {
+func newBurstRun(spec rundir.BurstSeries, servers []string, conn ConnOptions, grace time.Duration, instruments int, price int64, startTimeout time.Duration, log *slog.Logger, sink *probeSink, ledger *ledgerSink) *burstRun {
 	t := newBurstTracker(spec)
 	per, every := int64(spec.Messages), int64(spec.Every)
 	total := per * int64(spec.Count)
@@ -180,7 +180,7 @@ func newBurstRun(spec rundir.BurstSeries, servers []string, conn ConnOptions, gr
 		kind: "burst", servers: servers, conn: conn, log: log,
 		at: at, total: total, end: at(total-1) + 1, chunk: burstChunk,
 		grace: grace, startTimeout: startTimeout, instruments: instruments, price: price,
-		sink: sink, onSent: t.sent, onAnswer: t.answer, onLost: t.lostOne,
+		sink: sink, ledger: ledger, onSent: t.sent, onAnswer: t.answer, onLost: t.lostOne,
 	}
 	return &burstRun{spec: spec, s: newStream(cfg, burstIDBit), t: t}
 }
@@ -263,7 +263,7 @@ func Burst(ctx context.Context, opts BurstOptions) (rundir.BurstStats, error) {
 		if sink, err = createSink(filepath.Join(opts.Out, rundir.BurstsFile)); err != nil {
 			return rundir.BurstStats{}, err
 		}
-		b = newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink)
+		b = newBurstRun(spec, opts.Servers, opts.Conn, opts.Grace, opts.Instruments, opts.Price, opts.StartTimeout, opts.Logger, sink, nil)
 	}
 	err := b.run(ctx)
 	if sink != nil {
@@ -319,7 +319,7 @@ func (r *ProbeRun) Burst(spec rundir.BurstSeries) error {
 			return err
 		}
 	} else {
-		b = newBurstRun(spec, o.Servers, o.Conn, o.Grace, o.Instruments, o.Price, o.StartTimeout, o.Logger, r.burstSink)
+		b = newBurstRun(spec, o.Servers, o.Conn, o.Grace, o.Instruments, o.Price, o.StartTimeout, o.Logger, r.burstSink, r.led)
 	}
 	r.burst = b
 	r.bursts = append(r.bursts, b)

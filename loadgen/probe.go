@@ -18,7 +18,9 @@ import (
 // A probe run writes into ProbeOptions.Out (names from rundir): rundir.ProbesFile, every probe
 // (intended time, latency, outcome) in completion order; rundir.ProbesHlogFile, the HdrHistogram
 // interval log of probe latency in ns, one interval per Interval; rundir.StatsFile, ProbeStats;
-// and rundir.BurstsFile, every burst message in probes.bin's format.
+// rundir.BurstsFile, every burst message in probes.bin's format; and rundir.AckedFile, the ledger
+// of every order answered OK (probes, and the bursts sent over TCP by this run) with the log
+// index it was applied at, for the durability check after the run.
 
 // Defaults shared by the probe and burst streams.
 const (
@@ -112,6 +114,7 @@ type ProbeRun struct {
 	opts  ProbeOptions
 	s     *stream
 	sink  *probeSink
+	led   *ledgerSink
 	ctx   context.Context
 	done  chan struct{}
 	stats rundir.ProbeStats
@@ -139,6 +142,11 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	led, err := createLedger(filepath.Join(opts.Out, rundir.AckedFile))
+	if err != nil {
+		sink.close()
+		return nil, err
+	}
 	period := 1e9 / opts.Rate
 	total := int64(streamMax)
 	var end int64
@@ -162,11 +170,12 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		instruments:  opts.Instruments,
 		price:        opts.Price,
 		sink:         sink,
+		ledger:       led,
 		hlogPath:     filepath.Join(opts.Out, rundir.ProbesHlogFile),
 		hlogWidth:    int64(opts.Interval),
 		hlogComment:  fmt.Sprintf("rig loadgen probe stream: %g/s, IOC probes, latency in ns from intended send time, intervals by intended time", opts.Rate),
 	}
-	r := &ProbeRun{opts: opts, s: newStream(cfg, probeIDBit), sink: sink, ctx: ctx, done: make(chan struct{})}
+	r := &ProbeRun{opts: opts, s: newStream(cfg, probeIDBit), sink: sink, led: led, ctx: ctx, done: make(chan struct{})}
 	go r.run()
 	return r, nil
 }
@@ -191,6 +200,7 @@ func (r *ProbeRun) run() {
 			select {
 			case <-t.C:
 				r.sink.flush()
+				r.led.flush()
 			case <-flushDone:
 				return
 			}
@@ -208,6 +218,9 @@ func (r *ProbeRun) run() {
 	r.bwg.Wait()
 	if cerr := r.sink.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write %s: %w", rundir.ProbesFile, cerr)
+	}
+	if cerr := r.led.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", rundir.AckedFile, cerr)
 	}
 	r.bmu.Lock()
 	if r.burstSink != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -104,6 +105,27 @@ func TestProbeFollowsRedirectAndRecordsEveryProbe(t *testing.T) {
 	disk := readStats(t, dir)
 	if disk.Answered != st.Answered || disk.Latency.N != st.Answered || disk.Latency.P99Ns == 0 || disk.Latency.P999Ns == 0 {
 		t.Errorf("stats.json %+v does not match the run %+v", disk.Latency, st.Latency)
+	}
+
+	// The ledger: every acknowledged probe once, as sent, with the index it was applied at.
+	acked, err := rundir.ReadAcked(filepath.Join(dir, rundir.AckedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acked) != 3000 {
+		t.Fatalf("%d orders in the ledger, want the 3000 acknowledged", len(acked))
+	}
+	seen := map[uint64]bool{}
+	base := acked[0].ID &^ (1<<32 - 1)
+	for _, a := range acked {
+		i := a.ID - base
+		if seen[a.ID] || i >= 3000 || a.Instrument != uint32(i%4) || a.Side != wire.Buy || a.Price != loadspec.DefaultProbePrice || a.Qty != 1 {
+			t.Fatalf("ledger record %+v: want each probe once, as sent (id base %#x)", a, base)
+		}
+		seen[a.ID] = true
+		if a.Index == 0 || a.AckNs < st.Start.UnixNano() || a.AckNs > st.End.UnixNano()+int64(5*time.Second) {
+			t.Fatalf("ledger record %+v: want a log index and an answer time inside the run (%v–%v)", a, st.Start, st.End)
+		}
 	}
 }
 

@@ -76,6 +76,50 @@ func (p *probeSink) close() error {
 	return p.err
 }
 
+// ledgerSink serializes acknowledged orders from any goroutine into one ledger (rundir.AckedFile).
+type ledgerSink struct {
+	mu  sync.Mutex
+	w   *rundir.AckedWriter
+	err error
+}
+
+func createLedger(path string) (*ledgerSink, error) {
+	w, err := rundir.CreateAcked(path)
+	if err != nil {
+		return nil, err
+	}
+	return &ledgerSink{w: w}, nil
+}
+
+func (l *ledgerSink) write(a rundir.Acked) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = l.w.Write(a)
+	}
+	l.mu.Unlock()
+}
+
+func (l *ledgerSink) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	return l.err
+}
+
+func (l *ledgerSink) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.w.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	return l.err
+}
+
 // streamConfig describes an open-loop stream of IOC orders that cross nothing: message i is
 // due at start + at(i), whatever happens to the connection; probes and bursts differ only in
 // their schedule.
@@ -94,7 +138,8 @@ type streamConfig struct {
 	instruments  int
 	price        int64
 	sink         *probeSink
-	hlogPath     string // "" for none
+	ledger       *ledgerSink // every order answered OK (nil: none kept)
+	hlogPath     string      // "" for none
 	hlogWidth    int64
 	hlogComment  string
 	onSent       func(i0 int64, n int, at int64)  // under the stream lock
@@ -194,15 +239,20 @@ func (s *stream) encode(dst []byte, corr uint64) []byte {
 	if corr == discoverCorr {
 		i = 1<<32 - 1
 	}
-	req := wire.Request{Type: wire.TypeOrder, Corr: corr, Order: wire.Order{
+	req := wire.Request{Type: wire.TypeOrder, Corr: corr, Order: s.order(i)}
+	return wire.AppendRequest(dst, &req)
+}
+
+// order is message i of the stream.
+func (s *stream) order(i uint64) wire.Order {
+	return wire.Order{
 		ID:         s.idBase | i,
 		Instrument: uint32(i % uint64(s.cfg.instruments)),
 		Side:       wire.Buy,
 		TIF:        wire.IOC,
 		Price:      s.cfg.price,
 		Qty:        1,
-	}}
-	return wire.AppendRequest(dst, &req)
+	}
 }
 
 func (s *stream) answer(corr uint64, r *wire.Response, at int64) {
@@ -232,6 +282,11 @@ func (s *stream) answer(corr uint64, r *wire.Response, at int64) {
 		s.cfg.log.Warn(s.cfg.kind + "s are trading: they must cross nothing, or the book changes under the measurement")
 	}
 	s.filled += r.Filled
+	if r.Status == wire.StatusOK {
+		o := s.order(uint64(i))
+		s.cfg.ledger.write(rundir.Acked{ID: o.ID, Instrument: o.Instrument, Side: o.Side, Price: o.Price, Qty: o.Qty,
+			Index: r.Index, AckNs: s.epochUnix + at})
+	}
 	s.cfg.sink.write(rundir.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: lat, Outcome: rundir.ProbeOK})
 	s.lat.RecordValue(clampLatency(lat))
 	if s.hl != nil {

@@ -54,6 +54,8 @@ const (
 	ActStepDown ActionName = "step_down"
 	ActBurst    ActionName = "burst"
 	ActWaitFor  ActionName = "wait_for"
+	// ActPowerLoss is the timeline kind only: its events are kills (KillAction.PowerLoss).
+	ActPowerLoss ActionName = "power_loss"
 )
 
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
@@ -102,9 +104,12 @@ type SnapshotAction struct {
 }
 
 // KillAction is a signal sent to a node; As is how the playbook named it (leader, follower...).
+// PowerLoss marks the kill of a power_loss action: once the engine had exited, the node's disk
+// model dropped every write since each file's last fsync (a note says how much).
 type KillAction struct {
-	Signal string `json:"signal"`
-	As     string `json:"as,omitempty"`
+	Signal    string `json:"signal"`
+	As        string `json:"as,omitempty"`
+	PowerLoss bool   `json:"power_loss,omitempty"`
 }
 
 // WaitForAction holds the timeline until Node (every server when empty) is in Phase.

@@ -281,3 +281,36 @@ func TestEventLogErrorsAreKept(t *testing.T) {
 		t.Fatalf("Add after Close: %v, want os.ErrClosed", err)
 	}
 }
+
+// The load generator's ledger of acknowledged orders reads back field for field; a torn last
+// record is dropped.
+func TestAckedRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), rundir.AckedFile)
+	w, err := rundir.CreateAcked(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rundir.Acked{
+		{ID: 1<<63 | 7<<32 | 1, Instrument: 3, Side: 0, Price: 1, Qty: 1, Index: 42, AckNs: t0.UnixNano()},
+		{ID: 1<<63 | 7<<32 | 2, Instrument: 15, Side: 1, Price: -5, Qty: 1 << 40, Index: 1<<64 - 1, AckNs: t0.UnixNano() + 1},
+	}
+	for _, a := range want {
+		if err := w.Write(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(make([]byte, 20))
+	f.Close()
+	got, err := rundir.ReadAcked(path)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ReadAcked = %+v, %v; want %+v", got, err, want)
+	}
+	os.WriteFile(path, []byte("RIGPRB01"), 0o644)
+	if _, err := rundir.ReadAcked(path); err == nil {
+		t.Fatal("a probes file was read as a ledger")
+	}
+}

@@ -10,6 +10,7 @@
 //	loadgen-<mode>.json, .log         the load generator's config and log for one command
 //	summary.json, report.md, plots/   the analysis (analysis.Analyze)
 //	<node>/status.json                engine.Status at the end of the run
+//	<node>/orders.json                engine.HeldOrders at the end of the run (the durability check)
 //	<node>/transitions.jsonl          Transition, one JSON line each (the agent's journal)
 //	<node>/engine.log, agent.log      the engine's and the agent's logs
 //	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
@@ -17,6 +18,7 @@
 //	loadgen/probes.hlog               HdrHistogram interval log of probe latency in ns
 //	loadgen/bursts.bin                Probe records, one per burst message
 //	loadgen/stats.json                ProbeStats
+//	loadgen/acked.bin                 Acked records: the acknowledged-order ledger (AckedWriter, ReadAcked)
 //	loadgen/preload.json              PreloadStats
 //	<node>/loadgen/bursts-N/bursts.json  BurstStats of another client node's senders
 //
@@ -40,6 +42,7 @@ const (
 
 	// In a node's folder.
 	StatusFile       = "status.json"
+	HeldOrdersFile   = "orders.json" // engine.HeldOrders at the end of the run
 	TransitionsFile  = "transitions.jsonl"
 	EngineConfigFile = "engine.json"
 	EngineLogFile    = "engine.log"
@@ -60,7 +63,7 @@ const (
 
 // LoadgenFiles are what a probe or preload run writes into its output folder, each gathered
 // into the run folder's loadgen/.
-var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile}
+var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile, AckedFile}
 
 // LoadgenCommandName is the base name (no extension) of the config and log of one load
 // generator command in the run folder: loadgen-<what>.json and loadgen-<what>.log.

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/target"
 )
 
 // step is an action at its offset from load start.
@@ -67,6 +69,31 @@ func (e env) Signal(ctx context.Context, node, as, signal string) error {
 	r.notifyLocked()
 	r.mu.Unlock()
 	return r.agent(node).Signal(ctx, signal)
+}
+
+// powerLossExit bounds the wait for a killed engine to exit before its disk loses power.
+const powerLossExit = 10 * time.Second
+
+// PowerLoss waits until node's engine (signalled KILL) has exited, then has the target drop
+// every unsynced write from its disk model.
+func (e env) PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, error) {
+	r := e.r
+	pl, ok := r.cl.(target.PowerLosser)
+	if !ok || r.pb.Disk.Zero() {
+		return diskmodel.Dropped{}, fmt.Errorf("a power loss needs a disk model under the servers' data (the playbook's disk: block, on the local target)")
+	}
+	n, ok := r.inv.Node(node)
+	if !ok {
+		return diskmodel.Dropped{}, fmt.Errorf("no server %s", node)
+	}
+	err := r.waitFor(ctx, powerLossExit, func() (bool, error) { return r.status[node].Phase == rundir.PhaseDown, nil })
+	if errors.Is(err, errTimeout) {
+		return diskmodel.Dropped{}, fmt.Errorf("its engine had not exited %s after SIGKILL", powerLossExit)
+	}
+	if err != nil {
+		return diskmodel.Dropped{}, err
+	}
+	return pl.DropUnsynced(ctx, n)
 }
 
 func (e env) Relaunch(ctx context.Context, node string) error {

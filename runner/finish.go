@@ -18,7 +18,7 @@ import (
 
 // finalState waits until every running server has applied the same index (nothing is in flight
 // once the load stopped), then reads each state hash at that index and keeps the status in
-// <node>/status.json. Hashes compared at different indexes would mean nothing.
+// <node>/status.json, and the orders it holds in <node>/orders.json. Hashes compared at different indexes would mean nothing.
 func (r *run) finalState(ctx context.Context) error {
 	if r.cfgs == nil {
 		return nil // no engine was started (the run was refused before): no final state
@@ -70,6 +70,13 @@ func (r *run) finalState(ctx context.Context) error {
 			continue
 		}
 		if err := atomicfile.WriteJSON(filepath.Join(r.dir, n.Name, rundir.StatusFile), st); err != nil {
+			errs = append(errs, err)
+		}
+		// Which acknowledged orders it holds, for the durability check (analysis); an engine
+		// without GET /orders is left unchecked, and the analysis says so.
+		if h, err := r.agent(n.Name).EngineOrders(ctx); err != nil {
+			r.log.Info("held orders", "node", n.Name, "err", err)
+		} else if err := atomicfile.WriteJSON(filepath.Join(r.dir, n.Name, rundir.HeldOrdersFile), h); err != nil {
 			errs = append(errs, err)
 		}
 	}

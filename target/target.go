@@ -84,6 +84,15 @@ type DiskModeler interface {
 	ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (root string, got diskmodel.Achieved, err error)
 }
 
+// PowerLosser is a DiskModeler whose models can lose power: the local target's (diskmodel/fusefs
+// keeps what each file had synced). A power loss of a stack's node is a reboot without sync, not
+// this.
+type PowerLosser interface {
+	// DropUnsynced reverts server n's disk model to what was last synced, every write since each
+	// file's last fsync discarded. n's engine must have exited.
+	DropUnsynced(ctx context.Context, n inventory.Node) (diskmodel.Dropped, error)
+}
+
 // Traits describe a cluster in the terms a run needs.
 type Traits struct {
 	// Stack is the Pulumi stack the nodes belong to ("" if none), recorded in the manifest.

@@ -78,7 +78,8 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	}
 
 	m := &model{lim: o.Limits, bytes: newBucket(o.Limits.Throughput, o.Limits.Burst),
-		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize()}
+		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize(),
+		dirty: map[*node]struct{}{}}
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -169,10 +170,15 @@ type model struct {
 	bytes, iops *bucket
 	ioSize      int64
 	c           counters
+
+	mu    sync.Mutex
+	dirty map[*node]struct{} // files changed since their last fsync (power.go)
+	power sync.RWMutex       // a power loss (Lock) waits for the changes being tracked (RLock)
 }
 
-// node is a loopback inode that remembers, for its file, the write run (for I/O counting) and
-// how many bytes were written since the last fsync.
+// node is a loopback inode that remembers, for its file, the write run (for I/O counting), how
+// many bytes were written since the last fsync, and what its content was at that fsync (dirty,
+// syncedSize, undo: power.go).
 type node struct {
 	fs.LoopbackNode
 	m *model
@@ -180,14 +186,27 @@ type node struct {
 	mu       sync.Mutex
 	run      ioRun
 	unsynced int64
+	changes  uint64 // changes made to the file, for an fsync to tell which it covered
+
+	dirty      bool     // changed since its last fsync (or since the mount)
+	syncedSize int64    // its size at that fsync, when dirty
+	undo       []extent // the synced bytes its changes since then overwrote, oldest first
 }
 
 var (
-	_ fs.NodeOpener  = (*node)(nil)
-	_ fs.NodeCreater = (*node)(nil)
+	_ fs.NodeOpener    = (*node)(nil)
+	_ fs.NodeCreater   = (*node)(nil)
+	_ fs.NodeSetattrer = (*node)(nil)
 )
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_TRUNC != 0 {
+		n.m.power.RLock()
+		defer n.m.power.RUnlock()
+		if errno := n.track(-1, 0, -1); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	fh, ff, errno := n.LoopbackNode.Open(ctx, flags)
 	if errno != 0 {
 		return nil, 0, errno
@@ -240,6 +259,15 @@ var (
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	m, size := f.n.m, int64(len(data))
+	fd := -1
+	if d, ok := f.lf.PassthroughFd(); ok {
+		fd = d
+	}
+	m.power.RLock()
+	if errno := f.n.track(fd, off, off+size); errno != 0 {
+		m.power.RUnlock()
+		return 0, errno
+	}
 	f.n.mu.Lock()
 	ops := f.n.run.ops(off, size, m.ioSize)
 	f.n.mu.Unlock()
@@ -248,6 +276,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	now := time.Now()
 	wait := max(m.bytes.reserve(now, size), m.iops.reserve(now, ops))
 	n, errno := f.lf.Write(ctx, data, off)
+	m.power.RUnlock()
 	m.c.writes.Add(1)
 	m.c.ops.Add(ops)
 	m.c.bytes.Add(int64(n))
@@ -282,6 +311,7 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	f.n.mu.Lock()
 	unsynced := f.n.unsynced
 	f.n.unsynced = 0
+	mark := f.n.syncMark(f.lf)
 	f.n.mu.Unlock()
 	var errno syscall.Errno
 	if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
@@ -295,6 +325,7 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 		f.n.mu.Unlock()
 		return errno
 	}
+	f.n.syncDone(mark)
 	m := f.n.m
 	m.c.syncs.Add(1)
 	if rest := m.lim.SyncCost(unsynced) - time.Since(start); rest > 0 {

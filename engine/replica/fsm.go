@@ -58,6 +58,11 @@ type fsm struct {
 	lastSnap  atomic.Pointer[engine.Snapshot]
 
 	req wire.Request // scratch, only touched on the FSM goroutine
+
+	// held: the single orders applied since the restored snapshot (at index knownFrom, 0 for
+	// none), for GET /orders; under mu.
+	held      idRanges
+	knownFrom uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
@@ -105,6 +110,7 @@ func (f *fsm) applyCommand(index uint64, data []byte) wire.Response {
 			return resp
 		}
 		resp.Filled, resp.Rested = res.Filled, res.Rested
+		f.held.add(r.Order.ID)
 	case wire.TypeCancel:
 		if err := f.book.Cancel(r.Cancel); err != nil {
 			resp.Status, resp.Text = wire.StatusRejected, err.Error()
@@ -257,6 +263,7 @@ func (f *fsm) restore() error {
 	}
 	f.mu.Lock()
 	f.book = b
+	f.held, f.knownFrom = idRanges{}, meta.LogIndex
 	f.mu.Unlock()
 	f.applied.Store(meta.LogIndex)
 	f.orders.Store(int64(b.Orders()))

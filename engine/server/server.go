@@ -207,6 +207,9 @@ func (s *Server) adminMux() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"leader": s.node.LeaderClientAddr()})
 	})
+	mux.HandleFunc("GET "+engine.AdminOrders, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.node.HeldOrders())
+	})
 	mux.HandleFunc("GET "+engine.AdminMetrics, func(w http.ResponseWriter, r *http.Request) {
 		m := s.node.Metrics()
 		keys := make([]string, 0, len(m))

@@ -13,7 +13,10 @@ import (
 	"github.com/rig-dev/rig/target"
 )
 
-var _ target.DiskModeler = (*Cluster)(nil)
+var (
+	_ target.DiskModeler = (*Cluster)(nil)
+	_ target.PowerLosser = (*Cluster)(nil)
+)
 
 // probeRepeats: a probe on a machine other work shares keeps the best of a few (ProbeOptions).
 const probeRepeats = 3
@@ -37,12 +40,28 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	}
 	c.mu.Lock()
 	c.disks = append(c.disks, d)
+	if c.diskOf == nil {
+		c.diskOf = map[string]*fusefs.Disk{}
+	}
+	c.diskOf[n.Name] = d
 	c.mu.Unlock()
 	got, err := diskmodel.Probe(ctx, mp, l, diskmodel.ProbeOptions{Repeats: probeRepeats})
 	if err != nil {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
 	return mp, got, nil
+}
+
+// DropUnsynced is a power loss of server n's disk model: every file reverts to its content at
+// its last fsync.
+func (c *Cluster) DropUnsynced(_ context.Context, n inventory.Node) (diskmodel.Dropped, error) {
+	c.mu.Lock()
+	d := c.diskOf[n.Name]
+	c.mu.Unlock()
+	if d == nil {
+		return diskmodel.Dropped{}, fmt.Errorf("power loss of %s: its data is on no disk model (a power loss needs the playbook's disk: block)", n.Name)
+	}
+	return d.DropUnsynced()
 }
 
 // unmountDisks unmounts every disk model (lazily where a file is still open); c.mu is held.
@@ -56,5 +75,5 @@ func (c *Cluster) unmountDisks() {
 			c.log.Warn(lvl, "mountpoint", d.Dir(), "err", err)
 		}
 	}
-	c.disks = nil
+	c.disks, c.diskOf = nil, nil
 }

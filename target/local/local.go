@@ -143,10 +143,11 @@ type Cluster struct {
 
 	agents map[string]*agent.Client // written before Start returns, read-only after
 
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
-	done  map[string]chan struct{}
-	disks []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
+	mu     sync.Mutex
+	procs  map[string]*exec.Cmd
+	done   map[string]chan struct{}
+	disks  []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
+	diskOf map[string]*fusefs.Disk
 }
 
 var _ target.Cluster = (*Cluster)(nil)

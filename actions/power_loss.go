@@ -1,0 +1,173 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/internal/ctxtime"
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// DefaultPowerLossNodes are the servers a power loss takes when the playbook names none: a
+// majority of three, so what the survivors hold is not enough to serve.
+const DefaultPowerLossNodes = "leader+follower"
+
+// PowerLoss cuts the power of servers at once, as a correlated failure (one rack, one zone)
+// does: each engine is killed and, once it has exited, its disk model drops every write since
+// each file's last fsync (diskmodel/fusefs, as LazyFS does for Jepsen), so at sync level 0 what
+// was acknowledged may be gone. The power comes back RelaunchAfter later: the engines are
+// started again on what their disks kept. Unlike kill it may take a majority down: that is the
+// failure it models. It needs the playbook's disk: block (the local target's disk model).
+//
+// Unsynced "keep" kills the same servers the same way and drops nothing: a crash of the processes
+// only (kill -9 of a majority, which the kill kind refuses), whose writes the page cache keeps —
+// the control for what the power loss itself costs.
+type PowerLoss struct {
+	Nodes         string        `json:"nodes"` // node references joined by +: leader+follower, node-0+node-2
+	RelaunchAfter time.Duration `json:"relaunch_after"`
+	Unsynced      string        `json:"unsynced"` // drop (a power loss) | keep (the processes crash, the disks keep everything)
+}
+
+// What a power loss does with the writes a server's disk holds unsynced.
+const (
+	UnsyncedDrop = "drop"
+	UnsyncedKeep = "keep"
+)
+
+func (*PowerLoss) Kind() string     { return string(rundir.ActPowerLoss) }
+func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
+func (*PowerLoss) UsesDiskModel() string {
+	return "cuts the power of servers' disk models"
+}
+
+func (*PowerLoss) Fields() []Field {
+	return []Field{
+		textField("nodes", checkNodeList, func(p *PowerLoss) *string { return &p.Nodes }),
+		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 2s: when the power comes back",
+			func(p *PowerLoss) *time.Duration { return &p.RelaunchAfter }),
+		textField("unsynced", func(s string) error {
+			if s != UnsyncedDrop && s != UnsyncedKeep {
+				return fmt.Errorf("%q: want %s (a power loss: unsynced writes are lost) or %s (the processes crash, the disks keep every write)", s, UnsyncedDrop, UnsyncedKeep)
+			}
+			return nil
+		}, func(p *PowerLoss) *string { return &p.Unsynced }),
+	}
+}
+
+// nodeList splits a + list of node references.
+func nodeList(s string) []string { return strings.Split(s, "+") }
+
+func checkNodeList(s string) error {
+	seen := map[string]bool{}
+	for _, ref := range nodeList(s) {
+		if err := CheckNodeForm(ref); err != nil {
+			return fmt.Errorf("%w (several joined by +, e.g. %s)", err, DefaultPowerLossNodes)
+		}
+		if seen[ref] {
+			return fmt.Errorf("%q is named twice in %q; want each server once", ref, s)
+		}
+		seen[ref] = true
+	}
+	return nil
+}
+
+func (p *PowerLoss) Complete(seen map[string]bool) []Problem {
+	if !seen["relaunch_after"] {
+		return []Problem{problem("relaunch_after", "missing", nil, "missing; want when the power comes back, e.g. 2s (the servers are relaunched on what their disks kept)")}
+	}
+	return nil
+}
+
+func (p *PowerLoss) Check(c Context) []Problem {
+	var out []Problem
+	if checkNodeList(p.Nodes) == nil {
+		refs := nodeList(p.Nodes)
+		for _, ref := range refs {
+			if msg := NodeExists(ref, c.Servers); msg != "" {
+				out = append(out, problem("nodes", "node", []string{"cluster.servers"}, "%s", msg))
+			}
+		}
+		if len(refs) > c.Servers {
+			out = append(out, problem("nodes", "node", []string{"cluster.servers"}, "names %d servers; the cluster has %d", len(refs), c.Servers))
+		}
+	}
+	if r := p.RelaunchAfter; r > 0 && c.At < c.End && c.At+r >= c.End {
+		out = append(out, problem("relaunch_after", "relaunch-after-end", []string{"duration", "@at"},
+			"the power comes back at %s (at %s + %s), at or after the end of the run (duration %s); want it back inside the run",
+			units.FormatDuration(c.At+r), units.FormatDuration(c.At), units.FormatDuration(r), units.FormatDuration(c.End)))
+	}
+	return out
+}
+
+func (p *PowerLoss) Describe(v Varied) string {
+	s := fmt.Sprintf("power loss of %s (unsynced writes: %s), power back after %s", v.Value("nodes", p.Nodes),
+		v.Value("unsynced", p.Unsynced), v.Value("relaunch_after", units.FormatDuration(p.RelaunchAfter)))
+	if !v.Varies("relaunch_after") {
+		s += fmt.Sprintf(" (at +%s)", units.FormatDuration(v.At()+p.RelaunchAfter))
+	}
+	return s
+}
+
+func (p *PowerLoss) String() string {
+	return fmt.Sprintf("power loss of %s (unsynced writes: %s), back after %s", p.Nodes, p.Unsynced, p.RelaunchAfter)
+}
+
+func (p *PowerLoss) Run(ctx context.Context, env Env) error {
+	// Every reference resolves against the cluster as it is before anything loses power.
+	refs := nodeList(p.Nodes)
+	names := make([]string, len(refs))
+	for i, ref := range refs {
+		name, err := env.ResolveNode(ref)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(names[:i], name) {
+			return fmt.Errorf("power loss: %s and %s are both %s now; want distinct servers", refs[slices.Index(names[:i], name)], ref, name)
+		}
+		names[i] = name
+	}
+	for i, name := range names {
+		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
+			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}}}); err != nil {
+			return err
+		}
+		if err := env.Signal(ctx, name, refs[i], "KILL"); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		if p.Unsynced == UnsyncedKeep {
+			env.Progress("%s: killed; its disk keeps every write (unsynced: keep)", name)
+			continue
+		}
+		d, err := env.PowerLoss(ctx, name)
+		if err != nil {
+			return fmt.Errorf("power loss of %s: %w", name, err)
+		}
+		msg := fmt.Sprintf("power loss: %d files reverted to their last fsync, %s unsynced dropped", d.Files, units.FormatSize(d.Bytes))
+		if err := env.Record(rundir.Event{Node: name, Note: &rundir.Note{Text: msg}}); err != nil {
+			return err
+		}
+		env.Progress("%s: %s", name, msg)
+	}
+	env.Go(ctx, func(ctx context.Context) error {
+		if err := ctxtime.Sleep(ctx, p.RelaunchAfter); err != nil {
+			return nil // the run is over: nothing to relaunch into
+		}
+		for _, name := range names {
+			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
+				return err
+			}
+			if err := env.Relaunch(ctx, name); err != nil {
+				return fmt.Errorf("relaunch %s after its power loss: %w", name, err)
+			}
+			env.Progress("power back: relaunched %s", name)
+		}
+		return nil
+	})
+	return nil
+}

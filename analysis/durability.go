@@ -1,0 +1,138 @@
+package analysis
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Durability checks every acknowledged order (the load generator's ledger, rundir.AckedFile)
+// against what each server held at the end of the run (<node>/orders.json, GET /orders): an
+// acknowledged order the recovered cluster does not hold was lost, whatever the latency says.
+type Durability struct {
+	// Faults names what the timeline did to the servers: "power loss of node-1, node-2",
+	// "kill -KILL of node-0", "none".
+	Faults    string `json:"faults"`
+	SyncLevel *int   `json:"sync_level,omitempty"`
+	Acked     int    `json:"acked"`
+	// Lost: acknowledged orders fewer than a majority of the servers hold at the end (the cluster
+	// after it recovered; its servers apply one log, so it is all or none of them once they agree).
+	Lost int `json:"lost"`
+	// Unchecked: acknowledged at or below the index of a snapshot every answering server restored
+	// (orders.json lists only what was applied after it), or no server answered at all.
+	Unchecked int                       `json:"unchecked"`
+	Nodes     map[string]NodeDurability `json:"nodes"`
+	LostIDs   []uint64                  `json:"lost_ids,omitempty"` // the first maxLostIDs lost ids
+}
+
+// NodeDurability is one server's answer: how many acknowledged orders it holds, lacks, and cannot
+// say (acknowledged at or below its restored snapshot). Missing: no orders.json (the node was
+// down at the end, or its engine has no GET /orders).
+type NodeDurability struct {
+	Held    int  `json:"held"`
+	Lost    int  `json:"lost"`
+	Unknown int  `json:"unknown"`
+	Missing bool `json:"missing,omitempty"`
+}
+
+const maxLostIDs = 20
+
+// durability is nil for a run folder without a ledger (older runs, or no probe stream).
+func (d *runData) durability(s *Summary) (*Durability, []string) {
+	acked, err := rundir.ReadAcked(filepath.Join(d.dir, rundir.LoadgenDir, rundir.AckedFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []string{fmt.Sprintf("acknowledged-order ledger: %v: durability not checked", err)}
+	}
+	out := &Durability{Faults: d.faults(), SyncLevel: s.Settings.SyncLevel, Acked: len(acked), Nodes: map[string]NodeDurability{}}
+	held := map[string]*engine.HeldOrders{}
+	for _, n := range d.nodes {
+		var h engine.HeldOrders
+		if err := readJSONFile(filepath.Join(d.dir, n, rundir.HeldOrdersFile), &h); err != nil {
+			out.Nodes[n] = NodeDurability{Missing: true}
+			continue
+		}
+		held[n] = &h
+	}
+	var warn []string
+	if len(held) == 0 {
+		out.Unchecked = len(acked)
+		return out, []string{"durability: no server said which orders it holds (no orders.json): the acknowledged orders are unchecked"}
+	}
+	majority := len(d.nodes)/2 + 1
+	for _, a := range acked {
+		have, unknown := 0, 0
+		for n, h := range held {
+			nd := out.Nodes[n]
+			switch {
+			case h.Holds(a.ID):
+				nd.Held++
+				have++
+			case a.Index <= h.KnownFromIndex:
+				nd.Unknown++
+				unknown++
+			default:
+				nd.Lost++
+			}
+			out.Nodes[n] = nd
+		}
+		switch {
+		case have >= majority:
+		case have+unknown >= majority:
+			out.Unchecked++
+		default:
+			out.Lost++
+			if len(out.LostIDs) < maxLostIDs {
+				out.LostIDs = append(out.LostIDs, a.ID)
+			}
+		}
+	}
+	if out.Lost > 0 {
+		warn = append(warn, fmt.Sprintf("durability: %d of %d acknowledged orders lost (%s, sync level %s)", out.Lost, out.Acked, out.Faults, syncCell(out.SyncLevel)))
+	}
+	return out, warn
+}
+
+// faults describes the timeline's kills and power losses, in order.
+func (d *runData) faults() string {
+	var parts []string
+	for _, e := range d.actions(rundir.ActKill) {
+		k := e.Action.Kill
+		if k == nil {
+			continue
+		}
+		if k.PowerLoss {
+			parts = append(parts, "power loss of "+e.Node)
+		} else {
+			parts = append(parts, fmt.Sprintf("kill -%s of %s", k.Signal, e.Node))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func syncCell(l *int) string {
+	if l == nil {
+		return "?"
+	}
+	return fmt.Sprint(*l)
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
