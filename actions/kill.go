@@ -91,20 +91,28 @@ func (k *Kill) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	env.Progress("kill -%s %s (%s)", k.Signal, name, k.Node)
-	if after := k.RelaunchAfter; after > 0 {
-		env.Go(ctx, func(ctx context.Context) error {
-			if err := ctxtime.Sleep(ctx, after); err != nil {
-				return nil // the run is over: nothing to relaunch into
-			}
+	if k.RelaunchAfter > 0 {
+		relaunchLater(ctx, env, k.RelaunchAfter, []string{name}, "")
+	}
+	return nil
+}
+
+// relaunchLater relaunches each of names after a wait, in the background, recording each
+// relaunch as an event; cause ends its messages ("" or e.g. " after its power loss").
+func relaunchLater(ctx context.Context, env Env, after time.Duration, names []string, cause string) {
+	env.Go(ctx, func(ctx context.Context) error {
+		if err := ctxtime.Sleep(ctx, after); err != nil {
+			return nil // the run is over: nothing to relaunch into
+		}
+		for _, name := range names {
 			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
 				return err
 			}
 			if err := env.Relaunch(ctx, name); err != nil {
-				return fmt.Errorf("relaunch %s: %w", name, err)
+				return fmt.Errorf("relaunch %s%s: %w", name, cause, err)
 			}
-			env.Progress("relaunched %s", name)
-			return nil
-		})
-	}
-	return nil
+			env.Progress("relaunched %s%s", name, cause)
+		}
+		return nil
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -154,20 +153,6 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		}
 		env.Progress("%s: %s", name, msg)
 	}
-	env.Go(ctx, func(ctx context.Context) error {
-		if err := ctxtime.Sleep(ctx, p.RelaunchAfter); err != nil {
-			return nil // the run is over: nothing to relaunch into
-		}
-		for _, name := range names {
-			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
-				return err
-			}
-			if err := env.Relaunch(ctx, name); err != nil {
-				return fmt.Errorf("relaunch %s after its power loss: %w", name, err)
-			}
-			env.Progress("power back: relaunched %s", name)
-		}
-		return nil
-	})
+	relaunchLater(ctx, env, p.RelaunchAfter, names, " after its power loss")
 	return nil
 }

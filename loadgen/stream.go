@@ -35,30 +35,43 @@ func init() { idStamp.Store(uint64(time.Now().Unix())) }
 
 func nextIDBase(bit uint64) uint64 { return bit | (idStamp.Add(1)&(1<<30-1))<<32 }
 
-// probeSink serializes records from any goroutine into one probes file.
-type probeSink struct {
+// sink serializes records from any goroutine into one record file of the run folder; the
+// first error sticks and is returned by flush and close.
+type sink[T any] struct {
 	mu  sync.Mutex
-	w   *rundir.ProbeWriter
+	w   *rundir.RecordWriter[T]
 	err error
 }
 
-func createSink(path string) (*probeSink, error) {
-	w, err := rundir.CreateProbes(path)
+// probeSink writes probes.bin or bursts.bin; ledgerSink the acknowledged-order ledger
+// (rundir.AckedFile); a nil ledger records nothing.
+type (
+	probeSink  = sink[rundir.Probe]
+	ledgerSink = sink[rundir.Acked]
+)
+
+func createSink(path string) (*probeSink, error)    { return openSink(rundir.CreateProbes(path)) }
+func createLedger(path string) (*ledgerSink, error) { return openSink(rundir.CreateAcked(path)) }
+
+func openSink[T any](w *rundir.RecordWriter[T], err error) (*sink[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &probeSink{w: w}, nil
+	return &sink[T]{w: w}, nil
 }
 
-func (p *probeSink) write(pr rundir.Probe) {
+func (p *sink[T]) write(r T) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	if p.err == nil {
-		p.err = p.w.Write(pr)
+		p.err = p.w.Write(r)
 	}
 	p.mu.Unlock()
 }
 
-func (p *probeSink) flush() error {
+func (p *sink[T]) flush() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err == nil {
@@ -67,57 +80,13 @@ func (p *probeSink) flush() error {
 	return p.err
 }
 
-func (p *probeSink) close() error {
+func (p *sink[T]) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.w.Close(); err != nil && p.err == nil {
 		p.err = err
 	}
 	return p.err
-}
-
-// ledgerSink serializes acknowledged orders from any goroutine into one ledger (rundir.AckedFile).
-type ledgerSink struct {
-	mu  sync.Mutex
-	w   *rundir.AckedWriter
-	err error
-}
-
-func createLedger(path string) (*ledgerSink, error) {
-	w, err := rundir.CreateAcked(path)
-	if err != nil {
-		return nil, err
-	}
-	return &ledgerSink{w: w}, nil
-}
-
-func (l *ledgerSink) write(a rundir.Acked) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	if l.err == nil {
-		l.err = l.w.Write(a)
-	}
-	l.mu.Unlock()
-}
-
-func (l *ledgerSink) flush() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = l.w.Flush()
-	}
-	return l.err
-}
-
-func (l *ledgerSink) close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.w.Close(); err != nil && l.err == nil {
-		l.err = err
-	}
-	return l.err
 }
 
 // streamConfig describes an open-loop stream of IOC orders that cross nothing: message i is

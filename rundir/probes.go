@@ -1,13 +1,6 @@
 package rundir
 
-import (
-	"bufio"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-)
+import "encoding/binary"
 
 // Probe outcomes.
 const (
@@ -25,74 +18,29 @@ type Probe struct {
 }
 
 // probes.bin and bursts.bin: an 8-byte magic, then fixed 17-byte little-endian records.
-var probeMagic = [8]byte{'R', 'I', 'G', 'P', 'R', 'B', '0', '1'}
-
-const probeRecordSize = 17
+var probeFormat = &recordFormat[Probe]{
+	magic: [8]byte{'R', 'I', 'G', 'P', 'R', 'B', '0', '1'},
+	size:  17,
+	what:  "probe file",
+	put: func(b []byte, p Probe) {
+		binary.LittleEndian.PutUint64(b[0:], uint64(p.IntendedNs))
+		binary.LittleEndian.PutUint64(b[8:], uint64(p.LatencyNs))
+		b[16] = p.Outcome
+	},
+	get: func(b []byte) Probe {
+		return Probe{
+			IntendedNs: int64(binary.LittleEndian.Uint64(b[0:])),
+			LatencyNs:  int64(binary.LittleEndian.Uint64(b[8:])),
+			Outcome:    b[16],
+		}
+	},
+}
 
 // ProbeWriter appends probes to a file.
-type ProbeWriter struct {
-	f   *os.File
-	w   *bufio.Writer
-	buf [probeRecordSize]byte
-}
+type ProbeWriter = RecordWriter[Probe]
 
 // CreateProbes creates a probes file at path.
-func CreateProbes(path string) (*ProbeWriter, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("create probe file: %w", err)
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	w.Write(probeMagic[:])
-	return &ProbeWriter{f: f, w: w}, nil
-}
-
-// Write appends one probe.
-func (p *ProbeWriter) Write(pr Probe) error {
-	binary.LittleEndian.PutUint64(p.buf[0:], uint64(pr.IntendedNs))
-	binary.LittleEndian.PutUint64(p.buf[8:], uint64(pr.LatencyNs))
-	p.buf[16] = pr.Outcome
-	_, err := p.w.Write(p.buf[:])
-	return err
-}
-
-// Flush pushes buffered records to the file.
-func (p *ProbeWriter) Flush() error { return p.w.Flush() }
-
-// Close flushes and closes.
-func (p *ProbeWriter) Close() error {
-	if err := p.w.Flush(); err != nil {
-		p.f.Close()
-		return err
-	}
-	return p.f.Close()
-}
+func CreateProbes(path string) (*ProbeWriter, error) { return probeFormat.create(path) }
 
 // ReadProbes reads a whole probes file. A truncated last record (a killed writer) is dropped.
-func ReadProbes(path string) ([]Probe, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	var magic [8]byte
-	if _, err := io.ReadFull(r, magic[:]); err != nil || magic != probeMagic {
-		return nil, fmt.Errorf("%s: not a probe file (bad magic)", path)
-	}
-	var out []Probe
-	var buf [probeRecordSize]byte
-	for {
-		if _, err := io.ReadFull(r, buf[:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		out = append(out, Probe{
-			IntendedNs: int64(binary.LittleEndian.Uint64(buf[0:])),
-			LatencyNs:  int64(binary.LittleEndian.Uint64(buf[8:])),
-			Outcome:    buf[16],
-		})
-	}
-}
+func ReadProbes(path string) ([]Probe, error) { return probeFormat.read(path) }

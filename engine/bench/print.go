@@ -11,10 +11,15 @@ import (
 )
 
 // WriteJSON prints the report as one indented JSON document.
-func (r Report) WriteJSON(w io.Writer) error {
+func (r Report) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// WriteJSON prints the report as one indented JSON document.
+func (r DiskReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
 // WriteTable prints the report as a scaling table: one row per (orders, threads), with the

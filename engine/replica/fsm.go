@@ -144,36 +144,12 @@ func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 		return nil, fmt.Errorf("snapshot at index %d: %w", index, err)
 	}
 	start := time.Now()
-	tmp := filepath.Join(f.snapDir, snapshotName(index)+".tmp")
-	file, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	st, err := WriteSnapshotFile(f.snapDir, f.book, snapshot.Meta{LogIndex: index, Term: term},
+		SnapshotWrite{SyncLevel: f.syncLevel, BlockSize: f.blockSize, Threads: f.encodeThreads})
 	if err != nil {
-		return nil, fmt.Errorf("create snapshot file: %w", err)
+		return nil, err
 	}
-	defer os.Remove(tmp) // no-op after the rename
-	st, err := snapshot.Write(file, f.book, snapshot.Meta{LogIndex: index, Term: term}, snapshot.Options{
-		Threads:        f.encodeThreads,
-		BlockSize:      f.blockSize,
-		Sync:           func() error { return store.Sync(file, f.syncLevel) },
-		SyncEveryBlock: f.syncLevel > 0,
-	})
-	encode := time.Since(start)
-	if err == nil {
-		err = store.Sync(file, f.syncLevel)
-	}
-	if cerr := file.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("write snapshot at index %d: %w", index, err)
-	}
-	final := filepath.Join(f.snapDir, SnapshotFileName(index))
-	if err := os.Rename(tmp, final); err != nil {
-		return nil, fmt.Errorf("publish snapshot: %w", err)
-	}
-	if err := store.SyncDir(f.snapDir, f.syncLevel); err != nil {
-		return nil, fmt.Errorf("sync snapshot dir: %w", err)
-	}
-	persisted := time.Since(start)
+	encode, persisted := st.Encode, st.Persisted
 	f.prune(index)
 	// All of it ran on the FSM goroutine, so the book stood still for the whole take.
 	s := &engine.Snapshot{

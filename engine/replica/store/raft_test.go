@@ -204,6 +204,10 @@ func TestRaftClusterOnStores(t *testing.T) {
 		}
 	}
 	waitFor(t, f.id+" applying all commands", 10*time.Second, func() bool { c, _ := f.fsm.state(); return c == first })
+	// raft snapshots on a timer (SnapshotInterval, randomised), so on a loaded machine the
+	// follower may apply everything before its first snapshot: wait for the compaction that
+	// snapshot brings (the prefix DeleteRange), which failing to come fails the test.
+	waitFor(t, f.id+" compacting its log", 10*time.Second, func() bool { lo, _ := f.logs.FirstIndex(); return lo > 1 })
 	f.r.Shutdown().Error()
 	f.r = nil
 	lo, _ := f.logs.FirstIndex()
