@@ -29,6 +29,7 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := t.TempDir()
 	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, reuseBook))
 	var dirs []string
@@ -99,5 +100,5 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 	if err != nil || strings.Count(string(hist), "\n") != 2 {
 		t.Errorf("stage-time history: %v\n%s", err, hist)
 	}
-	assertNoProcesses(t)
+	assertNoProcessesUnder(t, res)
 }

@@ -52,7 +52,9 @@ func TestCommandDriverEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run takes ~40 s")
 	}
-	stdout := runRigOK(t, "run", "--results", t.TempDir(), "--first-address", "127.0.9.11",
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
+	res := t.TempDir()
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.9.11",
 		commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"))
 	dir := runDirOf(t, stdout)
 	checkQuickstartRun(t, dir)
@@ -60,7 +62,7 @@ func TestCommandDriverEndToEnd(t *testing.T) {
 	if err != nil || !bytes.Contains(b, []byte("reference-engine")) || !bytes.Contains(b, []byte("rendered.json")) {
 		t.Errorf("node-0's engine log does not show the separate binary started on the rendered config (%v)", err)
 	}
-	assertNoProcesses(t, "reference-engine")
+	assertNoProcessesUnder(t, res)
 }
 
 // TestCommandDriverSettingWithoutEffect: a setting that reaches the process (carried in its

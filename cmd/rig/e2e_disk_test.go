@@ -32,6 +32,7 @@ func TestDiskModelEndToEnd(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end run as root (it mounts FUSE)")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := shortResults(t)
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.45.11", writePlaybook(t, diskPlaybook))
 	waitFor(t, "load start", stderr, 90*time.Second)

@@ -62,6 +62,7 @@ func TestDurabilityPowerLossSynced(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end runs as root (FUSE disk models)")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	for i, sync := range []int{1, 2} {
 		dir, d, errOut := durabilityRun(t, fmt.Sprintf("127.0.%d.11", 47+i), sync, "drop")
 		if errOut != "" {
@@ -89,6 +90,7 @@ func TestDurabilityPowerLossUnsynced(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("end-to-end runs as root (FUSE disk models)")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	dir, d, errOut := durabilityRun(t, "127.0.49.11", 0, "drop")
 	if d.Acked == 0 || d.Lost == 0 {
 		t.Errorf("sync 0 power loss: durability %+v; want acknowledged orders lost", d)

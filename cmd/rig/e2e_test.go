@@ -185,9 +185,11 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run takes ~40 s")
 	}
-	stdout := runRigOK(t, "run", "--results", t.TempDir(), "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
+	res := t.TempDir()
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
 	checkQuickstartRun(t, runDirOf(t, stdout))
-	assertNoProcesses(t)
+	assertNoProcessesUnder(t, res)
 }
 
 func TestInterruptStopsEverything(t *testing.T) {
