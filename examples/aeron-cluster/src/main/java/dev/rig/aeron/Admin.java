@@ -296,7 +296,7 @@ final class Admin
             Json.field(sb, "term", Math.max(0, s.term()));
             Json.field(sb, "take_ms", s.takeMs());
             Json.field(sb, "encode_ms", s.takeMs());
-            Json.field(sb, "persisted_ms", s.takeMs());
+            Json.field(sb, "persisted_ms", s.persistedMs());
             Json.field(sb, "bytes", s.bytes());
             Json.field(sb, "orders", s.orders());
             Json.field(sb, "syncs", 0);
@@ -476,14 +476,11 @@ final class Admin
     }
 
     /** Makes the service's last snapshot the reported one once the consensus module has completed it. */
-    private synchronized void promoteSnapshot(final CountersReader cr)
+    private void promoteSnapshot(final CountersReader cr)
     {
-        final NodeState.Snapshot p = state.pendingSnapshot;
-        if (p != null && cr != null && counter(cr, AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID, 0) > state.pendingCount)
+        if (state.pendingSnapshot != null && cr != null)
         {
-            state.pendingSnapshot = null;
-            state.lastSnapshot = p;
-            state.snapshotsTaken++;
+            state.promoteSnapshot(counter(cr, AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID, 0), System.nanoTime());
         }
     }
 
@@ -533,7 +530,7 @@ final class Admin
         Json.field(sb, "term", Math.max(0, s.term()));
         Json.field(sb, "take_ms", s.takeMs());
         Json.field(sb, "encode_ms", s.takeMs());
-        Json.field(sb, "persisted_ms", s.takeMs());
+        Json.field(sb, "persisted_ms", s.persistedMs());
         Json.field(sb, "bytes", s.bytes());
         Json.field(sb, "orders", s.orders());
         Json.field(sb, "syncs", 0);

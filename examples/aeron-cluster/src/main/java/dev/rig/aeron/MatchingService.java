@@ -38,6 +38,8 @@ final class MatchingService implements ClusteredService
     private final ExpandableArrayBuffer out = new ExpandableArrayBuffer(256);
     private Cluster cluster;
     private IdleStrategy idle;
+    /** The snapshot counter (type 205) found at the last take; -1 before one. */
+    private int snapshotCounterId = -1;
 
     MatchingService(final NodeState state)
     {
@@ -64,7 +66,7 @@ final class MatchingService implements ClusteredService
                     " (source " + snapshotImage.sourceIdentity() + ")", e);
             }
             final double ms = (System.nanoTime() - t0) / 1e6;
-            state.lastSnapshot = new NodeState.Snapshot(r.logPosition, state.leadershipTermId, 0, r.counts.bytes, r.counts.orders,
+            state.lastSnapshot = new NodeState.Snapshot(r.logPosition, state.leadershipTermId, 0, 0, r.counts.bytes, r.counts.orders,
                 (int)r.counts.records, true, ms);
             Log.info(String.format("restored snapshot at log position %d: %d orders in %d records, %d bytes, %.1f ms, hash %016x",
                 r.logPosition, r.counts.orders, r.counts.records, r.counts.bytes, ms, book.stateHash()));
@@ -107,8 +109,10 @@ final class MatchingService implements ClusteredService
         // the snapshot counter (ConsensusModuleAgent.takeSnapshot); the admin API promotes it then.
         final int id = ClusterCounters.find(cluster.aeron().countersReader(), AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID,
             cluster.context().clusterId());
+        snapshotCounterId = id;
         state.pendingCount = id < 0 ? 0 : cluster.aeron().countersReader().getCounterValue(id);
-        state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, c.bytes, c.orders, (int)c.records, false, 0);
+        state.pendingStartNs = t0;
+        state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, ms, c.bytes, c.orders, (int)c.records, false, 0);
         Log.info(String.format("snapshot at log position %d: %d orders in %d records of at most %d bytes, %d bytes, %.1f ms",
             position, c.orders, c.records, max, c.bytes, ms));
     }
@@ -222,6 +226,10 @@ final class MatchingService implements ClusteredService
         if (state.applied != cluster.logPosition())
         {
             publish();
+        }
+        if (state.pendingSnapshot != null && snapshotCounterId >= 0)
+        {
+            state.promoteSnapshot(cluster.aeron().countersReader().getCounterValue(snapshotCounterId), System.nanoTime());
         }
         return work;
     }
