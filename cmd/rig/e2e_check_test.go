@@ -91,6 +91,7 @@ func TestEngineCheckOwnSetting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	dir := t.TempDir()
 	bin, err := supervisetest.BuildEngine(dir)
 	if err != nil {
