@@ -127,14 +127,14 @@ engine:
 	// The two checks use their own addresses and folders, so they run side by side.
 	t.Run("in effect", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.13.11", "")
+		out := check(t, "127.0.61.11", "")
 		if !hasRow(out, conformance.CheckSettings, "pass") || !strings.Contains(out, "my.engine.flush.interval=2ms carried (/proc) and in effect") {
 			t.Errorf("the settings check does not pass the declared setting by carriage and effect")
 		}
 	})
 	t.Run("ignored", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.14.11", "my.engine.flush.interval=5000000")
+		out := check(t, "127.0.62.11", "my.engine.flush.interval=5000000")
 		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
 		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
 			t.Errorf("the settings check does not fail naming the setting, asked and in effect (%q)", want)
