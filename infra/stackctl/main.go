@@ -107,6 +107,17 @@ func (f *flags) openSaying(cmd *cobra.Command, stack string) (*driver.Driver, er
 	return d, nil
 }
 
+// stackInventory reads the inventory of f.stack (its stack outputs), quietly: inventory prints
+// it as JSON and ready waits on it.
+func stackInventory(cmd *cobra.Command, f *flags) (*inventory.Inventory, error) {
+	d, err := driver.New(f.options(cmd))
+	if err != nil {
+		return nil, classify(err)
+	}
+	i, err := d.Inventory(cmd.Context(), f.stack)
+	return i, classify(err)
+}
+
 // classify turns errors caused by the user's input into usage errors.
 func classify(err error) error {
 	switch {
@@ -306,13 +317,9 @@ func newRoot() *cobra.Command {
 		Use: "inventory --stack NAME", Short: "print the stack's inventory as JSON", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			i, err := stackInventory(cmd, &f)
 			if err != nil {
-				return classify(err)
-			}
-			i, err := d.Inventory(cmd.Context(), f.stack)
-			if err != nil {
-				return classify(err)
+				return err
 			}
 			return writeJSON(cmd.OutOrStdout(), i)
 		},
@@ -324,13 +331,9 @@ func newRoot() *cobra.Command {
 		Use: "ready --stack NAME", Short: "wait until every node answers ssh with its pinned host key and cloud-init has finished (as up does)", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			i, err := stackInventory(cmd, &f)
 			if err != nil {
-				return classify(err)
-			}
-			i, err := d.Inventory(cmd.Context(), f.stack)
-			if err != nil {
-				return classify(err)
+				return err
 			}
 			return rw.wait(cmd, &f, f.stack, i)
 		},
