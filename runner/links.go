@@ -37,7 +37,7 @@ func CheckTarget(plan *playbooks.Plan, t target.Target) error {
 			continue
 		}
 		if _, ok := t.(target.Partitioner); !ok {
-			errs = append(errs, fmt.Errorf("run %d: %s: %s cannot cut links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
+			errs = append(errs, fmt.Errorf("run %d: %s: target %s cannot cut links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
 				pr.Index, lk[0], t.Name()))
 		}
 		for i, a := range pr.Playbook.Timeline {
