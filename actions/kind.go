@@ -2,7 +2,7 @@
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
 // records. The playbook parser, the plan and the runner know kinds only through Lookup and the
-// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder) are checked by
+// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder, Linker) are checked by
 // type assertion, as hashicorp/raft checks for a BatchingFSM.
 package actions
 
@@ -62,6 +62,12 @@ type Downer interface {
 type Awaiter interface {
 	Awaits() (node, phase string)
 }
+
+// Linker is a kind that acts on network links (cuts or shapes them): it runs only on a target
+// that puts its engines' peer and client links through proxies it controls (target.Partitioner),
+// which the runner checks before anything starts. Links says what it does to them, for the
+// refusal, e.g. "partitions a server".
+type Linker interface{ Links() string }
 
 // WriteAdder is a kind that makes servers write (driver.Workload, for the free-space check).
 type WriteAdder interface {
@@ -128,6 +134,11 @@ type Env interface {
 	// Wait waits until node ("" every server) is in phase, for at most timeout; with every
 	// server, killed servers' pending relaunches first.
 	Wait(ctx context.Context, node, phase string, timeout time.Duration) error
+	// Isolate cuts every peer and client link to or from the nodes (what is sent on an open
+	// connection is held, new connections are refused), and Heal heals them; each returns how
+	// many links it changed. They fail on a run whose links are not routed (no Linker in it).
+	Isolate(ctx context.Context, nodes ...string) (int, error)
+	Heal(ctx context.Context, nodes ...string) (int, error)
 	// WaitStableLeader waits until every server is ready and the leader has not changed for
 	// stable, until deadline.
 	WaitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error
@@ -210,4 +221,5 @@ func init() {
 	Register(func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} })
 	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
 	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
+	Register(func() Spec { return &Partition{} })
 }

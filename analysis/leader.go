@@ -38,7 +38,7 @@ func leaderCauses(s *Summary) []leaderCause {
 		switch {
 		case a.Action == "step_down":
 			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
-		case a.Action == "kill" && a.Node != "" && a.Node == leader:
+		case (a.Action == "kill" || a.Action == "partition") && a.Node != "" && a.Node == leader:
 			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
 		}
 	}

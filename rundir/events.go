@@ -56,6 +56,9 @@ const (
 	ActWaitFor  ActionName = "wait_for"
 	// ActPowerLoss is the timeline kind only: its events are kills (KillAction.PowerLoss).
 	ActPowerLoss ActionName = "power_loss"
+	// ActPartition cuts every peer and client link of a node; ActHeal is its scheduled heal.
+	ActPartition ActionName = "partition"
+	ActHeal      ActionName = "heal"
 )
 
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
@@ -93,6 +96,17 @@ type Action struct {
 	Kill     *KillAction
 	WaitFor  *WaitForAction
 	Burst    *BurstSeries
+	// Partition is the payload of partition and heal.
+	Partition *PartitionAction
+}
+
+// PartitionAction is a node cut off from (or healed back to) every other node and client: As is
+// how the playbook named it, ForMs how long the cut lasts, Links how many links the target cut
+// or healed (peer and client links, each direction of a pair its own link).
+type PartitionAction struct {
+	As    string  `json:"as,omitempty"`
+	ForMs float64 `json:"for_ms,omitempty"`
+	Links int     `json:"links"`
 }
 
 // SnapshotAction is a snapshot requested on the leader; Index is the log index the leader
@@ -225,6 +239,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			detail = a.WaitFor
 		case a.Burst != nil:
 			detail = a.Burst
+		case a.Partition != nil:
+			detail = a.Partition
 		}
 	case KindPhase:
 		p := e.Phase
@@ -286,6 +302,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		case ActBurst:
 			a.Burst = &BurstSeries{}
 			err = detail(a.Burst)
+		case ActPartition, ActHeal:
+			a.Partition = &PartitionAction{}
+			err = detail(a.Partition)
 		}
 		if err != nil {
 			return err

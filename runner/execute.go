@@ -28,7 +28,7 @@ const (
 func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	cl, err := r.opts.Target.Start(ctx, target.StartOptions{
 		RunDir: r.dir, Run: r.id, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
-		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress,
+		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress, Links: r.routed,
 	})
 	if err != nil {
 		return nil, err
@@ -151,14 +151,6 @@ func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.
 	return cfg
 }
 
-func (r *run) clientAddrs() []string {
-	var out []string
-	for _, s := range r.servers {
-		out = append(out, net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort)))
-	}
-	return out
-}
-
 // prepareDisks mounts each server's provisioned data volume (or takes the folder a target places
 // engine data in, target.DataPlacer), so the engine writes to the volume
 // whose IOPS and throughput the experiment is about, not to the root disk.
@@ -201,6 +193,12 @@ func (r *run) startEngines(ctx context.Context) error {
 			r.since[n.Name] = st.LastSeq
 		}
 		cfg := r.engineConfig(n)
+		if r.routed {
+			var err error
+			if cfg, err = r.routeConfig(ctx, cfg); err != nil {
+				return err
+			}
+		}
 		r.cfgs[n.Name] = cfg
 		req, err := StartRequest(r.pb, cfg)
 		if err != nil {

@@ -112,6 +112,9 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		}
 		timelines[i] = tl
 	}
+	if err := CheckTarget(plan, opts.Target); err != nil {
+		return nil, err
+	}
 	// A plan of more than one run is a sweep: its runs go to ResultsDir/<sweep-id>/r01, r02, …
 	// with sweep.json, and the sweep report is written at the end, also when interrupted.
 	var tr *sweep.Tracker
@@ -192,6 +195,9 @@ type run struct {
 	ev       *rundir.EventLog
 
 	cl target.Cluster // nil until the target started it
+	// routed: the timeline acts on links (actions.Linker), so the cluster is started with
+	// StartOptions.Links and every engine link goes through its proxies (links.go).
+	routed bool
 	// stopLeases stops renewing the agents' leases (lease.go)
 	stopLeases func()
 	// abort stops the run with a cause (a lapsed lease), not as an interrupt
@@ -294,7 +300,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
 		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
-		killed: map[string]bool{}}
+		killed: map[string]bool{}, routed: len(linkers(pb)) > 0}
 	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err

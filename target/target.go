@@ -36,6 +36,29 @@ type StartOptions struct {
 	Binary           string // the rig binary to run on the nodes (default: this executable)
 	Logger           *slog.Logger
 	Progress         func(format string, args ...any) // human progress lines (nil: none)
+	// Links asks for every engine link to go through a proxy the cluster can cut: only a
+	// Partitioner target is asked, and its cluster is then a Links.
+	Links bool
+}
+
+// Partitioner is a Target that can put a proxy on every link between its nodes (raft peer
+// traffic and client traffic) and cut and heal them: the local target, through linkproxy, as
+// this kernel has no netem qdisc. Started with StartOptions.Links, its Cluster is a Links.
+// Partitions says how, for the plan and the manifest.
+type Partitioner interface {
+	Target
+	Partitions() string
+}
+
+// Links is a Cluster whose engine links go through proxies it can cut and heal.
+type Links interface {
+	// Route is the address node from dials to reach addr, a service of node to: a proxy on
+	// from's own address that forwards to addr. One route per (from, addr), made once.
+	Route(ctx context.Context, from, to, addr string) (string, error)
+	// Isolate cuts every routed link to or from the nodes; Heal heals those links. Each returns
+	// how many links it changed.
+	Isolate(nodes ...string) int
+	Heal(nodes ...string) int
 }
 
 // Cluster is a started cluster. Its methods are safe for concurrent use.

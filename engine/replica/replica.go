@@ -59,8 +59,11 @@ type Node struct {
 	// raft commit index is capped at its last log index, so during catch-up it says nothing
 	// about how far behind the node is; this does.
 	leaderCommit atomic.Uint64
-	clientOf     map[raft.ServerAddress]string // raft address -> client address
-	failed       failure                       // a fatal storage error stops the node (fatal.go)
+	// clientOf maps a peer's node id to its client address. By id, not raft address: a follower
+	// learns the leader's address from its AppendEntries (the leader's own), which differs from
+	// the peer address in this node's config when its links go through proxies.
+	clientOf map[raft.ServerID]string
+	failed   failure // a fatal storage error stops the node (fatal.go)
 }
 
 // Open creates and starts a replica.
@@ -82,9 +85,9 @@ func New(cfg engine.Config, log *slog.Logger) (*Node, error) {
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, rep: cfg.Reported(), log: log, started: time.Now(), clientOf: map[raft.ServerAddress]string{}}
+	n := &Node{cfg: cfg, rep: cfg.Reported(), log: log, started: time.Now(), clientOf: map[raft.ServerID]string{}}
 	for _, p := range cfg.Peers {
-		n.clientOf[raft.ServerAddress(p.RaftAddr)] = p.ClientAddr
+		n.clientOf[raft.ServerID(p.Node)] = p.ClientAddr
 	}
 	n.fsm = &fsm{
 		book: book.New(), log: log, snapDir: filepath.Join(cfg.Dir, "snapshots"),
@@ -267,8 +270,8 @@ func (n *Node) LeaderClientAddr() string {
 	if !n.running.Load() {
 		return ""
 	}
-	addr, _ := n.raft.LeaderWithID()
-	return n.clientOf[addr]
+	_, id := n.raft.LeaderWithID()
+	return n.clientOf[id]
 }
 
 // Apply appends a client command and waits until this node applied it.

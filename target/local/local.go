@@ -120,6 +120,12 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 		}
 		c.locks = append(c.locks, f)
 	}
+	if so.Links {
+		if err := c.startLinks(); err != nil {
+			c.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	if err := c.startAgents(ctx); err != nil {
 		c.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start agents: %w", err)
@@ -148,9 +154,14 @@ type Cluster struct {
 	done   map[string]chan struct{}
 	disks  []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
 	diskOf map[string]*fusefs.Disk
+	links  *links // the link mesh (StartOptions.Links), closed at Stop; nil: none
 }
 
-var _ target.Cluster = (*Cluster)(nil)
+var (
+	_ target.Cluster     = (*Cluster)(nil)
+	_ target.Links       = (*Cluster)(nil)
+	_ target.Partitioner = (*Target)(nil)
+)
 
 func (c *Cluster) startAgents(ctx context.Context) error {
 	for _, n := range c.inv.Nodes {
@@ -284,6 +295,11 @@ func (c *Cluster) Stop(context.Context) error {
 	}
 	c.procs = map[string]*exec.Cmd{}
 	c.unmountDisks()
+	if c.links != nil {
+		if err := c.links.mesh.Close(); err != nil {
+			c.log.Warn("close link mesh", "err", err)
+		}
+	}
 	for _, a := range c.agents {
 		a.Close()
 	}

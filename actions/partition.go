@@ -1,0 +1,111 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/internal/ctxtime"
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Partition cuts one server off from every other server and every client for a while: every
+// raft peer link and client link to or from it stops forwarding (data on open connections is
+// held, as a partition holds it in the sender's retransmissions; new connections are refused),
+// then all of them are healed, on their own timer so the timeline goes on meanwhile. The engine
+// process keeps running and the controller still reaches it through its agent, so the run sees
+// what the isolated node does (a leader steps down once its lease runs out) while the others
+// elect a new leader.
+type Partition struct {
+	Node string        `json:"node"` // leader | follower | other-follower | node-N
+	For  time.Duration `json:"for"`
+}
+
+func (*Partition) Kind() string     { return string(rundir.ActPartition) }
+func (*Partition) Disrupts() string { return "partitions a server off" }
+func (*Partition) Links() string    { return "partitions a server (cuts its peer and client links)" }
+
+// Down counts the partitioned node as out of the majority until it is healed.
+func (p *Partition) Down() (string, time.Duration) { return p.Node, p.For }
+
+func (*Partition) Fields() []Field {
+	return []Field{
+		textField("node", CheckNodeForm, func(p *Partition) *string { return &p.Node }),
+		durationField("for", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 5s: how long the node stays cut off before its links heal",
+			func(p *Partition) *time.Duration { return &p.For }),
+	}
+}
+
+func (p *Partition) Complete(seen map[string]bool) []Problem {
+	var out []Problem
+	if !seen["node"] {
+		out = append(out, problem("node", "missing", nil, "missing; want which server to cut off: %s or node-N", strings.Join(NodeRoles, ", ")))
+	}
+	if !seen["for"] {
+		// Without a heal the servers never agree on a final state, which every run checks.
+		out = append(out, problem("for", "missing", nil, "missing; want how long the node stays cut off, e.g. for: 5s (its links heal after it, inside the run)"))
+	}
+	return out
+}
+
+func (p *Partition) Check(c Context) []Problem {
+	var out []Problem
+	if p.Node != "" {
+		if msg := NodeExists(p.Node, c.Servers); msg != "" {
+			out = append(out, problem("node", "node", []string{"cluster.servers"}, "%s", msg))
+		}
+	}
+	if d := p.For; d > 0 && c.At < c.End && c.At+d >= c.End {
+		out = append(out, problem("for", "heal-after-end", []string{"duration", "@at"},
+			"the heal at %s (at %s + %s) is at or after the end of the run (duration %s); want the links healed inside the run, so the servers can agree on a final state",
+			units.FormatDuration(c.At+d), units.FormatDuration(c.At), units.FormatDuration(d), units.FormatDuration(c.End)))
+	}
+	return out
+}
+
+func (p *Partition) Describe(v Varied) string {
+	s := fmt.Sprintf("partition %s from every server and client for %s", v.Value("node", p.Node), v.Value("for", units.FormatDuration(p.For)))
+	if !v.Varies("for") {
+		s += fmt.Sprintf(" (healed at +%s)", units.FormatDuration(v.At()+p.For))
+	}
+	return s
+}
+
+func (p *Partition) String() string { return fmt.Sprintf("partition %s for %s", p.Node, p.For) }
+
+func (p *Partition) Run(ctx context.Context, env Env) error {
+	name, err := env.ResolveNode(p.Node)
+	if err != nil {
+		return err
+	}
+	pa := &rundir.PartitionAction{As: p.Node, ForMs: float64(p.For) / 1e6}
+	// The event is stamped before the cut: the fault's time is when it was asked for.
+	at := time.Now()
+	n, err := env.Isolate(ctx, name)
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", name, err)
+	}
+	pa.Links = n
+	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActPartition, Partition: pa}}); err != nil {
+		return err
+	}
+	env.Progress("partitioned %s (%s): %d links cut, healing in %s", name, p.Node, n, p.For)
+	env.Go(ctx, func(ctx context.Context) error {
+		if err := ctxtime.Sleep(ctx, time.Until(at.Add(p.For))); err != nil {
+			return nil // the run is over: the target closes every link at its stop
+		}
+		hat := time.Now()
+		n, err := env.Heal(ctx, name)
+		if err != nil {
+			return fmt.Errorf("heal %s: %w", name, err)
+		}
+		if err := env.Record(rundir.Event{T: hat, Node: name, Action: &rundir.Action{Name: rundir.ActHeal, Partition: &rundir.PartitionAction{As: p.Node, Links: n}}}); err != nil {
+			return err
+		}
+		env.Progress("healed %s: %d links", name, n)
+		return nil
+	})
+	return nil
+}

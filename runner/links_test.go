@@ -1,0 +1,69 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target/local"
+)
+
+const partitionYAML = `
+name: p
+cluster: {servers: 3, clients: 1}
+load: {probe_rate: 100/s}
+duration: 20s
+timeline:
+  - {at: 4s, partition: {node: leader, for: 5s}}
+`
+
+func planOf(t *testing.T, body string) *playbooks.Plan {
+	t.Helper()
+	pb, err := playbooks.Parse("p.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// A partition needs a target that routes links: the local target is one, a target without
+// proxies (the fake here, as the SSH target) is refused before anything starts, naming the entry.
+func TestCheckTargetPartition(t *testing.T) {
+	plan := planOf(t, partitionYAML)
+	if err := CheckTarget(plan, local.New(local.Options{})); err != nil {
+		t.Errorf("local target refused: %v", err)
+	}
+	err := CheckTarget(plan, &fakeTarget{})
+	if err == nil || !strings.Contains(err.Error(), "timeline[0] partitions a server") || !strings.Contains(err.Error(), "local target") {
+		t.Errorf("fake target: %v; want a refusal naming timeline[0] and the local target", err)
+	}
+	_, err = Run(t.Context(), plan, Options{Target: &fakeTarget{}, ResultsDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "cannot cut links") {
+		t.Errorf("Run on the fake target: %v; want the refusal", err)
+	}
+	// UDP bursts do not go through TCP proxies.
+	burst := planOf(t, partitionYAML+"  - {at: 12s, burst: {messages: 100, every: 1s, count: 1}}\n")
+	if err := CheckTarget(burst, local.New(local.Options{})); err == nil || !strings.Contains(err.Error(), "timeline[1] burst") {
+		t.Errorf("partition + burst: %v; want timeline[1] refused", err)
+	}
+}
+
+// The playbook's own rules: for is required and the heal must fall inside the run.
+func TestPartitionPlaybookRules(t *testing.T) {
+	for _, c := range []struct{ entry, want string }{
+		{"{at: 4s, partition: {node: leader}}", "for: missing"},
+		{"{at: 4s, partition: {for: 5s}}", "node: missing"},
+		{"{at: 4s, partition: {node: leader, for: 30s}}", "at or after the end of the run"},
+		{"{at: 4s, partition: {node: node-7, for: 5s}}", "does not exist"},
+	} {
+		body := strings.Replace(partitionYAML, "{at: 4s, partition: {node: leader, for: 5s}}", c.entry, 1)
+		_, err := playbooks.Parse("p.yaml", []byte(body))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "p.yaml:") {
+			t.Errorf("%s: %v; want p.yaml:line:col and %q", c.entry, err, c.want)
+		}
+	}
+}

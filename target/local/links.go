@@ -1,0 +1,89 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/rig-dev/rig/linkproxy"
+)
+
+// Partitions: with StartOptions.Links, every engine link of a run goes through a user-space TCP
+// proxy (linkproxy) on the dialing node's own address, since this kernel has no netem qdisc.
+func (t *Target) Partitions() string {
+	return "a user-space TCP proxy (linkproxy) on every raft peer and client link, in the controller"
+}
+
+// links is the cluster's mesh: every node in one zone with a link between every pair it is asked
+// to route, so any node can be cut off from any other.
+type links struct {
+	mesh *linkproxy.Mesh
+	mu   sync.Mutex
+	cut  map[string]bool // nodes cut off and not healed yet
+}
+
+func (c *Cluster) startLinks() error {
+	zone := make([]string, 0, len(c.inv.Nodes))
+	hosts := map[string]string{}
+	for _, n := range c.inv.Nodes {
+		zone = append(zone, n.Name)
+		hosts[n.Name] = n.Address
+	}
+	m, err := linkproxy.NewMesh(linkproxy.MeshOptions{
+		Placement: linkproxy.Placement{Zones: map[string][]string{"local": zone}},
+		Hosts:     hosts, SameZone: true, Logger: c.log.With("part", "linkproxy"),
+	})
+	if err != nil {
+		return fmt.Errorf("link mesh: %w", err)
+	}
+	c.links = &links{mesh: m, cut: map[string]bool{}}
+	return nil
+}
+
+var errNoLinks = errors.New("this cluster was started without routed links (StartOptions.Links)")
+
+// Route is a proxy on from's address that forwards to addr (a service of node to).
+func (c *Cluster) Route(ctx context.Context, from, to, addr string) (string, error) {
+	if c.links == nil {
+		return "", errNoLinks
+	}
+	return c.links.mesh.Route(ctx, from, to, addr)
+}
+
+// Isolate cuts every link to or from the nodes.
+func (c *Cluster) Isolate(nodes ...string) int {
+	l := c.links
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range nodes {
+		l.cut[n] = true
+	}
+	return l.mesh.Isolate(nodes...)
+}
+
+// Heal heals every link to or from the nodes, but for links to a node still cut off by another
+// Isolate.
+func (c *Cluster) Heal(nodes ...string) int {
+	l := c.links
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range nodes {
+		delete(l.cut, n)
+	}
+	healed := 0
+	for _, pl := range l.mesh.Links() {
+		if (slices.Contains(nodes, pl.From) || slices.Contains(nodes, pl.To)) && !l.cut[pl.From] && !l.cut[pl.To] {
+			pl.Link.Heal()
+			healed++
+		}
+	}
+	return healed
+}
