@@ -31,6 +31,7 @@ func TestPartitionLeaderEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := shortResults(t)
 	out := runRigOK(t, "run", "--results", res, "--first-address", "127.0.63.11", writePlaybook(t, partitionPlaybook))
 	dir := runDirOf(t, out)

@@ -22,6 +22,7 @@ func TestRunOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	t.Parallel() // its own addresses, sshd and folders: it may run beside the other end-to-end runs
 	srv := sshdtest.Start(t)
 	inv := inventory.Inventory{Target: "ssh-test"}
 	for i, name := range []string{"node-0", "node-1", "node-2", "client-0"} {
@@ -89,6 +90,6 @@ func TestRunOverSSH(t *testing.T) {
 		}
 	}
 	// This run's own staged binaries only: other packages' tests (infra/quiesce) stage theirs
-	// under the same names at the same time.
-	assertNoProcesses(t, filepath.Join(remote, "rig-node-0/bin/rig"), filepath.Join(remote, "rig-client-0/bin/rig"))
+	// under the same names, and other end-to-end runs of this package run beside it.
+	assertNoProcessesOf(t, filepath.Join(remote, "rig-node-0/bin/rig"), filepath.Join(remote, "rig-client-0/bin/rig"))
 }

@@ -235,11 +235,17 @@ func TestInterruptStopsEverything(t *testing.T) {
 // containing one of also, e.g. a binary staged over SSH).
 func assertNoProcesses(t *testing.T, also ...string) {
 	t.Helper()
+	assertNoneRunning(t, func(cmdline []byte) bool { return matchesAny(cmdline, also) })
+}
+
+// assertNoneRunning fails for every live process whose command line matches.
+func assertNoneRunning(t *testing.T, match func(cmdline []byte) bool) {
+	t.Helper()
 	time.Sleep(200 * time.Millisecond)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !matchesAny(b, also) {
+		if err != nil || !match(b) {
 			continue
 		}
 		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
@@ -265,19 +271,8 @@ func parallelFault(t *testing.T) {
 // generators' --config) still runs.
 func assertNoProcessesUnder(t *testing.T, dir string) {
 	t.Helper()
-	time.Sleep(200 * time.Millisecond)
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		// dir itself as an argument (NUL-terminated in cmdline), or a path under it.
-		if err != nil || !bytes.Contains(b, []byte(dir+"\x00")) && !bytes.Contains(b, []byte(dir+"/")) {
-			continue
-		}
-		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
-			continue // a zombie has exited
-		}
-		t.Errorf("process left behind: pid %s: %s", e.Name(), bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-	}
+	// dir itself as an argument (NUL-terminated in cmdline), or a path under it.
+	assertNoneRunning(t, func(b []byte) bool { return bytes.Contains(b, []byte(dir+"\x00")) || bytes.Contains(b, []byte(dir+"/")) })
 }
 
 func readJSON(t *testing.T, path string, v any) {
@@ -292,9 +287,17 @@ func readJSON(t *testing.T, path string, v any) {
 }
 
 func matchesAny(cmdline []byte, also []string) bool {
-	if bytes.HasPrefix(cmdline, []byte(rigBin)) {
-		return true
-	}
+	return bytes.HasPrefix(cmdline, []byte(rigBin)) || containsAny(cmdline, also)
+}
+
+// assertNoProcessesOf fails if any process runs a command line containing one of names: for a
+// test that runs beside others, whose rig processes are theirs.
+func assertNoProcessesOf(t *testing.T, names ...string) {
+	t.Helper()
+	assertNoneRunning(t, func(cmdline []byte) bool { return containsAny(cmdline, names) })
+}
+
+func containsAny(cmdline []byte, also []string) bool {
 	for _, a := range also {
 		if bytes.Contains(cmdline, []byte(a)) {
 			return true
