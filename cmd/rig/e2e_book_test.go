@@ -31,7 +31,7 @@ func TestBookReusedAcrossSyncLevels(t *testing.T) {
 	}
 	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := t.TempDir()
-	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, reuseBook))
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.64.11", writePlaybook(t, reuseBook))
 	var dirs []string
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] != "sweep" { // "sweep REPORT" names the sweep report

@@ -54,7 +54,7 @@ func TestCommandDriverEndToEnd(t *testing.T) {
 	}
 	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := t.TempDir()
-	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.9.11",
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.66.11",
 		commandPlaybook(t, "../../playbooks/testdata/reference-engine.json.tmpl"))
 	dir := runDirOf(t, stdout)
 	checkQuickstartRun(t, dir)
@@ -82,7 +82,7 @@ func TestCommandDriverSettingWithoutEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := t.TempDir()
-	cmd := exec.Command(rigBin, "run", "-q", "--results", res, "--first-address", "127.0.10.11", commandPlaybook(t, tmpl))
+	cmd := exec.Command(rigBin, "run", "-q", "--results", res, "--first-address", "127.0.68.11", commandPlaybook(t, tmpl))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err == nil {

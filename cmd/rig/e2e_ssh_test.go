@@ -27,7 +27,7 @@ func TestRunOverSSH(t *testing.T) {
 	inv := inventory.Inventory{Target: "ssh-test"}
 	for i, name := range []string{"node-0", "node-1", "node-2", "client-0"} {
 		n := srv.Node(name)
-		n.PrivateAddress = fmt.Sprintf("127.0.7.%d", 11+i)
+		n.PrivateAddress = fmt.Sprintf("127.0.65.%d", 11+i)
 		if name == "client-0" {
 			n.Role = inventory.RoleClient
 		}

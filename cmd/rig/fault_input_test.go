@@ -232,7 +232,7 @@ func TestFaultOversizedBookRefusedAtRunStart(t *testing.T) {
 	parallelFault(t)
 	res := shortResults(t)
 	pb := strings.Replace(fmt.Sprintf(faultPlaybook, "6s"), "2k", "99999999999", 1)
-	out, errOut, code := rigRun(t, "run", "--results", res, "--first-address", "127.0.42.11", writePlaybook(t, pb))
+	out, errOut, code := rigRun(t, "run", "--results", res, "--first-address", "127.0.67.11", writePlaybook(t, pb))
 	if code == 0 {
 		t.Fatalf("a book that does not fit was not refused:\n%s\n%s", out, errOut)
 	}
