@@ -139,3 +139,34 @@ func orAll(node string) string {
 	}
 	return node
 }
+
+// nodeProblem is a node reference (key's value) that names no server of the cluster, or nil.
+func nodeProblem(key, ref string, c Context) *Problem {
+	if msg := NodeExists(ref, c.Servers); ref != "" && msg != "" {
+		p := problem(key, "node", []string{"cluster.servers"}, "%s", msg)
+		return &p
+	}
+	return nil
+}
+
+// lateProblem is an action's follow-up (what, e.g. "the relaunch") d after it, at or after the
+// run's end, or nil; want says what would be valid.
+func lateProblem(key, rule, what, want string, d time.Duration, c Context) *Problem {
+	if d <= 0 || c.At >= c.End || c.At+d < c.End {
+		return nil
+	}
+	p := problem(key, rule, []string{"duration", "@at"}, "%s at %s (at %s + %s) is at or after the end of the run (duration %s); want %s",
+		what, units.FormatDuration(c.At+d), units.FormatDuration(c.At), units.FormatDuration(d), units.FormatDuration(c.End), want)
+	return &p
+}
+
+// problems keeps the non-nil ones.
+func problems(ps ...*Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}

@@ -45,18 +45,8 @@ func (k *Kill) Complete(seen map[string]bool) []Problem {
 }
 
 func (k *Kill) Check(c Context) []Problem {
-	var out []Problem
-	if k.Node != "" {
-		if msg := NodeExists(k.Node, c.Servers); msg != "" {
-			out = append(out, problem("node", "node", []string{"cluster.servers"}, "%s", msg))
-		}
-	}
-	if r := k.RelaunchAfter; r > 0 && c.At < c.End && c.At+r >= c.End {
-		out = append(out, problem("relaunch_after", "relaunch-after-end", []string{"duration", "@at"},
-			"the relaunch at %s (at %s + %s) is at or after the end of the run (duration %s); want the relaunch to happen inside the run",
-			units.FormatDuration(c.At+r), units.FormatDuration(c.At), units.FormatDuration(r), units.FormatDuration(c.End)))
-	}
-	return out
+	return problems(nodeProblem("node", k.Node, c),
+		lateProblem("relaunch_after", "relaunch-after-end", "the relaunch", "the relaunch to happen inside the run", k.RelaunchAfter, c))
 }
 
 func (k *Kill) Describe(v Varied) string {

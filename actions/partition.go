@@ -51,18 +51,8 @@ func (p *Partition) Complete(seen map[string]bool) []Problem {
 }
 
 func (p *Partition) Check(c Context) []Problem {
-	var out []Problem
-	if p.Node != "" {
-		if msg := NodeExists(p.Node, c.Servers); msg != "" {
-			out = append(out, problem("node", "node", []string{"cluster.servers"}, "%s", msg))
-		}
-	}
-	if d := p.For; d > 0 && c.At < c.End && c.At+d >= c.End {
-		out = append(out, problem("for", "heal-after-end", []string{"duration", "@at"},
-			"the heal at %s (at %s + %s) is at or after the end of the run (duration %s); want the links healed inside the run, so the servers can agree on a final state",
-			units.FormatDuration(c.At+d), units.FormatDuration(c.At), units.FormatDuration(d), units.FormatDuration(c.End)))
-	}
-	return out
+	return problems(nodeProblem("node", p.Node, c),
+		lateProblem("for", "heal-after-end", "the heal", "the links healed inside the run, so the servers can agree on a final state", p.For, c))
 }
 
 func (p *Partition) Describe(v Varied) string {

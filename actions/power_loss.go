@@ -86,20 +86,13 @@ func (p *PowerLoss) Check(c Context) []Problem {
 	if checkNodeList(p.Nodes) == nil {
 		refs := nodeList(p.Nodes)
 		for _, ref := range refs {
-			if msg := NodeExists(ref, c.Servers); msg != "" {
-				out = append(out, problem("nodes", "node", []string{"cluster.servers"}, "%s", msg))
-			}
+			out = append(out, problems(nodeProblem("nodes", ref, c))...)
 		}
 		if len(refs) > c.Servers {
 			out = append(out, problem("nodes", "node", []string{"cluster.servers"}, "names %d servers; the cluster has %d", len(refs), c.Servers))
 		}
 	}
-	if r := p.RelaunchAfter; r > 0 && c.At < c.End && c.At+r >= c.End {
-		out = append(out, problem("relaunch_after", "relaunch-after-end", []string{"duration", "@at"},
-			"the power comes back at %s (at %s + %s), at or after the end of the run (duration %s); want it back inside the run",
-			units.FormatDuration(c.At+r), units.FormatDuration(c.At), units.FormatDuration(r), units.FormatDuration(c.End)))
-	}
-	return out
+	return append(out, problems(lateProblem("relaunch_after", "relaunch-after-end", "the power coming back", "it back inside the run", p.RelaunchAfter, c))...)
 }
 
 func (p *PowerLoss) Describe(v Varied) string {

@@ -51,12 +51,7 @@ func (w *WaitFor) Complete(seen map[string]bool) []Problem {
 }
 
 func (w *WaitFor) Check(c Context) []Problem {
-	if w.Node != "" {
-		if msg := NodeExists(w.Node, c.Servers); msg != "" {
-			return []Problem{problem("node", "node", []string{"cluster.servers"}, "%s", msg)}
-		}
-	}
-	return nil
+	return problems(nodeProblem("node", w.Node, c))
 }
 
 func (w *WaitFor) Describe(v Varied) string {

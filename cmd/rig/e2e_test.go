@@ -272,7 +272,9 @@ func parallelFault(t *testing.T) {
 func assertNoProcessesUnder(t *testing.T, dir string) {
 	t.Helper()
 	// dir itself as an argument (NUL-terminated in cmdline), or a path under it.
-	assertNoneRunning(t, func(b []byte) bool { return bytes.Contains(b, []byte(dir+"\x00")) || bytes.Contains(b, []byte(dir+"/")) })
+	assertNoneRunning(t, func(b []byte) bool {
+		return bytes.Contains(b, []byte(dir+"\x00")) || bytes.Contains(b, []byte(dir+"/"))
+	})
 }
 
 func readJSON(t *testing.T, path string, v any) {
