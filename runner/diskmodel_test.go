@@ -93,6 +93,9 @@ func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
 	}
 	if man := readManifest(t, outs[0].Dir); man.DiskModels["node-0"].Achieved.ThroughputBps != 50e6 {
 		t.Errorf("the short probe is not in the manifest: %+v", man.DiskModels)
+	} else if man.OverheadS != nil {
+		// Its timeline never ran: wall time minus the playbook's duration means nothing.
+		t.Errorf("a run stopped before load has an overhead of %.1f s", *man.OverheadS)
 	}
 }
 

@@ -113,7 +113,9 @@ func (r *run) recordActuals() {
 			r.man.Stages[i].ActualS = &v
 		}
 	}
-	if !r.man.Ended.IsZero() {
+	// Only a run whose timeline ran to its end has an overhead: one that stopped before load (a
+	// disk probe that fell short) would otherwise show a negative one.
+	if _, loaded := bounds[estimate.StageLoad]; loaded && !r.man.Ended.IsZero() {
 		v := r.man.Ended.Sub(r.man.Started).Seconds() - r.pb.Duration.Seconds()
 		r.man.OverheadS = &v
 	}
