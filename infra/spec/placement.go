@@ -199,6 +199,18 @@ func checkPlacement(s Spec, regionOK bool) Problems {
 	return ps
 }
 
+// CrossAZFollowers is how many servers are outside node-0's AZ: the followers a leader there
+// sends every log entry to across AZs.
+func (s Spec) CrossAZFollowers() int {
+	n := 0
+	for _, node := range s.Nodes() {
+		if node.Role == "server" && node.Zone != s.serverZone(0) {
+			n++
+		}
+	}
+	return n
+}
+
 // describePlacement is the plan's header words for where the stack is: its AZs and group.
 func describePlacement(s Spec) string {
 	group := "no placement group"
@@ -227,12 +239,7 @@ func writeZones(b *strings.Builder, s Spec) {
 		return
 	}
 	client, _ := s.ClientZone()
-	followers := 0 // of node-0, in other AZs
-	for _, n := range s.Nodes() {
-		if n.Role == "server" && n.Zone != s.serverZone(0) {
-			followers++
-		}
-	}
+	followers := s.CrossAZFollowers()
 	fmt.Fprintf(b, "  cross-AZ traffic: $%.2f/GB each way ($%.2f per GB that crosses); every GB of log node-0 replicates as leader "+
 		"to its %d followers in other AZs costs about $%.2f, and client traffic to a leader outside %s $%.2f/GB (not in the hourly estimate)\n",
 		CrossAZPerGB, 2*CrossAZPerGB, followers, 2*CrossAZPerGB*float64(followers), client, 2*CrossAZPerGB)
