@@ -637,6 +637,9 @@ func TestDeployRefusesBeforeAnyResource(t *testing.T) {
 	}{
 		{"gp3 above provider cap", func(s *Spec) { s.VolumeThroughput, s.VolumeIOPS = 1500, 8000 }, "", "pulumi-aws v6.83.4"},
 		{"no operator cidrs", func(s *Spec) { s.OperatorCIDRs = nil }, "", "operatorCidrs"},
+		{"multi-az in a cluster placement group", func(s *Spec) {
+			s.Placement, s.AvailabilityZone, s.PlacementStrategy = spec.PlacementMultiAZ, "us-east-1a", spec.StrategyCluster
+		}, "", "cannot span availability zones"},
 		{"no seed", func(s *Spec) { s.HostKeySeed = "" }, "", "hostKeySeed"},
 		{"short seed", func(s *Spec) { s.HostKeySeed = "abcd" }, "", "hostKeySeed"},
 		{"arm64 AMI", func(s *Spec) { s.AMI = "ami-0123456789abcdef0" }, "arm64", "x86_64"},

@@ -391,7 +391,7 @@ func permissions(ctx context.Context, s spec.Spec, c Clients, ami string) Proble
 	}
 	if s.VPCID == "" {
 		calls = append(calls, call{"ec2:CreateVpc", func() error {
-			_, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{DryRun: aws.Bool(true), CidrBlock: aws.String("10.42.0.0/16"),
+			_, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{DryRun: aws.Bool(true), CidrBlock: aws.String(spec.VPCCIDR),
 				TagSpecifications: tags(ec2types.ResourceTypeVpc)})
 			return err
 		}})
