@@ -181,8 +181,8 @@ func checkPlacement(s Spec, regionOK bool) Problems {
 		errf("placementStrategy", strconv.Quote(s.PlacementStrategy), "spread, partition or none with placement multi-az", "")
 	}
 	// A capacity reservation is one instance type in one AZ, and spread and partition groups do
-	// not support capacity reservations (Amazon EC2 User Guide, "Capacity Reservations in
-	// placement groups"): only cluster groups do.
+	// not support capacity reservations (Amazon EC2 User Guide, "Use Capacity Reservations
+	// with placement groups"): of the strategies rig uses, only cluster groups do.
 	if s.ServerCapacityReservationID != "" {
 		errf("serverCapacityReservationId", s.ServerCapacityReservationID, `"" with placement multi-az (or placement single-az)`,
 			"a capacity reservation covers one AZ and multi-az spreads the servers over three")
