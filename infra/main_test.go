@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +119,33 @@ func TestProgramReadsStackConfig(t *testing.T) {
 		if v["throughput"].NumberValue() != 500 {
 			t.Errorf("volume throughput %v", v["throughput"])
 		}
+	}
+}
+
+// A multi-az stack config, as Pulumi hands it over: the AZ list arrives as JSON, and every
+// server lands in its own AZ's subnet, the client with node-1.
+func TestProgramReadsMultiAZConfig(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg["rig:servers"], cfg["rig:placement"] = "3", "multi-az"
+	cfg["rig:availabilityZones"] = `["us-west-2b","us-west-2c","us-west-2d"]`
+	cfg["rig:clientAvailabilityZone"] = "node-1"
+	rec, err := runProgram(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zones []string
+	for _, in := range rec.res["aws:ec2/instance:Instance"] {
+		zones = append(zones, in["availabilityZone"].StringValue())
+	}
+	sort.Strings(zones)
+	if want := []string{"us-west-2b", "us-west-2c", "us-west-2c", "us-west-2d"}; !slices.Equal(zones, want) {
+		t.Errorf("instances in %v, want %v", zones, want)
+	}
+	if n := len(rec.res["aws:ec2/subnet:Subnet"]); n != 3 {
+		t.Errorf("%d subnets, want 3", n)
+	}
+	if pg := rec.res["aws:ec2/placementGroup:PlacementGroup"]; len(pg) != 1 || pg[0]["strategy"].StringValue() != "spread" {
+		t.Errorf("placement groups %v", pg)
 	}
 }
 

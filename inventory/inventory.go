@@ -27,6 +27,9 @@ type Inventory struct {
 	Nodes     []Node `json:"nodes"`
 	Bucket    string `json:"bucket,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"`
+	// Placement is the stack's rig:placement ("single-az" or "multi-az"); empty on the local
+	// target and in inventories written before it was recorded.
+	Placement string `json:"placement,omitempty"`
 }
 
 // Node is one host (or, on the local target, one folder and loopback address).
@@ -39,6 +42,8 @@ type Node struct {
 	DataDevice     string `json:"data_device,omitempty"`
 	DeviceName     string `json:"device_name,omitempty"`
 	InstanceType   string `json:"instance_type,omitempty"`
+	// AvailabilityZone is where the stack put the node; empty off AWS.
+	AvailabilityZone string `json:"availability_zone,omitempty"`
 	// Dir is the node's root folder on the local target; empty on remote targets.
 	Dir string `json:"dir,omitempty"`
 }

@@ -111,3 +111,14 @@ func size(b int64) string {
 	}
 	return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 }
+
+// EstimateLogBytes is the replicated log a run of pb writes on each server, as the free-space
+// check estimates it, with the preload through the log (a stored book would skip it: this is the
+// upper bound); false when the engine's driver does not say (no driver.WriteEstimator).
+func EstimateLogBytes(pb *playbooks.Playbook) (int64, bool) {
+	est, ok := pb.Engine.EngineDriver().(driver.WriteEstimator)
+	if !ok {
+		return 0, false
+	}
+	return est.EstimateWrites(workload(pb, pb.Cluster.Clients, false)).LogBytes, true
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -191,11 +192,41 @@ func runsOf(gs []*Group) []*RunData {
 
 // env is what must match between two sides for a difference to be the settings' doing.
 type env struct {
-	instance, kernel, rig, config, cpus, target map[string]bool
+	instance, kernel, rig, config, cpus, target, placement map[string]bool
 }
 
 func newEnv() env {
-	return env{map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}}
+	return env{map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{},
+		map[string]bool{}}
+}
+
+// placementOf says where a run's nodes were: the stack's placement and each node's AZ, from the
+// inventory, else from the AZ each node's agent read from the instance metadata; "" off AWS.
+func placementOf(m *rundir.Manifest) string {
+	var zones []string
+	placement := ""
+	if m.Inventory != nil {
+		placement = m.Inventory.Placement
+		for _, n := range m.Inventory.Nodes {
+			az := n.AvailabilityZone
+			if f, ok := m.Facts[n.Name]; az == "" && ok && f.Instance != nil {
+				az = f.Instance.AvailabilityZone
+			}
+			if az != "" {
+				zones = append(zones, n.Name+" "+az)
+			}
+		}
+	}
+	if placement == "" && len(zones) == 0 {
+		return ""
+	}
+	if placement == "" {
+		placement = "placement not recorded"
+	}
+	if len(zones) == 0 {
+		return placement
+	}
+	return placement + " (" + strings.Join(zones, ", ") + ")"
 }
 
 func readEnv(runs []*RunData) (env, []string) {
@@ -217,6 +248,9 @@ func readEnv(runs []*RunData) (env, []string) {
 		e.config[m.ConfigHash[:min(12, len(m.ConfigHash))]] = true
 		e.cpus[fmt.Sprint(m.CPUs)] = true
 		e.target[m.Target] = true
+		if p := placementOf(m); p != "" {
+			e.placement[p] = true
+		}
 		// The worst load average against its CPUs, on the controller or any node: one line a run.
 		worst, worstCPUs, where := 0.0, 0, ""
 		over := func(l float64, cpus int, w string) {
@@ -277,6 +311,7 @@ func envDifferences(base, contender []*RunData) []string {
 		{"config hash", be.config, ce.config},
 		{"controller CPUs", be.cpus, ce.cpus},
 		{"target", be.target, ce.target},
+		{"placement", be.placement, ce.placement},
 	} {
 		bk, ck := keys(f.b), keys(f.c)
 		if bk != ck {
@@ -333,6 +368,7 @@ func attemptDifferences(side string, runs []*RunData) []string {
 		{"rig version", func(e env) map[string]bool { return e.rig }},
 		{"controller CPUs", func(e env) map[string]bool { return e.cpus }},
 		{"target", func(e env) map[string]bool { return e.target }},
+		{"placement", func(e env) map[string]bool { return e.placement }},
 	} {
 		var parts []string
 		differs := false

@@ -19,8 +19,9 @@ func newCompareCmd() *cobra.Command {
 			"with its 95 % confidence interval (Welch), the Mann–Whitney p, and a verdict (better, worse,\n" +
 			"no difference) that follows the figure's direction (lower latency is better, higher throughput\n" +
 			"is better). With one value a side there is no estimate of the noise, so no verdict: use rounds.\n" +
-			"Every difference in environment (instance type, kernel, rig version, config hash) and every run\n" +
-			"whose load average exceeded its CPUs is warned about first.\n\n" +
+			"Every difference in environment (instance type, kernel, rig version, config hash, placement:\n" +
+			"single-az or multi-az and each node's AZ) and every run whose load average exceeded its CPUs\n" +
+			"is warned about first.\n\n" +
 			"Sweeps are compared combination by combination; --base-where and --contender-where pick\n" +
 			"combinations by their settings, e.g. one sweep against itself, each book size with itself:\n" +
 			"  rig compare results/S results/S --base-where engine.sync_level=0 --contender-where engine.sync_level=2\n" +

@@ -368,3 +368,57 @@ func TestValidatePrintsSweepCost(t *testing.T) {
 		t.Errorf("cost $%.2f, want %s x $%.2f/h = $%.2f", usd, d, perHour, want)
 	}
 }
+
+// rig validate PLAYBOOK --stack-config F of a multi-az stack prints what the plan's replicated
+// log costs crossing AZs: every run's log as the free-space check estimates it, sent to the two
+// followers outside node-0's AZ, at $0.01/GB leaving and again arriving. A single-az stack prints
+// no such line.
+func TestValidatePrintsCrossAZCost(t *testing.T) {
+	dir := t.TempDir()
+	base := "config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n" +
+		"  rig:publicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop\n"
+	single, multi := filepath.Join(dir, "Pulumi.one.yaml"), filepath.Join(dir, "Pulumi.three.yaml")
+	if err := os.WriteFile(single, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(multi, []byte(base+"  rig:placement: multi-az\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runRig(t, "validate", "snapshot-pause", "--stack-config", single, "--results", t.TempDir())
+	if err != nil || strings.Contains(out, "cross-AZ") {
+		t.Fatalf("single-az: %v, output:\n%s\n%s", err, out, errOut)
+	}
+	out, errOut, err = runRig(t, "validate", "snapshot-pause", "--stack-config", multi, "--results", t.TempDir())
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, errOut)
+	}
+	line := regexp.MustCompile(`(?m)^expected cross-AZ cost: ~\$([0-9.]+) \(the replicated log, ~[0-9.]+ GB over 24 run\(s\) .* to 2 follower\(s\) in other AZs: ([0-9.]+) GB at \$0\.01/GB each way`).FindStringSubmatch(out)
+	if line == nil {
+		t.Fatalf("no cross-AZ cost line:\n%s", out)
+	}
+	pb, err := playbooks.Open("snapshot-pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBytes int64
+	for _, r := range plan.Runs {
+		b, ok := runner.EstimateLogBytes(r.Playbook)
+		if !ok {
+			t.Fatal("the reference engine has no write estimate")
+		}
+		logBytes += b
+	}
+	var usd, gb float64
+	fmt.Sscan(line[1], &usd)
+	fmt.Sscan(line[2], &gb)
+	if want := float64(logBytes) * 2 / 1e9; gb < want-0.001 || gb > want+0.001 || gb <= 0 {
+		t.Errorf("%.3f GB crossing, want 2 followers x %d B = %.3f GB", gb, logBytes, want)
+	}
+	if want := gb * 0.02; usd < want-0.0001 || usd > want+0.0001 {
+		t.Errorf("$%.4f, want %.3f GB x $0.02 = $%.4f", usd, gb, want)
+	}
+}

@@ -92,6 +92,9 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 			stackErr(err)
 		} else if perHour, _, err := stackPrice(stackConfig); err == nil && plan != nil {
 			printSweepCost(cmd.OutOrStdout(), plan, perHour)
+			if s, probs := sc.Spec(); len(probs.Errors()) == 0 {
+				printCrossAZCost(cmd.OutOrStdout(), plan, s)
+			}
 		}
 	}
 	if est.stack != "" {

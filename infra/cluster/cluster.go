@@ -48,14 +48,11 @@ func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
 var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
 	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
 
-const (
-	vpcCIDR    = "10.42.0.0/16"
-	subnetCIDR = "10.42.1.0/24"
-)
-
-// Deploy builds the cluster: network (unless reused), a security group whose only outside ingress
-// is SSH from the operator's CIDRs, one cluster placement group holding every instance in one AZ,
-// one data volume per node at a fixed device, a key pair and a private, encrypted results bucket.
+// Deploy builds the cluster: network (unless reused; a subnet per AZ), a security group whose only
+// outside ingress is SSH from the operator's CIDRs, the placement group of the spec's strategy (a
+// cluster group in one AZ, or under multi-az a spread or partition group across three, or none),
+// each node in its AZ (spec.Node.Zone), one data volume per node at a fixed device, a key pair and
+// a private, encrypted results bucket.
 func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	if err := Validate(s).Err(); err != nil {
 		return Outputs{}, err
@@ -91,7 +88,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		return m
 	}
 
-	vpcID, subnetID, err := network(ctx, s, tags)
+	vpcID, subnets, err := network(ctx, s, tags)
 	if err != nil {
 		return Outputs{}, err
 	}
@@ -133,12 +130,9 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		return Outputs{}, fmt.Errorf("security group: %w", err)
 	}
 
-	pg, err := ec2.NewPlacementGroup(ctx, "rig-pg", &ec2.PlacementGroupArgs{
-		Strategy: pulumi.String("cluster"),
-		Tags:     tags("pg"),
-	})
+	pgName, hasPG, err := placementGroup(ctx, s, tags)
 	if err != nil {
-		return Outputs{}, fmt.Errorf("placement group: %w", err)
+		return Outputs{}, err
 	}
 
 	kp, err := ec2.NewKeyPair(ctx, "rig-key", &ec2.KeyPairArgs{
@@ -183,7 +177,10 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 		}
 		reservation := s.ServerCapacityReservationID
-		var group pulumi.StringPtrInput = pg.Name
+		var group pulumi.StringPtrInput
+		if hasPG {
+			group = pgName
+		}
 		if n.Role == "client" {
 			reservation = s.ClientCapacityReservationID
 			// The servers are launched first, so that the cluster placement group is placed
@@ -198,8 +195,8 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			Ami:                              image,
 			CapacityReservationSpecification: capRes(reservation),
 			InstanceType:                     pulumi.String(n.InstanceType),
-			AvailabilityZone:                 pulumi.String(s.AvailabilityZone),
-			SubnetId:                         subnetID,
+			AvailabilityZone:                 pulumi.String(n.Zone),
+			SubnetId:                         subnets[n.Zone],
 			VpcSecurityGroupIds:              pulumi.StringArray{sg.ID()},
 			PlacementGroup:                   group,
 			KeyName:                          kp.KeyName,
@@ -241,7 +238,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 				node := inventory.Node{
 					Name: n.Name, Role: n.Role, Address: v[0].(string), PrivateAddress: v[1].(string),
 					SSH:          &inventory.SSH{User: user, Port: 22, HostKey: hostKey},
-					InstanceType: n.InstanceType,
+					InstanceType: n.InstanceType, AvailabilityZone: n.Zone,
 				}
 				if id := v[2].(string); id != "" {
 					node.DataDevice, node.DeviceName = id, spec.DataDeviceName
@@ -252,8 +249,12 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	}
 
 	expiresAt := s.ExpiresAt().UTC().Format(time.RFC3339)
+	placement := s.Placement
+	if placement == "" {
+		placement = spec.PlacementSingleAZ
+	}
 	inv := pulumi.All(append([]any{bucket.Bucket}, nodeOuts...)...).ApplyT(func(v []any) (map[string]any, error) {
-		out := inventory.Inventory{Target: "aws", Bucket: v[0].(string), ExpiresAt: expiresAt}
+		out := inventory.Inventory{Target: "aws", Bucket: v[0].(string), ExpiresAt: expiresAt, Placement: placement}
 		for _, raw := range v[1:] {
 			var n inventory.Node
 			if err := json.Unmarshal([]byte(raw.(string)), &n); err != nil {
@@ -270,18 +271,22 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		return m, json.Unmarshal(b, &m)
 	}).(pulumi.MapOutput)
 
-	return Outputs{
+	out := Outputs{
 		Inventory:      inv,
 		Bucket:         bucket.Bucket,
 		ExpiresAt:      pulumi.String(expiresAt).ToStringOutput(),
-		PlacementGroup: pg.Name,
-	}, nil
+		PlacementGroup: pulumi.String("").ToStringOutput(),
+	}
+	if hasPG {
+		out.PlacementGroup = pgName
+	}
+	return out, nil
 }
 
 // dataVolume creates a node's data volume with the spec's type, size, IOPS and throughput.
 func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, tags func(string) pulumi.StringMap) (*ebs.Volume, error) {
 	args := &ebs.VolumeArgs{
-		AvailabilityZone: pulumi.String(s.AvailabilityZone),
+		AvailabilityZone: pulumi.String(n.Zone),
 		Type:             pulumi.String(s.VolumeType),
 		Size:             pulumi.Int(s.VolumeSize),
 		Iops:             pulumi.Int(s.VolumeIOPS),
@@ -320,14 +325,40 @@ func attachData(ctx *pulumi.Context, n spec.Node, inst *ec2.Instance, vol *ebs.V
 	return nil
 }
 
-// network returns the VPC and subnet to use, creating them (with an internet gateway and a
-// default route) unless the spec reuses existing ones.
-func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, pulumi.StringInput, error) {
+// placementGroup creates the spec's placement group and returns its name, or false for none. A
+// cluster group is one AZ's; across AZs the replicas go in a rack-level spread group (at most
+// seven running instances per AZ, which Validate checks) or a partition group.
+func placementGroup(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringOutput, bool, error) {
+	args := &ec2.PlacementGroupArgs{Strategy: pulumi.String(s.GroupStrategy()), Tags: tags("pg")}
+	switch s.GroupStrategy() {
+	case spec.StrategyNone:
+		return pulumi.StringOutput{}, false, nil
+	case spec.StrategySpread:
+		args.SpreadLevel = pulumi.String("rack")
+	case spec.StrategyPartition:
+		args.PartitionCount = pulumi.Int(spec.PartitionCount)
+	}
+	pg, err := ec2.NewPlacementGroup(ctx, "rig-pg", args)
+	if err != nil {
+		return pulumi.StringOutput{}, false, fmt.Errorf("placement group: %w", err)
+	}
+	return pg.Name, true, nil
+}
+
+// network returns the VPC and the subnet of each of the spec's AZs, creating them (with an
+// internet gateway and a default route) unless the spec reuses a subnet (single-az only). The
+// first subnet keeps the names single-az stacks have always had, so their resources stay put.
+func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, map[string]pulumi.StringInput, error) {
 	if s.SubnetID != "" {
-		return pulumi.String(s.VPCID), pulumi.String(s.SubnetID), nil
+		return pulumi.String(s.VPCID), map[string]pulumi.StringInput{s.AvailabilityZone: pulumi.String(s.SubnetID)}, nil
+	}
+	zones := s.Zones()
+	cidrs, err := spec.SubnetCIDRs(spec.VPCCIDR, len(zones))
+	if err != nil {
+		return nil, nil, err
 	}
 	vpc, err := ec2.NewVpc(ctx, "rig-vpc", &ec2.VpcArgs{
-		CidrBlock:          pulumi.String(vpcCIDR),
+		CidrBlock:          pulumi.String(spec.VPCCIDR),
 		EnableDnsSupport:   pulumi.Bool(true),
 		EnableDnsHostnames: pulumi.Bool(true),
 		Tags:               tags("vpc"),
@@ -338,16 +369,6 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 	igw, err := ec2.NewInternetGateway(ctx, "rig-igw", &ec2.InternetGatewayArgs{VpcId: vpc.ID(), Tags: tags("igw")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("internet gateway: %w", err)
-	}
-	subnet, err := ec2.NewSubnet(ctx, "rig-subnet", &ec2.SubnetArgs{
-		VpcId:               vpc.ID(),
-		CidrBlock:           pulumi.String(subnetCIDR),
-		AvailabilityZone:    pulumi.String(s.AvailabilityZone),
-		MapPublicIpOnLaunch: pulumi.Bool(true),
-		Tags:                tags("subnet"),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("subnet: %w", err)
 	}
 	rt, err := ec2.NewRouteTable(ctx, "rig-rt", &ec2.RouteTableArgs{VpcId: vpc.ID(), Tags: tags("rt")})
 	if err != nil {
@@ -360,13 +381,31 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 	}); err != nil {
 		return nil, nil, fmt.Errorf("default route: %w", err)
 	}
-	if _, err := ec2.NewRouteTableAssociation(ctx, "rig-rta", &ec2.RouteTableAssociationArgs{
-		SubnetId:     subnet.ID(),
-		RouteTableId: rt.ID(),
-	}); err != nil {
-		return nil, nil, fmt.Errorf("route table association: %w", err)
+	subnets := map[string]pulumi.StringInput{}
+	for i, zone := range zones {
+		name, rta, tag := "rig-subnet", "rig-rta", "subnet"
+		if i > 0 {
+			name, rta, tag = fmt.Sprintf("rig-subnet-%d", i), fmt.Sprintf("rig-rta-%d", i), "subnet-"+zone
+		}
+		subnet, err := ec2.NewSubnet(ctx, name, &ec2.SubnetArgs{
+			VpcId:               vpc.ID(),
+			CidrBlock:           pulumi.String(cidrs[i]),
+			AvailabilityZone:    pulumi.String(zone),
+			MapPublicIpOnLaunch: pulumi.Bool(true),
+			Tags:                tags(tag),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("subnet in %s: %w", zone, err)
+		}
+		if _, err := ec2.NewRouteTableAssociation(ctx, rta, &ec2.RouteTableAssociationArgs{
+			SubnetId:     subnet.ID(),
+			RouteTableId: rt.ID(),
+		}); err != nil {
+			return nil, nil, fmt.Errorf("route table association in %s: %w", zone, err)
+		}
+		subnets[zone] = subnet.ID()
 	}
-	return vpc.ID(), subnet.ID(), nil
+	return vpc.ID(), subnets, nil
 }
 
 // resultsBucket creates the private, encrypted bucket that archives go to. It is retained when

@@ -37,12 +37,13 @@ const (
 	tokSubnet   = "aws:ec2/subnet:Subnet"
 	tokIGW      = "aws:ec2/internetGateway:InternetGateway"
 	tokRoute    = "aws:ec2/route:Route"
+	tokRTA      = "aws:ec2/routeTableAssociation:RouteTableAssociation"
 )
 
 // Resource types AWS cannot tag; every other registered resource must carry the rig's tags.
 var untaggable = map[string]bool{
 	tokAttach: true, tokRoute: true, tokPAB: true, tokSSE: true, tokLife: true,
-	"aws:ec2/routeTableAssociation:RouteTableAssociation": true,
+	tokRTA: true,
 }
 
 type registered struct {
@@ -238,6 +239,16 @@ func TestDeployTable(t *testing.T) {
 		{"reused network, explicit AMI", func(s *Spec) {
 			s.VPCID, s.SubnetID, s.AMI, s.Servers = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0", "ami-0123456789abcdef0", 1
 		}, "x86_64"},
+		{"multi-az: spread group, client in node-0's AZ", func(s *Spec) { s.Placement, s.AvailabilityZone = spec.PlacementMultiAZ, "us-east-1a" }, ""},
+		{"multi-az: five servers in a partition group, AZs given, client with node-2, outside the group", func(s *Spec) {
+			s.Placement, s.PlacementStrategy, s.Servers, s.Clients = spec.PlacementMultiAZ, spec.StrategyPartition, 5, 2
+			s.AvailabilityZones, s.AvailabilityZone = []string{"us-east-1d", "us-east-1b", "us-east-1f"}, "us-east-1d"
+			s.ClientAvailabilityZone, s.ClientInPlacementGroup = "node-2", false
+		}, ""},
+		{"multi-az: no placement group, client reserved", func(s *Spec) {
+			s.Placement, s.PlacementStrategy, s.AvailabilityZone = spec.PlacementMultiAZ, spec.StrategyNone, "us-east-1a"
+			s.ClientCapacityReservationID, s.ClientAvailabilityZone = "cr-0fedcba9876543210", "us-east-1c"
+		}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -256,25 +267,69 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 	t.Helper()
 	nodes := s.Nodes()
 
-	// One cluster placement group holds every instance, all in the one AZ.
-	pg := m.one(t, tokPG)
-	if got := pg.inputs["strategy"].StringValue(); got != "cluster" {
-		t.Errorf("placement strategy %q", got)
-	}
-	pgName := pg.name + "-7f3a"
-	subnetID := s.SubnetID
-	if subnetID == "" {
-		subnetID = m.one(t, tokSubnet).id
-		if az := m.one(t, tokSubnet).inputs["availabilityZone"].StringValue(); az != s.AvailabilityZone {
-			t.Errorf("subnet in %s", az)
+	// One placement group of the spec's strategy holds the instances (none with strategy none):
+	// a cluster group in one AZ, a rack-level spread or a partition group across AZs.
+	pgName := ""
+	switch strategy := s.GroupStrategy(); strategy {
+	case spec.StrategyNone:
+		if pgs := m.byType(tokPG); len(pgs) != 0 {
+			t.Errorf("placement strategy none, but %d placement groups", len(pgs))
 		}
-		m.one(t, tokVPC)
+	default:
+		pg := m.one(t, tokPG)
+		in := pg.inputs
+		if got := in["strategy"].StringValue(); got != strategy {
+			t.Errorf("placement strategy %q, want %q", got, strategy)
+		}
+		wantLevel, wantPartitions := "", 0.0
+		switch strategy {
+		case spec.StrategySpread:
+			wantLevel = "rack"
+		case spec.StrategyPartition:
+			wantPartitions = spec.PartitionCount
+		}
+		if in["spreadLevel"].HasValue() != (wantLevel != "") || (wantLevel != "" && in["spreadLevel"].StringValue() != wantLevel) ||
+			in["partitionCount"].HasValue() != (wantPartitions != 0) || (wantPartitions != 0 && in["partitionCount"].NumberValue() != wantPartitions) {
+			t.Errorf("placement group %v, want spread level %q, %v partitions", in, wantLevel, wantPartitions)
+		}
+		pgName = pg.name + "-7f3a"
+	}
+	// A subnet per AZ of the stack, each carved from the VPC's CIDR, each routed to the gateway.
+	subnetOf := map[string]string{}
+	if s.SubnetID == "" {
+		vpc := m.one(t, tokVPC)
+		zones := s.Zones()
+		cidrs, _ := spec.SubnetCIDRs(spec.VPCCIDR, len(zones))
+		subnets := m.byType(tokSubnet)
+		if len(subnets) != len(zones) || vpc.inputs["cidrBlock"].StringValue() != spec.VPCCIDR {
+			t.Fatalf("%d subnets for zones %v, VPC %v", len(subnets), zones, vpc.inputs["cidrBlock"])
+		}
+		rtas := m.byType(tokRTA)
+		for i := range zones {
+			name := "rig-subnet" // the single-az stack's name stays
+			if i > 0 {
+				name = fmt.Sprintf("rig-subnet-%d", i)
+			}
+			sn := m.named(t, tokSubnet, name)
+			az, cidr := sn.inputs["availabilityZone"].StringValue(), sn.inputs["cidrBlock"].StringValue()
+			if az != zones[i] || cidr != cidrs[i] || sn.inputs["vpcId"].StringValue() != vpc.id {
+				t.Errorf("subnet %s: %s %s, want %s %s", sn.name, az, cidr, zones[i], cidrs[i])
+			}
+			subnetOf[az] = sn.id
+			if !slices.ContainsFunc(rtas, func(r registered) bool { return r.inputs["subnetId"].StringValue() == sn.id }) {
+				t.Errorf("subnet %s has no route table association", sn.name)
+			}
+		}
+		if len(rtas) != len(zones) {
+			t.Errorf("%d route table associations, want %d", len(rtas), len(zones))
+		}
 		m.one(t, tokIGW)
 		route := m.one(t, tokRoute)
 		if route.inputs["destinationCidrBlock"].StringValue() != "0.0.0.0/0" || route.inputs["gatewayId"].StringValue() != m.one(t, tokIGW).id {
 			t.Errorf("default route %v", route.inputs)
 		}
 	} else {
+		subnetOf[s.AvailabilityZone] = s.SubnetID
 		for _, typ := range []string{tokVPC, tokSubnet, tokIGW, tokRoute} {
 			if len(m.byType(typ)) != 0 {
 				t.Errorf("reused network, but %s was created", typ)
@@ -300,6 +355,9 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		if n.Role == "client" && !s.ClientInPlacementGroup {
 			wantPG = ""
 		}
+		if n.Zone == "" || !slices.Contains(s.Zones(), n.Zone) {
+			t.Errorf("%s: zone %q is not one of the stack's %v", n.Name, n.Zone, s.Zones())
+		}
 		if pgIn := in["placementGroup"]; (wantPG == "" && pgIn.HasValue()) || (wantPG != "" && pgIn.StringValue() != wantPG) {
 			t.Errorf("%s: placement group %v, want %q", r.name, pgIn, wantPG)
 		}
@@ -310,7 +368,7 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 				t.Errorf("%s depends on %s: %v, want %v (deps %v)", r.name, other.Name, dep, want, r.deps)
 			}
 		}
-		if in["availabilityZone"].StringValue() != s.AvailabilityZone || in["subnetId"].StringValue() != subnetID {
+		if in["availabilityZone"].StringValue() != n.Zone || in["subnetId"].StringValue() != subnetOf[n.Zone] {
 			t.Errorf("%s: az %s subnet %s", r.name, in["availabilityZone"].StringValue(), in["subnetId"].StringValue())
 		}
 		if !in["ebsOptimized"].BoolValue() || in["ami"].StringValue() != wantAMI {
@@ -397,7 +455,7 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		in := v.inputs
 		if in["type"].StringValue() != s.VolumeType || int(in["size"].NumberValue()) != s.VolumeSize ||
 			int(in["iops"].NumberValue()) != s.VolumeIOPS || !in["encrypted"].BoolValue() ||
-			in["availabilityZone"].StringValue() != s.AvailabilityZone {
+			in["availabilityZone"].StringValue() != n.Zone {
 			t.Errorf("volume %s: %v", v.name, in)
 		}
 		thr, has := in["throughput"]
@@ -491,13 +549,18 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 	if err := inv.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if inv.Target != "aws" || inv.Bucket != b.id || inv.ExpiresAt != "2025-06-01T20:00:00Z" || len(inv.Nodes) != len(nodes) {
+	wantPlacement := s.Placement
+	if wantPlacement == "" {
+		wantPlacement = spec.PlacementSingleAZ
+	}
+	if inv.Target != "aws" || inv.Bucket != b.id || inv.ExpiresAt != "2025-06-01T20:00:00Z" || len(inv.Nodes) != len(nodes) ||
+		inv.Placement != wantPlacement {
 		t.Fatalf("inventory %+v", inv)
 	}
 	for i, n := range inv.Nodes {
 		key, _ := hostkey.Derive(s.HostKeySeed, s.Stack, nodes[i].Name)
 		out := m.named(t, tokInstance, nodes[i].Name).outputs
-		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType ||
+		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType || n.AvailabilityZone != nodes[i].Zone ||
 			n.Address != out["publicIp"].StringValue() || n.PrivateAddress != out["privateIp"].StringValue() ||
 			(nodes[i].DataVolume && (n.DataDevice != "vol-"+nodes[i].Name+"-data" || n.DeviceName != spec.DataDeviceName)) ||
 			(!nodes[i].DataVolume && (n.DataDevice != "" || n.DeviceName != "")) ||
@@ -574,6 +637,9 @@ func TestDeployRefusesBeforeAnyResource(t *testing.T) {
 	}{
 		{"gp3 above provider cap", func(s *Spec) { s.VolumeThroughput, s.VolumeIOPS = 1500, 8000 }, "", "pulumi-aws v6.83.4"},
 		{"no operator cidrs", func(s *Spec) { s.OperatorCIDRs = nil }, "", "operatorCidrs"},
+		{"multi-az in a cluster placement group", func(s *Spec) {
+			s.Placement, s.AvailabilityZone, s.PlacementStrategy = spec.PlacementMultiAZ, "us-east-1a", spec.StrategyCluster
+		}, "", "cannot span availability zones"},
 		{"no seed", func(s *Spec) { s.HostKeySeed = "" }, "", "hostKeySeed"},
 		{"short seed", func(s *Spec) { s.HostKeySeed = "abcd" }, "", "hostKeySeed"},
 		{"arm64 AMI", func(s *Spec) { s.AMI = "ami-0123456789abcdef0" }, "arm64", "x86_64"},

@@ -731,6 +731,27 @@ func TestFailedUpSaysWhatExistsAndWhatToDo(t *testing.T) {
 	if !strings.Contains(hc.out.String(), "pulumi config set --stack dev clientInPlacementGroup false") {
 		t.Errorf("a client's capacity failure does not offer clientInPlacementGroup false:\n%s", hc.out.String())
 	}
+	// A multi-az stack: no reservation advice (refused there); the failing node's AZ moves to one
+	// the stack does not use, or the spread group goes.
+	hm := newHarness(t)
+	hm.stackConfig(t, "dev", "  rig:placement: multi-az\n")
+	hm.cli.upFails, hm.cli.upFailsOn = "creating EC2 Instance: api error InsufficientInstanceCapacity: "+
+		"We currently do not have sufficient c6in.16xlarge capacity in the Availability Zone you requested (us-east-2b).", "node-1"
+	if _, err := hm.driver(t).Up(context.Background(), "dev", UpOptions{}); err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{
+		"EC2 has no capacity for these instances (node-1 in us-east-2b; a spread placement group)",
+		"pulumi config set --stack dev --path 'rig:availabilityZones[1]' us-east-2d   (another AZ for us-east-2b's nodes)",
+		"pulumi config set --stack dev placementStrategy none",
+	} {
+		if !strings.Contains(hm.out.String(), want) {
+			t.Errorf("multi-az failure report lacks %q:\n%s", want, hm.out.String())
+		}
+	}
+	if strings.Contains(hm.out.String(), "CapacityReservationId") {
+		t.Errorf("multi-az failure report offers a capacity reservation:\n%s", hm.out.String())
+	}
 	// Another failure: no capacity advice.
 	h2 := newHarness(t)
 	h2.stackConfig(t, "dev", "")

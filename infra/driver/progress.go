@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,6 +172,10 @@ func (d *Driver) failureReport(ctx context.Context, st auto.Stack, name string, 
 		fmt.Fprintf(out, "rig: remove them with: rig down --stack %s --no-archive   (or fix the cause and run rig up --stack %s again: it continues from here)\n", name, name)
 	}
 	text := upErr.Error() + "\n" + strings.Join(diags, "\n")
+	if capacityRE.MatchString(text) && s.MultiAZ() {
+		multiAZCapacityAdvice(out, name, s, diags)
+		return
+	}
 	if capacityRE.MatchString(text) {
 		other := "another AZ of " + s.Region
 		if s.Region != "" {
@@ -191,6 +196,46 @@ func (d *Driver) failureReport(ctx context.Context, st auto.Stack, name string, 
 		}
 		fmt.Fprintf(out, "then rig up --stack %s again (after rig down --stack %s --no-archive if the AZ changes).\n", name, name)
 	}
+}
+
+// multiAZCapacityAdvice is the capacity advice for a multi-az stack: capacity reservations do
+// not apply (Validate refuses the servers'), so the failing node's AZ moves, or the placement
+// group goes.
+func multiAZCapacityAdvice(out io.Writer, name string, s spec.Spec, diags []string) {
+	zones := s.Zones()
+	var failed []string // "node-1 in us-east-2b", each once
+	move := -1          // the availabilityZones entry of the first failed node
+	for _, n := range s.Nodes() {
+		for _, d := range diags {
+			if strings.HasPrefix(d, n.Name+": ") {
+				failed = append(failed, n.Name+" in "+n.Zone)
+				if i := slices.Index(zones, n.Zone); move < 0 {
+					move = i
+				}
+				break
+			}
+		}
+	}
+	where := "one of " + strings.Join(zones, ", ")
+	if len(failed) > 0 {
+		where = strings.Join(failed, ", ")
+	}
+	fmt.Fprintf(out, "rig: EC2 has no capacity for these instances (%s; a %s placement group). Either:\n", where, s.GroupStrategy())
+	if move >= 0 {
+		other := "another AZ of " + s.Region
+		for _, z := range "abcdef" {
+			if az := s.Region + string(z); !slices.Contains(zones, az) {
+				other = az
+				break
+			}
+		}
+		fmt.Fprintf(out, "  pulumi config set --stack %s --path 'rig:availabilityZones[%d]' %s   (another AZ for %s's nodes), or\n",
+			name, move, other, zones[move])
+	}
+	if s.GroupStrategy() != spec.StrategyNone {
+		fmt.Fprintf(out, "  pulumi config set --stack %s placementStrategy none   (no placement group: each instance wherever its AZ has room),\n", name)
+	}
+	fmt.Fprintf(out, "then rig up --stack %s again (after rig down --stack %s --no-archive if an AZ changes).\n", name, name)
 }
 
 // clientFailed reports whether a failure names a client instance (client-0, …; spec.Node).

@@ -1,6 +1,6 @@
 // Package preflight asks AWS, before `rig up` creates anything, whether the stack can be made:
 // the vCPU quota for on-demand standard instances (Service Quotas), the instance types offered
-// in the chosen availability zone (DescribeInstanceTypeOfferings), the AMI resolvable (the
+// in each availability zone the stack uses (DescribeInstanceTypeOfferings), the AMI resolvable (the
 // public SSM parameter, or the explicit image), and the IAM actions the deployment needs,
 // where an EC2 dry run can tell (DryRun: DryRunOperation means allowed). Every problem is
 // reported at once, each naming what is wrong and how to fix it. Nothing is created.
@@ -138,6 +138,8 @@ func types(s spec.Spec) []string {
 	return out
 }
 
+// zone checks every AZ of the stack (one, or multi-az's three) exists and offers the instance
+// types of the nodes placed in it.
 func zone(ctx context.Context, s spec.Spec, c Clients) Problems {
 	azs, err := c.EC2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
 	if err != nil {
@@ -148,9 +150,32 @@ func zone(ctx context.Context, s spec.Spec, c Clients) Problems {
 		names = append(names, aws.ToString(z.ZoneName))
 	}
 	sort.Strings(names)
-	if !slices.Contains(names, s.AvailabilityZone) {
-		return Problems{{Check: "zone", What: fmt.Sprintf("%s is not an availability zone of %s (%s)", s.AvailabilityZone, s.Region, strings.Join(names, ", ")),
-			Fix: fmt.Sprintf("pulumi config set --stack %s rig:availabilityZone %s", s.Stack, first(names))}}
+	zones := s.Zones()
+	// fix says how to move the stack's i-th AZ to another.
+	fix := func(i int, to string) string {
+		if s.MultiAZ() {
+			return fmt.Sprintf("pulumi config set --stack %s --path 'rig:availabilityZones[%d]' %s", s.Stack, i, to)
+		}
+		return fmt.Sprintf("pulumi config set --stack %s rig:availabilityZone %s", s.Stack, to)
+	}
+	// other is a zone of candidates the stack does not use yet.
+	other := func(candidates []string) string {
+		for _, z := range candidates {
+			if !slices.Contains(zones, z) {
+				return z
+			}
+		}
+		return first(candidates)
+	}
+	var ps Problems
+	for i, z := range zones {
+		if !slices.Contains(names, z) {
+			ps = append(ps, Problem{Check: "zone", What: fmt.Sprintf("%s is not an availability zone of %s (%s)", z, s.Region, strings.Join(names, ", ")),
+				Fix: fix(i, other(names))})
+		}
+	}
+	if len(ps) > 0 {
+		return ps
 	}
 	offered := map[string]map[string]bool{} // type -> zones
 	p := ec2.NewDescribeInstanceTypeOfferingsPaginator(c.EC2, &ec2.DescribeInstanceTypeOfferingsInput{
@@ -180,19 +205,29 @@ func zone(ctx context.Context, s spec.Spec, c Clients) Problems {
 			all = append(all, z)
 		}
 	}
-	var ps Problems
-	for _, t := range types(s) {
-		if offered[t][s.AvailabilityZone] {
-			continue
+	for i, z := range zones {
+		var need []string // the types of the nodes in z
+		for _, n := range s.Nodes() {
+			if n.Zone == z && !slices.Contains(need, n.InstanceType) {
+				need = append(need, n.InstanceType)
+			}
 		}
-		pr := Problem{Check: "zone", What: fmt.Sprintf("%s is not offered in %s", t, s.AvailabilityZone)}
-		if len(all) > 0 {
-			pr.Fix = fmt.Sprintf("pulumi config set --stack %s rig:availabilityZone %s (every type of the stack is offered in %s)",
-				s.Stack, all[0], strings.Join(all, ", "))
-		} else {
-			pr.Fix = fmt.Sprintf("no zone of %s offers all of %s: choose other instance types or another region", s.Region, strings.Join(types(s), ", "))
+		for _, t := range need {
+			if offered[t][z] {
+				continue
+			}
+			pr := Problem{Check: "zone", What: fmt.Sprintf("%s is not offered in %s", t, z)}
+			switch to := other(all); {
+			case len(all) >= len(zones):
+				pr.Fix = fmt.Sprintf("%s (every type of the stack is offered in %s)", fix(i, to), strings.Join(all, ", "))
+			case s.MultiAZ():
+				pr.Fix = fmt.Sprintf("fewer than %d zones of %s offer all of %s (%s): choose other instance types, another region or placement single-az",
+					len(zones), s.Region, strings.Join(types(s), ", "), strings.Join(all, ", "))
+			default:
+				pr.Fix = fmt.Sprintf("no zone of %s offers all of %s: choose other instance types or another region", s.Region, strings.Join(types(s), ", "))
+			}
+			ps = append(ps, pr)
 		}
-		ps = append(ps, pr)
 	}
 	return ps
 }
@@ -346,15 +381,17 @@ func permissions(ctx context.Context, s spec.Spec, c Clients, ami string) Proble
 				PublicKeyMaterial: []byte(s.PublicKey), TagSpecifications: tags(ec2types.ResourceTypeKeyPair)})
 			return err
 		}},
-		{"ec2:CreatePlacementGroup", func() error {
+	}
+	if st := s.GroupStrategy(); st != spec.StrategyNone {
+		calls = append(calls, call{"ec2:CreatePlacementGroup", func() error {
 			_, err := c.EC2.CreatePlacementGroup(ctx, &ec2.CreatePlacementGroupInput{DryRun: aws.Bool(true), GroupName: aws.String("rig-preflight"),
-				Strategy: ec2types.PlacementStrategyCluster, TagSpecifications: tags(ec2types.ResourceTypePlacementGroup)})
+				Strategy: ec2types.PlacementStrategy(st), TagSpecifications: tags(ec2types.ResourceTypePlacementGroup)})
 			return err
-		}},
+		}})
 	}
 	if s.VPCID == "" {
 		calls = append(calls, call{"ec2:CreateVpc", func() error {
-			_, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{DryRun: aws.Bool(true), CidrBlock: aws.String("10.42.0.0/16"),
+			_, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{DryRun: aws.Bool(true), CidrBlock: aws.String(spec.VPCCIDR),
 				TagSpecifications: tags(ec2types.ResourceTypeVpc)})
 			return err
 		}})

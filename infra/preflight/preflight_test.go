@@ -92,6 +92,37 @@ func TestZoneAndImage(t *testing.T) {
 	}
 }
 
+// A multi-az stack is checked in each of its three AZs, each for the types of the nodes it holds:
+// the servers' in all three, the client's in its own (moto's offerings are AWS's: no c6in in
+// us-east-1e). The default multi-az stack (us-east-1a, b, c) passes; the fix moves the one AZ
+// that fails to a zone the stack does not use yet that offers every type.
+func TestMultiAZZones(t *testing.T) {
+	emu := awsemu.Start(t, awsemu.Options{})
+	c := preflight.ClientsFromConfig(emu.Config("us-east-1"))
+	ctx := context.Background()
+	if err := preflight.Check(ctx, stack(t, map[string]string{"placement": "multi-az"}), c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zones := `["us-east-1a", "us-east-1b", "us-east-1e"]`
+	z := checks(preflight.Check(ctx, stack(t, map[string]string{"placement": "multi-az", "availabilityZones": zones}), c), "zone", false)
+	if len(z) != 1 || !strings.Contains(z[0], "c6in.16xlarge is not offered in us-east-1e") ||
+		!strings.Contains(z[0], "pulumi config set --stack dev --path 'rig:availabilityZones[2]' us-east-1c") {
+		t.Errorf("zone problems %q", z)
+	}
+	// The client with node-2, in us-east-1e too: its type is not offered there either.
+	z = checks(preflight.Check(ctx, stack(t, map[string]string{"placement": "multi-az", "availabilityZones": zones,
+		"clientAvailabilityZone": "node-2"}), c), "zone", false)
+	if len(z) != 2 || !strings.Contains(strings.Join(z, "\n"), "c6in.4xlarge is not offered in us-east-1e") {
+		t.Errorf("zone problems %q", z)
+	}
+	z = checks(preflight.Check(ctx, stack(t, map[string]string{"placement": "multi-az",
+		"availabilityZones": `["us-east-1a", "us-east-1z", "us-east-1c"]`}), c), "zone", false)
+	if len(z) != 1 || !strings.Contains(z[0], "us-east-1z is not an availability zone of us-east-1") ||
+		!strings.Contains(z[0], "--path 'rig:availabilityZones[1]' us-east-1b") {
+		t.Errorf("zone problems %q", z)
+	}
+}
+
 // A deployer whose IAM policy lacks ec2:RunInstances is stopped before anything exists, with the
 // action named; moto enforces the policy of the signing user.
 func TestMissingPermission(t *testing.T) {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"math/big"
 	"net/netip"
 	"slices"
@@ -97,4 +98,27 @@ func limitText(bits int) string {
 		return thousands(1 << (32 - MaxOperatorPrefixShare))
 	}
 	return "2^120"
+}
+
+// VPCCIDR is the network of the VPC the rig creates (when it reuses none).
+const VPCCIDR = "10.42.0.0/16"
+
+// SubnetCIDRs carves n /24 subnets out of vpc, the first at 10.42.1.0/24 as single-az stacks
+// have always had it (cidr_test.go checks that they lie inside vpc and never overlap).
+func SubnetCIDRs(vpc string, n int) ([]string, error) {
+	p, err := netip.ParsePrefix(vpc)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 23 {
+		return nil, fmt.Errorf("VPC CIDR %q: want an IPv4 prefix of /23 or wider", vpc)
+	}
+	if most := 1<<(24-p.Bits()) - 1; n < 1 || n > most {
+		return nil, fmt.Errorf("%d subnets of /24 in %s: want 1-%d", n, vpc, most)
+	}
+	a := p.Masked().Addr().As4()
+	base := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	out := make([]string, n)
+	for i := range out {
+		v := base + uint32(i+1)<<8
+		out[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), 24).String()
+	}
+	return out, nil
 }

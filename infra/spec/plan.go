@@ -14,7 +14,7 @@ import (
 // WritePlan prints what Deploy would build for s, without touching anything.
 func WritePlan(w io.Writer, s Spec) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan for stack %q in %s, availability zone %s, one cluster placement group\n", s.Stack, s.Region, s.AvailabilityZone)
+	fmt.Fprintf(&b, "plan for stack %q in %s, %s\n", s.Stack, s.Region, describePlacement(s))
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, r := range []struct {
 		role string
@@ -34,6 +34,7 @@ func WritePlan(w io.Writer, s Spec) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeZones(&b, s)
 	vol := fmt.Sprintf("%s %s GiB, %s IOPS", s.VolumeType, thousands(s.VolumeSize), thousands(s.VolumeIOPS))
 	if s.VolumeType == VolumeGP3 {
 		vol += fmt.Sprintf(", %s MiB/s", thousands(s.VolumeThroughput))
@@ -47,7 +48,14 @@ func WritePlan(w io.Writer, s Spec) error {
 	if s.SubnetID != "" {
 		fmt.Fprintf(&b, "  network: reuse %s / %s\n", s.VPCID, s.SubnetID)
 	} else {
-		fmt.Fprintf(&b, "  network: new VPC 10.42.0.0/16, subnet 10.42.1.0/24, internet gateway\n")
+		subnets, err := SubnetCIDRs(VPCCIDR, len(s.Zones()))
+		if err != nil {
+			return err
+		}
+		for i := range subnets {
+			subnets[i] += " (" + s.Zones()[i] + ")"
+		}
+		fmt.Fprintf(&b, "  network: new VPC %s, subnet %s, internet gateway\n", VPCCIDR, strings.Join(subnets, ", "))
 	}
 	image := s.AMI
 	if image == "" {
@@ -74,6 +82,9 @@ func WritePlan(w io.Writer, s Spec) error {
 	}
 	if s.Clients > 0 && !s.ClientInPlacementGroup {
 		fmt.Fprintln(&b, "  clients outside the servers' placement group (clientInPlacementGroup false): more client latency, less capacity risk")
+	}
+	if s.MultiAZ() && s.GroupStrategy() == StrategyNone {
+		fmt.Fprintln(&b, "  no placement group (placementStrategy none): EC2 may put servers of one AZ on shared hardware")
 	}
 	if s.RetainBucket {
 		fmt.Fprintf(&b, "  results bucket: rig-%s-*, private, encrypted, %s, kept after rig down\n", BucketPrefixStack(s.Stack), life)

@@ -40,6 +40,17 @@ type Spec struct {
 	Servers            int
 	Clients            int
 	AvailabilityZone   string
+	// Placement is PlacementSingleAZ ("" too: every node in AvailabilityZone) or PlacementMultiAZ
+	// (node-i in Zones()[i mod 3]); placement.go has the rules.
+	Placement string
+	// AvailabilityZones are multi-az's three AZs; empty means <region>a, b and c (Zones).
+	AvailabilityZones []string
+	// PlacementStrategy of the placement group: cluster, spread, partition or none; "" means the
+	// placement's default (GroupStrategy).
+	PlacementStrategy string
+	// ClientAvailabilityZone is, under multi-az, the clients' AZ or the server whose AZ they share;
+	// "" means node-0's.
+	ClientAvailabilityZone string
 
 	AMI       string
 	AMIFamily string
@@ -248,6 +259,10 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 		Servers:                     integer("servers"),
 		Clients:                     integer("clients"),
 		AvailabilityZone:            str("availabilityZone"),
+		Placement:                   str("placement"),
+		AvailabilityZones:           strings_("availabilityZones"),
+		PlacementStrategy:           str("placementStrategy"),
+		ClientAvailabilityZone:      str("clientAvailabilityZone"),
 		AMI:                         str("ami"),
 		AMIFamily:                   str("amiFamily"),
 		SSHUser:                     str("sshUser"),
@@ -279,6 +294,9 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 	}
 	if s.AvailabilityZone == "" && s.Region != "" {
 		s.AvailabilityZone = s.Region + "a"
+		if s.MultiAZ() {
+			s.AvailabilityZone = s.Zones()[0] // node-0's
+		}
 	}
 	if v := str("createdAt"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
@@ -312,18 +330,21 @@ type Node struct {
 	Name         string // node-0.. for servers, client-0.. for clients
 	Role         string // "server" or "client"
 	InstanceType string
-	DataVolume   bool // gets a data volume (servers always; clients when ClientDataVolume)
+	DataVolume   bool   // gets a data volume (servers always; clients when ClientDataVolume)
+	Zone         string // its availability zone (Spec.NodeZone)
 }
 
 // Nodes lists the hosts in inventory order: servers first, then clients.
 func (s Spec) Nodes() []Node {
 	var out []Node
 	for i := 0; i < s.Servers; i++ {
-		out = append(out, Node{Name: fmt.Sprintf("node-%d", i), Role: "server", InstanceType: s.ServerInstanceType, DataVolume: true})
+		out = append(out, Node{Name: fmt.Sprintf("node-%d", i), Role: "server", InstanceType: s.ServerInstanceType, DataVolume: true,
+			Zone: s.serverZone(i)})
 	}
+	client, _ := s.ClientZone()
 	for i := 0; i < s.Clients; i++ {
 		out = append(out, Node{Name: fmt.Sprintf("client-%d", i), Role: "client", InstanceType: s.ClientInstanceType,
-			DataVolume: s.ClientDataVolume})
+			DataVolume: s.ClientDataVolume, Zone: client})
 	}
 	return out
 }

@@ -80,8 +80,7 @@ func Validate(s Spec) Problems {
 			Allowed: "an AWS region such as us-east-1", Reason: "set aws:region in the stack config"})
 	}
 	if regionOK {
-		if !strings.HasPrefix(s.AvailabilityZone, s.Region) || len(s.AvailabilityZone) != len(s.Region)+1 ||
-			s.AvailabilityZone[len(s.AvailabilityZone)-1] < 'a' || s.AvailabilityZone[len(s.AvailabilityZone)-1] > 'z' {
+		if !zoneOf(s.Region, s.AvailabilityZone) {
 			errf("availabilityZone", strconv.Quote(s.AvailabilityZone), "an AZ of "+s.Region+", e.g. "+s.Region+"a", "")
 		}
 	}
@@ -248,6 +247,7 @@ func Validate(s Spec) Problems {
 			errf(key, strconv.Quote(id), "empty or a capacity reservation id like cr-0123456789abcdef0", "")
 		}
 	}
+	ps = append(ps, checkPlacement(s, regionOK)...)
 
 	// Network reuse.
 	switch {

@@ -186,7 +186,7 @@ func newRoot() *cobra.Command {
 			fmt.Fprintf(w, "stack %s is up (expires %s); results bucket %s\n", f.stack, inv.ExpiresAt, inv.Bucket)
 			fmt.Fprintln(w, d.Where(f.stack))
 			for _, n := range inv.Nodes {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s@%s\n", n.Name, n.Role, n.InstanceType, n.PrivateAddress, n.SSH.User, n.Address)
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s@%s\n", n.Name, n.Role, n.InstanceType, n.AvailabilityZone, n.PrivateAddress, n.SSH.User, n.Address)
 			}
 			if err := w.Flush(); err != nil {
 				return err
