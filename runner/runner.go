@@ -206,6 +206,8 @@ type run struct {
 	servers []inventory.Node
 	client  inventory.Node
 	cfgs    map[string]engine.Config
+	// leaderTimeout is the load generator's (LeaderTimeout), from the engines' settings in effect.
+	leaderTimeout time.Duration
 
 	loadStart time.Time
 
