@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/engine"
@@ -10,9 +12,15 @@ import (
 
 // A partition of the leader under load, healed: the ledger's orders are checked against what each
 // server holds. An order a majority holds is kept, one only the isolated node took (acknowledged
-// by nobody else) is lost, and the fault is named with the partition's length.
-func TestDurabilityAfterPartition(t *testing.T) {
+// by nobody else) is lost, and the fault is named with the partition's length. The new leader,
+// 400 ms later, is the partition's: inside the window the engines' timers in effect give (the
+// manifest's engine_config), which the report names.
+func TestPartitionDurabilityAndWindow(t *testing.T) {
 	f := newFixture(t)
+	f.writeJSON("manifest.json", map[string]any{"status": "ok", "engine_config": map[string]any{
+		"node-0": map[string]any{"heartbeat_timeout": "200ms", "election_timeout": "200ms"},
+		"node-1": map[string]any{"heartbeat_timeout": "200ms", "election_timeout": "250ms"},
+	}})
 	f.role(-1000, "node-0", "leader")
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
@@ -54,5 +62,22 @@ func TestDurabilityAfterPartition(t *testing.T) {
 	}
 	if n := d.Nodes["node-0"]; n.Held != 101 || n.Lost != 50 {
 		t.Errorf("node-0 %+v: want 101 held, 50 lost (what it missed while cut off)", n)
+	}
+	// 2 × 200ms + 3 × 2 × 250ms (the longest election timeout in effect)
+	if w := s.LeaderWindow; w.S != 1.9 || len(s.UnplannedLeaderChanges) != 0 {
+		t.Errorf("window %+v, unplanned %v: want 1.9 s and the change the partition's", w, s.UnplannedLeaderChanges)
+	}
+	if len(s.Failovers) != 1 || s.Failovers[0].Action != "partition" || s.Failovers[0].ElectMs == nil || *s.Failovers[0].ElectMs != 400 {
+		t.Errorf("failovers %+v: want the partition's, elected in 400 ms", s.Failovers)
+	}
+	if err := WriteOutputs(f.dir, s); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := os.ReadFile(filepath.Join(f.dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rep), "attributed to actions by this rule: each step_down, kill or partition of the leader explains the first change to another leader within 1.9s") {
+		t.Errorf("report.md does not name the window:\n%s", rep)
 	}
 }

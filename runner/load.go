@@ -40,7 +40,7 @@ func (r *run) loadgenConfig() loadspec.Config {
 }
 
 // loadgenConn is how the load generator treats its connections: it leaves a silent leader after
-// the engines' heartbeat timeout in effect (LeaderTimeout), as a follower would.
+// the engines' heartbeat timeout in effect, as a follower would.
 func (r *run) loadgenConn() loadspec.ConnConfig {
 	return loadspec.ConnConfig{LeaderTimeout: loadspec.Duration(r.leaderTimeout)}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
@@ -99,28 +98,6 @@ func EffectErrors(table driver.Table, asked driver.Values, reported engine.Repor
 	return errs
 }
 
-// LeaderTimeout is how long the load generator waits on a silent leader before it asks the other
-// servers (loadspec.ConnConfig.LeaderTimeout): the longest heartbeat timeout the servers report in
-// effect, the silence after which a raft follower stands for election; 0 (the load generator's
-// default) when none reports one it can read.
-func LeaderTimeout(table driver.Table, eff map[string]engine.Reported) time.Duration {
-	s, ok := table.Lookup(driver.HeartbeatTimeout)
-	if !ok {
-		s = driver.Setting{Name: driver.HeartbeatTimeout, Kind: driver.Duration}
-	}
-	var out time.Duration
-	for _, rep := range eff {
-		v, err := s.Reported(rep[driver.HeartbeatTimeout])
-		if err != nil {
-			continue
-		}
-		if d, err := time.ParseDuration(v); err == nil {
-			out = max(out, d)
-		}
-	}
-	return out
-}
-
 // verifyEngineConfig checks every asked setting on every server (SettingErrors) and fails the
 // run naming each one that did not hold.
 func (r *run) verifyEngineConfig(ctx context.Context) error {
@@ -169,7 +146,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.Engines = eff })
 	if _, table, err := r.pb.Engine.Resolve(); err == nil {
-		r.leaderTimeout = LeaderTimeout(table, eff)
+		r.leaderTimeout = table.LongestInEffect(driver.HeartbeatTimeout, eff)
 	}
 	return errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package runner
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
@@ -40,19 +39,3 @@ func TestEffectErrorsByKind(t *testing.T) {
 	}
 }
 
-// The load generator's leader timeout is the longest heartbeat timeout in effect, in whatever
-// form each server reports it; none readable: 0, the load generator's default.
-func TestLeaderTimeoutFromEffectiveSettings(t *testing.T) {
-	table := driver.Table{{Name: driver.HeartbeatTimeout, Kind: driver.Duration, Render: driver.RenderNanos}}
-	eff := map[string]engine.Reported{
-		"node-0": {driver.HeartbeatTimeout: "200ms"},
-		"node-1": {driver.HeartbeatTimeout: float64(300_000_000)},
-		"node-2": {driver.HeartbeatTimeout: true}, // unreadable: skipped
-	}
-	if got := LeaderTimeout(table, eff); got != 300*time.Millisecond {
-		t.Errorf("leader timeout %v, want the longest in effect, 300ms", got)
-	}
-	if got := LeaderTimeout(nil, map[string]engine.Reported{"node-0": {"election_timeout": "1s"}}); got != 0 {
-		t.Errorf("leader timeout %v with no heartbeat timeout reported, want 0", got)
-	}
-}
