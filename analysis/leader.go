@@ -19,8 +19,8 @@ import (
 // hand-off is bounded by the same timers (the transfer gives up after an election timeout). The
 // cause then closes, so a second change after it (a flurry after a 200 ms hand-off, an election
 // started by a slow heartbeat) is flagged however soon it follows. A cause that no change answers
-// closes at the end of its window or at the next cause. An engine that reports neither timer gets
-// no window: a cause then lasts until its change or the next cause, and the report says so.
+// closes at the end of its window or at the next cause. Without both timers reported there is no
+// window: a cause then lasts until its change or the next cause, and the report says so.
 const leaderWindowRounds = 3
 
 // LeaderWindow is the window a leader change was attributed in, and where it came from; the
@@ -50,13 +50,11 @@ func leaderWindowFor(hb, el time.Duration) LeaderWindow {
 			"(no window: the engines reported no heartbeat_timeout and election_timeout in effect)"}
 	}
 	w := 2*hb + leaderWindowRounds*2*el
-	return LeaderWindow{S: w.Seconds(), HeartbeatMs: durMs(hb), ElectionMs: durMs(el),
+	return LeaderWindow{S: w.Seconds(), HeartbeatMs: nsToMs(int64(hb)), ElectionMs: nsToMs(int64(el)),
 		Rule: fmt.Sprintf("%s within %v after it (2 × heartbeat_timeout %v + %d × 2 × election_timeout %v, the engines' "+
 			"settings in effect: a follower stands within 2 × its heartbeat timeout, an election round ends within 2 × the "+
 			"election timeout), until that change or the next such action", causes, w, hb, leaderWindowRounds, el)}
 }
-
-func durMs(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // until is the end of a cause's window that opened at atS (+Inf without a window).
 func (w LeaderWindow) until(atS float64) float64 {

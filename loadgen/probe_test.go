@@ -145,14 +145,7 @@ func TestProbeStallIsChargedFromIntendedTime(t *testing.T) {
 	}
 	waitFor(t, func() bool { return run.Stats().Answered >= 300 })
 	s0, s1 := c.Stall(stall)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes to a stall shorter than the grace period", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a stall shorter than the grace period must cost none")
 	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	checkSchedule(t, ps, rate)
 	const tolerance = int64(time.Millisecond) // wall clock vs the client's monotonic clock
@@ -229,14 +222,7 @@ func TestProbeFollowsLeaderChange(t *testing.T) {
 	c.SetLeader(-1)
 	time.Sleep(150 * time.Millisecond)
 	c.SetLeader(2)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes across a leader change", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a leader change must cost none")
 	if len(st.Conn.LeaderChanges) != 1 {
 		t.Fatalf("leader changes %+v, want one", st.Conn.LeaderChanges)
 	}
@@ -419,14 +405,7 @@ func TestProbeHungLeaderDetectedByPing(t *testing.T) {
 	waitFor(t, func() bool { return run.Stats().Answered >= 100 })
 	c.Freeze(0)
 	c.SetLeader(1)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes: a hung leader must be dropped and its probes resent", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a hung leader must be dropped and its probes resent")
 	if st.Conn.PingTimeouts < 1 || len(st.Conn.LeaderChanges) != 1 {
 		t.Errorf("ping timeouts %d, leader changes %v: want the hang detected and one change", st.Conn.PingTimeouts, st.Conn.LeaderChanges)
 	}
@@ -457,14 +436,7 @@ func TestProbeSilentLeaderLeftOnLeaderTimeout(t *testing.T) {
 	c.Freeze(0)
 	time.Sleep(3 * lt) // the followers still name node 0
 	c.SetLeader(2)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes: the silent leader must be left and its probes resent", st.Lost)
-	}
+	st := waitNoneLost(t, run, "the silent leader must be left and its probes resent")
 	if st.Conn.LeaderTimeouts < 1 || st.Conn.PingTimeouts != 0 || st.Conn.LeaderTimeoutNs != int64(lt) {
 		t.Errorf("leader timeouts %d (bound %v), ping timeouts %d: want the silence caught by the leader timeout",
 			st.Conn.LeaderTimeouts, time.Duration(st.Conn.LeaderTimeoutNs), st.Conn.PingTimeouts)
