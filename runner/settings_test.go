@@ -38,4 +38,3 @@ func TestEffectErrorsByKind(t *testing.T) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
-
