@@ -452,6 +452,7 @@ func (d *runData) summarize() *Summary {
 			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})
 		}
 	}
+	s.LeaderWindow = d.leaderWindow()
 	warn = append(warn, flagUnplanned(s)...)
 	d.failoverRows(s)
 	warn = append(warn, applyHealth(s)...)

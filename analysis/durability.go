@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -18,7 +19,7 @@ import (
 // acknowledged order the recovered cluster does not hold was lost, whatever the latency says.
 type Durability struct {
 	// Faults names what the timeline did to the servers: "power loss of node-1, node-2",
-	// "kill -KILL of node-0", "none".
+	// "kill -KILL of node-0", "partition of node-0 for 5s", "none".
 	Faults    string `json:"faults"`
 	SyncLevel *int   `json:"sync_level,omitempty"`
 	Acked     int    `json:"acked"`
@@ -102,18 +103,17 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 	return out, warn
 }
 
-// faults describes the timeline's kills and power losses, in order.
+// faults describes the timeline's kills, power losses and partitions, in order.
 func (d *runData) faults() string {
 	var parts []string
-	for _, e := range d.actions(rundir.ActKill) {
-		k := e.Action.Kill
-		if k == nil {
-			continue
-		}
-		if k.PowerLoss {
+	for _, e := range d.events {
+		switch a := e.Action; {
+		case e.IsAction(rundir.ActKill) && a.Kill != nil && a.Kill.PowerLoss:
 			parts = append(parts, "power loss of "+e.Node)
-		} else {
-			parts = append(parts, fmt.Sprintf("kill -%s of %s", k.Signal, e.Node))
+		case e.IsAction(rundir.ActKill) && a.Kill != nil:
+			parts = append(parts, fmt.Sprintf("kill -%s of %s", a.Kill.Signal, e.Node))
+		case e.IsAction(rundir.ActPartition) && a.Partition != nil:
+			parts = append(parts, fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(a.Partition.ForMs*1e6)))
 		}
 	}
 	if len(parts) == 0 {

@@ -9,7 +9,8 @@ import (
 )
 
 // A failover, told apart into the stretches a client lives through, for every action that
-// removes a leader (a kill of the leader) or hands leadership on (step_down):
+// removes or isolates a leader (a kill or partition of the leader) or hands leadership on
+// (step_down), inside the cause's window (leader.go):
 //
 //   - detection: fault → the first node to become a candidate (a follower whose heartbeat
 //     timeout ran out, or the hand-off's target);
@@ -50,8 +51,8 @@ type FailoverStats struct {
 	NormalMs    stats.Sample `json:"normal_ms"`
 }
 
-// failoverRows measures every leader cause of the run (leaderCauses: each step_down and kill of
-// the leader) as an event.
+// failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each
+// kill or partition of the leader) as an event.
 func (d *runData) failoverRows(s *Summary) {
 	causes := leaderCauses(s)
 	s.Failovers = []FailoverRow{}
@@ -61,7 +62,7 @@ func (d *runData) failoverRows(s *Summary) {
 		if i+1 < len(causes) {
 			limit = d.origin + int64(causes[i+1].AtS*1e9)
 		}
-		s.Failovers = append(s.Failovers, d.failover(c, at, limit))
+		s.Failovers = append(s.Failovers, d.failover(c, at, limit, s.LeaderWindow))
 	}
 	var det, el, gap, norm []float64
 	for _, r := range s.Failovers {
@@ -80,12 +81,18 @@ func (d *runData) failoverRows(s *Summary) {
 	}
 }
 
-func (d *runData) failover(c leaderCause, at, limit int64) FailoverRow {
+// failover measures one cause at at (ns) until limit (the next cause or the end of load); its
+// election counts only inside the cause's window w (leader.go), as its attribution does.
+func (d *runData) failover(c leaderCause, at, limit int64, w LeaderWindow) FailoverRow {
 	row := FailoverRow{AtS: c.AtS, Action: c.Action, From: c.Node}
 	elected := int64(-1)
+	electBy := limit
+	if w.S > 0 {
+		electBy = min(limit, at+int64(w.S*1e9))
+	}
 	for _, e := range d.events {
 		t := e.T.UnixNano()
-		if t < at || t >= limit || e.Role == nil {
+		if t < at || t >= electBy || e.Role == nil {
 			continue
 		}
 		if e.Role.To == engine.RoleCandidate && row.DetectMs == nil {

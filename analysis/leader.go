@@ -2,20 +2,67 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/engine/driver"
 )
 
-// A leader change is attributed to the action that asked for it by events, not by a window of
-// fixed length: a step_down, or a kill of the node leading at the time, opens a cause, and the
-// first change to another leader after it is that cause's, however long the failover took (a
-// stock hashicorp/raft failover after a leader kill waits out the heartbeat timeout and an
-// election: ~11 s on a loaded machine, more than any fixed window that is short enough to catch
-// a flurry). The cause then closes, so a second change after it (a flurry after a 200 ms
-// hand-off, an election started by a slow heartbeat) is flagged however soon it follows. A
-// cause that no change answers closes at the next cause.
-//
-// leaderAttribution is the rule's one-line name, which the report's warning quotes.
-const leaderAttribution = "each step_down or kill of the leader explains the first change to another leader after it, until that change or the next such action"
+// A leader change is attributed to the action that asked for it by events and the engine's own
+// timers, not by a constant: a step_down, or a kill or partition of the node leading at the time,
+// opens a cause, and the first change to another leader within the cause's window after it is
+// that cause's. The window is what the engines' raft timers in effect allow a failover (the
+// manifest's engine_config, the longest any server reports): a follower stands within 2 × its
+// heartbeat timeout (hashicorp/raft draws it from [1×, 2×)), and an election round ends within
+// 2 × the election timeout; leaderWindowRounds rounds are allowed for split votes. A step-down's
+// hand-off is bounded by the same timers (the transfer gives up after an election timeout). The
+// cause then closes, so a second change after it (a flurry after a 200 ms hand-off, an election
+// started by a slow heartbeat) is flagged however soon it follows. A cause that no change answers
+// closes at the end of its window or at the next cause. Without both timers reported there is no
+// window: a cause then lasts until its change or the next cause, and the report says so.
+const leaderWindowRounds = 3
+
+// LeaderWindow is the window a leader change was attributed in, and where it came from; the
+// report quotes Rule.
+type LeaderWindow struct {
+	S           float64 `json:"s,omitempty"` // absent: no window (the engines reported no timers)
+	HeartbeatMs float64 `json:"heartbeat_timeout_ms,omitempty"`
+	ElectionMs  float64 `json:"election_timeout_ms,omitempty"`
+	Rule        string  `json:"rule"`
+}
+
+// leaderWindow derives the window from the longest heartbeat and election timeouts the engines
+// report in effect.
+func (d *runData) leaderWindow() LeaderWindow {
+	var table driver.Table
+	if _, t, err := d.pb.Engine.Resolve(); err == nil {
+		table = t
+	}
+	return leaderWindowFor(table.LongestInEffect(driver.HeartbeatTimeout, d.man.Engines),
+		table.LongestInEffect(driver.ElectionTimeout, d.man.Engines))
+}
+
+func leaderWindowFor(hb, el time.Duration) LeaderWindow {
+	const causes = "each step_down, kill or partition of the leader explains the first change to another leader"
+	if hb <= 0 || el <= 0 {
+		return LeaderWindow{Rule: causes + " after it, until that change or the next such action " +
+			"(no window: the engines reported no heartbeat_timeout and election_timeout in effect)"}
+	}
+	w := 2*hb + leaderWindowRounds*2*el
+	return LeaderWindow{S: w.Seconds(), HeartbeatMs: nsToMs(int64(hb)), ElectionMs: nsToMs(int64(el)),
+		Rule: fmt.Sprintf("%s within %v after it (2 × heartbeat_timeout %v + %d × 2 × election_timeout %v, the engines' "+
+			"settings in effect: a follower stands within 2 × its heartbeat timeout, an election round ends within 2 × the "+
+			"election timeout), until that change or the next such action", causes, w, hb, leaderWindowRounds, el)}
+}
+
+// until is the end of a cause's window that opened at atS (+Inf without a window).
+func (w LeaderWindow) until(atS float64) float64 {
+	if w.S <= 0 {
+		return math.Inf(1)
+	}
+	return atS + w.S
+}
 
 // leaderCause is an action that asks for a leader change.
 type leaderCause struct {
@@ -51,22 +98,22 @@ func unplannedLeaderChanges(s *Summary) []LeaderMark {
 	causes := leaderCauses(s)
 	out := []LeaderMark{}
 	prev := s.LeaderAtLoadStart
-	next := 0     // the first cause not yet reached
-	open := false // a cause reached and not yet answered
+	next := 0                 // the first cause not yet reached
+	openUntil := math.Inf(-1) // the end of the window of a cause reached and not yet answered
 	for _, c := range s.LeaderChanges {
 		for next < len(causes) && causes[next].AtS <= c.AtS {
-			open = true // a later cause replaces an unanswered one
+			openUntil = s.LeaderWindow.until(causes[next].AtS) // a later cause replaces an unanswered one
 			next++
 		}
 		if c.Node == prev {
 			continue
 		}
 		prev = c.Node
-		if open {
-			open = false
-			continue
+		planned := c.AtS <= openUntil
+		openUntil = math.Inf(-1)
+		if !planned {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out
 }
@@ -115,7 +162,7 @@ func flagUnplanned(s *Summary) []string {
 		at = append(at, fmt.Sprintf("%s at %.1f s", c.Node, c.AtS))
 	}
 	w := fmt.Sprintf("%d unplanned leader change(s) (%s): %s",
-		len(at), leaderAttribution, strings.Join(at, ", "))
+		len(at), s.LeaderWindow.Rule, strings.Join(at, ", "))
 	if len(touched) > 0 {
 		w += "; figures that include one are flagged: " + strings.Join(touched, ", ")
 	}

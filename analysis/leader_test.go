@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUnplannedLeaderChanges(t *testing.T) {
@@ -49,9 +50,10 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 	}
 }
 
-// TestLeaderAttributionByEvents: a failover that takes longer than any fixed window would allow
-// (~11 s after a leader kill: heartbeat timeout plus an election) is still the kill's, and a
-// change right after a 200 ms hand-off is not the step-down's.
+// TestLeaderAttributionByEvents: with no window (the engines reported no timers), a failover that
+// takes longer than any fixed window would allow (~11 s after a leader kill: heartbeat timeout
+// plus an election) is still the kill's, and a change right after a 200 ms hand-off is not the
+// step-down's.
 func TestLeaderAttributionByEvents(t *testing.T) {
 	s := &Summary{
 		LeaderAtLoadStart: "node-0",
@@ -69,7 +71,8 @@ func TestLeaderAttributionByEvents(t *testing.T) {
 			{AtS: 75.0, Node: "node-1"}, // long after the step-down at 60 that moved nothing: still its
 			{AtS: 80.0, Node: "node-2"}, // nothing asked
 		},
-		StepDowns: []StepDownRow{{AtS: 40, WindowFromS: 39, WindowToS: 41.2}},
+		StepDowns:    []StepDownRow{{AtS: 40, WindowFromS: 39, WindowToS: 41.2}},
+		LeaderWindow: leaderWindowFor(0, 0),
 	}
 	warn := flagUnplanned(s)
 	want := []LeaderMark{{40.5, "node-0"}, {80.0, "node-2"}}
@@ -79,7 +82,7 @@ func TestLeaderAttributionByEvents(t *testing.T) {
 	if !s.StepDowns[0].UnplannedLeaderChange {
 		t.Error("the change 300 ms after the hand-off did not flag the step-down's window")
 	}
-	if len(warn) != 1 || !strings.Contains(warn[0], leaderAttribution) {
+	if len(warn) != 1 || !strings.Contains(warn[0], s.LeaderWindow.Rule) {
 		t.Errorf("warnings %q: want the rule named", warn)
 	}
 	causes := leaderCauses(s)
@@ -94,5 +97,54 @@ func TestLeaderSpans(t *testing.T) {
 	want := []leaderSpan{{"node-0", 0, 10}, {"node-1", 10, 20}, {"node-2", 20, 30}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("spans %v, want %v", got, want)
+	}
+}
+
+// The window comes from the engines' raft timers: 2 × heartbeat timeout + 3 rounds of 2 × election
+// timeout. Inside it the first change to another leader is the action's (a kill's election that
+// took a split vote, a partition's, a step-down's hand-off); a change after it is flagged, and so
+// is a second change right after a planned one. The same sequence with timers ten times longer
+// attributes the late ones.
+func TestLeaderWindowFromEngineTimers(t *testing.T) {
+	w := leaderWindowFor(100*time.Millisecond, 500*time.Millisecond)
+	if w.S != 3.2 || w.HeartbeatMs != 100 || w.ElectionMs != 500 ||
+		!strings.Contains(w.Rule, "within 3.2s") || !strings.Contains(w.Rule, "heartbeat_timeout 100ms") || !strings.Contains(w.Rule, "election_timeout 500ms") {
+		t.Errorf("window %+v: want 3.2 s from heartbeat 100ms and election 500ms, named in the rule", w)
+	}
+	seq := func(w LeaderWindow) *Summary {
+		return &Summary{
+			LeaderAtLoadStart: "node-0",
+			Actions: []ActionMark{
+				{AtS: 10, Action: "kill", Node: "node-0"},
+				{AtS: 20, Action: "step_down", Node: "node-1"}, // refused: no change follows it
+				{AtS: 40, Action: "partition", Node: "node-1"},
+				{AtS: 60, Action: "kill", Node: "node-2"},
+				{AtS: 80, Action: "step_down", Node: "node-0"},
+			},
+			LeaderChanges: []LeaderMark{
+				{AtS: 11.5, Node: "node-1"}, // 1.5 s after the kill: a split vote, still inside 3.2 s
+				{AtS: 30.0, Node: "node-2"}, // 10 s after the step-down that moved nothing
+				{AtS: 30.5, Node: "node-1"}, // and back
+				{AtS: 40.4, Node: "node-2"}, // the partition's
+				{AtS: 65.0, Node: "node-0"}, // 5 s after the kill of node-2
+				{AtS: 80.2, Node: "node-1"}, // the step-down's hand-off
+				{AtS: 80.5, Node: "node-2"}, // 300 ms later, unprovoked
+			},
+			LeaderWindow: w,
+		}
+	}
+	s := seq(w)
+	warn := flagUnplanned(s)
+	want := []LeaderMark{{30.0, "node-2"}, {30.5, "node-1"}, {65.0, "node-0"}, {80.5, "node-2"}}
+	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
+		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
+	}
+	if len(warn) != 1 || !strings.Contains(warn[0], "within 3.2s") {
+		t.Errorf("warnings %q: want the window named", warn)
+	}
+	long := seq(leaderWindowFor(time.Second, 5*time.Second)) // 32 s
+	flagUnplanned(long)
+	if want := []LeaderMark{{30.5, "node-1"}, {80.5, "node-2"}}; !reflect.DeepEqual(long.UnplannedLeaderChanges, want) {
+		t.Errorf("with a 32 s window: unplanned %v, want %v", long.UnplannedLeaderChanges, want)
 	}
 }

@@ -267,8 +267,11 @@ func renderReport(s *Summary) string {
 		for _, l := range s.UnplannedLeaderChanges {
 			ch = append(ch, fmt.Sprintf("%s at %s", l.Node, fmtS(l.AtS)))
 		}
-		pf("**Unplanned leader changes: %d** (%s): no step_down or kill of the leader asked for them (%s); "+
-			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "), leaderAttribution)
+		pf("**Unplanned leader changes: %d** (%s): no step_down, kill or partition of the leader asked for them; "+
+			"figures whose window holds one are marked ⚠ (see Warnings).\n\n", n, strings.Join(ch, ", "))
+	}
+	if len(s.LeaderChanges) > 0 || len(s.Failovers) > 0 {
+		pf("Leader changes are attributed to actions by this rule: %s.\n\n", s.LeaderWindow.Rule)
 	}
 	if len(s.AgentCPU) > 0 {
 		var parts []string

@@ -69,10 +69,13 @@ type Summary struct {
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
-	// UnplannedLeaderChanges are the leader changes no step_down or kill of the leader asked for
+	// UnplannedLeaderChanges are the leader changes no step_down, kill or partition of the leader asked for
 	// (see leader.go); the figures whose windows hold one carry unplanned_leader_change.
 	UnplannedLeaderChanges []LeaderMark `json:"unplanned_leader_changes"`
-	Actions                []ActionMark `json:"actions"` // every timeline action, in order
+	// LeaderWindow: how long after an action a leader change still counts as its, from the
+	// engines' raft timers in effect, and the rule the report quotes (leader.go).
+	LeaderWindow LeaderWindow `json:"leader_change_window"`
+	Actions      []ActionMark `json:"actions"` // every timeline action, in order
 
 	// GCPauses: per node, a JVM engine's GC pauses in the measured window (from its GC log).
 	GCPauses []GCRow `json:"gc_pauses,omitempty"`

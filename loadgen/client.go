@@ -25,12 +25,24 @@ type ConnOptions struct {
 	// open. If the engine answers pings in order behind commands, keep it above the longest
 	// stall expected (a snapshot take), or a stall costs a reconnect.
 	DeadAfter time.Duration
+	// LeaderTimeout: commands outstanding on a connection that has heard nothing (no answer, no
+	// ping reply) for this long: the client leaves it, resends what was in flight, and asks the
+	// other servers for the leader, as a cluster client does on a leader or request timeout
+	// (default 2 s). The runner sets the engine's heartbeat timeout in effect: the silence after
+	// which a follower stands for election, so the client is among the followers when the new
+	// leader is known. A busy connection is pinged after a quarter of it, so a leader that answers
+	// pings while its log is slow is kept; one that reads them behind a stalled log is left, and
+	// taken back when its followers still name it.
+	LeaderTimeout time.Duration
 }
 
 const (
 	defaultDialTimeout = 2 * time.Second
 	defaultKeepAlive   = time.Second
 	defaultDeadAfter   = 15 * time.Second
+	// DefaultLeaderTimeout is ConnOptions.LeaderTimeout when neither the caller nor the engine
+	// gives one: twice hashicorp/raft's default heartbeat timeout, the most its followers wait.
+	DefaultLeaderTimeout = 2 * time.Second
 
 	// Backoff between attempts when no leader is known (an election). Capped low on purpose: the
 	// cap is the client's polling granularity, and it lands in every failover gap we measure.
@@ -52,6 +64,9 @@ func (o ConnOptions) withDefaults() ConnOptions {
 	}
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = defaultDeadAfter
+	}
+	if o.LeaderTimeout <= 0 {
+		o.LeaderTimeout = DefaultLeaderTimeout
 	}
 	return o
 }
@@ -91,7 +106,8 @@ type client struct {
 	hint      string // leader address learned from a NotLeader answer or a lost leader connection
 	next      int    // next server to try when there is no hint
 	lastTried string
-	fails     int // consecutive attempts that did not reach a leader
+	fails     int              // consecutive attempts that did not reach a leader
+	avoid     map[string]int64 // servers left on a leader timeout: not tried again before this time
 	retry     []retryItem
 	leader    *conn // last connection that answered OK first among its peers
 	lastOK    int64 // last OK from leader
@@ -114,10 +130,12 @@ func newClient(servers []string, opts ConnOptions, h handler, log *slog.Logger, 
 		epoch:     epoch,
 		epochUnix: epoch.UnixNano(),
 		conns:     make(map[*conn]struct{}),
+		avoid:     make(map[string]int64),
 		retryCh:   make(chan struct{}, 1),
 		stateCh:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	cl.stats.LeaderTimeoutNs = int64(cl.opts.LeaderTimeout)
 	cl.wg.Add(1)
 	go cl.keepalive()
 	return cl
@@ -141,11 +159,12 @@ type conn struct {
 	demoted   bool // answered NotLeader: no new commands go here; closed once drained
 	confirmed bool // answered OK at least once
 	dead      bool
-	suspect   bool // killed by a ping timeout: do not redial it first
+	suspect   bool // killed by a ping or leader timeout: do not redial it first
 
-	lastSend atomic.Int64
-	lastRecv atomic.Int64
-	pingSent atomic.Int64 // when the outstanding ping went out; 0 when none
+	lastSend  atomic.Int64
+	lastRecv  atomic.Int64
+	busySince atomic.Int64 // when the last command went out on it with none in flight
+	pingSent  atomic.Int64 // when the outstanding ping went out; 0 when none
 
 	once   sync.Once
 	reason atomic.Value // error that killed it
@@ -186,6 +205,9 @@ func (cl *client) send(ctx context.Context, corrs []uint64) (int64, error) {
 			n = 1
 		}
 		// In flight before the write: an answer can beat the return of Write.
+		if len(c.inflight) == 0 {
+			c.busySince.Store(cl.now())
+		}
 		for _, k := range corrs[:n] {
 			c.inflight[k] = struct{}{}
 		}
@@ -310,7 +332,10 @@ func (cl *client) ready(ctx context.Context) (*conn, error) {
 
 // nextTargetLocked picks the next server to try and how long to wait first. A fresh hint (a
 // leader address we did not just try) is followed at once so redirects cost no extra delay;
-// everything else backs off while attempts keep failing.
+// everything else backs off while attempts keep failing. Without a hint, a server left on a
+// leader timeout is not tried for a leader timeout (unless every server is); a redirect to it is
+// still followed, since the cluster knows better: a leader that was only slow (its pings queued
+// behind a stalled log) is still the one its followers name.
 func (cl *client) nextTargetLocked() (string, time.Duration) {
 	var addr string
 	fresh := false
@@ -318,7 +343,14 @@ func (cl *client) nextTargetLocked() (string, time.Duration) {
 		addr, cl.hint = cl.hint, ""
 		fresh = addr != cl.lastTried
 	} else {
-		addr = cl.servers[cl.next%len(cl.servers)]
+		now, n := cl.now(), len(cl.servers)
+		addr = cl.servers[cl.next%n] // when every server is avoided
+		for k := range n {
+			if a := cl.servers[(cl.next+k)%n]; now >= cl.avoid[a] {
+				addr, cl.next = a, cl.next+k
+				break
+			}
+		}
 		cl.next++
 	}
 	var wait time.Duration
@@ -543,11 +575,12 @@ func (cl *client) takeRetries(now int64, dst []uint64) ([]uint64, int64) {
 }
 
 // keepalive pings connections that sent nothing for KeepAlive, or that have commands in flight
-// and heard nothing for KeepAlive, and drops one whose ping stays unanswered for DeadAfter
-// (a hung process keeps its sockets open; only a ping tells).
+// and heard nothing for KeepAlive or a quarter of the LeaderTimeout; it leaves one whose commands
+// waited a LeaderTimeout with nothing heard, and drops one whose ping stays unanswered for
+// DeadAfter (a hung process keeps its sockets open; only silence tells).
 func (cl *client) keepalive() {
 	defer cl.wg.Done()
-	period := max(cl.opts.KeepAlive/4, 10*time.Millisecond)
+	period := max(min(cl.opts.KeepAlive, cl.opts.LeaderTimeout)/4, 10*time.Millisecond)
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var conns []*conn
@@ -568,8 +601,22 @@ func (cl *client) keepalive() {
 		}
 		cl.mu.Unlock()
 		ka := int64(cl.opts.KeepAlive)
+		lt := int64(cl.opts.LeaderTimeout)
 		for _, c := range conns {
-			if ps := c.pingSent.Load(); ps != 0 {
+			// How long commands have waited on it with nothing heard; it is left only once a ping
+			// sent in that silence has had half a leader timeout to come back.
+			waiting := now - max(c.lastRecv.Load(), c.busySince.Load())
+			ps := c.pingSent.Load()
+			if busy[c] && waiting > lt && ps != 0 && now-ps >= lt/2 {
+				cl.mu.Lock()
+				cl.stats.LeaderTimeouts++
+				c.suspect = true
+				cl.avoid[c.addr] = now + lt
+				cl.mu.Unlock()
+				c.kill(fmt.Errorf("leader timeout: commands outstanding and nothing heard for %v", cl.opts.LeaderTimeout))
+				continue
+			}
+			if ps != 0 {
 				if now-ps > int64(cl.opts.DeadAfter) {
 					cl.mu.Lock()
 					cl.stats.PingTimeouts++
@@ -579,7 +626,7 @@ func (cl *client) keepalive() {
 				}
 				continue
 			}
-			if now-c.lastSend.Load() < ka && !(busy[c] && now-c.lastRecv.Load() >= ka) {
+			if now-c.lastSend.Load() < ka && !(busy[c] && waiting >= min(ka, lt/4)) {
 				continue
 			}
 			if !c.wmu.TryLock() { // a send is under way: that is traffic enough

@@ -111,3 +111,18 @@ func checkAccounting(t *testing.T, st rundir.ProbeStats) {
 		t.Errorf("probes filled %d: they must cross nothing", st.Filled)
 	}
 }
+
+// waitNoneLost waits for run to end and fails the test unless its accounting holds and every probe
+// was answered; why says what should have saved them.
+func waitNoneLost(t *testing.T, run *ProbeRun, why string) rundir.ProbeStats {
+	t.Helper()
+	st, err := run.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAccounting(t, st)
+	if st.Lost != 0 {
+		t.Fatalf("lost %d probes: %s", st.Lost, why)
+	}
+	return st
+}

@@ -32,8 +32,9 @@ func BurstOptionsFrom(c loadspec.Config) BurstOptions {
 
 func connFrom(c loadspec.Config) ConnOptions {
 	return ConnOptions{
-		DialTimeout: time.Duration(c.Conn.DialTimeout),
-		KeepAlive:   time.Duration(c.Conn.KeepAlive),
-		DeadAfter:   time.Duration(c.Conn.DeadAfter),
+		DialTimeout:   time.Duration(c.Conn.DialTimeout),
+		KeepAlive:     time.Duration(c.Conn.KeepAlive),
+		DeadAfter:     time.Duration(c.Conn.DeadAfter),
+		LeaderTimeout: time.Duration(c.Conn.LeaderTimeout),
 	}
 }

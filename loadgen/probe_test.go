@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,20 +137,15 @@ func TestProbeStallIsChargedFromIntendedTime(t *testing.T) {
 	dir := t.TempDir()
 	const rate = 1000.0
 	const stall = 500 * time.Millisecond
-	run, err := StartProbe(t.Context(), ProbeOptions{Servers: c.Addrs(), Rate: rate, Duration: 1200 * time.Millisecond, Out: dir, Logger: testLogger(t)})
+	// A leader timeout a fifth of the stall: the stalled leader still answers pings, so it is kept.
+	run, err := StartProbe(t.Context(), ProbeOptions{Servers: c.Addrs(), Rate: rate, Duration: 1200 * time.Millisecond, Out: dir,
+		Conn: ConnOptions{LeaderTimeout: stall / 5}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return run.Stats().Answered >= 300 })
 	s0, s1 := c.Stall(stall)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes to a stall shorter than the grace period", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a stall shorter than the grace period must cost none")
 	ps := readSorted(t, filepath.Join(dir, rundir.ProbesFile))
 	checkSchedule(t, ps, rate)
 	const tolerance = int64(time.Millisecond) // wall clock vs the client's monotonic clock
@@ -170,8 +166,9 @@ func TestProbeStallIsChargedFromIntendedTime(t *testing.T) {
 	if st.Latency.MaxNs < int64(stall)-tolerance {
 		t.Errorf("max latency %v, want at least the stall %v", time.Duration(st.Latency.MaxNs), stall)
 	}
-	if st.Conn.ConnLosses != 0 || st.Conn.Reconnects != 0 {
-		t.Errorf("a stall cost %d connection losses, %d reconnects; pings must keep the session", st.Conn.ConnLosses, st.Conn.Reconnects)
+	if st.Conn.ConnLosses != 0 || st.Conn.Reconnects != 0 || st.Conn.LeaderTimeouts != 0 {
+		t.Errorf("a stall cost %d connection losses, %d reconnects, %d leader timeouts; pings must keep the session",
+			st.Conn.ConnLosses, st.Conn.Reconnects, st.Conn.LeaderTimeouts)
 	}
 }
 
@@ -225,14 +222,7 @@ func TestProbeFollowsLeaderChange(t *testing.T) {
 	c.SetLeader(-1)
 	time.Sleep(150 * time.Millisecond)
 	c.SetLeader(2)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes across a leader change", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a leader change must cost none")
 	if len(st.Conn.LeaderChanges) != 1 {
 		t.Fatalf("leader changes %+v, want one", st.Conn.LeaderChanges)
 	}
@@ -415,14 +405,7 @@ func TestProbeHungLeaderDetectedByPing(t *testing.T) {
 	waitFor(t, func() bool { return run.Stats().Answered >= 100 })
 	c.Freeze(0)
 	c.SetLeader(1)
-	st, err := run.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAccounting(t, st)
-	if st.Lost != 0 {
-		t.Fatalf("lost %d probes: a hung leader must be dropped and its probes resent", st.Lost)
-	}
+	st := waitNoneLost(t, run, "a hung leader must be dropped and its probes resent")
 	if st.Conn.PingTimeouts < 1 || len(st.Conn.LeaderChanges) != 1 {
 		t.Errorf("ping timeouts %d, leader changes %v: want the hang detected and one change", st.Conn.PingTimeouts, st.Conn.LeaderChanges)
 	}
@@ -430,6 +413,66 @@ func TestProbeHungLeaderDetectedByPing(t *testing.T) {
 		t.Errorf("max latency %v: probes stuck on the hung leader waited at least DeadAfter", time.Duration(st.Latency.MaxNs))
 	}
 	checkSchedule(t, readSorted(t, filepath.Join(dir, rundir.ProbesFile)), 500)
+}
+
+// The leader falls silent with its sockets open (a partition that holds what is sent, a hung
+// process), and its followers go on naming it for a while, as raft followers do until their
+// heartbeat timeout: with a ping timeout far beyond the run, only the leader timeout gets the
+// client off it. It leaves, is sent back by the followers' redirects, leaves again, and once
+// another node leads follows it there; the probes in flight on the silent connections are resent
+// and answered, none lost.
+func TestProbeSilentLeaderLeftOnLeaderTimeout(t *testing.T) {
+	c := startCluster(t, 3)
+	dir := t.TempDir()
+	const lt = 100 * time.Millisecond
+	run, err := StartProbe(t.Context(), ProbeOptions{
+		Servers: c.Addrs(), Rate: 500, Duration: 1500 * time.Millisecond, Out: dir, Grace: 2 * time.Second,
+		Conn: ConnOptions{DeadAfter: time.Minute, LeaderTimeout: lt}, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return run.Stats().Answered >= 100 })
+	c.Freeze(0)
+	time.Sleep(3 * lt) // the followers still name node 0
+	c.SetLeader(2)
+	st := waitNoneLost(t, run, "the silent leader must be left and its probes resent")
+	if st.Conn.LeaderTimeouts < 1 || st.Conn.PingTimeouts != 0 || st.Conn.LeaderTimeoutNs != int64(lt) {
+		t.Errorf("leader timeouts %d (bound %v), ping timeouts %d: want the silence caught by the leader timeout",
+			st.Conn.LeaderTimeouts, time.Duration(st.Conn.LeaderTimeoutNs), st.Conn.PingTimeouts)
+	}
+	if lc := st.Conn.LeaderChanges; len(lc) != 1 || lc[0].To != c.Addrs()[2] {
+		t.Errorf("leader changes %+v: want one, to node 2", lc)
+	}
+	checkSchedule(t, readSorted(t, filepath.Join(dir, rundir.ProbesFile)), 500)
+}
+
+// Without a redirect, a server left on a leader timeout is tried last until a leader timeout has
+// passed; a redirect to it is followed (its followers know whether it still leads).
+func TestNextTargetAvoidsServerLeftOnTimeout(t *testing.T) {
+	cl := &client{servers: []string{"a", "b", "c"}, avoid: map[string]int64{}, epoch: time.Now()}
+	cl.avoid["b"] = cl.now() + int64(time.Hour)
+	var got []string
+	for range 4 {
+		a, _ := cl.nextTargetLocked()
+		got = append(got, a)
+	}
+	if want := []string{"a", "c", "a", "c"}; !slices.Equal(got, want) {
+		t.Errorf("targets %v, want %v", got, want)
+	}
+	cl.hint = "b"
+	if a, _ := cl.nextTargetLocked(); a != "b" {
+		t.Errorf("a redirect to the avoided server went to %s", a)
+	}
+	cl.avoid["a"], cl.avoid["c"] = cl.avoid["b"], cl.avoid["b"]
+	if a, _ := cl.nextTargetLocked(); a == "" {
+		t.Error("every server avoided: none tried")
+	}
+	cl.avoid = map[string]int64{}
+	cl.next = 0
+	if a, _ := cl.nextTargetLocked(); a != "a" {
+		t.Errorf("nothing avoided: tried %s first, want a", a)
+	}
 }
 
 // Started is closed when the schedule starts, with Stats().Start set, and the start line

@@ -456,7 +456,11 @@ func (s *stream) sendLoop(hard context.Context) {
 			i++
 		}
 		if len(batch) > 0 {
-			s.scheduleChunk(i0, i)
+			i = s.scheduleChunk(i0, i)
+			batch = batch[:i-i0]
+			if len(batch) == 0 {
+				continue
+			}
 			at, err := s.cl.send(hard, batch)
 			if err != nil {
 				return
@@ -488,10 +492,22 @@ func (s *stream) sendLoop(hard context.Context) {
 	}
 }
 
-// scheduleChunk counts messages [i0, i1) as due and in the HDR log's intervals; it runs before
-// they are written so an answer cannot beat it.
-func (s *stream) scheduleChunk(i0, i1 int64) {
+// scheduleChunk counts messages [i0, i1) as due and in the HDR log's intervals, and returns the
+// end of those it took: a stop decided since the sender read endAt ends the chunk there, so no
+// message due after the schedule's end is sent (finish counts only those before it). It runs
+// before they are written so an answer cannot beat it.
+func (s *stream) scheduleChunk(i0, i1 int64) int64 {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := i0; k < i1; k++ {
+		if s.cfg.at(k) >= s.endAt {
+			i1 = k
+			break
+		}
+	}
+	if i1 == i0 {
+		return i0
+	}
 	s.scheduled = i1
 	if s.hl != nil {
 		for i := i0; i < i1; i++ {
@@ -503,7 +519,7 @@ func (s *stream) scheduleChunk(i0, i1 int64) {
 	} else {
 		s.through = min(s.cfg.at(i1-1)+1, s.endAt)
 	}
-	s.mu.Unlock()
+	return i1
 }
 
 func (s *stream) sentChunk(i0, i1, at int64, lags []int64) []int64 {

@@ -52,17 +52,21 @@ type SendLag struct {
 
 // ConnStats counts what happened to a client's connections.
 type ConnStats struct {
-	Leader        string         `json:"leader"` // the last server that answered a command
-	Connects      int64          `json:"connects"`
-	Reconnects    int64          `json:"reconnects"` // connections opened after a leader had answered
-	DialFailures  int64          `json:"dial_failures"`
-	ConnLosses    int64          `json:"conn_losses"` // leader connections that died under the client
-	Redirects     int64          `json:"redirects"`   // StatusNotLeader answers
-	Errors        int64          `json:"errors"`      // StatusError answers (the command is resent)
-	PingTimeouts  int64          `json:"ping_timeouts"`
-	Resent        int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
-	Unknown       int64          `json:"unknown_answers,omitempty"`
-	LeaderChanges []LeaderChange `json:"leader_changes"`
+	Leader       string `json:"leader"` // the last server that answered a command
+	Connects     int64  `json:"connects"`
+	Reconnects   int64  `json:"reconnects"` // connections opened after a leader had answered
+	DialFailures int64  `json:"dial_failures"`
+	ConnLosses   int64  `json:"conn_losses"` // leader connections that died under the client
+	Redirects    int64  `json:"redirects"`   // StatusNotLeader answers
+	Errors       int64  `json:"errors"`      // StatusError answers (the command is resent)
+	PingTimeouts int64  `json:"ping_timeouts"`
+	// LeaderTimeouts: connections left because their commands waited LeaderTimeoutNs (the bound
+	// in effect) with nothing heard (loadgen.ConnOptions.LeaderTimeout).
+	LeaderTimeouts  int64          `json:"leader_timeouts"`
+	LeaderTimeoutNs int64          `json:"leader_timeout_ns"`
+	Resent          int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
+	Unknown         int64          `json:"unknown_answers,omitempty"`
+	LeaderChanges   []LeaderChange `json:"leader_changes"`
 }
 
 // LeaderChange is a change of the server that answers commands, as this client saw it.

@@ -30,12 +30,19 @@ func (r *run) loadgenConfig() loadspec.Config {
 		Servers:      r.clientAddrs(),
 		Instruments:  pb.Preload.Instruments,
 		StartTimeout: loadspec.Duration(30 * time.Second),
+		Conn:         r.loadgenConn(),
 		Preload:      loadspec.PreloadConfig{Orders: loadspec.Count(pb.Preload.Orders), Out: out},
 		Probe: loadspec.ProbeConfig{
 			Rate: loadspec.Rate(pb.Load.ProbeRate), Duration: loadspec.Duration(pb.Duration),
 			Spin: loadspec.Duration(pb.Load.Spin), Out: out, Control: r.loadgenAddr(),
 		},
 	}
+}
+
+// loadgenConn is how the load generator treats its connections: it leaves a silent leader after
+// the engines' heartbeat timeout in effect, as a follower would.
+func (r *run) loadgenConn() loadspec.ConnConfig {
+	return loadspec.ConnConfig{LeaderTimeout: loadspec.Duration(r.leaderTimeout)}
 }
 
 // loadgenCmd runs `rig loadgen MODE --config FILE` on the client node; it writes the config first.
@@ -76,7 +83,7 @@ func (r *run) remoteBurst(ctx context.Context, n inventory.Node, series rundir.B
 	rel := rundir.RemoteBurstsDir(n.Name, first)
 	cfg := loadspec.Config{
 		Servers: r.clientAddrs(), Instruments: r.pb.Preload.Instruments, StartTimeout: loadspec.Duration(30 * time.Second),
-		Burst: loadspec.BurstSection(series, r.cl.OutputPath(n, rel)),
+		Conn: r.loadgenConn(), Burst: loadspec.BurstSection(series, r.cl.OutputPath(n, rel)),
 	}
 	if err := r.runLoadgen(ctx, n, "burst", rundir.LoadgenCommandName(fmt.Sprintf("burst-%s-%d", n.Name, first)), cfg, nil); err != nil {
 		return err

@@ -206,6 +206,9 @@ type run struct {
 	servers []inventory.Node
 	client  inventory.Node
 	cfgs    map[string]engine.Config
+	// leaderTimeout is the load generator's: the longest heartbeat timeout the engines report in
+	// effect, the silence after which a raft follower stands for election (0: its default).
+	leaderTimeout time.Duration
 
 	loadStart time.Time
 

@@ -145,5 +145,8 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		r.warn("%s", c)
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.Engines = eff })
+	if _, table, err := r.pb.Engine.Resolve(); err == nil {
+		r.leaderTimeout = table.LongestInEffect(driver.HeartbeatTimeout, eff)
+	}
 	return errors.Join(errs...)
 }

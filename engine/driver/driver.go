@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/loadgen/loadspec"
@@ -201,4 +202,26 @@ func Capabilities(d Driver) []string {
 		out = append(out, "BookInstaller")
 	}
 	return slices.Clip(out)
+}
+
+// LongestInEffect is the longest value of duration setting name that any server reports in effect
+// (GET /status config, per server, as the manifest keeps it: rundir.Manifest.Engines), read by the
+// kind t gives it; 0 when none reports one that reads as a duration. The load generator's leader
+// timeout and the analysis's leader-change window both come from the engines' raft timers so.
+func (t Table) LongestInEffect(name string, eff map[string]engine.Reported) time.Duration {
+	s, ok := t.Lookup(name)
+	if !ok {
+		s = Setting{Name: name, Kind: Duration}
+	}
+	var out time.Duration
+	for _, rep := range eff {
+		v, err := s.Reported(rep[name])
+		if err != nil {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err == nil {
+			out = max(out, d)
+		}
+	}
+	return out
 }

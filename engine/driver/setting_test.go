@@ -3,6 +3,9 @@ package driver
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
 )
 
 // One value, however a playbook writes it or an engine reports it, is one canonical text; what
@@ -53,5 +56,22 @@ func TestSettingCanonAndReported(t *testing.T) {
 	}
 	if _, err := hb.Reported(nil); err == nil || err.Error() != "not reported" {
 		t.Errorf("nil: %v", err)
+	}
+}
+
+// The longest duration any server reports in effect, in whatever form each reports it; nothing
+// readable: 0.
+func TestLongestInEffect(t *testing.T) {
+	table := Table{{Name: HeartbeatTimeout, Kind: Duration, Render: RenderNanos}}
+	eff := map[string]engine.Reported{
+		"node-0": {HeartbeatTimeout: "200ms"},
+		"node-1": {HeartbeatTimeout: float64(300_000_000)},
+		"node-2": {HeartbeatTimeout: true}, // unreadable: skipped
+	}
+	if got := table.LongestInEffect(HeartbeatTimeout, eff); got != 300*time.Millisecond {
+		t.Errorf("%v, want the longest in effect, 300ms", got)
+	}
+	if got := Table(nil).LongestInEffect(HeartbeatTimeout, map[string]engine.Reported{"node-0": {ElectionTimeout: "1s"}}); got != 0 {
+		t.Errorf("%v with no heartbeat timeout reported, want 0", got)
 	}
 }

@@ -23,7 +23,7 @@ import (
 //	  "instruments": 16,                 // preload spreads over them, probes rotate over them
 //	  "probe_price": 1,                  // limit of the IOC buy probes; below every resting ask
 //	  "start_timeout": "30s",            // how long to look for a leader before the first probe
-//	  "conn": {"dial_timeout": "2s", "keepalive": "1s", "dead_after": "15s"},
+//	  "conn": {"dial_timeout": "2s", "keepalive": "1s", "dead_after": "15s", "leader_timeout": "500ms"},
 //	  "preload": {"orders": "5M", "levels": 100, "batch": 32768, "in_flight": 8, "seed": 1,
 //	              "mid": 1000000, "gap": 100, "max_qty": 100, "first_id": 1, "out": "DIR"},
 //	  "probe":   {"rate": "5000/s", "duration": "230s", "grace": "5s", "interval": "1s",
@@ -47,11 +47,14 @@ type Config struct {
 	Burst        BurstConfig   `json:"burst"`
 }
 
-// ConnConfig is loadgen.ConnOptions in the config file.
+// ConnConfig is loadgen.ConnOptions in the config file. LeaderTimeout is how long commands wait
+// on a silent leader before the client asks the other servers: a run sets it to the engine's
+// heartbeat timeout in effect (the longest of its servers'); omitted, the load generator's default.
 type ConnConfig struct {
-	DialTimeout Duration `json:"dial_timeout,omitempty"`
-	KeepAlive   Duration `json:"keepalive,omitempty"`
-	DeadAfter   Duration `json:"dead_after,omitempty"`
+	DialTimeout   Duration `json:"dial_timeout,omitempty"`
+	KeepAlive     Duration `json:"keepalive,omitempty"`
+	DeadAfter     Duration `json:"dead_after,omitempty"`
+	LeaderTimeout Duration `json:"leader_timeout,omitempty"`
 }
 
 // PreloadConfig is the preload section (see BookShape and loadgen.PreloadOptions for meanings
