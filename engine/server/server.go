@@ -117,11 +117,14 @@ func (s *Server) acceptClients(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// serveConn reads pipelined requests. Each command is handed to raft here, in the order it
-// arrived, so one connection's commands enter the log in the order they were sent (a preload's
-// batches build the same book on every run); each is then waited for on its own goroutine, so
-// raft batches the commands in flight into one log append (one sync per batch), and replies
-// are written as they complete.
+// serveConn reads pipelined requests. Pings are answered here, by the reader, at once:
+// raft's Apply blocks while the leader's loop is busy (a log append waiting for its sync), and
+// a ping behind it would tell the client that a leader with a slow disk is gone. Commands go
+// to one appender goroutine that hands them to raft in the order they arrived, so one
+// connection's commands enter the log in the order they were sent (a preload's batches build
+// the same book on every run); each is then waited for on its own goroutine, so raft batches the
+// commands in flight into one log append (one sync per batch), and replies are written as they
+// complete.
 func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
@@ -134,8 +137,28 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		bw.Write(buf)
 		bw.Flush()
 	}
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	// The queue bounds what one connection has read but not yet handed to raft; a full queue
+	// stops the reader, which is the back-pressure a client sees from a slow leader.
+	queue := make(chan queued, connQueue)
+	appended := make(chan struct{})
+	go func() {
+		defer close(appended)
+		var inflight sync.WaitGroup
+		defer inflight.Wait()
+		for q := range queue {
+			if !s.node.IsLeader() {
+				reply(&wire.Response{Type: q.typ, Corr: q.corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()})
+				continue
+			}
+			f := s.node.ApplyAsync(q.cmd, applyTimeout)
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				reply(s.answer(q.typ, q.corr, f))
+			}()
+		}
+	}()
+	defer func() { close(queue); <-appended }()
 	var buf []byte
 	for {
 		var err error
@@ -152,18 +175,20 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			reply(&wire.Response{Type: wire.TypePing, Corr: req.Corr, Status: wire.StatusOK})
 			continue
 		}
-		if !s.node.IsLeader() {
-			reply(&wire.Response{Type: req.Type, Corr: req.Corr, Status: wire.StatusNotLeader, Text: s.node.LeaderClientAddr()})
-			continue
-		}
-		f := s.node.ApplyAsync(append([]byte(nil), buf...), applyTimeout)
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			reply(s.answer(req.Type, req.Corr, f))
-		}()
+		queue <- queued{typ: req.Type, corr: req.Corr, cmd: append([]byte(nil), buf...)}
 	}
 }
+
+// queued is a command read from a connection, waiting to be handed to raft.
+type queued struct {
+	typ  uint8
+	corr uint64
+	cmd  []byte
+}
+
+// connQueue is how many commands one connection may have read ahead of raft: more than a
+// load generator keeps in flight at its highest rates over a stalled sync of a few hundred ms.
+const connQueue = 4096
 
 func (s *Server) answer(typ uint8, corr uint64, f raft.ApplyFuture) *wire.Response {
 	r, err := replica.Wait(f)
