@@ -38,9 +38,44 @@ type Node struct {
 	SSH            *SSH   `json:"ssh,omitempty"`
 	DataDevice     string `json:"data_device,omitempty"`
 	DeviceName     string `json:"device_name,omitempty"`
-	InstanceType   string `json:"instance_type,omitempty"`
+	// Volumes are the node's data volumes (a stack's rig:dataVolumes, or its one volume); a
+	// playbook's disk.volume picks one by name. DataDevice and DeviceName are the first's.
+	Volumes      []Volume `json:"volumes,omitempty"`
+	InstanceType string   `json:"instance_type,omitempty"`
 	// Dir is the node's root folder on the local target; empty on remote targets.
 	Dir string `json:"dir,omitempty"`
+}
+
+// Volume is one data volume of a node: how to find its device (the EBS volume id in the
+// NVMe serial, or a device path) and what the stack provisioned, which the disk check
+// (agent/diskcheck) holds the measured figures against.
+type Volume struct {
+	Name            string `json:"name"`
+	VolumeID        string `json:"volume_id"`             // vol-… (or a /dev path, for hosts not provisioned by rig)
+	DeviceName      string `json:"device_name,omitempty"` // where it is attached, e.g. /dev/sdg
+	Type            string `json:"type,omitempty"`        // gp3 or io2
+	SizeGiB         int    `json:"size_gib,omitempty"`
+	IOPS            int    `json:"iops,omitempty"`
+	ThroughputMiBps int    `json:"throughput_mibps,omitempty"` // gp3 only; 0: not provisioned
+}
+
+// DataVolumes are the node's data volumes: Volumes, or for an inventory that names only a
+// data_device (written before volumes were listed, or by hand) that one, named "data" with
+// nothing known of what was provisioned.
+func (n Node) DataVolumes() []Volume {
+	if len(n.Volumes) > 0 || n.DataDevice == "" {
+		return n.Volumes
+	}
+	return []Volume{{Name: "data", VolumeID: n.DataDevice, DeviceName: n.DeviceName}}
+}
+
+// VolumeNames lists the names of the node's data volumes.
+func (n Node) VolumeNames() []string {
+	var out []string
+	for _, v := range n.DataVolumes() {
+		out = append(out, v.Name)
+	}
+	return out
 }
 
 // SSH says how to reach a node and which host key it must present.
@@ -103,6 +138,17 @@ func (inv *Inventory) Validate() error {
 			return fmt.Errorf("inventory: nodes[%d] (%s) has no ssh.host_key: host keys must be known before the first connection", i, n.Name)
 		}
 		seen[n.Name] = true
+		vols := map[string]bool{}
+		for j, v := range n.Volumes {
+			at := fmt.Sprintf("nodes[%d].volumes[%d]", i, j)
+			if err := CheckName(at+".name", v.Name); err != nil {
+				return fmt.Errorf("inventory: %w", err) // it becomes a mount point
+			}
+			if vols[v.Name] || v.VolumeID == "" {
+				return fmt.Errorf("inventory: %s (%s): a volume needs a volume_id and a name no other volume of %s has", at, v.Name, n.Name)
+			}
+			vols[v.Name] = true
+		}
 	}
 	return nil
 }
