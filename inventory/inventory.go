@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 
 	"github.com/rig-dev/rig/internal/untrusted"
 )
@@ -67,6 +68,26 @@ func (n Node) DataVolumes() []Volume {
 		return n.Volumes
 	}
 	return []Volume{{Name: "data", VolumeID: n.DataDevice, DeviceName: n.DeviceName}}
+}
+
+// MountPoint is where volume v of the node is mounted under base (rig run --data-mount): base
+// itself for the one data_device of an inventory that lists no volumes (as before volumes were
+// listed), base/NAME for each listed volume, so that every volume has a folder of its own.
+func (n Node) MountPoint(base string, v Volume) string {
+	if len(n.Volumes) == 0 {
+		return base
+	}
+	return path.Join(base, v.Name)
+}
+
+// Volume returns the node's data volume of that name.
+func (n Node) Volume(name string) (Volume, bool) {
+	for _, v := range n.DataVolumes() {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Volume{}, false
 }
 
 // VolumeNames lists the names of the node's data volumes.

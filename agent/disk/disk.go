@@ -39,6 +39,7 @@ type Options struct {
 // Result is what was found and done.
 type Result struct {
 	Device     string `json:"device"`
+	Volume     string `json:"volume,omitempty"` // the volume's name in the inventory (the runner's)
 	VolumeID   string `json:"volume_id,omitempty"`
 	FS         string `json:"fs"`
 	MountPoint string `json:"mount_point"`

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
@@ -25,8 +26,9 @@ type CheckOptions struct {
 	// Dir is the mounted volume's folder; fio writes its files in Dir/.rig-disk-check and
 	// removes them, and the result is kept beside them in Dir/.rig-disk-check.json.
 	Dir string `json:"dir"`
-	// SizeBytes is each job's file (default 64 MiB); Runtime each job's length (default 1s):
-	// three jobs, so a check takes about 3 × Runtime plus the file layout.
+	// SizeBytes is the one file the three jobs write in turn (default 64 MiB, at most a quarter
+	// of the free space); Runtime each job's length (default 1s), so a check takes about
+	// 3 × Runtime plus laying out the file.
 	SizeBytes int64         `json:"size_bytes,omitempty"`
 	Runtime   time.Duration `json:"runtime_ns,omitempty"`
 	// Reuse answers with the kept result of an earlier check of this volume, when there is one,
@@ -71,6 +73,10 @@ func Check(ctx context.Context, o CheckOptions) (Measured, error) {
 	}
 	if o.SizeBytes == 0 {
 		o.SizeBytes = DefaultCheckSize
+		var st syscall.Statfs_t
+		if syscall.Statfs(o.Dir, &st) == nil {
+			o.SizeBytes = max(min(o.SizeBytes, int64(st.Bavail)*int64(st.Bsize)/4), 1<<20)
+		}
 	}
 	if o.Runtime == 0 {
 		o.Runtime = DefaultCheckRuntime
@@ -125,10 +131,10 @@ func Check(ctx context.Context, o CheckOptions) (Measured, error) {
 	return m, nil
 }
 
-// FioArgs is the one fio invocation: three jobs, one after the other (stonewall), each on a
-// file of its own in dir, for runtime.
+// FioArgs is the one fio invocation: three jobs, one after the other (stonewall), on one file
+// in dir, each for runtime.
 func FioArgs(dir string, size int64, runtime time.Duration) []string {
-	return []string{"--output-format=json", "--directory=" + dir, "--size=" + strconv.FormatInt(size, 10),
+	return []string{"--output-format=json", "--directory=" + dir, "--filename=rig-disk-check", "--size=" + strconv.FormatInt(size, 10),
 		"--runtime=" + strconv.FormatInt(max(runtime.Milliseconds(), 1), 10) + "ms", "--time_based", "--ioengine=libaio", "--direct=1",
 		"--name=seq", "--rw=write", "--bs=1M", "--iodepth=16",
 		"--name=rand", "--stonewall", "--rw=randwrite", "--bs=4k", "--iodepth=32",
@@ -209,6 +215,21 @@ type Provisioned struct {
 	Type            string `json:"type,omitempty"`
 	ThroughputMiBps int    `json:"throughput_mibps,omitempty"`
 	IOPS            int    `json:"iops,omitempty"`
+}
+
+// VolumeCheck is one volume's check as a run records it: what was provisioned beside what fio
+// measured, and whether it was held to it (a volume whose provisioning is not known is not).
+type VolumeCheck struct {
+	Volume      string      `json:"volume"`
+	Provisioned Provisioned `json:"provisioned"`
+	Measured    Measured    `json:"measured"`
+	Compared    bool        `json:"compared"`
+	Error       string      `json:"error,omitempty"` // below CheckFloor: which figures, by how much
+}
+
+// Checker runs a check on a node: the agent's client (POST /v1/disk/check).
+type Checker interface {
+	DiskCheck(ctx context.Context, o CheckOptions) (Measured, error)
 }
 
 // CheckFloor is the least fraction of each provisioned figure a volume must deliver before a run

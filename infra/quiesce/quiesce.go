@@ -111,16 +111,19 @@ func node(ctx context.Context, tr transport.Transport, n inventory.Node, so ssht
 		return fail("stop engine", err)
 	}
 	res.Engine = exit
-	u, err := c.Unmount(ctx, disk.UnmountOptions{MountPoint: o.DataMount})
-	if err != nil {
-		return fail("sync and unmount "+o.DataMount, err)
-	}
-	res.Unmount, res.Duration = u, time.Since(start)
-	switch {
-	case u.Unmounted:
-		fmt.Fprintf(o.Out, "rig: %s: engine stopped, %s synced (%d ms) and unmounted\n", n.Name, o.DataMount, u.SyncMS)
-	default:
-		fmt.Fprintf(o.Out, "rig: %s: engine stopped, nothing mounted at %s\n", n.Name, o.DataMount)
+	for _, v := range n.DataVolumes() { // each at its own mount point (inventory.Node.MountPoint)
+		mp := n.MountPoint(o.DataMount, v)
+		u, err := c.Unmount(ctx, disk.UnmountOptions{MountPoint: mp})
+		if err != nil {
+			return fail("sync and unmount "+mp, err)
+		}
+		res.Unmount, res.Duration = u, time.Since(start)
+		switch {
+		case u.Unmounted:
+			fmt.Fprintf(o.Out, "rig: %s: engine stopped, %s synced (%d ms) and unmounted\n", n.Name, mp, u.SyncMS)
+		default:
+			fmt.Fprintf(o.Out, "rig: %s: engine stopped, nothing mounted at %s\n", n.Name, mp)
+		}
 	}
 	return res
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/internal/looptest"
+	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/inventory"
+)
+
+// rig disk-check through a real OpenSSH sshd: the agent is staged, finds each of node-0's two
+// data volumes (loop devices standing in for EBS), formats and mounts each at --data-mount/NAME,
+// and runs the real fio on it. One volume is provisioned for less than this disk delivers, the
+// other for far more: that one fails, naming the figure, both numbers and the snapshot caveat.
+func TestDiskCheckOverSSH(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	t.Parallel() // its own addresses (127.0.90.x), sshd, loop devices and folders
+	fast, slow := looptest.Device(t, 64<<20), looptest.Device(t, 64<<20)
+	if fast == "" || slow == "" {
+		t.Skip("no loop devices here (needs root and losetup)")
+	}
+	srv := sshdtest.Start(t)
+	n := srv.Node("node-0")
+	n.PrivateAddress = "127.0.90.11"
+	n.Volumes = []inventory.Volume{
+		{Name: "fast", VolumeID: fast, Type: "gp3", IOPS: 100, ThroughputMiBps: 1},
+		{Name: "slow", VolumeID: slow, Type: "gp3", IOPS: 100, ThroughputMiBps: 100000},
+	}
+	inv := inventory.Inventory{Target: "ssh-test", Nodes: []inventory.Node{n}}
+	invFile := filepath.Join(t.TempDir(), "inventory.json")
+	b, _ := json.Marshal(inv)
+	os.WriteFile(invFile, b, 0o644)
+	mount := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() {
+		exec.Command("umount", filepath.Join(mount, "fast")).Run()
+		exec.Command("umount", filepath.Join(mount, "slow")).Run()
+	})
+	remote := t.TempDir()
+	cmd := exec.Command(rigBin, "disk-check", "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote,
+		"--data-mount", mount, "--data-fs", "ext4", "--size", "8MiB", "--runtime", "300ms", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("rig disk-check: %v, want exit 1 (slow falls short)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var rows []struct {
+		Node  string           `json:"node"`
+		Check disk.VolumeCheck `json:"check"`
+		Error string           `json:"error"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("rows %+v, %v:\n%s", rows, err, stdout.String())
+	}
+	f, s := rows[0], rows[1]
+	t.Logf("fast: %+v", f.Check.Measured)
+	if f.Check.Volume != "fast" || !f.Check.Compared || f.Error != "" || f.Check.Measured.SeqWriteMBps <= 1.048576 ||
+		f.Check.Measured.Syncs == 0 || f.Check.Measured.FioVersion == "" {
+		t.Errorf("fast: %+v", f)
+	}
+	for _, want := range []string{"node-0's data volume slow", "sequential write", "of the provisioned 100000 MiB/s", "short", "restored from a snapshot"} {
+		if !strings.Contains(s.Error, want) || s.Check.Volume != "slow" {
+			t.Errorf("slow: %q lacks %q", s.Error, want)
+		}
+	}
+	// Each volume mounted at a folder of its own, its result kept there for rig run.
+	for _, v := range []string{"fast", "slow"} {
+		if _, err := os.Stat(filepath.Join(mount, v, ".rig-disk-check.json")); err != nil {
+			t.Errorf("%s: no kept result: %v", v, err)
+		}
+	}
+	assertNoProcessesOf(t, filepath.Join(remote, "rig-node-0/bin/rig"))
+}
+
+// disk.volume on the local target is refused before anything starts, by rig validate (at the
+// value that asks for it) and by rig run; with a stack config, a volume it lacks is refused
+// naming the valid ones.
+func TestDiskVolumeRefused(t *testing.T) {
+	pb := writePlaybook(t, "name: v\nload: {probe_rate: 100/s}\nduration: 5s\nmatrix:\n  disk.volume: [gp3-125, gp3-9]\n")
+	_, errOut, err := runRig(t, "validate", pb)
+	if err == nil || !strings.Contains(errOut, "pb.yaml:5:17: matrix.disk.volume[0]") || !strings.Contains(errOut, "disk model, which the local target has instead") {
+		t.Errorf("validate on the local target: %v\n%s", err, errOut)
+	}
+	res := t.TempDir()
+	_, _, err = runRig(t, "run", "--results", res, pb)
+	if err == nil || !strings.Contains(err.Error(), "disk.volume: gp3-125, gp3-9: the local target has no data volumes") {
+		t.Errorf("run on the local target: %v", err)
+	}
+	if entries, _ := os.ReadDir(res); len(entries) != 0 {
+		t.Errorf("rig run created %d entries in the results folder", len(entries))
+	}
+	_, errOut, err = runRig(t, "validate", pb, "--stack-config", "../../infra/spec/testdata/Pulumi.two-volumes.yaml")
+	if err == nil || strings.Contains(errOut, "matrix.disk.volume[0]") ||
+		!strings.Contains(errOut, `pb.yaml:5:26: matrix.disk.volume[1]: disk.volume: "gp3-9": every server of ../../infra/spec/testdata/Pulumi.two-volumes.yaml has no such data volume; valid: gp3-125, gp3-1000`) {
+		t.Errorf("validate against the stack config: %v\n%s", err, errOut)
+	}
+}
