@@ -48,6 +48,11 @@ func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
 var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
 	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
 
+// userDataPackages installs, through cloud-init, what the agent runs on a node besides rig: fio,
+// which measures each data volume against what was provisioned before a run (agent/disk.Check).
+// rig up waits for cloud-init to finish (infra/ready), so fio is there before the first run.
+const userDataPackages = "package_update: true\npackages:\n  - fio\n"
+
 const (
 	vpcCIDR    = "10.42.0.0/16"
 	subnetCIDR = "10.42.1.0/24"
@@ -218,7 +223,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			},
 			// The host key is in the user data, so the user data is a secret, and a new key
 			// means a new instance rather than a key the running sshd never reads.
-			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit())).(pulumi.StringOutput),
+			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + userDataPackages)).(pulumi.StringOutput),
 			UserDataReplaceOnChange: pulumi.Bool(true),
 			MetadataOptions: &ec2.InstanceMetadataOptionsArgs{
 				HttpTokens:   pulumi.String("required"),

@@ -338,8 +338,9 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		}
 		key, _ := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
 		if !strings.Contains(ud.SecretValue().Element.StringValue(), key.Public) ||
-			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") {
-			t.Errorf("%s: user data does not install the derived host key", r.name)
+			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") ||
+			!strings.Contains(ud.SecretValue().Element.StringValue(), "\npackages:\n  - fio\n") {
+			t.Errorf("%s: user data does not install the derived host key and fio", r.name)
 		}
 		// Root volume: gp3, encrypted, deleted with the instance, tagged.
 		root := in["rootBlockDevice"].ObjectValue()
