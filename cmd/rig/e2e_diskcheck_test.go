@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,4 +106,84 @@ func TestDiskVolumeRefused(t *testing.T) {
 		!strings.Contains(errOut, `pb.yaml:5:26: matrix.disk.volume[1]: disk.volume: "gp3-9": every server of ../../infra/spec/testdata/Pulumi.two-volumes.yaml has no such data volume; valid: gp3-125, gp3-1000`) {
 		t.Errorf("validate against the stack config: %v\n%s", err, errOut)
 	}
+}
+
+// A sweep over SSH whose matrix is disk.volume: each round's engine data lands on the volume it
+// names, mounted at --data-mount/NAME; fio checks the volume before load and the manifest keeps
+// provisioned beside measured. The volume provisioned beyond what this disk delivers stops its
+// run before load, saying which figure and by how much.
+func TestRunOnDiskVolumesOverSSH(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	t.Parallel() // its own addresses (127.0.90.x), sshd, loop devices and folders
+	fast, slow := looptest.Device(t, 96<<20), looptest.Device(t, 96<<20)
+	if fast == "" || slow == "" {
+		t.Skip("no loop devices here (needs root and losetup)")
+	}
+	srv := sshdtest.Start(t)
+	inv := inventory.Inventory{Target: "ssh-test"}
+	for i, name := range []string{"node-0", "client-0"} {
+		n := srv.Node(name)
+		n.PrivateAddress = fmt.Sprintf("127.0.90.%d", 21+i)
+		if name == "client-0" {
+			n.Role = inventory.RoleClient
+		} else {
+			n.Volumes = []inventory.Volume{
+				{Name: "fast", VolumeID: fast, Type: "gp3", IOPS: 100, ThroughputMiBps: 1},
+				{Name: "slow", VolumeID: slow, Type: "gp3", IOPS: 100, ThroughputMiBps: 100000},
+			}
+		}
+		inv.Nodes = append(inv.Nodes, n)
+	}
+	invFile := filepath.Join(t.TempDir(), "inventory.json")
+	b, _ := json.Marshal(inv)
+	os.WriteFile(invFile, b, 0o644)
+	mount := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() {
+		exec.Command("umount", filepath.Join(mount, "fast")).Run()
+		exec.Command("umount", filepath.Join(mount, "slow")).Run()
+	})
+	res, remote := t.TempDir(), t.TempDir()
+	pb := writePlaybook(t, "name: vols\ncluster: {servers: 1, clients: 1}\npreload: {orders: 2k}\nload: {probe_rate: 200/s}\n"+
+		"warmup: 1s\nduration: 3s\nmatrix:\n  disk.volume: [fast, slow]\n")
+	cmd := exec.Command(rigBin, "run", "--results", res, "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote,
+		"--data-mount", mount, "--data-fs", "ext4", pb)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("rig run: exit 0, want a failure (the slow volume's run)\nstderr:\n%s", stderr.String())
+	}
+	sweeps, _ := filepath.Glob(filepath.Join(res, "*-vols"))
+	if len(sweeps) != 1 {
+		t.Fatalf("sweep folders %v\nstderr:\n%s", sweeps, stderr.String())
+	}
+	type manifest struct {
+		Status     string                      `json:"status"`
+		Error      string                      `json:"error"`
+		Disks      map[string]disk.Result      `json:"disks"`
+		DiskChecks map[string]disk.VolumeCheck `json:"disk_checks"`
+	}
+	var ok, short manifest
+	readJSON(t, filepath.Join(sweeps[0], "r01", "manifest.json"), &ok)
+	readJSON(t, filepath.Join(sweeps[0], "r02", "manifest.json"), &short)
+	d, c := ok.Disks["node-0"], ok.DiskChecks["node-0"]
+	if ok.Status != "ok" || d.Volume != "fast" || d.Device != fast || d.MountPoint != filepath.Join(mount, "fast") ||
+		c.Volume != "fast" || !c.Compared || c.Provisioned.ThroughputMiBps != 1 || c.Measured.SeqWriteMBps <= 0 || c.Error != "" {
+		t.Errorf("r01 (fast): status %s %s, disk %+v, check %+v\nstderr:\n%s", ok.Status, ok.Error, d, c, stderr.String())
+	}
+	if log, _ := os.ReadFile(filepath.Join(sweeps[0], "r01", "node-0", "engine.log")); !bytes.Contains(log, []byte(filepath.Join(mount, "fast", "rig"))) {
+		t.Errorf("r01's engine did not keep its data on the fast volume")
+	}
+	c = short.DiskChecks["node-0"]
+	if short.Status != "failed" || c.Volume != "slow" || c.Error == "" ||
+		!strings.Contains(short.Error, "node-0's data volume slow") || !strings.Contains(short.Error, "before load") ||
+		!strings.Contains(short.Error, "of the provisioned 100000 MiB/s") {
+		t.Errorf("r02 (slow): status %s, error %q, check %+v", short.Status, short.Error, c)
+	}
+	if ev, _ := os.ReadFile(filepath.Join(sweeps[0], "r02", "events.jsonl")); !bytes.Contains(ev, []byte(`"start"`)) ||
+		bytes.Contains(ev, []byte("load_start")) || bytes.Contains(ev, []byte("engines_started")) {
+		t.Errorf("r02 started engines or load on a volume that falls short:\n%s", ev)
+	}
+	assertNoProcessesOf(t, filepath.Join(remote, "rig-node-0/bin/rig"), filepath.Join(remote, "rig-client-0/bin/rig"))
 }
