@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
@@ -98,11 +99,7 @@ func (r *run) mountVolume(ctx context.Context, n inventory.Node) (disk.Result, d
 		}
 	}
 	mp := n.MountPoint(r.opts.DataMount, v)
-	o := disk.Options{VolumeID: v.VolumeID, FS: r.opts.DataFS, MountPoint: mp, Format: true}
-	if strings.HasPrefix(v.VolumeID, "/dev/") { // a device path, for machines not provisioned by rig
-		o.VolumeID, o.Device = "", v.VolumeID
-	}
-	res, err := r.agent(n.Name).Disk(ctx, o)
+	res, err := MountVolume(ctx, r.agent(n.Name), v, mp, r.opts.DataFS)
 	if err != nil {
 		return res, disk.VolumeCheck{}, fmt.Errorf("prepare data volume %s (%s) on %s: %w", v.Name, v.VolumeID, n.Name, err)
 	}
@@ -118,6 +115,17 @@ func (r *run) mountVolume(ctx context.Context, n inventory.Node) (disk.Result, d
 			n.Name, v.Name, how, vc.Measured.SeqWriteMBps, vc.Measured.RandWriteIOPS, vc.Measured.SyncMeanUs, vc.Measured.SyncP99Us)
 	}
 	return res, vc, err
+}
+
+// MountVolume has a node's agent find volume v (by the EBS volume id in its NVMe serial, or its
+// device path on a machine not provisioned by rig), make a filesystem fs on it if it has none,
+// and mount it at mp.
+func MountVolume(ctx context.Context, c *agent.Client, v inventory.Volume, mp, fs string) (disk.Result, error) {
+	o := disk.Options{VolumeID: v.VolumeID, FS: fs, MountPoint: mp, Format: true}
+	if strings.HasPrefix(v.VolumeID, "/dev/") {
+		o.VolumeID, o.Device = "", v.VolumeID
+	}
+	return c.Disk(ctx, o)
 }
 
 // CheckVolume measures volume v of node, mounted at o.Dir, through its agent (o.Reuse: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,26 +25,8 @@ func TestDiskCheckOverSSH(t *testing.T) {
 		t.Skip("end-to-end")
 	}
 	t.Parallel() // its own addresses (127.0.90.x), sshd, loop devices and folders
-	fast, slow := looptest.Device(t, 64<<20), looptest.Device(t, 64<<20)
-	if fast == "" || slow == "" {
-		t.Skip("no loop devices here (needs root and losetup)")
-	}
-	srv := sshdtest.Start(t)
-	n := srv.Node("node-0")
-	n.PrivateAddress = "127.0.90.11"
-	n.Volumes = []inventory.Volume{
-		{Name: "fast", VolumeID: fast, Type: "gp3", IOPS: 100, ThroughputMiBps: 1},
-		{Name: "slow", VolumeID: slow, Type: "gp3", IOPS: 100, ThroughputMiBps: 100000},
-	}
-	inv := inventory.Inventory{Target: "ssh-test", Nodes: []inventory.Node{n}}
-	invFile := filepath.Join(t.TempDir(), "inventory.json")
-	b, _ := json.Marshal(inv)
-	os.WriteFile(invFile, b, 0o644)
-	mount := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() {
-		exec.Command("umount", filepath.Join(mount, "fast")).Run()
-		exec.Command("umount", filepath.Join(mount, "slow")).Run()
-	})
+	srv, n, mount := serverWithTwoVolumes(t, "127.0.90.11")
+	invFile := writeInventory(t, n)
 	remote := t.TempDir()
 	cmd := exec.Command(rigBin, "disk-check", "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote,
 		"--data-mount", mount, "--data-fs", "ext4", "--size", "8MiB", "--runtime", "300ms", "--json")
@@ -117,33 +98,10 @@ func TestRunOnDiskVolumesOverSSH(t *testing.T) {
 		t.Skip("end-to-end run")
 	}
 	t.Parallel() // its own addresses (127.0.90.x), sshd, loop devices and folders
-	fast, slow := looptest.Device(t, 96<<20), looptest.Device(t, 96<<20)
-	if fast == "" || slow == "" {
-		t.Skip("no loop devices here (needs root and losetup)")
-	}
-	srv := sshdtest.Start(t)
-	inv := inventory.Inventory{Target: "ssh-test"}
-	for i, name := range []string{"node-0", "client-0"} {
-		n := srv.Node(name)
-		n.PrivateAddress = fmt.Sprintf("127.0.90.%d", 21+i)
-		if name == "client-0" {
-			n.Role = inventory.RoleClient
-		} else {
-			n.Volumes = []inventory.Volume{
-				{Name: "fast", VolumeID: fast, Type: "gp3", IOPS: 100, ThroughputMiBps: 1},
-				{Name: "slow", VolumeID: slow, Type: "gp3", IOPS: 100, ThroughputMiBps: 100000},
-			}
-		}
-		inv.Nodes = append(inv.Nodes, n)
-	}
-	invFile := filepath.Join(t.TempDir(), "inventory.json")
-	b, _ := json.Marshal(inv)
-	os.WriteFile(invFile, b, 0o644)
-	mount := filepath.Join(t.TempDir(), "data")
-	t.Cleanup(func() {
-		exec.Command("umount", filepath.Join(mount, "fast")).Run()
-		exec.Command("umount", filepath.Join(mount, "slow")).Run()
-	})
+	srv, n, mount := serverWithTwoVolumes(t, "127.0.90.21")
+	client := srv.Node("client-0")
+	client.Role, client.PrivateAddress = inventory.RoleClient, "127.0.90.22"
+	invFile := writeInventory(t, n, client)
 	res, remote := t.TempDir(), t.TempDir()
 	pb := writePlaybook(t, "name: vols\ncluster: {servers: 1, clients: 1}\npreload: {orders: 2k}\nload: {probe_rate: 200/s}\n"+
 		"warmup: 1s\nduration: 3s\nmatrix:\n  disk.volume: [fast, slow]\n")
@@ -168,7 +126,7 @@ func TestRunOnDiskVolumesOverSSH(t *testing.T) {
 	readJSON(t, filepath.Join(sweeps[0], "r01", "manifest.json"), &ok)
 	readJSON(t, filepath.Join(sweeps[0], "r02", "manifest.json"), &short)
 	d, c := ok.Disks["node-0"], ok.DiskChecks["node-0"]
-	if ok.Status != "ok" || d.Volume != "fast" || d.Device != fast || d.MountPoint != filepath.Join(mount, "fast") ||
+	if ok.Status != "ok" || d.Volume != "fast" || d.Device != n.Volumes[0].VolumeID || d.MountPoint != filepath.Join(mount, "fast") ||
 		c.Volume != "fast" || !c.Compared || c.Provisioned.ThroughputMiBps != 1 || c.Measured.SeqWriteMBps <= 0 || c.Error != "" {
 		t.Errorf("r01 (fast): status %s %s, disk %+v, check %+v\nstderr:\n%s", ok.Status, ok.Error, d, c, stderr.String())
 	}
@@ -186,4 +144,30 @@ func TestRunOnDiskVolumesOverSSH(t *testing.T) {
 		t.Errorf("r02 started engines or load on a volume that falls short:\n%s", ev)
 	}
 	assertNoProcessesOf(t, filepath.Join(remote, "rig-node-0/bin/rig"), filepath.Join(remote, "rig-client-0/bin/rig"))
+}
+
+// serverWithTwoVolumes starts an sshd and gives its server node-0 (at private address addr) two
+// data volumes, loop devices of 96 MiB standing in for EBS: fast, provisioned for less than this
+// disk delivers (1 MiB/s, 100 IOPS), and slow, for far more (100,000 MiB/s). It returns where
+// they are to be mounted (--data-mount) and unmounts them when the test ends.
+func serverWithTwoVolumes(t *testing.T, addr string) (*sshdtest.Server, inventory.Node, string) {
+	t.Helper()
+	fast, slow := looptest.Device(t, 96<<20), looptest.Device(t, 96<<20)
+	if fast == "" || slow == "" {
+		t.Skip("no loop devices here (needs root and losetup)")
+	}
+	srv := sshdtest.Start(t)
+	n := srv.Node("node-0")
+	n.PrivateAddress = addr
+	n.Volumes = []inventory.Volume{
+		{Name: "fast", VolumeID: fast, Type: "gp3", IOPS: 100, ThroughputMiBps: 1},
+		{Name: "slow", VolumeID: slow, Type: "gp3", IOPS: 100, ThroughputMiBps: 100000},
+	}
+	mount := filepath.Join(t.TempDir(), "data")
+	t.Cleanup(func() {
+		for _, v := range n.Volumes {
+			exec.Command("umount", n.MountPoint(mount, v)).Run()
+		}
+	})
+	return srv, n, mount
 }

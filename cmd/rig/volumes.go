@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
@@ -22,7 +23,6 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/runner"
-	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
@@ -179,45 +179,33 @@ the volume, which rig run reuses before its runs. Exit status 1 when a volume fa
 					add(row{Node: n.Name, Error: "no data volume"})
 					return nil
 				}
-				staged, err := sshtarget.Stage(ctx, tr, n, so)
-				if err != nil {
+				err := sshtarget.WithAgent(ctx, tr, n, so, func(c *agent.Client) error {
+					var errs []error
+					for _, v := range vols {
+						if len(o.volumes) > 0 && !slices.Contains(o.volumes, v.Name) {
+							continue
+						}
+						mp := n.MountPoint(o.dataMount, v)
+						if _, err := runner.MountVolume(ctx, c, v, mp, o.dataFS); err != nil {
+							err = fmt.Errorf("%s: mount data volume %s on %s: %w", n.Name, v.Name, mp, err)
+							add(row{Node: n.Name, Check: disk.VolumeCheck{Volume: v.Name}, Error: err.Error()})
+							errs = append(errs, err)
+							continue
+						}
+						vc, err := runner.CheckVolume(ctx, c, n.Name, v, disk.CheckOptions{Dir: mp, SizeBytes: size, Runtime: o.runtime})
+						r := row{Node: n.Name, Check: vc}
+						if err != nil {
+							r.Error = err.Error()
+							errs = append(errs, err)
+						}
+						add(r)
+					}
+					return errors.Join(errs...)
+				})
+				if errors.Is(err, sshtarget.ErrStartAgent) {
 					add(row{Node: n.Name, Error: err.Error()})
-					return err
 				}
-				c := target.AgentClient(tr, n, staged.Socket, "")
-				defer c.Close()
-				defer func() {
-					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-					defer cancel()
-					if err := sshtarget.Stop(sctx, tr, n, so); err != nil {
-						log.Warn("stop agent", "node", n.Name, "err", err)
-					}
-				}()
-				var errs []error
-				for _, v := range vols {
-					if len(o.volumes) > 0 && !slices.Contains(o.volumes, v.Name) {
-						continue
-					}
-					mp := n.MountPoint(o.dataMount, v)
-					do := disk.Options{VolumeID: v.VolumeID, FS: o.dataFS, MountPoint: mp, Format: true}
-					if strings.HasPrefix(v.VolumeID, "/dev/") {
-						do.VolumeID, do.Device = "", v.VolumeID
-					}
-					if _, err := c.Disk(ctx, do); err != nil {
-						err = fmt.Errorf("%s: mount data volume %s on %s: %w", n.Name, v.Name, mp, err)
-						add(row{Node: n.Name, Check: disk.VolumeCheck{Volume: v.Name}, Error: err.Error()})
-						errs = append(errs, err)
-						continue
-					}
-					vc, err := runner.CheckVolume(ctx, c, n.Name, v, disk.CheckOptions{Dir: mp, SizeBytes: size, Runtime: o.runtime})
-					r := row{Node: n.Name, Check: vc}
-					if err != nil {
-						r.Error = err.Error()
-						errs = append(errs, err)
-					}
-					add(r)
-				}
-				return errors.Join(errs...)
+				return err
 			})
 			slices.SortFunc(rows, func(a, b row) int {
 				return strings.Compare(a.Node+"/"+a.Check.Volume, b.Node+"/"+b.Check.Volume)
