@@ -82,8 +82,9 @@ func (s Spec) Volumes() []DataVolume {
 	return s.DataVolumes
 }
 
-// legacyVolumeKeys are replaced by dataVolumes; setting both is refused, since one would be
-// silently ignored.
+// legacyVolumeKeys are replaced by dataVolumes; setting one to other than its default as well is
+// refused, since it would be silently ignored. (The Pulumi engine hands the program every key's
+// default from Pulumi.yaml, so a value equal to the default says nothing.)
 var legacyVolumeKeys = []string{"volumeType", "volumeSize", "volumeIops", "volumeThroughput"}
 
 // parseDataVolumes reads the dataVolumes list: each item a string "NAME type=gp3 size=200
@@ -103,7 +104,8 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 	}
 	var probs Problems
 	for _, k := range legacyVolumeKeys {
-		if _, set := raw[k]; set {
+		key, _ := KeyByName(k)
+		if val, set := raw[k]; set && val != fmt.Sprint(key.Default) {
 			probs = append(probs, Problem{Field: k, Value: raw[k], Allowed: "unset when dataVolumes is given",
 				Reason: "dataVolumes lists every data volume with its own type, size, IOPS and throughput; remove " + k})
 		}

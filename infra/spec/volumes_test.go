@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -29,6 +30,15 @@ func TestDataVolumesFromStackConfig(t *testing.T) {
 		if v.Name != w.name || v.Device != w.dev || v.Type != VolumeGP3 || v.Size != 200 || v.IOPS != w.iops || v.Throughput != w.throughput {
 			t.Errorf("volume %d: %+v, want %+v", i, v, w)
 		}
+	}
+	// As the Pulumi engine hands them to the program: every key, the defaults of Pulumi.yaml too.
+	raw := map[string]string{"dataVolumes": `["gp3-125 type=gp3 size=200 iops=3000 throughput=125"]`}
+	for _, k := range legacyVolumeKeys {
+		key, _ := KeyByName(k)
+		raw[k] = fmt.Sprint(key.Default)
+	}
+	if _, ps := FromConfig("t", "us-east-1", raw); len(ps) != 0 {
+		t.Fatalf("volume keys at their defaults beside dataVolumes: %v", ps)
 	}
 	// Without the list, the four volume keys are the one volume, named data, at /dev/sdf.
 	one := validSpec().Volumes()
