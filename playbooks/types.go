@@ -21,18 +21,19 @@ type Playbook struct {
 	Preload     Preload   `json:"preload"`
 	Load        Load      `json:"load"`
 	// Disk is the disk model under every server's engine data; zero: the target's own disk.
-	Disk diskmodel.Limits `json:"disk,omitzero"`
-	// DiskVolume is disk.volume: the stack's data volume (inventory.Volume) the engine data
-	// lives on; "": the first. Only a target with data volumes has any (docs/infra.md).
-	DiskVolume string        `json:"disk_volume,omitempty"`
-	Warmup     time.Duration `json:"warmup"`   // probes before this offset are excluded from figures
-	Duration   time.Duration `json:"duration"` // from load start to end of run
-	Timeline   []Action      `json:"timeline"`
-	Matrix     []Axis        `json:"matrix,omitempty"`
-	Rounds     int           `json:"rounds"`
+	Disk     diskmodel.Limits `json:"disk,omitzero"`
+	Warmup   time.Duration    `json:"warmup"`   // probes before this offset are excluded from figures
+	Duration time.Duration    `json:"duration"` // from load start to end of run
+	Timeline []Action         `json:"timeline"`
+	Matrix   []Axis           `json:"matrix,omitempty"`
+	Rounds   int              `json:"rounds"`
 	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`
+
+	// DiskVolume is disk.volume: the stack's data volume (inventory.Volume) the engine data
+	// lives on; "": the first. Only a target with data volumes has any (docs/infra.md).
+	DiskVolume string `json:"disk_volume,omitempty"`
 
 	pos map[string]Pos // field path -> where its value stands in Source (PosOf)
 }

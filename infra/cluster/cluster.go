@@ -174,8 +174,8 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	var nodeOuts []any
 	var servers []pulumi.Resource
 	for i, n := range nodes {
-		// The data volume exists before its instance, so that a destroy terminates the instance
-		// (which detaches the volume) before it deletes the volume; see attachData.
+		// The data volumes exist before their instance, so that a destroy terminates the instance
+		// (which detaches them) before it deletes them; see attachData.
 		var vols []*ebs.Volume
 		instOpts := []pulumi.ResourceOption{
 			// A newer image in the SSM parameter must not replace a running test cluster.

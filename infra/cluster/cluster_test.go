@@ -517,7 +517,7 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		out := m.named(t, tokInstance, nodes[i].Name).outputs
 		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType ||
 			n.Address != out["publicIp"].StringValue() || n.PrivateAddress != out["privateIp"].StringValue() ||
-			(nodes[i].DataVolume && (n.DataDevice != "vol-"+volumeName(s, n.Name, specVols[0].Name) || n.DeviceName != "/dev/sdf")) ||
+			(nodes[i].DataVolume && (n.DataDevice != "vol-"+volumeName(s, n.Name, specVols[0].Name) || n.DeviceName != spec.DataDeviceName)) ||
 			(!nodes[i].DataVolume && (n.DataDevice != "" || n.DeviceName != "" || len(n.Volumes) != 0)) ||
 			n.SSH == nil || n.SSH.HostKey != key.Public || n.SSH.Port != 22 || n.SSH.User != s.LoginUser() {
 			t.Errorf("inventory node %d: %+v %+v", i, n, n.SSH)

@@ -24,6 +24,11 @@ const (
 	FamilyUbuntu = "ubuntu"
 )
 
+// DataDeviceName is where a node's first data volume is attached (the others: DataVolume.Device).
+// On Nitro instances it shows up as an NVMe device whose serial is the volume id, which is how
+// the agent finds it.
+const DataDeviceName = "/dev/sdf"
+
 // Spec is one test cluster: what Deploy builds and what Validate checks.
 type Spec struct {
 	Stack  string // stack name; goes into names and the rig-stack tag
@@ -45,12 +50,12 @@ type Spec struct {
 	VolumeSize       int // GiB
 	VolumeIOPS       int
 	VolumeThroughput int // MiB/s, gp3 only
-	// DataVolumes, when given, replace the one volume of the four keys above (Volumes).
-	DataVolumes    []DataVolume
-	RootVolumeSize int // GiB
+	RootVolumeSize   int // GiB
 	// ClientDataVolume gives the clients a data volume like the servers'; by default they have
 	// only their root volume (the load generator writes little, and a volume costs money).
 	ClientDataVolume bool
+	// DataVolumes, when given, replace the one volume of the four volume keys (Volumes).
+	DataVolumes []DataVolume
 
 	OperatorCIDRs []string
 	// AllowWideOperatorCIDRs accepts operator CIDRs whose union is wider than a /8 (see

@@ -17,7 +17,7 @@ const DefaultVolumeName = "data"
 // volumeDevices are the device names data volumes are attached at, in list order: AWS
 // recommends /dev/sd[f-p] for EBS volumes on Linux. On Nitro instances each shows up as an
 // NVMe device whose serial is the volume id, which is how the agent finds it.
-var volumeDevices = []string{"/dev/sdf", "/dev/sdg", "/dev/sdh", "/dev/sdi", "/dev/sdj", "/dev/sdk",
+var volumeDevices = []string{DataDeviceName, "/dev/sdg", "/dev/sdh", "/dev/sdi", "/dev/sdj", "/dev/sdk",
 	"/dev/sdl", "/dev/sdm", "/dev/sdn", "/dev/sdo", "/dev/sdp"}
 
 // MaxDataVolumes is how many data volumes a node may have (one per device name above).

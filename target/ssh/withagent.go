@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // ErrStartAgent marks a failure to stage or start the node's agent in WithAgent, before do ran.
-var ErrStartAgent = fmt.Errorf("start agent")
+var ErrStartAgent = errors.New("start agent")
 
 // WithAgent stages rig on node n and starts its agent (Stage), hands do the agent's client, and
 // stops the agent afterwards on a budget of its own, whatever do used up: what a verb outside a
