@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,11 @@ func TestDiskVolume(t *testing.T) {
 	}
 	if len(order) != 4 || order[0] == order[1] || order[1] == order[2] || order[2] == order[3] {
 		t.Fatalf("volumes in run order %v; want gp3-125 and gp3-1000 interleaved, two rounds each", order)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	if !strings.Contains(buf.String(), "disk       engine data on the stack's data volume [gp3-125, gp3-1000] (disk.volume)") {
+		t.Errorf("plan:\n%s", buf.String())
 	}
 	probs := problemsOf(t, base+"disk: {volume: ../etc}\n")
 	wantProblem(t, probs, "t.yaml:5:16: disk.volume", "one of the stack's data volumes")
