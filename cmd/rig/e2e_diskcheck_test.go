@@ -84,7 +84,7 @@ func TestDiskVolumeRefused(t *testing.T) {
 	}
 	_, errOut, err = runRig(t, "validate", pb, "--stack-config", "../../infra/spec/testdata/Pulumi.two-volumes.yaml")
 	if err == nil || strings.Contains(errOut, "matrix.disk.volume[0]") ||
-		!strings.Contains(errOut, `pb.yaml:5:26: matrix.disk.volume[1]: disk.volume: "gp3-9": every server of ../../infra/spec/testdata/Pulumi.two-volumes.yaml has no such data volume; valid: gp3-125, gp3-1000`) {
+		!strings.Contains(errOut, `pb.yaml:5:26: matrix.disk.volume[1]: "gp3-9": every server of ../../infra/spec/testdata/Pulumi.two-volumes.yaml has no such data volume; valid: gp3-125, gp3-1000`) {
 		t.Errorf("validate against the stack config: %v\n%s", err, errOut)
 	}
 }

@@ -76,16 +76,18 @@ func checkPlanVolumes(cmd *cobra.Command, plan *playbooks.Plan, src *volumeSourc
 		return "disk.volume"
 	}
 	var probs playbooks.Problems
+	// The problem names the field; the message need not say it again.
+	msg := func(err error) string { return strings.TrimPrefix(err.Error(), runner.ErrDiskVolume.Error()+": ") }
 	switch {
 	case src == nil:
 		err := runner.CheckVolumes(cmd.Context(), plan, local.New(local.Options{}))
-		probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(asked[0])), Path: pathOf(asked[0]), Msg: err.Error()})
+		probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(asked[0])), Path: pathOf(asked[0]), Msg: msg(err)})
 	case src.where == "":
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: disk.volume %s is not checked: no stack config here names the stack's data volumes\n", strings.Join(asked, ", "))
 	default:
 		for _, v := range asked {
 			if err := runner.CheckVolumeNames([]string{v}, map[string][]string{"every server": src.names}, src.where); err != nil {
-				probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(v)), Path: pathOf(v), Msg: err.Error()})
+				probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(v)), Path: pathOf(v), Msg: msg(err)})
 			}
 		}
 	}
