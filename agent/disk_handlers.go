@@ -9,6 +9,7 @@ import (
 )
 
 // POST /v1/disk prepares the node's data volume (find, make a filesystem if it has none, mount);
+// POST /v1/disk/check measures a mounted volume with fio (or answers with its kept result);
 // POST /v1/disk/unmount syncs and unmounts it (rig down does this before destroying the stack).
 func (s *Server) registerDiskHandlers() {
 	s.mux.HandleFunc("POST "+APIVersion+"/disk/unmount", func(w http.ResponseWriter, r *http.Request) {
@@ -25,6 +26,22 @@ func (s *Server) registerDiskHandlers() {
 			writeErr(w, http.StatusBadRequest, err)
 		case errors.Is(err, disk.ErrInUse):
 			writeErr(w, http.StatusConflict, err)
+		default:
+			writeErr(w, http.StatusInternalServerError, err)
+		}
+	})
+	s.mux.HandleFunc("POST "+APIVersion+"/disk/check", func(w http.ResponseWriter, r *http.Request) {
+		var o disk.CheckOptions
+		if err := readJSON(r, &o); err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		res, err := disk.Check(r.Context(), o)
+		switch {
+		case err == nil:
+			writeJSON(w, http.StatusOK, res)
+		case errors.Is(err, disk.ErrBadOption):
+			writeErr(w, http.StatusBadRequest, err)
 		default:
 			writeErr(w, http.StatusInternalServerError, err)
 		}
@@ -63,5 +80,12 @@ func (c *Client) Disk(ctx context.Context, o disk.Options) (disk.Result, error) 
 func (c *Client) Unmount(ctx context.Context, o disk.UnmountOptions) (disk.UnmountResult, error) {
 	var out disk.UnmountResult
 	err := c.do(ctx, http.MethodPost, "/disk/unmount", o, &out)
+	return out, err
+}
+
+// DiskCheck measures the volume mounted at o.Dir with fio on the node (disk.Check).
+func (c *Client) DiskCheck(ctx context.Context, o disk.CheckOptions) (disk.Measured, error) {
+	var out disk.Measured
+	err := c.do(ctx, http.MethodPost, "/disk/check", o, &out)
 	return out, err
 }

@@ -46,6 +46,10 @@ type Node struct {
 	AvailabilityZone string `json:"availability_zone,omitempty"`
 	// Dir is the node's root folder on the local target; empty on remote targets.
 	Dir string `json:"dir,omitempty"`
+
+	// Volumes are the node's data volumes (a stack's rig:dataVolumes, or its one volume); a
+	// playbook's disk.volume picks one by name. DataDevice and DeviceName are the first's.
+	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // SSH says how to reach a node and which host key it must present.
@@ -108,6 +112,9 @@ func (inv *Inventory) Validate() error {
 			return fmt.Errorf("inventory: nodes[%d] (%s) has no ssh.host_key: host keys must be known before the first connection", i, n.Name)
 		}
 		seen[n.Name] = true
+		if err := checkVolumes(i, n); err != nil {
+			return err
+		}
 	}
 	return nil
 }

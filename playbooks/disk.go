@@ -1,18 +1,31 @@
 package playbooks
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/inventory"
 )
 
 // diskKeys are the fields of the disk: block, the disk model a run puts under every server's
 // engine data (diskmodel.Limits; on the local target a FUSE mount, docs/disks.md).
-var diskKeys = []string{"throughput", "iops", "io_size", "burst", "sync_latency", "sync_per_mib"}
+// volume instead names the stack's data volume the engine data lives on (an SSH target's).
+var diskKeys = []string{"volume", "throughput", "iops", "io_size", "burst", "sync_latency", "sync_per_mib"}
 
 // diskFields are the disk: block's fields, each a matrix axis (disk.throughput: [125MB/s, 1GB/s]).
 var diskFields = map[string]field{
+	"disk.volume": {
+		set: func(p *Playbook, s string) error {
+			if err := inventory.CheckName("disk.volume", s); err != nil {
+				return fmt.Errorf("%w: the name of one of the stack's data volumes (rig:dataVolumes), e.g. gp3-1000", err)
+			}
+			p.DiskVolume = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.DiskVolume },
+	},
 	"disk.throughput": quantityField(units.ParseByteRate, units.FormatByteRate, 1e5, 100e9, true,
 		"100kB/s..100GB/s, e.g. 125MB/s (0/s: no cap)", func(p *Playbook) *int64 { return &p.Disk.Throughput }),
 	"disk.iops": quantityField(units.ParseCount, units.FormatCount, 10, 10_000_000, true,

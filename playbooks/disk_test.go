@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +58,30 @@ func TestDiskFieldsAreMatrixAxes(t *testing.T) {
 	}
 	probs := problemsOf(t, base+"matrix:\n  disk.throughput: [125MB/s, fast]\n")
 	wantProblem(t, probs, "t.yaml:6:30: matrix.disk.throughput[1]", "not a byte rate")
+}
+
+// disk.volume names the stack's data volume; as a matrix axis its rounds interleave on one stack.
+func TestDiskVolume(t *testing.T) {
+	if p := mustParse(t, base+"disk: {volume: gp3-1000}\n"); p.DiskVolume != "gp3-1000" || !p.Disk.Zero() {
+		t.Fatalf("disk.volume alone: volume %q, model %+v (want no model)", p.DiskVolume, p.Disk)
+	}
+	p := mustParse(t, base+"rounds: 2\nmatrix:\n  disk.volume: [gp3-125, gp3-1000]\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range pl.Runs {
+		order = append(order, r.Playbook.DiskVolume)
+	}
+	if len(order) != 4 || order[0] == order[1] || order[1] == order[2] || order[2] == order[3] {
+		t.Fatalf("volumes in run order %v; want gp3-125 and gp3-1000 interleaved, two rounds each", order)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	if !strings.Contains(buf.String(), "disk       engine data on the stack's data volume [gp3-125, gp3-1000] (disk.volume)") {
+		t.Errorf("plan:\n%s", buf.String())
+	}
+	probs := problemsOf(t, base+"disk: {volume: ../etc}\n")
+	wantProblem(t, probs, "t.yaml:5:16: disk.volume", "one of the stack's data volumes")
 }

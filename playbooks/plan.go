@@ -253,6 +253,9 @@ func (pl *Plan) Print(w io.Writer) {
 	if e.Command != nil {
 		line("", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
+	if _, vary := varied["disk.volume"]; vary || p.DiskVolume != "" {
+		line("disk", "engine data on the stack's data volume %s (disk.volume)", v("disk.volume", p.DiskVolume))
+	}
 	var tun []string
 	seen := map[string]bool{}
 	for _, s := range p.Tuning {

@@ -31,6 +31,10 @@ type Playbook struct {
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`
 
+	// DiskVolume is disk.volume: the stack's data volume (inventory.Volume) the engine data
+	// lives on; "": the first. Only a target with data volumes has any (docs/infra.md).
+	DiskVolume string `json:"disk_volume,omitempty"`
+
 	pos map[string]Pos // field path -> where its value stands in Source (PosOf)
 }
 

@@ -57,6 +57,9 @@ type Manifest struct {
 	// subtracted from every node-side timestamp in events.jsonl.
 	ClockOffsets map[string]ClockOffset `json:"clock_offsets,omitempty"`
 	Disks        map[string]disk.Result `json:"disks,omitempty"` // per server: its data volume as found, formatted, mounted
+	// DiskChecks: per server, what fio measured on the data volume the engine data is on,
+	// beside what the stack provisioned (agent/disk.Check, Compare).
+	DiskChecks map[string]disk.VolumeCheck `json:"disk_checks,omitempty"`
 	// DiskModels: per server, the disk model asked for (the playbook's disk:) and what a probe of
 	// it delivered before load.
 	DiskModels map[string]diskmodel.Record `json:"disk_models,omitempty"`

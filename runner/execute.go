@@ -6,7 +6,6 @@ import (
 	"net"
 	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/agent/disk"
@@ -158,28 +157,29 @@ func (r *run) prepareDisks(ctx context.Context) error {
 	if !r.pb.Disk.Zero() {
 		return r.modelDisks(ctx)
 	}
-	rec := map[string]disk.Result{}
+	found, checks := map[string]disk.Result{}, map[string]disk.VolumeCheck{}
+	defer func() { r.recordVolumes(found, checks) }()
 	for _, n := range r.servers {
-		if n.DataDevice == "" {
+		if len(n.DataVolumes()) == 0 {
+			if r.pb.DiskVolume != "" {
+				return CheckVolumeNames([]string{r.pb.DiskVolume}, map[string][]string{n.Name: nil}, "the inventory")
+			}
 			if dp, ok := r.cl.(target.DataPlacer); ok {
 				r.dataRoot[n.Name] = dp.DataRoot(n)
 			}
 			continue
 		}
-		o := disk.Options{VolumeID: n.DataDevice, FS: r.opts.DataFS, MountPoint: r.opts.DataMount, Format: true}
-		if strings.HasPrefix(n.DataDevice, "/dev/") { // a device path, for machines not provisioned by rig
-			o.VolumeID, o.Device = "", n.DataDevice
+		res, vc, err := r.mountVolume(ctx, n)
+		if res.MountPoint != "" {
+			found[n.Name] = res
 		}
-		res, err := r.agent(n.Name).Disk(ctx, o)
+		if vc.Measured.FioVersion != "" {
+			checks[n.Name] = vc
+		}
 		if err != nil {
-			return fmt.Errorf("prepare data volume %s on %s: %w", n.DataDevice, n.Name, err)
+			return err
 		}
-		r.dataRoot[n.Name] = r.opts.DataMount
-		rec[n.Name] = res
-		r.progress("%s: data volume %s (%s) on %s, %s", n.Name, n.DataDevice, res.Device, r.opts.DataMount, res.FS)
-	}
-	if len(rec) > 0 {
-		r.updateManifest(func(m *rundir.Manifest) { m.Disks = rec })
+		r.dataRoot[n.Name] = res.MountPoint
 	}
 	return nil
 }

@@ -115,6 +115,9 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	if err := CheckTarget(plan, opts.Target); err != nil {
 		return nil, err
 	}
+	if err := CheckVolumes(ctx, plan, opts.Target); err != nil {
+		return nil, err
+	}
 	// A plan of more than one run is a sweep: its runs go to ResultsDir/<sweep-id>/r01, r02, …
 	// with sweep.json, and the sweep report is written at the end, also when interrupted.
 	var tr *sweep.Tracker

@@ -97,6 +97,14 @@ type DataPlacer interface {
 	DataRoot(n inventory.Node) string
 }
 
+// Volumed is a Target whose servers have data volumes to choose among (the SSH target: a stack's
+// rig:dataVolumes, or an inventory's volumes): Servers reads them before anything starts, so a
+// playbook's disk.volume is checked against their names first.
+type Volumed interface {
+	Target
+	Servers(ctx context.Context) ([]inventory.Node, error)
+}
+
 // DiskModeler is a Cluster that can put a server's engine data on a disk model: the local
 // target mounts one per server (diskmodel/fusefs). A stack's disk is its data volume, so the
 // SSH target is not one.

@@ -39,6 +39,7 @@ type Options struct {
 // Result is what was found and done.
 type Result struct {
 	Device     string `json:"device"`
+	Volume     string `json:"volume,omitempty"` // the volume's name in the inventory (the runner's)
 	VolumeID   string `json:"volume_id,omitempty"`
 	FS         string `json:"fs"`
 	MountPoint string `json:"mount_point"`
@@ -65,7 +66,7 @@ func Prepare(ctx context.Context, o Options) (Result, error) {
 	}
 	res := Result{VolumeID: o.VolumeID, FS: o.FS, MountPoint: filepath.Clean(o.MountPoint), Device: o.Device}
 	if o.VolumeID != "" {
-		dev, size, err := findVolume(ctx, o.Root, o.VolumeID)
+		dev, size, err := FindVolume(o.Root, o.VolumeID)
 		if err != nil {
 			return res, err
 		}
@@ -120,14 +121,15 @@ func mkfs(ctx context.Context, fs, dev string) error {
 	return nil
 }
 
-// findVolume maps an EBS volume id to its NVMe device through the device serials in /sys.
-func findVolume(ctx context.Context, root, volumeID string) (string, uint64, error) {
-	f, err := facts.Collect(ctx, facts.Options{Root: root})
-	if err != nil && len(f.BlockDevices) == 0 {
+// FindVolume maps an EBS volume id to its NVMe device (and its size) through the device serials
+// in /sys under root ("/" or "": this machine).
+func FindVolume(root, volumeID string) (string, uint64, error) {
+	devs, err := facts.BlockDevices(root)
+	if err != nil && len(devs) == 0 {
 		return "", 0, fmt.Errorf("list block devices: %w", err)
 	}
 	var seen []string
-	for _, d := range f.BlockDevices {
+	for _, d := range devs {
 		if d.VolumeID == volumeID {
 			return "/dev/" + d.Name, d.SizeBytes, nil
 		}

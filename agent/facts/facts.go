@@ -209,6 +209,15 @@ func osRelease(path string) string {
 	return ""
 }
 
+// BlockDevices lists the block devices under root ("/" or "": this machine) with what /sys says
+// of each, the EBS volume id of an NVMe device among it; the data volumes are found by it.
+func BlockDevices(root string) ([]BlockDevice, error) {
+	if root == "" {
+		root = "/"
+	}
+	return blockDevices(filepath.Join(root, "proc"), filepath.Join(root, "sys"))
+}
+
 func blockDevices(proc, sys string) ([]BlockDevice, error) {
 	bfs, err := blockdevice.NewFS(proc, sys)
 	if err != nil {

@@ -33,7 +33,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		// Controller verbs.
 		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newBenchCmd(),
-		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(),
+		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
 		// Node roles.
 		newAgentCmd(), newEngineCmd(), newLoadgenCmd(),
 	)

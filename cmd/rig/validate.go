@@ -83,7 +83,7 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 		est.priceStack = sc.Stack // the estimate and the cost are for that stack's cluster
 	}
 	mem := memoryTarget(cmd, sc, est)
-	plan, err := printPlan(cmd, arg, est, mem)
+	plan, err := printPlan(cmd, arg, est, mem, volumeTarget(cmd, sc, est))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -226,12 +226,15 @@ func runSettings(axes []playbooks.Axis, settings map[string]string) string {
 type estimateFlags struct{ results, stack, priceStack string }
 
 // printPlan prints the plan and returns it (nil when the playbook has problems).
-func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor) (*playbooks.Plan, error) {
+func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor, vols *volumeSource) (*playbooks.Plan, error) {
 	pb, err := playbooks.Open(arg)
 	if err == nil {
 		var plan *playbooks.Plan
 		if plan, err = pb.Plan(); err == nil {
 			err = checkPlanMemory(cmd, plan, mem)
+		}
+		if err == nil {
+			err = checkPlanVolumes(cmd, plan, vols)
 		}
 		if err == nil {
 			hist, herr := estimate.Load(est.results)

@@ -48,11 +48,16 @@ func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
 var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
 	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
 
+// userDataPackages installs, through cloud-init, what the agent runs on a node besides rig: fio,
+// which measures each data volume against what was provisioned before a run (agent/disk.Check).
+// rig up waits for cloud-init to finish (infra/ready), so fio is there before the first run.
+const userDataPackages = "package_update: true\npackages:\n  - fio\n"
+
 // Deploy builds the cluster: network (unless reused; a subnet per AZ), a security group whose only
 // outside ingress is SSH from the operator's CIDRs, the placement group of the spec's strategy (a
 // cluster group in one AZ, or under multi-az a spread or partition group across three, or none),
-// each node in its AZ (spec.Node.Zone), one data volume per node at a fixed device, a key pair and
-// a private, encrypted results bucket.
+// each node in its AZ (spec.Node.Zone) with its data volumes (spec.Volumes: one, or
+// rig:dataVolumes) each at its own device, a key pair and a private, encrypted results bucket.
 func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	if err := Validate(s).Err(); err != nil {
 		return Outputs{}, err
@@ -163,18 +168,22 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	var nodeOuts []any
 	var servers []pulumi.Resource
 	for i, n := range nodes {
-		// The data volume exists before its instance, so that a destroy terminates the instance
-		// (which detaches the volume) before it deletes the volume; see attachData.
-		var vol *ebs.Volume
+		// The data volumes exist before their instance, so that a destroy terminates the instance
+		// (which detaches them) before it deletes them; see attachData.
+		var vols []*ebs.Volume
 		instOpts := []pulumi.ResourceOption{
 			// A newer image in the SSM parameter must not replace a running test cluster.
 			pulumi.IgnoreChanges([]string{"ami"}),
 		}
 		if n.DataVolume {
-			if vol, err = dataVolume(ctx, s, n, tags); err != nil {
-				return Outputs{}, err
+			for _, v := range s.Volumes() {
+				vol, err := dataVolume(ctx, s, n, v, tags)
+				if err != nil {
+					return Outputs{}, err
+				}
+				vols = append(vols, vol)
+				instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 			}
-			instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 		}
 		reservation := s.ServerCapacityReservationID
 		var group pulumi.StringPtrInput
@@ -211,7 +220,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			},
 			// The host key is in the user data, so the user data is a secret, and a new key
 			// means a new instance rather than a key the running sshd never reads.
-			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit())).(pulumi.StringOutput),
+			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + userDataPackages)).(pulumi.StringOutput),
 			UserDataReplaceOnChange: pulumi.Bool(true),
 			MetadataOptions: &ec2.InstanceMetadataOptionsArgs{
 				HttpTokens:   pulumi.String("required"),
@@ -225,23 +234,28 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 		if n.Role == "server" {
 			servers = append(servers, inst)
 		}
-		volID := pulumi.String("").ToStringOutput()
-		if vol != nil {
-			if err := attachData(ctx, n, inst, vol); err != nil {
+		outs := []any{inst.PublicIp, inst.PrivateIp}
+		for j, vol := range vols {
+			if err := attachData(ctx, s, n, s.Volumes()[j], inst, vol); err != nil {
 				return Outputs{}, err
 			}
-			volID = vol.ID().ToStringOutput()
+			outs = append(outs, vol.ID().ToStringOutput())
 		}
-		n, hostKey, user := n, keys[i].Public, s.LoginUser()
-		nodeOuts = append(nodeOuts, pulumi.All(inst.PublicIp, inst.PrivateIp, volID).ApplyT(
+		n, hostKey, user, specVols := n, keys[i].Public, s.LoginUser(), s.Volumes()
+		nodeOuts = append(nodeOuts, pulumi.All(outs...).ApplyT(
 			func(v []any) (string, error) {
 				node := inventory.Node{
 					Name: n.Name, Role: n.Role, Address: v[0].(string), PrivateAddress: v[1].(string),
 					SSH:          &inventory.SSH{User: user, Port: 22, HostKey: hostKey},
 					InstanceType: n.InstanceType, AvailabilityZone: n.Zone,
 				}
-				if id := v[2].(string); id != "" {
-					node.DataDevice, node.DeviceName = id, spec.DataDeviceName
+				// Each volume with its id, device name and what was provisioned; the first is
+				// also data_device, for readers of inventories written before volumes were listed.
+				for j, id := range v[2:] {
+					node.Volumes = append(node.Volumes, specVols[j].Inventory(id.(string)))
+				}
+				if len(node.Volumes) > 0 {
+					node.DataDevice, node.DeviceName = node.Volumes[0].VolumeID, node.Volumes[0].DeviceName
 				}
 				b, err := json.Marshal(node)
 				return string(b), err
@@ -283,27 +297,38 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	return out, nil
 }
 
-// dataVolume creates a node's data volume with the spec's type, size, IOPS and throughput.
-func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, tags func(string) pulumi.StringMap) (*ebs.Volume, error) {
+// volumeResource names a node's data volume and its attachment: NODE-data for the one volume of
+// the volume* keys (the name it always had, so an existing stack keeps its volume), NODE-data-NAME
+// for each of a dataVolumes list.
+func volumeResource(s Spec, n spec.Node, v spec.DataVolume) string {
+	if len(s.DataVolumes) == 0 {
+		return n.Name + "-data"
+	}
+	return n.Name + "-data-" + v.Name
+}
+
+// dataVolume creates one data volume of a node with its type, size, IOPS and throughput.
+func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, tags func(string) pulumi.StringMap) (*ebs.Volume, error) {
+	name := volumeResource(s, n, v)
 	args := &ebs.VolumeArgs{
 		AvailabilityZone: pulumi.String(n.Zone),
-		Type:             pulumi.String(s.VolumeType),
-		Size:             pulumi.Int(s.VolumeSize),
-		Iops:             pulumi.Int(s.VolumeIOPS),
+		Type:             pulumi.String(v.Type),
+		Size:             pulumi.Int(v.Size),
+		Iops:             pulumi.Int(v.IOPS),
 		Encrypted:        pulumi.Bool(true),
-		Tags:             tags(n.Name + "-data"),
+		Tags:             tags(name),
 	}
-	if s.VolumeType == spec.VolumeGP3 {
-		args.Throughput = pulumi.Int(s.VolumeThroughput)
+	if v.Type == spec.VolumeGP3 {
+		args.Throughput = pulumi.Int(v.Throughput)
 	}
-	vol, err := ebs.NewVolume(ctx, n.Name+"-data", args)
+	vol, err := ebs.NewVolume(ctx, name, args)
 	if err != nil {
-		return nil, fmt.Errorf("data volume of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("data volume %s of %s: %w", v.Name, n.Name, err)
 	}
 	return vol, nil
 }
 
-// attachData attaches the data volume at the fixed device with SkipDestroy.
+// attachData attaches one data volume at its own device name with SkipDestroy.
 //
 // Why SkipDestroy, of the provider's three options: a destroy then never calls DetachVolume, so
 // it cannot hang on a volume the agent still has mounted (the provider's known hang). The
@@ -313,14 +338,14 @@ func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, tags func(string) pulu
 // update ever replaced the attachment; ForceDetach risks data loss by design and still waits on
 // the detach. Before destroying, `rig down` also asks every agent to stop its engine, sync and
 // unmount the volume (infra/driver), so nothing relies on the shutdown alone to flush it.
-func attachData(ctx *pulumi.Context, n spec.Node, inst *ec2.Instance, vol *ebs.Volume) error {
-	if _, err := ec2.NewVolumeAttachment(ctx, n.Name+"-data", &ec2.VolumeAttachmentArgs{
-		DeviceName:  pulumi.String(spec.DataDeviceName),
+func attachData(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, inst *ec2.Instance, vol *ebs.Volume) error {
+	if _, err := ec2.NewVolumeAttachment(ctx, volumeResource(s, n, v), &ec2.VolumeAttachmentArgs{
+		DeviceName:  pulumi.String(v.Device),
 		InstanceId:  inst.ID().ToStringOutput(),
 		VolumeId:    vol.ID().ToStringOutput(),
 		SkipDestroy: pulumi.Bool(true),
 	}); err != nil {
-		return fmt.Errorf("attach data volume of %s: %w", n.Name, err)
+		return fmt.Errorf("attach data volume %s of %s: %w", v.Name, n.Name, err)
 	}
 	return nil
 }

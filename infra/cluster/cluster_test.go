@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/infra/hostkey"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
@@ -236,6 +239,11 @@ func TestDeployTable(t *testing.T) {
 			s.AMIFamily, s.RetainBucket = spec.FamilyUbuntu, false
 			s.OperatorCIDRs = []string{"203.0.113.0/28", "2001:db8:1::/48"}
 		}, ""},
+		{"two data volumes per server and client (gp3 at 125 and 1,000 MiB/s), one io2", func(s *Spec) {
+			s.ClientDataVolume, s.ServerInstanceType, s.ClientInstanceType = true, "c6in.16xlarge", "c6in.16xlarge"
+			s.DataVolumes = dataVolumes(t, "gp3-125 type=gp3 size=200 iops=3000 throughput=125",
+				"gp3-1000 type=gp3 size=200 iops=4000 throughput=1000", "io2-16k type=io2 size=100 iops=16000")
+		}, ""},
 		{"reused network, explicit AMI", func(s *Spec) {
 			s.VPCID, s.SubnetID, s.AMI, s.Servers = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0", "ami-0123456789abcdef0", 1
 		}, "x86_64"},
@@ -259,6 +267,7 @@ func TestDeployTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkDeployment(t, s, m, inv)
+			checkInventoryVolumes(t, s, inv)
 		})
 	}
 }
@@ -387,8 +396,9 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		}
 		key, _ := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
 		if !strings.Contains(ud.SecretValue().Element.StringValue(), key.Public) ||
-			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") {
-			t.Errorf("%s: user data does not install the derived host key", r.name)
+			!strings.Contains(ud.SecretValue().Element.StringValue(), "ed25519_private") ||
+			!strings.Contains(ud.SecretValue().Element.StringValue(), "\npackages:\n  - fio\n") {
+			t.Errorf("%s: user data does not install the derived host key and fio", r.name)
 		}
 		// Root volume: gp3, encrypted, deleted with the instance, tagged.
 		root := in["rootBlockDevice"].ObjectValue()
@@ -434,53 +444,61 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		}
 	}
 
-	// One data volume per server (and per client only when asked), as specified, attached at the
-	// fixed device to its own node, declared so that a destroy never detaches it (SkipDestroy),
-	// and created before its instance, so the instance is terminated before the volume is deleted.
+	// Every data volume of every server (and of every client only when asked), as specified,
+	// each attached at a device name of its own to its own node, declared so that a destroy never
+	// detaches it (SkipDestroy), and created before its instance, so the instance is terminated
+	// before the volume is deleted.
+	specVols := s.Volumes()
 	vols := m.byType(tokVolume)
 	atts := m.byType(tokAttach)
-	if len(vols) != s.DataVolumes() || len(atts) != s.DataVolumes() {
-		t.Fatalf("%d volumes, %d attachments, want %d", len(vols), len(atts), s.DataVolumes())
+	if want := s.NodesWithData() * len(specVols); len(vols) != want || len(atts) != want {
+		t.Fatalf("%d volumes, %d attachments, want %d", len(vols), len(atts), want)
 	}
 	for _, n := range nodes {
 		if !n.DataVolume {
 			for _, v := range vols {
-				if v.name == n.Name+"-data" {
+				if strings.HasPrefix(v.name, n.Name+"-data") {
 					t.Errorf("%s got a data volume without rig:clientDataVolume", n.Name)
 				}
 			}
 			continue
 		}
-		v := m.named(t, tokVolume, n.Name+"-data")
-		in := v.inputs
-		if in["type"].StringValue() != s.VolumeType || int(in["size"].NumberValue()) != s.VolumeSize ||
-			int(in["iops"].NumberValue()) != s.VolumeIOPS || !in["encrypted"].BoolValue() ||
-			in["availabilityZone"].StringValue() != n.Zone {
-			t.Errorf("volume %s: %v", v.name, in)
-		}
-		thr, has := in["throughput"]
-		switch {
-		case s.VolumeType == spec.VolumeGP3 && (!has || int(thr.NumberValue()) != s.VolumeThroughput):
-			t.Errorf("volume %s: throughput %v, want %d", v.name, thr, s.VolumeThroughput)
-		case s.VolumeType == spec.VolumeIO2 && has && !thr.IsNull():
-			t.Errorf("volume %s: io2 must not set throughput, got %v", v.name, thr)
-		}
-		a := m.named(t, tokAttach, n.Name+"-data")
-		if a.inputs["deviceName"].StringValue() != spec.DataDeviceName ||
-			a.inputs["instanceId"].StringValue() != "i-"+n.Name || a.inputs["volumeId"].StringValue() != "vol-"+n.Name+"-data" {
-			t.Errorf("attachment %s: %v", a.name, a.inputs)
-		}
-		if !a.inputs["skipDestroy"].IsBool() || !a.inputs["skipDestroy"].BoolValue() {
-			t.Errorf("attachment %s: skipDestroy %v, want true", a.name, a.inputs["skipDestroy"])
-		}
-		for _, opt := range []resource.PropertyKey{"forceDetach", "stopInstanceBeforeDetaching"} {
-			if v, ok := a.inputs[opt]; ok && v.IsBool() && v.BoolValue() {
-				t.Errorf("attachment %s: %s set", a.name, opt)
+		devices := map[string]bool{}
+		for _, sv := range specVols {
+			name := volumeName(s, n.Name, sv.Name)
+			v := m.named(t, tokVolume, name)
+			in := v.inputs
+			if in["type"].StringValue() != sv.Type || int(in["size"].NumberValue()) != sv.Size ||
+				int(in["iops"].NumberValue()) != sv.IOPS || !in["encrypted"].BoolValue() ||
+				in["availabilityZone"].StringValue() != n.Zone {
+				t.Errorf("volume %s: %v", v.name, in)
 			}
-		}
-		inst := m.named(t, tokInstance, n.Name)
-		if !slices.ContainsFunc(inst.deps, func(u string) bool { return strings.HasSuffix(u, "::"+n.Name+"-data") }) {
-			t.Errorf("instance %s does not depend on its data volume: %v", n.Name, inst.deps)
+			thr, has := in["throughput"]
+			switch {
+			case sv.Type == spec.VolumeGP3 && (!has || int(thr.NumberValue()) != sv.Throughput):
+				t.Errorf("volume %s: throughput %v, want %d", v.name, thr, sv.Throughput)
+			case sv.Type == spec.VolumeIO2 && has && !thr.IsNull():
+				t.Errorf("volume %s: io2 must not set throughput, got %v", v.name, thr)
+			}
+			a := m.named(t, tokAttach, name)
+			dev := a.inputs["deviceName"].StringValue()
+			if dev != sv.Device || devices[dev] ||
+				a.inputs["instanceId"].StringValue() != "i-"+n.Name || a.inputs["volumeId"].StringValue() != "vol-"+name {
+				t.Errorf("attachment %s: %v (devices of %s so far: %v)", a.name, a.inputs, n.Name, devices)
+			}
+			devices[dev] = true
+			if !a.inputs["skipDestroy"].IsBool() || !a.inputs["skipDestroy"].BoolValue() {
+				t.Errorf("attachment %s: skipDestroy %v, want true", a.name, a.inputs["skipDestroy"])
+			}
+			for _, opt := range []resource.PropertyKey{"forceDetach", "stopInstanceBeforeDetaching"} {
+				if v, ok := a.inputs[opt]; ok && v.IsBool() && v.BoolValue() {
+					t.Errorf("attachment %s: %s set", a.name, opt)
+				}
+			}
+			inst := m.named(t, tokInstance, n.Name)
+			if !slices.ContainsFunc(inst.deps, func(u string) bool { return strings.HasSuffix(u, "::"+name) }) {
+				t.Errorf("instance %s does not depend on its data volume %s: %v", n.Name, name, inst.deps)
+			}
 		}
 	}
 
@@ -562,10 +580,55 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 		out := m.named(t, tokInstance, nodes[i].Name).outputs
 		if n.Name != nodes[i].Name || n.Role != nodes[i].Role || n.InstanceType != nodes[i].InstanceType || n.AvailabilityZone != nodes[i].Zone ||
 			n.Address != out["publicIp"].StringValue() || n.PrivateAddress != out["privateIp"].StringValue() ||
-			(nodes[i].DataVolume && (n.DataDevice != "vol-"+nodes[i].Name+"-data" || n.DeviceName != spec.DataDeviceName)) ||
-			(!nodes[i].DataVolume && (n.DataDevice != "" || n.DeviceName != "")) ||
+			(nodes[i].DataVolume && (n.DataDevice != "vol-"+volumeName(s, n.Name, specVols[0].Name) || n.DeviceName != spec.DataDeviceName)) ||
+			(!nodes[i].DataVolume && (n.DataDevice != "" || n.DeviceName != "" || len(n.Volumes) != 0)) ||
 			n.SSH == nil || n.SSH.HostKey != key.Public || n.SSH.Port != 22 || n.SSH.User != s.LoginUser() {
 			t.Errorf("inventory node %d: %+v %+v", i, n, n.SSH)
+		}
+	}
+}
+
+// volumeName is the resource name of a node's data volume and of its attachment: NODE-data for
+// the one volume of the volume* keys (so an existing stack keeps its volume), NODE-data-NAME for
+// each of a dataVolumes list.
+func volumeName(s Spec, node, vol string) string {
+	if len(s.DataVolumes) == 0 {
+		return node + "-data"
+	}
+	return node + "-data-" + vol
+}
+
+// checkInventoryVolumes: the inventory carries each volume of a node with data, in attachment
+// order, with its id, device name and what was provisioned, and the agent's device discovery
+// finds each by that id in the NVMe serials of a /sys tree laid out as a Nitro instance shows
+// the attached volumes.
+func checkInventoryVolumes(t *testing.T, s Spec, inv *inventory.Inventory) {
+	t.Helper()
+	for _, n := range inv.Nodes {
+		if n.Role == "client" && !s.ClientDataVolume {
+			continue
+		}
+		if len(n.Volumes) != len(s.Volumes()) {
+			t.Fatalf("%s: volumes %+v, want %d", n.Name, n.Volumes, len(s.Volumes()))
+		}
+		root := t.TempDir()
+		for j, sv := range s.Volumes() {
+			v := n.Volumes[j]
+			thr := sv.Throughput
+			if sv.Type != spec.VolumeGP3 {
+				thr = 0
+			}
+			if v.Name != sv.Name || v.VolumeID != "vol-"+volumeName(s, n.Name, sv.Name) || v.DeviceName != sv.Device ||
+				v.Type != sv.Type || v.SizeGiB != sv.Size || v.IOPS != sv.IOPS || v.ThroughputMiBps != thr {
+				t.Errorf("%s volume %d: %+v, want %+v", n.Name, j, v, sv)
+			}
+			nitroDevice(t, root, fmt.Sprintf("nvme%dn1", j+1), v.VolumeID, sv.Size)
+		}
+		for j, v := range n.Volumes {
+			dev, size, err := disk.FindVolume(root, v.VolumeID)
+			if err != nil || dev != fmt.Sprintf("/dev/nvme%dn1", j+1) || size != uint64(s.Volumes()[j].Size)<<30 {
+				t.Errorf("%s: %s found at %s (%d B), %v", n.Name, v.VolumeID, dev, size, err)
+			}
 		}
 	}
 }
@@ -732,5 +795,39 @@ func TestNoKeyMaterialInOutputs(t *testing.T) {
 	}
 	if !strings.Contains(outs, "ssh-ed25519") {
 		t.Fatalf("outputs should hold the public host keys: %.200s", outs)
+	}
+}
+
+// dataVolumes reads a dataVolumes list as the stack config gives it.
+func dataVolumes(t *testing.T, items ...string) []spec.DataVolume {
+	t.Helper()
+	raw, _ := json.Marshal(items)
+	s, ps := spec.FromConfig("t", "us-east-1", map[string]string{"dataVolumes": string(raw)})
+	if len(ps) != 0 {
+		t.Fatalf("dataVolumes %s: %v", raw, ps)
+	}
+	return s.DataVolumes
+}
+
+// nitroDevice lays out an NVMe EBS device in a /sys tree under root as a Nitro instance shows
+// it: the volume id, without its dash, is the controller's serial.
+func nitroDevice(t *testing.T, root, name, volumeID string, sizeGiB int) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range map[string]string{
+		"size":             fmt.Sprintf("%d\n", sizeGiB<<21), // 512-byte sectors
+		"queue/rotational": "0\n",
+		"device/model":     "Amazon Elastic Block Store              \n",
+		"device/serial":    strings.Replace(volumeID, "vol-", "vol", 1) + "\n",
+	} {
+		p := filepath.Join(root, "sys", "block", name, file)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -367,11 +367,12 @@ func permissions(ctx context.Context, s spec.Spec, c Clients, ami string) Proble
 			return err
 		}},
 		{"ec2:CreateVolume", func() error {
+			v := s.Volumes()[0] // the permission is the same for every volume
 			in := &ec2.CreateVolumeInput{DryRun: aws.Bool(true), AvailabilityZone: aws.String(s.AvailabilityZone),
-				Size: aws.Int32(int32(s.VolumeSize)), VolumeType: ec2types.VolumeType(s.VolumeType), Iops: aws.Int32(int32(s.VolumeIOPS)),
+				Size: aws.Int32(int32(v.Size)), VolumeType: ec2types.VolumeType(v.Type), Iops: aws.Int32(int32(v.IOPS)),
 				Encrypted: aws.Bool(true), TagSpecifications: tags(ec2types.ResourceTypeVolume)}
-			if s.VolumeType == spec.VolumeGP3 {
-				in.Throughput = aws.Int32(int32(s.VolumeThroughput))
+			if v.Type == spec.VolumeGP3 {
+				in.Throughput = aws.Int32(int32(v.Throughput))
 			}
 			_, err := c.EC2.CreateVolume(ctx, in)
 			return err

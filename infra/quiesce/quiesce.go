@@ -11,10 +11,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
-	"github.com/rig-dev/rig/target"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 	"github.com/rig-dev/rig/transport"
 	"github.com/rig-dev/rig/transport/sshx"
@@ -82,45 +82,36 @@ func Nodes(ctx context.Context, inv *inventory.Inventory, o Options) ([]Result, 
 
 func node(ctx context.Context, tr transport.Transport, n inventory.Node, so sshtarget.Options, o Options) Result {
 	res := Result{Node: n.Name}
-	if n.DataDevice == "" {
+	if len(n.DataVolumes()) == 0 {
 		res.Skipped = "no data volume"
 		return res
 	}
 	start := time.Now()
-	fail := func(step string, err error) Result {
-		res.Err = fmt.Errorf("%s: %s: %w", n.Name, step, err)
-		fmt.Fprintf(o.Out, "rig: %s: %s failed: %v\n", n.Name, step, err)
-		return res
-	}
-	staged, err := sshtarget.Stage(ctx, tr, n, so)
-	if err != nil {
-		return fail("start agent", err)
-	}
-	c := target.AgentClient(tr, n, staged.Socket, "")
-	defer c.Close()
-	defer func() {
-		// The agent is stopped on a budget of its own, whatever the steps used up.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := sshtarget.Stop(sctx, tr, n, so); err != nil {
-			o.Logger.Warn("stop agent", "node", n.Name, "err", err)
+	err := sshtarget.WithAgent(ctx, tr, n, so, func(c *agent.Client) error {
+		exit, err := c.StopEngineWithin(ctx, 20*time.Second)
+		if err != nil {
+			return fmt.Errorf("stop engine: %w", err)
 		}
-	}()
-	exit, err := c.StopEngineWithin(ctx, 20*time.Second)
+		res.Engine = exit
+		for _, v := range n.DataVolumes() { // each at its own mount point (inventory.Node.MountPoint)
+			mp := n.MountPoint(o.DataMount, v)
+			u, err := c.Unmount(ctx, disk.UnmountOptions{MountPoint: mp})
+			if err != nil {
+				return fmt.Errorf("sync and unmount %s: %w", mp, err)
+			}
+			res.Unmount, res.Duration = u, time.Since(start)
+			switch {
+			case u.Unmounted:
+				fmt.Fprintf(o.Out, "rig: %s: engine stopped, %s synced (%d ms) and unmounted\n", n.Name, mp, u.SyncMS)
+			default:
+				fmt.Fprintf(o.Out, "rig: %s: engine stopped, nothing mounted at %s\n", n.Name, mp)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fail("stop engine", err)
-	}
-	res.Engine = exit
-	u, err := c.Unmount(ctx, disk.UnmountOptions{MountPoint: o.DataMount})
-	if err != nil {
-		return fail("sync and unmount "+o.DataMount, err)
-	}
-	res.Unmount, res.Duration = u, time.Since(start)
-	switch {
-	case u.Unmounted:
-		fmt.Fprintf(o.Out, "rig: %s: engine stopped, %s synced (%d ms) and unmounted\n", n.Name, o.DataMount, u.SyncMS)
-	default:
-		fmt.Fprintf(o.Out, "rig: %s: engine stopped, nothing mounted at %s\n", n.Name, o.DataMount)
+		res.Err = fmt.Errorf("%s: %w", n.Name, err)
+		fmt.Fprintf(o.Out, "rig: %s: failed: %v\n", n.Name, err)
 	}
 	return res
 }

@@ -55,6 +55,8 @@ var Keys = []Key{
 		Description: "provisioned IOPS of the data volume (gp3 3,000-80,000; io2 100-256,000)"},
 	{Name: "volumeThroughput", Type: TypeInteger, Default: 1000,
 		Description: "gp3 throughput in MiB/s (125-1,000 with the pinned provider); ignored for io2"},
+	{Name: "dataVolumes", Type: TypeArray, Default: []string{},
+		Description: "several data volumes per node, each \"NAME type=gp3 size=GiB iops=N throughput=MiB/s\" (io2: no throughput); replaces the four volume keys above; a playbook picks one with disk.volume: NAME"},
 	{Name: "rootVolumeSize", Type: TypeInteger, Default: 30, Description: "root volume (gp3) size in GiB"},
 	{Name: "clientDataVolume", Type: TypeBoolean, Default: false,
 		Description: "give the load-generator nodes a data volume like the servers'; by default they have only their root volume"},

@@ -35,15 +35,13 @@ func WritePlan(w io.Writer, s Spec) error {
 		return err
 	}
 	writeZones(&b, s)
-	vol := fmt.Sprintf("%s %s GiB, %s IOPS", s.VolumeType, thousands(s.VolumeSize), thousands(s.VolumeIOPS))
-	if s.VolumeType == VolumeGP3 {
-		vol += fmt.Sprintf(", %s MiB/s", thousands(s.VolumeThroughput))
-	}
-	who := "per server (clients: root volume only; rig:clientDataVolume adds one)"
+	who := "per server (clients: root volume only; rig:clientDataVolume adds the same)"
 	if s.ClientDataVolume {
 		who = "per node"
 	}
-	fmt.Fprintf(&b, "  data volume %s: %s, encrypted, attached at %s\n", who, vol, DataDeviceName)
+	for _, v := range s.Volumes() {
+		fmt.Fprintf(&b, "  data volume %s %s: %s, encrypted, attached at %s\n", v.Name, who, v.Describe(), v.Device)
+	}
 	fmt.Fprintf(&b, "  root volume per node: gp3 %s GiB, encrypted\n", thousands(s.RootVolumeSize))
 	if s.SubnetID != "" {
 		fmt.Fprintf(&b, "  network: reuse %s / %s\n", s.VPCID, s.SubnetID)

@@ -138,13 +138,18 @@ func EstimateCost(s Spec) (Estimate, error) {
 	}
 	all := float64(s.Servers + s.Clients)
 	add("public IPv4 addresses", all, "addresses", t.PublicIPv4Hourly)
-	lines, err := t.VolumeLines(s.VolumeType, s.VolumeSize, s.VolumeIOPS, s.VolumeThroughput)
-	if err != nil {
-		return Estimate{}, err
-	}
-	nodes := float64(s.DataVolumes()) // nodes with a data volume
-	for _, l := range lines {
-		add(l.Item, nodes*l.Quantity, l.Unit, l.UnitHour)
+	nodes := float64(s.NodesWithData())
+	for _, v := range s.Volumes() { // every volume of every node that has them
+		lines, err := t.VolumeLines(v.Type, v.Size, v.IOPS, v.Throughput)
+		if err != nil {
+			return Estimate{}, err
+		}
+		for _, l := range lines {
+			if len(s.DataVolumes) > 0 {
+				l.Item = "volume " + v.Name + ": " + l.Item
+			}
+			add(l.Item, nodes*l.Quantity, l.Unit, l.UnitHour)
+		}
 	}
 	add("gp3 root volume storage", all*float64(s.RootVolumeSize), "GB", t.GP3GBMonth/HoursPerMonth)
 	e.ToLimit = e.Hourly * float64(e.Hours)

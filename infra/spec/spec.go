@@ -24,8 +24,9 @@ const (
 	FamilyUbuntu = "ubuntu"
 )
 
-// DataDeviceName is where every node's data volume is attached. On Nitro instances it shows up as
-// an NVMe device whose serial is the volume id, which is how the agent finds it.
+// DataDeviceName is where a node's first data volume is attached (the others: DataVolume.Device).
+// On Nitro instances it shows up as an NVMe device whose serial is the volume id, which is how
+// the agent finds it.
 const DataDeviceName = "/dev/sdf"
 
 // Spec is one test cluster: what Deploy builds and what Validate checks.
@@ -64,6 +65,8 @@ type Spec struct {
 	// ClientDataVolume gives the clients a data volume like the servers'; by default they have
 	// only their root volume (the load generator writes little, and a volume costs money).
 	ClientDataVolume bool
+	// DataVolumes, when given, replace the one volume of the four volume keys (Volumes).
+	DataVolumes []DataVolume
 
 	OperatorCIDRs []string
 	// AllowWideOperatorCIDRs accepts operator CIDRs whose union is wider than a /8 (see
@@ -287,6 +290,9 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 		HostKeySeed:                 raw["hostKeySeed"],
 		Generation:                  str("generation"),
 	}
+	var vprobs Problems
+	s.DataVolumes, vprobs = parseDataVolumes(raw)
+	probs = append(probs, vprobs...)
 	if s.Generation != "" && !generationPattern.MatchString(s.Generation) {
 		probs = append(probs, Problem{Field: "generation", Value: strconv.Quote(s.Generation),
 			Allowed: "what rig up generates, e.g. " + NewGeneration(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)),
@@ -349,8 +355,8 @@ func (s Spec) Nodes() []Node {
 	return out
 }
 
-// DataVolumes is how many nodes get a data volume.
-func (s Spec) DataVolumes() int {
+// NodesWithData is how many nodes get the data volumes.
+func (s Spec) NodesWithData() int {
 	n := s.Servers
 	if s.ClientDataVolume {
 		n += s.Clients

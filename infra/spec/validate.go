@@ -113,77 +113,20 @@ func Validate(s Spec) Problems {
 		errf("sshUser", strconv.Quote(s.SSHUser), "empty or a Linux user name ([a-z_][a-z0-9_-]*)", "")
 	}
 
-	// Data volume on its own.
-	switch s.VolumeType {
-	case VolumeGP3:
-		if s.VolumeSize < GP3MinSize || s.VolumeSize > GP3MaxSize {
-			errf("volumeSize", thousands(s.VolumeSize)+" GiB", fmt.Sprintf("%s-%s GiB for gp3", thousands(GP3MinSize), thousands(GP3MaxSize)), "")
-		}
-		if s.VolumeIOPS < GP3MinIOPS || s.VolumeIOPS > GP3MaxIOPS {
-			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("%s-%s for gp3", thousands(GP3MinIOPS), thousands(GP3MaxIOPS)), "")
-		} else if s.VolumeIOPS > GP3MinIOPS && s.VolumeSize >= GP3MinSize && s.VolumeIOPS > GP3MaxIOPSPerGiB*s.VolumeSize {
-			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("<= %s on %s GiB (500 IOPS per GiB for gp3)",
-				thousands(GP3MaxIOPSPerGiB*s.VolumeSize), thousands(s.VolumeSize)), "raise volumeSize or lower volumeIops")
-		}
-		switch {
-		case s.VolumeThroughput < GP3MinThroughput:
-			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s", "125-1,000 MiB/s for gp3", "")
-		case s.VolumeThroughput > GP3MaxThroughput:
-			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s", "125-1,000 MiB/s for gp3", throughputCapReason)
-		case float64(s.VolumeThroughput) > GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS):
-			need := s.VolumeThroughput * 4 // 0.25 MiB/s per IOPS
-			errf("volumeThroughput", thousands(s.VolumeThroughput)+" MiB/s",
-				fmt.Sprintf("<= %s MiB/s with volumeIops %s (0.25 MiB/s per IOPS for gp3)", units.Group(strconv.FormatFloat(GP3MaxThroughputPerIOPS*float64(s.VolumeIOPS), 'f', -1, 64)), thousands(s.VolumeIOPS)),
-				fmt.Sprintf("raise volumeIops to at least %s", thousands(need)))
-		}
-	case VolumeIO2:
-		if s.VolumeSize < IO2MinSize || s.VolumeSize > IO2MaxSize {
-			errf("volumeSize", thousands(s.VolumeSize)+" GiB", fmt.Sprintf("%s-%s GiB for io2", thousands(IO2MinSize), thousands(IO2MaxSize)), "")
-		}
-		if s.VolumeIOPS < IO2MinIOPS || s.VolumeIOPS > IO2MaxIOPS {
-			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("%s-%s for io2", thousands(IO2MinIOPS), thousands(IO2MaxIOPS)), "")
-		} else if s.VolumeSize >= 1 && s.VolumeIOPS > IO2MaxIOPSPerGiB*s.VolumeSize {
-			errf("volumeIops", thousands(s.VolumeIOPS), fmt.Sprintf("<= %s on %s GiB (1,000 IOPS per GiB for io2)",
-				thousands(IO2MaxIOPSPerGiB*s.VolumeSize), thousands(s.VolumeSize)), "raise volumeSize or lower volumeIops")
-		}
-	default:
-		errf("volumeType", strconv.Quote(s.VolumeType), "gp3 or io2", "")
+	// Data volumes, each on its own and then as a set against the instance they are attached
+	// to, for each role that has them. The set is checked even when a volume is out of range,
+	// so that all problems show at once.
+	vols := s.Volumes()
+	for _, v := range vols {
+		checkVolume(v, errf)
 	}
-
-	// Data volume against the instance it is attached to, for each role that has one.
-	// This runs even when the volume itself is out of range, so that all problems show at once.
-	if s.VolumeType == VolumeGP3 || s.VolumeType == VolumeIO2 {
-		checkBandwidth := func(field string, it InstanceType) {
-			if s.VolumeType == VolumeGP3 {
-				mbps := float64(s.VolumeThroughput) * mibToMB
-				val := fmt.Sprintf("%s MiB/s (%s MB/s)", thousands(s.VolumeThroughput), thousands(int(mbps+0.5)))
-				switch {
-				case mbps > it.EBSMaxMBps:
-					errf("volumeThroughput", val, fmt.Sprintf("<= %s MB/s on %s (its EBS maximum)", fmtMB(it.EBSMaxMBps), it.Name),
-						fmt.Sprintf("%s is %s; pick a larger size or lower volumeThroughput", field, it.Name))
-				case mbps > it.EBSBaselineMBps:
-					warnf("volumeThroughput", val, fmt.Sprintf("<= %s MB/s sustained on %s (its EBS baseline)", fmtMB(it.EBSBaselineMBps), it.Name),
-						fmt.Sprintf("%s is %s: it bursts to %s MB/s for 30 minutes per 24 hours, then a run sees the baseline", field, it.Name, fmtMB(it.EBSMaxMBps)))
-				}
-			}
-			val := thousands(s.VolumeIOPS)
-			switch {
-			case s.VolumeIOPS > it.EBSMaxIOPS:
-				errf("volumeIops", val, fmt.Sprintf("<= %s on %s (its EBS maximum IOPS)", thousands(it.EBSMaxIOPS), it.Name),
-					fmt.Sprintf("%s is %s", field, it.Name))
-			case s.VolumeIOPS > it.EBSBaselineIOPS:
-				warnf("volumeIops", val, fmt.Sprintf("<= %s sustained on %s (its EBS baseline IOPS)", thousands(it.EBSBaselineIOPS), it.Name),
-					fmt.Sprintf("%s is %s: it bursts to %s IOPS for 30 minutes per 24 hours", field, it.Name, thousands(it.EBSMaxIOPS)))
-			}
-		}
-		if serverOK {
-			checkBandwidth("serverInstanceType", serverType)
-		}
-		// Clients are checked only when they get the volume: a client with only its root
-		// volume must not make a valid server choice fail.
-		if s.ClientDataVolume && clientOK && (!serverOK || clientType.Name != serverType.Name) {
-			checkBandwidth("clientInstanceType", clientType)
-		}
+	if serverOK {
+		checkVolumeSet(vols, "serverInstanceType", serverType, errf, warnf)
+	}
+	// Clients are checked only when they get the volumes: a client with only its root volume
+	// must not make a valid server choice fail.
+	if s.ClientDataVolume && clientOK && (!serverOK || clientType.Name != serverType.Name) {
+		checkVolumeSet(vols, "clientInstanceType", clientType, errf, warnf)
 	}
 
 	if s.RootVolumeSize < MinRootVolumeSize || s.RootVolumeSize > MaxRootVolumeSize {

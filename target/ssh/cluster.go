@@ -71,6 +71,15 @@ func New(o TargetOptions) *Target { return &Target{opts: o} }
 // Name names the inventory's source.
 func (t *Target) Name() string { return t.opts.Nodes.Name() }
 
+// Servers are the inventory's servers, with their data volumes (target.Volumed).
+func (t *Target) Servers(ctx context.Context) ([]inventory.Node, error) {
+	inv, err := t.opts.Nodes.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s: %w", t.opts.Nodes.Name(), err)
+	}
+	return inv.Servers(), nil
+}
+
 // Start reads the inventory, opens the SSH transport (host keys verified against it), stages the
 // rig binary on every node (a no-op when its hash matches) and starts one agent per node as a
 // daemon.
