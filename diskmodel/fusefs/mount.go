@@ -215,12 +215,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 // directIO asks the kernel to hand a write-only file's writes straight to the model, past the
-// mount's page cache (FOPEN_DIRECT_IO). Every write still reaches the model as one request of up
-// to maxWrite bytes, as the caller made it, and a write-only file is never read or mapped
-// (mmap needs read access); what it saves is a copy of every write into page-cache pages the
-// model never reads from, about a third of the model's own cost per MiB (docs/disks.md). The
-// kernel drops cached pages of other handles' a direct write overlaps. Readable files keep the
-// page cache: a direct read would cross into the model for every read call.
+// mount's page cache (FOPEN_DIRECT_IO): what it saves is copying every write into page-cache
+// pages nobody reads through that handle (docs/disks.md, "What it costs"). Every write still
+// reaches the model as one request of up to maxWrite bytes, as the caller made it; a direct
+// write drops the cached pages it overlaps, so other handles read it. A write-only file cannot
+// be read or mapped (mmap needs read access); a readable one keeps the page cache, since a
+// direct read would cross into the model for every read call.
 func directIO(flags uint32) uint32 {
 	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		return fuse.FOPEN_DIRECT_IO
