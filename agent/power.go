@@ -36,9 +36,9 @@ var ErrNoPowerCut = errors.New("this agent cannot cut its node's power")
 // cut is under way (and the boot it left) instead of seeing a connection cut mid-request.
 const powerCutDelay = 200 * time.Millisecond
 
-// sysrqReboot is kernel.sysrq's bit for reboot/poweroff (the kernel's admin-guide/sysrq):
-// writing to the trigger file is allowed whatever the sysctl says, but a kernel whose sysrq is
-// 0 says on the console it was disabled, so the agent enables it rather than rely on that.
+// sysrqReboot is kernel.sysrq's bit for reboot/poweroff (the kernel's admin-guide/sysrq). That
+// guide says the sysctl governs the keyboard, not the trigger file; the agent sets the bit
+// anyway, so that a kernel that checks it for the file too cannot turn the cut into a no-op.
 const sysrqReboot = 128
 
 func (s *Server) registerPowerHandlers() {
