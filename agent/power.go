@@ -17,10 +17,11 @@ import (
 // SysRq trigger, which restarts the machine at once, without syncing or unmounting anything, so
 // what the page cache held unwritten is gone.
 //
-// Only an agent started with Options.SysrqTrigger can do it (`rig agent --sysrq-trigger`, which
-// the SSH target's staging passes): the local target's agents and the tests' are started
-// without one and refuse, so a power loss there can never reboot the machine the rig runs on.
-// Only the run holding the agent's lease may ask.
+// Only an agent started with Options.SysrqTrigger can do it (`rig agent --sysrq-trigger`, by
+// hand on a stack's node: the SSH target's staging does not pass it until the controller can
+// bring a rebooted node back, docs/disks.md): the local target's agents and the tests' are
+// started without one and refuse, so a power loss there can never reboot the machine the rig
+// runs on. Only the run holding the agent's lease may ask.
 
 // PowerCutResponse says which boot the power was cut in: the controller knows the node is back
 // when it reports another boot id.
@@ -47,7 +48,7 @@ func (s *Server) registerPowerHandlers() {
 
 func (s *Server) handlePowerCut(w http.ResponseWriter, r *http.Request) {
 	if s.opts.SysrqTrigger == "" {
-		writeErr(w, http.StatusNotImplemented, fmt.Errorf("%w: it was started without --sysrq-trigger (only the SSH target's staging passes it: a power loss on the local target is its disk model's)", ErrNoPowerCut))
+		writeErr(w, http.StatusNotImplemented, fmt.Errorf("%w: it was started without --sysrq-trigger (a power loss on the local target is its disk model's)", ErrNoPowerCut))
 		return
 	}
 	if run := r.Header.Get(HeaderRun); run == "" || run != s.lease.holder() {
