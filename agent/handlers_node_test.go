@@ -26,13 +26,19 @@ type nodeAgent struct {
 
 func startNodeAgent(t *testing.T, dir, root string) *nodeAgent {
 	t.Helper()
-	ln := listenSocket(t, dir)
+	return startAgentWith(t, Options{Dir: dir, Root: root})
+}
+
+// startAgentWith runs Serve with o, on a socket in o.Dir, as node n0.
+func startAgentWith(t *testing.T, o Options) *nodeAgent {
+	t.Helper()
+	o.Listener, o.Node, o.Logger = listenSocket(t, o.Dir), "n0", slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, Options{Listener: ln, Dir: dir, Root: root, Node: "n0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		done <- Serve(ctx, o)
 	}()
-	a := &nodeAgent{c: NewClient("n0", dialSocket(SocketPath(dir)))}
+	a := &nodeAgent{c: NewClient("n0", dialSocket(SocketPath(o.Dir)))}
 	var stopped bool
 	a.stop = func() {
 		if stopped {

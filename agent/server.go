@@ -44,6 +44,9 @@ type Options struct {
 	Binary string // the rig binary to start the engine with (default: this executable)
 	Logger *slog.Logger
 	Node   string // this node's name, reported by ping and stamped on engine transitions
+	// SysrqTrigger is the file a power cut writes "b" to (/proc/sysrq-trigger on a stack's
+	// node: power.go); "" (the local target, tests) refuses every power cut.
+	SysrqTrigger string
 	// Listener, when set, is served instead of listening on Socket (tests).
 	Listener net.Listener
 }
@@ -97,6 +100,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.registerEngineHandlers()
 	s.registerNodeHandlers()
 	s.registerDiskHandlers()
+	s.registerPowerHandlers()
 	s.registerLeaseHandlers(ctx)
 	ln := opts.Listener
 	if ln == nil {

@@ -27,6 +27,7 @@ import (
 // agentOptions are the daemon's flags (subcommands such as `rig agent ping` define their own).
 type agentOptions struct {
 	socket, dir, root, node string
+	sysrqTrigger            string
 	daemon, detached        bool
 	daemonWait              time.Duration
 }
@@ -56,6 +57,7 @@ stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`
 	f.StringVar(&o.dir, "dir", "", "the node's folder: engine runs, logs, transitions (required)")
 	f.StringVar(&o.root, "root", "/", "filesystem root for /proc and /sys")
 	f.StringVar(&o.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
+	f.StringVar(&o.sysrqTrigger, "sysrq-trigger", "", `the file a power cut writes "b" to (/proc/sysrq-trigger: reboot without sync, docs/disks.md); default none: power cuts are refused`)
 	f.BoolVar(&o.daemon, "daemon", false, "start detached and return once the agent answers ping")
 	f.DurationVar(&o.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
 	f.BoolVar(&o.detached, "detached", false, "internal: this process is the detached agent --daemon started")
@@ -116,7 +118,7 @@ func runAgent(cmd *cobra.Command, o agentOptions) error {
 		agent.Version = buildVersion()
 	}
 	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
-	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, Logger: log})
+	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, Logger: log})
 	if err != nil {
 		log.Error("agent stopped", "err", err)
 		return err
@@ -143,6 +145,9 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string, o agentOpt
 	args := []string{"agent", "--detached", "--socket", o.socket, "--dir", dir, "--root", o.root}
 	if o.node != "" {
 		args = append(args, "--node", o.node)
+	}
+	if o.sysrqTrigger != "" {
+		args = append(args, "--sysrq-trigger", o.sysrqTrigger)
 	}
 	c := exec.Command(exe, args...)
 	c.Dir = dir

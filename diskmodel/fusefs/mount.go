@@ -212,7 +212,35 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return wrap(fh, n), ff, 0
+	return wrap(fh, n), ff | directIO(flags), 0
+}
+
+// directIO asks the kernel to hand a write-only file's writes straight to the model, past the
+// mount's page cache (FOPEN_DIRECT_IO): what it saves is copying every write into page-cache
+// pages nobody reads through that handle (docs/disks.md, "What it costs"). Every write still
+// reaches the model as one request of up to maxWrite bytes, as the caller made it; a direct
+// write drops the cached pages it overlaps, so other handles read it. A write-only file cannot
+// be read or mapped (mmap needs read access); a readable one keeps the page cache, since a
+// direct read would cross into the model for every read call.
+func directIO(flags uint32) uint32 {
+	if flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return fuse.FOPEN_DIRECT_IO
+	}
+	return 0
+}
+
+// The model has no extended attributes (ENOSYS: the kernel stops asking, as from a filesystem
+// without them). Else the kernel asks for security.capability before every write to a file
+// (to clear it, file_remove_privs), one more round trip into the model per write request.
+func (n *node) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
+}
+func (n *node) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.ENOSYS
+}
+func (n *node) Removexattr(context.Context, string) syscall.Errno { return syscall.ENOSYS }
+func (n *node) Listxattr(context.Context, []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -224,7 +252,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if !ok { // every inode of the mount is a node (NewNode): not reached
 		return in, fh, ff, 0
 	}
-	return in, wrap(fh, child), ff, 0
+	return in, wrap(fh, child), ff | directIO(flags), 0
 }
 
 // file passes every call through to the loopback file, holding writes and fsyncs as the model

@@ -1,8 +1,10 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/testfs"
+	"golang.org/x/sys/unix"
 )
 
 // mountT mounts a model for the test on a fresh folder over another on the host's disk; it is
@@ -291,5 +294,70 @@ func TestMountRefusesBadInput(t *testing.T) {
 	_, err = Mount(context.Background(), Options{Backing: t.TempDir(), Mountpoint: t.TempDir(), Limits: diskmodel.Limits{IOPS: -1}})
 	if !errors.Is(err, diskmodel.ErrLimits) {
 		t.Fatalf("negative iops: %v", err)
+	}
+}
+
+// A write-only file's writes go past the mount's page cache (directIO), each write(2) one
+// request to the model of up to maxWrite bytes; a file open for reading keeps its cached pages
+// and still reads what a write-only handle wrote since (the kernel drops the pages a direct
+// write overlaps).
+func TestWriteOnlyFilesSkipThePageCache(t *testing.T) {
+	d, backing := mountT(t, diskmodel.Limits{})
+	p := filepath.Join(d.Dir(), "f")
+	old := bytes.Repeat([]byte("a"), 3<<20)
+	if err := os.WriteFile(p, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := io.ReadAll(r); err != nil { // the mount's page cache now holds the file
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := d.Stats().Writes
+	blk := bytes.Repeat([]byte("b"), maxWrite)
+	for i := range 2 {
+		if _, err := w.WriteAt(blk, int64(i)*maxWrite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Stats().Writes - before; n != 2 {
+		t.Errorf("two %d-byte writes reached the model as %d requests; want 2", maxWrite, n)
+	}
+	want := append(bytes.Repeat([]byte("b"), 2<<20), old[2<<20:]...)
+	got := make([]byte, len(want))
+	if _, err := r.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("a handle opened before the direct writes reads %q...; want them", got[:8])
+	}
+	if b, _ := os.ReadFile(filepath.Join(backing, "f")); !bytes.Equal(b, want) {
+		t.Errorf("backing file differs from what was written")
+	}
+}
+
+// The model has no extended attributes: the kernel is told so once (ENOSYS), and then stops
+// asking for security.capability before every write.
+func TestNoExtendedAttributes(t *testing.T) {
+	d, _ := mountT(t, diskmodel.Limits{})
+	p := filepath.Join(d.Dir(), "f")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Getxattr(p, "user.k", make([]byte, 16)); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("getxattr: %v; want EOPNOTSUPP", err)
+	}
+	if err := unix.Setxattr(p, "user.k", []byte("v"), 0); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("setxattr: %v; want EOPNOTSUPP", err)
 	}
 }

@@ -46,10 +46,14 @@ func (n *node) track(fd int, off, end int64) syscall.Errno {
 	defer n.mu.Unlock()
 	n.changes++
 	if !n.dirty {
+		// Through the writer's fd when there is one (no path walk, and right for a file
+		// renamed or unlinked since it was opened), else by path.
 		var st syscall.Stat_t
-		err := syscall.Lstat(n.backing(), &st)
-		if err != nil && fd >= 0 { // an open file unlinked since: its fd still knows
+		var err error
+		if fd >= 0 {
 			err = syscall.Fstat(fd, &st)
+		} else {
+			err = syscall.Lstat(n.backing(), &st)
 		}
 		if err != nil {
 			return fs.ToErrno(err)
