@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Placement puts members (node names) in zones: every pair of members in different zones is
@@ -18,6 +19,9 @@ type Placement struct {
 	Zones   map[string][]string `json:"zones"`
 	Between Shape               `json:"between_zones"`
 }
+
+// IsZero reports a placement with no zones: every member side by side, nothing delayed.
+func (p Placement) IsZero() bool { return len(p.Zones) == 0 && p.Between == Shape{} }
 
 // ErrPlacement is the class of every error in a placement.
 var ErrPlacement = errors.New("placement")
@@ -174,13 +178,27 @@ func (m *Mesh) Heal() {
 	}
 }
 
-// PairProbe is the measured round trip from one member to another.
+// PairProbe is the measured round trip from one member to another: Probe.Set and Jitter are
+// what was asked (the link's shapes), the rest what it achieved. It is also how a run folder
+// keeps it, with the host's load average after the probe.
 type PairProbe struct {
-	From   string `json:"from"`
-	To     string `json:"to"`
-	Target string `json:"target"`
-	Probe  Probe  `json:"probe"`
-	Error  string `json:"error,omitempty"`
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Target  string    `json:"target"`
+	Probe   Probe     `json:"probe"`
+	Error   string    `json:"error,omitempty"`
+	LoadAvg []float64 `json:"load_avg,omitempty"` // 1, 5, 15 min, filled by whoever records it
+}
+
+// Check says how a pair's measured round trip misses the asked one (nil: within tolerance).
+func (pp PairProbe) Check(tolerance float64, floor time.Duration) error {
+	if pp.Error != "" {
+		return fmt.Errorf("round trip %s → %s: %s", pp.From, pp.To, pp.Error)
+	}
+	if err := pp.Probe.Check(tolerance, floor); err != nil {
+		return fmt.Errorf("round trip %s → %s: %w", pp.From, pp.To, err)
+	}
+	return nil
 }
 
 // Probe measures every pair's round trip, one link per ordered pair (the first made), one pair

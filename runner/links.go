@@ -9,7 +9,10 @@ import (
 
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/loadavg"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -25,24 +28,34 @@ func linkers(pb *playbooks.Playbook) []string {
 	return out
 }
 
+// routes are what makes a run's links go through proxies: its placement and its linkers.
+func routes(pb *playbooks.Playbook) []string {
+	lk := linkers(pb)
+	if !pb.Placement.IsZero() {
+		lk = append([]string{"placement: puts the nodes in zones (delays every link between zones)"}, lk...)
+	}
+	return lk
+}
+
 // CheckTarget refuses a plan that needs what the target cannot do: a timeline that acts on
-// network links needs a target.Partitioner (the local target), and such a run's engines are
-// reached through TCP proxies, which carry no UDP, so it cannot also send UDP bursts. rig run
-// checks it before anything starts, rig validate for the target it is asked about.
+// network links, or a placement in zones, needs a target.Partitioner (the local target), and
+// such a run's engines are reached through TCP proxies, which carry no UDP, so it cannot also
+// send UDP bursts. rig run checks it before anything starts, rig validate for the target it is
+// asked about.
 func CheckTarget(plan *playbooks.Plan, t target.Target) error {
 	var errs []error
 	for _, pr := range plan.Runs {
-		lk := linkers(pr.Playbook)
+		lk := routes(pr.Playbook)
 		if len(lk) == 0 {
 			continue
 		}
 		if _, ok := t.(target.Partitioner); !ok {
-			errs = append(errs, fmt.Errorf("run %d: %s: target %s cannot cut links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
+			errs = append(errs, fmt.Errorf("run %d: %s: target %s cannot cut or delay links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
 				pr.Index, lk[0], t.Name()))
 		}
 		for i, a := range pr.Playbook.Timeline {
 			if _, ok := a.Spec.(*actions.Burst); ok {
-				errs = append(errs, fmt.Errorf("run %d: timeline[%d] burst: a timeline that %s cannot also burst: bursts are UDP datagrams, and the links are TCP proxies",
+				errs = append(errs, fmt.Errorf("run %d: timeline[%d] burst: a run that %s cannot also burst: bursts are UDP datagrams, and the links are TCP proxies",
 					pr.Index, i, lk[0]))
 			}
 		}
@@ -101,6 +114,36 @@ func (r *run) clientAddrs() []string {
 	return out
 }
 
+// probeLinks measures, before load, the round trip of every pair of a placement's nodes through
+// its route, records it beside the asked one with the load average, and stops the run when one is
+// off the asked by more than linkproxy.Tolerance (+ Floor): the run would measure another distance.
+func (r *run) probeLinks(ctx context.Context) error {
+	if r.pb.Placement.IsZero() {
+		return nil
+	}
+	lk, ok := r.cl.(target.Links)
+	if !ok {
+		return fmt.Errorf("the cluster of %s routes no links", r.opts.Target.Name())
+	}
+	probes := lk.ProbeLinks(ctx)
+	la := loadavg.Now()
+	var errs []error
+	for i := range probes {
+		pp := &probes[i]
+		pp.LoadAvg = la
+		r.progress("link %s → %s: round trip asked %v, achieved median %v (min %v, max %v)",
+			pp.From, pp.To, pp.Probe.Set, pp.Probe.Median, pp.Probe.Min, pp.Probe.Max)
+		if err := pp.Check(linkproxy.Tolerance, linkproxy.Floor); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.updateManifest(func(m *rundir.Manifest) { m.LinkRTTs = probes })
+	if len(errs) > 0 {
+		return fmt.Errorf("links before load (load average %v): %w", la, errors.Join(errs...))
+	}
+	return nil
+}
+
 // Isolate and Heal act on the cluster's links (actions.Env).
 func (e env) Isolate(_ context.Context, nodes ...string) (int, error) {
 	lk, err := e.links()
@@ -121,7 +164,7 @@ func (e env) Heal(_ context.Context, nodes ...string) (int, error) {
 func (e env) links() (target.Links, error) {
 	lk, ok := e.r.cl.(target.Links)
 	if !e.r.routed || !ok {
-		return nil, errors.New("this run's links are not routed through proxies (no action of its timeline acts on links)")
+		return nil, errors.New("this run's links are not routed through proxies (no action of its timeline acts on links, and it has no placement)")
 	}
 	return lk, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -39,6 +40,10 @@ type StartOptions struct {
 	// Links asks for every engine link to go through a proxy the cluster can cut: only a
 	// Partitioner target is asked, and its cluster is then a Links.
 	Links bool
+	// Placement puts the nodes in zones: every engine link between two zones goes through a
+	// proxy with the placement's shape (with Links, every other link through an undelayed one).
+	// Only a Partitioner target is asked, and its cluster is then a Links.
+	Placement linkproxy.Placement
 }
 
 // Partitioner is a Target that can put a proxy on every link between its nodes (raft peer
@@ -52,6 +57,9 @@ type Partitioner interface {
 
 // Links is a Cluster whose engine links go through proxies it can cut and heal.
 type Links interface {
+	// ProbeLinks measures the round trip of every routed (from, to) pair through its proxy,
+	// one pair after the other.
+	ProbeLinks(ctx context.Context) []linkproxy.PairProbe
 	// Route is the address node from dials to reach addr, a service of node to: a proxy on
 	// from's own address that forwards to addr. One route per (from, addr), made once.
 	Route(ctx context.Context, from, to, addr string) (string, error)
