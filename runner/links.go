@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
@@ -128,14 +131,24 @@ func (r *run) probeLinks(ctx context.Context) error {
 	probes := lk.ProbeLinks(ctx)
 	la := loadavg.Now()
 	var errs []error
+	lo, hi, n := map[time.Duration]time.Duration{}, map[time.Duration]time.Duration{}, map[time.Duration]int{}
 	for i := range probes {
 		pp := &probes[i]
 		pp.LoadAvg = la
-		r.progress("link %s → %s: round trip asked %v, achieved median %v (min %v, max %v)",
-			pp.From, pp.To, pp.Probe.Set, pp.Probe.Median, pp.Probe.Min, pp.Probe.Max)
 		if err := pp.Check(linkproxy.Tolerance, linkproxy.Floor); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		set, med := pp.Probe.Set, pp.Probe.Median
+		if l, ok := lo[set]; !ok || med < l {
+			lo[set] = med
+		}
+		hi[set] = max(hi[set], med)
+		n[set]++
+	}
+	for _, set := range slices.Sorted(maps.Keys(lo)) {
+		r.progress("links: round trip asked %v, achieved medians %v..%v (%d pairs; manifest link_rtts)", set,
+			lo[set].Round(time.Microsecond), hi[set].Round(time.Microsecond), n[set])
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.LinkRTTs = probes })
 	if len(errs) > 0 {
@@ -159,6 +172,27 @@ func (e env) Heal(_ context.Context, nodes ...string) (int, error) {
 		return 0, err
 	}
 	return lk.Heal(nodes...), nil
+}
+
+// delayProbe is how a delay action measures the pairs it changed: a few round trips each, so the
+// timeline is held up by little more than them.
+var delayProbe = linkproxy.ProbeOptions{Count: 5}
+
+func (e env) Delay(ctx context.Context, shape linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairProbe, int, func() int, error) {
+	lk, err := e.links()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	pls, undo, err := lk.AddShape(shape, node, peers...)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	rtts := linkproxy.ProbePairs(ctx, pls, delayProbe)
+	la := loadavg.Now()
+	for i := range rtts {
+		rtts[i].LoadAvg = la
+	}
+	return rtts, len(pls), undo, nil
 }
 
 func (e env) links() (target.Links, error) {

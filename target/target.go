@@ -67,6 +67,10 @@ type Links interface {
 	// how many links it changed.
 	Isolate(nodes ...string) int
 	Heal(nodes ...string) int
+	// AddShape adds shape to each way of every routed link between node and any of peers (no
+	// peers: every link to or from node), on top of the placement's; it returns the pairs it
+	// changed and an undo that takes it off again and says how many links it changed back.
+	AddShape(shape linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairLink, func() int, error)
 }
 
 // Cluster is a started cluster. Its methods are safe for concurrent use.

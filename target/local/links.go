@@ -65,6 +65,14 @@ func (c *Cluster) ProbeLinks(ctx context.Context) []linkproxy.PairProbe {
 	return c.links.mesh.Probe(ctx, linkproxy.ProbeOptions{})
 }
 
+// AddShape adds shape to the links between node and peers (every link of node without peers).
+func (c *Cluster) AddShape(shape linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairLink, func() int, error) {
+	if c.links == nil {
+		return nil, nil, errNoLinks
+	}
+	return c.links.mesh.AddShape(shape, node, peers...)
+}
+
 // Isolate cuts every link to or from the nodes.
 func (c *Cluster) Isolate(nodes ...string) int {
 	l := c.links
