@@ -27,7 +27,7 @@ timeline:
 
 // A real 3-node local run with servers in three zones 2 ms apart: the round trip of every pair
 // through its route is measured before load and recorded beside the asked 4 ms, within 20 %; the
-// run is ok; and the distance takes effect: a probe's commit needs the leader and a follower in
+// run is ok; the links are probed again under load; and the distance takes effect: a probe's commit needs the leader and a follower in
 // another zone, so even the fastest probes take a round trip between zones.
 func TestZonesEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -52,6 +52,15 @@ func TestZonesEndToEnd(t *testing.T) {
 		}
 		if err := pp.Check(linkproxy.Tolerance, 0); err != nil {
 			t.Errorf("%v", err)
+		}
+	}
+	// Probed again halfway through the load, with the run's traffic in the links.
+	if len(m.LinkRTTsLoad) != 8 {
+		t.Errorf("link_rtts_load: %d pairs, want 8: %+v", len(m.LinkRTTsLoad), m.LinkRTTsLoad)
+	}
+	for _, pp := range m.LinkRTTsLoad {
+		if pp.Error != "" || pp.Probe.Set != 4*time.Millisecond || pp.Probe.Min < 4*time.Millisecond {
+			t.Errorf("under load %s → %s: %+v", pp.From, pp.To, pp)
 		}
 	}
 	var s struct {
