@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -97,23 +96,10 @@ func newMeshEnv(t *testing.T) *meshEnv {
 	}
 	t.Cleanup(func() { m.Close() })
 	for _, to := range members[:3] {
-		ln, err := net.Listen("tcp", host+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-			}
-		}()
+		svc := testaddr.Echo(t, host)
 		for _, from := range members {
 			if from != to {
-				if _, err := m.Route(context.Background(), from, to, ln.Addr().String()); err != nil {
+				if _, err := m.Route(context.Background(), from, to, svc); err != nil {
 					t.Fatal(err)
 				}
 			}

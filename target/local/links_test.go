@@ -2,38 +2,18 @@ package local
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/target"
 )
 
 // zonesFirst is this file's first node address (127.0.70.x–127.0.79.x belong to the zones work).
 const zonesFirst = "127.0.71.11"
-
-// echoOn serves an echo on host:0, as an engine's raft or client port.
-func echoOn(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // A placement routes every raft peer link and client link by zone: a link with the zones' shape
 // on the dialer's own address for a pair in two zones, the service itself for a pair in one;
@@ -58,7 +38,7 @@ func TestPlacementRoutesByZone(t *testing.T) {
 		ctx := context.Background()
 		svc := map[string]string{}
 		for _, s := range []string{"node-0", "node-1", "node-2"} {
-			svc[s] = echoOn(t, addr[s])
+			svc[s] = testaddr.Echo(t, addr[s])
 		}
 		for _, from := range []string{"node-0", "node-1", "node-2", "client-0"} {
 			for _, to := range []string{"node-0", "node-1", "node-2"} {
