@@ -12,7 +12,8 @@ import (
 )
 
 // Partitions: with StartOptions.Links, every engine link of a run goes through a user-space TCP
-// proxy (linkproxy) on the dialing node's own address, since this kernel has no netem qdisc.
+// proxy (linkproxy) on the dialing node's own address, since this kernel has no netem qdisc; with
+// StartOptions.Placement, every link between two zones does, delayed by the placement's shape.
 func (t *Target) Partitions() string {
 	return "a user-space TCP proxy (linkproxy) on every raft peer and client link, in the controller"
 }

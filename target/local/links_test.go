@@ -12,7 +12,7 @@ import (
 	"github.com/rig-dev/rig/target"
 )
 
-// zonesFirst is this file's first node address (127.0.70.x–127.0.79.x belong to the zones work).
+// zonesFirst is this file's first node address, its own, so it may run beside other tests.
 const zonesFirst = "127.0.71.11"
 
 // A placement routes every raft peer link and client link by zone: a link with the zones' shape
