@@ -81,3 +81,64 @@ func TestZonesEndToEnd(t *testing.T) {
 		t.Errorf("probe p50 %.0f µs: below the 4 ms round trip between zones that every commit needs", s.Probes.P50Us)
 	}
 }
+
+// delayPlaybook slows the leader's links by 5 ms each way for 3 s, then the links between the two
+// followers by 2 ms for the rest of the run, on top of zones 1 ms apart.
+const delayPlaybook = `
+name: delay
+cluster: {servers: 3, clients: 1}
+engine: {sync_level: 1}
+preload: {orders: 20k}
+load: {probe_rate: 500/s}
+warmup: 2s
+duration: 10s
+placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zones: {delay: 1ms}}
+timeline:
+  - {at: 3s, delay: {node: leader, delay: 5ms, for: 3s}}
+  - {at: 4s, delay: {node: follower, to: other-follower, delay: 2ms}}
+`
+
+// A real run with delay actions: each records the round trips of the links it changed, measured
+// right after on the links themselves (the zones' delay plus its own), the first its end; the run
+// is ok (the servers agree on a final state).
+func TestDelayEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	t.Parallel()
+	res := shortResults(t)
+	dir := runDirOf(t, runRigOK(t, "run", "--results", res, "--first-address", "127.0.76.11", writePlaybook(t, delayPlaybook)))
+	var s summary
+	readJSON(t, filepath.Join(dir, "summary.json"), &s)
+	if s.Status != "ok" {
+		t.Fatalf("status %q: %s %s", s.Status, s.StatusReason, s.Error)
+	}
+	evs, _, err := rundir.ReadEvents(filepath.Join(dir, rundir.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delays, heals []rundir.Event
+	for _, e := range evs {
+		switch {
+		case e.IsAction(rundir.ActDelay):
+			delays = append(delays, e)
+		case e.IsAction(rundir.ActDelayHeal):
+			heals = append(heals, e)
+		}
+	}
+	if len(delays) != 2 || len(heals) != 1 {
+		t.Fatalf("%d delay and %d delay_heal events, want 2 and 1", len(delays), len(heals))
+	}
+	leader, pair := delays[0].Action.Delay, delays[1].Action.Delay
+	// The leader's 2 peers each way and the client's link to it; the followers' 2 links.
+	if leader.Links != 5 || len(leader.RTTs) != 5 || pair.Links != 2 || len(pair.RTTs) != 2 || heals[0].Action.Delay.Links != 5 {
+		t.Fatalf("delays %+v, %+v, heal %+v", leader, pair, heals[0].Action.Delay)
+	}
+	for _, d := range []*rundir.DelayAction{leader, pair} {
+		for _, r := range d.RTTs {
+			if r.Error != "" || r.Probe.Min < r.Probe.Set || r.Probe.Set < 2*time.Duration(d.DelayMs*1e6) {
+				t.Errorf("%s → %s after a %v ms delay: %+v", r.From, r.To, d.DelayMs, r)
+			}
+		}
+	}
+}
