@@ -9,17 +9,21 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// zonesPlaybook puts the client with node-0 and every other server in a zone of its own, 2 ms
-// apart each way, and steps the leader down once.
-const zonesPlaybook = `
-name: zones
+// zonesRun is a short run with the client beside node-0 and every other server in a zone of its
+// own; a playbook adds its name, the distance and its timeline.
+const zonesRun = `
 cluster: {servers: 3, clients: 1}
 engine: {sync_level: 1}
 preload: {orders: 20k}
 load: {probe_rate: 500/s}
 warmup: 2s
 duration: 10s
-placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zones: {delay: 2ms}}
+placement:
+  zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}
+`
+
+// zonesPlaybook puts the zones 2 ms apart each way and steps the leader down once.
+const zonesPlaybook = "name: zones" + zonesRun + `  between_zones: {delay: 2ms}
 timeline:
   - {at: 3s, wait_for: {stable_leader: 1s}}
   - {at: 3s, step_down: {}}
@@ -27,8 +31,9 @@ timeline:
 
 // A real 3-node local run with servers in three zones 2 ms apart: the round trip of every pair
 // through its route is measured before load and recorded beside the asked 4 ms, within 20 %; the
-// run is ok; the links are probed again under load; and the distance takes effect: a probe's commit needs the leader and a follower in
-// another zone, so even the fastest probes take a round trip between zones.
+// links are probed again under load; the run is ok; and the distance takes effect: a probe's
+// commit needs the leader and a follower in another zone, so the median probe takes at least a
+// round trip between zones.
 func TestZonesEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
@@ -84,15 +89,7 @@ func TestZonesEndToEnd(t *testing.T) {
 
 // delayPlaybook slows the leader's links by 5 ms each way for 3 s, then the links between the two
 // followers by 2 ms for the rest of the run, on top of zones 1 ms apart.
-const delayPlaybook = `
-name: delay
-cluster: {servers: 3, clients: 1}
-engine: {sync_level: 1}
-preload: {orders: 20k}
-load: {probe_rate: 500/s}
-warmup: 2s
-duration: 10s
-placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zones: {delay: 1ms}}
+const delayPlaybook = "name: delay" + zonesRun + `  between_zones: {delay: 1ms}
 timeline:
   - {at: 3s, delay: {node: leader, delay: 5ms, for: 3s}}
   - {at: 4s, delay: {node: follower, to: other-follower, delay: 2ms}}
