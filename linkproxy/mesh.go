@@ -151,7 +151,7 @@ func (m *Mesh) zoneShape(from, to string) Shape {
 // (no peers: every link to or from member), on top of the shape the placement gives it. It
 // returns the pairs it changed and a function that takes s off them again (once), which
 // returns how many links it changed back. Added shapes add up: two at once on a link delay it
-// by both.
+// by both. Only links made so far are changed (a run makes every route before its timeline).
 func (m *Mesh) AddShape(s Shape, member string, peers ...string) ([]PairLink, func() int, error) {
 	if err := s.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: added shape: %v", ErrPlacement, err)

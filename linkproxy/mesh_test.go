@@ -174,3 +174,25 @@ func TestMeshAddShape(t *testing.T) {
 		t.Errorf("jitter above delay: %v", err)
 	}
 }
+
+// A probe is off the asked round trip beyond the tolerance of it plus the floor, either way.
+func TestProbeCheck(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		median time.Duration
+		n      int
+		off    bool
+	}{
+		{4 * ms, 20, false}, {5 * ms, 20, false}, {5200 * time.Microsecond, 20, true},
+		{2800 * time.Microsecond, 20, true}, {3 * ms, 20, false}, {4 * ms, 0, true},
+	} {
+		err := Probe{Set: 4 * ms, Median: tc.median, N: tc.n}.Check(0.2, 300*time.Microsecond)
+		if off := errors.Is(err, ErrOffShape); off != tc.off {
+			t.Errorf("median %v over %d: %v; want off %v (allowed 4ms ± 1.1ms)", tc.median, tc.n, err, tc.off)
+		}
+	}
+	pp := PairProbe{From: "node-0", To: "node-1", Probe: Probe{Set: 4 * ms, Median: 9 * ms, Min: 8 * ms, Max: 12 * ms, N: 20}}
+	if err := pp.Check(Tolerance, Floor); err == nil || err.Error() != "round trip node-0 → node-1: off the asked: asked 4ms, achieved 9ms (median of 20; min 8ms, max 12ms); allowed 4ms ± 1.1ms (20 % + 300µs)" {
+		t.Errorf("pair check: %v", err)
+	}
+}

@@ -46,7 +46,7 @@ const (
 )
 
 // ErrOffShape classifies a probe whose round trip is not the asked one.
-var ErrOffShape = errors.New("round trip off the asked")
+var ErrOffShape = errors.New("off the asked")
 
 // Check says how the probe's median round trip misses Set by more than tolerance × Set + floor.
 func (p Probe) Check(tolerance float64, floor time.Duration) error {
