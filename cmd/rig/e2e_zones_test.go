@@ -30,10 +30,10 @@ timeline:
 `
 
 // A real 3-node local run with servers in three zones 2 ms apart: the round trip of every pair
-// through its route is measured before load and recorded beside the asked 4 ms, within 20 % + 300 µs; the
-// links are probed again under load; the run is ok; and the distance takes effect: a probe's
-// commit needs the leader and a follower in another zone, so the median probe takes at least a
-// round trip between zones.
+// through its route is measured before load and recorded beside the asked 4 ms, within
+// 20 % + 300 µs; the links are probed again under load; the run is ok; and the distance takes
+// effect: a probe's commit needs the leader and a follower in another zone, so the median probe
+// takes at least a round trip between zones.
 func TestZonesEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
