@@ -16,6 +16,7 @@ import (
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -139,6 +140,12 @@ type Env interface {
 	// many links it changed. They fail on a run whose links are not routed (no Linker in it).
 	Isolate(ctx context.Context, nodes ...string) (int, error)
 	Heal(ctx context.Context, nodes ...string) (int, error)
+	// Delay adds shape to each way of every peer and client link between node and any of peers
+	// (no peers: every link of node) on top of the placement's, measures each changed pair's
+	// round trip through its link, and returns those, how many links it changed, and an undo
+	// that takes the shape off again (how many links it changed back). It fails on a run whose
+	// links are not routed.
+	Delay(ctx context.Context, shape linkproxy.Shape, node string, peers ...string) (rtts []linkproxy.PairProbe, links int, undo func() int, err error)
 	// WaitStableLeader waits until every server is ready and the leader has not changed for
 	// stable, until deadline.
 	WaitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error
@@ -222,4 +229,5 @@ func init() {
 	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
 	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
 	Register(func() Spec { return &Partition{} })
+	Register(func() Spec { return &Delay{} })
 }

@@ -45,3 +45,8 @@ func CheckStackName(what, name string) error {
 	}
 	return CheckName(what, name)
 }
+
+// ServerName and ClientName are the names of a cluster's i-th server and client (from 0), as
+// every target lays them out and playbooks refer to them.
+func ServerName(i int) string { return fmt.Sprintf("node-%d", i) }
+func ClientName(i int) string { return fmt.Sprintf("client-%d", i) }

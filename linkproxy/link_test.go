@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -112,6 +114,34 @@ func TestDelayMeasured(t *testing.T) {
 			}
 			check("probe", p)
 		})
+	}
+}
+
+// TestDelayBesideBusyGoroutines: a link keeps its delay while every P the process had before it
+// is busy (a controller proxying a run's traffic on a loaded host). Its timer thread wakes from
+// nanosleep and needs a P to hand a chunk on; without one of its own it waited up to the
+// scheduler's 10 ms time slice per hop, and this link's 4 ms round trip came out at 40-80 ms.
+func TestDelayBesideBusyGoroutines(t *testing.T) {
+	busy := runtime.GOMAXPROCS(0)
+	ms2 := Shape{Delay: 2 * time.Millisecond}
+	l := startLink(t, echoServer(t), ms2, ms2)
+	var stop atomic.Bool
+	defer stop.Store(true)
+	for range busy {
+		go func() {
+			for n := 0; !stop.Load(); n++ {
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	p, err := l.Probe(context.Background(), ProbeOptions{Count: 20})
+	stop.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d busy goroutines: %v", busy, p)
+	if p.Median > 2*p.Set {
+		t.Errorf("median round trip %v with every earlier P busy; want near the set %v", p.Median, p.Set)
 	}
 }
 

@@ -36,6 +36,31 @@ func (p Probe) String() string {
 		p.Set, p.Jitter, p.Min, p.Median, p.Mean, p.Max, p.N, p.Size)
 }
 
+// Tolerance and Floor are how far a probe's median round trip may be from the one asked for
+// (Probe.Set) before a run stops: Tolerance of the asked, plus Floor, which covers what the
+// path costs with no delay asked (loopback and the link's two hops, tens of µs each on an idle
+// machine, a few hundred on a busy one).
+const (
+	Tolerance = 0.2
+	Floor     = 300 * time.Microsecond
+)
+
+// ErrOffShape classifies a probe whose round trip is not the asked one.
+var ErrOffShape = errors.New("off the asked")
+
+// Check says how the probe's median round trip misses Set by more than tolerance × Set + floor.
+func (p Probe) Check(tolerance float64, floor time.Duration) error {
+	if p.N == 0 {
+		return fmt.Errorf("%w: nothing measured", ErrOffShape)
+	}
+	allowed := time.Duration(tolerance*float64(p.Set)) + floor
+	if off := p.Median - p.Set; off > allowed || -off > allowed {
+		return fmt.Errorf("%w: asked %v, achieved %v (median of %d; min %v, max %v); allowed %v ± %v (%.0f %% + %v)",
+			ErrOffShape, p.Set, p.Median, p.N, p.Min, p.Max, p.Set, allowed, tolerance*100, floor)
+	}
+	return nil
+}
+
 // prober is a second way through the link, shaped and cut like the first, that ends at an echo
 // listener on the target's host instead of the target: the link's round trip can be measured
 // without the target's service taking part.

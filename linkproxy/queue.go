@@ -54,6 +54,21 @@ func (h *chunkHeap) Pop() any {
 // pushed meanwhile with an earlier due time (jitter) waits for the head, at most preciseWindow.
 const preciseWindow = 2 * time.Millisecond
 
+// The queue's thread wakes from nanosleep, a system call, and needs a P (a Go scheduler slot) to
+// hand the chunk on. With every P held (a controller proxying a run's traffic on a loaded host)
+// it waits for one, up to the scheduler's 10 ms time slice, so a hop went out up to 10 ms late:
+// a 2 ms-each-way link measured 40-80 ms round trips beside two busy goroutines in the process, and
+// 4.1 ms with one P more (TestDelayBesideBusyGoroutines). So every queue adds a P for as long as it
+// runs: its thread mostly sleeps, so the P costs nothing but is free when it wakes. (The engine
+// does the same for its UDP receive thread.)
+var procsMu sync.Mutex
+
+func addProcs(n int) {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + n)
+}
+
 // timerQueue hands every chunk to its writer at its due time: one goroutine per link serves
 // the chunks of all its connections and both directions.
 type timerQueue struct {
@@ -68,6 +83,7 @@ type timerQueue struct {
 
 func newTimerQueue() *timerQueue {
 	q := &timerQueue{wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	addProcs(1)
 	go q.run()
 	return q
 }
@@ -107,6 +123,7 @@ func (q *timerQueue) close() {
 
 func (q *timerQueue) run() {
 	defer close(q.done)
+	defer addProcs(-1)
 	// The thread's timer slack changes, so it must end with this goroutine.
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // best effort: else up to 50 µs late

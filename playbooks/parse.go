@@ -28,7 +28,7 @@ const (
 const maxRuns = 1000
 
 var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load", "disk",
-	"warmup", "duration", "timeline", "matrix", "rounds", "snapshot_warm_from"}
+	"placement", "warmup", "duration", "timeline", "matrix", "rounds", "snapshot_warm_from"}
 
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
@@ -119,6 +119,8 @@ func (r *reader) read(data []byte) *Playbook {
 			r.section(p, key, kv.Value)
 		case "tuning":
 			r.tuning(p, kv.Value)
+		case "placement":
+			r.placement(p, kv.Value)
 		case "timeline":
 			r.timeline(p, kv.Value)
 		case "matrix":

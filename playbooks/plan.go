@@ -25,6 +25,12 @@ func (p *Playbook) Clone() *Playbook {
 	if p.Engine.Values != nil {
 		c.Engine.Values = maps.Clone(p.Engine.Values)
 	}
+	if p.Placement.Zones != nil {
+		c.Placement.Zones = map[string][]string{}
+		for z, ms := range p.Placement.Zones {
+			c.Placement.Zones[z] = slices.Clone(ms)
+		}
+	}
 	if p.Timeline != nil {
 		c.Timeline = make([]Action, len(p.Timeline))
 		for i, a := range p.Timeline {
@@ -276,6 +282,17 @@ func (pl *Plan) Print(w io.Writer) {
 		v("preload.orders", units.FormatCount(p.Preload.Orders)), v("preload.instruments", fmt.Sprint(p.Preload.Instruments)))
 	line("load", "%s probes, warm-up %s excluded, duration %s",
 		v("load.probe_rate", units.FormatRate(p.Load.ProbeRate)), v("warmup", units.FormatDuration(p.Warmup)), v("duration", units.FormatDuration(p.Duration)))
+	if pz := p.Placement; !pz.IsZero() {
+		var zs []string
+		for _, z := range slices.Sorted(maps.Keys(pz.Zones)) {
+			zs = append(zs, z+": "+strings.Join(pz.Zones[z], ", "))
+		}
+		between := v(betweenPath+".delay", units.FormatDuration(pz.Between.Delay))
+		if _, vary := varied[betweenPath+".jitter"]; vary || pz.Between.Jitter > 0 {
+			between += " ± " + v(betweenPath+".jitter", units.FormatDuration(pz.Between.Jitter))
+		}
+		line("placement", "zones %s; %s each way between zones", strings.Join(zs, "; "), between)
+	}
 	if len(p.Timeline) == 0 {
 		line("timeline", "none (the probe stream alone)")
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
@@ -21,12 +22,14 @@ type Playbook struct {
 	Preload     Preload   `json:"preload"`
 	Load        Load      `json:"load"`
 	// Disk is the disk model under every server's engine data; zero: the target's own disk.
-	Disk     diskmodel.Limits `json:"disk,omitzero"`
-	Warmup   time.Duration    `json:"warmup"`   // probes before this offset are excluded from figures
-	Duration time.Duration    `json:"duration"` // from load start to end of run
-	Timeline []Action         `json:"timeline"`
-	Matrix   []Axis           `json:"matrix,omitempty"`
-	Rounds   int              `json:"rounds"`
+	Disk diskmodel.Limits `json:"disk,omitzero"`
+	// Placement puts the nodes in zones with a distance between them; zero: side by side.
+	Placement linkproxy.Placement `json:"placement,omitzero"`
+	Warmup    time.Duration       `json:"warmup"`   // probes before this offset are excluded from figures
+	Duration  time.Duration       `json:"duration"` // from load start to end of run
+	Timeline  []Action            `json:"timeline"`
+	Matrix    []Axis              `json:"matrix,omitempty"`
+	Rounds    int                 `json:"rounds"`
 	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`

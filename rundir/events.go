@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/linkproxy"
 )
 
 // Kind is an event's kind: which of Event's payloads it carries.
@@ -59,6 +60,9 @@ const (
 	// ActPartition cuts every peer and client link of a node; ActHeal is its scheduled heal.
 	ActPartition ActionName = "partition"
 	ActHeal      ActionName = "heal"
+	// ActDelay adds a delay to links of a node; ActDelayHeal takes it off again.
+	ActDelay     ActionName = "delay"
+	ActDelayHeal ActionName = "delay_heal"
 )
 
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
@@ -98,6 +102,23 @@ type Action struct {
 	Burst    *BurstSeries
 	// Partition is the payload of partition and heal.
 	Partition *PartitionAction
+	// Delay is the payload of delay and delay_heal.
+	Delay *DelayAction
+}
+
+// DelayAction is a delay added to (or taken off) each way of a node's links: every peer and
+// client link of it, or only those to To. As and To are how the playbook named the nodes
+// ("" To: every link of the node); Links how many links changed; RTTs the round trip each changed
+// pair measured through its link right after (as asked: probe.set_ns, and achieved).
+type DelayAction struct {
+	As       string                `json:"as,omitempty"`
+	To       string                `json:"to,omitempty"`
+	ToNode   string                `json:"to_node,omitempty"`
+	DelayMs  float64               `json:"delay_ms"`
+	JitterMs float64               `json:"jitter_ms,omitempty"`
+	ForMs    float64               `json:"for_ms,omitempty"`
+	Links    int                   `json:"links"`
+	RTTs     []linkproxy.PairProbe `json:"rtts,omitempty"`
 }
 
 // PartitionAction is a node cut off from (or healed back to) every other node and client: As is
@@ -241,6 +262,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			detail = a.Burst
 		case a.Partition != nil:
 			detail = a.Partition
+		case a.Delay != nil:
+			detail = a.Delay
 		}
 	case KindPhase:
 		p := e.Phase
@@ -305,6 +328,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		case ActPartition, ActHeal:
 			a.Partition = &PartitionAction{}
 			err = detail(a.Partition)
+		case ActDelay, ActDelayHeal:
+			a.Delay = &DelayAction{}
+			err = detail(a.Delay)
 		}
 		if err != nil {
 			return err

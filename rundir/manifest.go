@@ -17,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/linkproxy"
 )
 
 // Run statuses.
@@ -63,8 +64,14 @@ type Manifest struct {
 	// DiskModels: per server, the disk model asked for (the playbook's disk:) and what a probe of
 	// it delivered before load.
 	DiskModels map[string]diskmodel.Record `json:"disk_models,omitempty"`
-	Warnings   []string                    `json:"warnings,omitempty"`
-	Phases     []PhaseMark                 `json:"phases,omitempty"` // controller stages with load average at each
+	// LinkRTTs: with a placement (zones), every routed pair's round trip through its proxy as
+	// asked (probe.set_ns, jitter_ns) and as a probe measured it before load, with the load average.
+	LinkRTTs []linkproxy.PairProbe `json:"link_rtts,omitempty"`
+	// LinkRTTsLoad: the same probe halfway through the measured load, the run's traffic in the
+	// links (a proxy short of CPU delivers late); off the asked, it is a warning, not a stop.
+	LinkRTTsLoad []linkproxy.PairProbe `json:"link_rtts_load,omitempty"`
+	Warnings     []string              `json:"warnings,omitempty"`
+	Phases       []PhaseMark           `json:"phases,omitempty"` // controller stages with load average at each
 	// TuningSkipped says why the playbook's kernel tuning was not applied at all (empty: it was,
 	// or there was none): every tuning setting of the run then had no effect.
 	TuningSkipped string `json:"tuning_skipped,omitempty"`

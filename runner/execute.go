@@ -27,7 +27,8 @@ const (
 func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	cl, err := r.opts.Target.Start(ctx, target.StartOptions{
 		RunDir: r.dir, Run: r.id, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
-		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress, Links: r.routed,
+		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress,
+		Links: len(linkers(r.pb)) > 0, Placement: r.pb.Placement,
 	})
 	if err != nil {
 		return nil, err
@@ -114,6 +115,9 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 			return cleanup, err
 		}
 	} else if err := r.preload(ctx); err != nil {
+		return cleanup, err
+	}
+	if err := r.probeLinks(ctx); err != nil {
 		return cleanup, err
 	}
 	if err := r.load(ctx); err != nil {

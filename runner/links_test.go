@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -42,13 +43,41 @@ func TestCheckTargetPartition(t *testing.T) {
 		t.Errorf("fake target: %v; want a refusal naming timeline[0] and the local target", err)
 	}
 	_, err = Run(t.Context(), plan, Options{Target: &fakeTarget{}, ResultsDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "cannot cut links") {
+	if err == nil || !strings.Contains(err.Error(), "cannot cut or delay links") {
 		t.Errorf("Run on the fake target: %v; want the refusal", err)
 	}
 	// UDP bursts do not go through TCP proxies.
 	burst := planOf(t, partitionYAML+"  - {at: 12s, burst: {messages: 100, every: 1s, count: 1}}\n")
 	if err := CheckTarget(burst, local.New(local.Options{})); err == nil || !strings.Contains(err.Error(), "timeline[1] burst") {
 		t.Errorf("partition + burst: %v; want timeline[1] refused", err)
+	}
+}
+
+// A placement in zones needs a target that routes links as a partition does: the SSH target
+// (the fake here) is refused before anything starts, naming the placement; so is a UDP burst.
+func TestCheckTargetPlacement(t *testing.T) {
+	const zonesYAML = `
+name: z
+cluster: {servers: 3, clients: 1}
+load: {probe_rate: 100/s}
+duration: 20s
+placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zones: {delay: 1ms}}
+`
+	plan := planOf(t, zonesYAML)
+	if err := CheckTarget(plan, local.New(local.Options{})); err != nil {
+		t.Errorf("local target refused: %v", err)
+	}
+	res := t.TempDir()
+	_, err := Run(t.Context(), plan, Options{Target: &fakeTarget{}, ResultsDir: res})
+	if err == nil || !strings.Contains(err.Error(), "placement: puts the nodes in zones") || !strings.Contains(err.Error(), "cannot cut or delay links") {
+		t.Errorf("Run on the fake target: %v; want the refusal naming the placement", err)
+	}
+	if ents, _ := os.ReadDir(res); len(ents) != 0 {
+		t.Errorf("the refused run made %d entries in the results folder", len(ents))
+	}
+	burst := planOf(t, zonesYAML+"timeline:\n  - {at: 2s, burst: {messages: 100}}\n")
+	if err := CheckTarget(burst, local.New(local.Options{})); err == nil || !strings.Contains(err.Error(), "timeline[0] burst: a run that placement") {
+		t.Errorf("placement + burst: %v; want timeline[0] refused", err)
 	}
 }
 

@@ -148,7 +148,15 @@ func (r *run) load(ctx context.Context) error {
 			r.markAt("warmup_end", start.Add(r.pb.Warmup))
 		}
 	}()
-	defer func() { tlCancel(); <-warmupDone }()
+	// With a placement, the links are probed again halfway through the measured load.
+	linksDone := make(chan struct{})
+	go func() {
+		defer close(linksDone)
+		if !r.pb.Placement.IsZero() && ctxtime.SleepUntil(tlCtx, start.Add(r.pb.Warmup+(r.pb.Duration-r.pb.Warmup)/2)) == nil {
+			r.probeLinksUnderLoad(tlCtx)
+		}
+	}()
+	defer func() { tlCancel(); <-warmupDone; <-linksDone }()
 	tlDone := make(chan error, 1)
 	go func() { tlDone <- r.runTimeline(tlCtx) }()
 	var tlErr, lgErr error

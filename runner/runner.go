@@ -198,8 +198,9 @@ type run struct {
 	ev       *rundir.EventLog
 
 	cl target.Cluster // nil until the target started it
-	// routed: the timeline acts on links (actions.Linker), so the cluster is started with
-	// StartOptions.Links and every engine link goes through its proxies (links.go).
+	// routed: the timeline acts on links (actions.Linker) or the playbook places its nodes in
+	// zones, so the cluster is started with StartOptions.Links or Placement and the engine links
+	// go through its proxies (links.go).
 	routed bool
 	// stopLeases stops renewing the agents' leases (lease.go)
 	stopLeases func()
@@ -306,7 +307,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
 		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
-		killed: map[string]bool{}, routed: len(linkers(pb)) > 0}
+		killed: map[string]bool{}, routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero()}
 	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err

@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -39,18 +40,23 @@ type StartOptions struct {
 	// Links asks for every engine link to go through a proxy the cluster can cut: only a
 	// Partitioner target is asked, and its cluster is then a Links.
 	Links bool
+	// Placement puts the nodes in zones: every engine link between two zones goes through a
+	// proxy with the placement's shape (with Links, every other link through an undelayed one).
+	// Only a Partitioner target is asked, and its cluster is then a Links.
+	Placement linkproxy.Placement
 }
 
 // Partitioner is a Target that can put a proxy on every link between its nodes (raft peer
-// traffic and client traffic) and cut and heal them: the local target, through linkproxy, as
-// this kernel has no netem qdisc. Started with StartOptions.Links, its Cluster is a Links.
+// traffic and client traffic), delay them and cut and heal them: the local target, through
+// linkproxy, as this kernel has no netem qdisc. Started with StartOptions.Links or Placement,
+// its Cluster is a Links.
 // Partitions says how, for the plan and the manifest.
 type Partitioner interface {
 	Target
 	Partitions() string
 }
 
-// Links is a Cluster whose engine links go through proxies it can cut and heal.
+// Links is a Cluster whose engine links go through proxies it can delay, cut and heal.
 type Links interface {
 	// Route is the address node from dials to reach addr, a service of node to: a proxy on
 	// from's own address that forwards to addr. One route per (from, addr), made once.
@@ -59,6 +65,13 @@ type Links interface {
 	// how many links it changed.
 	Isolate(nodes ...string) int
 	Heal(nodes ...string) int
+	// AddShape adds shape to each way of every routed link between node and any of peers (no
+	// peers: every link to or from node), on top of the placement's; it returns the pairs it
+	// changed and an undo that takes it off again and says how many links it changed back.
+	AddShape(shape linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairLink, func() int, error)
+	// ProbeLinks measures the round trip of every routed (from, to) pair through its proxy,
+	// one pair after the other.
+	ProbeLinks(ctx context.Context) []linkproxy.PairProbe
 }
 
 // Cluster is a started cluster. Its methods are safe for concurrent use.

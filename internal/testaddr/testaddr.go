@@ -1,7 +1,8 @@
-// Package testaddr hands tests a free TCP address on loopback.
+// Package testaddr hands tests a free TCP address on loopback, or an echo service on one.
 package testaddr
 
 import (
+	"io"
 	"net"
 	"testing"
 )
@@ -15,5 +16,26 @@ func Free(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Echo serves, until the test ends, an echo on host (any free port) and returns its address: a
+// stand-in for a service behind a link (an engine's raft or client port).
+func Echo(t testing.TB, host string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
 	return ln.Addr().String()
 }

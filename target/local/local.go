@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,10 +77,10 @@ func (t *Target) Inventory(dir string, servers, clients int) (*inventory.Invento
 		inv.Nodes = append(inv.Nodes, inventory.Node{Name: name, Role: role, Address: ip.String(), PrivateAddress: ip.String(), Dir: filepath.Join(dir, name)})
 	}
 	for i := 0; i < servers; i++ {
-		add("node-"+strconv.Itoa(i), inventory.RoleServer, i)
+		add(inventory.ServerName(i), inventory.RoleServer, i)
 	}
 	for i := 0; i < clients; i++ {
-		add("client-"+strconv.Itoa(i), inventory.RoleClient, servers+i)
+		add(inventory.ClientName(i), inventory.RoleClient, servers+i)
 	}
 	if int(first[3])+len(inv.Nodes) > 255 {
 		return nil, fmt.Errorf("local target: %d nodes do not fit after %s", len(inv.Nodes), first)
@@ -120,8 +119,8 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 		}
 		c.locks = append(c.locks, f)
 	}
-	if so.Links {
-		if err := c.startLinks(); err != nil {
+	if so.Links || !so.Placement.IsZero() {
+		if err := c.startLinks(so); err != nil {
 			c.Stop(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -154,7 +153,7 @@ type Cluster struct {
 	done   map[string]chan struct{}
 	disks  []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
 	diskOf map[string]*fusefs.Disk
-	links  *links // the link mesh (StartOptions.Links), closed at Stop; nil: none
+	links  *links // the link mesh (StartOptions.Links, Placement), closed at Stop; nil: none
 }
 
 var (

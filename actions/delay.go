@@ -1,0 +1,152 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/internal/ctxtime"
+	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/linkproxy"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Delay slows a server's links for a while: each way of every raft peer link and client link to
+// or from it (or only the links between it and To) is delayed by Delay ± Jitter on top of what
+// the placement gives them, then, For later, set back on their own timer so the timeline goes on
+// meanwhile (without For, for the rest of the run). Each changed pair's round trip is measured
+// through its link right after and recorded with the event: the effect, not only the request.
+//
+// There is no loss kind: the links are TCP proxies, and TCP loses no bytes once a proxy has read
+// them. A proxy that "dropped" a chunk would have to stall the stream by a retransmission timeout
+// it can only guess (the sender's RTO, which depends on its own RTT estimate and backoff), so
+// what a run measured would be the guess, not a lossy network; docs/playbooks.md says so.
+type Delay struct {
+	Node   string        `json:"node"`         // leader | follower | other-follower | node-N
+	To     string        `json:"to,omitempty"` // only the links between Node and To ("" every link of Node)
+	Delay  time.Duration `json:"delay"`
+	Jitter time.Duration `json:"jitter,omitempty"`
+	For    time.Duration `json:"for,omitempty"` // 0: until the run ends
+}
+
+func (*Delay) Kind() string  { return string(rundir.ActDelay) }
+func (*Delay) Links() string { return "delays a server's links" }
+
+func (*Delay) Fields() []Field {
+	return []Field{
+		textField("node", CheckNodeForm, func(d *Delay) *string { return &d.Node }),
+		textField("to", CheckNodeForm, func(d *Delay) *string { return &d.To }),
+		durationField("delay", time.Microsecond, 10*time.Second, "a duration from 1us to 10s, e.g. 5ms: added to each way of the links, so a round trip grows by twice it",
+			func(d *Delay) *time.Duration { return &d.Delay }),
+		durationField("jitter", 0, 10*time.Second, "a duration from 0 to the delay, e.g. 500us: each chunk's added delay is drawn within ± it",
+			func(d *Delay) *time.Duration { return &d.Jitter }),
+		durationField("for", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 5s: how long the links stay delayed (leave out: until the run ends)",
+			func(d *Delay) *time.Duration { return &d.For }),
+	}
+}
+
+func (d *Delay) Complete(seen map[string]bool) []Problem {
+	var out []Problem
+	if !seen["node"] {
+		out = append(out, problem("node", "missing", nil, "missing; want which server's links to delay: %s or node-N", strings.Join(NodeRoles, ", ")))
+	}
+	if !seen["delay"] {
+		out = append(out, problem("delay", "missing", nil, "missing; want the delay added to each way of the links, e.g. delay: 5ms"))
+	}
+	return out
+}
+
+func (d *Delay) Check(c Context) []Problem {
+	out := problems(nodeProblem("node", d.Node, c), nodeProblem("to", d.To, c),
+		lateProblem("for", "heal-after-end", "the end of the delay", "a delay that ends inside the run, or no for: (delayed until the run ends)", d.For, c))
+	if d.To != "" && d.To == d.Node {
+		out = append(out, problem("to", "to-self", []string{"@node"}, "%q is the node itself; want another server (or leave to: out to delay every link of %s)", d.To, d.Node))
+	}
+	if d.Jitter > d.Delay {
+		out = append(out, problem("jitter", "jitter", []string{"@delay"}, "%s is more than the delay (%s); want at most the delay",
+			units.FormatDuration(d.Jitter), units.FormatDuration(d.Delay)))
+	}
+	return out
+}
+
+func (d *Delay) shape() linkproxy.Shape { return linkproxy.Shape{Delay: d.Delay, Jitter: d.Jitter} }
+
+func (d *Delay) Describe(v Varied) string {
+	links := "every peer and client link of " + v.Value("node", d.Node)
+	if d.To != "" || v.Varies("to") {
+		links = "the links between " + v.Value("node", d.Node) + " and " + v.Value("to", d.To)
+	}
+	s := fmt.Sprintf("delay %s by %s each way", links, v.Value("delay", units.FormatDuration(d.Delay)))
+	if d.Jitter > 0 || v.Varies("jitter") {
+		s += " ± " + v.Value("jitter", units.FormatDuration(d.Jitter))
+	}
+	switch {
+	case d.For == 0 && !v.Varies("for"):
+		return s + " until the run ends"
+	case v.Varies("for"):
+		return s + " for " + v.Value("for", "")
+	}
+	return s + fmt.Sprintf(" for %s (set back at +%s)", units.FormatDuration(d.For), units.FormatDuration(v.At()+d.For))
+}
+
+func (d *Delay) String() string {
+	s := "delay " + d.Node
+	if d.To != "" {
+		s += " ↔ " + d.To
+	}
+	return s + " by " + d.shape().String()
+}
+
+func (d *Delay) Run(ctx context.Context, env Env) error {
+	name, err := env.ResolveNode(d.Node)
+	if err != nil {
+		return err
+	}
+	da := &rundir.DelayAction{As: d.Node, To: d.To, DelayMs: ms(d.Delay), JitterMs: ms(d.Jitter), ForMs: ms(d.For)}
+	var peers []string
+	if d.To != "" {
+		to, err := env.ResolveNode(d.To)
+		if err != nil {
+			return err
+		}
+		if to == name {
+			return fmt.Errorf("delay %s ↔ %s: both are %s now; no link between a node and itself", d.Node, d.To, name)
+		}
+		peers, da.ToNode = []string{to}, to
+	}
+	// The event is stamped before the change: the fault's time is when it was asked for.
+	at := time.Now()
+	rtts, n, undo, err := env.Delay(ctx, d.shape(), name, peers...)
+	if err != nil {
+		return fmt.Errorf("delay %s: %w", name, err)
+	}
+	da.Links, da.RTTs = n, rtts
+	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActDelay, Delay: da}}); err != nil {
+		return err
+	}
+	var got []string
+	for _, r := range rtts {
+		got = append(got, fmt.Sprintf("%s → %s %v", r.From, r.To, r.Probe.Median.Round(10*time.Microsecond)))
+	}
+	env.Progress("delayed %d links of %s (%s) by %s each way; round trips now %s", n, name, d.Node, d.shape(), strings.Join(got, ", "))
+	if d.For == 0 {
+		return nil // the target closes every link at its stop
+	}
+	env.Go(ctx, func(ctx context.Context) error {
+		if err := ctxtime.Sleep(ctx, time.Until(at.Add(d.For))); err != nil {
+			return nil
+		}
+		hat := time.Now()
+		n := undo()
+		if err := env.Record(rundir.Event{T: hat, Node: name, Action: &rundir.Action{Name: rundir.ActDelayHeal,
+			Delay: &rundir.DelayAction{As: d.Node, To: d.To, ToNode: da.ToNode, DelayMs: da.DelayMs, JitterMs: da.JitterMs, Links: n}}}); err != nil {
+			return err
+		}
+		env.Progress("delay of %s's links taken off: %d links", name, n)
+		return nil
+	})
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
