@@ -1,7 +1,9 @@
 package playbooks
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
@@ -58,4 +60,30 @@ func checkDisk(d diskmodel.Limits, add func(path, rule string, deps []string, fo
 		add("disk.burst", "disk-burst", []string{"disk.throughput", "disk.iops"},
 			"%s of burst, but no disk.throughput or disk.iops cap to burst above; set one, or leave burst out", units.FormatDuration(d.Burst))
 	}
+}
+
+// DiskLimits reads a disk model written as the disk: block's fields, FIELD=VALUE joined by
+// commas ("throughput=1000MB/s,sync_latency=4ms"), each checked by the playbook's own rule
+// for it: the one parser of a model outside a playbook (rig bench disk --model).
+func DiskLimits(spec string) (diskmodel.Limits, error) {
+	var p Playbook
+	model := diskKeys[1:] // volume names a stack's volume, not a model
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		f, known := diskFields["disk."+k]
+		if !ok || !known || k == "volume" {
+			return diskmodel.Limits{}, fmt.Errorf("%q: want FIELD=VALUE with FIELD one of %s", kv, strings.Join(model, ", "))
+		}
+		if err := f.set(&p, strings.TrimSpace(v)); err != nil {
+			return diskmodel.Limits{}, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	var problems []string
+	checkDisk(p.Disk, func(path, _ string, _ []string, format string, args ...any) {
+		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
+	})
+	if len(problems) > 0 {
+		return diskmodel.Limits{}, errors.New(strings.Join(problems, "; "))
+	}
+	return p.Disk, p.Disk.Validate()
 }

@@ -85,3 +85,24 @@ func TestDiskVolume(t *testing.T) {
 	probs := problemsOf(t, base+"disk: {volume: ../etc}\n")
 	wantProblem(t, probs, "t.yaml:5:16: disk.volume", "one of the stack's data volumes")
 }
+
+// A model written as FIELD=VALUE pairs gets the disk: block's rules and messages.
+func TestDiskLimitsFromFlag(t *testing.T) {
+	l, err := DiskLimits("sync_latency=4ms, throughput=1000MB/s")
+	if err != nil || l.SyncLatency != 4*time.Millisecond || l.Throughput != 1000e6 {
+		t.Fatalf("DiskLimits = %+v, %v", l, err)
+	}
+	for spec, want := range map[string]string{
+		"throughput=7":          `throughput: "7" has no time unit`,
+		"bogus=1":               `"bogus=1": want FIELD=VALUE with FIELD one of throughput, iops, io_size, burst, sync_latency, sync_per_mib`,
+		"volume=gp3-125":        "want FIELD=VALUE",
+		"sync_latency":          "want FIELD=VALUE",
+		"burst=1s":              "disk.burst: 1s of burst, but no disk.throughput or disk.iops cap",
+		"sync_latency=11s":      "sync_latency:",
+		"throughput=125MB/s,,x": "want FIELD=VALUE",
+	} {
+		if _, err := DiskLimits(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DiskLimits(%q) = %v; want an error containing %q", spec, err, want)
+		}
+	}
+}

@@ -14,12 +14,14 @@ import (
 	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/engine/bench"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/playbooks"
 )
 
 // newBenchDiskCmd is `rig bench disk`: the disk model's own cost.
 func newBenchDiskCmd() *cobra.Command {
 	var (
 		orders, block, dir string
+		models             []string
 		o                  bench.DiskOptions
 		asJSON, quiet      bool
 	)
@@ -30,9 +32,13 @@ func newBenchDiskCmd() *cobra.Command {
 a sync per block at sync level > 0, file sync, rename, folder sync) into a bare folder and into
 the same filesystem through a disk model with no limits set (a FUSE mount, docs/disks.md),
 --takes times each, the two interleaved take by take at every sync level. The ratio of the
-medians is what the model itself adds to a take. Needs root (the model mounts with mount(2)).`,
-		Example: "  rig bench disk --orders 1m --takes 9",
-		Args:    cobra.NoArgs,
+medians is what the model itself adds to a take. Each --model adds a model with limits, written
+as the playbook's disk: fields (docs/disks.md), taken in the same rounds: what a modelled
+volume costs a take beside what the model alone costs. Needs root (the model mounts with
+mount(2)).`,
+		Example: "  rig bench disk --orders 1m --takes 9\n" +
+			"  rig bench disk --sync-levels 2 --block-size 16MiB --dir /dev/shm --model sync_latency=4ms,throughput=1000MB/s --model sync_latency=4ms,throughput=125MB/s",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := units.ParseCount(orders)
 			if err != nil || n < 1 || n > 100_000_000 {
@@ -51,6 +57,14 @@ medians is what the model itself adds to a take. Needs root (the model mounts wi
 			if o.Takes < 5 {
 				return fmt.Errorf("%w: --takes %d: want at least 5", errUsage, o.Takes)
 			}
+			var limits []diskmodel.Limits
+			for _, m := range models {
+				l, err := playbooks.DiskLimits(m)
+				if err != nil {
+					return fmt.Errorf("%w: --model %s: %v", errUsage, m, err)
+				}
+				limits = append(limits, l)
+			}
 			if os.Geteuid() != 0 {
 				return fmt.Errorf("%w: rig bench disk mounts a disk model with mount(2), which needs root", errUsage)
 			}
@@ -58,7 +72,7 @@ medians is what the model itself adds to a take. Needs root (the model mounts wi
 			if !quiet {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
-			rep, err := benchDisk(cmd.Context(), dir, o)
+			rep, err := benchDisk(cmd.Context(), dir, limits, o)
 			if err != nil {
 				return err
 			}
@@ -73,35 +87,46 @@ medians is what the model itself adds to a take. Needs root (the model mounts wi
 	f.StringVar(&block, "block-size", "1MiB", "snapshot block size")
 	f.IntVar(&o.Takes, "takes", 9, "takes per (sync level, folder)")
 	f.IntSliceVar(&o.SyncLevels, "sync-levels", []int{0, 2}, "engine sync levels to take at (0 none, 1 fdatasync, 2 fsync)")
+	f.StringArrayVar(&models, "model", nil, "also take through a model with these limits, e.g. sync_latency=4ms,throughput=125MB/s (repeatable)")
 	f.StringVar(&dir, "dir", os.TempDir(), "the filesystem to measure: the bare folder and the model's backing are made under it")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	return cmd
 }
 
-// benchDisk makes a bare folder and a model with no limits over a folder beside it, under dir,
-// and times the takes into both; everything it made is removed after.
-func benchDisk(ctx context.Context, dir string, o bench.DiskOptions) (rep bench.DiskReport, err error) {
+// benchDisk makes a bare folder, a model with no limits and one model for each of limits, each
+// over a folder of its own under dir, and times the takes into all of them; everything it made
+// is removed after.
+func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o bench.DiskOptions) (rep bench.DiskReport, err error) {
 	base, err := os.MkdirTemp(dir, "rig-bench-disk-")
 	if err != nil {
 		return rep, fmt.Errorf("bench disk: %w", err)
 	}
 	defer os.RemoveAll(base)
-	bare, backing := filepath.Join(base, "bare"), filepath.Join(base, "backing")
-	for _, d := range []string{bare, backing} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	bare := filepath.Join(base, "bare")
+	if err := os.Mkdir(bare, 0o755); err != nil {
+		return rep, fmt.Errorf("bench disk: %w", err)
+	}
+	o.Folders = []bench.Folder{{Name: "bare", Path: bare}}
+	for i, l := range append([]diskmodel.Limits{{}}, limits...) {
+		backing := filepath.Join(base, fmt.Sprintf("backing-%d", i))
+		if err := os.Mkdir(backing, 0o755); err != nil {
 			return rep, fmt.Errorf("bench disk: %w", err)
 		}
-	}
-	disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, "model"), Limits: diskmodel.Limits{}, Logger: o.Log})
-	if err != nil {
-		return rep, fmt.Errorf("bench disk: mount the model: %w", err)
-	}
-	defer func() {
-		if cerr := disk.Close(); cerr != nil && !errors.Is(cerr, fusefs.ErrDetached) && err == nil {
-			err = fmt.Errorf("bench disk: unmount the model: %w", cerr)
+		disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, fmt.Sprintf("model-%d", i)), Limits: l, Logger: o.Log})
+		if err != nil {
+			return rep, fmt.Errorf("bench disk: mount the model %s: %w", l, err)
 		}
-	}()
-	o.Folders = []bench.Folder{{Name: "bare", Path: bare}, {Name: "model", Path: disk.Dir()}}
+		defer func() {
+			if cerr := disk.Close(); cerr != nil && !errors.Is(cerr, fusefs.ErrDetached) && err == nil {
+				err = fmt.Errorf("bench disk: unmount the model %s: %w", l, cerr)
+			}
+		}()
+		name := "model"
+		if !l.Zero() {
+			name = "model " + l.String()
+		}
+		o.Folders = append(o.Folders, bench.Folder{Name: name, Path: disk.Dir()})
+	}
 	return bench.RunDisk(ctx, o)
 }
