@@ -45,9 +45,11 @@ const (
 	DefaultLeaderTimeout = 2 * time.Second
 
 	// Backoff between attempts when no leader is known (an election). Capped low on purpose: the
-	// cap is the client's polling granularity, and it lands in every failover gap we measure.
+	// cap is the client's polling granularity, and it lands in every failover gap we measure (at
+	// 50 ms a step-down between zones 2 ms apart measured +31..+49 ms of client gap for +13 ms of
+	// election). A poll every 10 ms during an election is nothing to a server.
 	minBackoff = 5 * time.Millisecond
-	maxBackoff = 50 * time.Millisecond
+	maxBackoff = 10 * time.Millisecond
 	// errorBackoff delays the resend of a command the leader answered with StatusError, so a
 	// leader that fails everything cannot turn the client into a hot loop.
 	errorBackoff = 5 * time.Millisecond
