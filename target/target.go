@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/diskmodel"
@@ -122,6 +123,31 @@ type PowerLosser interface {
 	// DropUnsynced reverts server n's disk model to what was last synced, every write since each
 	// file's last fsync discarded. n's engine must have exited.
 	DropUnsynced(ctx context.Context, n inventory.Node) (diskmodel.Dropped, error)
+}
+
+// Rebooter is a Cluster whose nodes a run may reboot without sync: a power loss of a stack's node
+// (the SSH target's; docs/disks.md, "Power loss on a stack"), where the PowerLosser's disk model
+// does not exist. Reboot cuts n's power through its agent (agent.Client.PowerCut: only an agent
+// given a SysRq trigger can), waits for n to answer over SSH in another boot, and starts its
+// agent again; the new agent holds no lease and knows no engine.
+type Rebooter interface {
+	Reboot(ctx context.Context, n inventory.Node, o RebootOptions) (Rebooted, error)
+}
+
+// RebootOptions bound a reboot.
+type RebootOptions struct {
+	// Timeout bounds the wait for the node to come back in another boot (the cut to the new
+	// boot id read over SSH); starting its agent has its own bound.
+	Timeout  time.Duration
+	Progress func(format string, args ...any) // progress lines while waiting (nil: none)
+}
+
+// Rebooted is what a reboot did, for the run's events.
+type Rebooted struct {
+	OldBoot, NewBoot string        // the node's boot ids before the cut and after it
+	SeenDown         bool          // SSH failed at least once between them
+	Back             time.Duration // the cut to the new boot id read
+	Agent            Staged        // the agent started in the new boot
 }
 
 // Traits describe a cluster in the terms a run needs.

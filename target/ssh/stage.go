@@ -40,6 +40,9 @@ type Options struct {
 	// Base is the folder on the node that holds rig-NODE ("": the login home).
 	Base string
 	Root string // the agent's --root (default "/")
+	// SysrqTrigger is the agent's --sysrq-trigger (agent/power.go): "" refuses power cuts. Only
+	// nodes a run may reboot get /proc/sysrq-trigger; tests give a file of their own.
+	SysrqTrigger string
 	// Sudo runs the agent as root through `sudo -n` (tuning needs root; on AWS the login user
 	// is not root).
 	Sudo         bool
@@ -334,8 +337,12 @@ func hashOnNode(ctx context.Context, tr transport.Transport, node inventory.Node
 func start(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts, sock string) (int, error) {
 	q := shellQuote
 	dir := o.AgentDir()
-	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent --socket %s --dir %s --root %s --node %s >>%s 2>&1 </dev/null & echo $!",
-		q(dir), q(o.BinaryPath()), q(sock), q(dir), q(o.Root), q(node.Name), q(path.Join(dir, "agent.out")))
+	flags := fmt.Sprintf("--socket %s --dir %s --root %s --node %s", q(sock), q(dir), q(o.Root), q(node.Name))
+	if o.SysrqTrigger != "" {
+		flags += " --sysrq-trigger " + q(o.SysrqTrigger)
+	}
+	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent %s >>%s 2>&1 </dev/null & echo $!",
+		q(dir), q(o.BinaryPath()), flags, q(path.Join(dir, "agent.out")))
 	res, err := tr.Exec(ctx, node, transport.Cmd{Args: []string{"sh", "-c", script}, Sudo: o.Sudo})
 	if err != nil {
 		return 0, err
