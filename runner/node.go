@@ -92,14 +92,19 @@ func (r *run) samplesName() string {
 // engine's and the agent's own CPU and RSS) for the whole run.
 func (r *run) startSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms"}
-		if n.Role == inventory.RoleServer {
-			req.PIDFiles = []string{supervise.PIDFile}
-		}
+		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}
 		if _, err := r.agent(n.Name).StartSamples(ctx, req); err != nil {
 			r.warn("start OS samples on %s: %v", n.Name, err)
 		}
 	}
+}
+
+// samplePIDFiles are the processes a node's samples follow besides the agent: a server's engine.
+func samplePIDFiles(n inventory.Node) []string {
+	if n.Role == inventory.RoleServer {
+		return []string{supervise.PIDFile}
+	}
+	return nil
 }
 
 // stopSamples stops the samplers; their NDJSON is in the node folder (collected from remote

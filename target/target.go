@@ -125,19 +125,37 @@ type PowerLosser interface {
 	DropUnsynced(ctx context.Context, n inventory.Node) (diskmodel.Dropped, error)
 }
 
+// PowerCutter is a Target whose servers a run's power_loss can take down. PowerCuts says how,
+// for the plan and for refusals; rig run and rig validate ask it before anything starts.
+type PowerCutter interface {
+	Target
+	PowerCuts() PowerCuts
+}
+
+// PowerCuts is how a target's servers lose power.
+type PowerCuts struct {
+	// How, e.g. "reboots each node without sync"; "" when this target cannot, and Refused
+	// says why and what would work.
+	How, Refused string
+	// DiskModel: the servers lose power as their disk models (PowerLosser), so the playbook
+	// needs a disk: block; else the nodes reboot (Rebooter) and a disk: block is refused.
+	DiskModel bool
+}
+
 // Rebooter is a Cluster whose nodes a run may reboot without sync: a power loss of a stack's node
 // (the SSH target's; docs/disks.md, "Power loss on a stack"), where the PowerLosser's disk model
-// does not exist. Reboot cuts n's power through its agent (agent.Client.PowerCut: only an agent
-// given a SysRq trigger can), waits for n to answer over SSH in another boot, and starts its
-// agent again; the new agent holds no lease and knows no engine.
+// does not exist. PowerCut has n's agent reboot it (agent.Client.PowerCut: only an agent given a
+// SysRq trigger can) and returns the boot it left; AwaitBoot waits until n answers over SSH in
+// another boot and starts its agent again, which holds no lease and knows no engine.
 type Rebooter interface {
-	Reboot(ctx context.Context, n inventory.Node, o RebootOptions) (Rebooted, error)
+	PowerCut(ctx context.Context, n inventory.Node) (boot string, err error)
+	AwaitBoot(ctx context.Context, n inventory.Node, old string, o RebootOptions) (Rebooted, error)
 }
 
 // RebootOptions bound a reboot.
 type RebootOptions struct {
-	// Timeout bounds the wait for the node to come back in another boot (the cut to the new
-	// boot id read over SSH); starting its agent has its own bound.
+	// Timeout bounds the wait for the node to come back in another boot (the new boot id read
+	// over SSH); starting its agent has its own bound.
 	Timeout  time.Duration
 	Progress func(format string, args ...any) // progress lines while waiting (nil: none)
 }
@@ -146,7 +164,7 @@ type RebootOptions struct {
 type Rebooted struct {
 	OldBoot, NewBoot string        // the node's boot ids before the cut and after it
 	SeenDown         bool          // SSH failed at least once between them
-	Back             time.Duration // the cut to the new boot id read
+	Back             time.Duration // the wait until the new boot id was read
 	Agent            Staged        // the agent started in the new boot
 }
 

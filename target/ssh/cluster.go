@@ -26,6 +26,10 @@ type TargetOptions struct {
 	Login Login
 	Sudo  bool   // run the agent as root through sudo -n (tuning needs root)
 	Base  string // folder on the nodes that holds rig-NODE (default: the login home)
+	// SysrqTrigger is given to every agent (--sysrq-trigger): a run's power_loss may then reboot
+	// the nodes (PowerCutNodes on a stack; "" refuses). PowerProc is the agents' --power-proc
+	// (tests: a fake /proc for the boot id). In either, {node} stands for the node's name.
+	SysrqTrigger, PowerProc string
 }
 
 // Login says how the controller logs in to nodes; every verb that reaches nodes over SSH uses
@@ -97,7 +101,7 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 		return nil, fmt.Errorf("ssh transport: %w", err)
 	}
 	c := &Cluster{t: t, inv: inv, tr: tr, dir: so.RunDir, log: log, run: so.Run, agents: map[string]*agent.Client{},
-		stage: Options{Base: t.opts.Base, Sudo: t.opts.Sudo, Logger: log}}
+		stage: Options{Base: t.opts.Base, Sudo: t.opts.Sudo, PowerProc: t.opts.PowerProc, SysrqTrigger: t.opts.SysrqTrigger, Logger: log}}
 	if so.Binary != "" {
 		// It runs on nodes of this machine's architecture; others get a cross build.
 		c.stage.Binaries = map[string]string{runtime.GOARCH: so.Binary}

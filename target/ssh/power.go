@@ -13,30 +13,53 @@ import (
 	"github.com/rig-dev/rig/transport"
 )
 
-var _ target.Rebooter = (*Cluster)(nil)
+var (
+	_ target.PowerCutter = (*Target)(nil)
+	_ target.Rebooter    = (*Cluster)(nil)
+)
 
 // DefaultRebootTimeout bounds the wait for a node to come back after a power cut: an instance's
 // reboot without sync takes tens of seconds on EC2 (firmware, kernel, cloud-init, sshd).
 const DefaultRebootTimeout = 5 * time.Minute
 
-// Reboot cuts n's power through its agent and brings the node back: it waits until SSH (host
-// key verified as always) reads another boot id under the agent's root, then stages the agent
-// again, which starts it since the one that answered before is gone with the old boot.
-func (c *Cluster) Reboot(ctx context.Context, n inventory.Node, o target.RebootOptions) (target.Rebooted, error) {
+// PowerCutNodes is what TargetOptions.SysrqTrigger is on a stack's nodes: the kernel's own.
+const PowerCutNodes = "/proc/sysrq-trigger"
+
+// PowerCuts: the nodes reboot without sync, when their agents were given a SysRq trigger.
+func (t *Target) PowerCuts() target.PowerCuts {
+	if t.opts.SysrqTrigger == "" {
+		return target.PowerCuts{Refused: fmt.Sprintf("the nodes of %s are not this run's to reboot (their agents get no SysRq trigger): "+
+			"run it on a stack (--stack), give --sysrq-trigger %s for an inventory whose machines may reboot, "+
+			"or on the local target with a disk: block", t.Name(), PowerCutNodes)}
+	}
+	return target.PowerCuts{How: "reboots each node without sync (its agent writes b to " + t.opts.SysrqTrigger + ")"}
+}
+
+// PowerCut has n's agent reboot it without sync and returns the boot it left.
+func (c *Cluster) PowerCut(ctx context.Context, n inventory.Node) (string, error) {
+	cut, err := c.Agent(n.Name).PowerCut(ctx)
+	if err != nil {
+		return "", fmt.Errorf("power cut of %s: %w", n.Name, err)
+	}
+	return cut.BootID, nil
+}
+
+// AwaitBoot waits until SSH (host key verified as always) reads a boot id other than old under
+// the agent's root, then stages the agent again, which starts it: the one that answered before
+// is gone with the old boot.
+func (c *Cluster) AwaitBoot(ctx context.Context, n inventory.Node, old string, o target.RebootOptions) (target.Rebooted, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultRebootTimeout
 	}
-	cut, err := c.Agent(n.Name).PowerCut(ctx)
-	if err != nil {
-		return target.Rebooted{}, fmt.Errorf("power cut of %s: %w", n.Name, err)
-	}
 	start := time.Now()
-	out := target.Rebooted{OldBoot: cut.BootID}
-	if o.Progress != nil {
-		o.Progress("%s: power cut in boot %s; waiting up to %s for another boot", n.Name, cut.BootID, o.Timeout)
+	out := target.Rebooted{OldBoot: old}
+	o1 := c.stage.withDefaults(n)
+	bootFile := path.Join(o1.Root, "proc/sys/kernel/random/boot_id")
+	if o1.PowerProc != "" {
+		bootFile = path.Join(o1.PowerProc, "sys/kernel/random/boot_id")
 	}
-	bootFile := path.Join(c.stage.withDefaults(n).Root, "proc/sys/kernel/random/boot_id")
-	out.NewBoot, out.SeenDown, err = waitBoot(ctx, bootWait{Node: n.Name, Old: cut.BootID, Timeout: o.Timeout, Progress: o.Progress,
+	var err error
+	out.NewBoot, out.SeenDown, err = waitBoot(ctx, bootWait{Node: n.Name, Old: old, Timeout: o.Timeout, Progress: o.Progress,
 		Read: func(ctx context.Context) (string, error) {
 			res, err := c.tr.Exec(ctx, n, transport.Cmd{Args: []string{"cat", bootFile}})
 			return strings.TrimSpace(string(res.Stdout)), err
@@ -51,10 +74,10 @@ func (c *Cluster) Reboot(ctx context.Context, n inventory.Node, o target.RebootO
 	// A client of the old agent may hold connections into the boot that is gone.
 	fresh := target.AgentClient(c.tr, n, out.Agent.Socket, c.run)
 	c.mu.Lock()
-	old := c.agents[n.Name]
+	prev := c.agents[n.Name]
 	c.agents[n.Name], c.sockets[n.Name] = fresh, out.Agent.Socket
 	c.mu.Unlock()
-	old.Close()
+	prev.Close()
 	return out, nil
 }
 

@@ -174,14 +174,18 @@ func TestRebootOverSSH(t *testing.T) {
 	killed := fakeReboot(t, trigger, root, func() int { return res.PID }, "boot-2")
 
 	var p progressLog
-	got, err := c.Reboot(ctx, node, target.RebootOptions{Timeout: 30 * time.Second, Progress: p.add})
+	old, err := c.PowerCut(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.AwaitBoot(ctx, node, old, target.RebootOptions{Timeout: 30 * time.Second, Progress: p.add})
 	if err != nil {
 		t.Fatalf("reboot: %v\nprogress:\n%s", err, p.String())
 	}
 	if pid := <-killed; pid != res.PID {
 		t.Fatalf("the fake reboot killed %d, the agent was %d", pid, res.PID)
 	}
-	if got.OldBoot != "boot-1" || got.NewBoot != "boot-2" || !got.Agent.Started || got.Agent.PID == res.PID || got.Back <= 0 {
+	if old != "boot-1" || got.OldBoot != old || got.NewBoot != "boot-2" || !got.Agent.Started || got.Agent.PID == res.PID || got.Back <= 0 {
 		t.Fatalf("rebooted: %+v (agent before: pid %d)", got, res.PID)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/sysrq")); strings.TrimSpace(string(b)) != "128" {
