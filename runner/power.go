@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,10 +52,6 @@ func checkPowerCuts(plan *playbooks.Plan, t target.Target) []error {
 	return nil
 }
 
-// DefaultRebootTimeout bounds the wait for a node to come back after a power cut, when
-// Options.RebootTimeout is 0: an EC2 instance's reboot takes tens of seconds.
-const DefaultRebootTimeout = 5 * time.Minute
-
 // Reboots: a power loss reboots the nodes when the cluster can and no disk model is asked for
 // (checkPowerCuts refused the other cases before the run started).
 func (e env) Reboots() bool {
@@ -103,7 +98,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 	r := e.r
 	rb := r.cl.(target.Rebooter)
 	n, _ := r.inv.Node(node)
-	got, err := rb.AwaitBoot(ctx, n, old, target.RebootOptions{Timeout: cmp.Or(r.opts.RebootTimeout, DefaultRebootTimeout), Progress: r.progress})
+	got, err := rb.AwaitBoot(ctx, n, old, target.RebootOptions{Timeout: r.opts.RebootTimeout, Progress: r.progress})
 	if err != nil {
 		return "", err
 	}

@@ -50,7 +50,7 @@ type Options struct {
 	// default DefaultLeaseTTL; the agent takes agent.MinLeaseTTL to agent.MaxLeaseTTL).
 	LeaseTTL time.Duration
 	// RebootTimeout bounds the wait for a node a power_loss rebooted to come back (a stack's;
-	// default DefaultRebootTimeout).
+	// 0: target.DefaultRebootTimeout).
 	RebootTimeout time.Duration
 	// OpenSweep, if set, opens the sweep a plan of more than one run runs in, once every timeline
 	// is checked: started (sweep.Start) or resumed (sweep.Resume) by the caller, which knows the

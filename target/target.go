@@ -152,10 +152,15 @@ type Rebooter interface {
 	AwaitBoot(ctx context.Context, n inventory.Node, old string, o RebootOptions) (Rebooted, error)
 }
 
+// DefaultRebootTimeout bounds the wait for a node to come back after a power cut when none is
+// given: an EC2 instance's reboot without sync takes tens of seconds (firmware, kernel,
+// cloud-init, sshd).
+const DefaultRebootTimeout = 5 * time.Minute
+
 // RebootOptions bound a reboot.
 type RebootOptions struct {
 	// Timeout bounds the wait for the node to come back in another boot (the new boot id read
-	// over SSH); starting its agent has its own bound.
+	// over SSH; 0: DefaultRebootTimeout); starting its agent has its own bound.
 	Timeout  time.Duration
 	Progress func(format string, args ...any) // progress lines while waiting (nil: none)
 }

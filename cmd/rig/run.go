@@ -17,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/sweep"
+	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
@@ -186,7 +187,7 @@ func newRunCmd() *cobra.Command {
 		sshtarget.PowerCutNodes+"; default on a --stack, none for an inventory: a power_loss is refused; docs/disks.md)")
 	f.StringVar(&remote.PowerProc, "agent-power-proc", "", "tests: the agents' --power-proc on the nodes ({node} is the node's name)")
 	f.MarkHidden("agent-power-proc")
-	f.DurationVar(&opts.RebootTimeout, "reboot-timeout", runner.DefaultRebootTimeout, "how long a node a power_loss rebooted has to come back (--stack/--inventory)")
+	f.DurationVar(&opts.RebootTimeout, "reboot-timeout", target.DefaultRebootTimeout, "how long a node a power_loss rebooted has to come back (--stack/--inventory)")
 	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.StringVar(&localOpts.DataDir, "local-data", "", "local target: keep each server's engine data (raft log, snapshots) in DIR/NODE/ instead of its node folder, e.g. on a filesystem of its own")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) where the run wrote it: the node folder, --local-data DIR/NODE/rig/RUN-ID, or the data volume")

@@ -18,10 +18,6 @@ var (
 	_ target.Rebooter    = (*Cluster)(nil)
 )
 
-// DefaultRebootTimeout bounds the wait for a node to come back after a power cut: an instance's
-// reboot without sync takes tens of seconds on EC2 (firmware, kernel, cloud-init, sshd).
-const DefaultRebootTimeout = 5 * time.Minute
-
 // PowerCutNodes is what TargetOptions.SysrqTrigger is on a stack's nodes: the kernel's own.
 const PowerCutNodes = "/proc/sysrq-trigger"
 
@@ -49,14 +45,14 @@ func (c *Cluster) PowerCut(ctx context.Context, n inventory.Node) (string, error
 // is gone with the old boot.
 func (c *Cluster) AwaitBoot(ctx context.Context, n inventory.Node, old string, o target.RebootOptions) (target.Rebooted, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultRebootTimeout
+		o.Timeout = target.DefaultRebootTimeout
 	}
 	start := time.Now()
 	out := target.Rebooted{OldBoot: old}
-	o1 := c.stage.withDefaults(n)
-	bootFile := path.Join(o1.Root, "proc/sys/kernel/random/boot_id")
-	if o1.PowerProc != "" {
-		bootFile = path.Join(o1.PowerProc, "sys/kernel/random/boot_id")
+	no := c.stage.withDefaults(n)
+	bootFile := path.Join(no.Root, "proc/sys/kernel/random/boot_id")
+	if no.PowerProc != "" {
+		bootFile = path.Join(no.PowerProc, "sys/kernel/random/boot_id")
 	}
 	var err error
 	out.NewBoot, out.SeenDown, err = waitBoot(ctx, bootWait{Node: n.Name, Old: old, Timeout: o.Timeout, Progress: o.Progress,
@@ -119,7 +115,7 @@ func waitBoot(ctx context.Context, w bootWait) (boot string, seenDown bool, err 
 	nextReport := start.Add(w.Report)
 	var last error
 	for {
-		rctx, cancel := context.WithDeadline(ctx, earlier(time.Now().Add(bootRead), deadline))
+		rctx, cancel := context.WithTimeout(ctx, min(bootRead, time.Until(deadline)))
 		id, rerr := w.Read(rctx)
 		cancel()
 		switch {
@@ -154,11 +150,4 @@ func waitBoot(ctx context.Context, w bootWait) (boot string, seenDown bool, err 
 		case <-t.C:
 		}
 	}
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
