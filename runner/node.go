@@ -42,10 +42,7 @@ func (r *run) applyTuning(ctx context.Context) error {
 		r.updateManifest(func(m *rundir.Manifest) { m.TuningSkipped = tr.TuneSkipped })
 		return nil
 	}
-	p := tune.Profile{}
-	for _, s := range r.pb.Tuning {
-		p[s.Key] = s.Value
-	}
+	p := r.tuneProfile()
 	r.updateManifest(func(m *rundir.Manifest) { m.Tuning = map[string]rundir.Tuning{} })
 	for _, n := range tr.TuneNodes {
 		rep, err := r.agent(n.Name).Tune(ctx, p)
@@ -56,6 +53,15 @@ func (r *run) applyTuning(ctx context.Context) error {
 		r.progress("tuned %s: %d settings applied and read back", n.Name, len(rep.Changes))
 	}
 	return nil
+}
+
+// tuneProfile is the playbook's kernel settings as the agents apply them.
+func (r *run) tuneProfile() tune.Profile {
+	p := tune.Profile{}
+	for _, s := range r.pb.Tuning {
+		p[s.Key] = s.Value
+	}
+	return p
 }
 
 // revertTuning restores the recorded prior values.

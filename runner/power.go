@@ -9,7 +9,6 @@ import (
 
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
@@ -108,7 +107,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 		return "", fmt.Errorf("claim %s's new agent for this run: %w", node, err)
 	}
 	var redone []string
-	if vols := n.DataVolumes(); len(vols) > 0 {
+	if len(n.DataVolumes()) > 0 {
 		v, err := r.dataVolume(n)
 		if err != nil {
 			return "", err
@@ -120,11 +119,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 		redone = append(redone, "data volume "+v.Name+" mounted on "+mp)
 	}
 	if len(r.pb.Tuning) > 0 && !r.tuningSkipped && slices.ContainsFunc(r.cl.Traits().TuneNodes, func(t inventory.Node) bool { return t.Name == node }) {
-		p := tune.Profile{}
-		for _, s := range r.pb.Tuning {
-			p[s.Key] = s.Value
-		}
-		rep, err := c.Tune(ctx, p)
+		rep, err := c.Tune(ctx, r.tuneProfile())
 		if err != nil {
 			return "", fmt.Errorf("tune %s again after its reboot (it reverted the kernel settings): %w", node, err)
 		}

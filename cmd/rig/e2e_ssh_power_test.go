@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,13 +15,14 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// powerSSHPlaybook: probes under load; at 3 s the leader and a follower (a majority) lose power,
-// and every server must be ready again before the end.
+// powerSSHPlaybook: probes under load; at 3 s two servers of three (a majority) lose power, and
+// every server must be ready again before the end.
 const powerSSHPlaybook = `
 name: power-loss-ssh
 cluster: {servers: 3, clients: 1}
@@ -30,7 +32,7 @@ load: {probe_rate: 200/s}
 warmup: 1s
 duration: 24s
 timeline:
-  - {at: 3s, power_loss: {nodes: leader+follower, relaunch_after: 1s}}
+  - {at: 3s, power_loss: {nodes: node-0+node-1, relaunch_after: 1s}}
   - {at: 4s, wait_for: {phase: ready, timeout: 19s}}
 `
 
@@ -136,15 +138,26 @@ func TestPowerLossOverSSH(t *testing.T) {
 		}
 		inv.Nodes = append(inv.Nodes, n)
 	}
+	// node-0's engine data is on a data volume of its own (a loop device standing in for EBS),
+	// which the controller mounts again once the node is back.
+	var dataMount string
+	if dev := looptest.Device(t, 128<<20); dev != "" {
+		inv.Nodes[0].DataDevice = dev
+		dataMount = filepath.Join(t.TempDir(), "data")
+		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
+	}
 	invFile := filepath.Join(t.TempDir(), "inventory.json")
 	b, _ := json.Marshal(inv)
 	os.WriteFile(invFile, b, 0o644)
 
 	res, remote, procs := t.TempDir(), t.TempDir(), t.TempDir()
 	stop := fakeKernels(t, procs, remote, servers)
-	out, errOut, code := rigRun(t, "run", "--results", res, "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote,
-		"--lease", "5s", "--sysrq-trigger", filepath.Join(procs, "{node}", "sysrq-trigger"), "--agent-power-proc", filepath.Join(procs, "{node}"),
-		writePlaybook(t, powerSSHPlaybook))
+	args := []string{"run", "--results", res, "--inventory", invFile, "--ssh-key", srv.ClientKeyFile, "--remote-dir", remote,
+		"--lease", "5s", "--sysrq-trigger", filepath.Join(procs, "{node}", "sysrq-trigger"), "--agent-power-proc", filepath.Join(procs, "{node}")}
+	if dataMount != "" {
+		args = append(args, "--data-mount", dataMount, "--data-fs", "ext4")
+	}
+	out, errOut, code := rigRun(t, append(args, writePlaybook(t, powerSSHPlaybook))...)
 	reboots := stop()
 	if code != 0 {
 		t.Fatalf("rig run exited %d:\n%s\n%s", code, out, errOut)
@@ -176,8 +189,8 @@ func TestPowerLossOverSSH(t *testing.T) {
 			cut[e.Node] = true
 		}
 	}
-	if len(cut) != 2 {
-		t.Fatalf("power-loss events for %v; want two servers", cut)
+	if len(cut) != 2 || !cut["node-0"] || !cut["node-1"] {
+		t.Fatalf("power-loss events for %v; want node-0 and node-1", cut)
 	}
 	for n := range cut {
 		if reboots[n] != 1 {
@@ -203,6 +216,9 @@ func TestPowerLossOverSSH(t *testing.T) {
 			if !strings.Contains(all, want) {
 				t.Errorf("%s's notes lack %q:\n%s", n, want, all)
 			}
+		}
+		if n == "node-0" && dataMount != "" && !strings.Contains(all, "data volume data mounted on "+dataMount) {
+			t.Errorf("node-0's notes do not say its data volume was mounted again:\n%s", all)
 		}
 		if !relaunched {
 			t.Errorf("%s: no relaunch event after its power loss", n)
