@@ -137,7 +137,11 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 	r.reclaimed[node], r.rewatch[node], r.rebooted[node] = sent, since, true
 	r.notifyLocked()
 	r.mu.Unlock()
-	msg := fmt.Sprintf("back after %s in boot %s: agent started (pid %d), lease claimed again", got.Back.Round(time.Millisecond), got.NewBoot, got.Agent.PID)
+	ssh := "SSH answered throughout"
+	if got.SeenDown {
+		ssh = "SSH unreachable meanwhile"
+	}
+	msg := fmt.Sprintf("back after %s in boot %s (%s): agent started (pid %d), lease claimed again", got.Back.Round(time.Millisecond), got.NewBoot, ssh, got.Agent.PID)
 	for _, d := range redone {
 		msg += ", " + d
 	}

@@ -210,7 +210,7 @@ func TestPowerLossOverSSH(t *testing.T) {
 		all := strings.Join(notes, "\n")
 		for _, want := range []string{
 			"power cut in boot " + n + "-boot-1", "lease renewals wait",
-			"in boot " + n + "-boot-2: agent started", "lease claimed again",
+			"in boot " + n + "-boot-2 (SSH answered throughout): agent started", "lease claimed again",
 			"rebooted without sync, from boot " + n + "-boot-1 to boot " + n + "-boot-2",
 		} {
 			if !strings.Contains(all, want) {
