@@ -82,16 +82,27 @@ func (k *Kill) Run(ctx context.Context, env Env) error {
 	}
 	env.Progress("kill -%s %s (%s)", k.Signal, name, k.Node)
 	if k.RelaunchAfter > 0 {
-		relaunchLater(ctx, env, k.RelaunchAfter, []string{name}, "")
+		relaunchLater(ctx, env, k.RelaunchAfter, []string{name}, "", nil)
 	}
 	return nil
 }
 
 // relaunchLater relaunches each of names after a wait, in the background, recording each
-// relaunch as an event; cause ends its messages ("" or e.g. " after its power loss").
-func relaunchLater(ctx context.Context, env Env, after time.Duration, names []string, cause string) {
+// relaunch as an event; cause ends its messages ("" or e.g. " after its power loss"). back, if
+// not nil, runs first (rebooted nodes coming back): the relaunch waits for it, and for after
+// counted from now, whichever ends later.
+func relaunchLater(ctx context.Context, env Env, after time.Duration, names []string, cause string, back func(context.Context) error) {
+	start := time.Now()
 	env.Go(ctx, func(ctx context.Context) error {
-		if err := ctxtime.Sleep(ctx, after); err != nil {
+		if back != nil {
+			if err := back(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil // the run is over
+				}
+				return err
+			}
+		}
+		if err := ctxtime.Sleep(ctx, time.Until(start.Add(after))); err != nil {
 			return nil // the run is over: nothing to relaunch into
 		}
 		for _, name := range names {

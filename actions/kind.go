@@ -2,7 +2,7 @@
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
 // records. The playbook parser, the plan and the runner know kinds only through Lookup and the
-// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder, Linker) are checked by
+// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder, Linker, PowerCutter) are checked by
 // type assertion, as hashicorp/raft checks for a BatchingFSM.
 package actions
 
@@ -75,9 +75,13 @@ type WriteAdder interface {
 	AddWrites(w *driver.Workload, clients int)
 }
 
-// DiskModelUser is a kind that acts on the servers' disk models (power_loss): the playbook must
-// have a disk: block. Why is the plan's wording, e.g. "drops unsynced writes".
-type DiskModelUser interface{ UsesDiskModel() (why string) }
+// PowerCutter is a kind that cuts servers' power (power_loss): it runs only on a target that can
+// (target.PowerCutter), with what that target needs (the local target's disk: block), which the
+// runner checks before anything starts. CutsPower says what it does, for the refusal; cuts is
+// false when it only kills the engines (unsynced: keep), which any target can.
+type PowerCutter interface {
+	CutsPower() (what string, cuts bool)
+}
 
 // Context is what Check sees of the playbook.
 type Context struct {
@@ -122,6 +126,16 @@ type Env interface {
 	// PowerLoss drops every write since each file's last fsync from node's disk model, once
 	// node's engine (signalled KILL) has exited.
 	PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, error)
+	// Reboots reports whether a power loss reboots the nodes (a stack, target.Rebooter) rather
+	// than drops what their disk models hold unsynced.
+	Reboots() bool
+	// CutPower reboots node without sync and returns the boot it left; the run counts the node
+	// down (and killed by the timeline) until Relaunch.
+	CutPower(ctx context.Context, node string) (boot string, err error)
+	// AwaitBoot waits until node is back in another boot and readies it for its engine (agent,
+	// lease, data volume, tuning, samples, watcher) and returns the new boot id; Relaunch then
+	// starts the engine afresh on what its disk kept.
+	AwaitBoot(ctx context.Context, node, old string) (boot string, err error)
 	// Relaunch starts node's engine again on its folder.
 	Relaunch(ctx context.Context, node string) error
 	// Record adds an event to the run's record.

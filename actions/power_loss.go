@@ -2,9 +2,11 @@ package actions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/internal/units"
@@ -16,11 +18,13 @@ import (
 const DefaultPowerLossNodes = "leader+follower"
 
 // PowerLoss cuts the power of servers at once, as a correlated failure (one rack, one zone)
-// does: each engine is killed and, once it has exited, its disk model drops every write since
-// each file's last fsync (diskmodel/fusefs, as LazyFS does for Jepsen), so at sync level 0 what
-// was acknowledged may be gone. The power comes back RelaunchAfter later: the engines are
-// started again on what their disks kept. Unlike kill it may take a majority down: that is the
-// failure it models. It needs the playbook's disk: block (the local target's disk model).
+// does. On the local target each engine is killed and, once it has exited, its disk model drops
+// every write since each file's last fsync (diskmodel/fusefs, as LazyFS does for Jepsen); the
+// playbook needs a disk: block. On a stack each node reboots without sync, which loses what its
+// page cache held (docs/disks.md); the run waits for it to come back. Either way at sync level 0
+// what was acknowledged may be gone. The power comes back RelaunchAfter later (on a stack, or
+// once the nodes are back, whichever is later): the engines are started again on what their
+// disks kept. Unlike kill it may take a majority down: that is the failure it models.
 //
 // Unsynced "keep" kills the same servers the same way and drops nothing: a crash of the processes
 // only (kill -9 of a majority, which the kill kind refuses), whose writes the page cache keeps —
@@ -39,8 +43,8 @@ const (
 
 func (*PowerLoss) Kind() string     { return string(rundir.ActPowerLoss) }
 func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
-func (*PowerLoss) UsesDiskModel() string {
-	return "cuts the power of servers' disk models"
+func (p *PowerLoss) CutsPower() (string, bool) {
+	return "cuts the power of servers", p.Unsynced != UnsyncedKeep
 }
 
 func (*PowerLoss) Fields() []Field {
@@ -122,6 +126,9 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		}
 		names[i] = name
 	}
+	if p.Unsynced != UnsyncedKeep && env.Reboots() {
+		return p.reboot(ctx, env, refs, names)
+	}
 	for i, name := range names {
 		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
 			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}}}); err != nil {
@@ -146,6 +153,42 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		}
 		env.Progress("%s: %s", name, msg)
 	}
-	relaunchLater(ctx, env, p.RelaunchAfter, names, " after its power loss")
+	relaunchLater(ctx, env, p.RelaunchAfter, names, " after its power loss", nil)
+	return nil
+}
+
+// reboot cuts the power of a stack's nodes, one right after the other, and waits beside the
+// timeline for them to come back, then relaunches their engines.
+func (p *PowerLoss) reboot(ctx context.Context, env Env, refs, names []string) error {
+	old := make([]string, len(names))
+	for i, name := range names {
+		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
+			Kill: &rundir.KillAction{As: refs[i], PowerLoss: true, Reboot: true}}}); err != nil {
+			return err
+		}
+		boot, err := env.CutPower(ctx, name)
+		if err != nil {
+			return fmt.Errorf("power loss of %s: %w", name, err)
+		}
+		old[i] = boot
+	}
+	back := func(ctx context.Context) error {
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			wg.Go(func() {
+				boot, err := env.AwaitBoot(ctx, name, old[i])
+				if err != nil {
+					errs[i] = fmt.Errorf("power loss of %s: %w", name, err)
+					return
+				}
+				errs[i] = env.Record(rundir.Event{Node: name, Note: &rundir.Note{
+					Text: fmt.Sprintf("power loss: rebooted without sync, from boot %s to boot %s", old[i], boot)}})
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	relaunchLater(ctx, env, p.RelaunchAfter, names, " after its power loss", back)
 	return nil
 }

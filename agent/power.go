@@ -17,11 +17,12 @@ import (
 // SysRq trigger, which restarts the machine at once, without syncing or unmounting anything, so
 // what the page cache held unwritten is gone.
 //
-// Only an agent started with Options.SysrqTrigger can do it (`rig agent --sysrq-trigger`, by
-// hand on a stack's node: the SSH target's staging does not pass it until the controller can
-// bring a rebooted node back, docs/disks.md): the local target's agents and the tests' are
-// started without one and refuse, so a power loss there can never reboot the machine the rig
-// runs on. Only the run holding the agent's lease may ask.
+// Only an agent started with Options.SysrqTrigger can do it (`rig agent --sysrq-trigger`: the
+// SSH target's staging passes /proc/sysrq-trigger on a stack's nodes, and an inventory's only
+// when `rig run --sysrq-trigger` asks; target/ssh/power.go brings the node back): the local
+// target's agents are started without one and refuse, so a power loss there can never reboot
+// the machine the rig runs on; tests give a file of their own. Only the run holding the agent's
+// lease may ask.
 
 // PowerCutResponse says which boot the power was cut in: the controller knows the node is back
 // when it reports another boot id.
@@ -85,10 +86,17 @@ func (s *Server) handlePowerCut(w http.ResponseWriter, r *http.Request) {
 	}()
 }
 
-// readProc reads a /proc file under the agent's root, trimmed.
+// readProc reads a file of the power cut's /proc (Options.PowerProc), trimmed.
 func (s *Server) readProc(rel string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(s.opts.Root, "proc", rel))
+	b, err := os.ReadFile(filepath.Join(s.powerProc(), rel))
 	return strings.TrimSpace(string(b)), err
+}
+
+func (s *Server) powerProc() string {
+	if s.opts.PowerProc != "" {
+		return s.opts.PowerProc
+	}
+	return filepath.Join(s.opts.Root, "proc")
 }
 
 // enableSysrq sets kernel.sysrq's reboot bit when it is clear (0 is "all off"; 1 is "all on");
@@ -105,7 +113,7 @@ func (s *Server) enableSysrq() (string, error) {
 	if v == 1 || v&sysrqReboot != 0 {
 		return prior, nil
 	}
-	if err := os.WriteFile(filepath.Join(s.opts.Root, "proc", "sys", "kernel", "sysrq"), []byte(strconv.Itoa(v|sysrqReboot)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.powerProc(), "sys", "kernel", "sysrq"), []byte(strconv.Itoa(v|sysrqReboot)), 0o644); err != nil {
 		return prior, fmt.Errorf("enable kernel.sysrq's reboot bit: %w", err)
 	}
 	return prior, nil

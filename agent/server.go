@@ -47,6 +47,10 @@ type Options struct {
 	// SysrqTrigger is the file a power cut writes "b" to (/proc/sysrq-trigger on a stack's
 	// node: power.go); "" (the local target, tests) refuses every power cut.
 	SysrqTrigger string
+	// PowerProc is where a power cut reads the boot id and kernel.sysrq (and sets its reboot
+	// bit): ROOT/proc when empty. Tests of a whole run give each node a fake one, the rest of
+	// the agent (facts, samples) keeping the real /proc.
+	PowerProc string
 	// Listener, when set, is served instead of listening on Socket (tests).
 	Listener net.Listener
 }

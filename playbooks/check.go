@@ -74,11 +74,6 @@ func check(p *Playbook) []issue {
 			}
 			needMajority = true
 		}
-		if u, ok := a.Spec.(actions.DiskModelUser); ok && p.Disk.Zero() {
-			add(body, "needs-disk", []string{"disk"},
-				"the timeline %s, which needs a disk model under the servers' data: give the playbook a disk: block (docs/disks.md), e.g. disk: {sync_latency: 2ms}",
-				u.UsesDiskModel())
-		}
 		// The entry's own rules; its keys' paths are under its body, "at" is the entry's.
 		entryPath := func(key string) string {
 			switch key {

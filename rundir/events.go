@@ -140,11 +140,14 @@ type SnapshotAction struct {
 
 // KillAction is a signal sent to a node; As is how the playbook named it (leader, follower...).
 // PowerLoss marks the kill of a power_loss action: once the engine had exited, the node's disk
-// model dropped every write since each file's last fsync (a note says how much).
+// model dropped every write since each file's last fsync (a note says how much). With Reboot no
+// signal was sent: the node rebooted without sync (a stack), and notes give the boot it left
+// and the one it came back in.
 type KillAction struct {
 	Signal    string `json:"signal"`
 	As        string `json:"as,omitempty"`
 	PowerLoss bool   `json:"power_loss,omitempty"`
+	Reboot    bool   `json:"reboot,omitempty"`
 }
 
 // WaitForAction holds the timeline until Node (every server when empty) is in Phase.

@@ -98,7 +98,11 @@ func (e env) PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, err
 
 func (e env) Relaunch(ctx context.Context, node string) error {
 	r := e.r
-	if err := r.agent(node).Relaunch(ctx); err != nil {
+	err := r.startAfresh(ctx, node)
+	if errors.Is(err, errNotRebooted) {
+		err = r.agent(node).Relaunch(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	r.mu.Lock()

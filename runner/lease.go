@@ -73,17 +73,40 @@ func (r *run) renewLease(ctx context.Context, node string, renewed time.Time, do
 	tick := time.NewTicker(ttl / 4)
 	defer tick.Stop()
 	var failing error
+	// paused reports whether renewals are paused for a reboot (the lease went with the agent's
+	// boot, and its lapse is expected), and takes a claim made after one.
+	paused := func() bool {
+		p, reclaimed := r.leasePaused(node)
+		if !reclaimed.IsZero() {
+			renewed, failing = reclaimed, nil
+		}
+		return p
+	}
 	for {
+		if paused() {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			continue
+		}
 		lapse := time.NewTimer(time.Until(renewed.Add(ttl)))
 		select {
 		case <-done:
 			lapse.Stop()
 			return
 		case <-lapse.C:
+			if paused() || time.Now().Before(renewed.Add(ttl)) {
+				continue
+			}
 			r.leaseLapsed(node, renewed.Add(ttl), renewed, failing)
 			return
 		case <-tick.C:
 			lapse.Stop()
+			if paused() {
+				continue
+			}
 			if !time.Now().Before(renewed.Add(ttl)) { // the tick and the lapse came together
 				r.leaseLapsed(node, renewed.Add(ttl), renewed, failing)
 				return
@@ -95,6 +118,8 @@ func (r *run) renewLease(ctx context.Context, node string, renewed time.Time, do
 		_, err := r.agent(node).Lease(rctx, ttl)
 		cancel()
 		switch {
+		case paused():
+			// the power was cut meanwhile: the answer, if any, was the old boot's
 		case err == nil:
 			renewed, failing = sent, nil
 		case errors.Is(err, agent.ErrLeaseLapsed):

@@ -66,7 +66,7 @@ func CheckTarget(plan *playbooks.Plan, t target.Target) error {
 			break // every run of a plan has the same timeline kinds
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, checkPowerCuts(plan, t)...)...)
 }
 
 // routeConfig puts server n's links to its peers through the cluster's proxies: each peer's raft

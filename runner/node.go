@@ -42,10 +42,7 @@ func (r *run) applyTuning(ctx context.Context) error {
 		r.updateManifest(func(m *rundir.Manifest) { m.TuningSkipped = tr.TuneSkipped })
 		return nil
 	}
-	p := tune.Profile{}
-	for _, s := range r.pb.Tuning {
-		p[s.Key] = s.Value
-	}
+	p := r.tuneProfile()
 	r.updateManifest(func(m *rundir.Manifest) { m.Tuning = map[string]rundir.Tuning{} })
 	for _, n := range tr.TuneNodes {
 		rep, err := r.agent(n.Name).Tune(ctx, p)
@@ -56,6 +53,15 @@ func (r *run) applyTuning(ctx context.Context) error {
 		r.progress("tuned %s: %d settings applied and read back", n.Name, len(rep.Changes))
 	}
 	return nil
+}
+
+// tuneProfile is the playbook's kernel settings as the agents apply them.
+func (r *run) tuneProfile() tune.Profile {
+	p := tune.Profile{}
+	for _, s := range r.pb.Tuning {
+		p[s.Key] = s.Value
+	}
+	return p
 }
 
 // revertTuning restores the recorded prior values.
@@ -92,14 +98,19 @@ func (r *run) samplesName() string {
 // engine's and the agent's own CPU and RSS) for the whole run.
 func (r *run) startSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms"}
-		if n.Role == inventory.RoleServer {
-			req.PIDFiles = []string{supervise.PIDFile}
-		}
+		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}
 		if _, err := r.agent(n.Name).StartSamples(ctx, req); err != nil {
 			r.warn("start OS samples on %s: %v", n.Name, err)
 		}
 	}
+}
+
+// samplePIDFiles are the processes a node's samples follow besides the agent: a server's engine.
+func samplePIDFiles(n inventory.Node) []string {
+	if n.Role == inventory.RoleServer {
+		return []string{supervise.PIDFile}
+	}
+	return nil
 }
 
 // stopSamples stops the samplers; their NDJSON is in the node folder (collected from remote

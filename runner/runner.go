@@ -49,6 +49,9 @@ type Options struct {
 	// LeaseTTL is how long each agent keeps the run's lease without a renewal (lease.go;
 	// default DefaultLeaseTTL; the agent takes agent.MinLeaseTTL to agent.MaxLeaseTTL).
 	LeaseTTL time.Duration
+	// RebootTimeout bounds the wait for a node a power_loss rebooted to come back (a stack's;
+	// 0: target.DefaultRebootTimeout).
+	RebootTimeout time.Duration
 	// OpenSweep, if set, opens the sweep a plan of more than one run runs in, once every timeline
 	// is checked: started (sweep.Start) or resumed (sweep.Resume) by the caller, which knows the
 	// target's stack; runs a resumed sweep kept from an earlier attempt are not run again. Nil:
@@ -232,6 +235,12 @@ type run struct {
 	lapsedOn   map[string]bool               // nodes whose lease lapsed: cleanup leaves their agents alone
 	stopping   bool                          // engines are being stopped: their exits are scheduled
 	killed     map[string]bool               // per server: the timeline killed its current launch
+	// A power_loss that reboots nodes (power.go): rebooting while a node is away (its lease
+	// renewals and watcher wait), then the claim sent to its new agent, the journal position its
+	// watcher starts over from, and rebooted until its engine is started afresh.
+	rebooting, rebooted map[string]bool
+	reclaimed           map[string]time.Time
+	rewatch             map[string]uint64
 
 	// leaderChanged is when the watchers last saw a server become leader (controller clock).
 	leaderChanged time.Time
@@ -307,7 +316,8 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
 		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
 		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
-		killed: map[string]bool{}, routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero()}
+		killed: map[string]bool{}, routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero(),
+		rebooting: map[string]bool{}, rebooted: map[string]bool{}, reclaimed: map[string]time.Time{}, rewatch: map[string]uint64{}}
 	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err

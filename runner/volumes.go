@@ -90,13 +90,9 @@ func CheckVolumeNames(asked []string, have map[string][]string, where string) er
 // before the first run on it and kept on the volume; rig disk-check measures again), and
 // returns where it is mounted.
 func (r *run) mountVolume(ctx context.Context, n inventory.Node) (disk.Result, disk.VolumeCheck, error) {
-	vols := n.DataVolumes()
-	v := vols[0]
-	if name := r.pb.DiskVolume; name != "" {
-		var ok bool
-		if v, ok = n.Volume(name); !ok {
-			return disk.Result{}, disk.VolumeCheck{}, CheckVolumeNames([]string{name}, map[string][]string{n.Name: n.VolumeNames()}, "the inventory")
-		}
+	v, err := r.dataVolume(n)
+	if err != nil {
+		return disk.Result{}, disk.VolumeCheck{}, err
 	}
 	mp := n.MountPoint(r.opts.DataMount, v)
 	res, err := MountVolume(ctx, r.agent(n.Name), v, mp, r.opts.DataFS)
@@ -115,6 +111,19 @@ func (r *run) mountVolume(ctx context.Context, n inventory.Node) (disk.Result, d
 			n.Name, v.Name, how, vc.Measured.SeqWriteMBps, vc.Measured.RandWriteIOPS, vc.Measured.SyncMeanUs, vc.Measured.SyncP99Us)
 	}
 	return res, vc, err
+}
+
+// dataVolume is the data volume server n keeps its engine data on: the playbook's disk.volume,
+// else its first.
+func (r *run) dataVolume(n inventory.Node) (inventory.Volume, error) {
+	v := n.DataVolumes()[0]
+	if name := r.pb.DiskVolume; name != "" {
+		var ok bool
+		if v, ok = n.Volume(name); !ok {
+			return v, CheckVolumeNames([]string{name}, map[string][]string{n.Name: n.VolumeNames()}, "the inventory")
+		}
+	}
+	return v, nil
 }
 
 // MountVolume has a node's agent find volume v (by the EBS volume id in its NVMe serial, or its

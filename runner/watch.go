@@ -31,10 +31,18 @@ func (r *run) watch(ctx context.Context) <-chan struct{} {
 }
 
 func (r *run) watchNode(ctx context.Context, name string) {
-	c := r.agent(name)
 	since := r.since[name]
 	for ctx.Err() == nil {
-		ts, err := c.Transitions(ctx, since, 2*time.Second)
+		// A node rebooting has no agent to ask; once back, its new agent's journal is followed.
+		wait, from, restart := r.rewatchFrom(name)
+		if wait {
+			ctxtime.Sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if restart {
+			since = from
+		}
+		ts, err := r.agent(name).Transitions(ctx, since, 2*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("watch transitions", "node", name, "err", err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/diskmodel"
@@ -135,6 +136,54 @@ type PowerLosser interface {
 	// DropUnsynced reverts server n's disk model to what was last synced, every write since each
 	// file's last fsync discarded. n's engine must have exited.
 	DropUnsynced(ctx context.Context, n inventory.Node) (diskmodel.Dropped, error)
+}
+
+// PowerCutter is a Target whose servers a run's power_loss can take down. PowerCuts says how,
+// for the plan and for refusals; rig run and rig validate ask it before anything starts.
+type PowerCutter interface {
+	Target
+	PowerCuts() PowerCuts
+}
+
+// PowerCuts is how a target's servers lose power.
+type PowerCuts struct {
+	// How, e.g. "reboots each node without sync"; "" when this target cannot, and Refused
+	// says why and what would work.
+	How, Refused string
+	// DiskModel: the servers lose power as their disk models (PowerLosser), so the playbook
+	// needs a disk: block; else the nodes reboot (Rebooter) and a disk: block is refused.
+	DiskModel bool
+}
+
+// Rebooter is a Cluster whose nodes a run may reboot without sync: a power loss of a stack's node
+// (the SSH target's; docs/disks.md, "Power loss on a stack"), where the PowerLosser's disk model
+// does not exist. PowerCut has n's agent reboot it (agent.Client.PowerCut: only an agent given a
+// SysRq trigger can) and returns the boot it left; AwaitBoot waits until n answers over SSH in
+// another boot and starts its agent again, which holds no lease and knows no engine.
+type Rebooter interface {
+	PowerCut(ctx context.Context, n inventory.Node) (boot string, err error)
+	AwaitBoot(ctx context.Context, n inventory.Node, old string, o RebootOptions) (Rebooted, error)
+}
+
+// DefaultRebootTimeout bounds the wait for a node to come back after a power cut when none is
+// given: an EC2 instance's reboot without sync takes tens of seconds (firmware, kernel,
+// cloud-init, sshd).
+const DefaultRebootTimeout = 5 * time.Minute
+
+// RebootOptions bound a reboot.
+type RebootOptions struct {
+	// Timeout bounds the wait for the node to come back in another boot (the new boot id read
+	// over SSH; 0: DefaultRebootTimeout); starting its agent has its own bound.
+	Timeout  time.Duration
+	Progress func(format string, args ...any) // progress lines while waiting (nil: none)
+}
+
+// Rebooted is what a reboot did, for the run's events.
+type Rebooted struct {
+	OldBoot, NewBoot string        // the node's boot ids before the cut and after it
+	SeenDown         bool          // SSH failed at least once between them
+	Back             time.Duration // the wait until the new boot id was read
+	Agent            Staged        // the agent started in the new boot
 }
 
 // Traits describe a cluster in the terms a run needs.

@@ -27,7 +27,7 @@ import (
 // agentOptions are the daemon's flags (subcommands such as `rig agent ping` define their own).
 type agentOptions struct {
 	socket, dir, root, node string
-	sysrqTrigger            string
+	sysrqTrigger, powerProc string
 	daemon, detached        bool
 	daemonWait              time.Duration
 }
@@ -58,6 +58,8 @@ stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`
 	f.StringVar(&o.root, "root", "/", "filesystem root for /proc and /sys")
 	f.StringVar(&o.node, "node", "", "this node's name (reported by ping, stamped on transitions)")
 	f.StringVar(&o.sysrqTrigger, "sysrq-trigger", "", `the file a power cut writes "b" to (/proc/sysrq-trigger: reboot without sync, docs/disks.md); default none: power cuts are refused`)
+	f.StringVar(&o.powerProc, "power-proc", "", "tests: the /proc a power cut reads the boot id and kernel.sysrq from (default ROOT/proc)")
+	f.MarkHidden("power-proc")
 	f.BoolVar(&o.daemon, "daemon", false, "start detached and return once the agent answers ping")
 	f.DurationVar(&o.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
 	f.BoolVar(&o.detached, "detached", false, "internal: this process is the detached agent --daemon started")
@@ -118,7 +120,7 @@ func runAgent(cmd *cobra.Command, o agentOptions) error {
 		agent.Version = buildVersion()
 	}
 	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
-	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, Logger: log})
+	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log})
 	if err != nil {
 		log.Error("agent stopped", "err", err)
 		return err
@@ -148,6 +150,9 @@ func startAgentDaemon(ctx context.Context, out io.Writer, dir string, o agentOpt
 	}
 	if o.sysrqTrigger != "" {
 		args = append(args, "--sysrq-trigger", o.sysrqTrigger)
+	}
+	if o.powerProc != "" {
+		args = append(args, "--power-proc", o.powerProc)
 	}
 	c := exec.Command(exe, args...)
 	c.Dir = dir

@@ -17,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/sweep"
+	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
@@ -106,6 +107,9 @@ func newRunCmd() *cobra.Command {
 					return fmt.Errorf("%w: %w", errUsage, err)
 				}
 				remote.Nodes, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
+				if remote.SysrqTrigger == "" {
+					remote.SysrqTrigger = sshtarget.PowerCutNodes // a stack's nodes are the run's to reboot
+				}
 				opts.Target = sshtarget.New(remote)
 			case inventoryFile != "":
 				if _, err := inventory.Load(inventoryFile); err != nil {
@@ -114,6 +118,9 @@ func newRunCmd() *cobra.Command {
 				remote.Nodes = inventory.FileTarget{Path: inventoryFile}
 				opts.Target = sshtarget.New(remote)
 			default:
+				if remote.SysrqTrigger != "" || remote.PowerProc != "" {
+					return fmt.Errorf("%w: --sysrq-trigger and --agent-power-proc are for --stack/--inventory: the local target never reboots this machine", errUsage)
+				}
 				opts.Target = local.New(localOpts)
 			}
 			if !quiet {
@@ -176,6 +183,11 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&opts.DataMount, "data-mount", "/data", "where each server's data volume (inventory data_device) is mounted for engine data")
 	f.StringVar(&opts.DataFS, "data-fs", "xfs", "filesystem made on a data volume that has none (xfs or ext4; one that has a filesystem is never formatted)")
 	f.BoolVar(&remote.Sudo, "sudo", false, "run agents as root through sudo -n (kernel tuning needs root)")
+	f.StringVar(&remote.SysrqTrigger, "sysrq-trigger", "", "--inventory: let a power_loss reboot the nodes without sync by writing b to this file on them ("+
+		sshtarget.PowerCutNodes+"; default on a --stack, none for an inventory: a power_loss is refused; docs/disks.md)")
+	f.StringVar(&remote.PowerProc, "agent-power-proc", "", "tests: the agents' --power-proc on the nodes ({node} is the node's name)")
+	f.MarkHidden("agent-power-proc")
+	f.DurationVar(&opts.RebootTimeout, "reboot-timeout", target.DefaultRebootTimeout, "how long a node a power_loss rebooted has to come back (--stack/--inventory)")
 	f.StringVar(&localOpts.FirstAddress, "first-address", "127.0.0.11", "local target: loopback address of the first node")
 	f.StringVar(&localOpts.DataDir, "local-data", "", "local target: keep each server's engine data (raft log, snapshots) in DIR/NODE/ instead of its node folder, e.g. on a filesystem of its own")
 	f.BoolVar(&opts.KeepData, "keep-data", false, "keep engine data (raft log, snapshots) where the run wrote it: the node folder, --local-data DIR/NODE/rig/RUN-ID, or the data volume")

@@ -254,7 +254,8 @@ func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor, 
 			// target's), for the target it would run on.
 			var tgt target.Target = local.New(local.Options{})
 			if est.stack != "" {
-				tgt = sshtarget.New(sshtarget.TargetOptions{Nodes: stack.NewTarget(stack.TargetOptions{Stack: est.stack}), Stack: est.stack})
+				tgt = sshtarget.New(sshtarget.TargetOptions{Nodes: stack.NewTarget(stack.TargetOptions{Stack: est.stack}), Stack: est.stack,
+					SysrqTrigger: sshtarget.PowerCutNodes}) // as rig run --stack stages its agents
 			}
 			if err := runner.CheckTarget(plan, tgt); err != nil {
 				return nil, err

@@ -71,6 +71,9 @@ type Options struct {
 	// ECDSAHostKey gives the server a second host key, ecdsa-sha2-nistp256 (in HostKeyECDSA),
 	// besides the ed25519 one that x/crypto prefers.
 	ECDSAHostKey bool
+	// Host is the loopback address to listen on ("": a random one in 127.0.0.0/8), for a test
+	// kept to addresses of its own.
+	Host string
 }
 
 // Start runs sshd until the test ends.
@@ -134,7 +137,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		host, port, err := spareAddr()
+		host, port, err := spareAddr(opts.Host)
 		if err != nil {
 			lastErr = err
 			continue
@@ -289,15 +292,17 @@ func writeFile(t testing.TB, path string, b []byte, mode os.FileMode) {
 	}
 }
 
-// spareAddr picks a random address in 127.0.0.0/8 (away from 127.0.0.1, where other services
-// of this machine listen) and a port that is free on it right now.
-func spareAddr() (string, int, error) {
-	n, err := rand.Int(rand.Reader, big.NewInt(1<<16))
-	if err != nil {
-		return "", 0, err
+// spareAddr picks host, or else a random address in 127.0.0.0/8 (away from 127.0.0.1, where
+// other services of this machine listen), and a port that is free on it right now.
+func spareAddr(host string) (string, int, error) {
+	if host == "" {
+		n, err := rand.Int(rand.Reader, big.NewInt(1<<16))
+		if err != nil {
+			return "", 0, err
+		}
+		v := n.Int64()
+		host = fmt.Sprintf("127.%d.%d.%d", 10+v%200, (v>>8)%250+1, v%250+2)
 	}
-	v := n.Int64()
-	host := fmt.Sprintf("127.%d.%d.%d", 10+v%200, (v>>8)%250+1, v%250+2)
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", 0, err

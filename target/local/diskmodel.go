@@ -16,7 +16,14 @@ import (
 var (
 	_ target.DiskModeler = (*Cluster)(nil)
 	_ target.PowerLosser = (*Cluster)(nil)
+	_ target.PowerCutter = (*Target)(nil)
 )
+
+// PowerCuts: a server loses power as its disk model, which drops every unsynced write; the
+// machine the rig runs on is never rebooted (its agents get no SysRq trigger).
+func (t *Target) PowerCuts() target.PowerCuts {
+	return target.PowerCuts{How: "drops every write since each file's last fsync from the servers' disk models", DiskModel: true}
+}
 
 // probeRepeats: a probe on a machine other work shares keeps the best of a few (ProbeOptions).
 const probeRepeats = 3

@@ -26,6 +26,10 @@ type TargetOptions struct {
 	Login Login
 	Sudo  bool   // run the agent as root through sudo -n (tuning needs root)
 	Base  string // folder on the nodes that holds rig-NODE (default: the login home)
+	// SysrqTrigger is given to every agent (--sysrq-trigger): a run's power_loss may then reboot
+	// the nodes (PowerCutNodes on a stack; "" refuses). PowerProc is the agents' --power-proc
+	// (tests: a fake /proc for the boot id). In either, {node} stands for the node's name.
+	SysrqTrigger, PowerProc string
 }
 
 // Login says how the controller logs in to nodes; every verb that reaches nodes over SSH uses
@@ -96,8 +100,8 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 	if err != nil {
 		return nil, fmt.Errorf("ssh transport: %w", err)
 	}
-	c := &Cluster{t: t, inv: inv, tr: tr, dir: so.RunDir, log: log, agents: map[string]*agent.Client{},
-		stage: Options{Base: t.opts.Base, Sudo: t.opts.Sudo, Logger: log}}
+	c := &Cluster{t: t, inv: inv, tr: tr, dir: so.RunDir, log: log, run: so.Run, agents: map[string]*agent.Client{},
+		stage: Options{Base: t.opts.Base, Sudo: t.opts.Sudo, PowerProc: t.opts.PowerProc, SysrqTrigger: t.opts.SysrqTrigger, Logger: log}}
 	if so.Binary != "" {
 		// It runs on nodes of this machine's architecture; others get a cross build.
 		c.stage.Binaries = map[string]string{runtime.GOARCH: so.Binary}
@@ -121,14 +125,17 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 
 // Cluster is a started SSH cluster.
 type Cluster struct {
-	t      *Target
-	inv    *inventory.Inventory
-	tr     transport.Transport
-	dir    string
-	log    *slog.Logger
-	stage  Options
-	agents map[string]*agent.Client // written before Start returns, read-only after
-	// sockets are the agents' control sockets on the nodes (absolute paths)
+	t     *Target
+	inv   *inventory.Inventory
+	tr    transport.Transport
+	dir   string
+	log   *slog.Logger
+	stage Options
+	run   string // the run's id, which agents' clients send
+	mu    sync.Mutex
+	// agents and sockets (the agents' control sockets on the nodes, absolute paths) are written
+	// before Start returns, and after that only by Reboot, which starts a node's agent anew.
+	agents  map[string]*agent.Client
 	sockets map[string]string
 }
 
@@ -136,7 +143,11 @@ var _ target.Cluster = (*Cluster)(nil)
 
 func (c *Cluster) Inventory() *inventory.Inventory { return c.inv }
 func (c *Cluster) Transport() transport.Transport  { return c.tr }
-func (c *Cluster) Agent(node string) *agent.Client { return c.agents[node] }
+func (c *Cluster) Agent(node string) *agent.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.agents[node]
+}
 
 // Binary is the staged binary.
 func (c *Cluster) Binary(n inventory.Node) string { return c.stage.withDefaults(n).BinaryPath() }
@@ -149,6 +160,8 @@ func (c *Cluster) NodePath(n inventory.Node, rel string) string {
 // ControlSocket is beside the node agent's socket, in its 0700 folder (owned by the login user,
 // whom the controller's SSH session and the load generator run as).
 func (c *Cluster) ControlSocket(n inventory.Node, name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return path.Join(path.Dir(c.sockets[n.Name]), name)
 }
 
@@ -185,7 +198,7 @@ func (c *Cluster) Collect(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, n := range c.inv.Nodes {
 		wg.Go(func() {
-			if err := c.agents[n.Name].CollectInto(ctx, filepath.Join(c.dir, n.Name), agent.CollectOptions{}); err != nil {
+			if err := c.Agent(n.Name).CollectInto(ctx, filepath.Join(c.dir, n.Name), agent.CollectOptions{}); err != nil {
 				errs[i] = fmt.Errorf("collect %s: %w", n.Name, err)
 			}
 		})
@@ -205,9 +218,11 @@ func (c *Cluster) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.mu.Lock()
 	for _, a := range c.agents {
 		a.Close()
 	}
+	c.mu.Unlock()
 	c.tr.Close()
 	return errors.Join(errs...)
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// Base is the folder on the node that holds rig-NODE ("": the login home).
 	Base string
 	Root string // the agent's --root (default "/")
+	// SysrqTrigger is the agent's --sysrq-trigger (agent/power.go: "" refuses power cuts; only
+	// nodes a run may reboot get /proc/sysrq-trigger), PowerProc its --power-proc (tests: a
+	// fake /proc for the cut's boot id). In either, {node} stands for the node's name.
+	SysrqTrigger, PowerProc string
 	// Sudo runs the agent as root through `sudo -n` (tuning needs root; on AWS the login user
 	// is not root).
 	Sudo         bool
@@ -59,6 +63,8 @@ func (o Options) withDefaults(n inventory.Node) nodeOpts {
 	if o.Root == "" {
 		o.Root = "/"
 	}
+	o.PowerProc = strings.ReplaceAll(o.PowerProc, "{node}", n.Name)
+	o.SysrqTrigger = strings.ReplaceAll(o.SysrqTrigger, "{node}", n.Name)
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
@@ -334,8 +340,15 @@ func hashOnNode(ctx context.Context, tr transport.Transport, node inventory.Node
 func start(ctx context.Context, tr transport.Transport, node inventory.Node, o nodeOpts, sock string) (int, error) {
 	q := shellQuote
 	dir := o.AgentDir()
-	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent --socket %s --dir %s --root %s --node %s >>%s 2>&1 </dev/null & echo $!",
-		q(dir), q(o.BinaryPath()), q(sock), q(dir), q(o.Root), q(node.Name), q(path.Join(dir, "agent.out")))
+	flags := fmt.Sprintf("--socket %s --dir %s --root %s --node %s", q(sock), q(dir), q(o.Root), q(node.Name))
+	if o.SysrqTrigger != "" {
+		flags += " --sysrq-trigger " + q(o.SysrqTrigger)
+	}
+	if o.PowerProc != "" {
+		flags += " --power-proc " + q(o.PowerProc)
+	}
+	script := fmt.Sprintf("mkdir -p %s && setsid nohup %s agent %s >>%s 2>&1 </dev/null & echo $!",
+		q(dir), q(o.BinaryPath()), flags, q(path.Join(dir, "agent.out")))
 	res, err := tr.Exec(ctx, node, transport.Cmd{Args: []string{"sh", "-c", script}, Sudo: o.Sudo})
 	if err != nil {
 		return 0, err

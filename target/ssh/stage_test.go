@@ -43,6 +43,8 @@ func runAgent(args []string) int {
 	dir := fs.String("dir", "", "")
 	root := fs.String("root", "/", "")
 	node := fs.String("node", "", "")
+	trigger := fs.String("sysrq-trigger", "", "")
+	powerProc := fs.String("power-proc", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,7 +52,7 @@ func runAgent(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := agent.Serve(ctx, agent.Options{Socket: *socket, Dir: abs, Root: *root, Node: *node, Logger: log}); err != nil {
+	if err := agent.Serve(ctx, agent.Options{Socket: *socket, Dir: abs, Root: *root, Node: *node, SysrqTrigger: *trigger, PowerProc: *powerProc, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		return 1
 	}
