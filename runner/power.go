@@ -32,6 +32,9 @@ func checkPowerCuts(plan *playbooks.Plan, t target.Target) []error {
 				continue
 			}
 			entry := fmt.Sprintf("run %d: timeline[%d] %s (%s)", pr.Index, i, a.Kind, what)
+			if where := a.Pos.String(); where != "" {
+				entry = where + ": " + entry
+			}
 			tc, ok := t.(target.PowerCutter)
 			if !ok {
 				return []error{fmt.Errorf("%s: target %s cannot cut its servers' power; run it on the local target with a disk: block, or on a stack", entry, t.Name())}
