@@ -19,25 +19,39 @@ import (
 	"github.com/rig-dev/rig/target"
 )
 
-// linkers are the playbook's timeline entries that act on network links (actions.Linker), as
-// "timeline[i] what it does".
-func linkers(pb *playbooks.Playbook) []string {
-	var out []string
+// linkers are the playbook's timeline entries that act on network links (actions.Linker).
+func linkers(pb *playbooks.Playbook) []route {
+	var out []route
 	for i, a := range pb.Timeline {
 		if l, ok := a.Spec.(actions.Linker); ok {
-			out = append(out, fmt.Sprintf("timeline[%d] %s", i, l.Links()))
+			out = append(out, route{a.Pos, fmt.Sprintf("timeline[%d] %s", i, l.Links())})
 		}
 	}
 	return out
 }
 
+// route is what makes a run's links go through proxies, and where the playbook says so.
+type route struct {
+	pos  playbooks.Pos
+	what string
+}
+
 // routes are what makes a run's links go through proxies: its placement and its linkers.
-func routes(pb *playbooks.Playbook) []string {
+func routes(pb *playbooks.Playbook) []route {
 	lk := linkers(pb)
 	if !pb.Placement.IsZero() {
-		lk = append([]string{"placement: puts the nodes in zones (delays every link between zones)"}, lk...)
+		lk = append([]route{{pb.PosOf("placement"), "placement: puts the nodes in zones (delays every link between zones)"}}, lk...)
 	}
 	return lk
+}
+
+// at is a place in the playbook as an error's prefix ("FILE:LINE:COLUMN: "), or "" where the
+// playbook did not come from a file.
+func at(p playbooks.Pos) string {
+	if s := p.String(); s != "" {
+		return s + ": "
+	}
+	return ""
 }
 
 // CheckTarget refuses a plan that needs what the target cannot do: a timeline that acts on
@@ -53,13 +67,13 @@ func CheckTarget(plan *playbooks.Plan, t target.Target) error {
 			continue
 		}
 		if _, ok := t.(target.Partitioner); !ok {
-			errs = append(errs, fmt.Errorf("run %d: %s: target %s cannot cut or delay links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
-				pr.Index, lk[0], t.Name()))
+			errs = append(errs, fmt.Errorf("%s%s (run %d): target %s cannot cut or delay links between its nodes (it puts no proxy on them); run it on the local target, which routes every peer and client link through linkproxy",
+				at(lk[0].pos), lk[0].what, pr.Index, t.Name()))
 		}
 		for i, a := range pr.Playbook.Timeline {
 			if _, ok := a.Spec.(*actions.Burst); ok {
-				errs = append(errs, fmt.Errorf("run %d: timeline[%d] burst: a run that %s cannot also burst: bursts are UDP datagrams, and the links are TCP proxies",
-					pr.Index, i, lk[0]))
+				errs = append(errs, fmt.Errorf("%stimeline[%d] burst (run %d): a run with %s cannot also burst: bursts are UDP datagrams, and the links are TCP proxies",
+					at(a.Pos), i, pr.Index, lk[0].what))
 			}
 		}
 		if len(errs) > 0 {

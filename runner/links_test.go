@@ -76,8 +76,8 @@ placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zo
 		t.Errorf("the refused run made %d entries in the results folder", len(ents))
 	}
 	burst := planOf(t, zonesYAML+"timeline:\n  - {at: 2s, burst: {messages: 100}}\n")
-	if err := CheckTarget(burst, local.New(local.Options{})); err == nil || !strings.Contains(err.Error(), "timeline[0] burst: a run that placement") {
-		t.Errorf("placement + burst: %v; want timeline[0] refused", err)
+	if err := CheckTarget(burst, local.New(local.Options{})); err == nil || !strings.Contains(err.Error(), "p.yaml:8:5: timeline[0] burst (run 1): a run with placement") {
+		t.Errorf("placement + burst: %v; want timeline[0] refused at its place in the file", err)
 	}
 }
 

@@ -31,10 +31,7 @@ func checkPowerCuts(plan *playbooks.Plan, t target.Target) []error {
 			if !cuts {
 				continue
 			}
-			entry := fmt.Sprintf("run %d: timeline[%d] %s (%s)", pr.Index, i, a.Kind, what)
-			if where := a.Pos.String(); where != "" {
-				entry = where + ": " + entry
-			}
+			entry := at(a.Pos) + fmt.Sprintf("timeline[%d] %s (%s) in run %d", i, a.Kind, what, pr.Index)
 			tc, ok := t.(target.PowerCutter)
 			if !ok {
 				return []error{fmt.Errorf("%s: target %s cannot cut its servers' power; run it on the local target with a disk: block, or on a stack", entry, t.Name())}
