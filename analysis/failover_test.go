@@ -83,3 +83,38 @@ func ptrStr(p *float64) any {
 	}
 	return *p
 }
+
+// The new leader answers a little before its role event is recorded (the engine reports the
+// transition after it starts serving): the client gap is still the whole silence from the
+// kill to the first answer, not the few ms between an answer and the event.
+func TestFailoverGapWhenAnswersBeatTheRoleEvent(t *testing.T) {
+	f := newFixture(t)
+	f.role(-1000, "node-0", "leader")
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.action(15000, "kill", "node-0", nil)
+	f.role(15500, "node-2", "candidate")
+	f.role(16020, "node-2", "leader") // recorded 20 ms after it began answering
+	f.run(20000, "load_end")
+	var ps []rundir.Probe
+	for ms := int64(0); ms < 20000; ms += 10 {
+		lat := time.Millisecond
+		if ms >= 15000 && ms < 16000 { // unanswered until the new leader serves at 16.0 s
+			lat = time.Duration(16000-ms+1) * time.Millisecond
+		}
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: int64(lat)})
+	}
+	f.probes(ps)
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Failovers) != 1 {
+		t.Fatalf("failovers %+v, want 1", s.Failovers)
+	}
+	// Last answer before the kill: sent at 14.99 s, back at 14.991 s; the silence ends at
+	// 16.001 s, when the probes held through the election are answered.
+	if g := s.Failovers[0].ClientGapMs; g == nil || *g != 1010 {
+		t.Errorf("client gap %v, want 1010 ms", ptrStr(g))
+	}
+}
