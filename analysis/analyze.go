@@ -424,6 +424,7 @@ func (d *runData) summarize() *Summary {
 	}
 	s.Settings = d.settings()
 	s.AgentCPU = d.man.AgentCPU
+	s.DiskModels, s.DiskChecks, s.LinkRTTs, s.LinkRTTsLoad = d.man.DiskModels, d.man.DiskChecks, d.man.LinkRTTs, d.man.LinkRTTsLoad
 	s.WarmupProbes = d.firstPost
 	s.Probes = d.windowStats(d.warmupEnd, math.MaxInt64, nil)
 

@@ -2,11 +2,14 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/rig-dev/rig/stats"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/linkproxy"
+	"github.com/rig-dev/rig/stats"
 
 	"github.com/rig-dev/rig/engine"
 )
@@ -231,6 +234,8 @@ func renderReport(s *Summary) string {
 	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
 	pf("%s", telemetrySection(s))
+
+	pf("%s", setupSection(s))
 
 	pf("## Nodes\n\n")
 	if len(s.Nodes) == 0 {
@@ -549,4 +554,69 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 		"(client clock: intended send + latency); back to normal ends the first whole second after that reply whose p99 is within %.0f %% of "+
 		"the median per-second p99 of the %d s before the fault. — : did not happen before the next fault or the end of load.\n\n",
 		normalMargin*100, normalBaselineS)
+}
+
+// setupSection is the disk and the links the run had, asked beside read back: the disk model's
+// probe, fio on a stack's volume, and every routed pair's round trip before and under load.
+func setupSection(s *Summary) string {
+	if len(s.DiskModels) == 0 && len(s.DiskChecks) == 0 && len(s.LinkRTTs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	pf("## Disk and links, asked and read back\n\n")
+	if len(s.DiskModels) > 0 {
+		pf("Disk model under each server's data, probed before load (docs/disks.md):\n\n")
+		pf("| node | asked | throughput | 4 KiB IOPS | sync after 4 KiB | + per MiB | load avg |\n|---|---|---|---|---|---|---|\n")
+		for _, n := range slices.Sorted(maps.Keys(s.DiskModels)) {
+			r := s.DiskModels[n]
+			pf("| %s | %s | %.1f MB/s | %.0f | %s | %s | %s |\n", n, r.Asked, r.Achieved.ThroughputBps/1e6, r.Achieved.IOPS,
+				r.Achieved.SyncLatency.Round(10*time.Microsecond), r.Achieved.SyncPerMiB.Round(10*time.Microsecond), loadCell(r.LoadAvg))
+		}
+		pf("\n")
+	}
+	if len(s.DiskChecks) > 0 {
+		pf("Data volumes, fio against what was provisioned (docs/infra.md):\n\n")
+		pf("| node | volume | provisioned | sequential write | 4 KiB IOPS | fdatasync mean / p99 | held to it | load avg |\n|---|---|---|---|---|---|---|---|\n")
+		for _, n := range slices.Sorted(maps.Keys(s.DiskChecks)) {
+			c := s.DiskChecks[n]
+			held := "no (provisioning unknown)"
+			if c.Compared {
+				held = "yes"
+			}
+			if c.Error != "" {
+				held = "**short**: " + c.Error
+			}
+			prov := orDash(c.Provisioned.Type)
+			if c.Provisioned.ThroughputMiBps > 0 || c.Provisioned.IOPS > 0 {
+				prov += fmt.Sprintf(" %d MiB/s, %d IOPS", c.Provisioned.ThroughputMiBps, c.Provisioned.IOPS)
+			}
+			m := c.Measured
+			pf("| %s | %s | %s | %.0f MB/s | %.0f | %.0f / %.0f µs | %s | %.2f |\n", n, c.Volume, prov, m.SeqWriteMBps, m.RandWriteIOPS, m.SyncMeanUs, m.SyncP99Us, held, m.LoadAvg)
+		}
+		pf("\n")
+	}
+	if len(s.LinkRTTs) > 0 {
+		under := map[[2]string]linkproxy.PairProbe{}
+		for _, p := range s.LinkRTTsLoad {
+			under[[2]string{p.From, p.To}] = p
+		}
+		pf("Round trips through each routed pair's proxy, median [min–max] of the probe's pings (docs/playbooks.md, Zones):\n\n")
+		pf("| from | to | asked | before load | under load |\n|---|---|---|---|---|\n")
+		rtt := func(p linkproxy.PairProbe) string {
+			if p.Error != "" {
+				return "error: " + p.Error
+			}
+			return fmt.Sprintf("%s [%s–%s]", p.Probe.Median.Round(10*time.Microsecond), p.Probe.Min.Round(10*time.Microsecond), p.Probe.Max.Round(10*time.Microsecond))
+		}
+		for _, p := range s.LinkRTTs {
+			u := "—"
+			if q, ok := under[[2]string{p.From, p.To}]; ok {
+				u = rtt(q)
+			}
+			pf("| %s | %s | %s | %s | %s |\n", p.From, p.To, p.Probe.Set, rtt(p), u)
+		}
+		pf("\n")
+	}
+	return b.String()
 }

@@ -2,11 +2,15 @@ package analysis
 
 import (
 	"encoding/json"
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/linkproxy"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWriteOutputs(t *testing.T) {
@@ -152,5 +156,35 @@ func TestWriteOutputs(t *testing.T) {
 	again, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	if string(again) != md {
 		t.Error("report.md differs when rewritten from summary.json")
+	}
+}
+
+// The disk and the links a run had are in its report, asked beside read back, and a volume
+// that fell short says so.
+func TestReportShowsDiskAndLinksReadBack(t *testing.T) {
+	s := &Summary{RunID: "r", Status: "ok",
+		DiskModels: map[string]diskmodel.Record{"node-0": {Asked: diskmodel.Limits{Throughput: 125e6, SyncLatency: 4 * time.Millisecond},
+			Achieved: diskmodel.Achieved{ThroughputBps: 126.7e6, IOPS: 17466, SyncLatency: 4100 * time.Microsecond}, LoadAvg: []float64{1.5, 1, 1}}},
+		DiskChecks: map[string]disk.VolumeCheck{"node-1": {Volume: "gp3-1000", Provisioned: disk.Provisioned{Type: "gp3", ThroughputMiBps: 1000, IOPS: 6000},
+			Measured: disk.Measured{SeqWriteMBps: 430, RandWriteIOPS: 6100, SyncMeanUs: 900, SyncP99Us: 2100, LoadAvg: 0.4}, Compared: true,
+			Error: "throughput 1048.6 MB/s provisioned, 430.0 MB/s measured (41 %)"}},
+		LinkRTTs: []linkproxy.PairProbe{{From: "node-0", To: "node-1", Probe: linkproxy.Probe{Set: 4 * time.Millisecond,
+			Min: 4140 * time.Microsecond, Median: 4160 * time.Microsecond, Max: 5240 * time.Microsecond}}},
+		LinkRTTsLoad: []linkproxy.PairProbe{{From: "node-0", To: "node-1", Probe: linkproxy.Probe{Set: 4 * time.Millisecond,
+			Min: 4200 * time.Microsecond, Median: 4290 * time.Microsecond, Max: 4780 * time.Microsecond}}},
+	}
+	md := renderReport(s)
+	for _, want := range []string{
+		"## Disk and links, asked and read back",
+		"| node-0 | 125.0 MB/s, sync 4ms | 126.7 MB/s | 17466 | 4.1ms | 0s | 1.50 |",
+		"| node-1 | gp3-1000 | gp3 1000 MiB/s, 6000 IOPS | 430 MB/s | 6100 | 900 / 2100 µs | **short**: throughput 1048.6 MB/s provisioned",
+		"| node-0 | node-1 | 4ms | 4.16ms [4.14ms–5.24ms] | 4.29ms [4.2ms–4.78ms] |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if md := renderReport(&Summary{RunID: "r", Status: "ok"}); strings.Contains(md, "Disk and links") {
+		t.Error("a run with no disk model, volume check or routed links has the section")
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -66,6 +69,13 @@ type Summary struct {
 	// AgentCPU is, per node, the agent's own CPU share over the run (manifest agent_cpu, from
 	// its OS samples): the rig's overhead on the node, in percent of one core.
 	AgentCPU map[string]rundir.CPUShare `json:"agent_cpu,omitempty"`
+	// The disk and the links the run had, asked beside read back where they take effect: the
+	// manifest's records (disk_models, disk_checks, link_rtts, link_rtts_load), so the report
+	// can show them beside the figures they shape.
+	DiskModels   map[string]diskmodel.Record `json:"disk_models,omitempty"`
+	DiskChecks   map[string]disk.VolumeCheck `json:"disk_checks,omitempty"`
+	LinkRTTs     []linkproxy.PairProbe       `json:"link_rtts,omitempty"`
+	LinkRTTsLoad []linkproxy.PairProbe       `json:"link_rtts_load,omitempty"`
 
 	LeaderAtLoadStart string       `json:"leader_at_load_start,omitempty"`
 	LeaderChanges     []LeaderMark `json:"leader_changes"` // a node became leader after load_start
