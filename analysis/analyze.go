@@ -425,6 +425,7 @@ func (d *runData) summarize() *Summary {
 	s.Settings = d.settings()
 	s.AgentCPU = d.man.AgentCPU
 	s.DiskModels, s.DiskChecks, s.LinkRTTs, s.LinkRTTsLoad = d.man.DiskModels, d.man.DiskChecks, d.man.LinkRTTs, d.man.LinkRTTsLoad
+	s.Placement = d.placement()
 	s.WarmupProbes = d.firstPost
 	s.Probes = d.windowStats(d.warmupEnd, math.MaxInt64, nil)
 
@@ -851,3 +852,27 @@ func (d *runData) stateAt(node string, t int64) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// placement is where the run's nodes were, or nil where nothing says (the local target without
+// zones: every node side by side on loopback).
+func (d *runData) placement() *Placement {
+	var p Placement
+	if inv := d.man.Inventory; inv != nil {
+		p.Stack = inv.Placement
+		for _, n := range inv.Nodes {
+			if n.AvailabilityZone != "" {
+				if p.AZ == nil {
+					p.AZ = map[string]string{}
+				}
+				p.AZ[n.Name] = n.AvailabilityZone
+			}
+		}
+	}
+	if d.hasPB {
+		p.Zones = d.pb.Placement
+	}
+	if p.Stack == "" && p.AZ == nil && p.Zones.IsZero() {
+		return nil
+	}
+	return &p
+}

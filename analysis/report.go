@@ -559,12 +559,28 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 // setupSection is the disk and the links the run had, asked beside read back: the disk model's
 // probe, fio on a stack's volume, and every routed pair's round trip before and under load.
 func setupSection(s *Summary) string {
-	if len(s.DiskModels) == 0 && len(s.DiskChecks) == 0 && len(s.LinkRTTs) == 0 {
+	if len(s.DiskModels) == 0 && len(s.DiskChecks) == 0 && len(s.LinkRTTs) == 0 && s.Placement == nil {
 		return ""
 	}
 	var b strings.Builder
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pf("## Disk and links, asked and read back\n\n")
+	if p := s.Placement; p != nil {
+		var parts []string
+		if p.Stack != "" {
+			parts = append(parts, "stack placement "+p.Stack)
+		}
+		for _, n := range slices.Sorted(maps.Keys(p.AZ)) {
+			parts = append(parts, n+" in "+p.AZ[n])
+		}
+		for _, z := range slices.Sorted(maps.Keys(p.Zones.Zones)) {
+			parts = append(parts, fmt.Sprintf("zone %s: %s", z, strings.Join(p.Zones.Zones[z], ", ")))
+		}
+		if len(p.Zones.Zones) > 0 {
+			parts = append(parts, "between zones "+p.Zones.Between.String()+" each way")
+		}
+		pf("Placement: %s.\n\n", strings.Join(parts, " · "))
+	}
 	if len(s.DiskModels) > 0 {
 		pf("Disk model under each server's data, probed before load (docs/disks.md):\n\n")
 		pf("| node | asked | throughput | 4 KiB IOPS | sync after 4 KiB | + per MiB | load avg |\n|---|---|---|---|---|---|---|\n")

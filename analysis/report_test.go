@@ -184,6 +184,15 @@ func TestReportShowsDiskAndLinksReadBack(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
+	s.Placement = &Placement{Stack: "multi-az", AZ: map[string]string{"node-0": "us-east-1a", "node-1": "us-east-1b"}}
+	if md := renderReport(s); !strings.Contains(md, "Placement: stack placement multi-az · node-0 in us-east-1a · node-1 in us-east-1b.") {
+		t.Errorf("report lacks the stack's placement:\n%s", md)
+	}
+	s.Placement = &Placement{Zones: linkproxy.Placement{Zones: map[string][]string{"a": {"node-0", "client-0"}, "b": {"node-1"}},
+		Between: linkproxy.Shape{Delay: 2 * time.Millisecond}}}
+	if md := renderReport(s); !strings.Contains(md, "Placement: zone a: node-0, client-0 · zone b: node-1 · between zones 2ms each way.") {
+		t.Errorf("report lacks the zones:\n%s", md)
+	}
 	if md := renderReport(&Summary{RunID: "r", Status: "ok"}); strings.Contains(md, "Disk and links") {
 		t.Error("a run with no disk model, volume check or routed links has the section")
 	}

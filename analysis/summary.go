@@ -72,6 +72,9 @@ type Summary struct {
 	// The disk and the links the run had, asked beside read back where they take effect: the
 	// manifest's records (disk_models, disk_checks, link_rtts, link_rtts_load), so the report
 	// can show them beside the figures they shape.
+	// Placement is where the nodes were: on a stack its rig:placement and each node's AZ (the
+	// manifest's inventory), on the local target the playbook's zones and their distance.
+	Placement    *Placement                  `json:"placement,omitempty"`
 	DiskModels   map[string]diskmodel.Record `json:"disk_models,omitempty"`
 	DiskChecks   map[string]disk.VolumeCheck `json:"disk_checks,omitempty"`
 	LinkRTTs     []linkproxy.PairProbe       `json:"link_rtts,omitempty"`
@@ -280,4 +283,11 @@ func WriteOutputs(runDir string, s *Summary) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Placement is where a run's nodes were.
+type Placement struct {
+	Stack string              `json:"stack,omitempty"` // single-az | multi-az (a stack's rig:placement)
+	AZ    map[string]string   `json:"az,omitempty"`    // node → availability zone, on a stack
+	Zones linkproxy.Placement `json:"zones,omitzero"`  // the playbook's zones and their distance (local target)
 }
