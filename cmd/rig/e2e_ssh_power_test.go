@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,9 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/analysis"
-	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -128,27 +124,10 @@ func TestPowerLossOverSSH(t *testing.T) {
 	}
 	t.Parallel() // its own addresses (127.0.105.x, 127.0.106.x), sshd and folders
 	srv := sshdtest.StartWith(t, sshdtest.Options{Host: "127.0.105.3"})
-	inv := inventory.Inventory{Target: "ssh-power-test"}
 	servers := []string{"node-0", "node-1", "node-2"}
-	for i, name := range append(servers, "client-0") {
-		n := srv.Node(name)
-		n.PrivateAddress = fmt.Sprintf("127.0.106.%d", 11+i)
-		if name == "client-0" {
-			n.Role = inventory.RoleClient
-		}
-		inv.Nodes = append(inv.Nodes, n)
-	}
 	// node-0's engine data is on a data volume of its own (a loop device standing in for EBS),
 	// which the controller mounts again once the node is back.
-	var dataMount string
-	if dev := looptest.Device(t, 128<<20); dev != "" {
-		inv.Nodes[0].DataDevice = dev
-		dataMount = filepath.Join(t.TempDir(), "data")
-		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
-	}
-	invFile := filepath.Join(t.TempDir(), "inventory.json")
-	b, _ := json.Marshal(inv)
-	os.WriteFile(invFile, b, 0o644)
+	invFile, _, dataMount := sshInventory(t, srv, "ssh-power-test", "127.0.106")
 
 	res, remote, procs := t.TempDir(), t.TempDir(), t.TempDir()
 	stop := fakeKernels(t, procs, remote, servers)

@@ -24,26 +24,9 @@ func TestRunOverSSH(t *testing.T) {
 	}
 	t.Parallel() // its own addresses, sshd and folders: it may run beside the other end-to-end runs
 	srv := sshdtest.Start(t)
-	inv := inventory.Inventory{Target: "ssh-test"}
-	for i, name := range []string{"node-0", "node-1", "node-2", "client-0"} {
-		n := srv.Node(name)
-		n.PrivateAddress = fmt.Sprintf("127.0.65.%d", 11+i)
-		if name == "client-0" {
-			n.Role = inventory.RoleClient
-		}
-		inv.Nodes = append(inv.Nodes, n)
-	}
 	// node-0's engine data goes on a data volume of its own (a loop device standing in for EBS):
 	// found, formatted and mounted by its agent.
-	var dataMount string
-	if dev := looptest.Device(t, 128<<20); dev != "" {
-		inv.Nodes[0].DataDevice = dev
-		dataMount = filepath.Join(t.TempDir(), "data")
-		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
-	}
-	invFile := filepath.Join(t.TempDir(), "inventory.json")
-	b, _ := json.Marshal(inv)
-	os.WriteFile(invFile, b, 0o644)
+	invFile, dataDevice, dataMount := sshInventory(t, srv, "ssh-test", "127.0.65")
 
 	res := t.TempDir()
 	remote := t.TempDir()
@@ -81,8 +64,8 @@ func TestRunOverSSH(t *testing.T) {
 		}
 		readJSON(t, filepath.Join(dir, "manifest.json"), &m)
 		d := m.Disks["node-0"]
-		if d.Device != inv.Nodes[0].DataDevice || !d.Formatted || d.MountPoint != dataMount {
-			t.Errorf("manifest disks %+v: want node-0's %s formatted and mounted on %s", m.Disks, inv.Nodes[0].DataDevice, dataMount)
+		if d.Device != dataDevice || !d.Formatted || d.MountPoint != dataMount {
+			t.Errorf("manifest disks %+v: want node-0's %s formatted and mounted on %s", m.Disks, dataDevice, dataMount)
 		}
 		log, _ := os.ReadFile(filepath.Join(dir, "node-0", "engine.log"))
 		if !bytes.Contains(log, []byte(dataMount+"/rig/")) {
@@ -92,4 +75,35 @@ func TestRunOverSSH(t *testing.T) {
 	// This run's own staged binaries only: other packages' tests (infra/quiesce) stage theirs
 	// under the same names, and other end-to-end runs of this package run beside it.
 	assertNoProcessesOf(t, filepath.Join(remote, "rig-node-0/bin/rig"), filepath.Join(remote, "rig-client-0/bin/rig"))
+}
+
+// sshInventory writes the inventory of a 3-server, 1-client cluster on srv, the nodes kept apart
+// by private addresses prefix.11..14, with node-0's engine data on a loop device of its own
+// where one can be made (the device, and where the run is to mount it; else both ""), and
+// returns the file.
+func sshInventory(t *testing.T, srv *sshdtest.Server, target, prefix string) (invFile, dataDevice, dataMount string) {
+	t.Helper()
+	inv := inventory.Inventory{Target: target}
+	for i, name := range []string{"node-0", "node-1", "node-2", "client-0"} {
+		n := srv.Node(name)
+		n.PrivateAddress = fmt.Sprintf("%s.%d", prefix, 11+i)
+		if name == "client-0" {
+			n.Role = inventory.RoleClient
+		}
+		inv.Nodes = append(inv.Nodes, n)
+	}
+	if dataDevice = looptest.Device(t, 128<<20); dataDevice != "" {
+		inv.Nodes[0].DataDevice = dataDevice
+		dataMount = filepath.Join(t.TempDir(), "data")
+		t.Cleanup(func() { exec.Command("umount", dataMount).Run() })
+	}
+	invFile = filepath.Join(t.TempDir(), "inventory.json")
+	b, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(invFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return invFile, dataDevice, dataMount
 }
