@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
-
-// probeFloor is the least fraction of each asked disk figure a probe must achieve before load:
-// below it the run would measure the host's disk, not the one asked for.
-const probeFloor = 0.8
 
 // modelDisks puts every server's engine data on the playbook's disk model, probes each, records
 // asked beside achieved in the manifest, and stops the run before load when one falls short.
@@ -32,7 +29,7 @@ func (r *run) modelDisks(ctx context.Context) error {
 		r.dataRoot[n.Name] = root
 		r.progress("%s: disk model %s; probe: %.1f MB/s, %.0f IOPS, sync %v (+%v/MiB)", n.Name, r.pb.Disk,
 			got.ThroughputBps/1e6, got.IOPS, got.SyncLatency.Round(10_000), got.SyncPerMiB.Round(10_000))
-		if err := diskmodel.Check(r.pb.Disk, got, probeFloor); err != nil {
+		if err := diskmodel.Check(r.pb.Disk, got, disk.CheckFloor); err != nil {
 			return fmt.Errorf("disk model on %s, before load: %w", n.Name, err)
 		}
 	}

@@ -98,11 +98,15 @@ func (r *run) samplesName() string {
 // engine's and the agent's own CPU and RSS) for the whole run.
 func (r *run) startSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}
-		if _, err := r.agent(n.Name).StartSamples(ctx, req); err != nil {
+		if _, err := r.agent(n.Name).StartSamples(ctx, r.samplesRequest(n)); err != nil {
 			r.warn("start OS samples on %s: %v", n.Name, err)
 		}
 	}
+}
+
+// samplesRequest is what node n samples for the run, at the start and again after a reboot.
+func (r *run) samplesRequest(n inventory.Node) agent.SamplesRequest {
+	return agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}
 }
 
 // samplePIDFiles are the processes a node's samples follow besides the agent: a server's engine.

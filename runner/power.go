@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
-	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
@@ -125,7 +124,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 		}
 		redone = append(redone, fmt.Sprintf("tuning applied again (%d settings; the reboot had reverted them)", len(rep.Changes)))
 	}
-	if _, err := c.StartSamples(ctx, agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}); err != nil {
+	if _, err := c.StartSamples(ctx, r.samplesRequest(n)); err != nil {
 		r.warn("start OS samples on %s again after its reboot: %v", node, err)
 	}
 	var since uint64

@@ -232,8 +232,9 @@ type Checker interface {
 	DiskCheck(ctx context.Context, o CheckOptions) (Measured, error)
 }
 
-// CheckFloor is the least fraction of each provisioned figure a volume must deliver before a run
-// loads it: below it the run would measure a disk other than the one it says.
+// CheckFloor is the least fraction of each figure a disk must deliver before a run loads it, of
+// what a stack provisioned for its volume or what a playbook asked of a disk model: below it the
+// run would measure a disk other than the one it says.
 const CheckFloor = 0.8
 
 // ErrBelowProvisioned marks a volume that delivers less than CheckFloor of what was provisioned.
