@@ -65,7 +65,7 @@ func (e env) Admin(ctx context.Context, node, path string) ([]byte, error) {
 func (e env) Signal(ctx context.Context, node, as, signal string) error {
 	r := e.r
 	r.mu.Lock()
-	r.down[node], r.killed[node], r.lastKilled = true, true, node
+	r.killLocked(node)
 	r.notifyLocked()
 	r.mu.Unlock()
 	return r.agent(node).Signal(ctx, signal)
@@ -86,7 +86,7 @@ func (e env) PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, err
 	if !ok {
 		return diskmodel.Dropped{}, fmt.Errorf("no server %s", node)
 	}
-	err := r.waitFor(ctx, powerLossExit, func() (bool, error) { return r.status[node].Phase == rundir.PhaseDown, nil })
+	err := r.waitFor(ctx, powerLossExit, func() (bool, error) { return r.srv(node).status.Phase == rundir.PhaseDown, nil })
 	if errors.Is(err, errTimeout) {
 		return diskmodel.Dropped{}, fmt.Errorf("its engine had not exited %s after SIGKILL", powerLossExit)
 	}
@@ -106,7 +106,7 @@ func (e env) Relaunch(ctx context.Context, node string) error {
 		return err
 	}
 	r.mu.Lock()
-	delete(r.down, node)
+	r.srv(node).relaunched()
 	r.notifyLocked()
 	r.mu.Unlock()
 	return nil
@@ -169,7 +169,7 @@ func (e env) Burst(ctx context.Context, b actions.Burst) error {
 		s := series
 		s.Senders = senders
 		if !start.IsZero() {
-			s.Start = start.Add(r.offsets[n.Name])
+			s.Start = start.Add(r.srv(n.Name).offset)
 		}
 		return s
 	}
@@ -194,7 +194,7 @@ func (r *run) waitStableLeader(ctx context.Context, stable time.Duration, deadli
 	for {
 		err := r.waitFor(ctx, time.Until(deadline), func() (bool, error) {
 			for _, s := range r.servers {
-				if r.status[s.Name].Phase != engine.PhaseReady {
+				if r.srv(s.Name).status.Phase != engine.PhaseReady {
 					return false, r.exitedLocked(s.Name)
 				}
 			}

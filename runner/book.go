@@ -97,7 +97,7 @@ func (r *run) chooseBook() error {
 
 // dataPath is rel inside a server's engine data folder, as the node sees it.
 func (r *run) dataPath(n inventory.Node, rel string) string {
-	if r.dataRoot[n.Name] != "" {
+	if r.srv(n.Name).dataRoot != "" {
 		return path.Join(r.dataDir(n), rel)
 	}
 	return r.cl.NodePath(n, path.Join(r.dataDir(n), rel))

@@ -26,7 +26,7 @@ func (r *run) modelDisks(ctx context.Context) error {
 			return err
 		}
 		rec[n.Name] = diskmodel.Record{Asked: r.pb.Disk, Achieved: got, LoadAvg: loadavg.Now()}
-		r.dataRoot[n.Name] = root
+		r.srv(n.Name).dataRoot = root
 		r.progress("%s: disk model %s; probe: %.1f MB/s, %.0f IOPS, sync %v (+%v/MiB)", n.Name, r.pb.Disk,
 			got.ThroughputBps/1e6, got.IOPS, got.SyncLatency.Round(10_000), got.SyncPerMiB.Round(10_000))
 		if err := diskmodel.Check(r.pb.Disk, got, disk.CheckFloor); err != nil {

@@ -59,10 +59,13 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 			r.pb.Cluster.Servers, r.pb.Cluster.Clients, r.inv.Target, len(r.inv.Servers()), len(r.inv.Clients()))
 	}
 	r.servers, r.client = r.inv.Servers(), r.inv.Clients()[0]
+	r.nodes = map[string]*server{}
+	for _, n := range r.inv.Nodes {
+		r.nodes[n.Name] = &server{}
+	}
 	if r.stopLeases, err = r.holdLeases(ctx); err != nil {
 		return cleanup, fmt.Errorf("claim the agents for this run: %w", err)
 	}
-	r.dataRoot = map[string]string{}
 	r.mark("start")
 	r.progress("agents up on %d nodes", len(r.inv.Nodes))
 	r.measureClocks(ctx)
@@ -169,7 +172,7 @@ func (r *run) prepareDisks(ctx context.Context) error {
 				return CheckVolumeNames([]string{r.pb.DiskVolume}, map[string][]string{n.Name: nil}, "the inventory")
 			}
 			if dp, ok := r.cl.(target.DataPlacer); ok {
-				r.dataRoot[n.Name] = dp.DataRoot(n)
+				r.srv(n.Name).dataRoot = dp.DataRoot(n)
 			}
 			continue
 		}
@@ -183,18 +186,17 @@ func (r *run) prepareDisks(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.dataRoot[n.Name] = res.MountPoint
+		r.srv(n.Name).dataRoot = res.MountPoint
 	}
 	return nil
 }
 
 func (r *run) startEngines(ctx context.Context) error {
-	r.cfgs = map[string]engine.Config{}
-	r.since = map[string]uint64{}
+	r.enginesStarting = true
 	for _, n := range r.servers {
 		// An agent that ran earlier runs keeps its journal: watch only what this run adds.
 		if st, err := r.agent(n.Name).EngineStatus(ctx); err == nil {
-			r.since[n.Name] = st.LastSeq
+			r.srv(n.Name).since = st.LastSeq
 		}
 		cfg := r.engineConfig(n)
 		if r.routed {
@@ -203,7 +205,7 @@ func (r *run) startEngines(ctx context.Context) error {
 				return err
 			}
 		}
-		r.cfgs[n.Name] = cfg
+		r.srv(n.Name).cfg = cfg
 		req, err := StartRequest(r.pb, cfg)
 		if err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
@@ -227,7 +229,6 @@ func (r *run) stopEngines(ctx context.Context) {
 // measureClocks records each node's clock offset (best of several round trips); node-side
 // timestamps are moved onto the controller's clock with it.
 func (r *run) measureClocks(ctx context.Context) {
-	r.offsets = map[string]time.Duration{}
 	if r.cl.Traits().OneClock {
 		return // one clock: a measured "offset" would only be round-trip noise
 	}
@@ -238,7 +239,7 @@ func (r *run) measureClocks(ctx context.Context) {
 			r.warn("clock offset of %s: %v", n.Name, err)
 			continue
 		}
-		r.offsets[n.Name] = cs.Offset
+		r.srv(n.Name).offset = cs.Offset
 		rec[n.Name] = rundir.ClockOffset{OffsetUs: cs.Offset.Microseconds(), RTTUs: cs.RTT.Microseconds()}
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.ClockOffsets = rec })
@@ -248,7 +249,7 @@ func (r *run) measureClocks(ctx context.Context) {
 // to the agent's folder; one per run, so a run on a cluster that already ran something never
 // starts from an earlier run's log.
 func (r *run) dataDir(n inventory.Node) string {
-	if root := r.dataRoot[n.Name]; root != "" {
+	if root := r.srv(n.Name).dataRoot; root != "" {
 		return path.Join(root, "rig", r.id)
 	}
 	return path.Join("data", r.id)

@@ -20,7 +20,7 @@ import (
 // once the load stopped), then reads each state hash at that index and keeps the status in
 // <node>/status.json, and the orders it holds in <node>/orders.json. Hashes compared at different indexes would mean nothing.
 func (r *run) finalState(ctx context.Context) error {
-	if r.cfgs == nil {
+	if !r.enginesStarting {
 		return nil // no engine was started (the run was refused before): no final state
 	}
 	deadline := time.NewTimer(finalStateTimeout)
@@ -97,7 +97,7 @@ func (r *run) allDown() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, n := range r.servers {
-		if r.status[n.Name].Phase != rundir.PhaseDown {
+		if r.srv(n.Name).status.Phase != rundir.PhaseDown {
 			return false
 		}
 	}

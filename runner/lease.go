@@ -161,7 +161,7 @@ func (r *run) leaseLapsed(node string, at, renewed time.Time, cause error) {
 	if !stopping && first {
 		r.lapse = err
 	}
-	r.lapsedOn[node] = true
+	r.srv(node).lapsed = true
 	r.notifyLocked()
 	r.mu.Unlock()
 	switch {
@@ -203,7 +203,7 @@ func (r *run) liveNodes(nodes []inventory.Node) []inventory.Node {
 func (r *run) lapsed(node string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lapsedOn[node]
+	return r.srv(node).lapsed
 }
 
 // beat records that the controller is alive (rundir.ControllerFile): rig report calls a run

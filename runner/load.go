@@ -199,7 +199,7 @@ func (r *run) awaitLoadStart(ctx context.Context, lgDone <-chan error, started <
 	defer t.Stop()
 	select {
 	case start := <-started:
-		return start.Add(-r.offsets[r.client.Name]), nil
+		return start.Add(-r.srv(r.client.Name).offset), nil
 	case err := <-lgDone:
 		return time.Time{}, fmt.Errorf("load generator exited before its first probe: %v", err)
 	case <-ctx.Done():

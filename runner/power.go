@@ -68,8 +68,8 @@ func (e env) CutPower(ctx context.Context, node string) (string, error) {
 		return "", fmt.Errorf("the cluster of %s cannot reboot %s", r.opts.Target.Name(), node)
 	}
 	r.mu.Lock()
-	r.down[node], r.killed[node], r.lastKilled = true, true, node
-	r.rebooting[node] = true
+	r.srv(node).cutPower()
+	r.lastKilled = node
 	r.notifyLocked()
 	r.mu.Unlock()
 	boot, err := rb.PowerCut(ctx, n)
@@ -77,9 +77,9 @@ func (e env) CutPower(ctx context.Context, node string) (string, error) {
 		return "", err
 	}
 	r.mu.Lock()
-	from := r.status[node].Phase
+	from := r.srv(node).status.Phase
 	r.mu.Unlock()
-	r.onTransition(node, rundir.Transition{T: time.Now().Add(r.offsets[node]), Kind: rundir.TransPhase, From: from, To: rundir.PhaseDown})
+	r.onTransition(node, rundir.Transition{T: time.Now().Add(r.srv(node).offset), Kind: rundir.TransPhase, From: from, To: rundir.PhaseDown})
 	msg := fmt.Sprintf("power cut in boot %s: rebooting without sync; its lease renewals wait until it is back", boot)
 	if err := r.ev.Add(rundir.Event{Node: node, Note: &rundir.Note{Text: msg}}); err != nil {
 		return "", err
@@ -132,8 +132,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 		since = st.LastSeq
 	}
 	r.mu.Lock()
-	delete(r.rebooting, node)
-	r.reclaimed[node], r.rewatch[node], r.rebooted[node] = sent, since, true
+	r.srv(node).cameBack(sent, since)
 	r.notifyLocked()
 	r.mu.Unlock()
 	ssh := "SSH answered throughout"
@@ -156,12 +155,7 @@ func (e env) AwaitBoot(ctx context.Context, node, old string) (string, error) {
 func (r *run) leasePaused(node string) (paused bool, reclaimed time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.rebooting[node] {
-		return true, time.Time{}
-	}
-	reclaimed = r.reclaimed[node]
-	delete(r.reclaimed, node)
-	return false, reclaimed
+	return r.srv(node).leasePaused()
 }
 
 // rewatchFrom says whether node's watcher must wait (its node is rebooting) or start over from a
@@ -169,12 +163,7 @@ func (r *run) leasePaused(node string) (paused bool, reclaimed time.Time) {
 func (r *run) rewatchFrom(node string) (wait bool, since uint64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.rebooting[node] {
-		return true, 0, false
-	}
-	since, ok = r.rewatch[node]
-	delete(r.rewatch, node)
-	return false, since, ok
+	return r.srv(node).rewatchFrom()
 }
 
 // errNotRebooted is a relaunch of an engine whose agent is the one that started it.
@@ -184,13 +173,12 @@ var errNotRebooted = errors.New("not rebooted")
 // agent knows no engine to relaunch), on the config and folder it had.
 func (r *run) startAfresh(ctx context.Context, node string) error {
 	r.mu.Lock()
-	fresh := r.rebooted[node]
-	delete(r.rebooted, node)
+	fresh := r.srv(node).startFresh()
 	r.mu.Unlock()
 	if !fresh {
 		return errNotRebooted
 	}
-	req, err := StartRequest(r.pb, r.cfgs[node])
+	req, err := StartRequest(r.pb, r.srv(node).cfg)
 	if err != nil {
 		return fmt.Errorf("start engine on %s: %w", node, err)
 	}

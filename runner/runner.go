@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/inventory"
@@ -212,7 +211,11 @@ type run struct {
 	inv     *inventory.Inventory
 	servers []inventory.Node
 	client  inventory.Node
-	cfgs    map[string]engine.Config
+	// nodes holds what the run knows of each node (server.go); made once the inventory is known
+	// and never changed after, so looking an entry up needs no lock.
+	nodes map[string]*server
+	// enginesStarting: startEngines began, so there may be a final state to read.
+	enginesStarting bool
 	// leaderTimeout is the load generator's: the longest heartbeat timeout the engines report in
 	// effect, the silence after which a raft follower stands for election (0: its default).
 	leaderTimeout time.Duration
@@ -220,40 +223,38 @@ type run struct {
 	loadStart time.Time
 
 	mu         sync.Mutex
-	changed    chan struct{}            // closed (and replaced) whenever state under mu changes
-	status     map[string]engine.Status // newest status seen per server
-	down       map[string]bool          // killed and not yet relaunched
-	lastKilled string
-	asyncErrs  []error                       // failures of actions running beside the timeline
-	asyncWG    sync.WaitGroup                // actions running beside the timeline
-	cursor     map[string]uint64             // per server: the last transition a watcher handled
-	exits      map[string]*rundir.ExitStatus // per server: how its engine last exited
-	roleAtExit map[string]string             // per server: its role when it last went down
-	ledUntil   map[string]time.Time          // per server: when it last stopped leading since its launch
-	fault      error                         // the first engine death outside the schedule
-	lapse      error                         // the first lease that lapsed (ErrLeaseLapsed)
-	lapsedOn   map[string]bool               // nodes whose lease lapsed: cleanup leaves their agents alone
-	stopping   bool                          // engines are being stopped: their exits are scheduled
-	killed     map[string]bool               // per server: the timeline killed its current launch
-	// A power_loss that reboots nodes (power.go): rebooting while a node is away (its lease
-	// renewals and watcher wait), then the claim sent to its new agent, the journal position its
-	// watcher starts over from, and rebooted until its engine is started afresh.
-	rebooting, rebooted map[string]bool
-	reclaimed           map[string]time.Time
-	rewatch             map[string]uint64
+	changed    chan struct{}  // closed (and replaced) whenever state under mu changes
+	lastKilled string         // the server the timeline killed last
+	asyncErrs  []error        // failures of actions running beside the timeline
+	asyncWG    sync.WaitGroup // actions running beside the timeline
+	fault      error          // the first engine death outside the schedule
+	lapse      error          // the first lease that lapsed (ErrLeaseLapsed)
+	stopping   bool           // engines are being stopped: their exits are scheduled
 
 	// leaderChanged is when the watchers last saw a server become leader (controller clock).
 	leaderChanged time.Time
 
 	tuningSkipped bool
-	burstNo       uint32                   // number of the next UDP burst: one numbering per run, over every sender
-	since         map[string]uint64        // per server: transitions before this run's first launch
-	offsets       map[string]time.Duration // per node: node clock - controller clock
-	manMu         sync.Mutex               // guards man: it is updated from the timeline's goroutines too
-	manErr        error                    // the first failed manifest write (guarded by manMu)
-	dataRoot      map[string]string        // per server: where its data volume is mounted ("" : none)
-	book          *rundir.BookUse          // where the resting book comes from (nil: no preload)
-	installer     driver.BookInstaller     // the driver that installs and writes stored books (nil: its engine cannot)
+	burstNo       uint32               // number of the next UDP burst: one numbering per run, over every sender
+	manMu         sync.Mutex           // guards man: it is updated from the timeline's goroutines too
+	manErr        error                // the first failed manifest write (guarded by manMu)
+	book          *rundir.BookUse      // where the resting book comes from (nil: no preload)
+	installer     driver.BookInstaller // the driver that installs and writes stored books (nil: its engine cannot)
+}
+
+// srv is what the run knows of node. A name outside the inventory (or before it is known) gets
+// a server of its own that nothing else sees, as a missing map entry reads as zero.
+func (r *run) srv(node string) *server {
+	if s, ok := r.nodes[node]; ok {
+		return s
+	}
+	return &server{}
+}
+
+// kill counts node down and killed by the timeline (r.mu held).
+func (r *run) killLocked(node string) {
+	r.srv(node).kill()
+	r.lastKilled = node
 }
 
 // agent is the client of a node's agent.
@@ -314,10 +315,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		dir, o.Dir = abs, abs
 	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
-		status: map[string]engine.Status{}, down: map[string]bool{}, cursor: map[string]uint64{},
-		exits: map[string]*rundir.ExitStatus{}, roleAtExit: map[string]string{}, ledUntil: map[string]time.Time{}, lapsedOn: map[string]bool{},
-		killed: map[string]bool{}, routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero(),
-		rebooting: map[string]bool{}, rebooted: map[string]bool{}, reclaimed: map[string]time.Time{}, rewatch: map[string]uint64{}}
+		routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero()}
 	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err

@@ -115,7 +115,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 	eff := map[string]engine.Reported{}
 	var clamped []string
 	for _, n := range r.servers {
-		st, ok := r.status[n.Name]
+		st, ok := r.srv(n.Name).status, r.srv(n.Name).seen
 		state, okState := states[n.Name]
 		if !ok || !okState {
 			if !ok {

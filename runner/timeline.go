@@ -62,8 +62,10 @@ func (r *run) waitRelaunches(ctx context.Context, timeout time.Duration) error {
 	var failed error
 	err := r.waitFor(ctx, timeout, func() (bool, error) {
 		down = down[:0]
-		for n := range r.down {
-			down = append(down, n)
+		for _, s := range r.servers {
+			if r.srv(s.Name).down {
+				down = append(down, s.Name)
+			}
 		}
 		failed = errors.Join(r.asyncErrs...)
 		return len(down) == 0, failed
@@ -82,7 +84,7 @@ func (r *run) waitPhase(ctx context.Context, node, phase string, timeout time.Du
 	}
 	err := r.waitFor(ctx, timeout, func() (bool, error) {
 		for _, s := range r.servers {
-			if (node == "" || s.Name == node) && r.status[s.Name].Phase != phase {
+			if (node == "" || s.Name == node) && r.srv(s.Name).status.Phase != phase {
 				return false, nil
 			}
 		}
@@ -103,7 +105,7 @@ func (r *run) resolveNode(ref string) (string, error) {
 	leader := r.leaderLocked()
 	var followers []string
 	for _, s := range r.servers {
-		if s.Name != leader && !r.down[s.Name] {
+		if s.Name != leader && !r.srv(s.Name).down {
 			followers = append(followers, s.Name)
 		}
 	}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +30,7 @@ func (r *run) watch(ctx context.Context) <-chan struct{} {
 }
 
 func (r *run) watchNode(ctx context.Context, name string) {
-	since := r.since[name]
+	since := r.srv(name).since
 	for ctx.Err() == nil {
 		// A node rebooting has no agent to ask; once back, its new agent's journal is followed.
 		wait, from, restart := r.rewatchFrom(name)
@@ -55,14 +54,14 @@ func (r *run) watchNode(ctx context.Context, name string) {
 			r.onTransition(name, t)
 		}
 		r.mu.Lock()
-		r.cursor[name] = since
+		r.srv(name).cursor = since
 		r.notifyLocked()
 		r.mu.Unlock()
 	}
 }
 
 func (r *run) onTransition(name string, t rundir.Transition) {
-	ev := rundir.Event{T: t.T.Add(-r.offsets[name]), Node: name}
+	ev := rundir.Event{T: t.T.Add(-r.srv(name).offset), Node: name}
 	switch t.Kind {
 	case rundir.TransLaunch:
 		// The process exists from here on; it reports phases once its admin API is up.
@@ -87,51 +86,30 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s := r.srv(name)
 	switch {
 	case t.Kind == rundir.TransPhase && t.To == rundir.PhaseDown:
-		st := r.status[name]
-		if st.Role != "" {
-			r.roleAtExit[name] = st.Role
-		}
-		st.Phase, st.Role = rundir.PhaseDown, ""
-		r.status[name] = st
-		r.exits[name] = t.Exit
+		s.onExit(t.Exit)
 		if r.fault == nil && !r.stopping {
-			r.fault = r.exitedLocked(name) // nil when the timeline killed it
+			r.fault = s.unscheduledExit(name) // nil when the timeline killed it
 		}
 	case t.Kind == rundir.TransLaunch:
-		st := r.status[name]
-		st.Phase, st.Role = engine.PhaseStarting, ""
-		r.status[name] = st
-		delete(r.exits, name)
-		delete(r.ledUntil, name)
-		delete(r.killed, name)
+		s.onLaunch()
 	case t.Status != nil:
-		r.status[name] = *t.Status
+		s.onStatus(*t.Status)
 	}
 	if t.Kind == rundir.TransRole && t.To == engine.RoleLeader {
 		r.leaderChanged = time.Now()
 	}
 	if t.Kind == rundir.TransRole && t.From == engine.RoleLeader {
-		// A leader that fails to write its log steps down before it exits: its death is still
-		// the leader's.
-		r.ledUntil[name] = ev.T
+		s.onLeadershipLost(ev.T)
 	}
 	r.notifyLocked()
 }
 
 // exitedLocked says how a server's engine ended when it is down without the timeline having
 // killed it (r.mu held).
-func (r *run) exitedLocked(name string) error {
-	if r.status[name].Phase != rundir.PhaseDown || r.killed[name] {
-		return nil
-	}
-	role := r.roleAtExit[name]
-	if led, ok := r.ledUntil[name]; ok && role != engine.RoleLeader {
-		role = fmt.Sprintf("%s, leader until %s", cmp.Or(role, "no role"), led.Format(clockFormat))
-	}
-	return unscheduledExit(name, role, r.exits[name])
-}
+func (r *run) exitedLocked(name string) error { return r.srv(name).unscheduledExit(name) }
 
 // ErrEngineExited classifies an engine that exited or was killed outside the timeline.
 var ErrEngineExited = errors.New("engine exited outside the schedule")
@@ -200,7 +178,7 @@ func (r *run) drainWatchers(ctx context.Context) {
 	}
 	r.waitFor(ctx, 3*time.Second, func() (bool, error) {
 		for n, seq := range last {
-			if r.cursor[n] < seq {
+			if r.srv(n).cursor < seq {
 				return false, nil
 			}
 		}
@@ -217,8 +195,8 @@ func (r *run) leader() string {
 
 func (r *run) leaderLocked() string {
 	var names []string
-	for n, st := range r.status {
-		if st.Role == engine.RoleLeader && !r.down[n] {
+	for n, s := range r.nodes {
+		if s.status.Role == engine.RoleLeader && !s.down {
 			names = append(names, n)
 		}
 	}
@@ -229,7 +207,7 @@ func (r *run) leaderLocked() string {
 	// Two self-declared leaders happen briefly after an election; the higher term wins.
 	best := names[0]
 	for _, n := range names[1:] {
-		if r.status[n].Term > r.status[best].Term {
+		if r.srv(n).status.Term > r.srv(best).status.Term {
 			best = n
 		}
 	}
@@ -243,14 +221,14 @@ func (r *run) waitReady(ctx context.Context, node string, timeout time.Duration)
 	err := r.waitFor(ctx, timeout, func() (bool, error) {
 		missing = nil
 		for _, s := range r.servers {
-			if (node != "" && s.Name != node) || (node == "" && r.down[s.Name]) {
+			if (node != "" && s.Name != node) || (node == "" && r.srv(s.Name).down) {
 				continue
 			}
 			if err := r.exitedLocked(s.Name); err != nil {
 				return false, err
 			}
-			if r.status[s.Name].Phase != engine.PhaseReady {
-				missing = append(missing, fmt.Sprintf("%s is %q", s.Name, r.status[s.Name].Phase))
+			if ph := r.srv(s.Name).status.Phase; ph != engine.PhaseReady {
+				missing = append(missing, fmt.Sprintf("%s is %q", s.Name, ph))
 			}
 		}
 		if len(missing) == 0 && r.leaderLocked() == "" {
