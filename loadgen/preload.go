@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
@@ -56,32 +56,6 @@ func (o *PreloadOptions) normalize() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
-}
-
-// bookGen yields the preload's orders in order; deterministic from the options.
-type bookGen struct {
-	o   *loadspec.BookShape
-	rng *rand.Rand
-	k   int64
-}
-
-func newBookGen(o *loadspec.BookShape) *bookGen {
-	return &bookGen{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
-}
-
-func (g *bookGen) next() wire.Order {
-	k := g.k
-	g.k++
-	inst := k % int64(g.o.Instruments)
-	level := g.rng.Int64N(int64(g.o.Levels))
-	qty := 1 + g.rng.Int64N(g.o.MaxQty)
-	o := wire.Order{ID: g.o.FirstID + uint64(k), Instrument: uint32(inst), TIF: wire.GTC, Qty: qty}
-	if (k/int64(g.o.Instruments))%2 == 0 {
-		o.Side, o.Price = wire.Buy, g.o.Mid-g.o.Gap-level
-	} else {
-		o.Side, o.Price = wire.Sell, g.o.Mid+g.o.Gap+level
-	}
-	return o
 }
 
 // preloader owns the batches in flight: a batch stays encoded until the leader applies it, so
@@ -182,7 +156,7 @@ func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, err
 	p.mu.Lock()
 	st := rundir.PreloadStats{
 		Orders: p.acked, Batches: p.batches, ElapsedNs: p.lastAnswer,
-		Duplicates: p.dups, Filled: p.filled, Book: o.Record(),
+		Duplicates: p.dups, Filled: p.filled, Book: loadspec.BookRecord(o.BookShape),
 	}
 	p.mu.Unlock()
 	if st.ElapsedNs > 0 {
@@ -199,7 +173,7 @@ func Preload(ctx context.Context, opts PreloadOptions) (rundir.PreloadStats, err
 }
 
 func (p *preloader) send(ctx context.Context) error {
-	gen := newBookGen(&p.o.BookShape)
+	gen := bookgen.New(&p.o.BookShape)
 	nb := (p.o.Orders + int64(p.o.Batch) - 1) / int64(p.o.Batch)
 	batch := make([]wire.Order, 0, p.o.Batch)
 	var retries []uint64
@@ -225,11 +199,11 @@ func (p *preloader) send(ctx context.Context) error {
 		// A new batch goes out only behind everything sent before it: alone until a leader has
 		// confirmed the connection, and never while a batch waits to be resent. Within a price
 		// level time priority follows the log, so this is what makes the book the same on every
-		// run (and the same as a stored one, loadgen.PreloadOrders).
+		// run (and the same as a stored one, bookgen.Orders).
 		if j < nb && !p.cl.retrying() && (inflight == 0 || (inflight < p.o.InFlight && p.cl.steady())) {
 			batch = batch[:0]
-			for k := 0; k < p.o.Batch && gen.k < p.o.Orders; k++ {
-				batch = append(batch, gen.next())
+			for k := 0; k < p.o.Batch && gen.More(); k++ {
+				batch = append(batch, gen.Next())
 			}
 			corr := uint64(j + 1)
 			frame := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeBatch, Corr: corr, Batch: batch})

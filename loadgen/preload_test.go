@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
@@ -114,17 +115,17 @@ func TestPreloadSendsExactlyNNonCrossingOrders(t *testing.T) {
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	g := newBookGen(&o.BookShape)
+	g := bookgen.New(&o.BookShape)
 	for k := range orders {
-		if got := g.next(); got != orders[k] {
+		if got := g.Next(); got != orders[k] {
 			t.Fatalf("order %d: regenerated %+v, sent %+v", k, got, orders[k])
 		}
 	}
 	o.Seed = 2
-	g = newBookGen(&o.BookShape)
+	g = bookgen.New(&o.BookShape)
 	same := 0
 	for k := range 100 {
-		if g.next() == orders[k] {
+		if g.Next() == orders[k] {
 			same++
 		}
 	}

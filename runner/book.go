@@ -203,13 +203,13 @@ func (r *run) storeBook() {
 }
 
 // writeBook writes the book of cfg's preload to path+".tmp" in bi's format, synced.
-func writeBook(path string, bi driver.BookInstaller, cfg loadspec.Config) (rundir.PreloadStats, error) {
+func writeBook(path string, bi driver.BookInstaller, cfg loadspec.Config) (driver.BookStats, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
+		return driver.BookStats{}, fmt.Errorf("book store: %w", err)
 	}
 	f, err := os.Create(path + ".tmp")
 	if err != nil {
-		return rundir.PreloadStats{}, fmt.Errorf("book store: %w", err)
+		return driver.BookStats{}, fmt.Errorf("book store: %w", err)
 	}
 	st, err := bi.WriteBook(f, cfg.Book())
 	if err == nil {

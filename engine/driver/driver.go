@@ -19,8 +19,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/loadgen/loadspec"
-	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/engine/bookgen"
 )
 
 // Default is the driver of a playbook that names none: the rig's own engine.
@@ -133,8 +132,17 @@ type MemoryEstimator interface {
 type BookInstaller interface {
 	// BookFile is where in a node's data folder the stored book goes (slash-separated).
 	BookFile() string
-	// WriteBook writes the book a preload with opts builds, in the engine's snapshot format.
-	WriteBook(w io.Writer, book loadspec.BookShape) (rundir.PreloadStats, error)
+	// WriteBook writes the book a preload of shape builds (bookgen.Orders), in the engine's
+	// snapshot format.
+	WriteBook(w io.Writer, shape bookgen.Shape) (BookStats, error)
+}
+
+// BookStats is what writing a stored book built.
+type BookStats struct {
+	Orders    int64         // resting orders
+	Filled    int64         // quantity traded while it was built: must be 0
+	StateHash string        // the book's state hash, as the engine reports it once restored
+	Elapsed   time.Duration // building and writing it
 }
 
 var (

@@ -1,116 +1,36 @@
 package loadspec
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"fmt"
-
+	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // ErrBadOptions classifies invalid load generator options (the message names the field).
-var ErrBadOptions = errors.New("invalid load generator options")
+var ErrBadOptions = bookgen.ErrBadOptions
 
-// Book defaults.
+// Book defaults (engine/bookgen owns the shape: the drivers build stored books from it).
 const (
-	DefaultInstruments = 16
-	DefaultLevels      = 100
-	DefaultSeed        = 1
-	DefaultMid         = 1_000_000
-	DefaultGap         = 100
-	DefaultMaxQty      = 100
-	// MaxPreloadID is the highest id a preload may use: probe ids have bit 63 set and burst ids
-	// bit 62, so a probe or a burst can never collide with a resting order.
-	MaxPreloadID = 1<<62 - 1
+	DefaultInstruments = bookgen.DefaultInstruments
+	DefaultLevels      = bookgen.DefaultLevels
+	DefaultSeed        = bookgen.DefaultSeed
+	DefaultMid         = bookgen.DefaultMid
+	DefaultGap         = bookgen.DefaultGap
+	DefaultMaxQty      = bookgen.DefaultMaxQty
+	MaxPreloadID       = bookgen.MaxPreloadID
 )
 
-// BookShape is the resting book a preload builds. Order k (k = 0..Orders-1) rests on instrument
-// k mod Instruments, on the bid side for even (k / Instruments) and the ask side for odd, at a
-// level drawn from Seed: bids at Mid-Gap-level, asks at Mid+Gap+level, level in [0, Levels).
-// Nothing crosses: the best bid is Mid-Gap, the best ask Mid+Gap. The same shape always gives
-// the same book.
-type BookShape struct {
-	Orders      int64
-	Instruments int    // default 16
-	Levels      int    // price levels per side and instrument (default 100)
-	Seed        uint64 // default 1
-	Mid         int64  // default 1,000,000
-	Gap         int64  // half spread, >= 1 (default 100)
-	MaxQty      int64  // quantities in [1, MaxQty] (default 100)
-	FirstID     uint64 // id of order 0 (default 1); ids run to FirstID+Orders-1 <= MaxPreloadID
-}
-
-// Normalize fills in the defaults and checks the shape.
-func (b *BookShape) Normalize() error {
-	if b.Orders <= 0 {
-		return fmt.Errorf("%w: orders: %d, want > 0", ErrBadOptions, b.Orders)
-	}
-	for _, f := range []struct {
-		v    *int
-		d    int
-		name string
-	}{{&b.Instruments, DefaultInstruments, "instruments"}, {&b.Levels, DefaultLevels, "levels"}} {
-		if err := Default(f.v, f.d, f.name); err != nil {
-			return err
-		}
-	}
-	if b.Seed == 0 {
-		b.Seed = DefaultSeed
-	}
-	if b.Mid == 0 {
-		b.Mid = DefaultMid
-	}
-	if b.Gap == 0 {
-		b.Gap = DefaultGap
-	}
-	if b.MaxQty == 0 {
-		b.MaxQty = DefaultMaxQty
-	}
-	if b.FirstID == 0 {
-		b.FirstID = 1
-	}
-	switch {
-	case b.Gap < 1:
-		return fmt.Errorf("%w: gap: %d, want >= 1 (best bid Mid-Gap must stay below best ask Mid+Gap)", ErrBadOptions, b.Gap)
-	case b.MaxQty < 1:
-		return fmt.Errorf("%w: max_qty: %d, want >= 1", ErrBadOptions, b.MaxQty)
-	case b.Mid-b.Gap-int64(b.Levels-1) < 1:
-		return fmt.Errorf("%w: mid %d, gap %d and %d levels put bids at or below 0", ErrBadOptions, b.Mid, b.Gap, b.Levels)
-	case b.FirstID > MaxPreloadID || uint64(b.Orders) > MaxPreloadID-b.FirstID+1:
-		return fmt.Errorf("%w: ids %d..%d exceed %d (higher ids belong to probes and bursts)", ErrBadOptions, b.FirstID, b.FirstID+uint64(b.Orders)-1, uint64(MaxPreloadID))
-	}
-	return nil
-}
+// BookShape is the resting book a preload builds (bookgen.Shape).
+type BookShape = bookgen.Shape
 
 // Default sets *v to d when it is 0 and refuses a negative value, naming the field.
-func Default(v *int, d int, name string) error {
-	if *v < 0 {
-		return fmt.Errorf("%w: %s: %d, want > 0", ErrBadOptions, name, *v)
-	}
-	if *v == 0 {
-		*v = d
-	}
-	return nil
-}
+func Default(v *int, d int, name string) error { return bookgen.Default(v, d, name) }
 
-// Key names the book: two shapes with the same key build the same book (servers, batching and
-// connection settings do not change it, and are not part of the shape).
-func (b BookShape) Key() (string, error) {
-	if err := b.Normalize(); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "book v1 orders=%d instruments=%d levels=%d seed=%d mid=%d gap=%d max_qty=%d first_id=%d",
-		b.Orders, b.Instruments, b.Levels, b.Seed, b.Mid, b.Gap, b.MaxQty, b.FirstID))
-	return hex.EncodeToString(sum[:8]), nil
-}
-
-// Record describes a normalized shape's book as the run folder records it.
-func (b BookShape) Record() rundir.Book {
+// BookRecord describes a normalized shape's book as the run folder records it.
+func BookRecord(b BookShape) rundir.Book {
+	bidLow, bidHigh, askLow, askHigh := b.Prices()
 	return rundir.Book{
 		Instruments: b.Instruments, Levels: b.Levels, Seed: b.Seed,
-		BidLow: b.Mid - b.Gap - int64(b.Levels-1), BidHigh: b.Mid - b.Gap,
-		AskLow: b.Mid + b.Gap, AskHigh: b.Mid + b.Gap + int64(b.Levels-1),
+		BidLow: bidLow, BidHigh: bidHigh, AskLow: askLow, AskHigh: askHigh,
 		FirstID: b.FirstID, LastID: b.FirstID + uint64(b.Orders) - 1,
 	}
 }

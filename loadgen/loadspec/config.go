@@ -340,7 +340,7 @@ func (c *Config) Check() error {
 	if price == 0 {
 		price = DefaultProbePrice
 	}
-	if ask := b.Record().AskLow; price >= ask {
+	if ask := BookRecord(b).AskLow; price >= ask {
 		return fmt.Errorf("%w: probe_price %d would trade against the preloaded asks from %d; probes must cross nothing", ErrConfig, price, ask)
 	}
 	return nil

@@ -8,9 +8,8 @@ import (
 	"testing"
 
 	"github.com/rig-dev/rig/engine/book"
+	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/engine/wire"
-	"github.com/rig-dev/rig/loadgen"
-	"github.com/rig-dev/rig/loadgen/loadspec"
 )
 
 // statusBytes reads a kB line of /proc/self/status (VmRSS, VmHWM) in bytes.
@@ -55,7 +54,7 @@ func TestBytesPerOrderMeasured(t *testing.T) {
 	}
 	rss := statusBytes(t, "VmRSS")
 	b := book.New()
-	if _, err := loadgen.PreloadOrders(loadspec.BookShape{Orders: orders}, func(o wire.Order) error {
+	if err := bookgen.Orders(bookgen.Shape{Orders: orders}, func(o wire.Order) error {
 		_, err := b.Submit(book.Order{ID: o.ID, Instrument: o.Instrument, Side: book.Side(o.Side), Price: o.Price, Qty: o.Qty, TIF: book.TIF(o.TIF)}, nil)
 		return err
 	}); err != nil {

@@ -12,15 +12,13 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/book"
+	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/replica/store"
 	snapfile "github.com/rig-dev/rig/engine/snapshot"
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/loadgen"
-	"github.com/rig-dev/rig/loadgen/loadspec"
-	"github.com/rig-dev/rig/rundir"
 )
 
 // Name is the driver's name in playbooks.
@@ -178,18 +176,18 @@ func (Driver) BookFile() string {
 }
 
 // WriteBook implements driver.BookInstaller: the book is built here order by order with the
-// engine's own book and the preload's own orders (loadgen.PreloadOrders), so a node that
+// engine's own book and the preload's own orders (bookgen.Orders), so a node that
 // restores the file holds the book, and the state hash, the preload through the log would have
 // given it.
-func (d Driver) WriteBook(w io.Writer, shape loadspec.BookShape) (rundir.PreloadStats, error) {
+func (d Driver) WriteBook(w io.Writer, shape bookgen.Shape) (driver.BookStats, error) {
 	return d.writeBook(w, shape, snapfile.Options{BlockSize: 16 << 20})
 }
 
-func (Driver) writeBook(w io.Writer, shape loadspec.BookShape, sopts snapfile.Options) (rundir.PreloadStats, error) {
+func (Driver) writeBook(w io.Writer, shape bookgen.Shape, sopts snapfile.Options) (driver.BookStats, error) {
 	start := time.Now()
 	b := book.New()
-	var st rundir.PreloadStats
-	bk, err := loadgen.PreloadOrders(shape, func(o wire.Order) error {
+	var st driver.BookStats
+	err := bookgen.Orders(shape, func(o wire.Order) error {
 		res, err := b.Submit(book.Order{ID: o.ID, Instrument: o.Instrument, Side: book.Side(o.Side), Price: o.Price, Qty: o.Qty, TIF: book.TIF(o.TIF)}, nil)
 		if err != nil {
 			return fmt.Errorf("build stored book, order %d: %w", o.ID, err)
@@ -203,8 +201,7 @@ func (Driver) writeBook(w io.Writer, shape loadspec.BookShape, sopts snapfile.Op
 	if _, err := snapfile.Write(w, b, StoredBookMeta, sopts); err != nil {
 		return st, fmt.Errorf("write stored book: %w", err)
 	}
-	st.Orders, st.Book, st.StateHash = int64(b.Orders()), bk, fmt.Sprintf("%016x", b.StateHash())
-	st.ElapsedNs = int64(time.Since(start))
-	st.OrdersPerSec = float64(st.Orders) / time.Since(start).Seconds()
+	st.Orders, st.StateHash = int64(b.Orders()), fmt.Sprintf("%016x", b.StateHash())
+	st.Elapsed = time.Since(start)
 	return st, nil
 }
