@@ -257,6 +257,20 @@ type ActionMark struct {
 	Node   string  `json:"node,omitempty"`
 }
 
+// AnalyzeRun analyses a finished run's folder and writes its outputs (runner.Options.Analyze):
+// failed is called first when the run is no measurement (Summary.StatusReason), so the manifest
+// says so before the report is written from it.
+func AnalyzeRun(runDir string, failed func(reason string)) error {
+	sum, err := Analyze(runDir)
+	if err != nil {
+		return err
+	}
+	if sum.StatusReason != "" {
+		failed(sum.StatusReason)
+	}
+	return WriteOutputs(runDir, sum)
+}
+
 // WriteOutputs writes summary.json, report.md and plots/*.png into runDir. A plot that cannot be
 // drawn is reported in the returned error (and as a warning) but does not stop the rest.
 func WriteOutputs(runDir string, s *Summary) error {

@@ -28,7 +28,7 @@ import (
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
-	"github.com/rig-dev/rig/runner"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 )
@@ -150,9 +150,9 @@ func (s *suite) start(ctx context.Context) error {
 		if st, err := s.agent(n.Name).EngineStatus(ctx); err == nil {
 			s.since[n.Name] = st.LastSeq
 		}
-		cfg := runner.EngineConfig(s.o.Playbook, s.servers, n, filepath.Join("data", "check"))
+		cfg := launch.EngineConfig(s.servers, n, filepath.Join("data", "check"))
 		s.cfgs[n.Name] = cfg
-		req, err := runner.StartRequest(s.o.Playbook, cfg)
+		req, err := launch.StartRequest(s.o.Playbook, cfg)
 		if err != nil {
 			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
 		}
@@ -384,7 +384,7 @@ func (s *suite) settings(ctx context.Context) {
 			bad = append(bad, fmt.Sprintf("%s: no status (%v)", n.Name, err))
 			continue
 		}
-		for _, e := range runner.SettingErrors(s.o.Playbook, state, *state.Status) {
+		for _, e := range launch.SettingErrors(s.o.Playbook, state, *state.Status) {
 			bad = append(bad, n.Name+": "+e.Error())
 		}
 	}
@@ -546,7 +546,7 @@ func (s *suite) relaunch(ctx context.Context, leader string) {
 		}
 		// The relaunched process must hold and apply the settings as the first one did.
 		if state, err := a.EngineStatus(ctx); err == nil && state.Status != nil {
-			for _, e := range runner.SettingErrors(s.o.Playbook, state, *state.Status) {
+			for _, e := range launch.SettingErrors(s.o.Playbook, state, *state.Status) {
 				ok = false
 				line += "; after the relaunch " + e.Error()
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
@@ -51,7 +52,7 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 	c := newFakeCluster(t)
 	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 124e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
 	var res result
-	res.outs, res.err = Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	res.outs, res.err = Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -83,7 +84,7 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
 	c := newFakeCluster(t)
 	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 50e6, SyncLatency: 4 * time.Millisecond}}
-	outs, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	outs, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	want := "disk model on node-0, before load: disk delivers less than asked (floor 80 %): throughput 125.0 MB/s asked, 50.0 MB/s achieved (40 %)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err %v; want %q", err, want)
@@ -102,7 +103,7 @@ func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
 // A target that cannot model a disk refuses disk: before the engines start.
 func TestDiskModelNeedsATargetThatHasOne(t *testing.T) {
 	c := newFakeCluster(t)
-	_, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: &fakeTarget{c: c}, ResultsDir: t.TempDir(), Binary: "rig"})
+	_, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: &fakeTarget{c: c}, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	if err == nil || !strings.Contains(err.Error(), "is a disk model, which this target cannot mount") {
 		t.Fatalf("err %v", err)
 	}

@@ -3,24 +3,15 @@ package runner
 import (
 	"context"
 	"fmt"
-	"net"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
-	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
-)
-
-// Engine ports on every server node; the admin port is bound to loopback.
-const (
-	raftPort   = 7000
-	clientPort = 7001
-	adminPort  = 7002
 )
 
 // execute runs the run's stages; it returns a cleanup to run whatever happened.
@@ -132,29 +123,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 // engineConfig is the config every server gets: addresses from the inventory, settings from the
 // playbook.
 func (r *run) engineConfig(n inventory.Node) engine.Config {
-	return EngineConfig(r.pb, r.servers, n, r.dataDir(n))
-}
-
-// EngineConfig is the config server n of servers gets for playbook pb, with its data in dataDir
-// (relative paths are in the node's agent folder): addresses and peers. The settings are the
-// driver's to add (StartRequest).
-func EngineConfig(pb *playbooks.Playbook, servers []inventory.Node, n inventory.Node, dataDir string) engine.Config {
-	host := n.PrivateAddress
-	cfg := engine.Config{
-		Node: n.Name, Dir: dataDir,
-		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(raftPort)),
-		ClientAddr: net.JoinHostPort(host, strconv.Itoa(clientPort)),
-		AdminAddr:  net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(adminPort)),
-		Bootstrap:  true,
-	}
-	for _, s := range servers {
-		cfg.Peers = append(cfg.Peers, engine.Peer{
-			Node:       s.Name,
-			RaftAddr:   net.JoinHostPort(s.PrivateAddress, strconv.Itoa(raftPort)),
-			ClientAddr: net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort)),
-		})
-	}
-	return cfg
+	return launch.EngineConfig(r.servers, n, r.dataDir(n))
 }
 
 // prepareDisks mounts each server's provisioned data volume (or takes the folder a target places
@@ -206,7 +175,7 @@ func (r *run) startEngines(ctx context.Context) error {
 			}
 		}
 		r.srv(n.Name).cfg = cfg
-		req, err := StartRequest(r.pb, cfg)
+		req, err := launch.StartRequest(r.pb, cfg)
 		if err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}

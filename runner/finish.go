@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
-	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/loadavg"
@@ -177,21 +176,17 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 	r.storeBook()
 	r.saveManifest()
 	analysisStart := time.Now()
-	sum, err := analysis.Analyze(r.dir)
-	if err == nil && sum.StatusReason != "" {
+	if r.opts.Analyze != nil {
 		// The run did what it was told, but not what the playbook asked (the load overran its
 		// duration, or most probes were lost): it is not a measurement, so it ends failed.
-		r.updateManifest(func(m *rundir.Manifest) {
-			m.Status, m.Error = rundir.StatusFailed, sum.StatusReason
-		})
-		r.progress("run failed: %s", sum.StatusReason)
-	}
-	if err == nil {
-		err = analysis.WriteOutputs(r.dir, sum)
-	}
-	if err != nil {
-		r.log.Error("analyze", "err", err)
-		r.progress("analysis failed: %v", err)
+		failed := func(reason string) {
+			r.updateManifest(func(m *rundir.Manifest) { m.Status, m.Error = rundir.StatusFailed, reason })
+			r.progress("run failed: %s", reason)
+		}
+		if err := r.opts.Analyze(r.dir, failed); err != nil {
+			r.log.Error("analyze", "err", err)
+			r.progress("analysis failed: %v", err)
+		}
 	}
 	r.recordHistory(time.Since(analysisStart))
 	// Lines are flushed as they are added, so closing only finds what a later warning met.

@@ -16,6 +16,7 @@ import (
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -117,7 +118,7 @@ func (r *run) routeConfig(ctx context.Context, cfg engine.Config) (engine.Config
 func (r *run) clientAddrs() []string {
 	var out []string
 	for _, s := range r.servers {
-		addr := net.JoinHostPort(s.PrivateAddress, strconv.Itoa(clientPort))
+		addr := net.JoinHostPort(s.PrivateAddress, strconv.Itoa(launch.ClientPort))
 		if r.routed {
 			if lk, ok := r.cl.(target.Links); ok {
 				// Made at engine start; asking again returns the same route.

@@ -11,6 +11,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -178,7 +179,7 @@ func (r *run) startAfresh(ctx context.Context, node string) error {
 	if !fresh {
 		return errNotRebooted
 	}
-	req, err := StartRequest(r.pb, r.srv(node).cfg)
+	req, err := launch.StartRequest(r.pb, r.srv(node).cfg)
 	if err != nil {
 		return fmt.Errorf("start engine on %s: %w", node, err)
 	}

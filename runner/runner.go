@@ -26,7 +26,6 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/rundir"
-	"github.com/rig-dev/rig/sweep"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -51,13 +50,30 @@ type Options struct {
 	// RebootTimeout bounds the wait for a node a power_loss rebooted to come back (a stack's;
 	// 0: target.DefaultRebootTimeout).
 	RebootTimeout time.Duration
-	// OpenSweep, if set, opens the sweep a plan of more than one run runs in, once every timeline
-	// is checked: started (sweep.Start) or resumed (sweep.Resume) by the caller, which knows the
-	// target's stack; runs a resumed sweep kept from an earlier attempt are not run again. Nil:
-	// the runner starts the sweep itself.
-	OpenSweep func() (*sweep.Tracker, error)
+	// OpenSweep opens the sweep a plan of more than one run runs in, once every timeline is
+	// checked: started (sweep.Start) or resumed (sweep.Resume) by the caller, which knows the
+	// target's stack; runs a resumed sweep kept from an earlier attempt are not run again.
+	// Required for a plan of more than one run.
+	OpenSweep func() (Sweep, error)
+	// Analyze analyses a finished run's folder and writes what it makes of it (summary.json,
+	// report.md, plots: analysis.AnalyzeRun), calling failed when the run did what it was told
+	// but is no measurement (the run then ends failed). Nil: the run folder is left unanalysed.
+	Analyze func(dir string, failed func(reason string)) error
 
 	history *history // ResultsDir's stage-time history, read by Run
+}
+
+// Sweep is the folder the runs of a plan of more than one run go to (sweep.Tracker): which runs
+// an earlier attempt kept, where each goes, and the record of each run's start and end.
+type Sweep interface {
+	Kept(i int) bool
+	// Begin records that the plan's i-th run starts; an error stops the sweep there.
+	Begin(i int) error
+	RunDir(i int) (dir, runID string)
+	End(i int, runID, status string) error
+	// FinishRuns records the sweep's end from its runs' statuses and writes its report.
+	FinishRuns(statuses []string) error
+	Folder() string
 }
 
 // Outcome is one finished run.
@@ -122,15 +138,13 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 	}
 	// A plan of more than one run is a sweep: its runs go to ResultsDir/<sweep-id>/r01, r02, …
 	// with sweep.json, and the sweep report is written at the end, also when interrupted.
-	var tr *sweep.Tracker
+	var tr Sweep
 	if len(plan.Runs) > 1 {
-		var err error
-		if opts.OpenSweep != nil {
-			tr, err = opts.OpenSweep()
-		} else {
-			tr, err = sweep.Start(opts.ResultsDir, plan, safeName(plan.Playbook.Name), sweep.StartOptions{Progress: opts.Progress, Target: opts.Target.Name()})
+		if opts.OpenSweep == nil {
+			return nil, fmt.Errorf("runner: a plan of %d runs is a sweep, and no Options.OpenSweep opens its folder", len(plan.Runs))
 		}
-		if err != nil {
+		var err error
+		if tr, err = opts.OpenSweep(); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +157,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 		for _, o := range out {
 			statuses = append(statuses, o.Status)
 		}
-		if _, err := tr.Finish(sweep.Status(statuses)); err != nil {
+		if err := tr.FinishRuns(statuses); err != nil {
 			opts.Logger.Error("sweep report", "err", err)
 			if opts.Progress != nil {
 				fmt.Fprintf(opts.Progress, "sweep report: %v\n", err)
@@ -167,7 +181,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 			if o.Status == "" { // the run folder could not even be made
 				o.Status = rundir.StatusFailed
 			}
-			o.SweepDir = tr.Dir
+			o.SweepDir = tr.Folder()
 			if err := tr.End(i, o.RunID, o.Status); err != nil {
 				opts.Logger.Error("sweep.json", "err", err)
 			}

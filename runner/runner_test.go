@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/actions"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
@@ -56,9 +57,14 @@ type result struct {
 func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan, opts ...func(*Options)) result {
 	t.Helper()
 	var res result
-	o := Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"}
+	o := Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.OpenSweep == nil { // as cmd/rig opens one
+		o.OpenSweep = func() (Sweep, error) {
+			return sweep.Start(o.ResultsDir, pl, safeName(pl.Playbook.Name), sweep.StartOptions{Progress: o.Progress, Target: o.Target.Name()})
+		}
 	}
 	res.outs, res.err = Run(ctx, pl, o)
 	if len(res.outs) == 0 {
@@ -167,7 +173,10 @@ func TestRunIDsCountFromOne(t *testing.T) {
 	// Each run of the plan gets a cluster of its own.
 	var progress bytes.Buffer
 	resDir := t.TempDir()
-	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: resDir, Binary: "rig", Progress: &progress})
+	open := func() (Sweep, error) {
+		return sweep.Start(resDir, pl, safeName(pl.Playbook.Name), sweep.StartOptions{Progress: &progress, Target: "multi"})
+	}
+	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: resDir, Binary: "rig", Progress: &progress, Analyze: analysis.AnalyzeRun, OpenSweep: open})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +363,7 @@ func TestBadTimelineStartsNothing(t *testing.T) {
 	pl.Runs[0].Playbook.Timeline[0].Spec.(*actions.Kill).Node = "node-7"
 	c := newFakeCluster(t)
 	dir := t.TempDir()
-	outs, err := Run(context.Background(), pl, Options{Target: &fakeTarget{c: c}, ResultsDir: dir})
+	outs, err := Run(context.Background(), pl, Options{Target: &fakeTarget{c: c}, ResultsDir: dir, Analyze: analysis.AnalyzeRun})
 	if err == nil || !strings.Contains(err.Error(), "timeline[0] kill") || !strings.Contains(err.Error(), "node-7") {
 		t.Fatalf("err %v", err)
 	}
@@ -538,7 +547,7 @@ func TestLeaseLapseSeenByAnAction(t *testing.T) {
 func TestBadLeaseStartsNothing(t *testing.T) {
 	c := newFakeCluster(t)
 	dir := t.TempDir()
-	_, err := Run(context.Background(), plan(t, "2s", ""), Options{Target: &fakeTarget{c: c}, ResultsDir: dir, LeaseTTL: time.Millisecond})
+	_, err := Run(context.Background(), plan(t, "2s", ""), Options{Target: &fakeTarget{c: c}, ResultsDir: dir, LeaseTTL: time.Millisecond, Analyze: analysis.AnalyzeRun})
 	if err == nil || !strings.Contains(err.Error(), "lease 1ms") || c.started {
 		t.Fatalf("err %v, started %v", err, c.started)
 	}

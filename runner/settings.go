@@ -4,101 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
-	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 )
 
-// StartRequest is how playbook pb's engine driver starts an engine with cfg: a Configurer
-// writes the settings into the node's config file, a Templater renders them into the playbook's
-// engine.command templates.
-func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest, error) {
-	drv, table, err := pb.Engine.Resolve()
-	if err != nil {
-		return agent.StartRequest{}, fmt.Errorf("engine driver: %w", err)
-	}
-	asked := pb.Engine.Settings()
-	if c, ok := drv.(driver.Configurer); ok {
-		if err := c.Configure(&cfg, asked); err != nil {
-			return agent.StartRequest{}, fmt.Errorf("%s engine settings: %w", drv.Name(), err)
-		}
-	}
-	req := agent.StartRequest{Config: cfg}
-	if t, ok := drv.(driver.Templater); ok && pb.Engine.Command != nil {
-		spec := pb.Engine.Command.Spec
-		req.Command, req.Settings = &spec, t.TemplateSettings(table, asked)
-	}
-	return req, nil
-}
-
-// SettingErrors checks every setting playbook pb asks for on one node, twice: carriage
-// (command driver: the process's command line and environment, which its agent read from /proc
-// when the process first answered; state is the agent's engine state) and effect (every driver:
-// the engine's /status config, where the setting takes effect). One error per failure, naming
-// the setting.
-func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.Status) []error {
-	var errs []error
-	drv, table, err := pb.Engine.Resolve()
-	if err != nil {
-		return []error{fmt.Errorf("engine driver: %w", err)}
-	}
-	if _, ok := drv.(driver.Templater); ok {
-		if len(state.Launches) == 0 {
-			return []error{errors.New("no engine launch to check")}
-		}
-		l := state.Launches[len(state.Launches)-1]
-		if l.CarriageError != "" {
-			errs = append(errs, fmt.Errorf("carriage check: %s", l.CarriageError))
-		}
-		for _, c := range l.Carriage {
-			if !c.OK {
-				errs = append(errs, fmt.Errorf("engine.%s not carried: %s should hold %q, the process (pid %d) has %s",
-					c.Setting, c.Where, c.Want, l.PID, c.Seen))
-			}
-		}
-	}
-	for _, e := range EffectErrors(table, pb.Engine.Settings(), st.Config) {
-		errs = append(errs, e)
-	}
-	return errs
-}
-
-// EffectErrors compares every asked setting with what the engine reports in effect (GET /status
-// config), by the setting's kind: "200ms", 200000000 (a duration rendered as nanos) and "0.2s"
-// are one value. One error per setting that differs or is not reported, naming it, the value
-// asked and the value in effect.
-func EffectErrors(table driver.Table, asked driver.Values, reported engine.Reported) []error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(asked)) {
-		s, ok := table.Lookup(name)
-		if !ok {
-			s = driver.Setting{Name: name, Kind: driver.Text}
-		}
-		want := asked[name]
-		v, present := reported[name]
-		if !present {
-			errs = append(errs, fmt.Errorf("engine.%s is not reported in effect (GET /status config has no %q), the playbook asked for %s", name, name, s.Show(want)))
-			continue
-		}
-		got, err := s.Reported(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("engine.%s in effect (GET /status config.%s): %v; the playbook asked for %s", name, name, err, s.Show(want)))
-			continue
-		}
-		if got != want {
-			errs = append(errs, fmt.Errorf("engine.%s is %s in effect (GET /status config.%s), the playbook asked for %s", name, s.Show(got), name, s.Show(want)))
-		}
-	}
-	return errs
-}
-
-// verifyEngineConfig checks every asked setting on every server (SettingErrors) and fails the
+// verifyEngineConfig checks every asked setting on every server (launch.SettingErrors) and fails the
 // run naming each one that did not hold.
 func (r *run) verifyEngineConfig(ctx context.Context) error {
 	var errs []error
@@ -124,7 +39,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 			continue
 		}
 		eff[n.Name] = st.Config
-		for _, e := range SettingErrors(r.pb, state, st) {
+		for _, e := range launch.SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
 		// The contract's UDP section reports the nice value the receive thread really has.

@@ -240,6 +240,16 @@ func (t *Tracker) Finish(status string) (string, error) {
 	return path, nil
 }
 
+// FinishRuns finishes the sweep with the status its runs' statuses give (Status); with Folder it
+// makes a Tracker the runner's Sweep.
+func (t *Tracker) FinishRuns(statuses []string) error {
+	_, err := t.Finish(Status(statuses))
+	return err
+}
+
+// Folder is the sweep's folder.
+func (t *Tracker) Folder() string { return t.Dir }
+
 func (t *Tracker) unlock() {
 	if t.lock != nil {
 		t.lock.Close() // releases the flock

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
@@ -137,7 +138,7 @@ func newRunCmd() *cobra.Command {
 				if len(plan.Runs) < 2 {
 					return fmt.Errorf("%w: --resume %s: %s plans one run, the sweep %d", errUsage, resumeDir, args[0], len(resumed.Runs))
 				}
-				opts.OpenSweep = func() (*sweep.Tracker, error) {
+				opts.OpenSweep = func() (runner.Sweep, error) {
 					var err error
 					if sw, err = sweep.Resume(resumeDir, plan, sweep.ResumeOptions{StartOptions: where, AcceptRig: acceptRig}); err != nil {
 						return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -146,7 +147,7 @@ func newRunCmd() *cobra.Command {
 					return sw, nil
 				}
 			} else {
-				opts.OpenSweep = func() (*sweep.Tracker, error) {
+				opts.OpenSweep = func() (runner.Sweep, error) {
 					var err error
 					if sw, err = sweep.Start(opts.ResultsDir, plan, plan.Playbook.Name, where); err != nil {
 						return nil, err
@@ -155,6 +156,7 @@ func newRunCmd() *cobra.Command {
 					return sw, nil
 				}
 			}
+			opts.Analyze = analysis.AnalyzeRun
 			outs, err := runner.Run(cmd.Context(), plan, opts)
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)

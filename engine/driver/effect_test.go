@@ -1,24 +1,23 @@
-package runner
+package driver
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/engine/driver"
 )
 
 // Effect is compared by kind: the forms an engine may report a value in are one value, and each
 // setting that differs or is missing is named with the value asked and the value in effect.
 func TestEffectErrorsByKind(t *testing.T) {
-	table := driver.Table{
-		{Name: "hb", Kind: driver.Duration, Render: driver.RenderNanos},
-		{Name: "idle", Kind: driver.Duration},
-		{Name: "block", Kind: driver.Bytes},
-		{Name: "gc", Kind: driver.OneOf, Values: []string{"g1", "zgc"}},
-		{Name: "spin", Kind: driver.Boolean},
+	table := Table{
+		{Name: "hb", Kind: Duration, Render: RenderNanos},
+		{Name: "idle", Kind: Duration},
+		{Name: "block", Kind: Bytes},
+		{Name: "gc", Kind: OneOf, Values: []string{"g1", "zgc"}},
+		{Name: "spin", Kind: Boolean},
 	}
-	asked := driver.Values{"hb": "200ms", "idle": "1ms", "block": "16777216", "gc": "zgc", "spin": "true"}
+	asked := Values{"hb": "200ms", "idle": "1ms", "block": "16777216", "gc": "zgc", "spin": "true"}
 	same := engine.Reported{"hb": float64(200_000_000), "idle": "1000us", "block": float64(16 << 20), "gc": "zgc", "spin": true}
 	if errs := EffectErrors(table, asked, same); len(errs) != 0 {
 		t.Fatalf("the same values in other forms: %v", errs)

@@ -1,0 +1,102 @@
+// Package launch is how a playbook's engine is started on a server and checked once it runs:
+// the config each server gets, the start request its driver makes of the playbook's settings,
+// and the check of each setting's carriage and effect. The runner and the conformance suite
+// (rig check) share it; it imports no part of the runner.
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target"
+)
+
+// Engine ports on every server node; the admin port is bound to loopback.
+const (
+	RaftPort   = 7000
+	ClientPort = 7001
+	AdminPort  = 7002
+)
+
+// EngineConfig is the config server n of servers gets, with its data in dataDir (relative paths
+// are in the node's agent folder): addresses and peers. The settings are the driver's to add
+// (StartRequest).
+func EngineConfig(servers []inventory.Node, n inventory.Node, dataDir string) engine.Config {
+	host := n.PrivateAddress
+	cfg := engine.Config{
+		Node: n.Name, Dir: dataDir,
+		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(RaftPort)),
+		ClientAddr: net.JoinHostPort(host, strconv.Itoa(ClientPort)),
+		AdminAddr:  net.JoinHostPort(target.LoopbackHost(n), strconv.Itoa(AdminPort)),
+		Bootstrap:  true,
+	}
+	for _, s := range servers {
+		cfg.Peers = append(cfg.Peers, engine.Peer{
+			Node:       s.Name,
+			RaftAddr:   net.JoinHostPort(s.PrivateAddress, strconv.Itoa(RaftPort)),
+			ClientAddr: net.JoinHostPort(s.PrivateAddress, strconv.Itoa(ClientPort)),
+		})
+	}
+	return cfg
+}
+
+// StartRequest is how playbook pb's engine driver starts an engine with cfg: a Configurer
+// writes the settings into the node's config file, a Templater renders them into the playbook's
+// engine.command templates.
+func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest, error) {
+	drv, table, err := pb.Engine.Resolve()
+	if err != nil {
+		return agent.StartRequest{}, fmt.Errorf("engine driver: %w", err)
+	}
+	asked := pb.Engine.Settings()
+	if c, ok := drv.(driver.Configurer); ok {
+		if err := c.Configure(&cfg, asked); err != nil {
+			return agent.StartRequest{}, fmt.Errorf("%s engine settings: %w", drv.Name(), err)
+		}
+	}
+	req := agent.StartRequest{Config: cfg}
+	if t, ok := drv.(driver.Templater); ok && pb.Engine.Command != nil {
+		spec := pb.Engine.Command.Spec
+		req.Command, req.Settings = &spec, t.TemplateSettings(table, asked)
+	}
+	return req, nil
+}
+
+// SettingErrors checks every setting playbook pb asks for on one node, twice: carriage
+// (command driver: the process's command line and environment, which its agent read from /proc
+// when the process first answered; state is the agent's engine state) and effect (every driver:
+// the engine's /status config, where the setting takes effect). One error per failure, naming
+// the setting.
+func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.Status) []error {
+	var errs []error
+	drv, table, err := pb.Engine.Resolve()
+	if err != nil {
+		return []error{fmt.Errorf("engine driver: %w", err)}
+	}
+	if _, ok := drv.(driver.Templater); ok {
+		if len(state.Launches) == 0 {
+			return []error{errors.New("no engine launch to check")}
+		}
+		l := state.Launches[len(state.Launches)-1]
+		if l.CarriageError != "" {
+			errs = append(errs, fmt.Errorf("carriage check: %s", l.CarriageError))
+		}
+		for _, c := range l.Carriage {
+			if !c.OK {
+				errs = append(errs, fmt.Errorf("engine.%s not carried: %s should hold %q, the process (pid %d) has %s",
+					c.Setting, c.Where, c.Want, l.PID, c.Seen))
+			}
+		}
+	}
+	for _, e := range driver.EffectErrors(table, pb.Engine.Settings(), st.Config) {
+		errs = append(errs, e)
+	}
+	return errs
+}
