@@ -43,12 +43,13 @@ type FailoverRow struct {
 	Lost          int      `json:"lost"` // probes sent between the fault and back to normal that got no reply
 }
 
-// FailoverStats pools the rows of one run: each figure's mean, spread and 95 % interval.
-type FailoverStats struct {
-	DetectMs    stats.Sample `json:"detect_ms"`
-	ElectMs     stats.Sample `json:"elect_ms"`
-	ClientGapMs stats.Sample `json:"client_gap_ms"`
-	NormalMs    stats.Sample `json:"normal_ms"`
+// FailoverFigures are a failover's figures: report.md's columns and pooled lines, summary.json's
+// failover_pooled, the sweep's failover table and plots, and rig compare are built from them.
+var FailoverFigures = []RowFigure[FailoverRow]{
+	{Figure{Key: "detect", Label: "detection", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.DetectMs })},
+	{Figure{Key: "elect", Label: "election", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.ElectMs })},
+	{Figure{Key: "client_gap", Label: "client gap", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true, Headline: true}, ms(func(r FailoverRow) *float64 { return r.ClientGapMs })},
+	{Figure{Key: "normal", Label: "back to normal", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.NormalMs })},
 }
 
 // failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each
@@ -64,20 +65,8 @@ func (d *runData) failoverRows(s *Summary) {
 		}
 		s.Failovers = append(s.Failovers, d.failover(c, at, limit, s.LeaderWindow))
 	}
-	var det, el, gap, norm []float64
-	for _, r := range s.Failovers {
-		for _, x := range []struct {
-			v   *float64
-			out *[]float64
-		}{{r.DetectMs, &det}, {r.ElectMs, &el}, {r.ClientGapMs, &gap}, {r.NormalMs, &norm}} {
-			if x.v != nil {
-				*x.out = append(*x.out, *x.v)
-			}
-		}
-	}
 	if len(s.Failovers) > 0 {
-		s.FailoverPooled = &FailoverStats{DetectMs: stats.Describe(det), ElectMs: stats.Describe(el),
-			ClientGapMs: stats.Describe(gap), NormalMs: stats.Describe(norm)}
+		s.FailoverPooled = pool(FailoverFigures, s.Failovers)
 	}
 }
 

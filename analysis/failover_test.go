@@ -72,7 +72,7 @@ func TestFailoverRows(t *testing.T) {
 	if r.Action != "step_down" || r.To != "node-0" || r.ElectMs == nil || *r.ElectMs != 200 || r.DetectMs == nil || *r.DetectMs != 100 {
 		t.Errorf("step-down row %+v: want node-0 detected at 100 ms, leader at 200 ms", r)
 	}
-	if p := s.FailoverPooled; p == nil || p.ElectMs.N != 2 || p.ElectMs.Mean != (11100+200)/2.0 || p.ElectMs.CILo == nil {
+	if el, ok := s.FailoverPooled.Get("elect"); !ok || el.N != 2 || el.Mean != (11100+200)/2.0 || el.CILo == nil {
 		t.Errorf("pooled %+v", s.FailoverPooled)
 	}
 }

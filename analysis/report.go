@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/linkproxy"
-	"github.com/rig-dev/rig/stats"
 
 	"github.com/rig-dev/rig/engine"
 )
@@ -523,30 +522,34 @@ func sortedKeys[V any](m map[string]V) []string {
 // writeFailovers is the table of leader changes measured as events (failover.go), with the
 // run's pooled figures under it.
 func writeFailovers(pf func(string, ...any), s *Summary) {
-	cell := func(v *float64) string {
-		if v == nil {
+	cell := func(v float64, ok bool) string {
+		if !ok {
 			return "—"
 		}
-		return fmtMs(*v)
+		return fmtMs(v)
 	}
 	pf("## Failovers\n\n")
-	pf("| # | at | fault | from | to | detection | election | client gap | back to normal | lost |\n")
-	pf("|---|---|---|---|---|---|---|---|---|---|\n")
+	head, rule := "| # | at | fault | from | to |", "|---|---|---|---|---|"
+	for _, f := range FailoverFigures {
+		head, rule = head+" "+f.Label+" |", rule+"---|"
+	}
+	pf("%s lost |\n%s---|\n", head, rule)
 	for i, r := range s.Failovers {
-		pf("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", i+1, fmtS(r.AtS), r.Action, orDash(r.From), orDash(r.To),
-			cell(r.DetectMs), cell(r.ElectMs), cell(r.ClientGapMs), cell(r.NormalMs), r.Lost)
+		pf("| %d | %s | %s | %s | %s |", i+1, fmtS(r.AtS), r.Action, orDash(r.From), orDash(r.To))
+		for _, f := range FailoverFigures {
+			v, ok := f.Get(r)
+			pf(" %s |", cell(v, ok))
+		}
+		pf(" %d |\n", r.Lost)
 	}
 	if p := s.FailoverPooled; p != nil && len(s.Failovers) > 1 {
 		pf("\nPooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
-		for _, x := range []struct {
-			name string
-			v    stats.Sample
-		}{{"detection", p.DetectMs}, {"election", p.ElectMs}, {"client gap", p.ClientGapMs}, {"back to normal", p.NormalMs}} {
+		for _, x := range p {
 			ci := ""
-			if x.v.CILo != nil {
-				ci = fmt.Sprintf(" [%s – %s]", fmtMs(*x.v.CILo), fmtMs(*x.v.CIHi))
+			if x.CILo != nil {
+				ci = fmt.Sprintf(" [%s – %s]", fmtMs(*x.CILo), fmtMs(*x.CIHi))
 			}
-			pf("* %s: %s ± %s%s, n = %d\n", x.name, fmtMs(x.v.Mean), fmtMs(x.v.Stdev), ci, x.v.N)
+			pf("* %s: %s ± %s%s, n = %d\n", x.Label, fmtMs(x.Mean), fmtMs(x.Stdev), ci, x.N)
 		}
 	}
 	pf("\nFrom the fault (a step_down, or a kill of the leader): detection is the first node to become a candidate, "+

@@ -50,9 +50,9 @@ type Summary struct {
 	StepDowns []StepDownRow `json:"step_downs"` // one per step_down action
 	// Failovers: every step_down and kill of the leader as an event (failover.go): detection,
 	// election, client gap, back to normal; pooled over the run's faults.
-	Failovers      []FailoverRow  `json:"failovers"`
-	FailoverPooled *FailoverStats `json:"failover_pooled,omitempty"`
-	Bursts         []BurstRow     `json:"bursts"` // one per micro-burst the load generator sent
+	Failovers      []FailoverRow `json:"failovers"`
+	FailoverPooled Pooled        `json:"failover_pooled,omitempty"`
+	Bursts         []BurstRow    `json:"bursts"` // one per micro-burst the load generator sent
 	// Durability: every acknowledged order checked against what the servers hold at the end
 	// (durability.go); absent without a ledger. A lost acknowledged order leads the report.
 	Durability *Durability `json:"durability,omitempty"`

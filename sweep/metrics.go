@@ -222,23 +222,7 @@ func Metrics(runs []*RunData) []Metric {
 	)
 	// Failovers (analysis/failover.go): every step_down and kill of the leader as an event, one
 	// value per fault of every round.
-	failover := func(key, label string, f func(analysis.FailoverRow) *float64) Metric {
-		return Metric{Key: "failover." + key, Table: TableFailover, Label: label, Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true,
-			Headline: key == "client_gap",
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, fo := range r.Summary.Failovers {
-					v = append(v, ptr(f(fo))...)
-				}
-				return v
-			}}
-	}
-	ms = append(ms,
-		failover("detect", "detection", func(r analysis.FailoverRow) *float64 { return r.DetectMs }),
-		failover("elect", "election", func(r analysis.FailoverRow) *float64 { return r.ElectMs }),
-		failover("client_gap", "client gap", func(r analysis.FailoverRow) *float64 { return r.ClientGapMs }),
-		failover("normal", "back to normal", func(r analysis.FailoverRow) *float64 { return r.NormalMs }),
-	)
+	ms = append(ms, rowMetrics(TableFailover, "failover.", analysis.FailoverFigures, func(s *analysis.Summary) []analysis.FailoverRow { return s.Failovers })...)
 
 	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b analysis.BurstRow) (float64, bool)) Metric {
 		return Metric{Key: "burst." + key, Table: TableBurst, Label: label, Unit: unit, Dir: dir, Headline: hl,
@@ -318,6 +302,17 @@ func Metrics(runs []*RunData) []Metric {
 			}})
 	}
 	return ms
+}
+
+// rowMetrics are the figures a row type declares (analysis.RowFigure), as metrics of table: one
+// value per row of every round.
+func rowMetrics[R any](table, prefix string, figs []analysis.RowFigure[R], rows func(*analysis.Summary) []R) []Metric {
+	out := make([]Metric, 0, len(figs))
+	for _, f := range figs {
+		out = append(out, Metric{Key: prefix + f.Key, Table: table, Label: f.Label, Unit: f.Unit, Dir: f.Dir, Headline: f.Headline, MeanCI: f.MeanCI,
+			Values: func(r *RunData) []float64 { return f.Values(rows(r.Summary)) }})
+	}
+	return out
 }
 
 // udpFig is a UDP burst's receiver figure; TCP bursts have none.
