@@ -108,6 +108,9 @@ func (b *Burst) String() string {
 	return s
 }
 
+// Datagrams implements Datagrammer: bursts are UDP datagrams.
+func (*Burst) Datagrams() string { return "burst" }
+
 // AddWrites counts the bursts' orders: every datagram is an order through the log.
 func (b *Burst) AddWrites(w *driver.Workload, clients int) {
 	senders := b.Senders

@@ -70,6 +70,11 @@ type Awaiter interface {
 // refusal, e.g. "partitions a server".
 type Linker interface{ Links() string }
 
+// Datagrammer is a kind that sends UDP datagrams to the servers (burst): it cannot run where the
+// links are TCP proxies (a Linker's run, or a placement), which the runner checks before
+// anything starts. Datagrams says what it sends, for the refusal, e.g. "burst".
+type Datagrammer interface{ Datagrams() string }
+
 // WriteAdder is a kind that makes servers write (driver.Workload, for the free-space check).
 type WriteAdder interface {
 	AddWrites(w *driver.Workload, clients int)

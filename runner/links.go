@@ -72,9 +72,9 @@ func CheckTarget(plan *playbooks.Plan, t target.Target) error {
 				at(lk[0].pos), lk[0].what, pr.Index, t.Name()))
 		}
 		for i, a := range pr.Playbook.Timeline {
-			if _, ok := a.Spec.(*actions.Burst); ok {
-				errs = append(errs, fmt.Errorf("%stimeline[%d] burst (run %d): a run with %s cannot also burst: bursts are UDP datagrams, and the links are TCP proxies",
-					at(a.Pos), i, pr.Index, lk[0].what))
+			if d, ok := a.Spec.(actions.Datagrammer); ok {
+				errs = append(errs, fmt.Errorf("%stimeline[%d] %s (run %d): a run with %s cannot also %s: bursts are UDP datagrams, and the links are TCP proxies",
+					at(a.Pos), i, a.Kind, pr.Index, lk[0].what, d.Datagrams()))
 			}
 		}
 		if len(errs) > 0 {
