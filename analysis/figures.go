@@ -128,3 +128,60 @@ func (p Pooled) Get(key string) (stats.Sample, bool) {
 	}
 	return stats.Sample{}, false
 }
+
+// StepDownFigures are a step-down's figures (the sweep's step-down table, its plots and rig
+// compare).
+var StepDownFigures = []RowFigure[StepDownRow]{
+	{Figure{Key: "gap", Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, ms(func(r StepDownRow) *float64 { return r.ClientGapMs })},
+	{Figure{Key: "new_leader", Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r StepDownRow) *float64 { return r.NewLeaderMs })},
+}
+
+// RestartFigures are a relaunch's figures beside its phases and latency windows.
+var RestartFigures = []RowFigure[RestartRow]{
+	{Figure{Key: "launch_to_ready", Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, ms(func(r RestartRow) *float64 { return r.LaunchToReadyMs })},
+}
+
+// BurstFigures are a micro-burst's figures; a UDP burst's receiver figures are absent from a
+// TCP burst.
+var BurstFigures = []RowFigure[BurstRow]{
+	{Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
+	{Figure{Key: "absorb", Label: "absorbed in", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, func(b BurstRow) (float64, bool) {
+		return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
+	}},
+	{Figure{Key: "max", Label: "worst message", Unit: "ms", Dir: stats.LowerIsBetter}, func(b BurstRow) (float64, bool) {
+		return b.MaxLatencyMs, b.Answered > 0
+	}},
+	{Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
+	// UDP bursts: the receiver's figures and the verdict by BurstUDP's criteria.
+	{Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
+	{Figure{Key: "recv_p99", Label: "p99 at receiver", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, func(b BurstRow) (float64, bool) {
+		if b.UDP == nil || b.UDP.P99Ms == nil {
+			return 0, false
+		}
+		return *b.UDP.P99Ms, true
+	}},
+	{Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
+	{Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
+	{Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, udpFig(func(u *BurstUDP) float64 {
+		if u.Pass {
+			return 1
+		}
+		return 0
+	})},
+	{Figure{Key: "pass", Label: "passed (nothing lost)", Unit: "share", Dir: stats.HigherIsBetter}, func(b BurstRow) (float64, bool) {
+		if b.Lost == 0 {
+			return 1, true
+		}
+		return 0, true
+	}},
+}
+
+// udpFig is a UDP burst's receiver figure; TCP bursts have none.
+func udpFig(f func(*BurstUDP) float64) func(BurstRow) (float64, bool) {
+	return func(b BurstRow) (float64, bool) {
+		if b.UDP == nil {
+			return 0, false
+		}
+		return f(b.UDP), true
+	}
+}

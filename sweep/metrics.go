@@ -167,14 +167,7 @@ func Metrics(runs []*RunData) []Metric {
 			}},
 	)
 
-	ms = append(ms, Metric{Key: "restart.launch_to_ready", Table: TableRestart, Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
-		Values: func(r *RunData) []float64 {
-			var v []float64
-			for _, rs := range r.Summary.Restarts {
-				v = append(v, ptr(rs.LaunchToReadyMs)...)
-			}
-			return v
-		}})
+	ms = append(ms, rowMetrics(TableRestart, "restart.", analysis.RestartFigures, func(s *analysis.Summary) []analysis.RestartRow { return s.Restarts })...)
 	for _, ph := range phases(runs) {
 		ms = append(ms, Metric{Key: "restart.phase." + ph, Table: TableRestart, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter,
 			Values: func(r *RunData) []float64 {
@@ -202,79 +195,13 @@ func Metrics(runs []*RunData) []Metric {
 	ms = append(ms, latencyMetrics(TableRestart, "restart.one_down.", "one down ", false, window(func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }))...)
 	ms = append(ms, latencyMetrics(TableRestart, "restart.rejoining.", "rejoining ", false, window(func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }))...)
 
-	ms = append(ms,
-		Metric{Key: "step_down.gap", Table: TableStepDown, Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, sd := range r.Summary.StepDowns {
-					v = append(v, ptr(sd.ClientGapMs)...)
-				}
-				return v
-			}},
-		Metric{Key: "step_down.new_leader", Table: TableStepDown, Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, sd := range r.Summary.StepDowns {
-					v = append(v, ptr(sd.NewLeaderMs)...)
-				}
-				return v
-			}},
-	)
+	ms = append(ms, rowMetrics(TableStepDown, "step_down.", analysis.StepDownFigures, func(s *analysis.Summary) []analysis.StepDownRow { return s.StepDowns })...)
 	// Failovers (analysis/failover.go): every step_down and kill of the leader as an event, one
 	// value per fault of every round.
 	ms = append(ms, rowMetrics(TableFailover, "failover.", analysis.FailoverFigures, func(s *analysis.Summary) []analysis.FailoverRow { return s.Failovers })...)
 
-	burst := func(key, label, unit string, dir stats.Direction, hl bool, f func(b analysis.BurstRow) (float64, bool)) Metric {
-		return Metric{Key: "burst." + key, Table: TableBurst, Label: label, Unit: unit, Dir: dir, Headline: hl,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, b := range r.Summary.Bursts {
-					if x, ok := f(b); ok {
-						v = append(v, x)
-					}
-				}
-				return v
-			}}
-	}
+	ms = append(ms, rowMetrics(TableBurst, "burst.", analysis.BurstFigures, func(s *analysis.Summary) []analysis.BurstRow { return s.Bursts })...)
 	ms = append(ms,
-		burst("peak", "peak", "/ms", stats.Neutral, false, func(b analysis.BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }),
-		burst("absorb", "absorbed in", "ms", stats.LowerIsBetter, true, func(b analysis.BurstRow) (float64, bool) {
-			return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
-		}),
-		burst("max", "worst message", "ms", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
-			return b.MaxLatencyMs, b.Answered > 0
-		}),
-		burst("lost", "lost", "messages", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) { return float64(b.Lost), true }),
-		// UDP bursts: the receiver's figures and the verdict by analysis.BurstUDP's criteria.
-		burst("recv_peak", "peak at receiver", "/ms", stats.Neutral, false, func(b analysis.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.PeakPerMs) })
-		}),
-		burst("recv_p99", "p99 at receiver", "ms", stats.LowerIsBetter, true, func(b analysis.BurstRow) (float64, bool) {
-			if b.UDP == nil || b.UDP.P99Ms == nil {
-				return 0, false
-			}
-			return *b.UDP.P99Ms, true
-		}),
-		burst("burst_rcvbuf_errors", "rcvbuf errors per burst", "datagrams", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.RcvbufErrors) })
-		}),
-		burst("naks", "NAKs", "per burst", stats.LowerIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *analysis.BurstUDP) float64 { return float64(u.Naks) })
-		}),
-		burst("udp_pass", "passed (receiver criteria)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
-			return udpFig(b, func(u *analysis.BurstUDP) float64 {
-				if u.Pass {
-					return 1
-				}
-				return 0
-			})
-		}),
-		burst("pass", "passed (nothing lost)", "share", stats.HigherIsBetter, false, func(b analysis.BurstRow) (float64, bool) {
-			if b.Lost == 0 {
-				return 1, true
-			}
-			return 0, true
-		}),
 		Metric{Key: "burst.rcvbuf_errors", Table: TableBurst, Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter,
 			Values: func(r *RunData) []float64 {
 				if len(r.Summary.Bursts) == 0 {
@@ -313,14 +240,6 @@ func rowMetrics[R any](table, prefix string, figs []analysis.RowFigure[R], rows 
 			Values: func(r *RunData) []float64 { return f.Values(rows(r.Summary)) }})
 	}
 	return out
-}
-
-// udpFig is a UDP burst's receiver figure; TCP bursts have none.
-func udpFig(b analysis.BurstRow, f func(*analysis.BurstUDP) float64) (float64, bool) {
-	if b.UDP == nil {
-		return 0, false
-	}
-	return f(b.UDP), true
 }
 
 // phases lists the restart phases any run reported, in the engine's order where known.
