@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/analysis"
-	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
@@ -96,33 +95,8 @@ func newRunCmd() *cobra.Command {
 					return fmt.Errorf("%w: --local-data: %v", errUsage, err)
 				}
 			}
-			switch {
-			case stackName != "" && inventoryFile != "":
-				return fmt.Errorf("%w: --stack and --inventory: give one", errUsage)
-			case stackName != "":
-				var err error
-				if stackName, err = expandStack(stackName); err != nil {
-					return err
-				}
-				if err := inventory.CheckStackName("--stack", stackName); err != nil {
-					return fmt.Errorf("%w: %w", errUsage, err)
-				}
-				remote.Nodes, remote.Stack = stack.NewTarget(stack.TargetOptions{Stack: stackName}), stackName
-				if remote.SysrqTrigger == "" {
-					remote.SysrqTrigger = sshtarget.PowerCutNodes // a stack's nodes are the run's to reboot
-				}
-				opts.Target = sshtarget.New(remote)
-			case inventoryFile != "":
-				if _, err := inventory.Load(inventoryFile); err != nil {
-					return fmt.Errorf("%w: --inventory: %v", errUsage, err)
-				}
-				remote.Nodes = inventory.FileTarget{Path: inventoryFile}
-				opts.Target = sshtarget.New(remote)
-			default:
-				if remote.SysrqTrigger != "" || remote.PowerProc != "" {
-					return fmt.Errorf("%w: --sysrq-trigger and --agent-power-proc are for --stack/--inventory: the local target never reboots this machine", errUsage)
-				}
-				opts.Target = local.New(localOpts)
+			if opts.Target, stackName, err = openTarget(targetChoice{Stack: stackName, Inventory: inventoryFile, Remote: remote, Local: localOpts}); err != nil {
+				return err
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()

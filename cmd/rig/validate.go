@@ -18,9 +18,6 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
-	"github.com/rig-dev/rig/target"
-	"github.com/rig-dev/rig/target/local"
-	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -252,10 +249,9 @@ func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor, 
 			plan.Print(cmd.OutOrStdout())
 			// What the plan needs of its target (a partition needs routed links: the local
 			// target's), for the target it would run on.
-			var tgt target.Target = local.New(local.Options{})
-			if est.stack != "" {
-				tgt = sshtarget.New(sshtarget.TargetOptions{Nodes: stack.NewTarget(stack.TargetOptions{Stack: est.stack}), Stack: est.stack,
-					SysrqTrigger: sshtarget.PowerCutNodes}) // as rig run --stack stages its agents
+			tgt, _, err := openTarget(targetChoice{Stack: est.stack}) // as rig run would
+			if err != nil {
+				return nil, err
 			}
 			if err := runner.CheckTarget(plan, tgt); err != nil {
 				return nil, err
