@@ -33,8 +33,8 @@ rig up, rig down and rig gc do. Nothing is created.`,
 				return err
 			}
 			extra := map[string]string{}
-			if f.backend != "" {
-				extra["PULUMI_BACKEND_URL"] = f.backend
+			if f.Backend != "" {
+				extra["PULUMI_BACKEND_URL"] = f.Backend
 			}
 			b, err := stack.ChooseBackend("", extra)
 			if err != nil {
@@ -46,7 +46,7 @@ rig up, rig down and rig gc do. Nothing is created.`,
 					exports[k] = v
 				}
 			}
-			path := filepath.Join(f.projectDir, "Pulumi."+name+".yaml")
+			path := filepath.Join(f.ProjectDir, "Pulumi."+name+".yaml")
 			secrets := ""
 			if sc, err := spec.ReadStackConfig(path); err == nil {
 				if sc.Profile != "" {
@@ -66,7 +66,7 @@ rig up, rig down and rig gc do. Nothing is created.`,
 			for _, k := range keys {
 				fmt.Fprintf(out, "export %s=%s\n", k, shellQuote(exports[k]))
 			}
-			root, _ := filepath.Abs(f.projectDir)
+			root, _ := filepath.Abs(f.ProjectDir)
 			fmt.Fprintf(out, "# then, in %s: pulumi stack select %s\n", root, name)
 			return nil
 		},

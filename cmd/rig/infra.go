@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -21,69 +20,19 @@ import (
 // infra/stack packages. Everything that can be checked without Pulumi is checked here first.
 
 type infraFlags struct {
-	projectDir string
+	stack.DriverFlags
 	resultsDir string
-	verbose    bool
-	backend    string
-	secrets    string
 }
 
-// nodeFlags are how down and gc reach the nodes to stop engines and unmount the data volumes
-// before destroying; the same flags as rig run.
-type nodeFlags struct {
-	keyFiles             []string
-	sudo                 bool
-	remoteDir, dataMount string
-}
-
-func (n *nodeFlags) register(c *cobra.Command) {
-	c.Flags().StringSliceVar(&n.keyFiles, "ssh-key", nil, "SSH private key file(s): stop engines, sync and unmount the data volumes before destroying")
-	c.Flags().BoolVar(&n.sudo, "sudo", false, "run the agents as root through sudo -n (unmount needs root), as given to rig run")
-	c.Flags().StringVar(&n.remoteDir, "remote-dir", "", "base folder on the nodes, as given to rig run")
-	c.Flags().StringVar(&n.dataMount, "data-mount", "/data", "where the data volumes are mounted, as given to rig run")
-}
-
-// args passes the flags to rig-stack, with this executable to start the agents with.
-func (n *nodeFlags) args() []string {
-	var out []string
-	for _, k := range n.keyFiles {
-		if abs, err := filepath.Abs(k); err == nil {
-			k = abs // rig-stack runs in the project folder
-		}
-		out = append(out, "--ssh-key", k)
-	}
-	if len(n.keyFiles) == 0 {
-		return nil
-	}
-	if n.sudo {
-		out = append(out, "--sudo")
-	}
-	if n.remoteDir != "" {
-		out = append(out, "--remote-dir", n.remoteDir)
-	}
-	out = append(out, "--data-mount", n.dataMount)
-	if self, err := os.Executable(); err == nil && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
-		out = append(out, "--rig-binary", self)
-	}
-	return out
-}
-
-func (f *infraFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
-	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
-	c.Flags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
-		"(default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here; "+
-		"export PULUMI_BACKEND_URL so rig run --stack finds it too, or see rig env --stack NAME)")
-	c.Flags().StringVar(&f.secrets, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION or passphrase")
-}
+func (f *infraFlags) register(c *cobra.Command) { f.DriverFlags.Register(c.Flags()) }
 
 // runDriver checks for the pulumi CLI and the project, then runs rig-stack with args.
 func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 	if _, err := stack.FindPulumi(); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(f.projectDir, "Pulumi.yaml")); err != nil {
-		return fmt.Errorf("%w: no Pulumi.yaml in %s: run rig from the repository root or pass --project-dir", errUsage, f.projectDir)
+	if _, err := os.Stat(filepath.Join(f.ProjectDir, "Pulumi.yaml")); err != nil {
+		return fmt.Errorf("%w: no Pulumi.yaml in %s: run rig from the repository root or pass --project-dir", errUsage, f.ProjectDir)
 	}
 	if f.resultsDir != "" {
 		abs, err := filepath.Abs(f.resultsDir) // rig-stack runs in the project folder
@@ -92,17 +41,9 @@ func (f *infraFlags) runDriver(cmd *cobra.Command, args ...string) error {
 		}
 		args = append(args, "--results", abs)
 	}
-	if f.verbose {
-		args = append(args, "--verbose")
-	}
-	if f.backend != "" {
-		args = append(args, "--backend", f.backend)
-	}
-	if f.secrets != "" {
-		args = append(args, "--secrets-provider", f.secrets)
-	}
+	args = append(args, f.DriverFlags.Args()...)
 	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{
-		ProjectDir: f.projectDir,
+		ProjectDir: f.ProjectDir,
 		Stdin:      cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 	}, args...)
 	var ee *stack.ExitError
@@ -142,7 +83,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 			if err := needStack(&name); err != nil {
 				return err
 			}
-			path := filepath.Join(f.projectDir, "Pulumi."+name+".yaml")
+			path := filepath.Join(f.ProjectDir, "Pulumi."+name+".yaml")
 			if dryRun {
 				if _, err := os.Stat(path); err != nil {
 					return fmt.Errorf("%w: --dry-run reads %s: %w", errUsage, path, err)
@@ -207,7 +148,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 
 func downCmd() *cobra.Command {
 	var f infraFlags
-	var nf nodeFlags
+	var nf stack.NodeFlags
 	var name, to string
 	var noArchive bool
 	c := &cobra.Command{
@@ -242,7 +183,7 @@ destroy never waits on a detach. The results bucket is kept (rig:retainBucket, d
 			if noArchive {
 				args = append(args, "--no-archive")
 			}
-			return f.runDriver(cmd, append(args, nf.args()...)...)
+			return f.runDriver(cmd, append(args, nf.Args()...)...)
 		},
 	}
 	c.Flags().StringVar(&name, "stack", "", "stack to destroy: "+stackFlagUsage)
@@ -250,7 +191,7 @@ destroy never waits on a detach. The results bucket is kept (rig:retainBucket, d
 	c.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving (runs stay in the results folder)")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.register(c)
-	nf.register(c)
+	nf.Register(c.Flags(), false)
 	return c
 }
 
@@ -270,7 +211,7 @@ func statusCmd() *cobra.Command {
 
 func gcCmd() *cobra.Command {
 	var f infraFlags
-	var nf nodeFlags
+	var nf stack.NodeFlags
 	var dryRun, yes, orphans, noCloud bool
 	var to string
 	var regions []string
@@ -312,7 +253,7 @@ rule).`,
 			if noCloud {
 				args = append(args, "--no-cloud")
 			}
-			return f.runDriver(cmd, append(args, nf.args()...)...)
+			return f.runDriver(cmd, append(args, nf.Args()...)...)
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the expired stacks and resources; destroy nothing")
@@ -323,7 +264,7 @@ rule).`,
 	c.Flags().StringVar(&to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	c.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
 	f.register(c)
-	nf.register(c)
+	nf.Register(c.Flags(), false)
 	return c
 }
 

@@ -53,10 +53,10 @@ func (f *stackSSHFlags) open(ctx context.Context) (*stackSSH, error) {
 		return nil, err
 	}
 	env := map[string]string{}
-	if f.infra.backend != "" {
-		env["PULUMI_BACKEND_URL"] = f.infra.backend
+	if f.infra.Backend != "" {
+		env["PULUMI_BACKEND_URL"] = f.infra.Backend
 	}
-	inv, err := stack.NewTarget(stack.TargetOptions{Stack: f.name, ProjectDir: f.infra.projectDir, Env: env}).Inventory(ctx)
+	inv, err := stack.NewTarget(stack.TargetOptions{Stack: f.name, ProjectDir: f.infra.ProjectDir, Env: env}).Inventory(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the nodes of stack %s: %w", f.name, err)
 	}
@@ -86,7 +86,7 @@ func (f *stackSSHFlags) pickKeys() ([]string, string) {
 		}
 		return abs, "the --ssh-key given"
 	}
-	sc, err := spec.ReadStackConfig(filepath.Join(f.infra.projectDir, "Pulumi."+f.name+".yaml"))
+	sc, err := spec.ReadStackConfig(filepath.Join(f.infra.ProjectDir, "Pulumi."+f.name+".yaml"))
 	if err != nil || sc.Values["publicKey"] == "" {
 		return nil, "none pinned (no Pulumi." + f.name + ".yaml with rig:publicKey here): ssh offers its default keys and ssh-agent's"
 	}
@@ -284,8 +284,8 @@ Save it and use it with ssh -F, scp -F or rsync -e 'ssh -F FILE', or Include it 
 	}
 	c.Flags().StringVar(&f.name, "stack", "", "stack whose nodes to print: "+stackFlagUsage)
 	sshKeyFlag(c.Flags(), &f.keys, "SSH private key file(s) for IdentityFile")
-	c.Flags().StringVar(&f.infra.projectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
-	c.Flags().StringVar(&f.infra.backend, "backend", "", "Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder; see rig env --stack NAME)")
+	c.Flags().StringVar(&f.infra.ProjectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
+	c.Flags().StringVar(&f.infra.Backend, "backend", "", "Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder; see rig env --stack NAME)")
 	return c
 }
 

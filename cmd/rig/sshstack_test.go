@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -205,7 +206,7 @@ func TestSSHStackArgv(t *testing.T) {
 		t.Fatal(err)
 	}
 	var o sshCmdOptions
-	o.stack = stackSSHFlags{name: "dev", infra: infraFlags{projectDir: e.project}}
+	o.stack = stackSSHFlags{name: "dev", infra: infraFlags{DriverFlags: stack.DriverFlags{ProjectDir: e.project}}}
 	got, err := o.stackArgv(context.Background(), []string{"node-0", "ls", "a b"})
 	if err != nil {
 		t.Fatal(err)

@@ -46,37 +46,21 @@ func main() {
 }
 
 type flags struct {
-	projectDir, resultsDir, stack, to string
-	backend, secretsProvider          string
-	verbose, noWarnings               bool
-	nodes                             nodeFlags
-}
-
-// nodeFlags say how down and gc reach the nodes to unmount their data volumes; they mirror
-// `rig run`'s remote flags. Without --ssh-key nothing is unmounted (and down says so).
-type nodeFlags struct {
-	keyFiles                  []string
-	sudo                      bool
-	remoteDir, dataMount, rig string
-}
-
-func (n *nodeFlags) register(c *cobra.Command) {
-	c.Flags().StringSliceVar(&n.keyFiles, "ssh-key", nil, "SSH private key file(s): stop engines and unmount data volumes before destroying")
-	c.Flags().BoolVar(&n.sudo, "sudo", false, "run the agents as root through sudo -n (unmount needs root)")
-	c.Flags().StringVar(&n.remoteDir, "remote-dir", "", "base folder on the nodes, as given to rig run")
-	c.Flags().StringVar(&n.dataMount, "data-mount", "/data", "where the data volumes are mounted, as given to rig run")
-	c.Flags().StringVar(&n.rig, "rig-binary", "", "linux rig binary to start the agents with when a node has none (rig passes its own)")
+	stack.DriverFlags
+	resultsDir, stack, to string
+	noWarnings            bool
+	nodes                 stack.NodeFlags
 }
 
 // quiesce returns the hook that unmounts the data volumes, or nil without an SSH key.
-func (n *nodeFlags) quiesce(cmd *cobra.Command, f *flags) func(context.Context, *inventory.Inventory) error {
-	if len(n.keyFiles) == 0 {
+func quiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags) func(context.Context, *inventory.Inventory) error {
+	if len(n.KeyFiles) == 0 {
 		return nil
 	}
 	return func(ctx context.Context, inv *inventory.Inventory) error {
 		_, err := quiesce.Nodes(ctx, inv, quiesce.Options{
-			KeyFiles: n.keyFiles, Sudo: n.sudo, Dir: n.remoteDir, DataMount: n.dataMount,
-			Binary: n.rig, SourceDir: f.projectDir, Out: cmd.OutOrStdout(), Logger: f.options(cmd).Logger,
+			KeyFiles: n.KeyFiles, Sudo: n.Sudo, Dir: n.RemoteDir, DataMount: n.DataMount,
+			Binary: n.Rig, SourceDir: f.ProjectDir, Out: cmd.OutOrStdout(), Logger: f.options(cmd).Logger,
 		})
 		return err
 	}
@@ -84,12 +68,12 @@ func (n *nodeFlags) quiesce(cmd *cobra.Command, f *flags) func(context.Context, 
 
 func (f *flags) options(cmd *cobra.Command) driver.Options {
 	level := slog.LevelWarn
-	if f.verbose {
+	if f.Verbose {
 		level = slog.LevelInfo
 	}
 	return driver.Options{
-		BackendURL: f.backend, SecretsProvider: f.secretsProvider,
-		ProjectDir: f.projectDir,
+		BackendURL: f.Backend, SecretsProvider: f.SecretsProvider,
+		ProjectDir: f.ProjectDir,
 		ResultsDir: f.resultsDir,
 		Out:        cmd.OutOrStdout(),
 		Logger:     slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})),
@@ -140,10 +124,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&f.projectDir, "project-dir", ".", "folder holding Pulumi.yaml and the Pulumi.<stack>.yaml files")
-	root.PersistentFlags().BoolVarP(&f.verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
-	root.PersistentFlags().StringVar(&f.backend, "backend", "", "Pulumi backend URL for the stacks' state, e.g. s3://BUCKET/PREFIX?region=REGION (default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here)")
-	root.PersistentFlags().StringVar(&f.secretsProvider, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION, or passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])")
+	f.DriverFlags.Register(root.PersistentFlags())
 
 	needStack := func(*cobra.Command, []string) error {
 		if f.stack == "" {
@@ -213,7 +194,7 @@ func newRoot() *cobra.Command {
 				return err
 			}
 			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
-				Quiesce: f.nodes.quiesce(cmd, &f)}); err != nil {
+				Quiesce: quiesceHook(&f.nodes, cmd, &f)}); err != nil {
 				return classify(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stack %s destroyed\n", f.stack)
@@ -224,7 +205,7 @@ func newRoot() *cobra.Command {
 	down.Flags().StringVar(&f.to, "to", "", "archive to s3://bucket/prefix or a folder instead of the stack's bucket")
 	down.Flags().BoolVar(&noArchive, "no-archive", false, "destroy without archiving")
 	down.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
-	f.nodes.register(down)
+	f.nodes.Register(down.Flags(), true)
 
 	status := &cobra.Command{
 		Use: "status", Short: "list stacks with nodes, bucket and expiry", Args: cobra.NoArgs,
@@ -256,7 +237,7 @@ func newRoot() *cobra.Command {
 				return err
 			}
 			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun,
-				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: f.nodes.quiesce(cmd, &f)},
+				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: quiesceHook(&f.nodes, cmd, &f)},
 				Confirm: func(s []driver.Status) bool {
 					_ = writeStatuses(cmd.OutOrStdout(), s, time.Now())
 					if yes {
@@ -288,7 +269,7 @@ func newRoot() *cobra.Command {
 	gc.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before destroying")
 	gc.Flags().StringVar(&f.to, "to", "", "archive runs to s3://bucket/prefix or a folder instead of each stack's bucket")
 	gc.Flags().StringVar(&f.resultsDir, "results", "results", "folder holding the run folders")
-	f.nodes.register(gc)
+	f.nodes.Register(gc.Flags(), true)
 	gc.Flags().StringSliceVar(&regions, "region", nil, "also scan these regions (the regions of every Pulumi.<stack>.yaml are always scanned)")
 	gc.Flags().BoolVar(&orphans, "orphans", false, "also delete resources of stacks this backend does not know that have not expired (another machine's cluster looks like that)")
 	gc.Flags().BoolVar(&noCloud, "no-cloud", false, "only the stacks of this backend; do not ask AWS for tagged resources")
