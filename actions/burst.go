@@ -120,4 +120,10 @@ func (b *Burst) AddWrites(w *driver.Workload, clients int) {
 	w.BurstOrders += int64(b.Count) * int64(b.Messages) * int64(senders)
 }
 
-func (b *Burst) Run(ctx context.Context, env Env) error { return env.Burst(ctx, *b) }
+func (b *Burst) Run(ctx context.Context, env Env) error {
+	bu, err := Need[Burster](env, "burst")
+	if err != nil {
+		return err
+	}
+	return bu.Burst(ctx, *b)
+}

@@ -99,6 +99,10 @@ func (d *Delay) String() string {
 }
 
 func (d *Delay) Run(ctx context.Context, env Env) error {
+	ls, err := Need[LinkShaper](env, "delay")
+	if err != nil {
+		return err
+	}
 	name, err := env.ResolveNode(d.Node)
 	if err != nil {
 		return err
@@ -117,7 +121,7 @@ func (d *Delay) Run(ctx context.Context, env Env) error {
 	}
 	// The event is stamped before the change: the fault's time is when it was asked for.
 	at := time.Now()
-	rtts, n, undo, err := env.Delay(ctx, d.shape(), name, peers...)
+	rtts, n, undo, err := ls.Delay(ctx, d.shape(), name, peers...)
 	if err != nil {
 		return fmt.Errorf("delay %s: %w", name, err)
 	}

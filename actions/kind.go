@@ -118,7 +118,9 @@ type Varied interface {
 	At() time.Duration
 }
 
-// Env is what an action may do to the cluster and the run, and nothing else.
+// Env is what an action may do to the cluster and the run, and nothing else: the core every run
+// has. What only some kinds need is a capability below, asked for by type assertion (Need), as a
+// target's are.
 type Env interface {
 	// Leader is the current leader, "" when none is known.
 	Leader() string
@@ -128,9 +130,29 @@ type Env interface {
 	Admin(ctx context.Context, node, path string) ([]byte, error)
 	// Signal signals node's engine; the run counts the node down until Relaunch.
 	Signal(ctx context.Context, node, as, signal string) error
+	// Relaunch starts node's engine again on its folder.
+	Relaunch(ctx context.Context, node string) error
+	// Record adds an event to the run's record.
+	Record(e rundir.Event) error
+	// Progress prints a progress line.
+	Progress(format string, args ...any)
+	// Go runs fn beside the timeline; its error fails the timeline.
+	Go(ctx context.Context, fn func(ctx context.Context) error)
+	// Wait waits until node ("" every server) is in phase, for at most timeout; with every
+	// server, killed servers' pending relaunches first.
+	Wait(ctx context.Context, node, phase string, timeout time.Duration) error
+}
+
+// DiskPowerLosser is a run whose servers' data sit on disk models (power_loss on the local
+// target).
+type DiskPowerLosser interface {
 	// PowerLoss drops every write since each file's last fsync from node's disk model, once
 	// node's engine (signalled KILL) has exited.
 	PowerLoss(ctx context.Context, node string) (diskmodel.Dropped, error)
+}
+
+// NodeRebooter is a run whose nodes can lose power by rebooting (power_loss on a stack).
+type NodeRebooter interface {
 	// Reboots reports whether a power loss reboots the nodes (a stack, target.Rebooter) rather
 	// than drops what their disk models hold unsynced.
 	Reboots() bool
@@ -141,33 +163,48 @@ type Env interface {
 	// lease, data volume, tuning, samples, watcher) and returns the new boot id; Relaunch then
 	// starts the engine afresh on what its disk kept.
 	AwaitBoot(ctx context.Context, node, old string) (boot string, err error)
-	// Relaunch starts node's engine again on its folder.
-	Relaunch(ctx context.Context, node string) error
-	// Record adds an event to the run's record.
-	Record(e rundir.Event) error
-	// Progress prints a progress line.
-	Progress(format string, args ...any)
-	// Go runs fn beside the timeline; its error fails the timeline.
-	Go(ctx context.Context, fn func(ctx context.Context) error)
+}
+
+// Burster is a run whose load generators send bursts.
+type Burster interface {
 	// Burst has the load generators send a UDP burst; it records the burst's event.
 	Burst(ctx context.Context, b Burst) error
-	// Wait waits until node ("" every server) is in phase, for at most timeout; with every
-	// server, killed servers' pending relaunches first.
-	Wait(ctx context.Context, node, phase string, timeout time.Duration) error
+}
+
+// LinkCutter is a run whose links are routed through proxies it can cut (a Linker's run).
+type LinkCutter interface {
 	// Isolate cuts every peer and client link to or from the nodes (what is sent on an open
 	// connection is held, new connections are refused), and Heal heals them; each returns how
 	// many links it changed. They fail on a run whose links are not routed (no Linker in it).
 	Isolate(ctx context.Context, nodes ...string) (int, error)
 	Heal(ctx context.Context, nodes ...string) (int, error)
+}
+
+// LinkShaper is a run whose routed links it can delay.
+type LinkShaper interface {
 	// Delay adds shape to each way of every peer and client link between node and any of peers
 	// (no peers: every link of node) on top of the placement's, measures each changed pair's
 	// round trip through its link, and returns those, how many links it changed, and an undo
 	// that takes the shape off again (how many links it changed back). It fails on a run whose
 	// links are not routed.
 	Delay(ctx context.Context, shape linkproxy.Shape, node string, peers ...string) (rtts []linkproxy.PairProbe, links int, undo func() int, err error)
+}
+
+// LeaderWatcher is a run that follows the leader over time.
+type LeaderWatcher interface {
 	// WaitStableLeader waits until every server is ready and the leader has not changed for
 	// stable, until deadline.
 	WaitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error
+}
+
+// Need is env's capability C, or an error naming what the kind wanted it for.
+func Need[C any](env Env, what string) (C, error) {
+	c, ok := env.(C)
+	if !ok {
+		var zero C
+		return zero, fmt.Errorf("%s: this run cannot (%T has no %T)", what, env, (*C)(nil))
+	}
+	return c, nil
 }
 
 // Kind makes a kind's Spec with its defaults.

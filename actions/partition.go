@@ -66,6 +66,10 @@ func (p *Partition) Describe(v Varied) string {
 func (p *Partition) String() string { return fmt.Sprintf("partition %s for %s", p.Node, p.For) }
 
 func (p *Partition) Run(ctx context.Context, env Env) error {
+	lc, err := Need[LinkCutter](env, "partition")
+	if err != nil {
+		return err
+	}
 	name, err := env.ResolveNode(p.Node)
 	if err != nil {
 		return err
@@ -73,7 +77,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 	pa := &rundir.PartitionAction{As: p.Node, ForMs: float64(p.For) / 1e6}
 	// The event is stamped before the cut: the fault's time is when it was asked for.
 	at := time.Now()
-	n, err := env.Isolate(ctx, name)
+	n, err := lc.Isolate(ctx, name)
 	if err != nil {
 		return fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -87,7 +91,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 			return nil // the run is over: the target closes every link at its stop
 		}
 		hat := time.Now()
-		n, err := env.Heal(ctx, name)
+		n, err := lc.Heal(ctx, name)
 		if err != nil {
 			return fmt.Errorf("heal %s: %w", name, err)
 		}

@@ -126,8 +126,8 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		}
 		names[i] = name
 	}
-	if p.Unsynced != UnsyncedKeep && env.Reboots() {
-		return p.reboot(ctx, env, refs, names)
+	if rb, ok := env.(NodeRebooter); ok && p.Unsynced != UnsyncedKeep && rb.Reboots() {
+		return p.reboot(ctx, env, rb, refs, names)
 	}
 	for i, name := range names {
 		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
@@ -143,7 +143,11 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 			env.Progress("%s: killed; its disk keeps every write (unsynced: keep)", name)
 			continue
 		}
-		d, err := env.PowerLoss(ctx, name)
+		dl, err := Need[DiskPowerLosser](env, "power loss of "+name)
+		if err != nil {
+			return err
+		}
+		d, err := dl.PowerLoss(ctx, name)
 		if err != nil {
 			return fmt.Errorf("power loss of %s: %w", name, err)
 		}
@@ -159,14 +163,14 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 
 // reboot cuts the power of a stack's nodes, one right after the other, and waits beside the
 // timeline for them to come back, then relaunches their engines.
-func (p *PowerLoss) reboot(ctx context.Context, env Env, refs, names []string) error {
+func (p *PowerLoss) reboot(ctx context.Context, env Env, rb NodeRebooter, refs, names []string) error {
 	old := make([]string, len(names))
 	for i, name := range names {
 		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
 			Kill: &rundir.KillAction{As: refs[i], PowerLoss: true, Reboot: true}}}); err != nil {
 			return err
 		}
-		boot, err := env.CutPower(ctx, name)
+		boot, err := rb.CutPower(ctx, name)
 		if err != nil {
 			return fmt.Errorf("power loss of %s: %w", name, err)
 		}
@@ -177,7 +181,7 @@ func (p *PowerLoss) reboot(ctx context.Context, env Env, refs, names []string) e
 		var wg sync.WaitGroup
 		for i, name := range names {
 			wg.Go(func() {
-				boot, err := env.AwaitBoot(ctx, name, old[i])
+				boot, err := rb.AwaitBoot(ctx, name, old[i])
 				if err != nil {
 					errs[i] = fmt.Errorf("power loss of %s: %w", name, err)
 					return

@@ -91,7 +91,11 @@ func (w *WaitFor) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	if w.StableLeader > 0 {
-		if err := env.WaitStableLeader(ctx, w.StableLeader, deadline); err != nil {
+		lw, err := Need[LeaderWatcher](env, "wait_for a stable leader")
+		if err != nil {
+			return err
+		}
+		if err := lw.WaitStableLeader(ctx, w.StableLeader, deadline); err != nil {
 			return err
 		}
 		env.Progress("wait_for a stable leader (%s unchanged, every server ready): %s", w.StableLeader, time.Since(start).Round(time.Millisecond))

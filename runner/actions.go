@@ -49,7 +49,16 @@ func newTimeline(pb *playbooks.Playbook) ([]step, error) {
 // env is what the timeline's actions see of the run (actions.Env).
 type env struct{ r *run }
 
-var _ actions.Env = env{}
+// The runner's env has every capability a kind may ask for.
+var (
+	_ actions.Env             = env{}
+	_ actions.DiskPowerLosser = env{}
+	_ actions.NodeRebooter    = env{}
+	_ actions.Burster         = env{}
+	_ actions.LinkCutter      = env{}
+	_ actions.LinkShaper      = env{}
+	_ actions.LeaderWatcher   = env{}
+)
 
 func (e env) Leader() string                         { return e.r.leader() }
 func (e env) ResolveNode(ref string) (string, error) { return e.r.resolveNode(ref) }
