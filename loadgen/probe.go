@@ -24,9 +24,9 @@ import (
 
 // Defaults shared by the probe and burst streams.
 const (
-	DefaultGrace        = 5 * time.Second
+	DefaultGrace        = loadspec.DefaultGrace
 	DefaultStartTimeout = 30 * time.Second
-	defaultInterval     = time.Second
+	defaultInterval     = loadspec.DefaultInterval
 	probeChunk          = 256 // most first sends per write when catching up a backlog
 )
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/rig-dev/rig/internal/atomicfile"
-	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 
 	"errors"
@@ -105,13 +104,8 @@ func lgUsageErr(source string, err error) error {
 }
 
 func newPreloadCmd() *cobra.Command {
-	var (
-		common                               lgCommon
-		orders                               string
-		instruments, levels, batch, inFlight int
-		seed                                 uint64
-		out                                  string
-	)
+	var common lgCommon
+	var flags lgFlags
 	cmd := &cobra.Command{
 		Use:   "preload",
 		Short: "Build N resting GTC orders that never cross, in pipelined batches to the leader",
@@ -121,20 +115,9 @@ func newPreloadCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			if f.Changed("orders") {
-				n, err := units.ParseCount(orders)
-				if err != nil {
-					return fmt.Errorf("%w: --orders: %v", errUsage, err)
-				}
-				cfg.Preload.Orders = loadspec.Count(n)
+			if err := flags.apply(&cfg); err != nil {
+				return err
 			}
-			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
-			lgSetIf(f.Changed("levels"), &cfg.Preload.Levels, levels)
-			lgSetIf(f.Changed("batch"), &cfg.Preload.Batch, batch)
-			lgSetIf(f.Changed("in-flight"), &cfg.Preload.InFlight, inFlight)
-			lgSetIf(f.Changed("seed"), &cfg.Preload.Seed, seed)
-			lgSetIf(f.Changed("out"), &cfg.Preload.Out, out)
 
 			if err := common.check(&cfg, source); err != nil {
 				return err
@@ -163,14 +146,7 @@ func newPreloadCmd() *cobra.Command {
 		},
 	}
 	common.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&orders, "orders", "", "resting orders to build, e.g. 100k or 5M")
-	f.IntVar(&instruments, "instruments", loadspec.DefaultInstruments, "instruments to spread the orders over")
-	f.IntVar(&levels, "levels", loadspec.DefaultLevels, "price levels per side and instrument")
-	f.IntVar(&batch, "batch", loadspec.DefaultBatch, "orders per batch (one raft entry)")
-	f.IntVar(&inFlight, "in-flight", loadspec.DefaultInFlight, "batches pipelined before waiting for an answer")
-	f.Uint64Var(&seed, "seed", loadspec.DefaultSeed, "seed of the book's levels and quantities")
-	f.StringVar(&out, "out", "", "directory to write preload.json into (optional)")
+	flags.register(cmd, loadspec.PreloadFlags)
 	return cmd
 }
 
@@ -203,13 +179,8 @@ func lgPreloadProgress(opts *loadgen.PreloadOptions, log *slog.Logger) (stop fun
 }
 
 func newProbeCmd() *cobra.Command {
-	var (
-		common                lgCommon
-		rate, out, control    string
-		duration, grace, intv time.Duration
-		instruments           int
-		price                 int64
-	)
+	var common lgCommon
+	var flags lgFlags
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Run an open-loop probe stream (IOC orders that cross nothing) and record every probe",
@@ -219,21 +190,9 @@ func newProbeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			if f.Changed("rate") {
-				r, err := units.ParseRate(rate)
-				if err != nil {
-					return fmt.Errorf("%w: --rate: %v", errUsage, err)
-				}
-				cfg.Probe.Rate = loadspec.Rate(r)
+			if err := flags.apply(&cfg); err != nil {
+				return err
 			}
-			lgSetIf(f.Changed("duration"), &cfg.Probe.Duration, loadspec.Duration(duration))
-			lgSetIf(f.Changed("grace"), &cfg.Probe.Grace, loadspec.Duration(grace))
-			lgSetIf(f.Changed("interval"), &cfg.Probe.Interval, loadspec.Duration(intv))
-			lgSetIf(f.Changed("out"), &cfg.Probe.Out, out)
-			lgSetIf(f.Changed("control"), &cfg.Probe.Control, control)
-			lgSetIf(f.Changed("instruments"), &cfg.Instruments, instruments)
-			lgSetIf(f.Changed("price"), &cfg.ProbePrice, price)
 
 			if err := common.check(&cfg, source); err != nil {
 				return err
@@ -273,15 +232,7 @@ func newProbeCmd() *cobra.Command {
 		},
 	}
 	common.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&rate, "rate", "", "probes per second, e.g. 1000/s")
-	f.DurationVar(&duration, "duration", 0, "length of the schedule (0: until SIGINT/SIGTERM or POST /stop)")
-	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the schedule ends")
-	f.DurationVar(&intv, "interval", time.Second, "HDR interval log interval")
-	f.StringVar(&out, "out", "", "directory for probes.bin, probes.hlog, stats.json")
-	f.StringVar(&control, "control", "", "serve the control API on this Unix socket (absolute path; its folder is made 0700)")
-	f.IntVar(&instruments, "instruments", loadspec.DefaultInstruments, "instruments the probes rotate over")
-	f.Int64Var(&price, "price", loadspec.DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)")
+	flags.register(cmd, loadspec.ProbeFlags)
 	return cmd
 }
 
@@ -302,16 +253,8 @@ func lgProbeDone(w io.Writer, dir string, st rundir.ProbeStats, err error) error
 func lgDur(v int64) time.Duration { return time.Duration(v).Round(time.Microsecond) }
 
 func newBurstCmd() *cobra.Command {
-	var (
-		common       lgCommon
-		messages     string
-		every, grace time.Duration
-		count        int
-		out          string
-		udp          bool
-		size         string
-		senders      int
-	)
+	var common lgCommon
+	var flags lgFlags
 	cmd := &cobra.Command{
 		Use:   "burst",
 		Short: "Send micro-bursts: B messages back-to-back every I, C times",
@@ -321,26 +264,8 @@ func newBurstCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f := cmd.Flags()
-			if f.Changed("messages") {
-				n, err := units.ParseCount(messages)
-				if err != nil {
-					return fmt.Errorf("%w: --messages: %v", errUsage, err)
-				}
-				cfg.Burst.Messages = loadspec.Count(n)
-			}
-			lgSetIf(f.Changed("every"), &cfg.Burst.Every, loadspec.Duration(every))
-			lgSetIf(f.Changed("grace"), &cfg.Burst.Grace, loadspec.Duration(grace))
-			lgSetIf(f.Changed("count"), &cfg.Burst.Count, count)
-			lgSetIf(f.Changed("out"), &cfg.Burst.Out, out)
-			lgSetIf(f.Changed("udp"), &cfg.Burst.UDP, udp)
-			lgSetIf(f.Changed("senders"), &cfg.Burst.Senders, senders)
-			if f.Changed("size") {
-				n, err := units.ParseSize(size)
-				if err != nil {
-					return fmt.Errorf("%w: --size: %v", errUsage, err)
-				}
-				cfg.Burst.Size = loadspec.Count(n)
+			if err := flags.apply(&cfg); err != nil {
+				return err
 			}
 			if err := common.check(&cfg, source); err != nil {
 				return err
@@ -362,20 +287,57 @@ func newBurstCmd() *cobra.Command {
 		},
 	}
 	common.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&messages, "messages", "", "messages per burst, e.g. 50k")
-	f.DurationVar(&every, "every", 0, "time between burst starts")
-	f.IntVar(&count, "count", 1, "number of bursts")
-	f.DurationVar(&grace, "grace", loadgen.DefaultGrace, "how long to wait for outstanding answers after the last burst")
-	f.StringVar(&out, "out", "", "directory for bursts.bin and bursts.json")
-	f.BoolVar(&udp, "udp", false, "send datagrams to the leader's UDP ingress (docs/wire.md) instead of orders over TCP")
-	f.StringVar(&size, "size", "", "UDP datagram size, 72B..1400B (default 170B)")
-	f.IntVar(&senders, "senders", 0, "UDP senders sending each burst at once (default 1)")
+	flags.register(cmd, loadspec.BurstFlags)
 	return cmd
 }
 
-func lgSetIf[T any](changed bool, dst *T, v T) {
-	if changed {
-		*dst = v
+// lgFlags are a command's loadspec flags (loadspec.PreloadFlags, ...): each is checked as it is
+// parsed, and those given are applied over the config file.
+type lgFlags struct {
+	flags []loadspec.Flag
+	given []lgFlagValue
+}
+
+type lgFlagValue struct {
+	f loadspec.Flag
+	v string
+}
+
+// lgFlag is one loadspec flag as a pflag.Value.
+type lgFlag struct {
+	l *lgFlags
+	f loadspec.Flag
+}
+
+func (v lgFlag) String() string { return v.f.Def }
+func (v lgFlag) Type() string   { return v.f.Type }
+
+// Set checks the value as the field takes it (on a scratch config), then keeps it.
+func (v lgFlag) Set(s string) error {
+	var scratch loadspec.Config
+	if err := v.f.Set(&scratch, s); err != nil {
+		return err
 	}
+	v.l.given = append(v.l.given, lgFlagValue{v.f, s})
+	return nil
+}
+
+func (l *lgFlags) register(cmd *cobra.Command, flags []loadspec.Flag) {
+	l.flags = flags
+	for _, f := range flags {
+		fl := cmd.Flags().VarPF(lgFlag{l, f}, f.Name, "", f.Usage)
+		if f.Bool {
+			fl.NoOptDefVal = "true"
+		}
+	}
+}
+
+// apply sets the given flags' fields over cfg, in the order given.
+func (l *lgFlags) apply(cfg *loadspec.Config) error {
+	for _, g := range l.given {
+		if err := g.f.Set(cfg, g.v); err != nil {
+			return fmt.Errorf("%w: --%s: %v", errUsage, g.f.Name, err)
+		}
+	}
+	return nil
 }
