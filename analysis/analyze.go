@@ -445,18 +445,16 @@ func (d *runData) summarize() *Summary {
 	d.udpIngress(s)
 	d.notApplied(s)
 	warn = append(warn, d.sampleFigures(s)...)
-	d.leaders(s)
+	// Leadership (who led, what changed it, the actions, the window a cause explains a change
+	// in) comes from the events and the manifest alone: the figures below read it, not each other.
+	lead := d.leadership()
+	s.LeaderAtLoadStart, s.LeaderChanges, s.Actions, s.LeaderWindow = lead.AtLoadStart, lead.Changes, lead.Actions, lead.Window
 	var gc map[string][]GCPause
 	s.GCPauses, gc = d.gcRows()
 	s.Spike = d.spike(s, gc)
-	for _, e := range d.events {
-		if e.Action != nil {
-			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})
-		}
-	}
-	s.LeaderWindow = d.leaderWindow()
-	warn = append(warn, flagUnplanned(s)...)
-	d.failoverRows(s)
+	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
+	// Flags every row built above whose window holds an unplanned change.
+	warn = append(warn, flagUnplanned(s, lead)...)
 	warn = append(warn, applyHealth(s)...)
 	if s.ControllerLastHeard != nil {
 		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",
@@ -787,17 +785,22 @@ func (d *runData) window(from, to int64, open, excludeSnaps bool) Window {
 }
 
 // leaders records who led at load start and every leadership change after it.
-func (d *runData) leaders(s *Summary) {
+func (d *runData) leadership() leadership {
+	l := leadership{Changes: []LeaderMark{}, Actions: []ActionMark{}, Window: d.leaderWindow()}
 	for _, e := range d.events {
+		if e.Action != nil {
+			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})
+		}
 		if e.Role == nil || e.Role.To != engine.RoleLeader {
 			continue
 		}
 		if t := e.T.UnixNano(); t < d.origin {
-			s.LeaderAtLoadStart = e.Node
+			l.AtLoadStart = e.Node
 		} else {
-			s.LeaderChanges = append(s.LeaderChanges, LeaderMark{AtS: d.off(t), Node: e.Node})
+			l.Changes = append(l.Changes, LeaderMark{AtS: d.off(t), Node: e.Node})
 		}
 	}
+	return l
 }
 
 const phaseDown = rundir.PhaseDown

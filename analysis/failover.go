@@ -54,20 +54,21 @@ var FailoverFigures = []RowFigure[FailoverRow]{
 
 // failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each
 // kill or partition of the leader) as an event.
-func (d *runData) failoverRows(s *Summary) {
-	causes := leaderCauses(s)
-	s.Failovers = []FailoverRow{}
+func (d *runData) failoverRows(lead leadership) (rows []FailoverRow, pooled Pooled) {
+	causes := leaderCauses(lead)
+	rows = []FailoverRow{}
 	for i, c := range causes {
 		at := d.origin + int64(c.AtS*1e9)
 		limit := d.loadEnd
 		if i+1 < len(causes) {
 			limit = d.origin + int64(causes[i+1].AtS*1e9)
 		}
-		s.Failovers = append(s.Failovers, d.failover(c, at, limit, s.LeaderWindow))
+		rows = append(rows, d.failover(c, at, limit, lead.Window))
 	}
-	if len(s.Failovers) > 0 {
-		s.FailoverPooled = pool(FailoverFigures, s.Failovers)
+	if len(rows) > 0 {
+		pooled = pool(FailoverFigures, rows)
 	}
+	return rows, pooled
 }
 
 // failover measures one cause at at (ns) until limit (the next cause or the end of load); its

@@ -64,6 +64,20 @@ func (w LeaderWindow) until(atS float64) float64 {
 	return atS + w.S
 }
 
+// leadership is what attributing leader changes reads: the leader at load start, every change
+// after it, the actions, and the window a cause explains a change in.
+type leadership struct {
+	AtLoadStart string
+	Changes     []LeaderMark
+	Actions     []ActionMark
+	Window      LeaderWindow
+}
+
+// leadershipOf is a summary's leadership, as summarize set it.
+func leadershipOf(s *Summary) leadership {
+	return leadership{AtLoadStart: s.LeaderAtLoadStart, Changes: s.LeaderChanges, Actions: s.Actions, Window: s.LeaderWindow}
+}
+
 // leaderCause is an action that asks for a leader change.
 type leaderCause struct {
 	AtS    float64
@@ -73,13 +87,13 @@ type leaderCause struct {
 
 // leaderCauses are the actions that ask for a leader change, in time order: every step_down,
 // and every kill of the node that was leader at that moment.
-func leaderCauses(s *Summary) []leaderCause {
+func leaderCauses(l leadership) []leaderCause {
 	var out []leaderCause
-	leader := s.LeaderAtLoadStart
+	leader := l.AtLoadStart
 	ci := 0
-	for _, a := range s.Actions {
-		for ci < len(s.LeaderChanges) && s.LeaderChanges[ci].AtS < a.AtS {
-			leader = s.LeaderChanges[ci].Node
+	for _, a := range l.Actions {
+		for ci < len(l.Changes) && l.Changes[ci].AtS < a.AtS {
+			leader = l.Changes[ci].Node
 			ci++
 		}
 		switch {
@@ -94,15 +108,15 @@ func leaderCauses(s *Summary) []leaderCause {
 
 // unplannedLeaderChanges finds the leader changes after load start that no action asked for
 // (the rule above); the same leader reported again is no change.
-func unplannedLeaderChanges(s *Summary) []LeaderMark {
-	causes := leaderCauses(s)
+func unplannedLeaderChanges(l leadership) []LeaderMark {
+	causes := leaderCauses(l)
 	out := []LeaderMark{}
-	prev := s.LeaderAtLoadStart
+	prev := l.AtLoadStart
 	next := 0                 // the first cause not yet reached
 	openUntil := math.Inf(-1) // the end of the window of a cause reached and not yet answered
-	for _, c := range s.LeaderChanges {
+	for _, c := range l.Changes {
 		for next < len(causes) && causes[next].AtS <= c.AtS {
-			openUntil = s.LeaderWindow.until(causes[next].AtS) // a later cause replaces an unanswered one
+			openUntil = l.Window.until(causes[next].AtS) // a later cause replaces an unanswered one
 			next++
 		}
 		if c.Node == prev {
@@ -120,8 +134,8 @@ func unplannedLeaderChanges(s *Summary) []LeaderMark {
 
 // flagUnplanned records the unplanned leader changes in the summary, flags every figure whose
 // window holds one, and returns the warnings that say so.
-func flagUnplanned(s *Summary) []string {
-	s.UnplannedLeaderChanges = unplannedLeaderChanges(s)
+func flagUnplanned(s *Summary, lead leadership) []string {
+	s.UnplannedLeaderChanges = unplannedLeaderChanges(lead)
 	if len(s.UnplannedLeaderChanges) == 0 {
 		return nil
 	}
@@ -162,7 +176,7 @@ func flagUnplanned(s *Summary) []string {
 		at = append(at, fmt.Sprintf("%s at %.1f s", c.Node, c.AtS))
 	}
 	w := fmt.Sprintf("%d unplanned leader change(s) (%s): %s",
-		len(at), s.LeaderWindow.Rule, strings.Join(at, ", "))
+		len(at), lead.Window.Rule, strings.Join(at, ", "))
 	if len(touched) > 0 {
 		w += "; figures that include one are flagged: " + strings.Join(touched, ", ")
 	}

@@ -29,7 +29,7 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 		Snapshots: []SnapshotRow{{AtS: 70, WindowFromS: 69, WindowToS: 72}, {AtS: 90, WindowFromS: 89, WindowToS: 91}},
 		StepDowns: []StepDownRow{{AtS: 10, WindowFromS: 9, WindowToS: 11.3}},
 	}
-	warn := flagUnplanned(s)
+	warn := flagUnplanned(s, leadershipOf(s))
 	want := []LeaderMark{{12.0, "node-2"}, {12.5, "node-1"}, {31.0, "node-0"}, {32.0, "node-1"}, {71.0, "node-2"}}
 	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
 		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
@@ -45,7 +45,7 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 	}
 
 	quiet := &Summary{LeaderAtLoadStart: "node-0", Actions: []ActionMark{{AtS: 5, Action: "step_down"}}, LeaderChanges: []LeaderMark{{6, "node-1"}}}
-	if w := flagUnplanned(quiet); w != nil || quiet.UnplannedLeaderChanges == nil || len(quiet.UnplannedLeaderChanges) != 0 {
+	if w := flagUnplanned(quiet, leadershipOf(quiet)); w != nil || quiet.UnplannedLeaderChanges == nil || len(quiet.UnplannedLeaderChanges) != 0 {
 		t.Errorf("a planned change: warnings %q, unplanned %v (want an empty list, not null)", w, quiet.UnplannedLeaderChanges)
 	}
 }
@@ -74,7 +74,7 @@ func TestLeaderAttributionByEvents(t *testing.T) {
 		StepDowns:    []StepDownRow{{AtS: 40, WindowFromS: 39, WindowToS: 41.2}},
 		LeaderWindow: leaderWindowFor(0, 0),
 	}
-	warn := flagUnplanned(s)
+	warn := flagUnplanned(s, leadershipOf(s))
 	want := []LeaderMark{{40.5, "node-0"}, {80.0, "node-2"}}
 	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
 		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
@@ -85,7 +85,7 @@ func TestLeaderAttributionByEvents(t *testing.T) {
 	if len(warn) != 1 || !strings.Contains(warn[0], s.LeaderWindow.Rule) {
 		t.Errorf("warnings %q: want the rule named", warn)
 	}
-	causes := leaderCauses(s)
+	causes := leaderCauses(leadershipOf(s))
 	if len(causes) != 3 || causes[0].Node != "node-0" || causes[1].Node != "node-1" || causes[2].Node != "node-0" {
 		t.Errorf("causes %+v: want the kill of node-0 and the step-downs of node-1 and node-0", causes)
 	}
@@ -134,7 +134,7 @@ func TestLeaderWindowFromEngineTimers(t *testing.T) {
 		}
 	}
 	s := seq(w)
-	warn := flagUnplanned(s)
+	warn := flagUnplanned(s, leadershipOf(s))
 	want := []LeaderMark{{30.0, "node-2"}, {30.5, "node-1"}, {65.0, "node-0"}, {80.5, "node-2"}}
 	if !reflect.DeepEqual(s.UnplannedLeaderChanges, want) {
 		t.Errorf("unplanned %v, want %v", s.UnplannedLeaderChanges, want)
@@ -143,7 +143,7 @@ func TestLeaderWindowFromEngineTimers(t *testing.T) {
 		t.Errorf("warnings %q: want the window named", warn)
 	}
 	long := seq(leaderWindowFor(time.Second, 5*time.Second)) // 32 s
-	flagUnplanned(long)
+	flagUnplanned(long, leadershipOf(long))
 	if want := []LeaderMark{{30.5, "node-1"}, {80.5, "node-2"}}; !reflect.DeepEqual(long.UnplannedLeaderChanges, want) {
 		t.Errorf("with a 32 s window: unplanned %v, want %v", long.UnplannedLeaderChanges, want)
 	}
