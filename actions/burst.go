@@ -125,5 +125,7 @@ func (b *Burst) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	return bu.Burst(ctx, *b)
+	return bu.Burst(ctx, *b, func(series rundir.BurstSeries) error {
+		return env.Record(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &series}})
+	})
 }

@@ -167,8 +167,9 @@ type NodeRebooter interface {
 
 // Burster is a run whose load generators send bursts.
 type Burster interface {
-	// Burst has the load generators send a UDP burst; it records the burst's event.
-	Burst(ctx context.Context, b Burst) error
+	// Burst has the load generators send a UDP burst, calling record with the series it is
+	// about to send (its numbering and common start fixed) before anything is sent.
+	Burst(ctx context.Context, b Burst, record func(rundir.BurstSeries) error) error
 }
 
 // LinkCutter is a run whose links are routed through proxies it can cut (a Linker's run).

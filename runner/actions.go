@@ -146,7 +146,7 @@ const burstLead = 2 * time.Second
 // Burst spreads a burst's senders over the client nodes: client-0's probe process takes its
 // share through its control API, the others run `rig loadgen burst`; when more than one node
 // sends they are given one start time so the bursts arrive together.
-func (e env) Burst(ctx context.Context, b actions.Burst) error {
+func (e env) Burst(ctx context.Context, b actions.Burst, record func(rundir.BurstSeries) error) error {
 	r := e.r
 	clients := r.inv.Clients()
 	senders := b.Senders
@@ -170,7 +170,7 @@ func (e env) Burst(ctx context.Context, b actions.Burst) error {
 	if !start.IsZero() {
 		series.Start = start.UTC()
 	}
-	if err := r.ev.Add(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &series}}); err != nil {
+	if err := record(series); err != nil {
 		return err
 	}
 	// Each load generator is told its own share of the senders, and the start on its own clock.
