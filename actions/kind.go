@@ -8,6 +8,7 @@ package actions
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -196,6 +197,16 @@ type LeaderWatcher interface {
 	// WaitStableLeader waits until every server is ready and the leader has not changed for
 	// stable, until deadline.
 	WaitStableLeader(ctx context.Context, stable time.Duration, deadline time.Time) error
+}
+
+// RecordAction records an action event of a kind that owns its payload (rundir.Action.Payload):
+// name is the kind's, payload its own type, kept in events.jsonl as its JSON.
+func RecordAction(env Env, node, name string, payload any) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("%s event: %w", name, err)
+	}
+	return env.Record(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActionName(name), Payload: b}})
 }
 
 // Need is env's capability C, or an error naming what the kind wanted it for.

@@ -104,6 +104,10 @@ type Action struct {
 	Partition *PartitionAction
 	// Delay is the payload of delay and delay_heal.
 	Delay *DelayAction
+	// Payload is the payload of a kind that owns its own (one this file has no type for, such
+	// as a kind added in actions/ alone, actions.RecordAction): kept as written, read back as it
+	// is.
+	Payload json.RawMessage
 }
 
 // DelayAction is a delay added to (or taken off) each way of a node's links: every peer and
@@ -267,6 +271,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			detail = a.Partition
 		case a.Delay != nil:
 			detail = a.Delay
+		case a.Payload != nil:
+			detail = a.Payload
 		}
 	case KindPhase:
 		p := e.Phase
@@ -334,6 +340,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		case ActDelay, ActDelayHeal:
 			a.Delay = &DelayAction{}
 			err = detail(a.Delay)
+		default:
+			if len(l.Detail) > 0 && string(l.Detail) != "null" {
+				a.Payload = append(json.RawMessage(nil), l.Detail...)
+			}
 		}
 		if err != nil {
 			return err
