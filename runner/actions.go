@@ -74,7 +74,7 @@ func (e env) Admin(ctx context.Context, node, path string) ([]byte, error) {
 func (e env) Signal(ctx context.Context, node, as, signal string) error {
 	r := e.r
 	r.mu.Lock()
-	r.killLocked(node)
+	r.killLocked(node, false)
 	r.notifyLocked()
 	r.mu.Unlock()
 	return r.agent(node).Signal(ctx, signal)

@@ -69,8 +69,7 @@ func (e env) CutPower(ctx context.Context, node string) (string, error) {
 		return "", fmt.Errorf("the cluster of %s cannot reboot %s", r.opts.Target.Name(), node)
 	}
 	r.mu.Lock()
-	r.srv(node).cutPower()
-	r.lastKilled = node
+	r.killLocked(node, true)
 	r.notifyLocked()
 	r.mu.Unlock()
 	boot, err := rb.PowerCut(ctx, n)

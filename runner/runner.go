@@ -265,9 +265,14 @@ func (r *run) srv(node string) *server {
 	return &server{}
 }
 
-// kill counts node down and killed by the timeline (r.mu held).
-func (r *run) killLocked(node string) {
-	r.srv(node).kill()
+// killLocked counts node down and killed by the timeline, its power cut with it when powerCut,
+// and notes it as the server killed last (r.mu held).
+func (r *run) killLocked(node string, powerCut bool) {
+	if powerCut {
+		r.srv(node).cutPower()
+	} else {
+		r.srv(node).kill()
+	}
 	r.lastKilled = node
 }
 

@@ -140,7 +140,7 @@ func TestRunResolveAfterKill(t *testing.T) {
 		t.Errorf("follower: %s", got)
 	}
 	r.mu.Lock()
-	r.killLocked("node-2")
+	r.killLocked("node-2", false)
 	r.mu.Unlock()
 	if got, _ := r.resolveNode("follower"); got != "node-1" {
 		t.Errorf("follower after node-2 was killed: %s", got)
@@ -150,7 +150,7 @@ func TestRunResolveAfterKill(t *testing.T) {
 		t.Errorf("other-follower after node-2's relaunch: %s; want the one not killed last", got)
 	}
 	r.mu.Lock()
-	r.killLocked("node-0")
+	r.killLocked("node-0", true)
 	r.mu.Unlock()
 	if got := r.leader(); got != "" {
 		t.Errorf("the killed leader still leads: %s", got)
