@@ -47,24 +47,21 @@ func EngineConfig(servers []inventory.Node, n inventory.Node, dataDir string) en
 	return cfg
 }
 
-// StartRequest is how playbook pb's engine driver starts an engine with cfg: a Configurer
-// writes the settings into the node's config file, a Templater renders them into the playbook's
-// engine.command templates.
+// StartRequest is how playbook pb's engine driver starts an engine with cfg (driver.Prepare),
+// as the agent is asked to: with the playbook's engine.command for a Templater.
 func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest, error) {
 	drv, table, err := pb.Engine.Resolve()
 	if err != nil {
 		return agent.StartRequest{}, fmt.Errorf("engine driver: %w", err)
 	}
-	asked := pb.Engine.Settings()
-	if c, ok := drv.(driver.Configurer); ok {
-		if err := c.Configure(&cfg, asked); err != nil {
-			return agent.StartRequest{}, fmt.Errorf("%s engine settings: %w", drv.Name(), err)
-		}
+	st, err := driver.Prepare(drv, table, pb.Engine.Settings(), cfg)
+	if err != nil {
+		return agent.StartRequest{}, err
 	}
-	req := agent.StartRequest{Config: cfg}
-	if t, ok := drv.(driver.Templater); ok && pb.Engine.Command != nil {
+	req := agent.StartRequest{Config: st.Config}
+	if st.Templated && pb.Engine.Command != nil {
 		spec := pb.Engine.Command.Spec
-		req.Command, req.Settings = &spec, t.TemplateSettings(table, asked)
+		req.Command, req.Settings = &spec, st.Settings
 	}
 	return req, nil
 }
