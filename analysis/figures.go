@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/rig-dev/rig/stats"
 )
@@ -20,6 +22,22 @@ type Figure struct {
 	Dir      stats.Direction
 	Headline bool
 	MeanCI   bool
+}
+
+// Format writes a value of the figure in report.md: milliseconds as the report writes every
+// duration (µs below 1 ms, s from 1 s), anything else with its unit.
+func (f Figure) Format(v float64) string {
+	if f.Unit == "ms" {
+		return fmtMs(v)
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if a := math.Abs(v); a != math.Trunc(a) {
+		s = strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	if f.Unit == "" {
+		return s
+	}
+	return s + " " + f.Unit
 }
 
 // RowFigure is a Figure read from one row of type R; ok is false where the row has none.

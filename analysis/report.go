@@ -522,12 +522,6 @@ func sortedKeys[V any](m map[string]V) []string {
 // writeFailovers is the table of leader changes measured as events (failover.go), with the
 // run's pooled figures under it.
 func writeFailovers(pf func(string, ...any), s *Summary) {
-	cell := func(v float64, ok bool) string {
-		if !ok {
-			return "—"
-		}
-		return fmtMs(v)
-	}
 	pf("## Failovers\n\n")
 	head, rule := "| # | at | fault | from | to |", "|---|---|---|---|---|"
 	for _, f := range FailoverFigures {
@@ -537,8 +531,11 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 	for i, r := range s.Failovers {
 		pf("| %d | %s | %s | %s | %s |", i+1, fmtS(r.AtS), r.Action, orDash(r.From), orDash(r.To))
 		for _, f := range FailoverFigures {
-			v, ok := f.Get(r)
-			pf(" %s |", cell(v, ok))
+			cell := "—"
+			if v, ok := f.Get(r); ok {
+				cell = f.Format(v)
+			}
+			pf(" %s |", cell)
 		}
 		pf(" %d |\n", r.Lost)
 	}
@@ -547,9 +544,9 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 		for _, x := range p {
 			ci := ""
 			if x.CILo != nil {
-				ci = fmt.Sprintf(" [%s – %s]", fmtMs(*x.CILo), fmtMs(*x.CIHi))
+				ci = fmt.Sprintf(" [%s – %s]", x.Format(*x.CILo), x.Format(*x.CIHi))
 			}
-			pf("* %s: %s ± %s%s, n = %d\n", x.Label, fmtMs(x.Mean), fmtMs(x.Stdev), ci, x.N)
+			pf("* %s: %s ± %s%s, n = %d\n", x.Label, x.Format(x.Mean), x.Format(x.Stdev), ci, x.N)
 		}
 	}
 	pf("\nFrom the fault (a step_down, or a kill of the leader): detection is the first node to become a candidate, "+
