@@ -46,10 +46,10 @@ type FailoverRow struct {
 // FailoverFigures are a failover's figures: report.md's columns and pooled lines, summary.json's
 // failover_pooled, the sweep's failover table and plots, and rig compare are built from them.
 var FailoverFigures = []RowFigure[FailoverRow]{
-	{Figure{Key: "detect", Label: "detection", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.DetectMs })},
-	{Figure{Key: "elect", Label: "election", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.ElectMs })},
-	{Figure{Key: "client_gap", Label: "client gap", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true, Headline: true}, ms(func(r FailoverRow) *float64 { return r.ClientGapMs })},
-	{Figure{Key: "normal", Label: "back to normal", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r FailoverRow) *float64 { return r.NormalMs })},
+	{Figure: Figure{Key: "detect", Label: "detection", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.DetectMs })},
+	{Figure: Figure{Key: "elect", Label: "election", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.ElectMs })},
+	{Figure: Figure{Key: "client_gap", Label: "client gap", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true, Headline: true}, Get: ms(func(r FailoverRow) *float64 { return r.ClientGapMs })},
+	{Figure: Figure{Key: "normal", Label: "back to normal", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.NormalMs })},
 }
 
 // failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each

@@ -40,10 +40,26 @@ func (f Figure) Format(v float64) string {
 	return s + " " + f.Unit
 }
 
-// RowFigure is a Figure read from one row of type R; ok is false where the row has none.
+// RowFigure is a Figure read from one row of type R; ok is false where the row has none. Marks,
+// if set, are what report.md writes before and after a row's value (a bound, a footnote).
 type RowFigure[R any] struct {
 	Figure
-	Get func(R) (v float64, ok bool)
+	Get   func(R) (v float64, ok bool)
+	Marks func(R) (before, after string)
+}
+
+// Cell is a row's value of f as report.md writes it, "—" where it has none.
+func (f RowFigure[R]) Cell(r R) string {
+	v, ok := f.Get(r)
+	if !ok {
+		return "—"
+	}
+	s := f.Format(v)
+	if f.Marks != nil {
+		before, after := f.Marks(r)
+		s = before + s + after
+	}
+	return s
 }
 
 // Values reads f from every row that has it.
@@ -147,46 +163,60 @@ func (p Pooled) Get(key string) (stats.Sample, bool) {
 	return stats.Sample{}, false
 }
 
-// StepDownFigures are a step-down's figures (the sweep's step-down table, its plots and rig
-// compare).
+// StepDownFigures are a step-down's figures: report.md's columns, the sweep's step-down table,
+// its plots and rig compare. The service gap is the worst probe latency in the step-down's
+// window (summary.json keeps its older name, client_gap_ms); a failover's client gap is another
+// measure, the longest silence between replies (FailoverFigures).
 var StepDownFigures = []RowFigure[StepDownRow]{
-	{Figure{Key: "gap", Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, ms(func(r StepDownRow) *float64 { return r.ClientGapMs })},
-	{Figure{Key: "new_leader", Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, ms(func(r StepDownRow) *float64 { return r.NewLeaderMs })},
+	{Figure: Figure{Key: "new_leader", Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r StepDownRow) *float64 { return r.NewLeaderMs })},
+	{Figure: Figure{Key: "gap", Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, Get: ms(func(r StepDownRow) *float64 { return r.ClientGapMs }),
+		Marks: func(r StepDownRow) (before, after string) {
+			if r.GapLowerBound {
+				before = "≥ "
+			}
+			if r.OverlapSnapshot {
+				after += "¹"
+			}
+			if r.UnplannedLeaderChange {
+				after += " ⚠ unplanned leader change"
+			}
+			return before, after
+		}},
 }
 
 // RestartFigures are a relaunch's figures beside its phases and latency windows.
 var RestartFigures = []RowFigure[RestartRow]{
-	{Figure{Key: "launch_to_ready", Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, ms(func(r RestartRow) *float64 { return r.LaunchToReadyMs })},
+	{Figure: Figure{Key: "launch_to_ready", Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: ms(func(r RestartRow) *float64 { return r.LaunchToReadyMs })},
 }
 
 // BurstFigures are a micro-burst's figures; a UDP burst's receiver figures are absent from a
 // TCP burst.
 var BurstFigures = []RowFigure[BurstRow]{
-	{Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
-	{Figure{Key: "absorb", Label: "absorbed in", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, func(b BurstRow) (float64, bool) {
+	{Figure: Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, Get: func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
+	{Figure: Figure{Key: "absorb", Label: "absorbed in", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
 	}},
-	{Figure{Key: "max", Label: "worst message", Unit: "ms", Dir: stats.LowerIsBetter}, func(b BurstRow) (float64, bool) {
+	{Figure: Figure{Key: "max", Label: "worst message", Unit: "ms", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) {
 		return b.MaxLatencyMs, b.Answered > 0
 	}},
-	{Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
+	{Figure: Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
 	// UDP bursts: the receiver's figures and the verdict by BurstUDP's criteria.
-	{Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
-	{Figure{Key: "recv_p99", Label: "p99 at receiver", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, func(b BurstRow) (float64, bool) {
+	{Figure: Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
+	{Figure: Figure{Key: "recv_p99", Label: "p99 at receiver", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		if b.UDP == nil || b.UDP.P99Ms == nil {
 			return 0, false
 		}
 		return *b.UDP.P99Ms, true
 	}},
-	{Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
-	{Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
-	{Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, udpFig(func(u *BurstUDP) float64 {
+	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
+	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
+	{Figure: Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, Get: udpFig(func(u *BurstUDP) float64 {
 		if u.Pass {
 			return 1
 		}
 		return 0
 	})},
-	{Figure{Key: "pass", Label: "passed (nothing lost)", Unit: "share", Dir: stats.HigherIsBetter}, func(b BurstRow) (float64, bool) {
+	{Figure: Figure{Key: "pass", Label: "passed (nothing lost)", Unit: "share", Dir: stats.HigherIsBetter}, Get: func(b BurstRow) (float64, bool) {
 		if b.Lost == 0 {
 			return 1, true
 		}

@@ -91,33 +91,25 @@ func renderReport(s *Summary) string {
 
 	if len(s.StepDowns) > 0 {
 		pf("## Step-downs\n\n")
-		pf("| # | at | from | to | new leader after | client gap | probes | lost | normal p50 |\n")
-		pf("|---|---|---|---|---|---|---|---|---|\n")
+		head, rule := "| # | at | from | to |", "|---|---|---|---|"
+		for _, f := range StepDownFigures {
+			head, rule = head+" "+f.Label+" |", rule+"---|"
+		}
+		pf("%s probes | lost | normal p50 |\n%s---|---|---|\n", head, rule)
 		for i, r := range s.StepDowns {
-			nl, gap, p50 := "—", "—", "—"
-			if r.NewLeaderMs != nil {
-				nl = fmtMs(*r.NewLeaderMs)
-			}
-			if r.ClientGapMs != nil {
-				gap = fmtMs(*r.ClientGapMs)
-				if r.GapLowerBound {
-					gap = "≥ " + gap
-				}
-				if r.OverlapSnapshot {
-					gap += "¹"
-				}
-				if r.UnplannedLeaderChange {
-					gap += " ⚠ unplanned leader change"
-				}
-			}
+			p50 := "—"
 			if r.NormalP50Us != nil {
 				p50 = fmtMs(*r.NormalP50Us / 1e3)
 			}
-			pf("| %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", i+1, fmtS(r.AtS), r.From, orDash(r.To), nl, gap, r.WindowProbes, r.WindowLost, p50)
+			pf("| %d | %s | %s | %s |", i+1, fmtS(r.AtS), r.From, orDash(r.To))
+			for _, f := range StepDownFigures {
+				pf(" %s |", f.Cell(r))
+			}
+			pf(" %d | %d | %s |\n", r.WindowProbes, r.WindowLost, p50)
 		}
 		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (as its change stream or the 20 ms polls reported it). " +
-			"Client gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
-			"it is the service gap clients saw, including the election and their reconnect to the new leader. ¹ A snapshot window overlaps this one.\n\n")
+			"Service gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
+			"it is what clients saw of the hand-off, the election and their reconnect to the new leader included (a failover's client gap, below, is the longest silence between replies). ¹ A snapshot window overlaps this one.\n\n")
 	}
 
 	if len(s.Failovers) > 0 {
@@ -531,11 +523,7 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 	for i, r := range s.Failovers {
 		pf("| %d | %s | %s | %s | %s |", i+1, fmtS(r.AtS), r.Action, orDash(r.From), orDash(r.To))
 		for _, f := range FailoverFigures {
-			cell := "—"
-			if v, ok := f.Get(r); ok {
-				cell = f.Format(v)
-			}
-			pf(" %s |", cell)
+			pf(" %s |", f.Cell(r))
 		}
 		pf(" %d |\n", r.Lost)
 	}
