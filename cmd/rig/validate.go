@@ -3,21 +3,19 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
+	"github.com/rig-dev/rig/runner/plancheck"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -80,7 +78,7 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 		est.priceStack = sc.Stack // the estimate and the cost are for that stack's cluster
 	}
 	mem := memoryTarget(cmd, sc, est)
-	plan, err := printPlan(cmd, arg, est, mem, volumeTarget(cmd, sc, est))
+	plan, err := printPlan(cmd, arg, est, mem, plancheck.VolumeTarget(sc, est.stack))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -105,98 +103,13 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 	return nil
 }
 
-// hostsFor gives the hosts a run's servers land on, with the memory each has for them (nil when
-// the target's memory is not known here).
-type hostsFor func(servers int) []runner.MemoryHost
-
-// memoryTarget is where rig validate checks a book's memory: this machine's MemAvailable for the
-// local target, where every server shares the host; with --stack, one server per instance of
-// the stack's server type, each with that type's memory from the instance table (infra/spec),
-// read from --stack-config or Pulumi.<stack>.yaml. It says on stderr when it cannot know.
-func memoryTarget(cmd *cobra.Command, sc *spec.StackConfig, est estimateFlags) hostsFor {
-	note := func(format string, args ...any) hostsFor {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: the book's memory is not checked: "+format+"\n", args...)
-		return nil
-	}
-	names := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("node-%d", i)
-		}
-		return out
-	}
-	if est.stack == "" {
-		_, avail, err := facts.Memory("/")
-		if err != nil || avail == 0 {
-			return note("this machine's MemAvailable is not known (%v)", err)
-		}
-		return func(servers int) []runner.MemoryHost {
-			return []runner.MemoryHost{{Servers: names(servers), AvailableBytes: int64(min(avail, math.MaxInt64)),
-				Source: "MemAvailable in this machine's /proc/meminfo"}}
-		}
-	}
-	if sc == nil {
-		path := "Pulumi." + est.stack + ".yaml"
-		if _, err := os.Stat(path); err != nil {
-			return note("no %s here to name the stack's server instance type", path)
-		}
-		var err error
-		if sc, err = spec.ReadStackConfig(path); err != nil {
-			return note("%v", err)
-		}
-	}
-	s, probs := sc.Spec()
-	it, ok := spec.LookupInstance(s.ServerInstanceType)
-	if !ok || it.MemoryGiB == 0 {
-		if len(probs.Errors()) > 0 {
-			return nil // the stack config's problems are listed with it
-		}
-		return note("serverInstanceType %q is not in the instance table (infra/spec)", s.ServerInstanceType)
-	}
-	return func(servers int) []runner.MemoryHost {
-		out := make([]runner.MemoryHost, servers)
-		for i, n := range names(servers) {
-			out[i] = runner.MemoryHost{Servers: []string{n}, AvailableBytes: int64(it.MemoryGiB) << 30,
-				Source: fmt.Sprintf("the memory of a %s, %s's serverInstanceType (infra/spec instance table)", it.Name, sc.Path)}
-		}
-		return out
-	}
-}
-
 // checkPlanMemory refuses a plan when a run's book would not fit in its hosts' memory
-// (runner.CheckMemory), each problem placed at the preload.orders that asks for the book (its
-// matrix value when it is an axis), naming the run; otherwise it says on stdout what it checked
-// after the plan.
-func checkPlanMemory(cmd *cobra.Command, plan *playbooks.Plan, mem hostsFor) error {
+// (plancheck.Memory); otherwise it says what it could not check.
+func checkPlanMemory(cmd *cobra.Command, plan *playbooks.Plan, mem plancheck.Hosts) error {
 	if mem == nil {
 		return nil
 	}
-	var probs playbooks.Problems
-	seen := map[string]bool{}
-	checked := false
-	for _, run := range plan.Runs {
-		pb := run.Playbook
-		ok, err := runner.CheckMemory(pb, mem(pb.Cluster.Servers))
-		checked = checked || ok
-		if err == nil {
-			continue
-		}
-		path := "preload.orders"
-		for _, ax := range plan.Playbook.Matrix {
-			if v, set := run.Settings[ax.Key]; set && ax.Key == path {
-				path = fmt.Sprintf("matrix.%s[%d]", ax.Key, slices.Index(ax.Values, v))
-			}
-		}
-		msg := err.Error()
-		if len(run.Settings) > 0 {
-			msg += " (in the run with " + runSettings(plan.Playbook.Matrix, run.Settings) + ")"
-		}
-		if seen[msg] {
-			continue
-		}
-		seen[msg] = true
-		probs = append(probs, playbooks.Problem{Pos: plan.Playbook.PosOf(path), Path: path, Msg: msg})
-	}
+	probs, checked := plancheck.Memory(plan, mem)
 	if len(probs) > 0 {
 		return probs
 	}
@@ -207,15 +120,14 @@ func checkPlanMemory(cmd *cobra.Command, plan *playbooks.Plan, mem hostsFor) err
 	return nil
 }
 
-// runSettings writes a run's matrix values in axis order: "preload.orders=5M cluster.servers=5".
-func runSettings(axes []playbooks.Axis, settings map[string]string) string {
-	var parts []string
-	for _, ax := range axes {
-		if v, ok := settings[ax.Key]; ok {
-			parts = append(parts, ax.Key+"="+v)
-		}
+// memoryTarget is where rig validate checks a book's memory (plancheck.MemoryHosts); it says on
+// stderr when it cannot know.
+func memoryTarget(cmd *cobra.Command, sc *spec.StackConfig, est estimateFlags) plancheck.Hosts {
+	h, note := plancheck.MemoryHosts(sc, est.stack)
+	if h == nil && note != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: the book's memory is not checked: %s\n", note)
 	}
-	return strings.Join(parts, " ")
+	return h
 }
 
 // estimateFlags pick the stage-time history and the target the estimates are for.
@@ -223,7 +135,7 @@ func runSettings(axes []playbooks.Axis, settings map[string]string) string {
 type estimateFlags struct{ results, stack, priceStack string }
 
 // printPlan prints the plan and returns it (nil when the playbook has problems).
-func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem hostsFor, vols *volumeSource) (*playbooks.Plan, error) {
+func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem plancheck.Hosts, vols *plancheck.VolumeSource) (*playbooks.Plan, error) {
 	pb, err := playbooks.Open(arg)
 	if err == nil {
 		var plan *playbooks.Plan

@@ -17,79 +17,21 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/disk"
-	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/runner"
-	"github.com/rig-dev/rig/target/local"
+	"github.com/rig-dev/rig/runner/plancheck"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
-// volumeSource is what rig validate holds a plan's disk.volume to: nil for the local target,
-// which has no data volumes; else the stack's volume names (every server has the same), from its
-// stack config, or nothing known when there is none here.
-type volumeSource struct {
-	names []string
-	where string // the stack config file; "": not known
-}
-
-// volumeTarget reads the data volumes of the stack rig validate checks for (--stack-config, or
-// Pulumi.<stack>.yaml for --stack).
-func volumeTarget(cmd *cobra.Command, sc *spec.StackConfig, est estimateFlags) *volumeSource {
-	if est.stack == "" && sc == nil {
-		return nil
-	}
-	if sc == nil {
-		path := "Pulumi." + est.stack + ".yaml"
-		var err error
-		if _, err = os.Stat(path); err == nil {
-			sc, err = spec.ReadStackConfig(path)
-		}
-		if err != nil {
-			return &volumeSource{} // said by checkPlanVolumes when the plan asks for a volume
-		}
-	}
-	s, _ := sc.Spec() // its problems are listed with the stack config
-	src := &volumeSource{where: sc.Path}
-	for _, v := range s.Volumes() {
-		src.names = append(src.names, v.Name)
-	}
-	return src
-}
-
-// checkPlanVolumes refuses a disk.volume the target cannot give, placed at the value that asks
-// for it (its matrix value when it is an axis).
-func checkPlanVolumes(cmd *cobra.Command, plan *playbooks.Plan, src *volumeSource) error {
-	asked := runner.VolumesAsked(plan)
-	if len(asked) == 0 {
-		return nil
-	}
-	pb := plan.Playbook
-	pathOf := func(v string) string {
-		for _, ax := range pb.Matrix {
-			if i := slices.Index(ax.Values, v); ax.Key == "disk.volume" && i >= 0 {
-				return fmt.Sprintf("matrix.disk.volume[%d]", i)
-			}
-		}
-		return "disk.volume"
-	}
-	var probs playbooks.Problems
-	// The problem names the field; the message need not say it again.
-	msg := func(err error) string { return strings.TrimPrefix(err.Error(), runner.ErrDiskVolume.Error()+": ") }
-	switch {
-	case src == nil:
-		err := runner.CheckVolumes(cmd.Context(), plan, local.New(local.Options{}))
-		probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(asked[0])), Path: pathOf(asked[0]), Msg: msg(err)})
-	case src.where == "":
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: disk.volume %s is not checked: no stack config here names the stack's data volumes\n", strings.Join(asked, ", "))
-	default:
-		for _, v := range asked {
-			if err := runner.CheckVolumeNames([]string{v}, map[string][]string{"every server": src.names}, src.where); err != nil {
-				probs = append(probs, playbooks.Problem{Pos: pb.PosOf(pathOf(v)), Path: pathOf(v), Msg: msg(err)})
-			}
-		}
+// checkPlanVolumes refuses a disk.volume the target cannot give (plancheck.Volumes), and says
+// when it cannot be checked here.
+func checkPlanVolumes(cmd *cobra.Command, plan *playbooks.Plan, src *plancheck.VolumeSource) error {
+	probs, note := plancheck.Volumes(cmd.Context(), plan, src)
+	if note != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", note)
 	}
 	if len(probs) > 0 {
 		return probs
