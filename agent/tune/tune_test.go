@@ -15,6 +15,7 @@ import (
 
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
+	"github.com/rig-dev/rig/internal/tools"
 )
 
 func opts(t *testing.T, root string) tune.Options {
@@ -335,11 +336,8 @@ func requireRoot(t *testing.T, what string) {
 
 func sysctlN(t *testing.T, name string) string {
 	t.Helper()
-	out, err := exec.Command("sysctl", "-n", name).Output()
+	out, err := exec.Command(tools.Require(t, "sysctl"), "-n", name).Output()
 	if err != nil {
-		if os.Getenv("CI") != "true" {
-			t.Skipf("sysctl: %v (apt-get install procps)", err)
-		}
 		t.Fatalf("sysctl -n %s: %v", name, err)
 	}
 	return strings.TrimSpace(string(out))
@@ -410,12 +408,7 @@ func TestRealDirtyBytesCoupling(t *testing.T) {
 // The real ethtool: read this machine's ring sizes and "apply" the current ones (no write,
 // nothing changes), so parsing and the read-back path meet real output.
 func TestRingsRealEthtool(t *testing.T) {
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("ethtool missing (apt-get install ethtool)")
-		}
-		t.Skip("ethtool not installed")
-	}
+	tools.Require(t, "ethtool")
 	ifaces, _ := os.ReadDir("/sys/class/net")
 	for _, i := range ifaces {
 		name := i.Name()
