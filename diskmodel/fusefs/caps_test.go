@@ -305,8 +305,8 @@ func TestCapsSharedByConcurrentWriters(t *testing.T) {
 
 // An fsync the kernel interrupts (a signal reached the writer) is restarted, and the restarted
 // one still waits for the bytes the first was holding for: a signal must not let a sync past
-// the caps. (Under load, signals are frequent: the probe once read 739 MB/s through a
-// 52 MB/s ceiling this way.)
+// the caps. (Go retries an fsync that failed with EINTR, and the kernel restarts one a
+// signal handler interrupted: before, the restart found nothing unsynced and returned at once.)
 func TestCapsInterruptedFsyncKeepsItsWait(t *testing.T) {
 	l := diskmodel.Limits{Throughput: 1e6, SyncLatency: 4 * time.Millisecond}
 	c := newCaps(t, l)
