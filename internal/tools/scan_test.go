@@ -245,6 +245,12 @@ func ciNeed(t *testing.T, root string) []string {
 	if len(out) == 0 {
 		t.Fatal(".ci/run has no need+=(PACKAGE)")
 	}
+	// has PROG || need+=(PACKAGE): the program looked for is one the package installs.
+	for _, m := range regexp.MustCompile(`has (\S+) \|\| need\+=\((\S+)\)`).FindAllStringSubmatch(string(b), -1) {
+		if tool, ok := Table[m[1]]; !ok || tool.Package != m[2] {
+			t.Errorf(".ci/run installs %s when %s is missing, but tools.Table says %s comes from %q", m[2], m[1], m[1], tool.Package)
+		}
+	}
 	return out
 }
 

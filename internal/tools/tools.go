@@ -78,6 +78,8 @@ var Table = map[string]Tool{
 	"venv": {Package: "python3-venv", By: ".ci/moto (python3 -m venv)"},
 	"java": {Package: "openjdk-17-jdk-headless", By: "examples/aeron-cluster/start-node.sh"},
 	"mvn":  {Package: "maven", By: ".ci/run (mvn dependency:go-offline)"},
+	// The JDK's compiler, which Maven runs to build examples/aeron-cluster.
+	"javac": {Package: "openjdk-17-jdk-headless", By: "mvn (examples/aeron-cluster's build)"},
 	// HdrHistogram's own log processor, run with java to read the load generator's .hlog files.
 	"hdrhistogram.jar": {Package: "libhdrhistogram-java", Path: "/usr/share/java/hdrhistogram.jar"},
 }
