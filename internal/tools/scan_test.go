@@ -38,7 +38,6 @@ var declared = map[string][]string{
 	"target/local c.bin":                  {"self"},
 	"runner r.cl.Binary(n)":               {"self"},
 	"infra/stack bin":                     {"self"}, // rig-stack, built from ./infra/stackctl
-	"infra/stack goBin":                   {"go"},
 	"infra/stack pulumi":                  {"pulumi"},
 	"infra/awsemu bin":                    {"moto_server"},
 	"agent/supervise s.Binary":            {"playbook"},
@@ -421,6 +420,9 @@ func literal(e ast.Expr) (string, bool) {
 			if c, ok := e.Args[0].(*ast.CompositeLit); ok && len(c.Elts) > 0 {
 				return literal(c.Elts[0])
 			}
+		}
+		if sel, ok := e.Fun.(*ast.SelectorExpr); ok && isIdent(sel.X, "exec") && sel.Sel.Name == "LookPath" && len(e.Args) == 1 {
+			return literal(e.Args[0]) // p, err := exec.LookPath("prog")
 		}
 		if sel, ok := e.Fun.(*ast.SelectorExpr); ok && isIdent(sel.X, "tools") { // its path
 			switch {
