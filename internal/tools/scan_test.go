@@ -26,29 +26,26 @@ import (
 // engine a playbook names) or "caller" (whatever its caller passes, itself scanned). A site
 // that is neither a literal nor here fails the test, as does an entry here that matches none.
 var declared = map[string][]string{
-	"agent os.Args[0]":                    {"self"},
-	"agent/tune os.Args[0]":               {"self"},
-	"agent/supervise/testdata os.Args[0]": {"self"},
-	"cmd/rig rigBin":                      {"self"},
-	"cmd/rig self":                        {"self"},
-	"cmd/rig exe":                         {"self"},
-	"cmd/rig bin":                         {"self"}, // a copy of the test binary, run as nobody
-	"cmd/rig args[0]":                     {"self"}, // the test binary wrapping rig to measure its memory
-	"examples/aeron-cluster bin":          {"self"},
-	"target/local c.bin":                  {"self"},
-	"runner r.cl.Binary(n)":               {"self"},
-	"infra/stack bin":                     {"self"}, // rig-stack, built from ./infra/stackctl
-	"infra/stack pulumi":                  {"pulumi"},
-	"infra/awsemu bin":                    {"moto_server"},
-	"agent/supervise s.Binary":            {"playbook"},
-	"agent/supervise e.spec.Binary":       {"playbook"},
-	"transport/local args[0]":             {"caller"},
-	"cmd/rig args[1:]":                    {"caller"}, // rig ssh NODE COMMAND...
-	"agent/tune bin":                      {"ethtool"},
-	"agent/sample bin":                    {"ethtool"},
-	"agent/disk fio":                      {"fio"},
-	`agent/disk "mkfs." + fs`:             {"mkfs.ext4", "mkfs.xfs"},
-	"internal/sshdtest s.sshd":            {"sshd"},
+	"cmd/rig rigBin":                {"self"},
+	"cmd/rig self":                  {"self"},
+	"cmd/rig exe":                   {"self"},
+	"cmd/rig bin":                   {"self"}, // a copy of the test binary, run as nobody
+	"cmd/rig args[0]":               {"self"}, // the test binary wrapping rig to measure its memory
+	"examples/aeron-cluster bin":    {"self"},
+	"target/local c.bin":            {"self"},
+	"runner r.cl.Binary(n)":         {"self"},
+	"infra/stack bin":               {"self"}, // rig-stack, built from ./infra/stackctl
+	"infra/stack pulumi":            {"pulumi"},
+	"infra/awsemu bin":              {"moto_server"},
+	"agent/supervise s.Binary":      {"playbook"},
+	"agent/supervise e.spec.Binary": {"playbook"},
+	"transport/local args[0]":       {"caller"},
+	"cmd/rig args[1:]":              {"caller"}, // rig ssh NODE COMMAND...
+	"agent/tune bin":                {"ethtool"},
+	"agent/sample bin":              {"ethtool"},
+	"agent/disk fio":                {"fio"},
+	`agent/disk "mkfs." + fs`:       {"mkfs.ext4", "mkfs.xfs"},
+	"internal/sshdtest s.sshd":      {"sshd"},
 }
 
 // madeUp are names tests run because nothing has them.
@@ -293,6 +290,9 @@ func scan(t *testing.T, root string) (map[string]string, []site) {
 					found[name] = fset.Position(at).String()
 				}
 				return
+			}
+			if types.ExprString(arg) == "os.Args[0]" {
+				return // the running binary itself, wherever it is
 			}
 			names, ok := declared[key]
 			if !ok {
