@@ -70,6 +70,30 @@ func ReadFile(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
+	return readOpen(f, path, what, MaxBytes)
+}
+
+// ReadFileIn is ReadFile for name inside root, with a limit of its own: a file the rig wrote
+// itself (a sweep's sweep.json) may be longer than a hand-written one. The root confines the
+// path: a symlink or ".." that leads out of it is refused (os.Root), and display names the file
+// in errors.
+func ReadFileIn(root *os.Root, name, display, what string, limit int64) ([]byte, error) {
+	if st, err := root.Stat(name); err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, display, err)
+	} else if err := regular(display, what, st); err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, display, err)
+	}
+	defer f.Close()
+	return readOpen(f, display, what, limit)
+}
+
+// readOpen reads the open file f, checking on its descriptor that it is a regular file of at
+// most limit bytes, and reading no more than limit+1 of it.
+func readOpen(f *os.File, path, what string, limit int64) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
@@ -77,22 +101,31 @@ func ReadFile(path, what string) ([]byte, error) {
 	if err := regular(path, what, st); err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxBytes {
-		return nil, tooLarge(path, what, fmt.Sprintf("%d bytes", st.Size()))
+	if st.Size() > limit {
+		return nil, tooLargeAt(path, what, fmt.Sprintf("%d bytes", st.Size()), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
-	if len(data) > MaxBytes {
-		return nil, tooLarge(path, what, "more than 1 MiB")
+	if int64(len(data)) > limit {
+		return nil, tooLargeAt(path, what, fmt.Sprintf("more than %d bytes", limit), limit)
 	}
 	return data, nil
 }
 
-func tooLarge(path, what, size string) error {
+func tooLarge(path, what, size string) error { return tooLargeAt(path, what, size, MaxBytes) }
+
+func tooLargeAt(path, what, size string, limit int64) error {
 	return &Error{File: path, Line: 1, Column: 1, kind: ErrTooLarge,
-		Msg: fmt.Sprintf("the file is %s; a %s may be at most %d bytes (1 MiB)", size, what, MaxBytes)}
+		Msg: fmt.Sprintf("the file is %s; a %s may be at most %d bytes (%s)", size, what, limit, mib(limit))}
+}
+
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // regular refuses anything but a regular file, naming what it is instead.
