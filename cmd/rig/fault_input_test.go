@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,4 +245,90 @@ func TestFaultOversizedBookRefusedAtRunStart(t *testing.T) {
 	}
 	noTmpFiles(t, res)
 	assertNoProcessesUnder(t, res)
+}
+
+// rig validate honours SIGTERM during its one long step, the stack preflight (the stack driver
+// asking AWS, over a network that may hang): it exits within seconds, the driver killed, nothing
+// created. The driver here ignores SIGINT and sleeps, as a hung call would; before, rig waited
+// the two minutes an update gets to stop (and ignored SIGTERM all the while).
+func TestFaultValidateHonoursSIGTERM(t *testing.T) {
+	root := t.TempDir()
+	project, bin, state := filepath.Join(root, "repo"), filepath.Join(root, "bin"), filepath.Join(root, "state")
+	pidFile := filepath.Join(root, "driver.pid")
+	os.MkdirAll(project, 0o755)
+	os.MkdirAll(bin, 0o755)
+	cfg, err := os.ReadFile("../../infra/spec/testdata/Pulumi.valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, project, "Pulumi.yaml", "name: rig\nruntime: go\n")
+	writeFile(t, project, "Pulumi.slow.yaml", string(cfg))
+	os.WriteFile(filepath.Join(bin, "pulumi"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	os.WriteFile(filepath.Join(bin, "rig-stack"), []byte("#!/bin/sh\necho $$ > "+pidFile+"\ntrap '' INT\nexec sleep 300\n"), 0o755)
+
+	cmd := exec.Command(rigBin, "validate", "--stack", "slow", "--results", filepath.Join(root, "results"), "quickstart")
+	cmd.Dir = project
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XDG_STATE_HOME="+state, "AWS_ACCESS_KEY_ID=AKIAEXAMPLE",
+		"AWS_SECRET_ACCESS_KEY=x", "RIG_STACK_DRIVER="+filepath.Join(bin, "rig-stack"), "PULUMI_BACKEND_URL=")
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	// Wait until validate is in the preflight: the driver has started.
+	var pid int
+	for deadline := time.Now().Add(time.Minute); ; {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("validate ended before its preflight: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the preflight did not start within a minute:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The bound is generous for a loaded machine; the old wait was two minutes.
+	const bound = 15 * time.Second
+	select {
+	case err := <-done:
+		t.Logf("rig validate exited %v after SIGTERM (%v; load %s)", time.Since(sent).Round(time.Millisecond), err, loadavg())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "interrupted during the preflight of slow") {
+			t.Errorf("rig validate after SIGTERM during its preflight: %v, stderr %q; want exit 1 saying it was interrupted", err, errOut.String())
+		}
+	case <-time.After(bound):
+		t.Fatalf("rig validate still running %s after SIGTERM during its preflight", bound)
+	}
+	// The driver is gone too (killed, then reaped by init once rig exited).
+	for deadline := time.Now().Add(bound); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stack driver (pid %d) outlived rig validate", pid)
+		}
+	}
+	for _, p := range []string{state, filepath.Join(root, "results")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created", p)
+		}
+	}
+	if ents, _ := os.ReadDir(project); len(ents) != 2 {
+		t.Errorf("the project folder changed: %v", ents)
+	}
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
 }
