@@ -73,6 +73,25 @@ func ReadFile(path, what string) ([]byte, error) {
 	return readOpen(f, path, what, MaxBytes)
 }
 
+// Open opens path for reading as ReadFile does (a regular file only, never blocking on a FIFO,
+// the type checked on the open descriptor) but reads nothing: for a file the caller streams and
+// bounds itself, such as a results folder's stage-time history.
+func Open(path, what string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = regular(path, what, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ReadFileIn is ReadFile for name inside root, with a limit of its own: a file the rig wrote
 // itself (a sweep's sweep.json) may be longer than a hand-written one. The root confines the
 // path: a symlink or ".." that leads out of it is refused (os.Root), and display names the file
