@@ -332,3 +332,59 @@ func loadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	return strings.TrimSpace(string(b))
 }
+
+// Every other file a user names goes through the same reader (issue 33): an
+// engine.command.config_template of /dev/zero grew rig validate to 24 GB until it was
+// OOM-killed, deaf to SIGTERM; a symlink to it did the same; an --ssh-key of /dev/zero failed
+// the run only after its folder existed; a FIFO in place of the results folder's stage-time
+// history hung rig validate. Each is refused at once, naming the path and what it is, by a
+// process that stays small, and nothing is created.
+func TestFaultNamedFilesGuarded(t *testing.T) {
+	dir := t.TempDir()
+	zeroLink := filepath.Join(dir, "zero.tmpl")
+	if err := os.Symlink("/dev/zero", zeroLink); err != nil {
+		t.Fatal(err)
+	}
+	book := func(name, tmpl string) string {
+		return writeFile(t, dir, name+".yaml", "name: "+name+"\ncluster: {servers: 1, clients: 1}\npreload: {orders: 1k}\nload: {probe_rate: 100/s}\nduration: 5s\n"+
+			"engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\"], config_template: "+tmpl+"}\n")
+	}
+	for _, c := range []struct {
+		what, book, want string
+	}{
+		{"config_template /dev/zero", book("zero", "/dev/zero"), "config template /dev/zero is a character device; want a regular file"},
+		{"config_template a symlink to /dev/zero", book("zerolink", "zero.tmpl"), "config template " + zeroLink + " is a character device"},
+	} {
+		errOut, rss := rigRefuses(t, "validate", c.book)
+		wantRefusal(t, c.what, errOut, rss, c.book+":8:77: engine.command.config_template: cannot read the template", c.want)
+	}
+
+	// --ssh-key: refused before the run makes anything.
+	fifo := filepath.Join(dir, "key.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, inv := priceableTarget(t)
+	for key, kind := range map[string]string{"/dev/zero": "a character device", zeroLink: "a character device", fifo: "a named pipe (FIFO)"} {
+		res := filepath.Join(t.TempDir(), "results")
+		_, errOut, code := rigRun(t, "run", "--results", res, "--inventory", inv, "--ssh-key", key, "quickstart")
+		if code != 2 || !strings.Contains(errOut, "--ssh-key: not a regular file: ssh key "+key+" is "+kind) {
+			t.Errorf("rig run --ssh-key %s: exit %d, stderr %q; want exit 2 naming the key and what it is", key, code, errOut)
+		}
+		if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("rig run --ssh-key %s created %s", key, res)
+		}
+	}
+
+	// A FIFO as the stage-time history: validate says so and estimates from the defaults.
+	res := filepath.Join(dir, "results")
+	os.MkdirAll(res, 0o755)
+	if err := syscall.Mkfifo(filepath.Join(res, "stage-times.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := rigRun(t, "validate", "--results", res, "quickstart")
+	if code != 0 || !strings.Contains(errOut, "stage-time history "+filepath.Join(res, "stage-times.jsonl")+" is a named pipe (FIFO)") ||
+		!strings.Contains(out, "expected") {
+		t.Errorf("rig validate with a FIFO as the history: exit %d, stderr %q; want the plan and a warning naming the FIFO\n%s", code, errOut, out)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
+	"github.com/rig-dev/rig/transport/sshx"
 )
 
 func newRunCmd() *cobra.Command {
@@ -125,6 +126,13 @@ func newRunCmd() *cobra.Command {
 					return fmt.Errorf("%w: --sysrq-trigger and --agent-power-proc are for --stack/--inventory: the local target never reboots this machine", errUsage)
 				}
 				opts.Target = local.New(localOpts)
+			}
+			// Keys are read now, through the guarded reader: a bad one would otherwise fail the run
+			// after its folder exists.
+			for _, k := range remote.Login.KeyFiles {
+				if _, err := sshx.LoadKey(k); err != nil {
+					return fmt.Errorf("%w: --ssh-key: %v", errUsage, err)
+				}
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()
