@@ -207,9 +207,9 @@ func newRunCmd() *cobra.Command {
 		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	f.StringVar(&resumeDir, "resume", "", "continue the interrupted sweep in this folder (results/<sweep-id>): keep its ok runs, rerun the rest in plan order")
-	f.StringVar(&budget, "budget", "", "refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars, e.g. 20USD, and stop a sweep before the run that would pass it (resumable)")
+	f.StringVar(&budget, "budget", "", "with --stack or --inventory: refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars (a finite amount above 0, e.g. 20USD), and stop a sweep before the run that would pass it (resumable)")
 	f.DurationVar(&deadline, "deadline", 0, "refuse a plan expected to take longer than this from now, e.g. 45m, and stop a sweep before the run that would end after it (resumable)")
-	f.StringVar(&stackConfig, "stack-config", "", "the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
+	f.StringVar(&stackConfig, "stack-config", "", "with --stack or --inventory: the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
 	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
 }

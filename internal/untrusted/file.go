@@ -1,6 +1,7 @@
 // Package untrusted is the one reader of files a user hands the rig: playbooks, stack configs
-// (Pulumi.<stack>.yaml), inventories, tuning profiles and engine settings files. Every such
-// input gets the same limits, and each limit holds before memory is spent on the input:
+// (Pulumi.<stack>.yaml), inventories, tuning profiles, engine settings files, config templates,
+// ssh keys and known_hosts files. Every such input gets the same limits, and each limit holds
+// before memory is spent on the input:
 //
 //   - only a regular file is opened (a FIFO, device, socket or directory is refused at once,
 //     without blocking on it), and at most MaxBytes+1 bytes of it are ever read;
