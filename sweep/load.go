@@ -72,13 +72,13 @@ func Load(dir string) (*Set, error) {
 // a sweep with one failed run still reports the others.
 //
 // Its files are read through root (the sweep folder, or the run folder itself) at rel: one that
-// leads out of it, is not a regular file or is over maxRunFile is a reason in Missing.
+// leads out of it, is not a regular file or is over rundir.MaxJSONBytes is a reason in Missing.
 func loadRun(root *os.Root, base, rel string, warmFrom int) *RunData {
 	dir := filepath.Join(base, rel)
 	rd := &RunData{Dir: dir, warmFrom: warmFrom}
 	readJSON := func(name string, v any) error {
 		p := filepath.Join(rel, name)
-		b, err := untrusted.ReadFileIn(root, p, filepath.Join(base, p), name, maxRunFile)
+		b, err := untrusted.ReadFileIn(root, p, filepath.Join(base, p), name, rundir.MaxJSONBytes)
 		if err != nil {
 			return err
 		}
@@ -119,9 +119,6 @@ func loadRun(root *os.Root, base, rel string, warmFrom int) *RunData {
 	}
 	return rd
 }
-
-// maxRunFile bounds a run's manifest.json and summary.json as the sweep reads them.
-const maxRunFile = 64 << 20
 
 // Group is one combination of matrix values and every run of it (its rounds).
 type Group struct {

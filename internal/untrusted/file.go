@@ -59,7 +59,13 @@ func (e *Error) Is(target error) bool { return target == e.kind }
 // O_NONBLOCK so that a FIFO given by mistake (or on purpose) cannot hang the caller, and its
 // type is checked on the open descriptor, so a path swapped between the check and the open
 // gains nothing. A file that grows while it is read is still read only to MaxBytes+1.
-func ReadFile(path, what string) ([]byte, error) {
+func ReadFile(path, what string) ([]byte, error) { return ReadFileUpTo(path, what, MaxBytes) }
+
+// ReadFileUpTo is ReadFile with a limit of its own, for a file the rig wrote that the user points
+// it at again (a run folder's manifest.json, summary.json, a node's status.json): such a file
+// may be longer than a hand-written one, but a FIFO or a symlink to /dev/zero in its place must
+// still not hang the rig or exhaust its memory.
+func ReadFileUpTo(path, what string, limit int64) ([]byte, error) {
 	// Refuse what is plainly not a file before opening it: opening some devices has effects.
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
@@ -71,7 +77,7 @@ func ReadFile(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
-	return readOpen(f, path, what, MaxBytes)
+	return readOpen(f, path, what, limit)
 }
 
 // Open opens path for reading as ReadFile does (a regular file only, never blocking on a FIFO,
