@@ -38,11 +38,16 @@ func readSweepFile(dir string) ([]byte, error) {
 	}
 	defer root.Close()
 	b, err := untrusted.ReadFileIn(root, FileName, filepath.Join(dir, FileName), FileName, maxSweepFile)
-	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, untrusted.ErrNotRegular) && !errors.Is(err, untrusted.ErrTooLarge) {
-		// os.Root's refusal of a path that escapes it reads "path escapes from parent".
-		return nil, fmt.Errorf("%w: %w", ErrNotConfined, err)
+	if err != nil && escapes(err) {
+		return nil, fmt.Errorf("%w: %s leads out of the sweep folder: %w", ErrNotConfined, filepath.Join(dir, FileName), err)
 	}
 	return b, err
+}
+
+// escapes tells os.Root's refusal of a path that leads out of the root, which the os package
+// does not export ("path escapes from parent").
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "escapes from parent")
 }
 
 // checkFolder refuses, naming the path, what would make the rig leave dir or count a run twice:
