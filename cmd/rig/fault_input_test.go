@@ -388,3 +388,76 @@ func TestFaultNamedFilesGuarded(t *testing.T) {
 		t.Errorf("rig validate with a FIFO as the history: exit %d, stderr %q; want the plan and a warning naming the FIFO\n%s", code, errOut, out)
 	}
 }
+
+// rig validate honours SIGTERM in its steps that do not watch ctx too: planning and checking the
+// largest plan (990 runs of a timeline of 1,100 kills) takes seconds, during which SIGTERM used
+// to be swallowed (NotifyContext) until the end. It now exits 1 within interruptGrace, saying
+// so, without its plan and having created nothing.
+func TestFaultSlowValidateHonoursSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("name: slow\ncluster: {servers: 7, clients: 3}\npreload: {orders: 1k}\nload: {probe_rate: 100/s}\nduration: 3000s\n" +
+		"matrix: {engine.sync_level: [0, 1, 2], preload.orders: [1k, 2k, 3k, 4k, 5k, 6k, 7k, 8k, 9k, 10k]}\nrounds: 33\ntimeline:\n")
+	for i := range 1100 {
+		fmt.Fprintf(&b, "  - {at: %dms, kill: {node: node-%d, relaunch_after: 100ms}}\n", 1000+i*1000, i%7)
+	}
+	pb := writeFile(t, dir, "slow.yaml", b.String())
+	res := filepath.Join(dir, "results")
+	cmd := exec.Command(rigBin, "validate", "--results", res, pb)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	// Signal once rig is planning: its resident set has grown past 60 MiB (it starts at under
+	// 30 and peaks near 170), long after main installed its handlers.
+	for deadline := time.Now().Add(time.Minute); residentBytes(cmd.Process.Pid) < 60<<20; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("rig validate ended before it grew: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rig validate did not start planning within a minute")
+		}
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 15 * time.Second // generous for a loaded machine: the outcome below is the check
+	select {
+	case err := <-done:
+		t.Logf("rig validate exited %v after SIGTERM (%v; load %s)", time.Since(sent).Round(time.Millisecond), err, loadavg())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "rig: validate interrupted (terminated)") {
+			t.Errorf("rig validate after SIGTERM: %v, stderr %q; want exit 1 saying it was interrupted (it ran to its end instead?)", err, errOut.String())
+		}
+		if strings.Contains(out.String(), "expected") {
+			t.Errorf("rig validate printed its plan after SIGTERM:\n%.500s", out.String())
+		}
+	case <-time.After(bound):
+		t.Fatalf("rig validate still running %s after SIGTERM", bound)
+	}
+	if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was created", res)
+	}
+}
+
+// residentBytes is process pid's resident set (/proc/PID/status VmRSS), 0 when unknown.
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -43,6 +43,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 			}
 			return nil
 		},
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it changes nothing
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if est.stack != "" {
 				var err error
