@@ -389,10 +389,10 @@ func TestFaultNamedFilesGuarded(t *testing.T) {
 	}
 }
 
-// rig validate honours SIGTERM in its steps that do not watch ctx too: planning and checking the
-// largest plan (990 runs of a timeline of 1,100 kills) takes seconds, during which SIGTERM used
-// to be swallowed (NotifyContext) until the end. It now exits 1 within interruptGrace, saying
-// so, without its plan and having created nothing.
+// rig validate honours SIGTERM in its steps that do not watch ctx too. Here its plan (990 runs of
+// a timeline of 1,100 kills, some 200 KB) goes to a pipe nobody reads, as `rig validate big.yaml
+// | less` left unscrolled: the write blocks, and SIGTERM used to be swallowed (NotifyContext) with
+// rig blocked for ever. It now exits 1 within interruptGrace, saying so, having created nothing.
 func TestFaultSlowValidateHonoursSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -403,17 +403,23 @@ func TestFaultSlowValidateHonoursSIGTERM(t *testing.T) {
 	}
 	pb := writeFile(t, dir, "slow.yaml", b.String())
 	res := filepath.Join(dir, "results")
+	unread, stdout, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unread.Close()
 	cmd := exec.Command(rigBin, "validate", "--results", res, pb)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = stdout, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stdout.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	defer cmd.Process.Kill()
-	// Signal once rig is planning: its resident set has grown past 60 MiB (it starts at under
-	// 30 and peaks near 170), long after main installed its handlers.
+	// Signal once rig is planning: its resident set has grown past 60 MiB (it starts under 30
+	// and peaks near 170), long after main installed its handlers.
 	for deadline := time.Now().Add(time.Minute); residentBytes(cmd.Process.Pid) < 60<<20; time.Sleep(time.Millisecond) {
 		select {
 		case err := <-done:
@@ -428,16 +434,13 @@ func TestFaultSlowValidateHonoursSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	const bound = 15 * time.Second // generous for a loaded machine: the outcome below is the check
+	const bound = 15 * time.Second // generous for a loaded machine; before, it never exited
 	select {
 	case err := <-done:
 		t.Logf("rig validate exited %v after SIGTERM (%v; load %s)", time.Since(sent).Round(time.Millisecond), err, loadavg())
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "rig: validate interrupted (terminated)") {
-			t.Errorf("rig validate after SIGTERM: %v, stderr %q; want exit 1 saying it was interrupted (it ran to its end instead?)", err, errOut.String())
-		}
-		if strings.Contains(out.String(), "expected") {
-			t.Errorf("rig validate printed its plan after SIGTERM:\n%.500s", out.String())
+			t.Errorf("rig validate after SIGTERM: %v, stderr %q; want exit 1 saying it was interrupted", err, errOut.String())
 		}
 	case <-time.After(bound):
 		t.Fatalf("rig validate still running %s after SIGTERM", bound)
