@@ -11,7 +11,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
@@ -431,4 +433,23 @@ func TestRingsRealEthtool(t *testing.T) {
 		return
 	}
 	t.Skip("no interface here reports ring sizes")
+}
+
+// rig tune revert --dir names the folder its state file is read from: a FIFO there is refused
+// at once, naming it, not waited on for ever (issue 33).
+func TestLoadStateRefusesAFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), tune.StateFileName)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := tune.LoadState(p); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "tuning state "+p+" is a named pipe (FIFO)") {
+			t.Fatalf("LoadState of a FIFO: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging the suite, not a measurement
+		t.Fatal("LoadState blocked on a FIFO")
+	}
 }
