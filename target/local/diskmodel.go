@@ -15,6 +15,7 @@ import (
 
 var (
 	_ target.DiskModeler = (*Cluster)(nil)
+	_ target.DiskWatcher = (*Cluster)(nil)
 	_ target.PowerLosser = (*Cluster)(nil)
 	_ target.PowerCutter = (*Target)(nil)
 )
@@ -30,7 +31,10 @@ const probeRepeats = 3
 
 // ModelDisk mounts a disk model over <base>/disk.backing on <base>/disk, where base is the
 // server's --local-data folder or else its node folder, and probes it. The engine data lands
-// in disk.backing, which keeps it after the model is unmounted (--keep-data).
+// in disk.backing, which keeps it after the model is unmounted (--keep-data). The mountpoint is
+// the run's while mounted (its lock, <base>/disk.lock, records the run): another run on the
+// same --local-data is refused naming this one, and a dead run's mount there is detached first.
+// A model lost mid-run is delivered by DiskLost.
 func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
 	base := c.DataRoot(n)
 	if base == "" {
@@ -41,10 +45,25 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
 	// Mounted for the cluster's life, not the request's: Stop unmounts it.
-	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l, Logger: c.log.With("node", n.Name)})
+	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l,
+		Logger: c.log.With("node", n.Name), Owner: "run " + c.run})
+	if errors.Is(err, fusefs.ErrBusy) {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w; wait for that run, or give this one another --local-data", n.Name, err)
+	}
 	if err != nil {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
+	lost, stopped := c.diskChans()
+	go func() {
+		select {
+		case <-d.Lost():
+			select {
+			case lost <- fmt.Errorf("disk model of %s: %w", n.Name, d.Err()):
+			default: // the first is the run's cause; the others are logged by the model
+			}
+		case <-stopped:
+		}
+	}()
 	c.mu.Lock()
 	c.disks = append(c.disks, d)
 	if c.diskOf == nil {
@@ -57,6 +76,29 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
 	return mp, got, nil
+}
+
+// DiskLost delivers the first disk model lost mid-run, naming its node.
+func (c *Cluster) DiskLost() <-chan error {
+	lost, _ := c.diskChans()
+	return lost
+}
+
+func (c *Cluster) diskChans() (lost chan error, stopped chan struct{}) {
+	c.chOnce.Do(func() { c.lost, c.stopped = make(chan error, 1), make(chan struct{}) })
+	return c.lost, c.stopped
+}
+
+// reclaimDisks detaches the mounts that dead runs' disk models left anywhere on this machine
+// (their locks free: a SIGKILLed controller takes its FUSE servers with it) and names them.
+func (c *Cluster) reclaimDisks() {
+	left, _, err := fusefs.Reclaim(nil)
+	for _, l := range left {
+		c.log.Warn("detached a dead disk model's mount (its run's controller is gone)", "mountpoint", l.Mountpoint, "left_by", l.LeftBy.String())
+	}
+	if err != nil {
+		c.log.Warn("detach dead disk models' mounts", "err", err)
+	}
 }
 
 // DropUnsynced is a power loss of server n's disk model: every file reverts to its content at
