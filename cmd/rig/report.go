@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
+	"github.com/rig-dev/rig/target/local"
 )
 
 func newReportCmd() *cobra.Command {
@@ -123,6 +124,15 @@ func report(stdout, stderr io.Writer, dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("analyze %s: %w", dir, err)
+	}
+	// A controller killed during a disk: run leaves its models mounted, dead (every access fails
+	// with ENOTCONN): detached here, and named.
+	left, err := local.ReclaimDisks(dir, s.RunID)
+	for _, l := range left {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("detached the dead disk model mount %s (mounted by %s, which is gone)", l.Mountpoint, l.LeftBy))
+	}
+	if err != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("dead disk model mounts: %v", err))
 	}
 	if err := analysis.WriteOutputs(dir, s); err != nil {
 		return fmt.Errorf("write report of %s: %w", dir, err)

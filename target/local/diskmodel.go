@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
@@ -46,7 +47,7 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	}
 	// Mounted for the cluster's life, not the request's: Stop unmounts it.
 	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l,
-		Logger: c.log.With("node", n.Name), Owner: "run " + c.run})
+		Logger: c.log.With("node", n.Name), Owner: diskOwner(c.run)})
 	if errors.Is(err, fusefs.ErrBusy) {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w; wait for that run, or give this one another --local-data", n.Name, err)
 	}
@@ -87,6 +88,23 @@ func (c *Cluster) DiskLost() <-chan error {
 func (c *Cluster) diskChans() (lost chan error, stopped chan struct{}) {
 	c.chOnce.Do(func() { c.lost, c.stopped = make(chan error, 1), make(chan struct{}) })
 	return c.lost, c.stopped
+}
+
+// diskOwner is how a run's disk model mounts name it in their locks.
+func diskOwner(run string) string { return "run " + run }
+
+// ReclaimDisks detaches the mounts that the dead controller of run left in its run folder, or
+// at --local-data folders (their locks name the run), and returns them: `rig report` of an
+// abandoned run. A mount whose holder is alive is left alone.
+func ReclaimDisks(runDir, run string) ([]fusefs.Leftover, error) {
+	abs, err := filepath.Abs(runDir)
+	if err != nil {
+		return nil, err
+	}
+	left, _, err := fusefs.Reclaim(func(mp string, by fusefs.Holder) bool {
+		return strings.HasPrefix(mp, abs+string(filepath.Separator)) || run != "" && by.Owner == diskOwner(run)
+	})
+	return left, err
 }
 
 // reclaimDisks detaches the mounts that dead runs' disk models left anywhere on this machine
