@@ -177,7 +177,7 @@ func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 			return rerr
 		}
 		name := path.Join(runID, filepath.ToSlash(rel))
-		if errors.Is(err, syscall.ENOTCONN) && p != dir {
+		if deadMount(err) && p != dir {
 			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "a dead mount (transport endpoint is not connected): `rig report` of the run detaches a disk model's"})
 			return fs.SkipDir
 		}
@@ -188,7 +188,7 @@ func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 			return err
 		}
 		info, err := d.Info()
-		if errors.Is(err, syscall.ENOTCONN) {
+		if deadMount(err) {
 			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "a dead mount (transport endpoint is not connected): `rig report` of the run detaches a disk model's"})
 			if d.IsDir() {
 				return fs.SkipDir
@@ -233,6 +233,12 @@ func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 	m.ArchiveSize = cw.n
 	m.ArchiveSHA256 = hex.EncodeToString(sum.Sum(nil))
 	return m, nil
+}
+
+// deadMount reports whether err is a FUSE mount whose server is gone (ENOTCONN; ECONNABORTED
+// for a request its connection's abort caught).
+func deadMount(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // devOf is the device a file is on.

@@ -13,12 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// diskFaultPlaybook is diskPlaybook with a load of the given length and no timeline.
+// diskFaultPlaybook is diskPlaybook with a load of the given length, no timeline and a slower
+// model, which a busy machine's disk still delivers (these tests check what is named, not
+// figures).
 const diskFaultPlaybook = `
 name: disk-fault
 cluster: {servers: 3, clients: 1}
 engine: {sync_level: 2}
-disk: {throughput: 40MB/s, sync_latency: 2ms}
+disk: {throughput: 16MB/s, sync_latency: 5ms}
 preload: {orders: 2k}
 load: {probe_rate: 200/s}
 warmup: 1s
@@ -93,9 +95,8 @@ func TestFaultDiskModelControllerKilled(t *testing.T) {
 	}
 	nodes := []string{"node-0", "node-1", "node-2"}
 	for _, n := range nodes {
-		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(dir, n, "disk"), &st); !errors.Is(err, unix.ENOTCONN) {
-			t.Errorf("stat %s/disk after the kill: %v; want ENOTCONN (the dead model this test is about)", n, err)
+		if err := deadMount(filepath.Join(dir, n, "disk")); err != nil {
+			t.Error(err)
 		}
 	}
 	sock := filepath.Join(dir, "client-0", "ctl", "loadgen.sock")
@@ -182,4 +183,67 @@ func TestFaultDiskModelLostMidRun(t *testing.T) {
 		t.Errorf("mounts left: %v", left)
 	}
 	assertNoProcessesUnder(t, res)
+}
+
+// The controller SIGKILLed during a disk: run with --local-data: the next run on the same
+// --local-data detaches the dead models' mounts as it starts, naming each with the run that
+// left it, mounts its own and ends ok.
+func TestFaultDiskModelNextRunReclaims(t *testing.T) {
+	needsFUSERoot(t)
+	parallelFault(t)
+	data, resA, resB := shortResults(t), shortResults(t), shortResults(t)
+	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.137.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "60s")))
+	waitFor(t, "load start", errA, 90*time.Second)
+	runA := filepath.Base(onlyRunDir(t, resA))
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	nodes := []string{"node-0", "node-1", "node-2"}
+	for _, n := range nodes {
+		if err := deadMount(filepath.Join(data, n, "disk")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "3s")))
+	if err := b.Wait(); err != nil {
+		t.Fatalf("the next run on the same --local-data: %v\n%s", err, errB.String())
+	}
+	for _, n := range nodes {
+		mp := filepath.Join(data, n, "disk")
+		found := false
+		for _, line := range strings.Split(errB.String(), "\n") {
+			found = found || strings.Contains(line, "detached the dead disk model mount "+mp+" (mounted by run "+runA+" (pid ")
+		}
+		if !found {
+			t.Errorf("the next run does not name %s as detached, left by run %s:\n%s", mp, runA, errB.String())
+		}
+	}
+	var s summary
+	readJSON(t, filepath.Join(onlyRunDir(t, resB), "summary.json"), &s)
+	if s.Status != "ok" || s.Probes.N == 0 {
+		t.Errorf("the next run: status %q, %d probes", s.Status, s.Probes.N)
+	}
+	for _, d := range []string{data, resA, resB} {
+		if left := fuseMountsUnder(t, d); len(left) != 0 {
+			t.Errorf("mounts left under %s: %v", d, left)
+		}
+	}
+	assertNoProcessesUnder(t, resB)
+}
+
+// deadMount says why mp is not a dead FUSE mount, nil when it is: every access fails with
+// ENOTCONN (or ECONNABORTED for a request the connection's abort caught in flight).
+func deadMount(mp string) error {
+	var st unix.Stat_t
+	err := unix.Stat(mp, &st)
+	for range 50 {
+		if !errors.Is(err, unix.ECONNABORTED) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+		err = unix.Stat(mp, &st)
+	}
+	if !errors.Is(err, unix.ENOTCONN) {
+		return fmt.Errorf("stat %s after the controller was killed: %v; want ENOTCONN (the dead model this test is about)", mp, err)
+	}
+	return nil
 }

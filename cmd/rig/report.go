@@ -130,7 +130,7 @@ func report(stdout, stderr io.Writer, dir string) error {
 	// with ENOTCONN): detached here, and named.
 	left, err := local.ReclaimDisks(dir, s.RunID)
 	for _, l := range left {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("detached the dead disk model mount %s (mounted by %s, which is gone)", l.Mountpoint, l.LeftBy))
+		s.Warnings = append(s.Warnings, local.Detached(l))
 	}
 	if err != nil {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("dead disk model mounts: %v", err))

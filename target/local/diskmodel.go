@@ -54,6 +54,9 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	if err != nil {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
+	for _, l := range d.Reclaimed() {
+		c.say("%s: %s", n.Name, Detached(l))
+	}
 	lost, stopped := c.diskChans()
 	go func() {
 		select {
@@ -90,6 +93,17 @@ func (c *Cluster) diskChans() (lost chan error, stopped chan struct{}) {
 	return c.lost, c.stopped
 }
 
+// Detached is what a dead model's mount detached is called in progress lines and reports.
+func Detached(l fusefs.Leftover) string {
+	return fmt.Sprintf("detached the dead disk model mount %s (mounted by %s, which is gone)", l.Mountpoint, l.LeftBy)
+}
+
+func (c *Cluster) say(format string, args ...any) {
+	if c.progress != nil {
+		c.progress(format, args...)
+	}
+}
+
 // diskOwner is how a run's disk model mounts name it in their locks.
 func diskOwner(run string) string { return "run " + run }
 
@@ -112,7 +126,8 @@ func ReclaimDisks(runDir, run string) ([]fusefs.Leftover, error) {
 func (c *Cluster) reclaimDisks() {
 	left, _, err := fusefs.Reclaim(nil)
 	for _, l := range left {
-		c.log.Warn("detached a dead disk model's mount (its run's controller is gone)", "mountpoint", l.Mountpoint, "left_by", l.LeftBy.String())
+		c.log.Warn("detached a dead disk model's mount", "mountpoint", l.Mountpoint, "left_by", l.LeftBy.String())
+		c.say("%s", Detached(l))
 	}
 	if err != nil {
 		c.log.Warn("detach dead disk models' mounts", "err", err)

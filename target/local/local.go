@@ -110,7 +110,7 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{t: t, inv: inv, dir: so.RunDir, bin: bin, run: so.Run, log: log, tr: localtr.New(),
-		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}, progress: so.Progress}
 	c.reclaimDisks()
 	for _, n := range inv.Nodes {
 		f, err := lockAddress(n.Address, so.Run)
@@ -141,7 +141,9 @@ type Cluster struct {
 	bin string
 	run string
 	log *slog.Logger
-	tr  *localtr.Transport
+	// progress prints a human progress line (StartOptions.Progress); nil: none
+	progress func(format string, args ...any)
+	tr       *localtr.Transport
 	// shortDir is a 0700 folder for control sockets whose node folder is too deep for a socket
 	// path (ctlsock.MaxPath); "" until needed.
 	shortDir string
