@@ -174,23 +174,34 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// mountsOn are the mounts on mountpoint, bottom first.
+// mountsOn are the mounts on mountpoint, bottom first: a mount stacked on another at the same
+// place is its child.
 func mountsOn(all []mountEntry, mountpoint string) []mountEntry {
 	var on []mountEntry
+	at := map[int]bool{}
 	for _, e := range all {
 		if e.mountpoint == mountpoint {
 			on = append(on, e)
+			at[e.id] = true
 		}
 	}
-	// A mount stacked on another at the same place is its child.
-	for i := 0; i < len(on); i++ {
-		for j := i + 1; j < len(on); j++ {
-			if on[i].parent == on[j].id {
-				on[i], on[j] = on[j], on[i]
-			}
+	child := map[int]mountEntry{}
+	var bottom []mountEntry
+	for _, e := range on {
+		if at[e.parent] {
+			child[e.parent] = e
+		} else {
+			bottom = append(bottom, e)
 		}
 	}
-	return on
+	if len(bottom) != 1 || len(child) != len(on)-1 {
+		return on // not one stack: as the kernel lists them, which is mount order
+	}
+	sorted := bottom
+	for e, ok := child[bottom[0].id]; ok && len(sorted) < len(on); e, ok = child[e.id] {
+		sorted = append(sorted, e)
+	}
+	return sorted
 }
 
 // detachModels detaches every disk model mount stacked on mountpoint, top first, whose

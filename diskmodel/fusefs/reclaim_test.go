@@ -279,3 +279,18 @@ func TestUnescapeMount(t *testing.T) {
 		}
 	}
 }
+
+// The top of a stack of mounts on one folder is the one no other there is stacked on, whatever
+// order they are listed in.
+func TestMountsOnFindsTheTop(t *testing.T) {
+	all := []mountEntry{
+		{id: 40, parent: 30, mountpoint: "/m", fstype: "tmpfs"},
+		{id: 30, parent: 1, mountpoint: "/m", fstype: FsType},
+		{id: 50, parent: 40, mountpoint: "/m", fstype: FsType},
+		{id: 31, parent: 1, mountpoint: "/other"},
+	}
+	on := mountsOn(all, "/m")
+	if len(on) != 3 || on[0].id != 30 || on[1].id != 40 || on[2].id != 50 {
+		t.Errorf("mountsOn = %+v; want ids 30, 40, 50", on)
+	}
+}
