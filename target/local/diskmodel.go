@@ -121,10 +121,28 @@ func ReclaimDisks(runDir, run string) ([]fusefs.Leftover, error) {
 	return left, err
 }
 
-// reclaimDisks detaches the mounts that dead runs' disk models left anywhere on this machine
-// (their locks free: a SIGKILLed controller takes its FUSE servers with it) and names them.
+// reclaimDisks detaches the mounts that dead runs' disk models left where this run keeps its
+// own: under its --local-data folder and in its results folder (their locks free: a SIGKILLed
+// controller takes its FUSE servers with it), and names them. Other folders' are left to their
+// own next run or rig report: a run elsewhere may still want to look at its dead run's folder.
 func (c *Cluster) reclaimDisks() {
-	left, _, err := fusefs.Reclaim(nil)
+	var roots []string
+	for _, d := range []string{c.t.opts.DataDir, filepath.Dir(c.dir)} {
+		if abs, err := filepath.Abs(d); err == nil && d != "" && d != "." {
+			roots = append(roots, abs+string(filepath.Separator))
+		}
+	}
+	if len(roots) == 0 {
+		return
+	}
+	left, _, err := fusefs.Reclaim(func(mp string, _ fusefs.Holder) bool {
+		for _, r := range roots {
+			if strings.HasPrefix(mp, r) {
+				return true
+			}
+		}
+		return false
+	})
 	for _, l := range left {
 		c.log.Warn("detached a dead disk model's mount", "mountpoint", l.Mountpoint, "left_by", l.LeftBy.String())
 		c.say("%s", Detached(l))
