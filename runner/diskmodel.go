@@ -33,5 +33,31 @@ func (r *run) modelDisks(ctx context.Context) error {
 			return fmt.Errorf("disk model on %s, before load: %w", n.Name, err)
 		}
 	}
+	if w, ok := r.cl.(target.DiskWatcher); ok {
+		go r.watchDisks(ctx, w.DiskLost())
+	}
 	return nil
+}
+
+// watchDisks fails the run at once when a disk model is lost under it (unmounted, detached or
+// covered by someone else): what the engines write from then on does not go through the model,
+// or fails, and a run that went on would report ok on another disk.
+func (r *run) watchDisks(ctx context.Context, lost <-chan error) {
+	select {
+	case <-ctx.Done():
+	case err := <-lost:
+		r.mu.Lock()
+		first := r.fault == nil && !r.stopping
+		if first {
+			r.fault = err
+		}
+		r.notifyLocked()
+		r.mu.Unlock()
+		if !first {
+			r.warn("%v", err)
+			return
+		}
+		r.progress("%v", err)
+		r.abort(err)
+	}
 }
