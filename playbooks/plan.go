@@ -300,6 +300,9 @@ func (pl *Plan) Print(w io.Writer) {
 		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+units.FormatDuration(a.At))
 		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v))
 	}
+	for _, s := range pl.allDownLines() {
+		line("", "%s", s)
+	}
 	if len(p.Matrix) == 0 {
 		line("matrix", "none")
 	}
@@ -351,6 +354,42 @@ func (pl *Plan) Print(w io.Writer) {
 	for _, st := range estimate.Stages {
 		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))
 	}
+}
+
+// allDownLines name every moment a run of the plan has every server down (allow_all_down), once
+// each, with the runs it happens in when not all of them.
+func (pl *Plan) allDownLines() []string {
+	var order []string
+	runs := map[string][]int{}
+	combos := 0
+	for _, r := range pl.Runs {
+		if r.Round != 1 {
+			continue
+		}
+		combos++
+		for _, ad := range r.Playbook.AllDowns() {
+			entries := make([]string, len(ad.Entries))
+			for k, i := range ad.Entries {
+				entries[k] = fmt.Sprintf("timeline[%d]", i)
+			}
+			back := "none back before the run ends"
+			if ad.Until >= 0 {
+				back = "the first back at +" + units.FormatDuration(ad.Until)
+			}
+			s := fmt.Sprintf("all %d servers down at +%s (%s; %s): nothing serves meanwhile, as allow_all_down allows",
+				r.Playbook.Cluster.Servers, units.FormatDuration(ad.At), strings.Join(entries, ", "), back)
+			if _, ok := runs[s]; !ok {
+				order = append(order, s)
+			}
+			runs[s] = append(runs[s], r.Index)
+		}
+	}
+	for k, s := range order {
+		if n := len(runs[s]); n < combos {
+			order[k] = fmt.Sprintf("%s, in run%s %s", s, plural(n), strings.Trim(fmt.Sprint(runs[s]), "[]"))
+		}
+	}
+	return order
 }
 
 func describeAction(a Action, i int, v func(path, base string) string) string {

@@ -224,3 +224,33 @@ func TestHugeMatrixIsRefusedQuickly(t *testing.T) {
 		t.Errorf("Plan of 1200 runs: err = %v, want ErrInvalid", err)
 	}
 }
+
+// issue 33: every server down at once is an opt-in (allow_all_down), and the plan names each such
+// moment with the entries that make it and when the first server is back; a matrix names the runs.
+func TestPlanNamesAllDown(t *testing.T) {
+	src := base + `allow_all_down: true
+timeline:
+  - {at: 1s, power_loss: {nodes: node-0+node-1, relaunch_after: 5s}}
+  - {at: 2s, kill: {node: node-2, relaunch_after: 1s}}
+matrix:
+  timeline[1].at: [2s, 7s]
+`
+	p := mustParse(t, src)
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	want := "all 3 servers down at +2s (timeline[0], timeline[1]; the first back at +3s): nothing serves meanwhile, as allow_all_down allows, in run 1\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
+	if strings.Count(buf.String(), "all 3 servers down") != 1 {
+		t.Errorf("plan names an all-down moment in the run at 7s, when node-0 and node-1 are back:\n%s", buf.String())
+	}
+	// Without the opt-in the same timeline is refused (TestRules "all servers down").
+	if _, err := Parse("t.yaml", []byte(strings.Replace(src, "allow_all_down: true\n", "", 1))); err == nil || !strings.Contains(err.Error(), "allow_all_down: true") {
+		t.Errorf("without allow_all_down: %v", err)
+	}
+}
