@@ -33,6 +33,7 @@ func check(p *Playbook) []issue {
 	}
 	checkDriver(p, add)
 	checkDisk(p.Disk, add)
+	checkDiskModels(p, add)
 	checkPlacement(p, add)
 	if bg, ok := tuningInt(p, "vm.dirty_background_ratio"); ok {
 		if fg, ok := tuningInt(p, "vm.dirty_ratio"); ok && bg >= fg {

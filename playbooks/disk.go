@@ -62,6 +62,26 @@ func checkDisk(d diskmodel.Limits, add func(path, rule string, deps []string, fo
 	}
 }
 
+// checkDiskModels refuses a disk: block (or a matrix combination of disk.* values) that models
+// nothing: no cap, no sync cost and no volume leaves the engine data on the target's own disk, as
+// leaving disk: out does, while the playbook reads as if a model were under it.
+func checkDiskModels(p *Playbook, add func(path, rule string, deps []string, format string, args ...any)) {
+	_, given := p.pos["disk"]
+	var axes []string
+	for _, ax := range p.Matrix {
+		if strings.HasPrefix(ax.Key, "disk.") {
+			axes = append(axes, ax.Key)
+		}
+	}
+	if (!given && len(axes) == 0) || !p.Disk.Zero() || p.DiskVolume != "" {
+		return
+	}
+	add("disk", "disk-nothing", append([]string{"disk.throughput", "disk.iops", "disk.sync_latency", "disk.sync_per_mib", "disk.volume"}, axes...),
+		"models nothing (no throughput or iops cap, no sync_latency or sync_per_mib; 0 means no cap), so the engine data would sit on the target's own disk; "+
+			"want at least one of throughput (100kB/s..100GB/s), iops (10..10M), sync_latency or sync_per_mib (up to 10s), e.g. disk: {throughput: 125MB/s, sync_latency: 4ms}, "+
+			"or volume: on a stack, or leave disk: out")
+}
+
 // DiskLimits reads a disk model written as the disk: block's fields, FIELD=VALUE joined by
 // commas ("throughput=1000MB/s,sync_latency=4ms"), each checked by the playbook's own rule
 // for it: the one parser of a model outside a playbook (rig bench disk --model).

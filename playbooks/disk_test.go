@@ -34,9 +34,21 @@ func TestDiskProblemsSayWhere(t *testing.T) {
 		{"disk: {io_size: 1KiB}\n", "t.yaml:5:17: disk.io_size", "out of range; want 4KiB..16MiB"},
 		{"disk: {sync_latncy: 4ms}\n", "t.yaml:5:8: disk.sync_latncy", `unknown key (did you mean "sync_latency"?)`},
 		{"disk: {burst: 1s}\n", "t.yaml:5:15: disk.burst", "no disk.throughput or disk.iops cap to burst above"},
+		// issue 33: a block that models nothing is refused, not silently left unmounted
+		{"disk: {}\n", "t.yaml:5:7: disk", "models nothing"},
+		{"disk: {throughput: 0/s}\n", "t.yaml:5:7: disk", "want at least one of throughput (100kB/s..100GB/s), iops"},
+		{"disk:\n  io_size: 4KiB\n", "t.yaml:6:3: disk", "models nothing"},
+		{"disk: {iops: 0}\nmatrix: {disk.throughput: [0/s, 125MB/s]}\n", "t.yaml:5:7: disk", "models nothing (no throughput or iops cap, no sync_latency or sync_per_mib; 0 means no cap), so the engine data would sit on the target's own disk; want at least one of throughput (100kB/s..100GB/s), iops (10..10M), sync_latency or sync_per_mib (up to 10s), e.g. disk: {throughput: 125MB/s, sync_latency: 4ms}, or volume: on a stack, or leave disk: out (in the run with disk.throughput=0/s)"},
 	} {
 		probs := problemsOf(t, base+c.src)
 		wantProblem(t, probs, c.at, c.msg)
+	}
+}
+
+// A value that did not parse is reported once: the block is not also said to model nothing.
+func TestDiskNothingStaysQuietOnABadValue(t *testing.T) {
+	if probs := problemsOf(t, base+"disk: {throughput: fast}\n"); len(probs) != 1 {
+		t.Errorf("want the one problem of the value; got:\n%v", probs)
 	}
 }
 

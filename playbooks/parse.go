@@ -133,8 +133,8 @@ func (r *reader) read(data []byte) *Playbook {
 	if matrixNode != nil {
 		r.matrix(p, matrixNode, matrixPos)
 	}
+	p.pos = r.pos // before the rules: one reads whether a section was given
 	r.checkCombinations(p)
-	p.pos = r.pos
 	return p
 }
 
