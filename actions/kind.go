@@ -98,6 +98,9 @@ type PowerCutter interface {
 type Context struct {
 	Servers, Clients int
 	At, End          time.Duration // the entry's offset and the run's duration
+	// ZoneDelay is the most the playbook's placement adds to each way of a link (between zones:
+	// delay plus jitter); 0 without a placement.
+	ZoneDelay time.Duration
 }
 
 // Problem is a rule an entry breaks. Key is the entry's key it points at ("" the entry's body);
@@ -122,6 +125,8 @@ type Varied interface {
 	Varies(key string) bool
 	// At is the entry's offset from load start.
 	At() time.Duration
+	// Context is the playbook as the entry's Check sees it (without a matrix's values).
+	Context() Context
 }
 
 // Env is what an action may do to the cluster and the run, and nothing else.

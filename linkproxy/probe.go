@@ -135,6 +135,16 @@ func serveEcho(ln net.Listener) {
 	}
 }
 
+// ProbeSlack is what a probe of one link may take beyond its round trips (the dial and the
+// loopback hops on a busy machine) before it is given up.
+const ProbeSlack = 5 * time.Second
+
+// ProbeTimeout is the default bound of a probe of count round trips on a link whose round trip
+// is at most rtt (its set delays plus their jitter, both ways): what a playbook's plan shows.
+func ProbeTimeout(count int, rtt time.Duration) time.Duration {
+	return ProbeSlack + time.Duration(count)*rtt
+}
+
 // Probe measures the link's round trip now, through the same shaping and cut as its traffic.
 // A cut link answers ErrCut.
 func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
@@ -147,7 +157,7 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	up, down := l.Shapes()
 	set := up.Delay + down.Delay
 	if o.Timeout <= 0 {
-		o.Timeout = 5*time.Second + time.Duration(o.Count)*(set+up.Jitter+down.Jitter)
+		o.Timeout = ProbeTimeout(o.Count, set+up.Jitter+down.Jitter)
 	}
 	res := Probe{Size: o.Size, Set: set, Jitter: up.Jitter + down.Jitter}
 	if l.IsCut() {

@@ -154,6 +154,13 @@ func TestRules(t *testing.T) {
 			"t.yaml:6:26: timeline[0].power_loss", "leaves all 3 servers down at 1s (still down: none before it)"},
 		{"kill beside a power loss", "name: t\ncluster: {servers: 5}\nload: {probe_rate: 1/s}\nduration: 30s\ntimeline:\n  - {at: 1s, power_loss: {nodes: node-0+node-1+node-2, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-3}}\n",
 			"t.yaml:7:20: timeline[1].kill", "leaves 4 of 5 servers down at 2s"},
+		// issue 33: a delay's round-trip probe must fit in the time the links stay delayed
+		{"delay probe outlasts the run", "name: t\nload: {probe_rate: 1/s}\nduration: 15s\ntimeline:\n  - {at: 4s, delay: {node: node-1, delay: 10s}}\n",
+			"t.yaml:5:43: timeline[0].delay.delay", "the round-trip probe after the change measures 5 round trips on each of up to 5 pairs, at least 8m20s at this delay, but the links stay delayed 11s (to the end of the run); want delay at most 220ms here"},
+		{"delay probe outlasts for", base + "timeline:\n  - {at: 4s, delay: {node: node-1, to: node-2, delay: 200ms, for: 1s}}\n",
+			"t.yaml:6:55: timeline[0].delay.delay", "on each of up to 2 pairs, at least 4s at this delay, but the links stay delayed 1s (for:); want delay at most 50ms here"},
+		{"delay probe with zones", base + "placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 100ms}}\ntimeline:\n  - {at: 4s, delay: {node: node-1, to: node-0, delay: 1ms, for: 1s}}\n",
+			"t.yaml:7:55: timeline[0].delay.delay", "at least 2.02s at this delay, but the links stay delayed 1s (for:); want a window of at least 2s (a longer for: or run)"},
 		{"allow_all_down value", base + "allow_all_down: yes\n", "t.yaml:5:17: allow_all_down", `"yes": want true`},
 		{"wait for a node never relaunched", base + "timeline:\n  - {at: 1s, kill: {node: follower}}\n  - {at: 2s, wait_for: {phase: ready}}\n",
 			"t.yaml:7:24: timeline[1].wait_for", "timeline[0] kill takes follower down for the rest of the run, so it can only time out"},

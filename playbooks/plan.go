@@ -298,7 +298,7 @@ func (pl *Plan) Print(w io.Writer) {
 	}
 	for i, a := range p.Timeline {
 		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+units.FormatDuration(a.At))
-		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v))
+		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v, entryContext(p, a)))
 	}
 	for _, s := range pl.allDownLines() {
 		line("", "%s", s)
@@ -392,11 +392,11 @@ func (pl *Plan) allDownLines() []string {
 	return order
 }
 
-func describeAction(a Action, i int, v func(path, base string) string) string {
+func describeAction(a Action, i int, v func(path, base string) string, c actions.Context) string {
 	if a.Spec == nil {
 		return a.Kind
 	}
-	return a.Spec.Describe(entryView{a: a, path: fmt.Sprintf("timeline[%d].%s.", i, a.Kind), v: v})
+	return a.Spec.Describe(entryView{a: a, path: fmt.Sprintf("timeline[%d].%s.", i, a.Kind), v: v, c: c})
 }
 
 func pathVaried(v func(path, base string) string, path string) (string, bool) {

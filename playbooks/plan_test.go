@@ -254,3 +254,21 @@ matrix:
 		t.Errorf("without allow_all_down: %v", err)
 	}
 }
+
+// issue 33: the plan shows what a delay's round-trip probe holds the timeline for, and its bound.
+func TestPlanShowsDelayProbeBound(t *testing.T) {
+	p := mustParse(t, base+"placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 1ms}}\n"+
+		"timeline:\n  - {at: 4s, delay: {node: node-1, delay: 5ms, for: 5s}}\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	// 5 pairs (node-1 to and from node-0 and node-2, client-0 to node-1) x 5 round trips of
+	// 2 x (1ms + 5ms); the bound is linkproxy.ProbeTimeout a pair.
+	want := "then a probe of 5 round trips on each of up to 5 pairs holds the timeline about 300ms, at most 25.3s"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
+}

@@ -64,7 +64,10 @@ type entryView struct {
 	a    Action
 	path string // timeline[i].<kind>.
 	v    func(path, base string) string
+	c    actions.Context
 }
+
+func (e entryView) Context() actions.Context { return e.c }
 
 func (e entryView) Value(key, base string) string { return e.v(e.path+key, base) }
 func (e entryView) Varies(key string) bool        { return isVaried(e.v, e.path+key) }
