@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/playbooks/estimate"
@@ -259,6 +260,9 @@ func (pl *Plan) Print(w io.Writer) {
 	if e.Command != nil {
 		line("", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
+	if s := pl.diskModelLine(varied); s != "" {
+		line("disk", "%s", s)
+	}
 	if _, vary := varied["disk.volume"]; vary || p.DiskVolume != "" {
 		line("disk", "engine data on the stack's data volume %s (disk.volume)", v("disk.volume", p.DiskVolume))
 	}
@@ -354,6 +358,36 @@ func (pl *Plan) Print(w io.Writer) {
 	for _, st := range estimate.Stages {
 		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))
 	}
+}
+
+// diskModelLine is the disk model under the engine data and what its probe before load costs by
+// the model's own arithmetic (diskmodel.ProbeTime) and is given up after (diskmodel.ProbeBound),
+// the longest of the plan's runs; "" without a model.
+func (pl *Plan) diskModelLine(varied map[string][]string) string {
+	var axes []string
+	for _, k := range diskKeys[1:] {
+		if vals, ok := varied["disk."+k]; ok {
+			axes = append(axes, fmt.Sprintf("disk.%s [%s]", k, strings.Join(vals, ", ")))
+		}
+	}
+	p := pl.Playbook
+	if p.Disk.Zero() && len(axes) == 0 {
+		return ""
+	}
+	o := diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses}
+	var pass, bound time.Duration
+	for _, r := range pl.Runs {
+		if d := r.Playbook.Disk; !d.Zero() {
+			pass = max(pass, diskmodel.ProbeTime(d, diskmodel.ProbeOptions{}))
+			bound = max(bound, diskmodel.ProbeBound(d, o))
+		}
+	}
+	model := p.Disk.String()
+	if len(axes) > 0 {
+		model += ", with " + strings.Join(axes, ", ")
+	}
+	return fmt.Sprintf("model %s; its probe before load takes %s a pass by the model's arithmetic, %d passes, given up after %s",
+		model, units.FormatDuration(pass.Round(time.Millisecond)), diskmodel.ProbePasses, units.FormatDuration(bound.Round(100*time.Millisecond)))
 }
 
 // allDownLines name every moment a run of the plan has every server down (allow_all_down), once
