@@ -168,13 +168,16 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 			}
 			num, unit := splitUnit(val)
 			n, err := strconv.Atoi(num)
+			// A value refused here is given, if wrongly: it is not also reported missing.
 			if err != nil {
 				probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(val), Allowed: "a whole number" + unitAllowed(k)})
+				given[k] = true
 				continue
 			}
 			if unit != "" && unit != volumeUnits[k] {
 				probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(val), Allowed: "a whole number" + unitAllowed(k),
 					Reason: fmt.Sprintf("%s is not a unit of %s", unit, k)})
+				given[k] = true
 				continue
 			}
 			*dst, given[k] = n, true
