@@ -111,6 +111,18 @@ func check(p *Playbook) []issue {
 		if servers < 3 {
 			return // servers<3 above says it
 		}
+		// With a majority down no leader can be elected, so a role resolves to no node when the
+		// entry runs: only node-N can name one.
+		if len(s.still) > (servers-1)/2 {
+			for _, ref := range s.down.Nodes {
+				if !actions.IsNodeN(ref) {
+					add(key, "role-without-leader", []string{"cluster.servers"},
+						"%q is a role, but at %s %d of %d servers are down (%s), so there is no leader to resolve it by; want node-N",
+						ref, units.FormatDuration(s.at), len(s.still), servers, describeSpans(s.still))
+					return
+				}
+			}
+		}
 		still := describeSpans(s.still)
 		if still == "" {
 			still = "none before it"

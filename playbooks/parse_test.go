@@ -161,6 +161,8 @@ func TestRules(t *testing.T) {
 			"t.yaml:6:55: timeline[0].delay.delay", "on each of up to 2 pairs, at least 4s at this delay, but the links stay delayed 1s (for:); want delay at most 50ms here"},
 		{"delay probe with zones", base + "placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 100ms}}\ntimeline:\n  - {at: 4s, delay: {node: node-1, to: node-0, delay: 1ms, for: 1s}}\n",
 			"t.yaml:7:55: timeline[0].delay.delay", "at least 2.02s at this delay, but the links stay delayed 1s (for:); want a window of at least 2s (a longer for: or run)"},
+		{"role while a majority is down", base + "allow_all_down: true\ntimeline:\n  - {at: 1s, power_loss: {nodes: leader+follower, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: follower}}\n",
+			"t.yaml:8:27: timeline[1].kill.node", `"follower" is a role, but at 2s 2 of 3 servers are down (timeline[0] leader, timeline[0] follower), so there is no leader to resolve it by; want node-N`},
 		{"allow_all_down value", base + "allow_all_down: yes\n", "t.yaml:5:17: allow_all_down", `"yes": want true`},
 		{"wait for a node never relaunched", base + "timeline:\n  - {at: 1s, kill: {node: follower}}\n  - {at: 2s, wait_for: {phase: ready}}\n",
 			"t.yaml:7:24: timeline[1].wait_for", "timeline[0] kill takes follower down for the rest of the run, so it can only time out"},
