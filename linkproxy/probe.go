@@ -178,6 +178,11 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 	}
+	// A cancel (the run's load ended, the controller was interrupted) ends a round trip in
+	// flight at once; a deadline set above would hold it for the whole bound (a delay of 10 s
+	// each way: 105 s).
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
 	msg := make([]byte, o.Size)
 	back := make([]byte, o.Size)
 	rtts := make([]time.Duration, 0, o.Count)
@@ -187,10 +192,10 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 		}
 		t0 := time.Now()
 		if _, err := c.Write(msg); err != nil {
-			return res, probeErr(l, err)
+			return res, probeErr(ctx, l, err)
 		}
 		if _, err := io.ReadFull(c, back); err != nil {
-			return res, probeErr(l, err)
+			return res, probeErr(ctx, l, err)
 		}
 		rtts = append(rtts, time.Since(t0))
 		if string(back) != string(msg) {
@@ -200,7 +205,10 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	return summarize(res, rtts), nil
 }
 
-func probeErr(l *Link, err error) error {
+func probeErr(ctx context.Context, l *Link, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("probe %s: %w (%v)", l.Addr(), context.Cause(ctx), err)
+	}
 	if l.IsCut() {
 		return fmt.Errorf("probe %s: %w (%v)", l.Addr(), ErrCut, err)
 	}
