@@ -99,6 +99,13 @@ func check(p *Playbook) []issue {
 		a := p.Timeline[s.idx]
 		body := fmt.Sprintf("timeline[%d].%s", s.idx, a.Kind)
 		key := body + "." + downKey(a.Spec)
+		// The rules read the node references of this entry and of those still down: one that
+		// failed to parse holds its default, so a rule on it stays quiet.
+		deps := []string{"cluster.servers", key}
+		for _, o := range s.still {
+			b := p.Timeline[o.idx]
+			deps = append(deps, fmt.Sprintf("timeline[%d].%s.%s", o.idx, b.Kind, downKey(b.Spec)))
+		}
 		if len(s.again) > 0 {
 			for _, o := range s.again {
 				add(key, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
@@ -116,7 +123,7 @@ func check(p *Playbook) []issue {
 		if len(s.still) > (servers-1)/2 {
 			for _, ref := range s.down.Nodes {
 				if !actions.IsNodeN(ref) {
-					add(key, "role-without-leader", []string{"cluster.servers"},
+					add(key, "role-without-leader", deps,
 						"%q is a role, but at %s %d of %d servers are down (%s), so there is no leader to resolve it by; want node-N",
 						ref, units.FormatDuration(s.at), len(s.still), servers, describeSpans(s.still))
 					return
@@ -129,14 +136,14 @@ func check(p *Playbook) []issue {
 		}
 		if n >= servers {
 			if !p.AllowAllDown {
-				add(body, "all-down", []string{"cluster.servers", "allow_all_down"},
+				add(body, "all-down", append(deps, "allow_all_down"),
 					"leaves all %d servers down at %s (still down: %s): nothing serves until one is back; if that is the experiment, say so with allow_all_down: true (top level)",
 					servers, units.FormatDuration(s.at), still)
 			}
 			return
 		}
 		if maxDown := (servers - 1) / 2; n > maxDown && !s.down.Majority {
-			add(body, "majority", []string{"cluster.servers"},
+			add(body, "majority", deps,
 				"leaves %d of %d servers down at %s (still down: %s); at most %d may be down for the cluster to keep a majority and serve",
 				n, servers, units.FormatDuration(s.at), still, maxDown)
 		}

@@ -220,6 +220,15 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// issue 33: a power loss whose nodes did not parse adds nothing to the timeline's state (its
+// default nodes would make a later kill look like the last server down).
+func TestTimelineStateQuietOnABadNodeList(t *testing.T) {
+	probs := problemsOf(t, base+"timeline:\n  - {at: 1s, power_loss: {nodes: node-x, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-2}}\n")
+	if len(probs) != 1 || !strings.Contains(probs[0].String(), "timeline[0].power_loss.nodes") {
+		t.Errorf("want the one problem of the node list; got:\n%v", probs)
+	}
+}
+
 // Parse reports every problem in one pass, in source order, and skips rules that would only
 // repeat a problem already reported (a duration that did not parse says nothing about offsets).
 func TestAllProblemsInOnePass(t *testing.T) {
