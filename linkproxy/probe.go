@@ -12,8 +12,12 @@ import (
 )
 
 // ProbeOptions say how a link's round trip is measured.
+// DefaultProbeCount is a probe's round trips when its options name none (a placement's links
+// before and under load).
+const DefaultProbeCount = 20
+
 type ProbeOptions struct {
-	Count   int           // round trips (default 20)
+	Count   int           // round trips (default DefaultProbeCount)
 	Size    int           // bytes each way (default 64)
 	Timeout time.Duration // for the whole probe (default 5 s plus Count round trips of the set delays)
 }
@@ -149,7 +153,7 @@ func ProbeTimeout(count int, rtt time.Duration) time.Duration {
 // A cut link answers ErrCut.
 func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	if o.Count <= 0 {
-		o.Count = 20
+		o.Count = DefaultProbeCount
 	}
 	if o.Size <= 0 {
 		o.Size = 64

@@ -15,6 +15,7 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
@@ -296,6 +297,14 @@ func (pl *Plan) Print(w io.Writer) {
 			between += " ± " + v(betweenPath+".jitter", units.FormatDuration(pz.Between.Jitter))
 		}
 		line("placement", "zones %s; %s each way between zones", strings.Join(zs, "; "), between)
+		pairs, _, least, bound := p.linkProbe()
+		if _, vary := varied[betweenPath+".delay"]; vary {
+			line("", "its links probed before load and again under load: %d round trips on each of %d pairs, given up after %s a pair plus the round trips",
+				linkproxy.DefaultProbeCount, pairs, units.FormatDuration(linkproxy.ProbeSlack))
+		} else {
+			line("", "its links probed before load and again under load: %d round trips on each of %d pairs, about %s, at most %s",
+				linkproxy.DefaultProbeCount, pairs, units.FormatDuration(least), units.FormatDuration(bound))
+		}
 	}
 	if len(p.Timeline) == 0 {
 		line("timeline", "none (the probe stream alone)")
