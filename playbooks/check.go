@@ -98,7 +98,10 @@ func check(p *Playbook) []issue {
 	spans := walkDowns(p, func(i int) bool { return nodeMissing[i] }, func(s downStep) {
 		a := p.Timeline[s.idx]
 		body := fmt.Sprintf("timeline[%d].%s", s.idx, a.Kind)
-		key := body + "." + downKey(a.Spec)
+		key := body
+		if k := downKey(a.Spec); k != "" {
+			key += "." + k
+		}
 		// The rules read the node references of this entry and of those still down: one that
 		// failed to parse holds its default, so a rule on it stays quiet.
 		deps := []string{"cluster.servers", key}
