@@ -272,3 +272,21 @@ func TestPlanShowsDelayProbeBound(t *testing.T) {
 		t.Errorf("plan lacks %q:\n%s", want, buf.String())
 	}
 }
+
+// issue 33: a wait's bound in the plan is its timeout, or the end of the load when that comes first
+// (the timeline is cancelled with the load).
+func TestPlanShowsWaitBound(t *testing.T) {
+	p := mustParse(t, base+"timeline:\n  - {at: 4s, wait_for: {phase: ready}}\n  - {at: 5s, wait_for: {phase: ready, timeout: 10s}}\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	for _, want := range []string{"wait until every server is ready (timeout 1m0s, cut when the load ends at +30s)",
+		"wait until every server is ready (timeout 10s); later"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
