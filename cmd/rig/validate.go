@@ -13,10 +13,10 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/plancheck"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
-	"github.com/rig-dev/rig/runner/plancheck"
 )
 
 func newValidateCmd() *cobra.Command {

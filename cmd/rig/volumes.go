@@ -20,9 +20,9 @@ import (
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/plancheck"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/runner"
-	"github.com/rig-dev/rig/runner/plancheck"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
