@@ -41,17 +41,22 @@ func (f Figure) Format(v float64) string {
 }
 
 // RowFigure is a Figure read from one row of type R; ok is false where the row has none. Marks,
-// if set, are what report.md writes before and after a row's value (a bound, a footnote).
+// if set, are what report.md writes before and after a row's value (a bound, a footnote); None,
+// if set, what it writes for a row without one (else "—").
 type RowFigure[R any] struct {
 	Figure
 	Get   func(R) (v float64, ok bool)
 	Marks func(R) (before, after string)
+	None  func(R) string
 }
 
-// Cell is a row's value of f as report.md writes it, "—" where it has none.
+// Cell is a row's value of f as report.md writes it.
 func (f RowFigure[R]) Cell(r R) string {
 	v, ok := f.Get(r)
 	if !ok {
+		if f.None != nil {
+			return f.None(r)
+		}
 		return "—"
 	}
 	s := f.Format(v)
@@ -186,7 +191,13 @@ var StepDownFigures = []RowFigure[StepDownRow]{
 
 // RestartFigures are a relaunch's figures beside its phases and latency windows.
 var RestartFigures = []RowFigure[RestartRow]{
-	{Figure: Figure{Key: "launch_to_ready", Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: ms(func(r RestartRow) *float64 { return r.LaunchToReadyMs })},
+	{Figure: Figure{Key: "launch_to_ready", Label: "launch → ready", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: ms(func(r RestartRow) *float64 { return r.LaunchToReadyMs }),
+		None: func(r RestartRow) string {
+			if r.RelaunchS == nil {
+				return "—"
+			}
+			return fmt.Sprintf("never ready (still %s at the end)", r.OpenPhase)
+		}},
 }
 
 // BurstFigures are a micro-burst's figures; a UDP burst's receiver figures are absent from a

@@ -125,8 +125,11 @@ func renderReport(s *Summary) string {
 	if len(s.Restarts) == 0 {
 		pf("No kill action in this run.\n\n")
 	} else {
-		pf("| # | node | killed | relaunched | starting | restoring | joining | replaying | catching-up | launch → ready |\n")
-		pf("|---|---|---|---|---|---|---|---|---|---|\n")
+		head, rule := "| # | node | killed | relaunched | starting | restoring | joining | replaying | catching-up |", "|---|---|---|---|---|---|---|---|---|"
+		for _, f := range RestartFigures {
+			head, rule = head+" "+f.Label+" |", rule+"---|"
+		}
+		pf("%s\n%s\n", head, rule)
 		for i, r := range s.Restarts {
 			relaunched := "never"
 			if r.RelaunchS != nil {
@@ -144,14 +147,10 @@ func renderReport(s *Summary) string {
 					pf(" %s |", fmtMs(v))
 				}
 			}
-			switch {
-			case r.LaunchToReadyMs != nil:
-				pf(" %s |\n", fmtMs(*r.LaunchToReadyMs))
-			case r.RelaunchS == nil:
-				pf(" — |\n")
-			default:
-				pf(" never ready (still %s at the end) |\n", r.OpenPhase)
+			for _, f := range RestartFigures {
+				pf(" %s |", f.Cell(r))
 			}
+			pf("\n")
 		}
 		pf("\nPhases run from entering a phase to entering the next, as the engine reported them (its change " +
 			"stream: the reference engine checks every 5 ms; an engine without one is polled every 20 ms); " +
