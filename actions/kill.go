@@ -74,7 +74,7 @@ func (k *Kill) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}}); err != nil {
+	if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}}); err != nil {
 		return err
 	}
 	if err := env.Signal(ctx, name, k.Node, k.Signal); err != nil {

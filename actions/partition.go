@@ -84,7 +84,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 		return fmt.Errorf("partition %s: %w", name, err)
 	}
 	pa.Links = n
-	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActPartition, Partition: pa}}); err != nil {
+	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActPartition, Moves: rundir.MovesIfLeader, Partition: pa}}); err != nil {
 		return err
 	}
 	env.Progress("partitioned %s (%s): %d links cut, healing in %s", name, p.Node, n, p.For)

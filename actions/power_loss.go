@@ -138,7 +138,7 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		return p.reboot(ctx, env, rb, refs, names)
 	}
 	for i, name := range names {
-		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
+		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader,
 			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}}}); err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 func (p *PowerLoss) reboot(ctx context.Context, env Env, rb NodeRebooter, refs, names []string) error {
 	old := make([]string, len(names))
 	for i, name := range names {
-		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill,
+		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader,
 			Kill: &rundir.KillAction{As: refs[i], PowerLoss: true, Reboot: true}}}); err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func (*StepDown) Run(ctx context.Context, env Env) error {
 	if leader == "" {
 		return fmt.Errorf("no leader to step down")
 	}
-	if err := env.Record(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown}}); err != nil {
+	if err := env.Record(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown, Moves: rundir.MovesLeader}}); err != nil {
 		return err
 	}
 	if _, err := env.Admin(ctx, leader, engine.AdminStepDown); err != nil {

@@ -790,7 +790,7 @@ func (d *runData) leadership() leadership {
 	l := leadership{Changes: []LeaderMark{}, Actions: []ActionMark{}, Window: d.leaderWindow()}
 	for _, e := range d.events {
 		if e.Action != nil {
-			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})
+			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node, Moves: e.Action.MovesLeader()})
 		}
 		if e.Role == nil || e.Role.To != engine.RoleLeader {
 			continue

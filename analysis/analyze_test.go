@@ -176,8 +176,8 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 	if s.LeaderAtLoadStart != "node-0" || len(s.LeaderChanges) != 0 {
 		t.Errorf("leader: %q changes %v", s.LeaderAtLoadStart, s.LeaderChanges)
 	}
-	expActs := []ActionMark{{10, "snapshot", "node-0"}, {20, "kill", "node-2"}, {30, "relaunch", "node-2"},
-		{40, "kill", "node-1"}, {45, "relaunch", "node-1"}, {50, "snapshot", "node-0"}}
+	expActs := []ActionMark{{10, "snapshot", "node-0", ""}, {20, "kill", "node-2", rundir.MovesIfLeader}, {30, "relaunch", "node-2", ""},
+		{40, "kill", "node-1", rundir.MovesIfLeader}, {45, "relaunch", "node-1", ""}, {50, "snapshot", "node-0", ""}}
 	if !reflect.DeepEqual(s.Actions, expActs) {
 		t.Errorf("actions: %v", s.Actions)
 	}

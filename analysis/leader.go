@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // A leader change is attributed to the action that asked for it by events and the engine's own
@@ -96,11 +97,13 @@ func leaderCauses(l leadership) []leaderCause {
 			leader = l.Changes[ci].Node
 			ci++
 		}
-		switch {
-		case a.Action == "step_down":
+		switch a.Moves {
+		case rundir.MovesLeader:
 			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
-		case (a.Action == "kill" || a.Action == "partition") && a.Node != "" && a.Node == leader:
-			out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
+		case rundir.MovesIfLeader:
+			if a.Node != "" && a.Node == leader {
+				out = append(out, leaderCause{AtS: a.AtS, Action: a.Action, Node: leader})
+			}
 		}
 	}
 	return out

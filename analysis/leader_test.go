@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/rig-dev/rig/rundir"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,9 +12,9 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 	s := &Summary{
 		LeaderAtLoadStart: "node-0",
 		Actions: []ActionMark{
-			{AtS: 10, Action: "step_down", Node: "node-0"},
-			{AtS: 30, Action: "kill", Node: "node-2"}, // a follower
-			{AtS: 50, Action: "kill", Node: "node-1"}, // the leader by then
+			{AtS: 10, Action: "step_down", Node: "node-0", Moves: rundir.MovesLeader},
+			{AtS: 30, Action: "kill", Node: "node-2", Moves: rundir.MovesIfLeader}, // a follower
+			{AtS: 50, Action: "kill", Node: "node-1", Moves: rundir.MovesIfLeader}, // the leader by then
 			{AtS: 70, Action: "snapshot"},
 		},
 		LeaderChanges: []LeaderMark{
@@ -44,7 +45,7 @@ func TestUnplannedLeaderChanges(t *testing.T) {
 		t.Errorf("warnings %q", warn)
 	}
 
-	quiet := &Summary{LeaderAtLoadStart: "node-0", Actions: []ActionMark{{AtS: 5, Action: "step_down"}}, LeaderChanges: []LeaderMark{{6, "node-1"}}}
+	quiet := &Summary{LeaderAtLoadStart: "node-0", Actions: []ActionMark{{AtS: 5, Action: "step_down", Moves: rundir.MovesLeader}}, LeaderChanges: []LeaderMark{{6, "node-1"}}}
 	if w := flagUnplanned(quiet, leadershipOf(quiet)); w != nil || quiet.UnplannedLeaderChanges == nil || len(quiet.UnplannedLeaderChanges) != 0 {
 		t.Errorf("a planned change: warnings %q, unplanned %v (want an empty list, not null)", w, quiet.UnplannedLeaderChanges)
 	}
@@ -58,10 +59,10 @@ func TestLeaderAttributionByEvents(t *testing.T) {
 	s := &Summary{
 		LeaderAtLoadStart: "node-0",
 		Actions: []ActionMark{
-			{AtS: 10, Action: "kill", Node: "node-0"},      // the leader
-			{AtS: 20, Action: "relaunch", Node: "node-0"},  // not a cause
-			{AtS: 40, Action: "step_down", Node: "node-1"}, // the leader by then
-			{AtS: 60, Action: "step_down", Node: "node-2"}, // answered by no change
+			{AtS: 10, Action: "kill", Node: "node-0", Moves: rundir.MovesIfLeader},    // the leader
+			{AtS: 20, Action: "relaunch", Node: "node-0"},                             // not a cause
+			{AtS: 40, Action: "step_down", Node: "node-1", Moves: rundir.MovesLeader}, // the leader by then
+			{AtS: 60, Action: "step_down", Node: "node-2", Moves: rundir.MovesLeader}, // answered by no change
 		},
 		LeaderChanges: []LeaderMark{
 			{AtS: 21.1, Node: "node-1"}, // 11.1 s after the kill: the kill's
@@ -115,11 +116,11 @@ func TestLeaderWindowFromEngineTimers(t *testing.T) {
 		return &Summary{
 			LeaderAtLoadStart: "node-0",
 			Actions: []ActionMark{
-				{AtS: 10, Action: "kill", Node: "node-0"},
-				{AtS: 20, Action: "step_down", Node: "node-1"}, // refused: no change follows it
-				{AtS: 40, Action: "partition", Node: "node-1"},
-				{AtS: 60, Action: "kill", Node: "node-2"},
-				{AtS: 80, Action: "step_down", Node: "node-0"},
+				{AtS: 10, Action: "kill", Node: "node-0", Moves: rundir.MovesIfLeader},
+				{AtS: 20, Action: "step_down", Node: "node-1", Moves: rundir.MovesLeader}, // refused: no change follows it
+				{AtS: 40, Action: "partition", Node: "node-1", Moves: rundir.MovesIfLeader},
+				{AtS: 60, Action: "kill", Node: "node-2", Moves: rundir.MovesIfLeader},
+				{AtS: 80, Action: "step_down", Node: "node-0", Moves: rundir.MovesLeader},
 			},
 			LeaderChanges: []LeaderMark{
 				{AtS: 11.5, Node: "node-1"}, // 1.5 s after the kill: a split vote, still inside 3.2 s
@@ -146,5 +147,15 @@ func TestLeaderWindowFromEngineTimers(t *testing.T) {
 	flagUnplanned(long, leadershipOf(long))
 	if want := []LeaderMark{{30.5, "node-1"}, {80.5, "node-2"}}; !reflect.DeepEqual(long.UnplannedLeaderChanges, want) {
 		t.Errorf("with a 32 s window: unplanned %v, want %v", long.UnplannedLeaderChanges, want)
+	}
+}
+
+// A kind the analysis does not know is a cause when its event says it moves the leader.
+func TestLeaderCauseByTheEvent(t *testing.T) {
+	s := &Summary{LeaderAtLoadStart: "node-0",
+		Actions:       []ActionMark{{AtS: 5, Action: "toy", Node: "node-0", Moves: rundir.MovesLeader}, {AtS: 20, Action: "toy2", Node: "node-1"}},
+		LeaderChanges: []LeaderMark{{6, "node-1"}, {21, "node-2"}}}
+	if w := flagUnplanned(s, leadershipOf(s)); len(s.UnplannedLeaderChanges) != 1 || s.UnplannedLeaderChanges[0].AtS != 21 {
+		t.Errorf("unplanned %v (%q); want only the change after the action that says nothing", s.UnplannedLeaderChanges, w)
 	}
 }

@@ -255,6 +255,8 @@ type ActionMark struct {
 	AtS    float64 `json:"at_s"`
 	Action string  `json:"action"`
 	Node   string  `json:"node,omitempty"`
+	// Moves is what the action did to leadership, as its event says (rundir.LeaderMove).
+	Moves rundir.LeaderMove `json:"-"`
 }
 
 // AnalyzeRun analyses a finished run's folder and writes its outputs (runner.Options.Analyze):

@@ -66,6 +66,29 @@ const (
 	ActDelayHeal ActionName = "delay_heal"
 )
 
+// LeaderMove is what an action does to leadership. Its kind writes it into the event, so what
+// reads the events needs no list of kinds: it hands leadership on (step_down), or takes it away
+// when it acts on the node leading at the time (a kill, a power loss, a partition); "" it does
+// neither.
+type LeaderMove string
+
+const (
+	MovesLeader   LeaderMove = "always"
+	MovesIfLeader LeaderMove = "if_leader"
+)
+
+// legacyMoves is what the kinds of folders written before events said so did to leadership.
+var legacyMoves = map[ActionName]LeaderMove{ActStepDown: MovesLeader, ActKill: MovesIfLeader, ActPartition: MovesIfLeader}
+
+// MovesLeader is what the action does to leadership: what its event says, or for a folder
+// written before events said so, what its kind did then.
+func (a *Action) MovesLeader() LeaderMove {
+	if a.Moves != "" {
+		return a.Moves
+	}
+	return legacyMoves[a.Name]
+}
+
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
 const PhaseDown = "down"
 
@@ -105,6 +128,9 @@ type Action struct {
 	Partition *PartitionAction
 	// Delay is the payload of delay and delay_heal.
 	Delay *DelayAction
+	// Moves is what the action does to leadership, as its kind wrote it (MovesLeader reads older
+	// folders too).
+	Moves LeaderMove
 	// Payload is the payload of a kind that owns its own (one this file has no type for, such
 	// as a kind added in actions/ alone, actions.RecordAction): kept as written, read back as it
 	// is.
@@ -247,6 +273,7 @@ type eventLine struct {
 	Role   string          `json:"role,omitempty"`
 	From   string          `json:"from,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
+	Moves  LeaderMove      `json:"moves_leader,omitempty"`
 }
 
 // MarshalJSON writes the events.jsonl line.
@@ -258,7 +285,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		l.Phase = string(e.Run.Phase)
 	case KindAction:
 		a := e.Action
-		l.Action = a.Name
+		l.Action, l.Moves = a.Name, a.Moves
 		switch {
 		case a.Snapshot != nil:
 			detail = a.Snapshot
@@ -320,7 +347,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	case KindRun:
 		e.Run = &Run{Phase: RunPhase(l.Phase)}
 	case KindAction:
-		a := &Action{Name: l.Action}
+		a := &Action{Name: l.Action, Moves: l.Moves}
 		var err error
 		switch a.Name {
 		case ActSnapshot:

@@ -314,3 +314,24 @@ func TestAckedRoundTrip(t *testing.T) {
 		t.Fatal("a probes file was read as a ledger")
 	}
 }
+
+// What an action does to leadership is the event's to say, kept as written; an older line that
+// does not say is read by its kind's name.
+func TestActionMovesLeader(t *testing.T) {
+	ev := rundir.Event{T: time.Unix(1, 0).UTC(), Node: "node-1", Action: &rundir.Action{Name: "toy", Moves: rundir.MovesLeader}}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back rundir.Event
+	if err := json.Unmarshal(b, &back); err != nil || back.Action.MovesLeader() != rundir.MovesLeader {
+		t.Fatalf("%s read back as %+v (%v)", b, back.Action, err)
+	}
+	var old rundir.Event
+	if err := json.Unmarshal([]byte(`{"t":"2026-01-01T00:00:00Z","kind":"action","node":"node-0","action":"kill","detail":{"signal":"KILL"}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.Action.Moves != "" || old.Action.MovesLeader() != rundir.MovesIfLeader {
+		t.Errorf("an older kill: moves %q, read as %q", old.Action.Moves, old.Action.MovesLeader())
+	}
+}
