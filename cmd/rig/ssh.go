@@ -169,8 +169,7 @@ status is ssh's.`,
 	f.BoolVar(&o.sudo, "sudo", false, "run the command through sudo -n")
 	f.StringVar(&o.dir, "cd", "", "working directory on the node (default: the login home)")
 	f.StringVar(&o.stack.name, "stack", "", "log in to (or run CMD on) a node of this stack with OpenSSH, host key pinned (instead of --inventory)")
-	f.StringVar(&o.stack.infra.ProjectDir, "project-dir", ".", "with --stack: the repository root, holding Pulumi.yaml and Pulumi.NAME.yaml")
-	f.StringVar(&o.stack.infra.Backend, "backend", "", "with --stack: Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder)")
+	o.stack.infra.RegisterLookup(f, "with --stack: ")
 	return cmd
 }
 

@@ -285,8 +285,7 @@ Save it and use it with ssh -F, scp -F or rsync -e 'ssh -F FILE', or Include it 
 	}
 	c.Flags().StringVar(&f.name, "stack", "", "stack whose nodes to print: "+stackFlagUsage)
 	sshKeyFlag(c.Flags(), &f.keys, "SSH private key file(s) for IdentityFile")
-	c.Flags().StringVar(&f.infra.ProjectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
-	c.Flags().StringVar(&f.infra.Backend, "backend", "", "Pulumi backend URL of the stack's state (default: PULUMI_BACKEND_URL, else rig's local folder; see rig env --stack NAME)")
+	f.infra.RegisterLookup(c.Flags(), "")
 	return c
 }
 

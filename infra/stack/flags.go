@@ -19,12 +19,19 @@ type DriverFlags struct {
 
 // Register declares the flags on fs.
 func (d *DriverFlags) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&d.ProjectDir, "project-dir", ".", "the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
+	d.RegisterLookup(fs, "")
 	fs.BoolVarP(&d.Verbose, "verbose", "v", false, "log what happens around the pulumi CLI")
-	fs.StringVar(&d.Backend, "backend", "", "Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
+	fs.StringVar(&d.SecretsProvider, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION, or passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])")
+}
+
+// RegisterLookup declares only the flags that find a stack's state (--project-dir, --backend),
+// for the verbs that read a stack without driving Pulumi (rig ssh --stack, rig ssh-config);
+// when says when they apply ("with --stack: "), "" always.
+func (d *DriverFlags) RegisterLookup(fs *pflag.FlagSet, when string) {
+	fs.StringVar(&d.ProjectDir, "project-dir", ".", when+"the repository root: Pulumi.yaml and the Pulumi.<stack>.yaml files")
+	fs.StringVar(&d.Backend, "backend", "", when+"Pulumi backend URL for the state, e.g. s3://BUCKET/PREFIX?region=REGION "+
 		"(default: PULUMI_BACKEND_URL, else a folder on this machine; a `pulumi login` is never used unless named here; "+
 		"export PULUMI_BACKEND_URL so rig run --stack finds it too, or see rig env --stack NAME)")
-	fs.StringVar(&d.SecretsProvider, "secrets-provider", "", "secrets provider of a new stack: awskms://alias/NAME?region=REGION, or passphrase (PULUMI_CONFIG_PASSPHRASE[_FILE])")
 }
 
 // Args passes the flags on to the stack driver (the project folder goes as its working folder).
