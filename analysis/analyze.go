@@ -462,6 +462,7 @@ func (d *runData) summarize() *Summary {
 	s.LeaderWindow = d.leaderWindow()
 	warn = append(warn, flagUnplanned(s)...)
 	d.failoverRows(s)
+	s.ClientConn = d.clientConn()
 	warn = append(warn, applyHealth(s)...)
 	if s.ControllerLastHeard != nil {
 		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",

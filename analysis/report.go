@@ -91,6 +91,7 @@ func renderReport(s *Summary) string {
 	}
 
 	writeForces(pf, s)
+	writeClientConn(pf, s)
 
 	if len(s.StepDowns) > 0 {
 		pf("## Step-downs\n\n")
