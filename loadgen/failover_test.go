@@ -105,6 +105,10 @@ func TestProbeDeadLeaderPacedAndScheduleKept(t *testing.T) {
 	for _, s := range st.Conn.Timeline {
 		dials += s.Dials
 		fails += s.DialFailures
+		// The dead server: at most the ramp (5 dials in 155 ms) and one per 100 ms after it.
+		if s.DialFailures > 16 {
+			t.Errorf("second %v: %d failed dials of the dead server", s.At, s.DialFailures)
+		}
 	}
 	if fails != st.Conn.DialFailures || dials != st.Conn.Connects+st.Conn.DialFailures {
 		t.Errorf("timeline: %d dials, %d failed; totals %d connects, %d failed", dials, fails, st.Conn.Connects, st.Conn.DialFailures)
