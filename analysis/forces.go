@@ -162,7 +162,7 @@ func writeForces(pf func(string, ...any), s *Summary) {
 		pf("| # | node | window | take | persisted | forces | flushed | force time | files (most bytes) |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range f.Snapshots {
 			pf("| %d | %s | %s – %s | %s | %s | %d | %s | %s | %s |\n", r.Snapshot, r.Node, fmtS(r.FromS), fmtS(r.ToS),
-				fmtMs(r.TakeMs), fmtMs(r.PersistedMs), r.Syncs, fmtBytes(r.Bytes), fmtMs(r.TimeMs), filesCell(r.Files))
+				fmtMs(r.TakeMs), fmtMs(r.PersistedMs), r.Syncs, fmtFlushed(r.Bytes), fmtMs(r.TimeMs), filesCell(r.Files))
 		}
 		pf("\n")
 	}
@@ -178,7 +178,7 @@ func writeForces(pf func(string, ...any), s *Summary) {
 }
 
 func countCell(c ForceCount) string {
-	return fmt.Sprintf("%d, %s, %s", c.Syncs, fmtBytes(c.Bytes), fmtMs(c.TimeMs))
+	return fmt.Sprintf("%d, %s, %s", c.Syncs, fmtFlushed(c.Bytes), fmtMs(c.TimeMs))
 }
 
 func filesCell(fs []FileForces) string {
@@ -187,7 +187,18 @@ func filesCell(fs []FileForces) string {
 	}
 	parts := make([]string, len(fs))
 	for i, x := range fs {
-		parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtBytes(x.Bytes))
+		parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtFlushed(x.Bytes))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// fmtFlushed is a measured byte count, rounded (fmtBytes is for exact sizes).
+func fmtFlushed(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

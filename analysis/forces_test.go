@@ -73,7 +73,7 @@ func TestForcesPerSnapshotWindow(t *testing.T) {
 		t.Errorf("node-0 over the load %+v, want 7 = 3 in the snapshot + 4 (log 3)", nf)
 	}
 	rep := renderReport(s)
-	if !strings.Contains(rep, "## Disk forces") || !strings.Contains(rep, "snap/0.bin (2, 2 MiB)") {
+	if !strings.Contains(rep, "## Disk forces") || !strings.Contains(rep, "snap/0.bin (2, 2.0 MiB)") {
 		t.Errorf("report lacks the forces section:\n%s", rep)
 	}
 }
