@@ -31,6 +31,9 @@ type Options struct {
 	// model on the same mountpoint is refused naming it, and a dead holder's mount is detached
 	// naming it.
 	Owner string
+	// Clock is the model's time (nil: the wall clock). The tests of the caps' arithmetic
+	// pass a fake one.
+	Clock Clock
 }
 
 // ErrDetached is a Close that found the mount busy and detached it lazily (MNT_DETACH): it is
@@ -112,9 +115,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 		return nil, fmt.Errorf("disk model: mountpoint: %w", err)
 	}
 
-	m := &model{lim: o.Limits, bytes: newBucket(o.Limits.Throughput, o.Limits.Burst),
-		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize(),
-		dirty: map[*node]struct{}{}}
+	m := newModel(o.Limits, o.Clock)
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -288,6 +289,7 @@ type model struct {
 	lim         diskmodel.Limits
 	bytes, iops *bucket
 	ioSize      int64
+	clock       Clock
 	c           counters
 
 	mu    sync.Mutex
@@ -412,77 +414,24 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		fd = d
 	}
 	m.power.RLock()
+	defer m.power.RUnlock()
 	if errno := f.n.track(fd, off, off+size); errno != 0 {
-		m.power.RUnlock()
 		return 0, errno
 	}
-	f.n.mu.Lock()
-	ops := f.n.run.ops(off, size, m.ioSize)
-	f.n.mu.Unlock()
-	// The bytes go to the volume's queue now and land when the caps let them; the write itself
-	// returns at once, as a write into a real volume's page cache does, and the file's next
-	// fsync waits for them (landing). So the caps bind only what is synced: at sync level 0 a
-	// volume's speed is off the writer's path, as on EBS.
-	now := time.Now()
-	landIn := max(m.bytes.reserve(now, size), m.iops.reserve(now, ops))
-	n, errno := f.lf.Write(ctx, data, off)
-	m.power.RUnlock()
-	m.c.writes.Add(1)
-	m.c.ops.Add(ops)
-	m.c.bytes.Add(int64(n))
-	f.n.mu.Lock()
-	f.n.unsynced += int64(n)
-	if at := now.Add(landIn); at.After(f.n.lands) {
-		f.n.lands = at
-	}
-	f.n.mu.Unlock()
-	return n, errno
+	return f.n.write(off, size, func() (uint32, syscall.Errno) { return f.lf.Write(ctx, data, off) })
 }
 
 // fsyncFdatasync is FUSE_FSYNC_FDATASYNC of linux/fuse.h: the caller asked for fdatasync.
 const fsyncFdatasync = 1
 
-// Fsync runs the real fsync (fdatasync when asked) and then holds the call until the file's
-// unsynced bytes have landed under the caps and the model's sync cost has passed since it
-// began, whichever is later: a volume's sync latency overlaps the transfer of a large flush
-// (so a 16 MiB block on a 125 MB/s volume costs its transfer, not its transfer plus 4 ms), and
-// the host disk's own sync time counts within the modelled one, never on top of it.
+// Fsync runs the real fsync (fdatasync when asked), held as node.fsync says.
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	start := time.Now()
-	f.n.mu.Lock()
-	unsynced, lands := f.n.unsynced, f.n.lands
-	f.n.unsynced, f.n.lands = 0, time.Time{}
-	mark := f.n.syncMark(f.lf)
-	f.n.mu.Unlock()
-	var errno syscall.Errno
-	if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
-		errno = fs.ToErrno(unix.Fdatasync(fd))
-	} else {
-		errno = f.lf.Fsync(ctx, flags)
-	}
-	if errno != 0 {
-		f.n.mu.Lock()
-		f.n.unsynced += unsynced // not synced after all
-		if lands.After(f.n.lands) {
-			f.n.lands = lands
+	return f.n.fsync(ctx, f.lf, func() syscall.Errno {
+		if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
+			return fs.ToErrno(unix.Fdatasync(fd))
 		}
-		f.n.mu.Unlock()
-		return errno
-	}
-	f.n.syncDone(mark)
-	m := f.n.m
-	m.c.syncs.Add(1)
-	done := start.Add(m.lim.SyncCost(unsynced))
-	if lands.After(done) {
-		done = lands
-	}
-	if rest := time.Until(done); rest > 0 {
-		m.c.syncWait.Add(int64(rest))
-		if sleep(ctx, rest) != nil {
-			return syscall.EINTR
-		}
-	}
-	return 0
+		return f.lf.Fsync(ctx, flags)
+	})
 }
 
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
