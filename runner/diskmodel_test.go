@@ -24,6 +24,7 @@ type diskTarget struct {
 	*fakeTarget
 	probe diskmodel.Achieved
 	asked []diskmodel.Limits
+	left  []time.Duration // what was left of each ModelDisk's context (-1: no deadline)
 }
 
 type diskCluster struct {
@@ -39,8 +40,13 @@ func (t *diskTarget) Start(ctx context.Context, so target.StartOptions) (target.
 	return diskCluster{c.(*fakeCluster), t}, nil
 }
 
-func (c diskCluster) ModelDisk(_ context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+func (c diskCluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
 	c.t.asked = append(c.t.asked, l)
+	left := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	c.t.left = append(c.t.left, left)
 	return "/model/" + n.Name, c.t.probe, nil
 }
 
@@ -73,6 +79,13 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 	for node, rec := range man.DiskModels {
 		if rec.Asked != diskAsked || rec.Achieved != tgt.probe || len(rec.LoadAvg) != 3 {
 			t.Errorf("%s: recorded %+v", node, rec)
+		}
+	}
+	// issue 33: each probe is held to the bound the plan shows (diskmodel.ProbeBound).
+	bound := diskmodel.ProbeBound(diskAsked, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
+	for i, left := range tgt.left {
+		if left > bound || left < bound-10*time.Second {
+			t.Errorf("ModelDisk %d had %v left of its context; want the probe's bound %v", i, left, bound)
 		}
 	}
 	// The engine data went under the model's folder (it is removed from there at the end).

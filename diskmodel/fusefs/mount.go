@@ -27,13 +27,13 @@ type Options struct {
 	Mountpoint string // the folder the model is mounted on (created if missing)
 	Limits     diskmodel.Limits
 	Logger     *slog.Logger
+	// Clock is the model's time (nil: the wall clock). The tests of the caps' arithmetic
+	// pass a fake one.
+	Clock Clock
 	// Owner names the mount's holder in its lock file (reclaim.go), e.g. "run <id>": a second
 	// model on the same mountpoint is refused naming it, and a dead holder's mount is detached
 	// naming it.
 	Owner string
-	// Clock is the model's time (nil: the wall clock). The tests of the caps' arithmetic
-	// pass a fake one.
-	Clock Clock
 }
 
 // ErrDetached is a Close that found the mount busy and detached it lazily (MNT_DETACH): it is

@@ -28,7 +28,7 @@ func (t *Target) PowerCuts() target.PowerCuts {
 }
 
 // probeRepeats: a probe on a machine other work shares keeps the best of a few (ProbeOptions).
-const probeRepeats = 3
+const probeRepeats = diskmodel.ProbePasses
 
 // ModelDisk mounts a disk model over <base>/disk.backing on <base>/disk, where base is the
 // server's --local-data folder or else its node folder, and probes it. The engine data lands
