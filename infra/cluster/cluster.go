@@ -48,11 +48,6 @@ func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
 var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
 	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
 
-// userDataPackages installs, through cloud-init, what the agent runs on a node besides rig: fio,
-// which measures each data volume against what was provisioned before a run (agent/disk.Check).
-// rig up waits for cloud-init to finish (infra/ready), so fio is there before the first run.
-const userDataPackages = "package_update: true\npackages:\n  - fio\n"
-
 // Deploy builds the cluster: network (unless reused; a subnet per AZ), a security group whose only
 // outside ingress is SSH from the operator's CIDRs, the placement group of the spec's strategy (a
 // cluster group in one AZ, or under multi-az a spread or partition group across three, or none),
@@ -185,6 +180,12 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 				instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 			}
 		}
+		// An instance boots into cloud-init, whose package step needs the internet: it is launched
+		// only after its subnet is associated with the route table and the default route to the
+		// gateway exists, and so a destroy terminates it before the route and the gateway go.
+		if deps := subnets[n.Zone].routed; len(deps) > 0 {
+			instOpts = append(instOpts, pulumi.DependsOn(deps))
+		}
 		reservation := s.ServerCapacityReservationID
 		var group pulumi.StringPtrInput
 		if hasPG {
@@ -205,7 +206,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			CapacityReservationSpecification: capRes(reservation),
 			InstanceType:                     pulumi.String(n.InstanceType),
 			AvailabilityZone:                 pulumi.String(n.Zone),
-			SubnetId:                         subnets[n.Zone],
+			SubnetId:                         subnets[n.Zone].id,
 			VpcSecurityGroupIds:              pulumi.StringArray{sg.ID()},
 			PlacementGroup:                   group,
 			KeyName:                          kp.KeyName,
@@ -220,7 +221,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			},
 			// The host key is in the user data, so the user data is a secret, and a new key
 			// means a new instance rather than a key the running sshd never reads.
-			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + userDataPackages)).(pulumi.StringOutput),
+			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + spec.CloudInitPackages())).(pulumi.StringOutput),
 			UserDataReplaceOnChange: pulumi.Bool(true),
 			MetadataOptions: &ec2.InstanceMetadataOptionsArgs{
 				HttpTokens:   pulumi.String("required"),
@@ -370,12 +371,20 @@ func placementGroup(ctx *pulumi.Context, s Spec, tags func(string) pulumi.String
 	return pg.Name, true, nil
 }
 
+// subnet is a subnet an instance is launched into and what makes it reach the internet: its route
+// table association, the default route and the gateway (none when the subnet is reused, whose
+// routing is the owner's).
+type subnet struct {
+	id     pulumi.StringInput
+	routed []pulumi.Resource
+}
+
 // network returns the VPC and the subnet of each of the spec's AZs, creating them (with an
 // internet gateway and a default route) unless the spec reuses a subnet (single-az only). The
 // first subnet keeps the names single-az stacks have always had, so their resources stay put.
-func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, map[string]pulumi.StringInput, error) {
+func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, map[string]subnet, error) {
 	if s.SubnetID != "" {
-		return pulumi.String(s.VPCID), map[string]pulumi.StringInput{s.AvailabilityZone: pulumi.String(s.SubnetID)}, nil
+		return pulumi.String(s.VPCID), map[string]subnet{s.AvailabilityZone: {id: pulumi.String(s.SubnetID)}}, nil
 	}
 	zones := s.Zones()
 	cidrs, err := spec.SubnetCIDRs(spec.VPCCIDR, len(zones))
@@ -399,20 +408,21 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 	if err != nil {
 		return nil, nil, fmt.Errorf("route table: %w", err)
 	}
-	if _, err := ec2.NewRoute(ctx, "rig-default-route", &ec2.RouteArgs{
+	route, err := ec2.NewRoute(ctx, "rig-default-route", &ec2.RouteArgs{
 		RouteTableId:         rt.ID(),
 		DestinationCidrBlock: pulumi.String("0.0.0.0/0"),
 		GatewayId:            igw.ID(),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("default route: %w", err)
 	}
-	subnets := map[string]pulumi.StringInput{}
+	subnets := map[string]subnet{}
 	for i, zone := range zones {
-		name, rta, tag := "rig-subnet", "rig-rta", "subnet"
+		name, rtaName, tag := "rig-subnet", "rig-rta", "subnet"
 		if i > 0 {
-			name, rta, tag = fmt.Sprintf("rig-subnet-%d", i), fmt.Sprintf("rig-rta-%d", i), "subnet-"+zone
+			name, rtaName, tag = fmt.Sprintf("rig-subnet-%d", i), fmt.Sprintf("rig-rta-%d", i), "subnet-"+zone
 		}
-		subnet, err := ec2.NewSubnet(ctx, name, &ec2.SubnetArgs{
+		sn, err := ec2.NewSubnet(ctx, name, &ec2.SubnetArgs{
 			VpcId:               vpc.ID(),
 			CidrBlock:           pulumi.String(cidrs[i]),
 			AvailabilityZone:    pulumi.String(zone),
@@ -422,13 +432,14 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 		if err != nil {
 			return nil, nil, fmt.Errorf("subnet in %s: %w", zone, err)
 		}
-		if _, err := ec2.NewRouteTableAssociation(ctx, rta, &ec2.RouteTableAssociationArgs{
-			SubnetId:     subnet.ID(),
+		rta, err := ec2.NewRouteTableAssociation(ctx, rtaName, &ec2.RouteTableAssociationArgs{
+			SubnetId:     sn.ID(),
 			RouteTableId: rt.ID(),
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, nil, fmt.Errorf("route table association in %s: %w", zone, err)
 		}
-		subnets[zone] = subnet.ID()
+		subnets[zone] = subnet{id: sn.ID(), routed: []pulumi.Resource{rta, route, igw}}
 	}
 	return vpc.ID(), subnets, nil
 }

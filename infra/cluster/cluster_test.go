@@ -377,6 +377,19 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 				t.Errorf("%s depends on %s: %v, want %v (deps %v)", r.name, other.Name, dep, want, r.deps)
 			}
 		}
+		// Launched only once its subnet routes to the internet (cloud-init's package step needs
+		// it), and so terminated before the route and the gateway on destroy.
+		if s.SubnetID == "" {
+			rta := "rig-rta"
+			if i := slices.Index(s.Zones(), n.Zone); i > 0 {
+				rta = fmt.Sprintf("rig-rta-%d", i)
+			}
+			for _, want := range []string{rta, "rig-default-route", "rig-igw"} {
+				if !slices.ContainsFunc(r.deps, func(u string) bool { return strings.HasSuffix(u, "::"+want) }) {
+					t.Errorf("%s (in %s) does not depend on %s: %v", r.name, n.Zone, want, r.deps)
+				}
+			}
+		}
 		if in["availabilityZone"].StringValue() != n.Zone || in["subnetId"].StringValue() != subnetOf[n.Zone] {
 			t.Errorf("%s: az %s subnet %s", r.name, in["availabilityZone"].StringValue(), in["subnetId"].StringValue())
 		}
