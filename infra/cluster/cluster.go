@@ -329,23 +329,23 @@ func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, tag
 	return vol, nil
 }
 
-// attachData attaches one data volume at its own device name with SkipDestroy.
+// attachData attaches one data volume at its own device name.
 //
-// Why SkipDestroy, of the provider's three options: a destroy then never calls DetachVolume, so
-// it cannot hang on a volume the agent still has mounted (the provider's known hang). The
-// instance goes next (it depends on the volume), and terminating it shuts the OS down and
-// detaches the volume; only then is the volume deleted. StopInstanceBeforeDetaching would also be
-// safe, but stops each instance first (minutes on large types) and would stop a live node if an
-// update ever replaced the attachment; ForceDetach risks data loss by design and still waits on
-// the detach. Before destroying, `rig down` also asks every agent to stop its engine, sync and
-// unmount the volume (infra/driver), so nothing relies on the shutdown alone to flush it.
+// A replaced attachment (a new device when rig:dataVolumes is reordered, a new instance) is
+// deleted before its replacement is created (DeleteBeforeReplace): AWS refuses to attach a volume
+// that is still attached, or at a device that is still in use. That delete is a real
+// DetachVolume, which hangs while the node has the volume mounted, so `rig up` first has the
+// node's agent unmount it and detaches it itself (infra/driver, detachFirst). On a destroy the
+// attachment goes with its instance (DeletedWith): terminating the instance detaches the volume,
+// so a destroy never calls DetachVolume (the provider's known hang on a mounted volume), and the
+// volume, on which the instance depends, is deleted after it. skipDestroy, which would leave even
+// a replaced attachment in place, is for volumes that are kept, and rig keeps none.
 func attachData(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, inst *ec2.Instance, vol *ebs.Volume) error {
 	if _, err := ec2.NewVolumeAttachment(ctx, volumeResource(s, n, v), &ec2.VolumeAttachmentArgs{
-		DeviceName:  pulumi.String(v.Device),
-		InstanceId:  inst.ID().ToStringOutput(),
-		VolumeId:    vol.ID().ToStringOutput(),
-		SkipDestroy: pulumi.Bool(true),
-	}); err != nil {
+		DeviceName: pulumi.String(v.Device),
+		InstanceId: inst.ID().ToStringOutput(),
+		VolumeId:   vol.ID().ToStringOutput(),
+	}, pulumi.DeleteBeforeReplace(true), pulumi.DeletedWith(inst)); err != nil {
 		return fmt.Errorf("attach data volume %s of %s: %w", v.Name, n.Name, err)
 	}
 	return nil

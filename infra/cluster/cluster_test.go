@@ -56,6 +56,8 @@ type registered struct {
 	retain        bool
 	ignore        []string
 	deps          []string // URNs of explicit dependencies
+	dbr           bool     // deleteBeforeReplace
+	deletedWith   string   // URN
 }
 
 // mocks answers the AMI and SSM invokes and fails on any other token; it records every resource.
@@ -94,6 +96,8 @@ func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.Propert
 		r.retain = a.RegisterRPC.GetRetainOnDelete()
 		r.ignore = a.RegisterRPC.GetIgnoreChanges()
 		r.deps = a.RegisterRPC.GetDependencies()
+		r.dbr = a.RegisterRPC.GetDeleteBeforeReplace()
+		r.deletedWith = a.RegisterRPC.GetDeletedWith()
 	}
 	m.resources = append(m.resources, r)
 	return id, out, nil
@@ -500,8 +504,14 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 				t.Errorf("attachment %s: %v (devices of %s so far: %v)", a.name, a.inputs, n.Name, devices)
 			}
 			devices[dev] = true
-			if !a.inputs["skipDestroy"].IsBool() || !a.inputs["skipDestroy"].BoolValue() {
-				t.Errorf("attachment %s: skipDestroy %v, want true", a.name, a.inputs["skipDestroy"])
+			// Replaced delete-first (a real detach, after rig up's unmount); deleted with its
+			// instance on destroy (no DetachVolume); never left attached (skipDestroy: the
+			// volume is not kept).
+			if !a.dbr || !strings.HasSuffix(a.deletedWith, "::"+n.Name) || !strings.Contains(a.deletedWith, tokInstance) {
+				t.Errorf("attachment %s: deleteBeforeReplace %v, deletedWith %q, want true and instance %s", a.name, a.dbr, a.deletedWith, n.Name)
+			}
+			if v, ok := a.inputs["skipDestroy"]; ok && v.IsBool() && v.BoolValue() {
+				t.Errorf("attachment %s: skipDestroy set, but the volume is not kept", a.name)
 			}
 			for _, opt := range []resource.PropertyKey{"forceDetach", "stopInstanceBeforeDetaching"} {
 				if v, ok := a.inputs[opt]; ok && v.IsBool() && v.BoolValue() {

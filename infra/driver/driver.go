@@ -218,6 +218,10 @@ type UpOptions struct {
 	// ahead with the plan: its error stops the up (ErrNotConfirmed when the answer was no).
 	// nil means go ahead (the caller asked already, or --yes).
 	Confirm func(spec.Spec) error
+	// Quiesce stops the engine and unmounts the data volumes of the nodes it is given (as
+	// DownOptions.Quiesce): Up calls it, with the nodes concerned, before an update that would
+	// replace or remove volume attachments (detachFirst). nil refuses such an update.
+	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }
 
 // Up validates the stack config, checks AWS credentials, pins the generated config (host key seed,
@@ -277,6 +281,9 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 		if err := st.SetConfig(ctx, spec.Namespace+":createdAt", auto.ConfigValue{Value: now.Format(time.RFC3339)}); err != nil {
 			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
+	}
+	if err := d.detachFirst(ctx, st, name, o.Quiesce); err != nil {
+		return nil, fmt.Errorf("up %s: %w", name, err)
 	}
 	d.log.Info("pulumi up", "stack", name, "backend", d.Backend())
 	p := newProgress(d.opts.Out, d.opts.Now, 30*time.Second)
