@@ -40,7 +40,6 @@ func attachmentNode(name string) string {
 	return node
 }
 
-
 // Detachments previews an update of a standing stack and returns the volume attachments the
 // update would replace or delete: a volume at a new device (rig:dataVolumes reordered), a volume
 // taken off the list, a move between the volume* keys and rig:dataVolumes (other resource names),
@@ -54,7 +53,7 @@ func (d *Driver) Detachments(ctx context.Context, st auto.Stack) ([]Detachment, 
 	var out []Detachment
 	seen := map[string]bool{}
 	attachments := map[string][]string{} // node -> attachment URNs the preview saw
-	replaced := map[string]bool{}         // nodes whose instance is replaced
+	replaced := map[string]bool{}        // nodes whose instance is replaced
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
