@@ -28,6 +28,57 @@ type Spec = spec.Spec
 // Validate returns every problem of a spec at once, before any resource exists.
 func Validate(s Spec) spec.Problems { return spec.Validate(s) }
 
+// Options say where the spec came from.
+type Options struct {
+	// Config is the stack config file the spec's values are from (spec.ReadStackConfig of
+	// Pulumi.<stack>.yaml), so that a refusal names file:line:column as `rig validate` does;
+	// nil when there is no such file (the problems then name the key alone).
+	Config *spec.StackConfig
+}
+
+// Locate gives each problem without a position the one the stack config's reader gives it
+// (spec.StackConfig.Spec, which `rig validate` prints): the same problem's position, else the
+// position of its key, else the file with "not set". Problems pass unchanged without a config.
+func Locate(ps spec.Problems, sc *spec.StackConfig) spec.Problems {
+	if sc == nil {
+		return ps
+	}
+	_, located := sc.Spec()
+	out := make(spec.Problems, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if p.Pos != "" {
+			continue
+		}
+		for _, q := range located {
+			if q.Severity == p.Severity && q.Field == p.Field && q.Value == p.Value && q.Allowed == p.Allowed && q.Reason == p.Reason {
+				out[i].Pos = q.Pos
+				break
+			}
+		}
+		if out[i].Pos == "" {
+			out[i].Pos = where(sc, p.Field)
+		}
+	}
+	return out
+}
+
+// where is a key's file:line:column in the stack config, or the file with "not set".
+func where(sc *spec.StackConfig, key string) string {
+	if p, ok := sc.Positions[key]; ok {
+		return p
+	}
+	return sc.Path + " (not set; default or generated)"
+}
+
+// refusal is an error about one key, at its position when the spec came from a file.
+func refusal(o Options, key string, err error) error {
+	if o.Config == nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w", where(o.Config, key), err)
+}
+
 // Outputs are what Deploy exports.
 type Outputs struct {
 	Inventory      pulumi.MapOutput // decodes into inventory.Inventory (docs/architecture.md, "Inventory")
@@ -53,12 +104,15 @@ var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generate
 // cluster group in one AZ, or under multi-az a spread or partition group across three, or none),
 // each node in its AZ (spec.Node.Zone) with its data volumes (spec.Volumes: one, or
 // rig:dataVolumes) each at its own device, a key pair and a private, encrypted results bucket.
-func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
-	if err := Validate(s).Err(); err != nil {
+//
+// A spec it refuses registers nothing; each problem names its key and, with o.Config, its
+// file:line:column, as `rig validate` does.
+func Deploy(ctx *pulumi.Context, s Spec, o Options) (Outputs, error) {
+	if err := Locate(Validate(s), o.Config).Err(); err != nil {
 		return Outputs{}, err
 	}
 	if s.HostKeySeed == "" {
-		return Outputs{}, ErrNoHostKeySeed
+		return Outputs{}, refusal(o, "hostKeySeed", ErrNoHostKeySeed)
 	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now().UTC().Truncate(time.Second)
@@ -71,13 +125,17 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	for i, n := range nodes {
 		k, err := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
 		if err != nil {
-			return Outputs{}, fmt.Errorf("rig:hostKeySeed: %w", err)
+			return Outputs{}, refusal(o, "hostKeySeed", fmt.Errorf("rig:hostKeySeed: %w", err))
 		}
 		keys[i] = k
 	}
 	image, err := resolveAMI(ctx, s)
 	if err != nil {
-		return Outputs{}, err
+		key := "amiFamily"
+		if s.AMI != "" {
+			key = "ami"
+		}
+		return Outputs{}, refusal(o, key, err)
 	}
 
 	tags := func(name string) pulumi.StringMap {

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -193,7 +194,7 @@ func deployWith(t *testing.T, s Spec, m *mocks) (*mocks, *inventory.Inventory, s
 	invCh := make(chan map[string]any, 1)
 	allCh := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		out, err := Deploy(ctx, s)
+		out, err := Deploy(ctx, s, Options{})
 		if err != nil {
 			return err
 		}
@@ -852,5 +853,48 @@ func nitroDevice(t *testing.T, root, name, volumeID string, sizeGiB int) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Deploy called with the stack config it came from (an inline program of the Automation API
+// does this) refuses at the positions `rig validate` prints, and names a key that is not in the
+// file as such; without the config the same refusals name the key alone.
+func TestDeployRefusalsAreLocated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+	body := "config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:serverInstanceType: c7i.4xlarge\n" +
+		"  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: " + operatorKey(t) + "\n" +
+		"  rig:dataVolumes:\n    - a type=gp3 size=200 iops=4000 throughput=500\n    - b type=gp3 size=200 iops=4000 throughput=1000\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := spec.ReadStackConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, want := sc.Spec()
+	s.HostKeySeed, s.CreatedAt = testSeed, time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	run := func(s Spec, o Options) error {
+		return pulumi.RunErr(func(ctx *pulumi.Context) error {
+			_, err := Deploy(ctx, s, o)
+			return err
+		}, pulumi.WithMocks("rig", s.Stack, &mocks{}))
+	}
+	err = run(s, Options{Config: sc})
+	if len(want.Errors()) == 0 || err == nil {
+		t.Fatalf("rig validate: %v; Deploy: %v", want, err)
+	}
+	for _, p := range want.Errors() {
+		if !strings.Contains(err.Error(), p.String()) || !strings.Contains(p.Pos, path+":") {
+			t.Errorf("Deploy's refusal lacks rig validate's %q:\n%v", p, err)
+		}
+	}
+	if err := run(s, Options{}); err == nil || strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "rig:dataVolumes = ") {
+		t.Errorf("without the config: %v", err)
+	}
+
+	s.DataVolumes, s.HostKeySeed = nil, ""
+	err = run(s, Options{Config: sc})
+	if !errors.Is(err, ErrNoHostKeySeed) || !strings.Contains(err.Error(), path+" (not set; default or generated): rig:hostKeySeed is not set") {
+		t.Errorf("no seed: %v", err)
 	}
 }
