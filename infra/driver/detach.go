@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -47,8 +48,8 @@ func attachmentNode(name string) string {
 // of a volume the node may have mounted, and its replacement an AttachVolume at a device or of a
 // volume that must be free first. The attachments are delete-before-replace (infra/cluster), but
 // a removed attachment is deleted only at the end of an update, after the new ones are created,
-// so Up detaches all of them before the update instead (detachFirst).
-func (d *Driver) Detachments(ctx context.Context, st auto.Stack) ([]Detachment, error) {
+// so Up detaches all of them before the update instead (DetachFirst).
+func Detachments(ctx context.Context, st auto.Stack) ([]Detachment, error) {
 	ch := make(chan events.EngineEvent)
 	var out []Detachment
 	seen := map[string]bool{}
@@ -106,21 +107,22 @@ func (d *Driver) Detachments(ctx context.Context, st auto.Stack) ([]Detachment, 
 	return out, nil
 }
 
-// detachFirst makes an update of a standing stack detach before it attaches: it previews the
+// DetachFirst makes an update of a standing stack detach before it attaches: it previews the
 // update (Detachments); when attachments would be replaced or removed, it has the agents of their
 // nodes stop the engine and unmount the data volumes (q, as `rig down` does), and then destroys
 // just those attachments (DetachVolume of unmounted volumes), so that the update only creates
 // attachments, at devices and of volumes that are free. Without q it refuses and changes nothing.
-func (d *Driver) detachFirst(ctx context.Context, st auto.Stack, name string, q func(context.Context, *inventory.Inventory) error) error {
-	outs, err := st.Outputs(ctx)
+// Up runs it before every update; out gets what it does.
+func DetachFirst(ctx context.Context, st auto.Stack, name string, out io.Writer, q func(context.Context, *inventory.Inventory) error) error {
+	outputs, err := st.Outputs(ctx)
 	if err != nil {
 		return fmt.Errorf("read outputs of %s: %w", name, err)
 	}
-	inv, err := decodeInventory(name, outs)
+	inv, err := decodeInventory(name, outputs)
 	if err != nil {
 		return nil // nothing deployed yet (or a failed first up): no node has a volume mounted
 	}
-	ds, err := d.Detachments(ctx, st)
+	ds, err := Detachments(ctx, st)
 	if err != nil || len(ds) == 0 {
 		return err
 	}
@@ -132,7 +134,7 @@ func (d *Driver) detachFirst(ctx context.Context, st auto.Stack, name string, q 
 			nodes = append(nodes, x.Node)
 		}
 	}
-	fmt.Fprintf(d.opts.Out, "rig: the update replaces or removes %d volume attachment(s) of %s (%s): detaching them first\n",
+	fmt.Fprintf(out, "rig: the update replaces or removes %d volume attachment(s) of %s (%s): detaching them first\n",
 		len(ds), strings.Join(nodes, ", "), strings.Join(lines, "; "))
 	if q == nil {
 		return fmt.Errorf("%w: %s (%s): give rig up the SSH key (--ssh-key, and --sudo as for rig run) so that each node's agent "+
@@ -149,8 +151,8 @@ func (d *Driver) detachFirst(ctx context.Context, st auto.Stack, name string, q 
 		return fmt.Errorf("%w: not every data volume of %s was unmounted (%v); nothing was detached or changed", ErrDetachNeedsUnmount,
 			strings.Join(nodes, ", "), err)
 	}
-	if _, err := st.Destroy(ctx, optdestroy.Target(urns), optdestroy.ProgressStreams(d.opts.Out),
-		optdestroy.ErrorProgressStreams(d.opts.Out)); err != nil {
+	if _, err := st.Destroy(ctx, optdestroy.Target(urns), optdestroy.ProgressStreams(out),
+		optdestroy.ErrorProgressStreams(out)); err != nil {
 		return fmt.Errorf("detach %s before the update: %w", strings.Join(lines, "; "), err)
 	}
 	return nil

@@ -220,7 +220,7 @@ type UpOptions struct {
 	Confirm func(spec.Spec) error
 	// Quiesce stops the engine and unmounts the data volumes of the nodes it is given (as
 	// DownOptions.Quiesce): Up calls it, with the nodes concerned, before an update that would
-	// replace or remove volume attachments (detachFirst). nil refuses such an update.
+	// replace or remove volume attachments (DetachFirst). nil refuses such an update.
 	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }
 
@@ -282,7 +282,7 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
 	}
-	if err := d.detachFirst(ctx, st, name, o.Quiesce); err != nil {
+	if err := DetachFirst(ctx, st, name, d.opts.Out, o.Quiesce); err != nil {
 		return nil, fmt.Errorf("up %s: %w", name, err)
 	}
 	d.log.Info("pulumi up", "stack", name, "backend", d.Backend())
