@@ -142,7 +142,10 @@ without asking, and without --yes rig up refuses (exit 2) when standard input is
 terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
 generation and created-at when the stack has none) and pulumi up run on this repository's
 Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
-no. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
+no. On a standing stack, an update that would replace or remove data volume attachments
+(rig:dataVolumes reordered, the volume* keys moved into rig:dataVolumes, a replaced instance)
+first has those nodes' agents stop the engine and unmount the volumes (--sudo, --remote-dir,
+--data-mount as given to rig run) and detaches them; if a node cannot, nothing changes. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
 SSH with its pinned host key and cloud-init has finished (/var/lib/cloud/instance/boot-finished),
 a line per node as its state changes, so that rig run can start at once; a node presenting
 another host key, or refusing the --ssh-key, ends the wait at once. --dry-run prints the plan
@@ -230,8 +233,8 @@ func downCmd() *cobra.Command {
 manifest, read back and verified) to the stack's results bucket, s3://<bucket>/NAME/, or to --to.
 If any archive fails, nothing is destroyed. Then, with --ssh-key (and --sudo, --remote-dir,
 --data-mount as given to rig run), each node's agent stops its engine, syncs and unmounts the data
-volume; then the stack is destroyed. The volume attachments are declared SkipDestroy, so the
-destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
+volume; then the stack is destroyed. The volume attachments go with their instances (DeletedWith),
+so the destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needStack(&name); err != nil {

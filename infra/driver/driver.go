@@ -334,7 +334,8 @@ type DownOptions struct {
 	// Quiesce runs after archiving and before destroying, with the stack's inventory: it asks
 	// every node's agent to stop its engine, sync and unmount the data volume (infra/quiesce).
 	// Its failure is reported and the destroy goes on: the runs are archived by then, the
-	// attachments are SkipDestroy (infra/cluster), and terminating an instance shuts its OS down.
+	// attachments go with their instances (DeletedWith, infra/cluster: no DetachVolume), and
+	// terminating an instance shuts its OS down.
 	// nil means not asked (no SSH key), which Down says.
 	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }
