@@ -145,7 +145,8 @@ Pulumi project, streaming its progress. Nothing is created when a check fails or
 no. On a standing stack, an update that would replace or remove data volume attachments
 (rig:dataVolumes reordered, the volume* keys moved into rig:dataVolumes, a replaced instance)
 first has those nodes' agents stop the engine and unmount the volumes (--sudo, --remote-dir,
---data-mount as given to rig run) and detaches them; if a node cannot, nothing changes. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
+--data-mount as given to rig run) and detaches them; if a node cannot, nothing changes.
+When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
 SSH with its pinned host key and cloud-init has finished (/var/lib/cloud/instance/boot-finished),
 a line per node as its state changes, so that rig run can start at once; a node presenting
 another host key, or refusing the --ssh-key, ends the wait at once. --dry-run prints the plan
