@@ -53,6 +53,7 @@ func Detachments(ctx context.Context, st auto.Stack) ([]Detachment, error) {
 	ch := make(chan events.EngineEvent)
 	var out []Detachment
 	seen := map[string]bool{}
+	at := map[string]int{} // URN -> index in out
 	attachments := map[string][]string{} // node -> attachment URNs the preview saw
 	replaced := map[string]bool{}        // nodes whose instance is replaced
 	done := make(chan struct{})
@@ -79,10 +80,19 @@ func Detachments(ctx context.Context, st auto.Stack) ([]Detachment, error) {
 				case apitype.OpDelete:
 					why = "delete"
 				}
-				if why != "" && !seen[m.URN] {
-					seen[m.URN] = true
-					out = append(out, Detachment{URN: m.URN, Name: name, Node: node, Why: why})
+				if why == "" {
+					continue
 				}
+				// A replacement is reported in up to three steps; the keys may come with any.
+				if i, ok := at[m.URN]; ok {
+					if !strings.Contains(out[i].Why, "(") && strings.Contains(why, "(") {
+						out[i].Why = why
+					}
+					continue
+				}
+				seen[m.URN] = true
+				at[m.URN] = len(out)
+				out = append(out, Detachment{URN: m.URN, Name: name, Node: node, Why: why})
 			case typeInstance:
 				if m.Op == apitype.OpReplace || m.Op == apitype.OpCreateReplacement {
 					replaced[name] = true

@@ -66,6 +66,7 @@ type world struct {
 	st      auto.Stack
 	dir     string // holds Pulumi.dev.yaml, which the inline program reads as `rig up` would
 	provLog string
+	seed    string // rig:hostKeySeed: a new one changes every instance's user data
 }
 
 const standinVersion = "6.83.4" // the plugin version pulumi-aws/sdk/v6 asks for (go.mod)
@@ -77,7 +78,7 @@ func newWorld(t *testing.T, cli auto.PulumiCommand) *world {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the stand-in provider: %v\n%s", err, out)
 	}
-	w := &world{t: t, dir: dir, provLog: filepath.Join(t.TempDir(), "provider.log")}
+	w := &world{t: t, dir: dir, provLog: filepath.Join(t.TempDir(), "provider.log"), seed: strings.Repeat("5a", 32)}
 	env := map[string]string{
 		"PULUMI_HOME": home, "PULUMI_BACKEND_URL": "file://" + state, "PULUMI_CONFIG_PASSPHRASE": "enginecheck",
 		"PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "RIG_STANDIN_LOG": w.provLog,
@@ -106,7 +107,7 @@ func (w *world) program(ctx *pulumi.Context) error {
 		return err
 	}
 	s, _ := sc.Spec()
-	s.HostKeySeed = strings.Repeat("5a", 32)
+	s.HostKeySeed = w.seed
 	s.CreatedAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	out, err := cluster.Deploy(ctx, s, cluster.Options{Config: sc})
 	if err != nil {
@@ -314,6 +315,29 @@ func TestEngine(t *testing.T) {
 	}
 	w.providerCalls()
 
+	// 3b. A new host key seed changes every instance's user data, which replaces the instances
+	// and with them their attachments. Even a plain up (no detach first) detaches each volume
+	// (a real Delete: the instance is replaced, not deleted with it) before attaching it again.
+	w.seed = strings.Repeat("a5", 32)
+	plan, _ = w.preview()
+	t.Logf("replaced instances, preview: %v", plan)
+	replacedUp, steps := w.up()
+	calls := w.providerCalls()
+	t.Logf("replaced instances, plain up: %v", replacedUp)
+	for _, s := range steps {
+		if s.typ != typAttach || s.op != "replace" {
+			continue
+		}
+		del := slices.Index(calls, "delete "+typAttach+" "+s.name)
+		cre := slices.Index(calls, "create "+typAttach+" "+s.name)
+		if del < 0 || cre < 0 || del > cre {
+			t.Errorf("%s: provider Delete at call %d, Create at %d: want a real detach first (calls %v)", s.name, del, cre, calls)
+		}
+	}
+	if n := count(steps, "replace", typAttach); n != replaced {
+		t.Errorf("replaced instances: %d attachments replaced, want %d", n, replaced)
+	}
+
 	// 4. Destroy: instances before the route, the associations and the gateway; no DetachVolume.
 	ch, done := make(chan events.EngineEvent), make(chan struct{})
 	steps = nil
@@ -323,7 +347,7 @@ func TestEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := w.providerCalls()
+	calls = w.providerCalls()
 	t.Logf("destroy: %v", *res.Summary.ResourceChanges)
 	lastInst := -1
 	for i, s := range steps {
