@@ -53,7 +53,7 @@ func Detachments(ctx context.Context, st auto.Stack) ([]Detachment, error) {
 	ch := make(chan events.EngineEvent)
 	var out []Detachment
 	seen := map[string]bool{}
-	at := map[string]int{} // URN -> index in out
+	at := map[string]int{}               // URN -> index in out
 	attachments := map[string][]string{} // node -> attachment URNs the preview saw
 	replaced := map[string]bool{}        // nodes whose instance is replaced
 	done := make(chan struct{})
