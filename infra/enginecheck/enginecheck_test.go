@@ -66,6 +66,7 @@ type world struct {
 	st      auto.Stack
 	dir     string // holds Pulumi.dev.yaml, which the inline program reads as `rig up` would
 	provLog string
+	state   string // the file backend's folder
 	seed    string // rig:hostKeySeed: a new one changes every instance's user data
 }
 
@@ -78,7 +79,7 @@ func newWorld(t *testing.T, cli auto.PulumiCommand) *world {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the stand-in provider: %v\n%s", err, out)
 	}
-	w := &world{t: t, dir: dir, provLog: filepath.Join(t.TempDir(), "provider.log"), seed: strings.Repeat("5a", 32)}
+	w := &world{t: t, dir: dir, state: state, provLog: filepath.Join(t.TempDir(), "provider.log"), seed: strings.Repeat("5a", 32)}
 	env := map[string]string{
 		"PULUMI_HOME": home, "PULUMI_BACKEND_URL": "file://" + state, "PULUMI_CONFIG_PASSPHRASE": "enginecheck",
 		"PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "RIG_STANDIN_LOG": w.provLog,
@@ -256,6 +257,30 @@ func TestEngine(t *testing.T) {
 		}
 	}
 	t.Logf("dependency edges instance -> rta/route/igw: %d", edges)
+	// The state on disk holds no key material in the clear: the user data (host keys) is a
+	// secret, encrypted with the passphrase (st.Export shows secrets, so the files are read).
+	files := 0
+	err = filepath.WalkDir(w.state, func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), typInst) {
+			files++ // a checkpoint with the instances, not only the backend's metadata
+		}
+		for _, bad := range []string{w.seed, "PRIVATE KEY", "ed25519_private"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s holds %.20q in the clear", path, bad)
+			}
+		}
+		return nil
+	})
+	if err != nil || files == 0 {
+		t.Errorf("read the state files: %v (%d with the instances)", err, files)
+	}
 
 	// 2. From the volume* keys to rig:dataVolumes. A plain up would create each new attachment
 	// at /dev/sdf while the old one still holds it (deletes of removed resources come last);
