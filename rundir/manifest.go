@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,6 +47,10 @@ type Manifest struct {
 	Playbook   json.RawMessage            `json:"playbook"`
 	ConfigHash string                     `json:"config_hash"` // sha256 of the resolved playbook JSON
 	Rig        BuildInfo                  `json:"rig"`
+	// Command is the controller's command line (its os.Args) that ran the run.
+	Command []string `json:"command,omitempty"`
+	// Engine identifies the engine build the run measured (NewEngineBuild).
+	Engine *EngineBuild `json:"engine_build,omitempty"`
 	CPUs       int                        `json:"cpus"`
 	LoadAvg    LoadAvg                    `json:"load_avg"`
 	Inventory  *inventory.Inventory       `json:"inventory,omitempty"`
@@ -158,6 +163,41 @@ type BuildInfo struct {
 	Commit   string `json:"commit,omitempty"`
 	Modified bool   `json:"modified,omitempty"`
 	Go       string `json:"go"`
+}
+
+// EngineBuild identifies the engine a run measured: its driver, a version label, the commit it
+// was built from and the SHA-256 of its binary (or jar) as the controller read it.
+type EngineBuild struct {
+	Driver  string `json:"driver"`
+	Version string `json:"version,omitempty"` // a label: rig run --engine-version, else the rig's version for the reference engine
+	Commit  string `json:"commit,omitempty"`
+	Binary  string `json:"binary,omitempty"`
+	SHA256  string `json:"sha256,omitempty"` // empty when the binary is not a file on the controller's machine
+}
+
+// NewEngineBuild describes the engine run from binary by driver. The reference engine is rig
+// itself (`rig engine`), so it has rig's version and commit unless version or commit say
+// otherwise; another engine has what they say. binary is hashed when it is a file here.
+func NewEngineBuild(driver, binary, version, commit string, rig BuildInfo, reference bool) *EngineBuild {
+	e := &EngineBuild{Driver: driver, Binary: binary, Version: version, Commit: commit}
+	if reference {
+		if e.Version == "" {
+			e.Version = rig.Version
+		}
+		if e.Commit == "" {
+			e.Commit = rig.Commit
+		}
+	}
+	if f, err := os.Open(binary); err == nil {
+		h := sha256.New()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if _, err := io.Copy(h, f); err == nil {
+				e.SHA256 = hex.EncodeToString(h.Sum(nil))
+			}
+		}
+		f.Close()
+	}
+	return e
 }
 
 // Build reads the binary's build info (module version, VCS revision).
