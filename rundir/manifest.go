@@ -44,21 +44,17 @@ type Manifest struct {
 	// Playbook is the resolved playbook as package playbooks encodes it (playbooks.Playbook);
 	// kept raw so that the agent and the load generator, which import this package, need not
 	// import the playbook parser.
-	Playbook   json.RawMessage `json:"playbook"`
-	ConfigHash string          `json:"config_hash"` // sha256 of the resolved playbook JSON
-	Rig        BuildInfo       `json:"rig"`
-	// Command is the controller's command line (its os.Args) that ran the run.
-	Command []string `json:"command,omitempty"`
-	// Engine identifies the engine build the run measured (NewEngineBuild).
-	Engine    *EngineBuild               `json:"engine_build,omitempty"`
-	CPUs      int                        `json:"cpus"`
-	LoadAvg   LoadAvg                    `json:"load_avg"`
-	Inventory *inventory.Inventory       `json:"inventory,omitempty"`
-	Facts     map[string]facts.Facts     `json:"facts,omitempty"`         // per node, from the agent
-	Tuning    map[string]Tuning          `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
-	Engines   map[string]engine.Reported `json:"engine_config,omitempty"` // per node: the settings in effect, read back from /status config
-	Loadgen   *ProbeStats                `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
-	AgentCPU  map[string]CPUShare        `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
+	Playbook   json.RawMessage            `json:"playbook"`
+	ConfigHash string                     `json:"config_hash"` // sha256 of the resolved playbook JSON
+	Rig        BuildInfo                  `json:"rig"`
+	CPUs       int                        `json:"cpus"`
+	LoadAvg    LoadAvg                    `json:"load_avg"`
+	Inventory  *inventory.Inventory       `json:"inventory,omitempty"`
+	Facts      map[string]facts.Facts     `json:"facts,omitempty"`         // per node, from the agent
+	Tuning     map[string]Tuning          `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
+	Engines    map[string]engine.Reported `json:"engine_config,omitempty"` // per node: the settings in effect, read back from /status config
+	Loadgen    *ProbeStats                `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
+	AgentCPU   map[string]CPUShare        `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
 	// ClockOffsets per node: node clock minus controller clock (best of 8 round trips), already
 	// subtracted from every node-side timestamp in events.jsonl.
 	ClockOffsets map[string]ClockOffset `json:"clock_offsets,omitempty"`
@@ -92,6 +88,10 @@ type Manifest struct {
 	// DataSpace per server: the room on its engine data's filesystem before the run, and the
 	// estimate of what the run writes there (runner/space.go).
 	DataSpace map[string]DataSpace `json:"data_space,omitempty"`
+	// Command is the controller's command line (its os.Args) that ran the run.
+	Command []string `json:"command,omitempty"`
+	// Engine identifies the engine build the run measured (NewEngineBuild).
+	Engine *EngineBuild `json:"engine_build,omitempty"`
 }
 
 // DataSpace is one server's free-space check before its engine started.
