@@ -37,11 +37,12 @@ func EDivisive(x []float64, o EDivisiveOptions) []ChangePoint {
 		o.Permutations = 199
 	}
 	x = clean(x)
+	var scratch []float64
 	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
 	var cps []ChangePoint
 	for {
 		bounds := segments(cps, len(x))
-		idx, q, ok := bestSplit(x, bounds)
+		idx, q, ok := bestSplit(x, bounds, &scratch)
 		if !ok {
 			return cps
 		}
@@ -54,7 +55,7 @@ func EDivisive(x []float64, o EDivisiveOptions) []ChangePoint {
 				seg := perm[b[0]:b[1]]
 				rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
 			}
-			if _, pq, ok := bestSplit(perm, bounds); ok && pq >= q {
+			if _, pq, ok := bestSplit(perm, bounds, &scratch); ok && pq >= q {
 				extreme++
 			}
 		}
@@ -92,13 +93,13 @@ func segments(cps []ChangePoint, n int) [][2]int {
 
 // bestSplit is the split with the largest Q̂ over every segment of more than one value (the
 // first one found on a tie, as numpy's argmax and Python's max take it).
-func bestSplit(x []float64, bounds [][2]int) (int, float64, bool) {
+func bestSplit(x []float64, bounds [][2]int, scratch *[]float64) (int, float64, bool) {
 	bestIdx, bestQ, found := 0, 0.0, false
 	for _, b := range bounds {
 		if b[1]-b[0] < 2 {
 			continue
 		}
-		if i, q := bestInSegment(x[b[0]:b[1]]); !found || q > bestQ {
+		if i, q := bestInSegment(x[b[0]:b[1]], scratch); !found || q > bestQ {
 			bestIdx, bestQ, found = b[0]+i, q, true
 		}
 	}
@@ -110,10 +111,14 @@ func bestSplit(x []float64, bounds [][2]int) (int, float64, bool) {
 //	Q̂ = 2/(n₁+m) ΣΣ|Xᵢ−Yⱼ| − 2m/((n₁+m)(n₁−1)) Σᵢ<ₖ|Xᵢ−Xₖ| − 2n₁/((n₁+m)(m−1)) Σⱼ<ₖ|Yⱼ−Yₖ|
 //
 // (a within-sum of one value counts 0), in O(n²) from P[t][j] = Σᵢ<ₜ |zᵢ−zⱼ|.
-func bestInSegment(z []float64) (int, float64) {
+func bestInSegment(z []float64, scratch *[]float64) (int, float64) {
 	n := len(z)
-	// P[t*n+j] = Σ_{i<t} |z_i - z_j|, for t in [0, n], j in [0, n).
-	P := make([]float64, (n+1)*n)
+	// P[t*n+j] = Σ_{i<t} |z_i - z_j|, for t in [0, n], j in [0, n); row 0 is zeros.
+	if cap(*scratch) < (n+1)*n {
+		*scratch = make([]float64, (n+1)*n)
+	}
+	P := (*scratch)[:(n+1)*n]
+	clear(P[:n])
 	for t := 1; t <= n; t++ {
 		row, prev := P[t*n:(t+1)*n], P[(t-1)*n:t*n]
 		zi := z[t-1]
