@@ -35,37 +35,42 @@ type TrendOptions struct {
 
 // Version is one engine build in a trend, with every value its runs gave.
 type Version struct {
-	Label, Commit, SHA256 string
-	First                 time.Time
-	Runs                  []*Run
-	Values                []float64
-	Sample                stats.Sample
+	Label  string       `json:"label"`
+	Commit string       `json:"commit,omitempty"`
+	SHA256 string       `json:"sha256,omitempty"`
+	First  time.Time    `json:"first_run"`
+	Runs   []*Run       `json:"-"`
+	RunIDs []string     `json:"runs"`
+	Values []float64    `json:"values"`
+	Sample stats.Sample `json:"sample"`
 }
 
 // Change is a change point of a trend: where it is, how big, how sure.
 type Change struct {
 	stats.ChangePoint
-	Version int    // index in Trend.Versions of the first version after the change
-	Label   string // that version's label
-	Commit  string
+	Version int    `json:"version"` // index in Trend.Versions of the first version after the change
+	Label   string `json:"label"`   // that version's label
+	Commit  string `json:"commit,omitempty"`
 	// Size compares every value of the versions after the change point (up to the next one)
 	// with those before it (back to the previous one): Base is before, Contender after, Welch
 	// the difference of means with its 95 % CI, Change the relative change.
-	Size    stats.Comparison
-	Verdict string // better | worse | higher | lower, by the figure's direction
+	Size    stats.Comparison `json:"size"`
+	Verdict string           `json:"verdict"` // better | worse | higher | lower, by the figure's direction
 }
 
 // Trend is a figure across engine versions.
 type Trend struct {
-	Figure, Label, Unit string
-	Dir                 stats.Direction
-	Order               string
-	Versions            []*Version
+	Figure   string          `json:"figure"`
+	Label    string          `json:"label"`
+	Unit     string          `json:"unit"`
+	Dir      stats.Direction `json:"direction"`
+	Order    string          `json:"order"`
+	Versions []*Version      `json:"versions"`
 	// Series is what the change points were sought in: one value per version (its median), or
 	// per run; PointVersion maps each point to its version.
-	Series       []float64
-	PointVersion []int
-	Changes      []Change
+	Series       []float64 `json:"series"`
+	PointVersion []int     `json:"point_version"`
+	Changes      []Change  `json:"change_points"`
 }
 
 // Trend reads the figure of the runs o.Filter selects, orders their engine versions and finds
@@ -96,7 +101,7 @@ func (x *Index) Trend(ctx context.Context, o TrendOptions) (*Trend, error) {
 			byLabel[l] = v
 			t.Versions = append(t.Versions, v)
 		}
-		v.Runs = append(v.Runs, p.Run)
+		v.Runs, v.RunIDs = append(v.Runs, p.Run), append(v.RunIDs, p.Run.RunID)
 		v.Values = append(v.Values, p.Figure.Values...)
 	}
 	rank := map[string]int{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -342,6 +343,7 @@ func historyTableCmd(h *historyFlags) *cobra.Command {
 func historyTrendCmd(h *historyFlags) *cobra.Command {
 	var o history.TrendOptions
 	var gitDir, plotPath string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "trend FIGURE [--where k=v ...]",
 		Short: "A figure across engine versions, with its change points (E-divisive means, permutation test)",
@@ -398,7 +400,15 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t.Markdown(cmd.OutOrStdout(), o)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", " ")
+				if err := enc.Encode(t); err != nil {
+					return err
+				}
+			} else {
+				t.Markdown(cmd.OutOrStdout(), o)
+			}
 			if plotPath != "" {
 				if err := t.Plot(plotPath); err != nil {
 					return err
@@ -415,6 +425,7 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 	fl.Float64Var(&o.MaxP, "max-p", stats.Alpha, "a change point is kept when its permutation p is at most this")
 	fl.IntVar(&o.Permutations, "permutations", 199, "shuffles per candidate change point")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the shuffles (the same seed, the same answer)")
+	fl.BoolVar(&asJSON, "json", false, "write the trend as JSON (versions with every value, the series, the change points)")
 	fl.StringVar(&plotPath, "plot", "", "also draw the trend to this .png or .svg file")
 	return cmd
 }
