@@ -35,7 +35,7 @@ func BenchmarkImport1000(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		rep, err := Rebuild(context.Background(), filepath.Join(dir, fmt.Sprintf("index-%d.db", i)), []string{root}, ImportOptions{})
+		rep, err := Rebuild(context.Background(), filepath.Join(dir, fmt.Sprintf("index-%d.db", i)), []string{root}, nil)
 		if err != nil || len(rep.Added) != 1000 {
 			b.Fatalf("%v, %d added", err, len(rep.Added))
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 	"github.com/rig-dev/rig/sweep"
@@ -283,5 +284,33 @@ func TestVersionCompare(t *testing.T) {
 		if versionCompare(c.a, c.b) >= 0 || versionCompare(c.b, c.a) <= 0 {
 			t.Errorf("%s < %s not held", c.a, c.b)
 		}
+	}
+}
+
+// TestImportArchiveFolder: a folder of archives (rig archive --to DIR) is verified, unpacked and
+// indexed run by run; an archive whose tarball is missing is named and skipped.
+func TestImportArchiveFolder(t *testing.T) {
+	ctx := context.Background()
+	results := t.TempDir()
+	dest := archive.Dir{Path: t.TempDir()}
+	for _, id := range []string{"20261201-100000-snapshots", "20261201-110000-snapshots"} {
+		writeRun(t, filepath.Join(results, id), id, nil, nil)
+		if _, err := archive.Archive(ctx, archive.Options{RunDir: filepath.Join(results, id), Dest: dest}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(dest.Path, archive.ArchiveName("20261201-110000-snapshots")))
+	x := openTemp(t)
+	rep, err := Import(ctx, x, dest.Path, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Added) != 1 || rep.Added[0] != "20261201-100000-snapshots" || len(rep.Skipped) != 1 ||
+		!strings.HasSuffix(rep.Skipped[0].Path, archive.ArchiveName("20261201-110000-snapshots")) {
+		t.Fatalf("added %v, skipped %+v", rep.Added, rep.Skipped)
+	}
+	runs, _ := x.Runs(ctx, Filter{})
+	if len(runs) != 1 || runs[0].Folder != dest.String()+archive.ArchiveName("20261201-100000-snapshots") {
+		t.Errorf("folder recorded: %+v", runs)
 	}
 }

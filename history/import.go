@@ -33,6 +33,9 @@ type ImportOptions struct {
 	Now func() time.Time // for telling a running run from an abandoned one (default time.Now)
 	// TmpDir is where archived runs are unpacked to be read (default os.TempDir()).
 	TmpDir string
+	// Source, when set, is the archive root was unpacked from (s3://bucket/prefix/): each run
+	// folder directly in root is recorded as Source<run-id>.tar.zst, not as its temporary path.
+	Source string
 }
 
 // maxDepth bounds the walk below the folder given: results/<sweep>/rNN is depth 2.
@@ -79,21 +82,19 @@ func (im *importer) dir(ctx context.Context, path string, depth int) error {
 	case exists(filepath.Join(path, sweep.FileName)):
 		return im.sweep(ctx, path)
 	case exists(filepath.Join(path, rundir.ManifestFile)) || exists(filepath.Join(path, rundir.SummaryFile)):
-		return im.run(ctx, path, path)
+		folder := path
+		if im.o.Source != "" && depth == 1 {
+			folder = im.o.Source + archive.ArchiveName(filepath.Base(path))
+		}
+		return im.run(ctx, path, folder)
 	}
 	ents, err := os.ReadDir(path)
 	if err != nil {
 		im.skip(path, err.Error())
 		return nil
 	}
-	var archived []string
-	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".manifest.json"); ok && !e.IsDir() {
-			archived = append(archived, id)
-		}
-	}
-	if len(archived) > 0 {
-		return im.archive(ctx, path, archived)
+	if ids, err := (archive.Dir{Path: path}).List(ctx); err == nil && len(ids) > 0 {
+		return importArchive(ctx, im, archive.Dir{Path: path}, ids)
 	}
 	if depth >= maxDepth {
 		return nil
@@ -160,11 +161,8 @@ func (im *importer) run(ctx context.Context, path, folder string) error {
 	return im.add(ctx, r)
 }
 
-// archive verifies and unpacks each archived run in turn into a temporary folder, and reads it.
-func (im *importer) archive(ctx context.Context, path string, ids []string) error {
-	return importArchive(ctx, im, archive.Dir{Path: path}, ids)
-}
-
+// importArchive verifies and unpacks each archived run in turn into a temporary folder, and
+// reads it.
 func importArchive(ctx context.Context, im *importer, dest archive.Dest, ids []string) error {
 	sort.Strings(ids)
 	tmp, err := os.MkdirTemp(im.o.TmpDir, "rig-history-")
@@ -193,7 +191,7 @@ func importArchive(ctx context.Context, im *importer, dest archive.Dest, ids []s
 
 // Rebuild imports roots into a fresh index written beside path and renamed over it once every
 // root is read, so readers see the old index or the new one, never a half-built one.
-func Rebuild(ctx context.Context, path string, roots []string, o ImportOptions) (*ImportReport, error) {
+func Rebuild(ctx context.Context, path string, roots []string, opts func(root string) ImportOptions) (*ImportReport, error) {
 	tmp := path + ".rebuild"
 	for _, suf := range []string{"", "-wal", "-shm"} {
 		os.Remove(tmp + suf)
@@ -204,6 +202,10 @@ func Rebuild(ctx context.Context, path string, roots []string, o ImportOptions) 
 	}
 	all := &ImportReport{}
 	for _, root := range roots {
+		var o ImportOptions
+		if opts != nil {
+			o = opts(root)
+		}
 		rep, err := Import(ctx, x, root, o)
 		if rep != nil {
 			all.Added = append(all.Added, rep.Added...)

@@ -230,6 +230,7 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var roots []string
+			sources := map[string]string{} // an unpacked S3 archive's folder -> where it came from
 			for _, a := range args {
 				loc, err := archive.ParseLocation(a)
 				if err != nil {
@@ -260,12 +261,14 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("fetch %s: %w", a, err)
 				}
-				roots = append(roots, tmp)
+				roots, sources[tmp] = append(roots, tmp), strings.TrimSuffix("s3://"+loc.Bucket+"/"+loc.Prefix, "/")+"/"
 			}
 			var rep *history.ImportReport
 			var err error
 			if fresh {
-				rep, err = history.Rebuild(ctx, h.path(), roots, history.ImportOptions{})
+				rep, err = history.Rebuild(ctx, h.path(), roots, func(root string) history.ImportOptions {
+					return history.ImportOptions{Source: sources[root]}
+				})
 			} else {
 				var x *history.Index
 				if x, err = history.Open(h.path()); err != nil {
@@ -275,7 +278,7 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 				rep = &history.ImportReport{}
 				for _, root := range roots {
 					var r *history.ImportReport
-					r, err = history.Import(ctx, x, root, history.ImportOptions{})
+					r, err = history.Import(ctx, x, root, history.ImportOptions{Source: sources[root]})
 					if r != nil {
 						rep.Added, rep.Skipped = append(rep.Added, r.Added...), append(rep.Skipped, r.Skipped...)
 					}
