@@ -41,7 +41,7 @@ func (t *Trend) Plot(path string) error {
 	if err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
-	sc.GlyphStyle.Color = color.RGBA{R: 90, G: 90, B: 200, A: 160}
+	sc.GlyphStyle.Color = color.NRGBA{R: 60, G: 90, B: 200, A: 150}
 	sc.GlyphStyle.Radius = vg.Points(2)
 	sc.GlyphStyle.Shape = draw.CircleGlyph{}
 	line, pts, err := plotter.NewLinePoints(meds)
@@ -70,6 +70,12 @@ func (t *Trend) Plot(path string) error {
 		if i == 0 {
 			p.Legend.Add(fmt.Sprintf("change point (p ≤ %.2g)", maxP(t.Changes)), l)
 		}
+	}
+	// A few slow outliers (a loaded machine) would flatten the rest: a log scale when they span
+	// more than a factor of ten.
+	if lo > 0 && hi/lo > 10 {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += ", log scale"
 	}
 	p.Legend.Top = true
 	p.NominalX(labels...)

@@ -434,7 +434,7 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 }
 
 func historyLogCmd(h *historyFlags) *cobra.Command {
-	var out, title string
+	var out, title, order string
 	var figures []string
 	cmd := &cobra.Command{
 		Use:   "log",
@@ -450,7 +450,11 @@ func historyLogCmd(h *historyFlags) *cobra.Command {
 				return err
 			}
 			defer x.Close()
-			o := history.LogOptions{Filter: f, Figures: figures, Title: title, Trend: history.TrendOptions{EDivisiveOptions: stats.EDivisiveOptions{Seed: 1}}}
+			if order != history.OrderDate && order != history.OrderVersion {
+				return fmt.Errorf("%w: --order %q: want date or version", errUsage, order)
+			}
+			o := history.LogOptions{Filter: f, Figures: figures, Title: title,
+				Trend: history.TrendOptions{Order: order, EDivisiveOptions: stats.EDivisiveOptions{Seed: 1}}}
 			if out != "" {
 				o.LinkFrom = filepath.Dir(out)
 			}
@@ -471,6 +475,7 @@ func historyLogCmd(h *historyFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write the page to this file (links to run folders relative to it) instead of stdout")
 	cmd.Flags().StringVar(&title, "title", "", "the page's title (default: Benchmark log)")
+	cmd.Flags().StringVar(&order, "order", history.OrderDate, "order of the engine versions in the trends the change points come from: date or version (as rig history trend)")
 	cmd.Flags().StringSliceVar(&figures, "figures", nil, "figure keys each entry shows (default: the headline figures the runs have)")
 	return cmd
 }
