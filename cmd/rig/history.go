@@ -352,8 +352,9 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 		Short: "A figure across engine versions, with its change points (E-divisive means, permutation test)",
 		Long: "Pools the figure's values by engine version (rig run --engine-version, else the engine's commit or\n" +
 			"binary hash), orders the versions by their first run (--order date), by label as version numbers\n" +
-			"(--order version) or by git history (--order commit --git DIR), and looks for change points in the series of version medians (or one point per\n" +
-			"run with --per-run) by E-divisive means, each kept when a permutation test gives p ≤ --max-p.\n" +
+			"(--order version) or by git history (--order commit --git DIR), and looks for change points in\n" +
+			"the series of version medians (or one point per run with --per-run) by E-divisive means, each\n" +
+			"kept when a permutation test gives p ≤ --max-p.\n" +
 			"For each: the version it starts at, its size (difference of means before and after, Welch's 95 % CI)\n" +
 			"and p. Narrow the runs to one experiment with the filters (--playbook, --where): a trend over mixed\n" +
 			"settings finds the settings, not the versions.",
