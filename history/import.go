@@ -132,7 +132,11 @@ func (im *importer) sweep(ctx context.Context, path string) error {
 	for _, rd := range set.Runs {
 		runPath := filepath.Join(path, rd.Ref.Dir)
 		if rd.Manifest == nil && !exists(runPath) {
-			im.skip(runPath, fmt.Sprintf("never started: sweep %s stopped before it (sweep.json status %s)", sw.ID, sw.Status))
+			why := fmt.Sprintf("never started: sweep %s stopped before it (sweep.json status %s)", sw.ID, sw.Status)
+			if sw.Status == rundir.StatusRunning {
+				why = fmt.Sprintf("not started: sweep %s is still running, or its controller died (sweep.json status running)", sw.ID)
+			}
+			im.skip(runPath, why)
 			continue
 		}
 		r, why := newRecord(rd, sw, runPath, im.o.Now())

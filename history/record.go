@@ -189,6 +189,10 @@ func (r *Record) machine(m *rundir.Manifest) {
 		}
 	}
 	r.InstanceTypes = strings.Join(types, ",")
+	// The first server's facts (node-0 before client-0), else the first node's.
+	sort.SliceStable(names, func(i, j int) bool {
+		return strings.HasPrefix(names[i], "node-") && !strings.HasPrefix(names[j], "node-")
+	})
 	for _, n := range names {
 		f := m.Facts[n]
 		r.Kernel, r.MemBytes = f.Kernel, f.MemTotalBytes
