@@ -37,7 +37,13 @@ func resultsIndex(flag, resultsDir string) string {
 // indexRuns adds each finished run to the results index. A failure is a warning: the run
 // folders are the record, and `rig history import` rebuilds the index from them.
 func indexRuns(ctx context.Context, stderr io.Writer, path string, outs []runner.Outcome) {
-	if path == "" || len(outs) == 0 {
+	dirs := 0
+	for _, o := range outs {
+		if o.Dir != "" {
+			dirs++
+		}
+	}
+	if path == "" || dirs == 0 { // nothing ran: no index is made
 		return
 	}
 	x, err := history.Open(path)
