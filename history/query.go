@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 )
@@ -126,8 +128,13 @@ func (f Filter) where() (string, []any) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		conds = append(conds, "EXISTS (SELECT 1 FROM settings s WHERE s.run = r.id AND s.key = ? AND s.value = ?)")
-		args = append(args, k, f.Where[k])
+		alts := Canonical(f.Where[k])
+		conds = append(conds, "EXISTS (SELECT 1 FROM settings s WHERE s.run = r.id AND s.key = ? AND s.value IN (?"+
+			strings.Repeat(",?", len(alts)-1)+"))")
+		args = append(args, k)
+		for _, a := range alts {
+			args = append(args, a)
+		}
 	}
 	if len(conds) == 0 {
 		return "1", nil
@@ -270,4 +277,28 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Canonical is a setting's value as given and as the index keeps it, in base units: a size
+// (16MiB: 16777216), a count (200k: 200000), a duration (2s: 2000000000 ns), a rate (1k/s: 1000).
+func Canonical(v string) []string {
+	out := []string{v}
+	add := func(c string) {
+		if !contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	if d, err := units.ParseDuration(v); err == nil {
+		add(strconv.FormatInt(int64(d), 10))
+	}
+	if n, err := units.ParseSize(v); err == nil {
+		add(strconv.FormatInt(n, 10))
+	}
+	if n, err := units.ParseCount(v); err == nil {
+		add(strconv.FormatInt(n, 10))
+	}
+	if r, err := units.ParseRate(v); err == nil {
+		add(strconv.FormatFloat(r, 'g', -1, 64))
+	}
+	return out
 }

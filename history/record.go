@@ -43,9 +43,9 @@ type Record struct {
 	Figures                        []Figure
 }
 
-// Setting is one resolved playbook value, by its playbook path (engine.sync_level). Matrix
-// values are as the playbook wrote them (16MiB); the others as the resolved playbook's JSON
-// has them, in base units (16777216).
+// Setting is one resolved playbook value, by its playbook path (engine.sync_level), as the
+// resolved playbook's JSON has it: in base units (16777216, durations in ns). Matrix marks a
+// matrix axis of the run's sweep; a matrix key the JSON lacks keeps the playbook's text.
 type Setting struct {
 	Key, Value string
 	Matrix     bool
@@ -204,8 +204,8 @@ func (r *Record) machine(m *rundir.Manifest) {
 	}
 }
 
-// flatten turns the resolved playbook (JSON) into its scalar settings by path, matrix values
-// (as written in the playbook) over them. The timeline and the matrix itself are left out;
+// flatten turns the resolved playbook (JSON) into its scalar settings by path, the matrix's
+// keys marked. The timeline and the matrix itself are left out;
 // tuning is tuning.KEY.
 func flatten(pb json.RawMessage, matrix map[string]string) []Setting {
 	out := map[string]Setting{}
@@ -249,6 +249,11 @@ func flatten(pb json.RawMessage, matrix map[string]string) []Setting {
 		walk("", v)
 	}
 	for k, v := range matrix {
+		if r, ok := out[k]; ok { // the resolved value, in base units, as every other run has it
+			r.Matrix = true
+			out[k] = r
+			continue
+		}
 		out[k] = Setting{Key: k, Value: v, Matrix: true}
 	}
 	keys := make([]string, 0, len(out))
