@@ -62,6 +62,9 @@ type Options struct {
 	// index (package history).
 	Command                     []string
 	EngineVersion, EngineCommit string
+	// RunEnded, if set, is called after each run of the plan has ended and its sweep.json entry
+	// is written (cmd/rig adds the run to the results index there).
+	RunEnded func(Outcome)
 
 	history *history // ResultsDir's stage-time history, read by Run
 }
@@ -179,6 +182,9 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 			}
 		}
 		out = append(out, o)
+		if opts.RunEnded != nil {
+			opts.RunEnded(o)
+		}
 		if errors.Is(o.Err, ErrInterrupted) {
 			finishSweep()
 			return out, o.Err

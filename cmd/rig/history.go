@@ -34,41 +34,54 @@ func resultsIndex(flag, resultsDir string) string {
 	return flag
 }
 
-// indexRuns adds each finished run to the results index. A failure is a warning: the run
+// runIndexer adds each run to the results index as it ends. A failure is a warning: the run
 // folders are the record, and `rig history import` rebuilds the index from them.
-func indexRuns(ctx context.Context, stderr io.Writer, path string, outs []runner.Outcome) {
-	dirs := 0
-	for _, o := range outs {
-		if o.Dir != "" {
-			dirs++
-		}
-	}
-	if path == "" || dirs == 0 { // nothing ran: no index is made
+type runIndexer struct {
+	ctx    context.Context
+	stderr io.Writer
+	path   string
+	x      *history.Index
+	added  int
+	broken bool
+}
+
+func newRunIndexer(ctx context.Context, stderr io.Writer, path string) *runIndexer {
+	return &runIndexer{ctx: context.WithoutCancel(ctx), stderr: stderr, path: path}
+}
+
+// add indexes one run that ended; the index is opened (made) with the first run that left a
+// folder, so a refused plan makes none.
+func (ri *runIndexer) add(o runner.Outcome) {
+	if ri.path == "" || ri.broken || o.Dir == "" {
 		return
 	}
-	x, err := history.Open(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "warning: results index: %v (rig history import rebuilds it)\n", err)
+	if ri.x == nil {
+		x, err := history.Open(ri.path)
+		if err != nil {
+			fmt.Fprintf(ri.stderr, "warning: results index: %v (rig history import rebuilds it)\n", err)
+			ri.broken = true
+			return
+		}
+		ri.x = x
+	}
+	added, why, err := history.AddRun(ri.ctx, ri.x, o.Dir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(ri.stderr, "warning: results index: %s: %v\n", o.Dir, err)
+	case !added:
+		fmt.Fprintf(ri.stderr, "results index: %s not indexed: %s\n", o.Dir, why)
+	default:
+		ri.added++
+	}
+}
+
+func (ri *runIndexer) close() {
+	if ri.x == nil {
 		return
 	}
-	defer x.Close()
-	n := 0
-	for _, o := range outs {
-		if o.Dir == "" {
-			continue
-		}
-		added, why, err := history.AddRun(context.WithoutCancel(ctx), x, o.Dir)
-		switch {
-		case err != nil:
-			fmt.Fprintf(stderr, "warning: results index: %s: %v\n", o.Dir, err)
-		case !added:
-			fmt.Fprintf(stderr, "results index: %s not indexed: %s\n", o.Dir, why)
-		default:
-			n++
-		}
-	}
-	if n > 0 {
-		fmt.Fprintf(stderr, "results index: %d run(s) added to %s\n", n, path)
+	ri.x.Close()
+	if ri.added > 0 {
+		fmt.Fprintf(ri.stderr, "results index: %d run(s) added to %s\n", ri.added, ri.path)
 	}
 }
 

@@ -158,11 +158,13 @@ func newRunCmd() *cobra.Command {
 				}
 			}
 			opts.Command = os.Args
+			idx := newRunIndexer(cmd.Context(), cmd.ErrOrStderr(), resultsIndex(indexPath, opts.ResultsDir))
+			defer idx.close()
+			opts.RunEnded = idx.add
 			outs, err := runner.Run(cmd.Context(), plan, opts)
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
 			}
-			indexRuns(cmd.Context(), cmd.ErrOrStderr(), resultsIndex(indexPath, opts.ResultsDir), outs)
 			if sw != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "sweep\t%s\n", filepath.Join(sw.Dir, sweep.ReportName))
 			}
