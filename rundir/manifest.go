@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/agent/disk"
@@ -188,16 +190,36 @@ func NewEngineBuild(driver, binary, version, commit string, rig BuildInfo, refer
 			e.Commit = rig.Commit
 		}
 	}
-	if f, err := os.Open(binary); err == nil {
-		h := sha256.New()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			if _, err := io.Copy(h, f); err == nil {
-				e.SHA256 = hex.EncodeToString(h.Sum(nil))
-			}
-		}
-		f.Close()
-	}
+	e.SHA256 = fileSHA256(binary)
 	return e
+}
+
+// binaryHashes caches fileSHA256 by path, size and modification time: every run of a sweep
+// hashes the same tens of MiB of rig binary otherwise.
+var binaryHashes sync.Map
+
+// fileSHA256 is the hex SHA-256 of a regular file, "" when it cannot be read.
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano())
+	if v, ok := binaryHashes.Load(key); ok {
+		return v.(string)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	binaryHashes.Store(key, sum)
+	return sum
 }
 
 // Build reads the binary's build info (module version, VCS revision).
