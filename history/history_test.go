@@ -322,3 +322,31 @@ func TestImportArchiveFolder(t *testing.T) {
 		t.Errorf("folder recorded: %+v", runs)
 	}
 }
+
+// TestTrendCommitOrder: --order commit follows the commits' order, not the runs' dates; a
+// version whose commit is not listed follows, by date.
+func TestTrendCommitOrder(t *testing.T) {
+	root := t.TempDir()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	commits := []string{"aaaaaaa1111", "bbbbbbb2222", "ccccccc3333"}
+	for i, c := range []string{"ccccccc3333", "aaaaaaa1111", "bbbbbbb2222", "ddddddd4444"} { // run in another order
+		id := fmt.Sprintf("20261201-0%d0000-snapshots", i)
+		writeRun(t, filepath.Join(root, id), id, func(m map[string]any) {
+			eb := m["engine_build"].(map[string]any)
+			eb["version"], eb["commit"] = "", c
+			m["started"] = start.Add(time.Duration(i) * time.Hour).Format(time.RFC3339)
+		}, nil)
+	}
+	x := openTemp(t)
+	ctx := context.Background()
+	if _, err := Import(ctx, x, root, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := x.Trend(ctx, TrendOptions{Figure: "snapshot.take", Order: OrderCommit, Commits: commits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(labels(tr), " "); got != "aaaaaaa1111 bbbbbbb2222 ccccccc3333 ddddddd4444" {
+		t.Errorf("commit order: %s", got)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/history"
 	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/stats"
 	"github.com/rig-dev/rig/sweep"
@@ -364,14 +364,14 @@ func historyTableCmd(h *historyFlags) *cobra.Command {
 
 func historyTrendCmd(h *historyFlags) *cobra.Command {
 	var o history.TrendOptions
-	var gitDir, plotPath string
+	var commitsFile, plotPath string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "trend FIGURE [--where k=v ...]",
 		Short: "A figure across engine versions, with its change points (E-divisive means, permutation test)",
 		Long: "Pools the figure's values by engine version (rig run --engine-version, else the engine's commit or\n" +
 			"binary hash), orders the versions by their first run (--order date), by label as version numbers\n" +
-			"(--order version) or by git history (--order commit --git DIR), and looks for change points in\n" +
+			"(--order version) or by git history (--order commit --commits FILE), and looks for change points in\n" +
 			"the series of version medians (or one point per run with --per-run) by E-divisive means, each\n" +
 			"kept when a permutation test gives p ≤ --max-p.\n" +
 			"For each: the version it starts at, its size (difference of means before and after, Welch's 95 % CI)\n" +
@@ -401,14 +401,17 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 				return fmt.Errorf("%w: --plot %s: want a .png or .svg file", errUsage, plotPath)
 			}
 			if o.Order == history.OrderCommit {
-				if gitDir == "" {
-					return fmt.Errorf("%w: --order commit needs --git DIR, the engine's repository, for the commits' order", errUsage)
+				if commitsFile == "" {
+					return fmt.Errorf("%w: --order commit needs --commits FILE, the engine's commits oldest first (git rev-list --reverse HEAD > FILE)", errUsage)
 				}
-				out, err := exec.CommandContext(cmd.Context(), "git", "-C", gitDir, "rev-list", "--reverse", "--all").Output()
+				b, err := untrusted.ReadFileUpTo(commitsFile, "--commits", 64<<20)
 				if err != nil {
-					return fmt.Errorf("%w: --git %s: git rev-list: %v", errUsage, gitDir, err)
+					return fmt.Errorf("%w: --commits: %v", errUsage, err)
 				}
-				o.Commits = strings.Fields(string(out))
+				o.Commits = strings.Fields(string(b))
+				if len(o.Commits) == 0 {
+					return fmt.Errorf("%w: --commits %s holds no commit; want one per line, oldest first (git rev-list --reverse HEAD)", errUsage, commitsFile)
+				}
 			}
 			x, err := h.open()
 			if err != nil {
@@ -442,8 +445,8 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Order, "order", history.OrderDate, "order of the versions: date (first run of each), version (labels as version numbers: v2 < v10) or commit (git history, with --git)")
-	fl.StringVar(&gitDir, "git", "", "the engine's git repository, for --order commit")
+	fl.StringVar(&o.Order, "order", history.OrderDate, "order of the versions: date (first run of each), version (labels as version numbers: v2 < v10) or commit (git history, with --commits)")
+	fl.StringVar(&commitsFile, "commits", "", "for --order commit: a file of the engine's commits, one per line, oldest first (git rev-list --reverse HEAD > FILE)")
 	fl.BoolVar(&o.PerRun, "per-run", false, "one point per run (its median) instead of one per engine version")
 	fl.Float64Var(&o.MaxP, "max-p", stats.Alpha, "a change point is kept when its permutation p is at most this")
 	fl.IntVar(&o.Permutations, "permutations", 199, "shuffles per candidate change point")

@@ -80,7 +80,7 @@ func TestHistoryVerbs(t *testing.T) {
 		{[]string{"history", "--status", "good"}, "--status"},
 		{[]string{"history", "table", "no.such"}, "snapshot.take"},
 		{[]string{"history", "trend", "snapshot.take", "--order", "random"}, "--order"},
-		{[]string{"history", "trend", "snapshot.take", "--order", "commit"}, "--git"},
+		{[]string{"history", "trend", "snapshot.take", "--order", "commit"}, "--commits"},
 		{[]string{"history", "trend", "snapshot.take", "--max-p", "2"}, "--max-p"},
 		{[]string{"history", "trend", "snapshot.take", "--plot", "x.jpg"}, "--plot"},
 		{[]string{"history", "import", filepath.Join(results, "missing")}, "not a folder"},
