@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -348,5 +349,16 @@ func TestTrendCommitOrder(t *testing.T) {
 	}
 	if got := strings.Join(labels(tr), " "); got != "aaaaaaa1111 bbbbbbb2222 ccccccc3333 ddddddd4444" {
 		t.Errorf("commit order: %s", got)
+	}
+}
+
+// TestOpenRefusesNonFile: a FIFO named as the index is refused, not opened.
+func TestOpenRefusesNonFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "index.db")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skip(err)
+	}
+	if _, err := Open(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Open(fifo): %v", err)
 	}
 }

@@ -103,6 +103,11 @@ func Open(path string) (*Index, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("results index %s: %w", path, err)
 	}
+	// Only a regular file (or none yet): a FIFO or a device named as the index is refused
+	// before SQLite opens it.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("results index %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	// WAL: readers go on while `rig run` adds a run; foreign keys for the cascades.
 	dsn := "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
