@@ -389,7 +389,7 @@ func newRoot() *cobra.Command {
 	}
 	pre.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 
-	root.AddCommand(up, down, status, gc, extend, inv, readyCmd, pre, newArchiveCmd())
+	root.AddCommand(up, down, status, gc, extend, inv, readyCmd, pre, newArchiveCmd(), newFetchCmd())
 	return root
 }
 
@@ -443,6 +443,36 @@ func newArchiveCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
+	return c
+}
+
+// newFetchCmd is `rig history import s3://…`'s download: every archive under the prefix verified
+// against its manifest and unpacked into --out, each one that does not match named and skipped.
+func newFetchCmd() *cobra.Command {
+	var from, out, region string
+	c := &cobra.Command{
+		Use: "fetch --from s3://bucket/prefix|DIR --out DIR", Short: "verify and unpack every archive of a destination",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loc, err := archive.ParseLocation(from)
+			if err != nil {
+				return fmt.Errorf("%w: --from: %w", errUsage, err)
+			}
+			if out == "" {
+				return fmt.Errorf("%w: --out is required", errUsage)
+			}
+			dest, err := s3dest.Open(cmd.Context(), loc, region)
+			if err != nil {
+				return classify(err)
+			}
+			ids, err := archive.FetchAll(cmd.Context(), dest, out, cmd.ErrOrStderr())
+			fmt.Fprintf(cmd.OutOrStdout(), "%d run(s) fetched from %s\n", len(ids), dest)
+			return err
+		},
+	}
+	c.Flags().StringVar(&from, "from", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&out, "out", "", "the folder the runs are unpacked into (out/<run-id>/)")
 	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
 	return c
 }
