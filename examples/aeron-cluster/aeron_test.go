@@ -44,7 +44,7 @@ var (
 	buildErr  error
 )
 
-// build packages the engine (target/rig-aeron-cluster.jar, target/lib) once per test binary.
+// build packages the modules (harness, matching, auction: <module>/target/<module>.jar and lib/) once per test binary.
 func build(t *testing.T) {
 	t.Helper()
 	needTools(t)
@@ -64,7 +64,7 @@ func build(t *testing.T) {
 
 func javaCmd(ctx context.Context, class string) *exec.Cmd {
 	return exec.CommandContext(ctx, "java", "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
-		"-cp", "target/rig-aeron-cluster.jar:target/lib/*", class)
+		"-cp", "matching/target/matching.jar:matching/target/lib/*", class)
 }
 
 // TestSelfTest: the book's rules, the snapshot records' size bound, a whole image restoring the
@@ -73,10 +73,10 @@ func TestSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := javaCmd(ctx, "dev.rig.aeron.SelfTest").CombinedOutput()
+	out, err := javaCmd(ctx, "dev.rig.aeron.matching.SelfTest").CombinedOutput()
 	t.Logf("SelfTest:\n%s", out)
 	if err != nil {
-		t.Fatalf("dev.rig.aeron.SelfTest: %v", err)
+		t.Fatalf("dev.rig.aeron.matching.SelfTest: %v", err)
 	}
 	for _, want := range []string{"pass image without END is refused as partial", "pass whole image restores the same book"} {
 		if !bytes.Contains(out, []byte(want)) {

@@ -1,4 +1,4 @@
-package dev.rig.aeron;
+package dev.rig.aeron.matching;
 
 import java.util.ArrayList;
 import java.util.List;
