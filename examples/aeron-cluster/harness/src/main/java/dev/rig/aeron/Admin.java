@@ -496,20 +496,20 @@ final class Admin
             final ConsensusModule.Context cm = ctx.consensusModule();
             final MediaDriver.Context md = ctx.mediaDriver();
             // The contract's names (what a rig playbook's engine section asks for) ...
-            Json.field(sb, "sync_level", a.fileSyncLevel());
+            Json.field(sb, "sync_level", Compat.intOf(a, "fileSyncLevel"));
             Json.field(sb, "snapshot_block", a.fileIoMaxLength());
             Json.field(sb, "encode_threads", 1); // onTakeSnapshot runs on the service thread: no parallel encode
             Json.field(sb, "heartbeat_timeout", cm.leaderHeartbeatTimeoutNs() + "ns");
             Json.field(sb, "election_timeout", cm.electionTimeoutNs() + "ns");
             // ... and Aeron's own property names, durations in nanoseconds as Aeron holds them.
-            Json.field(sb, Archive.Configuration.FILE_SYNC_LEVEL_PROP_NAME, a.fileSyncLevel());
-            Json.field(sb, Archive.Configuration.CATALOG_FILE_SYNC_LEVEL_PROP_NAME, a.catalogFileSyncLevel());
+            Json.field(sb, Archive.Configuration.FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(a, "fileSyncLevel"));
+            Json.field(sb, Archive.Configuration.CATALOG_FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(a, "catalogFileSyncLevel"));
             Json.field(sb, Archive.Configuration.FILE_IO_MAX_LENGTH_PROP_NAME, a.fileIoMaxLength());
             Json.field(sb, Archive.Configuration.THREADING_MODE_PROP_NAME, a.threadingMode().name());
             Json.field(sb, ConsensusModule.Configuration.LEADER_HEARTBEAT_TIMEOUT_PROP_NAME, cm.leaderHeartbeatTimeoutNs());
             Json.field(sb, ConsensusModule.Configuration.LEADER_HEARTBEAT_INTERVAL_PROP_NAME, cm.leaderHeartbeatIntervalNs());
             Json.field(sb, ConsensusModule.Configuration.ELECTION_TIMEOUT_PROP_NAME, cm.electionTimeoutNs());
-            Json.field(sb, ConsensusModule.Configuration.FILE_SYNC_LEVEL_PROP_NAME, cm.fileSyncLevel());
+            Json.field(sb, ConsensusModule.Configuration.FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(cm, "fileSyncLevel"));
             idle(sb, ClusteredServiceContainer.Configuration.CLUSTER_IDLE_STRATEGY_PROP_NAME, cm.idleStrategy());
             Json.field(sb, io.aeron.driver.Configuration.THREADING_MODE_PROP_NAME, md.threadingMode().name());
             idle(sb, io.aeron.driver.Configuration.SHARED_IDLE_STRATEGY_PROP_NAME, md.sharedIdleStrategy());

@@ -251,7 +251,7 @@ public final class RigAeron
         }
         Log.info("node " + cfg.node() + " stopped");
         // On SIGTERM the barrier's shutdown hook holds the JVM until the barrier is closed.
-        barrier.close();
+        Compat.closeIfCloseable(barrier);
         System.exit(0);
     }
 

@@ -9,8 +9,8 @@ import org.agrona.MutableDirectBuffer;
 /**
  * rig's orders as bids to Aeron's tutorial auction: the order id is the customer, its price the
  * bid, and the gateway's id rides in the bid's own correlation id, which the service echoes.
- * A bid that does not beat the best price is answered rejected. The auction has no cancel
- * (rejected, reported as not supported) and no batch (the harness splits batches).
+ * The auction has no cancel (rejected, reported as not supported) and no batch (the harness
+ * splits batches).
  */
 final class AuctionCodec implements RigCodec
 {
@@ -46,11 +46,10 @@ final class AuctionCodec implements RigCodec
             return false;
         }
         reply.correlationId = buffer.getLong(offset + CORRELATION_ID_OFFSET);
-        if (buffer.getByte(offset + BID_SUCCEEDED_OFFSET) == 0)
-        {
-            reply.status = Reply.REJECTED;
-            reply.text = "bid does not beat the best price " + buffer.getLong(offset + PRICE_OFFSET);
-        }
+        // Applied either way: a bid that does not win leaves the auction as it was. A winning bid
+        // counts as one filled.
+        reply.status = Reply.OK;
+        reply.filled = buffer.getByte(offset + BID_SUCCEEDED_OFFSET);
         return true;
     }
 }
