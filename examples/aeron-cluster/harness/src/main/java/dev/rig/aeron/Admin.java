@@ -185,9 +185,8 @@ final class Admin
             else if (path.equals("/step-down") && method.equals("POST"))
             {
                 reply(ex, 501, "{\"error\":" + Json.str("step-down is not supported: Aeron " + AERON_VERSION +
-                    " has no graceful leader hand-off (ClusterControl toggles: SUSPEND, RESUME, SNAPSHOT, SHUTDOWN, ABORT, " +
-                    "STANDBY_SNAPSHOT; NodeControl: REPLICATE_STANDBY_SNAPSHOT, VALIDATE_RECORDING_LOG); only killing the leader " +
-                    "moves it") + "}");
+                    " has no graceful leader hand-off (ClusterControl toggles: " +
+                    java.util.Arrays.toString(ClusterControl.ToggleState.values()) + "); only killing the leader moves it") + "}");
             }
             else if (path.equals("/orders") && method.equals("GET") && heldSupported)
             {
