@@ -79,10 +79,22 @@ final class NodeState
         final Snapshot p = pendingSnapshot;
         if (p != null && snapshotCounter > pendingCount)
         {
-            pendingSnapshot = null;
-            Snapshot s = p.persisted((nowNs - pendingStartNs) / 1e6);
+            if (persistedNs == 0)
+            {
+                persistedNs = nowNs; // persisted now, whenever the bytes are counted
+            }
             final SnapshotHash h = snapshotHash;
-            if (h != null && h.index() == s.index())
+            final boolean counted = h != null && h.index() == p.index();
+            // Reported with its bytes: the hasher reads the same stream as the archive and ends
+            // with it, so this waits at most for its last fragments (5 s at worst, then without).
+            if (!counted && hashing && nowNs - persistedNs < COUNT_WAIT_NS)
+            {
+                return;
+            }
+            pendingSnapshot = null;
+            Snapshot s = p.persisted((persistedNs - pendingStartNs) / 1e6);
+            persistedNs = 0;
+            if (counted)
             {
                 s = s.counted(h.bytes(), h.chunks());
             }
@@ -90,6 +102,12 @@ final class NodeState
             snapshotsTaken++;
         }
     }
+
+    private static final long COUNT_WAIT_NS = 5_000_000_000L;
+    /** When the snapshot counter was first seen past pendingCount (0: not yet). */
+    private long persistedNs;
+    /** Whether a SnapshotHasher counts the snapshot stream. */
+    volatile boolean hashing;
 
     /** Records the hash of a snapshot's bytes and fills in the counts of the snapshot it belongs to. */
     synchronized void snapshotHashed(final SnapshotHash h)

@@ -235,6 +235,7 @@ public final class RigAeron
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state);
             hasher.start();
+            state.hashing = true;
             final Gateway gateway = new Gateway(cfg, state, aeronDir, codec, service.getClass().getName());
             admin.gateway(gateway);
             gateway.start();

@@ -26,6 +26,8 @@ final class RigService implements ClusteredService
     private final Introspection introspection;
     private final NodeState state;
     private Cluster cluster;
+    /** The applied position state.orders was read at. */
+    private long ordersAt = -1;
     /** The snapshot counter found at the last take; -1 before one. */
     private int snapshotCounterId = -1;
 
@@ -118,7 +120,9 @@ final class RigService implements ClusteredService
             h.complete(new NodeState.Held(introspection.heldOrderIds(), cluster.logPosition()));
             work++;
         }
-        if (state.applied != cluster.logPosition())
+        // Resting orders are read once per duty cycle that applied something, not per message:
+        // the user's count may cost more than a field read.
+        if (state.applied != ordersAt || state.applied != cluster.logPosition())
         {
             publish();
         }
@@ -138,6 +142,7 @@ final class RigService implements ClusteredService
     {
         state.applied = cluster.logPosition();
         state.orders = orders();
+        ordersAt = state.applied;
     }
 
     @Override
