@@ -85,6 +85,22 @@ func TestSelfTest(t *testing.T) {
 	}
 }
 
+// TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
+// is missing, and Aeron's election states (through its own enum) give the contract's phases.
+func TestHarnessSelfTest(t *testing.T) {
+	build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := javaCmd(ctx, "dev.rig.aeron.HarnessSelfTest").CombinedOutput()
+	t.Logf("HarnessSelfTest:\n%s", out)
+	if err != nil {
+		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
+	}
+	if !bytes.Contains(out, []byte("pass a missing counter fails the start naming the Aeron version")) {
+		t.Errorf("HarnessSelfTest did not check the version check")
+	}
+}
+
 var (
 	rigOnce sync.Once
 	rigBin  string

@@ -230,7 +230,7 @@ public final class RigAeron
         try (ClusteredMediaDriver driver = ClusteredMediaDriver.launch(ctx.mediaDriver(), ctx.archive(), ctx.consensusModule());
             ClusteredServiceContainer container = ClusteredServiceContainer.launch(ctx.container()))
         {
-            checkCounters(container.context().aeron().countersReader(), container.context().clusterId());
+            checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
             admin.start(driver, container);
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state);
@@ -303,9 +303,9 @@ public final class RigAeron
      * Fails the node, naming the Aeron version, when a counter the admin API reads is missing: on
      * another Aeron release the phases and roles would otherwise be silently wrong.
      */
-    static void checkCounters(final CountersReader cr, final int clusterId) throws InterruptedException
+    static void checkCounters(final CountersReader cr, final int clusterId, final long waitNs) throws InterruptedException
     {
-        final long deadline = System.nanoTime() + 10_000_000_000L;
+        final long deadline = System.nanoTime() + waitNs;
         while (true)
         {
             final List<String> missing = new ArrayList<>();
@@ -322,7 +322,7 @@ public final class RigAeron
             }
             if (System.nanoTime() > deadline)
             {
-                throw new IllegalStateException("Aeron " + Admin.AERON_VERSION + ": no counter for " + String.join(", ", missing) + " in cluster " + clusterId + " within 10s of launch; rig-aeron " +
+                throw new IllegalStateException("Aeron " + Admin.AERON_VERSION + ": no counter for " + String.join(", ", missing) + " in cluster " + clusterId + " within " + waitNs / 1_000_000 + " ms of launch; rig-aeron " +
                     "reads these through io.aeron.AeronCounters and was built against Aeron " + BUILT_AGAINST);
             }
             Thread.sleep(50);
