@@ -174,6 +174,10 @@ func TestEngineCheck(t *testing.T) {
 	if r := seen[conformance.CheckRelaunchPhases]; !strings.Contains(r.Seen, "restored its snapshot") {
 		t.Errorf("the relaunched follower did not restore the snapshot: %s", r.Seen)
 	}
+	// The matching engine's introspection gives hash, resting orders and held ids: only step-down is missing.
+	if r := seen[conformance.CheckStatusFields]; !strings.HasSuffix(r.Seen, "not supported by the engine: step_down") {
+		t.Errorf("status fields: want only step_down named as not supported: %s", r.Seen)
+	}
 
 	// The same orders in rig's own book give the hash every Aeron node must report.
 	st, err := reference.Driver{}.WriteBook(io.Discard, loadspec.BookShape{Orders: orders, Instruments: 4})

@@ -458,7 +458,9 @@ final class Admin
         final StringBuilder sb = new StringBuilder(64 + h.ranges().length * 24).append("{\"ranges\":[");
         for (int i = 0; i < h.ranges().length; i++)
         {
-            sb.append(i > 0 ? ",[" : "[").append(h.ranges()[i][0]).append(',').append(h.ranges()[i][1]).append(']');
+            // Order ids are unsigned 64-bit (docs/wire.md).
+            sb.append(i > 0 ? ",[" : "[").append(Long.toUnsignedString(h.ranges()[i][0])).append(',')
+                .append(Long.toUnsignedString(h.ranges()[i][1])).append(']');
         }
         sb.append("],");
         Json.field(sb, "known_from_index", state.restoredIndex);

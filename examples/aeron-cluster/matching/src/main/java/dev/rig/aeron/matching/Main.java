@@ -3,7 +3,7 @@ package dev.rig.aeron.matching;
 import dev.rig.aeron.Introspection;
 import dev.rig.aeron.RigAeron;
 
-/** The example matching engine as one rig node: its service, codec and state hash handed to rig-aeron. */
+/** The example matching engine as one rig node: its service, codec, state hash, resting orders and held order ids handed to rig-aeron. */
 public final class Main
 {
     private Main()
@@ -28,6 +28,12 @@ public final class Main
                 public long restingOrders()
                 {
                     return service.orders();
+                }
+
+                @Override
+                public long[][] heldOrderIds()
+                {
+                    return service.heldOrderIds();
                 }
             })
             .run();

@@ -31,6 +31,7 @@ public final class MatchingService implements ClusteredService
 {
     private final OrderBook book = new OrderBook();
     private final OrderBook.Result result = new OrderBook.Result();
+    private final HeldIds held = new HeldIds();
     private final ExpandableArrayBuffer out = new ExpandableArrayBuffer(256);
     private Cluster cluster;
     private IdleStrategy idle;
@@ -45,6 +46,12 @@ public final class MatchingService implements ClusteredService
     public int orders()
     {
         return book.orders();
+    }
+
+    /** The single orders accepted since start or restore, as closed ranges {lo, hi}; call on the service thread. */
+    public long[][] heldOrderIds()
+    {
+        return held.toArray();
     }
 
     @Override
@@ -131,6 +138,10 @@ public final class MatchingService implements ClusteredService
                 {
                     status = Wire.STATUS_REJECTED;
                     text = result.reject;
+                }
+                else
+                {
+                    held.add(b.getLong(p + Wire.REQUEST_HEADER));
                 }
                 break;
             case Wire.TYPE_CANCEL:
