@@ -109,6 +109,20 @@ final class Admin
         http.stop(0);
     }
 
+    /** The cluster control toggle's actions in the Aeron that runs (its states but INACTIVE and NEUTRAL). */
+    private static String toggleActions()
+    {
+        final List<String> out = new ArrayList<>();
+        for (final ClusterControl.ToggleState t : ClusterControl.ToggleState.values())
+        {
+            if (!t.name().equals("INACTIVE") && !t.name().equals("NEUTRAL"))
+            {
+                out.add(t.name());
+            }
+        }
+        return String.join(", ", out);
+    }
+
     /** Whether the user's introspection implements a method (else the interface's default: not supported). */
     private static boolean overrides(final Introspection i, final String method)
     {
@@ -185,8 +199,8 @@ final class Admin
             else if (path.equals("/step-down") && method.equals("POST"))
             {
                 reply(ex, 501, "{\"error\":" + Json.str("step-down is not supported: Aeron " + AERON_VERSION +
-                    " has no graceful leader hand-off (ClusterControl toggles: " +
-                    java.util.Arrays.toString(ClusterControl.ToggleState.values()) + "); only killing the leader moves it") + "}");
+                    " has no graceful leader hand-off (ClusterControl toggles: " + toggleActions() +
+                    "); only killing the leader moves it") + "}");
             }
             else if (path.equals("/orders") && method.equals("GET") && heldSupported)
             {
