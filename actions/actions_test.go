@@ -88,7 +88,17 @@ func TestPowerLossFields(t *testing.T) {
 	if ps := k.(Completer).Complete(map[string]bool{"nodes": true}); len(ps) != 1 || ps[0].Key != "relaunch_after" {
 		t.Errorf("a power loss without relaunch_after: %+v; want it asked for", ps)
 	}
-	if _, down := k.(Downer); down {
-		t.Error("power_loss is a Downer: the majority rule would refuse what it models")
+	// A power loss takes its servers down until the power is back, and may take a majority:
+	// that is the failure it models (the playbook's timeline state, playbooks/timeline.go).
+	dn, ok := k.(Downer)
+	if !ok {
+		t.Fatal("power_loss is no Downer: a node it cut could be killed while it has no power")
+	}
+	k.(*PowerLoss).RelaunchAfter = 5 * time.Second
+	if d := dn.Down(); !slices.Equal(d.Nodes, []string{"node-0", "other-follower"}) || d.For != 5*time.Second || !d.Majority {
+		t.Errorf("power_loss Down %+v; want both nodes for 5s, a majority allowed", d)
+	}
+	if d := (&Kill{Node: "node-1"}).Down(); d.Majority || d.For != 0 {
+		t.Errorf("kill Down %+v; want no majority, down for the rest of the run", d)
 	}
 }

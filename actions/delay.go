@@ -67,7 +67,48 @@ func (d *Delay) Check(c Context) []Problem {
 		out = append(out, problem("jitter", "jitter", []string{"@delay"}, "%s is more than the delay (%s); want at most the delay",
 			units.FormatDuration(d.Jitter), units.FormatDuration(d.Delay)))
 	}
+	// The probe after the change holds the timeline: its round trips alone must fit in the time
+	// the links stay delayed, or it measures past the end of the delay and of the run.
+	if pairs, _, least, _ := d.probe(c); c.At < c.End && least > d.window(c) {
+		w := d.window(c)
+		most := w/time.Duration(pairs*DelayProbeRounds*2) - c.ZoneDelay
+		floor := time.Duration(pairs*DelayProbeRounds) * 2 * (c.ZoneDelay + time.Microsecond)
+		want := fmt.Sprintf("a window of at least %s (a longer for: or run): the placement's delay between zones alone makes the probe that long", units.FormatDuration(floor.Round(time.Millisecond)))
+		if most >= time.Microsecond {
+			want = fmt.Sprintf("delay at most %s here (or a longer for: or run)", units.FormatDuration(most.Truncate(time.Microsecond)))
+		}
+		out = append(out, problem("delay", "delay-probe", []string{"@for", "@at", "duration", "cluster.servers", "cluster.clients", "placement"},
+			"the round-trip probe after the change measures %d round trips on each of up to %d pairs, at least %s at this delay, but the links stay delayed %s%s; want %s",
+			DelayProbeRounds, pairs, units.FormatDuration(least), units.FormatDuration(w), d.windowEnd(c), want))
+	}
 	return out
+}
+
+// DelayProbeRounds is how many round trips the probe after a delay's change measures on each
+// pair it changed (runner's env.Delay); the probe holds the timeline meanwhile.
+const DelayProbeRounds = 5
+
+// probe is what the round-trip probe after the change costs, by the playbook: pairs it measures
+// at most (every peer link of node both ways and each client's, or the two between node and
+// to), the longest round trip through one (twice the placement's and the added delay and
+// jitter), the least time its round trips take, and its bound (linkproxy.ProbeTimeout a pair):
+// what the plan shows and what a probe is given up after.
+func (d *Delay) probe(c Context) (pairs int, rtt, least, bound time.Duration) {
+	pairs = 2*max(c.Servers-1, 0) + c.Clients
+	if d.To != "" {
+		pairs = 2
+	}
+	rtt = 2 * (c.ZoneDelay + d.Delay + d.Jitter)
+	least = time.Duration(pairs*DelayProbeRounds) * 2 * (c.ZoneDelay + d.Delay)
+	return pairs, rtt, least, time.Duration(pairs) * linkproxy.ProbeTimeout(DelayProbeRounds, rtt)
+}
+
+// window is how long the links stay delayed: For, or the rest of the run.
+func (d *Delay) window(c Context) time.Duration {
+	if d.For > 0 {
+		return min(d.For, c.End-c.At)
+	}
+	return c.End - c.At
 }
 
 func (d *Delay) shape() linkproxy.Shape { return linkproxy.Shape{Delay: d.Delay, Jitter: d.Jitter} }
@@ -83,11 +124,26 @@ func (d *Delay) Describe(v Varied) string {
 	}
 	switch {
 	case d.For == 0 && !v.Varies("for"):
-		return s + " until the run ends"
+		s += " until the run ends"
 	case v.Varies("for"):
-		return s + " for " + v.Value("for", "")
+		s += " for " + v.Value("for", "")
+	default:
+		s += fmt.Sprintf(" for %s (set back at +%s)", units.FormatDuration(d.For), units.FormatDuration(v.At()+d.For))
 	}
-	return s + fmt.Sprintf(" for %s (set back at +%s)", units.FormatDuration(d.For), units.FormatDuration(v.At()+d.For))
+	if v.Varies("delay") || v.Varies("jitter") || v.Varies("to") {
+		return s + fmt.Sprintf("; then a probe of %d round trips a changed pair, given up after %s a pair plus the round trips", DelayProbeRounds, units.FormatDuration(linkproxy.ProbeSlack))
+	}
+	pairs, _, least, bound := d.probe(v.Context())
+	return s + fmt.Sprintf("; then a probe of %d round trips on each of up to %d pairs holds the timeline about %s, at most %s",
+		DelayProbeRounds, pairs, units.FormatDuration(least), units.FormatDuration(bound))
+}
+
+// windowEnd says what ends the window, for messages.
+func (d *Delay) windowEnd(c Context) string {
+	if d.For > 0 && d.For < c.End-c.At {
+		return " (for:)"
+	}
+	return " (to the end of the run)"
 }
 
 func (d *Delay) String() string {

@@ -40,7 +40,7 @@ func (e *meshEnv) Delay(ctx context.Context, s linkproxy.Shape, node string, pee
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	return linkproxy.ProbePairs(ctx, pls, linkproxy.ProbeOptions{Count: 5}), len(pls), undo, nil
+	return linkproxy.ProbePairs(ctx, pls, linkproxy.ProbeOptions{Count: DelayProbeRounds}), len(pls), undo, nil
 }
 
 func (e *meshEnv) Record(ev rundir.Event) error {
@@ -71,7 +71,7 @@ func (e *meshEnv) rtt(t *testing.T, from, to string) time.Duration {
 	t.Helper()
 	for _, pl := range e.mesh.Links() {
 		if pl.From == from && pl.To == to {
-			p, err := pl.Link.Probe(context.Background(), linkproxy.ProbeOptions{Count: 5})
+			p, err := pl.Link.Probe(context.Background(), linkproxy.ProbeOptions{Count: DelayProbeRounds})
 			if err != nil {
 				t.Fatal(err)
 			}

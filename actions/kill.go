@@ -24,8 +24,8 @@ type Kill struct {
 
 func (*Kill) Kind() string     { return string(rundir.ActKill) }
 func (*Kill) Disrupts() string { return "kills a server" }
-func (k *Kill) Down() (string, time.Duration) {
-	return k.Node, k.RelaunchAfter
+func (k *Kill) Down() Down {
+	return Down{Nodes: []string{k.Node}, For: k.RelaunchAfter}
 }
 
 func (*Kill) Fields() []Field {

@@ -53,10 +53,21 @@ type Completer interface {
 // must have servers to spare. What is the plan's wording, e.g. "kills a server".
 type Disruptor interface{ Disrupts() string }
 
-// Downer is a kind that leaves a node down from its offset until RelaunchAfter later (0: for
-// the rest of the run); the playbook checks no majority is ever down.
+// Downer is a kind that takes nodes out of the majority from its offset until Down.For later
+// (0: for the rest of the run). The playbook owns the timeline's state from these (which node is
+// down when, playbooks/timeline.go): a node that is down cannot be taken down again, no majority
+// may be down unless Down.Majority, and every server down at once needs allow_all_down.
 type Downer interface {
-	Down() (node string, relaunchAfter time.Duration)
+	Down() Down
+}
+
+// Down is what a Downer entry takes down.
+type Down struct {
+	Nodes []string      // node references (leader, follower, other-follower, node-N)
+	For   time.Duration // until they are back (relaunched or healed); 0: for the rest of the run
+	// Majority: the entry may leave a majority down (a power loss models that failure); a kill
+	// or a partition may not.
+	Majority bool
 }
 
 // Awaiter is a kind that waits for node ("" every server) to reach a phase.
@@ -87,6 +98,9 @@ type PowerCutter interface {
 type Context struct {
 	Servers, Clients int
 	At, End          time.Duration // the entry's offset and the run's duration
+	// ZoneDelay is the most the playbook's placement adds to each way of a link (between zones:
+	// delay plus jitter); 0 without a placement.
+	ZoneDelay time.Duration
 }
 
 // Problem is a rule an entry breaks. Key is the entry's key it points at ("" the entry's body);
@@ -111,6 +125,8 @@ type Varied interface {
 	Varies(key string) bool
 	// At is the entry's offset from load start.
 	At() time.Duration
+	// Context is the playbook as the entry's Check sees it (without a matrix's values).
+	Context() Context
 }
 
 // Env is what an action may do to the cluster and the run, and nothing else.

@@ -28,7 +28,9 @@ func (*Partition) Disrupts() string { return "partitions a server off" }
 func (*Partition) Links() string    { return "partitions a server (cuts its peer and client links)" }
 
 // Down counts the partitioned node as out of the majority until it is healed.
-func (p *Partition) Down() (string, time.Duration) { return p.Node, p.For }
+func (p *Partition) Down() Down {
+	return Down{Nodes: []string{p.Node}, For: p.For}
+}
 
 func (*Partition) Fields() []Field {
 	return []Field{

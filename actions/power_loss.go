@@ -43,6 +43,14 @@ const (
 
 func (*PowerLoss) Kind() string     { return string(rundir.ActPowerLoss) }
 func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
+
+// Down counts the servers as down until the power comes back and they are relaunched (on a stack
+// that is when they are back from their reboot, if later: the nominal offset is the earliest).
+// It may take a majority down; all of them needs the playbook's allow_all_down.
+func (p *PowerLoss) Down() Down {
+	return Down{Nodes: nodeList(p.Nodes), For: p.RelaunchAfter, Majority: true}
+}
+
 func (p *PowerLoss) CutsPower() (string, bool) {
 	return "cuts the power of servers", p.Unsynced != UnsyncedKeep
 }

@@ -59,12 +59,17 @@ func (w *WaitFor) Describe(v Varied) string {
 	if w.Node != "" || v.Varies("node") {
 		target = v.Value("node", w.Node)
 	}
+	timeout := v.Value("timeout", units.FormatDuration(w.Timeout))
+	// The timeline ends with the load, so a wait never holds it past the run's end.
+	if c := v.Context(); !v.Varies("timeout") && c.End > 0 && v.At()+w.Timeout > c.End {
+		timeout += fmt.Sprintf(", cut when the load ends at +%s", units.FormatDuration(c.End))
+	}
 	if w.StableLeader > 0 {
 		return fmt.Sprintf("wait until every server is ready and the leader unchanged for %s (timeout %s); later actions wait with it",
-			v.Value("stable_leader", units.FormatDuration(w.StableLeader)), v.Value("timeout", units.FormatDuration(w.Timeout)))
+			v.Value("stable_leader", units.FormatDuration(w.StableLeader)), timeout)
 	}
 	return fmt.Sprintf("wait until %s is %s (timeout %s); later actions wait with it",
-		target, v.Value("phase", w.Phase), v.Value("timeout", units.FormatDuration(w.Timeout)))
+		target, v.Value("phase", w.Phase), timeout)
 }
 
 func (w *WaitFor) String() string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -224,7 +225,7 @@ func (d *runData) readStatuses() {
 			continue
 		}
 		path := filepath.Join(d.dir, de.Name(), rundir.StatusFile)
-		b, err := os.ReadFile(path)
+		b, err := untrusted.ReadFileUpTo(path, rundir.StatusFile, rundir.MaxJSONBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

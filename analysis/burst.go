@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -78,7 +78,7 @@ func (d *runData) burstRows(s *Summary) {
 	sort.Strings(others)
 	for _, f := range others {
 		var st rundir.BurstStats
-		if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &st) == nil {
+		if b, err := untrusted.ReadFileUpTo(f, rundir.BurstStatsFile, rundir.MaxJSONBytes); err == nil && json.Unmarshal(b, &st) == nil {
 			series = append(series, st)
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -130,7 +130,7 @@ func syncCell(l *int) string {
 }
 
 func readJSONFile(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := untrusted.ReadFileUpTo(path, filepath.Base(path), rundir.MaxJSONBytes)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -84,7 +84,7 @@ func (d *runData) gcRows() ([]GCRow, map[string][]GCPause) {
 		}
 		row := GCRow{Node: node, Windowed: true}
 		for _, f := range files {
-			fh, err := os.Open(f)
+			fh, err := untrusted.Open(f, "GC log")
 			if err != nil {
 				d.warnf("GC log %s: %v", f, err)
 				continue
@@ -199,7 +199,7 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 
 // engineLogLines returns the node's engine log lines stamped within [from, to].
 func (d *runData) engineLogLines(node string, from, to int64) []string {
-	f, err := os.Open(filepath.Join(d.dir, node, rundir.EngineLogFile))
+	f, err := untrusted.Open(filepath.Join(d.dir, node, rundir.EngineLogFile), rundir.EngineLogFile)
 	if err != nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -67,9 +68,7 @@ func TestParseGCLogG1AndZGC(t *testing.T) {
 // TestParseGCLogFromRealJVM runs a small Java program that churns a small heap and parses the GC
 // log the JVM wrote.
 func TestParseGCLogFromRealJVM(t *testing.T) {
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("no java on this machine")
-	}
+	tools.Require(t, "java")
 	log := filepath.Join(t.TempDir(), "gc.log")
 	cmd := exec.Command("java", "-Xmx24m", "-XX:+UseSerialGC", "-Xlog:gc*:file="+log+":time,uptime,level,tags", "testdata/gc/GcChurn.java")
 	if out, err := cmd.CombinedOutput(); err != nil {

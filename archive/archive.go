@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -37,6 +38,15 @@ type Manifest struct {
 	ArchiveSize   int64       `json:"archive_size"`
 	ArchiveSHA256 string      `json:"archive_sha256"`
 	Files         []FileEntry `json:"files"`
+	// Skipped are what the run folder held that is not archived, each with why: sockets and
+	// FIFOs a killed run left, mounts (a dead disk model's, or any other filesystem).
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is a path of the run folder left out of the archive.
+type Skipped struct {
+	Path string `json:"path"` // <run-id>/relative/path, slash-separated
+	Why  string `json:"why"`
 }
 
 // FileEntry is one regular file of the run folder, by its path inside the archive.
@@ -82,6 +92,9 @@ func ArchiveAll(ctx context.Context, dest Dest, runs []string, w io.Writer) erro
 		m, err := Archive(ctx, Options{RunDir: run, Dest: dest})
 		if err != nil {
 			return err
+		}
+		for _, s := range m.Skipped {
+			fmt.Fprintf(w, "%s: skipped %s: %s\n", run, s.Path, s.Why)
 		}
 		fmt.Fprintf(w, "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
 			run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
@@ -138,8 +151,12 @@ func Archive(ctx context.Context, o Options) (Manifest, error) {
 }
 
 // Pack writes dir as a tar.zst to w, every path prefixed with the folder's base name, and returns
-// the manifest of what it wrote. Only regular files and folders are allowed: a results folder
-// holding anything else (a symlink, a socket) is refused rather than archived half.
+// the manifest of what it wrote. Regular files and folders are archived, on dir's own filesystem
+// only (as tar --one-file-system). What a run leaves that holds no data is skipped and named in
+// Manifest.Skipped: sockets, FIFOs and devices (a killed run's control sockets), a mount that
+// no longer answers (ENOTCONN: a dead disk model's) and a folder another filesystem is mounted
+// on (a live disk model's: its data is in disk.backing beside it). A symlink is refused rather
+// than followed or archived half.
 func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 	runID := filepath.Base(filepath.Clean(dir))
 	m := Manifest{Version: ManifestVersion, RunID: runID, CreatedAt: time.Now().UTC(), Archive: ArchiveName(runID)}
@@ -150,21 +167,44 @@ func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 		return Manifest{}, err
 	}
 	tw := tar.NewWriter(zw)
+	var rootDev uint64
+	if st, err := os.Stat(dir); err == nil {
+		rootDev = devOf(st)
+	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		rel, rerr := filepath.Rel(dir, p)
+		if rerr != nil {
+			return rerr
+		}
+		name := path.Join(runID, filepath.ToSlash(rel))
+		if deadMount(err) && p != dir {
+			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "a dead mount (transport endpoint is not connected): `rig report` of the run detaches a disk model's"})
+			return fs.SkipDir
+		}
 		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if deadMount(err) {
+			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "a dead mount (transport endpoint is not connected): `rig report` of the run detaches a disk model's"})
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		name := path.Join(runID, filepath.ToSlash(rel))
-		info, err := d.Info()
-		if err != nil {
-			return err
+		switch t := info.Mode().Type(); {
+		case info.IsDir() && p != dir && devOf(info) != rootDev:
+			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "another filesystem is mounted there"})
+			return fs.SkipDir
+		case t&(fs.ModeSocket|fs.ModeNamedPipe|fs.ModeDevice|fs.ModeCharDevice) != 0:
+			m.Skipped = append(m.Skipped, Skipped{Path: name, Why: "a " + kindOf(t) + ", not data"})
+			return nil
 		}
 		switch {
 		case d.IsDir():
@@ -193,6 +233,30 @@ func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
 	m.ArchiveSize = cw.n
 	m.ArchiveSHA256 = hex.EncodeToString(sum.Sum(nil))
 	return m, nil
+}
+
+// deadMount reports whether err is a FUSE mount whose server is gone (ENOTCONN; ECONNABORTED
+// for a request its connection's abort caught).
+func deadMount(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// devOf is the device a file is on.
+func devOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
+}
+
+func kindOf(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	}
+	return "device"
 }
 
 func addFile(tw *tar.Writer, src, name string, info fs.FileInfo, m *Manifest) error {

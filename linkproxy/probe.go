@@ -12,8 +12,12 @@ import (
 )
 
 // ProbeOptions say how a link's round trip is measured.
+// DefaultProbeCount is a probe's round trips when its options name none (a placement's links
+// before and under load).
+const DefaultProbeCount = 20
+
 type ProbeOptions struct {
-	Count   int           // round trips (default 20)
+	Count   int           // round trips (default DefaultProbeCount)
 	Size    int           // bytes each way (default 64)
 	Timeout time.Duration // for the whole probe (default 5 s plus Count round trips of the set delays)
 }
@@ -135,11 +139,21 @@ func serveEcho(ln net.Listener) {
 	}
 }
 
+// ProbeSlack is what a probe of one link may take beyond its round trips (the dial and the
+// loopback hops on a busy machine) before it is given up.
+const ProbeSlack = 5 * time.Second
+
+// ProbeTimeout is the default bound of a probe of count round trips on a link whose round trip
+// is at most rtt (its set delays plus their jitter, both ways): what a playbook's plan shows.
+func ProbeTimeout(count int, rtt time.Duration) time.Duration {
+	return ProbeSlack + time.Duration(count)*rtt
+}
+
 // Probe measures the link's round trip now, through the same shaping and cut as its traffic.
 // A cut link answers ErrCut.
 func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	if o.Count <= 0 {
-		o.Count = 20
+		o.Count = DefaultProbeCount
 	}
 	if o.Size <= 0 {
 		o.Size = 64
@@ -147,7 +161,7 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	up, down := l.Shapes()
 	set := up.Delay + down.Delay
 	if o.Timeout <= 0 {
-		o.Timeout = 5*time.Second + time.Duration(o.Count)*(set+up.Jitter+down.Jitter)
+		o.Timeout = ProbeTimeout(o.Count, set+up.Jitter+down.Jitter)
 	}
 	res := Probe{Size: o.Size, Set: set, Jitter: up.Jitter + down.Jitter}
 	if l.IsCut() {
@@ -168,6 +182,11 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 	}
+	// A cancel (the run's load ended, the controller was interrupted) ends a round trip in
+	// flight at once; a deadline set above would hold it for the whole bound (a delay of 10 s
+	// each way: 105 s).
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
 	msg := make([]byte, o.Size)
 	back := make([]byte, o.Size)
 	rtts := make([]time.Duration, 0, o.Count)
@@ -177,10 +196,10 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 		}
 		t0 := time.Now()
 		if _, err := c.Write(msg); err != nil {
-			return res, probeErr(l, err)
+			return res, probeErr(ctx, l, err)
 		}
 		if _, err := io.ReadFull(c, back); err != nil {
-			return res, probeErr(l, err)
+			return res, probeErr(ctx, l, err)
 		}
 		rtts = append(rtts, time.Since(t0))
 		if string(back) != string(msg) {
@@ -190,7 +209,10 @@ func (l *Link) Probe(ctx context.Context, o ProbeOptions) (Probe, error) {
 	return summarize(res, rtts), nil
 }
 
-func probeErr(l *Link, err error) error {
+func probeErr(ctx context.Context, l *Link, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("probe %s: %w (%v)", l.Addr(), context.Cause(ctx), err)
+	}
 	if l.IsCut() {
 		return fmt.Errorf("probe %s: %w (%v)", l.Addr(), ErrCut, err)
 	}

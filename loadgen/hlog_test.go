@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/internal/tools"
 )
 
 // writeSyntheticHlog writes three 1 s intervals through the same code the probe stream uses:
@@ -64,14 +66,11 @@ func TestIntervalLogReadBack(t *testing.T) {
 	}
 }
 
-// HdrHistogram's standard log processor (Java) reads the log. Skipped where it is not installed
-// (Debian: apt-get install libhdrhistogram-java).
+// HdrHistogram's standard log processor (Java) reads the log (tools.Require: skipped where it
+// is not installed, failed under CI=true).
 func TestIntervalLogReadByHistogramLogProcessor(t *testing.T) {
-	const jar = "/usr/share/java/hdrhistogram.jar"
-	java, err := exec.LookPath("java")
-	if _, serr := os.Stat(jar); err != nil || serr != nil {
-		t.Skip("HdrHistogram's Java HistogramLogProcessor is not installed (apt-get install libhdrhistogram-java)")
-	}
+	jar := tools.Require(t, "hdrhistogram.jar")
+	java := tools.Require(t, "java")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.hlog")
 	writeSyntheticHlog(t, path)

@@ -33,6 +33,7 @@ func check(p *Playbook) []issue {
 	}
 	checkDriver(p, add)
 	checkDisk(p.Disk, add)
+	checkDiskModels(p, add)
 	checkPlacement(p, add)
 	if bg, ok := tuningInt(p, "vm.dirty_background_ratio"); ok {
 		if fg, ok := tuningInt(p, "vm.dirty_ratio"); ok && bg >= fg {
@@ -41,15 +42,8 @@ func check(p *Playbook) []issue {
 		}
 	}
 
-	// What a kill leaves down, by the nominal schedule (a wait_for can only delay later actions).
-	type down struct {
-		idx          int
-		node         string
-		from, until  time.Duration
-		relaunchedAt bool
-	}
-	var downs []down
 	needMajority := false
+	nodeMissing := map[int]bool{}
 	for i, a := range p.Timeline {
 		path := fmt.Sprintf("timeline[%d]", i)
 		at := path + ".at"
@@ -63,6 +57,7 @@ func check(p *Playbook) []issue {
 				"%s is at or after the end of the run (duration %s); want an offset below %s", units.FormatDuration(a.At), units.FormatDuration(end), units.FormatDuration(end))
 		}
 		if a.Spec == nil {
+			nodeMissing[i] = true
 			continue
 		}
 		body := path + "." + a.Kind
@@ -84,8 +79,7 @@ func check(p *Playbook) []issue {
 			}
 			return body + "." + key
 		}
-		nodeMissing := false
-		for _, pr := range a.Spec.Check(actions.Context{Servers: p.Cluster.Servers, Clients: p.Cluster.Clients, At: a.At, End: end}) {
+		for _, pr := range a.Spec.Check(entryContext(p, a)) {
 			deps := make([]string, len(pr.Deps))
 			for k, d := range pr.Deps {
 				deps[k] = d
@@ -94,63 +88,87 @@ func check(p *Playbook) []issue {
 				}
 			}
 			add(entryPath(pr.Key), pr.Rule, deps, "%s", pr.Msg)
-			nodeMissing = nodeMissing || pr.Rule == "node"
+			nodeMissing[i] = nodeMissing[i] || pr.Rule == "node"
 		}
-		if dn, ok := a.Spec.(actions.Downer); ok && !nodeMissing {
-			node, relaunch := dn.Down()
-			if node == "" {
-				continue
-			}
-			np := body + ".node"
-			d := down{idx: i, node: node, from: a.At, until: -1}
-			if relaunch > 0 {
-				d.until, d.relaunchedAt = a.At+relaunch, true
-			}
-			var still []down
-			again := false
-			for _, o := range downs {
-				if o.from > a.At || (o.until >= 0 && o.until <= a.At) {
-					continue
-				}
-				// Roles resolve to a running node when the action runs, so only node-N can hit a
-				// node that is already down.
-				if o.node == node && actions.IsNodeN(o.node) {
-					add(np, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
-						"%s is still down at %s (timeline[%d] killed it at %s%s); kill it again after it is relaunched",
-						node, units.FormatDuration(a.At), o.idx, units.FormatDuration(o.from), relaunchNote(o.until))
-					again = true
-				}
-				still = append(still, o)
-			}
-			if again {
-				continue
-			}
-			if maxDown := (p.Cluster.Servers - 1) / 2; p.Cluster.Servers >= 3 && len(still)+1 > maxDown {
-				names := make([]string, len(still))
-				for k, o := range still {
-					names[k] = fmt.Sprintf("timeline[%d] %s", o.idx, o.node)
-				}
-				add(body, "majority", []string{"cluster.servers"},
-					"leaves %d of %d servers down at %s (still down: %s); at most %d may be down for the cluster to keep a majority and serve",
-					len(still)+1, p.Cluster.Servers, units.FormatDuration(a.At), strings.Join(names, ", "), maxDown)
-			}
-			downs = append(downs, d)
+	}
+
+	// The timeline's state (walkDowns): a node that is down cannot be taken down again, a kill or
+	// a partition may not leave a majority down, and nothing may leave every server down unless
+	// the playbook allows it.
+	spans := walkDowns(p, func(i int) bool { return nodeMissing[i] }, func(s downStep) {
+		a := p.Timeline[s.idx]
+		body := fmt.Sprintf("timeline[%d].%s", s.idx, a.Kind)
+		key := body
+		if k := downKey(a.Spec); k != "" {
+			key += "." + k
 		}
-		if aw, ok := a.Spec.(actions.Awaiter); ok && !nodeMissing {
-			node, phase := aw.Awaits()
-			for _, o := range downs {
-				if o.relaunchedAt || node != "" && (node != o.node || !actions.IsNodeN(o.node)) {
-					continue // it comes back, or the wait is for another node (a role resolves to a running one)
-				}
-				target := "every server"
-				if node != "" {
-					target = node
-				}
-				add(body, "wait-never", []string{fmt.Sprintf("timeline[%d]", o.idx)},
-					"waits for %s to be %s, but timeline[%d] kills %s without relaunch_after, so it can only time out",
-					target, phase, o.idx, o.node)
-				break
+		// The rules read the node references of this entry and of those still down: one that
+		// failed to parse holds its default, so a rule on it stays quiet.
+		deps := []string{"cluster.servers", key}
+		for _, o := range s.still {
+			b := p.Timeline[o.idx]
+			deps = append(deps, fmt.Sprintf("timeline[%d].%s.%s", o.idx, b.Kind, downKey(b.Spec)))
+		}
+		if len(s.again) > 0 {
+			for _, o := range s.again {
+				add(key, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
+					"%s is still down at %s (timeline[%d] %s took it down at %s%s); want an offset after it is back, or another node",
+					o.node, units.FormatDuration(s.at), o.idx, o.kind, units.FormatDuration(o.from), relaunchNote(o.until))
 			}
+			return
+		}
+		n, servers := s.count(), p.Cluster.Servers
+		if servers < 3 {
+			return // servers<3 above says it
+		}
+		// With a majority down no leader can be elected, so a role resolves to no node when the
+		// entry runs: only node-N can name one.
+		if len(s.still) > (servers-1)/2 {
+			for _, ref := range s.down.Nodes {
+				if !actions.IsNodeN(ref) {
+					add(key, "role-without-leader", deps,
+						"%q is a role, but at %s %d of %d servers are down (%s), so there is no leader to resolve it by; want node-N",
+						ref, units.FormatDuration(s.at), len(s.still), servers, describeSpans(s.still))
+					return
+				}
+			}
+		}
+		still := describeSpans(s.still)
+		if still == "" {
+			still = "none before it"
+		}
+		if n >= servers {
+			if !p.AllowAllDown {
+				add(body, "all-down", append(deps, "allow_all_down"),
+					"leaves all %d servers down at %s (still down: %s): nothing serves until one is back; if that is the experiment, say so with allow_all_down: true (top level)",
+					servers, units.FormatDuration(s.at), still)
+			}
+			return
+		}
+		if maxDown := (servers - 1) / 2; n > maxDown && !s.down.Majority {
+			add(body, "majority", deps,
+				"leaves %d of %d servers down at %s (still down: %s); at most %d may be down for the cluster to keep a majority and serve",
+				n, servers, units.FormatDuration(s.at), still, maxDown)
+		}
+	})
+	for i, a := range p.Timeline {
+		aw, ok := a.Spec.(actions.Awaiter)
+		if !ok || nodeMissing[i] {
+			continue
+		}
+		node, phase := aw.Awaits()
+		for _, o := range spans {
+			if o.idx >= i || o.until >= 0 || node != "" && !o.sameNode(node) {
+				continue // it comes back, or the wait is for another node (a role resolves to a running one)
+			}
+			target := "every server"
+			if node != "" {
+				target = node
+			}
+			add(fmt.Sprintf("timeline[%d].%s", i, a.Kind), "wait-never", []string{fmt.Sprintf("timeline[%d]", o.idx)},
+				"waits for %s to be %s, but timeline[%d] %s takes %s down for the rest of the run, so it can only time out",
+				target, phase, o.idx, o.kind, o.node)
+			break
 		}
 	}
 	return out
@@ -158,9 +176,28 @@ func check(p *Playbook) []issue {
 
 func relaunchNote(until time.Duration) string {
 	if until < 0 {
-		return ", with no relaunch"
+		return ", for the rest of the run"
 	}
-	return ", relaunched at " + units.FormatDuration(until)
+	return ", back at " + units.FormatDuration(until)
+}
+
+// downKey is the key of a Downer entry that names its nodes, where its problems point.
+func downKey(s actions.Spec) string {
+	for _, k := range []string{"node", "nodes"} {
+		if _, ok := actions.FieldOf(s, k); ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// entryContext is what an entry's Check and plan line see of the playbook.
+func entryContext(p *Playbook, a Action) actions.Context {
+	c := actions.Context{Servers: p.Cluster.Servers, Clients: p.Cluster.Clients, At: a.At, End: p.Duration}
+	if !p.Placement.IsZero() {
+		c.ZoneDelay = p.Placement.Between.Delay + p.Placement.Between.Jitter
+	}
+	return c
 }
 
 func tuningInt(p *Playbook, key string) (int64, bool) {

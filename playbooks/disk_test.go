@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/internal/units"
 )
 
 func TestDiskBlock(t *testing.T) {
@@ -34,9 +35,49 @@ func TestDiskProblemsSayWhere(t *testing.T) {
 		{"disk: {io_size: 1KiB}\n", "t.yaml:5:17: disk.io_size", "out of range; want 4KiB..16MiB"},
 		{"disk: {sync_latncy: 4ms}\n", "t.yaml:5:8: disk.sync_latncy", `unknown key (did you mean "sync_latency"?)`},
 		{"disk: {burst: 1s}\n", "t.yaml:5:15: disk.burst", "no disk.throughput or disk.iops cap to burst above"},
+		// issue 33: a block that models nothing is refused, not silently left unmounted
+		{"disk: {}\n", "t.yaml:5:7: disk", "models nothing"},
+		{"disk: {throughput: 0/s}\n", "t.yaml:5:7: disk", "want at least one of throughput (100kB/s..100GB/s), iops"},
+		{"disk:\n  io_size: 4KiB\n", "t.yaml:6:3: disk", "models nothing"},
+		// issue 33: a model whose probe before load its own arithmetic makes absurd is refused at
+		// the field that costs most, with the value that would do
+		{"disk: {sync_latency: 10s}\n", "t.yaml:5:22: disk.sync_latency", "take 3m30s a pass by its own arithmetic, more than the 20s a pass allows; want sync_latency at most 952.1ms, with the rest as given"},
+		{"disk: {throughput: 100kB/s, sync_latency: 4ms}\n", "t.yaml:5:20: disk.throughput", "want throughput at least 950kB/s, with the rest as given"},
+		{"disk: {iops: 100, sync_per_mib: 2s}\n", "t.yaml:5:33: disk.sync_per_mib", "want sync_per_mib at most"},
+		{"disk: {throughput: 100kB/s, iops: 10, sync_per_mib: 1s}\n", "t.yaml:5:20: disk.throughput", "no one field brings it within the bound"},
+		{"disk: {iops: 0}\nmatrix: {disk.throughput: [0/s, 125MB/s]}\n", "t.yaml:5:7: disk", "models nothing (no throughput or iops cap, no sync_latency or sync_per_mib; 0 means no cap), so the engine data would sit on the target's own disk; want at least one of throughput (100kB/s..100GB/s), iops (10..10M), sync_latency or sync_per_mib (up to 10s), e.g. disk: {throughput: 125MB/s, sync_latency: 4ms}, or volume: on a stack, or leave disk: out (in the run with disk.throughput=0/s)"},
 	} {
 		probs := problemsOf(t, base+c.src)
 		wantProblem(t, probs, c.at, c.msg)
+	}
+}
+
+// issue 33: the plan shows the model and what its probe before load costs and is given up after,
+// the longest of the runs when a matrix varies the model.
+func TestPlanShowsDiskProbe(t *testing.T) {
+	p := mustParse(t, base+"disk: {throughput: 125MB/s, sync_latency: 4ms}\nmatrix: {disk.sync_latency: [4ms, 100ms]}\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	slow := diskmodel.Limits{Throughput: 125e6, SyncLatency: 100 * time.Millisecond}
+	pass, bound := diskmodel.ProbeTime(slow, diskmodel.ProbeOptions{}), diskmodel.ProbeBound(slow, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
+	want := "disk       model 125.0 MB/s, sync 4ms, with disk.sync_latency [4ms, 100ms]; its probe before load takes " +
+		units.FormatDuration(pass.Round(time.Millisecond)) + " a pass by the model's arithmetic, 3 passes, given up after " + units.FormatDuration(bound.Round(100*time.Millisecond))
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
+	if pass < 2*time.Second || pass > diskmodel.MaxProbePass {
+		t.Errorf("a pass at 100ms a sync: %v", pass)
+	}
+}
+
+// A value that did not parse is reported once: the block is not also said to model nothing.
+func TestDiskNothingStaysQuietOnABadValue(t *testing.T) {
+	if probs := problemsOf(t, base+"disk: {throughput: fast}\n"); len(probs) != 1 {
+		t.Errorf("want the one problem of the value; got:\n%v", probs)
 	}
 }
 

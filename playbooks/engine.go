@@ -2,7 +2,6 @@ package playbooks
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // EngineCommand is engine.command: how the command driver starts an engine (engine/command).
@@ -61,7 +61,8 @@ func (r *reader) engineCommand(p *Playbook, n ast.Node) {
 				break
 			}
 			c.ConfigTemplate = v
-			b, err := os.ReadFile(r.localPath(v))
+			// A regular file of at most 1 MiB: /dev/zero here once grew rig validate to 24 GB.
+			b, err := untrusted.ReadFile(r.localPath(v), "config template")
 			if err != nil {
 				r.probs.add(r.nodePos(kv.Value), kpath, "cannot read the template: %v (a path relative to the playbook's folder)", err)
 				r.failed[path] = true

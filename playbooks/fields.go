@@ -108,13 +108,24 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.Itoa(p.Rounds) },
 	},
+	"allow_all_down": {
+		set: func(p *Playbook, s string) error {
+			switch s {
+			case "true", "false":
+				p.AllowAllDown = s == "true"
+				return nil
+			}
+			return fmt.Errorf("%q: want true (the timeline may have every server down at once) or false", s)
+		},
+		get: func(p *Playbook) string { return strconv.FormatBool(p.AllowAllDown) },
+	},
 	"snapshot_warm_from": intField(1, 1000, "the first warm snapshot of a run, 1-based, e.g. 2 (all but the first)",
 		func(p *Playbook) *int { return &p.SnapshotWarmFrom }),
 }
 
 // notInMatrix are fields a matrix may not vary: they name or shape the plan itself, or say how
 // its runs are read.
-var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true, "snapshot_warm_from": true}
+var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true, "snapshot_warm_from": true, "allow_all_down": true}
 
 // nameRe is the one grammar of names that become paths (inventory.NameGrammar), at most 64
 // bytes here since a playbook's name is part of run ids.

@@ -83,3 +83,49 @@ func TestSettingsFileBounded(t *testing.T) {
 		})
 	}
 }
+
+// engine.command.config_template names a file like any other the user hands the rig: before,
+// /dev/zero (or a symlink to it) was read until rig validate was OOM-killed at 24 GB. Each
+// non-file is refused at the field, naming the path and what it is, without blocking; a file
+// over 1 MiB is refused before it is read.
+func TestConfigTemplateBounded(t *testing.T) {
+	file, _ := commandPlaybook(t, "", "")
+	dir := filepath.Dir(file)
+	fifo := filepath.Join(dir, "fifo.tmpl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "zero.tmpl")
+	if err := os.Symlink("/dev/zero", link); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.tmpl")
+	if err := os.WriteFile(big, make([]byte, untrusted.MaxBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ path, msg string }{
+		"/dev/zero":       {"/dev/zero", "config template /dev/zero is a character device; want a regular file"},
+		"symlink to zero": {link, "config template " + link + " is a character device"},
+		"fifo":            {fifo, "is a named pipe (FIFO)"},
+		"directory":       {dir, "is a directory"},
+		"over 1 MiB":      {big, "a config template may be at most 1048576 bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := base + "engine:\n  driver: command\n  command: {binary: x, config_template: " + c.path + "}\n"
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Parse(file, []byte(src))
+			runtime.ReadMemStats(&after)
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("got %v, want problems", err)
+			}
+			wantProblem(t, probs, file+":7:41", "engine.command.config_template: cannot read the template")
+			wantProblem(t, probs, file+":7:41", c.msg)
+			if b := after.TotalAlloc - before.TotalAlloc; b > 4<<20 {
+				t.Errorf("refusing it allocated %d bytes; want under 4 MiB", b)
+			}
+		})
+	}
+}

@@ -28,7 +28,7 @@ const (
 const maxRuns = 1000
 
 var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load", "disk",
-	"placement", "warmup", "duration", "timeline", "matrix", "rounds", "snapshot_warm_from"}
+	"placement", "warmup", "duration", "timeline", "allow_all_down", "matrix", "rounds", "snapshot_warm_from"}
 
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{
@@ -133,8 +133,8 @@ func (r *reader) read(data []byte) *Playbook {
 	if matrixNode != nil {
 		r.matrix(p, matrixNode, matrixPos)
 	}
+	p.pos = r.pos // before the rules: one reads whether a section was given
 	r.checkCombinations(p)
-	p.pos = r.pos
 	return p
 }
 

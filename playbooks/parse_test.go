@@ -139,9 +139,33 @@ func TestRules(t *testing.T) {
 		{"majority lost", base + "timeline:\n  - {at: 1s, kill: {node: node-1, relaunch_after: 10s}}\n  - {at: 5s, kill: {node: node-2, relaunch_after: 10s}}\n",
 			"t.yaml:7:20: timeline[1].kill", "leaves 2 of 3 servers down at 5s (still down: timeline[0] node-1); at most 1 may be down"},
 		{"node killed while down", "name: t\ncluster: {servers: 5}\nload: {probe_rate: 1/s}\nduration: 30s\ntimeline:\n  - {at: 1s, kill: {node: node-1, relaunch_after: 10s}}\n  - {at: 5s, kill: {node: node-1}}\n",
-			"t.yaml:7:27: timeline[1].kill.node", "node-1 is still down at 5s (timeline[0] killed it at 1s, relaunched at 11s)"},
+			"t.yaml:7:27: timeline[1].kill.node", "node-1 is still down at 5s (timeline[0] kill took it down at 1s, back at 11s)"},
+		// issue 33: the timeline's state knows a power loss (node down until its relaunch), and
+		// every server down at once is an opt-in
+		{"kill while its power is off", base + "timeline:\n  - {at: 1s, power_loss: {nodes: node-0, relaunch_after: 5s}}\n  - {at: 4s, kill: {node: node-0}}\n",
+			"t.yaml:7:27: timeline[1].kill.node", "node-0 is still down at 4s (timeline[0] power_loss took it down at 1s, back at 6s)"},
+		{"partition while its power is off", base + "timeline:\n  - {at: 1s, power_loss: {nodes: node-1+node-2, relaunch_after: 5s}}\n  - {at: 3s, partition: {node: node-2, for: 1s}}\n",
+			"t.yaml:7:32: timeline[1].partition.node", "node-2 is still down at 3s (timeline[0] power_loss took it down at 1s, back at 6s)"},
+		{"power cut of a killed node", base + "timeline:\n  - {at: 1s, kill: {node: node-2}}\n  - {at: 3s, power_loss: {nodes: node-0+node-2, relaunch_after: 1s}}\n",
+			"t.yaml:7:34: timeline[1].power_loss.nodes", "node-2 is still down at 3s (timeline[0] kill took it down at 1s, for the rest of the run)"},
+		{"all servers down", base + "timeline:\n  - {at: 1s, power_loss: {nodes: node-0+node-1, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-2, relaunch_after: 1s}}\n",
+			"t.yaml:7:20: timeline[1].kill", "leaves all 3 servers down at 2s (still down: timeline[0] node-0, timeline[0] node-1): nothing serves until one is back; if that is the experiment, say so with allow_all_down: true"},
+		{"whole-cluster power loss", base + "timeline:\n  - {at: 1s, power_loss: {nodes: node-0+node-1+node-2, relaunch_after: 5s}}\n",
+			"t.yaml:6:26: timeline[0].power_loss", "leaves all 3 servers down at 1s (still down: none before it)"},
+		{"kill beside a power loss", "name: t\ncluster: {servers: 5}\nload: {probe_rate: 1/s}\nduration: 30s\ntimeline:\n  - {at: 1s, power_loss: {nodes: node-0+node-1+node-2, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-3}}\n",
+			"t.yaml:7:20: timeline[1].kill", "leaves 4 of 5 servers down at 2s"},
+		// issue 33: a delay's round-trip probe must fit in the time the links stay delayed
+		{"delay probe outlasts the run", "name: t\nload: {probe_rate: 1/s}\nduration: 15s\ntimeline:\n  - {at: 4s, delay: {node: node-1, delay: 10s}}\n",
+			"t.yaml:5:43: timeline[0].delay.delay", "the round-trip probe after the change measures 5 round trips on each of up to 5 pairs, at least 8m20s at this delay, but the links stay delayed 11s (to the end of the run); want delay at most 220ms here"},
+		{"delay probe outlasts for", base + "timeline:\n  - {at: 4s, delay: {node: node-1, to: node-2, delay: 200ms, for: 1s}}\n",
+			"t.yaml:6:55: timeline[0].delay.delay", "on each of up to 2 pairs, at least 4s at this delay, but the links stay delayed 1s (for:); want delay at most 50ms here"},
+		{"delay probe with zones", base + "placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 100ms}}\ntimeline:\n  - {at: 4s, delay: {node: node-1, to: node-0, delay: 1ms, for: 1s}}\n",
+			"t.yaml:7:55: timeline[0].delay.delay", "at least 2.02s at this delay, but the links stay delayed 1s (for:); want a window of at least 2s (a longer for: or run)"},
+		{"role while a majority is down", base + "allow_all_down: true\ntimeline:\n  - {at: 1s, power_loss: {nodes: leader+follower, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: follower}}\n",
+			"t.yaml:8:27: timeline[1].kill.node", `"follower" is a role, but at 2s 2 of 3 servers are down (timeline[0] leader, timeline[0] follower), so there is no leader to resolve it by; want node-N`},
+		{"allow_all_down value", base + "allow_all_down: yes\n", "t.yaml:5:17: allow_all_down", `"yes": want true`},
 		{"wait for a node never relaunched", base + "timeline:\n  - {at: 1s, kill: {node: follower}}\n  - {at: 2s, wait_for: {phase: ready}}\n",
-			"t.yaml:7:24: timeline[1].wait_for", "timeline[0] kills follower without relaunch_after, so it can only time out"},
+			"t.yaml:7:24: timeline[1].wait_for", "timeline[0] kill takes follower down for the rest of the run, so it can only time out"},
 		// wait_for
 		{"phase", base + "timeline:\n  - {at: 1s, wait_for: {phase: up}}\n", "t.yaml:6:32: timeline[0].wait_for.phase", "want one of starting, restoring, joining, replaying, catching-up, ready"},
 		{"phase missing", base + "timeline:\n  - {at: 1s, wait_for: {timeout: 5s}}\n", "t.yaml:6:24: timeline[0].wait_for.phase", "missing"},
@@ -193,6 +217,15 @@ func TestRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			wantProblem(t, problemsOf(t, c.src), c.at, c.msg)
 		})
+	}
+}
+
+// issue 33: a power loss whose nodes did not parse adds nothing to the timeline's state (its
+// default nodes would make a later kill look like the last server down).
+func TestTimelineStateQuietOnABadNodeList(t *testing.T) {
+	probs := problemsOf(t, base+"timeline:\n  - {at: 1s, power_loss: {nodes: node-x, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-2}}\n")
+	if len(probs) != 1 || !strings.Contains(probs[0].String(), "timeline[0].power_loss.nodes") {
+		t.Errorf("want the one problem of the node list; got:\n%v", probs)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/linkproxy"
 )
 
 // The placement: block puts the cluster's nodes in zones with a distance between them
@@ -150,6 +151,16 @@ func checkPlacement(p *Playbook, add func(path, rule string, deps []string, form
 			missing = append(missing, n)
 		}
 	}
+	// The links are probed before load (and again under load): its round trips between zones
+	// must stay within MaxLinkProbe, or the run's start waits minutes for them.
+	if len(missing) == 0 {
+		if _, between, least, _ := p.linkProbe(); least > MaxLinkProbe {
+			most := MaxLinkProbe / time.Duration(between*linkproxy.DefaultProbeCount*2)
+			add(betweenPath+".delay", "zone-probe", append(deps, "placement.zones"),
+				"the links' probe before load measures %d round trips on each of %d pairs between zones, at least %s at this delay, more than the %s it may take; want delay at most %s",
+				linkproxy.DefaultProbeCount, between, units.FormatDuration(least), units.FormatDuration(MaxLinkProbe), units.FormatDuration(most.Truncate(time.Microsecond)))
+		}
+	}
 	if len(missing) > 0 {
 		verb := "is"
 		if len(missing) > 1 {
@@ -158,6 +169,45 @@ func checkPlacement(p *Playbook, add func(path, rule string, deps []string, form
 		add("placement.zones", "zone-missing", deps, "%s %s in no zone; with a placement every node of the cluster (%s) is in one zone",
 			strings.Join(missing, ", "), verb, clusterNodes(p))
 	}
+}
+
+// MaxLinkProbe is the longest a placement's probe of its links before load may take by its round
+// trips alone (they are measured one pair after the other).
+const MaxLinkProbe = 60 * time.Second
+
+// linkProbe is what the probe of a placement's links costs (runner probeLinks: every routed
+// pair, DefaultProbeCount round trips each, before load and again halfway through it): the
+// pairs (every server to every other, each client to every server), those between zones, the
+// least time its round trips take, and its bound (linkproxy.ProbeTimeout a pair).
+func (p *Playbook) linkProbe() (pairs, between int, least, bound time.Duration) {
+	zone := map[string]string{}
+	for z, ms := range p.Placement.Zones {
+		for _, m := range ms {
+			zone[m] = z
+		}
+	}
+	d := p.Placement.Between
+	pair := func(a, b string) {
+		pairs++
+		rtt := time.Duration(0)
+		if zone[a] != zone[b] {
+			between++
+			least += time.Duration(linkproxy.DefaultProbeCount) * 2 * d.Delay
+			rtt = 2 * (d.Delay + d.Jitter)
+		}
+		bound += linkproxy.ProbeTimeout(linkproxy.DefaultProbeCount, rtt)
+	}
+	for i := range p.Cluster.Servers {
+		for j := range p.Cluster.Servers {
+			if i != j {
+				pair(inventory.ServerName(i), inventory.ServerName(j))
+			}
+		}
+		for c := range p.Cluster.Clients {
+			pair(inventory.ClientName(c), inventory.ServerName(i))
+		}
+	}
+	return pairs, between, least, bound
 }
 
 // clusterNodes names the cluster's nodes, e.g. "node-0..node-2, client-0".

@@ -2,6 +2,7 @@ package playbooks
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,24 @@ func TestPlacementMatrix(t *testing.T) {
 	wantProblem(t, probs, "t.yaml:5:20: placement.zones", "node-3, node-4 are in no zone; with a placement every node of the cluster (node-0..node-4, client-0) is in one zone (in the run with placement.between_zones.delay=1ms cluster.servers=5)")
 	probs = problemsOf(t, base+zones3+"matrix:\n  placement.between_zones.delay: [1ms, 2s]\n")
 	wantProblem(t, probs, "t.yaml:7:40: matrix.placement.between_zones.delay[1]", "out of range; want a duration from 0 to 1s")
+}
+
+// issue 33: a placement's links are probed before load, one pair after the other; their round
+// trips between zones must fit in MaxLinkProbe, and the plan shows what the probe takes and its
+// bound.
+func TestPlacementLinkProbeBounded(t *testing.T) {
+	zones := "placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zones: {delay: %s}}\n"
+	// 8 of the 9 pairs cross zones (client-0 to node-0 does not): 8 x 20 x 2 x 500ms = 160s.
+	wantProblem(t, problemsOf(t, base+fmt.Sprintf(zones, "500ms")), "t.yaml:5:94: placement.between_zones.delay",
+		"the links' probe before load measures 20 round trips on each of 8 pairs between zones, at least 2m40s at this delay, more than the 1m0s it may take; want delay at most 187.5ms")
+	p := mustParse(t, base+fmt.Sprintf(zones, "10ms"))
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	if want := "its links probed before load and again under load: 20 round trips on each of 9 pairs, about 3.2s, at most 48.2s"; !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
 }

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks/estimate"
 )
 
@@ -259,6 +261,9 @@ func (pl *Plan) Print(w io.Writer) {
 	if e.Command != nil {
 		line("", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
+	if s := pl.diskModelLine(varied); s != "" {
+		line("disk", "%s", s)
+	}
 	if _, vary := varied["disk.volume"]; vary || p.DiskVolume != "" {
 		line("disk", "engine data on the stack's data volume %s (disk.volume)", v("disk.volume", p.DiskVolume))
 	}
@@ -292,13 +297,24 @@ func (pl *Plan) Print(w io.Writer) {
 			between += " ± " + v(betweenPath+".jitter", units.FormatDuration(pz.Between.Jitter))
 		}
 		line("placement", "zones %s; %s each way between zones", strings.Join(zs, "; "), between)
+		pairs, _, least, bound := p.linkProbe()
+		if _, vary := varied[betweenPath+".delay"]; vary {
+			line("", "its links probed before load and again under load: %d round trips on each of %d pairs, given up after %s a pair plus the round trips",
+				linkproxy.DefaultProbeCount, pairs, units.FormatDuration(linkproxy.ProbeSlack))
+		} else {
+			line("", "its links probed before load and again under load: %d round trips on each of %d pairs, about %s, at most %s",
+				linkproxy.DefaultProbeCount, pairs, units.FormatDuration(least), units.FormatDuration(bound))
+		}
 	}
 	if len(p.Timeline) == 0 {
 		line("timeline", "none (the probe stream alone)")
 	}
 	for i, a := range p.Timeline {
 		at := v(fmt.Sprintf("timeline[%d].at", i), "+"+units.FormatDuration(a.At))
-		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v))
+		line(firstLabel(i, "timeline"), "%-8s %s", at, describeAction(a, i, v, entryContext(p, a)))
+	}
+	for _, s := range pl.allDownLines() {
+		line("", "%s", s)
 	}
 	if len(p.Matrix) == 0 {
 		line("matrix", "none")
@@ -353,11 +369,77 @@ func (pl *Plan) Print(w io.Writer) {
 	}
 }
 
-func describeAction(a Action, i int, v func(path, base string) string) string {
+// diskModelLine is the disk model under the engine data and what its probe before load costs by
+// the model's own arithmetic (diskmodel.ProbeTime) and is given up after (diskmodel.ProbeBound),
+// the longest of the plan's runs; "" without a model.
+func (pl *Plan) diskModelLine(varied map[string][]string) string {
+	var axes []string
+	for _, k := range diskKeys[1:] {
+		if vals, ok := varied["disk."+k]; ok {
+			axes = append(axes, fmt.Sprintf("disk.%s [%s]", k, strings.Join(vals, ", ")))
+		}
+	}
+	p := pl.Playbook
+	if p.Disk.Zero() && len(axes) == 0 {
+		return ""
+	}
+	o := diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses}
+	var pass, bound time.Duration
+	for _, r := range pl.Runs {
+		if d := r.Playbook.Disk; !d.Zero() {
+			pass = max(pass, diskmodel.ProbeTime(d, diskmodel.ProbeOptions{}))
+			bound = max(bound, diskmodel.ProbeBound(d, o))
+		}
+	}
+	model := p.Disk.String()
+	if len(axes) > 0 {
+		model += ", with " + strings.Join(axes, ", ")
+	}
+	return fmt.Sprintf("model %s; its probe before load takes %s a pass by the model's arithmetic, %d passes, given up after %s",
+		model, units.FormatDuration(pass.Round(time.Millisecond)), diskmodel.ProbePasses, units.FormatDuration(bound.Round(100*time.Millisecond)))
+}
+
+// allDownLines name every moment a run of the plan has every server down (allow_all_down), once
+// each, with the runs it happens in when not all of them.
+func (pl *Plan) allDownLines() []string {
+	var order []string
+	runs := map[string][]int{}
+	combos := 0
+	for _, r := range pl.Runs {
+		if r.Round != 1 {
+			continue
+		}
+		combos++
+		for _, ad := range r.Playbook.AllDowns() {
+			entries := make([]string, len(ad.Entries))
+			for k, i := range ad.Entries {
+				entries[k] = fmt.Sprintf("timeline[%d]", i)
+			}
+			back := "none back before the run ends"
+			if ad.Until >= 0 {
+				back = "the first back at +" + units.FormatDuration(ad.Until)
+			}
+			s := fmt.Sprintf("all %d servers down at +%s (%s; %s): nothing serves meanwhile, as allow_all_down allows",
+				r.Playbook.Cluster.Servers, units.FormatDuration(ad.At), strings.Join(entries, ", "), back)
+			if _, ok := runs[s]; !ok {
+				order = append(order, s)
+			}
+			runs[s] = append(runs[s], r.Index)
+		}
+	}
+	for k, s := range order {
+		if n := len(runs[s]); n < combos {
+			order[k] = fmt.Sprintf("%s, in run%s %s", s, plural(n), strings.Trim(fmt.Sprint(runs[s]), "[]"))
+		}
+	}
+	return order
+}
+
+func describeAction(a Action, i int, v func(path, base string) string, c actions.Context) string {
 	if a.Spec == nil {
 		return a.Kind
 	}
-	return a.Spec.Describe(entryView{a: a, path: fmt.Sprintf("timeline[%d].%s.", i, a.Kind), v: v})
+	return a.Spec.Describe(entryView{a: a, path: fmt.Sprintf("timeline[%d].%s.", i, a.Kind), v: v, c: c})
 }
 
 func pathVaried(v func(path, base string) string, path string) (string, bool) {

@@ -224,3 +224,69 @@ func TestHugeMatrixIsRefusedQuickly(t *testing.T) {
 		t.Errorf("Plan of 1200 runs: err = %v, want ErrInvalid", err)
 	}
 }
+
+// issue 33: every server down at once is an opt-in (allow_all_down), and the plan names each such
+// moment with the entries that make it and when the first server is back; a matrix names the runs.
+func TestPlanNamesAllDown(t *testing.T) {
+	src := base + `allow_all_down: true
+timeline:
+  - {at: 1s, power_loss: {nodes: node-0+node-1, relaunch_after: 5s}}
+  - {at: 2s, kill: {node: node-2, relaunch_after: 1s}}
+matrix:
+  timeline[1].at: [2s, 7s]
+`
+	p := mustParse(t, src)
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	want := "all 3 servers down at +2s (timeline[0], timeline[1]; the first back at +3s): nothing serves meanwhile, as allow_all_down allows, in run 1\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
+	if strings.Count(buf.String(), "all 3 servers down") != 1 {
+		t.Errorf("plan names an all-down moment in the run at 7s, when node-0 and node-1 are back:\n%s", buf.String())
+	}
+	// Without the opt-in the same timeline is refused (TestRules "all servers down").
+	if _, err := Parse("t.yaml", []byte(strings.Replace(src, "allow_all_down: true\n", "", 1))); err == nil || !strings.Contains(err.Error(), "allow_all_down: true") {
+		t.Errorf("without allow_all_down: %v", err)
+	}
+}
+
+// issue 33: the plan shows what a delay's round-trip probe holds the timeline for, and its bound.
+func TestPlanShowsDelayProbeBound(t *testing.T) {
+	p := mustParse(t, base+"placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 1ms}}\n"+
+		"timeline:\n  - {at: 4s, delay: {node: node-1, delay: 5ms, for: 5s}}\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	// 5 pairs (node-1 to and from node-0 and node-2, client-0 to node-1) x 5 round trips of
+	// 2 x (1ms + 5ms); the bound is linkproxy.ProbeTimeout a pair.
+	want := "then a probe of 5 round trips on each of up to 5 pairs holds the timeline about 300ms, at most 25.3s"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, buf.String())
+	}
+}
+
+// issue 33: a wait's bound in the plan is its timeout, or the end of the load when that comes first
+// (the timeline is cancelled with the load).
+func TestPlanShowsWaitBound(t *testing.T) {
+	p := mustParse(t, base+"timeline:\n  - {at: 4s, wait_for: {phase: ready}}\n  - {at: 5s, wait_for: {phase: ready, timeout: 10s}}\n")
+	pl, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pl.Print(&buf)
+	for _, want := range []string{"wait until every server is ready (timeout 1m0s, cut when the load ends at +30s)",
+		"wait until every server is ready (timeout 10s); later"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

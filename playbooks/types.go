@@ -28,8 +28,12 @@ type Playbook struct {
 	Warmup    time.Duration       `json:"warmup"`   // probes before this offset are excluded from figures
 	Duration  time.Duration       `json:"duration"` // from load start to end of run
 	Timeline  []Action            `json:"timeline"`
-	Matrix    []Axis              `json:"matrix,omitempty"`
-	Rounds    int                 `json:"rounds"`
+	// AllowAllDown lets the timeline have every server down at once (a whole-cluster power loss,
+	// or a kill while the others have no power): nothing serves until one is back, which is
+	// refused unless the playbook says that is the experiment; the plan names each such moment.
+	AllowAllDown bool   `json:"allow_all_down,omitempty"`
+	Matrix       []Axis `json:"matrix,omitempty"`
+	Rounds       int    `json:"rounds"`
 	// SnapshotWarmFrom is the first snapshot of each run (1-based, timeline order) whose take and
 	// pause the sweep report counts as warm; 0 means the default, all but the first.
 	SnapshotWarmFrom int `json:"snapshot_warm_from,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/linkproxy"
 )
 
@@ -451,7 +452,7 @@ func (l *EventLog) Close() error {
 // an interrupted run, a kind from a newer rig) are skipped and listed in bad as path:line:
 // errors; everything else is still returned. err is only for a file that cannot be read.
 func ReadEvents(path string) (events []Event, bad []error, err error) {
-	f, err := os.Open(path)
+	f, err := untrusted.Open(path, EventsFile) // a regular file: never a FIFO or a device
 	if err != nil {
 		return nil, nil, err
 	}

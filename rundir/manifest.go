@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -16,6 +15,7 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/linkproxy"
 )
@@ -194,7 +194,7 @@ func WriteManifest(dir string, m *Manifest) error {
 // ReadManifest reads dir/manifest.json. A field of an unexpected type is left empty and reported
 // as a *json.UnmarshalTypeError alongside the rest of the manifest.
 func ReadManifest(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	b, err := untrusted.ReadFileUpTo(filepath.Join(dir, ManifestFile), ManifestFile, MaxJSONBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // recordFormat is a file of fixed-size little-endian records after an 8-byte magic: probes.bin,
@@ -57,7 +59,7 @@ func (w *RecordWriter[T]) Close() error {
 }
 
 func (rf *recordFormat[T]) read(path string) ([]T, error) {
-	f, err := os.Open(path)
+	f, err := untrusted.Open(path, "record file") // a regular file: never a FIFO or a device
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,11 @@ import (
 	"path"
 )
 
+// MaxJSONBytes bounds a run folder's JSON file (manifest.json, summary.json, a node's
+// status.json) as it is read back: a folder the user names to rig report may hold anything, and a
+// FIFO or a symlink to /dev/zero in place of one is refused (internal/untrusted), not read.
+const MaxJSONBytes = 64 << 20
+
 // File and folder names inside a run folder (and inside a node's or the load generator's folder).
 const (
 	ManifestFile      = "manifest.json"

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // Sample is one line of <node>/samples/*.ndjson, written by the agent's OS sampler
@@ -122,7 +123,7 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 
 // ReadSamplesFile is ReadSamples of the file at path.
 func ReadSamplesFile(path string) ([]Sample, error) {
-	f, err := os.Open(path)
+	f, err := untrusted.Open(path, "samples file") // a regular file: never a FIFO or a device
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rig-dev/rig/agent/disk"
@@ -20,8 +21,18 @@ func (r *run) modelDisks(ctx context.Context) error {
 	}
 	rec := map[string]diskmodel.Record{}
 	defer func() { r.updateManifest(func(m *rundir.Manifest) { m.DiskModels = rec }) }()
+	// The probe's bound comes from the model (diskmodel.ProbeBound), as the plan shows it: a disk
+	// slower than its model, or a mount that stops answering, fails the run instead of holding it.
+	bound := diskmodel.ProbeBound(r.pb.Disk, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
 	for _, n := range r.servers {
-		root, got, err := dm.ModelDisk(ctx, n, r.pb.Disk)
+		pctx, cancel := context.WithTimeout(ctx, bound)
+		root, got, err := dm.ModelDisk(pctx, n, r.pb.Disk)
+		late := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if err != nil && late {
+			return fmt.Errorf("disk model on %s: its probe did not finish within its bound of %s (the model's own arithmetic: %s a pass, %d passes): %w",
+				n.Name, bound, diskmodel.ProbeTime(r.pb.Disk, diskmodel.ProbeOptions{}), diskmodel.ProbePasses, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -33,5 +44,31 @@ func (r *run) modelDisks(ctx context.Context) error {
 			return fmt.Errorf("disk model on %s, before load: %w", n.Name, err)
 		}
 	}
+	if w, ok := r.cl.(target.DiskWatcher); ok {
+		go r.watchDisks(ctx, w.DiskLost())
+	}
 	return nil
+}
+
+// watchDisks fails the run at once when a disk model is lost under it (unmounted, detached or
+// covered by someone else): what the engines write from then on does not go through the model,
+// or fails, and a run that went on would report ok on another disk.
+func (r *run) watchDisks(ctx context.Context, lost <-chan error) {
+	select {
+	case <-ctx.Done():
+	case err := <-lost:
+		r.mu.Lock()
+		first := r.fault == nil && !r.stopping
+		if first {
+			r.fault = err
+		}
+		r.notifyLocked()
+		r.mu.Unlock()
+		if !first {
+			r.warn("%v", err)
+			return
+		}
+		r.progress("%v", err)
+		r.abort(err)
+	}
 }

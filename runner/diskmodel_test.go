@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
@@ -21,6 +24,7 @@ type diskTarget struct {
 	*fakeTarget
 	probe diskmodel.Achieved
 	asked []diskmodel.Limits
+	left  []time.Duration // what was left of each ModelDisk's context (-1: no deadline)
 }
 
 type diskCluster struct {
@@ -36,8 +40,13 @@ func (t *diskTarget) Start(ctx context.Context, so target.StartOptions) (target.
 	return diskCluster{c.(*fakeCluster), t}, nil
 }
 
-func (c diskCluster) ModelDisk(_ context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+func (c diskCluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
 	c.t.asked = append(c.t.asked, l)
+	left := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	c.t.left = append(c.t.left, left)
 	return "/model/" + n.Name, c.t.probe, nil
 }
 
@@ -70,6 +79,13 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 	for node, rec := range man.DiskModels {
 		if rec.Asked != diskAsked || rec.Achieved != tgt.probe || len(rec.LoadAvg) != 3 {
 			t.Errorf("%s: recorded %+v", node, rec)
+		}
+	}
+	// issue 33: each probe is held to the bound the plan shows (diskmodel.ProbeBound).
+	bound := diskmodel.ProbeBound(diskAsked, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
+	for i, left := range tgt.left {
+		if left > bound || left < bound-10*time.Second {
+			t.Errorf("ModelDisk %d had %v left of its context; want the probe's bound %v", i, left, bound)
 		}
 	}
 	// The engine data went under the model's folder (it is removed from there at the end).
@@ -122,4 +138,57 @@ func readManifest(t *testing.T, dir string) rundir.Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// lostDiskCluster's models can be lost mid-run (DiskWatcher).
+type lostDiskCluster struct {
+	diskCluster
+	lost chan error
+}
+
+func (c lostDiskCluster) DiskLost() <-chan error { return c.lost }
+
+type lostDiskTarget struct {
+	*diskTarget
+	lost chan error
+}
+
+func (t *lostDiskTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
+	c, err := t.diskTarget.Start(ctx, so)
+	if err != nil {
+		return nil, err
+	}
+	return lostDiskCluster{c.(diskCluster), t.lost}, nil
+}
+
+// A disk model lost under a running load (unmounted by someone else, as a second run on the
+// same --local-data once did) fails the run at once, naming the node and how, instead of
+// letting it report ok on whatever disk is left.
+func TestLostDiskModelFailsTheRun(t *testing.T) {
+	c := newFakeCluster(t)
+	tgt := &lostDiskTarget{diskTarget: &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 125e6, SyncLatency: 4 * time.Millisecond}},
+		lost: make(chan error, 1)}
+	lostErr := fmt.Errorf("disk model of node-1: %w: /x/node-1/disk: its mount is gone from the mountpoint", fusefs.ErrLost)
+	c.onCall = func(node, call string) {
+		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
+			select {
+			case tgt.lost <- lostErr:
+			default:
+			}
+		}
+	}
+	start := time.Now()
+	outs, err := Run(context.Background(), plan(t, "30s", diskBlock+"timeline:\n  - {at: 200ms, snapshot: {}}\n"),
+		Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig"})
+	if !errors.Is(err, fusefs.ErrLost) || strings.Count(err.Error(), "disk model lost") != 1 {
+		t.Fatalf("err %v; want the lost model, named once", err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the run went on %s after its disk model was lost (load 30 s)", took)
+	}
+	man := readManifest(t, outs[0].Dir)
+	if man.Status != rundir.StatusFailed || !strings.Contains(man.Error, "disk model of node-1: disk model lost") {
+		t.Errorf("manifest status %q error %q", man.Status, man.Error)
+	}
+	t.Logf("run error: %v", err)
 }

@@ -139,7 +139,9 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 			runErr = lapse
 		}
 	case fault == nil || errors.Is(runErr, ErrEngineExited) || lapsed:
-	case runErr == nil:
+	case errors.Is(runErr, fault): // the run was aborted for it (a disk model lost) and says so
+	case runErr == nil || errors.Is(runErr, context.Canceled) && !interrupted:
+		// (cancelled: aborted for the fault before a stage named it)
 		runErr = fault
 	default:
 		runErr = fmt.Errorf("%w\n(then: %v)", fault, runErr)

@@ -210,7 +210,7 @@ func (e env) Heal(_ context.Context, nodes ...string) (int, error) {
 
 // delayProbe is how a delay action measures the pairs it changed: a few round trips each, so the
 // timeline is held up by little more than them.
-var delayProbe = linkproxy.ProbeOptions{Count: 5}
+var delayProbe = linkproxy.ProbeOptions{Count: actions.DelayProbeRounds}
 
 func (e env) Delay(ctx context.Context, shape linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairProbe, int, func() int, error) {
 	lk, err := e.links()

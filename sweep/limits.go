@@ -3,6 +3,7 @@ package sweep
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +28,8 @@ func ParseUSD(s string) (float64, error) {
 	t = strings.TrimPrefix(t, "$")
 	t = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(t, "USD"), "usd"))
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v != v {
-		return 0, fmt.Errorf("%q: want an amount of US dollars above 0, e.g. 20USD, $20 or 12.50", s)
+	if err != nil || v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q: want a finite amount of US dollars above 0, e.g. 20USD, $20 or 12.50", s)
 	}
 	return v, nil
 }

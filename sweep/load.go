@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -36,8 +37,13 @@ func Load(dir string) (*Set, error) {
 	switch {
 	case err == nil:
 		set := &Set{Dir: dir, Sweep: sw}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open sweep folder: %w", err)
+		}
+		defer root.Close()
 		for _, ref := range sw.Runs {
-			rd := loadRun(filepath.Join(dir, ref.Dir), sw.WarmFrom)
+			rd := loadRun(root, dir, ref.Dir, sw.WarmFrom)
 			rd.Ref = ref
 			set.Runs = append(set.Runs, rd)
 		}
@@ -50,7 +56,12 @@ func Load(dir string) (*Set, error) {
 	if errS != nil && errM != nil {
 		return nil, fmt.Errorf("%s is neither a sweep folder (sweep.json) nor a run folder (summary.json, manifest.json)", dir)
 	}
-	rd := loadRun(dir, 0)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open run folder: %w", err)
+	}
+	defer root.Close()
+	rd := loadRun(root, dir, ".", 0)
 	if rd.Manifest != nil {
 		rd.Ref = Run{Dir: ".", Index: 1, Round: rd.Manifest.Round, Settings: rd.Manifest.Settings, RunID: rd.Manifest.RunID, Status: rd.Manifest.Status}
 	}
@@ -59,16 +70,31 @@ func Load(dir string) (*Set, error) {
 
 // loadRun reads what there is; what is missing is said in Missing, not returned as an error, so
 // a sweep with one failed run still reports the others.
-func loadRun(dir string, warmFrom int) *RunData {
+//
+// Its files are read through root (the sweep folder, or the run folder itself) at rel: one that
+// leads out of it, is not a regular file or is over rundir.MaxJSONBytes is a reason in Missing.
+func loadRun(root *os.Root, base, rel string, warmFrom int) *RunData {
+	dir := filepath.Join(base, rel)
 	rd := &RunData{Dir: dir, warmFrom: warmFrom}
+	readJSON := func(name string, v any) error {
+		p := filepath.Join(rel, name)
+		b, err := untrusted.ReadFileIn(root, p, filepath.Join(base, p), name, rundir.MaxJSONBytes)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(base, p), err)
+		}
+		return nil
+	}
 	var m rundir.Manifest
-	if err := readJSON(filepath.Join(dir, rundir.ManifestFile), &m); err == nil {
+	if err := readJSON(rundir.ManifestFile, &m); err == nil {
 		rd.Manifest = &m
 	} else if !errors.Is(err, os.ErrNotExist) {
 		rd.Missing = err.Error()
 	}
 	var s analysis.Summary
-	switch err := readJSON(filepath.Join(dir, rundir.SummaryFile), &s); {
+	switch err := readJSON(rundir.SummaryFile, &s); {
 	case err == nil:
 		rd.Summary = &s
 	case errors.Is(err, os.ErrNotExist) && rd.Manifest == nil:
@@ -92,17 +118,6 @@ func loadRun(dir string, warmFrom int) *RunData {
 		}
 	}
 	return rd
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
 
 // Group is one combination of matrix values and every run of it (its rounds).

@@ -98,7 +98,6 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 	}
 	n := last.N + 1
 	att := Attempt{N: n, Started: now, Status: rundir.StatusRunning, Rig: cur, AcceptedRig: rigDiffers}
-	type move struct{ from, to string }
 	var moves []move
 	kept := map[int]bool{}
 	for i := range sw.Runs {
@@ -125,7 +124,7 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 		// A move the last resume recorded but did not make.
 		if k := len(r.Earlier); k > 0 && r.Attempt == 0 && exists && r.Earlier[k-1].Dir != "" {
 			if _, err := os.Stat(filepath.Join(dir, r.Earlier[k-1].Dir)); errors.Is(err, os.ErrNotExist) {
-				moves = append(moves, move{rd, filepath.Join(dir, r.Earlier[k-1].Dir)})
+				moves = append(moves, move{r.Dir, r.Earlier[k-1].Dir})
 				continue
 			}
 		}
@@ -144,7 +143,7 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 		}
 		if exists {
 			try.Dir = freeName(dir, filepath.ToSlash(filepath.Join(AttemptsDir, strconv.Itoa(try.Attempt), r.Dir)))
-			moves = append(moves, move{rd, filepath.Join(dir, try.Dir)})
+			moves = append(moves, move{r.Dir, try.Dir})
 		}
 		r.Earlier = append(r.Earlier, try)
 		r.Status, r.Attempt, r.Started, r.Ended = "", 0, time.Time{}, time.Time{}
@@ -155,26 +154,44 @@ func resume(dir string, sw *Sweep, pl *playbooks.Plan, o ResumeOptions) (*Tracke
 	if err := sw.Write(dir); err != nil {
 		return nil, err
 	}
-	for _, mv := range moves {
-		parent := filepath.Dir(mv.to)
-		if err := os.MkdirAll(parent, 0o755); err != nil {
-			return nil, fmt.Errorf("move %s aside: %w", mv.from, err)
-		}
-		if err := os.Rename(mv.from, mv.to); err != nil {
-			return nil, fmt.Errorf("move %s aside: %w", mv.from, err)
-		}
-		if err := atomicfile.SyncDir(parent); err != nil {
-			return nil, fmt.Errorf("move %s aside: %w", mv.from, err)
-		}
-	}
-	if len(moves) > 0 {
-		if err := atomicfile.SyncDir(dir); err != nil {
-			return nil, fmt.Errorf("move run folders aside: %w", err)
-		}
+	if err := moveAside(dir, moves); err != nil {
+		return nil, err
 	}
 	t := &Tracker{Dir: dir, Sweep: sw, plan: pl, progress: o.Progress, now: time.Now, kept: kept}
 	t.started = t.now()
 	return t, nil
+}
+
+// move is a run folder to move aside, both paths relative to the sweep folder.
+type move struct{ from, to string }
+
+// moveAside makes the moves through an os.Root of the sweep folder, so that neither end can lead
+// out of it (Read refused links already; this holds if one appears since), each made durable.
+func moveAside(dir string, moves []move) error {
+	if len(moves) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("move run folders aside: %w", err)
+	}
+	defer root.Close()
+	for _, mv := range moves {
+		parent := filepath.Dir(mv.to)
+		if err := root.MkdirAll(parent, 0o755); err != nil {
+			return fmt.Errorf("move %s aside: %w", filepath.Join(dir, mv.from), err)
+		}
+		if err := root.Rename(mv.from, mv.to); err != nil {
+			return fmt.Errorf("move %s aside: %w", filepath.Join(dir, mv.from), err)
+		}
+		if err := atomicfile.SyncDir(filepath.Join(dir, parent)); err != nil {
+			return fmt.Errorf("move %s aside: %w", filepath.Join(dir, mv.from), err)
+		}
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("move run folders aside: %w", err)
+	}
+	return nil
 }
 
 // endedOK reads the run's manifest (nil when it has none readable) and reports whether the run

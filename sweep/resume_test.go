@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,4 +222,123 @@ func TestResumeOtherRig(t *testing.T) {
 	if a := back.Attempts[1]; !a.AcceptedRig || a.Rig != rundir.Build() || back.Attempts[0].Rig.Version != "v0.9.0" {
 		t.Errorf("attempts after --accept-rig: %+v", back.Attempts)
 	}
+}
+
+// A sweep folder someone tampered with cannot lead a resume or a report out of it (issue 33):
+// an attempts symlink made Resume move a run to a folder outside the sweep; a run folder
+// symlinked elsewhere had its summary.json and report.md rewritten there; a sweep.json
+// symlinked out was read; a run folder named twice was counted twice. Each is refused by Read
+// (and so by Resume, Load and Pending), naming the path, and nothing outside the sweep changes.
+func TestSweepFolderConfined(t *testing.T) {
+	pl := resumePlan(t, resumeBook)
+	// sweep makes a sweep whose r01 ended ok and r02 failed (a resume would move r02 aside).
+	sweep := func(t *testing.T) string {
+		tr, err := Start(t.TempDir(), pl, "rs", StartOptions{Target: "local"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range []string{rundir.StatusOK, rundir.StatusFailed} {
+			if err := tr.Begin(i); err != nil {
+				t.Fatal(err)
+			}
+			fakeRun(t, filepath.Join(tr.Dir, RunDir(i+1, 6)), st, true)
+			tr.End(i, "x", st)
+		}
+		tr.unlock()
+		return tr.Dir
+	}
+	outside := t.TempDir()
+	fakeRun(t, filepath.Join(outside, "r02"), rundir.StatusFailed, true)
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, d string)
+		want   string
+	}{
+		{"attempts symlinked out", func(t *testing.T, d string) {
+			if err := os.Symlink(outside, filepath.Join(d, AttemptsDir)); err != nil {
+				t.Fatal(err)
+			}
+		}, "attempts is a symlink (to " + outside + ")"},
+		{"run folder symlinked out", func(t *testing.T, d string) {
+			if err := os.RemoveAll(filepath.Join(d, "r02")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(outside, "r02"), filepath.Join(d, "r02")); err != nil {
+				t.Fatal(err)
+			}
+		}, "r02 is a symlink (to " + filepath.Join(outside, "r02") + ")"},
+		{"run folder linked to another", func(t *testing.T, d string) {
+			if err := os.Symlink("r01", filepath.Join(d, "r03")); err != nil {
+				t.Fatal(err)
+			}
+		}, "r03 is a symlink (to r01)"},
+		{"plots symlinked out", func(t *testing.T, d string) {
+			if err := os.Symlink(outside, filepath.Join(d, "r01", PlotsDir)); err != nil {
+				t.Fatal(err)
+			}
+		}, filepath.Join("r01", PlotsDir) + " is a symlink"},
+		{"duplicate run dir", func(t *testing.T, d string) {
+			sw, err := Read(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw.Runs[2].Dir = "r01"
+			if err := sw.Write(d); err != nil {
+				t.Fatal(err)
+			}
+		}, "runs 1 and 3 both name the folder r01"},
+		{"sweep.json symlinked out", func(t *testing.T, d string) {
+			b, err := os.ReadFile(filepath.Join(d, FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(outside, "other.json")
+			if err := os.WriteFile(other, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(d, FileName)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, filepath.Join(d, FileName)); err != nil {
+				t.Fatal(err)
+			}
+		}, "escapes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := sweep(t)
+			c.tamper(t, d)
+			before := treeOf(t, outside)
+			_, err := Resume(d, pl, ResumeOptions{StartOptions: StartOptions{Target: "local"}})
+			if !errors.Is(err, ErrNotConfined) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Resume: %v; want %v naming %q", err, ErrNotConfined, c.want)
+			}
+			if _, err := Load(d); !errors.Is(err, ErrNotConfined) {
+				t.Errorf("Load: %v; want %v", err, ErrNotConfined)
+			}
+			if _, err := Pending(d); !errors.Is(err, ErrNotConfined) {
+				t.Errorf("Pending: %v; want %v", err, ErrNotConfined)
+			}
+			if after := treeOf(t, outside); after != before {
+				t.Errorf("the folder outside the sweep changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// treeOf lists every path under dir with its size, for comparing before and after.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v %d\n", rel, fi.Mode(), fi.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

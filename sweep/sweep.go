@@ -186,9 +186,9 @@ func (s *Sweep) Write(dir string) error {
 // ErrNotSweepDir: the folder has no sweep.json.
 var ErrNotSweepDir = errors.New("not a sweep folder (no sweep.json)")
 
-// Read reads dir/sweep.json.
+// Read reads dir/sweep.json and checks that the folders it names stay inside dir (checkFolder).
 func Read(dir string) (*Sweep, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	b, err := readSweepFile(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", dir, ErrNotSweepDir)
 	}
@@ -209,6 +209,9 @@ func Read(dir string) (*Sweep, error) {
 				return nil, fmt.Errorf("%s: run %d: earlier dir %q is not of the form %s/N/r01", filepath.Join(dir, FileName), r.Index, e.Dir, AttemptsDir)
 			}
 		}
+	}
+	if err := checkFolder(dir, &s); err != nil {
+		return nil, err
 	}
 	if s.WarmFrom <= 0 {
 		s.WarmFrom = DefaultWarmFrom

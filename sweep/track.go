@@ -101,7 +101,13 @@ func Start(resultsDir string, pl *playbooks.Plan, name string, o StartOptions) (
 var ErrLocked = errors.New("another controller is running this sweep")
 
 func lockSweep(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	// Through an os.Root of the folder: a .lock symlinked out of it is not created or locked there.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock sweep folder: %w", err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock sweep folder: %w", err)
 	}

@@ -129,6 +129,15 @@ type DiskModeler interface {
 	ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (root string, got diskmodel.Achieved, err error)
 }
 
+// DiskWatcher is a DiskModeler that notices a model lost under the run (unmounted, detached or
+// covered by someone else, so the engine's writes no longer go through it, or fail): the run
+// fails naming it instead of measuring whatever disk is left.
+type DiskWatcher interface {
+	// DiskLost delivers the first model lost, as an error naming the node and how (wrapping
+	// fusefs.ErrLost on the local target).
+	DiskLost() <-chan error
+}
+
 // PowerLosser is a DiskModeler whose models can lose power: the local target's (diskmodel/fusefs
 // keeps what each file had synced). A power loss of a stack's node is a reboot without sync, not
 // this.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/rig-dev/rig/internal/looptest"
+	"github.com/rig-dev/rig/internal/tools"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,14 +18,10 @@ func loop(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for loop devices and mount")
 	}
-	for _, tool := range []string{"losetup", "mkfs.ext4", "blkid", "findmnt", "mount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s missing", tool)
-			}
-			t.Skipf("%s missing", tool)
-		}
-	}
+	tools.Require(t, "mkfs.ext4")
+	tools.Require(t, "blkid")
+	tools.Require(t, "findmnt")
+	tools.Require(t, "mount")
 	dev := looptest.Device(t, 64<<20)
 	if dev == "" {
 		t.Skip("no loop device here")

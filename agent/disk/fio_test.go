@@ -3,19 +3,18 @@ package disk
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/internal/tools"
 )
 
 // fio itself, on a folder of this machine's disk (not /tmp if that were a tmpfs: O_DIRECT), its
 // JSON parsed into the three figures, the result kept and reused, the work files removed.
 func TestCheckRealFio(t *testing.T) {
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Fatalf("fio is not installed (Debian's package fio): %v", err)
-	}
+	tools.Require(t, "fio")
 	dir := t.TempDir()
 	start := time.Now()
 	m, err := Check(t.Context(), CheckOptions{Dir: dir, SizeBytes: 8 << 20, Runtime: 300 * time.Millisecond})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/internal/looptest"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/rundir"
 
 	"github.com/prometheus/procfs/blockdevice"
@@ -102,12 +103,7 @@ type iostatJSON struct {
 // Our figures and iostat -dx over the same interval, under a steady write load, agree within 5 %.
 // The two windows start a few ms apart (two processes), which steady load makes immaterial.
 func TestAgreesWithIostat(t *testing.T) {
-	if _, err := exec.LookPath("iostat"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("iostat missing (apt-get install sysstat)")
-		}
-		t.Skip("iostat not installed (apt-get install sysstat)")
-	}
+	tools.Require(t, "iostat")
 	dir := t.TempDir()
 	var dev, target string
 	if loop := looptest.Device(t, 96<<20); loop != "" {

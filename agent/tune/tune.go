@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // StateFileName is the state file's name inside the agent's folder.
@@ -78,12 +79,14 @@ type Report struct {
 
 // LoadState reads the state file; a missing file is ErrNotApplied.
 func LoadState(path string) (*State, error) {
-	b, err := os.ReadFile(path)
+	// A regular file of at most 16 MiB: rig tune revert --dir names its folder, and a FIFO there
+	// must not hang it.
+	b, err := untrusted.ReadFileUpTo(path, "tuning state", 16<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w (%s does not exist)", ErrNotApplied, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read tuning state: %w", err)
+		return nil, err // it names the file and what is wrong with it
 	}
 	var st State
 	if err := json.Unmarshal(b, &st); err != nil {

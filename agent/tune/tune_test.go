@@ -11,10 +11,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
+	"github.com/rig-dev/rig/internal/tools"
 )
 
 func opts(t *testing.T, root string) tune.Options {
@@ -335,11 +338,8 @@ func requireRoot(t *testing.T, what string) {
 
 func sysctlN(t *testing.T, name string) string {
 	t.Helper()
-	out, err := exec.Command("sysctl", "-n", name).Output()
+	out, err := exec.Command(tools.Require(t, "sysctl"), "-n", name).Output()
 	if err != nil {
-		if os.Getenv("CI") != "true" {
-			t.Skipf("sysctl: %v (apt-get install procps)", err)
-		}
 		t.Fatalf("sysctl -n %s: %v", name, err)
 	}
 	return strings.TrimSpace(string(out))
@@ -410,12 +410,7 @@ func TestRealDirtyBytesCoupling(t *testing.T) {
 // The real ethtool: read this machine's ring sizes and "apply" the current ones (no write,
 // nothing changes), so parsing and the read-back path meet real output.
 func TestRingsRealEthtool(t *testing.T) {
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("ethtool missing (apt-get install ethtool)")
-		}
-		t.Skip("ethtool not installed")
-	}
+	tools.Require(t, "ethtool")
 	ifaces, _ := os.ReadDir("/sys/class/net")
 	for _, i := range ifaces {
 		name := i.Name()
@@ -438,4 +433,23 @@ func TestRingsRealEthtool(t *testing.T) {
 		return
 	}
 	t.Skip("no interface here reports ring sizes")
+}
+
+// rig tune revert --dir names the folder its state file is read from: a FIFO there is refused
+// at once, naming it, not waited on for ever (issue 33).
+func TestLoadStateRefusesAFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), tune.StateFileName)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := tune.LoadState(p); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "tuning state "+p+" is a named pipe (FIFO)") {
+			t.Fatalf("LoadState of a FIFO: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging the suite, not a measurement
+		t.Fatal("LoadState blocked on a FIFO")
+	}
 }

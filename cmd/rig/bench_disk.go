@@ -113,7 +113,7 @@ func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o ben
 		if err := os.Mkdir(backing, 0o755); err != nil {
 			return rep, fmt.Errorf("bench disk: %w", err)
 		}
-		disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, fmt.Sprintf("model-%d", i)), Limits: l, Logger: o.Log})
+		disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, fmt.Sprintf("model-%d", i)), Limits: l, Logger: o.Log, Owner: "rig bench disk"})
 		if err != nil {
 			return rep, fmt.Errorf("bench disk: mount the model %s: %w", l, err)
 		}

@@ -32,6 +32,7 @@ func newCompareCmd() *cobra.Command {
 			}
 			return nil
 		},
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it only reads
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var sets [2]*sweep.Set
 			for i, dir := range args {

@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -152,6 +153,7 @@ func TestRunOnDiskVolumesOverSSH(t *testing.T) {
 // they are to be mounted (--data-mount) and unmounts them when the test ends.
 func serverWithTwoVolumes(t *testing.T, addr string) (*sshdtest.Server, inventory.Node, string) {
 	t.Helper()
+	tools.Require(t, "fio") // the disk check, on the node
 	fast, slow := looptest.Device(t, 96<<20), looptest.Device(t, 96<<20)
 	if fast == "" || slow == "" {
 		t.Skip("no loop devices here (needs root and losetup)")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -122,7 +123,8 @@ func TestPowerLossOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	t.Parallel() // its own addresses (127.0.105.x, 127.0.106.x), sshd and folders
+	t.Parallel()            // its own addresses (127.0.105.x, 127.0.106.x), sshd and folders
+	tools.Require(t, "fio") // the disk check of node-0's data volume, on the node
 	srv := sshdtest.StartWith(t, sshdtest.Options{Host: "127.0.105.3"})
 	servers := []string{"node-0", "node-1", "node-2"}
 	// node-0's engine data is on a data volume of its own (a loop device standing in for EBS),

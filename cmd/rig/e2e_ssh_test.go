@@ -11,6 +11,7 @@ import (
 
 	"github.com/rig-dev/rig/internal/looptest"
 	"github.com/rig-dev/rig/internal/sshdtest"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -22,7 +23,8 @@ func TestRunOverSSH(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	t.Parallel() // its own addresses, sshd and folders: it may run beside the other end-to-end runs
+	t.Parallel()            // its own addresses, sshd and folders: it may run beside the other end-to-end runs
+	tools.Require(t, "fio") // the disk check of node-0's data volume, on the node
 	srv := sshdtest.Start(t)
 	// node-0's engine data goes on a data volume of its own (a loop device standing in for EBS):
 	// found, formatted and mounted by its agent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,4 +245,222 @@ func TestFaultOversizedBookRefusedAtRunStart(t *testing.T) {
 	}
 	noTmpFiles(t, res)
 	assertNoProcessesUnder(t, res)
+}
+
+// rig validate honours SIGTERM during its one long step, the stack preflight (the stack driver
+// asking AWS, over a network that may hang): it exits within seconds, the driver killed, nothing
+// created. The driver here ignores SIGINT and sleeps, as a hung call would; before, rig waited
+// the two minutes an update gets to stop (and ignored SIGTERM all the while).
+func TestFaultValidateHonoursSIGTERM(t *testing.T) {
+	root := t.TempDir()
+	project, bin, state := filepath.Join(root, "repo"), filepath.Join(root, "bin"), filepath.Join(root, "state")
+	pidFile := filepath.Join(root, "driver.pid")
+	os.MkdirAll(project, 0o755)
+	os.MkdirAll(bin, 0o755)
+	cfg, err := os.ReadFile("../../infra/spec/testdata/Pulumi.valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, project, "Pulumi.yaml", "name: rig\nruntime: go\n")
+	writeFile(t, project, "Pulumi.slow.yaml", string(cfg))
+	os.WriteFile(filepath.Join(bin, "pulumi"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	os.WriteFile(filepath.Join(bin, "rig-stack"), []byte("#!/bin/sh\necho $$ > "+pidFile+"\ntrap '' INT\nexec sleep 300\n"), 0o755)
+
+	cmd := exec.Command(rigBin, "validate", "--stack", "slow", "--results", filepath.Join(root, "results"), "quickstart")
+	cmd.Dir = project
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XDG_STATE_HOME="+state, "AWS_ACCESS_KEY_ID=AKIAEXAMPLE",
+		"AWS_SECRET_ACCESS_KEY=x", "RIG_STACK_DRIVER="+filepath.Join(bin, "rig-stack"), "PULUMI_BACKEND_URL=")
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	// Wait until validate is in the preflight: the driver has started.
+	var pid int
+	for deadline := time.Now().Add(time.Minute); ; {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("validate ended before its preflight: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the preflight did not start within a minute:\n%s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The bound is generous for a loaded machine; the old wait was two minutes.
+	const bound = 15 * time.Second
+	select {
+	case err := <-done:
+		t.Logf("rig validate exited %v after SIGTERM (%v; load %s)", time.Since(sent).Round(time.Millisecond), err, loadavg())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "interrupted during the preflight of slow") {
+			t.Errorf("rig validate after SIGTERM during its preflight: %v, stderr %q; want exit 1 saying it was interrupted", err, errOut.String())
+		}
+	case <-time.After(bound):
+		t.Fatalf("rig validate still running %s after SIGTERM during its preflight", bound)
+	}
+	// The driver is gone too (killed, then reaped by init once rig exited).
+	for deadline := time.Now().Add(bound); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stack driver (pid %d) outlived rig validate", pid)
+		}
+	}
+	for _, p := range []string{state, filepath.Join(root, "results")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created", p)
+		}
+	}
+	if ents, _ := os.ReadDir(project); len(ents) != 2 {
+		t.Errorf("the project folder changed: %v", ents)
+	}
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
+// Every other file a user names goes through the same reader (issue 33): an
+// engine.command.config_template of /dev/zero grew rig validate to 24 GB until it was
+// OOM-killed, deaf to SIGTERM; a symlink to it did the same; an --ssh-key of /dev/zero failed
+// the run only after its folder existed; a FIFO in place of the results folder's stage-time
+// history hung rig validate. Each is refused at once, naming the path and what it is, by a
+// process that stays small, and nothing is created.
+func TestFaultNamedFilesGuarded(t *testing.T) {
+	dir := t.TempDir()
+	zeroLink := filepath.Join(dir, "zero.tmpl")
+	if err := os.Symlink("/dev/zero", zeroLink); err != nil {
+		t.Fatal(err)
+	}
+	book := func(name, tmpl string) string {
+		return writeFile(t, dir, name+".yaml", "name: "+name+"\ncluster: {servers: 1, clients: 1}\npreload: {orders: 1k}\nload: {probe_rate: 100/s}\nduration: 5s\n"+
+			"engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\"], config_template: "+tmpl+"}\n")
+	}
+	for _, c := range []struct {
+		what, book, want string
+	}{
+		{"config_template /dev/zero", book("zero", "/dev/zero"), "config template /dev/zero is a character device; want a regular file"},
+		{"config_template a symlink to /dev/zero", book("zerolink", "zero.tmpl"), "config template " + zeroLink + " is a character device"},
+	} {
+		errOut, rss := rigRefuses(t, "validate", c.book)
+		wantRefusal(t, c.what, errOut, rss, c.book+":8:77: engine.command.config_template: cannot read the template", c.want)
+	}
+
+	// --ssh-key: refused before the run makes anything.
+	fifo := filepath.Join(dir, "key.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, inv := priceableTarget(t)
+	for key, kind := range map[string]string{"/dev/zero": "a character device", zeroLink: "a character device", fifo: "a named pipe (FIFO)"} {
+		res := filepath.Join(t.TempDir(), "results")
+		_, errOut, code := rigRun(t, "run", "--results", res, "--inventory", inv, "--ssh-key", key, "quickstart")
+		if code != 2 || !strings.Contains(errOut, "--ssh-key: not a regular file: ssh key "+key+" is "+kind) {
+			t.Errorf("rig run --ssh-key %s: exit %d, stderr %q; want exit 2 naming the key and what it is", key, code, errOut)
+		}
+		if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("rig run --ssh-key %s created %s", key, res)
+		}
+	}
+
+	// A FIFO as the stage-time history: validate says so and estimates from the defaults.
+	res := filepath.Join(dir, "results")
+	os.MkdirAll(res, 0o755)
+	if err := syscall.Mkfifo(filepath.Join(res, "stage-times.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := rigRun(t, "validate", "--results", res, "quickstart")
+	if code != 0 || !strings.Contains(errOut, "stage-time history "+filepath.Join(res, "stage-times.jsonl")+" is a named pipe (FIFO)") ||
+		!strings.Contains(out, "expected") {
+		t.Errorf("rig validate with a FIFO as the history: exit %d, stderr %q; want the plan and a warning naming the FIFO\n%s", code, errOut, out)
+	}
+}
+
+// rig validate honours SIGTERM in its steps that do not watch ctx too. Here its plan (990 runs of
+// a timeline of 1,100 kills, some 200 KB) goes to a pipe nobody reads, as `rig validate big.yaml
+// | less` left unscrolled: the write blocks, and SIGTERM used to be swallowed (NotifyContext) with
+// rig blocked for ever. It now exits 1 within interruptGrace, saying so, having created nothing.
+func TestFaultSlowValidateHonoursSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("name: slow\ncluster: {servers: 7, clients: 3}\npreload: {orders: 1k}\nload: {probe_rate: 100/s}\nduration: 3000s\n" +
+		"matrix: {engine.sync_level: [0, 1, 2], preload.orders: [1k, 2k, 3k, 4k, 5k, 6k, 7k, 8k, 9k, 10k]}\nrounds: 33\ntimeline:\n")
+	for i := range 1100 {
+		fmt.Fprintf(&b, "  - {at: %dms, kill: {node: node-%d, relaunch_after: 100ms}}\n", 1000+i*1000, i%7)
+	}
+	pb := writeFile(t, dir, "slow.yaml", b.String())
+	res := filepath.Join(dir, "results")
+	unread, stdout, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unread.Close()
+	cmd := exec.Command(rigBin, "validate", "--results", res, pb)
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = stdout, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	// Signal once rig is planning: its resident set has grown past 60 MiB (it starts under 30
+	// and peaks near 170), long after main installed its handlers.
+	for deadline := time.Now().Add(time.Minute); residentBytes(cmd.Process.Pid) < 60<<20; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("rig validate ended before it grew: %v\n%s", err, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rig validate did not start planning within a minute")
+		}
+	}
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 15 * time.Second // generous for a loaded machine; before, it never exited
+	select {
+	case err := <-done:
+		t.Logf("rig validate exited %v after SIGTERM (%v; load %s)", time.Since(sent).Round(time.Millisecond), err, loadavg())
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "rig: validate interrupted (terminated)") {
+			t.Errorf("rig validate after SIGTERM: %v, stderr %q; want exit 1 saying it was interrupted", err, errOut.String())
+		}
+	case <-time.After(bound):
+		t.Fatalf("rig validate still running %s after SIGTERM", bound)
+	}
+	if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was created", res)
+	}
+}
+
+// residentBytes is process pid's resident set (/proc/PID/status VmRSS), 0 when unknown.
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

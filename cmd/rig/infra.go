@@ -362,7 +362,8 @@ func archiveCmd() *cobra.Command {
 		Short: "Pack run folders as tar.zst with a sha256 manifest, store them and verify what landed",
 		Long: `Pack each results/<run-id>/ into <run-id>.tar.zst plus <run-id>.manifest.json (sha256 of the
 archive and of every file), upload to S3 with the transfer manager (multipart above 16 MiB) or write
-to a folder, then read both back and check every digest. Credentials and region come from the AWS
+to a folder, then read both back and check every digest. Sockets, FIFOs, dead mounts and other
+filesystems mounted in the folder are skipped, each named. Credentials and region come from the AWS
 SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {

@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,10 +45,42 @@ func newRootCmd() *cobra.Command {
 // errUsage marks bad input: rig exits 2 for it, 1 for failures of the work itself.
 var errUsage = errors.New("usage")
 
+// exitOnInterrupt marks a verb that changes nothing (validate, compare): on SIGINT or SIGTERM
+// it exits within interruptGrace whatever step it is in. Its steps need no cleanup, and one that
+// does not watch ctx (planning and checking 990 runs of a long timeline takes seconds) would
+// otherwise run to its end with the signal swallowed by NotifyContext. The grace lets a step
+// that watches ctx end by itself first: the stack preflight kills its driver after
+// preflightStopWait and says it was interrupted.
+const exitOnInterrupt = "rig/exit-on-interrupt"
+
+const interruptGrace = 600 * time.Millisecond
+
+// exitWhenInterrupted exits the process interruptGrace after the first SIGINT or SIGTERM if the
+// verb running then is marked exitOnInterrupt; running says which verb runs.
+func exitWhenInterrupted(running *atomic.Pointer[cobra.Command]) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM) // beside NotifyContext's: both are told
+	go func() {
+		s := <-sig
+		signal.Stop(sig)
+		c := running.Load()
+		if c == nil || c.Annotations[exitOnInterrupt] == "" {
+			return // the verb stops on ctx, cleaning up as it must
+		}
+		time.Sleep(interruptGrace)
+		fmt.Fprintf(os.Stderr, "rig: %s interrupted (%v); it changes nothing, so it stopped where it was\n", c.Name(), s)
+		os.Exit(1)
+	}()
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+	root := newRootCmd()
+	var running atomic.Pointer[cobra.Command]
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { running.Store(cmd) }
+	exitWhenInterrupted(&running)
+	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rig:", err)
 		if errors.Is(err, errUsage) {
 			os.Exit(2)

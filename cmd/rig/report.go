@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
+	"github.com/rig-dev/rig/target/local"
 )
 
 func newReportCmd() *cobra.Command {
@@ -22,7 +23,8 @@ func newReportCmd() *cobra.Command {
 		Short: "Re-analyse a run folder or a sweep folder: rewrite summary.json, report.md and plots/",
 		Long: "Reads RUN_DIR (events.jsonl, loadgen/probes.bin, <node>/status.json, manifest.json) the way\n" +
 			"`rig run` does at the end of every run, and rewrites summary.json, report.md and plots/*.png.\n" +
-			"Nothing else in the folder is changed.\n\n" +
+			"Nothing else in the folder is changed; the dead disk model mounts a killed run left are\n" +
+			"detached and named in the warnings (docs/disks.md, \"Who owns a mount\").\n\n" +
 			"Given a SWEEP_DIR (a folder with sweep.json), re-analyses each of its runs (r01, r02, …) the\n" +
 			"same way, then rewrites the sweep's report.md (one table per experiment, every combination's\n" +
 			"rounds pooled, differences from the baseline) and its plots/.",
@@ -123,6 +125,15 @@ func report(stdout, stderr io.Writer, dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("analyze %s: %w", dir, err)
+	}
+	// A controller killed during a disk: run leaves its models mounted, dead (every access fails
+	// with ENOTCONN): detached here, and named.
+	left, err := local.ReclaimDisks(dir, s.RunID)
+	for _, l := range left {
+		s.Warnings = append(s.Warnings, local.Detached(l))
+	}
+	if err != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("dead disk model mounts: %v", err))
 	}
 	if err := analysis.WriteOutputs(dir, s); err != nil {
 		return fmt.Errorf("write report of %s: %w", dir, err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,5 +85,39 @@ func TestReportBadInput(t *testing.T) {
 	entries, _ := os.ReadDir(empty)
 	if len(entries) != 1 {
 		t.Errorf("folder changed by a rejected report: %v", entries)
+	}
+}
+
+// A run folder is named by the user to rig report and may hold anything: a symlink to /dev/zero
+// in place of manifest.json, a FIFO in place of a node's status.json or of summary.json in a
+// sweep. Each is refused as a file by the one guarded reader (internal/untrusted) and reported
+// as a warning naming it; rig report neither hangs nor reads without end (issue 33).
+func TestReportRefusesNonFiles(t *testing.T) {
+	dir := miniRun(t)
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, rundir.ManifestFile)); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "node-0"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, "node-0", rundir.StatusFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- report(&out, &errOut, dir) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second): // a guard against hanging the suite, not a measurement
+		t.Fatal("rig report blocked on a FIFO or read /dev/zero")
+	}
+	for _, want := range []string{
+		"manifest.json " + filepath.Join(dir, rundir.ManifestFile) + " is a character device",
+		"status.json " + filepath.Join(dir, "node-0", rundir.StatusFile) + " is a named pipe (FIFO)",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -275,13 +276,10 @@ func TestDeadlineStopsSweepAndBudgetRefuses(t *testing.T) {
 	// the third cannot begin before a deadline this close to the estimate.
 	deadline := need + 400*time.Millisecond
 
-	// A budget below the expected cost: refused, nothing created.
-	cfg := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
-	if err := os.WriteFile(cfg, []byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n"+
-		"  rig:publicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, errOut, code := rigRun(t, "run", "--results", res, "--first-address", "127.0.23.11", "--budget", "0.001USD", "--stack-config", cfg, pbPath)
+	// A budget below the expected cost on a stack's nodes: refused, nothing created. (A local run
+	// has no price: --budget is for nodes that cost, see TestRunBudgetRefused.)
+	cfg, inv := priceableTarget(t)
+	_, errOut, code := rigRun(t, "run", "--results", res, "--inventory", inv, "--budget", "0.001USD", "--stack-config", cfg, pbPath)
 	if code != 2 || !strings.Contains(errOut, "--budget: over the limit") || !strings.Contains(errOut, "over the budget of $0.00") || !strings.Contains(errOut, "nothing was started") {
 		t.Fatalf("run with a budget below its cost: exit %d, stderr %q", code, errOut)
 	}
@@ -334,6 +332,56 @@ func TestDeadlineStopsSweepAndBudgetRefuses(t *testing.T) {
 		t.Errorf("report.md does not say the first attempt stopped at the deadline:\n%.1500s", rep)
 	}
 	assertNoProcessesUnder(t, res)
+}
+
+// priceableTarget writes a stack config with a price and an inventory of one node of it (on a
+// closed port: nothing is reached before the limits are checked).
+func priceableTarget(t *testing.T) (cfg, inv string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, inv = filepath.Join(dir, "Pulumi.dev.yaml"), filepath.Join(dir, "inv.json")
+	if err := os.WriteFile(cfg, []byte("config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:operatorCidrs: [\"203.0.113.7/32\"]\n"+
+		"  rig:publicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(inv, []byte(`{"target":"aws","nodes":[
+		{"name":"s0","role":"server","address":"127.0.0.1","ssh":{"user":"root","port":1,"host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}},
+		{"name":"c0","role":"client","address":"127.0.0.1","ssh":{"user":"root","port":1,"host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, inv
+}
+
+// --budget must be a finite amount above 0: Inf used to be accepted (no budget at all, said to
+// be one), as were amounts a float parses that are not money. And a stack's price is not applied
+// to a local run: --budget or --stack-config without --stack or --inventory used to price this
+// machine at the stack's hourly rate and estimate it as the stack. Each is refused naming the
+// flag and what is valid, exit 2, before anything is created.
+func TestRunBudgetRefused(t *testing.T) {
+	cfg, inv := priceableTarget(t)
+	pb := writePlaybook(t, deadlinePlaybook)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--inventory", inv, "--stack-config", cfg, "--budget", "Inf"}, `--budget "Inf": want a finite amount of US dollars above 0`},
+		{[]string{"--inventory", inv, "--stack-config", cfg, "--budget", "+infUSD"}, `--budget "+infUSD": want a finite amount`},
+		{[]string{"--inventory", inv, "--stack-config", cfg, "--budget", "NaN"}, `--budget "NaN": want a finite amount`},
+		{[]string{"--inventory", inv, "--stack-config", cfg, "--budget", "-5"}, `--budget "-5": want a finite amount`},
+		{[]string{"--inventory", inv, "--stack-config", cfg, "--budget", "1e999"}, `--budget "1e999": want a finite amount`},
+		{[]string{"--budget", "20USD", "--stack-config", cfg}, "--budget: a run on the local target (this machine) has no price per hour"},
+		{[]string{"--stack-config", cfg}, "--stack-config: a run on the local target (this machine) has no price per hour"},
+	} {
+		res := filepath.Join(t.TempDir(), "results")
+		args := append([]string{"run", "--results", res}, append(c.args, pb)...)
+		out, errOut, code := rigRun(t, args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("rig %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+		if _, err := os.Stat(res); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("rig %s: created %s (%v)", strings.Join(c.args, " "), res, err)
+		}
+	}
 }
 
 // rig validate PLAYBOOK --stack-config F prints the sweep's cost: its time estimate times the
@@ -421,4 +469,130 @@ func TestValidatePrintsCrossAZCost(t *testing.T) {
 	if want := gb * 0.02; usd < want-0.0001 || usd > want+0.0001 {
 		t.Errorf("$%.4f, want %.3f GB x $0.02 = $%.4f", usd, gb, want)
 	}
+}
+
+// A sweep folder tampered with between attempts (issue 33) is refused by rig run --resume and
+// rig report, exit 2, naming what is wrong; nothing in it or outside it changes. sweep.json's
+// source pointing at a file that is not a playbook used to be read and its first line echoed
+// ("fakeshadow:1:1: root:$6$…"); an attempts symlink made the resume move a run outside the
+// sweep; a run folder symlinked elsewhere had its summary.json and report.md rewritten there.
+func TestFaultTamperedSweepRefused(t *testing.T) {
+	pb := writePlaybook(t, resumePlaybook)
+	p, err := playbooks.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	secret := writeFile(t, outside, "fakeshadow", "root:$6$c2VjcmV0$notarealhash:19000:0:99999:7:::\n")
+	// A run folder outside, as a run leaves it, for the symlinked r02 to point at.
+	foreign := filepath.Join(outside, "r02")
+	if err := os.MkdirAll(filepath.Join(foreign, "loadgen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, foreign, "manifest.json", `{"run_id":"x-r02","status":"failed"}`)
+	// newSweep leaves a sweep whose r01 ended ok and r02 failed.
+	newSweep := func(t *testing.T) string {
+		tr, err := sweep.Start(t.TempDir(), plan, "resume", sweep.StartOptions{Target: "local"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range []string{"ok", "failed"} {
+			if err := tr.Begin(i); err != nil {
+				t.Fatal(err)
+			}
+			d, id := tr.RunDir(i)
+			os.MkdirAll(d, 0o755)
+			writeFile(t, d, "manifest.json", `{"run_id":"`+id+`","status":"`+st+`"}`)
+			writeFile(t, d, "summary.json", `{"status":"`+st+`"}`)
+			tr.End(i, id, st)
+		}
+		if _, err := tr.Finish("failed"); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Dir
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, d string)
+		verbs  [][]string // with the sweep folder appended
+		want   string
+	}{
+		{"source names a file that is not a playbook", func(t *testing.T, d string) {
+			sw, err := sweep.Read(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw.Source = secret
+			if err := sw.Write(d); err != nil {
+				t.Fatal(err)
+			}
+		}, [][]string{{"run", "--resume"}}, "sweep.json's source " + secret + " is not the sweep's playbook"},
+		{"attempts symlinked out", func(t *testing.T, d string) {
+			if err := os.Symlink(outside, filepath.Join(d, sweep.AttemptsDir)); err != nil {
+				t.Fatal(err)
+			}
+		}, [][]string{{"run", "--resume"}, {"report"}}, "attempts is a symlink (to " + outside + ")"},
+		{"run folder symlinked out", func(t *testing.T, d string) {
+			if err := os.RemoveAll(filepath.Join(d, "r02")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(foreign, filepath.Join(d, "r02")); err != nil {
+				t.Fatal(err)
+			}
+		}, [][]string{{"run", "--resume"}, {"report"}}, "r02 is a symlink (to " + foreign + ")"},
+		{"a run folder named twice", func(t *testing.T, d string) {
+			sw, err := sweep.Read(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw.Runs[1].Dir = "r01"
+			if err := sw.Write(d); err != nil {
+				t.Fatal(err)
+			}
+		}, [][]string{{"run", "--resume"}, {"report"}}, "runs 1 and 2 both name the folder r01"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newSweep(t)
+			c.tamper(t, d)
+			before, beforeOut := dirState(t, d), dirState(t, outside)
+			for _, verb := range c.verbs {
+				args := append(append([]string(nil), verb...), d)
+				out, errOut, code := rigRun(t, args...)
+				if code != 2 || !strings.Contains(errOut, c.want) {
+					t.Errorf("rig %s: exit %d, stderr %q; want exit 2 and %q\n%s", strings.Join(verb, " "), code, errOut, c.want, out)
+				}
+				if strings.Contains(errOut+out, "root:") || strings.Contains(errOut+out, "notarealhash") {
+					t.Errorf("rig %s echoed the file sweep.json's source names: %q", strings.Join(verb, " "), errOut)
+				}
+			}
+			if after := dirState(t, d); after != before {
+				t.Errorf("the sweep folder changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if after := dirState(t, outside); after != beforeOut {
+				t.Errorf("the folder outside the sweep changed:\nbefore:\n%s\nafter:\n%s", beforeOut, after)
+			}
+		})
+	}
+}
+
+// dirState lists every path under dir (links not followed) with its mode, size and mtime.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v %d %d\n", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
+	"github.com/rig-dev/rig/transport/sshx"
 )
 
 func newRunCmd() *cobra.Command {
@@ -63,26 +65,28 @@ func newRunCmd() *cobra.Command {
 					return fmt.Errorf("%w: --resume %s: %v", errUsage, resumeDir, err)
 				}
 				resumed = sw
-				if len(args) == 0 {
-					src := strings.TrimPrefix(sw.Source, "embedded:")
-					if src == "" {
-						return fmt.Errorf("%w: --resume %s: sweep.json names no playbook source; give the PLAYBOOK", errUsage, resumeDir)
-					}
-					args = []string{src}
-				}
 				opts.ResultsDir = filepath.Dir(filepath.Clean(resumeDir))
 			}
 			if opts.LeaseTTL < runner.MinLeaseTTL || opts.LeaseTTL > runner.MaxLeaseTTL {
 				return fmt.Errorf("%w: --lease %s: want a duration from %s to %s (e.g. --lease 1m for remote nodes over a slow link)",
 					errUsage, opts.LeaseTTL, runner.MinLeaseTTL, runner.MaxLeaseTTL)
 			}
-			pb, err := playbooks.Open(args[0])
-			if err != nil {
-				return fmt.Errorf("%w: %v", errUsage, err)
-			}
-			plan, err := pb.Plan()
-			if err != nil {
-				return fmt.Errorf("%w: %v", errUsage, err)
+			var plan *playbooks.Plan
+			var err error
+			if resumed != nil && len(args) == 0 {
+				src, p, err := sweepPlan(resumeDir, resumed)
+				if err != nil {
+					return err
+				}
+				args, plan = []string{src}, p
+			} else {
+				var pb *playbooks.Playbook
+				if pb, err = playbooks.Open(args[0]); err != nil {
+					return fmt.Errorf("%w: %v", errUsage, err)
+				}
+				if plan, err = pb.Plan(); err != nil {
+					return fmt.Errorf("%w: %v", errUsage, err)
+				}
 			}
 			if localOpts.DataDir != "" {
 				if stackName != "" || inventoryFile != "" {
@@ -122,6 +126,13 @@ func newRunCmd() *cobra.Command {
 					return fmt.Errorf("%w: --sysrq-trigger and --agent-power-proc are for --stack/--inventory: the local target never reboots this machine", errUsage)
 				}
 				opts.Target = local.New(localOpts)
+			}
+			// Keys are read now, through the guarded reader: a bad one would otherwise fail the run
+			// after its folder exists.
+			for _, k := range remote.Login.KeyFiles {
+				if _, err := sshx.LoadKey(k); err != nil {
+					return fmt.Errorf("%w: --ssh-key: %v", errUsage, err)
+				}
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()
@@ -196,11 +207,50 @@ func newRunCmd() *cobra.Command {
 		"when it lapses the agent stops its engine and reverts its tuning, and the run fails naming the node (5s to 10m; docs/security.md)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	f.StringVar(&resumeDir, "resume", "", "continue the interrupted sweep in this folder (results/<sweep-id>): keep its ok runs, rerun the rest in plan order")
-	f.StringVar(&budget, "budget", "", "refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars, e.g. 20USD, and stop a sweep before the run that would pass it (resumable)")
+	f.StringVar(&budget, "budget", "", "with --stack or --inventory: refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars (a finite amount above 0, e.g. 20USD), and stop a sweep before the run that would pass it (resumable)")
 	f.DurationVar(&deadline, "deadline", 0, "refuse a plan expected to take longer than this from now, e.g. 45m, and stop a sweep before the run that would end after it (resumable)")
-	f.StringVar(&stackConfig, "stack-config", "", "the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
+	f.StringVar(&stackConfig, "stack-config", "", "with --stack or --inventory: the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
 	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
+}
+
+// sweepPlan opens the playbook sweep.json names as its source, for a --resume without PLAYBOOK.
+// sweep.json may have been edited, so its source is only trusted to be a path: an embedded
+// name opens the embedded playbook only, and a file is read through the guarded reader; when it
+// is not a playbook, its problems are not shown (they would quote the file, whatever it is:
+// "fakeshadow:1:1: root:$6$…"), only that it is not, and how to see them.
+func sweepPlan(resumeDir string, sw *sweep.Sweep) (string, *playbooks.Plan, error) {
+	if sw.Source == "" {
+		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json names no playbook source; give the PLAYBOOK", errUsage, resumeDir)
+	}
+	src := sw.Source
+	var pb *playbooks.Playbook
+	var err error
+	if name, ok := strings.CutPrefix(src, "embedded:"); ok {
+		src = name
+		if !slices.Contains(playbooks.List(), name) {
+			return "", nil, fmt.Errorf("%w: --resume %s: sweep.json's source %q is no embedded playbook (embedded: %s); give the PLAYBOOK",
+				errUsage, resumeDir, sw.Source, strings.Join(playbooks.List(), ", "))
+		}
+	} else if fi, serr := os.Stat(src); serr == nil && fi.IsDir() {
+		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json's source %s is a directory, not the sweep's playbook; give the PLAYBOOK", errUsage, resumeDir, src)
+	}
+	pb, err = playbooks.Open(src)
+	var plan *playbooks.Plan
+	if err == nil {
+		plan, err = pb.Plan()
+	}
+	var probs playbooks.Problems
+	switch {
+	case err == nil:
+		return src, plan, nil
+	case errors.As(err, &probs):
+		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json's source %s is not the sweep's playbook: it does not read as a playbook "+
+			"(%d problem(s), not shown since the path comes from sweep.json); give the PLAYBOOK (rig validate PLAYBOOK lists a playbook's problems)",
+			errUsage, resumeDir, src, len(probs))
+	default: // not found, not a regular file, too large: the error names the path and what it is
+		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json's source: %v; give the PLAYBOOK", errUsage, resumeDir, err)
+	}
 }
 
 // runLimits checks --budget, --deadline and --stack-config, prints the plan's expected time and
@@ -210,6 +260,16 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 	var l sweep.Limits
 	if deadline < 0 {
 		return l, fmt.Errorf("%w: --deadline %s: want a duration above 0, e.g. 45m", errUsage, deadline)
+	}
+	if stackName == "" && inventoryFile == "" && (budget != "" || stackConfig != "") {
+		// The local target is this machine: a stack's price would make up a cost (and its
+		// estimate would be the stack's) for a run that costs nothing.
+		flag := "--budget"
+		if budget == "" {
+			flag = "--stack-config"
+		}
+		return l, fmt.Errorf("%w: %s: a run on the local target (this machine) has no price per hour; --budget and --stack-config are for a run on a stack's nodes (--stack NAME or --inventory FILE); nothing was started",
+			errUsage, flag)
 	}
 	auto := false
 	if stackConfig == "" && stackName != "" {
@@ -258,8 +318,6 @@ func runLimits(cmd *cobra.Command, plan *playbooks.Plan, opts *runner.Options, b
 		if inv, err := inventory.Load(inventoryFile); err == nil {
 			plan.Target = estimate.Target(inv.Target, "")
 		}
-	case priceStack != "":
-		plan.Target = estimate.Target("aws", priceStack)
 	}
 	todo := make([]int, len(plan.Runs))
 	for i := range todo {

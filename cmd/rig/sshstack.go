@@ -18,6 +18,7 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport/sshx"
 )
@@ -97,7 +98,7 @@ func (f *stackSSHFlags) pickKeys() ([]string, string) {
 	home, _ := os.UserHomeDir()
 	pubs, _ := filepath.Glob(filepath.Join(home, ".ssh", "*.pub"))
 	for _, p := range pubs {
-		b, err := os.ReadFile(p)
+		b, err := untrusted.ReadFile(p, "ssh public key") // a FIFO or device among them is skipped, not read
 		if err != nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +43,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 			}
 			return nil
 		},
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it changes nothing
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if est.stack != "" {
 				var err error
@@ -98,7 +100,9 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 		}
 	}
 	if est.stack != "" {
-		if err := stackPreflight(cmd, est.stack); err != nil {
+		if err := stackPreflight(cmd, est.stack); cmd.Context().Err() != nil {
+			return fmt.Errorf("interrupted during the preflight of %s: %w", est.stack, cmd.Context().Err()) // not bad input: exit 1
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("--stack %s: %w", est.stack, err))
 		}
 	}
@@ -312,14 +316,19 @@ func stackPreflight(cmd *cobra.Command, name string) error {
 		fmt.Fprintf(out, "preflight of %s not run: %v\n", name, err)
 		return nil
 	}
-	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{ProjectDir: ".", Stdin: cmd.InOrStdin(), Stdout: out, Stderr: cmd.ErrOrStderr()},
-		"preflight", "--stack", name)
+	// Preflight only asks AWS: interrupted, it is killed after preflightStopWait, not the two
+	// minutes an update gets, so rig validate stops within a second of Ctrl-C or SIGTERM.
+	err := stack.RunDriver(cmd.Context(), stack.DriverOptions{ProjectDir: ".", Stdin: cmd.InOrStdin(), Stdout: out, Stderr: cmd.ErrOrStderr(),
+		StopWait: preflightStopWait}, "preflight", "--stack", name)
 	var ee *stack.ExitError
 	if errors.As(err, &ee) && ee.Code == 2 {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return err
 }
+
+// preflightStopWait is how long an interrupted preflight has to exit before it is killed.
+const preflightStopWait = 300 * time.Millisecond
 
 // awsConfigured tells, without the AWS SDK (which only the stack driver links), whether any
 // source of the SDK's default chain is set up: the environment, or the shared files.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,13 @@ type Options struct {
 	Mountpoint string // the folder the model is mounted on (created if missing)
 	Limits     diskmodel.Limits
 	Logger     *slog.Logger
+	// Clock is the model's time (nil: the wall clock). The tests of the caps' arithmetic
+	// pass a fake one.
+	Clock Clock
+	// Owner names the mount's holder in its lock file (reclaim.go), e.g. "run <id>": a second
+	// model on the same mountpoint is refused naming it, and a dead holder's mount is detached
+	// naming it.
+	Owner string
 }
 
 // ErrDetached is a Close that found the mount busy and detached it lazily (MNT_DETACH): it is
@@ -34,20 +42,31 @@ var ErrDetached = errors.New("disk model was busy: detached lazily")
 
 // Disk is a mounted model.
 type Disk struct {
-	opts   Options
-	srv    *fuse.Server
-	m      *model
-	once   sync.Once
-	err    error
-	closed chan struct{}
+	opts    Options
+	srv     *fuse.Server
+	m       *model
+	once    sync.Once
+	err     error
+	closed  chan struct{}
+	closing atomic.Bool
+	lock    *os.File   // the mountpoint's lock (reclaim.go), held until unmounted
+	left    []Leftover // dead models' mounts detached from the mountpoint first
+	mountID int        // the mount's id in /proc/self/mountinfo
+	lost    chan struct{}
+	lostErr error // why, once lost is closed
 }
+
+// healthEvery is how often a model checks that its mount is still what its mountpoint shows.
+const healthEvery = time.Second
 
 // maxWrite is the largest FUSE write request asked for (the kernel's own ceiling is 1 MiB
 // with max_pages): smaller requests would split a 1 MiB application write into eight.
 const maxWrite = 1 << 20
 
 // Mount mounts a model of o.Limits on o.Mountpoint over o.Backing, directly with mount(2)
-// (root; no fusermount), and unmounts it when ctx ends or Close is called.
+// (root; no fusermount), and unmounts it when ctx ends or Close is called. It first takes the
+// mountpoint's lock: one a live model holds is refused (ErrBusy) naming its holder, and the
+// mounts of dead models found on the mountpoint are detached (Reclaimed names them).
 func Mount(ctx context.Context, o Options) (*Disk, error) {
 	if err := o.Limits.Validate(); err != nil {
 		return nil, err
@@ -72,14 +91,31 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	if err := ensureFuseDevice(); err != nil {
 		return nil, err
 	}
-	clearStale(o.Mountpoint, o.Logger)
+	if err := os.MkdirAll(filepath.Dir(o.Mountpoint), 0o755); err != nil {
+		return nil, fmt.Errorf("disk model: mountpoint: %w", err)
+	}
+	lock, prev, err := lockMountpoint(o.Mountpoint, true)
+	if err != nil {
+		return nil, fmt.Errorf("disk model: mountpoint %w", err)
+	}
+	mounted := false
+	defer func() {
+		if !mounted {
+			lock.Close()
+		}
+	}()
+	var left []Leftover
+	if n, err := detachModels(o.Mountpoint); err != nil {
+		return nil, fmt.Errorf("disk model: %w", err)
+	} else if n > 0 {
+		left = append(left, Leftover{Mountpoint: o.Mountpoint, LeftBy: prev})
+		o.Logger.Warn("detached a dead disk model's mount", "mountpoint", o.Mountpoint, "left_by", prev.String())
+	}
 	if err := os.MkdirAll(o.Mountpoint, 0o755); err != nil {
 		return nil, fmt.Errorf("disk model: mountpoint: %w", err)
 	}
 
-	m := &model{lim: o.Limits, bytes: newBucket(o.Limits.Throughput, o.Limits.Burst),
-		iops: newBucket(o.Limits.IOPS, o.Limits.Burst), ioSize: o.Limits.EffectiveIOSize(),
-		dirty: map[*node]struct{}{}}
+	m := newModel(o.Limits, o.Clock)
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -91,7 +127,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 		MountOptions: fuse.MountOptions{
 			DirectMountStrict: true,
 			FsName:            o.Backing,
-			Name:              "rigdisk",
+			Name:              fsName,
 			MaxWrite:          maxWrite,
 			// Only the mounting user (root) may enter: the loopback acts with the server's
 			// own rights, so other users would bypass the backing folder's permissions.
@@ -101,7 +137,22 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk model: mount %s on %s: %w", o.Backing, o.Mountpoint, err)
 	}
-	d := &Disk{opts: o, srv: srv, m: m, closed: make(chan struct{})}
+	d := &Disk{opts: o, srv: srv, m: m, closed: make(chan struct{}), lock: lock, left: left, lost: make(chan struct{})}
+	if err := writeHolder(lock, o.Owner); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("disk model: record the holder in %s: %w", LockPath(o.Mountpoint), err)
+	}
+	if all, err := mountinfo(); err == nil {
+		if on := mountsOn(all, o.Mountpoint); len(on) > 0 && on[len(on)-1].fstype == FsType {
+			d.mountID = on[len(on)-1].id
+		}
+	}
+	if d.mountID == 0 {
+		d.Close()
+		return nil, fmt.Errorf("disk model: mounted on %s but not found there in /proc/self/mountinfo", o.Mountpoint)
+	}
+	mounted = true
+	go d.watch()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -124,19 +175,98 @@ func (d *Disk) Limits() diskmodel.Limits { return d.opts.Limits }
 // Stats are the model's counters since it was mounted.
 func (d *Disk) Stats() Stats { return d.m.c.stats() }
 
+// Reclaimed are the dead models' mounts Mount detached from the mountpoint before mounting.
+func (d *Disk) Reclaimed() []Leftover { return d.left }
+
+// Lost is closed when the model stopped serving its mountpoint before Close (ErrLost, Err says
+// how): unmounted or detached by someone else, its connection aborted, or covered by another
+// mount. What is written there from then on does not go through the model.
+func (d *Disk) Lost() <-chan struct{} { return d.lost }
+
+// Err is why the model was lost (wrapping ErrLost), nil while it was not.
+func (d *Disk) Err() error {
+	select {
+	case <-d.lost:
+		return d.lostErr
+	default:
+		return nil
+	}
+}
+
+// watch notices the model being lost: its FUSE server ending (the mount was unmounted, or its
+// connection aborted) or its mount no longer on top of the mountpoint (detached, covered).
+func (d *Disk) watch() {
+	served := make(chan struct{})
+	go func() { d.srv.Wait(); close(served) }()
+	tick := time.NewTicker(healthEvery)
+	defer tick.Stop()
+	for {
+		var why string
+		select {
+		case <-d.closed:
+			return
+		case <-served:
+			why = "its FUSE server stopped: the mount was unmounted by someone else or its connection aborted"
+		case <-tick.C:
+			_, why = d.checkMount()
+		}
+		if d.closing.Load() {
+			return
+		}
+		if why != "" {
+			d.lostErr = fmt.Errorf("%w: %s: %s", ErrLost, d.opts.Mountpoint, why)
+			close(d.lost)
+			d.opts.Logger.Error("disk model lost", "mountpoint", d.opts.Mountpoint, "why", why)
+			return
+		}
+	}
+}
+
+// checkMount says what is wrong with the model's mount ("" when it is on top of the mountpoint),
+// and whether another mount covers it.
+func (d *Disk) checkMount() (covered bool, why string) {
+	all, err := mountinfo()
+	if err != nil {
+		return false, "" // cannot tell: the server's own end is still watched
+	}
+	on := mountsOn(all, d.opts.Mountpoint)
+	ours := false
+	for _, e := range on {
+		ours = ours || e.id == d.mountID
+	}
+	switch {
+	case !ours:
+		return false, "its mount is gone from the mountpoint (unmounted or detached by someone else)"
+	case on[len(on)-1].id != d.mountID:
+		top := on[len(on)-1]
+		return true, fmt.Sprintf("another mount (%s from %s) covers it", top.fstype, top.source)
+	}
+	return false, ""
+}
+
 // Close unmounts the model; a mount still in use is detached lazily (ErrDetached), so no mount
-// outlives Close either way. Safe to call more than once.
+// outlives Close either way. It then releases the mountpoint's lock. Safe to call more than
+// once.
 func (d *Disk) Close() error {
 	d.once.Do(func() {
+		d.closing.Store(true)
 		defer close(d.closed)
+		if covered, why := d.checkMount(); d.mountID != 0 && covered {
+			// Unmounting the path would take the mount on top, not this one.
+			d.err = fmt.Errorf("disk model: %s: %s; left mounted under it", d.opts.Mountpoint, why)
+			return
+		}
 		err := d.srv.Unmount() // retries a few times while the kernel drops the last files
 		if err == nil {
+			d.lock.Close()
 			return
 		}
 		if derr := unix.Unmount(d.opts.Mountpoint, unix.MNT_DETACH); derr != nil && !errors.Is(derr, unix.EINVAL) {
+			// Still mounted: the lock stays held until this process ends.
 			d.err = fmt.Errorf("disk model: unmount %s: %v; lazy unmount: %w", d.opts.Mountpoint, err, derr)
 			return
 		}
+		d.lock.Close()
 		d.err = fmt.Errorf("%w: %s (%v)", ErrDetached, d.opts.Mountpoint, err)
 	})
 	return d.err
@@ -154,21 +284,12 @@ func ensureFuseDevice() error {
 	return nil
 }
 
-// clearStale detaches a dead FUSE mount left on dir by a process that died without unmounting
-// (a killed test): every access to it fails with ENOTCONN, so nothing could be mounted there.
-func clearStale(dir string, log *slog.Logger) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); errors.Is(err, unix.ENOTCONN) {
-		log.Warn("detaching a stale FUSE mount", "mountpoint", dir)
-		unix.Unmount(dir, unix.MNT_DETACH)
-	}
-}
-
 // model is the state the caps share across the mount.
 type model struct {
 	lim         diskmodel.Limits
 	bytes, iops *bucket
 	ioSize      int64
+	clock       Clock
 	c           counters
 
 	mu    sync.Mutex
@@ -293,77 +414,24 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		fd = d
 	}
 	m.power.RLock()
+	defer m.power.RUnlock()
 	if errno := f.n.track(fd, off, off+size); errno != 0 {
-		m.power.RUnlock()
 		return 0, errno
 	}
-	f.n.mu.Lock()
-	ops := f.n.run.ops(off, size, m.ioSize)
-	f.n.mu.Unlock()
-	// The bytes go to the volume's queue now and land when the caps let them; the write itself
-	// returns at once, as a write into a real volume's page cache does, and the file's next
-	// fsync waits for them (landing). So the caps bind only what is synced: at sync level 0 a
-	// volume's speed is off the writer's path, as on EBS.
-	now := time.Now()
-	landIn := max(m.bytes.reserve(now, size), m.iops.reserve(now, ops))
-	n, errno := f.lf.Write(ctx, data, off)
-	m.power.RUnlock()
-	m.c.writes.Add(1)
-	m.c.ops.Add(ops)
-	m.c.bytes.Add(int64(n))
-	f.n.mu.Lock()
-	f.n.unsynced += int64(n)
-	if at := now.Add(landIn); at.After(f.n.lands) {
-		f.n.lands = at
-	}
-	f.n.mu.Unlock()
-	return n, errno
+	return f.n.write(off, size, func() (uint32, syscall.Errno) { return f.lf.Write(ctx, data, off) })
 }
 
 // fsyncFdatasync is FUSE_FSYNC_FDATASYNC of linux/fuse.h: the caller asked for fdatasync.
 const fsyncFdatasync = 1
 
-// Fsync runs the real fsync (fdatasync when asked) and then holds the call until the file's
-// unsynced bytes have landed under the caps and the model's sync cost has passed since it
-// began, whichever is later: a volume's sync latency overlaps the transfer of a large flush
-// (so a 16 MiB block on a 125 MB/s volume costs its transfer, not its transfer plus 4 ms), and
-// the host disk's own sync time counts within the modelled one, never on top of it.
+// Fsync runs the real fsync (fdatasync when asked), held as node.fsync says.
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	start := time.Now()
-	f.n.mu.Lock()
-	unsynced, lands := f.n.unsynced, f.n.lands
-	f.n.unsynced, f.n.lands = 0, time.Time{}
-	mark := f.n.syncMark(f.lf)
-	f.n.mu.Unlock()
-	var errno syscall.Errno
-	if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
-		errno = fs.ToErrno(unix.Fdatasync(fd))
-	} else {
-		errno = f.lf.Fsync(ctx, flags)
-	}
-	if errno != 0 {
-		f.n.mu.Lock()
-		f.n.unsynced += unsynced // not synced after all
-		if lands.After(f.n.lands) {
-			f.n.lands = lands
+	return f.n.fsync(ctx, f.lf, func() syscall.Errno {
+		if fd, ok := f.lf.PassthroughFd(); ok && flags&fsyncFdatasync != 0 {
+			return fs.ToErrno(unix.Fdatasync(fd))
 		}
-		f.n.mu.Unlock()
-		return errno
-	}
-	f.n.syncDone(mark)
-	m := f.n.m
-	m.c.syncs.Add(1)
-	done := start.Add(m.lim.SyncCost(unsynced))
-	if lands.After(done) {
-		done = lands
-	}
-	if rest := time.Until(done); rest > 0 {
-		m.c.syncWait.Add(int64(rest))
-		if sleep(ctx, rest) != nil {
-			return syscall.EINTR
-		}
-	}
-	return 0
+		return f.lf.Fsync(ctx, flags)
+	})
 }
 
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -91,33 +92,68 @@ func TestPassThroughKeepsFiles(t *testing.T) {
 	}
 }
 
-// TestThroughputCap writes 8 MiB at a 16 MB/s cap (best of three probes). The model cannot be
-// faster than the cap but for the probe's one subtracted sync and the schedule's slack, and
-// must not be slower than the floor a run accepts (diskmodel.Check's 80 %).
-func TestThroughputCap(t *testing.T) {
-	const bytes = 8 << 20
-	l := diskmodel.Limits{Throughput: 16e6}
-	d, _ := mountTmpfs(t, l)
-	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: bytes, Block: 1 << 20, Syncs: 3, Repeats: 3})
-	if err != nil {
-		t.Fatal(err)
+// The tests below run the caps on real mounts, against the wall clock. The model's arithmetic
+// is caps_test.go's, exact on a fake clock; here each time is bounded from below by that
+// arithmetic, which no load can break (FUSE, the host's own fsync and a shared machine's
+// scheduler only add time, and a sync never returns before its bytes have gone through the
+// caps), and from above only by generous, which a model that works misses however loaded the
+// machine: it catches a unit off by a thousand or a hang, not a slow machine. How fast the
+// model is on a quiet machine is for `rig bench disk` and BenchmarkPassThrough to measure.
+
+// generous is the most a real mount may take for what the model makes want.
+func generous(want time.Duration) time.Duration { return 20*want + 5*time.Second }
+
+// inBounds fails the test when took is below want (less the schedule's slack) or above
+// generous(want).
+func inBounds(t *testing.T, what string, took, want time.Duration) {
+	t.Helper()
+	t.Logf("%s: %v (model: %v)", what, took.Round(time.Microsecond), want)
+	if took < want-schedSlack {
+		t.Errorf("%s took %v, below the model's %v: the caps let it through early", what, took, want)
 	}
-	atCap := float64(bytes) / float64(l.Throughput) // seconds
-	hi := float64(bytes) / (atCap - (a.SyncLatency + schedSlack).Seconds())
-	lo := 0.8 * float64(l.Throughput)
-	t.Logf("asked %.1f MB/s, achieved %.2f MB/s (accepted %.2f..%.2f); sync %v", float64(l.Throughput)/1e6, a.ThroughputBps/1e6, lo/1e6, hi/1e6, a.SyncLatency)
-	if a.ThroughputBps > hi || a.ThroughputBps < lo {
-		t.Fatalf("achieved %.2f MB/s at a %.1f MB/s cap; want %.2f..%.2f", a.ThroughputBps/1e6, float64(l.Throughput)/1e6, lo/1e6, hi/1e6)
-	}
-	if err := diskmodel.Check(l, a, 0.8); err != nil {
-		t.Fatal(err)
-	}
-	if st := d.Stats(); st.BytesWritten < bytes || st.SyncWait < time.Duration(0.8*atCap*float64(time.Second)) {
-		t.Fatalf("stats %+v: want ≥ %d bytes written and most of %.2fs held by the cap (in the fsyncs)", st, bytes, atCap)
+	if took > generous(want) {
+		t.Errorf("%s took %v, over %v (20 × the model's %v + 5 s)", what, took, generous(want), want)
 	}
 }
 
-// TestSyncLatency asks 4 ms per sync, then 4 ms + 8 ms per MiB unsynced, and reads both back.
+// TestThroughputCap writes 8 MiB in 1 MiB blocks at a 16 MB/s cap and fsyncs: the fsync
+// returns no sooner than the bytes take at the cap.
+func TestThroughputCap(t *testing.T) {
+	const total = 8 << 20
+	l := diskmodel.Limits{Throughput: 16e6}
+	d, _ := mountTmpfs(t, l)
+	took, err := writeBlocks(d.Dir(), total, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inBounds(t, "8 MiB at 16 MB/s", took, seconds(total, l.Throughput))
+	// At least one sync: an fsync a signal interrupted is counted again when it is restarted.
+	if st := d.Stats(); st.BytesWritten != total || st.Syncs < 1 {
+		t.Fatalf("stats %+v: want %d bytes and a sync", st, total)
+	}
+}
+
+// diskmodel.Probe on a real mount: whatever the load, the probe as a whole cannot have taken
+// less than all it wrote takes at the cap, nor any sync less than the latency asked.
+func TestProbeOnAMount(t *testing.T) {
+	l := diskmodel.Limits{Throughput: 16e6, SyncLatency: 4 * time.Millisecond}
+	d, _ := mountTmpfs(t, l)
+	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := d.Stats()
+	inBounds(t, fmt.Sprintf("the probe's %d bytes", st.BytesWritten), a.Elapsed, seconds(st.BytesWritten, l.Throughput))
+	if a.SyncLatency < l.SyncLatency {
+		t.Errorf("the probe read a sync latency of %v; the model holds every sync %v", a.SyncLatency, l.SyncLatency)
+	}
+	if !(a.ThroughputBps > 0 && a.IOPS > 0) {
+		t.Errorf("probe figures %+v: want throughput and IOPS measured", a)
+	}
+}
+
+// TestSyncLatency asks 4 ms per sync, then 4 ms + 8 ms per MiB unsynced: no fsync returns
+// sooner than that after a 4 KiB write, or after a 1 MiB one.
 func TestSyncLatency(t *testing.T) {
 	for _, l := range []diskmodel.Limits{
 		{SyncLatency: 4 * time.Millisecond},
@@ -125,87 +161,44 @@ func TestSyncLatency(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(l.String(), "/", " per "), func(t *testing.T) {
 			d, _ := mountTmpfs(t, l)
-			a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 1 << 20, RandomWrites: 16, Syncs: 9, Repeats: 3})
-			if err != nil {
-				t.Fatal(err)
+			for _, block := range []int64{diskmodel.ProbePage, 1 << 20} {
+				took, err := writeBlocks(d.Dir(), 5*block, block, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inBounds(t, fmt.Sprintf("5 × (%d B + fsync)", block), took, 5*l.SyncCost(block))
 			}
-			want := l.SyncCost(diskmodel.ProbePage)
-			t.Logf("asked %v, achieved sync %v, per MiB %v", l, a.SyncLatency, a.SyncPerMiB)
-			// Never below what was asked (the model holds at least that), at most a quarter above.
-			if a.SyncLatency < want || a.SyncLatency > want*5/4 {
-				t.Fatalf("sync after 4 KiB took %v; want %v..%v", a.SyncLatency, want, want*5/4)
-			}
-			if lo, hi := l.SyncPerMiB*4/5, l.SyncPerMiB*5/4+time.Millisecond; a.SyncPerMiB < lo || a.SyncPerMiB > hi {
-				t.Fatalf("per-MiB sync cost read back %v; want %v..%v", a.SyncPerMiB, lo, hi)
-			}
-			if st := d.Stats(); st.Syncs < 3*18 || st.SyncWait <= 0 {
-				t.Fatalf("stats %+v: want the probe's 18+ syncs, held", st)
+			if st := d.Stats(); st.Syncs < 10 {
+				t.Fatalf("stats %+v: want 10 syncs (more if a signal restarted one)", st)
 			}
 		})
 	}
 }
 
-// TestBlockSizeEffect writes the same bytes as 1 MiB and as 16 MiB blocks, each block fsynced,
-// at 4 ms per sync: a snapshot written at a file sync level that forces every block. A sync
-// costs whichever is longer, its block's transfer at the cap or the 4 ms (the latency overlaps
-// the transfer), so at 125 MB/s, where a 1 MiB block's transfer (8.4 ms) already outlasts the
-// sync latency, the larger block gains nothing; at 500 MB/s the 1 MiB blocks pay 4 ms each
-// and the 16 MiB ones their transfer (33.6 ms), so the gain is the ratio of those times. Each
-// time is checked against that arithmetic, and the gain against its ratio. The backing store
-// is a tmpfs, so the host's disk does not bound the model; 500 MB/s, not 1,000, because a
-// loaded 2-core machine moves 16 MiB through FUSE at 350 MB/s and the write would bound it.
+// TestBlockSizeEffect writes 32 MiB as 1 MiB and as 16 MiB blocks, each fsynced, at 4 ms per
+// sync and 125 or 500 MB/s: each takes at least what caps_test.go's TestCapsBlockSizeEffect
+// computes, whichever is longer of a block's transfer and the latency, per block. The backing
+// store is a tmpfs, so the host's disk does not slow the model.
 func TestBlockSizeEffect(t *testing.T) {
 	const total = 32 << 20
 	sync := 4 * time.Millisecond
 	for _, bw := range []int64{125e6, 500e6} {
 		l := diskmodel.Limits{Throughput: bw, SyncLatency: sync}
 		d, _ := mountTmpfs(t, l)
-		model := func(block int64) time.Duration {
-			perBlock := max(time.Duration(float64(block)/float64(bw)*float64(time.Second)), sync)
-			return time.Duration(total/block) * perBlock
-		}
-		// The best of three: the model never runs faster than its arithmetic, and other load
-		// on a shared machine only slows it.
-		took := map[int64]time.Duration{}
-		for range 3 {
-			for _, block := range []int64{1 << 20, 16 << 20} {
-				el, err := writeBlocks(d.Dir(), total, block)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if took[block] == 0 || el < took[block] {
-					took[block] = el
-				}
-			}
-		}
 		for _, block := range []int64{1 << 20, 16 << 20} {
-			el, want := took[block], model(block)
-			t.Logf("%4.0f MB/s, %2d MiB blocks: %v (model: %v)", float64(bw)/1e6, block>>20, el.Round(time.Millisecond), want.Round(time.Millisecond))
-			if el < want-schedSlack {
-				t.Errorf("%d MiB blocks at %.0f MB/s took %v, below the model's %v", block>>20, float64(bw)/1e6, el, want)
+			took, err := writeBlocks(d.Dir(), total, block, true)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// The writes themselves (FUSE's round trips, the copies) and the scheduler of a
-			// shared machine add to the model's time: a sync's latency starts after its write.
-			if el > want*3/2+10*time.Millisecond {
-				t.Errorf("%d MiB blocks at %.0f MB/s took %v, over 1.5 × the model's %v + 10 ms", block>>20, float64(bw)/1e6, el, want)
-			}
-		}
-		ratio := float64(took[1<<20]) / float64(took[16<<20])
-		modelRatio := float64(model(1<<20)) / float64(model(16<<20))
-		t.Logf("%4.0f MB/s: 1 MiB / 16 MiB = %.2f (model %.2f)", float64(bw)/1e6, ratio, modelRatio)
-		if modelRatio < 1.1 {
-			// Throughput-bound: the larger block must not look like a gain.
-			if ratio > 1.2 || ratio < 0.8 {
-				t.Errorf("at %.0f MB/s 1 MiB blocks took %.2f× the 16 MiB ones; want about 1 (model %.2f×)", float64(bw)/1e6, ratio, modelRatio)
-			}
-		} else if lo := 1 + (modelRatio-1)/2; ratio < lo {
-			t.Errorf("at %.0f MB/s 1 MiB blocks took %.2f× the 16 MiB ones; want ≥ %.2f× (model %.2f×)", float64(bw)/1e6, ratio, lo, modelRatio)
+			want := time.Duration(total/block) * max(seconds(block, bw), sync)
+			inBounds(t, fmt.Sprintf("%d MiB blocks at %.0f MB/s", block>>20, float64(bw)/1e6), took, want)
 		}
 	}
 }
 
-// writeBlocks writes total bytes into a new file as blocks of block bytes, fsyncing each.
-func writeBlocks(dir string, total, block int64) (time.Duration, error) {
+// writeBlocks writes total bytes into a new file as blocks of block bytes, fsyncing each (or
+// only the last), and says how long that took.
+func writeBlocks(dir string, total, block int64, each bool) (time.Duration, error) {
 	f, err := os.CreateTemp(dir, "blocks-")
 	if err != nil {
 		return 0, err
@@ -219,33 +212,47 @@ func writeBlocks(dir string, total, block int64) (time.Duration, error) {
 		if _, err := f.WriteAt(buf, off); err != nil {
 			return 0, err
 		}
-		if err := f.Sync(); err != nil {
-			return 0, err
+		if each || off+block >= total {
+			if err := f.Sync(); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return time.Since(t0), nil
 }
 
-// TestIOPSCapStarvesThroughput is the provisioning trap: 125 MB/s asked, but at 200 IOPS of
-// 256 KiB the volume moves at most 52 MB/s; diskmodel.Check refuses it naming both figures.
+// TestIOPSCapStarvesThroughput is the provisioning trap on a real mount: 125 MB/s asked, but at
+// 200 IOPS of 256 KiB, 8 MiB take at least 160 ms (52.4 MB/s), and 40 scattered pages 200 ms;
+// the operations are counted as EBS counts them.
 func TestIOPSCapStarvesThroughput(t *testing.T) {
 	l := diskmodel.Limits{Throughput: 125e6, IOPS: 200}
 	d, _ := mountTmpfs(t, l)
-	a, err := diskmodel.Probe(context.Background(), d.Dir(), l, diskmodel.ProbeOptions{Bytes: 8 << 20, RandomWrites: 40, Syncs: 3, Repeats: 3})
+	const total = 8 << 20
+	took, err := writeBlocks(d.Dir(), total, 1<<20, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ceiling := float64(l.IOPS * diskmodel.DefaultIOSize)
-	t.Logf("throughput %.1f MB/s (IOPS ceiling %.1f MB/s), iops %.0f", a.ThroughputBps/1e6, ceiling/1e6, a.IOPS)
-	if a.ThroughputBps > 1.1*ceiling || a.ThroughputBps < 0.8*ceiling {
-		t.Fatalf("throughput %.1f MB/s; want about the IOPS ceiling %.1f MB/s", a.ThroughputBps/1e6, ceiling/1e6)
+	inBounds(t, "8 MiB at 200 IOPS", took, seconds(total/diskmodel.DefaultIOSize, l.IOPS))
+
+	f, err := os.CreateTemp(d.Dir(), "pages-")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a.IOPS > 1.1*float64(l.IOPS) || a.IOPS < 0.8*float64(l.IOPS) {
-		t.Fatalf("iops %.0f; want %d within -20 %%..+10 %%", a.IOPS, l.IOPS)
+	defer f.Close()
+	page := make([]byte, diskmodel.ProbePage)
+	const pages = 40
+	t0 := time.Now()
+	for i := range pages { // a gap after each: no write continues another
+		if _, err := f.WriteAt(page, int64(i)*2*diskmodel.ProbePage); err != nil {
+			t.Fatal(err)
+		}
 	}
-	err = diskmodel.Check(l, a, 0.8)
-	if !errors.Is(err, diskmodel.ErrShortfall) || !strings.Contains(err.Error(), "throughput 125.0 MB/s asked") {
-		t.Fatalf("diskmodel.Check: %v; want a shortfall naming the asked 125 MB/s", err)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	inBounds(t, "40 scattered pages at 200 IOPS", time.Since(t0), seconds(pages, l.IOPS))
+	if st := d.Stats(); st.WriteOps != total/diskmodel.DefaultIOSize+pages {
+		t.Errorf("counted %d operations; want %d (32 of 256 KiB, 40 pages)", st.WriteOps, total/diskmodel.DefaultIOSize+pages)
 	}
 }
 

@@ -25,18 +25,17 @@ import (
 	"github.com/rig-dev/rig/conformance"
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver/reference"
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
 )
 
-// needTools skips the test when Maven or Java is missing, naming what is missing.
+// needTools skips the test (or fails it under CI=true) when Maven or Java is missing, naming
+// the package: the Aeron Cluster example needs Maven and a JDK 17+.
 func needTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"mvn", "java"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not in PATH: the Aeron Cluster example needs Maven and a JDK 17+ (apt-get install maven openjdk-17-jdk-headless)", tool)
-		}
-	}
+	tools.Require(t, "mvn")
+	tools.Require(t, "java")
 }
 
 var (

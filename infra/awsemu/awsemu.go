@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/tools"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
@@ -81,9 +83,7 @@ func VenvDir() string {
 // test ends. It skips the test when python3 is not on PATH.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is not on PATH, so the AWS emulator (moto) cannot run: install python3 and python3-venv, then run .ci/moto")
-	}
+	tools.Require(t, "python3") // then .ci/moto makes moto's venv with it
 	bin := filepath.Join(VenvDir(), "bin", "moto_server")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("moto is not installed (%v): run .ci/moto, which installs the pinned moto[server] into %s", err, VenvDir())

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rig-dev/rig/internal/tools"
+
 	"github.com/goccy/go-yaml"
 	"golang.org/x/crypto/ssh"
 )
@@ -53,18 +55,17 @@ func TestPrivateMatchesPublic(t *testing.T) {
 		t.Fatal(k.Public)
 	}
 	// OpenSSH itself (what sshd uses to load host keys) reads the private key.
-	if _, err := exec.LookPath("ssh-keygen"); err == nil {
-		f := filepath.Join(t.TempDir(), "ssh_host_ed25519_key")
-		if err := os.WriteFile(f, []byte(k.PrivatePEM), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command("ssh-keygen", "-y", "-f", f).Output()
-		if err != nil {
-			t.Fatalf("ssh-keygen -y: %v", err)
-		}
-		if got := strings.Join(strings.Fields(string(out))[:2], " "); got != k.Public {
-			t.Fatalf("ssh-keygen says %s, want %s", got, k.Public)
-		}
+	keygen := tools.Require(t, "ssh-keygen")
+	f := filepath.Join(t.TempDir(), "ssh_host_ed25519_key")
+	if err := os.WriteFile(f, []byte(k.PrivatePEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(keygen, "-y", "-f", f).Output()
+	if err != nil {
+		t.Fatalf("ssh-keygen -y: %v", err)
+	}
+	if got := strings.Join(strings.Fields(string(out))[:2], " "); got != k.Public {
+		t.Fatalf("ssh-keygen says %s, want %s", got, k.Public)
 	}
 }
 

@@ -102,7 +102,7 @@ func zoneOf(region, az string) bool {
 func checkPlacement(s Spec, regionOK bool) Problems {
 	var ps Problems
 	errf := func(field, value, allowed, reason string) {
-		ps = append(ps, Problem{Severity: SeverityError, Field: field, Value: value, Allowed: allowed, Reason: reason})
+		ps = append(ps, Problem{Severity: SeverityError, Field: field, Value: value, Allowed: allowed, Reason: reason, Because: "placement"})
 	}
 	strategy := s.GroupStrategy()
 	switch s.Placement {

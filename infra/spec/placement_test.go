@@ -193,3 +193,23 @@ func TestPlanNamesZones(t *testing.T) {
 		}
 	}
 }
+
+// issue 33: a rule that a set key makes apply to a key left at its default points at the key
+// that is set (rig:placement here), not at the file alone.
+func TestPlacementProblemsOnDefaultsSayWhere(t *testing.T) {
+	head := "config:\n  aws:region: us-east-1\n"
+	for _, c := range []struct{ body, field, at, want string }{
+		{"  rig:placement: multi-az\n  rig:servers: 30\n", "placementStrategy", "Pulumi.t.yaml:3:18", "rig:placementStrategy is not set: the rule follows rig:placement here"},
+		{"  rig:placement: single-az\n  rig:subnetId: subnet-1\n", "vpcId", "Pulumi.t.yaml:4:17", "rig:vpcId is not set: the rule follows rig:subnetId here"},
+	} {
+		sc, err := ParseStackConfig("Pulumi.t.yaml", []byte(head+c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ps := sc.Spec()
+		got := ps.Field(c.field)
+		if len(got) == 0 || got[0].Pos != c.at || !strings.Contains(got[0].String(), c.want) {
+			t.Errorf("%s: %v (all %v); want it at %s saying %q", c.field, got, ps, c.at, c.want)
+		}
+	}
+}

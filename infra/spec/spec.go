@@ -119,6 +119,9 @@ type Problem struct {
 	Allowed  string // the valid range or values
 	Reason   string // why, when the range alone does not say it
 	Pos      string // "file:line:column" when the value came from a file
+	// Because is the config key whose value makes the rule apply (placement for the keys a
+	// multi-az placement constrains): where the problem points when Field is left at its default.
+	Because string
 }
 
 func (p Problem) String() string {

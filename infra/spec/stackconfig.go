@@ -155,6 +155,13 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 				continue
 			}
 			sc.Positions[name] = pos(e.Value)
+			if seq, ok := e.Value.(*ast.SequenceNode); ok {
+				// Each item of a list is a config item of its own (dataVolumes[1]): its
+				// problems point at it, not at the key.
+				for i, it := range seq.Values {
+					sc.Positions[fmt.Sprintf("%s[%d]", name, i)] = pos(it)
+				}
+			}
 			if secret {
 				sc.Secrets[name] = true
 				continue
@@ -179,8 +186,12 @@ func (sc *StackConfig) Spec() (Spec, Problems) {
 		if probs[i].Pos != "" {
 			continue
 		}
-		if p, ok := sc.Positions[probs[i].Field]; ok {
+		if p := positionOf(sc.Positions, probs[i].Field); p != "" {
 			probs[i].Pos = p
+		} else if p := positionOf(sc.Positions, probs[i].Because); probs[i].Because != "" && p != "" {
+			// The key is left at its default; the rule comes from the key that is set here.
+			probs[i].Pos = p
+			probs[i].Reason = strings.TrimPrefix(probs[i].Reason+"; ", "; ") + fmt.Sprintf("%s is not set: the rule follows %s here", QualifiedKey(probs[i].Field), QualifiedKey(probs[i].Because))
 		} else {
 			probs[i].Pos = sc.Path + " (not set; default or generated)"
 		}
@@ -197,7 +208,7 @@ func Resolve(stack, region string, raw map[string]string) (Spec, Problems) {
 func resolve(stack, region string, raw map[string]string, earlier Problems, pos map[string]string) (Spec, Problems) {
 	s, parsed := FromConfig(stack, region, raw)
 	for i := range parsed {
-		parsed[i].Pos = pos[parsed[i].Field]
+		parsed[i].Pos = positionOf(pos, parsed[i].Field)
 	}
 	probs := append(append(Problems{}, earlier...), parsed...)
 	unparsed := map[string]bool{}
@@ -210,6 +221,22 @@ func resolve(stack, region string, raw map[string]string, earlier Problems, pos 
 		}
 	}
 	return s, probs
+}
+
+// positionOf is where field stands in the file, or its nearest enclosing item's or key's place
+// (dataVolumes[1].size: the item dataVolumes[1]); "" when none came from a file.
+func positionOf(pos map[string]string, field string) string {
+	for f := field; f != ""; {
+		if p, ok := pos[f]; ok {
+			return p
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i <= 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return ""
 }
 
 func keyNames() []string {

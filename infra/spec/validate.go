@@ -197,8 +197,10 @@ func Validate(s Spec) Problems {
 	case (s.VPCID == "") != (s.SubnetID == ""):
 		if s.VPCID == "" {
 			errf("vpcId", `""`, "set together with subnetId "+s.SubnetID, "the security group needs the subnet's VPC")
+			ps[len(ps)-1].Because = "subnetId"
 		} else {
 			errf("subnetId", `""`, "set together with vpcId "+s.VPCID, "the rig creates a network only when it reuses none")
+			ps[len(ps)-1].Because = "vpcId"
 		}
 	case s.VPCID != "":
 		if !vpcRE.MatchString(s.VPCID) {

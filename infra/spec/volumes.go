@@ -143,6 +143,15 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 			k, val, ok := strings.Cut(kv, "=")
 			var dst *int
 			switch k {
+			case "type", "size", "iops", "throughput":
+				if ok && given[k] {
+					// Last-wins would build a volume nobody reads off the line.
+					probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(kv), Allowed: "each setting once (" + syntax + ")",
+						Reason: k + "= is given twice in " + strconv.Quote(item)})
+					continue
+				}
+			}
+			switch k {
 			case "type":
 				d.Type, given[k] = val, true
 				continue
@@ -157,9 +166,18 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 				probs = append(probs, Problem{Field: at, Value: strconv.Quote(kv), Allowed: "type=, size=, iops= or throughput= (" + syntax + ")"})
 				continue
 			}
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSuffix(val, "GiB"), "MiB/s"))
+			num, unit := splitUnit(val)
+			n, err := strconv.Atoi(num)
+			// A value refused here is given, if wrongly: it is not also reported missing.
 			if err != nil {
-				probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(val), Allowed: "a whole number"})
+				probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(val), Allowed: "a whole number" + unitAllowed(k)})
+				given[k] = true
+				continue
+			}
+			if unit != "" && unit != volumeUnits[k] {
+				probs = append(probs, Problem{Field: at + "." + k, Value: strconv.Quote(val), Allowed: "a whole number" + unitAllowed(k),
+					Reason: fmt.Sprintf("%s is not a unit of %s", unit, k)})
+				given[k] = true
 				continue
 			}
 			*dst, given[k] = n, true
@@ -180,6 +198,26 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 		out = append(out, d)
 	}
 	return out, probs
+}
+
+// volumeUnits are the one unit each numeric setting of a dataVolumes item may be written with
+// (EBS's own: size in GiB, throughput in MiB/s); iops takes none.
+var volumeUnits = map[string]string{"size": "GiB", "throughput": "MiB/s", "iops": ""}
+
+func unitAllowed(k string) string {
+	if u := volumeUnits[k]; u != "" {
+		return fmt.Sprintf(", optionally followed by %s (e.g. %s=200 or %s=200%s)", u, k, k, u)
+	}
+	return ", without a unit"
+}
+
+// splitUnit splits "200GiB" into "200" and "GiB" (a sign or digits first, then the rest).
+func splitUnit(v string) (num, unit string) {
+	i := 0
+	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || i == 0 && (v[i] == '-' || v[i] == '+')) {
+		i++
+	}
+	return v[:i], v[i:]
 }
 
 // checkVolume applies the rules of the volume's type to one volume.

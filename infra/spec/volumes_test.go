@@ -178,3 +178,58 @@ func mustVolumes(t *testing.T, items ...string) []DataVolume {
 	}
 	return vols
 }
+
+// issue 33: a problem with a dataVolumes item points at the item in the stack config (line and
+// column), a setting given twice is refused rather than the last winning, and a unit other than
+// the setting's own (size in GiB, throughput in MiB/s, iops none) is refused rather than ignored.
+func TestDataVolumeItemProblemsSayWhere(t *testing.T) {
+	const head = "config:\n  aws:region: us-east-1\n  rig:dataVolumes:\n"
+	cases := []struct {
+		name, item, field, want string
+	}{
+		{"name as path", `"../x"`, "dataVolumes[0]", `rig:dataVolumes[0] = "../x"`},
+		{"missing throughput", `"a type=gp3 size=200 iops=3000"`, "dataVolumes[0].throughput", "(missing)"},
+		{"bad number", `"a type=gp3 size=big iops=3000 throughput=125"`, "dataVolumes[0].size", "a whole number"},
+		{"unknown setting", `"a type=gp3 size=200 iops=3000 throughput=125 speed=9"`, "dataVolumes[0]", "speed=9"},
+		{"bad type", `"a type=st1 size=200 iops=3000 throughput=125"`, "dataVolumes[0].type", "gp3 or io2"},
+		{"size range", `"a type=gp3 size=0 iops=3000 throughput=125"`, "dataVolumes[0].size", "GiB for gp3"},
+		{"iops range", `"a type=gp3 size=200 iops=1 throughput=125"`, "dataVolumes[0].iops", "for gp3"},
+		{"throughput range", `"a type=gp3 size=200 iops=3000 throughput=2000"`, "dataVolumes[0].throughput", "125-1,000 MiB/s"},
+		{"io2 throughput", `"a type=io2 size=200 iops=3000 throughput=125"`, "dataVolumes[0].throughput", "io2 provisions IOPS only"},
+		{"size twice", `"a type=gp3 size=200 size=9 iops=3000 throughput=125"`, "dataVolumes[0].size", `size= is given twice`},
+		{"type twice", `"a type=gp3 type=io2 size=200 iops=3000 throughput=125"`, "dataVolumes[0].type", `type= is given twice`},
+		{"size in MiB/s", `"a type=gp3 size=200MiB/s iops=3000 throughput=125"`, "dataVolumes[0].size", "MiB/s is not a unit of size"},
+		{"throughput in GiB", `"a type=gp3 size=200 iops=3000 throughput=125GiB"`, "dataVolumes[0].throughput", "GiB is not a unit of throughput"},
+		{"iops with a unit", `"a type=gp3 size=200 iops=3k throughput=125"`, "dataVolumes[0].iops", "without a unit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, style := range []struct{ list, at string }{
+				{"    - " + c.item + "\n", "Pulumi.t.yaml:4:7"}, // block list
+				{"    [" + c.item + "]\n", "Pulumi.t.yaml:4:6"}, // flow list
+			} {
+				sc, err := ParseStackConfig("Pulumi.t.yaml", []byte(head+style.list))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, ps := sc.Spec()
+				got := ps.Field(c.field)
+				if len(got) == 0 || !strings.Contains(got[0].String(), c.want) {
+					t.Fatalf("problems on %s: %v (all: %v), want one saying %q", c.field, got, ps, c.want)
+				}
+				if got[0].Pos != style.at {
+					t.Errorf("%s at %q, want %s (the item)", got[0], got[0].Pos, style.at)
+				}
+			}
+		})
+	}
+	// The second item's problem points at the second item.
+	sc, err := ParseStackConfig("Pulumi.t.yaml", []byte(head+"    - a type=gp3 size=200 iops=3000 throughput=125\n    - b type=gp3 size=200 iops=3000 throughput=125 iops=4000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ps := sc.Spec()
+	if got := ps.Field("dataVolumes[1].iops"); len(got) == 0 || got[0].Pos != "Pulumi.t.yaml:5:7" {
+		t.Errorf("second item's duplicate iops: %v (all %v); want it at Pulumi.t.yaml:5:7", got, ps)
+	}
+}

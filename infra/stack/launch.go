@@ -25,7 +25,15 @@ type DriverOptions struct {
 	// Binary is a prebuilt rig-stack; "" means $RIG_STACK_DRIVER, else build it into CacheDir.
 	Binary   string
 	CacheDir string // "" means os.UserCacheDir()/rig
+	// StopWait is how long the driver has, once interrupted, to stop before it is killed: an
+	// update must be let finish its step (0 means DefaultStopWait), a read-only verb such as
+	// preflight need not, so that rig honours Ctrl-C or SIGTERM at once there.
+	StopWait time.Duration
 }
+
+// DefaultStopWait is how long an interrupted driver may take to stop: pulumi ends the resource
+// operation under way, and killing it mid-way would leave state to repair.
+const DefaultStopWait = 2 * time.Minute
 
 // ExitError is a non-zero exit of rig-stack, whose messages already went to Stderr.
 type ExitError struct {
@@ -54,7 +62,10 @@ func RunDriver(ctx context.Context, o DriverOptions, args ...string) error {
 	cmd.Dir = o.ProjectDir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 2 * time.Minute
+	cmd.WaitDelay = o.StopWait
+	if cmd.WaitDelay <= 0 {
+		cmd.WaitDelay = DefaultStopWait
+	}
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

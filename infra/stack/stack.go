@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 )
 
@@ -117,7 +118,7 @@ func LoggedIn() bool {
 		}
 		home = filepath.Join(h, ".pulumi")
 	}
-	b, err := os.ReadFile(filepath.Join(home, "credentials.json"))
+	b, err := untrusted.ReadFile(filepath.Join(home, "credentials.json"), "pulumi credentials file") // never a FIFO (PULUMI_HOME is the user's)
 	if err != nil {
 		return false
 	}

@@ -1,8 +1,8 @@
 // Package sshdtest starts a real OpenSSH sshd for tests: on a spare loopback address and port,
 // with a freshly generated host key and client key, logging to the test on failure.
 //
-// Tests that need it skip when sshd is not installed, except under CI=true, where they fail:
-// CI installs openssh-server, so a missing sshd there is a broken pipeline, not an excuse.
+// Tests that need it skip when sshd is not installed, except under CI=true, where they fail
+// naming openssh-server (internal/tools.Require).
 package sshdtest
 
 import (
@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/inventory"
 	"golang.org/x/crypto/ssh"
 )
@@ -47,24 +48,12 @@ type Server struct {
 	ClientSigner  ssh.Signer
 	Dir           string // holds the config, keys and the known_hosts file
 
+	sshd   string // the sshd binary
 	cmd    *exec.Cmd
 	exited chan error
 	log    *logBuffer
 	once   sync.Once
 }
-
-// SkipOrFail skips the test with the reason, or fails it when CI=true.
-func SkipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: this prerequisite must be installed; see .ci/run)", msg)
-	}
-	t.Skip(msg)
-}
-
-// SSHDPath is where Debian's openssh-server puts sshd (it must be run by absolute path).
-var SSHDPath = "/usr/sbin/sshd"
 
 // Options vary the server.
 type Options struct {
@@ -85,9 +74,7 @@ func Start(t testing.TB) *Server {
 // StartWith runs sshd with options until the test ends.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if _, err := os.Stat(SSHDPath); err != nil {
-		SkipOrFail(t, "sshd not found at %s (apt-get install openssh-server)", SSHDPath)
-	}
+	sshd := tools.Require(t, "sshd") // by absolute path: sshd refuses to run otherwise
 	u, err := user.Current()
 	if err != nil {
 		t.Fatalf("sshdtest: current user: %v", err)
@@ -99,7 +86,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 		}
 	}
 	dir := t.TempDir()
-	s := &Server{User: u.Username, Dir: dir, log: &logBuffer{}}
+	s := &Server{User: u.Username, Dir: dir, log: &logBuffer{}, sshd: sshd}
 
 	hostPub, hostPEM := newKey(t, "rig-sshdtest-host")
 	hostKeyFile := filepath.Join(dir, "ssh_host_ed25519_key")
@@ -193,7 +180,7 @@ func config(addr string, hostKeys []string, authorized, home string) string {
 
 // run starts sshd and waits until it listens.
 func (s *Server) run(cfg string) error {
-	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
+	cmd := exec.Command(s.sshd, "-D", "-e", "-f", cfg)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

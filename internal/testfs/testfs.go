@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rig-dev/rig/internal/tools"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -20,6 +22,7 @@ func Tmpfs(t testing.TB, size int64) string {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
+	tools.Require(t, "mount")
 	dir, err := os.MkdirTemp("", "rig-tmpfs-")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package untrusted is the one reader of files a user hands the rig: playbooks, stack configs
-// (Pulumi.<stack>.yaml), inventories, tuning profiles and engine settings files. Every such
-// input gets the same limits, and each limit holds before memory is spent on the input:
+// (Pulumi.<stack>.yaml), inventories, tuning profiles, engine settings files, config templates,
+// ssh keys and known_hosts files. Every such input gets the same limits, and each limit holds
+// before memory is spent on the input:
 //
 //   - only a regular file is opened (a FIFO, device, socket or directory is refused at once,
 //     without blocking on it), and at most MaxBytes+1 bytes of it are ever read;
@@ -58,7 +59,13 @@ func (e *Error) Is(target error) bool { return target == e.kind }
 // O_NONBLOCK so that a FIFO given by mistake (or on purpose) cannot hang the caller, and its
 // type is checked on the open descriptor, so a path swapped between the check and the open
 // gains nothing. A file that grows while it is read is still read only to MaxBytes+1.
-func ReadFile(path, what string) ([]byte, error) {
+func ReadFile(path, what string) ([]byte, error) { return ReadFileUpTo(path, what, MaxBytes) }
+
+// ReadFileUpTo is ReadFile with a limit of its own, for a file the rig wrote that the user points
+// it at again (a run folder's manifest.json, summary.json, a node's status.json): such a file
+// may be longer than a hand-written one, but a FIFO or a symlink to /dev/zero in its place must
+// still not hang the rig or exhaust its memory.
+func ReadFileUpTo(path, what string, limit int64) ([]byte, error) {
 	// Refuse what is plainly not a file before opening it: opening some devices has effects.
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
@@ -70,6 +77,49 @@ func ReadFile(path, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	defer f.Close()
+	return readOpen(f, path, what, limit)
+}
+
+// Open opens path for reading as ReadFile does (a regular file only, never blocking on a FIFO,
+// the type checked on the open descriptor) but reads nothing: for a file the caller streams and
+// bounds itself, such as a results folder's stage-time history.
+func Open(path, what string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = regular(path, what, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadFileIn is ReadFile for name inside root, with a limit of its own: a file the rig wrote
+// itself (a sweep's sweep.json) may be longer than a hand-written one. The root confines the
+// path: a symlink or ".." that leads out of it is refused (os.Root), and display names the file
+// in errors.
+func ReadFileIn(root *os.Root, name, display, what string, limit int64) ([]byte, error) {
+	if st, err := root.Stat(name); err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, display, err)
+	} else if err := regular(display, what, st); err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, display, err)
+	}
+	defer f.Close()
+	return readOpen(f, display, what, limit)
+}
+
+// readOpen reads the open file f, checking on its descriptor that it is a regular file of at
+// most limit bytes, and reading no more than limit+1 of it.
+func readOpen(f *os.File, path, what string, limit int64) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
@@ -77,22 +127,31 @@ func ReadFile(path, what string) ([]byte, error) {
 	if err := regular(path, what, st); err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxBytes {
-		return nil, tooLarge(path, what, fmt.Sprintf("%d bytes", st.Size()))
+	if st.Size() > limit {
+		return nil, tooLargeAt(path, what, fmt.Sprintf("%d bytes", st.Size()), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
-	if len(data) > MaxBytes {
-		return nil, tooLarge(path, what, "more than 1 MiB")
+	if int64(len(data)) > limit {
+		return nil, tooLargeAt(path, what, fmt.Sprintf("more than %d bytes", limit), limit)
 	}
 	return data, nil
 }
 
-func tooLarge(path, what, size string) error {
+func tooLarge(path, what, size string) error { return tooLargeAt(path, what, size, MaxBytes) }
+
+func tooLargeAt(path, what, size string, limit int64) error {
 	return &Error{File: path, Line: 1, Column: 1, kind: ErrTooLarge,
-		Msg: fmt.Sprintf("the file is %s; a %s may be at most %d bytes (1 MiB)", size, what, MaxBytes)}
+		Msg: fmt.Sprintf("the file is %s; a %s may be at most %d bytes (%s)", size, what, limit, mib(limit))}
+}
+
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // regular refuses anything but a regular file, naming what it is instead.

@@ -264,3 +264,63 @@ func TestRepositoryInputsWithinLimits(t *testing.T) {
 	}
 	t.Logf("%d files within the limits", checked)
 }
+
+// ReadFileIn confines the path to its root (a symlink out is refused, one inside followed) and
+// keeps ReadFile's other limits with its own size; Open refuses what ReadFile refuses, without
+// blocking on a FIFO.
+func TestReadFileInAndOpen(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.json"), []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "out.json"))
+	os.Symlink("in.json", filepath.Join(dir, "link.json"))
+	os.Symlink("/dev/zero", filepath.Join(dir, "zero.json"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	read := func(name string, limit int64) error {
+		_, err := ReadFileIn(root, name, filepath.Join(dir, name), "sweep.json", limit)
+		return err
+	}
+	if err := read("in.json", 5); err != nil {
+		t.Errorf("in.json: %v", err)
+	}
+	if err := read("link.json", 5); err != nil {
+		t.Errorf("a link inside the root: %v", err)
+	}
+	if err := read("in.json", 4); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "may be at most 4 bytes") {
+		t.Errorf("over its limit: %v", err)
+	}
+	if err := read("out.json", 5); err == nil || !strings.Contains(err.Error(), "escapes") {
+		t.Errorf("a link out of the root: %v, want refused", err)
+	}
+	if err := read("zero.json", 5); err == nil {
+		t.Errorf("a link to /dev/zero: read")
+	}
+	if err := read("fifo.json", 5); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("a FIFO: %v", err)
+	}
+	if f, err := Open(filepath.Join(dir, "fifo.json"), "history"); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
+		t.Errorf("Open of a FIFO: %v", err)
+		if f != nil {
+			f.Close()
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "zero.json"), "history"); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "character device") {
+		t.Errorf("Open of a link to /dev/zero: %v", err)
+	}
+	f, err := Open(filepath.Join(dir, "in.json"), "history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}

@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // HistoryFile is the history's name inside the results folder: one Sample per line.
@@ -91,10 +94,14 @@ func Append(resultsDir string, s Sample) error {
 	return nil
 }
 
+// MaxHistoryBytes bounds what Load reads of a history: some 200,000 runs' lines; lines past it are not read.
+const MaxHistoryBytes = 64 << 20
+
 // Load reads the history in resultsDir; no file is no history. A damaged line (a runner killed
 // mid-write) is skipped, not fatal: the history only informs estimates.
 func Load(resultsDir string) ([]Sample, error) {
-	f, err := os.Open(filepath.Join(resultsDir, HistoryFile))
+	// A regular file only: a FIFO in --results used to hang rig validate and rig run here.
+	f, err := untrusted.Open(filepath.Join(resultsDir, HistoryFile), "stage-time history")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -103,7 +110,7 @@ func Load(resultsDir string) ([]Sample, error) {
 	}
 	defer f.Close()
 	var out []Sample
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, MaxHistoryBytes))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var s Sample

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -93,5 +94,24 @@ func TestFitLineOneSize(t *testing.T) {
 	// Falling times with size (noise): a constant, not a negative slope.
 	if l := fitLine([]float64{1, 2}, []float64{3, 1}, false); l.a != 2 || l.b != 0 {
 		t.Errorf("negative slope: %+v", l)
+	}
+}
+
+// A FIFO in the results folder in place of the history is refused at once (it used to hang
+// rig validate and rig run, which read the history for their estimates).
+func TestLoadRefusesAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, HistoryFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Load(dir); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "named pipe") {
+			t.Fatalf("Load of a FIFO: %v, want refused naming it", err)
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging the suite, not a measurement
+		t.Fatal("Load blocked on a FIFO")
 	}
 }

@@ -2,6 +2,8 @@ package local
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/diskmodel/fusefs"
 	localtr "github.com/rig-dev/rig/transport/local"
+	"golang.org/x/sys/unix"
 )
 
 // ModelDisk mounts a real model where the server keeps its data (its node folder, or
@@ -68,4 +72,60 @@ func isMounted(dir string) bool {
 		}
 	}
 	return false
+}
+
+// Two runs with one --local-data: the second's disk model is refused naming the first run, which
+// keeps its model; once the first stops, the mountpoint is free. A model lost mid-run (detached
+// under the run) is delivered by DiskLost, naming the node.
+func TestModelDiskOneRunPerLocalData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE needs root")
+	}
+	data := t.TempDir()
+	cluster := func(run string) *Cluster {
+		inv, err := New(Options{FirstAddress: testFirst}).Inventory(t.TempDir(), 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Cluster{t: New(Options{DataDir: data}), inv: inv, run: run, log: slog.New(slog.DiscardHandler), tr: localtr.New()}
+		t.Cleanup(func() { c.Stop(context.Background()) })
+		return c
+	}
+	a, b := cluster("20260101-000000-a"), cluster("20260101-000001-b")
+	n := a.inv.Servers()[0]
+	l := diskmodel.Limits{SyncLatency: time.Millisecond}
+	root, _, err := a.ModelDisk(context.Background(), n, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = b.ModelDisk(context.Background(), b.inv.Servers()[0], l)
+	want := fmt.Sprintf("held by a live disk model: run 20260101-000000-a (pid %d)", os.Getpid())
+	if !errors.Is(err, fusefs.ErrBusy) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--local-data") {
+		t.Fatalf("second run's disk model: %v; want it refused naming %q and --local-data", err, want)
+	}
+	t.Logf("refused: %v", err)
+	if err := os.WriteFile(filepath.Join(root, "log.db"), []byte("raft"), 0o644); err != nil {
+		t.Fatalf("the first run's model after the refusal: %v", err)
+	}
+	select {
+	case err := <-a.DiskLost():
+		t.Fatalf("the first run's model was lost: %v", err)
+	default:
+	}
+
+	if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-a.DiskLost():
+		if !errors.Is(err, fusefs.ErrLost) || !strings.Contains(err.Error(), "disk model of node-0") {
+			t.Errorf("DiskLost: %v; want ErrLost naming node-0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a model detached under the run was not delivered by DiskLost within 10s")
+	}
+	a.Stop(context.Background())
+	if _, _, err := b.ModelDisk(context.Background(), b.inv.Servers()[0], l); err != nil {
+		t.Fatalf("once the first run stopped: %v", err)
+	}
 }

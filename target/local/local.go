@@ -110,7 +110,8 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{t: t, inv: inv, dir: so.RunDir, bin: bin, run: so.Run, log: log, tr: localtr.New(),
-		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+		agents: map[string]*agent.Client{}, procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}, progress: so.Progress}
+	c.reclaimDisks()
 	for _, n := range inv.Nodes {
 		f, err := lockAddress(n.Address, so.Run)
 		if err != nil {
@@ -140,7 +141,9 @@ type Cluster struct {
 	bin string
 	run string
 	log *slog.Logger
-	tr  *localtr.Transport
+	// progress prints a human progress line (StartOptions.Progress); nil: none
+	progress func(format string, args ...any)
+	tr       *localtr.Transport
 	// shortDir is a 0700 folder for control sockets whose node folder is too deep for a socket
 	// path (ctlsock.MaxPath); "" until needed.
 	shortDir string
@@ -154,6 +157,11 @@ type Cluster struct {
 	disks  []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
 	diskOf map[string]*fusefs.Disk
 	links  *links // the link mesh (StartOptions.Links, Placement), closed at Stop; nil: none
+
+	chOnce   sync.Once
+	lost     chan error    // the first disk model lost mid-run (DiskLost)
+	stopped  chan struct{} // closed by Stop
+	stopOnce sync.Once
 }
 
 var (
@@ -293,6 +301,8 @@ func (c *Cluster) Stop(context.Context) error {
 		}
 	}
 	c.procs = map[string]*exec.Cmd{}
+	_, stopped := c.diskChans()
+	c.stopOnce.Do(func() { close(stopped) })
 	c.unmountDisks()
 	if c.links != nil {
 		if err := c.links.mesh.Close(); err != nil {

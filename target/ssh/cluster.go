@@ -49,7 +49,7 @@ func (l Login) Transport(log *slog.Logger) (*sshx.Transport, error) {
 	for _, f := range l.KeyFiles {
 		s, err := sshx.LoadKey(f)
 		if err != nil {
-			return nil, fmt.Errorf("key %s: %w", f, err)
+			return nil, fmt.Errorf("--ssh-key: %w", err) // err names the file and what is wrong with it
 		}
 		opts.Signers = append(opts.Signers, s)
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/transport"
 	"golang.org/x/crypto/ssh"
@@ -114,6 +115,13 @@ func New(opts Options) (*Transport, error) {
 		return nil, errors.New("ssh: no client key: give a key file (e.g. ~/.ssh/id_ed25519) or run an ssh-agent")
 	}
 	if len(opts.KnownHosts) > 0 {
+		// knownhosts opens the files by name: each is first checked to be a regular file of at
+		// most 1 MiB (a FIFO would hang it, /dev/zero grow it without bound).
+		for _, f := range opts.KnownHosts {
+			if _, err := untrusted.ReadFile(f, "known_hosts file"); err != nil {
+				return nil, err
+			}
+		}
 		kh, err := knownhosts.New(opts.KnownHosts...)
 		if err != nil {
 			return nil, fmt.Errorf("read known_hosts: %w", err)
@@ -123,11 +131,12 @@ func New(opts Options) (*Transport, error) {
 	return t, nil
 }
 
-// LoadKey reads an unencrypted private key file.
+// LoadKey reads an unencrypted private key file: a regular file of at most 1 MiB
+// (internal/untrusted), so a key path that is a device or a FIFO is refused, not read for ever.
 func LoadKey(path string) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
+	b, err := untrusted.ReadFile(path, "ssh key")
 	if err != nil {
-		return nil, fmt.Errorf("read ssh key: %w", err)
+		return nil, err
 	}
 	s, err := ssh.ParsePrivateKey(b)
 	var pp *ssh.PassphraseMissingError

@@ -3,6 +3,8 @@ package sshx
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,3 +372,50 @@ func TestReconnect(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Key and known_hosts files are files a user names: a device, a symlink to one or a FIFO is
+// refused at once naming the path and what it is (/dev/zero used to be read until memory ran
+// out, a FIFO to block for ever), before any connection.
+func TestKeyFilesGuarded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "known_hosts")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "id_ed25519")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := LoadKey(zero); err == nil || !strings.Contains(err.Error(), "ssh key "+zero+" is a character device") {
+			t.Errorf("LoadKey of a link to /dev/zero: %v", err)
+		}
+		if _, err := New(Options{KeyFiles: []string{fifo}}); err == nil || !strings.Contains(err.Error(), "ssh key "+fifo+" is a named pipe") {
+			t.Errorf("a FIFO as a key file: %v", err)
+		}
+		_, err := New(Options{Signers: []ssh.Signer{testSigner(t)}, KnownHosts: []string{fifo}})
+		if err == nil || !strings.Contains(err.Error(), "known_hosts file "+fifo+" is a named pipe") {
+			t.Errorf("a FIFO as known_hosts: %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a guard against hanging the suite, not a measurement
+		t.Fatal("blocked on a FIFO")
+	}
+}
+
+func testSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
