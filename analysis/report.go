@@ -89,6 +89,9 @@ func renderReport(s *Summary) string {
 			"Normal p50: post-warm-up probes outside every snapshot window [action − 1 s, last node finished + 1 s] (n = %d).\n\n", s.Normal.N)
 	}
 
+	writeForces(pf, s)
+	writeClientConn(pf, s)
+
 	if len(s.StepDowns) > 0 {
 		pf("## Step-downs\n\n")
 		head, rule := "| # | at | from | to |", "|---|---|---|---|"

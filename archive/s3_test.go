@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -134,5 +136,56 @@ func TestS3CorruptionDetected(t *testing.T) {
 	}
 	if _, err := archive.Verify(ctx, dest, "no-such-run"); !errors.Is(err, archive.ErrNotFound) {
 		t.Fatalf("missing run: want archive.ErrNotFound, got %v", err)
+	}
+}
+
+// TestS3ListAndFetchAll: a prefix's archives are listed by run id, and FetchAll unpacks every one
+// that matches its manifest and names the one that does not.
+func TestS3ListAndFetchAll(t *testing.T) {
+	ctx := context.Background()
+	fs3 := newFakeS3(t, "team")
+	dest := s3dest.NewS3(fs3.client, "team", "rig/archives")
+	var ids []string
+	for _, id := range []string{"20250601-120000-follower-restart", "20250601-130000-follower-restart"} {
+		run := archive.MakeRun(t, 1<<10)
+		renamed := filepath.Join(filepath.Dir(run), id)
+		if run != renamed {
+			if err := os.Rename(run, renamed); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := archive.Archive(ctx, archive.Options{RunDir: renamed, Dest: dest}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, key := range []string{"rig/archives/notes.txt", "rig/archives/sub/x.manifest.json", "rig/other.manifest.json"} {
+		if _, err := fs3.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("team"), Key: aws.String(key), Body: bytes.NewReader([]byte("{}"))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := dest.List(ctx)
+	if err != nil || strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("List: %v %v, want %v", got, err, ids)
+	}
+	// The first archive damaged: it is named and skipped, the second fetched.
+	if _, err := fs3.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("team"), Key: aws.String("rig/archives/" + archive.ArchiveName(ids[0])),
+		Body: bytes.NewReader([]byte("not zstd"))}); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var log bytes.Buffer
+	fetched, err := archive.FetchAll(ctx, dest, out, &log)
+	if err != nil || len(fetched) != 1 || fetched[0] != ids[1] {
+		t.Fatalf("FetchAll: %v %v", fetched, err)
+	}
+	if !strings.Contains(log.String(), "skipped s3://team/rig/archives/"+archive.ArchiveName(ids[0])) {
+		t.Errorf("log: %q", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, ids[0])); !os.IsNotExist(err) {
+		t.Errorf("the damaged run was left unpacked: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, ids[1], "manifest.json")); err != nil {
+		t.Error(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -191,6 +193,56 @@ func TestStackConfigTypesMatchTheEngine(t *testing.T) {
 			if rig := spec.ValueTypeError(k, v) == nil; rig != engine {
 				t.Errorf("%s: %s: engine accepts=%v, rig accepts=%v", name, v, engine, rig)
 			}
+		}
+	}
+}
+
+// A config refused inside the program (the engine's run of it, as `rig up` and plain `pulumi up`
+// do) names each problem at the same file:line:column as `rig validate`, which reads the file
+// itself: the lines of spec.StackConfig.Spec are in the engine's error, word for word.
+func TestProgramRefusalsAreLocatedAsRigValidate(t *testing.T) {
+	root := t.TempDir()
+	cfg := baseConfig(t)
+	file := "config:\n  aws:region: us-west-2\n  rig:owner: bob\n  rig:servers: 2\n" +
+		"  rig:serverInstanceType: c7i.4xlarge\n" +
+		"  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: " + cfg["rig:publicKey"] + "\n" +
+		"  rig:dataVolumes:\n    - a type=gp3 size=200 iops=4000 throughput=500\n    - b type=gp3 size=200 iops=4000 throughput=1000\n" +
+		"  rig:rootVolumeSize: 4\n"
+	path := filepath.Join(root, "Pulumi.cfg.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := spec.ReadStackConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := sc.Spec()
+	if len(want.Errors()) < 2 {
+		t.Fatalf("the file should have at least two errors, rig validate finds %v", want)
+	}
+	// What the engine hands the program: the file's values, lists as JSON.
+	engine := map[string]string{"aws:region": "us-west-2", "rig:hostKeySeed": cfg["rig:hostKeySeed"], "rig:createdAt": cfg["rig:createdAt"]}
+	for k, v := range sc.Values {
+		engine[spec.QualifiedKey(k)] = v
+	}
+	b, _ := json.Marshal(engine)
+	t.Setenv(pulumi.EnvConfig, string(b))
+	rec := &recorder{res: map[string][]resource.PropertyMap{}}
+	err = pulumi.RunErr(program, pulumi.WithMocks("rig", "cfg", rec), func(ri *pulumi.RunInfo) { ri.RootDirectory = root })
+	if err == nil {
+		t.Fatal("the program accepted a config rig validate refuses")
+	}
+	for _, p := range want.Errors() {
+		if !strings.HasPrefix(p.Pos, path+":") {
+			t.Errorf("rig validate's problem has no line: %v", p)
+		}
+		if !strings.Contains(err.Error(), p.String()) {
+			t.Errorf("the program's refusal lacks rig validate's line\n  %s\nin\n%v", p, err)
+		}
+	}
+	for typ := range rec.res {
+		if !strings.HasPrefix(typ, "pulumi:") {
+			t.Errorf("%s registered despite the error", typ)
 		}
 	}
 }

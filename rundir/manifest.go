@@ -4,9 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/agent/disk"
@@ -87,6 +91,10 @@ type Manifest struct {
 	// DataSpace per server: the room on its engine data's filesystem before the run, and the
 	// estimate of what the run writes there (runner/space.go).
 	DataSpace map[string]DataSpace `json:"data_space,omitempty"`
+	// Command is the controller's command line (its os.Args) that ran the run.
+	Command []string `json:"command,omitempty"`
+	// Engine identifies the engine build the run measured (NewEngineBuild).
+	Engine *EngineBuild `json:"engine_build,omitempty"`
 }
 
 // DataSpace is one server's free-space check before its engine started.
@@ -158,6 +166,61 @@ type BuildInfo struct {
 	Commit   string `json:"commit,omitempty"`
 	Modified bool   `json:"modified,omitempty"`
 	Go       string `json:"go"`
+}
+
+// EngineBuild identifies the engine a run measured: its driver, a version label, the commit it
+// was built from and the SHA-256 of its binary (or jar) as the controller read it.
+type EngineBuild struct {
+	Driver  string `json:"driver"`
+	Version string `json:"version,omitempty"` // a label: rig run --engine-version, else the rig's version for the reference engine
+	Commit  string `json:"commit,omitempty"`
+	Binary  string `json:"binary,omitempty"`
+	SHA256  string `json:"sha256,omitempty"` // empty when the binary is not a file on the controller's machine
+}
+
+// NewEngineBuild describes the engine run from binary by driver. The reference engine is rig
+// itself (`rig engine`), so it has rig's version and commit unless version or commit say
+// otherwise; another engine has what they say. binary is hashed when it is a file here.
+func NewEngineBuild(driver, binary, version, commit string, rig BuildInfo, reference bool) *EngineBuild {
+	e := &EngineBuild{Driver: driver, Binary: binary, Version: version, Commit: commit}
+	if reference {
+		if e.Version == "" {
+			e.Version = rig.Version
+		}
+		if e.Commit == "" {
+			e.Commit = rig.Commit
+		}
+	}
+	e.SHA256 = fileSHA256(binary)
+	return e
+}
+
+// binaryHashes caches fileSHA256 by path, size and modification time: every run of a sweep
+// hashes the same tens of MiB of rig binary otherwise.
+var binaryHashes sync.Map
+
+// fileSHA256 is the hex SHA-256 of a regular file, "" when it cannot be read.
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano())
+	if v, ok := binaryHashes.Load(key); ok {
+		return v.(string)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	binaryHashes.Store(key, sum)
+	return sum
 }
 
 // Build reads the binary's build info (module version, VCS revision).

@@ -59,6 +59,14 @@ type Options struct {
 	// report.md, plots: analysis.AnalyzeRun), calling failed when the run did what it was told
 	// but is no measurement (the run then ends failed). Nil: the run folder is left unanalysed.
 	Analyze func(dir string, failed func(reason string)) error
+	// Command is the controller's command line, and EngineVersion and EngineCommit label the
+	// engine build under test, for the manifest (its command and engine_build) and the results
+	// index (package history).
+	Command                     []string
+	EngineVersion, EngineCommit string
+	// RunEnded, if set, is called after each run of the plan has ended and its sweep.json entry
+	// is written (cmd/rig adds the run to the results index there).
+	RunEnded func(Outcome)
 
 	history *history // ResultsDir's stage-time history, read by Run
 }
@@ -187,6 +195,9 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 			}
 		}
 		out = append(out, o)
+		if opts.RunEnded != nil {
+			opts.RunEnded(o)
+		}
 		if errors.Is(o.Err, ErrInterrupted) {
 			finishSweep()
 			return out, o.Err
@@ -350,8 +361,9 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	r.man = &rundir.Manifest{
 		RunID: id, Status: rundir.StatusRunning, Started: time.Now().UTC(), Target: opts.Target.Name(),
 		Round: pr.Round, Settings: pr.Settings, Playbook: pbJSON, ConfigHash: rundir.Hash(pb),
-		Rig: rundir.Build(), CPUs: runtime.NumCPU(), LeaseTTLS: opts.LeaseTTL.Seconds(),
+		Rig: rundir.Build(), CPUs: runtime.NumCPU(), LeaseTTLS: opts.LeaseTTL.Seconds(), Command: opts.Command,
 	}
+	r.man.Engine = engineBuild(pb, opts, r.man.Rig)
 	r.man.LoadAvg.Start = loadavg.Now()
 	if r.ev, err = rundir.CreateEventLog(filepath.Join(dir, rundir.EventsFile)); err != nil {
 		o.Err = err

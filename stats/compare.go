@@ -45,6 +45,12 @@ type Comparison struct {
 	Change  *float64 `json:"change,omitempty"`
 	Verdict string   `json:"verdict"`
 	Why     string   `json:"why"` // one line: which test decided, and with what
+	// Q is the verdict's p-value adjusted for the false discovery rate over the verdicts shown
+	// with it (ControlFDR); Uncorrected is the verdict before that correction took it back; Weak:
+	// it rests on fewer than MinValuesFirm values a side.
+	Q           *float64 `json:"q,omitempty"`
+	Uncorrected string   `json:"uncorrected,omitempty"`
+	Weak        bool     `json:"weak,omitempty"`
 }
 
 // Significant reports whether the verdict is a difference (better, worse, higher, lower).

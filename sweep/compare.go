@@ -40,6 +40,9 @@ type Comparison struct {
 	Unmatched       []string // combinations on one side only
 	Env             []string // every environment difference, and every run whose load exceeded its CPUs
 	Rows            []Row
+	// Tested verdicts shown together, and the differences among them before and after the
+	// Benjamini–Hochberg correction (stats.ControlFDR).
+	Tested, Before, After int
 }
 
 // Compare compares the runs of two folders (each a run or a sweep), combination by combination.
@@ -121,6 +124,12 @@ func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
 			c.Rows = append(c.Rows, Row{Pair: p, Metric: m, C: stats.Compare(bv, cv, m.Dir)})
 		}
 	}
+	cs := make([]*stats.Comparison, len(c.Rows))
+	for i := range c.Rows {
+		cs[i] = &c.Rows[i].C
+	}
+	c.Tested = len(cs)
+	c.Before, c.After = stats.ControlFDR(cs)
 	var pb, pc []*Group
 	for _, p := range c.Pairs {
 		pb, pc = append(pb, p.Base), append(pc, p.Contender)
@@ -428,8 +437,8 @@ func (c *Comparison) Text(w io.Writer) {
 	}
 	for _, p := range c.Pairs {
 		fmt.Fprintf(w, "\n%s\n\n", p.Label)
-		fmt.Fprintln(w, "| Metric | Unit | Better | Baseline | Contender | Diff [95 % CI] (change) | MW p | Verdict |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| Metric | Unit | Better | Baseline | Contender | Diff [95 % CI] (change) | MW p | q (BH) | Verdict |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 		for _, r := range c.Rows {
 			if r.Pair != p {
 				continue
@@ -441,13 +450,10 @@ func (c *Comparison) Text(w io.Writer) {
 			case stats.HigherIsBetter:
 				better = "higher"
 			}
-			verdict := r.C.Verdict
-			if verdict == stats.NoVerdict {
-				verdict = fmt.Sprintf("n=%d/%d, no verdict", r.C.Base.N, r.C.Contender.N)
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Metric.Label, r.Metric.Unit, better,
-				Cell(r.Metric, r.C.Base), Cell(r.Metric, r.C.Contender), DiffCell(r.C), mwCell(r.C), verdict)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Metric.Label, r.Metric.Unit, better,
+				Cell(r.Metric, r.C.Base), Cell(r.Metric, r.C.Contender), DiffCell(r.C), mwCell(r.C), qCell(r.C), VerdictCell(r.C))
 		}
 	}
+	fmt.Fprintln(w, "\n"+fdrLine(c.Tested, c.Before, c.After))
 	fmt.Fprintln(w, "\n"+verdictRule)
 }

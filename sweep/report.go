@@ -28,7 +28,9 @@ var ErrBadBaseline = errors.New("baseline")
 const verdictRule = "Verdicts: where the Mann–Whitney U test can reach p < 0.05 with the values at hand (4 against 4 and more) it decides, " +
 	"in the direction of the medians; where it cannot (2 against 2 never goes below p = 1/3), a difference is called only when " +
 	"Welch's 95 % interval for the difference of means excludes 0. \"unclear\": the interval excludes 0 but the ranks do not differ. " +
-	"\"no verdict\": fewer than 2 values a side (use rounds)."
+	"\"no verdict\": fewer than 2 values a side (use rounds). The verdicts shown together are then held to a false discovery rate of " +
+	"5 % (Benjamini–Hochberg over the deciding test's p: Mann–Whitney's, or Welch's where the rank test cannot decide): a difference " +
+	"whose adjusted q is above 0.05 is not called, and says what it was before the correction. \"weak\": fewer than 3 values a side."
 
 // Report is a sweep's pooled figures, ready to render.
 type Report struct {
@@ -383,7 +385,13 @@ func (r *Report) differences(b *strings.Builder) {
 	}
 	pf := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	pf("## Differences from the baseline\n\n")
-	pf("| combination | figure | baseline | this | difference of means (95 %% CI) | Mann–Whitney p | verdict |\n|---|---|---|---|---|---|---|\n")
+	type row struct {
+		g *Group
+		m Metric
+		c *stats.Comparison
+	}
+	var rows []row
+	var cs []*stats.Comparison
 	for _, g := range r.Groups {
 		if g == r.Baseline {
 			continue
@@ -397,11 +405,47 @@ func (r *Report) differences(b *strings.Builder) {
 				continue
 			}
 			c := stats.Compare(bv, gv, m.Dir)
-			pf("| %s | %s (%s) | %s | %s | %s | %s | %s |\n", g.Label, m.Label, m.Unit,
-				Cell(m, c.Base), Cell(m, c.Contender), DiffCell(c), mwCell(c), c.Verdict)
+			rows, cs = append(rows, row{g, m, &c}), append(cs, &c)
 		}
 	}
-	pf("\n")
+	before, after := stats.ControlFDR(cs)
+	pf("| combination | figure | baseline | this | difference of means (95 %% CI) | Mann–Whitney p | q (BH) | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for _, rw := range rows {
+		pf("| %s | %s (%s) | %s | %s | %s | %s | %s | %s |\n", rw.g.Label, rw.m.Label, rw.m.Unit,
+			Cell(rw.m, rw.c.Base), Cell(rw.m, rw.c.Contender), DiffCell(*rw.c), mwCell(*rw.c), qCell(*rw.c), VerdictCell(*rw.c))
+	}
+	pf("\n%s\n\n", fdrLine(len(cs), before, after))
+}
+
+// qCell is a verdict's p-value adjusted over the verdicts shown with it (stats.ControlFDR).
+func qCell(c stats.Comparison) string {
+	if c.Q == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", *c.Q)
+}
+
+// VerdictCell is the verdict after the false-discovery-rate correction, with the one it took
+// back and whether it rests on fewer than stats.MinValuesFirm values a side.
+func VerdictCell(c stats.Comparison) string {
+	v := c.Verdict
+	if v == stats.NoVerdict {
+		v = fmt.Sprintf("n=%d/%d, no verdict", c.Base.N, c.Contender.N)
+	}
+	if c.Uncorrected != "" {
+		v += " (" + c.Uncorrected + " before the correction)"
+	}
+	if c.Weak {
+		v += fmt.Sprintf(" · weak: n=%d/%d", c.Base.N, c.Contender.N)
+	}
+	return v
+}
+
+// fdrLine says how many verdicts were tested together and how many differences the correction
+// kept.
+func fdrLine(n, before, after int) string {
+	return fmt.Sprintf("_%d verdict(s) shown together: %d difference(s) before the Benjamini–Hochberg correction, %d after (q ≤ %.2g); "+
+		"\"weak\": fewer than %d values a side._", n, before, after, stats.Alpha, stats.MinValuesFirm)
 }
 
 // DiffCell writes mean(contender) - mean(base) with its interval and relative change.

@@ -118,7 +118,8 @@ func TestSweepReport(t *testing.T) {
 	for _, line := range strings.Split(md, "\n") {
 		if strings.HasPrefix(line, "| preload.orders=100K engine.sync_level=2 | normal p50") {
 			found = true
-			if !strings.HasSuffix(line, "| worse |") {
+			// Welch decides at 2 a side (p 0.0219 here), so the verdict stands the correction but is weak.
+			if !strings.HasSuffix(line, "| worse · weak: n=2/2 |") {
 				t.Errorf("normal p50, sync 0 → 2: %s", line)
 			}
 		}
@@ -222,8 +223,11 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("pooled: %v %v", c, err)
 	}
 	for _, r := range c.Rows {
-		if r.Metric.Key == "normal.p50" && (r.C.Base.N != 4 || r.C.Verdict != stats.Worse || r.C.U.P >= 0.05) {
-			t.Errorf("pooled normal p50: n=%d verdict %q MW p %v", r.C.Base.N, r.C.Verdict, r.C.U.P)
+		// 4 against 4 is the rank test's floor (p = 0.0286): worse on its own, but not among the
+		// comparison's other verdicts once the false discovery rate is held to 5 %.
+		if r.Metric.Key == "normal.p50" && (r.C.Base.N != 4 || r.C.Uncorrected != stats.Worse || r.C.U.P >= 0.05 ||
+			r.C.Verdict != stats.NoDifference || r.C.Q == nil || *r.C.Q <= 0.05) {
+			t.Errorf("pooled normal p50: n=%d verdict %q (uncorrected %q) MW p %v q %v", r.C.Base.N, r.C.Verdict, r.C.Uncorrected, r.C.U.P, r.C.Q)
 		}
 	}
 

@@ -65,7 +65,12 @@ func (d *S3) key(name string) string {
 	return path.Join(d.Prefix, name)
 }
 
-func (d *S3) String() string { return "s3://" + d.Bucket + "/" + d.key("") }
+func (d *S3) String() string {
+	if d.Prefix == "" {
+		return "s3://" + d.Bucket + "/"
+	}
+	return "s3://" + d.Bucket + "/" + d.Prefix + "/" // names follow it, as a folder's do
+}
 
 // Put uploads r; a seekable r (the staged archive file) lets the manager size the parts.
 func (d *S3) Put(ctx context.Context, name string, r io.Reader, size int64) error {
@@ -94,4 +99,24 @@ func (d *S3) Get(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	return io.NopCloser(out.Body), nil
+}
+
+// List lists the run ids with a manifest under the prefix (archive.Lister).
+func (d *S3) List(ctx context.Context) ([]string, error) {
+	prefix := d.key("")
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	var names []string
+	p := s3.NewListObjectsV2Paginator(d.Client, &s3.ListObjectsV2Input{Bucket: aws.String(d.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			names = append(names, strings.TrimPrefix(aws.ToString(o.Key), prefix))
+		}
+	}
+	return archive.RunIDs(names), nil
 }

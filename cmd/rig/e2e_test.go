@@ -188,8 +188,16 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	t.Parallel() // its own addresses and folders: it may run beside the other end-to-end runs
 	res := t.TempDir()
 	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.3.11", writePlaybook(t, shortQuickstart))
-	checkQuickstartRun(t, runDirOf(t, stdout))
+	dir := runDirOf(t, stdout)
+	checkQuickstartRun(t, dir)
 	assertNoProcessesUnder(t, res)
+	// rig run indexed the run it finished (docs/results.md), with its command line.
+	if out := runRigOK(t, "history", "--results", res); !strings.Contains(out, filepath.Base(dir)) {
+		t.Errorf("rig history does not list %s:\n%s", filepath.Base(dir), out)
+	}
+	if out := runRigOK(t, "history", "log", "--results", res); !strings.Contains(out, "--first-address 127.0.3.11") {
+		t.Errorf("the log lacks the run's command line:\n%s", out)
+	}
 }
 
 func TestInterruptStopsEverything(t *testing.T) {

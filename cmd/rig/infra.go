@@ -58,6 +58,7 @@ func upCmd() *cobra.Command {
 	var name string
 	var dryRun, yes bool
 	var keys []string
+	var nf stack.NodeFlags
 	var readyTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "up --stack NAME [--yes]",
@@ -71,7 +72,11 @@ without asking, and without --yes rig up refuses (exit 2) when standard input is
 terminal. Only then are the stack's generated settings pinned (SSH host key seed; a new
 generation and created-at when the stack has none) and pulumi up run on this repository's
 Pulumi project, streaming its progress. Nothing is created when a check fails or the answer is
-no. When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
+no. On a standing stack, an update that would replace or remove data volume attachments
+(rig:dataVolumes reordered, the volume* keys moved into rig:dataVolumes, a replaced instance)
+first has those nodes' agents stop the engine and unmount the volumes (--sudo, --remote-dir,
+--data-mount as given to rig run) and detaches them; if a node cannot, nothing changes.
+When pulumi up has finished, rig waits (up to --ready-timeout) until every node answers
 SSH with its pinned host key and cloud-init has finished (/var/lib/cloud/instance/boot-finished),
 a line per node as its state changes, so that rig run can start at once; a node presenting
 another host key, or refusing the --ssh-key, ends the wait at once. --dry-run prints the plan
@@ -134,7 +139,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 				}
 				args = append(args, "--ssh-key", k)
 			}
-			return f.runDriver(cmd, args...)
+			return f.runDriver(cmd, append(args, nf.AgentArgs()...)...)
 		},
 	}
 	c.Flags().StringVar(&name, "stack", "", stackFlagUsage)
@@ -142,6 +147,7 @@ local file backend (a pulumi login is never used on its own). The first run buil
 	c.Flags().BoolVarP(&yes, "yes", "y", false, "create the plan without asking (required when standard input is not a terminal)")
 	sshKeyFlag(c.Flags(), &keys, "SSH private key file(s) to wait for the nodes with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa that exist, and ssh-agent)")
 	c.Flags().DurationVar(&readyTimeout, "ready-timeout", 10*time.Minute, "after pulumi up, wait at most this long for every node to answer ssh with its pinned host key and finish cloud-init (0: do not wait)")
+	nf.RegisterAgent(c.Flags(), false) // an update that detaches data volumes has the agents unmount them first
 	f.register(c)
 	return c
 }
@@ -158,8 +164,8 @@ func downCmd() *cobra.Command {
 manifest, read back and verified) to the stack's results bucket, s3://<bucket>/NAME/, or to --to.
 If any archive fails, nothing is destroyed. Then, with --ssh-key (and --sudo, --remote-dir,
 --data-mount as given to rig run), each node's agent stops its engine, syncs and unmounts the data
-volume; then the stack is destroyed. The volume attachments are declared SkipDestroy, so the
-destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
+volume; then the stack is destroyed. The volume attachments go with their instances (DeletedWith),
+so the destroy never waits on a detach. The results bucket is kept (rig:retainBucket, default true).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needStack(&name); err != nil {

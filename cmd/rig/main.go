@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	root.AddCommand(
 		// Controller verbs.
-		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newBenchCmd(),
+		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(),
 		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
 		// Node roles.
 		newAgentCmd(), newEngineCmd(), newLoadgenCmd(),

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/history"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
@@ -37,6 +38,7 @@ func newRunCmd() *cobra.Command {
 		budget        string
 		deadline      time.Duration
 		stackConfig   string
+		indexPath     string
 	)
 	cmd := &cobra.Command{
 		Use:   "run PLAYBOOK | --resume SWEEP_DIR [PLAYBOOK]",
@@ -142,6 +144,10 @@ func newRunCmd() *cobra.Command {
 				}
 			}
 			opts.Analyze = analysis.AnalyzeRun
+			opts.Command = os.Args
+			idx := newRunIndexer(cmd.Context(), cmd.ErrOrStderr(), resultsIndex(indexPath, opts.ResultsDir))
+			defer idx.close()
+			opts.RunEnded = idx.add
 			outs, err := runner.Run(cmd.Context(), plan, opts)
 			for _, o := range outs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o.Status, o.Dir)
@@ -186,6 +192,9 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&budget, "budget", "", "with --stack or --inventory: refuse a plan whose expected cost (time estimate x the price of --stack-config) passes this many US dollars (a finite amount above 0, e.g. 20USD), and stop a sweep before the run that would pass it (resumable)")
 	f.DurationVar(&deadline, "deadline", 0, "refuse a plan expected to take longer than this from now, e.g. 45m, and stop a sweep before the run that would end after it (resumable)")
 	f.StringVar(&stackConfig, "stack-config", "", "with --stack or --inventory: the stack config (Pulumi.<stack>.yaml) whose hourly price --budget counts and the expected cost is printed with (default with --stack NAME: Pulumi.NAME.yaml in this folder, if there is one)")
+	f.StringVar(&opts.EngineVersion, "engine-version", "", "a label for the engine build under test (a release or build name), kept in the manifest's engine_build and the results index (default for the reference engine: rig's version)")
+	f.StringVar(&opts.EngineCommit, "engine-commit", "", "the commit the engine under test was built from (default for the reference engine: rig's commit)")
+	f.StringVar(&indexPath, "index", "", "the results index every finished run is added to (default RESULTS/"+history.DefaultFile+"; \"none\": not indexed; docs/results.md)")
 	f.BoolVar(&acceptRig, "accept-rig", false, "with --resume: accept a rig version or commit other than the sweep's last attempt's, and record it")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/rig-dev/rig/engine/book"
 )
@@ -125,6 +126,9 @@ func (e *emitter) emit(buf []byte, a int64, crcs []uint32) error {
 			return fmt.Errorf("write snapshot block %d: %w", e.st.Blocks, err)
 		}
 		e.st.Blocks++
+		if d := slowBlock(); d > 0 {
+			time.Sleep(d)
+		}
 		if e.every {
 			if err := e.sync(); err != nil {
 				return fmt.Errorf("sync snapshot block %d: %w", e.st.Blocks-1, err)

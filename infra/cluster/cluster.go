@@ -28,6 +28,57 @@ type Spec = spec.Spec
 // Validate returns every problem of a spec at once, before any resource exists.
 func Validate(s Spec) spec.Problems { return spec.Validate(s) }
 
+// Options say where the spec came from.
+type Options struct {
+	// Config is the stack config file the spec's values are from (spec.ReadStackConfig of
+	// Pulumi.<stack>.yaml), so that a refusal names file:line:column as `rig validate` does;
+	// nil when there is no such file (the problems then name the key alone).
+	Config *spec.StackConfig
+}
+
+// Locate gives each problem without a position the one the stack config's reader gives it
+// (spec.StackConfig.Spec, which `rig validate` prints): the same problem's position, else the
+// position of its key, else the file with "not set". Problems pass unchanged without a config.
+func Locate(ps spec.Problems, sc *spec.StackConfig) spec.Problems {
+	if sc == nil {
+		return ps
+	}
+	_, located := sc.Spec()
+	out := make(spec.Problems, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if p.Pos != "" {
+			continue
+		}
+		for _, q := range located {
+			if q.Severity == p.Severity && q.Field == p.Field && q.Value == p.Value && q.Allowed == p.Allowed && q.Reason == p.Reason {
+				out[i].Pos = q.Pos
+				break
+			}
+		}
+		if out[i].Pos == "" {
+			out[i].Pos = where(sc, p.Field)
+		}
+	}
+	return out
+}
+
+// where is a key's file:line:column in the stack config, or the file with "not set".
+func where(sc *spec.StackConfig, key string) string {
+	if p, ok := sc.Positions[key]; ok {
+		return p
+	}
+	return sc.Path + " (not set; default or generated)"
+}
+
+// refusal is an error about one key, at its position when the spec came from a file.
+func refusal(o Options, key string, err error) error {
+	if o.Config == nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w", where(o.Config, key), err)
+}
+
 // Outputs are what Deploy exports.
 type Outputs struct {
 	Inventory      pulumi.MapOutput // decodes into inventory.Inventory (docs/architecture.md, "Inventory")
@@ -48,22 +99,20 @@ func (o Outputs) Export(ctx *pulumi.Context, s Spec) {
 var ErrNoHostKeySeed = errors.New("rig:hostKeySeed is not set: `rig up` generates it; with plain pulumi: " +
 	"pulumi config set --secret hostKeySeed $(openssl rand -hex 32)")
 
-// userDataPackages installs, through cloud-init, what the agent runs on a node besides rig: fio,
-// which measures each data volume against what was provisioned before a run (agent/disk.Check).
-// rig up waits for cloud-init to finish (infra/ready), so fio is there before the first run.
-const userDataPackages = "package_update: true\npackages:\n  - fio\n"
-
 // Deploy builds the cluster: network (unless reused; a subnet per AZ), a security group whose only
 // outside ingress is SSH from the operator's CIDRs, the placement group of the spec's strategy (a
 // cluster group in one AZ, or under multi-az a spread or partition group across three, or none),
 // each node in its AZ (spec.Node.Zone) with its data volumes (spec.Volumes: one, or
 // rig:dataVolumes) each at its own device, a key pair and a private, encrypted results bucket.
-func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
-	if err := Validate(s).Err(); err != nil {
+//
+// A spec it refuses registers nothing; each problem names its key and, with o.Config, its
+// file:line:column, as `rig validate` does.
+func Deploy(ctx *pulumi.Context, s Spec, o Options) (Outputs, error) {
+	if err := Locate(Validate(s), o.Config).Err(); err != nil {
 		return Outputs{}, err
 	}
 	if s.HostKeySeed == "" {
-		return Outputs{}, ErrNoHostKeySeed
+		return Outputs{}, refusal(o, "hostKeySeed", ErrNoHostKeySeed)
 	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = time.Now().UTC().Truncate(time.Second)
@@ -76,13 +125,17 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 	for i, n := range nodes {
 		k, err := hostkey.Derive(s.HostKeySeed, s.Stack, n.Name)
 		if err != nil {
-			return Outputs{}, fmt.Errorf("rig:hostKeySeed: %w", err)
+			return Outputs{}, refusal(o, "hostKeySeed", fmt.Errorf("rig:hostKeySeed: %w", err))
 		}
 		keys[i] = k
 	}
 	image, err := resolveAMI(ctx, s)
 	if err != nil {
-		return Outputs{}, err
+		key := "amiFamily"
+		if s.AMI != "" {
+			key = "ami"
+		}
+		return Outputs{}, refusal(o, key, err)
 	}
 
 	tags := func(name string) pulumi.StringMap {
@@ -185,6 +238,12 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 				instOpts = append(instOpts, pulumi.DependsOn([]pulumi.Resource{vol}))
 			}
 		}
+		// An instance boots into cloud-init, whose package step needs the internet: it is launched
+		// only after its subnet is associated with the route table and the default route to the
+		// gateway exists, and so a destroy terminates it before the route and the gateway go.
+		if deps := subnets[n.Zone].routed; len(deps) > 0 {
+			instOpts = append(instOpts, pulumi.DependsOn(deps))
+		}
 		reservation := s.ServerCapacityReservationID
 		var group pulumi.StringPtrInput
 		if hasPG {
@@ -205,7 +264,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			CapacityReservationSpecification: capRes(reservation),
 			InstanceType:                     pulumi.String(n.InstanceType),
 			AvailabilityZone:                 pulumi.String(n.Zone),
-			SubnetId:                         subnets[n.Zone],
+			SubnetId:                         subnets[n.Zone].id,
 			VpcSecurityGroupIds:              pulumi.StringArray{sg.ID()},
 			PlacementGroup:                   group,
 			KeyName:                          kp.KeyName,
@@ -220,7 +279,7 @@ func Deploy(ctx *pulumi.Context, s Spec) (Outputs, error) {
 			},
 			// The host key is in the user data, so the user data is a secret, and a new key
 			// means a new instance rather than a key the running sshd never reads.
-			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + userDataPackages)).(pulumi.StringOutput),
+			UserData:                pulumi.ToSecret(pulumi.String(keys[i].CloudInit() + spec.CloudInitPackages())).(pulumi.StringOutput),
 			UserDataReplaceOnChange: pulumi.Bool(true),
 			MetadataOptions: &ec2.InstanceMetadataOptionsArgs{
 				HttpTokens:   pulumi.String("required"),
@@ -328,23 +387,23 @@ func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, tag
 	return vol, nil
 }
 
-// attachData attaches one data volume at its own device name with SkipDestroy.
+// attachData attaches one data volume at its own device name.
 //
-// Why SkipDestroy, of the provider's three options: a destroy then never calls DetachVolume, so
-// it cannot hang on a volume the agent still has mounted (the provider's known hang). The
-// instance goes next (it depends on the volume), and terminating it shuts the OS down and
-// detaches the volume; only then is the volume deleted. StopInstanceBeforeDetaching would also be
-// safe, but stops each instance first (minutes on large types) and would stop a live node if an
-// update ever replaced the attachment; ForceDetach risks data loss by design and still waits on
-// the detach. Before destroying, `rig down` also asks every agent to stop its engine, sync and
-// unmount the volume (infra/driver), so nothing relies on the shutdown alone to flush it.
+// A replaced attachment (a new device when rig:dataVolumes is reordered, a new instance) is
+// deleted before its replacement is created (DeleteBeforeReplace): AWS refuses to attach a volume
+// that is still attached, or at a device that is still in use. That delete is a real
+// DetachVolume, which hangs while the node has the volume mounted, so `rig up` first has the
+// node's agent unmount it and detaches it itself (infra/driver, DetachFirst). On a destroy the
+// attachment goes with its instance (DeletedWith): terminating the instance detaches the volume,
+// so a destroy never calls DetachVolume (the provider's known hang on a mounted volume), and the
+// volume, on which the instance depends, is deleted after it. skipDestroy, which would leave even
+// a replaced attachment in place, is for volumes that are kept, and rig keeps none.
 func attachData(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, inst *ec2.Instance, vol *ebs.Volume) error {
 	if _, err := ec2.NewVolumeAttachment(ctx, volumeResource(s, n, v), &ec2.VolumeAttachmentArgs{
-		DeviceName:  pulumi.String(v.Device),
-		InstanceId:  inst.ID().ToStringOutput(),
-		VolumeId:    vol.ID().ToStringOutput(),
-		SkipDestroy: pulumi.Bool(true),
-	}); err != nil {
+		DeviceName: pulumi.String(v.Device),
+		InstanceId: inst.ID().ToStringOutput(),
+		VolumeId:   vol.ID().ToStringOutput(),
+	}, pulumi.DeleteBeforeReplace(true), pulumi.DeletedWith(inst)); err != nil {
 		return fmt.Errorf("attach data volume %s of %s: %w", v.Name, n.Name, err)
 	}
 	return nil
@@ -370,12 +429,20 @@ func placementGroup(ctx *pulumi.Context, s Spec, tags func(string) pulumi.String
 	return pg.Name, true, nil
 }
 
+// subnet is a subnet an instance is launched into and what makes it reach the internet: its route
+// table association, the default route and the gateway (none when the subnet is reused, whose
+// routing is the owner's).
+type subnet struct {
+	id     pulumi.StringInput
+	routed []pulumi.Resource
+}
+
 // network returns the VPC and the subnet of each of the spec's AZs, creating them (with an
 // internet gateway and a default route) unless the spec reuses a subnet (single-az only). The
 // first subnet keeps the names single-az stacks have always had, so their resources stay put.
-func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, map[string]pulumi.StringInput, error) {
+func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (pulumi.StringInput, map[string]subnet, error) {
 	if s.SubnetID != "" {
-		return pulumi.String(s.VPCID), map[string]pulumi.StringInput{s.AvailabilityZone: pulumi.String(s.SubnetID)}, nil
+		return pulumi.String(s.VPCID), map[string]subnet{s.AvailabilityZone: {id: pulumi.String(s.SubnetID)}}, nil
 	}
 	zones := s.Zones()
 	cidrs, err := spec.SubnetCIDRs(spec.VPCCIDR, len(zones))
@@ -399,20 +466,21 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 	if err != nil {
 		return nil, nil, fmt.Errorf("route table: %w", err)
 	}
-	if _, err := ec2.NewRoute(ctx, "rig-default-route", &ec2.RouteArgs{
+	route, err := ec2.NewRoute(ctx, "rig-default-route", &ec2.RouteArgs{
 		RouteTableId:         rt.ID(),
 		DestinationCidrBlock: pulumi.String("0.0.0.0/0"),
 		GatewayId:            igw.ID(),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, fmt.Errorf("default route: %w", err)
 	}
-	subnets := map[string]pulumi.StringInput{}
+	subnets := map[string]subnet{}
 	for i, zone := range zones {
-		name, rta, tag := "rig-subnet", "rig-rta", "subnet"
+		name, rtaName, tag := "rig-subnet", "rig-rta", "subnet"
 		if i > 0 {
-			name, rta, tag = fmt.Sprintf("rig-subnet-%d", i), fmt.Sprintf("rig-rta-%d", i), "subnet-"+zone
+			name, rtaName, tag = fmt.Sprintf("rig-subnet-%d", i), fmt.Sprintf("rig-rta-%d", i), "subnet-"+zone
 		}
-		subnet, err := ec2.NewSubnet(ctx, name, &ec2.SubnetArgs{
+		sn, err := ec2.NewSubnet(ctx, name, &ec2.SubnetArgs{
 			VpcId:               vpc.ID(),
 			CidrBlock:           pulumi.String(cidrs[i]),
 			AvailabilityZone:    pulumi.String(zone),
@@ -422,13 +490,14 @@ func network(ctx *pulumi.Context, s Spec, tags func(string) pulumi.StringMap) (p
 		if err != nil {
 			return nil, nil, fmt.Errorf("subnet in %s: %w", zone, err)
 		}
-		if _, err := ec2.NewRouteTableAssociation(ctx, rta, &ec2.RouteTableAssociationArgs{
-			SubnetId:     subnet.ID(),
+		rta, err := ec2.NewRouteTableAssociation(ctx, rtaName, &ec2.RouteTableAssociationArgs{
+			SubnetId:     sn.ID(),
 			RouteTableId: rt.ID(),
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, nil, fmt.Errorf("route table association in %s: %w", zone, err)
 		}
-		subnets[zone] = subnet.ID()
+		subnets[zone] = subnet{id: sn.ID(), routed: []pulumi.Resource{rta, route, igw}}
 	}
 	return vpc.ID(), subnets, nil
 }

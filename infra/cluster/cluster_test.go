@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,6 +57,8 @@ type registered struct {
 	retain        bool
 	ignore        []string
 	deps          []string // URNs of explicit dependencies
+	dbr           bool     // deleteBeforeReplace
+	deletedWith   string   // URN
 }
 
 // mocks answers the AMI and SSM invokes and fails on any other token; it records every resource.
@@ -94,6 +97,8 @@ func (m *mocks) NewResource(a pulumi.MockResourceArgs) (string, resource.Propert
 		r.retain = a.RegisterRPC.GetRetainOnDelete()
 		r.ignore = a.RegisterRPC.GetIgnoreChanges()
 		r.deps = a.RegisterRPC.GetDependencies()
+		r.dbr = a.RegisterRPC.GetDeleteBeforeReplace()
+		r.deletedWith = a.RegisterRPC.GetDeletedWith()
 	}
 	m.resources = append(m.resources, r)
 	return id, out, nil
@@ -189,7 +194,7 @@ func deployWith(t *testing.T, s Spec, m *mocks) (*mocks, *inventory.Inventory, s
 	invCh := make(chan map[string]any, 1)
 	allCh := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		out, err := Deploy(ctx, s)
+		out, err := Deploy(ctx, s, Options{})
 		if err != nil {
 			return err
 		}
@@ -377,6 +382,19 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 				t.Errorf("%s depends on %s: %v, want %v (deps %v)", r.name, other.Name, dep, want, r.deps)
 			}
 		}
+		// Launched only once its subnet routes to the internet (cloud-init's package step needs
+		// it), and so terminated before the route and the gateway on destroy.
+		if s.SubnetID == "" {
+			rta := "rig-rta"
+			if i := slices.Index(s.Zones(), n.Zone); i > 0 {
+				rta = fmt.Sprintf("rig-rta-%d", i)
+			}
+			for _, want := range []string{rta, "rig-default-route", "rig-igw"} {
+				if !slices.ContainsFunc(r.deps, func(u string) bool { return strings.HasSuffix(u, "::"+want) }) {
+					t.Errorf("%s (in %s) does not depend on %s: %v", r.name, n.Zone, want, r.deps)
+				}
+			}
+		}
 		if in["availabilityZone"].StringValue() != n.Zone || in["subnetId"].StringValue() != subnetOf[n.Zone] {
 			t.Errorf("%s: az %s subnet %s", r.name, in["availabilityZone"].StringValue(), in["subnetId"].StringValue())
 		}
@@ -487,8 +505,14 @@ func checkDeployment(t *testing.T, s Spec, m *mocks, inv *inventory.Inventory) {
 				t.Errorf("attachment %s: %v (devices of %s so far: %v)", a.name, a.inputs, n.Name, devices)
 			}
 			devices[dev] = true
-			if !a.inputs["skipDestroy"].IsBool() || !a.inputs["skipDestroy"].BoolValue() {
-				t.Errorf("attachment %s: skipDestroy %v, want true", a.name, a.inputs["skipDestroy"])
+			// Replaced delete-first (a real detach, after rig up's unmount); deleted with its
+			// instance on destroy (no DetachVolume); never left attached (skipDestroy: the
+			// volume is not kept).
+			if !a.dbr || !strings.HasSuffix(a.deletedWith, "::"+n.Name) || !strings.Contains(a.deletedWith, tokInstance) {
+				t.Errorf("attachment %s: deleteBeforeReplace %v, deletedWith %q, want true and instance %s", a.name, a.dbr, a.deletedWith, n.Name)
+			}
+			if v, ok := a.inputs["skipDestroy"]; ok && v.IsBool() && v.BoolValue() {
+				t.Errorf("attachment %s: skipDestroy set, but the volume is not kept", a.name)
 			}
 			for _, opt := range []resource.PropertyKey{"forceDetach", "stopInstanceBeforeDetaching"} {
 				if v, ok := a.inputs[opt]; ok && v.IsBool() && v.BoolValue() {
@@ -829,5 +853,48 @@ func nitroDevice(t *testing.T, root, name, volumeID string, sizeGiB int) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Deploy called with the stack config it came from (an inline program of the Automation API
+// does this) refuses at the positions `rig validate` prints, and names a key that is not in the
+// file as such; without the config the same refusals name the key alone.
+func TestDeployRefusalsAreLocated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "Pulumi.dev.yaml")
+	body := "config:\n  aws:region: us-east-1\n  rig:owner: alice\n  rig:serverInstanceType: c7i.4xlarge\n" +
+		"  rig:operatorCidrs: [\"203.0.113.7/32\"]\n  rig:publicKey: " + operatorKey(t) + "\n" +
+		"  rig:dataVolumes:\n    - a type=gp3 size=200 iops=4000 throughput=500\n    - b type=gp3 size=200 iops=4000 throughput=1000\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := spec.ReadStackConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, want := sc.Spec()
+	s.HostKeySeed, s.CreatedAt = testSeed, time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	run := func(s Spec, o Options) error {
+		return pulumi.RunErr(func(ctx *pulumi.Context) error {
+			_, err := Deploy(ctx, s, o)
+			return err
+		}, pulumi.WithMocks("rig", s.Stack, &mocks{}))
+	}
+	err = run(s, Options{Config: sc})
+	if len(want.Errors()) == 0 || err == nil {
+		t.Fatalf("rig validate: %v; Deploy: %v", want, err)
+	}
+	for _, p := range want.Errors() {
+		if !strings.Contains(err.Error(), p.String()) || !strings.Contains(p.Pos, path+":") {
+			t.Errorf("Deploy's refusal lacks rig validate's %q:\n%v", p, err)
+		}
+	}
+	if err := run(s, Options{}); err == nil || strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "rig:dataVolumes = ") {
+		t.Errorf("without the config: %v", err)
+	}
+
+	s.DataVolumes, s.HostKeySeed = nil, ""
+	err = run(s, Options{Config: sc})
+	if !errors.Is(err, ErrNoHostKeySeed) || !strings.Contains(err.Error(), path+" (not set; default or generated): rig:hostKeySeed is not set") {
+		t.Errorf("no seed: %v", err)
 	}
 }

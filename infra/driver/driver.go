@@ -218,6 +218,10 @@ type UpOptions struct {
 	// ahead with the plan: its error stops the up (ErrNotConfirmed when the answer was no).
 	// nil means go ahead (the caller asked already, or --yes).
 	Confirm func(spec.Spec) error
+	// Quiesce stops the engine and unmounts the data volumes of the nodes it is given (as
+	// DownOptions.Quiesce): Up calls it, with the nodes concerned, before an update that would
+	// replace or remove volume attachments (DetachFirst). nil refuses such an update.
+	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }
 
 // Up validates the stack config, checks AWS credentials, pins the generated config (host key seed,
@@ -278,6 +282,9 @@ func (d *Driver) Up(ctx context.Context, name string, o UpOptions) (*inventory.I
 			return nil, fmt.Errorf("pin created-at of %s: %w", name, err)
 		}
 	}
+	if err := DetachFirst(ctx, st, name, d.opts.Out, o.Quiesce); err != nil {
+		return nil, fmt.Errorf("up %s: %w", name, err)
+	}
 	d.log.Info("pulumi up", "stack", name, "backend", d.Backend())
 	p := newProgress(d.opts.Out, d.opts.Now, 30*time.Second)
 	// Not ctx: the event tailer must be drained until the CLI ends, even after an interrupt.
@@ -327,7 +334,8 @@ type DownOptions struct {
 	// Quiesce runs after archiving and before destroying, with the stack's inventory: it asks
 	// every node's agent to stop its engine, sync and unmount the data volume (infra/quiesce).
 	// Its failure is reported and the destroy goes on: the runs are archived by then, the
-	// attachments are SkipDestroy (infra/cluster), and terminating an instance shuts its OS down.
+	// attachments go with their instances (DeletedWith, infra/cluster: no DetachVolume), and
+	// terminating an instance shuts its OS down.
 	// nil means not asked (no SSH key), which Down says.
 	Quiesce func(ctx context.Context, inv *inventory.Inventory) error
 }

@@ -789,3 +789,90 @@ func TestStackNameGrammar(t *testing.T) {
 		t.Fatalf("state folder created: %v", err)
 	}
 }
+
+// An update of a standing stack that would replace or remove volume attachments (a reordered
+// rig:dataVolumes, a move from the volume* keys, a replaced instance) first has the agents of
+// those nodes unmount, then detaches exactly those attachments, and only then updates; without
+// a way to unmount it refuses and changes nothing; an update that keeps every attachment goes
+// straight to pulumi up.
+func TestUpDetachesBeforeReplacingAttachments(t *testing.T) {
+	const att, inst = "aws:ec2/volumeAttachment:VolumeAttachment", "aws:ec2/instance:Instance"
+	standing := func(t *testing.T) (*harness, *Driver) {
+		h := newHarness(t)
+		h.stackConfig(t, "dev", "")
+		d := h.driver(t)
+		if _, err := d.Up(context.Background(), "dev", UpOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return h, d
+	}
+	unmount := func(h *harness) func(context.Context, *inventory.Inventory) error {
+		return func(_ context.Context, inv *inventory.Inventory) error {
+			for _, n := range inv.Nodes {
+				h.log.add("unmount " + n.Name)
+			}
+			return nil
+		}
+	}
+
+	h, d := standing(t)
+	h.cli.previewSteps = []string{"same " + inst + " node-0", "same " + att + " node-0-data", "same " + att + " client-0-data"}
+	if _, err := d.Up(context.Background(), "dev", UpOptions{Quiesce: unmount(h)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.log.all(), []string{"up dev", "preview dev", "up dev"}; !slices.Equal(got, want) {
+		t.Fatalf("nothing to detach: events %v, want %v", got, want)
+	}
+
+	// Reordered volumes on node-0 (each at the other's device), and the volume* keys' volume of
+	// client-0 moved into the list: its attachment goes, the list's is created.
+	steps := []string{
+		"same " + inst + " node-0",
+		"replace " + att + " node-0-data-gp3-1000 deviceName", "replace " + att + " node-0-data-gp3-125 deviceName",
+		"delete " + att + " client-0-data", "create " + att + " client-0-data-gp3-125",
+	}
+	h, d = standing(t)
+	h.cli.previewSteps = steps
+	_, err := d.Up(context.Background(), "dev", UpOptions{})
+	if !errors.Is(err, ErrDetachNeedsUnmount) || !strings.Contains(err.Error(), "client-0, node-0") ||
+		!strings.Contains(err.Error(), "node-0-data-gp3-1000: replace (deviceName)") || !strings.Contains(err.Error(), "client-0-data: delete") ||
+		!strings.Contains(err.Error(), "--ssh-key") || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("without a way to unmount: %v", err)
+	}
+	if got, want := h.log.all(), []string{"up dev", "preview dev"}; !slices.Equal(got, want) {
+		t.Fatalf("refused, but events %v", got)
+	}
+
+	h, d = standing(t)
+	h.cli.previewSteps = steps
+	if _, err := d.Up(context.Background(), "dev", UpOptions{Quiesce: unmount(h)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"up dev", "preview dev", "unmount node-0", "unmount client-0",
+		"destroy dev --target client-0-data node-0-data-gp3-1000 node-0-data-gp3-125", "up dev"}
+	if got := h.log.all(); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+
+	// A replaced instance (new user data) detaches every attachment of its node, and only its.
+	h, d = standing(t)
+	h.cli.previewSteps = []string{"replace " + inst + " node-0 userData", "replace " + att + " node-0-data instanceId",
+		"same " + inst + " client-0", "same " + att + " client-0-data"}
+	if _, err := d.Up(context.Background(), "dev", UpOptions{Quiesce: unmount(h)}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"up dev", "preview dev", "unmount node-0", "destroy dev --target node-0-data", "up dev"}
+	if got := h.log.all(); !slices.Equal(got, want) {
+		t.Fatalf("replaced instance: events %v, want %v", got, want)
+	}
+
+	// An unmount that fails stops the update before anything is detached.
+	h, d = standing(t)
+	h.cli.previewSteps = steps
+	_, err = d.Up(context.Background(), "dev", UpOptions{Quiesce: func(context.Context, *inventory.Inventory) error {
+		return errors.New("node-0: sync and unmount /data/gp3-125: busy")
+	}})
+	if !errors.Is(err, ErrDetachNeedsUnmount) || !strings.Contains(err.Error(), "busy") || h.cli.ran("destroy") {
+		t.Fatalf("failed unmount: %v (destroyed: %v)", err, h.cli.ran("destroy"))
+	}
+}

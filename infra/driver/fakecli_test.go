@@ -31,6 +31,25 @@ type fakeCLI struct {
 	upFails string
 	// upFailsOn is the instance the failure is about (default node-0).
 	upFailsOn string
+	// previewSteps are the steps `preview` reports, each "op type name [keys,…]"; none means an
+	// update that changes nothing.
+	previewSteps []string
+}
+
+// previewEvents is what the engine reports for a preview of the steps given.
+func previewEvents(stack string, steps []string) []string {
+	lines := []string{`{"sequence":0,"timestamp":1,"preludeEvent":{"config":{}}}`}
+	for i, s := range steps {
+		f := strings.Fields(s)
+		keys := "[]"
+		if len(f) > 3 {
+			b, _ := json.Marshal(strings.Split(f[3], ","))
+			keys = string(b)
+		}
+		lines = append(lines, fmt.Sprintf(`{"sequence":%d,"timestamp":1,"resourcePreEvent":{"metadata":{"op":%q,"urn":%q,"type":%q,"keys":%s}}}`,
+			i+1, f[0], "urn:pulumi:"+stack+"::rig::"+f[1]+"::"+f[2], f[1], keys))
+	}
+	return append(lines, `{"sequence":99,"timestamp":1,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":1,"resourceChanges":{}}}`)
 }
 
 // upEvents is what the engine reports for an update that creates a VPC and an instance (or fails
@@ -224,6 +243,31 @@ func (f *fakeCLI) Run(ctx context.Context, workdir string, stdin io.Reader, outs
 		st.outputs = f.outputsAfterUp(stack)
 		st.resources = 17
 		return "update done", "", 0, nil
+	case len(rest) >= 1 && rest[0] == "preview":
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		if i := slices.Index(args, "--event-log"); i >= 0 && i+1 < len(args) {
+			body := strings.Join(previewEvents(stack, f.previewSteps), "\n") + "\n"
+			if err := os.WriteFile(args[i+1], []byte(body), 0o600); err != nil {
+				return fail("write event log: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond) // see up
+		}
+		f.log.add("preview " + stack)
+		return "preview done", "", 0, nil
+	case len(rest) >= 1 && rest[0] == "destroy" && slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(a, "--target=") }):
+		if !need() {
+			return fail("error: no stack named '%s' found", stack)
+		}
+		var targets []string
+		for _, a := range rest {
+			if urn, ok := strings.CutPrefix(a, "--target="); ok {
+				targets = append(targets, urn[strings.LastIndex(urn, "::")+2:])
+			}
+		}
+		f.log.add("destroy " + stack + " --target " + strings.Join(targets, " "))
+		return "destroy done", "", 0, nil
 	case len(rest) >= 1 && rest[0] == "destroy":
 		if !need() {
 			return fail("error: no stack named '%s' found", stack)

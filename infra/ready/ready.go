@@ -44,6 +44,10 @@ type Options struct {
 	Heartbeat time.Duration
 	// Marker is the file whose existence means cloud-init has finished (default BootFinished).
 	Marker string
+	// Packages are what cloud-init's package step installs (spec.NodePackages): once the marker
+	// exists, each one's command must be on the node's PATH, or the node fails at once with a
+	// *PackageError (cloud-init has finished, so waiting longer would not install it).
+	Packages []Package
 	// Out gets the progress lines; nil means io.Discard.
 	Out io.Writer
 	// Now is the clock for the durations printed (default time.Now).
@@ -59,6 +63,7 @@ const (
 	Booting                 // ssh answers with the pinned key; cloud-init has not finished
 	Ready                   // ssh answers with the pinned key and cloud-init has finished
 	Refused                 // the host key is not the pinned one, or the login was refused
+	Incomplete              // cloud-init has finished without installing a package it was given
 	CheckError              // the check ran and failed in an unexpected way
 )
 
@@ -107,8 +112,27 @@ func (e *RefusedError) Error() string {
 
 func (e *RefusedError) Unwrap() error { return e.Err }
 
+// Package is one package of cloud-init's package step and the command that shows it is installed.
+type Package struct{ Name, Command string }
+
+// PackageError is a node on which cloud-init finished, but its package step left packages out:
+// the package_update or the install failed (no route to the mirrors yet, a mirror down, a name
+// the distribution lacks). The node stays as it is until someone installs them or replaces it.
+type PackageError struct {
+	Node    string
+	Missing []string // package names, in Options.Packages order
+	Marker  string
+}
+
+func (e *PackageError) Error() string {
+	return fmt.Sprintf("%s: cloud-init finished (%s) but its package step (package_update, packages: %s) did not install %s: "+
+		"read /var/log/cloud-init-output.log on the node (rig ssh --stack NAME %s -- sudo tail -n 50 /var/log/cloud-init-output.log); "+
+		"install them by hand or replace the node (pulumi up --replace its instance's URN)",
+		e.Node, e.Marker, strings.Join(e.Missing, ", "), strings.Join(e.Missing, ", "), e.Node)
+}
+
 // Wait returns nil once every node is Ready. It returns a *RefusedError as soon as a node is
-// Refused, and a *NotReadyError naming every node not ready when the timeout passes or ctx ends.
+// Refused, a *PackageError as soon as a node has finished cloud-init without a package, and a *NotReadyError naming every node not ready when the timeout passes or ctx ends.
 // The result lists every node's outcome in the order given.
 func Wait(ctx context.Context, nodes []inventory.Node, o Options) ([]Node, error) {
 	if o.Transport == nil {
@@ -255,11 +279,29 @@ func (w *waiter) heartbeat() {
 	fmt.Fprintf(w.o.Out, "rig: still waiting after %s for %s\n", w.o.Now().Sub(w.start).Round(time.Second), strings.Join(pending, ", "))
 }
 
-// node tries node n until it is ready, it is refused (the error returned) or ctx ends.
+// missingExit is the check's exit status when the marker exists and a package's command does not.
+const missingExit = 3
+
+// checkCmd tests for the marker and then for each package's command, printing the names of the
+// missing packages, one a line.
+func (w *waiter) checkCmd() transport.Cmd {
+	if len(w.o.Packages) == 0 {
+		return transport.Cmd{Args: []string{"test", "-e", w.o.Marker}}
+	}
+	script := `test -e "$1" || exit 1; shift; m=0; while [ $# -gt 0 ]; do command -v "$2" >/dev/null 2>&1 || { echo "$1"; m=1; }; shift 2; done; [ $m = 0 ] || exit ` +
+		fmt.Sprint(missingExit)
+	args := []string{"sh", "-c", script, "rig-ready", w.o.Marker}
+	for _, p := range w.o.Packages {
+		args = append(args, p.Name, p.Command)
+	}
+	return transport.Cmd{Args: args}
+}
+
+// node tries node n until it is ready, it is refused or incomplete (the error returned) or ctx ends.
 func (w *waiter) node(ctx context.Context, i int, n inventory.Node) error {
-	check := transport.Cmd{Args: []string{"test", "-e", w.o.Marker}}
+	check := w.checkCmd()
 	for {
-		_, err := w.o.Transport.Exec(ctx, n, check)
+		res, err := w.o.Transport.Exec(ctx, n, check)
 		var ee *transport.ExitError
 		switch {
 		case err == nil:
@@ -275,6 +317,10 @@ func (w *waiter) node(ctx context.Context, i int, n inventory.Node) error {
 			return &RefusedError{Node: n.Name, Err: err}
 		case errors.As(err, &ee) && ee.ExitCode == 1:
 			w.set(i, Booting, "ssh answers with its pinned host key; cloud-init has not finished ("+w.o.Marker+" absent)")
+		case errors.As(err, &ee) && ee.ExitCode == missingExit && len(w.o.Packages) > 0:
+			pe := &PackageError{Node: n.Name, Missing: strings.Fields(string(res.Stdout)), Marker: w.o.Marker}
+			w.set(i, Incomplete, "cloud-init finished without "+strings.Join(pe.Missing, ", "))
+			return pe
 		case errors.As(err, &ee):
 			w.set(i, CheckError, fmt.Sprintf("checking for %s failed: %v", w.o.Marker, err))
 		case errors.Is(err, transport.ErrUnreachable):

@@ -101,6 +101,8 @@ func TestNodeWithoutBootFinishedIsNamedAtTheTimeout(t *testing.T) {
 	var out bytes.Buffer
 	res, err := Wait(context.Background(), []inventory.Node{booting, dead}, Options{
 		Transport: tr, Timeout: 2 * time.Second, Interval: 50 * time.Millisecond, Marker: marker, Out: &out,
+		// Packages are looked for only once cloud-init has finished: a missing one is no failure yet.
+		Packages: []Package{{Name: "fio", Command: "rig-test-no-such-fio"}},
 	})
 	var nr *NotReadyError
 	if !errors.As(err, &nr) || !errors.Is(err, context.DeadlineExceeded) {
@@ -241,5 +243,45 @@ func TestOptionsAreChecked(t *testing.T) {
 	}
 	if _, err := Wait(context.Background(), nil, Options{Transport: &counting{}}); err == nil || !strings.Contains(err.Error(), "timeout 0s") {
 		t.Errorf("no timeout: %v", err)
+	}
+}
+
+// A node on which cloud-init has finished without a package of its package step fails at once,
+// naming the package and cloud-init's package step, instead of passing as ready and leaving a
+// later disk check to find fio missing; a node with every package passes.
+func TestMissingPackageFailsAtOnce(t *testing.T) {
+	srv := sshdtest.Start(t)
+	tr := newTransport(t, srv)
+	marker := filepath.Join(t.TempDir(), "boot-finished")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	present := []Package{{Name: "coreutils", Command: "sh"}}
+	if _, err := Wait(context.Background(), []inventory.Node{srv.Node("node-0")}, Options{
+		Transport: tr, Timeout: time.Minute, Interval: 50 * time.Millisecond, Marker: marker, Packages: present,
+	}); err != nil {
+		t.Fatalf("every package present: %v", err)
+	}
+	var out bytes.Buffer
+	start := time.Now()
+	res, err := Wait(context.Background(), []inventory.Node{srv.Node("node-0")}, Options{
+		Transport: tr, Timeout: 5 * time.Minute, Interval: 50 * time.Millisecond, Marker: marker, Out: &out,
+		Packages: append(present, Package{Name: "fio", Command: "rig-test-no-such-fio"}, Package{Name: "sysstat", Command: "rig-test-no-such-iostat"}),
+	})
+	var pe *PackageError
+	if !errors.As(err, &pe) {
+		t.Fatalf("want a PackageError, got %v\n%s", err, out.String())
+	}
+	if time.Since(start) > time.Minute {
+		t.Errorf("the wait went on after cloud-init had finished without the packages")
+	}
+	if pe.Node != "node-0" || strings.Join(pe.Missing, ",") != "fio,sysstat" || res[0].State != Incomplete {
+		t.Errorf("error %+v, state %v", pe, res[0].State)
+	}
+	for _, want := range []string{"node-0: cloud-init finished", "package step (package_update, packages: fio, sysstat) did not install fio, sysstat",
+		"/var/log/cloud-init-output.log"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
 	}
 }

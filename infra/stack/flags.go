@@ -64,6 +64,11 @@ type NodeFlags struct {
 // its own executable).
 func (n *NodeFlags) Register(fs *pflag.FlagSet, rigBinary bool) {
 	fs.StringSliceVar(&n.KeyFiles, "ssh-key", nil, "SSH private key file(s): stop engines, sync and unmount the data volumes before destroying")
+	n.RegisterAgent(fs, rigBinary)
+}
+
+// RegisterAgent declares how the agents run, without --ssh-key (up has its own, for its wait).
+func (n *NodeFlags) RegisterAgent(fs *pflag.FlagSet, rigBinary bool) {
 	fs.BoolVar(&n.Sudo, "sudo", false, "run the agents as root through sudo -n (unmount needs root), as given to rig run")
 	fs.StringVar(&n.RemoteDir, "remote-dir", "", "base folder on the nodes, as given to rig run")
 	fs.StringVar(&n.DataMount, "data-mount", "/data", "where the data volumes are mounted, as given to rig run")
@@ -85,6 +90,13 @@ func (n *NodeFlags) Args() []string {
 		}
 		out = append(out, "--ssh-key", k)
 	}
+	return append(out, n.AgentArgs()...)
+}
+
+// AgentArgs passes how the agents run (not the keys), with this executable to start them with
+// when it is a linux/amd64 one.
+func (n *NodeFlags) AgentArgs() []string {
+	var out []string
 	if n.Sudo {
 		out = append(out, "--sudo")
 	}

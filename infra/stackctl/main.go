@@ -28,6 +28,7 @@ import (
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
+	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
 
 // errUsage marks bad input: exit 2, as rig does.
@@ -61,6 +62,25 @@ func quiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags) func(context.
 		_, err := quiesce.Nodes(ctx, inv, quiesce.Options{
 			KeyFiles: n.KeyFiles, Sudo: n.Sudo, Dir: n.RemoteDir, DataMount: n.DataMount,
 			Binary: n.Rig, SourceDir: f.ProjectDir, Out: cmd.OutOrStdout(), Logger: f.options(cmd).Logger,
+		})
+		return err
+	}
+}
+
+// upQuiesce is up's hook for an update that detaches data volumes (driver.UpOptions.Quiesce): the
+// agents of those nodes unmount them, logged in as the wait for the nodes does (the --ssh-key
+// files, else the default keys and ssh-agent).
+func upQuiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags, keyFiles []string) func(context.Context, *inventory.Inventory) error {
+	return func(ctx context.Context, inv *inventory.Inventory) error {
+		log := f.options(cmd).Logger
+		tr, err := sshtarget.Login{KeyFiles: keyFiles}.Transport(log)
+		if err != nil {
+			return fmt.Errorf("--ssh-key: %w", err)
+		}
+		defer tr.Close()
+		_, err = quiesce.Nodes(ctx, inv, quiesce.Options{
+			Transport: tr, Sudo: n.Sudo, Dir: n.RemoteDir, DataMount: n.DataMount,
+			Binary: n.Rig, SourceDir: f.ProjectDir, Out: cmd.OutOrStdout(), Logger: log,
 		})
 		return err
 	}
@@ -159,7 +179,7 @@ func newRoot() *cobra.Command {
 			}
 			inv, err := d.Up(cmd.Context(), f.stack, driver.UpOptions{Confirm: func(s spec.Spec) error {
 				return confirmPlan(cmd, s, yes)
-			}})
+			}, Quiesce: upQuiesceHook(&f.nodes, cmd, &f, rf.keyFiles)})
 			if err != nil {
 				return classify(err)
 			}
@@ -180,6 +200,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	rf.register(up, true)
+	f.nodes.RegisterAgent(up.Flags(), true) // to unmount before an update detaches volumes
 	up.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 	up.Flags().BoolVar(&f.noWarnings, "no-warnings", false, "do not repeat warning-level problems (rig has shown them)")
 	up.Flags().BoolVarP(&yes, "yes", "y", false, "create without asking (needed when standard input is not a terminal)")
@@ -344,7 +365,7 @@ func newRoot() *cobra.Command {
 	}
 	pre.Flags().StringVar(&f.stack, "stack", "", "stack name (config in Pulumi.NAME.yaml)")
 
-	root.AddCommand(up, down, status, gc, extend, inv, readyCmd, pre, newArchiveCmd())
+	root.AddCommand(up, down, status, gc, extend, inv, readyCmd, pre, newArchiveCmd(), newFetchCmd())
 	return root
 }
 
@@ -398,6 +419,36 @@ func newArchiveCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
+	return c
+}
+
+// newFetchCmd is `rig history import s3://…`'s download: every archive under the prefix verified
+// against its manifest and unpacked into --out, each one that does not match named and skipped.
+func newFetchCmd() *cobra.Command {
+	var from, out, region string
+	c := &cobra.Command{
+		Use: "fetch --from s3://bucket/prefix|DIR --out DIR", Short: "verify and unpack every archive of a destination",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loc, err := archive.ParseLocation(from)
+			if err != nil {
+				return fmt.Errorf("%w: --from: %w", errUsage, err)
+			}
+			if out == "" {
+				return fmt.Errorf("%w: --out is required", errUsage)
+			}
+			dest, err := s3dest.Open(cmd.Context(), loc, region)
+			if err != nil {
+				return classify(err)
+			}
+			ids, err := archive.FetchAll(cmd.Context(), dest, out, cmd.ErrOrStderr())
+			fmt.Fprintf(cmd.OutOrStdout(), "%d run(s) fetched from %s\n", len(ids), dest)
+			return err
+		},
+	}
+	c.Flags().StringVar(&from, "from", "", "s3://bucket/prefix or a local folder")
+	c.Flags().StringVar(&out, "out", "", "the folder the runs are unpacked into (out/<run-id>/)")
 	c.Flags().StringVar(&region, "region", "", "AWS region of the bucket (default: the SDK's configured region)")
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/infra/ready"
+	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
 )
@@ -42,7 +43,11 @@ func (r *readyFlags) wait(cmd *cobra.Command, f *flags, name string, inv *invent
 		return fmt.Errorf("stack %s is up, but its nodes cannot be waited for: --ssh-key: %w (give the private half of rig:publicKey, or --ready-timeout 0 not to wait)", name, err)
 	}
 	defer tr.Close()
-	_, err = ready.Wait(cmd.Context(), inv.Nodes, ready.Options{Transport: tr, Timeout: r.timeout, Marker: r.marker, Out: cmd.OutOrStdout()})
+	var pkgs []ready.Package
+	for _, p := range spec.NodePackages {
+		pkgs = append(pkgs, ready.Package{Name: p.Name, Command: p.Command})
+	}
+	_, err = ready.Wait(cmd.Context(), inv.Nodes, ready.Options{Transport: tr, Timeout: r.timeout, Marker: r.marker, Packages: pkgs, Out: cmd.OutOrStdout()})
 	var nr *ready.NotReadyError
 	switch {
 	case err == nil:

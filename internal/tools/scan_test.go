@@ -36,6 +36,8 @@ var declared = map[string][]string{
 	"runner r.cl.Binary(n)":         {"self"},
 	"infra/stack bin":               {"self"}, // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":            {"pulumi"},
+	"infra/enginecheck path":        {"pulumi"}, // RIG_PULUMI or PATH: the optional real-engine check
+	"infra/ready args":              {"sh"},     // sh -c: boot-finished, then each package's command
 	"infra/awsemu bin":              {"moto_server"},
 	"agent/supervise s.Binary":      {"playbook"},
 	"agent/supervise e.spec.Binary": {"playbook"},
