@@ -454,6 +454,7 @@ func (d *runData) summarize() *Summary {
 	var gc map[string][]GCPause
 	s.GCPauses, gc = d.gcRows()
 	s.Spike = d.spike(s, gc)
+	s.Excursions = d.excursions(s, gc)
 	for _, e := range d.events {
 		if e.Action != nil {
 			s.Actions = append(s.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node})

@@ -165,18 +165,9 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 		return nil
 	}
 	from, to := worst.IntendedNs, worst.IntendedNs+worst.LatencyNs
-	for _, e := range d.events {
-		if e.Action != nil && e.T.UnixNano() <= to && e.T.UnixNano()+int64(actionExplains) >= from {
-			return nil // a timeline action explains it
-		}
-	}
-	for _, r := range s.Restarts {
-		end := math.Inf(1)
-		if r.ReadyS != nil {
-			end = *r.ReadyS
-		}
-		if at := d.off(from); at >= r.KillS && at <= end {
-			return nil
+	for _, c := range d.causesIn(from, to, s, nil) {
+		if c.Kind == CauseAction || c.Kind == CauseRestart {
+			return nil // the timeline explains it
 		}
 	}
 	sp := &Spike{AtS: d.off(from), LatencyMs: math.Round(latMs*1e3) / 1e3, LogLines: map[string][]string{}}
