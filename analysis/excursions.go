@@ -90,10 +90,13 @@ const (
 	writebackMin     = 256 // pages (1 MiB at 4 KiB) under writeback in an interval
 	diskBusyPct      = 90.0
 
-	// Periodicity: a gap matches the period within max(periodTolFrac × period, periodTolMin).
-	periodTolFrac = 0.03
-	periodTolMin  = 50 * time.Millisecond
-	periodMinRun  = 4 // excursions in a series, at least
+	// Periodicity: a gap matches the period within max(periodTolFrac × period, periodTolMin); a
+	// series has at least periodMinRun excursions and at least periodMinCover of the beats that
+	// fit in the measured window, so chance alignments of random excursions are not one.
+	periodTolFrac  = 0.015
+	periodTolMin   = 20 * time.Millisecond
+	periodMinRun   = 5
+	periodMinCover = 0.5
 )
 
 // excursions finds, merges and attributes every excursion of the run.
@@ -335,11 +338,25 @@ func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
 // periodic finds series of excursions whose starts repeat at a steady gap: for each gap between
 // successive starts taken as a candidate period, the longest chain of starts each one period
 // (within tolerance) after the previous. A chain of at least periodMinRun starts is reported;
-// its period is the mean of its gaps. Starts already in a reported series are not reused.
+// its period is the mean of its gaps, and it must cover periodMinCover of the beats that fit in
+// the measured window. Starts already in a reported series are not reused.
 // periodOf[i] is the period of the series start i is in, 0 for none.
 func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
 	periodOf = make([]float64, len(starts))
 	used := make([]bool, len(starts))
+	if len(starts) == 0 {
+		return nil, periodOf
+	}
+	from, to := d.warmupEnd, d.loadEnd
+	if from == 0 || from > starts[0] {
+		from = starts[0]
+	}
+	if to < starts[len(starts)-1] {
+		to = starts[len(starts)-1]
+	}
+	covers := func(chain []int, p int64) bool {
+		return len(chain) >= periodMinRun && float64(len(chain)) >= periodMinCover*float64(to-from)/float64(p)
+	}
 	for {
 		var best []int
 		for i := 1; i < len(starts); i++ {
@@ -352,12 +369,12 @@ func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, une
 					continue
 				}
 				chain := chainFrom(starts, used, s0, p)
-				if len(chain) > len(best) {
+				if covers(chain, p) && len(chain) > len(best) {
 					best = chain
 				}
 			}
 		}
-		if len(best) < periodMinRun {
+		if len(best) == 0 {
 			return out, periodOf
 		}
 		first, last := starts[best[0]], starts[best[len(best)-1]]
