@@ -19,6 +19,29 @@ type GoTraceFigures struct {
 	STWs    int     `json:"stw"` // stop-the-world ranges (GC and others)
 	STWMs   float64 `json:"stw_ms"`
 	SpanMs  float64 `json:"span_ms"` // first to last event
+	// FsyncSites: fsyncs per call site (fsyncSite), which says whose sync it was.
+	FsyncSites map[string]int `json:"fsync_sites,omitempty"`
+}
+
+// fsyncSite is the first three frames of stack that are the program's, not the standard
+// library's file and syscall layers, innermost first and joined by " < ": enough to tell a
+// snapshot's per-block sync from its final one and from the log's.
+func fsyncSite(st trace.Stack) string {
+	var fns []string
+	for f := range st.Frames() {
+		fn := f.Func
+		if strings.HasPrefix(fn, "syscall.") || strings.HasPrefix(fn, "internal/") || strings.HasPrefix(fn, "os.") ||
+			strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "golang.org/x/sys/") {
+			continue
+		}
+		if fns = append(fns, fn); len(fns) == 3 {
+			break
+		}
+	}
+	if len(fns) == 0 {
+		return "?"
+	}
+	return strings.Join(fns, " < ")
 }
 
 // isFsyncFrame matches the frame a goroutine is in when it enters fsync or fdatasync:
@@ -62,6 +85,10 @@ func ReadGoTrace(r io.Reader) (GoTraceFigures, error) {
 				for f := range ev.Stack().Frames() {
 					if isFsyncFrame(f.Func) {
 						out.Fsyncs++
+						if out.FsyncSites == nil {
+							out.FsyncSites = map[string]int{}
+						}
+						out.FsyncSites[fsyncSite(ev.Stack())]++
 						inSync[g] = ev.Time()
 						break
 					}
