@@ -62,9 +62,10 @@ type runData struct {
 	statuses map[string]*engine.Status // server node -> final status (nil: missing or unreadable)
 	nodes    []string                  // server nodes, sorted
 
-	snapWins []span                   // closed snapshot windows, filled by summarize
-	states   map[string][]stateChange // per node, built on first use
-	warnings []string
+	snapWins  []span                   // closed snapshot windows, filled by summarize
+	snapTakes []snapTake               // each node's report of each snapshot (forces.go)
+	states    map[string][]stateChange // per node, built on first use
+	warnings  []string
 }
 
 // span is a time interval in unix nanoseconds.
@@ -433,6 +434,9 @@ func (d *runData) summarize() *Summary {
 	var warn []string
 	warn = append(warn, d.nodeFinals(s)...)
 	warn = append(warn, d.snapshotRows(s)...)
+	var fw []string
+	s.Forces, fw = d.forces()
+	warn = append(warn, fw...)
 	s.Normal = d.windowStats(d.warmupEnd, math.MaxInt64, d.snapWins)
 	for i := range s.Snapshots {
 		s.Snapshots[i].NormalP50Us = s.Normal.P50Us
@@ -458,6 +462,7 @@ func (d *runData) summarize() *Summary {
 	s.LeaderWindow = d.leaderWindow()
 	warn = append(warn, flagUnplanned(s)...)
 	d.failoverRows(s)
+	s.ClientConn = d.clientConn()
 	warn = append(warn, applyHealth(s)...)
 	if s.ControllerLastHeard != nil {
 		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",
@@ -622,6 +627,7 @@ func (d *runData) snapshotRows(s *Summary) []string {
 					row.PersistedMs = map[string]float64{}
 				}
 				row.PersistedMs[e.Node] = e.Snapshot.PersistedMs
+				d.snapTakes = append(d.snapTakes, snapTake{row: len(s.Snapshots), node: e.Node, from: at, to: t, takeMs: e.Snapshot.TakeMs, persistedMs: e.Snapshot.PersistedMs})
 				row.Bytes = max(row.Bytes, e.Snapshot.Bytes)
 				// A node that was down or catching up at the action takes the snapshot when its
 				// replay reaches the marker: a real take, but not part of the pause clients saw.

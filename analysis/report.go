@@ -90,6 +90,9 @@ func renderReport(s *Summary) string {
 			"Normal p50: post-warm-up probes outside every snapshot window [action − 1 s, last node finished + 1 s] (n = %d).\n\n", s.Normal.N)
 	}
 
+	writeForces(pf, s)
+	writeClientConn(pf, s)
+
 	if len(s.StepDowns) > 0 {
 		pf("## Step-downs\n\n")
 		pf("| # | at | from | to | new leader after | client gap | probes | lost | normal p50 |\n")

@@ -48,6 +48,14 @@ type Summary struct {
 	Snapshots []SnapshotRow `json:"snapshots"`  // one per snapshot action
 	Restarts  []RestartRow  `json:"restarts"`   // one per kill action
 	StepDowns []StepDownRow `json:"step_downs"` // one per step_down action
+
+	// Forces: the disk model's fsyncs per snapshot window and node (forces.go); absent without
+	// a disk model that records them.
+	Forces *Forces `json:"forces,omitempty"`
+	// ClientConn: the load generator's dials, resends and held probes, in total and per fault
+	// (clientconn.go); absent without its stats.
+	ClientConn *ClientConn `json:"client_conn,omitempty"`
+
 	// Failovers: every step_down and kill of the leader as an event (failover.go): detection,
 	// election, client gap, back to normal; pooled over the run's faults.
 	Failovers      []FailoverRow  `json:"failovers"`

@@ -51,6 +51,32 @@ type Status struct {
 	Now          time.Time `json:"now"`
 	Config       Reported  `json:"config"` // the settings in EFFECT, so the rig can verify every one arrived
 	UDP          *UDP      `json:"udp,omitempty"`
+	// StateHashIndex is the log index StateHash belongs to when the engine cannot hash its live
+	// state and hashes the last snapshot it took instead (every node takes it at one index); 0
+	// when the hash is of the applied state.
+	StateHashIndex uint64 `json:"state_hash_index,omitempty"`
+	// Unsupported names the parts of the contract the engine does not provide (Unsupported*):
+	// rig check and the report say so instead of reading a zero as a value.
+	Unsupported []string `json:"unsupported,omitempty"`
+}
+
+// Names in Status.Unsupported.
+const (
+	UnsupportedStateHash  = "state_hash"  // no hash of the live state: StateHash is the last snapshot's, at StateHashIndex
+	UnsupportedOrders     = "orders"      // Orders is not counted
+	UnsupportedHeldOrders = "held_orders" // no GET /orders: lost orders are not checked
+	UnsupportedStepDown   = "step_down"   // POST /step-down is refused
+	UnsupportedCancel     = "cancel"      // cancel requests are rejected
+)
+
+// Supports says whether the engine provides the named part of the contract (Unsupported*).
+func (s Status) Supports(part string) bool {
+	for _, u := range s.Unsupported {
+		if u == part {
+			return false
+		}
+	}
+	return true
 }
 
 // UDP is the UDP ingress's state in /status: the receive buffer asked for and what the kernel

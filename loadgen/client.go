@@ -34,6 +34,11 @@ type ConnOptions struct {
 	// pings while its log is slow is kept; one that reads them behind a stalled log is left, and
 	// taken back when its followers still name it.
 	LeaderTimeout time.Duration
+	// MaxBackoff caps the wait between dials of one server that keeps failing (refused, or
+	// reached but not the leader): the wait doubles from 5 ms per failure up to it, so a dead
+	// server costs at most about 1/MaxBackoff dials a second, and a server that becomes leader
+	// is found within about MaxBackoff (default 100 ms).
+	MaxBackoff time.Duration
 }
 
 const (
@@ -44,12 +49,15 @@ const (
 	// gives one: twice hashicorp/raft's default heartbeat timeout, the most its followers wait.
 	DefaultLeaderTimeout = 2 * time.Second
 
-	// Backoff between attempts when no leader is known (an election). Capped low on purpose: the
-	// cap is the client's polling granularity, and it lands in every failover gap we measure (at
-	// 50 ms a step-down between zones 2 ms apart measured +31..+49 ms of client gap for +13 ms of
-	// election). A poll every 10 ms during an election is nothing to a server.
-	minBackoff = 5 * time.Millisecond
-	maxBackoff = 10 * time.Millisecond
+	// Backoff between dials of one server while it does not lead (endpoint): from minBackoff,
+	// doubling per failure, up to ConnOptions.MaxBackoff. The cap is the client's polling
+	// granularity during an election and lands in the failover gaps we measure (at 50 ms a
+	// step-down between zones 2 ms apart measured +31..+49 ms of client gap for +13 ms of
+	// election), so it stays low; but a fixed 10 ms poll made a 10 s election cost 838
+	// reconnects and 671 failed dials to the dead leader the followers still named. A redirect
+	// to a server not backing off is followed at once, so a step-down costs no wait.
+	minBackoff        = 5 * time.Millisecond
+	defaultMaxBackoff = 100 * time.Millisecond
 	// errorBackoff delays the resend of a command the leader answered with StatusError, so a
 	// leader that fails everything cannot turn the client into a hot loop.
 	errorBackoff = 5 * time.Millisecond
@@ -69,6 +77,9 @@ func (o ConnOptions) withDefaults() ConnOptions {
 	}
 	if o.LeaderTimeout <= 0 {
 		o.LeaderTimeout = DefaultLeaderTimeout
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = defaultMaxBackoff
 	}
 	return o
 }
@@ -101,22 +112,26 @@ type client struct {
 	log       *slog.Logger
 	epoch     time.Time
 	epochUnix int64
+	clock     func() int64 // tests' injected clock (ns since epoch); nil: the monotonic clock
 
-	mu        sync.Mutex
-	cur       *conn // where new commands go; nil when none is usable
-	conns     map[*conn]struct{}
-	hint      string // leader address learned from a NotLeader answer or a lost leader connection
-	next      int    // next server to try when there is no hint
-	lastTried string
-	fails     int              // consecutive attempts that did not reach a leader
-	avoid     map[string]int64 // servers left on a leader timeout: not tried again before this time
-	retry     []retryItem
-	leader    *conn // last connection that answered OK first among its peers
-	lastOK    int64 // last OK from leader
-	stats     rundir.ConnStats
-	closed    bool
+	mu     sync.Mutex
+	cur    *conn // where new commands go; nil when none is usable
+	conns  map[*conn]struct{}
+	hint   string               // leader address learned from a NotLeader answer or a lost leader connection
+	next   int                  // next server to try when there is no hint
+	eps    map[string]*endpoint // dial backoff per server
+	avoid  map[string]int64     // servers left on a leader timeout: not tried again before this time
+	want   bool                 // a sender waits for a connection: the connector dials
+	retry  []retryItem
+	leader *conn // last connection that answered OK first among its peers
+	lastOK int64 // last OK from leader
+	stats  rundir.ConnStats
+	closed bool
 
 	retryCh chan struct{} // signalled (non-blocking) when retry grows
+	wantCh  chan struct{} // signalled (non-blocking) when want is set
+	ctx     context.Context
+	cancel  context.CancelFunc
 	stateCh chan struct{} // closed and replaced when a connection is confirmed, demoted or dies
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -132,18 +147,27 @@ func newClient(servers []string, opts ConnOptions, h handler, log *slog.Logger, 
 		epoch:     epoch,
 		epochUnix: epoch.UnixNano(),
 		conns:     make(map[*conn]struct{}),
+		eps:       make(map[string]*endpoint),
 		avoid:     make(map[string]int64),
 		retryCh:   make(chan struct{}, 1),
+		wantCh:    make(chan struct{}, 1),
 		stateCh:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	cl.stats.LeaderTimeoutNs = int64(cl.opts.LeaderTimeout)
-	cl.wg.Add(1)
+	cl.wg.Add(2)
 	go cl.keepalive()
+	go cl.connector()
 	return cl
 }
 
-func (cl *client) now() int64 { return int64(time.Since(cl.epoch)) }
+func (cl *client) now() int64 {
+	if cl.clock != nil {
+		return cl.clock()
+	}
+	return int64(time.Since(cl.epoch))
+}
 
 func (cl *client) unix(at int64) time.Time { return time.Unix(0, cl.epochUnix+at) }
 
@@ -182,10 +206,10 @@ func (c *conn) kill(reason error) {
 	})
 }
 
-// send writes the commands to the current leader connection, dialling one first if needed,
-// and returns when they were handed to the kernel. A connection that fails under the write is
-// not an error here: its commands come back through takeRetries. The error is ctx's or
-// errClosed.
+// send writes the commands to the current leader connection, waiting for the connector to
+// find one if needed, and returns when they were handed to the kernel. A connection that fails
+// under the write is not an error here: its commands come back through takeRetries. The error
+// is ctx's or errClosed.
 //
 // A connection no command has succeeded on yet is on probation: it gets one command at a time
 // until one is answered by a leader. While no leader is known (an election) that keeps the
@@ -197,27 +221,62 @@ func (cl *client) send(ctx context.Context, corrs []uint64) (int64, error) {
 		if err != nil {
 			return cl.now(), err
 		}
-		cl.mu.Lock()
-		if c.demoted || c.dead || (!c.confirmed && len(c.inflight) > 0) {
-			cl.mu.Unlock()
+		n, t := cl.sendOn(c, corrs)
+		if n == 0 {
 			continue
 		}
-		n := len(corrs)
-		if !c.confirmed {
-			n = 1
-		}
-		// In flight before the write: an answer can beat the return of Write.
-		if len(c.inflight) == 0 {
-			c.busySince.Store(cl.now())
-		}
-		for _, k := range corrs[:n] {
-			c.inflight[k] = struct{}{}
-		}
-		cl.mu.Unlock()
-		at = c.write(corrs[:n])
+		at = t
 		corrs = corrs[n:]
 	}
 	return at, nil
+}
+
+// trySend is send without waiting: it writes what the current connection takes now (all of
+// corrs to a confirmed leader, one command to a connection on probation, none while there is
+// no connection, which sets the connector dialling) and returns how many went and when. An
+// open-loop sender uses it so an outage never stops its schedule.
+func (cl *client) trySend(corrs []uint64) (int, int64) {
+	if len(corrs) == 0 {
+		return 0, cl.now()
+	}
+	cl.mu.Lock()
+	c := cl.cur
+	if c == nil || c.demoted || c.dead {
+		cl.wantLocked()
+		cl.mu.Unlock()
+		return 0, cl.now()
+	}
+	cl.mu.Unlock()
+	return cl.sendOn(c, corrs)
+}
+
+// sendOn writes as many of corrs as c takes now (see send) and returns how many and when.
+func (cl *client) sendOn(c *conn, corrs []uint64) (int, int64) {
+	cl.mu.Lock()
+	if c.demoted || c.dead || (!c.confirmed && len(c.inflight) > 0) {
+		cl.mu.Unlock()
+		return 0, cl.now()
+	}
+	n := len(corrs)
+	if !c.confirmed {
+		n = 1
+	}
+	// In flight before the write: an answer can beat the return of Write.
+	if len(c.inflight) == 0 {
+		c.busySince.Store(cl.now())
+	}
+	for _, k := range corrs[:n] {
+		c.inflight[k] = struct{}{}
+	}
+	cl.mu.Unlock()
+	return n, c.write(corrs[:n])
+}
+
+// stateChan is closed at the next change of a connection's state (see changedLocked).
+func (cl *client) stateChan() <-chan struct{} {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.stateCh
 }
 
 // changedLocked wakes everything waiting for a connection to change state.
@@ -257,8 +316,8 @@ func (c *conn) writeLocked(b []byte) error {
 	return err
 }
 
-// ready returns a connection new commands may go to, dialling (with backoff while no leader is
-// known) until it has one or ctx ends.
+// ready returns a connection new commands may go to, waiting for the connector until it has
+// one or ctx ends.
 func (cl *client) ready(ctx context.Context) (*conn, error) {
 	for {
 		cl.mu.Lock()
@@ -266,104 +325,201 @@ func (cl *client) ready(ctx context.Context) (*conn, error) {
 			cl.mu.Unlock()
 			return nil, errClosed
 		}
+		ch := cl.stateCh
 		if c := cl.cur; c != nil && !c.demoted && !c.dead {
 			if c.confirmed || len(c.inflight) == 0 {
 				cl.mu.Unlock()
 				return c, nil
 			}
 			// On probation with its one command out: wait for the verdict.
-			ch := cl.stateCh
-			cl.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-cl.done:
-				return nil, errClosed
-			}
-			continue
+		} else {
+			cl.wantLocked()
 		}
-		addr, wait := cl.nextTargetLocked()
 		cl.mu.Unlock()
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-cl.done:
-				t.Stop()
-				return nil, errClosed
-			}
-		}
-		c, err := cl.dial(ctx, addr)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			cl.mu.Lock()
-			cl.fails++
-			cl.stats.DialFailures++
-			n := cl.stats.DialFailures
-			cl.mu.Unlock()
-			if n&(n-1) == 0 { // 1, 2, 4, 8...: enough to see it, not a line per attempt
-				cl.log.Warn("cannot connect", "server", addr, "failures", n, "err", err)
-			}
-			continue
-		}
-		cl.mu.Lock()
-		if cl.closed {
-			cl.mu.Unlock()
-			c.nc.Close()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-cl.done:
 			return nil, errClosed
 		}
-		cl.cur = c
-		cl.conns[c] = struct{}{}
-		cl.stats.Connects++
-		if cl.leader != nil { // following redirects to the first leader is not a reconnect
-			cl.stats.Reconnects++
-		}
-		cl.wg.Add(1)
-		cl.mu.Unlock()
-		go c.read()
-		cl.log.Debug("connected", "server", addr)
-		return c, nil
 	}
 }
 
-// nextTargetLocked picks the next server to try and how long to wait first. A fresh hint (a
-// leader address we did not just try) is followed at once so redirects cost no extra delay;
-// everything else backs off while attempts keep failing. Without a hint, a server left on a
+// wantLocked asks the connector for a connection.
+func (cl *client) wantLocked() {
+	if cl.want {
+		return
+	}
+	cl.want = true
+	select {
+	case cl.wantCh <- struct{}{}:
+	default:
+	}
+}
+
+// connector is the client's only dialler, so there is never more than one dial in flight: when
+// a sender wants a connection and there is none, it dials the servers in turn, each no sooner
+// than its backoff allows (nextTargetLocked), until one connects.
+func (cl *client) connector() {
+	defer cl.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-cl.wantCh:
+		case <-cl.done:
+			return
+		}
+		for {
+			cl.mu.Lock()
+			if cl.closed {
+				cl.mu.Unlock()
+				return
+			}
+			if c := cl.cur; c != nil && !c.demoted && !c.dead {
+				cl.want = false
+				cl.mu.Unlock()
+				break
+			}
+			addr, wait := cl.nextTargetLocked(cl.now())
+			cl.mu.Unlock()
+			if wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-cl.done:
+					return
+				}
+			}
+			cl.connect(addr)
+		}
+	}
+}
+
+// connect makes one dial of addr and installs the connection as the current one.
+func (cl *client) connect(addr string) {
+	c, err := cl.dial(cl.ctx, addr)
+	cl.mu.Lock()
+	now := cl.now()
+	cl.tickLocked(now, func(t *rundir.ConnSecond) { t.Dials++ })
+	if err != nil {
+		if cl.closed {
+			cl.mu.Unlock()
+			return
+		}
+		cl.failedLocked(addr, now)
+		cl.stats.DialFailures++
+		cl.tickLocked(now, func(t *rundir.ConnSecond) { t.DialFailures++ })
+		n := cl.stats.DialFailures
+		cl.mu.Unlock()
+		if n&(n-1) == 0 { // 1, 2, 4, 8...: enough to see it, not a line per attempt
+			cl.log.Warn("cannot connect", "server", addr, "failures", n, "err", err)
+		}
+		return
+	}
+	if cl.closed {
+		cl.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	cl.cur = c
+	cl.conns[c] = struct{}{}
+	cl.stats.Connects++
+	if cl.leader != nil { // following redirects to the first leader is not a reconnect
+		cl.stats.Reconnects++
+		cl.tickLocked(now, func(t *rundir.ConnSecond) { t.Reconnects++ })
+	}
+	cl.wg.Add(1)
+	cl.changedLocked()
+	cl.mu.Unlock()
+	go c.read()
+	cl.log.Debug("connected", "server", addr)
+}
+
+// endpoint is one server's dial backoff: after fails attempts in a row that did not reach a
+// leader, it is not dialled again before next.
+type endpoint struct {
+	fails int
+	next  int64
+}
+
+// backoff is the wait after fails failures in a row: minBackoff doubling, capped at max.
+func backoff(fails int, max time.Duration) time.Duration {
+	if fails <= 0 {
+		return 0
+	}
+	return min(minBackoff<<min(fails-1, 20), max)
+}
+
+func (cl *client) endpointLocked(addr string) *endpoint {
+	e := cl.eps[addr]
+	if e == nil {
+		e = &endpoint{}
+		cl.eps[addr] = e
+	}
+	return e
+}
+
+// failedLocked records an attempt on addr that did not reach a leader: the dial failed, the
+// server answered NotLeader before any OK, or the connection died on probation.
+func (cl *client) failedLocked(addr string, now int64) {
+	e := cl.endpointLocked(addr)
+	e.fails++
+	e.next = now + int64(backoff(e.fails, cl.opts.MaxBackoff))
+}
+
+// nextTargetLocked picks the next server to dial and how long to wait first: a server is not
+// dialled before its backoff ends. A hint (a leader address from a redirect or a lost leader
+// connection) comes first, so a redirect to a server that is not backing off costs no delay;
+// but a hint still backing off (the dead leader the followers go on naming until they time it
+// out) does not hold up the next server in turn if that one is due sooner, so the servers that
+// may win the election are polled at the backoff's pace. Without a hint, a server left on a
 // leader timeout is not tried for a leader timeout (unless every server is); a redirect to it is
 // still followed, since the cluster knows better: a leader that was only slow (its pings queued
 // behind a stalled log) is still the one its followers name.
-func (cl *client) nextTargetLocked() (string, time.Duration) {
-	var addr string
-	fresh := false
-	if cl.hint != "" {
-		addr, cl.hint = cl.hint, ""
-		fresh = addr != cl.lastTried
-	} else {
-		now, n := cl.now(), len(cl.servers)
-		addr = cl.servers[cl.next%n] // when every server is avoided
-		for k := range n {
-			if a := cl.servers[(cl.next+k)%n]; now >= cl.avoid[a] {
-				addr, cl.next = a, cl.next+k
-				break
-			}
-		}
-		cl.next++
-	}
-	var wait time.Duration
-	if cl.fails > 0 && !(fresh && cl.fails <= 2) {
-		wait = minBackoff << min(cl.fails-1, 8)
-		if wait > maxBackoff {
-			wait = maxBackoff
+func (cl *client) nextTargetLocked(now int64) (string, time.Duration) {
+	n := len(cl.servers)
+	k0 := 0 // when every server is avoided
+	for k := range n {
+		if now >= cl.avoid[cl.servers[(cl.next+k)%n]] {
+			k0 = k
+			break
 		}
 	}
-	cl.lastTried = addr
-	return addr, wait
+	rr := cl.servers[(cl.next+k0)%n]
+	if h := cl.hint; h != "" {
+		cl.hint = ""
+		if w := cl.waitLocked(h, now); w <= cl.waitLocked(rr, now) {
+			return h, w
+		}
+	}
+	cl.next += k0 + 1
+	return rr, cl.waitLocked(rr, now)
+}
+
+func (cl *client) waitLocked(addr string, now int64) time.Duration {
+	if e := cl.eps[addr]; e != nil && e.next > now {
+		return time.Duration(e.next - now)
+	}
+	return 0
+}
+
+// addHold records a span the sender held its messages (rundir.ConnStats.Holds).
+func (cl *client) addHold(h rundir.Hold) {
+	cl.mu.Lock()
+	cl.stats.Holds = append(cl.stats.Holds, h)
+	cl.mu.Unlock()
+}
+
+// tickLocked counts an event in the second of the timeline it happened in.
+func (cl *client) tickLocked(now int64, f func(*rundir.ConnSecond)) {
+	sec := time.Unix(0, cl.epochUnix+now).Truncate(time.Second)
+	tl := cl.stats.Timeline
+	if len(tl) == 0 || tl[len(tl)-1].At.Before(sec) {
+		cl.stats.Timeline = append(tl, rundir.ConnSecond{At: sec})
+	}
+	f(&cl.stats.Timeline[len(cl.stats.Timeline)-1])
 }
 
 func (cl *client) dial(ctx context.Context, addr string) (*conn, error) {
@@ -454,7 +610,7 @@ func (cl *client) onResponse(c *conn, r *wire.Response, at int64) {
 func (cl *client) confirmLocked(c *conn, at int64) {
 	if !c.confirmed {
 		c.confirmed = true
-		cl.fails = 0
+		clear(cl.eps) // a leader is known: whatever redirects next is followed at once
 		prev := cl.leader
 		switch {
 		case prev == nil:
@@ -478,7 +634,7 @@ func (cl *client) demoteLocked(c *conn, leader string) {
 		c.demoted = true
 		cl.changedLocked()
 		if !c.confirmed {
-			cl.fails++
+			cl.failedLocked(c.addr, cl.now())
 		}
 		cl.log.Debug("not the leader", "server", c.addr, "leader", leader)
 	}
@@ -521,7 +677,7 @@ func (cl *client) connDead(c *conn, readErr error) {
 	if !closed && !c.demoted {
 		cl.stats.ConnLosses++
 		if !c.confirmed {
-			cl.fails++
+			cl.failedLocked(c.addr, cl.now())
 		}
 	}
 	cl.mu.Unlock()
@@ -561,6 +717,7 @@ func (cl *client) retrying() bool {
 func (cl *client) takeRetries(now int64, dst []uint64) ([]uint64, int64) {
 	next := int64(math.MaxInt64)
 	cl.mu.Lock()
+	had := len(dst)
 	keep := cl.retry[:0]
 	for _, it := range cl.retry {
 		if it.notBefore <= now {
@@ -571,7 +728,10 @@ func (cl *client) takeRetries(now int64, dst []uint64) ([]uint64, int64) {
 		}
 	}
 	cl.retry = keep
-	cl.stats.Resent += int64(len(dst))
+	if n := int64(len(dst) - had); n > 0 {
+		cl.stats.Resent += n
+		cl.tickLocked(now, func(t *rundir.ConnSecond) { t.Resent += n })
+	}
 	cl.mu.Unlock()
 	return dst, next
 }
@@ -660,6 +820,7 @@ func (cl *client) close() {
 		conns = append(conns, c)
 	}
 	cl.mu.Unlock()
+	cl.cancel()
 	close(cl.done)
 	for _, c := range conns {
 		c.kill(nil)
@@ -672,5 +833,7 @@ func (cl *client) snapshot() rundir.ConnStats {
 	defer cl.mu.Unlock()
 	s := cl.stats
 	s.LeaderChanges = append([]rundir.LeaderChange(nil), cl.stats.LeaderChanges...)
+	s.Timeline = append([]rundir.ConnSecond(nil), cl.stats.Timeline...)
+	s.Holds = append([]rundir.Hold(nil), cl.stats.Holds...)
 	return s
 }

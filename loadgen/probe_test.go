@@ -454,23 +454,23 @@ func TestNextTargetAvoidsServerLeftOnTimeout(t *testing.T) {
 	cl.avoid["b"] = cl.now() + int64(time.Hour)
 	var got []string
 	for range 4 {
-		a, _ := cl.nextTargetLocked()
+		a, _ := cl.nextTargetLocked(cl.now())
 		got = append(got, a)
 	}
 	if want := []string{"a", "c", "a", "c"}; !slices.Equal(got, want) {
 		t.Errorf("targets %v, want %v", got, want)
 	}
 	cl.hint = "b"
-	if a, _ := cl.nextTargetLocked(); a != "b" {
+	if a, _ := cl.nextTargetLocked(cl.now()); a != "b" {
 		t.Errorf("a redirect to the avoided server went to %s", a)
 	}
 	cl.avoid["a"], cl.avoid["c"] = cl.avoid["b"], cl.avoid["b"]
-	if a, _ := cl.nextTargetLocked(); a == "" {
+	if a, _ := cl.nextTargetLocked(cl.now()); a == "" {
 		t.Error("every server avoided: none tried")
 	}
 	cl.avoid = map[string]int64{}
 	cl.next = 0
-	if a, _ := cl.nextTargetLocked(); a != "a" {
+	if a, _ := cl.nextTargetLocked(cl.now()); a != "a" {
 		t.Errorf("nothing avoided: tried %s first, want a", a)
 	}
 }

@@ -166,6 +166,9 @@ type stream struct {
 	lag           *hdr.Histogram
 	maxLag        int64
 	late          int64
+	lateConnected int64
+	held          int64
+	firstSent     int64 // messages [0, firstSent) were sent at least once
 	hl            *intervalLog
 	stopping      bool
 	drained       chan struct{}
@@ -420,58 +423,108 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 }
 
 // sendLoop sends every message when it is due, resends what the client hands back, and ends
-// when every message due before the schedule's end is sent (or hard ends). A sender that
-// falls behind sends the backlog at once: the messages keep their intended times.
+// when every message due before the schedule's end is sent (or hard ends). It never waits for a
+// connection: while none can take its messages (an outage, or a new server on probation) it
+// keeps scheduling them on time and holds them, and sends the backlog as soon as a leader takes
+// it. Held messages keep their intended times, so their latency carries the outage
+// (coordinated omission), and the hold is recorded (ConnStats.Holds) so lateness outside every
+// outage can be told apart (SendLag.LateConnected).
 func (s *stream) sendLoop(hard context.Context) {
 	preciseThread()
 	var (
-		i       int64
-		batch   []uint64
-		retries []uint64
-		lags    []int64
+		i, first int64    // messages [first, i) are due and not yet sent
+		rq       []uint64 // resends due and not yet taken by a connection
+		batch    []uint64
+		lags     []int64
+		hold     = rundir.Hold{}
+		holding  bool
+		holdFrom int64
 	)
+	endHold := func(at int64) {
+		if holding {
+			hold.From = time.Unix(0, s.epochUnix+holdFrom)
+			hold.To = time.Unix(0, s.epochUnix+at)
+			s.cl.addHold(hold)
+			holding, hold = false, rundir.Hold{}
+		}
+	}
+	defer func() { endHold(s.cl.now()) }()
+	stopped := s.stopped
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := s.cl.now()
 		var nextRetry int64
-		retries, nextRetry = s.cl.takeRetries(now, retries[:0])
-		if len(retries) > 0 {
-			if _, err := s.cl.send(hard, retries); err != nil {
-				return
+		rq, nextRetry = s.cl.takeRetries(now, rq)
+		if len(rq) > 0 {
+			if n, _ := s.cl.trySend(rq); n > 0 {
+				rq = rq[:copy(rq, rq[n:])]
+				continue
 			}
-			continue
 		}
 		s.mu.Lock()
 		endAt := s.endAt
 		s.mu.Unlock()
-		batch = batch[:0]
-		i0 := i
-		for i < s.cfg.total && len(batch) < s.cfg.chunk {
-			off := s.cfg.at(i)
-			if off >= endAt || s.start+off > now {
+		// Schedule what is due, whether it can go out now or not.
+		i1 := i
+		for i1 < s.cfg.total {
+			if off := s.cfg.at(i1); off >= endAt || s.start+off > now {
 				break
 			}
-			batch = append(batch, uint64(i+1))
-			i++
+			i1++
 		}
-		if len(batch) > 0 {
-			i = s.scheduleChunk(i0, i)
-			batch = batch[:i-i0]
-			if len(batch) == 0 {
+		if i1 > i {
+			i = s.scheduleChunk(i, i1)
+		}
+		if len(rq) == 0 && first < i {
+			batch = batch[:0]
+			for k := first; k < i && len(batch) < s.cfg.chunk; k++ {
+				batch = append(batch, uint64(k+1))
+			}
+			if n, at := s.cl.trySend(batch); n > 0 {
+				lags = s.sentChunk(first, first+int64(n), at, lags, holding)
+				first += int64(n)
+				if holding {
+					hold.Messages += int64(n)
+					for _, l := range lags {
+						hold.MaxLagNs = max(hold.MaxLagNs, l)
+					}
+				}
 				continue
 			}
-			at, err := s.cl.send(hard, batch)
-			if err != nil {
-				return
-			}
-			lags = s.sentChunk(i0, i, at, lags)
-			continue
 		}
-		if i >= s.cfg.total || s.cfg.at(i) >= endAt {
+		blocked := len(rq) > 0 || first < i
+		if !blocked {
+			endHold(now)
+		} else if !holding {
+			holding, holdFrom = true, now
+			if first < i {
+				holdFrom = s.start + s.cfg.at(first)
+			}
+		}
+		ended := i >= s.cfg.total || s.cfg.at(i) >= endAt
+		if ended && !blocked {
 			return
 		}
-		due := min(s.start+s.cfg.at(i), nextRetry)
+		due := nextRetry
+		if !ended {
+			due = min(due, s.start+s.cfg.at(i))
+		}
+		if blocked {
+			// Woken by a connection's change of state (the connector found one, a probation
+			// ended), a resend, or the next message coming due.
+			timer.Reset(time.Duration(min(due-now, int64(time.Second))))
+			select {
+			case <-s.cl.stateChan():
+			case <-timer.C:
+			case <-s.cl.retryCh:
+			case <-stopped:
+				stopped = nil
+			case <-hard.Done():
+				return
+			}
+			continue
+		}
 		if wake := time.Duration(due - now); wake <= preciseWindow {
 			// Not woken by retryCh meanwhile: a resend handed back now waits at most this
 			// (< 2 ms, after an election that took far longer; its latency counts from its
@@ -485,7 +538,8 @@ func (s *stream) sendLoop(hard context.Context) {
 		select {
 		case <-timer.C:
 		case <-s.cl.retryCh:
-		case <-s.stopped:
+		case <-stopped:
+			stopped = nil
 		case <-hard.Done():
 			return
 		}
@@ -522,7 +576,8 @@ func (s *stream) scheduleChunk(i0, i1 int64) int64 {
 	return i1
 }
 
-func (s *stream) sentChunk(i0, i1, at int64, lags []int64) []int64 {
+// sentChunk counts messages [i0, i1) as sent at at; held says they were due in a hold.
+func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 	lags = lags[:0]
 	for i := i0; i < i1; i++ {
 		lags = append(lags, at-(s.start+s.cfg.at(i)))
@@ -534,8 +589,15 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64) []int64 {
 		s.maxLag = max(s.maxLag, l)
 		if l > lateAfter {
 			s.late++
+			if !held {
+				s.lateConnected++
+			}
 		}
 	}
+	if held {
+		s.held += i1 - i0
+	}
+	s.firstSent = i1
 	if s.cfg.onSent != nil {
 		s.cfg.onSent(i0, int(i1-i0), at)
 	}
@@ -590,9 +652,10 @@ func (s *stream) finish() error {
 		}
 		off := s.cfg.at(i)
 		s.lost++
-		if i >= s.scheduled {
+		if i >= s.firstSent {
 			s.unsent++
-		} else if s.hl != nil {
+		}
+		if i < s.scheduled && s.hl != nil {
 			s.hl.lost(off / s.cfg.hlogWidth)
 		}
 		s.cfg.sink.write(rundir.Probe{IntendedNs: s.epochUnix + s.start + off, LatencyNs: s.closedAt - (s.start + off), Outcome: rundir.ProbeLost})
@@ -664,7 +727,7 @@ func (s *stream) counts() streamCounts {
 			c.end = time.Unix(0, s.epochUnix+s.start+s.endAt)
 		}
 	}
-	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late}
+	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected}
 	if n := s.lag.TotalCount(); n > 0 {
 		c.lag.P50Ns = s.lag.ValueAtQuantile(50)
 		if n >= 100 {

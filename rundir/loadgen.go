@@ -48,6 +48,11 @@ type SendLag struct {
 	P50Ns int64 `json:"p50_ns"`
 	P99Ns int64 `json:"p99_ns,omitempty"`
 	Late  int64 `json:"late"` // messages sent more than 1 ms after their intended time
+	// Held: messages due while the sender held its schedule's messages because no connection
+	// could take them (an outage, ConnStats.Holds), sent late by the outage itself. LateConnected:
+	// late messages due outside every hold: the sender's own lateness, which must stay near 0.
+	Held          int64 `json:"held"`
+	LateConnected int64 `json:"late_connected"`
 }
 
 // ConnStats counts what happened to a client's connections.
@@ -67,6 +72,30 @@ type ConnStats struct {
 	Resent          int64          `json:"resent"` // commands sent again after a redirect, an error or a lost connection
 	Unknown         int64          `json:"unknown_answers,omitempty"`
 	LeaderChanges   []LeaderChange `json:"leader_changes"`
+	// Holds are the spans the sender held due messages for want of a connection (no leader
+	// reachable, or a new server on probation), each until it had caught up with its schedule.
+	Holds []Hold `json:"holds,omitempty"`
+	// Timeline counts dials, failed dials, reconnects and resends per second (seconds with none
+	// left out), so the analysis can window them by the runner's fault times: the load generator
+	// runs apart from the runner and does not know them.
+	Timeline []ConnSecond `json:"timeline,omitempty"`
+}
+
+// Hold is a span the sender could not send its due messages (see ConnStats.Holds).
+type Hold struct {
+	From     time.Time `json:"from"`     // the first message held was due
+	To       time.Time `json:"to"`       // the sender had caught up with its schedule
+	Messages int64     `json:"messages"` // first sends due in the span
+	MaxLagNs int64     `json:"max_lag_ns"`
+}
+
+// ConnSecond is one second of ConnStats.Timeline.
+type ConnSecond struct {
+	At           time.Time `json:"at"` // start of the second
+	Dials        int64     `json:"dials"`
+	DialFailures int64     `json:"dial_failures"`
+	Reconnects   int64     `json:"reconnects"`
+	Resent       int64     `json:"resent"`
 }
 
 // LeaderChange is a change of the server that answers commands, as this client saw it.

@@ -14,6 +14,7 @@
 //	<node>/transitions.jsonl          Transition, one JSON line each (the agent's journal)
 //	<node>/engine.log, agent.log      the engine's and the agent's logs
 //	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
+//	<node>/disk-syncs.ndjson          DiskSync, one JSON line per fsync of the node's disk model
 //	loadgen/probes.bin                Probe records (ProbeWriter, ReadProbes)
 //	loadgen/probes.hlog               HdrHistogram interval log of probe latency in ns
 //	loadgen/bursts.bin                Probe records, one per burst message

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path"
@@ -103,7 +104,10 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 		<-watchDone
 		prevCleanup(ctx)
 	}
-	if err := r.waitReady(ctx, "", 60*time.Second); err != nil {
+	if err := r.waitReadyChecking(ctx, "", 60*time.Second, r.effectBeforeReady()); err != nil {
+		if errors.Is(err, ErrSettingNotInEffect) {
+			return cleanup, err
+		}
 		return cleanup, fmt.Errorf("cluster did not become ready: %w", err)
 	}
 	if err := r.verifyEngineConfig(ctx); err != nil {

@@ -255,8 +255,9 @@ func (r *run) readLoadgenStats() {
 	// A load generator that cannot keep its schedule still charges every probe from its intended
 	// time, but the lag is then the client's own, not the cluster's: say so.
 	if st.SendLag.MaxNs > int64(maxSendLag) {
-		r.warn("the load generator fell behind its schedule: send lag p99 %s, max %s, %d of %d probes late; those latencies include the client's own delay",
-			time.Duration(st.SendLag.P99Ns).Round(time.Microsecond), time.Duration(st.SendLag.MaxNs).Round(time.Microsecond), st.SendLag.Late, st.Scheduled)
+		r.warn("the load generator fell behind its schedule: send lag p99 %s, max %s, %d of %d probes late (%d of them held while no leader could take them, %d late outside those holds); those latencies include the client's own delay",
+			time.Duration(st.SendLag.P99Ns).Round(time.Microsecond), time.Duration(st.SendLag.MaxNs).Round(time.Microsecond), st.SendLag.Late, st.Scheduled,
+			st.SendLag.Late-st.SendLag.LateConnected, st.SendLag.LateConnected)
 	}
 }
 

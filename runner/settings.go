@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
@@ -98,6 +100,44 @@ func EffectErrors(table driver.Table, asked driver.Values, reported engine.Repor
 	return errs
 }
 
+// ErrSettingNotInEffect classifies a run stopped before readiness because a node's /status config
+// reported an asked setting with another value.
+var ErrSettingNotInEffect = errors.New("setting not in effect")
+
+// effectBeforeReady returns the check waitReadyChecking makes on every status a server reports
+// before the cluster is ready (r.mu held): every asked setting that /status config already
+// reports must hold the asked value. A setting that keeps the cluster from forming (a heartbeat
+// timeout in the wrong unit) then fails the run within a status poll of the node's first answer,
+// naming node, setting, asked and in-effect values, instead of as a readiness timeout. Settings
+// not reported yet, and carriage, are checked once the cluster is ready (verifyEngineConfig).
+func (r *run) effectBeforeReady() func(name string) error {
+	_, table, err := r.pb.Engine.Resolve()
+	if err != nil {
+		return nil // verifyEngineConfig reports it
+	}
+	asked := r.pb.Engine.Settings()
+	return func(name string) error {
+		st := r.status[name]
+		if st.Config == nil {
+			return nil // not answered since launch
+		}
+		reported := driver.Values{}
+		for k, v := range asked {
+			if _, ok := st.Config[k]; ok {
+				reported[k] = v
+			}
+		}
+		var errs []error
+		for _, e := range EffectErrors(table, reported, st.Config) {
+			errs = append(errs, fmt.Errorf("%s: %w", name, e))
+		}
+		if len(errs) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w before the cluster was ready (phase %s): %w", ErrSettingNotInEffect, cmp.Or(st.Phase, "?"), errors.Join(errs...))
+	}
+}
+
 // verifyEngineConfig checks every asked setting on every server (SettingErrors) and fails the
 // run naming each one that did not hold.
 func (r *run) verifyEngineConfig(ctx context.Context) error {
@@ -140,9 +180,19 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 				n.Name, units.FormatSize(int64(u.RcvbufAsked)), units.FormatSize(int64(u.RcvbufGranted)), units.FormatSize(int64(u.RmemMax))))
 		}
 	}
+	unsupported := map[string]bool{}
+	for _, n := range r.servers {
+		for _, u := range r.status[n.Name].Unsupported {
+			unsupported[u] = true
+		}
+	}
 	r.mu.Unlock()
 	for _, c := range clamped {
 		r.warn("%s", c)
+	}
+	if len(unsupported) > 0 {
+		// Named, so a zero the engine reports there (orders, say) is not read as a value.
+		r.warn("not supported by the engine (GET /status unsupported): %s", strings.Join(slices.Sorted(maps.Keys(unsupported)), ", "))
 	}
 	r.updateManifest(func(m *rundir.Manifest) { m.Engines = eff })
 	if _, table, err := r.pb.Engine.Resolve(); err == nil {

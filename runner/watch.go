@@ -239,6 +239,12 @@ func (r *run) leaderLocked() string {
 // waitReady waits until node (or every server that is not down, when node is "") is ready and
 // a leader is known. An engine that exits on its own meanwhile fails the wait at once.
 func (r *run) waitReady(ctx context.Context, node string, timeout time.Duration) error {
+	return r.waitReadyChecking(ctx, node, timeout, nil)
+}
+
+// waitReadyChecking is waitReady that also calls check (r.mu held) on every server it waits for,
+// at every change of the run's state: an error from it ends the wait at once.
+func (r *run) waitReadyChecking(ctx context.Context, node string, timeout time.Duration, check func(name string) error) error {
 	var missing []string
 	err := r.waitFor(ctx, timeout, func() (bool, error) {
 		missing = nil
@@ -248,6 +254,11 @@ func (r *run) waitReady(ctx context.Context, node string, timeout time.Duration)
 			}
 			if err := r.exitedLocked(s.Name); err != nil {
 				return false, err
+			}
+			if check != nil {
+				if err := check(s.Name); err != nil {
+					return false, err
+				}
 			}
 			if r.status[s.Name].Phase != engine.PhaseReady {
 				missing = append(missing, fmt.Sprintf("%s is %q", s.Name, r.status[s.Name].Phase))

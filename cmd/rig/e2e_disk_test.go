@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -77,6 +78,27 @@ func TestDiskModelEndToEnd(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
 		if ents, err := os.ReadDir(filepath.Join(dir, n, "disk.backing")); err != nil || len(ents) == 0 {
 			t.Errorf("%s: backing folder %v, %v: nothing written through the model", n, ents, err)
+		}
+	}
+	// Every fsync through the models is recorded per node, and the report counts the snapshot's.
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		ss, err := rundir.ReadDiskSyncs(filepath.Join(dir, n, rundir.DiskSyncsFile))
+		if err != nil || len(ss) == 0 {
+			t.Errorf("%s: %d disk syncs recorded, %v: want the engine's (sync level 2)", n, len(ss), err)
+		}
+	}
+	var sum analysis.Summary
+	readJSON(t, filepath.Join(dir, rundir.SummaryFile), &sum)
+	if sum.Forces == nil || len(sum.Forces.Nodes) != 3 || len(sum.Forces.Snapshots) == 0 {
+		t.Errorf("summary forces %+v: want every server's, and the snapshot's windows", sum.Forces)
+	} else {
+		for _, r := range sum.Forces.Snapshots {
+			t.Logf("snapshot %d on %s: take %v ms, persisted %v ms, %d forces, %d bytes, %.1f ms forced; files %+v", r.Snapshot, r.Node, r.TakeMs, r.PersistedMs, r.Syncs, r.Bytes, r.TimeMs, r.Files)
+		}
+		for n, nf := range sum.Forces.Nodes {
+			if nf.Load.Syncs == 0 {
+				t.Errorf("%s: no force over the load at sync level 2", n)
+			}
 		}
 	}
 	noTmpFiles(t, res)

@@ -293,9 +293,9 @@ func lgProbeDone(w io.Writer, dir string, st rundir.ProbeStats, err error) error
 		return fmt.Errorf("probe stream (outputs in %s): %w", dir, err)
 	}
 	l := st.Latency
-	fmt.Fprintf(w, "probes: %d scheduled, %d answered, %d lost (%d never sent); latency n=%d p50 %v p90 %v p99 %v max %v; send lag max %v, %d late; %d reconnects, %d leader changes; stopped by %s; outputs in %s\n",
+	fmt.Fprintf(w, "probes: %d scheduled, %d answered, %d lost (%d never sent); latency n=%d p50 %v p90 %v p99 %v max %v; send lag max %v, %d late (%d held for want of a leader); %d reconnects, %d failed dials, %d resends, %d leader changes; stopped by %s; outputs in %s\n",
 		st.Scheduled, st.Answered, st.Lost, st.Unsent, l.N, lgDur(l.P50Ns), lgDur(l.P90Ns), lgDur(l.P99Ns), lgDur(l.MaxNs),
-		lgDur(st.SendLag.MaxNs), st.SendLag.Late, st.Conn.Reconnects, len(st.Conn.LeaderChanges), st.StopReason, dir)
+		lgDur(st.SendLag.MaxNs), st.SendLag.Late, st.SendLag.Held, st.Conn.Reconnects, st.Conn.DialFailures, st.Conn.Resent, len(st.Conn.LeaderChanges), st.StopReason, dir)
 	return nil
 }
 

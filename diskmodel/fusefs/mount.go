@@ -34,6 +34,18 @@ type Options struct {
 	// model on the same mountpoint is refused naming it, and a dead holder's mount is detached
 	// naming it.
 	Owner string
+	// OnSync, when set, is told of every fsync the model completed (after its hold), on the
+	// FUSE request's goroutine, so it must be quick: the run records them per file
+	// (rundir.DiskSyncsFile) to count the forces in each window of a run.
+	OnSync func(Sync)
+}
+
+// Sync is one completed fsync of a file in the model.
+type Sync struct {
+	Start time.Time     // the fsync began
+	File  string        // path relative to the mountpoint
+	Bytes int64         // bytes written since the file's previous fsync: what this one flushed
+	Dur   time.Duration // begin to return, the model's hold included
 }
 
 // ErrDetached is a Close that found the mount busy and detached it lazily (MNT_DETACH): it is
@@ -116,6 +128,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	}
 
 	m := newModel(o.Limits, o.Clock)
+	m.onSync = o.OnSync
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -291,6 +304,7 @@ type model struct {
 	ioSize      int64
 	clock       Clock
 	c           counters
+	onSync      func(Sync)
 
 	mu    sync.Mutex
 	dirty map[*node]struct{} // files changed since their last fsync (power.go)

@@ -91,6 +91,11 @@ func (n *node) fsync(ctx context.Context, lf *fs.LoopbackFile, do func() syscall
 	}
 	from := m.clock.Now()
 	rest := done.Sub(from)
+	if m.onSync != nil { // as Stats.Syncs: an interrupted hold is reported, and its restart too
+		defer func() {
+			m.onSync(Sync{Start: start, File: n.Path(nil), Bytes: unsynced, Dur: m.clock.Now().Sub(start)})
+		}()
+	}
 	if rest <= 0 {
 		return 0
 	}

@@ -43,7 +43,7 @@ var (
 	buildErr  error
 )
 
-// build packages the engine (target/rig-aeron-cluster.jar, target/lib) once per test binary.
+// build packages the modules (harness, matching, auction: <module>/target/<module>.jar and lib/) once per test binary.
 func build(t *testing.T) {
 	t.Helper()
 	needTools(t)
@@ -63,7 +63,7 @@ func build(t *testing.T) {
 
 func javaCmd(ctx context.Context, class string) *exec.Cmd {
 	return exec.CommandContext(ctx, "java", "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
-		"-cp", "target/rig-aeron-cluster.jar:target/lib/*", class)
+		"-cp", "matching/target/matching.jar:matching/target/lib/*", class)
 }
 
 // TestSelfTest: the book's rules, the snapshot records' size bound, a whole image restoring the
@@ -72,15 +72,31 @@ func TestSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := javaCmd(ctx, "dev.rig.aeron.SelfTest").CombinedOutput()
+	out, err := javaCmd(ctx, "dev.rig.aeron.matching.SelfTest").CombinedOutput()
 	t.Logf("SelfTest:\n%s", out)
 	if err != nil {
-		t.Fatalf("dev.rig.aeron.SelfTest: %v", err)
+		t.Fatalf("dev.rig.aeron.matching.SelfTest: %v", err)
 	}
 	for _, want := range []string{"pass image without END is refused as partial", "pass whole image restores the same book"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("SelfTest output lacks %q", want)
 		}
+	}
+}
+
+// TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
+// is missing, and Aeron's election states (through its own enum) give the contract's phases.
+func TestHarnessSelfTest(t *testing.T) {
+	build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := javaCmd(ctx, "dev.rig.aeron.HarnessSelfTest").CombinedOutput()
+	t.Logf("HarnessSelfTest:\n%s", out)
+	if err != nil {
+		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
+	}
+	if !bytes.Contains(out, []byte("pass a missing counter fails the start naming the Aeron version")) {
+		t.Errorf("HarnessSelfTest did not check the version check")
 	}
 }
 
@@ -157,6 +173,10 @@ func TestEngineCheck(t *testing.T) {
 	if r := seen[conformance.CheckRelaunchPhases]; !strings.Contains(r.Seen, "restored its snapshot") {
 		t.Errorf("the relaunched follower did not restore the snapshot: %s", r.Seen)
 	}
+	// The matching engine's introspection gives hash, resting orders and held ids: only step-down is missing.
+	if r := seen[conformance.CheckStatusFields]; !strings.HasSuffix(r.Seen, "not supported by the engine: step_down") {
+		t.Errorf("status fields: want only step_down named as not supported: %s", r.Seen)
+	}
 
 	// The same orders in rig's own book give the hash every Aeron node must report.
 	st, err := reference.Driver{}.WriteBook(io.Discard, loadspec.BookShape{Orders: orders, Instruments: 4})
@@ -166,6 +186,61 @@ func TestEngineCheck(t *testing.T) {
 	if got := strings.Count(seen[conformance.CheckLoadHashes].Seen, "hash "+st.StateHash); got != pb.Cluster.Servers {
 		t.Errorf("%d of %d nodes report engine/book's state hash %s after the preload: %s", got, pb.Cluster.Servers, st.StateHash,
 			seen[conformance.CheckLoadHashes].Seen)
+	}
+	if t.Failed() {
+		dumpLogs(t, dir)
+	}
+}
+
+// TestAuctionCheck runs Aeron's own tutorial service (BasicAuctionClusteredService, unchanged)
+// under rig-aeron with a codec and a main (auction/): every check passes but step-down; the
+// service exposes no state, so the suite has the leader snapshot and compares the hashes of the
+// bytes each node wrote into it; what the service lacks is named as not supported.
+func TestAuctionCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a three-node Aeron Cluster")
+	}
+	build(t)
+	bin := rigBinary(t)
+	pb, err := playbooks.Open("auction.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var logBuf bytes.Buffer
+	rs, err := conformance.Run(ctx, conformance.Options{
+		Playbook: pb, Dir: dir, FirstAddress: "127.0.19.31", Binary: bin, Orders: 2_000, Timeout: 45 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),
+	})
+	if err != nil {
+		t.Fatalf("conformance: %v", err)
+	}
+	var table strings.Builder
+	conformance.WriteTable(&table, rs)
+	t.Logf("rig check on Aeron's tutorial auction service:\n%s", table.String())
+	seen := map[string]conformance.Result{}
+	for _, r := range rs {
+		seen[r.Check] = r
+	}
+	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
+		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
+		conformance.CheckFinalHashes} {
+		if r, ok := seen[c]; !ok || !r.Pass {
+			t.Errorf("%s did not pass: %s", c, r.Seen)
+		}
+	}
+	if sd := seen[conformance.CheckStepDown]; sd.Pass || !strings.Contains(sd.Seen, "not supported") {
+		t.Errorf("%s: want a failure saying step-down is not supported, got pass=%v %s", conformance.CheckStepDown, sd.Pass, sd.Seen)
+	}
+	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash, step_down") {
+		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
+	}
+	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
+		if r := seen[c]; strings.Count(r.Seen, "snapshot at ") != pb.Cluster.Servers {
+			t.Errorf("%s: want every node's hash from its snapshot: %s", c, r.Seen)
+		}
 	}
 	if t.Failed() {
 		dumpLogs(t, dir)
@@ -197,29 +272,9 @@ func TestIgnoredPropertyFailsRun(t *testing.T) {
 	}
 	build(t)
 	bin := rigBinary(t)
-	b, err := os.ReadFile("engine.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for old, repl := range map[string]string{
+	pb := rewritePlaybook(t, "engine.yaml", map[string]string{
 		"-Daeron.cluster.leader.heartbeat.timeout={{": "-Daeron.cluster.leader.heartbeat.timeout.ns={{",
-		"binary: ./start-node.sh":                     "binary: " + filepath.Join(here, "start-node.sh"),
-		"config_template: node.properties.tmpl":       "config_template: " + filepath.Join(here, "node.properties.tmpl"),
-	} {
-		if !strings.Contains(text, old) {
-			t.Fatalf("engine.yaml no longer has %q", old)
-		}
-		text = strings.Replace(text, old, repl, 1)
-	}
-	pb := filepath.Join(t.TempDir(), "ignored.yaml")
-	if err := os.WriteFile(pb, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	})
 	res := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -241,11 +296,70 @@ func TestIgnoredPropertyFailsRun(t *testing.T) {
 	}
 }
 
+// TestWrongUnitFailsBeforeLoad: the heartbeat timeout rendered in milliseconds where Aeron reads
+// nanoseconds reaches Aeron as 2 µs, and no leader can hold the cluster; the run stops while the
+// nodes are still electing, as soon as a node's /status reports the setting, naming the node, the
+// setting, the value in effect and the value asked — not as a readiness timeout a minute later.
+func TestWrongUnitFailsBeforeLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a three-node Aeron Cluster")
+	}
+	build(t)
+	bin := rigBinary(t)
+	pb := rewritePlaybook(t, "engine.yaml", map[string]string{
+		"{{nanos .Settings.heartbeat_timeout}}": "{{millis .Settings.heartbeat_timeout}}",
+	})
+	res := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "-q", "--results", res, "--first-address", "127.0.19.71", pb)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("rig run passed with the heartbeat timeout in milliseconds:\n%s", stdout.String())
+	}
+	want := "engine.heartbeat_timeout is 2µs in effect (GET /status config.heartbeat_timeout), the playbook asked for 2s"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not name the setting, in effect and asked (%q):\n%s", want, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "before the cluster was ready") || strings.Contains(stderr.String(), "did not become ready") {
+		t.Errorf("want the run stopped before readiness by the setting, not by a readiness timeout:\n%s", stderr.String())
+	}
+}
+
+// rewritePlaybook writes a copy of playbook name with each old text replaced (each must be there)
+// and the start script and config template made absolute; it returns the copy's path.
+func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repl["binary: ./start-node.sh"] = "binary: " + filepath.Join(here, "start-node.sh")
+	repl["config_template: node.properties.tmpl"] = "config_template: " + filepath.Join(here, "node.properties.tmpl")
+	text := string(b)
+	for old, r := range repl {
+		if !strings.Contains(text, old) {
+			t.Fatalf("%s no longer has %q", name, old)
+		}
+		text = strings.Replace(text, old, r, 1)
+	}
+	pb := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(pb, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pb
+}
+
 // TestPlaybooksOpen: the playbooks in this folder that use the contract's settings parse and
 // validate, with every setting carried by a template and the start script made absolute. Needs
 // neither Maven nor Java.
 func TestPlaybooksOpen(t *testing.T) {
-	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml"} {
+	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml"} {
 		pb, err := playbooks.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -45,9 +47,23 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	if err := os.MkdirAll(backing, 0o755); err != nil {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
+	// Every fsync the model completes goes to the node folder, for the forces per window.
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
+	}
+	syncs, err := rundir.CreateDiskSyncs(filepath.Join(n.Dir, rundir.DiskSyncsFile))
+	if err != nil {
+		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
+	}
+	onSync := func(s fusefs.Sync) {
+		syncs.Write(rundir.DiskSync{AtNs: s.Start.UnixNano(), File: s.File, Bytes: s.Bytes, DurNs: int64(s.Dur)})
+	}
 	// Mounted for the cluster's life, not the request's: Stop unmounts it.
 	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l,
-		Logger: c.log.With("node", n.Name), Owner: diskOwner(c.run)})
+		Logger: c.log.With("node", n.Name), Owner: diskOwner(c.run), OnSync: onSync})
+	if err != nil {
+		syncs.Close()
+	}
 	if errors.Is(err, fusefs.ErrBusy) {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w; wait for that run, or give this one another --local-data", n.Name, err)
 	}
@@ -58,6 +74,18 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 		c.say("%s: %s", n.Name, Detached(l))
 	}
 	lost, stopped := c.diskChans()
+	go func() { // keep the file current for a run that is killed
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				syncs.Flush()
+			case <-stopped:
+				return
+			}
+		}
+	}()
 	go func() {
 		select {
 		case <-d.Lost():
@@ -70,6 +98,7 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	}()
 	c.mu.Lock()
 	c.disks = append(c.disks, d)
+	c.syncLogs = append(c.syncLogs, syncs)
 	if c.diskOf == nil {
 		c.diskOf = map[string]*fusefs.Disk{}
 	}
@@ -175,5 +204,10 @@ func (c *Cluster) unmountDisks() {
 			c.log.Warn(lvl, "mountpoint", d.Dir(), "err", err)
 		}
 	}
-	c.disks, c.diskOf = nil, nil
+	for _, w := range c.syncLogs {
+		if err := w.Close(); err != nil {
+			c.log.Warn("write the disk model's fsyncs", "file", rundir.DiskSyncsFile, "err", err)
+		}
+	}
+	c.disks, c.diskOf, c.syncLogs = nil, nil, nil
 }

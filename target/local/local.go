@@ -23,6 +23,7 @@ import (
 	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
 	localtr "github.com/rig-dev/rig/transport/local"
@@ -151,12 +152,13 @@ type Cluster struct {
 
 	agents map[string]*agent.Client // written before Start returns, read-only after
 
-	mu     sync.Mutex
-	procs  map[string]*exec.Cmd
-	done   map[string]chan struct{}
-	disks  []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
-	diskOf map[string]*fusefs.Disk
-	links  *links // the link mesh (StartOptions.Links, Placement), closed at Stop; nil: none
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	done     map[string]chan struct{}
+	disks    []*fusefs.Disk // disk models, unmounted at Stop once the engines are down
+	diskOf   map[string]*fusefs.Disk
+	syncLogs []*rundir.DiskSyncWriter // each disk model's fsyncs (rundir.DiskSyncsFile), closed with it
+	links    *links                   // the link mesh (StartOptions.Links, Placement), closed at Stop; nil: none
 
 	chOnce   sync.Once
 	lost     chan error    // the first disk model lost mid-run (DiskLost)

@@ -1,4 +1,4 @@
-package dev.rig.aeron;
+package dev.rig.aeron.matching;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -141,6 +141,15 @@ public final class SelfTest
         flipped.set(1, mid);
         final String e4 = restore(flipped, new OrderBook());
         check("image with a changed order is refused by the hash", e4 != null && e4.contains("hash"), String.valueOf(e4));
+
+        // Held order ids: ranges merge as ids fill the gaps between them; a repeat changes nothing.
+        final HeldIds held = new HeldIds();
+        for (final long id : new long[] {1, 2, 3, 5, 10, 4, 3, 11, 7})
+        {
+            held.add(id);
+        }
+        final String ranges = java.util.Arrays.deepToString(held.toArray());
+        check("held ids as merged closed ranges", ranges.equals("[[1, 5], [7, 7], [10, 11]]"), ranges);
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

@@ -3,23 +3,23 @@ package dev.rig.aeron;
 import java.time.Instant;
 
 /** Lines on stdout (the agent's engine.log) stamped in ISO 8601, so rig can quote them at a latency spike. */
-final class Log
+public final class Log
 {
     private Log()
     {
     }
 
-    static void info(final String msg)
+    public static void info(final String msg)
     {
         line("INFO", msg);
     }
 
-    static void warn(final String msg)
+    public static void warn(final String msg)
     {
         line("WARN", msg);
     }
 
-    static void error(final String msg, final Throwable t)
+    public static void error(final String msg, final Throwable t)
     {
         line("ERROR", msg + (t == null ? "" : ": " + t));
         if (t != null)
@@ -35,7 +35,7 @@ final class Log
     }
 
     /** Logs why and ends the JVM at once: a node that cannot hold its state must not stay up. */
-    static void fatal(final String msg, final Throwable t)
+    public static void fatal(final String msg, final Throwable t)
     {
         error("FATAL " + msg, t);
         Runtime.getRuntime().halt(70);

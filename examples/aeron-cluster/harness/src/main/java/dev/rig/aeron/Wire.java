@@ -5,24 +5,25 @@ import org.agrona.MutableDirectBuffer;
 
 /**
  * docs/wire.md's TCP client protocol: request types, statuses, sizes, and the response body.
- * Little-endian throughout, as Agrona's buffers are by default.
+ * Little-endian throughout, as Agrona's buffers are by default. Public for a service whose own
+ * messages are docs/wire.md's (the example matching engine).
  */
-final class Wire
+public final class Wire
 {
-    static final byte TYPE_ORDER = 1;
-    static final byte TYPE_CANCEL = 2;
-    static final byte TYPE_BATCH = 3;
-    static final byte TYPE_PING = 4;
+    public static final byte TYPE_ORDER = 1;
+    public static final byte TYPE_CANCEL = 2;
+    public static final byte TYPE_BATCH = 3;
+    public static final byte TYPE_PING = 4;
 
-    static final byte STATUS_OK = 0;
-    static final byte STATUS_NOT_LEADER = 1;
-    static final byte STATUS_REJECTED = 2;
-    static final byte STATUS_ERROR = 3;
+    public static final byte STATUS_OK = 0;
+    public static final byte STATUS_NOT_LEADER = 1;
+    public static final byte STATUS_REJECTED = 2;
+    public static final byte STATUS_ERROR = 3;
 
-    static final int MAX_FRAME = 16 * 1024 * 1024;
-    static final int ORDER_LEN = 31;
-    static final int REQUEST_HEADER = 9; // type + corr
-    static final int RESPONSE_FIXED = 36;
+    public static final int MAX_FRAME = 16 * 1024 * 1024;
+    public static final int ORDER_LEN = 31;
+    public static final int REQUEST_HEADER = 9; // type + corr
+    public static final int RESPONSE_FIXED = 36;
 
     private Wire()
     {
@@ -81,7 +82,7 @@ final class Wire
     }
 
     /** Writes a response body at offset; returns its length. */
-    static int response(
+    public static int response(
         final MutableDirectBuffer b, final int offset, final byte type, final long corr, final byte status,
         final long filled, final long rested, final long index, final String text)
     {

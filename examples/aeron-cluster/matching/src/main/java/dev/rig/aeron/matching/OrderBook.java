@@ -1,4 +1,4 @@
-package dev.rig.aeron;
+package dev.rig.aeron.matching;
 
 import java.util.HashMap;
 import java.util.Map;

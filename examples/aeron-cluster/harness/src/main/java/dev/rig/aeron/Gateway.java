@@ -13,8 +13,12 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -25,15 +29,18 @@ import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 
 /**
- * docs/wire.md on the node's client address, in front of the cluster's ingress.
+ * docs/wire.md on the node's client address, in front of the cluster's ingress, through the
+ * user's {@link RigCodec}.
  *
  * Every connection gets a reader thread. Pings are answered at once; on a node that does not
  * lead, every command is answered not-leader with the leader's client address (empty while no
  * leader is known), as the reference engine does, so the load generator moves to the leader's
  * node. On the leader's node commands go to one thread that owns an {@link AeronCluster} client
- * of the embedded media driver: it prefixes each request body with its own 8-byte correlation
- * id (clients' ids may collide) and offers it to ingress; the service's egress answer carries
- * the id back, and the response body after it goes to the connection unchanged.
+ * of the embedded media driver: the codec turns each request into the service's own ingress
+ * message with the gateway's correlation id (clients' ids may collide) in a field of its choosing,
+ * and reads the id back from the service's egress answer. The ack's index is the log position the
+ * decorator saw the message at. A batch the codec splits is sent order by order and answered once
+ * every order is.
  */
 final class Gateway
 {
@@ -44,7 +51,14 @@ final class Gateway
     private final NodeState state;
     private final String aeronDir;
     private final ConcurrentLinkedQueue<Request> queue = new ConcurrentLinkedQueue<>();
-    private final Long2ObjectHashMap<Request> pending = new Long2ObjectHashMap<>();
+    private final RigCodec codec;
+    private final String service;
+    private final Long2ObjectHashMap<Pending> pending = new Long2ObjectHashMap<>();
+    private final Set<String> unsupported = ConcurrentHashMap.newKeySet();
+    private final WireOrder order = new WireOrder();
+    private final Reply reply = new Reply();
+    private final ExpandableArrayBuffer out = new ExpandableArrayBuffer(Wire.RESPONSE_FIXED + 1024);
+    private long nextCorr = 1;
     private final AtomicLong commands = new AtomicLong();
     private volatile boolean connected;
     private volatile boolean running = true;
@@ -53,6 +67,10 @@ final class Gateway
     /** One command waiting for its answer. */
     private record Request(Conn conn, byte[] body, int len, long sentNs)
     {
+        int count()
+        {
+            return (body[9] & 0xff) | (body[10] & 0xff) << 8 | (body[11] & 0xff) << 16 | (body[12] & 0xff) << 24;
+        }
     }
 
     /** A client connection; writes are serialised on it. */
@@ -99,11 +117,25 @@ final class Gateway
         }
     }
 
-    Gateway(final Node.Config cfg, final NodeState state, final String aeronDir)
+    Gateway(final Node.Config cfg, final NodeState state, final String aeronDir, final RigCodec codec, final String service)
     {
         this.cfg = cfg;
         this.state = state;
         this.aeronDir = aeronDir;
+        this.codec = codec;
+        this.service = service;
+        // A codec that says so up front is reported before any request needs it.
+        final ExpandableArrayBuffer probe = new ExpandableArrayBuffer(64);
+        if (codec.encodeCancel(0, 0, probe, 0) == RigCodec.UNSUPPORTED)
+        {
+            unsupported.add("cancel");
+        }
+    }
+
+    /** The request kinds the codec has refused (cancel, order, batch): /status unsupported. */
+    List<String> unsupported()
+    {
+        return new ArrayList<>(new TreeSet<>(unsupported));
     }
 
     long commands()
@@ -255,26 +287,163 @@ final class Gateway
         r.conn.write(resp, 0, n);
     }
 
+    /** A command sent to the cluster, waiting for its answer(s); a split batch waits for one per order. */
+    private static final class Pending
+    {
+        final Request request;
+        int remaining;
+        int rejected;
+        long filled;
+        long rested;
+        long index;
+        String text;
+
+        Pending(final Request request, final int remaining)
+        {
+            this.request = request;
+            this.remaining = remaining;
+        }
+    }
+
+    /** Offers msg[0, len) to ingress, polling egress while back-pressured for up to 1 s; the result of the last offer. */
+    private static long offer(final AeronCluster client, final ExpandableArrayBuffer msg, final int len)
+    {
+        long res;
+        final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        while ((res = client.offer(msg, 0, len)) < 0 &&
+            (res == Publication.BACK_PRESSURED || res == Publication.ADMIN_ACTION) && System.nanoTime() < deadline)
+        {
+            client.pollEgress();
+            Thread.onSpinWait();
+        }
+        return res;
+    }
+
+    /** Sends one client command through the codec; false when the client must reconnect. */
+    private boolean send(final AeronCluster client, final Request r, final ExpandableArrayBuffer msg, final UnsafeBuffer body)
+    {
+        body.wrap(r.body, 0, r.len);
+        final byte type = r.body[0];
+        final long id = nextCorr++;
+        int len;
+        switch (type)
+        {
+            case Wire.TYPE_ORDER:
+                len = codec.encodeOrder(id, order.read(body, Wire.REQUEST_HEADER), msg, 0);
+                break;
+            case Wire.TYPE_CANCEL:
+                len = codec.encodeCancel(id, body.getLong(Wire.REQUEST_HEADER), msg, 0);
+                break;
+            default: // batch; the reader let nothing else through
+                len = codec.encodeBatch(id, body, Wire.REQUEST_HEADER + 4, body.getInt(Wire.REQUEST_HEADER), msg, 0);
+        }
+        if (len == RigCodec.UNSUPPORTED || (len == RigCodec.SPLIT && type != Wire.TYPE_BATCH))
+        {
+            unsupported.add(type == Wire.TYPE_CANCEL ? "cancel" : type == Wire.TYPE_ORDER ? "order" : "batch");
+            answer(r, Wire.STATUS_REJECTED, (type == Wire.TYPE_CANCEL ? "cancel" : "this request") + " is not supported by " + service);
+            return true;
+        }
+        if (len == RigCodec.SPLIT)
+        {
+            final int count = body.getInt(Wire.REQUEST_HEADER);
+            final Pending p = new Pending(r, count);
+            for (int i = 0; i < count; i++)
+            {
+                final long sub = i == 0 ? id : nextCorr++;
+                final int n = codec.encodeOrder(sub, order.read(body, Wire.REQUEST_HEADER + 4 + i * WireOrder.LENGTH), msg, 0);
+                pending.put(sub, p);
+                final long res = n < 0 ? Publication.CLOSED : offer(client, msg, n);
+                if (res < 0)
+                {
+                    pending.remove(sub);
+                    // Orders before this one are in the log: the batch is answered with what is known.
+                    p.remaining -= count - i;
+                    p.rejected += count - i;
+                    p.text = (count - i) + " of " + count + " orders not sent: " + (n < 0 ? "the codec refused one" : Publication.errorString(res));
+                    if (p.remaining == 0)
+                    {
+                        answer(r, i == 0 ? Wire.STATUS_NOT_LEADER : Wire.STATUS_ERROR, i == 0 ? "" : p.text);
+                    }
+                    return n < 0 || !(res == Publication.NOT_CONNECTED || res == Publication.CLOSED || res == Publication.MAX_POSITION_EXCEEDED);
+                }
+            }
+            return true;
+        }
+        pending.put(id, new Pending(r, 1));
+        final long res = offer(client, msg, len);
+        if (res < 0)
+        {
+            pending.remove(id);
+            // Nothing was appended: the client may send it again elsewhere.
+            answer(r, Wire.STATUS_NOT_LEADER, "");
+            if (res == Publication.NOT_CONNECTED || res == Publication.CLOSED || res == Publication.MAX_POSITION_EXCEEDED)
+            {
+                Log.warn("gateway: ingress " + Publication.errorString(res) + ": reconnecting");
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** One egress message: the codec says which request it answers; a batch is answered with its last order. */
+    private void onEgress(final DirectBuffer b, final int off, final int len)
+    {
+        reply.reset();
+        if (!codec.decodeEgress(b, off, len, reply))
+        {
+            return;
+        }
+        final long id = reply.correlationId;
+        final Long pos = state.positions.remove(id);
+        final Pending p = pending.remove(id);
+        if (p == null)
+        {
+            return; // timed out already, or not ours
+        }
+        p.remaining--;
+        p.filled += reply.filled;
+        p.rested += reply.rested;
+        p.index = Math.max(p.index, pos == null ? 0 : pos);
+        if (reply.status != Reply.OK)
+        {
+            p.rejected++;
+            if (p.text == null)
+            {
+                p.text = reply.text;
+            }
+        }
+        if (p.remaining > 0)
+        {
+            return;
+        }
+        final Request r = p.request;
+        byte status = reply.status;
+        String text = reply.text;
+        if (r.body[0] == Wire.TYPE_BATCH && p.rejected > 0)
+        {
+            status = Wire.STATUS_REJECTED;
+            text = p.rejected + " of " + r.count() + " orders rejected" + (p.text == null ? "" : ": " + p.text);
+        }
+        else if (r.body[0] == Wire.TYPE_BATCH)
+        {
+            status = Wire.STATUS_OK;
+        }
+        final int n = Wire.response(out, 0, r.body[0], leLong(r.body, 1), status, p.filled, p.rested, p.index, text);
+        r.conn.write(out.byteArray(), 0, n);
+        commands.incrementAndGet();
+    }
+
     private void clientLoop()
     {
         final ExpandableArrayBuffer msg = new ExpandableArrayBuffer(64 * 1024);
-        final byte[] out = new byte[64 * 1024];
+        final UnsafeBuffer body = new UnsafeBuffer(new byte[0]);
         final EgressListener listener = new EgressListener()
         {
             @Override
             public void onMessage(final long sessionId, final long timestamp, final DirectBuffer b, final int off, final int len,
                 final Header header)
             {
-                final Request r = pending.remove(b.getLong(off));
-                if (r == null)
-                {
-                    return; // timed out already
-                }
-                final int n = len - 8;
-                final byte[] dst = n <= out.length ? out : new byte[n];
-                b.getBytes(off + 8, dst, 0, n);
-                r.conn.write(dst, 0, n);
-                commands.incrementAndGet();
+                onEgress(b, off, len);
             }
 
             @Override
@@ -283,7 +452,6 @@ final class Gateway
                 Log.info("gateway: new leader member " + leaderMemberId + " in term " + termId);
             }
         };
-        long nextCorr = 1;
         AeronCluster client = null;
         long lastKeepAlive = 0;
         long nextConnect = 0;
@@ -324,29 +492,10 @@ final class Gateway
             while ((r = queue.poll()) != null)
             {
                 work++;
-                final long id = nextCorr++;
-                msg.putLong(0, id);
-                msg.putBytes(8, r.body, 0, r.len);
-                pending.put(id, r);
-                long res;
-                final long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
-                while ((res = client.offer(msg, 0, 8 + r.len)) < 0 &&
-                    (res == Publication.BACK_PRESSURED || res == Publication.ADMIN_ACTION) && System.nanoTime() < deadline)
+                if (!send(client, r, msg, body))
                 {
-                    client.pollEgress();
-                    Thread.onSpinWait();
-                }
-                if (res < 0)
-                {
-                    pending.remove(id);
-                    // Nothing was appended: the client may send it again elsewhere.
-                    answer(r, Wire.STATUS_NOT_LEADER, "");
-                    if (res == Publication.NOT_CONNECTED || res == Publication.CLOSED || res == Publication.MAX_POSITION_EXCEEDED)
-                    {
-                        Log.warn("gateway: ingress " + Publication.errorString(res) + ": reconnecting");
-                        client.close();
-                        break;
-                    }
+                    client.close();
+                    break;
                 }
             }
             if (now - lastKeepAlive > KEEPALIVE_NS && !client.isClosed())
@@ -381,23 +530,31 @@ final class Gateway
 
     private void failPending(final String why)
     {
-        for (final Request r : pending.values())
-        {
-            answer(r, Wire.STATUS_ERROR, why);
-        }
+        // A split batch has one entry per order: answer it once.
+        final Set<Pending> all = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        all.addAll(pending.values());
         pending.clear();
+        for (final Pending p : all)
+        {
+            answer(p.request, Wire.STATUS_ERROR, why);
+        }
     }
 
     private void expire(final long now)
     {
-        for (final Iterator<Request> it = pending.values().iterator(); it.hasNext(); )
+        final Set<Pending> expired = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        for (final Iterator<Pending> it = pending.values().iterator(); it.hasNext(); )
         {
-            final Request r = it.next();
-            if (now - r.sentNs > ANSWER_TIMEOUT_NS)
+            final Pending p = it.next();
+            if (now - p.request.sentNs > ANSWER_TIMEOUT_NS)
             {
                 it.remove();
-                answer(r, Wire.STATUS_ERROR, "no answer from the cluster within 10s");
+                expired.add(p);
             }
+        }
+        for (final Pending p : expired)
+        {
+            answer(p.request, Wire.STATUS_ERROR, "no answer from the cluster within 10s");
         }
     }
 

@@ -1,12 +1,6 @@
 package dev.rig.aeron;
 
-import io.aeron.archive.Archive;
 import io.aeron.archive.ArchiveThreadingMode;
-import io.aeron.archive.client.AeronArchive;
-import io.aeron.cluster.ClusteredMediaDriver;
-import io.aeron.cluster.ConsensusModule;
-import io.aeron.cluster.service.ClusteredServiceContainer;
-import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import java.io.File;
 import java.io.FileReader;
@@ -15,7 +9,6 @@ import java.io.Reader;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.StandardOpenOption;
-import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -23,22 +16,13 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Properties;
-import org.agrona.concurrent.NoOpLock;
-import org.agrona.concurrent.ShutdownSignalBarrier;
 
 /**
- * One cluster node in one JVM: the embedded media driver, archive and consensus module
- * (ClusteredMediaDriver), the clustered service, the docs/wire.md gateway on the client
- * address and the engine contract's admin API on the admin address.
- *
- * Usage: java [-Daeron.*=...] -cp ... dev.rig.aeron.Node --config node.properties
- *
- * The config file (rendered by rig's command driver from node.properties.tmpl) names the node,
- * its folders and addresses and its peers. Aeron's own settings come as -D system properties,
- * which Aeron's contexts read when they are built; /status reports the values the running
- * contexts hold, never the properties as given.
+ * A node's config file (rendered by rig's command driver from node.properties.tmpl: the node, its
+ * folders and addresses, its peers), the ports Aeron's endpoints use, and the data folder's lock.
+ * {@link RigAeron} launches the node.
  */
-public final class Node
+final class Node
 {
     // UDP ports on the node's raft host, as offsets from the raft port; the raft port itself is
     // the consensus (member-facing) endpoint.
@@ -241,122 +225,5 @@ public final class Node
             }
         }
         return ch;
-    }
-
-    public static void main(final String[] args) throws Exception
-    {
-        File configFile = null;
-        for (int i = 0; i < args.length; i++)
-        {
-            if (args[i].equals("--config") && i + 1 < args.length)
-            {
-                configFile = new File(args[++i]);
-            }
-            else
-            {
-                System.err.println("dev.rig.aeron.Node: unknown argument " + args[i] + "; usage: --config FILE (Aeron settings as -D before the class)");
-                System.exit(2);
-            }
-        }
-        if (configFile == null)
-        {
-            System.err.println("dev.rig.aeron.Node: --config FILE is required");
-            System.exit(2);
-        }
-        final Config cfg;
-        try
-        {
-            cfg = readConfig(configFile);
-        }
-        catch (final IOException | IllegalArgumentException e)
-        {
-            System.err.println("dev.rig.aeron.Node: config: " + e.getMessage());
-            System.exit(2);
-            return;
-        }
-        final String token = System.getenv("RIG_ADMIN_TOKEN");
-        smallMachineDefaults();
-        final NodeState state = new NodeState();
-        final String aeronDir = aeronDir(cfg);
-        final File base = new File(cfg.dataDir(), "aeron-cluster");
-        final String host = cfg.raftHost();
-        Log.info("node " + cfg.node() + " member " + cfg.memberId() + " of " + cfg.peers().size() + ", data " + base + ", driver " + aeronDir +
-            ", members " + cfg.clusterMembers());
-
-        final Admin admin = new Admin(cfg, state, token);
-        admin.bind(new InetSocketAddress(host(cfg.adminAddr()), port(cfg.adminAddr())));
-        for (final String p : Admin.unreadProperties())
-        {
-            Log.warn("system property " + p + "=" + System.getProperty(p) + " is read by no Aeron " + Admin.AERON_VERSION +
-                " configuration (Aeron would ignore it); /status reports it under ignored_properties");
-        }
-
-        final FileChannel lock = lockDataDir(base);
-        final ShutdownSignalBarrier barrier = new ShutdownSignalBarrier();
-        final MediaDriver.Context driverCtx = new MediaDriver.Context()
-            .aeronDirectoryName(aeronDir)
-            .dirDeleteOnStart(true)
-            .dirDeleteOnShutdown(true)
-            .terminationHook(barrier::signalAll);
-        final Archive.Context archiveCtx = new Archive.Context()
-            .aeronDirectoryName(aeronDir)
-            .archiveDir(new File(base, "archive"))
-            .controlChannel("aeron:udp?endpoint=" + host + ":" + (cfg.raftPort() + ARCHIVE_PORT_OFFSET))
-            .archiveClientContext(new AeronArchive.Context().controlResponseChannel("aeron:udp?endpoint=" + host + ":0"))
-            .localControlChannel("aeron:ipc?term-length=64k")
-            .replicationChannel("aeron:udp?endpoint=" + host + ":0")
-            .recordingEventsEnabled(false);
-        final AeronArchive.Context archiveClient = new AeronArchive.Context()
-            .lock(NoOpLock.INSTANCE)
-            .controlRequestChannel(archiveCtx.localControlChannel())
-            .controlRequestStreamId(archiveCtx.localControlStreamId())
-            .controlResponseChannel(archiveCtx.localControlChannel())
-            .aeronDirectoryName(aeronDir);
-        final ConsensusModule.Context cmCtx = new ConsensusModule.Context()
-            .clusterMemberId(cfg.memberId())
-            .clusterMembers(cfg.clusterMembers())
-            .clusterDir(new File(base, "cluster"))
-            .archiveContext(archiveClient.clone())
-            .serviceCount(1)
-            .ingressChannel("aeron:udp")
-            // A preload batch is ~1 MiB (docs/wire.md); a log message may be at most term-length / 8.
-            .logChannel(System.getProperty("aeron.cluster.log.channel", "aeron:udp?term-length=16m"))
-            .replicationChannel("aeron:udp?endpoint=" + host + ":0")
-            .terminationHook(barrier::signalAll);
-        final MatchingService service = new MatchingService(state);
-        final ClusteredServiceContainer.Context serviceCtx = new ClusteredServiceContainer.Context()
-            .aeronDirectoryName(aeronDir)
-            .archiveContext(archiveClient.clone())
-            .clusterDir(new File(base, "cluster"))
-            .clusteredService(service)
-            .serviceId(0)
-            .errorHandler(e -> Log.error("clustered service", e))
-            .terminationHook(barrier::signalAll);
-
-        try (ClusteredMediaDriver driver = ClusteredMediaDriver.launch(driverCtx, archiveCtx, cmCtx);
-            ClusteredServiceContainer container = ClusteredServiceContainer.launch(serviceCtx))
-        {
-            admin.start(driver, container);
-            final Gateway gateway = new Gateway(cfg, state, aeronDir);
-            admin.gateway(gateway);
-            gateway.start();
-            Log.info("node " + cfg.node() + " launched; admin on " + cfg.adminAddr());
-            barrier.await();
-            Log.info("node " + cfg.node() + " stopping");
-            gateway.close();
-            admin.close();
-        }
-        catch (final Throwable t)
-        {
-            Log.fatal("node " + cfg.node(), t);
-        }
-        finally
-        {
-            lock.close();
-        }
-        Log.info("node " + cfg.node() + " stopped");
-        // On SIGTERM the barrier's shutdown hook holds the JVM until the barrier is closed.
-        barrier.close();
-        System.exit(0);
     }
 }

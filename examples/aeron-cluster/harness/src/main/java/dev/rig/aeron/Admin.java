@@ -8,6 +8,7 @@ import io.aeron.archive.client.AeronArchive;
 import io.aeron.cluster.ClusterControl;
 import io.aeron.cluster.ClusteredMediaDriver;
 import io.aeron.cluster.ConsensusModule;
+import io.aeron.cluster.ElectionState;
 import io.aeron.cluster.client.AeronCluster;
 import io.aeron.cluster.service.ClusterCounters;
 import io.aeron.cluster.service.ClusteredServiceContainer;
@@ -46,13 +47,17 @@ import org.agrona.concurrent.status.CountersReader;
  */
 final class Admin
 {
-    static final String AERON_VERSION = io.aeron.AeronVersion.VERSION;
-
-    private static final int ELECTION_CLOSED = 17; // io.aeron.cluster.ElectionState.CLOSED
+    /** The Aeron on the class path at run time (read reflectively: the constant would be inlined at compile time). */
+    static final String AERON_VERSION = runtimeVersion();
     private static final String[] PHASES = {"starting", "restoring", "joining", "replaying", "catching-up", "ready"};
 
     private final Node.Config cfg;
     private final NodeState state;
+    private final RigAeron.Contexts ctx;
+    private final Introspection introspection;
+    private final boolean liveHash;
+    private final boolean ordersSupported;
+    private final boolean heldSupported;
     private final byte[] token;
     private final Instant started = Instant.now();
     private HttpServer http;
@@ -62,10 +67,15 @@ final class Admin
     private int phase; // index in PHASES, only ever raised
     private long launchLog;
 
-    Admin(final Node.Config cfg, final NodeState state, final String token)
+    Admin(final Node.Config cfg, final NodeState state, final String token, final RigAeron.Contexts ctx, final Introspection introspection)
     {
         this.cfg = cfg;
         this.state = state;
+        this.ctx = ctx;
+        this.introspection = introspection;
+        this.liveHash = overrides(introspection, "stateHash");
+        this.ordersSupported = overrides(introspection, "restingOrders");
+        this.heldSupported = overrides(introspection, "heldOrderIds");
         this.token = token == null ? new byte[0] : token.getBytes(StandardCharsets.UTF_8);
     }
 
@@ -99,6 +109,70 @@ final class Admin
         http.stop(0);
     }
 
+    /** The cluster control toggle's actions in the Aeron that runs (its states but INACTIVE and NEUTRAL). */
+    private static String toggleActions()
+    {
+        final List<String> out = new ArrayList<>();
+        for (final ClusterControl.ToggleState t : ClusterControl.ToggleState.values())
+        {
+            if (!t.name().equals("INACTIVE") && !t.name().equals("NEUTRAL"))
+            {
+                out.add(t.name());
+            }
+        }
+        return String.join(", ", out);
+    }
+
+    /** Whether the user's introspection implements a method (else the interface's default: not supported). */
+    private static boolean overrides(final Introspection i, final String method)
+    {
+        try
+        {
+            return i.getClass().getMethod(method).getDeclaringClass() != Introspection.class;
+        }
+        catch (final NoSuchMethodException e)
+        {
+            return false;
+        }
+    }
+
+    private static String runtimeVersion()
+    {
+        try
+        {
+            return (String)io.aeron.AeronVersion.class.getField("VERSION").get(null);
+        }
+        catch (final ReflectiveOperationException e)
+        {
+            return "unknown";
+        }
+    }
+
+    /** The contract's parts this node does not provide (GET /status unsupported; rig check and the report name them). */
+    private List<String> unsupported()
+    {
+        final List<String> out = new ArrayList<>();
+        if (!liveHash)
+        {
+            out.add("state_hash");
+        }
+        if (!ordersSupported)
+        {
+            out.add("orders");
+        }
+        if (!heldSupported)
+        {
+            out.add("held_orders");
+        }
+        out.add("step_down");
+        final Gateway g = gateway;
+        if (g != null)
+        {
+            out.addAll(g.unsupported());
+        }
+        return out;
+    }
+
     private void handle(final HttpExchange ex) throws IOException
     {
         try
@@ -125,9 +199,12 @@ final class Admin
             else if (path.equals("/step-down") && method.equals("POST"))
             {
                 reply(ex, 501, "{\"error\":" + Json.str("step-down is not supported: Aeron " + AERON_VERSION +
-                    " has no graceful leader hand-off (ClusterControl toggles: SUSPEND, RESUME, SNAPSHOT, SHUTDOWN, ABORT, " +
-                    "STANDBY_SNAPSHOT; NodeControl: REPLICATE_STANDBY_SNAPSHOT, VALIDATE_RECORDING_LOG); only killing the leader " +
-                    "moves it") + "}");
+                    " has no graceful leader hand-off (ClusterControl toggles: " + toggleActions() +
+                    "); only killing the leader moves it") + "}");
+            }
+            else if (path.equals("/orders") && method.equals("GET") && heldSupported)
+            {
+                held(ex);
             }
             else if (path.equals("/metrics") && method.equals("GET"))
             {
@@ -138,7 +215,8 @@ final class Admin
             else
             {
                 reply(ex, 404, "{\"error\":" + Json.str("no " + method + " " + path + "; this engine serves GET /status, POST /snapshot, " +
-                    "POST /step-down, GET /metrics") + "}");
+                    "POST /step-down, GET /metrics" + (heldSupported ? ", GET /orders" : " (GET /orders: the service's introspection " +
+                    "gives no held order ids)")) + "}");
             }
         }
         catch (final RuntimeException e)
@@ -207,9 +285,20 @@ final class Admin
         final CountersReader cr = counters();
         final ClusteredMediaDriver d = driver;
         long applied = state.applied;
-        int orders = state.orders;
+        long orders = state.orders;
         String hash = "";
-        if (withHash && state.serviceStarted)
+        long hashIndex = 0;
+        if (withHash && !liveHash)
+        {
+            // No state hash of its own: the hash of the bytes of the last snapshot, at its position.
+            final NodeState.SnapshotHash sh = state.snapshotHash;
+            if (sh != null)
+            {
+                hash = String.format("%016x", sh.hash());
+                hashIndex = sh.index();
+            }
+        }
+        else if (withHash && state.serviceStarted)
         {
             final CompletableFuture<NodeState.Hash> f = new CompletableFuture<>();
             state.hashRequests.add(f);
@@ -227,7 +316,8 @@ final class Admin
         }
         final long roleCode = counter(cr, AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID, 0);
         final String role = roleCode == 2 ? "leader" : roleCode == 1 ? "candidate" : "follower";
-        final long election = counter(cr, AeronCounters.CLUSTER_ELECTION_STATE_TYPE_ID, -1);
+        final long electionCode = counter(cr, AeronCounters.CLUSTER_ELECTION_STATE_TYPE_ID, -1);
+        final ElectionState election = electionCode < 0 ? null : electionState(electionCode);
         final long commit = Math.max(0, counter(cr, AeronCounters.CLUSTER_COMMIT_POSITION_TYPE_ID, 0));
         final long term = Math.max(0, counter(cr, AeronCounters.CLUSTER_LEADERSHIP_TERM_ID_TYPE_ID, Math.max(0, state.leadershipTermId)));
         long lastLog = d == null || cr == null ? -1 : logRecordingPosition(cr, d.consensusModule().context().logStreamId());
@@ -236,29 +326,7 @@ final class Admin
             lastLog = Math.max(commit, applied);
         }
 
-        // Phases from the election state (io.aeron.cluster.ElectionState): replay of the local log,
-        // then catch-up and log joining, then CLOSED; never back down the list.
-        final int now;
-        if (!state.serviceStarted)
-        {
-            now = state.restoring ? 1 : 0;
-        }
-        else if (election == ELECTION_CLOSED && roleCode != 1)
-        {
-            now = 5;
-        }
-        else if (election == 6 || election == 10)
-        {
-            now = 3;
-        }
-        else if (election == 7 || election == 8 || (election >= 11 && election <= 16))
-        {
-            now = 4;
-        }
-        else
-        {
-            now = 2;
-        }
+        final int now = !state.serviceStarted ? (state.restoring ? 1 : 0) : phase(election, roleCode);
         if (now > phase)
         {
             if (phase <= 3 && now >= 4)
@@ -279,7 +347,7 @@ final class Admin
         {
             Json.field(sb, "leader", cfg.node());
         }
-        else if (leader >= 0 && leader < cfg.peers().size() && election == ELECTION_CLOSED)
+        else if (leader >= 0 && leader < cfg.peers().size() && election == ElectionState.CLOSED)
         {
             Json.field(sb, "leader", cfg.peers().get(leader).node());
         }
@@ -297,10 +365,7 @@ final class Admin
             Json.field(sb, "take_ms", s.takeMs());
             Json.field(sb, "encode_ms", s.takeMs());
             Json.field(sb, "persisted_ms", s.persistedMs());
-            Json.field(sb, "bytes", s.bytes());
-            Json.field(sb, "orders", s.orders());
-            Json.field(sb, "syncs", 0);
-            Json.field(sb, "chunks", s.chunks());
+            snapshotCounts(sb, s);
             if (s.restored())
             {
                 Json.field(sb, "restored", true);
@@ -309,18 +374,113 @@ final class Admin
             Json.close(sb);
             sb.append(',');
         }
-        Json.field(sb, "orders", orders);
+        Json.field(sb, "orders", Math.max(0, orders));
         Json.field(sb, "state_hash", hash);
+        if (hashIndex > 0)
+        {
+            Json.field(sb, "state_hash_index", hashIndex);
+        }
+        sb.append("\"unsupported\":").append(Json.strings(unsupported())).append(',');
         Json.field(sb, "pid", ProcessHandle.current().pid());
         Json.field(sb, "started", started.toString());
         Json.field(sb, "now", Instant.now().toString());
         Json.field(sb, "aeron_version", AERON_VERSION);
-        Json.field(sb, "election_state", election);
+        Json.field(sb, "election_state", election == null ? "none" : election.name());
         sb.append("\"ignored_properties\":").append(Json.strings(unreadProperties())).append(',');
         sb.append("\"config\":");
         config(sb);
         sb.append('}');
         return sb.toString();
+    }
+
+    /** The election state for a counter value, by Aeron's own enum; null for a code this Aeron does not know. */
+    private static ElectionState electionState(final long code)
+    {
+        try
+        {
+            return ElectionState.get(code);
+        }
+        catch (final RuntimeException e)
+        {
+            return null;
+        }
+    }
+
+    /**
+     * The contract's phase (index in PHASES) for a started service, from Aeron's election state:
+     * replay of the local log, then catch-up and log joining, then CLOSED (ready unless a candidate).
+     */
+    static int phase(final ElectionState election, final long roleCode)
+    {
+        if (election == null)
+        {
+            return 2;
+        }
+        switch (election)
+        {
+            case CLOSED:
+                return roleCode == 1 ? 2 : 5;
+            case LEADER_REPLAY:
+            case FOLLOWER_REPLAY:
+                return 3;
+            case LEADER_INIT:
+            case LEADER_READY:
+            case FOLLOWER_CATCHUP_INIT:
+            case FOLLOWER_CATCHUP_AWAIT:
+            case FOLLOWER_CATCHUP:
+            case FOLLOWER_LOG_INIT:
+            case FOLLOWER_LOG_AWAIT:
+            case FOLLOWER_READY:
+                return 4;
+            default:
+                return 2;
+        }
+    }
+
+    /** A snapshot's sizes; bytes and chunks only when the harness counted them on the snapshot stream. */
+    private static void snapshotCounts(final StringBuilder sb, final NodeState.Snapshot s)
+    {
+        if (s.bytes() >= 0)
+        {
+            Json.field(sb, "bytes", s.bytes());
+            Json.field(sb, "chunks", s.chunks());
+        }
+        Json.field(sb, "orders", Math.max(0, s.orders()));
+        Json.field(sb, "syncs", 0);
+    }
+
+    /** GET /orders: the held order ids the service's introspection gives (engine.HeldOrders). */
+    private void held(final HttpExchange ex) throws IOException
+    {
+        final CompletableFuture<NodeState.Held> f = new CompletableFuture<>();
+        state.heldRequests.add(f);
+        final NodeState.Held h;
+        try
+        {
+            h = f.get(10, TimeUnit.SECONDS);
+        }
+        catch (final Exception e)
+        {
+            reply(ex, 503, "{\"error\":" + Json.str("held orders: the service thread did not answer within 10s: " + e) + "}");
+            return;
+        }
+        if (h.ranges() == null)
+        {
+            reply(ex, 404, "{\"error\":\"the service's introspection gives no held order ids\"}");
+            return;
+        }
+        final StringBuilder sb = new StringBuilder(64 + h.ranges().length * 24).append("{\"ranges\":[");
+        for (int i = 0; i < h.ranges().length; i++)
+        {
+            // Order ids are unsigned 64-bit (docs/wire.md).
+            sb.append(i > 0 ? ",[" : "[").append(Long.toUnsignedString(h.ranges()[i][0])).append(',')
+                .append(Long.toUnsignedString(h.ranges()[i][1])).append(']');
+        }
+        sb.append("],");
+        Json.field(sb, "known_from_index", state.restoredIndex);
+        Json.field(sb, "applied_index", h.applied());
+        Json.close(sb);
+        reply(ex, 200, sb.toString());
     }
 
     /** The settings in effect, read from the running contexts (not from the properties given). */
@@ -344,29 +504,28 @@ final class Admin
         }
         sb.append("],");
         Json.field(sb, "bootstrap", true);
-        final ClusteredMediaDriver d = driver;
-        final ClusteredServiceContainer c = container;
-        if (d != null && c != null)
+        // The contexts the node launches with (or runs with: launch concludes the same objects), so
+        // config is right from the first /status, before any election can fail for a setting.
         {
-            final Archive.Context a = d.archive().context();
-            final ConsensusModule.Context cm = d.consensusModule().context();
-            final MediaDriver.Context md = d.mediaDriver().context();
+            final Archive.Context a = ctx.archive();
+            final ConsensusModule.Context cm = ctx.consensusModule();
+            final MediaDriver.Context md = ctx.mediaDriver();
             // The contract's names (what a rig playbook's engine section asks for) ...
-            Json.field(sb, "sync_level", a.fileSyncLevel());
+            Json.field(sb, "sync_level", Compat.intOf(a, "fileSyncLevel"));
             Json.field(sb, "snapshot_block", a.fileIoMaxLength());
             Json.field(sb, "encode_threads", 1); // onTakeSnapshot runs on the service thread: no parallel encode
             Json.field(sb, "heartbeat_timeout", cm.leaderHeartbeatTimeoutNs() + "ns");
             Json.field(sb, "election_timeout", cm.electionTimeoutNs() + "ns");
             // ... and Aeron's own property names, durations in nanoseconds as Aeron holds them.
-            Json.field(sb, Archive.Configuration.FILE_SYNC_LEVEL_PROP_NAME, a.fileSyncLevel());
-            Json.field(sb, Archive.Configuration.CATALOG_FILE_SYNC_LEVEL_PROP_NAME, a.catalogFileSyncLevel());
+            Json.field(sb, Archive.Configuration.FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(a, "fileSyncLevel"));
+            Json.field(sb, Archive.Configuration.CATALOG_FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(a, "catalogFileSyncLevel"));
             Json.field(sb, Archive.Configuration.FILE_IO_MAX_LENGTH_PROP_NAME, a.fileIoMaxLength());
             Json.field(sb, Archive.Configuration.THREADING_MODE_PROP_NAME, a.threadingMode().name());
             Json.field(sb, ConsensusModule.Configuration.LEADER_HEARTBEAT_TIMEOUT_PROP_NAME, cm.leaderHeartbeatTimeoutNs());
             Json.field(sb, ConsensusModule.Configuration.LEADER_HEARTBEAT_INTERVAL_PROP_NAME, cm.leaderHeartbeatIntervalNs());
             Json.field(sb, ConsensusModule.Configuration.ELECTION_TIMEOUT_PROP_NAME, cm.electionTimeoutNs());
-            Json.field(sb, ConsensusModule.Configuration.FILE_SYNC_LEVEL_PROP_NAME, cm.fileSyncLevel());
-            Json.field(sb, ClusteredServiceContainer.Configuration.CLUSTER_IDLE_STRATEGY_PROP_NAME, cm.idleStrategy().alias());
+            Json.field(sb, ConsensusModule.Configuration.FILE_SYNC_LEVEL_PROP_NAME, Compat.intOf(cm, "fileSyncLevel"));
+            idle(sb, ClusteredServiceContainer.Configuration.CLUSTER_IDLE_STRATEGY_PROP_NAME, cm.idleStrategy());
             Json.field(sb, io.aeron.driver.Configuration.THREADING_MODE_PROP_NAME, md.threadingMode().name());
             idle(sb, io.aeron.driver.Configuration.SHARED_IDLE_STRATEGY_PROP_NAME, md.sharedIdleStrategy());
             idle(sb, io.aeron.driver.Configuration.CONDUCTOR_IDLE_STRATEGY_PROP_NAME, md.conductorIdleStrategy());
@@ -376,7 +535,11 @@ final class Admin
             Json.field(sb, io.aeron.driver.Configuration.PUBLICATION_UNBLOCK_TIMEOUT_PROP_NAME, md.publicationUnblockTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.IMAGE_LIVENESS_TIMEOUT_PROP_NAME, md.imageLivenessTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.TERM_BUFFER_SPARSE_FILE_PROP_NAME, md.termBufferSparseFile() ? "true" : "false");
-            Json.field(sb, io.aeron.Aeron.Configuration.IDLE_SLEEP_DURATION_PROP_NAME, c.context().aeron().context().idleSleepDurationNs());
+            final ClusteredServiceContainer c = container;
+            if (c != null)
+            {
+                Json.field(sb, io.aeron.Aeron.Configuration.IDLE_SLEEP_DURATION_PROP_NAME, c.context().aeron().context().idleSleepDurationNs());
+            }
             Json.field(sb, ConsensusModule.Configuration.LOG_CHANNEL_PROP_NAME, cm.logChannel());
         }
         Json.field(sb, "gc", collector());
@@ -531,10 +694,7 @@ final class Admin
         Json.field(sb, "take_ms", s.takeMs());
         Json.field(sb, "encode_ms", s.takeMs());
         Json.field(sb, "persisted_ms", s.persistedMs());
-        Json.field(sb, "bytes", s.bytes());
-        Json.field(sb, "orders", s.orders());
-        Json.field(sb, "syncs", 0);
-        Json.field(sb, "chunks", s.chunks());
+        snapshotCounts(sb, s);
         Json.close(sb);
         reply(ex, 200, sb.toString());
     }

@@ -1,4 +1,4 @@
-package dev.rig.aeron;
+package dev.rig.aeron.matching;
 
 import org.agrona.DirectBuffer;
 import org.agrona.concurrent.UnsafeBuffer;

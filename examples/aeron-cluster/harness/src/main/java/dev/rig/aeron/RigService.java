@@ -1,0 +1,196 @@
+package dev.rig.aeron;
+
+import io.aeron.AeronCounters;
+import io.aeron.ExclusivePublication;
+import io.aeron.Image;
+import io.aeron.cluster.codecs.CloseReason;
+import io.aeron.cluster.service.ClientSession;
+import io.aeron.cluster.service.Cluster;
+import io.aeron.cluster.service.ClusterCounters;
+import io.aeron.cluster.service.ClusteredService;
+import io.aeron.logbuffer.Header;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.agrona.DirectBuffer;
+
+/**
+ * The decorator around the user's ClusteredService: every callback goes to the service unchanged,
+ * and the harness records around it what rig needs (restore and take timing, role, leadership term,
+ * the applied log position and the position each gateway request was logged at). Introspection,
+ * when the user gives one, runs here on the service thread, in doBackgroundWork.
+ */
+final class RigService implements ClusteredService
+{
+    private final ClusteredService service;
+    private final RigCodec codec;
+    private final Introspection introspection;
+    private final NodeState state;
+    private Cluster cluster;
+    /** The applied position state.orders was read at. */
+    private long ordersAt = -1;
+    /** The snapshot counter found at the last take; -1 before one. */
+    private int snapshotCounterId = -1;
+
+    RigService(final ClusteredService service, final RigCodec codec, final Introspection introspection, final NodeState state)
+    {
+        this.service = service;
+        this.codec = codec;
+        this.introspection = introspection;
+        this.state = state;
+    }
+
+    @Override
+    public void onStart(final Cluster cluster, final Image snapshotImage)
+    {
+        this.cluster = cluster;
+        if (snapshotImage == null)
+        {
+            service.onStart(cluster, null);
+        }
+        else
+        {
+            state.restoring = true;
+            final long t0 = System.nanoTime();
+            // A service that cannot load its snapshot throws; the container logs it and the node must
+            // not run on a state it cannot vouch for.
+            try
+            {
+                service.onStart(cluster, snapshotImage);
+            }
+            catch (final RuntimeException | Error e)
+            {
+                Log.fatal("the service refused the snapshot image at log position " + snapshotImage.joinPosition(), e);
+            }
+            final double ms = (System.nanoTime() - t0) / 1e6;
+            final long index = cluster.logPosition();
+            state.restoredIndex = index;
+            state.lastSnapshot = new NodeState.Snapshot(index, state.leadershipTermId, 0, 0, -1, orders(), -1, true, ms);
+            Log.info(String.format("restored snapshot at log position %d in %.1f ms", index, ms));
+            state.restoring = false;
+        }
+        publish();
+        state.serviceStarted = true;
+    }
+
+    @Override
+    public void onSessionMessage(
+        final ClientSession session, final long timestamp, final DirectBuffer buffer, final int offset, final int length,
+        final Header header)
+    {
+        // Recorded before the service answers: its egress can reach the gateway before this returns.
+        if (state.role == Cluster.Role.LEADER)
+        {
+            state.positions.put(codec.ingressCorrelationId(buffer, offset, length), cluster.logPosition());
+        }
+        service.onSessionMessage(session, timestamp, buffer, offset, length, header);
+        state.applied = cluster.logPosition();
+    }
+
+    @Override
+    public void onTakeSnapshot(final ExclusivePublication snapshotPublication)
+    {
+        final long t0 = System.nanoTime();
+        final long position = cluster.logPosition();
+        service.onTakeSnapshot(snapshotPublication);
+        final double ms = (System.nanoTime() - t0) / 1e6;
+        // Durable only once the consensus module has recorded it in the recording log and bumped
+        // the snapshot counter (ConsensusModuleAgent.takeSnapshot); promoted then.
+        final int id = ClusterCounters.find(cluster.aeron().countersReader(), AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID,
+            cluster.context().clusterId());
+        snapshotCounterId = id;
+        state.pendingCount = id < 0 ? 0 : cluster.aeron().countersReader().getCounterValue(id);
+        state.pendingStartNs = t0;
+        state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, ms, -1, orders(), -1, false, 0);
+        Log.info(String.format("snapshot at log position %d: the service wrote it in %.1f ms", position, ms));
+    }
+
+    @Override
+    public int doBackgroundWork(final long nowNs)
+    {
+        int work = service.doBackgroundWork(nowNs);
+        CompletableFuture<NodeState.Hash> f;
+        while ((f = state.hashRequests.poll()) != null)
+        {
+            f.complete(new NodeState.Hash(introspection.stateHash(), cluster.logPosition(), orders()));
+            work++;
+        }
+        CompletableFuture<NodeState.Held> h;
+        while ((h = state.heldRequests.poll()) != null)
+        {
+            h.complete(new NodeState.Held(introspection.heldOrderIds(), cluster.logPosition()));
+            work++;
+        }
+        // Resting orders are read once per duty cycle that applied something, not per message:
+        // the user's count may cost more than a field read.
+        if (state.applied != ordersAt || state.applied != cluster.logPosition())
+        {
+            publish();
+        }
+        if (state.pendingSnapshot != null && snapshotCounterId >= 0)
+        {
+            state.promoteSnapshot(cluster.aeron().countersReader().getCounterValue(snapshotCounterId), System.nanoTime());
+        }
+        return work;
+    }
+
+    private long orders()
+    {
+        return introspection.restingOrders();
+    }
+
+    private void publish()
+    {
+        state.applied = cluster.logPosition();
+        state.orders = orders();
+        ordersAt = state.applied;
+    }
+
+    @Override
+    public void onSessionOpen(final ClientSession session, final long timestamp)
+    {
+        service.onSessionOpen(session, timestamp);
+    }
+
+    @Override
+    public void onSessionClose(final ClientSession session, final long timestamp, final CloseReason closeReason)
+    {
+        service.onSessionClose(session, timestamp, closeReason);
+    }
+
+    @Override
+    public void onTimerEvent(final long correlationId, final long timestamp)
+    {
+        service.onTimerEvent(correlationId, timestamp);
+    }
+
+    @Override
+    public void onRoleChange(final Cluster.Role newRole)
+    {
+        state.role = newRole;
+        if (newRole != Cluster.Role.LEADER)
+        {
+            state.positions.clear();
+        }
+        Log.info("role " + newRole);
+        service.onRoleChange(newRole);
+    }
+
+    @Override
+    public void onNewLeadershipTermEvent(
+        final long leadershipTermId, final long logPosition, final long timestamp, final long termBaseLogPosition,
+        final int leaderMemberId, final int logSessionId, final TimeUnit timeUnit, final int appVersion)
+    {
+        state.leadershipTermId = leadershipTermId;
+        state.leaderMemberId = leaderMemberId;
+        Log.info("leadership term " + leadershipTermId + " led by member " + leaderMemberId + " from log position " + logPosition);
+        service.onNewLeadershipTermEvent(leadershipTermId, logPosition, timestamp, termBaseLogPosition, leaderMemberId, logSessionId,
+            timeUnit, appVersion);
+    }
+
+    @Override
+    public void onTerminate(final Cluster cluster)
+    {
+        Log.info("cluster terminated the service at log position " + cluster.logPosition());
+        service.onTerminate(cluster);
+    }
+}
