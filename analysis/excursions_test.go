@@ -72,6 +72,9 @@ func TestExcursionsMergedAndAttributed(t *testing.T) {
 	stamp := at(8060).Format("2006-01-02T15:04:05.000-0700")
 	os.WriteFile(filepath.Join(f.dir, "node-0", "gc-1.log"), []byte(
 		"["+stamp+"][8.0s][info][gc          ] GC(3) Pause Full (System.gc()) 60M->3M(240M) 55.000ms\n"), 0o644)
+	os.WriteFile(filepath.Join(f.dir, "node-0", "engine.log"), []byte(
+		`{"time":"`+at(21_050).Format(time.RFC3339Nano)+`","msg":"slow apply"}`+"\n"+
+			`{"time":"`+at(2000).Format(time.RFC3339Nano)+`","msg":"started"}`+"\n"), 0o644)
 	writeSamples(t, f.dir, "node-0", 31_000, func(ms int64) rundir.Sample {
 		s := rundir.Sample{Host: &rundir.SampleHost{BusyPct: 40}, Procs: []rundir.SampleProc{{PID: 7, CPUPct: 25}}, Agent: rundir.SampleProc{PID: 8, CPUPct: 3}}
 		switch ms {
@@ -132,6 +135,12 @@ func TestExcursionsMergedAndAttributed(t *testing.T) {
 		if len(e.Causes) != 1 || e.Causes[0].Kind != w.kind || !strings.Contains(e.Causes[0].Evidence, w.has) {
 			t.Errorf("excursion at %v s: causes %v %+v, want one %s with %q", e.StartS, kinds(e), e.Causes, w.kind, w.has)
 		}
+	}
+	if l := ex.List[5].LogLines["node-0"]; len(l) != 1 || !strings.Contains(l[0], "slow apply") {
+		t.Errorf("log lines at 21 s: %q", ex.List[5].LogLines)
+	}
+	if l := ex.List[0].LogLines; l != nil {
+		t.Errorf("log lines at 5 s: %q, want none", l)
 	}
 	if last := ex.List[6]; last.Lost != 1 {
 		t.Errorf("lost probe's excursion %+v", last)
