@@ -114,6 +114,14 @@ func (c *Client) EngineMetrics(ctx context.Context) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// EngineTrace returns the engine's GET /trace: its flight recorder's window, a Go execution
+// trace (analysis.ReadGoTrace reads it).
+func (c *Client) EngineTrace(ctx context.Context) ([]byte, error) {
+	var buf bytes.Buffer
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminTrace}}.Encode(), nil, &buf)
+	return buf.Bytes(), err
+}
+
 // ClockSample is one reading of the node's clock against ours.
 type ClockSample struct {
 	Node   time.Time     // the node's clock

@@ -239,6 +239,9 @@ func TestEngineLifecycleOverHTTP(t *testing.T) {
 	wantErrContains(t, err, "409", "not leader")
 	_, err = c.EngineAdmin(ctx, "/shutdown")
 	wantErrContains(t, err, "400", "/snapshot or /step-down")
+	// GET /trace is forwarded (not refused with 400): this engine has no recorder and says so.
+	_, err = c.EngineTrace(ctx)
+	wantErrContains(t, err, "404")
 
 	// GETs go to the engine now, query and all.
 	fresh, err := c.EngineStatusHash(ctx)

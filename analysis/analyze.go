@@ -62,10 +62,11 @@ type runData struct {
 	statuses map[string]*engine.Status // server node -> final status (nil: missing or unreadable)
 	nodes    []string                  // server nodes, sorted
 
-	snapWins  []span                   // closed snapshot windows, filled by summarize
-	snapTakes []snapTake               // each node's report of each snapshot (forces.go)
-	states    map[string][]stateChange // per node, built on first use
-	warnings  []string
+	snapWins   []span                   // closed snapshot windows, filled by summarize
+	snapTakes  []snapTake               // each node's report of each snapshot (forces.go)
+	states     map[string][]stateChange // per node, built on first use
+	engineLogs map[string][]stampedLine // per node, built on first use (telemetry.go)
+	warnings   []string
 }
 
 // span is a time interval in unix nanoseconds.
@@ -457,6 +458,7 @@ func (d *runData) summarize() *Summary {
 	var gc map[string][]GCPause
 	s.GCPauses, gc = d.gcRows()
 	s.Spike = d.spike(s, gc)
+	s.Excursions = d.excursions(s, gc)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)

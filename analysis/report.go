@@ -227,6 +227,7 @@ func renderReport(s *Summary) string {
 	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
 	pf("%s", telemetrySection(s))
+	pf("%s", excursionsSection(s))
 
 	pf("%s", setupSection(s))
 

@@ -102,6 +102,9 @@ type Summary struct {
 	GCPauses []GCRow `json:"gc_pauses,omitempty"`
 	// Spike: the slowest probe when no action explains it, with the engines' log lines then.
 	Spike *Spike `json:"spike,omitempty"`
+	// Excursions: every stretch of probes at ≥ 10× p50 and ≥ 1 ms, each with its causes or
+	// marked unexplained, and periodic series of them (excursions.go).
+	Excursions *Excursions `json:"excursions,omitempty"`
 
 	// Stages: estimate and actual time of each stage of the run; OverheadS: its wall time minus
 	// the playbook's duration; Book: where its resting book came from (from the manifest).

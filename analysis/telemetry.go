@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -165,18 +166,9 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 		return nil
 	}
 	from, to := worst.IntendedNs, worst.IntendedNs+worst.LatencyNs
-	for _, e := range d.events {
-		if e.Action != nil && e.T.UnixNano() <= to && e.T.UnixNano()+int64(actionExplains) >= from {
-			return nil // a timeline action explains it
-		}
-	}
-	for _, r := range s.Restarts {
-		end := math.Inf(1)
-		if r.ReadyS != nil {
-			end = *r.ReadyS
-		}
-		if at := d.off(from); at >= r.KillS && at <= end {
-			return nil
+	for _, c := range d.causesIn(from, to, s, nil) {
+		if c.Kind == CauseAction || c.Kind == CauseRestart {
+			return nil // the timeline explains it
 		}
 	}
 	sp := &Spike{AtS: d.off(from), LatencyMs: math.Round(latMs*1e3) / 1e3, LogLines: map[string][]string{}}
@@ -197,14 +189,39 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 	return sp
 }
 
-// engineLogLines returns the node's engine log lines stamped within [from, to].
+// engineLogLines returns the node's engine log lines stamped within [from, to], at most
+// spikeMaxLogRows of them.
 func (d *runData) engineLogLines(node string, from, to int64) []string {
+	lines := d.stampedLog(node)
+	i := sort.Search(len(lines), func(i int) bool { return lines[i].t >= from })
+	var out []string
+	for ; i < len(lines) && lines[i].t <= to && len(out) < spikeMaxLogRows; i++ {
+		out = append(out, lines[i].text)
+	}
+	return out
+}
+
+type stampedLine struct {
+	t    int64
+	text string
+}
+
+// stampedLog is the node's engine log lines that carry a timestamp, in time order, read once
+// per run: every excursion asks for its own stretch.
+func (d *runData) stampedLog(node string) []stampedLine {
+	if lines, ok := d.engineLogs[node]; ok {
+		return lines
+	}
+	if d.engineLogs == nil {
+		d.engineLogs = map[string][]stampedLine{}
+	}
+	var out []stampedLine
+	defer func() { d.engineLogs[node] = out }()
 	f, err := untrusted.Open(filepath.Join(d.dir, node, rundir.EngineLogFile), rundir.EngineLogFile)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var out []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -214,17 +231,15 @@ func (d *runData) engineLogLines(node string, from, to int64) []string {
 			continue
 		}
 		t, ok := parseLogTime(m)
-		if !ok || t.UnixNano() < from || t.UnixNano() > to {
+		if !ok {
 			continue
 		}
 		if len(line) > 300 {
 			line = line[:300] + "…"
 		}
-		out = append(out, line)
-		if len(out) == spikeMaxLogRows {
-			break
-		}
+		out = append(out, stampedLine{t.UnixNano(), line})
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].t < out[j].t })
 	return out
 }
 

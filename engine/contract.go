@@ -212,6 +212,10 @@ const (
 	// check against the load generator's ledger of acknowledged orders. Optional: an engine
 	// that answers 404 is reported as not checked.
 	AdminOrders = "/orders"
+	// AdminTrace (GET) answers the engine's runtime/trace flight recorder window (a Go
+	// execution trace, read with golang.org/x/exp/trace; analysis.ReadGoTrace). Optional: an
+	// engine without a recorder answers 404.
+	AdminTrace = "/trace"
 )
 
 // HeldOrders answers GET AdminOrders: the ids of the single orders (not preload batches) this

@@ -25,6 +25,17 @@ type Sample struct {
 	NICs     []SampleNIC  `json:"nics,omitempty"` // ENA interfaces only (AWS)
 	Procs    []SampleProc `json:"procs,omitempty"`
 	Agent    SampleProc   `json:"agent"` // the sampler's own process: the rig's overhead on the node
+	// Host is the whole machine's CPU from /proc/stat; with Procs and Agent it tells another
+	// process's CPU from the run's own (analysis/excursions.go). Absent in older run folders.
+	Host *SampleHost `json:"host,omitempty"`
+}
+
+// SampleHost is /proc/stat's all-CPU line over the interval, each in percent of one core (as
+// SampleProc.CPUPct), so BusyPct of a 2-core machine runs up to 200.
+type SampleHost struct {
+	BusyPct   float64 `json:"busy_pct"` // everything but idle and iowait
+	IOWaitPct float64 `json:"iowait_pct"`
+	StealPct  float64 `json:"steal_pct"`
 }
 
 // SampleLoad is /proc/loadavg.

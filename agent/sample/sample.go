@@ -49,6 +49,7 @@ type snapshot struct {
 	procs  map[int]procTimes
 	agent  procTimes
 	load   rundir.SampleLoad
+	cpu    *procfs.CPUStat // /proc/stat's all-CPU line, seconds; nil when unreadable
 }
 
 type procTimes struct {
@@ -188,6 +189,9 @@ func (s *Sampler) snap() (*snapshot, error) {
 		}
 	}
 	sn.agent, _ = procSnap(s.self, os.Getpid())
+	if st, err := s.fs.Stat(); err == nil { // optional: a figure less, not a failed sample
+		sn.cpu = &st.CPUTotal
+	}
 	return sn, nil
 }
 
@@ -301,7 +305,20 @@ func compute(prev, cur *snapshot, seq, cpus int, pids []int) rundir.Sample {
 		out.Procs = append(out.Procs, procFigures(pid, prev.procs[pid], cur.procs, secs))
 	}
 	out.Agent = procFigures(os.Getpid(), prev.agent, map[int]procTimes{os.Getpid(): cur.agent}, secs)
+	out.Host = hostFigures(prev.cpu, cur.cpu, secs)
 	return out
+}
+
+// hostFigures is the machine's CPU over the interval in percent of one core.
+func hostFigures(a, b *procfs.CPUStat, secs float64) *rundir.SampleHost {
+	if a == nil || b == nil || secs <= 0 {
+		return nil
+	}
+	busy := func(c *procfs.CPUStat) float64 {
+		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	}
+	pct := func(x, y float64) float64 { return max(0, y-x) / secs * 100 }
+	return &rundir.SampleHost{BusyPct: pct(busy(a), busy(b)), IOWaitPct: pct(a.Iowait, b.Iowait), StealPct: pct(a.Steal, b.Steal)}
 }
 
 func procFigures(pid int, a procTimes, now map[int]procTimes, secs float64) rundir.SampleProc {

@@ -222,6 +222,10 @@ func TestProcs(t *testing.T) {
 	if smp.Agent.PID != os.Getpid() || smp.Agent.CPUPct <= 5 || smp.Agent.RSSBytes == 0 {
 		t.Fatalf("agent: %+v", smp.Agent)
 	}
+	// The host's busy CPU includes both burners: at least what they used, at most every core.
+	if h := smp.Host; h == nil || h.BusyPct < (b.CPUPct+smp.Agent.CPUPct)*0.8 || h.BusyPct > float64(smp.CPUs)*100*1.05 {
+		t.Fatalf("host CPU %+v against busy %.1f + agent %.1f on %d CPUs", smp.Host, b.CPUPct, smp.Agent.CPUPct, smp.CPUs)
+	}
 	busy.Process.Kill()
 	busy.Wait()
 	smp, _ = s.Next()

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/trace"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +21,7 @@ import (
 
 func newEngineCmd() *cobra.Command {
 	var configPath string
+	var flight bool
 	cmd := &cobra.Command{
 		Use:   "engine --config FILE",
 		Short: "Run one node of the reference engine (started by the agent)",
@@ -65,7 +68,18 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			srvErr := make(chan error, 1)
-			go func() { srvErr <- server.New(node, log, token).Run(ctx) }()
+			srv := server.New(node, log, token)
+			if flight {
+				// A window of the last seconds, served at GET /trace (issue 37). Off by default
+				// until its cost on probe latency is measured.
+				fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 10 * time.Second, MaxBytes: 64 << 20})
+				if err := fr.Start(); err != nil {
+					return fmt.Errorf("start flight recorder: %w", err)
+				}
+				defer fr.Stop()
+				srv.WithFlightRecorder(fr)
+			}
+			go func() { srvErr <- srv.Run(ctx) }()
 			if err := node.Start(); err != nil {
 				cancel()
 				<-srvErr
@@ -81,6 +95,7 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
+	cmd.Flags().BoolVar(&flight, "flight-recorder", false, "keep a runtime/trace flight recorder of the last 10 s, served at GET "+engine.AdminTrace)
 	// `rig engine check` was the check's first name; the check is a controller verb, `rig check`.
 	check := newCheckCmd()
 	check.Deprecated = "use `rig check`, the same command"

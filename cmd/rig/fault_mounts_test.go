@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// diskFaultPlaybook is diskPlaybook with a load of the given length, no timeline and a slower
-// model, which a busy machine's disk still delivers (these tests check what is named, not
-// figures).
+// diskFaultPlaybook is diskPlaybook with a load of the given length, no timeline and a slow
+// model, which a busy machine's disk still delivers, syncs included (the probe's floor is 80 %:
+// a 2 ms sync failed at load 30; these tests check what is named, not figures).
 const diskFaultPlaybook = `
 name: disk-fault
 cluster: {servers: 3, clients: 1}
 engine: {sync_level: 2}
-disk: {throughput: 16MB/s, sync_latency: 5ms}
+disk: {throughput: 8MB/s, sync_latency: 20ms}
 preload: {orders: 2k}
 load: {probe_rate: 200/s}
 warmup: 1s
@@ -34,6 +34,19 @@ func needsFUSERoot(t *testing.T) {
 	}
 }
 
+// mountFolder is shortResults whose mounts a failed test left (a killed run's dead models) are
+// detached before it is removed, so that no dead mount outlives the test.
+func mountFolder(t *testing.T) string {
+	t.Helper()
+	dir := shortResults(t)
+	t.Cleanup(func() { // before shortResults' removal: cleanups run last first
+		for mp := range fuseMountsUnder(t, dir) {
+			unix.Unmount(mp, unix.MNT_DETACH)
+		}
+	})
+	return dir
+}
+
 // Two runs with one --local-data and a disk: block: the second is refused before load, naming
 // the run that holds the mountpoints and --local-data, and mounts nothing; the first is
 // undisturbed and ends ok. (Both used to mount a model on one mountpoint: when the first
@@ -41,7 +54,7 @@ func needsFUSERoot(t *testing.T) {
 func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
-	data, resA, resB := shortResults(t), shortResults(t), shortResults(t)
+	data, resA, resB := mountFolder(t), mountFolder(t), mountFolder(t)
 	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "12s"))
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.133.11", "--local-data", data, pb)
 	waitFor(t, "load start", errA, 90*time.Second)
@@ -80,7 +93,7 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 func TestFaultDiskModelControllerKilled(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
-	res := shortResults(t)
+	res := mountFolder(t)
 	cmd, _, stderr := startRun(t, "--results", res, "--first-address", "127.0.135.11", writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "60s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	dir := onlyRunDir(t, res)
@@ -154,7 +167,7 @@ func TestFaultDiskModelControllerKilled(t *testing.T) {
 func TestFaultDiskModelLostMidRun(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
-	res := shortResults(t)
+	res := mountFolder(t)
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.136.11", writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "60s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	dir := onlyRunDir(t, res)
@@ -191,7 +204,7 @@ func TestFaultDiskModelLostMidRun(t *testing.T) {
 func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
-	data, resA, resB := shortResults(t), shortResults(t), shortResults(t)
+	data, resA, resB := mountFolder(t), mountFolder(t), mountFolder(t)
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.137.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "60s")))
 	waitFor(t, "load start", errA, 90*time.Second)
 	runA := filepath.Base(onlyRunDir(t, resA))
@@ -203,7 +216,7 @@ func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "3s")))
+	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "8s")))
 	if err := b.Wait(); err != nil {
 		t.Fatalf("the next run on the same --local-data: %v\n%s", err, errB.String())
 	}

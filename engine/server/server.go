@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/trace"
 	"sort"
 	"sync"
 	"time"
@@ -33,8 +34,17 @@ type Server struct {
 	log   *slog.Logger
 	token string
 	wg    sync.WaitGroup
-	udp   *udpIngress // nil until Run opened it
-	chg   *changeLog  // GET /changes
+	udp   *udpIngress           // nil until Run opened it
+	chg   *changeLog            // GET /changes
+	fr    *trace.FlightRecorder // GET /trace; nil: not recording
+	frMu  sync.Mutex            // the recorder writes one snapshot at a time
+}
+
+// WithFlightRecorder serves fr's window at GET engine.AdminTrace. The caller starts and stops
+// it; its cost is measured, not assumed (issue 37), so it is not on by default.
+func (s *Server) WithFlightRecorder(fr *trace.FlightRecorder) *Server {
+	s.fr = fr
+	return s
 }
 
 // New returns a server for node whose admin API answers only requests bearing adminToken (the
@@ -231,6 +241,18 @@ func (s *Server) adminMux() *http.ServeMux {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"leader": s.node.LeaderClientAddr()})
+	})
+	mux.HandleFunc("GET "+engine.AdminTrace, func(w http.ResponseWriter, r *http.Request) {
+		if s.fr == nil || !s.fr.Enabled() {
+			http.Error(w, "no flight recorder: the engine was started without one", http.StatusNotFound)
+			return
+		}
+		s.frMu.Lock()
+		defer s.frMu.Unlock()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if _, err := s.fr.WriteTo(w); err != nil {
+			s.log.Warn("flight recorder dump", "err", err) // the header is out: a torn body is all the caller sees
+		}
 	})
 	mux.HandleFunc("GET "+engine.AdminOrders, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.node.HeldOrders())

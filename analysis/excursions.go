@@ -1,0 +1,459 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Where the time went (issue 37): every latency excursion of the run, not only the slowest
+// probe, with the causes the run folder already records: timeline actions and restarts under
+// way, GC pauses and engine log lines near it, and host causes from the OS samples (another
+// process's CPU, the rig agents' own CPU, disk writeback). Excursions that repeat at a steady
+// gap are reported as a periodic series with its period.
+
+// Excursions is summary.json's "excursions".
+type Excursions struct {
+	// ThresholdMs: a probe is slow when it waited at least this long (10× the run's p50, ≥ 1 ms).
+	ThresholdMs float64 `json:"threshold_ms"`
+	Count       int     `json:"count"`       // every excursion found
+	Unexplained int     `json:"unexplained"` // of Count, those with no cause
+	// List is the excursions in time order, the first excursionMaxRows of them.
+	List     []Excursion `json:"list"`
+	Periodic []Periodic  `json:"periodic,omitempty"`
+}
+
+// Excursion is one stretch of slow probes, merged while each began before the previous ones
+// were answered (plus excursionMergeGap).
+type Excursion struct {
+	StartS  float64 `json:"start_s"`   // first slow probe's intended send time, from load start
+	EndS    float64 `json:"end_s"`     // last answer (or give-up) of the stretch
+	PeakS   float64 `json:"peak_at_s"` // the slowest probe's intended send time
+	PeakMs  float64 `json:"peak_ms"`
+	Probes  int     `json:"probes"` // slow probes in it, lost ones included
+	Lost    int     `json:"lost"`
+	Causes  []Cause `json:"causes"` // empty: unexplained
+	PeriodS float64 `json:"period_s,omitempty"`
+	// LogLines: per node, engine log lines stamped from 100 ms before to 100 ms after (context,
+	// not a cause).
+	LogLines map[string][]string `json:"log_lines,omitempty"`
+}
+
+// Cause is one thing the run recorded as under way during an excursion.
+type Cause struct {
+	Kind     CauseKind `json:"kind"`
+	Node     string    `json:"node,omitempty"`
+	AtS      float64   `json:"at_s"` // when it started, from load start
+	Evidence string    `json:"evidence"`
+}
+
+// CauseKind names a cause; the names are summary.json's and stable.
+type CauseKind string
+
+const (
+	CauseAction    CauseKind = "action"    // a timeline action (snapshot, kill, failover, …)
+	CauseRestart   CauseKind = "restart"   // a node between kill and ready again
+	CauseGC        CauseKind = "gc"        // a JVM stop-the-world pause overlapping it
+	CauseHostCPU   CauseKind = "host_cpu"  // CPU taken by processes other than the engines and agents
+	CauseAgentCPU  CauseKind = "agent_cpu" // the rig agent's own CPU
+	CauseWriteback CauseKind = "writeback" // the kernel writing back dirty pages, or a saturated disk
+)
+
+// Periodic is a series of excursions at a steady gap.
+type Periodic struct {
+	PeriodS  float64 `json:"period_s"`
+	Count    int     `json:"count"`   // excursions in the series
+	FirstS   float64 `json:"first_s"` // the first of them, from load start
+	MedianMs float64 `json:"median_peak_ms"`
+	// Unexplained: how many of the series have no cause.
+	Unexplained int `json:"unexplained"`
+}
+
+const (
+	excursionMinMs    = spikeMinMs
+	excursionOverP50  = spikeOverP50
+	excursionMergeGap = 50 * time.Millisecond
+	excursionMaxRows  = 200
+	excursionLogRows  = 4
+
+	// Host causes, in percent of one core over a sample interval.
+	hostOthersMinPct = 50.0 // other processes took at least half a core …
+	hostBusyFrac     = 0.9  // … on a machine at least this busy, or …
+	hostOthersJump   = 50.0 // … at least half a core more than their run median
+	agentMinPct      = 50.0
+	writebackMin     = 256 // pages (1 MiB at 4 KiB) under writeback in an interval
+	diskBusyPct      = 90.0
+
+	// Periodicity: a gap matches the period within max(periodTolFrac × period, periodTolMin); a
+	// series has at least periodMinRun excursions and at least periodMinCover of the beats that
+	// fit in the measured window, so chance alignments of random excursions are not one.
+	periodTolFrac  = 0.015
+	periodTolMin   = 20 * time.Millisecond
+	periodMinRun   = 5
+	periodMinCover = 0.5
+)
+
+// excursions finds, merges and attributes every excursion of the run.
+func (d *runData) excursions(s *Summary, gc map[string][]GCPause) *Excursions {
+	if !d.hasProbe || s.Probes.P50Us == nil {
+		return nil
+	}
+	thr := int64(math.Max(excursionMinMs*1e6, excursionOverP50**s.Probes.P50Us*1e3))
+	ex := &Excursions{ThresholdMs: nsToMs(thr), List: []Excursion{}}
+	type stretch struct {
+		from, to, peakAt, peak int64
+		n, lost                int
+	}
+	var all []stretch
+	for i := d.firstPost; i < len(d.probes); i++ {
+		p := d.probes[i]
+		if p.LatencyNs < thr {
+			continue
+		}
+		end := p.IntendedNs + p.LatencyNs
+		if k := len(all) - 1; k >= 0 && p.IntendedNs <= all[k].to+int64(excursionMergeGap) {
+			c := &all[k]
+			c.to = max(c.to, end)
+			c.n++
+			if p.Outcome != rundir.ProbeOK {
+				c.lost++
+			}
+			if p.LatencyNs > c.peak {
+				c.peak, c.peakAt = p.LatencyNs, p.IntendedNs
+			}
+			continue
+		}
+		st := stretch{from: p.IntendedNs, to: end, peakAt: p.IntendedNs, peak: p.LatencyNs, n: 1}
+		if p.Outcome != rundir.ProbeOK {
+			st.lost = 1
+		}
+		all = append(all, st)
+	}
+	ex.Count = len(all)
+	host := d.hostSamples()
+	starts := make([]int64, 0, len(all))
+	causes := make([][]Cause, len(all))
+	for i, st := range all {
+		causes[i] = d.causesIn(st.from, st.to, s, gc)
+		causes[i] = append(causes[i], host.causesIn(d, st.from, st.to)...)
+		if len(causes[i]) == 0 {
+			ex.Unexplained++
+		}
+		starts = append(starts, st.from)
+	}
+	var periodOf []float64
+	ex.Periodic, periodOf = d.periodic(starts, func(i int) (float64, bool) { return nsToMs(all[i].peak), len(causes[i]) == 0 })
+	for i, st := range all {
+		if i == excursionMaxRows {
+			break
+		}
+		e := Excursion{StartS: d.off(st.from), EndS: d.off(st.to), PeakS: d.off(st.peakAt), PeakMs: nsToMs(st.peak),
+			Probes: st.n, Lost: st.lost, Causes: causes[i]}
+		if e.Causes == nil {
+			e.Causes = []Cause{}
+		}
+		e.PeriodS = periodOf[i]
+		for _, node := range d.nodes {
+			lines := d.engineLogLines(node, st.from-int64(spikeLogMargin), st.to+int64(spikeLogMargin))
+			if len(lines) > excursionLogRows {
+				lines = lines[:excursionLogRows]
+			}
+			if len(lines) > 0 {
+				if e.LogLines == nil {
+					e.LogLines = map[string][]string{}
+				}
+				e.LogLines[node] = lines
+			}
+		}
+		ex.List = append(ex.List, e)
+	}
+	return ex
+}
+
+// causesIn is what the timeline and the engines' GC logs say was under way over [from, to]:
+// actions up to actionExplains before it, snapshot windows, restarts from kill to ready, and GC
+// pauses overlapping it. It is the one owner of that judgement, for the slowest probe's spike
+// and for every excursion.
+func (d *runData) causesIn(from, to int64, s *Summary, gc map[string][]GCPause) []Cause {
+	var out []Cause
+	for _, e := range d.events {
+		if t := e.T.UnixNano(); e.Action != nil && t <= to && t+int64(actionExplains) >= from {
+			out = append(out, Cause{Kind: CauseAction, Node: e.Node, AtS: d.off(t), Evidence: string(e.Action.Name) + " action"})
+		}
+	}
+	for _, w := range d.snapWins {
+		if w.from <= to && w.to >= from && !slices.ContainsFunc(out, func(c Cause) bool { return c.Kind == CauseAction }) {
+			out = append(out, Cause{Kind: CauseAction, AtS: d.off(w.from), Evidence: "snapshot window"})
+		}
+	}
+	at := d.off(from)
+	for _, r := range s.Restarts {
+		end := math.Inf(1)
+		if r.ReadyS != nil {
+			end = *r.ReadyS
+		}
+		if d.off(to) >= r.KillS && at <= end {
+			out = append(out, Cause{Kind: CauseRestart, Node: r.Node, AtS: r.KillS, Evidence: "between kill and ready"})
+		}
+	}
+	for _, node := range d.nodes {
+		for _, p := range gc[node] {
+			if p.End.IsZero() {
+				continue
+			}
+			end := p.End.UnixNano()
+			if start := end - int64(p.Ms*1e6); end >= from && start <= to {
+				out = append(out, Cause{Kind: CauseGC, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("%s %.3f ms", p.What, p.Ms)})
+			}
+		}
+	}
+	return out
+}
+
+// hostSeries is every node's OS samples, for host causes.
+type hostSeries struct {
+	byNode map[string][]rundir.Sample
+	// othersMedian: per node, the median over the run of CPU outside the engines and agents.
+	othersMedian map[string]float64
+	local        bool // every node is this machine: the run's own processes are all nodes'
+}
+
+func (d *runData) hostSamples() *hostSeries {
+	h := &hostSeries{byNode: map[string][]rundir.Sample{}, othersMedian: map[string]float64{}, local: d.man.Target == "local"}
+	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*"+rundir.SamplesExt))
+	for _, f := range files {
+		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
+		ss, _ := rundir.ReadSamplesFile(f) // what decodes counts, as in sampleFigures
+		h.byNode[node] = append(h.byNode[node], ss...)
+	}
+	for node, ss := range h.byNode {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].Time.Before(ss[j].Time) })
+		var o []float64
+		for _, smp := range ss {
+			if smp.Host != nil {
+				o = append(o, h.others(smp))
+			}
+		}
+		if len(o) > 0 {
+			slices.Sort(o)
+			h.othersMedian[node] = o[len(o)/2]
+		}
+	}
+	return h
+}
+
+// own is the CPU of the run's own processes in the interval ending at t: the sample's engines
+// and agent, and on the local target every node's (the same machine).
+func (h *hostSeries) own(smp rundir.Sample) float64 {
+	sum := func(x rundir.Sample) float64 {
+		v := x.Agent.CPUPct
+		for _, p := range x.Procs {
+			v += p.CPUPct
+		}
+		return v
+	}
+	if !h.local {
+		return sum(smp)
+	}
+	var v float64
+	for _, ss := range h.byNode {
+		i := sort.Search(len(ss), func(i int) bool { return !ss[i].Time.Before(smp.Time) })
+		// the other node's sample closest in time to this one
+		best := -1
+		for _, j := range []int{i - 1, i} {
+			if j >= 0 && j < len(ss) && (best < 0 || absDur(ss[j].Time.Sub(smp.Time)) < absDur(ss[best].Time.Sub(smp.Time))) {
+				best = j
+			}
+		}
+		if best >= 0 && absDur(ss[best].Time.Sub(smp.Time)) <= time.Duration(smp.Interval*float64(time.Second)) {
+			v += sum(ss[best])
+		}
+	}
+	return v
+}
+
+func absDur(d time.Duration) time.Duration { return max(d, -d) }
+
+func (h *hostSeries) others(smp rundir.Sample) float64 {
+	return math.Max(0, smp.Host.BusyPct-h.own(smp))
+}
+
+// causesIn is the host causes over [from, to]: the samples whose interval overlaps it.
+func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
+	var out []Cause
+	nodes := make([]string, 0, len(h.byNode))
+	for n := range h.byNode {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	seenHost := false
+	for _, node := range nodes {
+		for _, smp := range h.byNode[node] {
+			end := smp.Time.UnixNano()
+			start := end - int64(smp.Interval*float64(time.Second))
+			if end < from || start > to {
+				continue
+			}
+			if smp.Host != nil && !(h.local && seenHost) {
+				o, busy := h.others(smp), smp.Host.BusyPct
+				capacity := float64(max(smp.CPUs, 1)) * 100
+				if o >= hostOthersMinPct && (busy >= hostBusyFrac*capacity || o >= h.othersMedian[node]+hostOthersJump) {
+					what := "processes other than the engines and rig agents"
+					if h.local {
+						what += " (on the local target, the controller and load generator count here)"
+					}
+					out = append(out, Cause{Kind: CauseHostCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf(
+						"%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
+						what, o, h.othersMedian[node], busy, capacity, smp.Load.Load1)})
+					seenHost = h.local // one machine: say it once
+				}
+			}
+			if smp.Agent.CPUPct >= agentMinPct {
+				out = append(out, Cause{Kind: CauseAgentCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)})
+			}
+			var busyDisks []string
+			for _, dk := range smp.Disks {
+				if dk.Util >= diskBusyPct {
+					busyDisks = append(busyDisks, fmt.Sprintf("%s %.0f %% busy, %.1f MB/s written, flush await %.1f ms", dk.Name, dk.Util, dk.WriteMBPer, dk.FlushAwait))
+				}
+			}
+			if smp.VM.NrWriteback >= writebackMin || len(busyDisks) > 0 {
+				ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
+				if len(busyDisks) > 0 {
+					ev += "; " + strings.Join(busyDisks, "; ")
+				}
+				out = append(out, Cause{Kind: CauseWriteback, Node: node, AtS: d.off(start), Evidence: ev})
+			}
+		}
+	}
+	return out
+}
+
+// periodic finds series of excursions whose starts repeat at a steady gap: for each gap between
+// successive starts taken as a candidate period, the longest chain of starts each one period
+// (within tolerance) after the previous. A chain of at least periodMinRun starts is reported;
+// its period is the mean of its gaps, and it must cover periodMinCover of the beats that fit in
+// the measured window. Starts already in a reported series are not reused.
+// periodOf[i] is the period of the series start i is in, 0 for none.
+func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
+	periodOf = make([]float64, len(starts))
+	used := make([]bool, len(starts))
+	if len(starts) == 0 {
+		return nil, periodOf
+	}
+	from, to := d.warmupEnd, d.loadEnd
+	if from == 0 || from > starts[0] {
+		from = starts[0]
+	}
+	if to < starts[len(starts)-1] {
+		to = starts[len(starts)-1]
+	}
+	covers := func(chain []int, p int64) bool {
+		return len(chain) >= periodMinRun && float64(len(chain)) >= periodMinCover*float64(to-from)/float64(p)
+	}
+	for {
+		var best []int
+		for i := 1; i < len(starts); i++ {
+			p := starts[i] - starts[i-1]
+			if p <= 0 {
+				continue
+			}
+			for s0 := range starts {
+				if used[s0] {
+					continue
+				}
+				chain := chainFrom(starts, used, s0, p)
+				if covers(chain, p) && len(chain) > len(best) {
+					best = chain
+				}
+			}
+		}
+		if len(best) == 0 {
+			return out, periodOf
+		}
+		first, last := starts[best[0]], starts[best[len(best)-1]]
+		pr := Periodic{PeriodS: math.Round(float64(last-first)/float64(len(best)-1)/1e6) / 1e3, Count: len(best), FirstS: d.off(first)}
+		var peaks []float64
+		for _, i := range best {
+			used[i] = true
+			periodOf[i] = pr.PeriodS
+			pk, un := info(i)
+			peaks = append(peaks, pk)
+			if un {
+				pr.Unexplained++
+			}
+		}
+		slices.Sort(peaks)
+		pr.MedianMs = peaks[len(peaks)/2]
+		out = append(out, pr)
+	}
+}
+
+// chainFrom follows starts from s0, each next start one period p after the previous within
+// tolerance, skipping starts in between (other excursions may interleave).
+func chainFrom(starts []int64, used []bool, s0 int, p int64) []int {
+	tol := max(int64(float64(p)*periodTolFrac), int64(periodTolMin))
+	chain := []int{s0}
+	cur := s0
+	for {
+		want := starts[cur] + p
+		next := -1
+		for j := cur + 1; j < len(starts) && starts[j] <= want+tol; j++ {
+			if !used[j] && starts[j] >= want-tol && (next < 0 || absDur(time.Duration(starts[j]-want)) < absDur(time.Duration(starts[next]-want))) {
+				next = j
+			}
+		}
+		if next < 0 {
+			return chain
+		}
+		chain = append(chain, next)
+		cur = next
+	}
+}
+
+// excursionsSection is report.md's "Where the time went".
+func excursionsSection(s *Summary) string {
+	ex := s.Excursions
+	if ex == nil || ex.Count == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Where the time went\n\n%d latency excursion(s) of at least %s (10× p50, ≥ 1 ms); %d unexplained.", ex.Count, fmtMs(ex.ThresholdMs), ex.Unexplained)
+	if len(ex.List) < ex.Count {
+		fmt.Fprintf(&b, " The first %d are listed; summary.json's excursions has the counts.", len(ex.List))
+	}
+	b.WriteString("\n\n")
+	for _, p := range ex.Periodic {
+		fmt.Fprintf(&b, "**Periodic:** %d excursions every %s from %s (median peak %s), %d of them unexplained.\n\n",
+			p.Count, fmtS3(p.PeriodS), fmtS(p.FirstS), fmtMs(p.MedianMs), p.Unexplained)
+	}
+	b.WriteString("| start | end | peak | probes (lost) | cause |\n|---|---|---|---|---|\n")
+	for _, e := range ex.List {
+		var cs []string
+		for _, c := range e.Causes {
+			who := ""
+			if c.Node != "" {
+				who = " " + c.Node
+			}
+			cs = append(cs, fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence))
+		}
+		cause := "**unexplained**"
+		if len(cs) > 0 {
+			cause = strings.Join(cs, "; ")
+		}
+		if e.PeriodS > 0 {
+			cause += fmt.Sprintf(" (periodic, every %s)", fmtS3(e.PeriodS))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
+	}
+	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	return b.String()
+}
+
+func fmtS3(s float64) string { return fmt.Sprintf("%.3f s", s) }

@@ -1,0 +1,219 @@
+package analysis
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// stallProbes is one probe every 10 ms over [0, endMs) at 1 ms, with a stall of stallMs at each
+// of stalls: a probe sent during it waits until it ends, as an open-loop client sees it.
+func stallProbes(endMs int64, stallMs int64, stalls ...int64) []rundir.Probe {
+	var ps []rundir.Probe
+	for ms := int64(0); ms < endMs; ms += 10 {
+		lat := int64(time.Millisecond)
+		for _, s := range stalls {
+			if ms >= s && ms < s+stallMs {
+				lat = (s+stallMs-ms)*int64(time.Millisecond) + lat
+			}
+		}
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: lat, Outcome: rundir.ProbeOK})
+	}
+	return ps
+}
+
+// writeSamples writes node's OS samples, one a second over [1 s, endMs], from mk.
+func writeSamples(t *testing.T, dir, node string, endMs int64, mk func(ms int64) rundir.Sample) {
+	t.Helper()
+	p := filepath.Join(dir, node, rundir.SamplesDir, "os"+rundir.SamplesExt)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for ms := int64(1000); ms <= endMs; ms += 1000 {
+		s := mk(ms)
+		s.Time, s.Interval, s.CPUs = at(ms), 1, 2
+		j, _ := json.Marshal(s)
+		b.Write(append(j, '\n'))
+	}
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExcursionsMergedAndAttributed: every excursion is found, the probes of one stall are one
+// excursion with its start, end and peak, and each is attributed to what the run recorded then
+// (action, GC pause, another process's CPU, writeback) or listed as unexplained.
+func TestExcursionsMergedAndAttributed(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	ps := stallProbes(30_000, 100, 5000, 8000, 12_000, 15_500, 18_500, 21_000)
+	for i := range ps { // a lost probe at 24 s: waited to the end of load
+		if ps[i].IntendedNs == at(24_000).UnixNano() {
+			ps[i].Outcome, ps[i].LatencyNs = rundir.ProbeLost, int64(6*time.Second)
+		}
+	}
+	f.probes(ps)
+	f.action(11_990, "snapshot", "node-0", map[string]any{"index": 1})
+	f.snap(12_150, "node-0", 1, 5, nil)
+	f.run(30_000, "load_end")
+	f.run(30_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	stamp := at(8060).Format("2006-01-02T15:04:05.000-0700")
+	os.WriteFile(filepath.Join(f.dir, "node-0", "gc-1.log"), []byte(
+		"["+stamp+"][8.0s][info][gc          ] GC(3) Pause Full (System.gc()) 60M->3M(240M) 55.000ms\n"), 0o644)
+	os.WriteFile(filepath.Join(f.dir, "node-0", "engine.log"), []byte(
+		`{"time":"`+at(21_050).Format(time.RFC3339Nano)+`","msg":"slow apply"}`+"\n"+
+			`{"time":"`+at(2000).Format(time.RFC3339Nano)+`","msg":"started"}`+"\n"), 0o644)
+	writeSamples(t, f.dir, "node-0", 31_000, func(ms int64) rundir.Sample {
+		s := rundir.Sample{Host: &rundir.SampleHost{BusyPct: 40}, Procs: []rundir.SampleProc{{PID: 7, CPUPct: 25}}, Agent: rundir.SampleProc{PID: 8, CPUPct: 3}}
+		switch ms {
+		case 16_000: // [15, 16] s: a CPU hog beside the run
+			s.Host.BusyPct = 196
+		case 19_000: // [18, 19] s: the kernel writing back
+			s.VM = rundir.SampleVM{NrWriteback: 4000, NrDirty: 90_000}
+		}
+		return s
+	})
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := s.Excursions
+	if ex == nil {
+		t.Fatal("no excursions")
+	}
+	if ex.ThresholdMs != 10 || ex.Count != 7 || len(ex.List) != 7 {
+		t.Fatalf("threshold %v ms, %d excursions (%d listed), want 10 ms and 7: %+v", ex.ThresholdMs, ex.Count, len(ex.List), ex.List)
+	}
+	first := ex.List[0]
+	// Probes at 5.00 … 5.09 s waited 101 … 11 ms: one excursion from 5.0 s to the stall's end.
+	if first.StartS != 5 || first.EndS != 5.101 || first.PeakS != 5 || first.PeakMs != 101 || first.Probes != 10 || first.Lost != 0 {
+		t.Errorf("first excursion %+v, want 5.000–5.101 s, peak 101 ms at 5 s, 10 probes", first)
+	}
+	kinds := func(e Excursion) []CauseKind {
+		var k []CauseKind
+		for _, c := range e.Causes {
+			k = append(k, c.Kind)
+		}
+		return k
+	}
+	want := []struct {
+		atS  float64
+		kind CauseKind // "" for unexplained
+		has  string
+	}{
+		{5, "", ""},
+		{8, CauseGC, "Pause Full (System.gc()) 55.000 ms"},
+		{12, CauseAction, "snapshot"},
+		{15.5, CauseHostCPU, "took 168 % of a core"},
+		{18.5, CauseWriteback, "4000 pages under writeback"},
+		{21, "", ""},
+		{24, "", ""},
+	}
+	for i, w := range want {
+		e := ex.List[i]
+		if e.StartS != w.atS {
+			t.Errorf("excursion %d starts at %v s, want %v", i, e.StartS, w.atS)
+		}
+		if w.kind == "" {
+			if len(e.Causes) != 0 {
+				t.Errorf("excursion at %v s: causes %+v, want unexplained", e.StartS, e.Causes)
+			}
+			continue
+		}
+		if len(e.Causes) != 1 || e.Causes[0].Kind != w.kind || !strings.Contains(e.Causes[0].Evidence, w.has) {
+			t.Errorf("excursion at %v s: causes %v %+v, want one %s with %q", e.StartS, kinds(e), e.Causes, w.kind, w.has)
+		}
+	}
+	if l := ex.List[5].LogLines["node-0"]; len(l) != 1 || !strings.Contains(l[0], "slow apply") {
+		t.Errorf("log lines at 21 s: %q", ex.List[5].LogLines)
+	}
+	if l := ex.List[0].LogLines; l != nil {
+		t.Errorf("log lines at 5 s: %q, want none", l)
+	}
+	if last := ex.List[6]; last.Lost != 1 {
+		t.Errorf("lost probe's excursion %+v", last)
+	}
+	if ex.Unexplained != 3 {
+		t.Errorf("%d unexplained, want 3", ex.Unexplained)
+	}
+	rep := renderReport(s)
+	if !strings.Contains(rep, "### Where the time went") || strings.Count(rep, "**unexplained**") != 3 || !strings.Contains(rep, "host_cpu node-0 at 15.000 s") {
+		t.Errorf("report's excursion section:\n%s", excursionsSection(s))
+	}
+}
+
+// TestExcursionsPeriodic: ~100 ms stalls every 5.1 s (with a few ms of jitter, and an unrelated
+// stall between two of them) are reported as one periodic series with its period.
+func TestExcursionsPeriodic(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	stalls := []int64{2000, 7104, 12_197, 17_300, 22_406, 27_499, 9300}
+	f.probes(stallProbes(32_000, 100, stalls...))
+	f.run(32_000, "load_end")
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := s.Excursions
+	if ex == nil || ex.Count != 7 {
+		t.Fatalf("excursions %+v, want 7", ex)
+	}
+	if len(ex.Periodic) != 1 {
+		t.Fatalf("periodic %+v, want one series", ex.Periodic)
+	}
+	p := ex.Periodic[0]
+	if math.Abs(p.PeriodS-5.1) > 0.01 || p.Count != 6 || p.FirstS != 2 || p.Unexplained != 6 || math.Abs(p.MedianMs-100) > 6 {
+		t.Errorf("series %+v, want 6 every 5.1 s from 2 s, all unexplained", p)
+	}
+	for _, e := range ex.List {
+		if isStray := e.StartS == 9.3; isStray == (e.PeriodS != 0) {
+			t.Errorf("excursion at %v s has period %v", e.StartS, e.PeriodS)
+		}
+	}
+	if rep := excursionsSection(s); !strings.Contains(rep, "**Periodic:** 6 excursions every 5.100 s from 2.0 s") {
+		t.Errorf("report:\n%s", rep)
+	}
+}
+
+// TestExcursionsRandomNotPeriodic: excursions at random times are not called periodic.
+func TestExcursionsRandomNotPeriodic(t *testing.T) {
+	d := &runData{origin: t0.UnixNano(), warmupEnd: t0.UnixNano() + int64(time.Second), loadEnd: t0.UnixNano() + int64(30*time.Second)}
+	for seed := uint64(1); seed <= 50; seed++ {
+		r := rand.New(rand.NewPCG(seed, 37))
+		var starts []int64
+		for range 8 + r.IntN(8) {
+			starts = append(starts, t0.UnixNano()+int64(time.Second)+r.Int64N(int64(29*time.Second)))
+		}
+		slices.Sort(starts)
+		if got, _ := d.periodic(starts, func(int) (float64, bool) { return 100, true }); len(got) != 0 {
+			t.Errorf("seed %d: random starts %v called periodic: %+v", seed, starts, got)
+		}
+	}
+	// The same check finds a series hidden among the random ones.
+	r := rand.New(rand.NewPCG(99, 37))
+	var starts []int64
+	for k := range 6 {
+		starts = append(starts, t0.UnixNano()+int64(1500*time.Millisecond)+int64(k)*int64(5100*time.Millisecond)+r.Int64N(int64(20*time.Millisecond)))
+	}
+	for range 8 {
+		starts = append(starts, t0.UnixNano()+int64(time.Second)+r.Int64N(int64(29*time.Second)))
+	}
+	slices.Sort(starts)
+	got, _ := d.periodic(starts, func(int) (float64, bool) { return 100, true })
+	if len(got) != 1 || math.Abs(got[0].PeriodS-5.1) > 0.02 || got[0].Count < 6 {
+		t.Errorf("series among random starts: %+v", got)
+	}
+}
