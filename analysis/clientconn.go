@@ -3,7 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -42,9 +41,6 @@ type ClientFault struct {
 	LongestHoldS float64 `json:"longest_hold_s"` // the longest of those holds
 }
 
-// faultActions are the actions whose windows the client's figures are split by.
-var faultActions = []rundir.ActionName{rundir.ActKill, rundir.ActStepDown, rundir.ActPartition, rundir.ActDelay}
-
 // clientConn is nil for a run whose manifest holds no load generator stats, or stats from a
 // load generator that kept no timeline (it dials at least once, so a timeline is never empty).
 func (d *runData) clientConn() *ClientConn {
@@ -65,7 +61,7 @@ func (d *runData) clientConn() *ClientConn {
 	}
 	var faults []rundir.Event
 	for _, e := range d.events {
-		if e.Action != nil && slices.Contains(faultActions, e.Action.Name) {
+		if e.Action != nil && e.Action.Disturbs() {
 			faults = append(faults, e)
 		}
 	}

@@ -89,6 +89,12 @@ func (a *Action) MovesLeader() LeaderMove {
 	return legacyMoves[a.Name]
 }
 
+// Disturbs says whether the action opens a fault window for clients: it moves leadership, or may
+// (as its event says), or it slows links (a delay).
+func (a *Action) Disturbs() bool {
+	return a.MovesLeader() != "" || a.Name == ActDelay
+}
+
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
 const PhaseDown = "down"
 
