@@ -166,6 +166,16 @@ func (h *historyFlags) open() (*history.Index, error) {
 	return history.Open(p)
 }
 
+// openFiltered is what every reading verb starts with: the runs its flags select, in the index.
+func (h *historyFlags) openFiltered() (*history.Index, history.Filter, error) {
+	f, err := h.filter()
+	if err != nil {
+		return nil, f, err
+	}
+	x, err := h.open()
+	return x, f, err
+}
+
 func newHistoryCmd() *cobra.Command {
 	var h historyFlags
 	cmd := &cobra.Command{
@@ -177,11 +187,7 @@ func newHistoryCmd() *cobra.Command {
 			"Without a subcommand: list the runs the filters select, oldest first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := h.filter()
-			if err != nil {
-				return err
-			}
-			x, err := h.open()
+			x, f, err := h.openFiltered()
 			if err != nil {
 				return err
 			}
@@ -329,11 +335,7 @@ func historyTableCmd(h *historyFlags) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := h.filter()
-			if err != nil {
-				return err
-			}
-			x, err := h.open()
+			x, f, err := h.openFiltered()
 			if err != nil {
 				return err
 			}
@@ -464,11 +466,7 @@ func historyLogCmd(h *historyFlags) *cobra.Command {
 		Short: "A Markdown benchmark log of the selected runs: per sweep its command, machine, date, versions, figures, change points, folder",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := h.filter()
-			if err != nil {
-				return err
-			}
-			x, err := h.open()
+			x, f, err := h.openFiltered()
 			if err != nil {
 				return err
 			}
