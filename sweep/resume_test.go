@@ -2,12 +2,12 @@ package sweep
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rig-dev/rig/internal/testfs"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -307,7 +307,7 @@ func TestSweepFolderConfined(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := sweep(t)
 			c.tamper(t, d)
-			before := treeOf(t, outside)
+			before := testfs.State(t, outside)
 			_, err := Resume(d, pl, ResumeOptions{StartOptions: StartOptions{Target: "local"}})
 			if !errors.Is(err, ErrNotConfined) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Resume: %v; want %v naming %q", err, ErrNotConfined, c.want)
@@ -318,27 +318,9 @@ func TestSweepFolderConfined(t *testing.T) {
 			if _, err := Pending(d); !errors.Is(err, ErrNotConfined) {
 				t.Errorf("Pending: %v; want %v", err, ErrNotConfined)
 			}
-			if after := treeOf(t, outside); after != before {
+			if after := testfs.State(t, outside); after != before {
 				t.Errorf("the folder outside the sweep changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})
 	}
-}
-
-// treeOf lists every path under dir with its size, for comparing before and after.
-func treeOf(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v %d\n", rel, fi.Mode(), fi.Size())
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/internal/testfs"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/playbooks/estimate"
 	"github.com/rig-dev/rig/runner"
@@ -558,7 +559,7 @@ func TestFaultTamperedSweepRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			d := newSweep(t)
 			c.tamper(t, d)
-			before, beforeOut := dirState(t, d), dirState(t, outside)
+			before, beforeOut := testfs.State(t, d), testfs.State(t, outside)
 			for _, verb := range c.verbs {
 				args := append(append([]string(nil), verb...), d)
 				out, errOut, code := rigRun(t, args...)
@@ -569,30 +570,12 @@ func TestFaultTamperedSweepRefused(t *testing.T) {
 					t.Errorf("rig %s echoed the file sweep.json's source names: %q", strings.Join(verb, " "), errOut)
 				}
 			}
-			if after := dirState(t, d); after != before {
+			if after := testfs.State(t, d); after != before {
 				t.Errorf("the sweep folder changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
-			if after := dirState(t, outside); after != beforeOut {
+			if after := testfs.State(t, outside); after != beforeOut {
 				t.Errorf("the folder outside the sweep changed:\nbefore:\n%s\nafter:\n%s", beforeOut, after)
 			}
 		})
 	}
-}
-
-// dirState lists every path under dir (links not followed) with its mode, size and mtime.
-func dirState(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(&b, "%s %v %d %d\n", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }

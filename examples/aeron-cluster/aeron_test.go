@@ -137,39 +137,8 @@ func TestEngineCheck(t *testing.T) {
 	}
 	build(t)
 	bin := rigBinary(t)
-	pb, err := playbooks.Open("engine.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	const orders = 10_000
-	dir := t.TempDir()
-	var logBuf bytes.Buffer
-	rs, err := conformance.Run(ctx, conformance.Options{
-		Playbook: pb, Dir: dir, FirstAddress: "127.0.19.11", Binary: bin, Orders: orders, Timeout: 45 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),
-	})
-	if err != nil {
-		t.Fatalf("conformance: %v", err)
-	}
-	var table strings.Builder
-	conformance.WriteTable(&table, rs)
-	t.Logf("rig check on the Aeron Cluster engine:\n%s", table.String())
-	seen := map[string]conformance.Result{}
-	for _, r := range rs {
-		seen[r.Check] = r
-	}
-	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
-		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
-		conformance.CheckFinalHashes} {
-		if r, ok := seen[c]; !ok || !r.Pass {
-			t.Errorf("%s did not pass: %s", c, r.Seen)
-		}
-	}
-	if sd := seen[conformance.CheckStepDown]; sd.Pass || !strings.Contains(sd.Seen, "not supported") {
-		t.Errorf("%s: want a failure saying step-down is not supported, got pass=%v %s", conformance.CheckStepDown, sd.Pass, sd.Seen)
-	}
+	pb, dir, seen := runCheck(t, bin, "engine.yaml", "127.0.19.11", orders, "the Aeron Cluster engine")
 	if r := seen[conformance.CheckRelaunchPhases]; !strings.Contains(r.Seen, "restored its snapshot") {
 		t.Errorf("the relaunched follower did not restore the snapshot: %s", r.Seen)
 	}
@@ -202,7 +171,25 @@ func TestAuctionCheck(t *testing.T) {
 	}
 	build(t)
 	bin := rigBinary(t)
-	pb, err := playbooks.Open("auction.yaml")
+	pb, dir, seen := runCheck(t, bin, "auction.yaml", "127.0.19.31", 2_000, "Aeron's tutorial auction service")
+	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash, step_down") {
+		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
+	}
+	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
+		if r := seen[c]; strings.Count(r.Seen, "snapshot at ") != pb.Cluster.Servers {
+			t.Errorf("%s: want every node's hash from its snapshot: %s", c, r.Seen)
+		}
+	}
+	if t.Failed() {
+		dumpLogs(t, dir)
+	}
+}
+
+// runCheck runs the conformance suite on a playbook of this folder and checks what every Aeron
+// engine must pass: every check but step-down, which must fail saying it is not supported.
+func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, what string) (*playbooks.Playbook, string, map[string]conformance.Result) {
+	t.Helper()
+	pb, err := playbooks.Open(playbook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +198,7 @@ func TestAuctionCheck(t *testing.T) {
 	dir := t.TempDir()
 	var logBuf bytes.Buffer
 	rs, err := conformance.Run(ctx, conformance.Options{
-		Playbook: pb, Dir: dir, FirstAddress: "127.0.19.31", Binary: bin, Orders: 2_000, Timeout: 45 * time.Second,
+		Playbook: pb, Dir: dir, FirstAddress: firstAddress, Binary: bin, Orders: orders, Timeout: 45 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),
 	})
 	if err != nil {
@@ -219,7 +206,7 @@ func TestAuctionCheck(t *testing.T) {
 	}
 	var table strings.Builder
 	conformance.WriteTable(&table, rs)
-	t.Logf("rig check on Aeron's tutorial auction service:\n%s", table.String())
+	t.Logf("rig check on %s:\n%s", what, table.String())
 	seen := map[string]conformance.Result{}
 	for _, r := range rs {
 		seen[r.Check] = r
@@ -234,17 +221,7 @@ func TestAuctionCheck(t *testing.T) {
 	if sd := seen[conformance.CheckStepDown]; sd.Pass || !strings.Contains(sd.Seen, "not supported") {
 		t.Errorf("%s: want a failure saying step-down is not supported, got pass=%v %s", conformance.CheckStepDown, sd.Pass, sd.Seen)
 	}
-	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash, step_down") {
-		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
-	}
-	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
-		if r := seen[c]; strings.Count(r.Seen, "snapshot at ") != pb.Cluster.Servers {
-			t.Errorf("%s: want every node's hash from its snapshot: %s", c, r.Seen)
-		}
-	}
-	if t.Failed() {
-		dumpLogs(t, dir)
-	}
+	return pb, dir, seen
 }
 
 // dumpLogs prints the end of every node's engine.log, so a CI failure shows the JVMs' side.
