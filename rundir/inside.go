@@ -1,0 +1,131 @@
+package rundir
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/rig-dev/rig/internal/untrusted"
+)
+
+// InsideFile, in a node's folder, is where the time went inside the engine's process, read from
+// the engine's own recording (Java Flight Recorder on a JVM engine, the Go flight recorder on a
+// Go engine): one InsideSpan JSON line each. The recordings themselves are kept under
+// RecordingsDir; the spans are what the analysis reads, so `rig report` needs neither the JDK's
+// jfr tool nor a trace parser to explain a window again.
+const (
+	InsideFile    = "inside.ndjson"
+	RecordingsDir = "recordings" // <node>/recordings/<window>.jfr or .trace
+)
+
+// InsideKind names what a span of an engine's time was spent on. The names are summary.json's
+// and report.md's, and stable.
+type InsideKind string
+
+const (
+	InsideForce      InsideKind = "force"       // fsync/fdatasync/FileChannel.force
+	InsideWrite      InsideKind = "write"       // a file write
+	InsideGCPause    InsideKind = "gc_pause"    // a stop-the-world GC pause
+	InsideSafepoint  InsideKind = "safepoint"   // a JVM safepoint other than GC's
+	InsideSTW        InsideKind = "stw"         // a Go stop-the-world range (GC's and others)
+	InsideGCAssist   InsideKind = "gc_assist"   // a Go goroutine made to assist the GC
+	InsideSchedDelay InsideKind = "sched_delay" // runnable but not running
+	InsidePark       InsideKind = "park"        // a thread parked (LockSupport.park, an idle strategy)
+	InsideMonitor    InsideKind = "monitor"     // a thread waiting to enter or on a monitor
+	InsideSocket     InsideKind = "socket"      // a socket read or write
+	InsideCPU        InsideKind = "cpu"         // an execution sample (DurNs: the sampling period)
+)
+
+// InsideKinds lists every kind, in the order tables show them.
+var InsideKinds = []InsideKind{InsideForce, InsideWrite, InsideGCPause, InsideSafepoint, InsideSTW,
+	InsideGCAssist, InsideSchedDelay, InsidePark, InsideMonitor, InsideSocket, InsideCPU}
+
+// File roles of a force or write: which of the engine's files it was. The names are stable.
+const (
+	RoleArchiveSegment = "archive_segment" // an Aeron Archive recording segment (the log, a snapshot's recording)
+	RoleSnapshot       = "snapshot"        // a snapshot file of the engine's own
+	RoleLog            = "log"             // the engine's log (raft log, a consensus module's mark file)
+	RoleOther          = "other"
+)
+
+// InsideSpan is one stretch of an engine's time on one cause.
+type InsideSpan struct {
+	AtNs   int64      `json:"at_ns"`  // began, ns since the Unix epoch
+	DurNs  int64      `json:"dur_ns"` // 0 for an instant (a sample counted, not timed)
+	Kind   InsideKind `json:"kind"`
+	Source string     `json:"source"`           // "jfr" or "go_trace"
+	Thread string     `json:"thread,omitempty"` // JVM thread name, or the goroutine's top function
+	File   string     `json:"file,omitempty"`   // forces and writes: the path, relative to the data folder where it is inside it
+	Role   string     `json:"role,omitempty"`   // forces and writes: Role*
+	Bytes  int64      `json:"bytes,omitempty"`  // writes: bytes written
+	Detail string     `json:"detail,omitempty"` // GC name and cause, the top frame of a sample, …
+}
+
+// InsideWriter appends InsideSpan lines to a file; safe for concurrent use.
+type InsideWriter struct {
+	mu  sync.Mutex
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+// CreateInside creates an inside file, or appends to one already there (a node's recordings are
+// read one window at a time).
+func CreateInside(path string) (*InsideWriter, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open inside file: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	return &InsideWriter{f: f, w: w, enc: json.NewEncoder(w)}, nil
+}
+
+// Write appends one span; the first error sticks (Close returns it).
+func (w *InsideWriter) Write(s InsideSpan) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = w.enc.Encode(s)
+	}
+	w.mu.Unlock()
+}
+
+// Close flushes and closes.
+func (w *InsideWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	if cerr := w.f.Close(); w.err == nil {
+		w.err = cerr
+	}
+	return w.err
+}
+
+// ReadInside reads an inside file. A line that does not decode is skipped (a torn last line).
+// The file is a run folder's: refused unless a regular file.
+func ReadInside(path string) ([]InsideSpan, error) {
+	f, err := untrusted.Open(path, "inside file")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readInside(f)
+}
+
+func readInside(r io.Reader) ([]InsideSpan, error) {
+	var out []InsideSpan
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var s InsideSpan
+		if json.Unmarshal(sc.Bytes(), &s) == nil {
+			out = append(out, s)
+		}
+	}
+	return out, sc.Err()
+}
