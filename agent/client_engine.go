@@ -115,7 +115,7 @@ func (c *Client) EngineMetrics(ctx context.Context) ([]byte, error) {
 }
 
 // EngineTrace returns the engine's GET /trace: its flight recorder's window, a Go execution
-// trace (analysis.ReadGoTrace reads it).
+// trace (recording.ReadGoTrace reads it).
 func (c *Client) EngineTrace(ctx context.Context) ([]byte, error) {
 	var buf bytes.Buffer
 	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminTrace}}.Encode(), nil, &buf)

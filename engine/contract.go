@@ -213,7 +213,7 @@ const (
 	// that answers 404 is reported as not checked.
 	AdminOrders = "/orders"
 	// AdminTrace (GET) answers the engine's runtime/trace flight recorder window (a Go
-	// execution trace, read with golang.org/x/exp/trace; analysis.ReadGoTrace). Optional: an
+	// execution trace, read with golang.org/x/exp/trace; recording/gotrace.go). Optional: an
 	// engine without a recorder answers 404.
 	AdminTrace = "/trace"
 )

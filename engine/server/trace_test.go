@@ -1,30 +1,36 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server/servertest"
+	"github.com/rig-dev/rig/engine/wire"
+	"github.com/rig-dev/rig/recording"
+	"github.com/rig-dev/rig/rundir"
 )
 
-// TestFlightRecorderCountsTheSnapshotsSyncs: with a flight recorder, GET /trace answers its
-// window, and on an idle one-node engine at sync level 2 the fsyncs in it are the snapshot's
-// own `syncs` figure (issue 37's check on the reference engine). Without one, /trace is 404.
-func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
-	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
-	cfg := servertest.Start(t, func(c *engine.Config) { c.SyncLevel = 2 }, func(ctx context.Context, node *replica.Node, log *slog.Logger, token string) error {
+// startRecorded runs a one-node engine at sync level 2, 4 KiB snapshot blocks, whose GET /trace serves fr, and returns
+// its config and an admin call.
+func startRecorded(t *testing.T, fr *trace.FlightRecorder) (engine.Config, func(method, path string) *http.Response) {
+	cfg := servertest.Start(t, func(c *engine.Config) { c.SyncLevel, c.SnapshotBlock = 2, 4<<10 }, func(ctx context.Context, node *replica.Node, log *slog.Logger, token string) error {
 		return New(node, log, token).WithFlightRecorder(fr).Run(ctx)
 	})
-	admin := func(method, path string) *http.Response {
+	return cfg, func(method, path string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://"+cfg.AdminAddr+path, nil)
 		engine.AuthorizeAdmin(req, testAdminToken)
@@ -34,42 +40,155 @@ func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
 		}
 		return resp
 	}
+}
+
+// readTrace fetches GET /trace into a file, as the agent keeps a window's recording, and reads
+// it with the Go trace reader.
+func readTrace(t *testing.T, admin func(method, path string) *http.Response) []rundir.InsideSpan {
+	t.Helper()
+	resp := admin("GET", engine.AdminTrace)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /trace: %s", resp.Status)
+	}
+	path := filepath.Join(t.TempDir(), "window"+recording.FormatGoTrace.Ext())
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spans, err := recording.Read(context.Background(), recording.FormatGoTrace, path, recording.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spans
+}
+
+// TestFlightRecorderCountsTheSnapshotsSyncs: with a flight recorder, GET /trace answers its
+// window, and the snapshot forces the reader finds in the snapshot's window are the snapshot's
+// own `syncs` figure (issue 37's check on the reference engine). Without one, /trace is 404.
+func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	cfg, admin := startRecorded(t, fr)
 	if resp := admin("GET", engine.AdminTrace); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /trace before the recorder started: %s, want 404", resp.Status)
 	}
-	time.Sleep(200 * time.Millisecond) // let the start-up's log writes settle before recording
 	if err := fr.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer fr.Stop()
+	// Orders before the snapshot, so the book has several blocks to write and the log syncs too.
+	sendOrders(t, cfg, 1000)
+	from := time.Now().UnixNano()
 	resp := admin("POST", engine.AdminSnapshot)
 	var snap engine.Snapshot
 	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("snapshot: %s %v", resp.Status, err)
 	}
 	resp.Body.Close()
-	resp = admin("GET", engine.AdminTrace)
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /trace: %s", resp.Status)
+	to := time.Now().UnixNano()
+	var perBlock, take, logForces int
+	for _, s := range readTrace(t, admin) {
+		if s.Kind != rundir.InsideForce {
+			continue
+		}
+		if s.Role == rundir.RoleLog {
+			logForces++
+		}
+		if s.AtNs < from || s.AtNs > to {
+			continue // outside the snapshot's window
+		}
+		if s.Role == rundir.RoleSnapshot {
+			take++
+			if strings.Contains(s.Detail, "replica.WriteSnapshotFile.func") { // the block writer's
+				perBlock++
+			}
+		}
 	}
-	got, err := analysis.ReadGoTrace(resp.Body)
+	t.Logf("snapshot %+v; per-block forces %d, in the take %d, log forces %d", snap, perBlock, take, logForces)
+	// The engine's syncs figure counts the per-block syncs; the take then syncs the file and the
+	// folder (engine/replica/snapwrite.go).
+	if snap.Syncs == 0 || perBlock != snap.Syncs || take != snap.Syncs+2 {
+		t.Errorf("flight recorder saw %d per-block fsyncs and %d in the take; the snapshot reports %d syncs", perBlock, take, snap.Syncs)
+	}
+	if logForces == 0 {
+		t.Error("no forces of the raft log: the orders' appends at sync level 2 sync it")
+	}
+}
+
+// TestFlightRecorderNamesTheApplyPath: with one P and a goroutine spinning beside the engine,
+// every order's goroutines wait to run; the reader names those on the apply path (applyPath in
+// recording/gotrace.go) by the engine's own functions, so renaming one fails here.
+func TestFlightRecorderNamesTheApplyPath(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	cfg, admin := startRecorded(t, fr)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if err := fr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Stop()
+	stop := make(chan struct{})
+	go func() { // a CPU hog in the engine's process, preempted every 10 ms or so
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for end := time.Now().Add(time.Millisecond); time.Now().Before(end); {
+			}
+		}
+	}()
+	sendOrders(t, cfg, 60)
+	close(stop)
+	threads := map[string]int{}
+	for _, s := range readTrace(t, admin) {
+		if s.Kind == rundir.InsideSchedDelay {
+			threads[s.Thread]++
+		}
+	}
+	t.Logf("scheduler delays per goroutine: %v", threads)
+	for _, want := range []string{"raft.(*Raft).runFSM", "raft.(*Raft).run", "server.(*Server).serveConn"} {
+		found := false
+		for th := range threads {
+			if th == want || strings.HasPrefix(th, want+".func") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no scheduler delay of %s among %v", want, threads)
+		}
+	}
+}
+
+// sendOrders sends n resting orders one at a time over the client protocol.
+func sendOrders(t *testing.T, cfg engine.Config, n int) {
+	t.Helper()
+	nc, err := net.Dial("tcp", cfg.ClientAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("snapshot %+v; trace %+v", snap, got)
-	// The engine's syncs figure counts the per-block syncs; the take then syncs the file and the
-	// folder (engine/replica/snapwrite.go).
-	perBlock, take := 0, 0
-	for site, n := range got.FsyncSites {
-		if strings.Contains(site, "replica.WriteSnapshotFile.func") {
-			perBlock += n
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	for i := range n {
+		id := uint64(i + 1)
+		req := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeOrder, Corr: id,
+			Order: wire.Order{ID: id, Instrument: 1, Side: wire.Buy, TIF: wire.GTC, Price: int64(100 + i%10), Qty: 1}})
+		if _, err := nc.Write(req); err != nil {
+			t.Fatal(err)
 		}
-		if strings.Contains(site, "replica.WriteSnapshotFile") {
-			take += n
+		frame, err := wire.ReadFrame(br, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if snap.Syncs == 0 || perBlock != snap.Syncs || take != snap.Syncs+2 {
-		t.Errorf("flight recorder saw %d per-block fsyncs and %d in the take (sites %v); the snapshot reports %d syncs", perBlock, take, got.FsyncSites, snap.Syncs)
+		var r wire.Response
+		if err := wire.DecodeResponse(frame, &r); err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("order %d: %v %+v", id, err, r)
+		}
 	}
 }
