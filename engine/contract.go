@@ -184,6 +184,14 @@ type Config struct {
 	// socket, as a dedicated receiver thread is given priority in production; lowering it needs
 	// root (CAP_SYS_NICE). What was set is in /status (udp.recv_nice).
 	UDPRecvNice int `json:"udp_recv_nice,omitempty"`
+
+	// FlightRecorder keeps a runtime/trace flight recorder, served at GET AdminTrace (issue 37;
+	// docs/engines.md, "GET /trace"). Reported even when false, so asking for false is checked.
+	FlightRecorder bool `json:"flight_recorder"`
+	// FlightRecorderWindow is how far back the recorder's dump reaches (its MinAge; a Go
+	// duration), bounded by its memory (engine/server.FlightRecorderBytes); empty: the engine's
+	// default, engine/server.FlightRecorderWindow.
+	FlightRecorderWindow string `json:"flight_recorder_window,omitempty"`
 }
 
 // UDPRecvNiceSetting is the setting whose effect the UDP section's recv_nice shows (the nice value

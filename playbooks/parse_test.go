@@ -104,6 +104,11 @@ func TestRules(t *testing.T) {
 		{"heartbeat below raft minimum", base + "engine: {heartbeat_timeout: 1ms}\n", "t.yaml:5:29: engine.heartbeat_timeout", "5ms (raft's minimum)"},
 		{"election below heartbeat", base + "engine:\n  heartbeat_timeout: 500ms\n  election_timeout: 100ms\n",
 			"t.yaml:7:21: engine.election_timeout", "100ms is shorter than engine.heartbeat_timeout (500ms)"},
+		{"flight recorder not a boolean", base + "engine: {flight_recorder: yes}\n", "t.yaml:5:27: engine.flight_recorder", `"yes" is not true or false`},
+		{"flight recorder window without the recorder", base + "engine: {flight_recorder_window: 30s}\n", "t.yaml:5:34: engine.flight_recorder_window",
+			"30s is set but engine.flight_recorder is not true"},
+		{"flight recorder window too short", base + "engine: {flight_recorder: true, flight_recorder_window: 500ms}\n", "t.yaml:5:57: engine.flight_recorder_window",
+			"want how far back the flight recorder reaches, 1s..10m"},
 		// units
 		{"negative duration", base + "warmup: -1s\n", "t.yaml:5:9: warmup", `"-1s" is negative`},
 		{"warmup not below duration", base + "warmup: 30s\n", "t.yaml:5:9: warmup", "30s is not shorter than the run (duration 30s)"},

@@ -132,7 +132,7 @@ func TestPlanPrint(t *testing.T) {
 	for _, want := range []string{
 		"playbook   t (t.yaml)",
 		"cluster    3 servers, 1 client\n",
-		"engine     reference driver: sync_level [0, 1, 2], 7 more at the engine's default",
+		"engine     reference driver: sync_level [0, 1, 2], 9 more at the engine's default",
 		"tuning     vm.dirty_ratio=[10, 40]",
 		"preload    [1M, 5M] resting orders over 16 instruments",
 		"load       1k/s probes, warm-up 2s excluded, duration 30s",

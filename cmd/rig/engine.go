@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"runtime/trace"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -47,6 +45,13 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			if err := dec.Decode(&cfg); err != nil {
 				return fmt.Errorf("%w: --config %s: %v", errUsage, configPath, err)
 			}
+			if flight {
+				cfg.FlightRecorder = true // so /status config reports it
+			}
+			fr, err := server.NewFlightRecorder(cfg)
+			if err != nil {
+				return fmt.Errorf("%w: --config %s: %v", errUsage, configPath, err)
+			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("node", cfg.Node)
 			node, err := replica.New(cfg, log)
 			if err != nil {
@@ -69,10 +74,9 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			defer cancel()
 			srvErr := make(chan error, 1)
 			srv := server.New(node, log, token)
-			if flight {
-				// A window of the last seconds, served at GET /trace (issue 37). Off by default
-				// until its cost on probe latency is measured.
-				fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 10 * time.Second, MaxBytes: 64 << 20})
+			if fr != nil {
+				// The last seconds, served at GET /trace (issue 37). Off by default: its cost on
+				// probe latency is measured by rig bench recording (docs/engines.md).
 				if err := fr.Start(); err != nil {
 					return fmt.Errorf("start flight recorder: %w", err)
 				}
@@ -95,7 +99,7 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
-	cmd.Flags().BoolVar(&flight, "flight-recorder", false, "keep a runtime/trace flight recorder of the last 10 s, served at GET "+engine.AdminTrace)
+	cmd.Flags().BoolVar(&flight, "flight-recorder", false, "keep a runtime/trace flight recorder, served at GET "+engine.AdminTrace+", as the config's flight_recorder: true does")
 	// `rig engine check` was the check's first name; the check is a controller verb, `rig check`.
 	check := newCheckCmd()
 	check.Deprecated = "use `rig check`, the same command"

@@ -40,6 +40,32 @@ type Server struct {
 	frMu  sync.Mutex            // the recorder writes one snapshot at a time
 }
 
+// The reference engine's flight recorder (engine.Config.FlightRecorder): how far back a dump
+// reaches unless the config says (its MinAge), and the memory it may hold (its MaxBytes, which
+// wins over MinAge: a busy engine's window is shorter). rig bench recording measures the rate a
+// loaded engine fills it at.
+const (
+	FlightRecorderWindow = 60 * time.Second
+	FlightRecorderBytes  = 128 << 20
+)
+
+// NewFlightRecorder is the engine's flight recorder for cfg (not started), or nil when cfg asks
+// for none.
+func NewFlightRecorder(cfg engine.Config) (*trace.FlightRecorder, error) {
+	if !cfg.FlightRecorder {
+		return nil, nil
+	}
+	window := FlightRecorderWindow
+	if cfg.FlightRecorderWindow != "" {
+		d, err := time.ParseDuration(cfg.FlightRecorderWindow)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("flight_recorder_window %q: want a positive Go duration, e.g. 60s", cfg.FlightRecorderWindow)
+		}
+		window = d
+	}
+	return trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: window, MaxBytes: FlightRecorderBytes}), nil
+}
+
 // WithFlightRecorder serves fr's window at GET engine.AdminTrace. The caller starts and stops
 // it; its cost is measured, not assumed (issue 37), so it is not on by default.
 func (s *Server) WithFlightRecorder(fr *trace.FlightRecorder) *Server {

@@ -34,6 +34,10 @@ const (
 	UDPRcvbuf        = "udp_rcvbuf"
 	UDPNakDelay      = "udp_nak_delay"
 	UDPRecvNice      = engine.UDPRecvNiceSetting
+	// FlightRecorder and FlightRecorderWindow: the engine's runtime/trace flight recorder
+	// (engine.Config), read after every window into the node's inside file (issue 37).
+	FlightRecorder       = "flight_recorder"
+	FlightRecorderWindow = "flight_recorder_window"
 )
 
 // Table is the reference engine's settings. Only sync_level has a default the rig asks for
@@ -48,6 +52,10 @@ var Table = driver.Table{
 	{Name: UDPRcvbuf, Kind: driver.Bytes, Min: "4KiB", Max: "2147483647", Help: "4KiB..2147483647 bytes, e.g. 128MiB"},
 	{Name: UDPNakDelay, Kind: driver.Duration, Min: "10us", Max: "1s", Help: "a duration from 10us to 1s, e.g. 1ms"},
 	{Name: UDPRecvNice, Kind: driver.Integer, Min: "-20", Max: "19", Help: "a nice value, -20 (highest priority, needs root) .. 19"},
+	// Off unless asked: its cost on probe latency is measured by rig bench recording
+	// (docs/engines.md, "GET /trace").
+	{Name: FlightRecorder, Kind: driver.Boolean, Help: "true keeps a runtime/trace flight recorder, read after every window; false (the default) does not"},
+	{Name: FlightRecorderWindow, Kind: driver.Duration, Min: "1s", Max: "10m", Help: "how far back the flight recorder reaches, 1s..10m, e.g. 60s: at least the longest stretch between two of the timeline's actions"},
 }
 
 // Driver is the reference engine's driver.
@@ -76,6 +84,15 @@ func (Driver) Settings(declared driver.Table) (driver.Table, error) {
 
 // CheckValues implements driver.ValueChecker.
 func (Driver) CheckValues(v driver.Values) []driver.Problem {
+	var out []driver.Problem
+	if w, ok := v[FlightRecorderWindow]; ok && v[FlightRecorder] != "true" {
+		out = append(out, driver.Problem{Setting: FlightRecorderWindow, Deps: []string{FlightRecorder}, Rule: "window-without-recorder",
+			Msg: w + " is set but engine.flight_recorder is not true: there is no recorder to size; add engine.flight_recorder: true or drop the window"})
+	}
+	return append(out, checkTimeouts(v)...)
+}
+
+func checkTimeouts(v driver.Values) []driver.Problem {
 	hb, errH := time.ParseDuration(v[HeartbeatTimeout])
 	el, errE := time.ParseDuration(v[ElectionTimeout])
 	if errH != nil || errE != nil || hb <= 0 || el >= hb {
@@ -114,6 +131,14 @@ func (Driver) Configure(cfg *engine.Config, v driver.Values) error {
 	num(UDPRcvbuf, &cfg.UDPRcvbuf)
 	dur(UDPNakDelay, &cfg.UDPNakDelay)
 	num(UDPRecvNice, &cfg.UDPRecvNice)
+	if s, ok := v[FlightRecorder]; ok {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", FlightRecorder, err))
+		}
+		cfg.FlightRecorder = b
+	}
+	dur(FlightRecorderWindow, &cfg.FlightRecorderWindow)
 	return errors.Join(errs...)
 }
 
