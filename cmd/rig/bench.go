@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 			return fmt.Errorf("%w: bench needs a benchmark: %s", errUsage, benchNames(cmd))
 		},
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchLoadgenCmd(), newBenchDiskCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchLoadgenCmd(), newBenchDiskCmd(), newBenchRecordingCmd())
 	return cmd
 }
 

@@ -16,3 +16,23 @@ func TestBenchNamesItsBenchmarks(t *testing.T) {
 		}
 	}
 }
+
+// rig bench recording refuses bad flags before starting any engine, naming the flag and what is
+// valid.
+func TestBenchRecordingFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--window", "5h"}, "--window: "},
+		{[]string{"--orders", "0"}, "--orders: "},
+		{[]string{"--probe-rate", "5"}, "--probe-rate: "},
+		{[]string{"--sync-level", "3"}, "--sync-level 3: want 0, 1 or 2"},
+		{[]string{"--rounds", "0"}, "--rounds 0: want 1..100"},
+	} {
+		_, _, err := runRig(t, append([]string{"bench", "recording"}, c.args...)...)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rig bench recording %v: %v; want a usage error with %q", c.args, err, c.want)
+		}
+	}
+}
