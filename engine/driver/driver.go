@@ -145,6 +145,31 @@ type BookStats struct {
 	Elapsed   time.Duration // building and writing it
 }
 
+// Recorder is a driver whose engine keeps its own recording of where its time went (issue 37:
+// the reference engine's runtime/trace flight recorder) only when its settings ask for it.
+// RecordingValues are those settings: a run that collects engines' recordings asks them of every
+// server beside the playbook's own (WithRecording).
+type Recorder interface {
+	RecordingValues() Values
+}
+
+// WithRecording is asked plus d's RecordingValues where the playbook set none of them (its own
+// value wins); asked itself when d is not a Recorder.
+func WithRecording(d Driver, asked Values) Values {
+	r, ok := d.(Recorder)
+	if !ok {
+		return asked
+	}
+	out := Values{}
+	for k, v := range r.RecordingValues() {
+		out[k] = v
+	}
+	for k, v := range asked {
+		out[k] = v
+	}
+	return out
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]Driver{}
@@ -208,6 +233,9 @@ func Capabilities(d Driver) []string {
 	}
 	if _, ok := d.(BookInstaller); ok {
 		out = append(out, "BookInstaller")
+	}
+	if _, ok := d.(Recorder); ok {
+		out = append(out, "Recorder")
 	}
 	return slices.Clip(out)
 }

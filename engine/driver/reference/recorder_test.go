@@ -46,3 +46,18 @@ func TestFlightRecorderSettings(t *testing.T) {
 		t.Error("a window that is no duration accepted")
 	}
 }
+
+// TestRecordingValues: a run collecting recordings asks the reference engine for its flight
+// recorder, unless the playbook said otherwise.
+func TestRecordingValues(t *testing.T) {
+	if got := driver.WithRecording(Driver{}, driver.Values{SyncLevel: "2"}); got[FlightRecorder] != "true" || got[SyncLevel] != "2" {
+		t.Errorf("asked %v", got)
+	}
+	if got := driver.WithRecording(Driver{}, driver.Values{FlightRecorder: "false"}); got[FlightRecorder] != "false" {
+		t.Errorf("the playbook's own flight_recorder overridden: %v", got)
+	}
+	var cfg engine.Config
+	if err := (Driver{}).Configure(&cfg, driver.WithRecording(Driver{}, nil)); err != nil || !cfg.FlightRecorder {
+		t.Errorf("config %+v, %v", cfg, err)
+	}
+}

@@ -69,7 +69,11 @@ var (
 	_ driver.WriteEstimator  = Driver{}
 	_ driver.BookInstaller   = Driver{}
 	_ driver.MemoryEstimator = Driver{}
+	_ driver.Recorder        = Driver{}
 )
+
+// RecordingValues implements driver.Recorder: the flight recorder, served at GET /trace.
+func (Driver) RecordingValues() driver.Values { return driver.Values{FlightRecorder: "true"} }
 
 // Name implements driver.Driver.
 func (Driver) Name() string { return Name }
