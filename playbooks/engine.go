@@ -7,11 +7,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
@@ -242,6 +244,9 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 			add("engine."+pr.Setting, pr.Rule, deps, "%s", pr.Msg)
 		}
 	}
+	if rec, ok := drv.(driver.Recorder); ok {
+		checkRecordingReach(p, rec, add)
+	}
 	if !templated {
 		return
 	}
@@ -258,6 +263,31 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 			add("engine.command", "carries-unset", []string{"engine." + name},
 				"a template references .Settings.%s, but the playbook leaves engine.%s at the engine's default; set it (or give it a default in engine.settings), or take it out of the template", name, name)
 		}
+	}
+}
+
+// checkRecordingReach refuses an engine recorder whose reach (how far back one take of it goes)
+// is shorter than the longest stretch between two takes, after consecutive timeline actions or
+// from the last one to the end: the start of that stretch would be lost.
+func checkRecordingReach(p *Playbook, rec driver.Recorder, add func(path, rule string, deps []string, format string, args ...any)) {
+	reach, setting := rec.RecordingReach(p.Engine.Settings())
+	if reach <= 0 || len(p.Timeline) == 0 {
+		return
+	}
+	gap, from, what := time.Duration(0), "", ""
+	for i := range p.Timeline {
+		end, endWhat := p.Duration, "the end of the run"
+		if i+1 < len(p.Timeline) {
+			end, endWhat = p.Timeline[i+1].At, fmt.Sprintf("timeline[%d] (%s)", i+1, units.FormatDuration(p.Timeline[i+1].At))
+		}
+		if d := end - p.Timeline[i].At; d > gap {
+			gap, from, what = d, fmt.Sprintf("timeline[%d] (%s)", i, units.FormatDuration(p.Timeline[i].At)), endWhat
+		}
+	}
+	if gap > reach {
+		add("engine."+setting, "recording-reach", []string{"timeline"},
+			"the recorder reaches %s back, but its recording is taken after %s and next at %s, %s later; set engine.%s to at least %s",
+			units.FormatDuration(reach), from, what, units.FormatDuration(gap), setting, units.FormatDuration(gap.Round(time.Second)+5*time.Second))
 	}
 }
 

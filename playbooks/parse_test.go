@@ -107,6 +107,10 @@ func TestRules(t *testing.T) {
 		{"flight recorder not a boolean", base + "engine: {flight_recorder: yes}\n", "t.yaml:5:27: engine.flight_recorder", `"yes" is not true or false`},
 		{"flight recorder window without the recorder", base + "engine: {flight_recorder_window: 30s}\n", "t.yaml:5:34: engine.flight_recorder_window",
 			"30s is set but engine.flight_recorder is not true"},
+		{"flight recorder reach below the timeline's gap", "name: t\nload: {probe_rate: 1/s}\nduration: 100s\nengine: {flight_recorder: true, flight_recorder_window: 20s}\ntimeline:\n  - {at: 10s, snapshot: {}}\n  - {at: 50s, snapshot: {}}\n",
+			"t.yaml:4:57: engine.flight_recorder_window", "the recorder reaches 20s back, but its recording is taken after timeline[1] (50s) and next at the end of the run, 50s later; set engine.flight_recorder_window to at least 55s"},
+		{"flight recorder default reach below the timeline's gap", "name: t\nload: {probe_rate: 1/s}\nduration: 100s\nengine: {flight_recorder: true}\ntimeline:\n  - {at: 10s, snapshot: {}}\n",
+			"t.yaml:4:9: engine.flight_recorder_window", "the recorder reaches 1m0s back, but its recording is taken after timeline[0] (10s) and next at the end of the run, 1m30s later"},
 		{"flight recorder window too short", base + "engine: {flight_recorder: true, flight_recorder_window: 500ms}\n", "t.yaml:5:57: engine.flight_recorder_window",
 			"want how far back the flight recorder reaches, 1s..10m"},
 		// units

@@ -151,6 +151,11 @@ type BookStats struct {
 // server beside the playbook's own (WithRecording).
 type Recorder interface {
 	RecordingValues() Values
+	// RecordingReach is how far back one take of the recording reaches with settings v, and the
+	// setting that sizes it; 0 when the recorder is off in v (or keeps everything since the last
+	// take). A run takes the recording after every timeline action and at the end, so a reach
+	// shorter than the stretch between two takes loses the start of it (playbooks refuse that).
+	RecordingReach(v Values) (time.Duration, string)
 }
 
 // WithRecording is asked plus d's RecordingValues where the playbook set none of them (its own

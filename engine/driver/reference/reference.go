@@ -75,6 +75,21 @@ var (
 // RecordingValues implements driver.Recorder: the flight recorder, served at GET /trace.
 func (Driver) RecordingValues() driver.Values { return driver.Values{FlightRecorder: "true"} }
 
+// DefaultFlightRecorderWindow is the engine's (engine/server.FlightRecorderWindow, which this
+// package does not import).
+const DefaultFlightRecorderWindow = 60 * time.Second
+
+// RecordingReach implements driver.Recorder: the flight recorder's window.
+func (Driver) RecordingReach(v driver.Values) (time.Duration, string) {
+	if v[FlightRecorder] != "true" {
+		return 0, FlightRecorderWindow
+	}
+	if d, err := time.ParseDuration(v[FlightRecorderWindow]); err == nil && d > 0 {
+		return d, FlightRecorderWindow
+	}
+	return DefaultFlightRecorderWindow, FlightRecorderWindow
+}
+
 // Name implements driver.Driver.
 func (Driver) Name() string { return Name }
 
