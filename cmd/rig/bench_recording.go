@@ -101,8 +101,8 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 			if rep.MeetsGoal {
 				verdict = "meets"
 			}
-			fmt.Fprintf(out, "p50 %+.1f %%, preload %+.1f %% slower: %s the goal (p50 <= %.0f %%, preload <= %.0f %%); the recording filled at %.2f MB/s\n",
-				rep.P50Overhead, rep.PreloadLoss, verdict, cost.GoalP50Pct, cost.GoalPreloadPct, rep.DumpMBPerSec)
+			fmt.Fprintf(out, "with recording: probe p50 %+.1f %%, preload throughput %+.1f %%; %s the goal (p50 at most +%.0f %%, preload at least -%.0f %%); the recording filled at %.2f MB/s\n",
+				rep.P50Overhead, -rep.PreloadLoss, verdict, cost.GoalP50Pct, cost.GoalPreloadPct, rep.DumpMBPerSec)
 			return nil
 		},
 	}
