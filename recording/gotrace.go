@@ -179,6 +179,16 @@ type goTraceReader struct {
 
 func (r *goTraceReader) wall(t trace.Time) int64 { return int64(t) + r.wallOff }
 
+// thread names goroutine g: its apply-path function if it is on the path (raft starts every
+// goroutine through one wrapper, raft.(*raftState).goFunc.func1, which would name them all
+// alike), else its entry function; "" while no stack of it was seen.
+func (r *goTraceReader) thread(g trace.GoID) string {
+	if fn, ok := r.apply[g]; ok {
+		return fn
+	}
+	return r.names[g]
+}
+
 // seen learns goroutine g's name and path from one of its stacks.
 func (r *goTraceReader) seen(g trace.GoID, st trace.Stack) {
 	if st == trace.NoStack || g == trace.NoGoroutine {
@@ -257,7 +267,7 @@ func ReadGoTrace(ctx context.Context, in io.Reader, opt Options) ([]rundir.Insid
 			if s.DurNs < int64(AssistMin) {
 				continue
 			}
-			s.Thread = r.names[p.g]
+			s.Thread = r.thread(p.g)
 			if p.n > 1 {
 				s.Detail = fmt.Sprintf("%d assists", p.n)
 			}
@@ -288,7 +298,7 @@ func (r *goTraceReader) transition(ev trace.Event) {
 	case from == trace.GoRunning && to == trace.GoSyscall:
 		if call := syncCall(ev.Stack()); call != "" {
 			r.inSync[g] = rundir.InsideSpan{AtNs: r.wall(ev.Time()), Kind: rundir.InsideForce, Source: string(FormatGoTrace),
-				Thread: r.names[g], Role: forceRole(ev.Stack()), Detail: call + " at " + callSite(ev.Stack())}
+				Thread: r.thread(g), Role: forceRole(ev.Stack()), Detail: call + " at " + callSite(ev.Stack())}
 		}
 	case from == trace.GoSyscall:
 		if s, ok := r.inSync[g]; ok {
@@ -336,7 +346,7 @@ func (r *goTraceReader) rangeEvent(ev trace.Event) {
 		s := rundir.InsideSpan{AtNs: r.wall(t0), DurNs: int64(ev.Time().Sub(t0)), Kind: rundir.InsideSTW,
 			Source: string(FormatGoTrace), Detail: reason}
 		if rg.Scope.Kind == trace.ResourceGoroutine {
-			s.Thread = r.names[rg.Scope.Goroutine()]
+			s.Thread = r.thread(rg.Scope.Goroutine())
 		}
 		r.out = append(r.out, s)
 	case rg.Name == "GC mark assist":
