@@ -82,7 +82,7 @@ func readJFR(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan
 
 // jfrEvent is one element of `jfr print --json`'s recording.events.
 type jfrEvent struct {
-	Type   string                     `json:"type"`
+	Type   string          `json:"type"`
 	Values json.RawMessage `json:"values"`
 }
 
