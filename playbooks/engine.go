@@ -268,3 +268,22 @@ func (e Engine) DriverName() string {
 	}
 	return e.Driver
 }
+
+// engine.recording's values.
+const (
+	RecordingOn  = "on"
+	RecordingOff = "off"
+	// DefaultRecording is engine.recording when a playbook says nothing. Off: JFR's cost on the
+	// Aeron engine and the Go flight recorder's on the reference engine are measured in
+	// docs/engines.md ("Inside the engine"), and neither met issue 37's bound (≤ 2 % on probe
+	// p50, ≤ 5 % on preload throughput) on this machine.
+	DefaultRecording = RecordingOff
+)
+
+// RecordingMode is engine.recording, its default when not given.
+func (e Engine) RecordingMode() string {
+	if e.Recording == "" {
+		return DefaultRecording
+	}
+	return e.Recording
+}

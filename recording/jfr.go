@@ -237,6 +237,9 @@ func (m *jfrMapper) add(ev jfrEvent) error {
 		if err := unmarshalValues(v, &f); err != nil {
 			return err
 		}
+		if strings.HasSuffix(f.Path, ".jfr") {
+			return nil // the recorder's own: a jcmd JFR.dump copying chunks
+		}
 		s.Kind = rundir.InsideWrite
 		if ev.Type == "jdk.FileForce" {
 			s.Kind, s.Detail = rundir.InsideForce, common.Stack.caller()
