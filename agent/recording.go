@@ -30,6 +30,10 @@ import (
 // RecordingRequest names the window whose end the take follows.
 type RecordingRequest struct {
 	Window string `json:"window"` // a file name stem: letters, digits, '-', '_', '.'
+	// Defer: only take the recording now, and read it with the next take that does not defer.
+	// Reading starts the JDK's jfr tool and parses its JSON, seconds of CPU that would land in
+	// the measured load; the runner defers during the load and reads at its end.
+	Defer bool `json:"defer,omitempty"`
 }
 
 // RecordingResponse says what the take found.
@@ -47,8 +51,16 @@ type recorder struct {
 	format recording.Format
 	// cut: per JVM (pid; 0 for a Go engine's trace), the time up to which its spans are in the
 	// inside file.
-	cut  map[int]time.Time
-	done map[int]bool // killed JVMs whose repository was read to its end
+	cut     map[int]time.Time
+	done    map[int]bool // killed JVMs whose repository was taken to its end
+	pending []pendingTake
+}
+
+// pendingTake is a recording taken and not read yet, with the stretch of it that is new.
+type pendingTake struct {
+	file     string
+	from, to time.Time
+	dead     bool // a killed JVM's repository: everything from on, to its end
 }
 
 // recordingEnv starts keeping the engine's recording of format f (every start of an engine
@@ -90,7 +102,7 @@ func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RecordingResponse{Notes: []string{"no engine recording asked for"}})
 		return
 	}
-	resp, err := s.takeRecording(r.Context(), rec, req.Window, e.Spec().Config)
+	resp, err := s.takeRecording(r.Context(), rec, req.Window, req.Defer, e.Spec().Config)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -98,8 +110,9 @@ func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// takeRecording takes every recording not yet in the inside file up to now.
-func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string, cfg engine.Config) (RecordingResponse, error) {
+// takeRecording takes every recording not yet taken up to now and, unless deferred, reads
+// every recording taken and not yet read into the inside file.
+func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string, defer_ bool, cfg engine.Config) (RecordingResponse, error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var resp RecordingResponse
@@ -151,7 +164,6 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 	default:
 		return resp, fmt.Errorf("recording format %q: %w", rec.format, recording.ErrUnknownFormat)
 	}
-	var spans []rundir.InsideSpan
 	for _, t := range takes {
 		if err := t.get(); err != nil {
 			resp.Notes = append(resp.Notes, fmt.Sprintf("take %s: %v", filepath.Base(t.file), err))
@@ -159,22 +171,30 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			continue
 		}
 		resp.Files = append(resp.Files, filepath.Base(t.file))
-		got, err := recording.Read(ctx, rec.format, t.file, recording.Options{DataDir: cfg.Dir, Logger: s.log})
+		rec.pending = append(rec.pending, pendingTake{file: t.file, from: rec.cut[t.key], to: now, dead: t.dead})
+		rec.cut[t.key] = now
+	}
+	if defer_ {
+		return resp, nil
+	}
+	var spans []rundir.InsideSpan
+	for _, p := range rec.pending {
+		got, err := recording.Read(ctx, rec.format, p.file, recording.Options{DataDir: cfg.Dir, Logger: s.log})
 		if err != nil {
 			resp.Notes = append(resp.Notes, err.Error())
 			continue
 		}
-		from, to := rec.cut[t.key].UnixNano(), now.UnixNano()
+		from, to := p.from.UnixNano(), p.to.UnixNano()
 		for _, sp := range got {
 			// A dump holds whole chunks (a trace, the recorder's whole window): only what the
 			// earlier takes did not have. By its end: an event is written when it ends, so
 			// one still under way at this take is in the next.
-			if end := sp.AtNs + sp.DurNs; end >= from && (t.dead || end < to) {
+			if end := sp.AtNs + sp.DurNs; end >= from && (p.dead || end < to) {
 				spans = append(spans, sp)
 			}
 		}
-		rec.cut[t.key] = now
 	}
+	rec.pending = nil
 	if len(spans) > 0 {
 		iw, err := rundir.CreateInside(filepath.Join(s.opts.Dir, rundir.InsideFile))
 		if err != nil {
@@ -238,8 +258,8 @@ func (s *Server) fetchTrace(ctx context.Context, adminAddr, file string) error {
 
 // TakeRecording asks the agent to take the engine's recording after a window (POST
 // /engine/recording).
-func (c *Client) TakeRecording(ctx context.Context, window string) (RecordingResponse, error) {
+func (c *Client) TakeRecording(ctx context.Context, req RecordingRequest) (RecordingResponse, error) {
 	var out RecordingResponse
-	err := c.do(ctx, http.MethodPost, "/engine/recording", RecordingRequest{Window: window}, &out)
+	err := c.do(ctx, http.MethodPost, "/engine/recording", req, &out)
 	return out, err
 }

@@ -56,12 +56,15 @@ func TestTakeJFRRecording(t *testing.T) {
 		t.Fatalf("engine.log never said %q:\n%s", line, b)
 	}
 	waitLog("loop 5")
-	first, err := a.c.TakeRecording(ctx, "01-snapshot")
+	first, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "01-snapshot", Defer: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first.Files) != 1 || first.Spans == 0 {
-		t.Fatalf("first take: %+v, want one dump with spans", first)
+	if len(first.Files) != 1 || first.Spans != 0 {
+		t.Fatalf("first take: %+v, want one dump, not read yet", first)
+	}
+	if _, err := os.Stat(filepath.Join(dir, rundir.InsideFile)); !os.IsNotExist(err) {
+		t.Fatalf("a deferred take wrote the inside file (%v)", err)
 	}
 	waitLog("loop 15")
 	time.Sleep(1500 * time.Millisecond) // past the repository's 1 s flush
@@ -82,12 +85,12 @@ func TestTakeJFRRecording(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	second, err := a.c.TakeRecording(ctx, "end")
+	second, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "end"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(second.Files) != 1 || second.Spans == 0 {
-		t.Fatalf("take after the kill: %+v, want the killed JVM's repository read", second)
+		t.Fatalf("take after the kill: %+v, want the killed JVM's repository read, and the first dump", second)
 	}
 	spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
 	if err != nil {
@@ -112,7 +115,7 @@ func TestTakeJFRRecording(t *testing.T) {
 		t.Errorf("%d forces in the inside file, want ≥ 15 (the loops before the kill)", len(forces))
 	}
 	// A third take finds nothing new: the killed JVM's repository was read to its end.
-	third, err := a.c.TakeRecording(ctx, "again")
+	third, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "again"})
 	if err != nil || third.Spans != 0 {
 		t.Errorf("third take: %+v, %v; want nothing", third, err)
 	}

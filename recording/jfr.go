@@ -34,9 +34,10 @@ const JFCName = "rig.jfc"
 // JFRSamplePeriod is rig.jfc's jdk.ExecutionSample period: a cpu span's DurNs.
 const JFRSamplePeriod = 20 * time.Millisecond
 
-// jfrStackDepth: frames `jfr print` writes per stack. Five reach past the JDK's own frames of a
-// park (Unsafe.park < LockSupport.parkNanos < the idle strategy) and a force.
-const jfrStackDepth = 5
+// jfrStackDepth: frames `jfr print` writes per stack (each about 1 KB of JSON). Three reach
+// past the JDK's own frames of a park (Unsafe.park < LockSupport.parkNanos < the idle
+// strategy) and of a force (FileChannelImpl.force < the caller).
+const jfrStackDepth = 3
 
 // jfrEvents are the event types read (and the only ones rig.jfc enables).
 var jfrEvents = []string{

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // The engines' own recordings (engine.recording: on; issue 37): after each timeline action and
@@ -22,7 +25,9 @@ type recordings struct {
 
 func (r *run) recordingOn() bool { return r.pb.Engine.RecordingMode() == playbooks.RecordingOn }
 
-// takeRecordingsAsync takes every server's recording after a window, beside the timeline.
+// takeRecordingsAsync takes every server's recording after a window, beside the timeline, and
+// leaves reading it to the end (agent.RecordingRequest.Defer). The take outlives the timeline's
+// context: the last action's take may still be under way when the load ends.
 func (r *run) takeRecordingsAsync(ctx context.Context, window string) {
 	if !r.recordingOn() {
 		return
@@ -30,27 +35,51 @@ func (r *run) takeRecordingsAsync(ctx context.Context, window string) {
 	r.rec.wg.Add(1)
 	go func() {
 		defer r.rec.wg.Done()
-		r.takeRecordings(ctx, window)
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordingTakeTimeout)
+		defer cancel()
+		r.takeRecordings(tctx, agent.RecordingRequest{Window: window, Defer: true})
 	}()
 }
 
-// takeRecordings takes every live server's recording, one agent at a time (each take starts a
-// JDK tool or two on its node, and the local target's nodes share one machine).
-func (r *run) takeRecordings(ctx context.Context, window string) {
+// recordingTakeTimeout bounds a take during the load; recordingReadTimeout the take at the end,
+// which reads every recording (the JDK's jfr tool: seconds per window on a loaded machine).
+const (
+	recordingTakeTimeout = time.Minute
+	recordingReadTimeout = 5 * time.Minute
+)
+
+// takeRecordings takes every live server's recording, one agent at a time during the load (a
+// take starts a JDK tool on its node, and the local target's nodes share one machine), all at
+// once at the end.
+func (r *run) takeRecordings(ctx context.Context, req agent.RecordingRequest) {
 	if !r.recordingOn() {
 		return
 	}
+	var wg sync.WaitGroup
 	for _, n := range r.liveNodes(r.servers) {
-		resp, err := r.agent(n.Name).TakeRecording(ctx, window)
-		if err != nil {
-			r.log.Warn("take recording", "node", n.Name, "window", window, "err", err)
-			r.noteRecording(n.Name, fmt.Sprintf("taking its recording after %s: %v", window, err))
+		if req.Defer {
+			r.takeRecording(ctx, n.Name, req)
 			continue
 		}
-		r.log.Info("recording taken", "node", n.Name, "window", window, "files", resp.Files, "spans", resp.Spans)
-		for _, note := range resp.Notes {
-			r.noteRecording(n.Name, note)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.takeRecording(ctx, n.Name, req)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *run) takeRecording(ctx context.Context, node string, req agent.RecordingRequest) {
+	resp, err := r.agent(node).TakeRecording(ctx, req)
+	if err != nil {
+		r.log.Warn("take recording", "node", node, "window", req.Window, "err", err)
+		r.noteRecording(node, fmt.Sprintf("taking its recording after %s: %v", req.Window, err))
+		return
+	}
+	r.log.Info("recording taken", "node", node, "window", req.Window, "files", resp.Files, "spans", resp.Spans)
+	for _, note := range resp.Notes {
+		r.noteRecording(node, note)
 	}
 }
 
@@ -76,11 +105,16 @@ func firstLine(s string) string {
 	return s
 }
 
-// finishRecordings waits for the takes under way and takes the rest of every recording.
+// finishRecordings waits for the takes under way, takes the rest of every recording and reads
+// them all, on a context of its own: the controller's finishing budget is for stopping things.
 func (r *run) finishRecordings(ctx context.Context) {
 	if !r.recordingOn() {
 		return
 	}
 	r.rec.wg.Wait()
-	r.takeRecordings(ctx, "end")
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordingReadTimeout)
+	defer cancel()
+	start := time.Now()
+	r.takeRecordings(rctx, agent.RecordingRequest{Window: "end"})
+	r.progress("engine recordings read into %s in %s", rundir.InsideFile, time.Since(start).Round(time.Millisecond))
 }
