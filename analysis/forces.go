@@ -64,10 +64,21 @@ type InsideForces struct {
 	Source string     `json:"source"` // rundir.InsideSpan.Source: jfr, go_trace
 	All    ForceCount `json:"all"`
 	Snap   ForceCount `json:"snapshot_file"`
-	// SnapShare is Snap's time over persisted − take: how much of the step from the take to the
-	// persisted point the snapshot file's forces account for (absent without a persisted time
-	// above the take).
-	SnapShare *float64 `json:"snapshot_file_share,omitempty"`
+	// Step is the stretch from the end of the take to the persisted point, placed on the
+	// engine's clock by the snapshot file's first write or force (the take's start, give or
+	// take the moment the engine opened the file): the forces that overlap it, their overlap
+	// and its share of persisted − take. Absent without a persisted time above the take.
+	Step *StepForces `json:"step,omitempty"`
+}
+
+// StepForces attributes a snapshot's step from take to persisted to forces.
+type StepForces struct {
+	FromS  float64      `json:"from_s"` // take end, from load start
+	ToS    float64      `json:"to_s"`   // persisted
+	StepMs float64      `json:"step_ms"`
+	Forces ForceCount   `json:"forces"` // TimeMs: their overlap with the step
+	Share  float64      `json:"share"`  // Forces.TimeMs / StepMs
+	Files  []FileForces `json:"files,omitempty"`
 }
 
 // NodeForces are one node's forces over the load [load start, load end].
@@ -241,11 +252,40 @@ func snapFileForces(sf *SnapshotForces, t snapTake, ss []rundir.DiskSync, in []r
 			ins.Snap.TimeMs += ms
 		}
 	}
-	if step := t.persistedMs - t.takeMs; step > 0 {
-		share := ins.Snap.TimeMs / step
-		ins.SnapShare = &share
-	}
 	sf.Inside = ins
+	var first int64
+	for _, x := range in {
+		if x.File != "" && x.AtNs >= t.from && x.AtNs <= t.to && filepath.Base(x.File) == sf.SnapFile {
+			first = x.AtNs
+			break // in is sorted by time
+		}
+	}
+	if first == 0 || t.persistedMs <= t.takeMs {
+		return
+	}
+	lo, hi := first+int64(t.takeMs*1e6), first+int64(t.persistedMs*1e6)
+	st := &StepForces{FromS: sf.FromS + float64(lo-t.from)/1e9, ToS: sf.FromS + float64(hi-t.from)/1e9, StepMs: t.persistedMs - t.takeMs}
+	files := map[string]*ForceCount{}
+	for _, x := range in {
+		if x.Kind != rundir.InsideForce {
+			continue
+		}
+		ov := min(x.AtNs+x.DurNs, hi) - max(x.AtNs, lo)
+		if ov <= 0 {
+			continue
+		}
+		st.Forces.Syncs++
+		st.Forces.TimeMs += float64(ov) / 1e6
+		name := filepath.Base(x.File)
+		if files[name] == nil {
+			files[name] = &ForceCount{}
+		}
+		files[name].Syncs++
+		files[name].TimeMs += float64(ov) / 1e6
+	}
+	st.Share = st.Forces.TimeMs / st.StepMs
+	st.Files = topFiles(files, func(c ForceCount) int64 { return int64(c.TimeMs * 1e3) })
+	ins.Step = st
 }
 
 func addFile(m map[string]*ForceCount, x rundir.DiskSync) {
@@ -302,8 +342,8 @@ func writeForces(pf func(string, ...any), s *Summary) {
 }
 
 // writeInsideForces sets the engine's own count of its forces (JFR's jdk.FileForce) beside the
-// disk model's, per snapshot window, on the snapshot's file: what the step from the take to the
-// persisted point spent forcing it.
+// disk model's, per snapshot window, on the snapshot's file, and attributes the step from the
+// take to the persisted point to the forces under way in it.
 func writeInsideForces(pf func(string, ...any), f *Forces) {
 	var rows []SnapshotForces
 	for _, r := range f.Snapshots {
@@ -315,27 +355,35 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 		return
 	}
 	pf("Forces the engine recorded itself (%s), beside the disk model's:\n\n", rows[0].Inside.Source)
-	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | persisted − take | share | engine's forces in the window |\n|---|---|---|---|---|---|---|---|---|\n")
+	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | engine's forces in the window | persisted − take | forces in it | share | files (most time) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		file, model, share := "—", "—", "—"
+		file, model := "—", "—"
 		if r.SnapFile != "" {
 			file = r.SnapFile
 		}
 		if r.SnapModel != nil {
 			model = fmt.Sprintf("%d, %s", r.SnapModel.Syncs, fmtMs(r.SnapModel.TimeMs))
 		}
-		if r.Inside.SnapShare != nil {
-			share = fmt.Sprintf("%.0f %%", 100**r.Inside.SnapShare)
+		step, in, share, files := "—", "—", "—", "—"
+		if st := r.Inside.Step; st != nil {
+			step = fmtMs(st.StepMs)
+			in = fmt.Sprintf("%d, %s", st.Forces.Syncs, fmtMs(st.Forces.TimeMs))
+			share = fmt.Sprintf("%.0f %%", 100*st.Share)
+			if len(st.Files) > 0 {
+				parts := make([]string, len(st.Files))
+				for i, x := range st.Files {
+					parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtMs(x.TimeMs))
+				}
+				files = strings.Join(parts, "; ")
+			}
 		}
-		step := "—"
-		if r.PersistedMs > r.TakeMs {
-			step = fmtMs(r.PersistedMs - r.TakeMs)
-		}
-		pf("| %d | %s | %s | %s | %d | %s | %s | %s | %d, %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
-			fmtMs(r.Inside.Snap.TimeMs), step, share, r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs))
+		pf("| %d | %s | %s | %s | %d | %s | %d, %s | %s | %s | %s | %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
+			fmtMs(r.Inside.Snap.TimeMs), r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs), step, in, share, files)
 	}
 	pf("\nThe snapshot's file is the file first written or forced in the window that was forced (else written) most: on the " +
-		"Aeron engine the Archive's recording of the snapshot. Share: the engine's forces of it over persisted − take.\n\n")
+		"Aeron engine the Archive's recording of the snapshot. The step from take to persisted is placed on the engine's " +
+		"clock by that file's first write (the take's start): its forces are those under way in it, timed by their " +
+		"overlap, and share is their time over persisted − take.\n\n")
 }
 
 func countCell(c ForceCount) string {

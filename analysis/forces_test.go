@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,9 +158,14 @@ func TestInsideForcesBesideModel(t *testing.T) {
 	}
 	n0 := rows["node-0"]
 	if n0.SnapFile != "3-0.rec" || n0.SnapModel == nil || n0.SnapModel.Syncs != 3 || n0.Inside == nil ||
-		n0.Inside.Snap.Syncs != 3 || n0.Inside.All.Syncs != 4 || n0.Inside.Snap.TimeMs != 120 ||
-		n0.Inside.SnapShare == nil || *n0.Inside.SnapShare != 0.8 {
-		t.Errorf("node-0: %+v inside %+v, want 3-0.rec forced 3 times by both, 4 JFR forces in the window, 120 ms = 80 %% of 150", n0, n0.Inside)
+		n0.Inside.Snap.Syncs != 3 || n0.Inside.All.Syncs != 4 || n0.Inside.Snap.TimeMs != 120 {
+		t.Errorf("node-0: %+v inside %+v, want 3-0.rec forced 3 times by both, 4 JFR forces in the window", n0, n0.Inside)
+	}
+	// The step: the file's first write at 1100 ms + take 100 = 1200 to + persisted 250 = 1350;
+	// the force at 1200 (40 ms) lies in it.
+	if st := n0.Inside.Step; st == nil || st.StepMs != 150 || st.Forces.Syncs != 1 || st.Forces.TimeMs != 40 ||
+		math.Abs(st.Share-40.0/150) > 1e-9 || len(st.Files) != 1 || st.Files[0].File != "3-0.rec" || st.FromS != 1.2 || st.ToS != 1.35 {
+		t.Errorf("node-0 step %+v, want 1.2–1.35 s, one force of 3-0.rec, 40 ms of 150", st)
 	}
 	n1 := rows["node-1"]
 	if n1.SnapFile != "4-0.rec" || n1.SnapModel != nil || n1.Inside == nil || n1.Inside.Snap.Syncs != 0 || n1.Inside.All.Syncs != 0 {
@@ -169,8 +175,8 @@ func TestInsideForcesBesideModel(t *testing.T) {
 	if strings.Contains(rep, "| 1 | node-1 | 1.0 s") {
 		t.Errorf("the disk model's table has a row for node-1, which ran on no model:\n%s", rep)
 	}
-	for _, want := range []string{"Forces the engine recorded itself (jfr)", "| 1 | node-0 | 3-0.rec | 3, 120 ms | 3 | 120 ms | 150 ms | 80 % | 4, 160 ms |",
-		"| 1 | node-1 | 4-0.rec | — | 0 | 0 µs |"} {
+	for _, want := range []string{"Forces the engine recorded itself (jfr)", "| 1 | node-0 | 3-0.rec | 3, 120 ms | 3 | 120 ms | 4, 160 ms | 150 ms | 1, 40.0 ms | 27 % | 3-0.rec (1, 40.0 ms) |",
+		"| 1 | node-1 | 4-0.rec | — | 0 | 0 µs | 0, 0 µs | 20.0 ms | 0, 0 µs | 0 % | — |"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
