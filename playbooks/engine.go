@@ -273,10 +273,11 @@ func (e Engine) DriverName() string {
 const (
 	RecordingOn  = "on"
 	RecordingOff = "off"
-	// DefaultRecording is engine.recording when a playbook says nothing. Off: JFR's cost on the
-	// Aeron engine and the Go flight recorder's on the reference engine are measured in
-	// docs/engines.md ("Inside the engine"), and neither met issue 37's bound (≤ 2 % on probe
-	// p50, ≤ 5 % on preload throughput) on this machine.
+	// DefaultRecording is engine.recording when a playbook says nothing. Off: issue 37 allows a
+	// recorder on by default only within 2 % on probe p50 and 5 % on preload throughput, and
+	// neither JFR's measured cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
+	// examples/aeron-cluster/recording-cost.yaml) nor the Go flight recorder's on the reference
+	// engine (docs/engines.md, item 8) was shown within it on this machine.
 	DefaultRecording = RecordingOff
 )
 
