@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,7 +113,7 @@ func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
 
 // takeRecording takes every recording not yet taken up to now and, unless deferred, reads
 // every recording taken and not yet read into the inside file.
-func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string, defer_ bool, cfg engine.Config) (RecordingResponse, error) {
+func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string, deferRead bool, cfg engine.Config) (RecordingResponse, error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var resp RecordingResponse
@@ -174,7 +175,7 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 		rec.pending = append(rec.pending, pendingTake{file: t.file, from: rec.cut[t.key], to: now, dead: t.dead})
 		rec.cut[t.key] = now
 	}
-	if defer_ {
+	if deferRead {
 		return resp, nil
 	}
 	var spans []rundir.InsideSpan
@@ -184,7 +185,10 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			resp.Notes = append(resp.Notes, err.Error())
 			continue
 		}
-		from, to := p.from.UnixNano(), p.to.UnixNano()
+		from, to := int64(math.MinInt64), p.to.UnixNano()
+		if !p.from.IsZero() { // the first take has everything (a zero Time has no UnixNano)
+			from = p.from.UnixNano()
+		}
 		for _, sp := range got {
 			// A dump holds whole chunks (a trace, the recorder's whole window): only what the
 			// earlier takes did not have. By its end: an event is written when it ends, so
