@@ -18,10 +18,10 @@ import (
 
 // Java Flight Recorder (issue 37). A JFR file is read with the JDK's own `jfr print --json`
 // (openjdk-17-jdk-headless, beside the java the engine runs on): no Go parser of the JFR format
-// is maintained (the ones on GitHub stop at JDK 11's format or are unmaintained), and the
-// format's constant pools and metadata change between JDK releases, which the JDK's tool always
-// reads. So a recording is read on the node, where the JDK is, and `rig report` reads only the
-// spans (rundir.InsideFile).
+// is served to this build (none is among the Go modules it may fetch), and the format's
+// metadata changes between JDK releases, which the JDK's own tool always reads. So a recording
+// is read on the node, where the JDK is, and `rig report` reads only the spans
+// (rundir.InsideFile).
 
 // JFC is rig's recording settings (rig.jfc): the events below at the thresholds the docs give.
 //
