@@ -181,6 +181,9 @@ func (d *runData) forces() (*Forces, []string) {
 		nf.RestFiles = topFiles(files, func(c ForceCount) int64 { return c.Syncs })
 		f.Nodes[n] = nf
 	}
+	if len(syncs) == 0 && len(f.Snapshots) == 0 {
+		return nil, warn // an engine's own forces, and no snapshot to set them in
+	}
 	return f, warn
 }
 
