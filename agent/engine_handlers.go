@@ -14,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -41,6 +42,11 @@ type StartRequest struct {
 	// config file templates rendered on the node with Settings (see engine/command).
 	Command  *command.Spec     `json:"command,omitempty"`
 	Settings map[string]string `json:"settings,omitempty"`
+
+	// Recording, when set, is the engine's own recorder whose recording the agent takes after
+	// each window (POST /engine/recording): jfr starts Java Flight Recorder in a JVM engine
+	// through recording.JVMOptionsEnv; go_trace reads a Go engine's GET /trace.
+	Recording recording.Format `json:"recording,omitempty"`
 }
 
 // EngineProcess answers start, relaunch and signal: the process now current.
@@ -99,7 +105,8 @@ type engineSide struct {
 	eng      *supervise.Engine
 	dataDirs map[string]bool // every engine data folder configured, for collect's exclusions
 	proxy    http.Client
-	closed   bool // the agent is stopping: no new engine
+	closed   bool      // the agent is stopping: no new engine
+	rec      *recorder // the engine's recording, when the start asked for one
 }
 
 func (s *Server) registerEngineHandlers() {
@@ -113,6 +120,7 @@ func (s *Server) registerEngineHandlers() {
 	s.mux.HandleFunc("GET "+p+"/engine/transitions", s.handleTransitions)
 	s.mux.HandleFunc("POST "+p+"/engine/proxy", s.handleEngineProxy)
 	s.mux.HandleFunc("GET "+p+"/engine/proxy", s.handleEngineProxy)
+	s.mux.HandleFunc("POST "+p+"/engine/recording", s.handleRecording)
 	s.mux.HandleFunc("GET "+p+"/clock", s.handleClock)
 	s.mux.HandleFunc("GET "+p+"/collect", s.handleCollect)
 }
@@ -196,6 +204,15 @@ func (s *Server) handleEngineStart(w http.ResponseWriter, r *http.Request) {
 	binary := req.Binary
 	if binary == "" && req.Command == nil {
 		binary = s.opts.Binary
+	}
+	s.engine.rec = nil
+	if req.Recording != "" {
+		env, err := s.recordingEnv(req.Recording)
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		req.Env = append(env, req.Env...) // the request's own entries win
 	}
 	e, err := supervise.StartEngine(r.Context(), supervise.Spec{
 		Node: node, Binary: binary, Args: req.Args, Config: req.Config, Dir: s.opts.Dir,

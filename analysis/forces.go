@@ -46,6 +46,39 @@ type SnapshotForces struct {
 	ForceCount
 	// Files are the files forced in the window, most bytes first (at most forceFiles).
 	Files []FileForces `json:"files,omitempty"`
+	// SnapFile is the snapshot's own file: of the files first written or forced in the window,
+	// the one forced (else written) most; for the Aeron engine the Archive's recording of the
+	// snapshot (<recording id>-<base>.rec). By base name, which the disk model's and the
+	// engine's paths share. Empty when nothing new was written or forced.
+	SnapFile string `json:"snapshot_file,omitempty"`
+	// SnapModel is the disk model's fsyncs of SnapFile in the window.
+	SnapModel *ForceCount `json:"snapshot_file_model,omitempty"`
+	// Inside is the engine's own recording of its forces in the window (rundir.InsideFile: JFR
+	// on a JVM engine), when it has one.
+	Inside *InsideForces `json:"inside,omitempty"`
+}
+
+// InsideForces are the forces an engine recorded itself (jdk.FileForce, a Go trace's fsyncs)
+// in a snapshot window: all of them, and those of the snapshot's file. Bytes are not known.
+type InsideForces struct {
+	Source string     `json:"source"` // rundir.InsideSpan.Source: jfr, go_trace
+	All    ForceCount `json:"all"`
+	Snap   ForceCount `json:"snapshot_file"`
+	// Step is the stretch from the end of the take to the persisted point, placed on the
+	// engine's clock by the snapshot file's first write or force (the take's start, give or
+	// take the moment the engine opened the file): the forces that overlap it, their overlap
+	// and its share of persisted − take. Absent without a persisted time above the take.
+	Step *StepForces `json:"step,omitempty"`
+}
+
+// StepForces attributes a snapshot's step from take to persisted to forces.
+type StepForces struct {
+	FromS  float64      `json:"from_s"` // take end, from load start
+	ToS    float64      `json:"to_s"`   // persisted
+	StepMs float64      `json:"step_ms"`
+	Forces ForceCount   `json:"forces"` // TimeMs: their overlap with the step
+	Share  float64      `json:"share"`  // Forces.TimeMs / StepMs
+	Files  []FileForces `json:"files,omitempty"`
 }
 
 // NodeForces are one node's forces over the load [load start, load end].
@@ -73,29 +106,48 @@ type snapTake struct {
 	takeMs, persistedMs float64
 }
 
-// forces reads every server's disk syncs file and windows it; nil when none has one.
+// forces reads every server's disk syncs file and windows it, beside the forces and writes
+// the engine recorded itself (rundir.InsideFile); nil when no node has either.
 func (d *runData) forces() (*Forces, []string) {
 	var warn []string
 	syncs := map[string][]rundir.DiskSync{}
+	inside := map[string][]rundir.InsideSpan{}
 	for _, n := range d.nodes {
 		ss, err := rundir.ReadDiskSyncs(filepath.Join(d.dir, n, rundir.DiskSyncsFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
 			warn = append(warn, fmt.Sprintf("disk forces of %s: %v", n, err))
-			continue
+		default:
+			syncs[n] = ss
 		}
-		syncs[n] = ss
+		in, err := rundir.ReadInside(filepath.Join(d.dir, n, rundir.InsideFile))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			warn = append(warn, fmt.Sprintf("inside recording of %s: %v", n, err))
+		default:
+			var fw []rundir.InsideSpan
+			for _, sp := range in {
+				if sp.Kind == rundir.InsideForce || sp.Kind == rundir.InsideWrite {
+					fw = append(fw, sp)
+				}
+			}
+			if len(fw) > 0 {
+				slices.SortFunc(fw, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
+				inside[n] = fw
+			}
+		}
 	}
-	if len(syncs) == 0 {
+	if len(syncs) == 0 && len(inside) == 0 {
 		return nil, warn
 	}
 	f := &Forces{Snapshots: []SnapshotForces{}, Nodes: map[string]NodeForces{}}
 	wins := map[string][]span{}
 	for _, t := range d.snapTakes {
 		ss, ok := syncs[t.node]
-		if !ok {
+		in, okIn := inside[t.node]
+		if !ok && !okIn {
 			continue
 		}
 		sf := SnapshotForces{Snapshot: t.row + 1, Node: t.node, FromS: d.off(t.from), ToS: d.off(t.to), TakeMs: t.takeMs, PersistedMs: t.persistedMs}
@@ -107,6 +159,7 @@ func (d *runData) forces() (*Forces, []string) {
 			}
 		}
 		sf.Files = topFiles(files, func(c ForceCount) int64 { return c.Bytes })
+		snapFileForces(&sf, t, ss, in)
 		f.Snapshots = append(f.Snapshots, sf)
 		wins[t.node] = append(wins[t.node], span{t.from, t.to})
 	}
@@ -128,7 +181,114 @@ func (d *runData) forces() (*Forces, []string) {
 		nf.RestFiles = topFiles(files, func(c ForceCount) int64 { return c.Syncs })
 		f.Nodes[n] = nf
 	}
+	if len(syncs) == 0 && len(f.Snapshots) == 0 {
+		return nil, warn // an engine's own forces, and no snapshot to set them in
+	}
 	return f, warn
+}
+
+// snapFileForces finds the snapshot's own file in a window (the new file forced, else written,
+// most) and counts its forces by the disk model and by the engine's recording.
+func snapFileForces(sf *SnapshotForces, t snapTake, ss []rundir.DiskSync, in []rundir.InsideSpan) {
+	before := map[string]bool{}                           // base names written or forced before the window
+	forced, written := map[string]int{}, map[string]int{} // new files in the window
+	for _, x := range ss {
+		b := filepath.Base(x.File)
+		switch {
+		case x.AtNs < t.from:
+			before[b] = true
+		case x.AtNs <= t.to:
+			forced[b]++
+		}
+	}
+	for _, x := range in {
+		if x.File == "" {
+			continue
+		}
+		b := filepath.Base(x.File)
+		switch {
+		case x.AtNs < t.from:
+			before[b] = true
+		case x.AtNs <= t.to && x.Kind == rundir.InsideForce:
+			forced[b]++
+		case x.AtNs <= t.to:
+			written[b]++
+		}
+	}
+	best := func(m map[string]int) string {
+		var name string
+		for b, n := range m {
+			if before[b] {
+				continue
+			}
+			if name == "" || n > m[name] || n == m[name] && b < name {
+				name = b
+			}
+		}
+		return name
+	}
+	if sf.SnapFile = best(forced); sf.SnapFile == "" {
+		sf.SnapFile = best(written)
+	}
+	if len(ss) > 0 && sf.SnapFile != "" {
+		var c ForceCount
+		for _, x := range ss {
+			if x.AtNs >= t.from && x.AtNs <= t.to && filepath.Base(x.File) == sf.SnapFile {
+				c.add(x)
+			}
+		}
+		sf.SnapModel = &c
+	}
+	if len(in) == 0 {
+		return
+	}
+	ins := &InsideForces{Source: in[0].Source}
+	for _, x := range in {
+		if x.Kind != rundir.InsideForce || x.AtNs < t.from || x.AtNs > t.to {
+			continue
+		}
+		ms := float64(x.DurNs) / 1e6
+		ins.All.Syncs++
+		ins.All.TimeMs += ms
+		if sf.SnapFile != "" && filepath.Base(x.File) == sf.SnapFile {
+			ins.Snap.Syncs++
+			ins.Snap.TimeMs += ms
+		}
+	}
+	sf.Inside = ins
+	var first int64
+	for _, x := range in {
+		if x.File != "" && x.AtNs >= t.from && x.AtNs <= t.to && filepath.Base(x.File) == sf.SnapFile {
+			first = x.AtNs
+			break // in is sorted by time
+		}
+	}
+	if first == 0 || t.persistedMs <= t.takeMs {
+		return
+	}
+	lo, hi := first+int64(t.takeMs*1e6), first+int64(t.persistedMs*1e6)
+	st := &StepForces{FromS: sf.FromS + float64(lo-t.from)/1e9, ToS: sf.FromS + float64(hi-t.from)/1e9, StepMs: t.persistedMs - t.takeMs}
+	files := map[string]*ForceCount{}
+	for _, x := range in {
+		if x.Kind != rundir.InsideForce {
+			continue
+		}
+		ov := min(x.AtNs+x.DurNs, hi) - max(x.AtNs, lo)
+		if ov <= 0 {
+			continue
+		}
+		st.Forces.Syncs++
+		st.Forces.TimeMs += float64(ov) / 1e6
+		name := filepath.Base(x.File)
+		if files[name] == nil {
+			files[name] = &ForceCount{}
+		}
+		files[name].Syncs++
+		files[name].TimeMs += float64(ov) / 1e6
+	}
+	st.Share = st.Forces.TimeMs / st.StepMs
+	st.Files = topFiles(files, func(c ForceCount) int64 { return int64(c.TimeMs * 1e3) })
+	ins.Step = st
 }
 
 func addFile(m map[string]*ForceCount, x rundir.DiskSync) {
@@ -158,13 +318,20 @@ func writeForces(pf func(string, ...any), s *Summary) {
 		return
 	}
 	pf("## Disk forces\n\n")
-	if len(f.Snapshots) > 0 {
+	if len(f.Snapshots) > 0 && len(f.Nodes) > 0 { // the disk model's (Nodes: those with a model)
 		pf("| # | node | window | take | persisted | forces | flushed | force time | files (most bytes) |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range f.Snapshots {
+			if _, model := f.Nodes[r.Node]; !model {
+				continue
+			}
 			pf("| %d | %s | %s – %s | %s | %s | %d | %s | %s | %s |\n", r.Snapshot, r.Node, fmtS(r.FromS), fmtS(r.ToS),
 				fmtMs(r.TakeMs), fmtMs(r.PersistedMs), r.Syncs, fmtFlushed(r.Bytes), fmtMs(r.TimeMs), filesCell(r.Files))
 		}
 		pf("\n")
+	}
+	writeInsideForces(pf, f)
+	if len(f.Nodes) == 0 {
+		return
 	}
 	pf("| node | forces over the load | in snapshot windows | the rest | the rest's files (most forces) |\n|---|---|---|---|---|\n")
 	for _, n := range sortedKeys(f.Nodes) {
@@ -175,6 +342,51 @@ func writeForces(pf func(string, ...any), s *Summary) {
 		"previous fsync) and the time its caller was held, the model's hold included. A snapshot's window runs from the "+
 		"snapshot action to the node's report of that snapshot, so it holds the take and the persist, and whatever the log "+
 		"forced meanwhile.\n\n", "`<node>/"+rundir.DiskSyncsFile+"`")
+}
+
+// writeInsideForces sets the engine's own count of its forces (JFR's jdk.FileForce) beside the
+// disk model's, per snapshot window, on the snapshot's file, and attributes the step from the
+// take to the persisted point to the forces under way in it.
+func writeInsideForces(pf func(string, ...any), f *Forces) {
+	var rows []SnapshotForces
+	for _, r := range f.Snapshots {
+		if r.Inside != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	pf("Forces the engine recorded itself (%s), beside the disk model's:\n\n", rows[0].Inside.Source)
+	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | engine's forces in the window | persisted − take | forces in it | share | files (most time) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		file, model := "—", "—"
+		if r.SnapFile != "" {
+			file = r.SnapFile
+		}
+		if r.SnapModel != nil {
+			model = fmt.Sprintf("%d, %s", r.SnapModel.Syncs, fmtMs(r.SnapModel.TimeMs))
+		}
+		step, in, share, files := "—", "—", "—", "—"
+		if st := r.Inside.Step; st != nil {
+			step = fmtMs(st.StepMs)
+			in = fmt.Sprintf("%d, %s", st.Forces.Syncs, fmtMs(st.Forces.TimeMs))
+			share = fmt.Sprintf("%.0f %%", 100*st.Share)
+			if len(st.Files) > 0 {
+				parts := make([]string, len(st.Files))
+				for i, x := range st.Files {
+					parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtMs(x.TimeMs))
+				}
+				files = strings.Join(parts, "; ")
+			}
+		}
+		pf("| %d | %s | %s | %s | %d | %s | %d, %s | %s | %s | %s | %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
+			fmtMs(r.Inside.Snap.TimeMs), r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs), step, in, share, files)
+	}
+	pf("\nThe snapshot's file is the file first written or forced in the window that was forced (else written) most: on the " +
+		"Aeron engine the Archive's recording of the snapshot. The step from take to persisted is placed on the engine's " +
+		"clock by that file's first write (the take's start): its forces are those under way in it, timed by their " +
+		"overlap, and share is their time over persisted − take.\n\n")
 }
 
 func countCell(c ForceCount) string {

@@ -63,6 +63,16 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return units.FormatSize(p.Engine.OrderBytes) },
 	},
+	"engine.recording": {
+		set: func(p *Playbook, s string) error {
+			if s != RecordingOn && s != RecordingOff {
+				return fmt.Errorf("%q: want on or off (record where the engine's time went with its own recorder: JFR on a JVM engine, the Go flight recorder on a Go engine)", s)
+			}
+			p.Engine.Recording = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.Engine.RecordingMode() },
+	},
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)

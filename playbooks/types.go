@@ -65,6 +65,11 @@ type Engine struct {
 	// OrderBytes is engine.bytes_per_order: the resident memory one resting order costs a server
 	// of an engine whose driver does not measure its own (driver.MemoryEstimator); 0: not given.
 	OrderBytes int64 `json:"bytes_per_order,omitempty"`
+	// Recording is engine.recording: "on" has the agent record where the engine's time went
+	// with the engine's own recorder (Java Flight Recorder on a JVM engine, the Go flight
+	// recorder's GET /trace on a Go engine), dumped after every timeline action and at the end
+	// (docs/engines.md, "Inside a JVM engine"); "off"; empty is DefaultRecording.
+	Recording string `json:"recording,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`

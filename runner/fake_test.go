@@ -23,6 +23,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen/loadspec"
+	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/transport"
@@ -71,6 +72,8 @@ type fakeEngine struct {
 	role    string
 	launch  int
 	cfg     engine.Config
+	// recording is the start request's (agent.StartRequest.Recording).
+	recording recording.Format
 }
 
 type fakeNode struct {
@@ -339,8 +342,19 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		n.eng.cfg = req.Config
+		n.eng.recording = req.Recording
 		c.launchLocked(n)
 		reply(w, agent.EngineProcess{PID: 1000 + n.eng.launch, Launch: n.eng.launch})
+	})
+	mux.HandleFunc("POST "+p+"/engine/recording", func(w http.ResponseWriter, r *http.Request) {
+		var req agent.RecordingRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		c.mu.Lock()
+		f := n.eng.recording
+		c.mu.Unlock()
+		take := fmt.Sprintf("take %s %s defer=%v", f, req.Window, req.Defer)
+		c.record(n.Name, take)
+		reply(w, agent.RecordingResponse{Files: []string{req.Window + ".trace"}, Notes: []string{"a note from " + n.Name}})
 	})
 	mux.HandleFunc("POST "+p+"/engine/signal", func(w http.ResponseWriter, r *http.Request) {
 		var req agent.EngineSignalRequest

@@ -124,6 +124,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		if err := r.finalState(ctx); err != nil && runErr == nil {
 			r.warn("final state: %v", err)
 		}
+		r.finishRecordings(ctx)
 	}
 	r.mu.Lock()
 	fault, lapse := r.fault, r.lapse

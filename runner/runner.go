@@ -215,6 +215,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, opts Options) ([]Outcome, er
 
 // run is the state of one run.
 type run struct {
+	rec      recordings // the engines' own recordings (recording.go)
 	opts     Options
 	pb       *playbooks.Playbook
 	timeline []step

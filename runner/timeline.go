@@ -37,6 +37,7 @@ func (r *run) timelineSteps(ctx context.Context) error {
 		if err := s.do.Run(ctx, env{r}); err != nil {
 			return fmt.Errorf("timeline[%d] %s at %s: %w", i, s.do, s.at, err)
 		}
+		r.takeRecordingsAsync(ctx, fmt.Sprintf("%02d-%s", i+1, s.do.Kind()))
 	}
 	return nil
 }

@@ -336,7 +336,8 @@ func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
 // validate, with every setting carried by a template and the start script made absolute. Needs
 // neither Maven nor Java.
 func TestPlaybooksOpen(t *testing.T) {
-	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml"} {
+	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml",
+		"snapshot-forces.yaml", "recording-cost.yaml"} {
 		pb, err := playbooks.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -80,6 +80,10 @@ var Table = map[string]Tool{
 	"mvn":  {Package: "maven", By: ".ci/run (mvn dependency:go-offline)"},
 	// The JDK's compiler, which Maven runs to build examples/aeron-cluster.
 	"javac": {Package: "openjdk-17-jdk-headless", By: "mvn (examples/aeron-cluster's build)"},
+	// Java Flight Recorder's tools: the agent dumps a JVM engine's recording with jcmd and reads
+	// it with jfr (recording/jfr.go, recording/jfrcollect.go).
+	"jcmd": {Package: "openjdk-17-jdk-headless"},
+	"jfr":  {Package: "openjdk-17-jdk-headless"},
 	// HdrHistogram's own log processor, run with java to read the load generator's .hlog files.
 	"hdrhistogram.jar": {Package: "libhdrhistogram-java", Path: "/usr/share/java/hdrhistogram.jar"},
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -63,7 +64,20 @@ func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest
 		spec := pb.Engine.Command.Spec
 		req.Command, req.Settings = &spec, st.Settings
 	}
+	if pb.Engine.RecordingMode() == playbooks.RecordingOn {
+		req.Recording = RecordingFormat(pb)
+	}
 	return req, nil
+}
+
+// RecordingFormat is the recording engine.recording: on takes of playbook pb's engine: a
+// command-driven engine's is Java Flight Recorder (a JVM records; any other engine leaves the
+// repository empty, and the take says so), the reference engine's its Go flight recorder.
+func RecordingFormat(pb *playbooks.Playbook) recording.Format {
+	if pb.Engine.Command != nil {
+		return recording.FormatJFR
+	}
+	return recording.FormatGoTrace
 }
 
 // SettingErrors checks every setting playbook pb asks for on one node, twice: carriage

@@ -1,0 +1,269 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/recording"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// Collecting an engine's own recording (issue 37), alike for every format: after each window
+// the runner asks (POST /engine/recording); the agent takes the engine's recording since its
+// last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
+// chunks from its disk repository; a Go engine's: its GET /trace), reads it with
+// recording.Read here on the node, where the JDK is, and appends the spans from its last take on
+// to <node>/inside.ndjson. So every span is in the inside file once, whichever window's take
+// brought it, and `rig report` needs no JDK.
+
+// RecordingRequest names the window whose end the take follows.
+type RecordingRequest struct {
+	Window string `json:"window"` // a file name stem: letters, digits, '-', '_', '.'
+	// Defer: only take the recording now, and read it with the next take that does not defer.
+	// Reading starts the JDK's jfr tool and parses its JSON, seconds of CPU that would land in
+	// the measured load; the runner defers during the load and reads at its end.
+	Defer bool `json:"defer,omitempty"`
+}
+
+// RecordingResponse says what the take found.
+type RecordingResponse struct {
+	Files []string `json:"files,omitempty"` // under <node>/recordings/
+	Spans int      `json:"spans"`           // appended to the inside file
+	Notes []string `json:"notes,omitempty"` // what could not be taken, and why
+}
+
+var windowNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// recorder is the agent's state of the engine's recording across launches.
+type recorder struct {
+	mu     sync.Mutex // one take at a time
+	format recording.Format
+	// cut: per JVM (pid; 0 for a Go engine's trace), the time up to which its spans are in the
+	// inside file.
+	cut     map[int]time.Time
+	done    map[int]bool // killed JVMs whose repository was taken to its end
+	pending []pendingTake
+}
+
+// pendingTake is a recording taken and not read yet, with the stretch of it that is new.
+type pendingTake struct {
+	file     string
+	from, to time.Time
+	dead     bool // a killed JVM's repository: everything from on, to its end
+}
+
+// recordingEnv starts keeping the engine's recording of format f (every start of an engine
+// starts afresh) and returns, for a JVM engine, the environment entry that starts a JVM engine's recording, written with its
+// settings file into the node's recordings folder.
+func (s *Server) recordingEnv(f recording.Format) ([]string, error) {
+	rec := &recorder{format: f, cut: map[int]time.Time{}, done: map[int]bool{}}
+	s.engine.rec = rec
+	if f != recording.FormatJFR {
+		return nil, nil
+	}
+	dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+	opts, err := recording.JVMOptions(dir)
+	if err != nil {
+		return nil, fmt.Errorf("start JFR: %w", err)
+	}
+	// JVMs of an earlier run in this agent's folder are that run's.
+	old, _ := recording.JVMRecordings(dir)
+	for _, j := range old {
+		rec.done[j.PID] = true
+	}
+	return []string{recording.JVMOptionsEnv + "=" + opts}, nil
+}
+
+func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
+	var req RecordingRequest
+	if err := readJSON(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	if !windowNameRe.MatchString(req.Window) {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("window %q: want 1-64 of letters, digits, '.', '_' and '-', starting with a letter or digit", req.Window))
+		return
+	}
+	s.engine.mu.Lock()
+	rec, e := s.engine.rec, s.engine.eng
+	s.engine.mu.Unlock()
+	if rec == nil || e == nil {
+		writeJSON(w, http.StatusOK, RecordingResponse{Notes: []string{"no engine recording asked for"}})
+		return
+	}
+	resp, err := s.takeRecording(r.Context(), rec, req.Window, req.Defer, e.Spec().Config)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// takeRecording takes every recording not yet taken up to now and, unless deferred, reads
+// every recording taken and not yet read into the inside file.
+func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string, deferRead bool, cfg engine.Config) (RecordingResponse, error) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var resp RecordingResponse
+	dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return resp, err
+	}
+	now := time.Now()
+	type take struct {
+		key  int
+		dead bool // a killed JVM's repository: everything in it is taken, to its end
+		file string
+		// get writes the recording to file; nil when it is there already.
+		get func() error
+	}
+	var takes []take
+	switch rec.format {
+	case recording.FormatJFR:
+		jvms, err := recording.JVMRecordings(dir)
+		if err != nil {
+			return resp, fmt.Errorf("list JFR repository: %w", err)
+		}
+		if len(jvms) == 0 {
+			resp.Notes = append(resp.Notes, "no JVM recorded into "+filepath.Join(dir, recording.JFRRepository)+
+				" (not a JVM engine, or its command sets "+recording.JVMOptionsEnv+" itself)")
+		}
+		for _, j := range jvms {
+			if rec.done[j.PID] {
+				continue
+			}
+			j := j
+			file := filepath.Join(dir, window+"-"+strconv.Itoa(j.PID)+recording.FormatJFR.Ext())
+			if alive(j.PID) {
+				takes = append(takes, take{j.PID, false, file, func() error { return recording.DumpJFR(ctx, j.PID, rec.cut[j.PID], file) }})
+				continue
+			}
+			rec.done[j.PID] = true
+			takes = append(takes, take{j.PID, true, file, func() error {
+				n, err := recording.AssembleJFR(j.Dir, file)
+				if err == nil && n == 0 {
+					err = errors.New("no chunk in its repository folder")
+				}
+				return err
+			}})
+		}
+	case recording.FormatGoTrace:
+		file := filepath.Join(dir, window+recording.FormatGoTrace.Ext())
+		takes = append(takes, take{0, false, file, func() error { return s.fetchTrace(ctx, cfg.AdminAddr, file) }})
+	default:
+		return resp, fmt.Errorf("recording format %q: %w", rec.format, recording.ErrUnknownFormat)
+	}
+	for _, t := range takes {
+		if err := t.get(); err != nil {
+			resp.Notes = append(resp.Notes, fmt.Sprintf("take %s: %v", filepath.Base(t.file), err))
+			os.Remove(t.file)
+			continue
+		}
+		resp.Files = append(resp.Files, filepath.Base(t.file))
+		rec.pending = append(rec.pending, pendingTake{file: t.file, from: rec.cut[t.key], to: now, dead: t.dead})
+		rec.cut[t.key] = now
+	}
+	if deferRead {
+		return resp, nil
+	}
+	var spans []rundir.InsideSpan
+	for _, p := range rec.pending {
+		got, err := recording.Read(ctx, rec.format, p.file, recording.Options{DataDir: cfg.Dir, Logger: s.log})
+		if err != nil {
+			resp.Notes = append(resp.Notes, err.Error())
+			continue
+		}
+		from, to := int64(math.MinInt64), p.to.UnixNano()
+		if !p.from.IsZero() { // the first take has everything (a zero Time has no UnixNano)
+			from = p.from.UnixNano()
+		}
+		for _, sp := range got {
+			// A dump holds whole chunks (a trace, the recorder's whole window): only what the
+			// earlier takes did not have. By its end: an event is written when it ends, so
+			// one still under way at this take is in the next.
+			if end := sp.AtNs + sp.DurNs; end >= from && (p.dead || end < to) {
+				spans = append(spans, sp)
+			}
+		}
+	}
+	rec.pending = nil
+	if len(spans) > 0 {
+		iw, err := rundir.CreateInside(filepath.Join(s.opts.Dir, rundir.InsideFile))
+		if err != nil {
+			return resp, err
+		}
+		for _, sp := range spans {
+			iw.Write(sp)
+		}
+		if err := iw.Close(); err != nil {
+			return resp, fmt.Errorf("write inside file: %w", err)
+		}
+	}
+	resp.Spans = len(spans)
+	return resp, nil
+}
+
+// alive: a process with this pid exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // not Linux's /proc: the signal answered
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == ')' {
+			return i+2 < len(b) && b[i+2] != 'Z'
+		}
+	}
+	return true
+}
+
+// fetchTrace writes the engine's GET /trace into file.
+func (s *Server) fetchTrace(ctx context.Context, adminAddr, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+engine.AdminTrace, nil)
+	if err != nil {
+		return err
+	}
+	engine.AuthorizeAdmin(req, s.adminToken)
+	resp, err := s.engine.proxy.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", engine.AdminTrace, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("GET %s: %s: %s (the engine's flight recorder is off?)", engine.AdminTrace, resp.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// TakeRecording asks the agent to take the engine's recording after a window (POST
+// /engine/recording).
+func (c *Client) TakeRecording(ctx context.Context, req RecordingRequest) (RecordingResponse, error) {
+	var out RecordingResponse
+	err := c.do(ctx, http.MethodPost, "/engine/recording", req, &out)
+	return out, err
+}

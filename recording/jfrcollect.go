@@ -1,0 +1,143 @@
+package recording
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// How a JVM engine records and how its recording is taken (docs/engines.md, "Inside a JVM
+// engine"). The JVM records to a disk repository from its start, so a JVM killed with SIGKILL
+// leaves its chunks there up to its last flush (JDK 17 flushes a disk recording about once a
+// second; a killed JVM's last chunk is readable as it stands: TestKilledJVMRecordingReadable).
+// A running JVM's recording is dumped with `jcmd PID JFR.dump`.
+
+// JFRRecordingName is the recording's name in the JVM (jcmd JFR.dump name=…).
+const JFRRecordingName = "rig"
+
+// JFRRepository is the repository folder under a node's recordings folder; the JVM makes a
+// folder in it per process, named <start time>_<pid>.
+const JFRRepository = "jfr-repository"
+
+// jfrMaxChunk bounds a chunk file (JDK's default is 12 MB): a chunk is the unit a killed
+// JVM's repository is read in.
+const jfrMaxChunk = "4m"
+
+// JVMOptionsEnv is the environment variable the agent hands a JVM engine its recording options
+// in: the java launcher (JDK 9+) reads it before its command line, so a wrapper script that
+// execs java needs no change, and the JDK's other tools (jcmd, jfr) do not read it.
+const JVMOptionsEnv = "JDK_JAVA_OPTIONS"
+
+// JVMOptions writes rig.jfc into recDir, makes the repository, and returns the options that
+// start the recording at JVM start, for JVMOptionsEnv.
+func JVMOptions(recDir string) (string, error) {
+	abs, err := filepath.Abs(recDir)
+	if err != nil {
+		return "", err
+	}
+	// The option's own syntax splits at commas and the variable at spaces.
+	if strings.ContainsAny(abs, ", \t\n'\"=") {
+		return "", fmt.Errorf("recordings folder %q: a JVM option cannot carry a path with a comma, space, quote or '='", abs)
+	}
+	repo := filepath.Join(abs, JFRRepository)
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		return "", fmt.Errorf("make JFR repository: %w", err)
+	}
+	jfc := filepath.Join(abs, JFCName)
+	if err := os.WriteFile(jfc, JFC, 0o644); err != nil {
+		return "", fmt.Errorf("write JFR settings: %w", err)
+	}
+	return fmt.Sprintf("-XX:StartFlightRecording=name=%s,settings=%s,disk=true -XX:FlightRecorderOptions=repository=%s,maxchunksize=%s",
+		JFRRecordingName, jfc, repo, jfrMaxChunk), nil
+}
+
+// JVMRecording is one JVM's folder in the repository.
+type JVMRecording struct {
+	PID   int
+	Dir   string
+	Start string // the folder name's start time, as the JVM wrote it
+}
+
+// JVMRecordings lists the JVMs that recorded into recDir's repository, oldest first.
+func JVMRecordings(recDir string) ([]JVMRecording, error) {
+	ents, err := os.ReadDir(filepath.Join(recDir, JFRRepository))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []JVMRecording
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		i := strings.LastIndexByte(e.Name(), '_')
+		pid, err := strconv.Atoi(e.Name()[i+1:])
+		if i < 0 || err != nil {
+			continue
+		}
+		out = append(out, JVMRecording{PID: pid, Dir: filepath.Join(recDir, JFRRepository, e.Name()), Start: e.Name()[:i]})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Start < out[b].Start })
+	return out, nil
+}
+
+// DumpJFR has a running JVM write its recording from begin on (JFR.dump keeps whole chunks, so
+// the file may hold some earlier events) to file.
+func DumpJFR(ctx context.Context, pid int, begin time.Time, file string) error {
+	bin, err := exec.LookPath("jcmd")
+	if err != nil {
+		return fmt.Errorf("the JDK's jcmd is not in PATH (install openjdk-17-jdk-headless)")
+	}
+	args := []string{strconv.Itoa(pid), "JFR.dump", "name=" + JFRRecordingName, "filename=" + file}
+	if !begin.IsZero() {
+		args = append(args, "begin="+begin.UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("jcmd %d JFR.dump: %w: %s", pid, err, strings.TrimSpace(string(out)))
+	}
+	// jcmd answers 0 even when the JVM refused the command: the file says whether it worked.
+	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+		return fmt.Errorf("jcmd %d JFR.dump wrote no recording: %s", pid, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// AssembleJFR concatenates a (dead) JVM's repository chunks into one recording file, as `jfr
+// assemble` does: a JFR file is a sequence of chunks.
+func AssembleJFR(dir, file string) (int, error) {
+	chunks, err := filepath.Glob(filepath.Join(dir, "*.jfr"))
+	if err != nil {
+		return 0, err
+	}
+	sort.Strings(chunks) // named by their start time
+	out, err := os.Create(file)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range chunks {
+		in, err := os.Open(c)
+		if err != nil {
+			out.Close()
+			return n, err
+		}
+		_, err = io.Copy(out, in)
+		in.Close()
+		if err != nil {
+			out.Close()
+			return n, fmt.Errorf("assemble %s: %w", c, err)
+		}
+		n++
+	}
+	return n, out.Close()
+}

@@ -1,0 +1,120 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// The engines' own recordings (engine.recording: on; issue 37): after each timeline action and
+// at the end of the load every server's agent takes its engine's recording since its last take
+// and reads it into <node>/inside.ndjson (agent/recording.go). A take during the load runs
+// beside the timeline, so the next action does not wait for it.
+
+type recordings struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	noted map[string]bool // notes already warned about, by node and text
+}
+
+func (r *run) recordingOn() bool { return r.pb.Engine.RecordingMode() == playbooks.RecordingOn }
+
+// takeRecordingsAsync takes every server's recording after a window, beside the timeline, and
+// leaves reading it to the end (agent.RecordingRequest.Defer). The take outlives the timeline's
+// context: the last action's take may still be under way when the load ends.
+func (r *run) takeRecordingsAsync(ctx context.Context, window string) {
+	if !r.recordingOn() {
+		return
+	}
+	r.rec.wg.Add(1)
+	go func() {
+		defer r.rec.wg.Done()
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordingTakeTimeout)
+		defer cancel()
+		r.takeRecordings(tctx, agent.RecordingRequest{Window: window, Defer: true})
+	}()
+}
+
+// recordingTakeTimeout bounds a take during the load; recordingReadTimeout the take at the end,
+// which reads every recording (the JDK's jfr tool: seconds per window on a loaded machine).
+const (
+	recordingTakeTimeout = time.Minute
+	recordingReadTimeout = 5 * time.Minute
+)
+
+// takeRecordings takes every live server's recording, one agent at a time during the load (a
+// take starts a JDK tool on its node, and the local target's nodes share one machine), all at
+// once at the end.
+func (r *run) takeRecordings(ctx context.Context, req agent.RecordingRequest) {
+	if !r.recordingOn() {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, n := range r.liveNodes(r.servers) {
+		if req.Defer {
+			r.takeRecording(ctx, n.Name, req)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.takeRecording(ctx, n.Name, req)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *run) takeRecording(ctx context.Context, node string, req agent.RecordingRequest) {
+	resp, err := r.agent(node).TakeRecording(ctx, req)
+	if err != nil {
+		r.log.Warn("take recording", "node", node, "window", req.Window, "err", err)
+		r.noteRecording(node, fmt.Sprintf("taking its recording after %s: %v", req.Window, err))
+		return
+	}
+	r.log.Info("recording taken", "node", node, "window", req.Window, "files", resp.Files, "spans", resp.Spans)
+	for _, note := range resp.Notes {
+		r.noteRecording(node, note)
+	}
+}
+
+// noteRecording warns once per node about what a take could not do.
+func (r *run) noteRecording(node, note string) {
+	r.rec.mu.Lock()
+	if r.rec.noted == nil {
+		r.rec.noted = map[string]bool{}
+	}
+	key := node + "\x00" + firstLine(note)
+	seen := r.rec.noted[key]
+	r.rec.noted[key] = true
+	r.rec.mu.Unlock()
+	if !seen {
+		r.warn("engine recording on %s: %s", node, note)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// finishRecordings waits for the takes under way, takes the rest of every recording and reads
+// them all, on a context of its own: the controller's finishing budget is for stopping things.
+func (r *run) finishRecordings(ctx context.Context) {
+	if !r.recordingOn() {
+		return
+	}
+	r.rec.wg.Wait()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordingReadTimeout)
+	defer cancel()
+	start := time.Now()
+	r.takeRecordings(rctx, agent.RecordingRequest{Window: "end"})
+	r.progress("engine recordings read into %s in %s", rundir.InsideFile, time.Since(start).Round(time.Millisecond))
+}
