@@ -2,10 +2,7 @@ package analysis
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -75,19 +72,7 @@ type snapTake struct {
 
 // forces reads every server's disk syncs file and windows it; nil when none has one.
 func (d *runData) forces() (*Forces, []string) {
-	var warn []string
-	syncs := map[string][]rundir.DiskSync{}
-	for _, n := range d.nodes {
-		ss, err := rundir.ReadDiskSyncs(filepath.Join(d.dir, n, rundir.DiskSyncsFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			warn = append(warn, fmt.Sprintf("disk forces of %s: %v", n, err))
-			continue
-		}
-		syncs[n] = ss
-	}
+	syncs, warn := d.diskSyncs()
 	if len(syncs) == 0 {
 		return nil, warn
 	}
