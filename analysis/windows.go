@@ -56,6 +56,9 @@ type TimeWindow struct {
 	// os_samples. A cause of a source not listed was not measured, not absent.
 	Sources []string   `json:"sources"`
 	Rows    []CauseRow `json:"rows"` // most time first
+	// Totals are every cause of every source over all nodes and threads, none left out: what the
+	// sweep report and rig compare pool.
+	Totals []CauseTotal `json:"totals"`
 	LeftOut int        `json:"left_out,omitempty"`
 	// UnexplainedMs is the window's time during which no row's span, on any node, was under way
 	// (parks and socket waits do not count: an idle thread parks, and a waiting one waits on
@@ -65,6 +68,17 @@ type TimeWindow struct {
 
 // LengthMs is the window's length.
 func (w TimeWindow) LengthMs() float64 { return math.Round((w.ToS-w.FromS)*1e6) / 1e3 }
+
+// CauseTotal is one cause of one source in a window, over every node and thread.
+type CauseTotal struct {
+	Cause   string  `json:"cause"`
+	Source  string  `json:"source"`
+	Count   int     `json:"count"`
+	TotalMs float64 `json:"total_ms"`
+}
+
+// Key names the total in the sweep report and rig compare: cause.<window kind>.<source>.<cause>.
+func (c CauseTotal) Key(k WindowKind) string { return "cause." + string(k) + "." + c.Source + "." + c.Cause }
 
 // CauseRow is one cause on one node and thread in a window.
 type CauseRow struct {
@@ -234,6 +248,7 @@ func (d *runData) windows(s *Summary) ([]TimeWindow, []string) {
 		}
 		t.host(host)
 		w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
+		w.Totals = t.totals()
 	}
 	return ws, warn
 }
@@ -396,6 +411,30 @@ func (t *windowTally) rows() (rows []CauseRow, leftOut int, unexplainedMs float6
 		rows = []CauseRow{}
 	}
 	return rows, leftOut, nsToMs(int64(length) - unionNs(t.cover))
+}
+
+// totals sums the tally per cause and source, in cause order.
+func (t *windowTally) totals() []CauseTotal {
+	type key struct{ cause, source string }
+	m := map[key]*CauseTotal{}
+	for k, a := range t.acc {
+		c := m[key{k.cause, k.source}]
+		if c == nil {
+			c = &CauseTotal{Cause: k.cause, Source: k.source}
+			m[key{k.cause, k.source}] = c
+		}
+		c.Count += a.count
+		c.TotalMs += a.ns / 1e6
+	}
+	out := make([]CauseTotal, 0, len(m))
+	for _, c := range m {
+		c.TotalMs = math.Round(c.TotalMs*1e3) / 1e3
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b CauseTotal) int {
+		return cmp.Or(strings.Compare(a.Source, b.Source), strings.Compare(a.Cause, b.Cause))
+	})
+	return out
 }
 
 // unionNs is the length of the union of spans (sorted in place).
