@@ -459,6 +459,7 @@ func (d *runData) summarize() *Summary {
 	s.LeaderAtLoadStart, s.LeaderChanges, s.Actions, s.LeaderWindow = lead.AtLoadStart, lead.Changes, lead.Actions, lead.Window
 	var gc map[string][]GCPause
 	s.GCPauses, gc = d.gcRows()
+	gc = d.gcActionPauses(gc)
 	s.Spike = d.spike(s, gc)
 	s.Excursions = d.excursions(s, gc)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)

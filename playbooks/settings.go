@@ -11,12 +11,13 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "admin_gc"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -72,6 +73,15 @@ func (e Engine) BytesPerOrder() (int64, string) {
 		return e.OrderBytes, "as engine.bytes_per_order says"
 	}
 	return 0, ""
+}
+
+// OffersAdmin says whether the engine answers an optional admin call (engine.AdminGC), and who
+// says so: its driver (driver.AdminOfferer) or the playbook (engine.admin_gc).
+func (e Engine) OffersAdmin(path string) bool {
+	if o, ok := e.EngineDriver().(driver.AdminOfferer); ok && o.OffersAdmin(path) {
+		return true
+	}
+	return path == engine.AdminGC && e.AdminGC
 }
 
 // Int is an asked integer or bytes setting.
@@ -166,6 +176,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["bytes_per_order"]; kv != nil {
 		r.scalarField(p, "engine.bytes_per_order", kv.Value)
+	}
+	if kv := byKey["admin_gc"]; kv != nil {
+		r.scalarField(p, "engine.admin_gc", kv.Value)
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {
@@ -319,12 +332,13 @@ type engineJSON struct {
 	Declared     driver.Table               `json:"settings,omitempty"`
 	SettingsFile string                     `json:"settings_file,omitempty"`
 	OrderBytes   int64                      `json:"bytes_per_order,omitempty"`
+	AdminGC      bool                       `json:"admin_gc,omitempty"`
 	Values       map[string]json.RawMessage `json:"values,omitempty"`
 }
 
 // MarshalJSON writes every asked setting (defaults included) under "values".
 func (e Engine) MarshalJSON() ([]byte, error) {
-	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes}
+	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes, AdminGC: e.AdminGC}
 	table := e.Table()
 	for name, v := range e.Settings() {
 		if out.Values == nil {
@@ -350,7 +364,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes}
+	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes, AdminGC: in.AdminGC}
 	raw := in.Values
 	legacy := raw == nil
 	if legacy {

@@ -65,6 +65,9 @@ type Engine struct {
 	// OrderBytes is engine.bytes_per_order: the resident memory one resting order costs a server
 	// of an engine whose driver does not measure its own (driver.MemoryEstimator); 0: not given.
 	OrderBytes int64 `json:"bytes_per_order,omitempty"`
+	// AdminGC is engine.admin_gc: a command-driven engine answers POST /gc (engine.AdminGC), so
+	// the gc action may call it.
+	AdminGC bool `json:"admin_gc,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`

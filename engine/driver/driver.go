@@ -145,6 +145,14 @@ type BookStats struct {
 	Elapsed   time.Duration // building and writing it
 }
 
+// AdminOfferer is a driver whose engine answers optional admin calls beyond the contract's
+// (engine.AdminGC). A timeline action that calls one (actions.EngineCaller) is refused by rig
+// validate for an engine that does not; a command-driven engine offers them through its
+// playbook instead (engine.admin_gc).
+type AdminOfferer interface {
+	OffersAdmin(path string) bool
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]Driver{}
@@ -208,6 +216,9 @@ func Capabilities(d Driver) []string {
 	}
 	if _, ok := d.(BookInstaller); ok {
 		out = append(out, "BookInstaller")
+	}
+	if _, ok := d.(AdminOfferer); ok {
+		out = append(out, "AdminOfferer")
 	}
 	return slices.Clip(out)
 }
