@@ -58,8 +58,8 @@ type TimeWindow struct {
 	Rows    []CauseRow `json:"rows"` // most time first
 	// Totals are every cause of every source over all nodes and threads, none left out: what the
 	// sweep report and rig compare pool.
-	Totals []CauseTotal `json:"totals"`
-	LeftOut int        `json:"left_out,omitempty"`
+	Totals  []CauseTotal `json:"totals"`
+	LeftOut int          `json:"left_out,omitempty"`
 	// UnexplainedMs is the window's time during which no row's span, on any node, was under way
 	// (parks and socket waits do not count: an idle thread parks, and a waiting one waits on
 	// whatever held the others up; host rows count for the samples over excursions' thresholds).
@@ -78,7 +78,9 @@ type CauseTotal struct {
 }
 
 // Key names the total in the sweep report and rig compare: cause.<window kind>.<source>.<cause>.
-func (c CauseTotal) Key(k WindowKind) string { return "cause." + string(k) + "." + c.Source + "." + c.Cause }
+func (c CauseTotal) Key(k WindowKind) string {
+	return "cause." + string(k) + "." + c.Source + "." + c.Cause
+}
 
 // CauseRow is one cause on one node and thread in a window.
 type CauseRow struct {
