@@ -55,7 +55,7 @@ type Cause struct {
 
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
 // engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
-// named by its rundir.InsideKind (force, safepoint, sched_delay, monitor), except that the GC
+// named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
 // kinds (gc_pause, stw, gc_assist) are `gc`.
 type CauseKind string
 

@@ -61,8 +61,8 @@ type TimeWindow struct {
 	Totals  []CauseTotal `json:"totals"`
 	LeftOut int          `json:"left_out,omitempty"`
 	// UnexplainedMs is the window's time during which no row's span, on any node, was under way
-	// (parks and socket waits do not count: an idle thread parks, and a waiting one waits on
-	// whatever held the others up; host rows count for the samples over excursions' thresholds).
+	// (parks, monitor and socket waits do not count: noCover; host rows count for the samples over
+	// excursions' thresholds).
 	UnexplainedMs float64 `json:"unexplained_ms"`
 }
 
@@ -107,8 +107,10 @@ const (
 	windowDetails    = 3   // details (frames, files, GC names) named per row
 )
 
-// coverKinds are the inside kinds that do not explain time (TimeWindow.UnexplainedMs).
-var noCover = map[string]bool{string(rundir.InsidePark): true, string(rundir.InsideSocket): true}
+// noCover are the inside kinds of a thread waiting, which do not explain time
+// (TimeWindow.UnexplainedMs) and are listed after the rest: an idle thread parks or waits on a
+// monitor, and one waiting on the network waits on whatever held the others up.
+var noCover = map[string]bool{string(rundir.InsidePark): true, string(rundir.InsideMonitor): true, string(rundir.InsideSocket): true}
 
 // insideSpans reads every server's inside file once, sorted by start.
 func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
@@ -246,7 +248,7 @@ func (d *runData) windows(s *Summary) ([]TimeWindow, []string) {
 		t := newWindowTally(from, to)
 		for _, n := range d.nodes {
 			t.inside(n, inside[n])
-			t.syncs(n, syncs[n])
+			t.syncs(n, syncs[n], d.man.RunID)
 		}
 		t.host(host)
 		w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
@@ -316,7 +318,9 @@ func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
 	}
 }
 
-func (t *windowTally) syncs(node string, ss []rundir.DiskSync) {
+// syncs adds the disk model's fsyncs; their files are named from the run's data folder (the
+// model's mountpoint holds rig/<run-id>/ on a shared data folder).
+func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 	for _, x := range ss {
 		c, ok := t.clip(x.AtNs, x.DurNs)
 		if !ok {
@@ -325,7 +329,13 @@ func (t *windowTally) syncs(node string, ss []rundir.DiskSync) {
 		a := t.get(rowKey{node: node, cause: string(rundir.InsideForce), source: SourceDiskModel})
 		a.count++
 		a.ns += float64(c.to - c.from)
-		a.details[x.File]++
+		file := x.File
+		if runID != "" {
+			if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
+				file = rest
+			}
+		}
+		a.details[file]++
 		if c.to > c.from {
 			t.cover = append(t.cover, c)
 		}
@@ -401,8 +411,14 @@ func (t *windowTally) rows() (rows []CauseRow, leftOut int, unexplainedMs float6
 		}
 		rows = append(rows, r)
 	}
+	waits := func(r CauseRow) int {
+		if noCover[r.Cause] && r.Source != SourceOSSamples {
+			return 1
+		}
+		return 0
+	}
 	slices.SortFunc(rows, func(a, b CauseRow) int {
-		return cmp.Or(cmp.Compare(b.TotalMs, a.TotalMs), cmp.Compare(b.Count, a.Count), strings.Compare(a.Node, b.Node),
+		return cmp.Or(cmp.Compare(waits(a), waits(b)), cmp.Compare(b.TotalMs, a.TotalMs), cmp.Compare(b.Count, a.Count), strings.Compare(a.Node, b.Node),
 			strings.Compare(a.Cause, b.Cause), strings.Compare(a.Thread, b.Thread), strings.Compare(a.Source, b.Source), strings.Compare(a.Role, b.Role))
 	})
 	if len(rows) > windowMaxRows {
@@ -482,8 +498,8 @@ func topDetails(m map[string]int) string {
 }
 
 // insideStall maps the inside kinds that hold a thread up to the excursion cause they name: GC
-// kinds are `gc`, the others their own name. Parks, socket waits, writes and CPU samples are
-// not stalls of their own.
+// kinds are `gc`, the others their own name. Parks, monitor and socket waits, writes and CPU
+// samples are not stalls of their own (an idle thread waits on a monitor for seconds).
 var insideStall = map[rundir.InsideKind]CauseKind{
 	rundir.InsideGCPause:    CauseGC,
 	rundir.InsideSTW:        CauseGC,
@@ -491,7 +507,6 @@ var insideStall = map[rundir.InsideKind]CauseKind{
 	rundir.InsideSafepoint:  CauseKind(rundir.InsideSafepoint),
 	rundir.InsideForce:      CauseKind(rundir.InsideForce),
 	rundir.InsideSchedDelay: CauseKind(rundir.InsideSchedDelay),
-	rundir.InsideMonitor:    CauseKind(rundir.InsideMonitor),
 }
 
 // insideMinFrac: a stall span names an excursion when it lasts at least this share of the
@@ -611,7 +626,7 @@ func windowsSection(s *Summary) string {
 		"(force, source disk_model) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
-		"(several threads may add up to more than 100 %). Unexplained: the window's time no row covers on any node (parks and socket " +
-		"waits do not cover, nor host samples under the thresholds).\n\n")
+		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
+		"Unexplained: the window's time no row covers on any node (waits do not cover, nor host samples under the thresholds).\n\n")
 	return b.String()
 }
