@@ -128,6 +128,7 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 		for _, r := range w.Rows {
 			if r.Cause == string(analysis.CauseHostCPU) && r.Count > 0 {
 				found = true
+				t.Logf("%s #%d at %.3f s (hog from %.3f s): %s %s, %d sample(s) over the thresholds, %.1f ms of CPU", w.Kind, w.Index, w.FromS, hogS, r.Node, r.Cause, r.Count, r.TotalMs)
 			}
 		}
 		if !found {
@@ -143,6 +144,7 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 			for _, c := range e.Causes {
 				kinds = append(kinds, c.Kind)
 			}
+			t.Logf("excursion %.3f–%.3f s, peak %.1f ms: causes %v", e.StartS, e.EndS, e.PeakMs, kinds)
 			if e.StartS >= hogS+1.1 && e.EndS <= hogS+3.9 && !containsKind(kinds, analysis.CauseHostCPU) {
 				t.Errorf("excursion %.3f–%.3f s inside the hog not named host_cpu: %+v", e.StartS, e.EndS, e.Causes)
 			}

@@ -97,6 +97,7 @@ func TestGCPauseNamed(t *testing.T) {
 				t.Errorf("excursion %.3f–%.3f s (peak %.1f ms) overlaps the collection at %.3f–%.3f s but is not named gc: %+v", e.StartS, e.EndS, e.PeakMs, g.from, g.to, e.Causes)
 			} else {
 				named++
+				t.Logf("excursion %.3f–%.3f s (peak %.1f ms) over the collection at %.3f–%.3f s: named gc", e.StartS, e.EndS, e.PeakMs, g.from, g.to)
 			}
 		}
 	}
