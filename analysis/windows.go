@@ -132,6 +132,20 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 	return d.inside
 }
 
+// spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
+// to, and none ends before from unless a longer one starts before it (the search goes back by
+// the longest span, bounded by insideMaxBack).
+func spansOver(ss []rundir.InsideSpan, from, to int64) []rundir.InsideSpan {
+	hi := sort.Search(len(ss), func(i int) bool { return ss[i].AtNs > to })
+	lo := sort.Search(hi, func(i int) bool { return ss[i].AtNs >= from-insideMaxBack })
+	return ss[lo:hi]
+}
+
+// insideMaxBack is how long before a window a span may start and still be looked at: one that
+// began earlier (an idle thread's wait of minutes) is left out, so each window reads the spans
+// near it, not the whole file.
+const insideMaxBack = int64(60e9)
+
 // diskSyncs reads every server's disk syncs file once (nil map entries: none).
 func (d *runData) diskSyncs() (map[string][]rundir.DiskSync, []string) {
 	if d.syncs != nil {
@@ -295,9 +309,7 @@ func (t *windowTally) clip(at, dur int64) (span, bool) {
 }
 
 func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
-	// Spans are sorted by start; one that starts after the window ends cannot overlap it.
-	hi := sort.Search(len(ss), func(i int) bool { return ss[i].AtNs > t.to })
-	for _, sp := range ss[:hi] {
+	for _, sp := range spansOver(ss, t.from, t.to) {
 		c, ok := t.clip(sp.AtNs, sp.DurNs)
 		if !ok {
 			continue
@@ -524,7 +536,6 @@ func (d *runData) insideCauses(from, to, thr int64) []Cause {
 	inside := d.insideSpans()
 	for _, node := range d.nodes {
 		ss := inside[node]
-		hi := sort.Search(len(ss), func(i int) bool { return ss[i].AtNs > to })
 		type agg struct {
 			n             int
 			first         int64
@@ -534,7 +545,7 @@ func (d *runData) insideCauses(from, to, thr int64) []Cause {
 		}
 		byKind := map[CauseKind]*agg{}
 		var order []CauseKind
-		for _, sp := range ss[:hi] {
+		for _, sp := range spansOver(ss, from, to) {
 			kind, ok := insideStall[sp.Kind]
 			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from {
 				continue
