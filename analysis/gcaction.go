@@ -14,6 +14,10 @@ import (
 // nothing else records the engine's collections (the reference engine without its flight
 // recorder).
 func (d *runData) gcActionPauses(gc map[string][]GCPause) map[string][]GCPause {
+	acts := d.actions(actions.ActGC)
+	if len(acts) == 0 {
+		return gc
+	}
 	inside := d.insideSpans()
 	recorded := map[string]bool{}
 	for node, ps := range gc {
@@ -27,7 +31,7 @@ func (d *runData) gcActionPauses(gc map[string][]GCPause) map[string][]GCPause {
 			}
 		}
 	}
-	for _, e := range d.actions(actions.ActGC) {
+	for _, e := range acts {
 		if recorded[e.Node] || e.Action.Payload == nil {
 			continue
 		}
