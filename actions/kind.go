@@ -314,4 +314,5 @@ func init() {
 	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
 	Register(func() Spec { return &Partition{} })
 	Register(func() Spec { return &Delay{} })
+	Register(func() Spec { return &GC{Node: "leader"} })
 }

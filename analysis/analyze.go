@@ -62,10 +62,12 @@ type runData struct {
 	statuses map[string]*engine.Status // server node -> final status (nil: missing or unreadable)
 	nodes    []string                  // server nodes, sorted
 
-	snapWins   []span                   // closed snapshot windows, filled by summarize
-	snapTakes  []snapTake               // each node's report of each snapshot (forces.go)
-	states     map[string][]stateChange // per node, built on first use
-	engineLogs map[string][]stampedLine // per node, built on first use (telemetry.go)
+	snapWins   []span                         // closed snapshot windows, filled by summarize
+	snapTakes  []snapTake                     // each node's report of each snapshot (forces.go)
+	states     map[string][]stateChange       // per node, built on first use
+	engineLogs map[string][]stampedLine       // per node, built on first use (telemetry.go)
+	inside     map[string][]rundir.InsideSpan // per node, read on first use (windows.go)
+	syncs      map[string][]rundir.DiskSync   // per node, read on first use (windows.go)
 	warnings   []string
 }
 
@@ -457,9 +459,13 @@ func (d *runData) summarize() *Summary {
 	s.LeaderAtLoadStart, s.LeaderChanges, s.Actions, s.LeaderWindow = lead.AtLoadStart, lead.Changes, lead.Actions, lead.Window
 	var gc map[string][]GCPause
 	s.GCPauses, gc = d.gcRows()
+	gc = d.gcActionPauses(gc)
 	s.Spike = d.spike(s, gc)
 	s.Excursions = d.excursions(s, gc)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
+	var ww []string
+	s.Windows, ww = d.windows(s)
+	warn = append(warn, ww...)
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)
 	s.ClientConn = d.clientConn()

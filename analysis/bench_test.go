@@ -66,3 +66,34 @@ func BenchmarkPlots(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAnalyzeInside: the same run with an engine recording on every server, a JFR-like
+// stream of spans over the 60 s (an execution sample every 1 ms per node, a park every 2 ms, a
+// force every 20 ms): what reading inside.ndjson and the window tables add to Analyze.
+func BenchmarkAnalyzeInside(b *testing.B) {
+	dir := benchRun(b, 30_000)
+	for _, node := range []string{"node-0", "node-1", "node-2"} {
+		w, err := rundir.CreateInside(filepath.Join(dir, node, rundir.InsideFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for ms := int64(0); ms < 60_000; ms++ {
+			at := t0.UnixNano() + ms*int64(time.Millisecond)
+			w.Write(rundir.InsideSpan{AtNs: at, DurNs: int64(time.Millisecond), Kind: rundir.InsideCPU, Source: "jfr", Thread: "service", Detail: "Book.match"})
+			if ms%2 == 0 {
+				w.Write(rundir.InsideSpan{AtNs: at, DurNs: int64(time.Millisecond), Kind: rundir.InsidePark, Source: "jfr", Thread: "idle"})
+			}
+			if ms%20 == 0 {
+				w.Write(rundir.InsideSpan{AtNs: at, DurNs: int64(2 * time.Millisecond), Kind: rundir.InsideForce, Source: "jfr", Thread: "log", Role: rundir.RoleLog, File: "raft/log"})
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if _, err := Analyze(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

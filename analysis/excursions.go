@@ -53,13 +53,16 @@ type Cause struct {
 	Evidence string    `json:"evidence"`
 }
 
-// CauseKind names a cause; the names are summary.json's and stable.
+// CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
+// engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
+// named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
+// kinds (gc_pause, stw, gc_assist) are `gc`.
 type CauseKind string
 
 const (
 	CauseAction    CauseKind = "action"    // a timeline action (snapshot, kill, failover, …)
 	CauseRestart   CauseKind = "restart"   // a node between kill and ready again
-	CauseGC        CauseKind = "gc"        // a JVM stop-the-world pause overlapping it
+	CauseGC        CauseKind = "gc"        // a GC pause overlapping it: a JVM's GC log, an inside span, a gc action's answer
 	CauseHostCPU   CauseKind = "host_cpu"  // CPU taken by processes other than the engines and agents
 	CauseAgentCPU  CauseKind = "agent_cpu" // the rig agent's own CPU
 	CauseWriteback CauseKind = "writeback" // the kernel writing back dirty pages, or a saturated disk
@@ -141,6 +144,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause) *Excursions {
 	causes := make([][]Cause, len(all))
 	for i, st := range all {
 		causes[i] = d.causesIn(st.from, st.to, s, gc)
+		causes[i] = append(causes[i], d.insideCauses(st.from, st.to, thr)...)
 		causes[i] = append(causes[i], host.causesIn(d, st.from, st.to)...)
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
@@ -303,7 +307,7 @@ func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
 			if smp.Host != nil && !(h.local && seenHost) {
 				o, busy := h.others(smp), smp.Host.BusyPct
 				capacity := float64(max(smp.CPUs, 1)) * 100
-				if o >= hostOthersMinPct && (busy >= hostBusyFrac*capacity || o >= h.othersMedian[node]+hostOthersJump) {
+				if h.othersCause(node, smp) {
 					what := "processes other than the engines and rig agents"
 					if h.local {
 						what += " (on the local target, the controller and load generator count here)"
@@ -317,13 +321,8 @@ func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
 			if smp.Agent.CPUPct >= agentMinPct {
 				out = append(out, Cause{Kind: CauseAgentCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)})
 			}
-			var busyDisks []string
-			for _, dk := range smp.Disks {
-				if dk.Util >= diskBusyPct {
-					busyDisks = append(busyDisks, fmt.Sprintf("%s %.0f %% busy, %.1f MB/s written, flush await %.1f ms", dk.Name, dk.Util, dk.WriteMBPer, dk.FlushAwait))
-				}
-			}
-			if smp.VM.NrWriteback >= writebackMin || len(busyDisks) > 0 {
+			busyDisks := busyDisksOf(smp)
+			if writebackCause(smp) {
 				ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
 				if len(busyDisks) > 0 {
 					ev += "; " + strings.Join(busyDisks, "; ")
@@ -333,6 +332,35 @@ func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
 		}
 	}
 	return out
+}
+
+// othersCause says whether, in smp, processes other than the run's own took enough CPU to count
+// as a cause: at least hostOthersMinPct of a core on a machine at least hostBusyFrac busy, or
+// hostOthersJump above their run median.
+func (h *hostSeries) othersCause(node string, smp rundir.Sample) bool {
+	if smp.Host == nil {
+		return false
+	}
+	o, busy := h.others(smp), smp.Host.BusyPct
+	capacity := float64(max(smp.CPUs, 1)) * 100
+	return o >= hostOthersMinPct && (busy >= hostBusyFrac*capacity || o >= h.othersMedian[node]+hostOthersJump)
+}
+
+// busyDisksOf describes the sample's disks at least diskBusyPct busy.
+func busyDisksOf(smp rundir.Sample) []string {
+	var out []string
+	for _, dk := range smp.Disks {
+		if dk.Util >= diskBusyPct {
+			out = append(out, fmt.Sprintf("%s %.0f %% busy, %.1f MB/s written, flush await %.1f ms", dk.Name, dk.Util, dk.WriteMBPer, dk.FlushAwait))
+		}
+	}
+	return out
+}
+
+// writebackCause says whether the kernel was writing back dirty pages, or a disk was saturated,
+// in smp.
+func writebackCause(smp rundir.Sample) bool {
+	return smp.VM.NrWriteback >= writebackMin || len(busyDisksOf(smp)) > 0
 }
 
 // periodic finds series of excursions whose starts repeat at a steady gap: for each gap between
@@ -452,7 +480,7 @@ func excursionsSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay), and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
 	return b.String()
 }
 

@@ -2,9 +2,7 @@ package analysis
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,34 +107,17 @@ type snapTake struct {
 // forces reads every server's disk syncs file and windows it, beside the forces and writes
 // the engine recorded itself (rundir.InsideFile); nil when no node has either.
 func (d *runData) forces() (*Forces, []string) {
-	var warn []string
-	syncs := map[string][]rundir.DiskSync{}
+	syncs, warn := d.diskSyncs()
 	inside := map[string][]rundir.InsideSpan{}
-	for _, n := range d.nodes {
-		ss, err := rundir.ReadDiskSyncs(filepath.Join(d.dir, n, rundir.DiskSyncsFile))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			warn = append(warn, fmt.Sprintf("disk forces of %s: %v", n, err))
-		default:
-			syncs[n] = ss
+	for n, in := range d.insideSpans() {
+		var fw []rundir.InsideSpan // sorted by start, as insideSpans keeps them
+		for _, sp := range in {
+			if sp.Kind == rundir.InsideForce || sp.Kind == rundir.InsideWrite {
+				fw = append(fw, sp)
+			}
 		}
-		in, err := rundir.ReadInside(filepath.Join(d.dir, n, rundir.InsideFile))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			warn = append(warn, fmt.Sprintf("inside recording of %s: %v", n, err))
-		default:
-			var fw []rundir.InsideSpan
-			for _, sp := range in {
-				if sp.Kind == rundir.InsideForce || sp.Kind == rundir.InsideWrite {
-					fw = append(fw, sp)
-				}
-			}
-			if len(fw) > 0 {
-				slices.SortFunc(fw, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
-				inside[n] = fw
-			}
+		if len(fw) > 0 {
+			inside[n] = fw
 		}
 	}
 	if len(syncs) == 0 && len(inside) == 0 {

@@ -228,6 +228,7 @@ func renderReport(s *Summary) string {
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
 	pf("%s", telemetrySection(s))
 	pf("%s", excursionsSection(s))
+	pf("%s", windowsSection(s))
 
 	pf("%s", setupSection(s))
 

@@ -105,6 +105,9 @@ type Summary struct {
 	// Excursions: every stretch of probes at ≥ 10× p50 and ≥ 1 ms, each with its causes or
 	// marked unexplained, and periodic series of them (excursions.go).
 	Excursions *Excursions `json:"excursions,omitempty"`
+	// Windows: where the time went in every snapshot, restart, failover and burst window, per
+	// node and thread (windows.go).
+	Windows []TimeWindow `json:"windows,omitempty"`
 
 	// Stages: estimate and actual time of each stage of the run; OverheadS: its wall time minus
 	// the playbook's duration; Book: where its resting book came from (from the manifest).

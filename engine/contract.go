@@ -224,7 +224,21 @@ const (
 	// execution trace, read with golang.org/x/exp/trace; recording/gotrace.go). Optional: an
 	// engine without a recorder answers 404.
 	AdminTrace = "/trace"
+	// AdminGC (POST) has the engine collect its garbage now (a JVM's System.gc(), Go's
+	// runtime.GC()) and answer GCAnswer: the gc action provokes a GC pause on purpose, so the
+	// analysis can be seen to name it. Optional: an engine offers it through its driver
+	// (driver.AdminOfferer) or its playbook (engine.admin_gc).
+	AdminGC = "/gc"
 )
+
+// GCAnswer answers POST AdminGC.
+type GCAnswer struct {
+	WallMs      float64 `json:"wall_ms"`     // the collection call, start to return
+	Collections int     `json:"collections"` // collections it ran (JVM: the GC beans' count; Go: cycles)
+	// PauseMs is the stop-the-world time of those collections (JVM: the GC beans' collection
+	// time, all of it for a full collection; Go: MemStats.PauseTotalNs).
+	PauseMs float64 `json:"pause_ms"`
+}
 
 // HeldOrders answers GET AdminOrders: the ids of the single orders (not preload batches) this
 // node applied, as closed ranges [lo, hi] in ascending order. Orders applied at or below

@@ -69,6 +69,11 @@ func check(p *Playbook) []issue {
 			}
 			needMajority = true
 		}
+		if c, ok := a.Spec.(actions.EngineCaller); ok && !p.Engine.OffersAdmin(c.Calls()) {
+			add(body, "engine-lacks-admin", []string{"engine.driver", "engine.admin_gc"},
+				"calls POST %s on the engine, which the %s engine does not offer; for a command-driven engine that answers it (docs/engines.md), say so with engine.admin_gc: true",
+				c.Calls(), p.Engine.DriverName())
+		}
 		// The entry's own rules; its keys' paths are under its body, "at" is the entry's.
 		entryPath := func(key string) string {
 			switch key {

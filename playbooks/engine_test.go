@@ -211,3 +211,33 @@ func TestCommandBinaryAbsolute(t *testing.T) {
 		t.Errorf("binary %q, want %q", p.Engine.Command.Binary, want)
 	}
 }
+
+// The gc action calls POST /gc, an optional admin call: a command-driven engine that does not
+// say it answers it (engine.admin_gc) is refused at the entry, with where it stands; one that
+// says so, and the reference engine (its driver offers it), are not.
+func TestGCActionNeedsTheEngine(t *testing.T) {
+	cmd := "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\"]}\n" + declared
+	timeline := "timeline:\n  - {at: 5s, gc: {node: follower}}\n"
+	file, src := commandPlaybook(t, cmd+timeline, "")
+	_, err := Parse(file, src)
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:10:18: timeline[0].gc: calls POST /gc on the engine, which the command engine does not offer") ||
+		!strings.Contains(err.Error(), "engine.admin_gc: true") {
+		t.Errorf("a gc on an engine without it: %v", err)
+	}
+	file, src = commandPlaybook(t, cmd+"  admin_gc: true\n"+timeline, "")
+	p, err := Parse(file, src)
+	if err != nil {
+		t.Fatalf("engine.admin_gc: true refused: %v", err)
+	}
+	b, _ := json.Marshal(p.Engine)
+	var back Engine
+	if err := json.Unmarshal(b, &back); err != nil || !back.AdminGC {
+		t.Errorf("engine.admin_gc lost on the way through JSON: %s (%v)", b, err)
+	}
+	if _, err := Parse("t.yaml", []byte(base+timeline)); err != nil {
+		t.Errorf("a gc on the reference engine refused: %v", err)
+	}
+	if _, err := Parse("t.yaml", []byte(base+"engine: {admin_gc: maybe}\n")); err == nil || !strings.Contains(err.Error(), `"maybe" is not true or false`) {
+		t.Errorf("engine.admin_gc: maybe: %v", err)
+	}
+}

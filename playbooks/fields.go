@@ -73,6 +73,17 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return p.Engine.RecordingMode() },
 	},
+	"engine.admin_gc": {
+		set: func(p *Playbook, s string) error {
+			v, err := strconv.ParseBool(s)
+			if err != nil {
+				return fmt.Errorf("%q is not true or false: whether the engine answers POST /gc (docs/engines.md)", s)
+			}
+			p.Engine.AdminGC = v
+			return nil
+		},
+		get: func(p *Playbook) string { return strconv.FormatBool(p.Engine.AdminGC) },
+	},
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)

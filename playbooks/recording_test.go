@@ -38,3 +38,21 @@ func TestEngineRecording(t *testing.T) {
 	}
 	wantProblem(t, problemsOf(t, base+fmt.Sprintf(cmd, "maybe")), "t.yaml:8:14", `engine.recording: "maybe": want on or off`)
 }
+
+// On the reference engine, engine.recording: on asks for its flight recorder (the driver's
+// RecordingValues), so the recording the run takes exists, and the recorder's reach is checked
+// against the timeline as if the playbook had set it; the playbook's own value still wins.
+func TestRecordingAsksTheRecorder(t *testing.T) {
+	p := mustParse(t, base+"engine: {recording: \"on\"}\n")
+	if got := p.Engine.Settings()["flight_recorder"]; got != "true" {
+		t.Errorf("recording: on asked flight_recorder=%q, want true", got)
+	}
+	if got := mustParse(t, base).Engine.Settings()["flight_recorder"]; got != "" {
+		t.Errorf("recording off asked flight_recorder=%q, want nothing", got)
+	}
+	if got := mustParse(t, base+"engine: {recording: \"on\", flight_recorder: false}\n").Engine.Settings()["flight_recorder"]; got != "false" {
+		t.Errorf("the playbook's flight_recorder: false became %q", got)
+	}
+	long := "name: t\nload: {probe_rate: 1/s}\nduration: 100s\nengine: {recording: \"on\"}\ntimeline:\n  - {at: 10s, snapshot: {}}\n"
+	wantProblem(t, problemsOf(t, long), "t.yaml:4:9: engine.flight_recorder_window", "the recorder reaches 1m0s back")
+}

@@ -11,12 +11,13 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -45,10 +46,15 @@ func (e Engine) Table() driver.Table {
 }
 
 // Settings are the settings this playbook asks for, by name, canonical (driver.Setting.Canon):
-// every one it sets, and every other one with a default in the table.
+// every one it sets, every other one with a default in the table, and, with engine.recording
+// on, the ones that turn the engine's own recorder on (driver.WithRecording) unless it sets them.
 func (e Engine) Settings() driver.Values {
 	out := driver.Values{}
-	for _, s := range e.Table() {
+	d, table, err := e.Resolve()
+	if err != nil {
+		return out
+	}
+	for _, s := range table {
 		if s.Default != "" {
 			if c, err := s.Canon(s.Default); err == nil {
 				out[s.Name] = c
@@ -57,6 +63,9 @@ func (e Engine) Settings() driver.Values {
 	}
 	for k, v := range e.Values {
 		out[k] = v
+	}
+	if e.RecordingMode() == RecordingOn {
+		out = driver.WithRecording(d, out)
 	}
 	return out
 }
@@ -72,6 +81,15 @@ func (e Engine) BytesPerOrder() (int64, string) {
 		return e.OrderBytes, "as engine.bytes_per_order says"
 	}
 	return 0, ""
+}
+
+// OffersAdmin says whether the engine answers an optional admin call (engine.AdminGC), and who
+// says so: its driver (driver.AdminOfferer) or the playbook (engine.admin_gc).
+func (e Engine) OffersAdmin(path string) bool {
+	if o, ok := e.EngineDriver().(driver.AdminOfferer); ok && o.OffersAdmin(path) {
+		return true
+	}
+	return path == engine.AdminGC && e.AdminGC
 }
 
 // Int is an asked integer or bytes setting.
@@ -169,6 +187,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["recording"]; kv != nil {
 		r.scalarField(p, "engine.recording", kv.Value)
+	}
+	if kv := byKey["admin_gc"]; kv != nil {
+		r.scalarField(p, "engine.admin_gc", kv.Value)
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {
@@ -323,12 +344,13 @@ type engineJSON struct {
 	SettingsFile string                     `json:"settings_file,omitempty"`
 	OrderBytes   int64                      `json:"bytes_per_order,omitempty"`
 	Recording    string                     `json:"recording,omitempty"`
+	AdminGC      bool                       `json:"admin_gc,omitempty"`
 	Values       map[string]json.RawMessage `json:"values,omitempty"`
 }
 
 // MarshalJSON writes every asked setting (defaults included) under "values".
 func (e Engine) MarshalJSON() ([]byte, error) {
-	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes, Recording: e.Recording}
+	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes, Recording: e.Recording, AdminGC: e.AdminGC}
 	table := e.Table()
 	for name, v := range e.Settings() {
 		if out.Values == nil {
@@ -354,7 +376,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes, Recording: in.Recording}
+	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes, Recording: in.Recording, AdminGC: in.AdminGC}
 	raw := in.Values
 	legacy := raw == nil
 	if legacy {

@@ -70,6 +70,9 @@ type Engine struct {
 	// recorder's GET /trace on a Go engine), dumped after every timeline action and at the end
 	// (docs/engines.md, "Inside a JVM engine"); "off"; empty is DefaultRecording.
 	Recording string `json:"recording,omitempty"`
+	// AdminGC is engine.admin_gc: a command-driven engine answers POST /gc (engine.AdminGC), so
+	// the gc action may call it.
+	AdminGC bool `json:"admin_gc,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/rig-dev/rig/analysis"
@@ -18,6 +19,7 @@ const (
 	TableFailover = "failover"
 	TableBurst    = "burst"
 	TableOverhead = "overhead"
+	TableCauses   = "causes"
 )
 
 // Metric is one figure read from every run's summary.json. A run can give several values (one
@@ -214,6 +216,7 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
+	ms = append(ms, causeMetrics(runs)...)
 	// What a run costs besides its timeline, and where that went (the runner's stages).
 	ms = append(ms, Metric{Key: "overhead", Table: TableOverhead, Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter,
 		Values: func(r *RunData) []float64 { return ptr(r.Summary.OverheadS) }})
@@ -269,4 +272,70 @@ func phases(runs []*RunData) []string {
 	}
 	sort.Strings(rest)
 	return append(out, rest...)
+}
+
+// causeMetrics are the causes' totals of the runs' windows (analysis.TimeWindow.Totals), one
+// metric per window kind, source and cause any run has: one value per window of that kind whose
+// run had the source (a window without the cause counts 0; a run without the source counts
+// nothing, since the cause was not measured there).
+func causeMetrics(runs []*RunData) []Metric {
+	type id struct {
+		kind          analysis.WindowKind
+		source, cause string
+	}
+	seen := map[id]bool{}
+	var ids []id
+	for _, r := range runs {
+		if r.Summary == nil {
+			continue
+		}
+		for _, w := range r.Summary.Windows {
+			for _, c := range w.Totals {
+				if k := (id{w.Kind, c.Source, c.Cause}); !seen[k] {
+					seen[k] = true
+					ids = append(ids, k)
+				}
+			}
+		}
+	}
+	order := func(k analysis.WindowKind) int {
+		for i, x := range analysis.WindowKinds {
+			if x == k {
+				return i
+			}
+		}
+		return len(analysis.WindowKinds)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := ids[i], ids[j]
+		if order(a.kind) != order(b.kind) {
+			return order(a.kind) < order(b.kind)
+		}
+		if a.source != b.source {
+			return a.source < b.source
+		}
+		return a.cause < b.cause
+	})
+	out := make([]Metric, 0, len(ids))
+	for _, k := range ids {
+		key := analysis.CauseTotal{Cause: k.cause, Source: k.source}.Key(k.kind)
+		out = append(out, Metric{Key: key, Table: TableCauses, Label: string(k.kind) + ": " + k.cause + " (" + k.source + ")", Unit: "ms", Dir: stats.LowerIsBetter,
+			Values: func(r *RunData) []float64 {
+				var v []float64
+				for _, w := range r.Summary.Windows {
+					if w.Kind != k.kind || !slices.Contains(w.Sources, k.source) {
+						continue
+					}
+					total := 0.0
+					for _, c := range w.Totals {
+						if c.Cause == k.cause && c.Source == k.source {
+							total = c.TotalMs
+						}
+					}
+					v = append(v, total)
+				}
+				return v
+			}})
+	}
+	return out
 }

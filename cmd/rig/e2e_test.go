@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(probeEnv) != "" {
 		runProbes() // a copy of this binary, run as nobody by the fault suite
 	}
+	if d := os.Getenv(hogEnv); d != "" {
+		runHog(d) // a CPU hog beside a run (e2e_causes_test.go)
+	}
 	if out := os.Getenv(rssWrapEnv); out != "" {
 		os.Exit(runMeasured(out, os.Args[1:])) // a small parent that measures one rig's peak RSS
 	}

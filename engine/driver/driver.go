@@ -175,6 +175,14 @@ func WithRecording(d Driver, asked Values) Values {
 	return out
 }
 
+// AdminOfferer is a driver whose engine answers optional admin calls beyond the contract's
+// (engine.AdminGC). A timeline action that calls one (actions.EngineCaller) is refused by rig
+// validate for an engine that does not; a command-driven engine offers them through its
+// playbook instead (engine.admin_gc).
+type AdminOfferer interface {
+	OffersAdmin(path string) bool
+}
+
 var (
 	mu       sync.RWMutex
 	registry = map[string]Driver{}
@@ -241,6 +249,9 @@ func Capabilities(d Driver) []string {
 	}
 	if _, ok := d.(Recorder); ok {
 		out = append(out, "Recorder")
+	}
+	if _, ok := d.(AdminOfferer); ok {
+		out = append(out, "AdminOfferer")
 	}
 	return slices.Clip(out)
 }

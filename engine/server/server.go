@@ -280,6 +280,9 @@ func (s *Server) adminMux() *http.ServeMux {
 			s.log.Warn("flight recorder dump", "err", err) // the header is out: a torn body is all the caller sees
 		}
 	})
+	mux.HandleFunc("POST "+engine.AdminGC, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, collectGarbage())
+	})
 	mux.HandleFunc("GET "+engine.AdminOrders, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.node.HeldOrders())
 	})

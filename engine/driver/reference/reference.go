@@ -208,6 +208,10 @@ const BytesPerOrder = 80
 // BytesPerOrder implements driver.MemoryEstimator.
 func (Driver) BytesPerOrder() int64 { return BytesPerOrder }
 
+// OffersAdmin implements driver.AdminOfferer: the reference engine answers POST /gc
+// (engine/server/gc.go).
+func (Driver) OffersAdmin(path string) bool { return path == engine.AdminGC }
+
 // StoredBookMeta is the log position a stored book is written at: index 1 of term 1, so a
 // node that restores it numbers the entries after it from 2 (engine/replica lists the
 // restored snapshot to raft).

@@ -90,6 +90,7 @@ final class Admin
             return t;
         }));
         http.createContext("/", this::handle);
+        http.createContext(GcHandler.PATH, new GcHandler(token));
         http.start();
     }
 

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// hogEnv, when set to a duration, makes the test binary a CPU hog: one thread pinned to CPU 0,
+// busy for that long.
+const hogEnv = "RIG_TEST_HOG"
+
+func runHog(d string) {
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		os.Exit(2)
+	}
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(0)
+	_ = unix.SchedSetaffinity(0, &set) // this thread only: the one that spins
+	end := time.Now().Add(dur)
+	for n := 0; time.Now().Before(end); n++ {
+	}
+	os.Exit(0)
+}
+
+// causesPlaybook: two snapshots and a gc of the leader on the reference engine; the test runs a
+// CPU hog beside it from 2.5 s to 7.5 s after load start.
+const causesPlaybook = `
+name: causes-short
+cluster: {servers: 3, clients: 1}
+engine: {sync_level: 1}
+preload: {orders: 20k}
+load: {probe_rate: 400/s}
+warmup: 1s
+duration: 10s
+timeline:
+  - {at: 2s, snapshot: {}}
+  - {at: 4s, gc: {node: leader}}
+  - {at: 5s, snapshot: {}}
+`
+
+// TestCausesNamedEndToEnd (issue 37, done-when: provoked causes named) runs the reference engine
+// with a busy loop pinned to a core beside it and a gc action, on real processes: the snapshot
+// window inside the hog has the hog as host_cpu over the thresholds in its "where the time went"
+// table, every excursion inside the hog names host_cpu, the engine answered the gc action with
+// a collection it ran, and every excursion overlapping that collection names gc.
+func TestCausesNamedEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run takes ~40 s")
+	}
+	res := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The hog starts 2.5 s after the run's load starts (seen in its events.jsonl).
+	hogDone := make(chan struct{})
+	var hogFrom time.Time
+	go func() {
+		defer close(hogDone)
+		for ctx.Err() == nil {
+			files, _ := filepath.Glob(filepath.Join(res, "*", rundir.EventsFile))
+			for _, f := range files {
+				if b, _ := os.ReadFile(f); strings.Contains(string(b), `"load_start"`) {
+					time.Sleep(2500 * time.Millisecond)
+					hogFrom = time.Now()
+					cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+					cmd.Env = append(os.Environ(), hogEnv+"=5s")
+					if err := cmd.Run(); err != nil && ctx.Err() == nil {
+						t.Errorf("CPU hog: %v", err)
+					}
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	stdout := runRigOK(t, "run", "--results", res, "--first-address", "127.0.3.71", writePlaybook(t, causesPlaybook))
+	dir := runDirOf(t, stdout)
+	cancel()
+	<-hogDone
+	if hogFrom.IsZero() {
+		t.Fatal("the hog never started: no load_start seen")
+	}
+	var s analysis.Summary
+	readJSON(t, filepath.Join(dir, rundir.SummaryFile), &s)
+	evs, _, err := rundir.ReadEvents(filepath.Join(dir, rundir.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var origin time.Time
+	gcFrom, gcTo := -1.0, -1.0
+	for _, e := range evs {
+		if e.IsRun(rundir.LoadStart) {
+			origin = e.T
+		}
+		if e.IsAction(actions.ActGC) {
+			var a actions.GCAction
+			if err := json.Unmarshal(e.Action.Payload, &a); err != nil || a.Collections < 1 || a.WallMs <= 0 {
+				t.Errorf("gc answered %s (%v): want a collection it ran", e.Action.Payload, err)
+			}
+			gcFrom = e.T.Sub(origin).Seconds()
+			gcTo = gcFrom + a.WallMs/1e3
+		}
+	}
+	if gcFrom < 0 {
+		t.Fatal("no gc action in events.jsonl")
+	}
+	hogS := hogFrom.Sub(origin).Seconds()
+	// Windows inside the hog: their samples are the hog's.
+	found := false
+	for _, w := range s.Windows {
+		if w.FromS < hogS+1 || w.ToS > hogS+4 {
+			continue
+		}
+		for _, r := range w.Rows {
+			if r.Cause == string(analysis.CauseHostCPU) && r.Count > 0 {
+				found = true
+				t.Logf("%s #%d at %.3f s (hog from %.3f s): %s %s, %d sample(s) over the thresholds, %.1f ms of CPU", w.Kind, w.Index, w.FromS, hogS, r.Node, r.Cause, r.Count, r.TotalMs)
+			}
+		}
+		if !found {
+			t.Errorf("%s #%d at %.3f s, inside the hog (from %.3f s): no host_cpu over the thresholds: %+v", w.Kind, w.Index, w.FromS, hogS, w.Rows)
+		}
+	}
+	if !found {
+		t.Errorf("no window inside the hog (from %.3f s): %+v", hogS, s.Windows)
+	}
+	if s.Excursions != nil {
+		for _, e := range s.Excursions.List {
+			var kinds []analysis.CauseKind
+			for _, c := range e.Causes {
+				kinds = append(kinds, c.Kind)
+			}
+			t.Logf("excursion %.3f–%.3f s, peak %.1f ms: causes %v", e.StartS, e.EndS, e.PeakMs, kinds)
+			if e.StartS >= hogS+1.1 && e.EndS <= hogS+3.9 && !containsKind(kinds, analysis.CauseHostCPU) {
+				t.Errorf("excursion %.3f–%.3f s inside the hog not named host_cpu: %+v", e.StartS, e.EndS, e.Causes)
+			}
+			if e.StartS <= gcTo && e.EndS >= gcFrom && !containsKind(kinds, analysis.CauseGC) {
+				t.Errorf("excursion %.3f–%.3f s overlaps the collection at %.3f–%.3f s but is not named gc: %+v", e.StartS, e.EndS, gcFrom, gcTo, e.Causes)
+			}
+		}
+	}
+	if t.Failed() {
+		rep, _ := os.ReadFile(filepath.Join(dir, rundir.ReportFile))
+		t.Logf("report.md:\n%s", rep)
+	}
+	assertNoProcessesUnder(t, res)
+}
+
+func containsKind(ks []analysis.CauseKind, k analysis.CauseKind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
