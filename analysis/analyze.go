@@ -469,7 +469,7 @@ func (d *runData) summarize() *Summary {
 	}
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)
-	s.ClientConn = d.clientConn()
+	s.ClientConn = d.clientConn(s)
 	warn = append(warn, applyHealth(s)...)
 	if s.ControllerLastHeard != nil {
 		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",

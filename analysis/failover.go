@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -330,4 +331,49 @@ func normalSection(s *Summary) string {
 		"until the node is ready again, a partition until its heal, a failover until back to normal, each then until a probe is " +
 		"answered no slower than the median of the 5 s before it, at most 10 s more).\n\n")
 	return b.String()
+}
+
+// lateOutsideFaults counts the load generator's late sends (outside its holds) that were due in
+// a whole second clear of every fault window (snapshots are not faults), and their share of the
+// post-warm-up probes due in those seconds: the done-when of issue 36's late-probe share outside
+// the outage. Nil when the timeline has no per-second late counts (an older load generator)
+// while the run had late sends.
+func (d *runData) lateOutsideFaults(tl []rundir.ConnSecond, wins []FaultWindow) (*int64, *float64) {
+	var faults []span
+	for _, w := range wins {
+		if w.What != windowSnapshot {
+			faults = append(faults, span{d.origin + int64(w.FromS*1e9), d.origin + int64(w.ToS*1e9)})
+		}
+	}
+	clear := func(sec int64) bool {
+		for _, f := range faults {
+			if sec < f.to && sec+int64(time.Second) > f.from {
+				return false
+			}
+		}
+		return sec >= d.warmupEnd && sec+int64(time.Second) <= d.loadEnd
+	}
+	var late, counted int64
+	for _, t := range tl {
+		counted += t.LateConnected
+		if sec := t.At.UnixNano(); clear(sec) {
+			late += t.LateConnected
+		}
+	}
+	if counted == 0 && d.man.Loadgen != nil && d.man.Loadgen.SendLag.LateConnected > 0 {
+		return nil, nil
+	}
+	var due int64
+	first := d.warmupEnd - d.warmupEnd%int64(time.Second)
+	for sec := first; sec < d.loadEnd; sec += int64(time.Second) {
+		if clear(sec) {
+			lo, hi := d.probeRange(sec, sec+int64(time.Second))
+			due += int64(hi - lo)
+		}
+	}
+	pct := 0.0
+	if due > 0 {
+		pct = math.Round(1e4*float64(late)/float64(due)) / 100
+	}
+	return &late, &pct
 }

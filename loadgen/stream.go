@@ -582,14 +582,16 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 	for i := i0; i < i1; i++ {
 		lags = append(lags, at-(s.start+s.cfg.at(i)))
 	}
+	var lateDues []int64
 	s.mu.Lock()
 	s.sent += i1 - i0
-	for _, l := range lags {
+	for k, l := range lags {
 		s.lag.RecordValue(clampLatency(l))
 		s.maxLag = max(s.maxLag, l)
 		if l > lateAfter {
 			s.late++
 			if !held {
+				lateDues = append(lateDues, s.start+s.cfg.at(i0+int64(k)))
 				s.lateConnected++
 			}
 		}
@@ -602,6 +604,9 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 		s.cfg.onSent(i0, int(i1-i0), at)
 	}
 	s.mu.Unlock()
+	if len(lateDues) > 0 && s.cl != nil {
+		s.cl.lateConnected(lateDues)
+	}
 	return lags
 }
 

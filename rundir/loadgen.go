@@ -96,6 +96,10 @@ type ConnSecond struct {
 	DialFailures int64     `json:"dial_failures"`
 	Reconnects   int64     `json:"reconnects"`
 	Resent       int64     `json:"resent"`
+	// LateConnected are the messages due in this second that were sent late outside every hold
+	// (SendLag.LateConnected, by the second they were due), so the analysis can tell the
+	// sender's lateness around a fault from its lateness elsewhere.
+	LateConnected int64 `json:"late_connected,omitempty"`
 }
 
 // LeaderChange is a change of the server that answers commands, as this client saw it.
