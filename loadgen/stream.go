@@ -168,6 +168,7 @@ type stream struct {
 	late          int64
 	lateConnected int64
 	held          int64
+	senderNice    *int  // the nice value the sender's thread ran at (senderThread)
 	firstSent     int64 // messages [0, firstSent) were sent at least once
 	hl            *intervalLog
 	stopping      bool
@@ -430,7 +431,11 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 // (coordinated omission), and the hold is recorded (ConnStats.Holds) so lateness outside every
 // outage can be told apart (SendLag.LateConnected).
 func (s *stream) sendLoop(hard context.Context) {
-	preciseThread()
+	nice, done := senderThread()
+	defer done()
+	s.mu.Lock()
+	s.senderNice = &nice
+	s.mu.Unlock()
 	var (
 		i, first int64    // messages [first, i) are due and not yet sent
 		rq       []uint64 // resends due and not yet taken by a connection
@@ -732,7 +737,7 @@ func (s *stream) counts() streamCounts {
 			c.end = time.Unix(0, s.epochUnix+s.start+s.endAt)
 		}
 	}
-	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected}
+	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected, SenderNice: s.senderNice}
 	if n := s.lag.TotalCount(); n > 0 {
 		c.lag.P50Ns = s.lag.ValueAtQuantile(50)
 		if n >= 100 {

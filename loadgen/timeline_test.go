@@ -1,8 +1,12 @@
 package loadgen
 
 import (
+	"os"
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -26,5 +30,29 @@ func TestTimelineCountsLateBySecondDue(t *testing.T) {
 		if got.At.Unix()-time.Unix(0, cl.epochUnix).Unix() != want.s || got.Dials != want.dials || got.LateConnected != want.late {
 			t.Errorf("second %d: %+v, want dials %d late %d", want.s, got, want.dials, want.late)
 		}
+	}
+}
+
+// The sender's thread asks for SenderNice and reports the nice value it really runs at (read
+// back: without CAP_SYS_NICE it keeps its own), and holds one more scheduler slot while it runs.
+func TestSenderThread(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	got := make(chan [3]int)
+	go func() {
+		nice, done := senderThread()
+		during := runtime.GOMAXPROCS(0)
+		p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		done()
+		got <- [3]int{nice, during, 20 - p}
+	}()
+	g := <-got
+	if g[1] != procs+1 || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("GOMAXPROCS %d while sending, %d after, want %d then %d", g[1], runtime.GOMAXPROCS(0), procs+1, procs)
+	}
+	if g[0] != g[2] {
+		t.Errorf("reported nice %d, the thread runs at %d", g[0], g[2])
+	}
+	if os.Geteuid() == 0 && g[0] != SenderNice {
+		t.Errorf("as root the sender runs at nice %d, want %d", g[0], SenderNice)
 	}
 }

@@ -53,6 +53,9 @@ type SendLag struct {
 	// late messages due outside every hold: the sender's own lateness, which must stay near 0.
 	Held          int64 `json:"held"`
 	LateConnected int64 `json:"late_connected"`
+	// SenderNice is the nice value the sender's thread ran at (loadgen.SenderNice when it could
+	// lower it); absent in older folders.
+	SenderNice *int `json:"sender_nice,omitempty"`
 }
 
 // ConnStats counts what happened to a client's connections.

@@ -362,12 +362,17 @@ final class Admin
         // The consensus module's leader: the service hears of a leader only from a new leadership
         // term event in the log, which a follower that restored a snapshot taken later in the term
         // never replays, so it would report no leader until the next term.
+        final ElectionState election = electionCode < 0 ? null : electionState(electionCode);
         int leader = d == null ? -1 : Compat.leaderMemberId(d.consensusModule());
-        if (leader < 0)
+        if (leader >= 0 && election == ElectionState.CLOSED)
+        {
+            state.leaderMemberId = leader; // the gateway's not-leader redirect names it too
+        }
+        else if (leader < 0)
         {
             leader = state.leaderMemberId;
         }
-        return new Reading(counter(cr, AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID, 0), electionCode < 0 ? null : electionState(electionCode),
+        return new Reading(counter(cr, AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID, 0), election,
             Math.max(0, counter(cr, AeronCounters.CLUSTER_COMMIT_POSITION_TYPE_ID, 0)),
             Math.max(0, counter(cr, AeronCounters.CLUSTER_LEADERSHIP_TERM_ID_TYPE_ID, Math.max(0, state.leadershipTermId))),
             leader, state.applied, state.orders, state.lastSnapshot, state.serviceStarted, state.restoring);
