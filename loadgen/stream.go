@@ -168,7 +168,8 @@ type stream struct {
 	late          int64
 	lateConnected int64
 	held          int64
-	senderNice    *int  // the nice value the sender's thread ran at (senderThread)
+	senderSched   string // the scheduling policy and nice value the sender's thread ran at (senderThread)
+	senderNice    *int
 	firstSent     int64 // messages [0, firstSent) were sent at least once
 	hl            *intervalLog
 	stopping      bool
@@ -431,10 +432,10 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 // (coordinated omission), and the hold is recorded (ConnStats.Holds) so lateness outside every
 // outage can be told apart (SendLag.LateConnected).
 func (s *stream) sendLoop(hard context.Context) {
-	nice, done := senderThread()
+	policy, nice, done := senderThread()
 	defer done()
 	s.mu.Lock()
-	s.senderNice = &nice
+	s.senderSched, s.senderNice = policy, &nice
 	s.mu.Unlock()
 	var (
 		i, first int64    // messages [first, i) are due and not yet sent
@@ -737,7 +738,7 @@ func (s *stream) counts() streamCounts {
 			c.end = time.Unix(0, s.epochUnix+s.start+s.endAt)
 		}
 	}
-	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected, SenderNice: s.senderNice}
+	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected, SenderSched: s.senderSched, SenderNice: s.senderNice}
 	if n := s.lag.TotalCount(); n > 0 {
 		c.lag.P50Ns = s.lag.ValueAtQuantile(50)
 		if n >= 100 {

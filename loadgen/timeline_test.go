@@ -33,26 +33,34 @@ func TestTimelineCountsLateBySecondDue(t *testing.T) {
 	}
 }
 
-// The sender's thread asks for SenderNice and reports the nice value it really runs at (read
-// back: without CAP_SYS_NICE it keeps its own), and holds one more scheduler slot while it runs.
+// The sender's thread asks for real-time scheduling (or a lower nice) and reports what it really
+// runs with (read back: without CAP_SYS_NICE it keeps its own), and holds one more scheduler slot
+// while it runs.
 func TestSenderThread(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
-	got := make(chan [3]int)
+	type seen struct {
+		policy         string
+		nice, procs, p int
+		fifo           bool
+	}
+	got := make(chan seen)
 	go func() {
-		nice, done := senderThread()
+		policy, nice, done := senderThread()
 		during := runtime.GOMAXPROCS(0)
-		p, _ := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		tid := unix.Gettid()
+		p, _ := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		a, err := unix.SchedGetAttr(tid, 0)
 		done()
-		got <- [3]int{nice, during, 20 - p}
+		got <- seen{policy, nice, during, 20 - p, err == nil && a.Policy == unix.SCHED_FIFO}
 	}()
 	g := <-got
-	if g[1] != procs+1 || runtime.GOMAXPROCS(0) != procs {
-		t.Errorf("GOMAXPROCS %d while sending, %d after, want %d then %d", g[1], runtime.GOMAXPROCS(0), procs+1, procs)
+	if g.procs != procs+1 || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("GOMAXPROCS %d while sending, %d after, want %d then %d", g.procs, runtime.GOMAXPROCS(0), procs+1, procs)
 	}
-	if g[0] != g[2] {
-		t.Errorf("reported nice %d, the thread runs at %d", g[0], g[2])
+	if g.nice != g.p || (g.policy == "fifo") != g.fifo {
+		t.Errorf("reported %s nice %d, the thread runs fifo=%v nice %d", g.policy, g.nice, g.fifo, g.p)
 	}
-	if os.Geteuid() == 0 && g[0] != SenderNice {
-		t.Errorf("as root the sender runs at nice %d, want %d", g[0], SenderNice)
+	if os.Geteuid() == 0 && g.policy != "fifo" {
+		t.Errorf("as root the sender runs %s, want fifo", g.policy)
 	}
 }

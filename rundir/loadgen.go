@@ -53,9 +53,11 @@ type SendLag struct {
 	// late messages due outside every hold: the sender's own lateness, which must stay near 0.
 	Held          int64 `json:"held"`
 	LateConnected int64 `json:"late_connected"`
-	// SenderNice is the nice value the sender's thread ran at (loadgen.SenderNice when it could
-	// lower it); absent in older folders.
-	SenderNice *int `json:"sender_nice,omitempty"`
+	// SenderSched ("fifo" or "other") and SenderNice are the scheduling policy and nice value the
+	// sender's thread ran at (loadgen/precise.go: real-time when allowed, else a lower nice);
+	// absent in older folders.
+	SenderSched string `json:"sender_sched,omitempty"`
+	SenderNice  *int   `json:"sender_nice,omitempty"`
 }
 
 // ConnStats counts what happened to a client's connections.
