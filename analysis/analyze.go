@@ -440,10 +440,6 @@ func (d *runData) summarize() *Summary {
 	var fw []string
 	s.Forces, fw = d.forces()
 	warn = append(warn, fw...)
-	s.Normal = d.windowStats(d.warmupEnd, math.MaxInt64, d.snapWins)
-	for i := range s.Snapshots {
-		s.Snapshots[i].NormalP50Us = s.Normal.P50Us
-	}
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
@@ -463,12 +459,23 @@ func (d *runData) summarize() *Summary {
 	s.Spike = d.spike(s, gc)
 	s.Excursions = d.excursions(s, gc)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
+	// Normal latency leaves out every snapshot and fault window (failover.go), so it needs the
+	// rows above; the rows that quote it beside their own figures get it now.
+	var skip []span
+	s.NormalLeftOut, skip = d.faultWindows(s)
+	s.Normal = d.windowStats(d.warmupEnd, math.MaxInt64, skip)
+	for i := range s.Snapshots {
+		s.Snapshots[i].NormalP50Us = s.Normal.P50Us
+	}
+	for i := range s.StepDowns {
+		s.StepDowns[i].NormalP50Us = s.Normal.P50Us
+	}
 	var ww []string
 	s.Windows, ww = d.windows(s)
 	warn = append(warn, ww...)
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)
-	s.ClientConn = d.clientConn()
+	s.ClientConn = d.clientConn(s)
 	warn = append(warn, applyHealth(s)...)
 	if s.ControllerLastHeard != nil {
 		warn = append(warn, fmt.Sprintf("abandoned: the controller was last heard from at %s and is gone; the manifest still says running, and each agent undid the run itself when its lease lapsed (<node>/lease.jsonl)",

@@ -82,8 +82,16 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 		t.Errorf("warmup probes = %d, want 200", s.WarmupProbes)
 	}
 	checkStats(t, "probes", s.Probes, want(5797, 3, 1500, 3000, 3000, 450_000))
-	// Outside [9, 11.5] and [49, 51.6]: the 450 ms stall and the 9 ms probe at 9.0 s are gone.
-	checkStats(t, "normal", s.Normal, want(5286, 2, 1500, 3000, 3000, 7000))
+	// Outside the snapshot windows [9, 11.5] and [49, 51.6] and the fault windows: node-2's kill
+	// [19, 31] (ready at 31 s, answered at the pre-kill median at once after it) and node-1's
+	// kill from 39 s on (never ready again). Left: [2, 9), (11.5, 19), (31, 39) at 1 ms, with
+	// the 7 ms probe at 5.0 s; the 450 ms stall, the down and rejoining latencies and the lost
+	// probes are gone.
+	checkStats(t, "normal", s.Normal, want(2248, 0, 1000, 1000, 1000, 7000))
+	wantOut := []FaultWindow{{"snapshot", "", 9, 11.5}, {"kill", "node-2", 19, 31}, {"kill", "node-1", 39, 60.5}, {"snapshot", "", 49, 51.6}}
+	if !reflect.DeepEqual(s.NormalLeftOut, wantOut) {
+		t.Errorf("normal left out %+v, want %+v", s.NormalLeftOut, wantOut)
+	}
 
 	if len(s.Snapshots) != 2 {
 		t.Fatalf("snapshots: %d rows", len(s.Snapshots))
@@ -106,7 +114,7 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 	}
 	checkF(t, "snapshot 1 pause", s1.ClientPauseMs, 450)
 	checkF(t, "snapshot 1 pause at", s1.PauseAtS, 10)
-	checkF(t, "snapshot 1 normal p50", s1.NormalP50Us, 1500)
+	checkF(t, "snapshot 1 normal p50", s1.NormalP50Us, 1000)
 	if s1.PauseLowerBound {
 		t.Error("snapshot 1: pause marked a lower bound without a lost probe")
 	}

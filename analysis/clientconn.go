@@ -22,9 +22,15 @@ type ClientConn struct {
 	Late         int64 `json:"late"`
 	// LateConnected are the probes sent late outside every hold; LateConnectedPct their share of
 	// the probes due outside every hold.
-	LateConnected    int64         `json:"late_connected"`
-	LateConnectedPct float64       `json:"late_connected_pct"`
-	Faults           []ClientFault `json:"faults"`
+	LateConnected    int64   `json:"late_connected"`
+	LateConnectedPct float64 `json:"late_connected_pct"`
+	// LateOutsideFaults are the probes sent late outside every hold that were due outside every
+	// fault window (Summary.NormalLeftOut but its snapshots), and LateOutsideFaultsPct their share
+	// of the post-warm-up probes due there; absent when the load generator did not count its late
+	// messages per second (older folders).
+	LateOutsideFaults    *int64        `json:"late_outside_faults,omitempty"`
+	LateOutsideFaultsPct *float64      `json:"late_outside_faults_pct,omitempty"`
+	Faults               []ClientFault `json:"faults"`
 }
 
 // ClientFault is one fault's window, from its action to the next fault's or the end of load.
@@ -39,11 +45,13 @@ type ClientFault struct {
 	Resent       int64   `json:"resent"`
 	Held         int64   `json:"held"`           // probes of the holds that began in the window
 	LongestHoldS float64 `json:"longest_hold_s"` // the longest of those holds
+	// LateConnected are the probes due in the window sent late outside every hold.
+	LateConnected int64 `json:"late_connected"`
 }
 
 // clientConn is nil for a run whose manifest holds no load generator stats, or stats from a
 // load generator that kept no timeline (it dials at least once, so a timeline is never empty).
-func (d *runData) clientConn() *ClientConn {
+func (d *runData) clientConn(s *Summary) *ClientConn {
 	st := d.man.Loadgen
 	if st == nil || len(st.Conn.Timeline) == 0 {
 		return nil
@@ -79,6 +87,7 @@ func (d *runData) clientConn() *ClientConn {
 				f.DialFailures += t.DialFailures
 				f.Reconnects += t.Reconnects
 				f.Resent += t.Resent
+				f.LateConnected += t.LateConnected
 			}
 		}
 		for _, h := range st.Conn.Holds {
@@ -89,6 +98,7 @@ func (d *runData) clientConn() *ClientConn {
 		}
 		c.Faults = append(c.Faults, f)
 	}
+	c.LateOutsideFaults, c.LateOutsideFaultsPct = d.lateOutsideFaults(st.Conn.Timeline, s.NormalLeftOut)
 	return c
 }
 
@@ -103,14 +113,18 @@ func writeClientConn(pf func(string, ...any), s *Summary) {
 	pf("Over the run: %d dials (%d failed), %d reconnects, %d resends; %d of %d probes held for want of a leader; "+
 		"%d late (> 1 ms) outside every hold: %.2f %% of the probes due outside them.\n\n",
 		c.Dials, c.DialFailures, c.Reconnects, c.Resent, c.Held, c.Scheduled, c.LateConnected, c.LateConnectedPct)
+	if c.LateOutsideFaults != nil {
+		pf("Outside every fault window (Probes overall lists them): %d probes sent late outside a hold, %.2f %% of the post-warm-up probes due there.\n\n",
+			*c.LateOutsideFaults, *c.LateOutsideFaultsPct)
+	}
 	if len(c.Faults) > 0 {
-		pf("| fault | window | dials | failed dials | reconnects | resends | probes held | longest hold |\n|---|---|---|---|---|---|---|---|\n")
+		pf("| fault | window | dials | failed dials | reconnects | resends | probes held | longest hold | late outside holds |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, f := range c.Faults {
 			what := f.Action
 			if f.Node != "" {
 				what += " " + f.Node
 			}
-			pf("| %s | %s – %s | %d | %d | %d | %d | %d | %s |\n", what, fmtS(f.AtS), fmtS(f.ToS), f.Dials, f.DialFailures, f.Reconnects, f.Resent, f.Held, fmtSecs(f.LongestHoldS))
+			pf("| %s | %s – %s | %d | %d | %d | %d | %d | %s | %d |\n", what, fmtS(f.AtS), fmtS(f.ToS), f.Dials, f.DialFailures, f.Reconnects, f.Resent, f.Held, fmtSecs(f.LongestHoldS), f.LateConnected)
 		}
 		pf("\nA fault's window runs from its action to the next fault's or the end of load; the load generator counts per " +
 			"second (loadgen/stats.json conn.timeline), so the window takes the seconds that begin in it, and the second of " +

@@ -57,3 +57,39 @@ func TestClientConnPerFault(t *testing.T) {
 		t.Errorf("report:\n%s", rep)
 	}
 }
+
+// The sender's late sends outside its holds are counted by the second they were due; the share
+// that counts against the load generator is the one due clear of every fault window (a kill
+// until its drain ends here), per post-warm-up probe due in those seconds.
+func TestLateOutsideFaults(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(100, "warmup_end")
+	f.action(2500, "kill", "node-2", map[string]any{"signal": "KILL"})
+	f.run(9000, "load_end")
+	var ps []rundir.Probe
+	for ms := int64(0); ms < 9000; ms += 50 {
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 2_000_000, Outcome: rundir.ProbeOK})
+	}
+	f.probes(ps)
+	late := func(s, n int64) rundir.ConnSecond { return rundir.ConnSecond{At: at(s * 1000), LateConnected: n} }
+	st := rundir.ProbeStats{Scheduled: 180, SendLag: rundir.SendLag{Late: 10, LateConnected: 10},
+		Conn: rundir.ConnStats{Timeline: []rundir.ConnSecond{{At: at(0), Dials: 1}, late(1, 3), late(2, 4), late(5, 2), late(7, 1)}}}
+	f.writeJSON("manifest.json", map[string]any{"status": "ok", "loadgen": st})
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.ClientConn
+	// The kill's window is [1.5 s, 2.5 s]: seconds 1 and 2 touch it, second 0 holds warm-up;
+	// seconds 3–8 are clear, 20 probes each, 3 of them late.
+	if c == nil || c.LateOutsideFaults == nil || *c.LateOutsideFaults != 3 || *c.LateOutsideFaultsPct != 2.5 {
+		t.Fatalf("client conn %+v, want 3 late of 120 due clear of the kill: 2.5 %%", c)
+	}
+	if c.Faults[0].LateConnected != 7 {
+		t.Errorf("kill window late %d, want 7 (seconds 2 and after: 4 + 2 + 1)", c.Faults[0].LateConnected)
+	}
+	if rep := renderReport(s); !strings.Contains(rep, "Outside every fault window (Probes overall lists them): 3 probes sent late outside a hold, 2.50 % of the post-warm-up probes due there.") {
+		t.Errorf("report:\n%s", rep)
+	}
+}

@@ -1,7 +1,12 @@
 package analysis
 
 import (
+	"cmp"
+	"fmt"
+	"math"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -13,8 +18,12 @@ import (
 // (step_down), inside the cause's window (leader.go):
 //
 //   - detection: fault → the first node to become a candidate (a follower whose heartbeat
-//     timeout ran out, or the hand-off's target);
-//   - election: fault → another node reports itself leader;
+//     timeout ran out, the hand-off's target, or the old leader relaunched and standing again);
+//     when no node was seen as a candidate (one went straight from follower to leader between
+//     two observations of its state), detection is the election's time, and DetectedBy says so;
+//   - election: fault → a node reports itself leader: another node, or the old leader once it
+//     has been down or stopped leading since the fault (relaunched at once, it can stand and win
+//     again before the followers' heartbeat timeout runs out);
 //   - client gap: the longest silence between two replies that overlaps fault → new leader
 //     known, on the client's clock (probe intended send + latency);
 //   - back to normal: fault → the end of the first whole second after the first reply whose p99
@@ -29,12 +38,15 @@ const (
 // FailoverRow is one fault that moved leadership, measured as an event. A stretch that did
 // not happen before the next fault (or the end of load) is absent.
 type FailoverRow struct {
-	AtS         float64  `json:"at_s"`
-	Action      string   `json:"action"`
-	From        string   `json:"from"`         // the leader at the fault
-	To          string   `json:"to,omitempty"` // the next leader
-	Candidate   string   `json:"candidate,omitempty"`
-	DetectMs    *float64 `json:"detect_ms"`
+	AtS       float64  `json:"at_s"`
+	Action    string   `json:"action"`
+	From      string   `json:"from"`         // the leader at the fault
+	To        string   `json:"to,omitempty"` // the next leader
+	Candidate string   `json:"candidate,omitempty"`
+	DetectMs  *float64 `json:"detect_ms"`
+	// DetectedBy is what detection was read from: DetectedByCandidate, or DetectedByLeader when
+	// no node was seen as a candidate before the election (absent without an election either).
+	DetectedBy  string   `json:"detected_by,omitempty"`
 	ElectMs     *float64 `json:"elect_ms"`
 	ClientGapMs *float64 `json:"client_gap_ms"`
 	NormalMs    *float64 `json:"normal_ms"`
@@ -42,6 +54,12 @@ type FailoverRow struct {
 	BaselineP99Us *float64 `json:"baseline_p99_us,omitempty"`
 	Lost          int      `json:"lost"` // probes sent between the fault and back to normal that got no reply
 }
+
+// What a failover's detection was read from (FailoverRow.DetectedBy).
+const (
+	DetectedByCandidate = "candidate" // the first node seen standing
+	DetectedByLeader    = "leader"    // none seen standing: the election's own time, an upper bound
+)
 
 // FailoverFigures are a failover's figures: report.md's columns and pooled lines, summary.json's
 // failover_pooled, the sweep's failover table and plots, and rig compare are built from them.
@@ -80,16 +98,26 @@ func (d *runData) failover(c leaderCause, at, limit int64, w LeaderWindow) Failo
 	if w.S > 0 {
 		electBy = min(limit, at+int64(w.S*1e9))
 	}
+	oldLost := false // the old leader went down or stopped leading after the fault
 	for _, e := range d.events {
 		t := e.T.UnixNano()
-		if t < at || t >= electBy || e.Role == nil {
+		if t < at || t >= electBy {
+			continue
+		}
+		if e.Node == c.Node && (e.Phase != nil && e.Phase.To == rundir.PhaseDown || e.Role != nil && e.Role.To != engine.RoleLeader) {
+			oldLost = true
+		}
+		if e.Role == nil {
 			continue
 		}
 		if e.Role.To == engine.RoleCandidate && row.DetectMs == nil {
-			row.Candidate, row.DetectMs = e.Node, valPtr(nsToMs(t-at))
+			row.Candidate, row.DetectMs, row.DetectedBy = e.Node, valPtr(nsToMs(t-at)), DetectedByCandidate
 		}
-		if e.Role.To == engine.RoleLeader && e.Node != c.Node {
+		if e.Role.To == engine.RoleLeader && (e.Node != c.Node || oldLost) {
 			row.To, row.ElectMs, elected = e.Node, valPtr(nsToMs(t-at)), t
+			if row.DetectMs == nil { // it stood and won between two observations
+				row.DetectMs, row.DetectedBy = row.ElectMs, DetectedByLeader
+			}
 			break
 		}
 	}
@@ -176,4 +204,176 @@ func (d *runData) secondP99s(from, to int64) []int64 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// FaultWindow is a stretch of the run that "normal" latency (Summary.Normal) leaves out: a
+// snapshot window, a kill (or power loss) until the node is ready again, a partition until its
+// heal, a failover until back to normal; each but the snapshot's is extended by the drain after
+// it (withDrain: until a probe is answered no slower than the median before it, at most
+// drainMax).
+type FaultWindow struct {
+	What  string  `json:"what"` // snapshot, kill, power_loss, partition, failover
+	Node  string  `json:"node,omitempty"`
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+}
+
+// Fault window kinds (FaultWindow.What) beside the action names.
+const (
+	windowSnapshot = "snapshot"
+	windowFailover = "failover"
+)
+
+// faultLead is how long before a fault its window opens, as a snapshot window does: a probe sent
+// just before it is answered only after it.
+const faultLead = time.Second
+
+// faultWindows are the windows normal latency leaves out, in time order: the snapshot windows
+// and every fault's (the rows summarize built: restarts, failovers; and the partitions).
+// The spans are the same windows on the run's clock (ns), which normal latency skips.
+func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
+	type win struct {
+		FaultWindow
+		sp span
+	}
+	var all []win
+	add := func(what, node string, sp span) {
+		all = append(all, win{FaultWindow{What: what, Node: node, FromS: d.off(sp.from), ToS: d.off(sp.to)}, sp})
+	}
+	for _, w := range d.snapWins {
+		add(windowSnapshot, "", w)
+	}
+	ns := func(s float64) int64 { return d.origin + int64(s*1e9) }
+	var faults []span
+	var labels [][2]string
+	fault := func(what, node string, from, to int64) {
+		faults = append(faults, span{from - int64(faultLead), max(from, to)})
+		labels = append(labels, [2]string{what, node})
+	}
+	kills := d.actions(rundir.ActKill)
+	for _, r := range s.Restarts {
+		what := string(rundir.ActKill)
+		for _, k := range kills {
+			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && k.Action.Kill != nil && k.Action.Kill.PowerLoss {
+				what = string(rundir.ActPowerLoss)
+			}
+		}
+		end := ns(r.KillS)
+		switch {
+		case r.ReadyS != nil:
+			end = ns(*r.ReadyS)
+		case r.RelaunchS != nil: // never ready again: out until the end of load
+			end = d.loadEnd
+		}
+		fault(what, r.Node, ns(r.KillS), end)
+	}
+	for _, r := range s.Failovers {
+		end := ns(r.AtS)
+		switch {
+		case r.NormalMs != nil:
+			end += int64(*r.NormalMs * 1e6)
+		case r.ElectMs != nil:
+			end += int64(*r.ElectMs * 1e6)
+		default: // no new leader: out until the end of load
+			end = d.loadEnd
+		}
+		fault(windowFailover, r.From, ns(r.AtS), end)
+	}
+	var heals []rundir.Event
+	for _, e := range d.events {
+		if e.IsAction(rundir.ActHeal) {
+			heals = append(heals, e)
+		}
+	}
+	for _, p := range d.actions(rundir.ActPartition) {
+		t, end := p.T.UnixNano(), d.loadEnd
+		for _, h := range heals {
+			if h.Node == p.Node && h.T.UnixNano() >= t {
+				end = h.T.UnixNano()
+				break
+			}
+		}
+		fault(string(rundir.ActPartition), p.Node, t, end)
+	}
+	for i, sp := range d.withDrain(faults) {
+		add(labels[i][0], labels[i][1], span{sp.from, min(sp.to, max(d.loadEnd, sp.from))})
+	}
+	slices.SortStableFunc(all, func(a, b win) int { return cmp.Compare(a.sp.from, b.sp.from) })
+	wins, spans := make([]FaultWindow, len(all)), make([]span, len(all))
+	for i, w := range all {
+		wins[i], spans[i] = w.FaultWindow, w.sp
+	}
+	return wins, spans
+}
+
+// normalSection is report.md's normal latency: its figures and the windows it leaves out.
+func normalSection(s *Summary) string {
+	var b strings.Builder
+	n := s.Normal
+	fmt.Fprintf(&b, "Normal latency (post-warm-up probes outside every snapshot and fault window): n = %d, lost %d, p50 %s, p99 %s, max %s.",
+		n.N, n.Lost, usCell(n.P50Us), pctCell(n.P99Us, n.N, minNForP99), usCell(n.MaxUs))
+	if len(s.NormalLeftOut) == 0 {
+		b.WriteString(" No window was left out.\n\n")
+		return b.String()
+	}
+	b.WriteString(" Left out: ")
+	for i, w := range s.NormalLeftOut {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		what := w.What
+		if w.Node != "" {
+			what += " " + w.Node
+		}
+		fmt.Fprintf(&b, "%s [%s – %s]", what, fmtS(w.FromS), fmtS(w.ToS))
+	}
+	b.WriteString(" (a snapshot from its action − 1 s to the last node finished + 1 s; a kill or power loss from 1 s before it " +
+		"until the node is ready again, a partition until its heal, a failover until back to normal, each then until a probe is " +
+		"answered no slower than the median of the 5 s before it, at most 10 s more).\n\n")
+	return b.String()
+}
+
+// lateOutsideFaults counts the load generator's late sends (outside its holds) that were due in
+// a whole second clear of every fault window (snapshots are not faults), and their share of the
+// post-warm-up probes due in those seconds: the done-when of issue 36's late-probe share outside
+// the outage. Nil when the timeline has no per-second late counts (an older load generator)
+// while the run had late sends.
+func (d *runData) lateOutsideFaults(tl []rundir.ConnSecond, wins []FaultWindow) (*int64, *float64) {
+	var faults []span
+	for _, w := range wins {
+		if w.What != windowSnapshot {
+			faults = append(faults, span{d.origin + int64(w.FromS*1e9), d.origin + int64(w.ToS*1e9)})
+		}
+	}
+	clear := func(sec int64) bool {
+		for _, f := range faults {
+			if sec < f.to && sec+int64(time.Second) > f.from {
+				return false
+			}
+		}
+		return sec >= d.warmupEnd && sec+int64(time.Second) <= d.loadEnd
+	}
+	var late, counted int64
+	for _, t := range tl {
+		counted += t.LateConnected
+		if sec := t.At.UnixNano(); clear(sec) {
+			late += t.LateConnected
+		}
+	}
+	if counted == 0 && d.man.Loadgen != nil && d.man.Loadgen.SendLag.LateConnected > 0 {
+		return nil, nil
+	}
+	var due int64
+	first := d.warmupEnd - d.warmupEnd%int64(time.Second)
+	for sec := first; sec < d.loadEnd; sec += int64(time.Second) {
+		if clear(sec) {
+			lo, hi := d.probeRange(sec, sec+int64(time.Second))
+			due += int64(hi - lo)
+		}
+	}
+	pct := 0.0
+	if due > 0 {
+		pct = math.Round(1e4*float64(late)/float64(due)) / 100
+	}
+	return &late, &pct
 }

@@ -118,3 +118,183 @@ func TestFailoverGapWhenAnswersBeatTheRoleEvent(t *testing.T) {
 		t.Errorf("client gap %v, want 1010 ms", ptrStr(g))
 	}
 }
+
+// outageProbes are probes every 10 ms over [0, endMs): 1 ms answers, except that those sent in
+// [fromMs, answeredMs) wait until answeredMs, when the new leader serves them.
+func outageProbes(endMs, fromMs, answeredMs int64) []rundir.Probe {
+	var ps []rundir.Probe
+	for ms := int64(0); ms < endMs; ms += 10 {
+		lat := time.Millisecond
+		if ms >= fromMs && ms < answeredMs {
+			lat = time.Duration(answeredMs-ms+1) * time.Millisecond
+		}
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: int64(lat)})
+	}
+	return ps
+}
+
+// Every order of events a leader kill can take gives a complete row: detection, election, client
+// gap and back to normal. Each case is the event sequence a run stores (events.jsonl, as the
+// runner writes it from the agents' transitions: the killed leader's exit as phase down, its
+// relaunch as phase starting, its first status's role from nothing).
+func TestFailoverEveryOrderOfEvents(t *testing.T) {
+	type want struct {
+		to, candidate, detectedBy string
+		detect, elect             float64
+	}
+	for _, tc := range []struct {
+		name   string
+		events func(f *fixture)
+		answer int64 // ms: the new leader answers the probes held since the kill
+		want   want
+	}{{
+		// The run: heartbeat 10 s, the killed leader relaunched at once stands 6.75 s
+		// after the kill and wins at 7.9 s, before either follower timed out.
+		name: "old leader relaunched wins before the followers time out",
+		events: func(f *fixture) {
+			f.phase(15001, "node-0", "down")
+			f.phase(15040, "node-0", "starting")
+			f.role(17000, "node-0", "follower")
+			f.role(21750, "node-0", "candidate")
+			f.role(22900, "node-0", "leader")
+		},
+		answer: 23000,
+		want:   want{to: "node-0", candidate: "node-0", detectedBy: DetectedByCandidate, detect: 6750, elect: 7900},
+	}, {
+		name: "old leader relaunched goes straight to leader",
+		events: func(f *fixture) {
+			f.phase(15001, "node-0", "down")
+			f.phase(15040, "node-0", "starting")
+			f.role(17000, "node-0", "follower")
+			f.role(22900, "node-0", "leader")
+		},
+		answer: 23000,
+		want:   want{to: "node-0", detectedBy: DetectedByLeader, detect: 7900, elect: 7900},
+	}, {
+		// The candidate state fell between two polls of the winner: it is seen going from
+		// follower to leader, and no node is ever seen standing.
+		name: "candidate shorter than a poll",
+		events: func(f *fixture) {
+			f.phase(15001, "node-0", "down")
+			f.role(25300, "node-1", "leader")
+		},
+		answer: 25400,
+		want:   want{to: "node-1", detectedBy: DetectedByLeader, detect: 10300, elect: 10300},
+	}, {
+		// One follower is seen standing (and loses); the other goes straight to leader.
+		name: "follower straight to leader while another stood",
+		events: func(f *fixture) {
+			f.phase(15001, "node-0", "down")
+			f.role(25000, "node-2", "candidate")
+			f.role(25300, "node-1", "leader")
+			f.role(25310, "node-2", "follower")
+		},
+		answer: 25400,
+		want:   want{to: "node-1", candidate: "node-2", detectedBy: DetectedByCandidate, detect: 10000, elect: 10300},
+	}, {
+		// A follower wins first; the relaunched old leader coming back as a follower changes
+		// nothing.
+		name: "follower wins, old leader rejoins as follower",
+		events: func(f *fixture) {
+			f.phase(15001, "node-0", "down")
+			f.phase(15040, "node-0", "starting")
+			f.role(17000, "node-0", "follower")
+			f.role(25000, "node-1", "candidate")
+			f.role(25200, "node-1", "leader")
+		},
+		answer: 25300,
+		want:   want{to: "node-1", candidate: "node-1", detectedBy: DetectedByCandidate, detect: 10000, elect: 10200},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.role(-1000, "node-0", "leader")
+			f.run(0, "load_start")
+			f.run(1000, "warmup_end")
+			f.action(15000, "kill", "node-0", map[string]any{"signal": "KILL"})
+			tc.events(f)
+			f.run(40000, "load_end")
+			f.probes(outageProbes(40000, 15000, tc.answer))
+			s, err := Analyze(f.close())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Failovers) != 1 {
+				t.Fatalf("failovers %+v, want 1", s.Failovers)
+			}
+			r := s.Failovers[0]
+			if r.To != tc.want.to || r.Candidate != tc.want.candidate || r.DetectedBy != tc.want.detectedBy {
+				t.Errorf("to %q candidate %q detected by %q, want %q %q %q", r.To, r.Candidate, r.DetectedBy, tc.want.to, tc.want.candidate, tc.want.detectedBy)
+			}
+			if r.DetectMs == nil || *r.DetectMs != tc.want.detect || r.ElectMs == nil || *r.ElectMs != tc.want.elect {
+				t.Errorf("detect %v elect %v, want %v and %v", ptrStr(r.DetectMs), ptrStr(r.ElectMs), tc.want.detect, tc.want.elect)
+			}
+			// The silence: from the last answer before the kill (sent 14.99 s, back 14.991 s) to
+			// the first the new leader gives (answer + 1 ms).
+			if g, wantGap := r.ClientGapMs, float64(tc.answer+1-14991); g == nil || *g != wantGap {
+				t.Errorf("client gap %v, want %v", ptrStr(g), wantGap)
+			}
+			if r.NormalMs == nil {
+				t.Errorf("no back to normal: the row is incomplete")
+			}
+		})
+	}
+}
+
+// Normal latency leaves out every fault window, not only snapshots: a leader kill from 1 s
+// before it until back to normal, and a partition until its heal (each with its drain); the
+// summary lists what it left out.
+func TestNormalLeavesOutFaultWindows(t *testing.T) {
+	f := newFixture(t)
+	f.role(-1000, "node-0", "leader")
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.action(15000, "kill", "node-0", map[string]any{"signal": "KILL"})
+	f.phase(15001, "node-0", "down")
+	f.role(16000, "node-1", "candidate")
+	f.role(16200, "node-1", "leader")
+	f.action(30000, "partition", "node-2", map[string]any{})
+	f.action(33000, "heal", "node-2", map[string]any{})
+	f.run(40000, "load_end")
+	var ps []rundir.Probe
+	for ms := int64(0); ms < 40000; ms += 10 {
+		lat := time.Millisecond
+		switch {
+		case ms >= 15000 && ms < 16300: // held until the new leader answers at 16.3 s
+			lat = time.Duration(16300-ms+1) * time.Millisecond
+		case ms >= 16300 && ms < 17500: // the queue draining
+			lat = 20 * time.Millisecond
+		case ms >= 30000 && ms < 33000: // a follower cut off: commits wait on the other one
+			lat = 3 * time.Millisecond
+		}
+		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: int64(lat)})
+	}
+	f.probes(ps)
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Failovers) != 1 || s.Failovers[0].NormalMs == nil {
+		t.Fatalf("failovers %+v, want one with back to normal", s.Failovers)
+	}
+	// Back to normal: the first whole second from the first reply (16.301 s) whose p99 is within
+	// 1.5 × 1 ms is [18.301, 19.301), the drain's 20 ms probes running to 17.5 s: 4301 ms.
+	if got := *s.Failovers[0].NormalMs; got != 4301 {
+		t.Errorf("back to normal %v ms, want 4301", got)
+	}
+	// The kill (never relaunched) until its drain ends, the failover until back to normal, the
+	// partition until its heal.
+	want := []FaultWindow{{"kill", "node-0", 14, 17.5}, {"failover", "node-0", 14, 19.301}, {"partition", "node-2", 29, 33}}
+	if !reflect.DeepEqual(s.NormalLeftOut, want) {
+		t.Errorf("left out %+v, want %+v", s.NormalLeftOut, want)
+	}
+	if s.Normal.MaxUs == nil || *s.Normal.MaxUs != 1000 || s.Normal.Lost != 0 {
+		t.Errorf("normal %+v: every probe outside the faults was answered in 1 ms", s.Normal)
+	}
+	// [1, 14) and (19.301, 29) and (33, 40): 1300 + 969 + 699 probes.
+	if s.Normal.N != 1300+969+699 {
+		t.Errorf("normal n %d, want %d", s.Normal.N, 1300+969+699)
+	}
+	if s.Probes.MaxUs == nil || *s.Probes.MaxUs <= 1000 {
+		t.Errorf("all probes %+v: the outage should show there", s.Probes)
+	}
+}

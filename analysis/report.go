@@ -86,7 +86,8 @@ func renderReport(s *Summary) string {
 			"[snapshot action, last node finished + 1 s]; probes sent before the action are left out, since their wait began "+
 			"before the snapshot did. A probe lost in that window counts as waiting "+
 			"until the end of load, which makes the pause a lower bound (≥). "+
-			"Normal p50: post-warm-up probes outside every snapshot window [action − 1 s, last node finished + 1 s] (n = %d).\n\n", s.Normal.N)
+			"Normal p50: post-warm-up probes outside every snapshot window [action − 1 s, last node finished + 1 s] and every fault window "+
+			"(see Probes overall; n = %d).\n\n", s.Normal.N)
 	}
 
 	writeForces(pf, s)
@@ -226,6 +227,7 @@ func renderReport(s *Summary) string {
 		pctCell(s.Probes.P99Us, s.Probes.N, minNForP99), pctCell(s.Probes.P999Us, s.Probes.N, minNForP999), usCell(s.Probes.MaxUs))
 	pf("Post-warm-up probes only; %d probe(s) sent before the warm-up ended (%s) are excluded from every figure.\n\n",
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
+	pf("%s", normalSection(s))
 	pf("%s", telemetrySection(s))
 	pf("%s", excursionsSection(s))
 	pf("%s", windowsSection(s))
@@ -541,8 +543,13 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 			pf("* %s: %s ± %s%s, n = %d\n", x.Label, x.Format(x.Mean), x.Format(x.Stdev), ci, x.N)
 		}
 	}
+	for i, r := range s.Failovers {
+		if r.DetectedBy == DetectedByLeader {
+			pf("\nFailover %d: no node was seen as a candidate before %s led (it stood and won between two observations of its state): detection is the election's time, an upper bound.\n", i+1, r.To)
+		}
+	}
 	pf("\nFrom the fault (a step_down, or a kill of the leader): detection is the first node to become a candidate, "+
-		"election another node reporting itself leader; client gap is from the last reply before the new leader was known to the first after it "+
+		"election a node reporting itself leader (another node, or the old leader once it was down or had stopped leading: relaunched, it may win again); client gap is from the last reply before the new leader was known to the first after it "+
 		"(client clock: intended send + latency); back to normal ends the first whole second after that reply whose p99 is within %.0f %% of "+
 		"the median per-second p99 of the %d s before the fault. — : did not happen before the next fault or the end of load.\n\n",
 		normalMargin*100, normalBaselineS)

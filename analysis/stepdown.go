@@ -36,7 +36,7 @@ func (d *runData) stepDownRows(s *Summary) []string {
 	acts := d.actions(rundir.ActStepDown)
 	for i, a := range acts {
 		at := a.T.UnixNano()
-		row := StepDownRow{AtS: d.off(at), From: a.Node, NormalP50Us: s.Normal.P50Us}
+		row := StepDownRow{AtS: d.off(at), From: a.Node} // NormalP50Us once normal latency is known (analyze.go)
 		limit := d.loadEnd
 		if i+1 < len(acts) {
 			limit = acts[i+1].T.UnixNano()

@@ -43,7 +43,9 @@ type Summary struct {
 
 	Probes       Stats `json:"probes"`        // every post-warm-up probe
 	WarmupProbes int   `json:"warmup_probes"` // probes sent before warmup_end: excluded from all figures
-	Normal       Stats `json:"normal"`        // post-warm-up probes outside every snapshot window
+	Normal       Stats `json:"normal"`        // post-warm-up probes outside every window of NormalLeftOut
+	// NormalLeftOut are the windows Normal leaves out: snapshots and every fault (failover.go).
+	NormalLeftOut []FaultWindow `json:"normal_left_out"`
 
 	Snapshots []SnapshotRow `json:"snapshots"`  // one per snapshot action
 	Restarts  []RestartRow  `json:"restarts"`   // one per kill action

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -512,14 +513,30 @@ func (cl *client) addHold(h rundir.Hold) {
 	cl.mu.Unlock()
 }
 
-// tickLocked counts an event in the second of the timeline it happened in.
+// tickLocked counts an event in the second of the timeline it happened in (kept in order: a
+// late message is counted in the second it was due, which may precede the newest).
 func (cl *client) tickLocked(now int64, f func(*rundir.ConnSecond)) {
 	sec := time.Unix(0, cl.epochUnix+now).Truncate(time.Second)
 	tl := cl.stats.Timeline
-	if len(tl) == 0 || tl[len(tl)-1].At.Before(sec) {
-		cl.stats.Timeline = append(tl, rundir.ConnSecond{At: sec})
+	i := len(tl)
+	for i > 0 && tl[i-1].At.After(sec) {
+		i--
 	}
-	f(&cl.stats.Timeline[len(cl.stats.Timeline)-1])
+	if i == 0 || !tl[i-1].At.Equal(sec) {
+		tl = slices.Insert(tl, i, rundir.ConnSecond{At: sec})
+		cl.stats.Timeline = tl
+		i++
+	}
+	f(&tl[i-1])
+}
+
+// lateConnected counts messages sent late outside every hold, each in the second it was due.
+func (cl *client) lateConnected(dues []int64) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, d := range dues {
+		cl.tickLocked(d, func(t *rundir.ConnSecond) { t.LateConnected++ })
+	}
 }
 
 func (cl *client) dial(ctx context.Context, addr string) (*conn, error) {

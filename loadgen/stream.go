@@ -168,6 +168,8 @@ type stream struct {
 	late          int64
 	lateConnected int64
 	held          int64
+	senderSched   string // the scheduling policy and nice value the sender's thread ran at (senderThread)
+	senderNice    *int
 	firstSent     int64 // messages [0, firstSent) were sent at least once
 	hl            *intervalLog
 	stopping      bool
@@ -430,7 +432,11 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 // (coordinated omission), and the hold is recorded (ConnStats.Holds) so lateness outside every
 // outage can be told apart (SendLag.LateConnected).
 func (s *stream) sendLoop(hard context.Context) {
-	preciseThread()
+	policy, nice, done := senderThread()
+	defer done()
+	s.mu.Lock()
+	s.senderSched, s.senderNice = policy, &nice
+	s.mu.Unlock()
 	var (
 		i, first int64    // messages [first, i) are due and not yet sent
 		rq       []uint64 // resends due and not yet taken by a connection
@@ -582,14 +588,16 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 	for i := i0; i < i1; i++ {
 		lags = append(lags, at-(s.start+s.cfg.at(i)))
 	}
+	var lateDues []int64
 	s.mu.Lock()
 	s.sent += i1 - i0
-	for _, l := range lags {
+	for k, l := range lags {
 		s.lag.RecordValue(clampLatency(l))
 		s.maxLag = max(s.maxLag, l)
 		if l > lateAfter {
 			s.late++
 			if !held {
+				lateDues = append(lateDues, s.start+s.cfg.at(i0+int64(k)))
 				s.lateConnected++
 			}
 		}
@@ -602,6 +610,9 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 		s.cfg.onSent(i0, int(i1-i0), at)
 	}
 	s.mu.Unlock()
+	if len(lateDues) > 0 && s.cl != nil {
+		s.cl.lateConnected(lateDues)
+	}
 	return lags
 }
 
@@ -727,7 +738,7 @@ func (s *stream) counts() streamCounts {
 			c.end = time.Unix(0, s.epochUnix+s.start+s.endAt)
 		}
 	}
-	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected}
+	c.lag = rundir.SendLag{MaxNs: s.maxLag, Late: s.late, Held: s.held, LateConnected: s.lateConnected, SenderSched: s.senderSched, SenderNice: s.senderNice}
 	if n := s.lag.TotalCount(); n > 0 {
 		c.lag.P50Ns = s.lag.ValueAtQuantile(50)
 		if n >= 100 {

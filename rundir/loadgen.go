@@ -53,6 +53,11 @@ type SendLag struct {
 	// late messages due outside every hold: the sender's own lateness, which must stay near 0.
 	Held          int64 `json:"held"`
 	LateConnected int64 `json:"late_connected"`
+	// SenderSched ("fifo" or "other") and SenderNice are the scheduling policy and nice value the
+	// sender's thread ran at (loadgen/precise.go: real-time when allowed, else a lower nice);
+	// absent in older folders.
+	SenderSched string `json:"sender_sched,omitempty"`
+	SenderNice  *int   `json:"sender_nice,omitempty"`
 }
 
 // ConnStats counts what happened to a client's connections.
@@ -96,6 +101,10 @@ type ConnSecond struct {
 	DialFailures int64     `json:"dial_failures"`
 	Reconnects   int64     `json:"reconnects"`
 	Resent       int64     `json:"resent"`
+	// LateConnected are the messages due in this second that were sent late outside every hold
+	// (SendLag.LateConnected, by the second they were due), so the analysis can tell the
+	// sender's lateness around a fault from its lateness elsewhere.
+	LateConnected int64 `json:"late_connected,omitempty"`
 }
 
 // LeaderChange is a change of the server that answers commands, as this client saw it.

@@ -22,8 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/conformance"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/loadgen/loadspec"
@@ -337,7 +340,7 @@ func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
 // neither Maven nor Java.
 func TestPlaybooksOpen(t *testing.T) {
 	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml",
-		"snapshot-forces.yaml", "recording-cost.yaml"} {
+		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml"} {
 		pb, err := playbooks.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -354,5 +357,53 @@ func TestPlaybooksOpen(t *testing.T) {
 		if want := []string{"election_timeout", "heartbeat_timeout", "snapshot_block", "sync_level"}; strings.Join(c.Carries, ",") != strings.Join(want, ",") {
 			t.Errorf("%s: carries %v, want %v", name, c.Carries, want)
 		}
+	}
+}
+
+// TestLeaderFailoverPlaybook: leader-failover.yaml plans one run at Aeron's default leader
+// heartbeat timeout and one tuned, each JVM getting it as the Aeron property in nanoseconds, and
+// kills the leader twice per run: relaunched at once (the old leader may win again), then after
+// a stable leader, relaunched 15 s later. Needs neither Maven nor Java.
+func TestLeaderFailoverPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("leader-failover.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range plan.Runs {
+		drv, table, err := r.Playbook.Engine.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := driver.Prepare(drv, table, r.Playbook.Engine.Settings(), engine.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered, err := r.Playbook.Engine.Command.Render(command.Sample(st.Settings))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range rendered.Args {
+			if strings.HasPrefix(a, "-Daeron.cluster.leader.heartbeat.timeout=") {
+				got = append(got, r.Settings["engine.heartbeat_timeout"]+" "+a)
+			}
+		}
+	}
+	want := []string{"10s -Daeron.cluster.leader.heartbeat.timeout=10000000000", "1s -Daeron.cluster.leader.heartbeat.timeout=1000000000"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("heartbeat timeouts rendered %q, want %q", got, want)
+	}
+	var kills []string
+	for _, e := range pb.Timeline {
+		if k, ok := e.Spec.(*actions.Kill); ok {
+			kills = append(kills, fmt.Sprintf("%s %s %s", e.At, k.Node, k.RelaunchAfter))
+		}
+	}
+	if want := []string{"12s leader 1ms", "32s leader 15s"}; strings.Join(kills, "|") != strings.Join(want, "|") {
+		t.Errorf("kills %q, want %q", kills, want)
 	}
 }

@@ -31,13 +31,14 @@ import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import org.agrona.concurrent.status.AtomicCounter;
 import org.agrona.concurrent.status.CountersReader;
 
 /**
  * The engine contract's admin API (engine/contract.go, docs/engines.md) on the admin address:
- * GET /status, POST /snapshot, POST /step-down, GET /metrics, each only with
- * Authorization: Bearer $RIG_ADMIN_TOKEN.
+ * GET /status, GET /changes, POST /snapshot, POST /step-down, GET /metrics (and GET /orders), each
+ * only with Authorization: Bearer $RIG_ADMIN_TOKEN.
  *
  * /status reads the node's Aeron counters (the ones ClusterTool prints): role (type 201),
  * commit position (203), election state (207), leadership term id (239), the log recording's
@@ -65,7 +66,13 @@ final class Admin
     private volatile ClusteredServiceContainer container;
     private volatile Gateway gateway;
     private int phase; // index in PHASES, only ever raised
-    private long launchLog;
+    private volatile long launchLog;
+    /** GET /changes, fed by the watcher thread (watch). */
+    private final Changes changes = new Changes();
+    private volatile boolean watching;
+    private Thread watcher;
+    /** Counter ids by type, found once (ClusterCounters.find scans every counter); -1 until found. */
+    private final java.util.Map<Integer, Integer> counterIds = new java.util.concurrent.ConcurrentHashMap<>();
 
     Admin(final Node.Config cfg, final NodeState state, final String token, final RigAeron.Contexts ctx, final Introspection introspection)
     {
@@ -83,7 +90,8 @@ final class Admin
     void bind(final InetSocketAddress addr) throws IOException
     {
         http = HttpServer.create(addr, 64);
-        http.setExecutor(Executors.newFixedThreadPool(4, r ->
+        // A long poll of GET /changes and a POST /snapshot may each hold a thread for a while.
+        http.setExecutor(Executors.newFixedThreadPool(8, r ->
         {
             final Thread t = new Thread(r, "admin-http");
             t.setDaemon(true);
@@ -92,6 +100,11 @@ final class Admin
         http.createContext("/", this::handle);
         http.createContext(GcHandler.PATH, new GcHandler(token));
         http.start();
+        watching = true;
+        watcher = new Thread(this::watch, "admin-changes");
+        watcher.setDaemon(true);
+        state.watcher = watcher;
+        watcher.start();
     }
 
     void start(final ClusteredMediaDriver driver, final ClusteredServiceContainer container)
@@ -107,7 +120,45 @@ final class Admin
 
     void close()
     {
+        watching = false;
+        LockSupport.unpark(watcher);
+        changes.close();
         http.stop(0);
+    }
+
+    /** How often the watcher checks the node when no callback wakes it first. */
+    static final long CHECK_EVERY_NS = 1_000_000L;
+
+    /**
+     * Checks the node every CHECK_EVERY_NS, and at once when the service reports a role or
+     * leadership term (NodeState.changed unparks it), feeding GET /changes. A check reads a few
+     * counters; the status is rendered only when something changed.
+     */
+    private void watch()
+    {
+        while (watching)
+        {
+            try
+            {
+                final Instant now = Instant.now();
+                final Reading r = read();
+                final int ph = advance(r);
+                changes.check(changeKey(r, ph), now, () -> render(r, ph, "", 0, now));
+            }
+            catch (final RuntimeException e)
+            {
+                Log.error("admin: change check", e);
+            }
+            LockSupport.parkNanos(CHECK_EVERY_NS);
+        }
+    }
+
+    /** What a change is a change of: the contract's phase, role, leader, term and last snapshot, and Aeron's election state. */
+    private List<Object> changeKey(final Reading r, final int ph)
+    {
+        final NodeState.Snapshot s = r.snapshot();
+        return List.of(ph, role(r), leaderNode(r), r.term(), r.election() == null ? "none" : r.election().name(),
+            s == null ? -1L : s.index(), s != null && s.restored());
     }
 
     /** The cluster control toggle's actions in the Aeron that runs (its states but INACTIVE and NEUTRAL). */
@@ -193,6 +244,10 @@ final class Admin
             {
                 reply(ex, 200, status(query.contains("hash=1")));
             }
+            else if (path.equals("/changes") && method.equals("GET"))
+            {
+                changes(ex, query);
+            }
             else if (path.equals("/snapshot") && method.equals("POST"))
             {
                 snapshot(ex);
@@ -215,7 +270,7 @@ final class Admin
             }
             else
             {
-                reply(ex, 404, "{\"error\":" + Json.str("no " + method + " " + path + "; this engine serves GET /status, POST /snapshot, " +
+                reply(ex, 404, "{\"error\":" + Json.str("no " + method + " " + path + "; this engine serves GET /status, GET /changes, POST /snapshot, " +
                     "POST /step-down, GET /metrics" + (heldSupported ? ", GET /orders" : " (GET /orders: the service's introspection " +
                     "gives no held order ids)")) + "}");
             }
@@ -259,7 +314,16 @@ final class Admin
         {
             return dflt;
         }
-        final int id = ClusterCounters.find(cr, typeId, clusterId());
+        // Found once: a counter keeps its id for the life of the driver, and find scans them all.
+        Integer id = counterIds.get(typeId);
+        if (id == null || id < 0)
+        {
+            id = ClusterCounters.find(cr, typeId, clusterId());
+            if (id >= 0)
+            {
+                counterIds.put(typeId, id);
+            }
+        }
         return id < 0 ? dflt : cr.getCounterValue(id);
     }
 
@@ -281,14 +345,101 @@ final class Admin
         return max[0];
     }
 
-    private synchronized String status(final boolean withHash)
+    /**
+     * One reading of the node: a status and a change key are made from the same reading, so a
+     * change's status shows the state that was the change.
+     */
+    private record Reading(long roleCode, ElectionState election, long commit, long term, int leaderMember, long applied,
+        long orders, NodeState.Snapshot snapshot, boolean serviceStarted, boolean restoring)
+    {
+    }
+
+    private Reading read()
     {
         final CountersReader cr = counters();
+        promoteSnapshot(cr);
+        final long electionCode = counter(cr, AeronCounters.CLUSTER_ELECTION_STATE_TYPE_ID, -1);
         final ClusteredMediaDriver d = driver;
-        long applied = state.applied;
-        long orders = state.orders;
+        // The consensus module's leader: the service hears of a leader only from a new leadership
+        // term event in the log, which a follower that restored a snapshot taken later in the term
+        // never replays, so it would report no leader until the next term.
+        final ElectionState election = electionCode < 0 ? null : electionState(electionCode);
+        int leader = d == null ? -1 : Compat.leaderMemberId(d.consensusModule());
+        if (leader >= 0 && election == ElectionState.CLOSED)
+        {
+            state.leaderMemberId = leader; // the gateway's not-leader redirect names it too
+        }
+        else if (leader < 0)
+        {
+            leader = state.leaderMemberId;
+        }
+        return new Reading(counter(cr, AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID, 0), election,
+            Math.max(0, counter(cr, AeronCounters.CLUSTER_COMMIT_POSITION_TYPE_ID, 0)),
+            Math.max(0, counter(cr, AeronCounters.CLUSTER_LEADERSHIP_TERM_ID_TYPE_ID, Math.max(0, state.leadershipTermId))),
+            leader, state.applied, state.orders, state.lastSnapshot, state.serviceStarted, state.restoring);
+    }
+
+    /** Raises the phase (never lowered) for a reading and returns it; records where replay ended. */
+    private synchronized int advance(final Reading r)
+    {
+        final int now = !r.serviceStarted() ? (r.restoring() ? 1 : 0) : phase(r.election(), r.roleCode());
+        if (now > phase)
+        {
+            if (phase <= 3 && now >= 4)
+            {
+                launchLog = r.applied(); // where replaying the local log ended
+            }
+            phase = now;
+        }
+        return phase;
+    }
+
+    /**
+     * The contract's role for a reading: Aeron's node role counter says candidate only while a
+     * node's own ballot is open (CANDIDATE_BALLOT); a follower whose leader heartbeat timed out
+     * has stopped following from CANVASS on, which is when Raft's follower becomes a candidate,
+     * so CANVASS and NOMINATE are reported as candidate too (the failover's detection).
+     */
+    static String role(final long roleCode, final ElectionState election)
+    {
+        if (roleCode == 2)
+        {
+            return "leader";
+        }
+        if (roleCode == 1 || election == ElectionState.CANVASS || election == ElectionState.NOMINATE ||
+            election == ElectionState.CANDIDATE_BALLOT)
+        {
+            return "candidate";
+        }
+        return "follower";
+    }
+
+    private static String role(final Reading r)
+    {
+        return role(r.roleCode(), r.election());
+    }
+
+    /** The leader's node name, or "" while none is known (an election is open). */
+    private String leaderNode(final Reading r)
+    {
+        if (r.roleCode() == 2)
+        {
+            return cfg.node();
+        }
+        final int leader = r.leaderMember();
+        if (leader >= 0 && leader < cfg.peers().size() && r.election() == ElectionState.CLOSED)
+        {
+            return cfg.peers().get(leader).node();
+        }
+        return "";
+    }
+
+    private String status(final boolean withHash)
+    {
         String hash = "";
         long hashIndex = 0;
+        long applied = -1;
+        long orders = -1;
         if (withHash && !liveHash)
         {
             // No state hash of its own: the hash of the bytes of the last snapshot, at its position.
@@ -301,6 +452,7 @@ final class Admin
         }
         else if (withHash && state.serviceStarted)
         {
+            // Waited for outside any lock: the watcher keeps checking meanwhile.
             final CompletableFuture<NodeState.Hash> f = new CompletableFuture<>();
             state.hashRequests.add(f);
             try
@@ -315,49 +467,42 @@ final class Admin
                 Log.warn("state hash: the service thread did not answer within 5s: " + e);
             }
         }
-        final long roleCode = counter(cr, AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID, 0);
-        final String role = roleCode == 2 ? "leader" : roleCode == 1 ? "candidate" : "follower";
-        final long electionCode = counter(cr, AeronCounters.CLUSTER_ELECTION_STATE_TYPE_ID, -1);
-        final ElectionState election = electionCode < 0 ? null : electionState(electionCode);
-        final long commit = Math.max(0, counter(cr, AeronCounters.CLUSTER_COMMIT_POSITION_TYPE_ID, 0));
-        final long term = Math.max(0, counter(cr, AeronCounters.CLUSTER_LEADERSHIP_TERM_ID_TYPE_ID, Math.max(0, state.leadershipTermId)));
+        Reading r = read();
+        if (applied >= 0)
+        {
+            r = new Reading(r.roleCode(), r.election(), r.commit(), r.term(), r.leaderMember(), applied, orders, r.snapshot(),
+                r.serviceStarted(), r.restoring());
+        }
+        return render(r, advance(r), hash, hashIndex, Instant.now());
+    }
+
+    /** The status JSON of a reading, at phase ph (advance), stamped now. */
+    private String render(final Reading r, final int ph, final String hash, final long hashIndex, final Instant now)
+    {
+        final CountersReader cr = counters();
+        final ClusteredMediaDriver d = driver;
+        final long applied = r.applied();
         long lastLog = d == null || cr == null ? -1 : logRecordingPosition(cr, d.consensusModule().context().logStreamId());
         if (lastLog < 0)
         {
-            lastLog = Math.max(commit, applied);
+            lastLog = Math.max(r.commit(), applied);
         }
-
-        final int now = !state.serviceStarted ? (state.restoring ? 1 : 0) : phase(election, roleCode);
-        if (now > phase)
-        {
-            if (phase <= 3 && now >= 4)
-            {
-                launchLog = applied; // where replaying the local log ended
-            }
-            phase = now;
-        }
-
-        promoteSnapshot(cr);
-        final int leader = state.leaderMemberId;
         final StringBuilder sb = new StringBuilder(1024);
         sb.append('{');
         Json.field(sb, "node", cfg.node());
-        Json.field(sb, "role", role);
-        Json.field(sb, "phase", PHASES[phase]);
-        if (roleCode == 2)
+        Json.field(sb, "role", role(r));
+        Json.field(sb, "phase", PHASES[ph]);
+        final String leader = leaderNode(r);
+        if (!leader.isEmpty())
         {
-            Json.field(sb, "leader", cfg.node());
+            Json.field(sb, "leader", leader);
         }
-        else if (leader >= 0 && leader < cfg.peers().size() && election == ElectionState.CLOSED)
-        {
-            Json.field(sb, "leader", cfg.peers().get(leader).node());
-        }
-        Json.field(sb, "term", term);
-        Json.field(sb, "commit_index", commit);
+        Json.field(sb, "term", r.term());
+        Json.field(sb, "commit_index", r.commit());
         Json.field(sb, "applied_index", applied);
         Json.field(sb, "last_log_index", lastLog);
         Json.field(sb, "launch_log_index", launchLog);
-        final NodeState.Snapshot s = state.lastSnapshot;
+        final NodeState.Snapshot s = r.snapshot();
         if (s != null)
         {
             sb.append("\"last_snapshot\":{");
@@ -375,7 +520,7 @@ final class Admin
             Json.close(sb);
             sb.append(',');
         }
-        Json.field(sb, "orders", Math.max(0, orders));
+        Json.field(sb, "orders", Math.max(0, r.orders()));
         Json.field(sb, "state_hash", hash);
         if (hashIndex > 0)
         {
@@ -384,14 +529,68 @@ final class Admin
         sb.append("\"unsupported\":").append(Json.strings(unsupported())).append(',');
         Json.field(sb, "pid", ProcessHandle.current().pid());
         Json.field(sb, "started", started.toString());
-        Json.field(sb, "now", Instant.now().toString());
+        Json.field(sb, "now", now.toString());
         Json.field(sb, "aeron_version", AERON_VERSION);
-        Json.field(sb, "election_state", election == null ? "none" : election.name());
+        Json.field(sb, "election_state", r.election() == null ? "none" : r.election().name());
         sb.append("\"ignored_properties\":").append(Json.strings(unreadProperties())).append(',');
         sb.append("\"config\":");
         config(sb);
         sb.append('}');
         return sb.toString();
+    }
+
+    /** GET /changes?since=V&wait=D: engine.Changes, answered at the next change after V or after D. */
+    private void changes(final HttpExchange ex, final String query) throws IOException
+    {
+        long since = 0;
+        long waitNs = 0;
+        for (final String kv : query.split("&"))
+        {
+            final int eq = kv.indexOf('=');
+            final String k = eq < 0 ? kv : kv.substring(0, eq);
+            final String v = eq < 0 ? "" : java.net.URLDecoder.decode(kv.substring(eq + 1), StandardCharsets.UTF_8);
+            if (k.equals("since") && !v.isEmpty())
+            {
+                try
+                {
+                    since = Long.parseLong(v);
+                    if (since < 0)
+                    {
+                        throw new NumberFormatException("negative");
+                    }
+                }
+                catch (final NumberFormatException e)
+                {
+                    reply(ex, 400, "{\"error\":" + Json.str("since " + v + ": want a version number") + "}");
+                    return;
+                }
+            }
+            else if (k.equals("wait") && !v.isEmpty())
+            {
+                try
+                {
+                    waitNs = Changes.parseGoDuration(v);
+                }
+                catch (final IllegalArgumentException e)
+                {
+                    waitNs = -1;
+                }
+                if (waitNs < 0 || waitNs > Changes.MAX_WAIT_NS)
+                {
+                    reply(ex, 400, "{\"error\":" + Json.str("wait " + v + ": want a Go duration from 0 to 1m0s") + "}");
+                    return;
+                }
+            }
+        }
+        try
+        {
+            reply(ex, 200, changes.since(since, waitNs));
+        }
+        catch (final InterruptedException e)
+        {
+            Thread.currentThread().interrupt();
+            reply(ex, 503, "{\"error\":\"interrupted\"}");
+        }
     }
 
     /** The election state for a counter value, by Aeron's own enum; null for a code this Aeron does not know. */

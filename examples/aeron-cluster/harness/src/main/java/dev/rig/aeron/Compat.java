@@ -1,5 +1,6 @@
 package dev.rig.aeron;
 
+import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 
 /**
@@ -43,6 +44,47 @@ final class Compat
         catch (final ReflectiveOperationException e)
         {
             // an older Agrona: nothing holds the JVM
+        }
+    }
+
+    private static volatile Field conductorField;
+    private static volatile Field leaderMemberField;
+    private static volatile boolean leaderUnreadable;
+
+    /**
+     * The member id of the leader the consensus module follows (ConsensusModuleAgent.leaderMember),
+     * read by name: no counter or public accessor carries it (ClusterTool asks the consensus module
+     * over its service stream). -1 when there is none, or when this Aeron has no such field (the
+     * node then logs it once and reports the leader of the last new leadership term the service
+     * saw).
+     */
+    static int leaderMemberId(final Object consensusModule)
+    {
+        if (leaderUnreadable || consensusModule == null)
+        {
+            return -1;
+        }
+        try
+        {
+            if (leaderMemberField == null)
+            {
+                final Field c = consensusModule.getClass().getDeclaredField("conductor");
+                c.setAccessible(true);
+                final Field l = c.getType().getDeclaredField("leaderMember");
+                l.setAccessible(true);
+                conductorField = c;
+                leaderMemberField = l;
+            }
+            final Object agent = conductorField.get(consensusModule);
+            final Object member = agent == null ? null : leaderMemberField.get(agent);
+            return member == null ? -1 : ((io.aeron.cluster.ClusterMember)member).id();
+        }
+        catch (final ReflectiveOperationException | RuntimeException e)
+        {
+            leaderUnreadable = true;
+            Log.warn("the consensus module's leader is not readable on Aeron " + Admin.AERON_VERSION + " (" + e +
+                "): /status leader comes from the new leadership term events the service sees");
+            return -1;
         }
     }
 }

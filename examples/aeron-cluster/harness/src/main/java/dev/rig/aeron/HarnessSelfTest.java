@@ -88,6 +88,48 @@ public final class HarnessSelfTest
         check("a candidate in CLOSED is not ready", phases[Admin.phase(ElectionState.CLOSED, 1)].equals("joining"),
             phases[Admin.phase(ElectionState.CLOSED, 1)]);
 
+        check("a follower that left CLOSED to canvass is a candidate (the failover's detection)",
+            Admin.role(0, ElectionState.CANVASS).equals("candidate") && Admin.role(0, ElectionState.NOMINATE).equals("candidate") &&
+            Admin.role(1, ElectionState.CANDIDATE_BALLOT).equals("candidate") && Admin.role(0, ElectionState.FOLLOWER_BALLOT).equals("follower") &&
+            Admin.role(0, ElectionState.CLOSED).equals("follower") && Admin.role(2, ElectionState.LEADER_REPLAY).equals("leader"),
+            Admin.role(0, ElectionState.CANVASS) + " " + Admin.role(0, ElectionState.FOLLOWER_BALLOT) + " " + Admin.role(2, ElectionState.LEADER_REPLAY));
+
+        long[] durs = {Changes.parseGoDuration("10s"), Changes.parseGoDuration("1m0s"), Changes.parseGoDuration("1.5s"),
+            Changes.parseGoDuration("250ms"), Changes.parseGoDuration("0"), Changes.parseGoDuration("20µs")};
+        check("GET /changes reads wait as a Go duration", java.util.Arrays.equals(durs,
+            new long[] {10_000_000_000L, 60_000_000_000L, 1_500_000_000L, 250_000_000L, 0, 20_000}), java.util.Arrays.toString(durs));
+        int refused = 0;
+        for (final String bad : new String[] {"", "10", "-1s", "1x", "s"})
+        {
+            try
+            {
+                Changes.parseGoDuration(bad);
+            }
+            catch (final IllegalArgumentException e)
+            {
+                refused++;
+            }
+        }
+        check("GET /changes refuses a wait that is no Go duration", refused == 5, refused + " of 5 refused");
+
+        final Changes ch = new Changes();
+        final java.time.Instant t0 = java.time.Instant.parse("2026-12-06T00:00:00Z");
+        ch.check("follower", t0, () -> "{\"role\":\"follower\"}");
+        ch.check("follower", t0.plusMillis(1), () -> "{}");
+        ch.check("candidate", t0.plusMillis(2), () -> "{\"role\":\"candidate\"}");
+        ch.check("leader", t0.plusMillis(3), () -> "{\"role\":\"leader\"}");
+        final String all = ch.since(0, 0);
+        final String after2 = ch.since(2, 0);
+        final String stale = ch.since(99, 0);
+        final long w0 = System.nanoTime();
+        final String none = ch.since(3, 20_000_000L);
+        final long waited = System.nanoTime() - w0;
+        check("GET /changes: a version per change, each with the check before it, oldest first",
+            all.startsWith("{\"version\":3,\"changes\":[{\"version\":1,\"status\":{\"role\":\"follower\"}},{\"version\":2,\"prev_check\":\"2026-12-06T00:00:00.001Z\"") &&
+            all.endsWith("\"truncated\":false}") && after2.contains("\"version\":3,\"prev_check\":\"2026-12-06T00:00:00.002Z\"") &&
+            !after2.contains("\"version\":2,") && stale.equals(all) && none.contains("\"changes\":[]") && waited >= 19_000_000L,
+            all + " | " + after2 + " | " + none + " after " + waited / 1_000_000 + " ms");
+
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);
     }

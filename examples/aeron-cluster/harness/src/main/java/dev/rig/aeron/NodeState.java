@@ -64,6 +64,19 @@ final class NodeState
     /** The last snapshot whose bytes the harness hashed. */
     volatile SnapshotHash snapshotHash;
 
+    /** Admin's change watcher (GET /changes), woken by changed(). */
+    volatile Thread watcher;
+
+    /** Wakes the change watcher at once: the service saw a role, a leadership term, a restore or a snapshot. */
+    void changed()
+    {
+        final Thread t = watcher;
+        if (t != null)
+        {
+            java.util.concurrent.locks.LockSupport.unpark(t);
+        }
+    }
+
     /** Gateway correlation id -> log position of the message that carried it (leader only; the ack's index). */
     final ConcurrentHashMap<Long, Long> positions = new ConcurrentHashMap<>();
     final ConcurrentLinkedQueue<CompletableFuture<Hash>> hashRequests = new ConcurrentLinkedQueue<>();
@@ -100,6 +113,7 @@ final class NodeState
             }
             lastSnapshot = s;
             snapshotsTaken++;
+            changed();
         }
     }
 

@@ -50,6 +50,7 @@ final class RigService implements ClusteredService
         else
         {
             state.restoring = true;
+            state.changed();
             final long t0 = System.nanoTime();
             // A service that cannot load its snapshot throws; the container logs it and the node must
             // not run on a state it cannot vouch for.
@@ -70,6 +71,7 @@ final class RigService implements ClusteredService
         }
         publish();
         state.serviceStarted = true;
+        state.changed();
     }
 
     @Override
@@ -171,6 +173,7 @@ final class RigService implements ClusteredService
         {
             state.positions.clear();
         }
+        state.changed();
         Log.info("role " + newRole);
         service.onRoleChange(newRole);
     }
@@ -182,6 +185,7 @@ final class RigService implements ClusteredService
     {
         state.leadershipTermId = leadershipTermId;
         state.leaderMemberId = leaderMemberId;
+        state.changed();
         Log.info("leadership term " + leadershipTermId + " led by member " + leaderMemberId + " from log position " + logPosition);
         service.onNewLeadershipTermEvent(leadershipTermId, logPosition, timestamp, termBaseLogPosition, leaderMemberId, logSessionId,
             timeUnit, appVersion);
