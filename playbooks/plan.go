@@ -161,7 +161,7 @@ func (p *Playbook) estimate(m *estimate.Model, target string, bookReused bool) e
 	if target == "" {
 		target = "local"
 	}
-	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel(), Orders: p.Preload.Orders,
+	return m.Estimate(estimate.Run{Target: target, Engine: p.Engine.EstimateKey(), PreloadRate: p.Engine.PreloadRate, SyncLevel: p.Engine.SyncLevel(), Orders: p.Preload.Orders,
 		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), BookReused: bookReused, Duration: p.Duration})
 }
 

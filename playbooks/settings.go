@@ -16,7 +16,7 @@ import (
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "preload_rate"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -166,6 +166,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["bytes_per_order"]; kv != nil {
 		r.scalarField(p, "engine.bytes_per_order", kv.Value)
+	}
+	if kv := byKey["preload_rate"]; kv != nil {
+		r.scalarField(p, "engine.preload_rate", kv.Value)
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {
@@ -319,12 +322,14 @@ type engineJSON struct {
 	Declared     driver.Table               `json:"settings,omitempty"`
 	SettingsFile string                     `json:"settings_file,omitempty"`
 	OrderBytes   int64                      `json:"bytes_per_order,omitempty"`
+	PreloadRate  float64                    `json:"preload_rate,omitempty"`
 	Values       map[string]json.RawMessage `json:"values,omitempty"`
 }
 
 // MarshalJSON writes every asked setting (defaults included) under "values".
 func (e Engine) MarshalJSON() ([]byte, error) {
-	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes}
+	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes,
+		PreloadRate: e.PreloadRate}
 	table := e.Table()
 	for name, v := range e.Settings() {
 		if out.Values == nil {
@@ -350,7 +355,8 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes}
+	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes,
+		PreloadRate: in.PreloadRate}
 	raw := in.Values
 	legacy := raw == nil
 	if legacy {

@@ -65,6 +65,9 @@ type Engine struct {
 	// OrderBytes is engine.bytes_per_order: the resident memory one resting order costs a server
 	// of an engine whose driver does not measure its own (driver.MemoryEstimator); 0: not given.
 	OrderBytes int64 `json:"bytes_per_order,omitempty"`
+	// PreloadRate is engine.preload_rate: the orders per second the engine preloads at, as its
+	// playbook declares, for estimates when the results folder holds no earlier run of it; 0: not given.
+	PreloadRate float64 `json:"preload_rate,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`
