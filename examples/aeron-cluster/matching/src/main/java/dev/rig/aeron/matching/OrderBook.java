@@ -1,8 +1,8 @@
 package dev.rig.aeron.matching;
 
+import java.util.HashMap;
 import java.util.Map;
 import java.util.TreeMap;
-import org.agrona.collections.Long2ObjectHashMap;
 
 /**
  * A price-time order book over many instruments: limit (GTC, IOC) and market orders, cancel.
@@ -116,9 +116,7 @@ final class OrderBook
     }
 
     private final TreeMap<Long, Instrument> instruments = new TreeMap<>();
-    // Orders by id without a boxed key or an entry object per order: a preload rests a million
-    // orders, and every object that lives is one the young collections copy (docs/engines.md, "Preload").
-    private final Long2ObjectHashMap<Order> byId = new Long2ObjectHashMap<>();
+    private final Map<Long, Order> byId = new HashMap<>();
     private long version;
     private long hashVersion = -1;
     private long hashValue;
