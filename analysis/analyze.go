@@ -640,7 +640,7 @@ func (d *runData) snapshotRows(s *Summary) []string {
 					row.PersistedMs = map[string]float64{}
 				}
 				row.PersistedMs[e.Node] = e.Snapshot.PersistedMs
-				d.snapTakes = append(d.snapTakes, snapTake{row: len(s.Snapshots), node: e.Node, from: at, to: t, takeMs: e.Snapshot.TakeMs, persistedMs: e.Snapshot.PersistedMs})
+				d.snapTakes = append(d.snapTakes, snapTake{row: len(s.Snapshots), node: e.Node, from: at, to: t, takeMs: e.Snapshot.TakeMs, persistedMs: e.Snapshot.PersistedMs, engine: e.Snapshot.EngineWrites})
 				row.Bytes = max(row.Bytes, e.Snapshot.Bytes)
 				// A node that was down or catching up at the action takes the snapshot when its
 				// replay reaches the marker: a real take, but not part of the pause clients saw.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -42,6 +43,9 @@ type SnapshotForces struct {
 	TakeMs      float64 `json:"take_ms"`
 	PersistedMs float64 `json:"persisted_ms"`
 	ForceCount
+	// Engine is the engine's own count of its writes from the take to the persist, where it
+	// reports one (engine.Snapshot.EngineWrites): shown beside the model's forces.
+	Engine *engine.EngineWrites `json:"engine_writes,omitempty"`
 	// Files are the files forced in the window, most bytes first (at most forceFiles).
 	Files []FileForces `json:"files,omitempty"`
 	// SnapFile is the snapshot's own file: of the files first written or forced in the window,
@@ -102,6 +106,7 @@ type snapTake struct {
 	node                string
 	from, to            int64
 	takeMs, persistedMs float64
+	engine              *engine.EngineWrites
 }
 
 // forces reads every server's disk syncs file and windows it, beside the forces and writes
@@ -131,7 +136,7 @@ func (d *runData) forces() (*Forces, []string) {
 		if !ok && !okIn {
 			continue
 		}
-		sf := SnapshotForces{Snapshot: t.row + 1, Node: t.node, FromS: d.off(t.from), ToS: d.off(t.to), TakeMs: t.takeMs, PersistedMs: t.persistedMs}
+		sf := SnapshotForces{Snapshot: t.row + 1, Node: t.node, FromS: d.off(t.from), ToS: d.off(t.to), TakeMs: t.takeMs, PersistedMs: t.persistedMs, Engine: t.engine}
 		files := map[string]*ForceCount{}
 		for _, x := range ss {
 			if x.AtNs >= t.from && x.AtNs <= t.to {
@@ -300,15 +305,30 @@ func writeForces(pf func(string, ...any), s *Summary) {
 	}
 	pf("## Disk forces\n\n")
 	if len(f.Snapshots) > 0 && len(f.Nodes) > 0 { // the disk model's (Nodes: those with a model)
-		pf("| # | node | window | take | persisted | forces | flushed | force time | files (most bytes) |\n|---|---|---|---|---|---|---|---|---|\n")
+		own := slices.ContainsFunc(f.Snapshots, func(r SnapshotForces) bool { return r.Engine != nil })
+		hdr, sep := "| # | node | window | take | persisted | forces | flushed | force time | files (most bytes) |", "|---|---|---|---|---|---|---|---|---|"
+		if own {
+			hdr, sep = hdr+" engine's own writes: bytes, write time (longest since start) |", sep+"---|"
+		}
+		pf("%s\n%s\n", hdr, sep)
 		for _, r := range f.Snapshots {
 			if _, model := f.Nodes[r.Node]; !model {
 				continue
 			}
-			pf("| %d | %s | %s – %s | %s | %s | %d | %s | %s | %s |\n", r.Snapshot, r.Node, fmtS(r.FromS), fmtS(r.ToS),
+			pf("| %d | %s | %s – %s | %s | %s | %d | %s | %s | %s |", r.Snapshot, r.Node, fmtS(r.FromS), fmtS(r.ToS),
 				fmtMs(r.TakeMs), fmtMs(r.PersistedMs), r.Syncs, fmtFlushed(r.Bytes), fmtMs(r.TimeMs), filesCell(r.Files))
+			if own {
+				pf(" %s |", engineWritesCell(r.Engine))
+			}
+			pf("\n")
 		}
 		pf("\n")
+		if own {
+			pf("Engine's own writes: what the engine counted itself from the take's start to its persist (%s), every file it "+
+				"wrote in that time; its write time includes the syncs where the engine times a write and its sync together "+
+				"(Aeron's Archive does). The model's forces and flushed bytes are the same writes seen from the disk.\n\n",
+				engineWritesSources(f.Snapshots))
+		}
 	}
 	writeInsideForces(pf, f)
 	if len(f.Nodes) == 0 {
@@ -368,6 +388,27 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 		"Aeron engine the Archive's recording of the snapshot. The step from take to persisted is placed on the engine's " +
 		"clock by that file's first write (the take's start): its forces are those under way in it, timed by their " +
 		"overlap, and share is their time over persisted − take.\n\n")
+}
+
+func engineWritesCell(w *engine.EngineWrites) string {
+	if w == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%s, %s (%s)", fmtFlushed(w.Bytes), fmtMs(w.TimeMs), fmtMs(w.MaxMs))
+}
+
+// engineWritesSources names what counted the engines' own writes, each once.
+func engineWritesSources(rs []SnapshotForces) string {
+	var out []string
+	for _, r := range rs {
+		if r.Engine != nil && r.Engine.Source != "" && !slices.Contains(out, r.Engine.Source) {
+			out = append(out, r.Engine.Source)
+		}
+	}
+	if len(out) == 0 {
+		return "source not given"
+	}
+	return strings.Join(out, "; ")
 }
 
 func countCell(c ForceCount) string {

@@ -17,7 +17,8 @@ func TestForcesPerSnapshotWindow(t *testing.T) {
 	f.run(0, "load_start")
 	f.run(100, "warmup_end")
 	f.action(1000, "snapshot", "node-0", map[string]any{"leader": "node-0", "index": 7})
-	f.snap(1300, "node-0", 7, 120, map[string]any{"persisted_ms": 250})
+	f.snap(1300, "node-0", 7, 120, map[string]any{"persisted_ms": 250,
+		"engine_writes": map[string]any{"source": "aeron archive recorder counters", "bytes": 2<<20 + 300, "time_ms": 13.5, "max_ms": 9}})
 	f.snap(1500, "node-1", 7, 130, map[string]any{"persisted_ms": 400})
 	f.run(3000, "load_end")
 	f.status("node-0", engine.Status{})
@@ -73,9 +74,16 @@ func TestForcesPerSnapshotWindow(t *testing.T) {
 	if nf.Load.Syncs != 7 || nf.InSnapshots.Syncs != 3 || nf.Rest.Syncs != 4 || nf.RestFiles[0].File != "log" || nf.RestFiles[0].Syncs != 3 {
 		t.Errorf("node-0 over the load %+v, want 7 = 3 in the snapshot + 4 (log 3)", nf)
 	}
+	if n0.Engine == nil || n0.Engine.Bytes != 2<<20+300 || n0.Engine.TimeMs != 13.5 || n1.Engine != nil {
+		t.Errorf("engine's own writes node-0 %+v node-1 %+v, want node-0's as reported and none for node-1", n0.Engine, n1.Engine)
+	}
 	rep := renderReport(s)
 	if !strings.Contains(rep, "## Disk forces") || !strings.Contains(rep, "snap/0.bin (2, 2.0 MiB)") {
 		t.Errorf("report lacks the forces section:\n%s", rep)
+	}
+	// The engine's own count sits in the same row as the model's, and its source is named.
+	if !strings.Contains(rep, "| 2.0 MiB, 13.5 ms (9.00 ms) |") || !strings.Contains(rep, "(aeron archive recorder counters)") {
+		t.Errorf("report lacks the engine's own writes beside the model's forces:\n%s", rep)
 	}
 }
 

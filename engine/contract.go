@@ -142,6 +142,19 @@ type Snapshot struct {
 	Syncs       int     `json:"syncs"`
 	Restored    bool    `json:"restored,omitempty"` // loaded at launch rather than taken
 	RestoreMs   float64 `json:"restore_ms,omitempty"`
+	// EngineWrites is what the engine's own storage layer counted over the snapshot, for an engine
+	// that counts its writes itself (the Aeron engine reads its Archive's recorder counters);
+	// absent otherwise. The report shows it beside the disk model's forces.
+	EngineWrites *EngineWrites `json:"engine_writes,omitempty"`
+}
+
+// EngineWrites is an engine's own count of its storage writes over a window: from a snapshot's
+// take to its persist, every file the engine wrote (its log's too).
+type EngineWrites struct {
+	Source string  `json:"source"`  // what counted them, e.g. the Archive's recorder counters
+	Bytes  int64   `json:"bytes"`   // bytes written in the window
+	TimeMs float64 `json:"time_ms"` // time in the writes, with their syncs where the engine times them together
+	MaxMs  float64 `json:"max_ms"`  // the longest single write the engine has seen since it started (a running maximum)
 }
 
 // Reported is /status config: every setting in effect by the name the engine's driver table

@@ -318,3 +318,21 @@ func (e Engine) RecordingMode() string {
 	}
 	return e.Recording
 }
+
+// EstimateKey names the engine for the stage-time history (playbooks/estimate): runs of one
+// engine are estimated from that engine's earlier runs, never from another's. The reference
+// engine is its driver's name; a command-driven engine is its binary with the arguments that
+// hold no template (a module, a jar, its JVM flags), so two services started by one script
+// differ, while a matrix over settings keeps one key.
+func (e Engine) EstimateKey() string {
+	if e.Command == nil {
+		return e.DriverName()
+	}
+	parts := []string{e.DriverName(), e.Command.Binary}
+	for _, a := range e.Command.Args {
+		if !strings.Contains(a, "{{") {
+			parts = append(parts, a)
+		}
+	}
+	return strings.Join(parts, " ")
+}

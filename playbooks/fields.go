@@ -84,6 +84,20 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.FormatBool(p.Engine.AdminGC) },
 	},
+	"engine.preload_rate": {
+		set: func(p *Playbook, s string) error {
+			v, err := units.ParseRate(s)
+			if err != nil {
+				return err
+			}
+			if v <= 0 || v > 100e6 {
+				return fmt.Errorf("%s is out of range; want more than 0 and at most 100M/s: the orders per second this engine preloads at, e.g. 250k/s", s)
+			}
+			p.Engine.PreloadRate = v
+			return nil
+		},
+		get: func(p *Playbook) string { return units.FormatRate(p.Engine.PreloadRate) },
+	},
 	"preload.orders": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseCount(s)

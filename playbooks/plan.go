@@ -161,7 +161,7 @@ func (p *Playbook) estimate(m *estimate.Model, target string, bookReused bool) e
 	if target == "" {
 		target = "local"
 	}
-	return m.Estimate(estimate.Run{Target: target, SyncLevel: p.Engine.SyncLevel(), Orders: p.Preload.Orders,
+	return m.Estimate(estimate.Run{Target: target, Engine: p.Engine.EstimateKey(), PreloadRate: p.Engine.PreloadRate, SyncLevel: p.Engine.SyncLevel(), Orders: p.Preload.Orders,
 		Probes: int64(p.Load.ProbeRate * p.Duration.Seconds()), BookReused: bookReused, Duration: p.Duration})
 }
 
@@ -361,8 +361,9 @@ func (pl *Plan) Print(w io.Writer) {
 	if target == "" {
 		target = "local"
 	}
-	line("expected", "%s in total on %s: every stage of every run, from the stage times of earlier runs on", units.FormatDuration(total), target)
-	line("", "that target (%s in the results folder) or this machine's defaults; a run whose book an", estimate.HistoryFile)
+	line("expected", "%s in total on %s: every stage of every run, from the stage times of earlier runs of", units.FormatDuration(total), target)
+	line("", "the same engine on that target (%s in the results folder), its declared preload rate,", estimate.HistoryFile)
+	line("", "or this machine's defaults (the reference engine's); a run whose book an")
 	line("", "earlier run built installs the stored book instead of preloading (\"reused\"):")
 	for _, st := range estimate.Stages {
 		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))

@@ -17,7 +17,7 @@ import (
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc", "preload_rate"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -191,6 +191,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	if kv := byKey["admin_gc"]; kv != nil {
 		r.scalarField(p, "engine.admin_gc", kv.Value)
 	}
+	if kv := byKey["preload_rate"]; kv != nil {
+		r.scalarField(p, "engine.preload_rate", kv.Value)
+	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {
 		key, ok := r.keyText(kv)
@@ -345,12 +348,14 @@ type engineJSON struct {
 	OrderBytes   int64                      `json:"bytes_per_order,omitempty"`
 	Recording    string                     `json:"recording,omitempty"`
 	AdminGC      bool                       `json:"admin_gc,omitempty"`
+	PreloadRate  float64                    `json:"preload_rate,omitempty"`
 	Values       map[string]json.RawMessage `json:"values,omitempty"`
 }
 
 // MarshalJSON writes every asked setting (defaults included) under "values".
 func (e Engine) MarshalJSON() ([]byte, error) {
-	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes, Recording: e.Recording, AdminGC: e.AdminGC}
+	out := engineJSON{Driver: e.Driver, Command: e.Command, Declared: e.Declared, SettingsFile: e.SettingsFile, OrderBytes: e.OrderBytes, Recording: e.Recording, AdminGC: e.AdminGC,
+		PreloadRate: e.PreloadRate}
 	table := e.Table()
 	for name, v := range e.Settings() {
 		if out.Values == nil {
@@ -376,7 +381,8 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes, Recording: in.Recording, AdminGC: in.AdminGC}
+	*e = Engine{Driver: in.Driver, Command: in.Command, Declared: in.Declared, SettingsFile: in.SettingsFile, OrderBytes: in.OrderBytes, Recording: in.Recording, AdminGC: in.AdminGC,
+		PreloadRate: in.PreloadRate}
 	raw := in.Values
 	legacy := raw == nil
 	if legacy {

@@ -73,6 +73,9 @@ type Engine struct {
 	// AdminGC is engine.admin_gc: a command-driven engine answers POST /gc (engine.AdminGC), so
 	// the gc action may call it.
 	AdminGC bool `json:"admin_gc,omitempty"`
+	// PreloadRate is engine.preload_rate: the orders per second the engine preloads at, as its
+	// playbook declares, for estimates when the results folder holds no earlier run of it; 0: not given.
+	PreloadRate float64 `json:"preload_rate,omitempty"`
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`

@@ -37,7 +37,7 @@ func (r *run) estimateTarget() string {
 func (r *run) estimateRun() estimate.Run {
 	pb := r.pb
 	return estimate.Run{
-		Target: r.estimateTarget(), SyncLevel: pb.Engine.SyncLevel(), Orders: pb.Preload.Orders,
+		Target: r.estimateTarget(), Engine: pb.Engine.EstimateKey(), PreloadRate: pb.Engine.PreloadRate, SyncLevel: pb.Engine.SyncLevel(), Orders: pb.Preload.Orders,
 		Probes: int64(pb.Load.ProbeRate * pb.Duration.Seconds()), BookReused: r.book != nil && r.book.Reused,
 		Duration: pb.Duration,
 	}
@@ -127,7 +127,7 @@ func (r *run) recordHistory(analysis time.Duration) {
 		return
 	}
 	er := r.estimateRun()
-	s := estimate.Sample{Run: r.id, At: time.Now().UTC(), Target: er.Target, SyncLevel: er.SyncLevel, Orders: er.Orders,
+	s := estimate.Sample{Run: r.id, At: time.Now().UTC(), Target: er.Target, Engine: er.Engine, SyncLevel: er.SyncLevel, Orders: er.Orders,
 		Probes: er.Probes, BookReused: er.BookReused, DurationS: r.pb.Duration.Seconds(), Stages: map[string]float64{}}
 	for _, st := range r.man.Stages {
 		if st.ActualS != nil {

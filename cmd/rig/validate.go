@@ -28,8 +28,9 @@ func newValidateCmd() *cobra.Command {
 		Long: `Check a playbook and print what it would run: cluster, engine settings, tuning, preload, load,
 the timeline with its offsets, every run of the matrix x rounds (interleaved), and the expected
 duration, stage by stage (start-up, preload, load, finish, analysis), from the stage times of
-earlier runs on the same target recorded in the results folder (` + estimate.HistoryFile + `), or
-this machine's defaults where there are none. Every problem is listed as file:line:column: field: what is wrong and what would be valid.
+earlier runs of the same engine on the same target recorded in the results folder
+(` + estimate.HistoryFile + `), else (the preload) the rate the playbook declares (engine.preload_rate), else
+this machine's defaults, measured on the reference engine; each stage says which. Every problem is listed as file:line:column: field: what is wrong and what would be valid.
 Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(playbooks.List(), ", ") + `.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {

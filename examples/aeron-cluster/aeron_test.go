@@ -88,7 +88,9 @@ func TestSelfTest(t *testing.T) {
 }
 
 // TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
-// is missing, and Aeron's election states (through its own enum) give the contract's phases.
+// is missing, Aeron's election states (through its own enum) give the contract's phases, a
+// snapshot's Archive writes are the recorder counters' change over its window, and the preload's
+// receiver window defaults to 4 MiB unless a -D says otherwise.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -98,8 +100,11 @@ func TestHarnessSelfTest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
 	}
-	if !bytes.Contains(out, []byte("pass a missing counter fails the start naming the Aeron version")) {
-		t.Errorf("HarnessSelfTest did not check the version check")
+	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
+		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB"} {
+		if !bytes.Contains(out, []byte(c)) {
+			t.Errorf("HarnessSelfTest did not run %q", c)
+		}
 	}
 }
 

@@ -45,7 +45,8 @@ var Stages = []string{StageStart, StagePreload, StageLoad, StageFinish, StageAna
 type Sample struct {
 	Run        string             `json:"run"`
 	At         time.Time          `json:"at"`
-	Target     string             `json:"target"` // Target(inventory target, stack)
+	Target     string             `json:"target"`           // Target(inventory target, stack)
+	Engine     string             `json:"engine,omitempty"` // the engine's key (playbooks Engine.EstimateKey); empty: the reference engine
 	SyncLevel  int                `json:"sync_level"`
 	Orders     int64              `json:"orders"`                // preload orders
 	Probes     int64              `json:"probes"`                // probes the playbook sends (rate x duration)
@@ -126,12 +127,16 @@ func Load(resultsDir string) ([]Sample, error) {
 
 // Run describes the run to estimate.
 type Run struct {
-	Target     string
-	SyncLevel  int
-	Orders     int64
-	Probes     int64 // rate x duration
-	BookReused bool
-	Duration   time.Duration
+	Target string
+	Engine string // the engine's key; empty: the reference engine
+	// PreloadRate is the orders per second the engine declares it preloads at (engine.preload_rate;
+	// 0: none): the preload's estimate when no earlier run of the engine is in the history.
+	PreloadRate float64
+	SyncLevel   int
+	Orders      int64
+	Probes      int64 // rate x duration
+	BookReused  bool
+	Duration    time.Duration
 }
 
 // Stage is one stage's estimate and where it came from.
@@ -158,8 +163,10 @@ func (e Estimate) Stage(name string) time.Duration {
 }
 
 // Model fits stage times to earlier runs: each stage is a + b·x seconds, x the preload's orders
-// (the analysis: the probes; the load: on top of the playbook's duration), fitted by least squares over the newest runs on the same target
-// and sync level, else the same target at any sync level, else the defaults.
+// (the analysis: the probes; the load: on top of the playbook's duration), fitted by least squares
+// over the newest runs of the same engine on the same target and sync level, else the same engine
+// and target at any sync level, else (the preload) the rate the engine declares, else the
+// defaults, which are the reference engine's.
 type Model struct {
 	samples []Sample
 }
@@ -169,6 +176,17 @@ func NewModel(history []Sample) *Model { return &Model{samples: history} }
 
 // maxSamples bounds the fit to recent runs: a target's speed drifts (disks, kernels, neighbours).
 const maxSamples = 30
+
+// referenceEngine is the key of the engine in the rig binary, and of history lines written before
+// the history named engines (most were the reference engine's).
+const referenceEngine = "reference"
+
+func engineKey(k string) string {
+	if k == "" {
+		return referenceEngine
+	}
+	return k
+}
 
 // line is t = a + b·x seconds.
 type line struct{ a, b float64 }
@@ -235,7 +253,7 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 			s := m.samples[i]
 			y, ok := s.Stages[stage]
 			switch {
-			case !ok || s.Target != r.Target:
+			case !ok || s.Target != r.Target || engineKey(s.Engine) != engineKey(r.Engine):
 				continue
 			case stage == StagePreload && (s.SyncLevel != r.SyncLevel && !s.BookReused || s.Orders == 0):
 				continue // an installed book does not depend on the sync level; a built one does
@@ -259,15 +277,29 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 		case lv.anySync:
 			where = "at any sync level"
 		}
-		return fitLine(xs, ys, stage == StagePreload), fmt.Sprintf("%d run%s on %s %s", len(xs), plural(len(xs)), r.Target, where)
+		return fitLine(xs, ys, stage == StagePreload), fmt.Sprintf("%d run%s of %s on %s %s", len(xs), plural(len(xs)), engineName(r.Engine), r.Target, where)
+	}
+	def := "default (this machine)"
+	if engineKey(r.Engine) != referenceEngine {
+		def = "default (the reference engine on this machine; no run of " + engineName(r.Engine) + " in the history)"
 	}
 	switch {
 	case stage == StagePreload && r.BookReused:
-		return defaultInstall, "default (this machine)"
+		return defaultInstall, def
+	case stage == StagePreload && r.PreloadRate > 0:
+		return line{b: 1 / r.PreloadRate}, fmt.Sprintf("declared rate (engine.preload_rate %.0f orders/s; no run of %s in the history)", r.PreloadRate, engineName(r.Engine))
 	case stage == StagePreload && r.SyncLevel == 0:
-		return defaultPreloadUnsynced, "default (this machine)"
+		return defaultPreloadUnsynced, def
 	}
-	return defaults[stage], "default (this machine)"
+	return defaults[stage], def
+}
+
+// engineName is how an estimate's source names the engine.
+func engineName(k string) string {
+	if k = engineKey(k); k == referenceEngine {
+		return "the reference engine"
+	}
+	return "engine " + k
 }
 
 // fitLine fits y = a + b·x by least squares, with a and b kept >= 0. With one distinct x there

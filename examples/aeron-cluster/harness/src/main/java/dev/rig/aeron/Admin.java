@@ -264,9 +264,7 @@ final class Admin
             }
             else if (path.equals("/metrics") && method.equals("GET"))
             {
-                final Gateway g = gateway;
-                reply(ex, 200, "{\"gateway_commands\":" + (g == null ? 0 : g.commands()) + ",\"gateway_connected\":" +
-                    (g != null && g.connected()) + "}");
+                reply(ex, 200, metrics());
             }
             else
             {
@@ -512,6 +510,7 @@ final class Admin
             Json.field(sb, "encode_ms", s.takeMs());
             Json.field(sb, "persisted_ms", s.persistedMs());
             snapshotCounts(sb, s);
+            snapshotWrites(sb, s);
             if (s.restored())
             {
                 Json.field(sb, "restored", true);
@@ -637,6 +636,28 @@ final class Admin
         }
     }
 
+    /** GET /metrics: the gateway's counts and, once found, the Archive's recorder counters since the node started. */
+    private String metrics()
+    {
+        final Gateway g = gateway;
+        final StringBuilder sb = new StringBuilder("{");
+        Json.field(sb, "gateway_commands", g == null ? 0 : g.commands());
+        Json.field(sb, "gateway_connected", g != null && g.connected());
+        ArchiveWrites a = state.archive;
+        final CountersReader cr = counters();
+        if (a == null && cr != null)
+        {
+            a = ArchiveWrites.find(cr);
+            state.archive = a;
+        }
+        if (a != null)
+        {
+            ArchiveWrites.json(sb, "archive_writes", a.read());
+        }
+        Json.close(sb);
+        return sb.toString();
+    }
+
     /** A snapshot's sizes; bytes and chunks only when the harness counted them on the snapshot stream. */
     private static void snapshotCounts(final StringBuilder sb, final NodeState.Snapshot s)
     {
@@ -647,6 +668,16 @@ final class Admin
         }
         Json.field(sb, "orders", Math.max(0, s.orders()));
         Json.field(sb, "syncs", 0);
+    }
+
+    /** The Archive's own writes over a taken snapshot's window, when its counters were read at the take and at the persist. */
+    private void snapshotWrites(final StringBuilder sb, final NodeState.Snapshot s)
+    {
+        final NodeState.SnapshotWrites w = state.snapshotWrites;
+        if (w != null && !s.restored() && w.index() == s.index())
+        {
+            ArchiveWrites.json(sb, "engine_writes", w.writes());
+        }
     }
 
     /** GET /orders: the held order ids the service's introspection gives (engine.HeldOrders). */
@@ -895,6 +926,7 @@ final class Admin
         Json.field(sb, "encode_ms", s.takeMs());
         Json.field(sb, "persisted_ms", s.persistedMs());
         snapshotCounts(sb, s);
+        snapshotWrites(sb, s);
         Json.close(sb);
         reply(ex, 200, sb.toString());
     }

@@ -8,8 +8,9 @@ import org.agrona.concurrent.status.CountersManager;
 
 /**
  * Checks of the harness that need no cluster, run by examples/aeron-cluster/aeron_test.go
- * (java -cp ... dev.rig.aeron.HarnessSelfTest): the Aeron version check at start and the phases
- * read from Aeron's election states. Prints one line per check and exits 1 if any failed.
+ * (java -cp ... dev.rig.aeron.HarnessSelfTest): the Aeron version check at start, the phases
+ * read from Aeron's election states, a snapshot's Archive writes from the recorder's counters and
+ * the preload's receiver window. Prints one line per check and exits 1 if any failed.
  */
 public final class HarnessSelfTest
 {
@@ -40,6 +41,57 @@ public final class HarnessSelfTest
             cm.allocate(t, key, 0, 4, new UnsafeBuffer("x".getBytes()), 0, 1);
         }
         return cm;
+    }
+
+    /** The Archive recorder's counters read at a take and at its persist give the window's bytes and time. */
+    private static void archiveWrites()
+    {
+        check("no archive recorder counters: not reported", ArchiveWrites.find(counters(AeronCounters.ARCHIVE_RECORDER_TOTAL_WRITE_BYTES_TYPE_ID)) == null,
+            "find with only type 106");
+        final CountersManager cm = counters(AeronCounters.ARCHIVE_RECORDER_MAX_WRITE_TIME_TYPE_ID,
+            AeronCounters.ARCHIVE_RECORDER_TOTAL_WRITE_BYTES_TYPE_ID, AeronCounters.ARCHIVE_RECORDER_TOTAL_WRITE_TIME_TYPE_ID);
+        cm.setCounterValue(0, 9_000_000L);
+        cm.setCounterValue(1, 1_000L);
+        cm.setCounterValue(2, 5_000_000L);
+        final NodeState st = new NodeState();
+        st.archive = ArchiveWrites.find(cm);
+        st.pendingWritesStart = st.archive == null ? null : st.archive.read();
+        st.pendingStartNs = 0;
+        st.pendingCount = 1;
+        st.pendingSnapshot = new NodeState.Snapshot(77, 1, 10, 10, -1, 5, -1, false, 0);
+        // The take wrote 29,957,920 bytes in 240 ms; then the snapshot counter moves and it is persisted.
+        cm.setCounterValue(1, 1_000L + 29_957_920L);
+        cm.setCounterValue(2, 245_000_000L);
+        st.promoteSnapshot(2, 300_000_000L);
+        cm.setCounterValue(1, 99_999_999L); // later writes do not move a persisted snapshot's figures
+        final NodeState.SnapshotWrites w = st.snapshotWrites;
+        check("a snapshot's archive writes are the counters' change from its take to its persist",
+            w != null && w.index() == 77 && w.writes().bytes() == 29_957_920L && w.writes().timeNs() == 240_000_000L &&
+            w.writes().maxNs() == 9_000_000L && st.lastSnapshot != null && st.lastSnapshot.persistedMs() == 300,
+            String.valueOf(w));
+        final StringBuilder sb = new StringBuilder("{");
+        ArchiveWrites.json(sb, "engine_writes", w == null ? new ArchiveWrites.Sample(0, 0, 0) : w.writes());
+        Json.close(sb);
+        check("engine_writes as JSON (engine.EngineWrites)", sb.toString().equals(
+            "{\"engine_writes\":{\"source\":\"aeron archive recorder counters (types 106, 107, 105)\",\"bytes\":29957920," +
+            "\"time_ms\":240.000,\"max_ms\":9.000}}"), sb.toString());
+    }
+
+    /** The receiver window and socket buffers a preload needs, unless a -D says otherwise, capped by the kernel. */
+    private static void bulkDefaults()
+    {
+        check("an unreadable sysctl gives its default", Node.sysctl("/nonexistent/rmem_max", 7) == 7, "7");
+        System.clearProperty("aeron.socket.so_rcvbuf");
+        System.clearProperty("aeron.rcv.initial.window.length");
+        System.setProperty("aeron.socket.so_sndbuf", "262144");
+        Node.smallMachineDefaults();
+        final long rcv = Math.min(Node.BULK_WINDOW, Node.sysctl("/proc/sys/net/core/rmem_max", Node.BULK_WINDOW));
+        check("receiver window and buffers default to 4 MiB capped by rmem_max; a -D stays",
+            Long.toString(rcv).equals(System.getProperty("aeron.socket.so_rcvbuf")) &&
+            Long.toString(rcv).equals(System.getProperty("aeron.rcv.initial.window.length")) &&
+            "262144".equals(System.getProperty("aeron.socket.so_sndbuf")),
+            "so_rcvbuf " + System.getProperty("aeron.socket.so_rcvbuf") + ", window " + System.getProperty("aeron.rcv.initial.window.length") +
+            ", so_sndbuf " + System.getProperty("aeron.socket.so_sndbuf"));
     }
 
     public static void main(final String[] args) throws Exception
@@ -129,6 +181,9 @@ public final class HarnessSelfTest
             all.endsWith("\"truncated\":false}") && after2.contains("\"version\":3,\"prev_check\":\"2026-12-06T00:00:00.002Z\"") &&
             !after2.contains("\"version\":2,") && stale.equals(all) && none.contains("\"changes\":[]") && waited >= 19_000_000L,
             all + " | " + after2 + " | " + none + " after " + waited / 1_000_000 + " ms");
+
+        archiveWrites();
+        bulkDefaults();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

@@ -61,6 +61,16 @@ final class NodeState
     /** System.nanoTime() when the service began the pending snapshot's take. */
     volatile long pendingStartNs;
     volatile long snapshotsTaken;
+    /** The node's Archive recorder counters (null until found); read at a take's start and at its persist. */
+    volatile ArchiveWrites archive;
+    /** The Archive's counters when the pending snapshot's take began (null: not read). */
+    volatile ArchiveWrites.Sample pendingWritesStart;
+    /** The Archive's writes over a taken snapshot's window (take start to persisted), all recordings. */
+    record SnapshotWrites(long index, ArchiveWrites.Sample writes)
+    {
+    }
+    /** The writes of the last snapshot taken (not restored). */
+    volatile SnapshotWrites snapshotWrites;
     /** The last snapshot whose bytes the harness hashed. */
     volatile SnapshotHash snapshotHash;
 
@@ -95,6 +105,8 @@ final class NodeState
             if (persistedNs == 0)
             {
                 persistedNs = nowNs; // persisted now, whenever the bytes are counted
+                final ArchiveWrites a = archive;
+                persistedWrites = a == null ? null : a.read();
             }
             final SnapshotHash h = snapshotHash;
             final boolean counted = h != null && h.index() == p.index();
@@ -107,6 +119,12 @@ final class NodeState
             pendingSnapshot = null;
             Snapshot s = p.persisted((persistedNs - pendingStartNs) / 1e6);
             persistedNs = 0;
+            final ArchiveWrites.Sample w0 = pendingWritesStart;
+            if (w0 != null && persistedWrites != null)
+            {
+                snapshotWrites = new SnapshotWrites(p.index(), persistedWrites.since(w0));
+            }
+            persistedWrites = null;
             if (counted)
             {
                 s = s.counted(h.bytes(), h.chunks());
@@ -120,6 +138,8 @@ final class NodeState
     private static final long COUNT_WAIT_NS = 5_000_000_000L;
     /** When the snapshot counter was first seen past pendingCount (0: not yet). */
     private long persistedNs;
+    /** The Archive's counters at persistedNs. */
+    private ArchiveWrites.Sample persistedWrites;
     /** Whether a SnapshotHasher counts the snapshot stream. */
     volatile boolean hashing;
 

@@ -91,6 +91,12 @@ final class RigService implements ClusteredService
     @Override
     public void onTakeSnapshot(final ExclusivePublication snapshotPublication)
     {
+        if (state.archive == null)
+        {
+            state.archive = ArchiveWrites.find(cluster.aeron().countersReader());
+        }
+        final ArchiveWrites archive = state.archive;
+        final ArchiveWrites.Sample writes = archive == null ? null : archive.read();
         final long t0 = System.nanoTime();
         final long position = cluster.logPosition();
         service.onTakeSnapshot(snapshotPublication);
@@ -102,6 +108,7 @@ final class RigService implements ClusteredService
         snapshotCounterId = id;
         state.pendingCount = id < 0 ? 0 : cluster.aeron().countersReader().getCounterValue(id);
         state.pendingStartNs = t0;
+        state.pendingWritesStart = writes;
         state.pendingSnapshot = new NodeState.Snapshot(position, state.leadershipTermId, ms, ms, -1, orders(), -1, false, 0);
         Log.info(String.format("snapshot at log position %d: the service wrote it in %.1f ms", position, ms));
     }
