@@ -241,3 +241,17 @@ func TestGCActionNeedsTheEngine(t *testing.T) {
 		t.Errorf("engine.admin_gc: maybe: %v", err)
 	}
 }
+
+// engine.recording: on asks the reference engine for its flight recorder (recording_test.go), so
+// a window may be set without engine.flight_recorder.
+func TestRecordingWindowWithoutFlightRecorder(t *testing.T) {
+	p, err := Parse("t.yaml", []byte(base+"engine: {recording: \"on\", flight_recorder_window: 30s}\ntimeline:\n  - {at: 10s, snapshot: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Engine.Settings(); s["flight_recorder"] != "true" || s["flight_recorder_window"] != "30s" {
+		t.Errorf("settings %v; want the flight recorder asked, with its window", s)
+	}
+	wantProblem(t, problemsOf(t, base+"engine: {recording: \"off\", flight_recorder_window: 30s}\n"),
+		"t.yaml:5:52: engine.flight_recorder_window", "30s is set but engine.flight_recorder is not true")
+}

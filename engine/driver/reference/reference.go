@@ -106,7 +106,7 @@ func (Driver) CheckValues(v driver.Values) []driver.Problem {
 	var out []driver.Problem
 	if w, ok := v[FlightRecorderWindow]; ok && v[FlightRecorder] != "true" {
 		out = append(out, driver.Problem{Setting: FlightRecorderWindow, Deps: []string{FlightRecorder}, Rule: "window-without-recorder",
-			Msg: w + " is set but engine.flight_recorder is not true: there is no recorder to size; add engine.flight_recorder: true or drop the window"})
+			Msg: w + " is set but engine.flight_recorder is not true: there is no recorder to size; add engine.recording: on (which asks for the recorder) or drop the window"})
 	}
 	return append(out, checkTimeouts(v)...)
 }
