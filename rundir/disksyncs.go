@@ -1,12 +1,8 @@
 package rundir
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/rig-dev/rig/internal/untrusted"
 )
@@ -26,50 +22,11 @@ type DiskSync struct {
 }
 
 // DiskSyncWriter appends DiskSync lines to a file; safe for concurrent use.
-type DiskSyncWriter struct {
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	enc *json.Encoder
-	err error
-}
+type DiskSyncWriter = lineWriter[DiskSync]
 
 // CreateDiskSyncs creates (truncates) a disk syncs file.
 func CreateDiskSyncs(path string) (*DiskSyncWriter, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("create disk syncs file: %w", err)
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	return &DiskSyncWriter{f: f, w: w, enc: json.NewEncoder(w)}, nil
-}
-
-// Write appends one record; the first error sticks (Flush, Close return it).
-func (w *DiskSyncWriter) Write(s DiskSync) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.err = w.enc.Encode(s)
-	}
-	w.mu.Unlock()
-}
-
-// Flush pushes buffered records to the file.
-func (w *DiskSyncWriter) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = w.w.Flush()
-	}
-	return w.err
-}
-
-// Close flushes and closes.
-func (w *DiskSyncWriter) Close() error {
-	err := w.Flush()
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return openLines[DiskSync](path, os.O_TRUNC, "disk syncs file")
 }
 
 // ReadDiskSyncs reads a disk syncs file. A line that does not decode (the torn last line of a
@@ -83,15 +40,4 @@ func ReadDiskSyncs(path string) ([]DiskSync, error) {
 	return readDiskSyncs(f)
 }
 
-func readDiskSyncs(r io.Reader) ([]DiskSync, error) {
-	var out []DiskSync
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var s DiskSync
-		if json.Unmarshal(sc.Bytes(), &s) == nil {
-			out = append(out, s)
-		}
-	}
-	return out, sc.Err()
-}
+func readDiskSyncs(r io.Reader) ([]DiskSync, error) { return readLines[DiskSync](r) }

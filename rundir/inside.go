@@ -1,12 +1,8 @@
 package rundir
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/rig-dev/rig/internal/untrusted"
 )
@@ -65,45 +61,12 @@ type InsideSpan struct {
 }
 
 // InsideWriter appends InsideSpan lines to a file; safe for concurrent use.
-type InsideWriter struct {
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	enc *json.Encoder
-	err error
-}
+type InsideWriter = lineWriter[InsideSpan]
 
 // CreateInside creates an inside file, or appends to one already there (a node's recordings are
 // read one window at a time).
 func CreateInside(path string) (*InsideWriter, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open inside file: %w", err)
-	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	return &InsideWriter{f: f, w: w, enc: json.NewEncoder(w)}, nil
-}
-
-// Write appends one span; the first error sticks (Close returns it).
-func (w *InsideWriter) Write(s InsideSpan) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.err = w.enc.Encode(s)
-	}
-	w.mu.Unlock()
-}
-
-// Close flushes and closes.
-func (w *InsideWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = w.w.Flush()
-	}
-	if cerr := w.f.Close(); w.err == nil {
-		w.err = cerr
-	}
-	return w.err
+	return openLines[InsideSpan](path, os.O_APPEND, "inside file")
 }
 
 // ReadInside reads an inside file. A line that does not decode is skipped (a torn last line).
@@ -117,15 +80,4 @@ func ReadInside(path string) ([]InsideSpan, error) {
 	return readInside(f)
 }
 
-func readInside(r io.Reader) ([]InsideSpan, error) {
-	var out []InsideSpan
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var s InsideSpan
-		if json.Unmarshal(sc.Bytes(), &s) == nil {
-			out = append(out, s)
-		}
-	}
-	return out, sc.Err()
-}
+func readInside(r io.Reader) ([]InsideSpan, error) { return readLines[InsideSpan](r) }

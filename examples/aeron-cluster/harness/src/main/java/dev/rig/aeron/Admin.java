@@ -229,12 +229,8 @@ final class Admin
     {
         try
         {
-            final String auth = ex.getRequestHeaders().getFirst("Authorization");
-            final byte[] got = auth != null && auth.startsWith("Bearer ") ? auth.substring(7).getBytes(StandardCharsets.UTF_8) : null;
-            if (token.length == 0 || got == null || !MessageDigest.isEqual(got, token))
+            if (!authorized(ex, token))
             {
-                ex.getResponseHeaders().set("WWW-Authenticate", "Bearer realm=\"rig engine admin\"");
-                reply(ex, 401, "{\"error\":\"admin API: missing or wrong bearer token (RIG_ADMIN_TOKEN, engine/contract.go)\"}");
                 return;
             }
             final String path = ex.getRequestURI().getPath();
@@ -284,7 +280,24 @@ final class Admin
         }
     }
 
-    private static void reply(final HttpExchange ex, final int code, final String body) throws IOException
+    /**
+     * Whether the request carries the run's bearer token; answers 401 itself when not, so every
+     * handler on the admin server (this one, GcHandler) answers only the run's controller.
+     */
+    static boolean authorized(final HttpExchange ex, final byte[] token) throws IOException
+    {
+        final String auth = ex.getRequestHeaders().getFirst("Authorization");
+        final byte[] got = auth != null && auth.startsWith("Bearer ") ? auth.substring(7).getBytes(StandardCharsets.UTF_8) : null;
+        if (token.length == 0 || got == null || !MessageDigest.isEqual(got, token))
+        {
+            ex.getResponseHeaders().set("WWW-Authenticate", "Bearer realm=\"rig engine admin\"");
+            reply(ex, 401, "{\"error\":\"admin API: missing or wrong bearer token (RIG_ADMIN_TOKEN, engine/contract.go)\"}");
+            return false;
+        }
+        return true;
+    }
+
+    static void reply(final HttpExchange ex, final int code, final String body) throws IOException
     {
         final byte[] b = body.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json");

@@ -3,11 +3,8 @@ package dev.rig.aeron;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpHandler;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
 
 /**
  * POST /gc (engine.AdminGC, engine/contract.go): System.gc() now, answered as engine.GCAnswer
@@ -31,17 +28,13 @@ final class GcHandler implements HttpHandler
     {
         try
         {
-            final String auth = ex.getRequestHeaders().getFirst("Authorization");
-            final byte[] got = auth != null && auth.startsWith("Bearer ") ? auth.substring(7).getBytes(StandardCharsets.UTF_8) : null;
-            if (token.length == 0 || got == null || !MessageDigest.isEqual(got, token))
+            if (!Admin.authorized(ex, token))
             {
-                ex.getResponseHeaders().set("WWW-Authenticate", "Bearer realm=\"rig engine admin\"");
-                reply(ex, 401, "{\"error\":\"admin API: missing or wrong bearer token (RIG_ADMIN_TOKEN, engine/contract.go)\"}");
                 return;
             }
             if (!ex.getRequestMethod().equals("POST") || !ex.getRequestURI().getPath().equals(PATH))
             {
-                reply(ex, 404, "{\"error\":" + Json.str("no " + ex.getRequestMethod() + " " + ex.getRequestURI().getPath() + "; want POST /gc") + "}");
+                Admin.reply(ex, 404, "{\"error\":" + Json.str("no " + ex.getRequestMethod() + " " + ex.getRequestURI().getPath() + "; want POST /gc") + "}");
                 return;
             }
             long count0 = 0, time0 = 0;
@@ -59,22 +52,11 @@ final class GcHandler implements HttpHandler
                 count1 += Math.max(0, b.getCollectionCount());
                 time1 += Math.max(0, b.getCollectionTime());
             }
-            reply(ex, 200, "{\"wall_ms\":" + (wallNs / 1e6) + ",\"collections\":" + (count1 - count0) + ",\"pause_ms\":" + (time1 - time0) + "}");
+            Admin.reply(ex, 200, "{\"wall_ms\":" + (wallNs / 1e6) + ",\"collections\":" + (count1 - count0) + ",\"pause_ms\":" + (time1 - time0) + "}");
         }
         finally
         {
             ex.close();
-        }
-    }
-
-    private static void reply(final HttpExchange ex, final int code, final String body) throws IOException
-    {
-        final byte[] b = body.getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", "application/json");
-        ex.sendResponseHeaders(code, b.length);
-        try (OutputStream os = ex.getResponseBody())
-        {
-            os.write(b);
         }
     }
 }
