@@ -115,3 +115,16 @@ upper bounds.`,
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	return engine
 }
+
+// countFlag parses a bench command's count flag (200k, 2M), 1..hi; a bad one is a usage error
+// naming the flag and the range.
+func countFlag(flag, s string, hi int64) (int64, error) {
+	n, err := units.ParseCount(s)
+	if err == nil && (n < 1 || n > hi) {
+		err = fmt.Errorf("%q is out of range; want 1..%s", s, units.FormatCount(hi))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", errUsage, flag, err)
+	}
+	return n, nil
+}

@@ -40,12 +40,9 @@ mount(2)).`,
 			"  rig bench disk --sync-levels 2 --block-size 16MiB --dir /dev/shm --model sync_latency=4ms,throughput=1000MB/s --model sync_latency=4ms,throughput=125MB/s",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := units.ParseCount(orders)
-			if err != nil || n < 1 || n > 100_000_000 {
-				if err == nil {
-					err = fmt.Errorf("%q is out of range; want 1..100M", orders)
-				}
-				return fmt.Errorf("%w: --orders: %v", errUsage, err)
+			n, err := countFlag("--orders", orders, 100_000_000)
+			if err != nil {
+				return err
 			}
 			bs, err := units.ParseSize(block)
 			if err != nil || bs < 4<<10 || bs > 1<<30 {

@@ -38,12 +38,9 @@ after: figures taken above the CPU count are not the load generator's own.`,
 		Example: "  rig bench loadgen --json\n  rig bench loadgen --messages 200k --size 1400 --rates 5k/s",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := units.ParseCount(messages)
-			if err != nil || n < 1 || n > 10_000_000 {
-				if err == nil {
-					err = fmt.Errorf("%d is out of range; want 1..10M", n)
-				}
-				return fmt.Errorf("%w: --messages: %v", errUsage, err)
+			n, err := countFlag("--messages", messages, 10_000_000)
+			if err != nil {
+				return err
 			}
 			o.Messages = int(n)
 			sz, err := units.ParseSize(size)

@@ -36,12 +36,9 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 		Example: "  flock /tmp/rig-measure.lock rig bench recording --rounds 6 --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := units.ParseCount(orders)
-			if err != nil || n < 1 || n > 100_000_000 {
-				if err == nil {
-					err = fmt.Errorf("%d is out of range; want 1..100M", n)
-				}
-				return fmt.Errorf("%w: --orders: %v", errUsage, err)
+			n, err := countFlag("--orders", orders, 100_000_000)
+			if err != nil {
+				return err
 			}
 			o.Orders = int(n)
 			if o.ProbeRate, err = units.ParseRate(rate); err != nil || !(o.ProbeRate > 0) {
