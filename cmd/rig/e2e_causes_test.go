@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// hogEnv, when set to a duration, makes the test binary a CPU hog: one thread pinned to CPU 0,
-// busy for that long.
+// hogEnv, when set to a duration, makes the test binary a CPU hog: one thread pinned to each
+// CPU, busy for that long. Every CPU, as stress-ng's --cpu 0 would: the host rule then holds on
+// its first arm (a machine at least 90 % busy) whatever the other processes' median over the run
+// was, where one spinning core left it to the second arm, which a busier CI host can miss.
 const hogEnv = "RIG_TEST_HOG"
 
 func runHog(d string) {
@@ -27,13 +30,21 @@ func runHog(d string) {
 	if err != nil {
 		os.Exit(2)
 	}
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(0)
-	_ = unix.SchedSetaffinity(0, &set) // this thread only: the one that spins
 	end := time.Now().Add(dur)
-	for n := 0; time.Now().Before(end); n++ {
+	var wg sync.WaitGroup
+	for cpu := range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			_ = unix.SchedSetaffinity(0, &set) // this thread only: the one that spins
+			for n := 0; time.Now().Before(end); n++ {
+			}
+		}()
 	}
+	wg.Wait()
 	os.Exit(0)
 }
 
@@ -54,7 +65,7 @@ timeline:
 `
 
 // TestCausesNamedEndToEnd (issue 37, done-when: provoked causes named) runs the reference engine
-// with a busy loop pinned to a core beside it and a gc action, on real processes: the snapshot
+// with a busy loop pinned to each core beside it and a gc action, on real processes: the snapshot
 // window inside the hog has the hog as host_cpu over the thresholds in its "where the time went"
 // table, every excursion inside the hog names host_cpu, the engine answered the gc action with
 // a collection it ran, and every excursion overlapping that collection names gc.
