@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -85,9 +84,7 @@ after: figures taken above the CPU count are not the load generator's own.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(out, rep)
 			}
 			fmt.Fprintf(out, "burst of %d x %d B (median of %d), load average %.2f -> %.2f on %d CPUs\n",
 				rep.Messages, rep.Size, rep.Repeats, rep.Load1, rep.Load1After, rep.CPUs)

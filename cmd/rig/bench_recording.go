@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -83,9 +82,7 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(out, rep)
 			}
 			fmt.Fprintf(out, "%s: %d rounds of %d orders preloaded then %.0f probes/s for %gs; load average %.2f -> %.2f on %d CPUs\n",
 				rep.Engine, rep.Rounds, rep.Orders, rep.ProbeRate, rep.ProbeForS, rep.Load1, rep.Load1After, rep.CPUs)

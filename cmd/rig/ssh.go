@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -228,9 +227,9 @@ func newAgentPingCmd() *cobra.Command {
 				return nil
 			})
 			if o.json {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.Encode(rows)
+				if err := writeJSON(cmd.OutOrStdout(), rows); err != nil {
+					return err
+				}
 			} else {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tPID\tVERSION\tRTT\tCLOCK OFFSET\tERROR")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,8 +59,7 @@ take. ` + "`rig tune revert`" + ` restores the recorded values. Settings: ` + st
 				return err
 			}
 			rep, err := tune.Apply(cmd.Context(), opts, p)
-			printReport(cmd.OutOrStdout(), rep, o.json)
-			return err
+			return errors.Join(err, printReport(cmd.OutOrStdout(), rep, o.json))
 		},
 	}
 	f := cmd.Flags()
@@ -91,8 +89,7 @@ func newTuneRevertCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "nothing to revert: %v\n", err)
 				return nil
 			}
-			printReport(cmd.OutOrStdout(), rep, o.json)
-			return err
+			return errors.Join(err, printReport(cmd.OutOrStdout(), rep, o.json))
 		},
 	}
 	f := cmd.Flags()
@@ -120,12 +117,11 @@ func tuneOptions(root, dir string) (tune.Options, error) {
 	return tune.Options{Root: abs, StateFile: filepath.Join(dir, tune.StateFileName), Logger: slog.New(slog.DiscardHandler)}, nil
 }
 
-func printReport(w io.Writer, rep tune.Report, asJSON bool) {
+// printReport writes what apply or revert changed; only the JSON form's write error is
+// returned (the table is for a terminal).
+func printReport(w io.Writer, rep tune.Report, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-		return
+		return writeJSON(w, rep)
 	}
 	changes := append([]tune.Change(nil), rep.Changes...)
 	sort.SliceStable(changes, func(i, j int) bool { return changes[i].Name < changes[j].Name })
@@ -142,4 +138,5 @@ func printReport(w io.Writer, rep tune.Report, asJSON bool) {
 	if rep.StateFile != "" {
 		fmt.Fprintf(w, "state: %s\n", rep.StateFile)
 	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -155,9 +154,9 @@ the volume, which rig run reuses before its runs. Exit status 1 when a volume fa
 				return strings.Compare(a.Node+"/"+a.Check.Volume, b.Node+"/"+b.Check.Volume)
 			})
 			if o.json {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.Encode(rows)
+				if werr := writeJSON(cmd.OutOrStdout(), rows); werr != nil && err == nil {
+					err = werr
+				}
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
