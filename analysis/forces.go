@@ -81,6 +81,13 @@ type StepForces struct {
 	Forces ForceCount   `json:"forces"` // TimeMs: their overlap with the step
 	Share  float64      `json:"share"`  // Forces.TimeMs / StepMs
 	Files  []FileForces `json:"files,omitempty"`
+	// Writes are the file writes under way in the step (jdk.FileWrite), timed the same way: on
+	// the disk model each is a copy through FUSE, which a real volume's page cache makes
+	// cheap, so a step the forces leave unexplained is often these.
+	Writes ForceCount `json:"writes"`
+	// IOShare is the step's time under a force or a write (their union, so a write on one
+	// thread beside a force on another counts once) over StepMs.
+	IOShare float64 `json:"io_share"`
 }
 
 // NodeForces are one node's forces over the load [load start, load end].
@@ -255,12 +262,19 @@ func snapFileForces(sf *SnapshotForces, t snapTake, ss []rundir.DiskSync, in []r
 	lo, hi := first+int64(t.takeMs*1e6), first+int64(t.persistedMs*1e6)
 	st := &StepForces{FromS: sf.FromS + float64(lo-t.from)/1e9, ToS: sf.FromS + float64(hi-t.from)/1e9, StepMs: t.persistedMs - t.takeMs}
 	files := map[string]*ForceCount{}
+	var busy []span // forces' and writes' overlaps with the step, for IOShare
 	for _, x := range in {
-		if x.Kind != rundir.InsideForce {
+		if x.Kind != rundir.InsideForce && x.Kind != rundir.InsideWrite {
 			continue
 		}
 		ov := min(x.AtNs+x.DurNs, hi) - max(x.AtNs, lo)
 		if ov <= 0 {
+			continue
+		}
+		busy = append(busy, span{max(x.AtNs, lo), min(x.AtNs+x.DurNs, hi)})
+		if x.Kind == rundir.InsideWrite {
+			st.Writes.Syncs++
+			st.Writes.TimeMs += float64(ov) / 1e6
 			continue
 		}
 		st.Forces.Syncs++
@@ -273,6 +287,7 @@ func snapFileForces(sf *SnapshotForces, t snapTake, ss []rundir.DiskSync, in []r
 		files[name].TimeMs += float64(ov) / 1e6
 	}
 	st.Share = st.Forces.TimeMs / st.StepMs
+	st.IOShare = float64(unionNs(busy)) / 1e6 / st.StepMs
 	st.Files = topFiles(files, func(c ForceCount) int64 { return int64(c.TimeMs * 1e3) })
 	ins.Step = st
 }
@@ -359,7 +374,7 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 		return
 	}
 	pf("Forces the engine recorded itself (%s), beside the disk model's:\n\n", rows[0].Inside.Source)
-	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | engine's forces in the window | persisted − take | forces in it | share | files (most time) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | engine's forces in the window | persisted − take | forces in it | share | writes in it | share with writes | files (most time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		file, model := "—", "—"
 		if r.SnapFile != "" {
@@ -368,11 +383,13 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 		if r.SnapModel != nil {
 			model = fmt.Sprintf("%d, %s", r.SnapModel.Syncs, fmtMs(r.SnapModel.TimeMs))
 		}
-		step, in, share, files := "—", "—", "—", "—"
+		step, in, share, writes, io, files := "—", "—", "—", "—", "—", "—"
 		if st := r.Inside.Step; st != nil {
 			step = fmtMs(st.StepMs)
 			in = fmt.Sprintf("%d, %s", st.Forces.Syncs, fmtMs(st.Forces.TimeMs))
 			share = fmt.Sprintf("%.0f %%", 100*st.Share)
+			writes = fmt.Sprintf("%d, %s", st.Writes.Syncs, fmtMs(st.Writes.TimeMs))
+			io = fmt.Sprintf("%.0f %%", 100*st.IOShare)
 			if len(st.Files) > 0 {
 				parts := make([]string, len(st.Files))
 				for i, x := range st.Files {
@@ -381,13 +398,14 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 				files = strings.Join(parts, "; ")
 			}
 		}
-		pf("| %d | %s | %s | %s | %d | %s | %d, %s | %s | %s | %s | %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
-			fmtMs(r.Inside.Snap.TimeMs), r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs), step, in, share, files)
+		pf("| %d | %s | %s | %s | %d | %s | %d, %s | %s | %s | %s | %s | %s | %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
+			fmtMs(r.Inside.Snap.TimeMs), r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs), step, in, share, writes, io, files)
 	}
 	pf("\nThe snapshot's file is the file first written or forced in the window that was forced (else written) most: on the " +
 		"Aeron engine the Archive's recording of the snapshot. The step from take to persisted is placed on the engine's " +
 		"clock by that file's first write (the take's start): its forces are those under way in it, timed by their " +
-		"overlap, and share is their time over persisted − take.\n\n")
+		"overlap, and share is their time over persisted − take; writes in it are the file writes under way in the step (on " +
+		"the disk model each a copy through FUSE), and share with writes the step's time under a force or a write.\n\n")
 }
 
 func engineWritesCell(w *engine.EngineWrites) string {

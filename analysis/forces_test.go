@@ -149,6 +149,7 @@ func TestInsideForcesBesideModel(t *testing.T) {
 	inside("node-0", sp(500, rundir.InsideForce, "archive/0-0.rec"), sp(1050, rundir.InsideForce, "archive/0-0.rec"),
 		sp(1100, rundir.InsideWrite, "archive/3-0.rec"), sp(1110, rundir.InsideForce, "archive/3-0.rec"),
 		sp(1150, rundir.InsideForce, "archive/3-0.rec"), sp(1200, rundir.InsideForce, "archive/3-0.rec"),
+		sp(1230, rundir.InsideWrite, "archive/3-0.rec"), // overlaps the force before it by 10 ms
 		rundir.InsideSpan{AtNs: at(1120).UnixNano(), DurNs: 5_000_000, Kind: rundir.InsideGCPause, Source: "jfr"})
 	// node-1 at sync level 0: its snapshot's file is written, never forced.
 	inside("node-1", sp(600, rundir.InsideWrite, "archive/0-0.rec"), sp(1100, rundir.InsideWrite, "archive/4-0.rec"),
@@ -170,10 +171,12 @@ func TestInsideForcesBesideModel(t *testing.T) {
 		t.Errorf("node-0: %+v inside %+v, want 3-0.rec forced 3 times by both, 4 JFR forces in the window", n0, n0.Inside)
 	}
 	// The step: the file's first write at 1100 ms + take 100 = 1200 to + persisted 250 = 1350;
-	// the force at 1200 (40 ms) lies in it.
+	// the force at 1200 (40 ms) lies in it, and the write at 1230 (40 ms), which together cover
+	// 1200–1270: 70 ms, not 80.
 	if st := n0.Inside.Step; st == nil || st.StepMs != 150 || st.Forces.Syncs != 1 || st.Forces.TimeMs != 40 ||
-		math.Abs(st.Share-40.0/150) > 1e-9 || len(st.Files) != 1 || st.Files[0].File != "3-0.rec" || st.FromS != 1.2 || st.ToS != 1.35 {
-		t.Errorf("node-0 step %+v, want 1.2–1.35 s, one force of 3-0.rec, 40 ms of 150", st)
+		math.Abs(st.Share-40.0/150) > 1e-9 || len(st.Files) != 1 || st.Files[0].File != "3-0.rec" || st.FromS != 1.2 || st.ToS != 1.35 ||
+		st.Writes.Syncs != 1 || st.Writes.TimeMs != 40 || math.Abs(st.IOShare-70.0/150) > 1e-9 {
+		t.Errorf("node-0 step %+v, want 1.2–1.35 s, one force of 3-0.rec (40 ms of 150) and one write, 70 ms of 150 under either", st)
 	}
 	n1 := rows["node-1"]
 	if n1.SnapFile != "4-0.rec" || n1.SnapModel != nil || n1.Inside == nil || n1.Inside.Snap.Syncs != 0 || n1.Inside.All.Syncs != 0 {
@@ -183,8 +186,8 @@ func TestInsideForcesBesideModel(t *testing.T) {
 	if strings.Contains(rep, "| 1 | node-1 | 1.0 s") {
 		t.Errorf("the disk model's table has a row for node-1, which ran on no model:\n%s", rep)
 	}
-	for _, want := range []string{"Forces the engine recorded itself (jfr)", "| 1 | node-0 | 3-0.rec | 3, 120 ms | 3 | 120 ms | 4, 160 ms | 150 ms | 1, 40.0 ms | 27 % | 3-0.rec (1, 40.0 ms) |",
-		"| 1 | node-1 | 4-0.rec | — | 0 | 0 µs | 0, 0 µs | 20.0 ms | 0, 0 µs | 0 % | — |"} {
+	for _, want := range []string{"Forces the engine recorded itself (jfr)", "| 1 | node-0 | 3-0.rec | 3, 120 ms | 3 | 120 ms | 4, 160 ms | 150 ms | 1, 40.0 ms | 27 % | 1, 40.0 ms | 47 % | 3-0.rec (1, 40.0 ms) |",
+		"| 1 | node-1 | 4-0.rec | — | 0 | 0 µs | 0, 0 µs | 20.0 ms | 0, 0 µs | 0 % | 0, 0 µs | 0 % | — |"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}

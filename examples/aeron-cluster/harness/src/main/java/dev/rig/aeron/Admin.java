@@ -176,7 +176,7 @@ final class Admin
     }
 
     /** Whether the user's introspection implements a method (else the interface's default: not supported). */
-    private static boolean overrides(final Introspection i, final String method)
+    static boolean overrides(final Introspection i, final String method)
     {
         try
         {

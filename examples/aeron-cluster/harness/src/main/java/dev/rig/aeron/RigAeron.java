@@ -233,7 +233,7 @@ public final class RigAeron
             checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
             admin.start(driver, container);
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
-                container.context().snapshotStreamId(), state);
+                container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
             state.hashing = true;
             final Gateway gateway = new Gateway(cfg, state, aeronDir, codec, service.getClass().getName());

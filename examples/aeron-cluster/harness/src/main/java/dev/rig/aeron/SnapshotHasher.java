@@ -24,12 +24,15 @@ import org.agrona.concurrent.BackoffIdleStrategy;
  *
  * The stream is an IPC publication: it cannot run ahead of its slowest subscriber by more than its
  * window, so this thread never lets the service's offers fail, it can only slow them while it
- * lags.
+ * lags. For a service with a state hash of its own it only counts the bytes (digest false): a
+ * SHA-256 of a 1M-order book is ~17 ms of a CPU per node per snapshot that nothing reads, taken
+ * while the node's Archive writes the same snapshot.
  */
 final class SnapshotHasher implements Runnable
 {
     private final Subscription subscription;
     private final NodeState state;
+    private final boolean digest;
     private final Map<Integer, Digest> digests = new HashMap<>();
     private volatile boolean running = true;
 
@@ -56,10 +59,11 @@ final class SnapshotHasher implements Runnable
         }
     }
 
-    SnapshotHasher(final Aeron aeron, final String channel, final int streamId, final NodeState state)
+    SnapshotHasher(final Aeron aeron, final String channel, final int streamId, final NodeState state, final boolean digest)
     {
         this.subscription = aeron.addSubscription(channel, streamId);
         this.state = state;
+        this.digest = digest;
     }
 
     void start()
@@ -107,12 +111,15 @@ final class SnapshotHasher implements Runnable
                                 }
                             }
                         }
-                        if (d.tmp.length < len)
+                        if (digest)
                         {
-                            d.tmp = new byte[len];
+                            if (d.tmp.length < len)
+                            {
+                                d.tmp = new byte[len];
+                            }
+                            b.getBytes(off, d.tmp, 0, len);
+                            d.sha.update(d.tmp, 0, len);
                         }
-                        b.getBytes(off, d.tmp, 0, len);
-                        d.sha.update(d.tmp, 0, len);
                         d.bytes += len;
                         d.chunks++;
                     };
@@ -120,17 +127,20 @@ final class SnapshotHasher implements Runnable
                     if (image.isEndOfStream())
                     {
                         d.done = true;
-                        final byte[] sum = d.sha.digest();
                         long v = 0;
-                        for (int i = 0; i < 8; i++)
+                        if (digest)
                         {
-                            v = v << 8 | (sum[i] & 0xffL);
+                            final byte[] sum = d.sha.digest();
+                            for (int i = 0; i < 8; i++)
+                            {
+                                v = v << 8 | (sum[i] & 0xffL);
+                            }
                         }
                         if (d.position >= 0)
                         {
                             state.snapshotHashed(new NodeState.SnapshotHash(d.position, v, d.bytes, d.chunks));
-                            Log.info(String.format("snapshot at log position %d: %d bytes in %d fragments, hash %016x", d.position,
-                                d.bytes, d.chunks, v));
+                            Log.info(String.format("snapshot at log position %d: %d bytes in %d fragments%s", d.position,
+                                d.bytes, d.chunks, digest ? String.format(", hash %016x", v) : ""));
                         }
                     }
                 }
