@@ -507,11 +507,13 @@ func excursionTables(b *strings.Builder, ex *Excursions) {
 	}
 	slices.SortStableFunc(top, func(i, j int) int { return cmp.Compare(ex.List[j].PeakMs, ex.List[i].PeakMs) })
 	shown := min(len(top), excursionReportTables)
-	fmt.Fprintf(b, "Where the time of the %d excursion(s) with the largest peak went, per node and thread, over [start, end] (columns as in the window tables below)", shown)
+	fmt.Fprintf(b, "Where the time of the %d excursion(s) with the largest peak went, per node and thread, over [start, end]", shown)
 	if n := len(top) - shown; n > 0 {
 		fmt.Fprintf(b, "; %d more left out here: summary.json's excursions.list[].where has every listed excursion's", n)
 	}
-	b.WriteString(".\n\n")
+	fmt.Fprintf(b, ". %s Rows as in the window tables: count is spans, fsyncs, or samples over the thresholds above; share is the total over the excursion's length; "+
+		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits do not cover, nor host samples under the thresholds); "+
+		"the count of unexplained excursions above is of those with no cause.\n\n", sourcesNote(ex.List[top[0]].Where.Sources, "excursions"))
 	for _, i := range top[:shown] {
 		e := ex.List[i]
 		head := fmt.Sprintf("**excursion #%d**: %s – %s (%s), peak %s", i+1, fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.LengthMs()), fmtMs(e.PeakMs))

@@ -531,6 +531,19 @@ func topDetails(m map[string]int) string {
 	return strings.Join(parts, "; ")
 }
 
+// sourcesNote says what the tables of where the time went (of windows, of excursions) were
+// built from, and when no engine recording was among it.
+func sourcesNote(src []string, what string) string {
+	out := "No source to explain the " + what + " with: no inside spans, disk model or OS samples."
+	if len(src) > 0 {
+		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
+	}
+	if !slices.ContainsFunc(src, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
+		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
+	}
+	return out
+}
+
 // whereTable writes one interval's table of where the time went to report.md: head (its name
 // and span), the unexplained time, and the first maxRows rows, saying how many smaller ones
 // summary.json's list (windows, excursions) has beyond them.
@@ -641,15 +654,7 @@ func windowsSection(s *Summary) string {
 	var b strings.Builder
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pf("## Where the time went, by window\n\n")
-	if src := s.Windows[0].Sources; len(src) > 0 {
-		pf("Sources: %s.", strings.Join(src, ", "))
-	} else {
-		pf("No source to explain the windows with: no inside spans, disk model or OS samples.")
-	}
-	if !slices.ContainsFunc(s.Windows[0].Sources, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
-		pf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
-	}
-	pf("\n\n")
+	pf("%s\n\n", sourcesNote(s.Windows[0].Sources, "windows"))
 	for _, w := range s.Windows {
 		title := fmt.Sprintf("%s #%d", w.Kind, w.Index)
 		if w.Node != "" {
