@@ -60,7 +60,8 @@ type Cause struct {
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
 // engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
 // named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
-// kinds (gc_pause, stw, gc_assist) are `gc`.
+// kinds (gc_pause, stw, gc_assist) are `gc`; the disk model's fsyncs
+// (<node>/disk-syncs.ndjson) are `force` too, their evidence starting "disk_model:".
 type CauseKind string
 
 const (
@@ -151,7 +152,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	causes := make([][]Cause, len(all))
 	for i, st := range all {
 		causes[i] = d.causesIn(st.from, st.to, s, gc)
-		causes[i] = append(causes[i], d.insideCauses(st.from, st.to, thr)...)
+		causes[i] = append(causes[i], d.insideCauses(ts, st.from, st.to, thr)...)
 		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to)...)
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
@@ -488,7 +489,7 @@ func excursionsSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay), and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay) and the disk model's fsyncs (force), each at least a quarter of the threshold, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
 	excursionTables(&b, ex)
 	return b.String()
 }

@@ -223,13 +223,14 @@ func TestExcursionsRandomNotPeriodic(t *testing.T) {
 // went. One stall is covered by two JFR forces (one begun before it, clipped) and a GC pause
 // on node-1 that overlaps the second force, so the rows' totals add up to more than the time
 // they cover and the unexplained time is the excursion's length minus their union; a park
-// covers nothing. The other stall has nothing recorded: no rows, all of it unexplained. The
+// covers nothing. Another has nothing recorded: no rows, all of it unexplained. A third is
+// covered by a slow fsync of the disk model, which names it (cause force) as the table does. The
 // JSON shape is the windows' own.
 func TestExcursionsWhereTheTimeWent(t *testing.T) {
 	f := newFixture(t)
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
-	f.probes(stallProbes(30_000, 100, 8000, 16_000)) // each stall: [start, start + 101 ms]
+	f.probes(stallProbes(30_000, 100, 8000, 16_000, 22_000)) // each stall: [start, start + 101 ms]
 	f.run(30_000, "load_end")
 	f.run(30_500, "end")
 	f.status("node-0", engine.Status{Phase: "ready"})
@@ -244,14 +245,23 @@ func TestExcursionsWhereTheTimeWent(t *testing.T) {
 	writeInside(t, f.dir, "node-1",
 		force(7990, 30), force(8030, 30), gc, // covered: 8.000–8.020, 8.030–8.080
 		span37(7900, 400, rundir.InsidePark, "idle"))
-	writeInside(t, f.dir, "node-0", span37(12_000, 20, rundir.InsideCPU, "main")) // outside both
+	writeInside(t, f.dir, "node-0", span37(12_000, 20, rundir.InsideCPU, "main")) // outside every excursion
+	ds, err := rundir.CreateDiskSyncs(filepath.Join(f.dir, "node-0", rundir.DiskSyncsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Write(rundir.DiskSync{AtNs: at(22_020).UnixNano(), DurNs: 60 * int64(time.Millisecond), File: "/data/rig/r1/log/0.dat", Bytes: 4096})
+	ds.Write(rundir.DiskSync{AtNs: at(22_090).UnixNano(), DurNs: int64(time.Millisecond), File: "/data/rig/r1/log/0.dat", Bytes: 4096}) // too short to name it
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
 	s, err := Analyze(f.close())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ex := s.Excursions
-	if ex == nil || ex.Count != 2 || ex.Unexplained != 1 {
-		t.Fatalf("excursions %+v, want 2, the one at 16 s unexplained", ex)
+	if ex == nil || ex.Count != 3 || ex.Unexplained != 1 {
+		t.Fatalf("excursions %+v, want 3, the one at 16 s unexplained", ex)
 	}
 	type row struct {
 		node, thread, cause, role string
@@ -264,13 +274,15 @@ func TestExcursionsWhereTheTimeWent(t *testing.T) {
 		rows             []row
 		unexplainedMs    float64
 		causes           []CauseKind
+		source           string
 	}{
 		{8, 101, []row{
 			{"node-1", "log", "force", rundir.RoleLog, 2, 50, 49.5, "log/0.dat ×2"},
 			{"node-1", "VM Thread", "gc_pause", "", 1, 30, 29.7, "G1 Young ×1"},
 			{"node-1", "idle", "park", "", 1, 101, 100, ""},
-		}, 31, []CauseKind{CauseKind(rundir.InsideForce), CauseGC}},
-		{16, 101, nil, 101, nil},
+		}, 31, []CauseKind{CauseKind(rundir.InsideForce), CauseGC}, "jfr"},
+		{16, 101, nil, 101, nil, "jfr"},
+		{22, 101, []row{{"node-0", "", "force", "", 2, 61, 60.4, "/data/rig/r1/log/0.dat ×2"}}, 40, []CauseKind{CauseKind(rundir.InsideForce)}, SourceDiskModel},
 	} {
 		e := ex.List[i]
 		if e.StartS != c.startS || e.LengthMs() != c.lengthMs {
@@ -289,17 +301,20 @@ func TestExcursionsWhereTheTimeWent(t *testing.T) {
 		}
 		var got []row
 		for _, r := range e.Where.Rows {
-			if r.Source != "jfr" {
-				t.Errorf("excursion %d: row %+v, want source jfr", i, r)
+			if r.Source != c.source {
+				t.Errorf("excursion %d: row %+v, want source %s", i, r, c.source)
 			}
 			got = append(got, row{r.Node, r.Thread, r.Cause, r.Role, r.Count, r.TotalMs, r.SharePct, r.Detail})
 		}
 		if !slices.Equal(got, c.rows) {
 			t.Errorf("excursion %d: rows\n%+v\nwant\n%+v", i, got, c.rows)
 		}
-		if e.Where.UnexplainedMs != c.unexplainedMs || !slices.Equal(e.Where.Sources, []string{"jfr"}) {
-			t.Errorf("excursion %d: unexplained %v ms, sources %v; want %v ms, [jfr]", i, e.Where.UnexplainedMs, e.Where.Sources, c.unexplainedMs)
+		if e.Where.UnexplainedMs != c.unexplainedMs || !slices.Equal(e.Where.Sources, []string{"jfr", SourceDiskModel}) {
+			t.Errorf("excursion %d: unexplained %v ms, sources %v; want %v ms, [jfr disk_model]", i, e.Where.UnexplainedMs, e.Where.Sources, c.unexplainedMs)
 		}
+	}
+	if c := ex.List[2].Causes; len(c) != 1 || c[0].Node != "node-0" || !strings.HasPrefix(c[0].Evidence, "disk_model: 1 fsync(s) of 60.000 ms") {
+		t.Errorf("excursion at 22 s: causes %+v, want the disk model's fsync", c)
 	}
 	if tot := ex.List[0].Where.Totals; !slices.Contains(tot, CauseTotal{Cause: "force", Source: "jfr", Count: 2, TotalMs: 50}) {
 		t.Errorf("totals %+v, want force from jfr: 2, 50 ms", tot)
@@ -323,7 +338,7 @@ func TestExcursionsWhereTheTimeWent(t *testing.T) {
 
 	rep := excursionsSection(s)
 	for _, want := range []string{
-		"Where the time of the 2 excursion(s) with the largest peak went",
+		"Where the time of the 3 excursion(s) with the largest peak went",
 		"**excursion #1**: 8.000 s – 8.101 s (101 ms), peak 101 ms; **unexplained 31.0 ms (31 %)**",
 		"| node-1 | log | force (log) | jfr | 2 | 50.0 ms | 49.5 % | log/0.dat ×2 |",
 		"**excursion #2**: 16.000 s – 16.101 s (101 ms), peak 101 ms, no cause; **unexplained 101 ms (100 %)**\n\nNo cause recorded in it.",

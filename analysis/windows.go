@@ -352,8 +352,7 @@ func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
 	}
 }
 
-// syncs adds the disk model's fsyncs; their files are named from the run's data folder (the
-// model's mountpoint holds rig/<run-id>/ on a shared data folder).
+// syncs adds the disk model's fsyncs, their files named by modelFile.
 func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 	for _, x := range ss {
 		c, ok := t.clip(x.AtNs, x.DurNs)
@@ -363,17 +362,22 @@ func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 		a := t.get(rowKey{node: node, cause: string(rundir.InsideForce), source: SourceDiskModel})
 		a.count++
 		a.ns += float64(c.to - c.from)
-		file := x.File
-		if runID != "" {
-			if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
-				file = rest
-			}
-		}
-		a.details[file]++
+		a.details[modelFile(x.File, runID)]++
 		if c.to > c.from {
 			t.cover = append(t.cover, c)
 		}
 	}
+}
+
+// modelFile names a file the disk model synced from the run's data folder: the model's
+// mountpoint holds rig/<run-id>/ on a shared data folder.
+func modelFile(file, runID string) string {
+	if runID != "" {
+		if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
+			return rest
+		}
+	}
+	return file
 }
 
 // host adds the OS samples' causes: per node the agent's CPU, and per machine (one on the local
@@ -595,33 +599,37 @@ const (
 	insideMinNs   = 250_000
 )
 
-// insideCauses are the engines' own stalls (inside spans) overlapping [from, to], one cause per
-// node and kind.
-func (d *runData) insideCauses(from, to, thr int64) []Cause {
+// insideCauses are the engines' own stalls overlapping [from, to] — inside spans, and the disk
+// model's fsyncs as force from disk_model — one cause per node, kind and source. A span counts
+// when it lasts at least insideMinFrac of the threshold thr (and insideMinNs).
+func (d *runData) insideCauses(ts *timeSources, from, to, thr int64) []Cause {
 	minNs := max(int64(float64(thr)*insideMinFrac), insideMinNs)
 	var out []Cause
-	inside := d.insideSpans()
 	for _, node := range d.nodes {
-		ss := inside[node]
-		type agg struct {
-			n             int
-			first         int64
-			total, long   int64
-			longWhat, src string
-			threads       []string
+		type key struct {
+			kind CauseKind
+			src  string
 		}
-		byKind := map[CauseKind]*agg{}
-		var order []CauseKind
-		for _, sp := range spansOver(ss, from, to) {
+		type agg struct {
+			n           int
+			first       int64
+			total, long int64
+			longWhat    string
+			threads     []string
+		}
+		byKind := map[key]*agg{}
+		var order []key
+		add := func(sp rundir.InsideSpan) {
 			kind, ok := insideStall[sp.Kind]
-			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from {
-				continue
+			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from || sp.AtNs > to {
+				return
 			}
-			a := byKind[kind]
+			k := key{kind, sp.Source}
+			a := byKind[k]
 			if a == nil {
-				a = &agg{first: sp.AtNs, src: sp.Source}
-				byKind[kind] = a
-				order = append(order, kind)
+				a = &agg{first: sp.AtNs}
+				byKind[k] = a
+				order = append(order, k)
 			}
 			a.n++
 			a.total += sp.DurNs
@@ -632,13 +640,23 @@ func (d *runData) insideCauses(from, to, thr int64) []Cause {
 				a.threads = append(a.threads, sp.Thread)
 			}
 		}
+		for _, sp := range spansOver(ts.inside[node], from, to) {
+			add(sp)
+		}
+		for _, x := range ts.syncs[node] {
+			add(rundir.InsideSpan{AtNs: x.AtNs, DurNs: x.DurNs, Kind: rundir.InsideForce, Source: SourceDiskModel, File: modelFile(x.File, d.man.RunID)})
+		}
 		for _, k := range order {
 			a := byKind[k]
-			ev := fmt.Sprintf("%s: %d span(s) of %s ms in all, longest %s ms (%s)", a.src, a.n, fmtMsBare(a.total), fmtMsBare(a.long), a.longWhat)
+			what := "span(s)"
+			if k.src == SourceDiskModel {
+				what = "fsync(s)"
+			}
+			ev := fmt.Sprintf("%s: %d %s of %s ms in all, longest %s ms (%s)", k.src, a.n, what, fmtMsBare(a.total), fmtMsBare(a.long), a.longWhat)
 			if len(a.threads) > 0 {
 				ev += " on " + strings.Join(a.threads, ", ")
 			}
-			out = append(out, Cause{Kind: k, Node: node, AtS: d.off(a.first), Evidence: ev})
+			out = append(out, Cause{Kind: k.kind, Node: node, AtS: d.off(a.first), Evidence: ev})
 		}
 	}
 	return out
