@@ -457,7 +457,9 @@ func (d *runData) summarize() *Summary {
 	s.GCPauses, gc = d.gcRows()
 	gc = d.gcActionPauses(gc)
 	s.Spike = d.spike(s, gc)
-	s.Excursions = d.excursions(s, gc)
+	ts, tw := d.timeSources()
+	warn = append(warn, tw...)
+	s.Excursions = d.excursions(s, gc, ts)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
 	// Normal latency leaves out every snapshot and fault window (failover.go), so it needs the
 	// rows above; the rows that quote it beside their own figures get it now.
@@ -470,9 +472,7 @@ func (d *runData) summarize() *Summary {
 	for i := range s.StepDowns {
 		s.StepDowns[i].NormalP50Us = s.Normal.P50Us
 	}
-	var ww []string
-	s.Windows, ww = d.windows(s)
-	warn = append(warn, ww...)
+	s.Windows = d.windows(s, ts)
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)
 	s.ClientConn = d.clientConn(s)

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -43,6 +44,9 @@ type Excursion struct {
 	// LogLines: per node, engine log lines stamped from 100 ms before to 100 ms after (context,
 	// not a cause).
 	LogLines map[string][]string `json:"log_lines,omitempty"`
+	// Where is where its time went, per node and thread, over [StartS, EndS]: the same table as
+	// a window's (windows.go), with the time no cause covers.
+	Where *WhereTime `json:"where,omitempty"`
 }
 
 // Cause is one thing the run recorded as under way during an excursion.
@@ -56,7 +60,8 @@ type Cause struct {
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
 // engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
 // named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
-// kinds (gc_pause, stw, gc_assist) are `gc`.
+// kinds (gc_pause, stw, gc_assist) are `gc`; the disk model's fsyncs
+// (<node>/disk-syncs.ndjson) are `force` too, their evidence starting "disk_model:".
 type CauseKind string
 
 const (
@@ -84,6 +89,10 @@ const (
 	excursionMergeGap = 50 * time.Millisecond
 	excursionMaxRows  = 200
 	excursionLogRows  = 4
+	// report.md shows the tables of where the time went of this many excursions, the largest
+	// peaks, with this many rows each.
+	excursionReportTables = 5
+	excursionReportRows   = 8
 
 	// Host causes, in percent of one core over a sample interval.
 	hostOthersMinPct = 50.0 // other processes took at least half a core …
@@ -103,7 +112,7 @@ const (
 )
 
 // excursions finds, merges and attributes every excursion of the run.
-func (d *runData) excursions(s *Summary, gc map[string][]GCPause) *Excursions {
+func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSources) *Excursions {
 	if !d.hasProbe || s.Probes.P50Us == nil {
 		return nil
 	}
@@ -139,13 +148,12 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause) *Excursions {
 		all = append(all, st)
 	}
 	ex.Count = len(all)
-	host := d.hostSamples()
 	starts := make([]int64, 0, len(all))
 	causes := make([][]Cause, len(all))
 	for i, st := range all {
 		causes[i] = d.causesIn(st.from, st.to, s, gc)
-		causes[i] = append(causes[i], d.insideCauses(st.from, st.to, thr)...)
-		causes[i] = append(causes[i], host.causesIn(d, st.from, st.to)...)
+		causes[i] = append(causes[i], d.insideCauses(ts, st.from, st.to, thr)...)
+		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to)...)
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
@@ -163,6 +171,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause) *Excursions {
 			e.Causes = []Cause{}
 		}
 		e.PeriodS = periodOf[i]
+		e.Where = ptr(d.whereTime(ts, st.from, st.to))
 		for _, node := range d.nodes {
 			lines := d.engineLogLines(node, st.from-int64(spikeLogMargin), st.to+int64(spikeLogMargin))
 			if len(lines) > excursionLogRows {
@@ -480,8 +489,43 @@ func excursionsSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay), and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay) and the disk model's fsyncs (force), each at least a quarter of the threshold, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	excursionTables(&b, ex)
 	return b.String()
 }
+
+// excursionTables writes where the time of the excursions with the largest peaks went, as the
+// window tables do (windowsSection); summary.json has every listed excursion's.
+func excursionTables(b *strings.Builder, ex *Excursions) {
+	var top []int
+	for i, e := range ex.List {
+		if e.Where != nil {
+			top = append(top, i)
+		}
+	}
+	if len(top) == 0 {
+		return
+	}
+	slices.SortStableFunc(top, func(i, j int) int { return cmp.Compare(ex.List[j].PeakMs, ex.List[i].PeakMs) })
+	shown := min(len(top), excursionReportTables)
+	fmt.Fprintf(b, "Where the time of the %d excursion(s) with the largest peak went, per node and thread, over [start, end]", shown)
+	if n := len(top) - shown; n > 0 {
+		fmt.Fprintf(b, "; %d more left out here: summary.json's excursions.list[].where has every listed excursion's", n)
+	}
+	fmt.Fprintf(b, ". %s Rows as in the window tables: count is spans, fsyncs, or samples over the thresholds above; share is the total over the excursion's length; "+
+		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits do not cover, nor host samples under the thresholds); "+
+		"the count of unexplained excursions above is of those with no cause.\n\n", sourcesNote(ex.List[top[0]].Where.Sources, "excursions"))
+	for _, i := range top[:shown] {
+		e := ex.List[i]
+		head := fmt.Sprintf("**excursion #%d**: %s – %s (%s), peak %s", i+1, fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.LengthMs()), fmtMs(e.PeakMs))
+		if len(e.Causes) == 0 {
+			head += ", no cause"
+		}
+		whereTable(b, head, e.LengthMs(), *e.Where, excursionReportRows, "excursions.list[].where")
+	}
+}
+
+// LengthMs is the excursion's length, start to end.
+func (e Excursion) LengthMs() float64 { return math.Round((e.EndS-e.StartS)*1e6) / 1e3 }
 
 func fmtS3(s float64) string { return fmt.Sprintf("%.3f s", s) }

@@ -149,7 +149,8 @@ func TestExcursionsMergedAndAttributed(t *testing.T) {
 		t.Errorf("%d unexplained, want 3", ex.Unexplained)
 	}
 	rep := renderReport(s)
-	if !strings.Contains(rep, "### Where the time went") || strings.Count(rep, "**unexplained**") != 3 || !strings.Contains(rep, "host_cpu node-0 at 15.000 s") {
+	if !strings.Contains(rep, "### Where the time went") || strings.Count(rep, "**unexplained**") != 3 || !strings.Contains(rep, "host_cpu node-0 at 15.000 s") ||
+		!strings.Contains(rep, "the 5 excursion(s) with the largest peak went") || !strings.Contains(rep, "; 2 more left out here: summary.json's excursions.list[].where has every listed excursion's") {
 		t.Errorf("report's excursion section:\n%s", excursionsSection(s))
 	}
 }
@@ -215,5 +216,135 @@ func TestExcursionsRandomNotPeriodic(t *testing.T) {
 	got, _ := d.periodic(starts, func(int) (float64, bool) { return 100, true })
 	if len(got) != 1 || math.Abs(got[0].PeriodS-5.1) > 0.02 || got[0].Count < 6 {
 		t.Errorf("series among random starts: %+v", got)
+	}
+}
+
+// TestExcursionsWhereTheTimeWent: every excursion gets the windows' table of where its time
+// went. One stall is covered by two JFR forces (one begun before it, clipped) and a GC pause
+// on node-1 that overlaps the second force, so the rows' totals add up to more than the time
+// they cover and the unexplained time is the excursion's length minus their union; a park
+// covers nothing. Another has nothing recorded: no rows, all of it unexplained. A third is
+// covered by a slow fsync of the disk model, which names it (cause force) as the table does. The
+// JSON shape is the windows' own.
+func TestExcursionsWhereTheTimeWent(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(30_000, 100, 8000, 16_000, 22_000)) // each stall: [start, start + 101 ms]
+	f.run(30_000, "load_end")
+	f.run(30_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	f.status("node-1", engine.Status{Phase: "ready"})
+	force := func(ms, durMs int64) rundir.InsideSpan {
+		s := span37(ms, durMs, rundir.InsideForce, "log")
+		s.Role, s.File = rundir.RoleLog, "log/0.dat"
+		return s
+	}
+	gc := span37(8050, 30, rundir.InsideGCPause, "VM Thread")
+	gc.Detail = "G1 Young"
+	writeInside(t, f.dir, "node-1",
+		force(7990, 30), force(8030, 30), gc, // covered: 8.000–8.020, 8.030–8.080
+		span37(7900, 400, rundir.InsidePark, "idle"))
+	writeInside(t, f.dir, "node-0", span37(12_000, 20, rundir.InsideCPU, "main")) // outside every excursion
+	ds, err := rundir.CreateDiskSyncs(filepath.Join(f.dir, "node-0", rundir.DiskSyncsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Write(rundir.DiskSync{AtNs: at(22_020).UnixNano(), DurNs: 60 * int64(time.Millisecond), File: "/data/rig/r1/log/0.dat", Bytes: 4096})
+	ds.Write(rundir.DiskSync{AtNs: at(22_090).UnixNano(), DurNs: int64(time.Millisecond), File: "/data/rig/r1/log/0.dat", Bytes: 4096}) // too short to name it
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := s.Excursions
+	if ex == nil || ex.Count != 3 || ex.Unexplained != 1 {
+		t.Fatalf("excursions %+v, want 3, the one at 16 s unexplained", ex)
+	}
+	type row struct {
+		node, thread, cause, role string
+		count                     int
+		totalMs, share            float64
+		detail                    string
+	}
+	for i, c := range []struct {
+		startS, lengthMs float64
+		rows             []row
+		unexplainedMs    float64
+		causes           []CauseKind
+		source           string
+	}{
+		{8, 101, []row{
+			{"node-1", "log", "force", rundir.RoleLog, 2, 50, 49.5, "log/0.dat ×2"},
+			{"node-1", "VM Thread", "gc_pause", "", 1, 30, 29.7, "G1 Young ×1"},
+			{"node-1", "idle", "park", "", 1, 101, 100, ""},
+		}, 31, []CauseKind{CauseKind(rundir.InsideForce), CauseGC}, "jfr"},
+		{16, 101, nil, 101, nil, "jfr"},
+		{22, 101, []row{{"node-0", "", "force", "", 2, 61, 60.4, "/data/rig/r1/log/0.dat ×2"}}, 40, []CauseKind{CauseKind(rundir.InsideForce)}, SourceDiskModel},
+	} {
+		e := ex.List[i]
+		if e.StartS != c.startS || e.LengthMs() != c.lengthMs {
+			t.Errorf("excursion %d: %v s, %v ms long, want %v s, %v ms", i, e.StartS, e.LengthMs(), c.startS, c.lengthMs)
+		}
+		var kinds []CauseKind
+		for _, k := range e.Causes {
+			kinds = append(kinds, k.Kind)
+		}
+		slices.Sort(kinds)
+		if !slices.Equal(kinds, c.causes) {
+			t.Errorf("excursion %d: causes %v, want %v", i, kinds, c.causes)
+		}
+		if e.Where == nil {
+			t.Fatalf("excursion %d: no table of where its time went", i)
+		}
+		var got []row
+		for _, r := range e.Where.Rows {
+			if r.Source != c.source {
+				t.Errorf("excursion %d: row %+v, want source %s", i, r, c.source)
+			}
+			got = append(got, row{r.Node, r.Thread, r.Cause, r.Role, r.Count, r.TotalMs, r.SharePct, r.Detail})
+		}
+		if !slices.Equal(got, c.rows) {
+			t.Errorf("excursion %d: rows\n%+v\nwant\n%+v", i, got, c.rows)
+		}
+		if e.Where.UnexplainedMs != c.unexplainedMs || !slices.Equal(e.Where.Sources, []string{"jfr", SourceDiskModel}) {
+			t.Errorf("excursion %d: unexplained %v ms, sources %v; want %v ms, [jfr disk_model]", i, e.Where.UnexplainedMs, e.Where.Sources, c.unexplainedMs)
+		}
+	}
+	if c := ex.List[2].Causes; len(c) != 1 || c[0].Node != "node-0" || !strings.HasPrefix(c[0].Evidence, "disk_model: 1 fsync(s) of 60.000 ms") {
+		t.Errorf("excursion at 22 s: causes %+v, want the disk model's fsync", c)
+	}
+	if tot := ex.List[0].Where.Totals; !slices.Contains(tot, CauseTotal{Cause: "force", Source: "jfr", Count: 2, TotalMs: 50}) {
+		t.Errorf("totals %+v, want force from jfr: 2, 50 ms", tot)
+	}
+
+	// summary.json: excursions.list[].where has the windows' fields, named alike.
+	b, err := json.Marshal(TimeWindow{Kind: WindowSnapshot, WhereTime: *ex.List[0].Where})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var win, exc map[string]any
+	json.Unmarshal(b, &win)
+	b, _ = json.Marshal(ex)
+	json.Unmarshal(b, &exc)
+	where, _ := exc["list"].([]any)[0].(map[string]any)["where"].(map[string]any)
+	for _, k := range []string{"sources", "rows", "totals", "unexplained_ms"} {
+		if where[k] == nil || win[k] == nil {
+			t.Errorf("field %q: excursion's where %v, window %v", k, where[k], win[k])
+		}
+	}
+
+	rep := excursionsSection(s)
+	for _, want := range []string{
+		"Where the time of the 3 excursion(s) with the largest peak went",
+		"**excursion #1**: 8.000 s – 8.101 s (101 ms), peak 101 ms; **unexplained 31.0 ms (31 %)**",
+		"| node-1 | log | force (log) | jfr | 2 | 50.0 ms | 49.5 % | log/0.dat ×2 |",
+		"**excursion #2**: 16.000 s – 16.101 s (101 ms), peak 101 ms, no cause; **unexplained 101 ms (100 %)**\n\nNo cause recorded in it.",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
 	}
 }

@@ -105,7 +105,8 @@ type Summary struct {
 	// Spike: the slowest probe when no action explains it, with the engines' log lines then.
 	Spike *Spike `json:"spike,omitempty"`
 	// Excursions: every stretch of probes at ≥ 10× p50 and ≥ 1 ms, each with its causes or
-	// marked unexplained, and periodic series of them (excursions.go).
+	// marked unexplained and the windows' table of where its time went, and periodic series of
+	// them (excursions.go).
 	Excursions *Excursions `json:"excursions,omitempty"`
 	// Windows: where the time went in every snapshot, restart, failover and burst window, per
 	// node and thread (windows.go).

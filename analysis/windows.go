@@ -52,6 +52,13 @@ type TimeWindow struct {
 	ToS   float64    `json:"to_s"`
 	// Open: the window never closed (never ready, never back to normal); ToS is where it was cut.
 	Open bool `json:"open,omitempty"`
+	WhereTime
+}
+
+// WhereTime is one interval's "where the time went" table: a window's (its fields inlined in
+// summary.json's windows) and a latency excursion's (excursions.list[].where). One shape, one
+// tally (runData.whereTime), so the two read alike.
+type WhereTime struct {
 	// Sources are what the run had to explain time with: inside spans' sources, disk_model,
 	// os_samples. A cause of a source not listed was not measured, not absent.
 	Sources []string   `json:"sources"`
@@ -60,7 +67,7 @@ type TimeWindow struct {
 	// sweep report and rig compare pool.
 	Totals  []CauseTotal `json:"totals"`
 	LeftOut int          `json:"left_out,omitempty"`
-	// UnexplainedMs is the window's time during which no row's span, on any node, was under way
+	// UnexplainedMs is the interval's time during which no row's span, on any node, was under way
 	// (parks, monitor and socket waits do not count: noCover; host rows count for the samples over
 	// excursions' thresholds).
 	UnexplainedMs float64 `json:"unexplained_ms"`
@@ -231,44 +238,59 @@ func (d *runData) windowSpans(s *Summary) []TimeWindow {
 	return out
 }
 
-// windows builds every window's table.
-func (d *runData) windows(s *Summary) ([]TimeWindow, []string) {
-	ws := d.windowSpans(s)
-	if len(ws) == 0 {
-		return nil, nil
-	}
-	inside := d.insideSpans()
-	syncs, warn := d.diskSyncs()
-	host := d.hostSamples()
-	var sources []string
+// timeSources is what the run has to explain time with, read once for every window and
+// excursion.
+type timeSources struct {
+	names  []string // WhereTime.Sources
+	inside map[string][]rundir.InsideSpan
+	syncs  map[string][]rundir.DiskSync
+	host   *hostSeries
+}
+
+// timeSources reads the inside spans, the disk model's fsyncs and the OS samples.
+func (d *runData) timeSources() (*timeSources, []string) {
+	ts := &timeSources{inside: d.insideSpans(), host: d.hostSamples()}
+	var warn []string
+	ts.syncs, warn = d.diskSyncs()
 	for _, n := range d.nodes {
-		for _, sp := range inside[n] {
-			if sp.Source != "" && !slices.Contains(sources, sp.Source) {
-				sources = append(sources, sp.Source)
+		for _, sp := range ts.inside[n] {
+			if sp.Source != "" && !slices.Contains(ts.names, sp.Source) {
+				ts.names = append(ts.names, sp.Source)
 			}
 		}
 	}
-	slices.Sort(sources)
-	if len(syncs) > 0 {
-		sources = append(sources, SourceDiskModel)
+	slices.Sort(ts.names)
+	if len(ts.syncs) > 0 {
+		ts.names = append(ts.names, SourceDiskModel)
 	}
-	if len(host.byNode) > 0 {
-		sources = append(sources, SourceOSSamples)
+	if len(ts.host.byNode) > 0 {
+		ts.names = append(ts.names, SourceOSSamples)
 	}
+	return ts, warn
+}
+
+// whereTime is the table of where the time went over [from, to] (unix ns): every cause per
+// node and thread, and the time none covers. Windows and excursions both call it.
+func (d *runData) whereTime(ts *timeSources, from, to int64) WhereTime {
+	t := newWindowTally(from, to)
+	for _, n := range d.nodes {
+		t.inside(n, ts.inside[n])
+		t.syncs(n, ts.syncs[n], d.man.RunID)
+	}
+	t.host(ts.host)
+	w := WhereTime{Sources: ts.names, Totals: t.totals()}
+	w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
+	return w
+}
+
+// windows builds every window's table.
+func (d *runData) windows(s *Summary, ts *timeSources) []TimeWindow {
+	ws := d.windowSpans(s)
 	for i := range ws {
 		w := &ws[i]
-		w.Sources = sources
-		from, to := d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9))
-		t := newWindowTally(from, to)
-		for _, n := range d.nodes {
-			t.inside(n, inside[n])
-			t.syncs(n, syncs[n], d.man.RunID)
-		}
-		t.host(host)
-		w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
-		w.Totals = t.totals()
+		w.WhereTime = d.whereTime(ts, d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9)))
 	}
-	return ws, warn
+	return ws
 }
 
 // windowTally sums one window's causes.
@@ -330,8 +352,7 @@ func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
 	}
 }
 
-// syncs adds the disk model's fsyncs; their files are named from the run's data folder (the
-// model's mountpoint holds rig/<run-id>/ on a shared data folder).
+// syncs adds the disk model's fsyncs, their files named by modelFile.
 func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 	for _, x := range ss {
 		c, ok := t.clip(x.AtNs, x.DurNs)
@@ -341,17 +362,22 @@ func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 		a := t.get(rowKey{node: node, cause: string(rundir.InsideForce), source: SourceDiskModel})
 		a.count++
 		a.ns += float64(c.to - c.from)
-		file := x.File
-		if runID != "" {
-			if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
-				file = rest
-			}
-		}
-		a.details[file]++
+		a.details[modelFile(x.File, runID)]++
 		if c.to > c.from {
 			t.cover = append(t.cover, c)
 		}
 	}
+}
+
+// modelFile names a file the disk model synced from the run's data folder: the model's
+// mountpoint holds rig/<run-id>/ on a shared data folder.
+func modelFile(file, runID string) string {
+	if runID != "" {
+		if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
+			return rest
+		}
+	}
+	return file
 }
 
 // host adds the OS samples' causes: per node the agent's CPU, and per machine (one on the local
@@ -509,6 +535,51 @@ func topDetails(m map[string]int) string {
 	return strings.Join(parts, "; ")
 }
 
+// sourcesNote says what the tables of where the time went (of windows, of excursions) were
+// built from, and when no engine recording was among it.
+func sourcesNote(src []string, what string) string {
+	out := "No source to explain the " + what + " with: no inside spans, disk model or OS samples."
+	if len(src) > 0 {
+		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
+	}
+	if !slices.ContainsFunc(src, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
+		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
+	}
+	return out
+}
+
+// whereTable writes one interval's table of where the time went to report.md: head (its name
+// and span), the unexplained time, and the first maxRows rows, saying how many smaller ones
+// summary.json's list (windows, excursions) has beyond them.
+func whereTable(b *strings.Builder, head string, lengthMs float64, w WhereTime, maxRows int, list string) {
+	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	pf("%s", head)
+	if w.UnexplainedMs > 0 && lengthMs > 0 {
+		pf("; **unexplained %s (%.0f %%)**", fmtMs(w.UnexplainedMs), 100*w.UnexplainedMs/lengthMs)
+	}
+	pf("\n\n")
+	if len(w.Rows) == 0 {
+		pf("No cause recorded in it.\n\n")
+		return
+	}
+	pf("| node | thread | cause | source | count | total | share | detail |\n|---|---|---|---|---|---|---|---|\n")
+	for i, r := range w.Rows {
+		if i == maxRows {
+			break
+		}
+		cause := r.Cause
+		if r.Role != "" {
+			cause += " (" + r.Role + ")"
+		}
+		pf("| %s | %s | %s | %s | %d | %s | %.1f %% | %s |\n", r.Node, orDash(r.Thread), cause, r.Source, r.Count, fmtMs(r.TotalMs), r.SharePct,
+			strings.ReplaceAll(orDash(r.Detail), "|", "\\|"))
+	}
+	if n := len(w.Rows) - maxRows + w.LeftOut; n > 0 {
+		pf("\n%d smaller row(s) not shown (summary.json's %s has the first %d).\n", n, list, windowMaxRows)
+	}
+	pf("\n")
+}
+
 // insideStall maps the inside kinds that hold a thread up to the excursion cause they name: GC
 // kinds are `gc`, the others their own name. Parks, monitor and socket waits, writes and CPU
 // samples are not stalls of their own (an idle thread waits on a monitor for seconds).
@@ -528,33 +599,37 @@ const (
 	insideMinNs   = 250_000
 )
 
-// insideCauses are the engines' own stalls (inside spans) overlapping [from, to], one cause per
-// node and kind.
-func (d *runData) insideCauses(from, to, thr int64) []Cause {
+// insideCauses are the engines' own stalls overlapping [from, to] — inside spans, and the disk
+// model's fsyncs as force from disk_model — one cause per node, kind and source. A span counts
+// when it lasts at least insideMinFrac of the threshold thr (and insideMinNs).
+func (d *runData) insideCauses(ts *timeSources, from, to, thr int64) []Cause {
 	minNs := max(int64(float64(thr)*insideMinFrac), insideMinNs)
 	var out []Cause
-	inside := d.insideSpans()
 	for _, node := range d.nodes {
-		ss := inside[node]
-		type agg struct {
-			n             int
-			first         int64
-			total, long   int64
-			longWhat, src string
-			threads       []string
+		type key struct {
+			kind CauseKind
+			src  string
 		}
-		byKind := map[CauseKind]*agg{}
-		var order []CauseKind
-		for _, sp := range spansOver(ss, from, to) {
+		type agg struct {
+			n           int
+			first       int64
+			total, long int64
+			longWhat    string
+			threads     []string
+		}
+		byKind := map[key]*agg{}
+		var order []key
+		add := func(sp rundir.InsideSpan) {
 			kind, ok := insideStall[sp.Kind]
-			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from {
-				continue
+			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from || sp.AtNs > to {
+				return
 			}
-			a := byKind[kind]
+			k := key{kind, sp.Source}
+			a := byKind[k]
 			if a == nil {
-				a = &agg{first: sp.AtNs, src: sp.Source}
-				byKind[kind] = a
-				order = append(order, kind)
+				a = &agg{first: sp.AtNs}
+				byKind[k] = a
+				order = append(order, k)
 			}
 			a.n++
 			a.total += sp.DurNs
@@ -565,13 +640,23 @@ func (d *runData) insideCauses(from, to, thr int64) []Cause {
 				a.threads = append(a.threads, sp.Thread)
 			}
 		}
+		for _, sp := range spansOver(ts.inside[node], from, to) {
+			add(sp)
+		}
+		for _, x := range ts.syncs[node] {
+			add(rundir.InsideSpan{AtNs: x.AtNs, DurNs: x.DurNs, Kind: rundir.InsideForce, Source: SourceDiskModel, File: modelFile(x.File, d.man.RunID)})
+		}
 		for _, k := range order {
 			a := byKind[k]
-			ev := fmt.Sprintf("%s: %d span(s) of %s ms in all, longest %s ms (%s)", a.src, a.n, fmtMsBare(a.total), fmtMsBare(a.long), a.longWhat)
+			what := "span(s)"
+			if k.src == SourceDiskModel {
+				what = "fsync(s)"
+			}
+			ev := fmt.Sprintf("%s: %d %s of %s ms in all, longest %s ms (%s)", k.src, a.n, what, fmtMsBare(a.total), fmtMsBare(a.long), a.longWhat)
 			if len(a.threads) > 0 {
 				ev += " on " + strings.Join(a.threads, ", ")
 			}
-			out = append(out, Cause{Kind: k, Node: node, AtS: d.off(a.first), Evidence: ev})
+			out = append(out, Cause{Kind: k.kind, Node: node, AtS: d.off(a.first), Evidence: ev})
 		}
 	}
 	return out
@@ -587,15 +672,7 @@ func windowsSection(s *Summary) string {
 	var b strings.Builder
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pf("## Where the time went, by window\n\n")
-	if src := s.Windows[0].Sources; len(src) > 0 {
-		pf("Sources: %s.", strings.Join(src, ", "))
-	} else {
-		pf("No source to explain the windows with: no inside spans, disk model or OS samples.")
-	}
-	if !slices.ContainsFunc(s.Windows[0].Sources, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
-		pf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
-	}
-	pf("\n\n")
+	pf("%s\n\n", sourcesNote(s.Windows[0].Sources, "windows"))
 	for _, w := range s.Windows {
 		title := fmt.Sprintf("%s #%d", w.Kind, w.Index)
 		if w.Node != "" {
@@ -605,31 +682,8 @@ func windowsSection(s *Summary) string {
 		if w.Open {
 			open = ", open"
 		}
-		pf("**%s**: %s – %s (%s%s)", title, fmtS3(w.FromS), fmtS3(w.ToS), fmtMs(w.LengthMs()), open)
-		if l := w.LengthMs(); w.UnexplainedMs > 0 && l > 0 {
-			pf("; **unexplained %s (%.0f %%)**", fmtMs(w.UnexplainedMs), 100*w.UnexplainedMs/l)
-		}
-		pf("\n\n")
-		if len(w.Rows) == 0 {
-			pf("No cause recorded in it.\n\n")
-			continue
-		}
-		pf("| node | thread | cause | source | count | total | share | detail |\n|---|---|---|---|---|---|---|---|\n")
-		for i, r := range w.Rows {
-			if i == windowReportRows {
-				break
-			}
-			cause := r.Cause
-			if r.Role != "" {
-				cause += " (" + r.Role + ")"
-			}
-			pf("| %s | %s | %s | %s | %d | %s | %.1f %% | %s |\n", r.Node, orDash(r.Thread), cause, r.Source, r.Count, fmtMs(r.TotalMs), r.SharePct,
-				strings.ReplaceAll(orDash(r.Detail), "|", "\\|"))
-		}
-		if n := len(w.Rows) - windowReportRows + w.LeftOut; n > 0 {
-			pf("\n%d smaller row(s) not shown (summary.json's windows has the first %d).\n", n, windowMaxRows)
-		}
-		pf("\n")
+		whereTable(&b, fmt.Sprintf("**%s**: %s – %s (%s%s)", title, fmtS3(w.FromS), fmtS3(w.ToS), fmtMs(w.LengthMs()), open),
+			w.LengthMs(), w.WhereTime, windowReportRows, "windows")
 	}
 	b.WriteString("Windows: snapshot = [action, the last node ready at it reported the snapshot]; restart = [kill, ready again]; " +
 		"failover = [fault, back to normal] (else the new leader); burst = [due, absorbed]. Per node and thread: the engine's own " +

@@ -34,8 +34,8 @@ func TestCauseTotalsCompared(t *testing.T) {
 			if r.Ref.Settings["engine.sync_level"] == "2" {
 				force += 100
 			}
-			w := analysis.TimeWindow{Kind: analysis.WindowSnapshot, Index: k + 1, FromS: float64(10 * k), ToS: float64(10*k) + 0.2, Sources: sources,
-				Totals: []analysis.CauseTotal{{Cause: "host_cpu", Source: analysis.SourceOSSamples, Count: 1, TotalMs: 50 + float64((i+k)%3)}}}
+			w := analysis.TimeWindow{Kind: analysis.WindowSnapshot, Index: k + 1, FromS: float64(10 * k), ToS: float64(10*k) + 0.2, WhereTime: analysis.WhereTime{Sources: sources,
+				Totals: []analysis.CauseTotal{{Cause: "host_cpu", Source: analysis.SourceOSSamples, Count: 1, TotalMs: 50 + float64((i+k)%3)}}}}
 			if i != 0 {
 				w.Totals = append(w.Totals, analysis.CauseTotal{Cause: "force", Source: "jfr", Count: 5, TotalMs: force})
 			}
