@@ -110,10 +110,13 @@ func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) 
 	}
 	cmd := exec.Command(exe, hogArgs(threads, nice, d)...)
 	cmd.Dir = s.opts.Dir
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of our own, not StdoutPipe: Wait closes that one, and a hog short enough to exit
+	// before its Ready line is read would look as if it never got ready.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("cpu hog: %w", err)
 	}
+	cmd.Stdout = w
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	s.hogs.mu.Lock()
@@ -122,8 +125,11 @@ func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) 
 		return nil, errors.New("cpu hog: the agent is stopping")
 	}
 	started := time.Now()
-	if err := supervise.Spawn(cmd); err != nil {
+	err = supervise.Spawn(cmd)
+	w.Close() // the hog holds its end
+	if err != nil {
 		s.hogs.mu.Unlock()
+		stdout.Close()
 		return nil, fmt.Errorf("cpu hog: start %s: %w", exe, err)
 	}
 	p := &hogProc{cmd: cmd, done: make(chan struct{}),
@@ -136,6 +142,7 @@ func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) 
 		sc := bufio.NewScanner(stdout)
 		ready <- sc.Scan() && sc.Text() == hog.Ready
 		io.Copy(io.Discard, stdout)
+		stdout.Close()
 	}()
 	go p.reap()
 	fail := func(format string, args ...any) (*hogProc, error) {

@@ -158,3 +158,23 @@ func TestHogEndsWithTheRun(t *testing.T) {
 		waitGone(t, st.PID, "hog")
 	})
 }
+
+// A hog shorter than the wait for its Ready line still starts: its line is read whenever it
+// exits.
+func TestHogShorterThanItsStart(t *testing.T) {
+	ctx := context.Background()
+	_, client, _ := startLeaseAgent(t, t.TempDir())
+	c := client("20261206-120000-short")
+	if _, err := c.Lease(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		st, err := c.StartHog(ctx, hog.Request{Threads: 1, For: "1ms"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end, err := c.EndHog(ctx, st.PID, 5*time.Second); err != nil || end.StoppedEarly {
+			t.Fatalf("end %+v: %v", end, err)
+		}
+	}
+}
