@@ -9,7 +9,7 @@ import (
 
 // Every registered kind's fields read back what they were given, and a clone shares nothing.
 func TestKindsRoundTrip(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"snapshot", "kill", "step_down", "burst", "wait_for", "power_loss", "partition", "delay", "gc"}) {
+	if got := Names(); !slices.Equal(got, []string{"snapshot", "kill", "step_down", "burst", "wait_for", "power_loss", "partition", "delay", "gc", "cpu_hog"}) {
 		t.Fatalf("kinds %v", got)
 	}
 	k, _ := New("kill")

@@ -315,4 +315,5 @@ func init() {
 	Register(func() Spec { return &Partition{} })
 	Register(func() Spec { return &Delay{} })
 	Register(func() Spec { return &GC{Node: "leader"} })
+	Register(func() Spec { return &CPUHog{Node: "leader"} })
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/hog"
 	"github.com/rig-dev/rig/agent/supervise/supervisetest"
 	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/rundir"
@@ -38,6 +39,10 @@ var testEngine string
 const childAgentEnv = "RIG_AGENT_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	// The agent starts its own executable as `rig agent hog` for a cpu hog: here, this binary.
+	if len(os.Args) > 2 && os.Args[1] == "agent" && os.Args[2] == "hog" {
+		os.Exit(hog.Main(os.Args[3:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv(childAgentEnv) == "1" {
 		runChildAgent()
 		return
@@ -459,8 +464,9 @@ func TestAgentShutdownStopsEngine(t *testing.T) {
 	}
 }
 
-// The agent is SIGKILLed (no chance to clean up): the kernel must kill its engine (Pdeathsig).
-func TestKilledAgentTakesEngineDown(t *testing.T) {
+// startChildAgent runs an agent in a process of its own (this test binary), to be killed.
+func startChildAgent(t *testing.T) (*exec.Cmd, *Client) {
+	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childAgentEnv+"=1", "RIG_AGENT_TEST_DIR="+dir, "RIG_AGENT_TEST_ENGINE="+testEngine)
@@ -469,23 +475,28 @@ func TestKilledAgentTakesEngineDown(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill() })
 	c := NewClient("child", dialSocket(SocketPath(dir)))
-	defer c.Close()
-	ctx := context.Background()
+	t.Cleanup(c.Close)
 	for i := 0; ; i++ {
-		pr, err := c.Ping(ctx)
+		pr, err := c.Ping(context.Background())
 		if err == nil {
 			if pr.PID != cmd.Process.Pid || pr.Node != "child" {
 				t.Fatalf("ping answered by %+v, not the child agent %d", pr, cmd.Process.Pid)
 			}
-			break
+			return cmd, c
 		}
 		if i > 500 {
 			t.Fatalf("child agent never answered: %v\n%s", err, stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The agent is SIGKILLed (no chance to clean up): the kernel must kill its engine (Pdeathsig).
+func TestKilledAgentTakesEngineDown(t *testing.T) {
+	cmd, c := startChildAgent(t)
+	ctx := context.Background()
 	if err := c.StartEngine(ctx, engineStartReq(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -497,11 +508,17 @@ func TestKilledAgentTakesEngineDown(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	waitGone(t, p, "engine")
+}
+
+// waitGone fails unless pid (what) is gone within 10 s of its agent's death; it kills it if not.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for pidAlive(p) {
+	for pidAlive(pid) {
 		if time.Now().After(deadline) {
-			syscall.Kill(p, syscall.SIGKILL)
-			t.Fatalf("engine pid %d outlived its killed agent", p)
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("%s pid %d outlived its killed agent", what, pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

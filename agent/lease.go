@@ -61,6 +61,7 @@ type LeaseRecord struct {
 	EngineExit      string    `json:"engine_exit,omitempty"`
 	TuningReverted  int       `json:"tuning_reverted,omitempty"` // settings put back
 	SamplersStopped int       `json:"samplers_stopped,omitempty"`
+	HogsStopped     int       `json:"hogs_stopped,omitempty"` // cpu hogs killed (hog_handlers.go)
 	Errors          []string  `json:"errors,omitempty"`
 }
 
@@ -205,7 +206,7 @@ func (s *Server) undoLapsed(run string, renewed time.Time) {
 }
 
 // undoRun leaves the node as it was before the run: the engine stopped, tuning reverted,
-// samplers stopped; it returns what it did, for the caller to record once its state says so.
+// samplers and cpu hogs stopped; it returns what it did, for the caller to record once its state says so.
 func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 	rec := LeaseRecord{Event: event, Run: run, LastRenewed: renewed}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -231,9 +232,10 @@ func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 		}
 		rec.SamplersStopped = n.stopAll()
 	}
+	rec.HogsStopped = s.stopHogs(false)
 	rec.T = time.Now()
 	s.log.Warn("run undone", "event", event, "run", run, "engine_stopped", rec.EngineStopped,
-		"tuning_reverted", rec.TuningReverted, "samplers_stopped", rec.SamplersStopped, "errors", rec.Errors)
+		"tuning_reverted", rec.TuningReverted, "samplers_stopped", rec.SamplersStopped, "hogs_stopped", rec.HogsStopped, "errors", rec.Errors)
 	return rec
 }
 

@@ -52,8 +52,7 @@ func (s *Server) handlePowerCut(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotImplemented, fmt.Errorf("%w: it was started without --sysrq-trigger (a power loss on the local target is its disk model's)", ErrNoPowerCut))
 		return
 	}
-	if run := r.Header.Get(HeaderRun); run == "" || run != s.lease.holder() {
-		writeErr(w, http.StatusConflict, fmt.Errorf("a power cut needs the run holding this agent's lease (held by %q, asked by %q)", s.lease.holder(), run))
+	if !s.leaseHolderOnly(w, r, "a power cut") {
 		return
 	}
 	boot, err := s.readProc("sys/kernel/random/boot_id")

@@ -63,6 +63,7 @@ type Server struct {
 	started time.Time
 	engine  engineSide // engine_handlers.go
 	lease   leaseSide  // lease.go
+	hogs    hogSide    // hog_handlers.go
 	// adminToken is the engine admin API's secret for this agent's lifetime (engine/contract.go).
 	adminToken string
 }
@@ -105,6 +106,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.registerNodeHandlers()
 	s.registerDiskHandlers()
 	s.registerPowerHandlers()
+	s.registerHogHandlers()
 	s.registerLeaseHandlers(ctx)
 	ln := opts.Listener
 	if ln == nil {
@@ -126,6 +128,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", opts.Dir)
 	err := srv.Serve(ln)
 	s.undoOnExit()
+	s.stopHogs(true)
 	s.shutdownEngine()
 	s.shutdownNode()
 	if errors.Is(err, http.ErrServerClosed) {

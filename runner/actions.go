@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/agent/hog"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctxtime"
@@ -58,6 +59,7 @@ var (
 	_ actions.LinkCutter      = env{}
 	_ actions.LinkShaper      = env{}
 	_ actions.LeaderWatcher   = env{}
+	_ actions.CPUHogger       = env{}
 )
 
 func (e env) Leader() string                         { return e.r.leader() }
@@ -78,6 +80,15 @@ func (e env) Signal(ctx context.Context, node, as, signal string) error {
 	r.notifyLocked()
 	r.mu.Unlock()
 	return r.agent(node).Signal(ctx, signal)
+}
+
+// CPUHog has node's agent start a CPU hog beside its engine (agent/hog_handlers.go).
+func (e env) CPUHog(ctx context.Context, node string, req hog.Request) (hog.State, error) {
+	return e.r.agent(node).StartHog(ctx, req)
+}
+
+func (e env) EndCPUHog(ctx context.Context, node string, pid int, wait time.Duration) (hog.State, error) {
+	return e.r.agent(node).EndHog(ctx, pid, wait)
 }
 
 // powerLossExit bounds the wait for a killed engine to exit before its disk loses power.

@@ -848,3 +848,16 @@ func (e *Engine) Close(ctx context.Context, grace time.Duration) error {
 	}
 	return err
 }
+
+// Spawn starts cmd as an engine is started: leading a process group of its own, killed by the
+// kernel when the agent dies (Linux), forked from the thread that outlives every child. The
+// agent's other children (a cpu_hog, agent/hog_handlers.go) must not outlive it either.
+func Spawn(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = sysProcAttr()
+	return startCmd(cmd)
+}
+
+// WaitExited blocks until pid, a child, has exited without reaping it: until cmd.Wait reaps it
+// the pid (and its process group) cannot be recycled, so a signal sent before then cannot reach
+// a stranger.
+func WaitExited(pid int) { waitExited(pid) }

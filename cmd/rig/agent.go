@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/hog"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
@@ -64,8 +65,29 @@ stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`
 	f.DurationVar(&o.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
 	f.BoolVar(&o.detached, "detached", false, "internal: this process is the detached agent --daemon started")
 	f.MarkHidden("detached")
-	cmd.AddCommand(newAgentPingCmd(), newAgentStageCmd())
+	cmd.AddCommand(newAgentPingCmd(), newAgentStageCmd(), newAgentHogCmd())
 	return cmd
+}
+
+// newAgentHogCmd is `rig agent hog`: the process the agent starts for a cpu_hog action
+// (agent/hog_handlers.go); hidden, its flags are hog.Main's.
+func newAgentHogCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "hog --threads N --for DURATION [--nice N]",
+		Short:              "internal: keep N threads busy for a while (the agent's cpu_hog)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch code := hog.Main(args, cmd.OutOrStdout(), cmd.ErrOrStderr()); code {
+			case 0:
+				return nil
+			case 2:
+				return fmt.Errorf("%w: agent hog: bad flags (said above)", errUsage)
+			default:
+				return fmt.Errorf("agent hog: exit %d (said above)", code)
+			}
+		},
+	}
 }
 
 const (

@@ -8,13 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/agent/hog"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -30,21 +28,9 @@ func runHog(d string) {
 	if err != nil {
 		os.Exit(2)
 	}
-	end := time.Now().Add(dur)
-	var wg sync.WaitGroup
-	for cpu := range runtime.NumCPU() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			_ = unix.SchedSetaffinity(0, &set) // this thread only: the one that spins
-			for n := 0; time.Now().Before(end); n++ {
-			}
-		}()
+	if hog.Spin(runtime.NumCPU(), 0, dur, nil) != nil {
+		os.Exit(1)
 	}
-	wg.Wait()
 	os.Exit(0)
 }
 
