@@ -57,7 +57,8 @@ const cpuHogEndWait = 2 * time.Second
 // threadsAll is threads' value for one thread per CPU of the node (the default).
 const threadsAll = "cpus"
 
-func (*CPUHog) Kind() string { return string(ActCPUHog) }
+func (*CPUHog) Kind() string                { return string(ActCPUHog) }
+func (*CPUHog) EndEvent() rundir.ActionName { return ActCPUHogEnd }
 
 func (*CPUHog) Fields() []Field {
 	threadsHelp := fmt.Sprintf("1..%d busy threads, or %s (the default: one per CPU of the node)", hog.MaxThreads, threadsAll)

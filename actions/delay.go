@@ -30,8 +30,9 @@ type Delay struct {
 	For    time.Duration `json:"for,omitempty"` // 0: until the run ends
 }
 
-func (*Delay) Kind() string  { return string(rundir.ActDelay) }
-func (*Delay) Links() string { return "delays a server's links" }
+func (*Delay) Kind() string                { return string(rundir.ActDelay) }
+func (*Delay) EndEvent() rundir.ActionName { return rundir.ActDelayHeal }
+func (*Delay) Links() string               { return "delays a server's links" }
 
 func (*Delay) Fields() []Field {
 	return []Field{

@@ -71,6 +71,26 @@ type Down struct {
 	Majority bool
 }
 
+// Spanner is a kind whose effect lasts until an event of its own ends it (a partition's heal, a
+// delay's delay_heal, a hog's cpu_hog_end), so the analysis holds it as a cause until then, not
+// only just after it began.
+type Spanner interface {
+	EndEvent() rundir.ActionName
+}
+
+// EndEvent is the event that ends the named action's effect, when its kind is a Spanner.
+func EndEvent(name rundir.ActionName) (rundir.ActionName, bool) {
+	s, ok := New(string(name))
+	if !ok {
+		return "", false
+	}
+	sp, ok := s.(Spanner)
+	if !ok {
+		return "", false
+	}
+	return sp.EndEvent(), true
+}
+
 // Awaiter is a kind that waits for node ("" every server) to reach a phase.
 type Awaiter interface {
 	Awaits() (node, phase string)

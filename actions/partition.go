@@ -23,9 +23,10 @@ type Partition struct {
 	For  time.Duration `json:"for"`
 }
 
-func (*Partition) Kind() string     { return string(rundir.ActPartition) }
-func (*Partition) Disrupts() string { return "partitions a server off" }
-func (*Partition) Links() string    { return "partitions a server (cuts its peer and client links)" }
+func (*Partition) Kind() string                { return string(rundir.ActPartition) }
+func (*Partition) EndEvent() rundir.ActionName { return rundir.ActHeal }
+func (*Partition) Disrupts() string            { return "partitions a server off" }
+func (*Partition) Links() string               { return "partitions a server (cuts its peer and client links)" }
 
 // Down counts the partitioned node as out of the majority until it is healed.
 func (p *Partition) Down() Down {

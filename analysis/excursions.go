@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -189,14 +190,35 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	return ex
 }
 
+// actionEnd is when the effect of the action event d.events[i] ends: the same node's next event
+// that ends it (actions.EndEvent), the end of time while none came, or the event itself for an
+// action with no lasting effect.
+func (d *runData) actionEnd(i int) int64 {
+	e := d.events[i]
+	end, ok := actions.EndEvent(e.Action.Name)
+	if !ok {
+		return e.T.UnixNano()
+	}
+	for _, x := range d.events[i+1:] {
+		if x.Action != nil && x.Action.Name == end && x.Node == e.Node {
+			return x.T.UnixNano()
+		}
+	}
+	return math.MaxInt64 - int64(actionExplains)
+}
+
 // causesIn is what the timeline and the engines' GC logs say was under way over [from, to]:
-// actions up to actionExplains before it, snapshot windows, restarts from kill to ready, and GC
-// pauses overlapping it. It is the one owner of that judgement, for the slowest probe's spike
-// and for every excursion.
+// actions up to actionExplains before it (an action whose effect lasts, actions.Spanner, up to
+// actionExplains after the event that ends it), snapshot windows, restarts from kill to ready,
+// and GC pauses overlapping it. It is the one owner of that judgement, for the slowest probe's
+// spike and for every excursion.
 func (d *runData) causesIn(from, to int64, s *Summary, gc map[string][]GCPause) []Cause {
 	var out []Cause
-	for _, e := range d.events {
-		if t := e.T.UnixNano(); e.Action != nil && t <= to && t+int64(actionExplains) >= from {
+	for i, e := range d.events {
+		if e.Action == nil {
+			continue
+		}
+		if t := e.T.UnixNano(); t <= to && d.actionEnd(i)+int64(actionExplains) >= from {
 			out = append(out, Cause{Kind: CauseAction, Node: e.Node, AtS: d.off(t), Evidence: string(e.Action.Name) + " action"})
 		}
 	}
@@ -489,7 +511,7 @@ func excursionsSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay) and the disk model's fsyncs (force), each at least a quarter of the threshold, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay) and the disk model's fsyncs (force), each at least a quarter of the threshold, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
 	excursionTables(&b, ex)
 	return b.String()
 }

@@ -348,3 +348,42 @@ func TestExcursionsWhereTheTimeWent(t *testing.T) {
 		}
 	}
 }
+
+// TestActionWithEffectExplainsUntilItEnds: a kind whose effect lasts (actions.Spanner: a hog
+// until its cpu_hog_end) explains excursions all through it and actionExplains after its end
+// event; one without (gc) only actionExplains after it.
+func TestActionWithEffectExplainsUntilItEnds(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.action(2000, "cpu_hog", "node-0", map[string]any{"as": "leader", "pid": 7})
+	f.action(9000, "cpu_hog_end", "node-0", map[string]any{"as": "leader", "pid": 7})
+	f.action(2000, "gc", "node-1", map[string]any{"as": "follower"})
+	// 6 s: inside the hog, 4 s after both events; 10 s: 1 s after its end; 14 s: 5 s after.
+	f.probes(stallProbes(16_000, 100, 6000, 10_000, 14_000))
+	f.run(16_000, "load_end")
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Excursions == nil || len(s.Excursions.List) != 3 {
+		t.Fatalf("excursions %+v, want 3", s.Excursions)
+	}
+	for i, want := range []string{"cpu_hog", "cpu_hog_end", ""} {
+		e := s.Excursions.List[i]
+		var got []string
+		for _, c := range e.Causes {
+			if c.Kind == CauseAction {
+				got = append(got, c.Evidence)
+			}
+		}
+		switch {
+		case want == "" && len(got) > 0:
+			t.Errorf("excursion at %.1f s named %v, want no action", e.StartS, got)
+		case want != "" && !slices.Contains(got, want+" action"):
+			t.Errorf("excursion at %.1f s named %v, want %s", e.StartS, got, want)
+		case slices.Contains(got, "gc action"):
+			t.Errorf("excursion at %.1f s named the gc action of 2 s", e.StartS)
+		}
+	}
+}

@@ -35,6 +35,7 @@ var declared = map[string][]string{
 	"target/local c.bin":            {"self"},
 	"runner r.cl.Binary(n)":         {"self"},
 	"recording/cost e.Binary":       {"self"}, // rig bench recording: the reference engine in rig's own binary
+	"agent exe":                     {"self"}, // rig agent hog: a cpu_hog action's spinner
 	"infra/stack bin":               {"self"}, // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":            {"pulumi"},
 	"infra/enginecheck path":        {"pulumi"}, // RIG_PULUMI or PATH: the optional real-engine check
