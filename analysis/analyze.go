@@ -43,6 +43,7 @@ func Analyze(runDir string) (*Summary, error) {
 // runData is a run folder's inputs, with the run's reference times resolved. All times are unix
 // nanoseconds.
 type runData struct {
+	ends     []int64 // actionEnds, once computed
 	dir      string
 	man      rundir.Manifest
 	hasMan   bool

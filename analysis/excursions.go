@@ -190,21 +190,36 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	return ex
 }
 
-// actionEnd is when the effect of the action event d.events[i] ends: the same node's next event
-// that ends it (actions.EndEvent), the end of time while none came, or the event itself for an
-// action with no lasting effect.
-func (d *runData) actionEnd(i int) int64 {
-	e := d.events[i]
-	end, ok := actions.EndEvent(e.Action.Name)
-	if !ok {
-		return e.T.UnixNano()
+// actionEnds are, per event of d.events, when the effect of an action event ends: at the same
+// node's next event that ends it (actions.EndEvent), never while none came, or at the event
+// itself for an action with no lasting effect. Computed once, in one pass, for every excursion.
+func (d *runData) actionEnds() []int64 {
+	if d.ends != nil {
+		return d.ends
 	}
-	for _, x := range d.events[i+1:] {
-		if x.Action != nil && x.Action.Name == end && x.Node == e.Node {
-			return x.T.UnixNano()
+	d.ends = make([]int64, len(d.events))
+	type key struct {
+		node string
+		end  rundir.ActionName
+	}
+	open := map[key][]int{} // actions under way, by the event that ends them
+	for i, e := range d.events {
+		if e.Action == nil {
+			continue
+		}
+		t := e.T.UnixNano()
+		d.ends[i] = t
+		k := key{e.Node, e.Action.Name}
+		for _, j := range open[k] {
+			d.ends[j] = t
+		}
+		delete(open, k)
+		if end, ok := actions.EndEvent(e.Action.Name); ok {
+			d.ends[i] = math.MaxInt64 - int64(actionExplains)
+			open[key{e.Node, end}] = append(open[key{e.Node, end}], i)
 		}
 	}
-	return math.MaxInt64 - int64(actionExplains)
+	return d.ends
 }
 
 // causesIn is what the timeline and the engines' GC logs say was under way over [from, to]:
@@ -214,11 +229,12 @@ func (d *runData) actionEnd(i int) int64 {
 // spike and for every excursion.
 func (d *runData) causesIn(from, to int64, s *Summary, gc map[string][]GCPause) []Cause {
 	var out []Cause
+	ends := d.actionEnds()
 	for i, e := range d.events {
 		if e.Action == nil {
 			continue
 		}
-		if t := e.T.UnixNano(); t <= to && d.actionEnd(i)+int64(actionExplains) >= from {
+		if t := e.T.UnixNano(); t <= to && ends[i]+int64(actionExplains) >= from {
 			out = append(out, Cause{Kind: CauseAction, Node: e.Node, AtS: d.off(t), Evidence: string(e.Action.Name) + " action"})
 		}
 	}

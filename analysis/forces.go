@@ -84,10 +84,16 @@ type StepForces struct {
 	// Writes are the file writes under way in the step (jdk.FileWrite), timed the same way: on
 	// the disk model each is a copy through FUSE, which a real volume's page cache makes
 	// cheap, so a step the forces leave unexplained is often these.
-	Writes ForceCount `json:"writes"`
+	Writes SpanCount `json:"writes"`
 	// IOShare is the step's time under a force or a write (their union, so a write on one
 	// thread beside a force on another counts once) over StepMs.
 	IOShare float64 `json:"io_share"`
+}
+
+// SpanCount is a count of an engine's own spans and their time (bytes are not recorded).
+type SpanCount struct {
+	Count  int64   `json:"count"`
+	TimeMs float64 `json:"time_ms"`
 }
 
 // NodeForces are one node's forces over the load [load start, load end].
@@ -273,7 +279,7 @@ func snapFileForces(sf *SnapshotForces, t snapTake, ss []rundir.DiskSync, in []r
 		}
 		busy = append(busy, span{max(x.AtNs, lo), min(x.AtNs+x.DurNs, hi)})
 		if x.Kind == rundir.InsideWrite {
-			st.Writes.Syncs++
+			st.Writes.Count++
 			st.Writes.TimeMs += float64(ov) / 1e6
 			continue
 		}
@@ -388,7 +394,7 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 			step = fmtMs(st.StepMs)
 			in = fmt.Sprintf("%d, %s", st.Forces.Syncs, fmtMs(st.Forces.TimeMs))
 			share = fmt.Sprintf("%.0f %%", 100*st.Share)
-			writes = fmt.Sprintf("%d, %s", st.Writes.Syncs, fmtMs(st.Writes.TimeMs))
+			writes = fmt.Sprintf("%d, %s", st.Writes.Count, fmtMs(st.Writes.TimeMs))
 			io = fmt.Sprintf("%.0f %%", 100*st.IOShare)
 			if len(st.Files) > 0 {
 				parts := make([]string, len(st.Files))

@@ -175,7 +175,7 @@ func TestInsideForcesBesideModel(t *testing.T) {
 	// 1200–1270: 70 ms, not 80.
 	if st := n0.Inside.Step; st == nil || st.StepMs != 150 || st.Forces.Syncs != 1 || st.Forces.TimeMs != 40 ||
 		math.Abs(st.Share-40.0/150) > 1e-9 || len(st.Files) != 1 || st.Files[0].File != "3-0.rec" || st.FromS != 1.2 || st.ToS != 1.35 ||
-		st.Writes.Syncs != 1 || st.Writes.TimeMs != 40 || math.Abs(st.IOShare-70.0/150) > 1e-9 {
+		st.Writes.Count != 1 || st.Writes.TimeMs != 40 || math.Abs(st.IOShare-70.0/150) > 1e-9 {
 		t.Errorf("node-0 step %+v, want 1.2–1.35 s, one force of 3-0.rec (40 ms of 150) and one write, 70 ms of 150 under either", st)
 	}
 	n1 := rows["node-1"]
