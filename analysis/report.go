@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/linkproxy"
+	"github.com/rig-dev/rig/stats"
 
 	"github.com/rig-dev/rig/engine"
 )
@@ -536,7 +537,7 @@ func writeFailovers(pf func(string, ...any), s *Summary) {
 	if p := s.FailoverPooled; p != nil && len(s.Failovers) > 1 {
 		pf("\nPooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
 		for _, x := range p {
-			ci := ""
+			ci := fmt.Sprintf(" [no interval below n = %d]", stats.MinCI)
 			if x.CILo != nil {
 				ci = fmt.Sprintf(" [%s – %s]", x.Format(*x.CILo), x.Format(*x.CIHi))
 			}

@@ -7,6 +7,7 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"gonum.org/v1/gonum/stat"
@@ -27,11 +28,30 @@ type Sample struct {
 	Min    float64 `json:"min"`
 	Median float64 `json:"median"`
 	Max    float64 `json:"max"`
-	// CILo, CIHi are the 95 % confidence interval of the mean (Student's t with n-1 degrees of
-	// freedom); absent for n < 2.
+	// CILo, CIHi are the 95 % confidence interval of the mean; absent below MinCI values, where
+	// an interval says more about the method than about the data.
 	CILo *float64 `json:"ci_lo,omitempty"`
 	CIHi *float64 `json:"ci_hi,omitempty"`
+	// CIMethod says how the interval was made: CIStudent, or CIBootstrap where Student's t
+	// reached below 0 for a sample with no negative value (a duration or a count, skewed or
+	// few): a t interval there claims values the quantity cannot take.
+	CIMethod string `json:"ci_method,omitempty"`
 }
+
+// MinCI is the fewest values an interval is given for. At n = 2 Student's t has one degree of
+// freedom (quantile 12.7): two durations 10 s apart give an interval 127 s wide, reaching far below
+// zero; and a bootstrap of two values has three outcomes.
+const MinCI = 3
+
+// The methods an interval is made with (Sample.CIMethod).
+const (
+	CIStudent   = "student-t"
+	CIBootstrap = "bootstrap"
+)
+
+// bootstrapResamples is enough for the 2.5 and 97.5 percentiles to move by well under the
+// interval's own width between seeds; the seed is fixed, so a report is reproducible.
+const bootstrapResamples = 4000
 
 // Describe summarises x. NaNs are dropped first; an empty sample gives N = 0 and zeros.
 func Describe(x []float64) Sample {
@@ -48,10 +68,35 @@ func Describe(x []float64) Sample {
 		return s
 	}
 	s.Mean, s.Stdev = stat.MeanStdDev(x, nil)
+	if s.N < MinCI {
+		return s
+	}
 	h := tQuantile(float64(s.N-1)) * stat.StdErr(s.Stdev, float64(s.N))
 	lo, hi := s.Mean-h, s.Mean+h
+	s.CIMethod = CIStudent
+	if lo < 0 && s.Min >= 0 {
+		lo, hi = bootstrapMeanCI(x)
+		s.CIMethod = CIBootstrap
+	}
 	s.CILo, s.CIHi = &lo, &hi
 	return s
+}
+
+// bootstrapMeanCI is the percentile bootstrap interval of the mean of x: the 2.5th and 97.5th
+// percentiles of the means of resamples drawn with replacement. Every resample's mean lies in
+// [min(x), max(x)], so the interval never leaves the range the data can take.
+func bootstrapMeanCI(x []float64) (lo, hi float64) {
+	r := rand.New(rand.NewPCG(uint64(len(x)), 0x5eed))
+	means := make([]float64, bootstrapResamples)
+	for i := range means {
+		var sum float64
+		for range x {
+			sum += x[r.IntN(len(x))]
+		}
+		means[i] = sum / float64(len(x))
+	}
+	slices.Sort(means)
+	return stat.Quantile(Alpha/2, stat.Empirical, means, nil), stat.Quantile(1-Alpha/2, stat.Empirical, means, nil)
 }
 
 // median of sorted x (mean of the two middle values for even n).

@@ -193,3 +193,31 @@ func TestCompareRankTestDecides(t *testing.T) {
 		t.Errorf("tied ranks, moved mean: %q (%s), want unclear", c.Verdict, c.Why)
 	}
 }
+
+// Durations cannot be negative, and two of them give no interval worth printing: the pooled
+// failover detections of two faults, 1 s and 10 s, gave [−51.9 s, 62.9 s] under Student's t.
+func TestDescribeIntervalNeverBelowWhatTheDataCanTake(t *testing.T) {
+	if two := Describe([]float64{1000, 10000}); two.CILo != nil || two.CIMethod != "" {
+		t.Errorf("Describe of two values = %+v, want no interval (n < %d)", two, MinCI)
+	}
+	// Skewed and few: Student's t reaches below 0 here (mean 3,367, t(0.975, 2) · s/√3 ≈ 14,300).
+	skewed := []float64{50, 50, 10000}
+	s := Describe(skewed)
+	if s.CILo == nil || s.CIMethod != CIBootstrap {
+		t.Fatalf("Describe(%v) = %+v, want a bootstrap interval", skewed, s)
+	}
+	if *s.CILo < s.Min || *s.CIHi > s.Max || *s.CILo > s.Mean || *s.CIHi < s.Mean {
+		t.Errorf("bootstrap interval [%g, %g] for mean %g, want within [%g, %g] around the mean", *s.CILo, *s.CIHi, s.Mean, s.Min, s.Max)
+	}
+	if again := Describe(skewed); *again.CILo != *s.CILo || *again.CIHi != *s.CIHi {
+		t.Errorf("bootstrap interval not reproducible: [%g, %g] then [%g, %g]", *s.CILo, *s.CIHi, *again.CILo, *again.CIHi)
+	}
+	// A figure that can be negative keeps Student's interval, below zero where it reaches.
+	if d := Describe([]float64{-5, 1, 2}); d.CIMethod != CIStudent || *d.CILo >= -5 {
+		t.Errorf("Describe of a signed sample = %+v, want Student's t reaching below its minimum", d)
+	}
+	// A tight non-negative sample keeps Student's interval.
+	if d := Describe([]float64{10, 11, 12}); d.CIMethod != CIStudent {
+		t.Errorf("Describe of a tight sample = %+v, want Student's t", d)
+	}
+}

@@ -143,6 +143,8 @@ func Cell(m Metric, s stats.Sample) string {
 		c := fmt.Sprintf("%s ± %s [%s–%s] n=%d", num(s.Mean), num(s.Stdev), num(s.Min), num(s.Max), s.N)
 		if s.CILo != nil {
 			c += fmt.Sprintf(", CI [%s, %s]", num(*s.CILo), num(*s.CIHi))
+		} else {
+			c += fmt.Sprintf(", no CI below n=%d", stats.MinCI)
 		}
 		return c
 	}
