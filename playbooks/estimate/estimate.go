@@ -163,10 +163,10 @@ func (e Estimate) Stage(name string) time.Duration {
 }
 
 // Model fits stage times to earlier runs: each stage is a + b·x seconds, x the preload's orders
-// (the analysis: the probes; the load: on top of the playbook's duration), fitted by least squares
-// over the newest runs of the same engine on the same target and sync level, else the same engine
-// and target at any sync level, else (the preload) the rate the engine declares, else the
-// defaults, which are the reference engine's.
+// (the analysis: the probes; the load: on top of the playbook's duration), fitted to the newest
+// runs of the same engine on the same target and sync level, else the same engine and target at
+// any sync level (fitRuns: how far it trusts them), else (the preload) the rate the engine
+// declares, else the defaults, which are the reference engine's.
 type Model struct {
 	samples []Sample
 }
@@ -277,8 +277,17 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 		case lv.anySync:
 			where = "at any sync level"
 		}
-		return fitLine(xs, ys, stage == StagePreload), fmt.Sprintf("%d run%s of %s on %s %s", len(xs), plural(len(xs)), engineName(r.Engine), r.Target, where)
+		from := fmt.Sprintf("%d run%s of %s on %s %s", len(xs), plural(len(xs)), engineName(r.Engine), r.Target, where)
+		prior, _ := m.prior(stage, r)
+		l, how := fitRuns(xs, ys, float64(x(stage, r.Orders, r.Probes)), prior)
+		return l, from + how
 	}
+	return m.prior(stage, r)
+}
+
+// prior is a stage's line with no run to learn from: the rate the engine declares, else the
+// defaults, which are the reference engine's.
+func (m *Model) prior(stage string, r Run) (line, string) {
 	def := "default (this machine)"
 	if engineKey(r.Engine) != referenceEngine {
 		def = "default (the reference engine on this machine; no run of " + engineName(r.Engine) + " in the history)"
@@ -294,6 +303,71 @@ func (m *Model) fit(stage string, r Run) (line, string) {
 	return defaults[stage], def
 }
 
+// reach is how far past the sizes the runs had a fitted slope is trusted: a line through runs of
+// 1M and 5M orders says little about 100M, and one run says nothing about the slope at all.
+const reach = 2
+
+// fitRuns fits a stage's line to earlier runs for a run of size ask, and says how beside the runs'
+// count. Runs of at least two sizes, asked within reach of them, get a least-squares line weighted
+// to the size asked. Otherwise the runs cannot separate fixed from per-item cost, so they give
+// only the fixed cost and the per-item cost is the prior's: one 100K-order run whose time was
+// mostly start-up must not price 10M orders at 100 times that time. Where the runs were faster
+// than the prior's per-item cost alone, they show no fixed cost, and their own rate is used.
+func fitRuns(xs, ys []float64, ask float64, prior line) (line, string) {
+	distinct := slices.Compact(slices.Sorted(slices.Values(xs)))
+	lo, hi := distinct[0], distinct[len(distinct)-1]
+	w := make([]float64, len(xs))
+	for i, v := range xs {
+		w[i] = 1
+		if v > 0 && ask > 0 {
+			d := math.Abs(math.Log(v / ask))
+			w[i] = 1 / ((1 + d) * (1 + d))
+		}
+	}
+	var l line
+	how := ""
+	if len(distinct) >= 2 && ask >= lo/reach && ask <= hi*reach {
+		l = fitLine(xs, ys, w)
+	} else {
+		var sw, sa, sxx, sxy float64
+		for i := range xs {
+			sw += w[i]
+			sa += w[i] * (ys[i] - prior.b*xs[i])
+			sxx += xs[i] * xs[i]
+			sxy += xs[i] * ys[i]
+		}
+		switch a := sa / sw; {
+		case a >= 0:
+			l = line{a: a, b: prior.b}
+			if prior.b > 0 && (len(distinct) > 1 || ask != lo) {
+				how = fmt.Sprintf(" (their fixed cost; the per-item cost is the default's: %s)", sizes(distinct, ask))
+			}
+		case sxx > 0:
+			l = line{b: sxy / sxx}
+			how = fmt.Sprintf(" (their rate: faster than the default's per-item cost alone; %s)", sizes(distinct, ask))
+		default:
+			l = line{a: max(prior.a, 0)}
+		}
+	}
+	if n := len(xs); n >= 2 {
+		var ss float64
+		for i := range xs {
+			r := ys[i] - l.at(int64(xs[i]))
+			ss += r * r
+		}
+		how += fmt.Sprintf(", within ±%.1f s of the fit (rms)", math.Sqrt(ss/float64(n)))
+	}
+	return l, how
+}
+
+// sizes says which sizes the runs had against the one asked.
+func sizes(distinct []float64, ask float64) string {
+	if len(distinct) == 1 {
+		return fmt.Sprintf("one size, %.0f, asked %.0f", distinct[0], ask)
+	}
+	return fmt.Sprintf("sizes %.0f–%.0f, asked %.0f, beyond %d× of them", distinct[0], distinct[len(distinct)-1], ask, reach)
+}
+
 // engineName is how an estimate's source names the engine.
 func engineName(k string) string {
 	if k = engineKey(k); k == referenceEngine {
@@ -302,29 +376,26 @@ func engineName(k string) string {
 	return "engine " + k
 }
 
-// fitLine fits y = a + b·x by least squares, with a and b kept >= 0. With one distinct x there
-// is no slope to fit: proportional stages (preload) get y/x, the others a constant.
-func fitLine(xs, ys []float64, proportional bool) line {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
+// fitLine fits y = a + b·x by weighted least squares (weights w), with a and b kept >= 0. With
+// one distinct x there is no slope to fit: a constant (fitRuns never asks for one).
+func fitLine(xs, ys, w []float64) line {
+	var sw, sx, sy, sxx, sxy float64
 	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
+		sw += w[i]
+		sx += w[i] * xs[i]
+		sy += w[i] * ys[i]
+		sxx += w[i] * xs[i] * xs[i]
+		sxy += w[i] * xs[i] * ys[i]
 	}
-	distinct := slices.Compact(slices.Sorted(slices.Values(xs)))
-	if len(distinct) < 2 {
-		if proportional && sx > 0 {
-			return line{b: sy / sx}
-		}
-		return line{a: max(sy/n, 0)}
+	den := sw*sxx - sx*sx
+	if den <= 0 {
+		return line{a: max(sy/sw, 0)}
 	}
-	b := (n*sxy - sx*sy) / (n*sxx - sx*sx)
-	a := (sy - b*sx) / n
+	b := (sw*sxy - sx*sy) / den
+	a := (sy - b*sx) / sw
 	switch {
 	case b < 0 || math.IsNaN(b):
-		return line{a: max(sy/n, 0)}
+		return line{a: max(sy/sw, 0)}
 	case a < 0:
 		return line{b: sxy / sxx} // through the origin
 	}
