@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -288,49 +289,102 @@ var rank = func() map[string]int {
 	return m
 }()
 
-// phases follows one node's phase transitions of launch number launch until ready (or the
-// timeout) and says whether they went in contract order.
-func (s *suite) phases(ctx context.Context, node string, launch int) (seen []string, ok bool, why string) {
+// phases follows one node's phase transitions of launch number launch, from journal cursor since,
+// until ready (or the timeout) and says whether they went in contract order; it returns the cursor
+// it reached.
+func (s *suite) phases(ctx context.Context, node string, launch int, since uint64) (seen []string, cursor uint64, ok bool, why string) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
+	cursor = since
 	for {
-		trs, err := s.agent(node).Transitions(ctx, s.since[node], time.Second)
+		trs, err := s.agent(node).Transitions(ctx, cursor, time.Second)
 		if err != nil {
-			return seen, false, fmt.Sprintf("no ready within %v (%v)", s.o.Timeout, err)
+			return seen, cursor, false, fmt.Sprintf("no ready within %v (%v)", s.o.Timeout, err)
 		}
 		for _, tr := range trs {
-			s.since[node] = tr.Seq
+			cursor = tr.Seq
 			if tr.Kind != rundir.TransPhase || tr.Launch != launch || tr.To == rundir.PhaseDown {
 				continue
 			}
 			r, known := rank[tr.To]
 			if !known {
-				return append(seen, tr.To), false, fmt.Sprintf("unknown phase %q", tr.To)
+				return append(seen, tr.To), cursor, false, fmt.Sprintf("unknown phase %q", tr.To)
 			}
 			if len(seen) > 0 && r < rank[seen[len(seen)-1]] {
-				return append(seen, tr.To), false, fmt.Sprintf("%s after %s", tr.To, seen[len(seen)-1])
+				return append(seen, tr.To), cursor, false, fmt.Sprintf("%s after %s", tr.To, seen[len(seen)-1])
 			}
 			seen = append(seen, tr.To)
 			if tr.To == engine.PhaseReady {
-				return seen, true, ""
+				return seen, cursor, true, ""
 			}
 		}
 	}
 }
 
+// settingsPoll is how often the launch wait compares the settings in effect with those asked. A
+// status is cheap; a wrong-unit setting that keeps a cluster from electing is named within it.
+const settingsPoll = 250 * time.Millisecond
+
+// launchPhases follows every node's phases at once, as `rig run` waits for readiness, and compares
+// the settings in effect on every status meanwhile: a setting that keeps the cluster from electing
+// (a timeout in the wrong unit) ends the wait at once, and the settings check names it, instead
+// of a phase timeout per node, one after another.
 func (s *suite) launchPhases(ctx context.Context) bool {
+	type result struct {
+		seen   []string
+		cursor uint64
+		ok     bool
+		why    string
+	}
+	wait, stop := context.WithCancel(ctx)
+	defer stop()
+	results := make([]result, len(s.servers))
+	var wg sync.WaitGroup
+	for i, n := range s.servers {
+		wg.Go(func() {
+			r := &results[i]
+			r.seen, r.cursor, r.ok, r.why = s.phases(wait, n.Name, 1, s.since[n.Name])
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	badSetting := ""
+	tick := time.NewTicker(settingsPoll)
+	defer tick.Stop()
+watch:
+	for {
+		select {
+		case <-done:
+			break watch
+		case <-tick.C:
+			if bad := s.earlySettingErrors(wait); len(bad) > 0 {
+				badSetting = bad[0]
+				stop()
+				<-done
+				break watch
+			}
+		}
+	}
 	var lines []string
 	pass, anyReady := true, false
-	for _, n := range s.servers {
-		seen, ok, why := s.phases(ctx, n.Name, 1)
-		line := n.Name + ": " + strings.Join(seen, " → ")
-		if !ok {
-			pass = false
-			line += " (" + why + ")"
-		} else {
+	for i, n := range s.servers {
+		r := results[i]
+		s.since[n.Name] = r.cursor
+		line := n.Name + ": " + strings.Join(r.seen, " → ")
+		switch {
+		case r.ok:
 			anyReady = true
+		case badSetting != "":
+			pass = false
+			line += " (stopped waiting: a setting is not in effect)"
+		default:
+			pass = false
+			line += " (" + r.why + ")"
 		}
 		lines = append(lines, line)
+	}
+	if badSetting != "" {
+		lines = append(lines, "stopped on "+badSetting)
 	}
 	s.add(CheckLaunchPhases, pass, "%s", strings.Join(lines, "; "))
 	return anyReady && pass
@@ -393,19 +447,8 @@ func (s *suite) oneLeader(ctx context.Context) string {
 // --- settings ---
 
 func (s *suite) settings(ctx context.Context) {
-	var bad []string
 	asked := s.o.Playbook.Engine.Settings()
-	for _, n := range s.servers {
-		state, err := s.agent(n.Name).EngineStatus(ctx)
-		if err != nil || state.Status == nil {
-			bad = append(bad, fmt.Sprintf("%s: no status (%v)", n.Name, err))
-			continue
-		}
-		for _, e := range launch.SettingErrors(s.o.Playbook, state, *state.Status) {
-			bad = append(bad, n.Name+": "+e.Error())
-		}
-	}
-	if len(bad) > 0 {
+	if bad := s.settingErrors(ctx); len(bad) > 0 {
 		s.add(CheckSettings, false, "%s", strings.Join(bad, "; "))
 		return
 	}
@@ -418,6 +461,37 @@ func (s *suite) settings(ctx context.Context) {
 		how = "carried (/proc) and in effect"
 	}
 	s.add(CheckSettings, true, "%s %s on every node", strings.Join(kv, " "), how)
+}
+
+// settingErrors compares every asked setting with the one in effect on every node (the check
+// `rig run` makes before load), naming the node.
+func (s *suite) settingErrors(ctx context.Context) []string {
+	var bad []string
+	for _, n := range s.servers {
+		state, err := s.agent(n.Name).EngineStatus(ctx)
+		if err != nil || state.Status == nil {
+			bad = append(bad, fmt.Sprintf("%s: no status (%v)", n.Name, err))
+			continue
+		}
+		for _, e := range launch.SettingErrors(s.o.Playbook, state, *state.Status) {
+			bad = append(bad, n.Name+": "+e.Error())
+		}
+	}
+	return bad
+}
+
+// earlySettingErrors is launch.EarlyEffectErrors on every node that answers, as `rig run` checks
+// while it waits for readiness.
+func (s *suite) earlySettingErrors(ctx context.Context) []string {
+	var bad []string
+	for _, n := range s.servers {
+		if st, err := s.agent(n.Name).EngineStatus(ctx); err == nil && st.Status != nil {
+			for _, e := range launch.EarlyEffectErrors(s.o.Playbook, *st.Status) {
+				bad = append(bad, n.Name+": "+e.Error())
+			}
+		}
+	}
+	return bad
 }
 
 // --- load and hashes ---
@@ -608,7 +682,8 @@ func (s *suite) relaunch(ctx context.Context, leader string) {
 		s.add(CheckRelaunchPhases, false, "relaunch %s: %v", node, err)
 		return
 	}
-	seen, ok, why := s.phases(ctx, node, len(before.Launches)+1)
+	seen, cursor, ok, why := s.phases(ctx, node, len(before.Launches)+1, s.since[node])
+	s.since[node] = cursor
 	line := node + ": " + strings.Join(seen, " → ")
 	if !ok {
 		line += " (" + why + ")"

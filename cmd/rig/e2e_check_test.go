@@ -99,7 +99,7 @@ func TestEngineCheckOwnSetting(t *testing.T) {
 	}
 	tmpl := filepath.Join(dir, "own.json.tmpl")
 	os.WriteFile(tmpl, []byte(`{"node": "{{.Node}}", "dir": "{{.DataDir}}", "admin_addr": "{{.AdminAddr}}", "my.engine.flush.interval": {{index .Settings "my.engine.flush.interval"}}}`), 0o644)
-	check := func(t *testing.T, first, ignore string) string {
+	check := func(t *testing.T, first, ignore, phase, timeout string) string {
 		pb := writePlaybook(t, `name: own-setting
 cluster: {servers: 3, clients: 1}
 load: {probe_rate: 100/s}
@@ -112,11 +112,11 @@ engine:
   command:
     binary: `+bin+`
     args: [--config, "{{.ConfigFile}}"]
-    env: {FLUSH_NS: '{{index .Settings "my.engine.flush.interval"}}', TESTENGINE_IGNORE: "`+ignore+`", TESTENGINE_PHASE: 50ms}
+    env: {FLUSH_NS: '{{index .Settings "my.engine.flush.interval"}}', TESTENGINE_IGNORE: "`+ignore+`", TESTENGINE_PHASE: `+phase+`}
     config_template: `+tmpl+`
 `)
 		res := t.TempDir()
-		cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", first, "--results", res, "--timeout", "5s")
+		cmd := exec.Command(rigBin, "engine", "check", "--playbook", pb, "--first-address", first, "--results", res, "--timeout", timeout)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Run() // the test engine speaks no client protocol: later checks fail either way
@@ -127,15 +127,30 @@ engine:
 	// The two checks use their own addresses and folders, so they run side by side.
 	t.Run("in effect", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.61.11", "")
+		out := check(t, "127.0.61.11", "", "50ms", "5s")
 		if !hasRow(out, conformance.CheckSettings, "pass") || !strings.Contains(out, "my.engine.flush.interval=2ms carried (/proc) and in effect") {
 			t.Errorf("the settings check does not pass the declared setting by carriage and effect")
 		}
 	})
 	t.Run("ignored", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.62.11", "my.engine.flush.interval=5000000")
+		out := check(t, "127.0.62.11", "my.engine.flush.interval=5000000", "50ms", "5s")
 		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
+		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
+			t.Errorf("the settings check does not fail naming the setting, asked and in effect (%q)", want)
+		}
+	})
+
+	// A setting that keeps the engine from getting ready (an engine an hour from ready stands for a
+	// cluster that cannot elect) ends the launch wait as soon as a status reports it, on every node
+	// at once, instead of after a phase timeout per node, one after another.
+	t.Run("ignored, never ready", func(t *testing.T) {
+		t.Parallel()
+		out := check(t, "127.0.63.11", "my.engine.flush.interval=5000000", "1h", "10m")
+		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
+		if !hasRow(out, conformance.CheckLaunchPhases, "FAIL") || strings.Count(out, "stopped waiting: a setting is not in effect") != 3 {
+			t.Errorf("the launch wait does not stop on every node naming the setting not in effect")
+		}
 		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
 			t.Errorf("the settings check does not fail naming the setting, asked and in effect (%q)", want)
 		}

@@ -111,3 +111,25 @@ func SettingErrors(pb *playbooks.Playbook, state agent.EngineState, st engine.St
 	}
 	return errs
 }
+
+// EarlyEffectErrors is the check made on every status a node reports before the cluster is
+// ready: every asked setting that /status config already reports must hold the asked value. A
+// setting that keeps the cluster from forming (a heartbeat timeout in the wrong unit) is named
+// within a status poll of the node's first answer instead of as a readiness timeout. Settings not
+// reported yet, and carriage, wait for SettingErrors once the cluster is ready.
+func EarlyEffectErrors(pb *playbooks.Playbook, st engine.Status) []error {
+	if st.Config == nil {
+		return nil // not answered since launch
+	}
+	_, table, err := pb.Engine.Resolve()
+	if err != nil {
+		return nil // SettingErrors reports it
+	}
+	reported := driver.Values{}
+	for k, v := range pb.Engine.Settings() {
+		if _, ok := st.Config[k]; ok {
+			reported[k] = v
+		}
+	}
+	return driver.EffectErrors(table, reported, st.Config)
+}
