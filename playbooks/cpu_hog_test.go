@@ -9,7 +9,9 @@ import (
 func TestCPUHogRefusals(t *testing.T) {
 	for _, c := range []struct{ name, entry, at, msg string }{
 		{"for missing", "{at: 8s, cpu_hog: {node: leader}}", "t.yaml:6:23: timeline[0].cpu_hog.for", "missing; want how long the hog spins, e.g. for: 3s"},
-		{"for zero", "{at: 8s, cpu_hog: {node: leader, for: 0s}}", "t.yaml:6:43: timeline[0].cpu_hog.for", "0s is out of range; want a duration of 1ms or more"},
+		{"for zero", "{at: 8s, cpu_hog: {node: leader, for: 0s}}", "t.yaml:6:43: timeline[0].cpu_hog.for", "0s is out of range; want a duration from 1ms to 24h, e.g. 3s"},
+		// The upper end is in the message too.
+		{"for beyond 24h", "{at: 8s, cpu_hog: {node: leader, for: 1000h}}", "t.yaml:6:43: timeline[0].cpu_hog.for", "1000h is out of range; want a duration from 1ms to 24h"},
 		{"for beyond the run", "{at: 28s, cpu_hog: {node: leader, for: 3s}}", "t.yaml:6:44: timeline[0].cpu_hog.for",
 			"the end of the hog at 31s (at 28s + 3s) is at or after the end of the run (duration 30s); want a hog that ends inside the run"},
 		{"threads zero", "{at: 8s, cpu_hog: {for: 3s, threads: 0}}", "t.yaml:6:42: timeline[0].cpu_hog.threads", `"0": want 1..256 busy threads, or cpus`},
