@@ -40,3 +40,41 @@ func TestCPUHogPlanLine(t *testing.T) {
 		t.Errorf("plan:\n%s", plan.String())
 	}
 }
+
+// On the local target every node is this machine: hogs that together ask for more threads than
+// it has CPUs are named in the plan, with when, which, how many and how nice; within its CPUs,
+// or on another target, nothing is said.
+func TestCPUHogCrowdNamedInThePlan(t *testing.T) {
+	const hogs = "timeline:\n" +
+		"  - {at: 8s, cpu_hog: {node: node-0, for: 5s, threads: 256, nice: -20}}\n" +
+		"  - {at: 9s, cpu_hog: {node: node-1, for: 5s, threads: 256, nice: -20}}\n" +
+		"  - {at: 10s, cpu_hog: {node: node-2, for: 5s, threads: 256}}\n" +
+		"  - {at: 20s, cpu_hog: {node: node-2, for: 5s}}\n"
+	planOf := func(src string, cpus int, target string) string {
+		pl, err := mustParse(t, src).Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl.LocalCPUs, pl.Target = cpus, target
+		var b strings.Builder
+		pl.Print(&b)
+		return b.String()
+	}
+	want := "note: at +10s the CPU hogs timeline[0], timeline[1], timeline[2] spin 768 threads at once, down to nice -20 (ahead of the engines) on this machine's 2 CPUs: the local target puts every node on it"
+	if got := planOf(base+hogs, 2, ""); !strings.Contains(got, want) {
+		t.Errorf("plan lacks %q:\n%s", want, got)
+	}
+	for _, c := range []struct {
+		src, target string
+		cpus        int
+	}{
+		{base + hogs, "aws:s1", 2},
+		{base + hogs, "local", 1024},
+		// One hog of one thread per CPU fills the machine and no more.
+		{base + "timeline:\n  - {at: 20s, cpu_hog: {node: node-2, for: 5s}}\n", "", 2},
+	} {
+		if got := planOf(c.src, c.cpus, c.target); strings.Contains(got, "note: ") {
+			t.Errorf("%d CPUs on %q: a note:\n%s", c.cpus, c.target, got)
+		}
+	}
+}

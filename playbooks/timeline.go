@@ -228,3 +228,45 @@ func describeSpans(spans []downSpan) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// CPUCrowd is the moment a timeline's CPU hogs (actions.Spinner) on one host ask for the most
+// busy threads at once, when that is more than the host has CPUs.
+type CPUCrowd struct {
+	At      time.Duration
+	Entries []int // the hogs spinning then
+	Threads int   // their busy threads together
+	Nice    int   // the lowest nice among them
+}
+
+// CPUCrowd is that moment of p's timeline with every node on one host of cpus CPUs (the local
+// target), if there is one.
+func (p *Playbook) CPUCrowd(cpus int) (CPUCrowd, bool) {
+	var best CPUCrowd
+	for _, a := range p.Timeline {
+		if _, ok := a.Spec.(actions.Spinner); !ok {
+			continue
+		}
+		// The busiest moment starts with a hog: sum those spinning when entry i starts.
+		c := CPUCrowd{At: a.At}
+		first := true
+		for j, b := range p.Timeline {
+			sp, ok := b.Spec.(actions.Spinner)
+			if !ok {
+				continue
+			}
+			s := sp.Spins(cpus)
+			if b.At > a.At || b.At+s.For <= a.At {
+				continue
+			}
+			c.Entries = append(c.Entries, j)
+			c.Threads += s.Threads
+			if first || s.Nice < c.Nice {
+				c.Nice, first = s.Nice, false
+			}
+		}
+		if c.Threads > best.Threads {
+			best = c
+		}
+	}
+	return best, best.Threads > cpus
+}
