@@ -2,8 +2,9 @@
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
 // records. The playbook parser, the plan and the runner know kinds only through Lookup and the
-// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder, Linker, PowerCutter) are checked by
-// type assertion, as hashicorp/raft checks for a BatchingFSM.
+// Spec interface; optional capabilities (Downer, Toucher, Spanner, Spinner, Awaiter, Disruptor,
+// WriteAdder, Linker, PowerCutter) are checked by type assertion, as hashicorp/raft checks for a
+// BatchingFSM.
 package actions
 
 import (
