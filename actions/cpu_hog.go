@@ -70,7 +70,7 @@ func (h *CPUHog) Spins(cpus int) Spin {
 	if threads == 0 {
 		threads = cpus
 	}
-	return Spin{Node: h.Node, Threads: threads, Nice: h.Nice, For: h.For}
+	return Spin{Threads: threads, Nice: h.Nice, For: h.For}
 }
 
 func (*CPUHog) Fields() []Field {

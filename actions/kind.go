@@ -128,7 +128,6 @@ type Spinner interface {
 
 // Spin is what a Spinner entry asks of its node's host.
 type Spin struct {
-	Node    string        // node reference
 	Threads int           // busy threads, with one per CPU resolved against the host's cpus
 	Nice    int           // their nice value
 	For     time.Duration // how long they spin
