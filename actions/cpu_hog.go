@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent/hog"
-	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -60,11 +59,25 @@ const threadsAll = "cpus"
 func (*CPUHog) Kind() string                { return string(ActCPUHog) }
 func (*CPUHog) EndEvent() rundir.ActionName { return ActCPUHogEnd }
 
+// Touches: the hog runs on the node's host beside its engine, killed or not; a power loss of
+// the host would leave it spinning through the loss on the local target and end it on a stack.
+func (h *CPUHog) Touches() Touch {
+	return Touch{Nodes: []string{h.Node}, Needs: LayerHost, For: h.For}
+}
+
+func (h *CPUHog) Spins(cpus int) Spin {
+	threads := h.Threads
+	if threads == 0 {
+		threads = cpus
+	}
+	return Spin{Threads: threads, Nice: h.Nice, For: h.For}
+}
+
 func (*CPUHog) Fields() []Field {
 	threadsHelp := fmt.Sprintf("1..%d busy threads, or %s (the default: one per CPU of the node)", hog.MaxThreads, threadsAll)
 	return []Field{
 		textField("node", CheckNodeForm, func(h *CPUHog) *string { return &h.Node }),
-		durationField("for", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 3s: how long the hog spins",
+		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 3s: how long the hog spins",
 			func(h *CPUHog) *time.Duration { return &h.For }),
 		{Key: "threads",
 			Set: func(s Spec, raw string) error {
@@ -139,43 +152,38 @@ func (h *CPUHog) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return fmt.Errorf("cpu_hog on %s: %w", name, err)
 	}
-	if err := h.record(env, at, name, ActCPUHog, st); err != nil {
+	ev, err := h.event(at, name, ActCPUHog, st)
+	if err != nil {
+		return err
+	}
+	if err := env.Record(ev); err != nil {
 		return err
 	}
 	env.Progress("cpu_hog on %s (%s): pid %d, %d threads at nice %d for %s", name, h.Node, st.PID, st.Threads, st.Nice, h.For)
-	env.Go(ctx, func(ctx context.Context) error {
+	lastFor(ctx, env, h, at, h.For, func(ctx context.Context, early bool) (rundir.Event, error) {
 		wait := cpuHogEndWait
-		if ctxtime.Sleep(ctx, time.Until(at.Add(h.For))) != nil {
-			// The timeline is over before the hog: stop it now, on a context of its own.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
+		if early {
 			wait = 0
 		}
 		end, err := hg.EndCPUHog(ctx, name, st.PID, wait)
 		if err != nil {
-			if wait == 0 {
-				return nil // the run is over; the agent stops what is left at its lease's end
-			}
-			return fmt.Errorf("cpu_hog on %s: end hog %d: %w", name, st.PID, err)
-		}
-		if err := h.record(env, at.Add(end.Ended.Sub(end.Started)), name, ActCPUHogEnd, end); err != nil && wait != 0 {
-			return err
+			return rundir.Event{}, fmt.Errorf("cpu_hog on %s: end hog %d: %w", name, st.PID, err)
 		}
 		how := "ended at its time"
 		if end.StoppedEarly {
 			how = "stopped early"
 		}
 		env.Progress("cpu_hog on %s: pid %d %s after %s (%s)", name, end.PID, how, end.Ended.Sub(end.Started).Round(time.Millisecond), end.Exit)
-		return nil
+		return h.event(at.Add(end.Ended.Sub(end.Started)), name, ActCPUHogEnd, end)
 	})
 	return nil
 }
 
-func (h *CPUHog) record(env Env, at time.Time, node string, name rundir.ActionName, st hog.State) error {
+// event is one of the hog's events, stamped at.
+func (h *CPUHog) event(at time.Time, node string, name rundir.ActionName, st hog.State) (rundir.Event, error) {
 	b, err := json.Marshal(CPUHogAction{As: h.Node, State: st})
 	if err != nil {
-		return fmt.Errorf("%s event: %w", name, err)
+		return rundir.Event{}, fmt.Errorf("%s event: %w", name, err)
 	}
-	return env.Record(rundir.Event{T: at, Node: node, Action: &rundir.Action{Name: name, Payload: b}})
+	return rundir.Event{T: at, Node: node, Action: &rundir.Action{Name: name, Payload: b}}, nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// cpu_hog's keys: threads 1..256 or cpus (the default), nice -20..19, for of 1ms or more; each
+// cpu_hog's keys: threads 1..256 or cpus (the default), nice -20..19, for of 1ms to 24h; each
 // refusal says what would be valid.
 func TestCPUHogFields(t *testing.T) {
 	k, ok := New("cpu_hog")
@@ -36,7 +36,8 @@ func TestCPUHogFields(t *testing.T) {
 		{"threads", "two", "want 1..256"},
 		{"nice", "20", "want a nice value from -20 to 19"},
 		{"nice", "-21", "want a nice value from -20 to 19"},
-		{"for", "0s", "want a duration of 1ms or more"},
+		{"for", "0s", "want a duration from 1ms to 24h, e.g. 3s"},
+		{"for", "1000h", "1000h is out of range; want a duration from 1ms to 24h"},
 		{"for", "3", "no unit"},
 		{"node", "client-0", "want leader, follower, other-follower or node-N"},
 	} {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
@@ -34,15 +33,25 @@ func (*Delay) Kind() string                { return string(rundir.ActDelay) }
 func (*Delay) EndEvent() rundir.ActionName { return rundir.ActDelayHeal }
 func (*Delay) Links() string               { return "delays a server's links" }
 
+// Touches: the links are the proxies', which stay up whatever happens to the nodes; a role still
+// resolves through the leader.
+func (d *Delay) Touches() Touch {
+	t := Touch{Nodes: []string{d.Node}}
+	if d.To != "" {
+		t.Nodes = append(t.Nodes, d.To)
+	}
+	return t
+}
+
 func (*Delay) Fields() []Field {
 	return []Field{
 		textField("node", CheckNodeForm, func(d *Delay) *string { return &d.Node }),
 		textField("to", CheckNodeForm, func(d *Delay) *string { return &d.To }),
-		durationField("delay", time.Microsecond, 10*time.Second, "a duration from 1us to 10s, e.g. 5ms: added to each way of the links, so a round trip grows by twice it",
+		durationField("delay", time.Microsecond, 10*time.Second, "e.g. 5ms: added to each way of the links, so a round trip grows by twice it",
 			func(d *Delay) *time.Duration { return &d.Delay }),
-		durationField("jitter", 0, 10*time.Second, "a duration from 0 to the delay, e.g. 500us: each chunk's added delay is drawn within ± it",
+		durationField("jitter", 0, 10*time.Second, "and at most the delay, e.g. 500us: each chunk's added delay is drawn within ± it",
 			func(d *Delay) *time.Duration { return &d.Jitter }),
-		durationField("for", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 5s: how long the links stay delayed (leave out: until the run ends)",
+		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 5s: how long the links stay delayed (leave out: until the run ends)",
 			func(d *Delay) *time.Duration { return &d.For }),
 	}
 }
@@ -194,18 +203,12 @@ func (d *Delay) Run(ctx context.Context, env Env) error {
 	if d.For == 0 {
 		return nil // the target closes every link at its stop
 	}
-	env.Go(ctx, func(ctx context.Context) error {
-		if err := ctxtime.Sleep(ctx, time.Until(at.Add(d.For))); err != nil {
-			return nil
-		}
+	lastFor(ctx, env, d, at, d.For, func(_ context.Context, early bool) (rundir.Event, error) {
 		hat := time.Now()
 		n := undo()
-		if err := env.Record(rundir.Event{T: hat, Node: name, Action: &rundir.Action{Name: rundir.ActDelayHeal,
-			Delay: &rundir.DelayAction{As: d.Node, To: d.To, ToNode: da.ToNode, DelayMs: da.DelayMs, JitterMs: da.JitterMs, Links: n}}}); err != nil {
-			return err
-		}
-		env.Progress("delay of %s's links taken off: %d links", name, n)
-		return nil
+		env.Progress("delay of %s's links taken off: %d links%s", name, n, earlyNote(early))
+		return rundir.Event{T: hat, Node: name, Action: &rundir.Action{
+			Delay: &rundir.DelayAction{As: d.Node, To: d.To, ToNode: da.ToNode, DelayMs: da.DelayMs, JitterMs: da.JitterMs, Links: n}}}, nil
 	})
 	return nil
 }

@@ -151,6 +151,25 @@ func TestDelayNodeLinks(t *testing.T) {
 	}
 }
 
+// A delay whose timeline ends first (an interrupted run) is taken off at once and recorded as
+// delay_heal, as a hog records its end: the record holds no lasting action without its end.
+func TestDelayEndsWithTheTimeline(t *testing.T) {
+	env := newMeshEnv(t)
+	const add = 3 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := (&Delay{Node: "node-0", Delay: add, For: time.Hour}).Run(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	env.wg.Wait()
+	if len(env.events) != 2 || !env.events[1].IsAction(rundir.ActDelayHeal) || env.events[1].Action.Delay.Links != 5 {
+		t.Fatalf("events %+v; want delay, then delay_heal of node-0's 5 links", env.events)
+	}
+	if got := env.rtt(t, "node-1", "node-0"); got >= add {
+		t.Errorf("node-1 → node-0 round trip %v after the timeline ended; want it undelayed", got)
+	}
+}
+
 // Between two nodes, only the links joining them are delayed; without for it stays.
 func TestDelayBetweenTwoNodes(t *testing.T) {
 	env := newMeshEnv(t)

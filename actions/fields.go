@@ -77,6 +77,8 @@ func CheckPhase(p string) error {
 
 // The field builders below take the kind's struct type T, whose pointer P is its Spec.
 
+// durationField is a duration from lo to hi; the range is written from them, so a refusal names
+// both ends, and help follows it ("e.g. 3s: how long the hog spins").
 func durationField[T any, P interface {
 	*T
 	Spec
@@ -88,12 +90,27 @@ func durationField[T any, P interface {
 				return err
 			}
 			if d < lo || d > hi {
-				return fmt.Errorf("%s is out of range; want %s", raw, help)
+				return fmt.Errorf("%s is out of range; want a duration from %s to %s, %s", raw, shortDuration(lo), shortDuration(hi), help)
 			}
 			*ptr(s.(P)) = d
 			return nil
 		},
 		Get: func(s Spec) string { return units.FormatDuration(*ptr(s.(P))) }}
+}
+
+// shortDuration writes a range's end as a playbook would: 24h, 1ms, 0.
+func shortDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	out := units.FormatDuration(d)
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return strings.ReplaceAll(out, "µs", "us")
 }
 
 // intField parses with parse (a count, a size, a plain integer) and range-checks.

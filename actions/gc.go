@@ -36,6 +36,9 @@ type GCAction struct {
 func (*GC) Kind() string  { return string(ActGC) }
 func (*GC) Calls() string { return engine.AdminGC }
 
+// Touches: the call reaches the node's engine through its agent, so a partitioned node takes it.
+func (g *GC) Touches() Touch { return Touch{Nodes: []string{g.Node}, Needs: LayerEngine} }
+
 func (*GC) Fields() []Field {
 	return []Field{textField("node", CheckNodeForm, func(g *GC) *string { return &g.Node })}
 }

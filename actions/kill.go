@@ -25,14 +25,14 @@ type Kill struct {
 func (*Kill) Kind() string     { return string(rundir.ActKill) }
 func (*Kill) Disrupts() string { return "kills a server" }
 func (k *Kill) Down() Down {
-	return Down{Nodes: []string{k.Node}, For: k.RelaunchAfter}
+	return Down{Nodes: []string{k.Node}, For: k.RelaunchAfter, Takes: LayerEngine}
 }
 
 func (*Kill) Fields() []Field {
 	return []Field{
 		textField("node", CheckNodeForm, func(k *Kill) *string { return &k.Node }),
 		textField("signal", CheckSignal, func(k *Kill) *string { return &k.Signal }),
-		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 15s (leave it out to keep the node down)",
+		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "e.g. 15s (leave it out to keep the node down)",
 			func(k *Kill) *time.Duration { return &k.RelaunchAfter }),
 	}
 }

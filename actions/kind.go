@@ -2,8 +2,9 @@
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
 // records. The playbook parser, the plan and the runner know kinds only through Lookup and the
-// Spec interface; optional capabilities (Downer, Awaiter, Disruptor, WriteAdder, Linker, PowerCutter) are checked by
-// type assertion, as hashicorp/raft checks for a BatchingFSM.
+// Spec interface; optional capabilities (Downer, Toucher, Spanner, Spinner, Awaiter, Disruptor,
+// WriteAdder, Linker, PowerCutter) are checked by type assertion, as hashicorp/raft checks for a
+// BatchingFSM.
 package actions
 
 import (
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -54,6 +56,32 @@ type Completer interface {
 // must have servers to spare. What is the plan's wording, e.g. "kills a server".
 type Disruptor interface{ Disrupts() string }
 
+// Layer is how much of a server a Downer takes out, outermost last: each takes the ones before it
+// with it. A Toucher needs a layer of each node it names up.
+type Layer int
+
+const (
+	// LayerLinks is the server's place in the majority: its peer and client links (a partition
+	// cuts them; its engine and agent still run and answer the controller).
+	LayerLinks Layer = iota + 1
+	// LayerEngine is the server's engine process (a kill stops it; its host and agent stay up).
+	LayerEngine
+	// LayerHost is the server's host (a power loss cuts it: nothing on it runs).
+	LayerHost
+)
+
+func (l Layer) String() string {
+	switch l {
+	case LayerLinks:
+		return "links"
+	case LayerEngine:
+		return "engine"
+	case LayerHost:
+		return "host"
+	}
+	return "nothing"
+}
+
 // Downer is a kind that takes nodes out of the majority from its offset until Down.For later
 // (0: for the rest of the run). The playbook owns the timeline's state from these (which node is
 // down when, playbooks/timeline.go): a node that is down cannot be taken down again, no majority
@@ -69,6 +97,40 @@ type Down struct {
 	// Majority: the entry may leave a majority down (a power loss models that failure); a kill
 	// or a partition may not.
 	Majority bool
+	// Takes is the outermost layer it takes out of each node (a partition its links, a kill its
+	// engine, a power loss its host).
+	Takes Layer
+}
+
+// Toucher is a kind that acts on servers, or needs a leader, at its offset and, with For, for a
+// while after it. The playbook's timeline state (playbooks/timeline.go) refuses it at a moment
+// when a node-N it names has Needs (or more) taken out by an earlier entry, and, if it needs a
+// leader (Leader, or a role among Nodes: roles resolve through the leader), at a moment when no
+// majority is up; and it refuses a later Downer that takes Needs out of one of its node-N while
+// it lasts. A Downer touches the nodes it takes down (needing their links up) without saying so.
+type Toucher interface {
+	Touches() Touch
+}
+
+// Touch is what a Toucher entry acts on and needs.
+type Touch struct {
+	Nodes  []string      // node references it acts on
+	Leader bool          // it acts on the leader whatever Nodes says (snapshot, step_down)
+	Needs  Layer         // the layer of each node it needs up; 0: none (it acts on any node)
+	For    time.Duration // how long it keeps needing it after its offset; 0: at its offset only
+}
+
+// Spinner is a kind that keeps CPUs of a node's host busy for a while (a CPU hog): the plan names
+// the moments when those on one host ask for more threads than it has CPUs.
+type Spinner interface {
+	Spins(cpus int) Spin
+}
+
+// Spin is what a Spinner entry asks of its node's host.
+type Spin struct {
+	Threads int           // busy threads, with one per CPU resolved against the host's cpus
+	Nice    int           // their nice value
+	For     time.Duration // how long they spin
 }
 
 // Spanner is a kind whose effect lasts until an event of its own ends it (a partition's heal, a
@@ -89,6 +151,47 @@ func EndEvent(name rundir.ActionName) (rundir.ActionName, bool) {
 		return "", false
 	}
 	return sp.EndEvent(), true
+}
+
+// lastingEndTimeout bounds ending a lasting action once the timeline has ended.
+const lastingEndTimeout = 10 * time.Second
+
+// lastFor is how every Spanner ends: beside the timeline, d after at, end takes its effect off
+// and returns the event that says so, which lastFor records under sp's EndEvent. When the
+// timeline ends first (an interrupt, a failed action, the end of the load), it ends the effect
+// at once (early), on a context of its own, so the record never holds a lasting action without
+// its end; failing then is a progress line, not the run's error (the run is over, and the
+// target's stop undoes what is left).
+func lastFor(ctx context.Context, env Env, sp Spanner, at time.Time, d time.Duration, end func(ctx context.Context, early bool) (rundir.Event, error)) {
+	env.Go(ctx, func(ctx context.Context) error {
+		early := ctxtime.Sleep(ctx, time.Until(at.Add(d))) != nil
+		if early {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), lastingEndTimeout)
+			defer cancel()
+		}
+		ev, err := end(ctx, early)
+		if err == nil {
+			if ev.Action == nil {
+				ev.Action = &rundir.Action{}
+			}
+			ev.Action.Name = sp.EndEvent()
+			err = env.Record(ev)
+		}
+		if err != nil && early {
+			env.Progress("%s at the end of the timeline: %v", sp.EndEvent(), err)
+			return nil
+		}
+		return err
+	})
+}
+
+// earlyNote ends an end's progress line when lastFor ended it early.
+func earlyNote(early bool) string {
+	if early {
+		return ", early: the timeline ended first"
+	}
+	return ""
 }
 
 // Awaiter is a kind that waits for node ("" every server) to reach a phase.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -30,13 +29,13 @@ func (*Partition) Links() string               { return "partitions a server (cu
 
 // Down counts the partitioned node as out of the majority until it is healed.
 func (p *Partition) Down() Down {
-	return Down{Nodes: []string{p.Node}, For: p.For}
+	return Down{Nodes: []string{p.Node}, For: p.For, Takes: LayerLinks}
 }
 
 func (*Partition) Fields() []Field {
 	return []Field{
 		textField("node", CheckNodeForm, func(p *Partition) *string { return &p.Node }),
-		durationField("for", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 5s: how long the node stays cut off before its links heal",
+		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 5s: how long the node stays cut off before its links heal",
 			func(p *Partition) *time.Duration { return &p.For }),
 	}
 }
@@ -89,20 +88,14 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	env.Progress("partitioned %s (%s): %d links cut, healing in %s", name, p.Node, n, p.For)
-	env.Go(ctx, func(ctx context.Context) error {
-		if err := ctxtime.Sleep(ctx, time.Until(at.Add(p.For))); err != nil {
-			return nil // the run is over: the target closes every link at its stop
-		}
+	lastFor(ctx, env, p, at, p.For, func(ctx context.Context, early bool) (rundir.Event, error) {
 		hat := time.Now()
 		n, err := lc.Heal(ctx, name)
 		if err != nil {
-			return fmt.Errorf("heal %s: %w", name, err)
+			return rundir.Event{}, fmt.Errorf("heal %s: %w", name, err)
 		}
-		if err := env.Record(rundir.Event{T: hat, Node: name, Action: &rundir.Action{Name: rundir.ActHeal, Partition: &rundir.PartitionAction{As: p.Node, Links: n}}}); err != nil {
-			return err
-		}
-		env.Progress("healed %s: %d links", name, n)
-		return nil
+		env.Progress("healed %s: %d links%s", name, n, earlyNote(early))
+		return rundir.Event{T: hat, Node: name, Action: &rundir.Action{Partition: &rundir.PartitionAction{As: p.Node, Links: n}}}, nil
 	})
 	return nil
 }

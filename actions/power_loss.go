@@ -48,7 +48,11 @@ func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
 // that is when they are back from their reboot, if later: the nominal offset is the earliest).
 // It may take a majority down; all of them needs the playbook's allow_all_down.
 func (p *PowerLoss) Down() Down {
-	return Down{Nodes: nodeList(p.Nodes), For: p.RelaunchAfter, Majority: true}
+	takes := LayerHost
+	if p.Unsynced == UnsyncedKeep {
+		takes = LayerEngine // the processes crash; the hosts keep running
+	}
+	return Down{Nodes: nodeList(p.Nodes), For: p.RelaunchAfter, Majority: true, Takes: takes}
 }
 
 func (p *PowerLoss) CutsPower() (string, bool) {
@@ -58,7 +62,7 @@ func (p *PowerLoss) CutsPower() (string, bool) {
 func (*PowerLoss) Fields() []Field {
 	return []Field{
 		textField("nodes", checkNodeList, func(p *PowerLoss) *string { return &p.Nodes }),
-		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "a duration of 1ms or more, e.g. 2s: when the power comes back",
+		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "e.g. 2s: when the power comes back",
 			func(p *PowerLoss) *time.Duration { return &p.RelaunchAfter }),
 		textField("unsynced", func(s string) error {
 			if s != UnsyncedDrop && s != UnsyncedKeep {

@@ -20,6 +20,7 @@ func (*Snapshot) Check(Context) []Problem             { return nil }
 func (*Snapshot) Describe(Varied) string              { return "snapshot (cluster-wide, at one log index)" }
 func (*Snapshot) String() string                      { return "snapshot on the leader" }
 func (*Snapshot) AddWrites(w *driver.Workload, _ int) { w.Snapshots++ }
+func (*Snapshot) Touches() Touch                      { return Touch{Leader: true} }
 
 // Run asks the leader; the event is stamped with the request's time and written once the index
 // is known (or the request failed).

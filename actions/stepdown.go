@@ -19,6 +19,7 @@ func (*StepDown) Describe(Varied) string {
 }
 func (*StepDown) String() string   { return "step the leader down" }
 func (*StepDown) Disrupts() string { return "steps the leader down" }
+func (*StepDown) Touches() Touch   { return Touch{Leader: true} }
 
 func (*StepDown) Run(ctx context.Context, env Env) error {
 	leader := env.Leader()

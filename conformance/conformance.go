@@ -125,8 +125,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := local.New(local.Options{FirstAddress: o.FirstAddress}).Start(ctx, target.StartOptions{
-		RunDir: dir, Servers: o.Playbook.Cluster.Servers, Clients: 1, Binary: o.Binary, Logger: o.Logger,
+	// The check is the run that holds the addresses, their agents' leases and disks: a run
+	// refused beside it is told which check, and where.
+	cl, err := startLocal(ctx, local.Options{FirstAddress: o.FirstAddress}, target.StartOptions{
+		RunDir: dir, Run: checkID(dir), Servers: o.Playbook.Cluster.Servers, Clients: 1, Binary: o.Binary, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
@@ -138,6 +140,20 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	s.run(ctx)
 	return s.out, nil
+}
+
+// startLocal starts the check's cluster on the local target (a test sees what it is asked).
+var startLocal = func(ctx context.Context, lo local.Options, so target.StartOptions) (target.Cluster, error) {
+	return local.New(lo).Start(ctx, so)
+}
+
+// checkID names a check by its folder (rig check makes DATE-check-PLAYBOOK), as a run is named
+// by its run folder; it goes where run ids go (locks, leases), so it keeps their grammar.
+func checkID(dir string) string {
+	if id := filepath.Base(dir); inventory.CheckName("check", id) == nil {
+		return id
+	}
+	return "check"
 }
 
 func (s *suite) add(check string, pass bool, format string, args ...any) {

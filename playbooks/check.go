@@ -97,9 +97,10 @@ func check(p *Playbook) []issue {
 		}
 	}
 
-	// The timeline's state (walkDowns): a node that is down cannot be taken down again, a kill or
-	// a partition may not leave a majority down, and nothing may leave every server down unless
-	// the playbook allows it.
+	// The timeline's state (walkDowns): a node that is down cannot be taken down again, nor acted
+	// on where the entry needs what is down of it, nor taken down while a lasting entry needs it;
+	// with no majority up nothing needs the leader; a kill or a partition may not leave a
+	// majority down, and nothing may leave every server down unless the playbook allows it.
 	spans := walkDowns(p, func(i int) bool { return nodeMissing[i] }, func(s downStep) {
 		a := p.Timeline[s.idx]
 		body := fmt.Sprintf("timeline[%d].%s", s.idx, a.Kind)
@@ -114,22 +115,39 @@ func check(p *Playbook) []issue {
 			b := p.Timeline[o.idx]
 			deps = append(deps, fmt.Sprintf("timeline[%d].%s.%s", o.idx, b.Kind, downKey(b.Spec)))
 		}
-		if len(s.again) > 0 {
-			for _, o := range s.again {
+		for _, o := range s.again {
+			if s.down != nil {
 				add(key, "already-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
 					"%s is still down at %s (timeline[%d] %s took it down at %s%s); want an offset after it is back, or another node",
 					o.node, units.FormatDuration(s.at), o.idx, o.kind, units.FormatDuration(o.from), relaunchNote(o.until))
+				continue
 			}
+			add(key, "node-down", []string{fmt.Sprintf("timeline[%d]", o.idx)},
+				"%s's %s is down at %s (timeline[%d] %s took it down at %s%s), and %s needs its %s up; want an offset after it is back, or another node",
+				o.node, o.layer, units.FormatDuration(s.at), o.idx, o.kind, units.FormatDuration(o.from), relaunchNote(o.until), a.Kind, s.touch.Needs)
+		}
+		for _, h := range s.held {
+			add(key, "held", []string{fmt.Sprintf("timeline[%d]", h.idx)},
+				"takes %s's %s down at %s, while timeline[%d] %s (from %s until %s) needs it up; want an offset at %s or later, or another node",
+				h.node, s.down.Takes, units.FormatDuration(s.at), h.idx, h.kind, units.FormatDuration(h.from), units.FormatDuration(h.until), units.FormatDuration(h.until))
+		}
+		if len(s.again) > 0 || len(s.held) > 0 {
 			return
 		}
 		n, servers := s.count(), p.Cluster.Servers
 		if servers < 3 {
 			return // servers<3 above says it
 		}
-		// With a majority down no leader can be elected, so a role resolves to no node when the
-		// entry runs: only node-N can name one.
+		// With a majority down no leader can be elected: what acts on the leader fails when the
+		// entry runs, and a role resolves to no node (only node-N names one).
 		if len(s.still) > (servers-1)/2 {
-			for _, ref := range s.down.Nodes {
+			if s.touch.Leader {
+				add(body, "no-leader", deps,
+					"acts on the leader, but at %s %d of %d servers are down (%s), so none can be elected; want an offset after a majority is back (with a wait_for: {phase: ready} before it)",
+					units.FormatDuration(s.at), len(s.still), servers, describeSpans(s.still))
+				return
+			}
+			for _, ref := range s.touch.Nodes {
 				if !actions.IsNodeN(ref) {
 					add(key, "role-without-leader", deps,
 						"%q is a role, but at %s %d of %d servers are down (%s), so there is no leader to resolve it by; want node-N",
@@ -137,6 +155,9 @@ func check(p *Playbook) []issue {
 					return
 				}
 			}
+		}
+		if s.down == nil {
+			return
 		}
 		still := describeSpans(s.still)
 		if still == "" {
@@ -186,7 +207,7 @@ func relaunchNote(until time.Duration) string {
 	return ", back at " + units.FormatDuration(until)
 }
 
-// downKey is the key of a Downer entry that names its nodes, where its problems point.
+// downKey is the key of an entry that names its nodes (node or nodes), where its problems point.
 func downKey(s actions.Spec) string {
 	for _, k := range []string{"node", "nodes"} {
 		if _, ok := actions.FieldOf(s, k); ok {

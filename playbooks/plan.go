@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -316,6 +317,9 @@ func (pl *Plan) Print(w io.Writer) {
 	for _, s := range pl.allDownLines() {
 		line("", "%s", s)
 	}
+	for _, s := range pl.cpuCrowdLines() {
+		line("", "%s", s)
+	}
 	if len(p.Matrix) == 0 {
 		line("matrix", "none")
 	}
@@ -400,18 +404,11 @@ func (pl *Plan) diskModelLine(varied map[string][]string) string {
 		model, units.FormatDuration(pass.Round(time.Millisecond)), diskmodel.ProbePasses, units.FormatDuration(bound.Round(100*time.Millisecond)))
 }
 
-// allDownLines name every moment a run of the plan has every server down (allow_all_down), once
-// each, with the runs it happens in when not all of them.
+// allDownLines name every moment a run of the plan has every server down (allow_all_down).
 func (pl *Plan) allDownLines() []string {
-	var order []string
-	runs := map[string][]int{}
-	combos := 0
-	for _, r := range pl.Runs {
-		if r.Round != 1 {
-			continue
-		}
-		combos++
-		for _, ad := range r.Playbook.AllDowns() {
+	return pl.eachRunLines(func(p *Playbook) []string {
+		var out []string
+		for _, ad := range p.AllDowns() {
 			entries := make([]string, len(ad.Entries))
 			for k, i := range ad.Entries {
 				entries[k] = fmt.Sprintf("timeline[%d]", i)
@@ -420,8 +417,53 @@ func (pl *Plan) allDownLines() []string {
 			if ad.Until >= 0 {
 				back = "the first back at +" + units.FormatDuration(ad.Until)
 			}
-			s := fmt.Sprintf("all %d servers down at +%s (%s; %s): nothing serves meanwhile, as allow_all_down allows",
-				r.Playbook.Cluster.Servers, units.FormatDuration(ad.At), strings.Join(entries, ", "), back)
+			out = append(out, fmt.Sprintf("all %d servers down at +%s (%s; %s): nothing serves meanwhile, as allow_all_down allows",
+				p.Cluster.Servers, units.FormatDuration(ad.At), strings.Join(entries, ", "), back))
+		}
+		return out
+	})
+}
+
+// cpuCrowdLines name, on the local target (every node one host: this machine), the moment a run's
+// CPU hogs ask for more busy threads at once than the machine has CPUs.
+func (pl *Plan) cpuCrowdLines() []string {
+	if pl.Target != "" && pl.Target != "local" {
+		return nil
+	}
+	cpus := pl.LocalCPUs
+	if cpus <= 0 {
+		cpus = runtime.NumCPU()
+	}
+	return pl.eachRunLines(func(p *Playbook) []string {
+		c, ok := p.CPUCrowd(cpus)
+		if !ok {
+			return nil
+		}
+		entries := make([]string, len(c.Entries))
+		for k, i := range c.Entries {
+			entries[k] = fmt.Sprintf("timeline[%d]", i)
+		}
+		nice := ""
+		if c.Nice < 0 {
+			nice = fmt.Sprintf(", down to nice %d (ahead of the engines)", c.Nice)
+		}
+		return []string{fmt.Sprintf("note: at +%s the CPU hogs %s spin %d threads at once%s on this machine's %d CPUs: the local target puts every node on it, so they crowd one another and every engine, not only the nodes they name",
+			units.FormatDuration(c.At), strings.Join(entries, ", "), c.Threads, nice, cpus)}
+	})
+}
+
+// eachRunLines are lines's lines for every combination of the plan (round 1), once each, with
+// the runs a line holds in when not all of them.
+func (pl *Plan) eachRunLines(lines func(p *Playbook) []string) []string {
+	var order []string
+	runs := map[string][]int{}
+	combos := 0
+	for _, r := range pl.Runs {
+		if r.Round != 1 {
+			continue
+		}
+		combos++
+		for _, s := range lines(r.Playbook) {
 			if _, ok := runs[s]; !ok {
 				order = append(order, s)
 			}

@@ -73,12 +73,14 @@ func (e entryView) Value(key, base string) string { return e.v(e.path+key, base)
 func (e entryView) Varies(key string) bool        { return isVaried(e.v, e.path+key) }
 func (e entryView) At() time.Duration             { return e.a.At }
 
-// downSpan is one node a timeline entry takes down (actions.Downer), by the nominal schedule: a
-// wait_for can only delay later entries, and a stack's power loss may keep a node away longer.
+// downSpan is one node a timeline entry takes down (actions.Downer), or holds while it lasts (a
+// lasting actions.Toucher), by the nominal schedule: a wait_for can only delay later entries,
+// and a stack's power loss may keep a node away longer.
 type downSpan struct {
 	idx         int    // the entry
 	node        string // as the entry names it: node-N or a role
 	kind        string // the entry's kind, for messages
+	layer       actions.Layer
 	from, until time.Duration
 }
 
@@ -89,50 +91,90 @@ func (d downSpan) downAt(t time.Duration) bool { return d.from <= t && (d.until 
 // that is up, so only node-N can name a node that is already down.
 func (d downSpan) sameNode(node string) bool { return d.node == node && actions.IsNodeN(node) }
 
-// downStep is one Downer entry as the timeline's state sees it: what it takes down, what is
-// already down at its offset, and how many servers that leaves down.
+// downStep is one entry as the timeline's state sees it: what it acts on and needs (touch), what
+// it takes down (down, nil for none), what is already down at its offset, and how many servers
+// that leaves down.
 type downStep struct {
 	idx   int
 	at    time.Duration
-	down  actions.Down
+	touch actions.Touch
+	down  *actions.Down
 	still []downSpan // down at its offset before it acts
-	again []downSpan // of still, those that hold a node the entry names (it cannot take it again)
+	again []downSpan // of still, those that have a layer the entry needs of a node-N it names down
+	held  []downSpan // lasting entries that need a layer this takes down of a node-N, meanwhile
 }
 
 // count is how many servers are down once the entry has acted.
-func (s downStep) count() int { return len(s.still) + len(s.down.Nodes) }
+func (s downStep) count() int {
+	if s.down == nil {
+		return len(s.still)
+	}
+	return len(s.still) + len(s.down.Nodes)
+}
+
+// touchOf is what an entry acts on and needs, and what it takes down: a Downer touches the nodes
+// it takes down, needing their links (a node that is down cannot be taken down again).
+func touchOf(spec actions.Spec) (actions.Touch, *actions.Down, bool) {
+	var down *actions.Down
+	if dn, ok := spec.(actions.Downer); ok {
+		d := dn.Down()
+		if len(d.Nodes) == 0 {
+			return actions.Touch{}, nil, false
+		}
+		if d.Takes == 0 {
+			d.Takes = actions.LayerLinks // down is at least out of the majority
+		}
+		down = &d
+	}
+	if t, ok := spec.(actions.Toucher); ok {
+		return t.Touches(), down, true
+	}
+	if down != nil {
+		return actions.Touch{Nodes: down.Nodes, Needs: actions.LayerLinks}, down, true
+	}
+	return actions.Touch{}, nil, false
+}
 
 // walkDowns is the one owner of "which nodes are down when": it walks p's timeline in order
-// and calls visit for each entry that takes nodes down (actions.Downer), with the spans down at
-// its offset. skip(i) leaves an entry out (a node reference that failed to check). An entry
-// that names a node already down adds nothing to the state, so a refused entry does not
-// cascade into problems of the entries after it.
-// It returns every span it added.
+// and calls visit for each entry that acts on nodes or takes them down (actions.Toucher,
+// actions.Downer), with the spans down at its offset. skip(i) leaves an entry out (a node
+// reference that failed to check). An entry refused here (again or held) adds nothing to the
+// state, so it does not cascade into problems of the entries after it.
+// It returns every span it took down.
 func walkDowns(p *Playbook, skip func(i int) bool, visit func(s downStep)) []downSpan {
-	var spans []downSpan
+	var spans, holds []downSpan
 	for i, a := range p.Timeline {
-		dn, ok := a.Spec.(actions.Downer)
-		if !ok || (skip != nil && skip(i)) {
+		t, d, ok := touchOf(a.Spec)
+		if !ok || slices.Contains(t.Nodes, "") || (skip != nil && skip(i)) {
 			continue
 		}
-		d := dn.Down()
-		if len(d.Nodes) == 0 || slices.Contains(d.Nodes, "") {
-			continue
-		}
-		s := downStep{idx: i, at: a.At, down: d}
+		s := downStep{idx: i, at: a.At, touch: t, down: d}
 		for _, o := range spans {
 			if !o.downAt(a.At) {
 				continue
 			}
 			s.still = append(s.still, o)
-			for _, n := range d.Nodes {
-				if o.sameNode(n) {
-					s.again = append(s.again, o)
+			if t.Needs > 0 && o.layer >= t.Needs && slices.ContainsFunc(t.Nodes, o.sameNode) {
+				s.again = append(s.again, o)
+			}
+		}
+		if d != nil {
+			for _, h := range holds {
+				if h.downAt(a.At) && d.Takes >= h.layer && slices.ContainsFunc(d.Nodes, h.sameNode) {
+					s.held = append(s.held, h)
 				}
 			}
 		}
 		visit(s)
-		if len(s.again) > 0 {
+		if len(s.again) > 0 || len(s.held) > 0 {
+			continue
+		}
+		if t.For > 0 && t.Needs > 0 {
+			for _, n := range t.Nodes {
+				holds = append(holds, downSpan{idx: i, node: n, kind: a.Kind, layer: t.Needs, from: a.At, until: a.At + t.For})
+			}
+		}
+		if d == nil {
 			continue
 		}
 		until := time.Duration(-1)
@@ -140,7 +182,7 @@ func walkDowns(p *Playbook, skip func(i int) bool, visit func(s downStep)) []dow
 			until = a.At + d.For
 		}
 		for _, n := range d.Nodes {
-			spans = append(spans, downSpan{idx: i, node: n, kind: a.Kind, from: a.At, until: until})
+			spans = append(spans, downSpan{idx: i, node: n, kind: a.Kind, layer: d.Takes, from: a.At, until: until})
 		}
 	}
 	return spans
@@ -158,7 +200,7 @@ type AllDown struct {
 func (p *Playbook) AllDowns() []AllDown {
 	var out []AllDown
 	walkDowns(p, nil, func(s downStep) {
-		if len(s.again) > 0 || s.count() < p.Cluster.Servers {
+		if s.down == nil || len(s.again) > 0 || len(s.held) > 0 || s.count() < p.Cluster.Servers {
 			return
 		}
 		ad := AllDown{At: s.at, Until: -1, Entries: []int{}}
@@ -185,4 +227,46 @@ func describeSpans(spans []downSpan) string {
 		names[k] = fmt.Sprintf("timeline[%d] %s", o.idx, o.node)
 	}
 	return strings.Join(names, ", ")
+}
+
+// CPUCrowd is the moment a timeline's CPU hogs (actions.Spinner) on one host ask for the most
+// busy threads at once, when that is more than the host has CPUs.
+type CPUCrowd struct {
+	At      time.Duration
+	Entries []int // the hogs spinning then
+	Threads int   // their busy threads together
+	Nice    int   // the lowest nice among them
+}
+
+// CPUCrowd is that moment of p's timeline with every node on one host of cpus CPUs (the local
+// target), if there is one.
+func (p *Playbook) CPUCrowd(cpus int) (CPUCrowd, bool) {
+	var best CPUCrowd
+	for _, a := range p.Timeline {
+		if _, ok := a.Spec.(actions.Spinner); !ok {
+			continue
+		}
+		// The busiest moment starts with a hog: sum those spinning when entry i starts.
+		c := CPUCrowd{At: a.At}
+		first := true
+		for j, b := range p.Timeline {
+			sp, ok := b.Spec.(actions.Spinner)
+			if !ok {
+				continue
+			}
+			s := sp.Spins(cpus)
+			if b.At > a.At || b.At+s.For <= a.At {
+				continue
+			}
+			c.Entries = append(c.Entries, j)
+			c.Threads += s.Threads
+			if first || s.Nice < c.Nice {
+				c.Nice, first = s.Nice, false
+			}
+		}
+		if c.Threads > best.Threads {
+			best = c
+		}
+	}
+	return best, best.Threads > cpus
 }

@@ -134,6 +134,8 @@ type Plan struct {
 	// BookStored, if set, says whether a run's book is already in the book store, so even the
 	// first run that needs it will install it rather than preload.
 	BookStored func(run *Playbook) bool `json:"-"`
+	// LocalCPUs are the local target's CPUs, which its every node shares (0: this machine's).
+	LocalCPUs int `json:"-"`
 }
 
 // PlannedRun is one run of a plan.

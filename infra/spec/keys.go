@@ -24,6 +24,11 @@ type Key struct {
 	Secret      bool   // stored encrypted in the stack config
 	Generated   bool   // `rig up` sets it when the stack config lacks it
 	Description string // one line, shown by Pulumi and in `rig validate` errors
+	// Example is one item of an array key, as errors about its shape show it.
+	Example string
+	// EmptyRefused says, for an array key, why a stack config may not give it as an empty list
+	// ("": it may).
+	EmptyRefused string
 }
 
 // Keys lists every config key the program reads, in the order plans print them.
@@ -38,7 +43,7 @@ var Keys = []Key{
 		Description: "the one AZ every node and volume lives in (single-az; under multi-az node-0's, availabilityZones[0]); empty means <aws:region>a"},
 	{Name: "placement", Type: TypeString, Default: "single-az",
 		Description: "single-az (every node in availabilityZone, one cluster placement group) or multi-az (three AZs, a subnet each, node-i in availabilityZones[i mod 3])"},
-	{Name: "availabilityZones", Type: TypeArray, Default: []string{},
+	{Name: "availabilityZones", Type: TypeArray, Default: []string{}, Example: "us-east-1a",
 		Description: "multi-az only: three distinct AZs of aws:region, e.g. [\"us-east-1a\", \"us-east-1b\", \"us-east-1c\"]; empty means <aws:region>a, b and c"},
 	{Name: "placementStrategy", Type: TypeString, Default: "",
 		Description: "the placement group's strategy: cluster (single-az, the only one allowed there), spread, partition or none (multi-az; a cluster group cannot span AZs); empty means cluster, or spread under multi-az"},
@@ -55,12 +60,13 @@ var Keys = []Key{
 		Description: "provisioned IOPS of the data volume (gp3 3,000-80,000; io2 100-256,000)"},
 	{Name: "volumeThroughput", Type: TypeInteger, Default: 1000,
 		Description: "gp3 throughput in MiB/s (125-1,000 with the pinned provider); ignored for io2"},
-	{Name: "dataVolumes", Type: TypeArray, Default: []string{},
-		Description: "several data volumes per node, each \"NAME type=gp3 size=GiB iops=N throughput=MiB/s\" (io2: no throughput); replaces the four volume keys above; a playbook picks one with disk.volume: NAME"},
+	{Name: "dataVolumes", Type: TypeArray, Default: []string{}, Example: dataVolumeExample,
+		EmptyRefused: "an empty list would quietly give every node the one default volume of the volume* keys; list the volumes, or remove rig:dataVolumes for that default",
+		Description:  "several data volumes per node, each \"NAME type=gp3 size=GiB iops=N throughput=MiB/s\" (io2: no throughput); replaces the four volume keys above; a playbook picks one with disk.volume: NAME"},
 	{Name: "rootVolumeSize", Type: TypeInteger, Default: 30, Description: "root volume (gp3) size in GiB"},
 	{Name: "clientDataVolume", Type: TypeBoolean, Default: false,
 		Description: "give the load-generator nodes a data volume like the servers'; by default they have only their root volume"},
-	{Name: "operatorCidrs", Type: TypeArray,
+	{Name: "operatorCidrs", Type: TypeArray, Example: "203.0.113.7/32",
 		Description: "CIDRs allowed to reach TCP 22, e.g. [\"203.0.113.7/32\"]; the only ingress from outside the cluster"},
 	{Name: "allowWideOperatorCidrs", Type: TypeBoolean, Default: false,
 		Description: "accept operatorCidrs that together cover more than a /8 (16,777,216 IPv4 addresses, or 1/256 of IPv6); never the whole address space"},

@@ -252,7 +252,8 @@ func FromConfig(stack, region string, raw map[string]string) (Spec, Problems) {
 		}
 		var out []string
 		if err := json.Unmarshal([]byte(v), &out); err != nil {
-			probs = append(probs, Problem{Field: name, Value: v, Allowed: `a list of strings, e.g. ["203.0.113.7/32"]`})
+			k, _ := KeyByName(name)
+			probs = append(probs, Problem{Field: name, Value: v, Allowed: fmt.Sprintf("a list of strings, e.g. [%q]", k.Example)})
 		}
 		return out
 	}

@@ -155,6 +155,11 @@ func ParseStackConfig(path string, data []byte) (*StackConfig, error) {
 				continue
 			}
 			sc.Positions[name] = pos(e.Value)
+			if seq, ok := e.Value.(*ast.SequenceNode); ok && len(seq.Values) == 0 && k.EmptyRefused != "" {
+				sc.Problems = append(sc.Problems, Problem{Field: name, Value: "[]", Pos: pos(e.Value),
+					Allowed: fmt.Sprintf("at least one item, e.g. [%q]", k.Example), Reason: k.EmptyRefused})
+				continue
+			}
 			if seq, ok := e.Value.(*ast.SequenceNode); ok {
 				// Each item of a list is a config item of its own (dataVolumes[1]): its
 				// problems point at it, not at the key.
@@ -350,7 +355,7 @@ func checkType(k Key, n ast.Node) error {
 		items, ok := v.([]any)
 		if !ok {
 			return fmt.Errorf("the Pulumi engine refuses this: %s must be of type array<string>; a JSON list in a string is a string. "+
-				"Set each item with pulumi config set --path '%s[0]' 203.0.113.7/32 (then [1], ...), or write a YAML list", k.Name, k.Name)
+				"Set each item with pulumi config set --path '%s[0]' %q (then [1], ...), or write a YAML list", k.Name, k.Name, k.Example)
 		}
 		for i, it := range items {
 			if _, ok := it.(string); !ok {
@@ -396,7 +401,7 @@ func ValueTypeError(k Key, value string) error {
 func typeAllowed(k Key) string {
 	switch k.Type {
 	case TypeArray:
-		return `a YAML list of strings, e.g. ["203.0.113.7/32"]`
+		return fmt.Sprintf("a YAML list of strings, e.g. [%q]", k.Example)
 	case TypeInteger:
 		return "an integer"
 	case TypeBoolean:

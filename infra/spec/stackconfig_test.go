@@ -300,3 +300,37 @@ func TestStackConfigNameGrammar(t *testing.T) {
 		t.Fatalf("%+v %v", sc, err)
 	}
 }
+
+// An empty rig:dataVolumes is refused where it stands (it would quietly mean the volume* keys'
+// one default volume), and a dataVolumes of the wrong shape is shown a dataVolumes example, not
+// another key's CIDR.
+func TestStackConfigDataVolumesShape(t *testing.T) {
+	for _, c := range []struct{ line, pos, want string }{
+		{"rig:dataVolumes: []", "Pulumi.t.yaml:2:20", `at least one item, e.g. ["gp3-1000 type=gp3 size=200 iops=4000 throughput=1000"]`},
+		{"rig:dataVolumes: {a: b}", "Pulumi.t.yaml:2:20", `a YAML list of strings, e.g. ["gp3-1000 type=gp3 size=200 iops=4000 throughput=1000"]`},
+		{"rig:dataVolumes: gp3-1000 type=gp3", "Pulumi.t.yaml:2:20", `pulumi config set --path 'dataVolumes[0]' "gp3-1000 type=gp3`},
+	} {
+		sc, err := ParseStackConfig("Pulumi.t.yaml", []byte("config:\n  "+c.line+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.line, err)
+		}
+		_, ps := sc.Spec()
+		got := ps.Field("dataVolumes").Errors()
+		if len(got) != 1 || got[0].Pos != c.pos || !strings.Contains(got[0].String(), c.want) || strings.Contains(got[0].String(), "203.0.113") {
+			t.Errorf("%s: problems %v; want one at %s saying %q", c.line, got, c.pos, c.want)
+		}
+	}
+	for _, k := range Keys {
+		if k.Type == TypeArray && k.Example == "" {
+			t.Errorf("array key %s has no Example: its shape errors would show none", k.Name)
+		}
+	}
+	// Leaving the key out keeps the default volume, without a word.
+	sc, err := ParseStackConfig("Pulumi.t.yaml", []byte("config:\n  rig:owner: alice\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ps := sc.Spec(); len(ps.Field("dataVolumes")) != 0 || len(s.Volumes()) != 1 || s.Volumes()[0].Name != DefaultVolumeName {
+		t.Errorf("no dataVolumes: problems %v, volumes %+v; want the default volume", ps.Field("dataVolumes"), s.Volumes())
+	}
+}

@@ -14,6 +14,9 @@ import (
 // has no dataVolumes list.
 const DefaultVolumeName = "data"
 
+// dataVolumeExample is one dataVolumes item, for messages.
+const dataVolumeExample = "gp3-1000 type=gp3 size=200 iops=4000 throughput=1000"
+
 // volumeDevices are the device names data volumes are attached at, in list order: AWS
 // recommends /dev/sd[f-p] for EBS volumes on Linux. On Nitro instances each shows up as an
 // NVMe device whose serial is the volume id, which is how the agent finds it.
@@ -97,7 +100,7 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 	}
 	var items []string
 	if err := json.Unmarshal([]byte(v), &items); err != nil {
-		return nil, Problems{{Field: "dataVolumes", Value: v, Allowed: `a list of strings, e.g. ["gp3-125 type=gp3 size=200 iops=3000 throughput=125"]`}}
+		return nil, Problems{{Field: "dataVolumes", Value: v, Allowed: fmt.Sprintf("a list of strings, e.g. [%q]", dataVolumeExample)}}
 	}
 	if len(items) == 0 {
 		return nil, nil
@@ -110,7 +113,7 @@ func parseDataVolumes(raw map[string]string) ([]DataVolume, Problems) {
 				Reason: "dataVolumes lists every data volume with its own type, size, IOPS and throughput; remove " + k})
 		}
 	}
-	const syntax = `"NAME type=gp3 size=GiB iops=N throughput=MiB/s" (io2: no throughput), e.g. "gp3-1000 type=gp3 size=200 iops=4000 throughput=1000"`
+	syntax := `"NAME type=gp3 size=GiB iops=N throughput=MiB/s" (io2: no throughput), e.g. "` + dataVolumeExample + `"`
 	if len(items) > MaxDataVolumes {
 		probs = append(probs, Problem{Field: "dataVolumes", Value: strconv.Itoa(len(items)) + " volumes",
 			Allowed: fmt.Sprintf("at most %d (one per device name %s..%s)", MaxDataVolumes, volumeDevices[0], volumeDevices[MaxDataVolumes-1])})
