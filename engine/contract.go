@@ -59,6 +59,11 @@ type Status struct {
 	// states than Role (Aeron Cluster's ElectionState name: CANVASS, NOMINATE, ..., CLOSED when
 	// no election is open); the hand-off timeline draws each as a span. Empty when it has none.
 	ElectionState string `json:"election_state,omitempty"`
+	// IgnoredProperties are configuration properties the engine was given but reads nowhere
+	// (Aeron: aeron.* system properties no configuration class of the running Aeron declares):
+	// a misspelt or retired name that would do nothing. The runner refuses the run before load,
+	// naming each and where it came from.
+	IgnoredProperties []string `json:"ignored_properties,omitempty"`
 	// Unsupported names the parts of the contract the engine does not provide (Unsupported*):
 	// rig check and the report say so instead of reading a zero as a value.
 	Unsupported []string `json:"unsupported,omitempty"`

@@ -38,6 +38,9 @@ func (r *run) effectBeforeReady() func(name string) error {
 		if st.Config == nil {
 			return nil // not answered since launch
 		}
+		if errs := r.ignoredProperties(name, st); len(errs) > 0 {
+			return fmt.Errorf("%w before the cluster was ready (phase %s): %w", ErrSettingNotInEffect, cmp.Or(st.Phase, "?"), errors.Join(errs...))
+		}
 		reported := driver.Values{}
 		for k, v := range asked {
 			if _, ok := st.Config[k]; ok {
@@ -81,6 +84,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 			continue
 		}
 		eff[n.Name] = st.Config
+		errs = append(errs, r.ignoredProperties(n.Name, st)...)
 		for _, e := range launch.SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
@@ -116,4 +120,46 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		r.leaderTimeout = table.LongestInEffect(driver.HeartbeatTimeout, eff)
 	}
 	return errors.Join(errs...)
+}
+
+// ignoredProperties names every property a server says it was given but reads nowhere
+// (engine.Status.IgnoredProperties), and where the playbook passed it: a -D that does nothing
+// would make a knob's row measure the default under the knob's name.
+func (r *run) ignoredProperties(name string, st engine.Status) []error {
+	var errs []error
+	for _, p := range st.IgnoredProperties {
+		errs = append(errs, fmt.Errorf("%s: %s is read by no configuration of the engine (GET /status ignored_properties): a misspelt or retired name "+
+			"would do nothing; it came from %s", name, p, r.passedFrom(p)))
+	}
+	return errs
+}
+
+// passedFrom says where the playbook's engine command passes the system property p: the
+// argument or environment variable that holds -Dp, with its position.
+func (r *run) passedFrom(p string) string {
+	c := r.pb.Engine.Command
+	if c == nil {
+		return "no engine.command of the playbook"
+	}
+	flag := "-D" + p
+	has := func(s string) bool {
+		for _, f := range strings.Fields(s) {
+			if f == flag || strings.HasPrefix(f, flag+"=") {
+				return true
+			}
+		}
+		return false
+	}
+	for i, a := range c.Args {
+		if has(a) {
+			path := fmt.Sprintf("engine.command.args[%d]", i)
+			return fmt.Sprintf("%s %q (%s)", path, a, r.pb.PosOf(path))
+		}
+	}
+	for _, e := range c.Env {
+		if k, v, _ := strings.Cut(e, "="); has(v) {
+			return fmt.Sprintf("engine.command.env %s (%s)", k, r.pb.PosOf("engine.command.env"))
+		}
+	}
+	return "no argument or variable of the playbook's engine.command: the engine's start script, its environment or its config file passed it"
 }
