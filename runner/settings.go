@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/runner/launch"
 )
@@ -110,6 +112,15 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 	r.mu.Unlock()
 	for _, c := range clamped {
 		r.warn("%s", c)
+	}
+	// Spinning idle strategies against the cores they share, said before load (and in the
+	// report): on the local target every server shares this machine.
+	cpus := 0
+	if r.inv != nil && r.inv.Target == inventory.TargetLocal {
+		cpus = runtime.NumCPU()
+	}
+	if w := r.pb.CoresWarning(cpus); w != "" && cpus > 0 {
+		r.warn("cores: %s", w)
 	}
 	if len(unsupported) > 0 {
 		// Named, so a zero the engine reports there (orders, say) is not read as a value.
