@@ -135,7 +135,7 @@ type Engine struct {
 
 type observed struct {
 	phase, role, snap, election string
-	at                time.Time // last poll (or launch) that showed these
+	at                          time.Time // last poll (or launch) that showed these
 }
 
 type proc struct {
