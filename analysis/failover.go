@@ -124,27 +124,7 @@ func (d *runData) failover(c leaderCause, at, limit int64, w LeaderWindow) Failo
 	if elected < 0 || !d.hasProbe {
 		return row
 	}
-	// Replies on the client's clock, in the order they arrived.
-	lo, hi := d.probeRange(at-int64(normalBaselineS*1e9), limit)
-	type reply struct{ done, lat int64 }
-	var replies []reply
-	for _, p := range d.probes[lo:hi] {
-		if p.Outcome == rundir.ProbeOK {
-			replies = append(replies, reply{p.IntendedNs + p.LatencyNs, p.LatencyNs})
-		}
-	}
-	slices.SortFunc(replies, func(a, b reply) int { return int(a.done - b.done) })
-	// The gap is the longest silence between two replies that overlaps [fault, new leader
-	// known]: not simply the replies either side of the election's role event, which the
-	// engine reports a little after it starts answering (a reply that beat the event made a
-	// 1 s failover's gap 3.56 ms).
-	last, first := int64(-1), int64(-1)
-	for i := 1; i < len(replies); i++ {
-		a, b := replies[i-1].done, replies[i].done
-		if a < elected && b > at && (first < 0 || b-a > first-last) {
-			last, first = a, b
-		}
-	}
+	last, first := d.longestSilence(at, elected, limit)
 	if last >= 0 && first >= 0 {
 		row.ClientGapMs = valPtr(nsToMs(first - last))
 	}
@@ -176,6 +156,30 @@ func (d *runData) failover(c leaderCause, at, limit int64, w LeaderWindow) Failo
 		}
 	}
 	return row
+}
+
+// longestSilence is the longest silence between two replies (on the client's clock: intended
+// send + latency, in the order they arrived) that overlaps [at, elected]: its last reply before
+// and first reply after, -1 when there is none. Not simply the replies either side of the
+// election's role event, which the engine reports a little after it starts answering (a reply
+// that beat the event made a 1 s failover's gap 3.56 ms).
+func (d *runData) longestSilence(at, elected, limit int64) (last, first int64) {
+	lo, hi := d.probeRange(at-int64(normalBaselineS*1e9), limit)
+	var replies []int64
+	for _, p := range d.probes[lo:hi] {
+		if p.Outcome == rundir.ProbeOK {
+			replies = append(replies, p.IntendedNs+p.LatencyNs)
+		}
+	}
+	slices.Sort(replies)
+	last, first = -1, -1
+	for i := 1; i < len(replies); i++ {
+		a, b := replies[i-1], replies[i]
+		if a < elected && b > at && (first < 0 || b-a > first-last) {
+			last, first = a, b
+		}
+	}
+	return last, first
 }
 
 // secondP99s is the p99 of each whole second of probes in [from, to) (intended send time) that

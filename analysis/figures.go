@@ -168,13 +168,29 @@ func (p Pooled) Get(key string) (stats.Sample, bool) {
 	return stats.Sample{}, false
 }
 
+// HandOffFigures are a leader hand-off's figures as the step-down guide defines them
+// (handoff.go), declared once: the step-down table's (StepDownFigures) and every hand-off's.
+// The service gap is the guide's metric of record.
+var HandOffFigures = []RowFigure[HandOffTimes]{
+	{Figure: Figure{Key: "service_gap", Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, Get: ms(func(r HandOffTimes) *float64 { return r.ServiceGapMs }),
+		Marks: func(r HandOffTimes) (before, after string) {
+			if r.ServiceGapFrom == GapFromProbes {
+				after = "²"
+			}
+			return "", after
+		}},
+	{Figure: Figure{Key: "detect", Label: "detection", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r HandOffTimes) *float64 { return r.DetectMs })},
+	{Figure: Figure{Key: "elect", Label: "election", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r HandOffTimes) *float64 { return r.ElectMs })},
+	{Figure: Figure{Key: "client_learn", Label: "client learns", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r HandOffTimes) *float64 { return r.ClientLearnMs })},
+}
+
 // StepDownFigures are a step-down's figures: report.md's columns, the sweep's step-down table,
-// its plots and rig compare. The service gap is the worst probe latency in the step-down's
-// window (summary.json keeps its older name, client_gap_ms); a failover's client gap is another
-// measure, the longest silence between replies (FailoverFigures).
-var StepDownFigures = []RowFigure[StepDownRow]{
+// its plots and rig compare. The worst probe latency in the step-down's window (summary.json
+// keeps its older names, gap and client_gap_ms) is beside the hand-off's figures; a failover's
+// client gap is another measure, the longest silence between replies (FailoverFigures).
+var StepDownFigures = append([]RowFigure[StepDownRow]{
 	{Figure: Figure{Key: "new_leader", Label: "new leader after", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r StepDownRow) *float64 { return r.NewLeaderMs })},
-	{Figure: Figure{Key: "gap", Label: "service gap", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, Get: ms(func(r StepDownRow) *float64 { return r.ClientGapMs }),
+	{Figure: Figure{Key: "gap", Label: "worst probe", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true, MeanCI: true}, Get: ms(func(r StepDownRow) *float64 { return r.ClientGapMs }),
 		Marks: func(r StepDownRow) (before, after string) {
 			if r.GapLowerBound {
 				before = "≥ "
@@ -187,6 +203,22 @@ var StepDownFigures = []RowFigure[StepDownRow]{
 			}
 			return before, after
 		}},
+}, lift(HandOffFigures, func(r StepDownRow) HandOffTimes { return r.HandOffTimes })...)
+
+// lift declares figures of a part (S) as figures of the rows that hold it (R).
+func lift[R, S any](figs []RowFigure[S], part func(R) S) []RowFigure[R] {
+	out := make([]RowFigure[R], 0, len(figs))
+	for _, f := range figs {
+		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }}
+		if f.Marks != nil {
+			g.Marks = func(r R) (string, string) { return f.Marks(part(r)) }
+		}
+		if f.None != nil {
+			g.None = func(r R) string { return f.None(part(r)) }
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // RestartFigures are a relaunch's figures beside its phases and latency windows.

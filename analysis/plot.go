@@ -90,11 +90,14 @@ func writePlots(runDir string, d *runData, s *Summary) ([]string, error) {
 	if len(d.nodes) > 0 && d.hasPhaseEvents() {
 		jobs = append(jobs, job{PlotNodes, func() (*plot.Plot, []legendItem, vg.Length, error) { return nodesPlot(d, s) }})
 	}
+	if len(s.HandOffs) > 0 {
+		jobs = append(jobs, job{PlotHandOff, func() (*plot.Plot, []legendItem, vg.Length, error) { return handOffPlot(s) }})
+	}
 	if series := d.diskSeries(); len(series) > 0 {
 		jobs = append(jobs, job{PlotDisk, func() (*plot.Plot, []legendItem, vg.Length, error) { return diskPlot(d, s, series) }})
 	}
 	// A plot this data no longer supports must not survive from an earlier analysis.
-	for _, rel := range []string{PlotLatency, PlotRestarts, PlotNodes, PlotDisk} {
+	for _, rel := range []string{PlotLatency, PlotRestarts, PlotNodes, PlotDisk, PlotHandOff} {
 		if !slices.ContainsFunc(jobs, func(j job) bool { return j.rel == rel }) {
 			os.Remove(filepath.Join(runDir, rel))
 		}

@@ -113,12 +113,14 @@ func renderReport(s *Summary) string {
 			pf(" %d | %d | %s |\n", r.WindowProbes, r.WindowLost, p50)
 		}
 		pf("\nNew leader after: from the step-down request to the next node reporting itself leader (as its change stream or the 20 ms polls reported it). " +
-			"Service gap: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
-			"it is what clients saw of the hand-off, the election and their reconnect to the new leader included (a failover's client gap, below, is the longest silence between replies). ¹ A snapshot window overlaps this one.\n\n")
+			"Worst probe: the worst latency of any post-warm-up probe whose intended send time lies in [request − 1 s, new leader + 1 s]; " +
+			"it is what clients saw of the hand-off, the election and their reconnect to the new leader included (a failover's client gap, below, is the longest silence between replies). ¹ A snapshot window overlaps this one. " +
+			"Service gap, detection, election, client learns: the hand-off as the step-down guide measures it (Hand-offs, below).\n\n")
 	}
 
 	if len(s.Failovers) > 0 {
 		writeFailovers(pf, s)
+		writeHandOffs(pf, s)
 	}
 
 	if len(s.Bursts) > 0 {
@@ -369,6 +371,8 @@ func plotTitle(rel string) string {
 		return "Engine phase per node over the run"
 	case PlotDisk:
 		return "Disk write throughput per server, with event markers"
+	case PlotHandOff:
+		return "Leader hand-offs: the client and each server on one clock, the service gap marked"
 	}
 	return rel
 }

@@ -28,6 +28,9 @@ type StepDownRow struct {
 	// UnplannedLeaderChange: another leader change than the one asked for happened in the
 	// window, so the gap may include an election.
 	UnplannedLeaderChange bool `json:"unplanned_leader_change,omitempty"`
+	// HandOffTimes are the hand-off's figures as the step-down guide defines them (handoff.go);
+	// the lanes are in the summary's hand-offs.
+	HandOffTimes
 }
 
 // stepDownRows builds one row per step_down action.

@@ -62,7 +62,10 @@ type Summary struct {
 	// election, client gap, back to normal; pooled over the run's faults.
 	Failovers      []FailoverRow `json:"failovers"`
 	FailoverPooled Pooled        `json:"failover_pooled,omitempty"`
-	Bursts         []BurstRow    `json:"bursts"` // one per micro-burst the load generator sent
+	// HandOffs: each failover as the step-down guide measures a hand-off (handoff.go): service
+	// gap, detection, election, client learning, and every server's states around it.
+	HandOffs []HandOff  `json:"hand_offs"`
+	Bursts   []BurstRow `json:"bursts"` // one per micro-burst the load generator sent
 	// Durability: every acknowledged order checked against what the servers hold at the end
 	// (durability.go); absent without a ledger. A lost acknowledged order leads the report.
 	Durability *Durability `json:"durability,omitempty"`

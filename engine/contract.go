@@ -55,6 +55,15 @@ type Status struct {
 	// state and hashes the last snapshot it took instead (every node takes it at one index); 0
 	// when the hash is of the applied state.
 	StateHashIndex uint64 `json:"state_hash_index,omitempty"`
+	// ElectionState is the engine's own state inside its election protocol, when it has finer
+	// states than Role (Aeron Cluster's ElectionState name: CANVASS, NOMINATE, ..., CLOSED when
+	// no election is open); the hand-off timeline draws each as a span. Empty when it has none.
+	ElectionState string `json:"election_state,omitempty"`
+	// IgnoredProperties are configuration properties the engine was given but reads nowhere
+	// (Aeron: aeron.* system properties no configuration class of the running Aeron declares):
+	// a misspelt or retired name that would do nothing. The runner refuses the run before load,
+	// naming each and where it came from.
+	IgnoredProperties []string `json:"ignored_properties,omitempty"`
 	// Unsupported names the parts of the contract the engine does not provide (Unsupported*):
 	// rig check and the report say so instead of reading a zero as a value.
 	Unsupported []string `json:"unsupported,omitempty"`

@@ -87,6 +87,7 @@ func (r *reader) engineCommand(p *Playbook, n ast.Node) {
 					continue
 				}
 				tmplPos[fmt.Sprintf("args[%d]", len(c.Args))] = r.nodePos(v)
+				r.pos[ipath] = r.nodePos(v) // PosOf names the argument a setting came from
 				c.Args = append(c.Args, s)
 			}
 		case "env":

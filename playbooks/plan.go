@@ -262,6 +262,9 @@ func (pl *Plan) Print(w io.Writer) {
 	if e.Command != nil {
 		line("", "command: %s, passing %s", e.Command.Binary, strings.Join(e.Command.Carries, ", "))
 	}
+	for _, w := range pl.CoresWarnings(pl.hostCPUs()) {
+		line("cores", "WARNING: %s", w)
+	}
 	if s := pl.diskModelLine(varied); s != "" {
 		line("disk", "%s", s)
 	}

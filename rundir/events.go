@@ -27,6 +27,7 @@ const (
 	KindPhase    Kind = "phase"    // Phase: an engine phase transition on Node
 	KindRole     Kind = "role"     // Role: an engine role transition on Node
 	KindSnapshot Kind = "snapshot" // Snapshot: Node finished (or restored) a snapshot
+	KindElection Kind = "election" // Election: the engine's election state changed on Node
 	KindNote     Kind = "note"     // Note: a warning, or a signal the agent sent
 )
 
@@ -110,6 +111,7 @@ type Event struct {
 	Phase    *PhaseChange
 	Role     *RoleChange
 	Snapshot *SnapshotTaken
+	Election *ElectionChange
 	Note     *Note
 
 	// legacySnap is a note that carried a snapshot action's index before the action did; only
@@ -228,6 +230,12 @@ type RoleChange struct {
 	From, To string
 }
 
+// ElectionChange is an engine's own election state changing (engine.Status.ElectionState), as
+// the agent saw it: finer than its role (Aeron Cluster's CANVASS, NOMINATE, ..., CLOSED).
+type ElectionChange struct {
+	From, To string
+}
+
 // SnapshotTaken is a node finishing a snapshot (or restoring one at launch: Restored), as its
 // engine reported it. From is the previous snapshot index, as text.
 type SnapshotTaken struct {
@@ -256,6 +264,8 @@ func (e Event) Kind() Kind {
 		return KindRole
 	case e.Snapshot != nil:
 		return KindSnapshot
+	case e.Election != nil:
+		return KindElection
 	case e.Note != nil:
 		return KindNote
 	}
@@ -277,6 +287,7 @@ type eventLine struct {
 	Action ActionName      `json:"action,omitempty"`
 	Phase  string          `json:"phase,omitempty"`
 	Role   string          `json:"role,omitempty"`
+	State  string          `json:"election_state,omitempty"`
 	From   string          `json:"from,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
 	Moves  LeaderMove      `json:"moves_leader,omitempty"`
@@ -318,6 +329,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		l.Role, l.From = e.Role.To, e.Role.From
 	case KindSnapshot:
 		l.From, detail = e.Snapshot.From, e.Snapshot.Snapshot
+	case KindElection:
+		l.State, l.From = e.Election.To, e.Election.From
 	case KindNote:
 		l.From, detail = e.Note.From, e.Note
 	default:
@@ -391,6 +404,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Phase.From, e.Phase.To = l.From, l.Phase
 	case KindRole:
 		e.Role = &RoleChange{From: l.From, To: l.Role}
+	case KindElection:
+		e.Election = &ElectionChange{From: l.From, To: l.State}
 	case KindSnapshot:
 		e.Snapshot = &SnapshotTaken{From: l.From}
 		if err := detail(&e.Snapshot.Snapshot); err != nil {
@@ -408,7 +423,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("unknown event kind %q (want run, action, phase, role, snapshot or note)", l.Kind)
+		return fmt.Errorf("unknown event kind %q (want run, action, phase, role, snapshot, election or note)", l.Kind)
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		{T: t0.Add(13), Note: &rundir.Note{Warning: "engine.sync_level read back as 1"}},
 		{T: t0.Add(14), Node: "node-0", Note: &rundir.Note{From: engine.PhaseReady, Signal: "TERM"}},
 		{T: t0.Add(15), Node: "node-0", Note: &rundir.Note{Text: "cpu: 3"}},
+		{T: t0.Add(16), Node: "node-1", Election: &rundir.ElectionChange{From: "CLOSED", To: "CANVASS"}},
 	}
 	path := filepath.Join(t.TempDir(), rundir.EventsFile)
 	log, err := rundir.CreateEventLog(path)

@@ -19,6 +19,7 @@ const (
 	TransPhase    TransitionKind = "phase"    // engine phase changed (To PhaseDown when the process died)
 	TransRole     TransitionKind = "role"     // raft role changed
 	TransSnapshot TransitionKind = "snapshot" // last_snapshot.index changed (From/To are the indexes)
+	TransElection TransitionKind = "election" // the engine's election state changed (Status.ElectionState)
 )
 
 // Transition is one change the agent saw on its node, stamped with the node's clock: a line of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
+	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/runner/launch"
 )
@@ -37,6 +39,9 @@ func (r *run) effectBeforeReady() func(name string) error {
 		st := r.srv(name).status
 		if st.Config == nil {
 			return nil // not answered since launch
+		}
+		if errs := r.ignoredProperties(name, st); len(errs) > 0 {
+			return fmt.Errorf("%w before the cluster was ready (phase %s): %w", ErrSettingNotInEffect, cmp.Or(st.Phase, "?"), errors.Join(errs...))
 		}
 		reported := driver.Values{}
 		for k, v := range asked {
@@ -81,6 +86,7 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 			continue
 		}
 		eff[n.Name] = st.Config
+		errs = append(errs, r.ignoredProperties(n.Name, st)...)
 		for _, e := range launch.SettingErrors(r.pb, state, st) {
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name, e))
 		}
@@ -107,6 +113,15 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 	for _, c := range clamped {
 		r.warn("%s", c)
 	}
+	// Spinning idle strategies against the cores they share, said before load (and in the
+	// report): on the local target every server shares this machine.
+	cpus := 0
+	if r.inv != nil && r.inv.Target == inventory.TargetLocal {
+		cpus = runtime.NumCPU()
+	}
+	if w := r.pb.CoresWarning(cpus); w != "" && cpus > 0 {
+		r.warn("cores: %s", w)
+	}
 	if len(unsupported) > 0 {
 		// Named, so a zero the engine reports there (orders, say) is not read as a value.
 		r.warn("not supported by the engine (GET /status unsupported): %s", strings.Join(slices.Sorted(maps.Keys(unsupported)), ", "))
@@ -116,4 +131,46 @@ func (r *run) verifyEngineConfig(ctx context.Context) error {
 		r.leaderTimeout = table.LongestInEffect(driver.HeartbeatTimeout, eff)
 	}
 	return errors.Join(errs...)
+}
+
+// ignoredProperties names every property a server says it was given but reads nowhere
+// (engine.Status.IgnoredProperties), and where the playbook passed it: a -D that does nothing
+// would make a knob's row measure the default under the knob's name.
+func (r *run) ignoredProperties(name string, st engine.Status) []error {
+	var errs []error
+	for _, p := range st.IgnoredProperties {
+		errs = append(errs, fmt.Errorf("%s: %s is read by no configuration of the engine (GET /status ignored_properties): a misspelt or retired name "+
+			"would do nothing; it came from %s", name, p, r.passedFrom(p)))
+	}
+	return errs
+}
+
+// passedFrom says where the playbook's engine command passes the system property p: the
+// argument or environment variable that holds -Dp, with its position.
+func (r *run) passedFrom(p string) string {
+	c := r.pb.Engine.Command
+	if c == nil {
+		return "no engine.command of the playbook"
+	}
+	flag := "-D" + p
+	has := func(s string) bool {
+		for _, f := range strings.Fields(s) {
+			if f == flag || strings.HasPrefix(f, flag+"=") {
+				return true
+			}
+		}
+		return false
+	}
+	for i, a := range c.Args {
+		if has(a) {
+			path := fmt.Sprintf("engine.command.args[%d]", i)
+			return fmt.Sprintf("%s %q (%s)", path, a, r.pb.PosOf(path))
+		}
+	}
+	for _, e := range c.Env {
+		if k, v, _ := strings.Cut(e, "="); has(v) {
+			return fmt.Sprintf("engine.command.env %s (%s)", k, r.pb.PosOf("engine.command.env"))
+		}
+	}
+	return "no argument or variable of the playbook's engine.command: the engine's start script, its environment or its config file passed it"
 }

@@ -70,6 +70,8 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 		ev.Phase = &rundir.PhaseChange{From: t.From, To: t.To, Exit: t.Exit}
 	case rundir.TransRole:
 		ev.Role = &rundir.RoleChange{From: t.From, To: t.To}
+	case rundir.TransElection:
+		ev.Election = &rundir.ElectionChange{From: t.From, To: t.To}
 	case rundir.TransSnapshot:
 		ev.Snapshot = &rundir.SnapshotTaken{From: t.From}
 		if t.Status != nil && t.Status.LastSnapshot != nil {

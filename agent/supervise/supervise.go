@@ -134,8 +134,8 @@ type Engine struct {
 }
 
 type observed struct {
-	phase, role, snap string
-	at                time.Time // last poll (or launch) that showed these
+	phase, role, snap, election string
+	at                          time.Time // last poll (or launch) that showed these
 }
 
 type proc struct {
@@ -615,6 +615,7 @@ func (e *Engine) observe(p *proc, st *engine.Status, t, prevT time.Time) {
 		{rundir.TransPhase, prev.phase, st.Phase},
 		{rundir.TransRole, prev.role, st.Role},
 		{rundir.TransSnapshot, prev.snap, snap},
+		{rundir.TransElection, prev.election, st.ElectionState},
 	} {
 		if c.from != c.to {
 			tr := base
@@ -622,7 +623,7 @@ func (e *Engine) observe(p *proc, st *engine.Status, t, prevT time.Time) {
 			e.record(tr)
 		}
 	}
-	e.obs = observed{phase: st.Phase, role: st.Role, snap: snap, at: t}
+	e.obs = observed{phase: st.Phase, role: st.Role, snap: snap, election: st.ElectionState, at: t}
 	e.last, e.lastAt = st, t
 	if !p.carried && len(p.carry) > 0 {
 		// The process answers for itself now: whatever wrapper started it has exec'd.
