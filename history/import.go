@@ -165,32 +165,34 @@ func (im *importer) run(ctx context.Context, path, folder string) error {
 	return im.add(ctx, r)
 }
 
-// importArchive verifies and unpacks each archived run in turn into a temporary folder, and
-// reads it.
+// importArchive verifies and unpacks each archived run in turn into a folder of its own
+// (os.MkdirTemp; archive.Fetch writes only inside it, through an os.Root), reads it, and removes
+// that folder and nothing else.
 func importArchive(ctx context.Context, im *importer, dest archive.Dest, ids []string) error {
 	sort.Strings(ids)
-	tmp, err := os.MkdirTemp(im.o.TmpDir, "rig-history-")
-	if err != nil {
-		return fmt.Errorf("unpack archives: %w", err)
-	}
-	defer os.RemoveAll(tmp)
 	for _, id := range ids {
-		name := dest.String() + archive.ArchiveName(id)
-		if _, err := archive.Fetch(ctx, dest, id, tmp); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			im.skip(name, err.Error())
-			continue
-		}
-		if err := im.run(ctx, filepath.Join(tmp, id), name); err != nil {
-			return err
-		}
-		if err := os.RemoveAll(filepath.Join(tmp, id)); err != nil {
+		if err := im.archived(ctx, dest, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (im *importer) archived(ctx context.Context, dest archive.Dest, id string) error {
+	name := dest.String() + archive.ArchiveName(id)
+	tmp, err := os.MkdirTemp(im.o.TmpDir, "rig-history-")
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", name, err)
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := archive.Fetch(ctx, dest, id, tmp); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		im.skip(name, err.Error())
+		return nil
+	}
+	return im.run(ctx, filepath.Join(tmp, id), name)
 }
 
 // Rebuild imports roots into a fresh index written beside path and renamed over it once every
