@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // registers "sqlite"
 )
 
@@ -166,10 +167,21 @@ func lockIndex(path string, how int) (*os.File, error) {
 	return f, nil
 }
 
+// How open opens the file.
+type openMode int
+
+const (
+	modeRW openMode = iota
+	modeRO
+	// modeImmutable: read-only on a read-only mount, where SQLite cannot make the -shm a WAL index
+	// needs; only when there is no -wal, so the file holds every committed row.
+	modeImmutable
+)
+
 // dsn is the SQLite URI that opens exactly the file at path: the path is made absolute and
 // percent-encoded, so a ? # % or & in it is part of the name, never a URI parameter (?mode=memory)
 // or fragment; the parameters are rig's alone.
-func dsn(path string, readOnly bool) (string, error) {
+func dsn(path string, mode openMode) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -186,15 +198,27 @@ func dsn(path string, readOnly bool) (string, error) {
 	}
 	// foreign keys for the cascades; a writer's WAL lets readers go on while `rig run` adds a run.
 	b.WriteString("?_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)")
-	if readOnly {
-		b.WriteString("&mode=ro&_pragma=query_only(1)")
-	} else {
+	switch mode {
+	case modeRW:
 		b.WriteString("&mode=rwc&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	case modeRO:
+		b.WriteString("&mode=ro&_pragma=query_only(1)")
+	case modeImmutable:
+		b.WriteString("&mode=ro&immutable=1&_pragma=query_only(1)")
 	}
 	return b.String(), nil
 }
 
 func open(path string, readOnly bool) (*Index, error) {
+	mode := modeRW
+	if readOnly {
+		mode = modeImmutable
+		if _, err := os.Stat(path + "-wal"); err == nil {
+			mode = modeRO
+		} else if err := unix.Access(filepath.Dir(path), unix.W_OK); err == nil {
+			mode = modeRO
+		}
+	}
 	// Only a regular file (or, for a writer, none yet): a symlink, FIFO or device named as the
 	// index is refused before SQLite opens it, at the path SQLite opens (dsn).
 	fi, err := os.Lstat(path)
@@ -206,7 +230,7 @@ func open(path string, readOnly bool) (*Index, error) {
 	case readOnly && fi.Size() == 0:
 		return nil, fmt.Errorf("results index %s: %w (an empty file)", path, ErrEmpty)
 	}
-	name, err := dsn(path, readOnly)
+	name, err := dsn(path, mode)
 	if err != nil {
 		return nil, fmt.Errorf("results index %s: %w", path, err)
 	}
