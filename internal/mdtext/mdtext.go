@@ -53,18 +53,25 @@ func clean(s string) bool {
 const mdSpecial = "\\`*_[]<>&|$~"
 
 // Inline is s as Markdown inline text, safe in a paragraph, a list item, a heading or a table
-// cell: Plain, then every character of mdSpecial escaped, and a leading # + - = escaped so that
-// text at the start of a line is not a heading or a list.
+// cell: Plain, then every character of mdSpecial escaped (but an underscore inside a word), and
+// a leading # + - = escaped so that text at the start of a line is not a heading or a list.
 func Inline(s string) string {
 	s = Plain(s)
 	var b strings.Builder
 	for i, r := range s {
-		if strings.ContainsRune(mdSpecial, r) || i == 0 && strings.ContainsRune("#+-=", r) {
+		if strings.ContainsRune(mdSpecial, r) && !intraword(s, i) || i == 0 && strings.ContainsRune("#+-=", r) {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// intraword says whether s[i] is an underscore between two letters or digits (sync_level):
+// CommonMark never opens or closes emphasis there, so it is left as written.
+func intraword(s string, i int) bool {
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+	return s[i] == '_' && i > 0 && i+1 < len(s) && alnum(s[i-1]) && alnum(s[i+1])
 }
 
 // Code is s as a Markdown code span, fences included: Plain, fenced by one more backtick than
@@ -97,4 +104,32 @@ func Path(p string) string {
 		parts[i] = strings.ReplaceAll(url.PathEscape(e), ":", "%3A")
 	}
 	return strings.Join(parts, "/")
+}
+
+// Block is s as a fenced Markdown code block, fences and final newline included: each line
+// Plain, the fence one backtick longer than the longest run of them in s (three at least), so no
+// line of s closes it.
+func Block(s string) string {
+	lines := strings.Split(s, "\n")
+	longest := 2
+	for i, l := range lines {
+		lines[i] = Plain(l)
+		run := 0
+		for _, r := range lines[i] {
+			if r == '`' {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	return fence + "\n" + strings.Join(lines, "\n") + "\n" + fence + "\n"
+}
+
+// CodeCell is Code for a table cell: GitHub splits cells at a | even inside a code span, and
+// reads \| there as a |.
+func CodeCell(s string) string {
+	return strings.ReplaceAll(Code(s), "|", `\|`)
 }

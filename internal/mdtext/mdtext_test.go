@@ -32,6 +32,7 @@ func TestInline(t *testing.T) {
 		"**bold** _em_ `code` ~~s~~ $m$ &amp;": `\*\*bold\*\* \_em\_ \` + "`code\\`" + ` \~\~s\~\~ \$m\$ \&amp;`,
 		"two\n# lines":                         `two\\x0a# lines`,
 		`back\slash`:                           `back\\slash`,
+		"engine.sync_level=2 _x_ a_":           `engine.sync_level=2 \_x\_ a\_`,
 		"<javascript:alert(1)>":                `\<javascript:alert(1)\>`,
 	} {
 		if got := Inline(in); got != want {
@@ -63,5 +64,20 @@ func TestPathIsNeverAURL(t *testing.T) {
 	}
 	if got := Path("../20250601-120000-x/report.md"); got != "../20250601-120000-x/report.md" {
 		t.Errorf("an ordinary path changed: %q", got)
+	}
+}
+
+func TestBlock(t *testing.T) {
+	if got, want := Block("exit 1\n```\n# not a heading"), "````\nexit 1\n```\n# not a heading\n````\n"; got != want {
+		t.Errorf("Block = %q, want %q", got, want)
+	}
+	if got, want := Block("plain"), "```\nplain\n```\n"; got != want {
+		t.Errorf("Block = %q, want %q", got, want)
+	}
+}
+
+func TestCodeCell(t *testing.T) {
+	if got, want := CodeCell("a|b"), "`a\\|b`"; got != want {
+		t.Errorf("CodeCell = %q, want %q", got, want)
 	}
 }
