@@ -24,6 +24,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -95,10 +96,10 @@ func ArchiveAll(ctx context.Context, dest Dest, runs []string, w io.Writer) erro
 			return err
 		}
 		for _, s := range m.Skipped {
-			fmt.Fprintf(w, "%s: skipped %s: %s\n", run, s.Path, s.Why)
+			fmt.Fprintf(w, "%s: skipped %s: %s\n", mdtext.Plain(run), mdtext.Plain(s.Path), s.Why)
 		}
 		fmt.Fprintf(w, "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
-			run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
+			mdtext.Plain(run), mdtext.Plain(dest.String()), m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
 	}
 	return nil
 }
@@ -364,7 +365,7 @@ func read(ctx context.Context, dest Dest, runID string, out *os.Root) (Manifest,
 	}
 	defer ar.Close()
 	sum := sha256.New()
-	counted := &countReader{r: io.TeeReader(ar, sum)}
+	counted := &countReader{r: io.TeeReader(ctxReader{ctx, ar}, sum)} // a signal stops a long unpack
 	files, err := checkTar(counted, m, out)
 	if err != nil {
 		return Manifest{}, err

@@ -223,7 +223,8 @@ func newHistoryCmd() *cobra.Command {
 			"playbook hash and settings, machine, rig and engine versions, load average and every summary figure\n" +
 			"with n and spread; `rig history import` rebuilds it from run folders or archives (docs/results.md).\n\n" +
 			"Without a subcommand: list the runs the filters select, oldest first.",
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it only reads
 		RunE: func(cmd *cobra.Command, args []string) error {
 			x, f, err := h.openFiltered()
 			if err != nil {
@@ -356,8 +357,9 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 
 func historyTableCmd(h *historyFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "table FIGURE",
-		Short: "One figure of every selected run over time: its values with n and spread",
+		Use:         "table FIGURE",
+		Short:       "One figure of every selected run over time: its values with n and spread",
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it only reads
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("%w: table takes one FIGURE, e.g. snapshot.take (rig history trend lists them when it is unknown)", errUsage)
