@@ -118,8 +118,7 @@ var (
 const LockSuffix = ".lock"
 
 // Open opens the index at path to add to it, creating it (and its folder) when there is none,
-// and holds its lock shared until Close: a rebuild (Rebuild) waits for no writer and refuses
-// while one is open.
+// and holds its lock shared until Close, so that a rebuild (Rebuild) refuses while it is open.
 func Open(path string) (*Index, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("results index %s: %w", path, err)
