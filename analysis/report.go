@@ -12,6 +12,7 @@ import (
 	"github.com/rig-dev/rig/stats"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/mdtext"
 )
 
 // renderReport writes report.md: the tables (snapshot take and client pause with
@@ -25,12 +26,12 @@ func renderReport(s *Summary) string {
 	if title == "" {
 		title = "(playbook unknown)"
 	}
-	pf("# Run %s — %s (%s)\n\n", s.RunID, title, s.Status)
+	pf("# Run %s — %s (%s)\n\n", mdtext.Inline(s.RunID), mdtext.Inline(title), mdtext.Inline(s.Status))
 	if s.Error != "" {
-		pf("**Run error:**\n\n```\n%s\n```\n\n", s.Error)
+		pf("**Run error:**\n\n%s\n", mdtext.Block(s.Error))
 	}
 	if s.StatusReason != "" {
-		pf("**Failed:** %s.\n\n", s.StatusReason)
+		pf("**Failed:** %s.\n\n", mdtext.Inline(s.StatusReason))
 	}
 	if du := s.Durability; du != nil && du.Lost > 0 {
 		pf("**Acknowledged orders lost: %d of %d** (%s, sync level %s) — see [Durability](#durability).\n\n", du.Lost, du.Acked, du.Faults, syncCell(du.SyncLevel))
@@ -40,7 +41,7 @@ func renderReport(s *Summary) string {
 		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
 	}
 	for _, na := range s.NotApplied {
-		pf("**%s = %s had no effect: not applied** (%s).\n\n", na.Setting, na.Value, na.Reason)
+		pf("**%s = %s had no effect: not applied** (%s).\n\n", mdtext.Inline(na.Setting), mdtext.Inline(na.Value), mdtext.Inline(na.Reason))
 	}
 
 	nodes := slices.Sorted(maps.Keys(s.Nodes))
@@ -214,10 +215,10 @@ func renderReport(s *Summary) string {
 		for _, n := range slices.Sorted(maps.Keys(du.Nodes)) {
 			nd := du.Nodes[n]
 			if nd.Missing {
-				pf("| %s | no answer | | |\n", n)
+				pf("| %s | no answer | | |\n", mdtext.Inline(n))
 				continue
 			}
-			pf("| %s | %d | %d | %d |\n", n, nd.Held, nd.Lost, nd.Unknown)
+			pf("| %s | %d | %d | %d |\n", mdtext.Inline(n), nd.Held, nd.Lost, nd.Unknown)
 		}
 		pf("\n")
 		if len(du.LostIDs) > 0 {
@@ -245,10 +246,10 @@ func renderReport(s *Summary) string {
 		for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
 			f := s.Nodes[n]
 			if f.StatusMissing {
-				pf("| %s | — | — | — | — | (no status.json) |\n", n)
+				pf("| %s | — | — | — | — | (no status.json) |\n", mdtext.Inline(n))
 				continue
 			}
-			pf("| %s | %s | %s | %d | %d | `%s` |\n", n, orDash(f.Role), orDash(f.Phase), f.AppliedIndex, f.Orders, orDash(f.StateHash))
+			pf("| %s | %s | %s | %d | %d | %s |\n", mdtext.Inline(n), mdtext.Inline(orDash(f.Role)), mdtext.Inline(orDash(f.Phase)), f.AppliedIndex, f.Orders, mdtext.CodeCell(orDash(f.StateHash)))
 		}
 		agree := "**no**"
 		if s.StateHashAgree {
@@ -298,7 +299,7 @@ func renderReport(s *Summary) string {
 		pf("None.\n\n")
 	}
 	for _, w := range s.Warnings {
-		pf("- %s\n", w)
+		pf("- %s\n", mdtext.Inline(w))
 	}
 	if len(s.Warnings) > 0 {
 		pf("\n")
@@ -307,7 +308,7 @@ func renderReport(s *Summary) string {
 	if len(s.Plots) > 0 {
 		pf("## Plots\n\n")
 		for _, p := range s.Plots {
-			pf("![%s](%s)\n\n", plotTitle(p), p)
+			pf("![%s](%s)\n\n", mdtext.Inline(plotTitle(p)), mdtext.Path(p))
 		}
 	}
 
@@ -350,13 +351,13 @@ func writeStages(b *strings.Builder, s *Summary) {
 			if bk.BuiltBy != "" {
 				by = "run " + bk.BuiltBy
 			}
-			pf("Book: %s resting orders **reused** — stored book `%s` (first built by %s) installed in every server's snapshots folder, not preloaded; state hash `%s`.\n\n",
-				fmtCount(bk.Orders), bk.Key, by, orDash(bk.StateHash))
+			pf("Book: %s resting orders **reused** — stored book %s (first built by %s) installed in every server's snapshots folder, not preloaded; state hash %s.\n\n",
+				fmtCount(bk.Orders), mdtext.Code(bk.Key), mdtext.Inline(by), mdtext.Code(orDash(bk.StateHash)))
 		case bk.Stored:
-			pf("Book: %s resting orders preloaded through the log; stored as `%s` (state hash `%s`, written in %s) for later runs with the same book.\n\n",
-				fmtCount(bk.Orders), bk.Key, orDash(bk.StateHash), fmtS(bk.StoreS))
+			pf("Book: %s resting orders preloaded through the log; stored as %s (state hash %s, written in %s) for later runs with the same book.\n\n",
+				fmtCount(bk.Orders), mdtext.Code(bk.Key), mdtext.Code(orDash(bk.StateHash)), fmtS(bk.StoreS))
 		default:
-			pf("Book: %s resting orders preloaded through the log (book `%s`); not stored: %s.\n\n", fmtCount(bk.Orders), bk.Key, orDash(bk.NotStored))
+			pf("Book: %s resting orders preloaded through the log (book %s); not stored: %s.\n\n", fmtCount(bk.Orders), mdtext.Code(bk.Key), mdtext.Inline(orDash(bk.NotStored)))
 		}
 	}
 }
@@ -583,14 +584,14 @@ func setupSection(s *Summary) string {
 		if len(p.Zones.Zones) > 0 {
 			parts = append(parts, "between zones "+p.Zones.Between.String()+" each way")
 		}
-		pf("Placement: %s.\n\n", strings.Join(parts, " · "))
+		pf("Placement: %s.\n\n", mdtext.Inline(strings.Join(parts, " · ")))
 	}
 	if len(s.DiskModels) > 0 {
 		pf("Disk model under each server's data, probed before load (docs/disks.md):\n\n")
 		pf("| node | asked | throughput | 4 KiB IOPS | sync after 4 KiB | + per MiB | load avg |\n|---|---|---|---|---|---|---|\n")
 		for _, n := range slices.Sorted(maps.Keys(s.DiskModels)) {
 			r := s.DiskModels[n]
-			pf("| %s | %s | %.1f MB/s | %.0f | %s | %s | %s |\n", n, r.Asked, r.Achieved.ThroughputBps/1e6, r.Achieved.IOPS,
+			pf("| %s | %s | %.1f MB/s | %.0f | %s | %s | %s |\n", mdtext.Inline(n), r.Asked, r.Achieved.ThroughputBps/1e6, r.Achieved.IOPS,
 				r.Achieved.SyncLatency.Round(10*time.Microsecond), r.Achieved.SyncPerMiB.Round(10*time.Microsecond), loadCell(r.LoadAvg))
 		}
 		pf("\n")
@@ -612,7 +613,7 @@ func setupSection(s *Summary) string {
 				prov += fmt.Sprintf(" %d MiB/s, %d IOPS", c.Provisioned.ThroughputMiBps, c.Provisioned.IOPS)
 			}
 			m := c.Measured
-			pf("| %s | %s | %s | %.0f MB/s | %.0f | %.0f / %.0f µs | %s | %.2f |\n", n, c.Volume, prov, m.SeqWriteMBps, m.RandWriteIOPS, m.SyncMeanUs, m.SyncP99Us, held, m.LoadAvg)
+			pf("| %s | %s | %s | %.0f MB/s | %.0f | %.0f / %.0f µs | %s | %.2f |\n", mdtext.Inline(n), mdtext.Inline(c.Volume), mdtext.Inline(prov), m.SeqWriteMBps, m.RandWriteIOPS, m.SyncMeanUs, m.SyncP99Us, held, m.LoadAvg)
 		}
 		pf("\n")
 	}
@@ -634,7 +635,7 @@ func setupSection(s *Summary) string {
 			if q, ok := under[[2]string{p.From, p.To}]; ok {
 				u = rtt(q)
 			}
-			pf("| %s | %s | %s | %s | %s |\n", p.From, p.To, p.Probe.Set, rtt(p), u)
+			pf("| %s | %s | %s | %s | %s |\n", mdtext.Inline(p.From), mdtext.Inline(p.To), p.Probe.Set, rtt(p), u)
 		}
 		pf("\n")
 	}

@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/rig-dev/rig/internal/atomicfile"
+
+	"github.com/rig-dev/rig/internal/mdtext"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // ManifestVersion is the version of the manifest format.
@@ -80,7 +82,7 @@ func ManifestName(runID string) string { return runID + ".manifest.json" }
 
 // Options of Archive.
 type Options struct {
-	RunDir string // results/<run-id>; its base name is the run id
+	RunDir string // results/<run-id>; its name (once made absolute) is the run id
 	Dest   Dest
 	TmpDir string // where the archive is staged before upload; "" means os.TempDir()
 	Logger *slog.Logger
@@ -94,10 +96,10 @@ func ArchiveAll(ctx context.Context, dest Dest, runs []string, w io.Writer) erro
 			return err
 		}
 		for _, s := range m.Skipped {
-			fmt.Fprintf(w, "%s: skipped %s: %s\n", run, s.Path, s.Why)
+			fmt.Fprintf(w, "%s: skipped %s: %s\n", mdtext.Plain(run), mdtext.Plain(s.Path), s.Why)
 		}
 		fmt.Fprintf(w, "%s -> %s%s: %d files, %d bytes, sha256 %s, verified\n",
-			run, dest, m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
+			mdtext.Plain(run), mdtext.Plain(dest.String()), m.Archive, len(m.Files), m.ArchiveSize, m.ArchiveSHA256)
 	}
 	return nil
 }
@@ -109,7 +111,10 @@ func Archive(ctx context.Context, o Options) (Manifest, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	runID := filepath.Base(filepath.Clean(o.RunDir))
+	runID, err := RunIDOf(o.RunDir)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("archive %s: %w", o.RunDir, err)
+	}
 	st, err := os.Stat(o.RunDir)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("archive %s: %w", o.RunDir, err)
@@ -150,7 +155,22 @@ func Archive(ctx context.Context, o Options) (Manifest, error) {
 	return m, nil
 }
 
-// Pack writes dir as a tar.zst to w, every path prefixed with the folder's base name, and returns
+// RunIDOf is the run id of a run folder: the name of the folder the path leads to (so
+// RUN/node-0/.. is RUN), refused unless it is a run id (rundir.CheckRunID): an archive's name
+// and every path in it are made of it.
+func RunIDOf(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	id := filepath.Base(abs)
+	if err := rundir.CheckRunID(id); err != nil {
+		return "", fmt.Errorf("the folder's name is %w", err)
+	}
+	return id, nil
+}
+
+// Pack writes dir as a tar.zst to w, every path prefixed with the folder's run id, and returns
 // the manifest of what it wrote. Regular files and folders are archived, on dir's own filesystem
 // only (as tar --one-file-system). What a run leaves that holds no data is skipped and named in
 // Manifest.Skipped: sockets, FIFOs and devices (a killed run's control sockets), a mount that
@@ -158,7 +178,10 @@ func Archive(ctx context.Context, o Options) (Manifest, error) {
 // on (a live disk model's: its data is in disk.backing beside it). A symlink is refused rather
 // than followed or archived half.
 func Pack(ctx context.Context, dir string, w io.Writer) (Manifest, error) {
-	runID := filepath.Base(filepath.Clean(dir))
+	runID, err := RunIDOf(dir)
+	if err != nil {
+		return Manifest{}, err
+	}
 	m := Manifest{Version: ManifestVersion, RunID: runID, CreatedAt: time.Now().UTC(), Archive: ArchiveName(runID)}
 	sum := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(w, sum)}
@@ -288,20 +311,36 @@ func addFile(tw *tar.Writer, src, name string, info fs.FileInfo, m *Manifest) er
 // Verify reads the manifest and the archive back from dest and checks the archive's size and
 // sha256 and every file's size and sha256 against the manifest.
 func Verify(ctx context.Context, dest Dest, runID string) (Manifest, error) {
-	return read(ctx, dest, runID, "")
+	return read(ctx, dest, runID, nil)
 }
 
-// Fetch verifies an archive like Verify and extracts it under outDir (as outDir/<run-id>/...).
-// Files are written only after their digest matched; a corrupt archive leaves partial output
-// behind, which the returned ErrCorrupt says not to trust.
+// Fetch verifies an archive like Verify and extracts it under outDir (as outDir/<run-id>/...),
+// through an os.Root of outDir: nothing is written outside it. The run id and every path the
+// manifest lists are checked before anything is written; each file is written only after its
+// digest matched. A corrupt archive leaves partial output behind, which the returned ErrCorrupt
+// says not to trust.
 func Fetch(ctx context.Context, dest Dest, runID, outDir string) (Manifest, error) {
 	if outDir == "" {
 		return Manifest{}, errors.New("fetch: empty output folder")
 	}
-	return read(ctx, dest, runID, outDir)
+	if err := rundir.CheckRunID(runID); err != nil {
+		return Manifest{}, fmt.Errorf("fetch %s: %w", dest, err)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return Manifest{}, fmt.Errorf("fetch %s: %w", runID, err)
+	}
+	root, err := os.OpenRoot(outDir)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("fetch %s: %w", runID, err)
+	}
+	defer root.Close()
+	return read(ctx, dest, runID, root)
 }
 
-func read(ctx context.Context, dest Dest, runID, outDir string) (Manifest, error) {
+func read(ctx context.Context, dest Dest, runID string, out *os.Root) (Manifest, error) {
+	if err := rundir.CheckRunID(runID); err != nil {
+		return Manifest{}, fmt.Errorf("read %s: %w", dest, err)
+	}
 	mr, err := dest.Get(ctx, ManifestName(runID))
 	if err != nil {
 		return Manifest{}, fmt.Errorf("read manifest of %s: %w", runID, err)
@@ -315,14 +354,19 @@ func read(ctx context.Context, dest Dest, runID, outDir string) (Manifest, error
 	if m.RunID != runID || m.Archive != ArchiveName(runID) {
 		return Manifest{}, fmt.Errorf("%w: manifest names run %q archive %q, want %q", ErrCorrupt, m.RunID, m.Archive, runID)
 	}
+	for _, f := range m.Files {
+		if err := inside(runID, f.Path); err != nil {
+			return Manifest{}, fmt.Errorf("%w: manifest of %s: %v", ErrCorrupt, runID, err)
+		}
+	}
 	ar, err := dest.Get(ctx, m.Archive)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("read %s: %w", m.Archive, err)
 	}
 	defer ar.Close()
 	sum := sha256.New()
-	counted := &countReader{r: io.TeeReader(ar, sum)}
-	files, err := checkTar(counted, m, outDir)
+	counted := &countReader{r: io.TeeReader(ctxReader{ctx, ar}, sum)} // a signal stops a long unpack
+	files, err := checkTar(counted, m, out)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -342,9 +386,18 @@ func read(ctx context.Context, dest Dest, runID, outDir string) (Manifest, error
 	return m, nil
 }
 
+// inside says why p (slash-separated, as in the archive) is not a path inside the run's folder:
+// it must be the folder or below it, written as Pack writes it (clean, relative, no "..").
+func inside(runID, p string) error {
+	if p != path.Clean(p) || !filepath.IsLocal(filepath.FromSlash(p)) || (p != runID && !strings.HasPrefix(p, runID+"/")) {
+		return fmt.Errorf("entry %q is not a path inside %s/", p, runID)
+	}
+	return nil
+}
+
 // checkTar decompresses and walks the archive, comparing every file with the manifest, and
-// writes the files under outDir when it is set.
-func checkTar(r io.Reader, m Manifest, outDir string) (int, error) {
+// writes the files under out when it is set.
+func checkTar(r io.Reader, m Manifest, out *os.Root) (int, error) {
 	want := map[string]FileEntry{}
 	for _, f := range m.Files {
 		want[f.Path] = f
@@ -369,23 +422,27 @@ func checkTar(r io.Reader, m Manifest, outDir string) (int, error) {
 		if err != nil {
 			return seen, fmt.Errorf("%w: %s: %v", ErrCorrupt, m.Archive, err)
 		}
-		clean := path.Clean(hdr.Name)
-		if clean != m.RunID && !strings.HasPrefix(clean, m.RunID+"/") {
-			return seen, fmt.Errorf("%w: entry %q is outside %s/", ErrCorrupt, hdr.Name, m.RunID)
+		name := hdr.Name
+		if hdr.Typeflag == tar.TypeDir {
+			name = strings.TrimSuffix(name, "/")
+		}
+		if err := inside(m.RunID, name); err != nil {
+			return seen, fmt.Errorf("%w: %s: %v", ErrCorrupt, m.Archive, err)
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if outDir != "" {
-				if err := os.MkdirAll(filepath.Join(outDir, filepath.FromSlash(clean)), 0o755); err != nil {
+			if out != nil {
+				if err := out.MkdirAll(name, 0o755); err != nil {
 					return seen, err
 				}
 			}
 		case tar.TypeReg:
-			fe, ok := want[clean]
+			fe, ok := want[name]
 			if !ok {
-				return seen, fmt.Errorf("%w: %s is not in the manifest", ErrCorrupt, clean)
+				return seen, fmt.Errorf("%w: %s is not in the manifest", ErrCorrupt, name)
 			}
-			if err := checkFile(tr, fe, hdr, outDir); err != nil {
+			delete(want, name) // a second entry of one path is not in the manifest
+			if err := checkFile(tr, fe, hdr, out); err != nil {
 				return seen, err
 			}
 			seen++
@@ -395,9 +452,9 @@ func checkTar(r io.Reader, m Manifest, outDir string) (int, error) {
 	}
 }
 
-// checkFile reads one archived file and checks it against its manifest entry; with outDir it
-// also writes it there, under its final name only once it checked out.
-func checkFile(r io.Reader, fe FileEntry, hdr *tar.Header, outDir string) error {
+// checkFile reads one archived file and checks it against its manifest entry; with out it also
+// writes it there, under its final name only once it checked out.
+func checkFile(r io.Reader, fe FileEntry, hdr *tar.Header, out *os.Root) error {
 	check := func(w io.Writer) error {
 		h := sha256.New()
 		n, err := io.Copy(io.MultiWriter(h, w), r)
@@ -409,14 +466,30 @@ func checkFile(r io.Reader, fe FileEntry, hdr *tar.Header, outDir string) error 
 		}
 		return nil
 	}
-	if outDir == "" {
+	if out == nil {
 		return check(io.Discard)
 	}
-	target := filepath.Join(outDir, filepath.FromSlash(fe.Path))
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	dir, base := path.Split(fe.Path)
+	if err := out.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFunc(target, check, atomicfile.Options{Perm: hdr.FileInfo().Mode().Perm()})
+	// The unpack folder is the caller's own: a fixed temporary name, created exclusively.
+	tmp := dir + "." + base + ".part"
+	f, err := out.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, hdr.FileInfo().Mode().Perm())
+	if err != nil {
+		return err
+	}
+	err = check(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = out.Rename(tmp, fe.Path)
+	}
+	if err != nil {
+		out.Remove(tmp)
+	}
+	return err
 }
 
 // RunsForStack lists the run folders under resultsDir whose manifest.json has the given "stack"

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rig-dev/rig/internal/mdtext"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Lister is a destination that can list the archives it holds (a folder, an S3 prefix): what
@@ -58,12 +62,16 @@ func FetchAll(ctx context.Context, dest Dest, outDir string, w io.Writer) ([]str
 	}
 	var got []string
 	for _, id := range ids {
+		if err := rundir.CheckRunID(id); err != nil {
+			fmt.Fprintf(w, "skipped %s: %v\n", mdtext.Plain(dest.String()+ArchiveName(id)), mdtext.Plain(err.Error()))
+			continue
+		}
 		if _, err := Fetch(ctx, dest, id, outDir); err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return got, err
 			}
-			os.RemoveAll(outDir + string(os.PathSeparator) + id) // never a half-unpacked run
-			fmt.Fprintf(w, "skipped %s%s: %v\n", dest, ArchiveName(id), err)
+			os.RemoveAll(filepath.Join(outDir, id)) // never a half-unpacked run; id is one path element
+			fmt.Fprintf(w, "skipped %s%s: %v\n", dest, ArchiveName(id), mdtext.Plain(err.Error()))
 			continue
 		}
 		got = append(got, id)

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rig-dev/rig/archive"
+	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
 )
@@ -38,8 +41,9 @@ type ImportOptions struct {
 	Source string
 }
 
-// maxDepth bounds the walk below the folder given: results/<sweep>/rNN is depth 2.
-const maxDepth = 6
+// MaxDepth bounds the walk below the folder given: results/<sweep>/rNN is depth 2. A folder
+// below it is named in the report, not searched.
+const MaxDepth = 6
 
 // notRunTrees are folders of a results tree that hold no run to index: stored books, a sweep's
 // earlier tries (superseded by the runs its resume kept or ran again), plots.
@@ -50,26 +54,46 @@ var notRunTrees = map[string]bool{"books": true, sweep.AttemptsDir: true, rundir
 // <run-id>.tar.zst verified against its manifest and unpacked to be read). A run that is partial
 // or unreadable is skipped and named: still running, abandoned or interrupted, a truncated or
 // missing summary.json or manifest.json, a sweep's run that never started, an archive that does
-// not match its manifest. A run already in the index is replaced.
+// not match its manifest; so are a symlinked folder (not followed), folders deeper than MaxDepth
+// (not searched) and a second folder of a run id already read (the first is kept). A run already
+// in the index from an earlier import is replaced.
 func Import(ctx context.Context, x *Index, root string, o ImportOptions) (*ImportReport, error) {
-	if o.Now == nil {
-		o.Now = time.Now
+	return ImportAll(ctx, x, []string{root}, func(string) ImportOptions { return o })
+}
+
+// ImportAll imports each root in turn as Import does, as one import: a run id is read once
+// across all of them.
+func ImportAll(ctx context.Context, x *Index, roots []string, opts func(root string) ImportOptions) (*ImportReport, error) {
+	im := &importer{x: x, rep: &ImportReport{}, seen: map[string]string{}}
+	for _, root := range roots {
+		im.o = ImportOptions{}
+		if opts != nil {
+			im.o = opts(root)
+		}
+		if im.o.Now == nil {
+			im.o.Now = time.Now
+		}
+		fi, err := os.Stat(root)
+		if err != nil {
+			return im.rep, fmt.Errorf("import %s: %w", root, err)
+		}
+		if !fi.IsDir() {
+			return im.rep, fmt.Errorf("import %s: not a folder", root)
+		}
+		im.root = root
+		if err := im.dir(ctx, root, 0); err != nil {
+			return im.rep, err
+		}
 	}
-	fi, err := os.Stat(root)
-	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", root, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("import %s: not a folder", root)
-	}
-	im := &importer{x: x, o: o, rep: &ImportReport{}}
-	return im.rep, im.dir(ctx, root, 0)
+	return im.rep, nil
 }
 
 type importer struct {
-	x   *Index
-	o   ImportOptions
-	rep *ImportReport
+	x    *Index
+	o    ImportOptions
+	rep  *ImportReport
+	root string
+	seen map[string]string // run id -> the folder it was indexed from, in this import
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -96,14 +120,25 @@ func (im *importer) dir(ctx context.Context, path string, depth int) error {
 	if ids, err := (archive.Dir{Path: path}).List(ctx); err == nil && len(ids) > 0 {
 		return importArchive(ctx, im, archive.Dir{Path: path}, ids)
 	}
-	if depth >= maxDepth {
-		return nil
-	}
 	for _, e := range ents {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || notRunTrees[e.Name()] {
+		if strings.HasPrefix(e.Name(), ".") || notRunTrees[e.Name()] {
 			continue
 		}
-		if err := im.dir(ctx, filepath.Join(path, e.Name()), depth+1); err != nil {
+		p := filepath.Join(path, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				im.skip(p, "a symlink to a folder: not followed (import the folder it points to by its own path)")
+			}
+			continue
+		}
+		if !e.IsDir() {
+			continue
+		}
+		if depth >= MaxDepth {
+			im.skip(p, fmt.Sprintf("more than %d folders below %s: not searched (import it, or a folder nearer it, by its own path)", MaxDepth, im.root))
+			continue
+		}
+		if err := im.dir(ctx, p, depth+1); err != nil {
 			return err
 		}
 	}
@@ -115,10 +150,17 @@ func (im *importer) skip(path, reason string) {
 }
 
 func (im *importer) add(ctx context.Context, r *Record) error {
+	if first, ok := im.seen[r.RunID]; ok {
+		im.skip(r.Folder, fmt.Sprintf("run id %s again: the index keeps %s, read first", r.RunID, first))
+		return nil
+	}
 	if err := im.x.Add(ctx, r); err != nil {
 		return err // the index itself failed: stop, nothing half-written (one transaction)
 	}
 	im.rep.Added = append(im.rep.Added, r.RunID)
+	if im.seen != nil {
+		im.seen[r.RunID] = r.Folder
+	}
 	return nil
 }
 
@@ -165,75 +207,99 @@ func (im *importer) run(ctx context.Context, path, folder string) error {
 	return im.add(ctx, r)
 }
 
-// importArchive verifies and unpacks each archived run in turn into a temporary folder, and
-// reads it.
+// importArchive verifies and unpacks each archived run in turn into a folder of its own
+// (os.MkdirTemp; archive.Fetch writes only inside it, through an os.Root), reads it, and removes
+// that folder and nothing else.
 func importArchive(ctx context.Context, im *importer, dest archive.Dest, ids []string) error {
 	sort.Strings(ids)
-	tmp, err := os.MkdirTemp(im.o.TmpDir, "rig-history-")
-	if err != nil {
-		return fmt.Errorf("unpack archives: %w", err)
-	}
-	defer os.RemoveAll(tmp)
 	for _, id := range ids {
-		name := dest.String() + archive.ArchiveName(id)
-		if _, err := archive.Fetch(ctx, dest, id, tmp); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			im.skip(name, err.Error())
-			continue
-		}
-		if err := im.run(ctx, filepath.Join(tmp, id), name); err != nil {
-			return err
-		}
-		if err := os.RemoveAll(filepath.Join(tmp, id)); err != nil {
+		if err := im.archived(ctx, dest, id); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Rebuild imports roots into a fresh index written beside path and renamed over it once every
-// root is read, so readers see the old index or the new one, never a half-built one.
-func Rebuild(ctx context.Context, path string, roots []string, opts func(root string) ImportOptions) (*ImportReport, error) {
-	tmp := path + ".rebuild"
-	for _, suf := range []string{"", "-wal", "-shm"} {
-		os.Remove(tmp + suf)
+func (im *importer) archived(ctx context.Context, dest archive.Dest, id string) error {
+	name := dest.String() + archive.ArchiveName(id)
+	tmp, err := os.MkdirTemp(im.o.TmpDir, "rig-history-")
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", name, err)
 	}
-	x, err := Open(tmp)
+	defer os.RemoveAll(tmp)
+	if _, err := archive.Fetch(ctx, dest, id, tmp); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		im.skip(name, err.Error())
+		return nil
+	}
+	return im.run(ctx, filepath.Join(tmp, id), name)
+}
+
+// Rebuild imports roots into a fresh index written beside path and renamed over it once every
+// root is read, so readers see the old index or the new one, never a half-built one. It holds
+// the index's lock exclusively (refusing with ErrBusy while a run or an import has it open, whose
+// rows a rename would lose); on any error, a cancelled ctx (SIGINT, SIGTERM) included, it removes
+// what it built (.rebuild and its -wal and -shm), leaves path as it was and reports nothing
+// indexed.
+func Rebuild(ctx context.Context, path string, roots []string, opts func(root string) ImportOptions) (*ImportReport, error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("results index %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("results index %s: %w", path, err)
+	}
+	lock, err := lockIndex(path, syscall.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
-	all := &ImportReport{}
-	for _, root := range roots {
-		var o ImportOptions
-		if opts != nil {
-			o = opts(root)
-		}
-		rep, err := Import(ctx, x, root, o)
-		if rep != nil {
-			all.Added = append(all.Added, rep.Added...)
-			all.Skipped = append(all.Skipped, rep.Skipped...)
-		}
-		if err != nil {
-			x.Close()
-			return all, err
-		}
+	defer lock.Close()
+	tmp := path + ".rebuild"
+	removeIndex(tmp) // what a killed rebuild left
+	all, err := rebuild(ctx, path, tmp, roots, opts)
+	if err != nil {
+		removeIndex(tmp)
+		return nil, fmt.Errorf("rebuild %s (left as it was): %w", path, err)
+	}
+	return all, nil
+}
+
+func rebuild(ctx context.Context, path, tmp string, roots []string, opts func(root string) ImportOptions) (*ImportReport, error) {
+	x, err := open(tmp, false)
+	if err != nil {
+		return nil, err
+	}
+	defer x.Close()
+	all, err := ImportAll(ctx, x, roots, opts)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := x.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		x.Close()
-		return all, err
+		return nil, err
 	}
 	if err := x.Close(); err != nil {
-		return all, err
+		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// No writer has the old index open (the lock): its -wal and -shm, if any, are stale and
+	// must not be read as the new file's.
 	for _, suf := range []string{"-wal", "-shm"} {
 		os.Remove(path + suf)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return all, fmt.Errorf("replace %s: %w", path, err)
+		return nil, fmt.Errorf("replace %s: %w", path, err)
 	}
 	return all, nil
+}
+
+// removeIndex removes an index file with its -wal and -shm.
+func removeIndex(p string) {
+	for _, suf := range []string{"", "-wal", "-shm"} {
+		os.Remove(p + suf)
+	}
 }
 
 // AddRun indexes one finished run folder (rig run calls it for each run it ran) and says why
@@ -267,7 +333,7 @@ func AddRun(ctx context.Context, x *Index, dir string) (added bool, why string, 
 // PrintReport writes what an import did: each skipped folder with its reason, then the count.
 func PrintReport(w io.Writer, rep *ImportReport, index string) {
 	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "skipped %s: %s\n", s.Path, s.Reason)
+		fmt.Fprintf(w, "skipped %s: %s\n", mdtext.Plain(s.Path), mdtext.Plain(s.Reason))
 	}
-	fmt.Fprintf(w, "%d run(s) indexed, %d skipped -> %s\n", len(rep.Added), len(rep.Skipped), index)
+	fmt.Fprintf(w, "%d run(s) indexed, %d skipped -> %s\n", len(rep.Added), len(rep.Skipped), mdtext.Plain(index))
 }

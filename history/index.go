@@ -12,10 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // registers "sqlite"
 )
 
@@ -93,34 +97,173 @@ var schema = []string{
 type Index struct {
 	db   *sql.DB
 	Path string
+	lock *os.File // the shared lock of a writer (Open); nil for a reader or a rebuild's new index
 }
 
-// ErrSchema: the file is an index of another schema version (or not an index).
-var ErrSchema = errors.New("results index of another schema")
+// Errors callers act on.
+var (
+	// ErrSchema: the file is an index of another schema version (or not an index).
+	ErrSchema = errors.New("results index of another schema")
+	// ErrEmpty: a reading verb found a file that holds no index yet (it is left as it was).
+	ErrEmpty = errors.New("holds no results index")
+	// ErrBusy: the index's lock is held the other way (a rebuild against runs and imports).
+	ErrBusy = errors.New("results index is in use")
+	// ErrNotRegular: the index path is a symlink, FIFO, device or folder.
+	ErrNotRegular = errors.New("not a regular file")
+)
 
-// Open opens the index at path, creating it (and its folder) when there is none.
+// LockSuffix names the lock file beside an index (index.db.lock): every writer (rig run, rig
+// history import) holds it shared while the index is open, and import --fresh holds it
+// exclusively while it builds the new index and puts it in place.
+const LockSuffix = ".lock"
+
+// Open opens the index at path to add to it, creating it (and its folder) when there is none,
+// and holds its lock shared until Close, so that a rebuild (Rebuild) refuses while it is open.
 func Open(path string) (*Index, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("results index %s: %w", path, err)
 	}
-	// Only a regular file (or none yet): a FIFO or a device named as the index is refused
-	// before SQLite opens it.
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("results index %s: not a regular file (%s)", path, fi.Mode().Type())
+	lock, err := lockIndex(path, syscall.LOCK_SH)
+	if err != nil {
+		return nil, err
 	}
-	// WAL: readers go on while `rig run` adds a run; foreign keys for the cascades.
-	dsn := "file:" + path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
+	x, err := open(path, false)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	x.lock = lock
+	return x, nil
+}
+
+// OpenReadOnly opens an existing index to read it: nothing is created or written (not even the
+// schema into an empty file), so an index on a read-only mount can be read. A file that holds no
+// index yet gives ErrEmpty.
+func OpenReadOnly(path string) (*Index, error) {
+	return open(path, true)
+}
+
+// lockIndex takes the index's lock (how: LOCK_SH or LOCK_EX) without waiting.
+func lockIndex(path string, how int) (*os.File, error) {
+	f, err := os.OpenFile(path+LockSuffix, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock results index %s: %w", path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("lock results index %s: %s%s: %w", path, path, LockSuffix, ErrNotRegular)
+	}
+	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			if how == syscall.LOCK_EX {
+				return nil, fmt.Errorf("%w: %s is open for writing (a rig run or rig history import holds %s%s); rebuild it once they end", ErrBusy, path, path, LockSuffix)
+			}
+			return nil, fmt.Errorf("%w: %s is being rebuilt (rig history import --fresh holds %s%s); add to it once that ends", ErrBusy, path, path, LockSuffix)
+		}
+		return nil, fmt.Errorf("lock results index %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// How open opens the file.
+type openMode int
+
+const (
+	modeRW openMode = iota
+	modeRO
+	// modeImmutable: read-only on a read-only mount, where SQLite cannot make the -shm a WAL index
+	// needs; only when there is no -wal, so the file holds every committed row.
+	modeImmutable
+)
+
+// dsn is the SQLite URI that opens exactly the file at path: the path is made absolute and
+// percent-encoded, so a ? # % or & in it is part of the name, never a URI parameter (?mode=memory)
+// or fragment; the parameters are rig's alone.
+func dsn(path string, mode openMode) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("file:")
+	for i := 0; i < len(abs); i++ {
+		c := abs[i]
+		if c == '/' || c == '-' || c == '_' || c == '.' || c == '~' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	// foreign keys for the cascades; a writer's WAL lets readers go on while `rig run` adds a run.
+	b.WriteString("?_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)")
+	switch mode {
+	case modeRW:
+		b.WriteString("&mode=rwc&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	case modeRO:
+		b.WriteString("&mode=ro&_pragma=query_only(1)")
+	case modeImmutable:
+		b.WriteString("&mode=ro&immutable=1&_pragma=query_only(1)")
+	}
+	return b.String(), nil
+}
+
+func open(path string, readOnly bool) (*Index, error) {
+	mode := modeRW
+	if readOnly {
+		mode = modeImmutable
+		if _, err := os.Stat(path + "-wal"); err == nil {
+			mode = modeRO
+		} else if err := unix.Access(filepath.Dir(path), unix.W_OK); err == nil {
+			mode = modeRO
+		}
+	}
+	// Only a regular file (or, for a writer, none yet): a symlink, FIFO or device named as the
+	// index is refused before SQLite opens it, at the path SQLite opens (dsn).
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("results index %s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+	case err != nil && (readOnly || !errors.Is(err, fs.ErrNotExist)):
+		return nil, fmt.Errorf("results index %s: %w", path, err)
+	case readOnly && fi.Size() == 0:
+		return nil, fmt.Errorf("results index %s: %w (an empty file)", path, ErrEmpty)
+	}
+	name, err := dsn(path, mode)
+	if err != nil {
+		return nil, fmt.Errorf("results index %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, fmt.Errorf("open results index %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
 	x := &Index{db: db, Path: path}
-	if err := x.migrate(context.Background()); err != nil {
+	if readOnly {
+		err = x.checkVersion(context.Background())
+	} else {
+		err = x.migrate(context.Background())
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results index %s: %w", path, err)
 	}
 	return x, nil
+}
+
+// checkVersion is a reader's migrate: the schema is this rig's, or the file is refused.
+func (x *Index) checkVersion(ctx context.Context) error {
+	var v int
+	if err := x.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read its schema version: %w", err)
+	}
+	switch v {
+	case SchemaVersion:
+		return nil
+	case 0:
+		return fmt.Errorf("%w: rig run adds to it, rig history import builds it", ErrEmpty)
+	}
+	return fmt.Errorf("%w: version %d, this rig reads %d; rebuild it: rig history import --fresh RESULTS_DIR", ErrSchema, v, SchemaVersion)
 }
 
 func (x *Index) migrate(ctx context.Context) error {
@@ -158,8 +301,15 @@ func (x *Index) migrate(ctx context.Context) error {
 	return tx.Commit()
 }
 
-// Close closes the index.
-func (x *Index) Close() error { return x.db.Close() }
+// Close closes the index and lets go of its lock.
+func (x *Index) Close() error {
+	err := x.db.Close()
+	if x.lock != nil {
+		x.lock.Close() // releases the flock
+		x.lock = nil
+	}
+	return err
+}
 
 // Add writes one run in one transaction, replacing what the index had under its run id: a run is
 // either all there or not there.

@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/mdtext"
 )
 
 // Plot draws the trend to path (.png or .svg): every value of every version as a dot, each
@@ -23,13 +24,13 @@ func (t *Trend) Plot(path string) error {
 		return fmt.Errorf("plot %s: want a .png or .svg file", path)
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s across engine versions (%s order)", t.Label, t.Order)
-	p.Y.Label.Text = fmt.Sprintf("%s (%s)", t.Label, t.Unit)
+	p.Title.Text = fmt.Sprintf("%s across engine versions (%s order)", mdtext.Plain(t.Label), mdtext.Plain(t.Order))
+	p.Y.Label.Text = fmt.Sprintf("%s (%s)", mdtext.Plain(t.Label), mdtext.Plain(t.Unit))
 	p.X.Label.Text = "engine version"
 	var dots, meds plotter.XYs
 	labels := make([]string, len(t.Versions))
 	for i, v := range t.Versions {
-		labels[i] = v.Label
+		labels[i] = mdtext.Plain(v.Label)
 		for _, y := range v.Values {
 			dots = append(dots, plotter.XY{X: float64(i), Y: y})
 		}

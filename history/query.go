@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,6 +26,21 @@ type Filter struct {
 	Since    time.Time
 	Until    time.Time
 	Status   string // "ok" (default), "failed", or "all"
+}
+
+// MaxWhere bounds a filter's settings: each is one condition of the query, and SQLite refuses a
+// query whose expression tree is more than 1,000 deep ("Expression tree is too large").
+const MaxWhere = 100
+
+// ErrFilter classifies a filter rig does not run (over a limit).
+var ErrFilter = errors.New("filter over a limit")
+
+// Check says why f is not a filter rig runs, or nil.
+func (f Filter) Check() error {
+	if len(f.Where) > MaxWhere {
+		return fmt.Errorf("%w: %d settings to match; at most %d (each is one condition of the query, and SQLite refuses a query more than 1,000 conditions deep)", ErrFilter, len(f.Where), MaxWhere)
+	}
+	return nil
 }
 
 // Run is one indexed run.
@@ -144,6 +160,9 @@ func (f Filter) where() (string, []any) {
 
 // Runs lists the runs f selects, oldest first.
 func (x *Index) Runs(ctx context.Context, f Filter) ([]*Run, error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
 	cond, args := f.where()
 	rows, err := x.db.QueryContext(ctx, "SELECT "+runCols+" FROM runs r WHERE "+cond+" ORDER BY r.started, r.run_id", args...)
 	if err != nil {
@@ -172,6 +191,9 @@ var ErrUnknownFigure = fmt.Errorf("unknown figure")
 
 // Figure gives the figure's values of every run f selects, oldest first.
 func (x *Index) Figure(ctx context.Context, f Filter, figure string) ([]Point, error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
 	cond, args := f.where()
 	q := "SELECT " + runCols + `, g.label, g.unit, g.direction, g.vals FROM runs r JOIN figures g ON g.run = r.id AND g.figure = ?
 		WHERE ` + cond + " ORDER BY r.started, r.run_id"

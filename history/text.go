@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/stats"
 	"github.com/rig-dev/rig/sweep"
 )
@@ -18,8 +19,8 @@ func (t *Trend) Markdown(w io.Writer, o TrendOptions) {
 	for _, v := range t.Versions {
 		runs += len(v.Runs)
 	}
-	fmt.Fprintf(w, "**%s** (`%s`, %s, %s): %d engine version(s), %d run(s), %s order; each version's median is one point of the series",
-		t.Label, t.Figure, t.Unit, t.Dir, len(t.Versions), runs, t.Order)
+	fmt.Fprintf(w, "**%s** (%s, %s, %s): %d engine version(s), %d run(s), %s order; each version's median is one point of the series",
+		md(t.Label), mdtext.Code(t.Figure), md(t.Unit), t.Dir, len(t.Versions), runs, md(t.Order))
 	if o.PerRun {
 		fmt.Fprint(w, " (one point per run: --per-run)")
 	}
@@ -31,7 +32,7 @@ func (t *Trend) Markdown(w io.Writer, o TrendOptions) {
 				mark = " ◀ change"
 			}
 		}
-		fmt.Fprintf(w, "| %d | %s%s | %s | %s | %s | %d | %s |\n", i+1, v.Label, mark, orDash(short(v.Commit)), orDash(short(v.SHA256)),
+		fmt.Fprintf(w, "| %d | %s%s | %s | %s | %s | %d | %s |\n", i+1, md(v.Label), mark, md(orDash(short(v.Commit))), md(orDash(short(v.SHA256))),
 			v.First.Format("2006-01-02 15:04"), len(v.Runs), cell(v.Sample))
 	}
 	perms := o.Permutations
@@ -50,7 +51,7 @@ func (t *Trend) Markdown(w io.Writer, o TrendOptions) {
 	}
 	fmt.Fprint(w, "| at version | commit | before | after | difference of means [95 % CI] (change) | p | verdict |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range t.Changes {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.3g | %s |\n", c.Label, orDash(short(c.Commit)), cell(c.Size.Base), cell(c.Size.Contender),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.3g | %s |\n", md(c.Label), md(orDash(short(c.Commit))), cell(c.Size.Base), cell(c.Size.Contender),
 			sweep.DiffCell(c.Size), c.P, c.Verdict)
 	}
 }

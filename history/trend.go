@@ -19,6 +19,14 @@ const (
 	OrderVersion = "version"
 )
 
+// MaxPermutations bounds the shuffles per candidate change point. p cannot go below
+// 1/(permutations+1), so 99,999 already resolves p to 0.00001, far below any --max-p a verdict
+// uses; the work grows with the count (10^8 shuffles ran for ten minutes).
+const MaxPermutations = 99_999
+
+// ErrPermutations: more shuffles than MaxPermutations.
+var ErrPermutations = fmt.Errorf("at most %d permutations: p cannot go below 1/(permutations+1), so more only cost time", MaxPermutations)
+
 // TrendOptions choose a trend's runs, order and test.
 type TrendOptions struct {
 	Figure string
@@ -152,7 +160,13 @@ func (x *Index) Trend(ctx context.Context, o TrendOptions) (*Trend, error) {
 		t.Series = append(t.Series, v.Sample.Median)
 		t.PointVersion = append(t.PointVersion, vi)
 	}
-	cps := stats.EDivisive(t.Series, o.EDivisiveOptions)
+	if o.Permutations > MaxPermutations {
+		return nil, fmt.Errorf("%d permutations: %w", o.Permutations, ErrPermutations)
+	}
+	cps, err := stats.EDivisiveContext(ctx, t.Series, o.EDivisiveOptions)
+	if err != nil {
+		return nil, fmt.Errorf("trend of %s: %w", o.Figure, err)
+	}
 	for i, cp := range cps {
 		lo, hi := 0, len(t.Series)
 		if i > 0 {

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 )
@@ -36,6 +37,12 @@ type EDivisiveOptions struct {
 // history/testdata/otava_versions.json's series the second candidate's p is 1584/17280 = 0.092
 // here and 1008/17280 = 0.058 there, both enumerated exactly (both above 0.05).
 func EDivisive(x []float64, o EDivisiveOptions) []ChangePoint {
+	cps, _ := EDivisiveContext(context.Background(), x, o)
+	return cps
+}
+
+// EDivisiveContext is EDivisive that stops with ctx's error between two shuffles.
+func EDivisiveContext(ctx context.Context, x []float64, o EDivisiveOptions) ([]ChangePoint, error) {
 	if o.MaxP == 0 {
 		o.MaxP = Alpha
 	}
@@ -50,12 +57,15 @@ func EDivisive(x []float64, o EDivisiveOptions) []ChangePoint {
 		bounds := segments(cps, len(x))
 		idx, q, ok := bestSplit(x, bounds, &scratch)
 		if !ok {
-			return cps
+			return cps, nil
 		}
 		// Permutation test: shuffle within each segment, take the best split again.
 		perm := make([]float64, len(x))
 		extreme := 0
 		for range o.Permutations {
+			if err := ctx.Err(); err != nil {
+				return cps, err
+			}
 			copy(perm, x)
 			for _, b := range bounds {
 				seg := perm[b[0]:b[1]]
@@ -69,7 +79,7 @@ func EDivisive(x []float64, o EDivisiveOptions) []ChangePoint {
 		}
 		p := float64(extreme+1) / float64(o.Permutations+1)
 		if p > o.MaxP {
-			return cps
+			return cps, nil
 		}
 		cp := ChangePoint{Index: idx, QHat: q, P: p, Permutations: o.Permutations}
 		at := len(cps)

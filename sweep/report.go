@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/stats"
 )
 
@@ -180,28 +181,35 @@ func (r *Report) present(table string) []Metric {
 	return out
 }
 
+// md is text from a sweep.json, a run folder or a playbook, as Markdown inline text.
+func md(s string) string { return mdtext.Inline(s) }
+
 // Markdown renders report.md.
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	pf := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	sw := r.Set.Sweep
 	if sw != nil {
-		pf("# Sweep %s: %s\n\n", sw.ID, sw.Playbook)
+		pf("# Sweep %s: %s\n\n", md(sw.ID), md(sw.Playbook))
 		ended := "not ended"
 		if !sw.Ended.IsZero() {
 			ended = sw.Ended.Format("2006-01-02 15:04:05Z") + fmt.Sprintf(" (%s)", sw.Ended.Sub(sw.Started).Round(1e9))
 		}
 		pf("Status **%s** · started %s · %s · %d run(s) planned, %d with figures · %d round(s) · warm snapshots from #%d\n\n",
-			sw.Status, sw.Started.Format("2006-01-02 15:04:05Z"), ended, len(sw.Runs), r.ran(), sw.Rounds, sw.WarmFrom)
+			md(sw.Status), sw.Started.Format("2006-01-02 15:04:05Z"), ended, len(sw.Runs), r.ran(), sw.Rounds, sw.WarmFrom)
 		if len(sw.Axes) > 0 {
 			pf("Matrix:")
 			for _, ax := range sw.Axes {
-				pf(" `%s` ∈ {%s}", ax.Key, strings.Join(ax.Values, ", "))
+				vals := make([]string, len(ax.Values))
+				for i, v := range ax.Values {
+					vals[i] = md(v)
+				}
+				pf(" %s ∈ {%s}", mdtext.Code(ax.Key), strings.Join(vals, ", "))
 			}
 			pf(". Rows are the combinations that ran, in plan order; nothing is estimated.\n\n")
 			for _, ax := range sw.Axes {
 				if n, reason := notApplied(r.Set, ax.Key); n > 0 {
-					pf("**`%s` had no effect: not applied** in %d of %d run(s) with figures (%s); its rows differ only by chance.\n\n", ax.Key, n, r.ran(), reason)
+					pf("**%s had no effect: not applied** in %d of %d run(s) with figures (%s); its rows differ only by chance.\n\n", mdtext.Code(ax.Key), n, r.ran(), md(reason))
 				}
 			}
 		}
@@ -211,14 +219,14 @@ func (r *Report) Markdown() string {
 		if n := len(sw.Attempts); n > 1 {
 			pf("Resumed: %d attempts (sweep.json `attempts`).", n)
 			for _, a := range sw.Attempts {
-				pf(" Attempt %d: started %s, %s, %s.", a.N, a.Started.Format("2006-01-02 15:04:05Z"), a.Status, rigName(a.Rig))
+				pf(" Attempt %d: started %s, %s, %s.", a.N, a.Started.Format("2006-01-02 15:04:05Z"), md(a.Status), md(rigName(a.Rig)))
 			}
 			pf(" A combination marked %s has rounds from more than one attempt: its spread may include a change of machine state between them.\n\n", spansMark)
 		}
 	} else {
-		pf("# Run %s\n\n", r.Set.Dir)
+		pf("# Run %s\n\n", md(r.Set.Dir))
 	}
-	pf("Baseline for the differences: **%s**.\n\n", r.Baseline.Label)
+	pf("Baseline for the differences: **%s**.\n\n", md(r.Baseline.Label))
 
 	for _, t := range tableTitles {
 		ms := r.present(t.key)
@@ -234,7 +242,7 @@ func (r *Report) Markdown() string {
 			}
 			pf("\n|---|---|%s\n", strings.Repeat("---|", len(chunk)))
 			for _, g := range r.Groups {
-				pf("| %s | %d/%d |", g.marked(), g.Ran(), len(g.Runs))
+				pf("| %s | %d/%d |", md(g.marked()), g.Ran(), len(g.Runs))
 				for _, m := range chunk {
 					pf(" %s |", Cell(m, stats.Describe(g.Values(m))))
 				}
@@ -249,7 +257,7 @@ func (r *Report) Markdown() string {
 		pf("## Plots\n\n")
 		for _, p := range r.Plots {
 			if strings.HasSuffix(p, ".png") {
-				pf("![%s](%s)\n", strings.TrimSuffix(filepath.Base(p), ".png"), p)
+				pf("![%s](%s)\n", md(strings.TrimSuffix(filepath.Base(p), ".png")), mdtext.Path(p))
 			}
 		}
 		pf("\nEach plot also as SVG beside the PNG. Points are medians, bars the [min–max] of the pooled values.\n\n")
@@ -414,7 +422,7 @@ func (r *Report) differences(b *strings.Builder) {
 	before, after := stats.ControlFDR(cs)
 	pf("| combination | figure | baseline | this | difference of means (95 %% CI) | Mann–Whitney p | q (BH) | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, rw := range rows {
-		pf("| %s | %s (%s) | %s | %s | %s | %s | %s | %s |\n", rw.g.Label, rw.m.Label, rw.m.Unit,
+		pf("| %s | %s (%s) | %s | %s | %s | %s | %s | %s |\n", md(rw.g.Label), rw.m.Label, rw.m.Unit,
 			Cell(rw.m, rw.c.Base), Cell(rw.m, rw.c.Contender), DiffCell(*rw.c), mwCell(*rw.c), qCell(*rw.c), VerdictCell(*rw.c))
 	}
 	pf("\n%s\n\n", fdrLine(len(cs), before, after))
@@ -506,21 +514,22 @@ func (r *Report) runList(b *strings.Builder) {
 		}
 		link := run.Ref.Dir
 		if run.Summary != nil {
-			link = fmt.Sprintf("[%s](%s/report.md)", run.Ref.Dir, run.Ref.Dir)
+			link = fmt.Sprintf("[%s](%s)", md(run.Ref.Dir), mdtext.Path(run.Ref.Dir+"/report.md"))
+		} else {
+			link = md(link)
 		}
 		att := "—"
 		if run.Ref.Attempt > 0 {
 			att = fmt.Sprint(run.Ref.Attempt)
 		}
 		for _, e := range run.Ref.Earlier {
-			att += fmt.Sprintf(" (attempt %d: %s", e.Attempt, e.Status)
+			att += fmt.Sprintf(" (attempt %d: %s", e.Attempt, md(e.Status))
 			if e.Dir != "" {
-				att += ", " + e.Dir
+				att += ", " + md(e.Dir)
 			}
 			att += ")"
 		}
-		pf("| %s | %d | %s | %s | %s | %s |\n", link, run.Ref.Round, Label(r.Set.Sweep.Axes, run.Ref.Settings), att, status,
-			strings.ReplaceAll(warn, "|", "/"))
+		pf("| %s | %d | %s | %s | %s | %s |\n", link, run.Ref.Round, md(Label(r.Set.Sweep.Axes, run.Ref.Settings)), att, md(status), md(warn))
 	}
 	pf("\n")
 }

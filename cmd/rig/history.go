@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/history"
 	"github.com/rig-dev/rig/infra/stack"
+	"github.com/rig-dev/rig/internal/atomicfile"
+	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/runner"
 	"github.com/rig-dev/rig/stats"
@@ -147,6 +150,9 @@ func (h *historyFlags) filter() (history.Filter, error) {
 			f.Where[k] = v
 		}
 	}
+	if err := f.Check(); err != nil {
+		return f, fmt.Errorf("%w: --where: %v", errUsage, err)
+	}
 	var err error
 	if f.Since, err = parseDate("since", h.since); err != nil {
 		return f, err
@@ -157,13 +163,45 @@ func (h *historyFlags) filter() (history.Filter, error) {
 	return f, nil
 }
 
-// open opens an existing index: reading verbs never create one.
+// open opens an existing index read-only: reading verbs never create one, nor write to it.
 func (h *historyFlags) open() (*history.Index, error) {
 	p := h.path()
-	if _, err := os.Stat(p); err != nil {
+	x, err := history.OpenReadOnly(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, history.ErrEmpty):
 		return nil, fmt.Errorf("%w: no results index at %s: rig run adds to it, rig history import %s builds it from the run folders", errUsage, p, h.results)
+	case errors.Is(err, history.ErrNotRegular):
+		return nil, fmt.Errorf("%w: --index: %v", errUsage, err)
 	}
-	return history.Open(p)
+	return x, err
+}
+
+// checkOut refuses an output path that exists and is not a regular file (a symlink, a FIFO, a
+// device, a folder) without opening it; outputs are then written atomically (atomicfile), so a
+// reader or a crash sees the old file or the new one.
+func checkOut(flag, p string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: --%s %s is a %s, not a regular file; want a regular file or a new name", errUsage, flag, p, fileKind(fi.Mode()))
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: --%s: %v", errUsage, flag, err)
+	}
+	return nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m.IsDir():
+		return "folder"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "device"
 }
 
 // openFiltered is what every reading verb starts with: the runs its flags select, in the index.
@@ -185,7 +223,8 @@ func newHistoryCmd() *cobra.Command {
 			"playbook hash and settings, machine, rig and engine versions, load average and every summary figure\n" +
 			"with n and spread; `rig history import` rebuilds it from run folders or archives (docs/results.md).\n\n" +
 			"Without a subcommand: list the runs the filters select, oldest first.",
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it only reads
 		RunE: func(cmd *cobra.Command, args []string) error {
 			x, f, err := h.openFiltered()
 			if err != nil {
@@ -199,11 +238,12 @@ func newHistoryCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STARTED\tRUN\tPLAYBOOK\tCOMBINATION\tSTATUS\tENGINE\tRIG\tWHERE\tLOAD")
 			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Started.Format("2006-01-02 15:04"), r.RunID, r.Playbook,
-					orNone(r.Combination), r.Status, r.EngineLabel(), rigLabel(r), r.Target+" "+r.InstanceTypes, load(r.Load1Start))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Started.Format("2006-01-02 15:04"), mdtext.Plain(r.RunID),
+					mdtext.Plain(r.Playbook), mdtext.Plain(orNone(r.Combination)), mdtext.Plain(r.Status), mdtext.Plain(r.EngineLabel()),
+					mdtext.Plain(rigLabel(r)), mdtext.Plain(r.Target+" "+r.InstanceTypes), load(r.Load1Start))
 			}
 			tw.Flush()
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d run(s) in %s\n", len(runs), x.Path)
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d run(s) in %s\n", len(runs), mdtext.Plain(x.Path))
 			return nil
 		},
 	}
@@ -288,32 +328,23 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 				}
 				roots, sources[tmp] = append(roots, tmp), strings.TrimSuffix("s3://"+loc.Bucket+"/"+loc.Prefix, "/")+"/"
 			}
+			opts := func(root string) history.ImportOptions { return history.ImportOptions{Source: sources[root]} }
 			var rep *history.ImportReport
 			var err error
 			if fresh {
-				rep, err = history.Rebuild(ctx, h.path(), roots, func(root string) history.ImportOptions {
-					return history.ImportOptions{Source: sources[root]}
-				})
+				rep, err = history.Rebuild(ctx, h.path(), roots, opts)
 			} else {
 				var x *history.Index
-				if x, err = history.Open(h.path()); err != nil {
-					return err
-				}
-				defer x.Close()
-				rep = &history.ImportReport{}
-				for _, root := range roots {
-					var r *history.ImportReport
-					r, err = history.Import(ctx, x, root, history.ImportOptions{Source: sources[root]})
-					if r != nil {
-						rep.Added, rep.Skipped = append(rep.Added, r.Added...), append(rep.Skipped, r.Skipped...)
-					}
-					if err != nil {
-						break
-					}
+				if x, err = history.Open(h.path()); err == nil {
+					defer x.Close()
+					rep, err = history.ImportAll(ctx, x, roots, opts)
 				}
 			}
 			if rep != nil {
 				history.PrintReport(cmd.OutOrStdout(), rep, h.path())
+			}
+			if errors.Is(err, history.ErrNotRegular) {
+				return fmt.Errorf("%w: --index: %v", errUsage, err)
 			}
 			return err
 		},
@@ -326,8 +357,9 @@ func historyImportCmd(h *historyFlags) *cobra.Command {
 
 func historyTableCmd(h *historyFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "table FIGURE",
-		Short: "One figure of every selected run over time: its values with n and spread",
+		Use:         "table FIGURE",
+		Short:       "One figure of every selected run over time: its values with n and spread",
+		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it only reads
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("%w: table takes one FIGURE, e.g. snapshot.take (rig history trend lists them when it is unknown)", errUsage)
@@ -349,14 +381,15 @@ func historyTableCmd(h *historyFlags) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if len(pts) > 0 {
-				fmt.Fprintf(w, "%s (%s), %s\n\n", pts[0].Figure.Label, pts[0].Figure.Unit, pts[0].Figure.Dir)
+				fmt.Fprintf(w, "%s (%s), %s\n\n", mdtext.Inline(pts[0].Figure.Label), mdtext.Inline(pts[0].Figure.Unit), pts[0].Figure.Dir)
 			}
 			fmt.Fprintln(w, "| started | run | combination | engine | where | value: median [min–max] n | mean ± stdev | load |")
 			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 			for _, p := range pts {
 				s := p.Figure.Sample
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.4g ± %.3g | %s |\n", p.Run.Started.Format("2006-01-02 15:04"), p.Run.RunID,
-					orNone(p.Run.Combination), p.Run.EngineLabel(), p.Run.Where(), sweep.Cell(sweep.Metric{}, s), s.Mean, s.Stdev, load(p.Run.Load1Start))
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.4g ± %.3g | %s |\n", p.Run.Started.Format("2006-01-02 15:04"), mdtext.Inline(p.Run.RunID),
+					mdtext.Inline(orNone(p.Run.Combination)), mdtext.Inline(p.Run.EngineLabel()), mdtext.Inline(p.Run.Where()), sweep.Cell(sweep.Metric{}, s),
+					s.Mean, s.Stdev, load(p.Run.Load1Start))
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d run(s)\n", len(pts))
 			return nil
@@ -399,8 +432,16 @@ func historyTrendCmd(h *historyFlags) *cobra.Command {
 			if o.Permutations < 19 {
 				return fmt.Errorf("%w: --permutations %d: want at least 19 (p cannot go below 1/(permutations+1))", errUsage, o.Permutations)
 			}
-			if plotPath != "" && !strings.HasSuffix(plotPath, ".png") && !strings.HasSuffix(plotPath, ".svg") {
-				return fmt.Errorf("%w: --plot %s: want a .png or .svg file", errUsage, plotPath)
+			if o.Permutations > history.MaxPermutations {
+				return fmt.Errorf("%w: --permutations %d: %v", errUsage, o.Permutations, history.ErrPermutations)
+			}
+			if plotPath != "" {
+				if !strings.HasSuffix(plotPath, ".png") && !strings.HasSuffix(plotPath, ".svg") {
+					return fmt.Errorf("%w: --plot %s: want a .png or .svg file", errUsage, plotPath)
+				}
+				if err := checkOut("plot", plotPath); err != nil {
+					return err
+				}
 			}
 			if o.Order == history.OrderCommit {
 				if commitsFile == "" {
@@ -474,6 +515,11 @@ func historyLogCmd(h *historyFlags) *cobra.Command {
 			if order != history.OrderDate && order != history.OrderVersion {
 				return fmt.Errorf("%w: --order %q: want date or version", errUsage, order)
 			}
+			if out != "" {
+				if err := checkOut("out", out); err != nil {
+					return err
+				}
+			}
 			o := history.LogOptions{Filter: f, Figures: figures, Title: title,
 				Trend: history.TrendOptions{Order: order, EDivisiveOptions: stats.EDivisiveOptions{Seed: 1}}}
 			if out != "" {
@@ -487,7 +533,7 @@ func historyLogCmd(h *historyFlags) *cobra.Command {
 				_, err := io.WriteString(cmd.OutOrStdout(), md)
 				return err
 			}
-			if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+			if err := atomicfile.WriteFile(out, []byte(md), 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), out)

@@ -331,6 +331,9 @@ SDK's default chain (AWS_PROFILE, AWS_REGION, ...) or --region.`,
 				if err != nil || !st.IsDir() {
 					return fmt.Errorf("%w: %s is not a run folder", errUsage, run)
 				}
+				if _, err := archive.RunIDOf(run); err != nil {
+					return fmt.Errorf("%w: %s: %v", errUsage, run, err)
+				}
 			}
 			if loc.Bucket != "" {
 				// S3 uploads run in the stack driver, which links the AWS SDK (see s3dest).
