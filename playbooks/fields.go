@@ -131,7 +131,7 @@ var staticFields = map[string]field{
 		"a duration from 0 to 2ms, e.g. 100us (0: sleep until each probe is due)",
 		func(p *Playbook) *time.Duration { return &p.Load.Spin }),
 	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
-	"duration": durationField(time.Second, 24*time.Hour, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
+	"duration": durationField(time.Second, units.MaxDuration, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
 	"rounds": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseInt(s)
