@@ -9,7 +9,7 @@ import (
 	"io"
 )
 
-// A flight recorder's dump is its whole window (up to engine/server.FlightRecorderBytes) each
+// A flight recorder's dump is its whole window (up to engine.FlightRecorderBytes) each
 // time, and the takes of a run overlap: rewriting it at every take would keep the same data
 // once per take. A Go >= 1.26 trace is a header and a sequence of self-contained generations,
 // each numbered and closed by an end-of-generation byte, so a take keeps only the generations
