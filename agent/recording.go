@@ -23,7 +23,8 @@ import (
 // Collecting an engine's own recording (issue 37), alike for every format: after each window
 // the runner asks (POST /engine/recording); the agent takes the engine's recording since its
 // last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
-// chunks from its disk repository; a Go engine's: its GET /trace), reads it with
+// chunks from its disk repository; a Go engine's: the generations of its GET /trace no earlier
+// take had, appended to the file of the first: fetchTrace), reads it with
 // recording.Read here on the node, where the JDK is, and appends the spans from its last take on
 // to <node>/inside.ndjson. So every span is in the inside file once, whichever window's take
 // brought it, and `rig report` needs no JDK.
@@ -281,6 +282,7 @@ func (s *Server) fetchTrace(ctx context.Context, rec *recorder, adminAddr, file 
 		base int64 // the file's size before this take's generations
 	)
 	c, err := recording.CopyGoTraceGens(resp.Body, rec.traceLast, func(header []byte, first uint64) (io.Writer, error) {
+		var err error
 		if rec.traceFile != "" && first == rec.traceLast+1 {
 			if f, err = os.OpenFile(rec.traceFile, os.O_WRONLY|os.O_APPEND, 0); err != nil {
 				return nil, err
