@@ -38,7 +38,7 @@ func (*Burst) Fields() []Field {
 	return []Field{
 		intField("messages", units.ParseCount, 1, 100_000_000, "1..100M messages per burst, e.g. 50k",
 			func(v int64) string { return units.FormatCount(v) }, func(b *Burst) *int { return &b.Messages }),
-		durationField("every", time.Millisecond, 24*time.Hour, "e.g. 1s",
+		durationField("every", time.Millisecond, units.MaxDuration, "e.g. 1s",
 			func(b *Burst) *time.Duration { return &b.Every }),
 		intField("count", units.ParseCount, 1, 1_000_000, "1..1M bursts", itoa, func(b *Burst) *int { return &b.Count }),
 		intField("size", units.ParseSize, 88, 1400, "88..1400 bytes per datagram, e.g. 170", itoa, func(b *Burst) *int { return &b.Size }),

@@ -77,7 +77,7 @@ func (*CPUHog) Fields() []Field {
 	threadsHelp := fmt.Sprintf("1..%d busy threads, or %s (the default: one per CPU of the node)", hog.MaxThreads, threadsAll)
 	return []Field{
 		textField("node", CheckNodeForm, func(h *CPUHog) *string { return &h.Node }),
-		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 3s: how long the hog spins",
+		durationField("for", time.Millisecond, hog.MaxFor, "e.g. 3s: how long the hog spins",
 			func(h *CPUHog) *time.Duration { return &h.For }),
 		{Key: "threads",
 			Set: func(s Spec, raw string) error {

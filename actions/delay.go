@@ -51,7 +51,7 @@ func (*Delay) Fields() []Field {
 			func(d *Delay) *time.Duration { return &d.Delay }),
 		durationField("jitter", 0, 10*time.Second, "and at most the delay, e.g. 500us: each chunk's added delay is drawn within ± it",
 			func(d *Delay) *time.Duration { return &d.Jitter }),
-		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 5s: how long the links stay delayed (leave out: until the run ends)",
+		durationField("for", time.Millisecond, units.MaxDuration, "e.g. 5s: how long the links stay delayed (leave out: until the run ends)",
 			func(d *Delay) *time.Duration { return &d.For }),
 	}
 }

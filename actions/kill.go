@@ -32,7 +32,7 @@ func (*Kill) Fields() []Field {
 	return []Field{
 		textField("node", CheckNodeForm, func(k *Kill) *string { return &k.Node }),
 		textField("signal", CheckSignal, func(k *Kill) *string { return &k.Signal }),
-		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "e.g. 15s (leave it out to keep the node down)",
+		durationField("relaunch_after", time.Millisecond, units.MaxDuration, "e.g. 15s (leave it out to keep the node down)",
 			func(k *Kill) *time.Duration { return &k.RelaunchAfter }),
 	}
 }

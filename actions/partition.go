@@ -35,7 +35,7 @@ func (p *Partition) Down() Down {
 func (*Partition) Fields() []Field {
 	return []Field{
 		textField("node", CheckNodeForm, func(p *Partition) *string { return &p.Node }),
-		durationField("for", time.Millisecond, 24*time.Hour, "e.g. 5s: how long the node stays cut off before its links heal",
+		durationField("for", time.Millisecond, units.MaxDuration, "e.g. 5s: how long the node stays cut off before its links heal",
 			func(p *Partition) *time.Duration { return &p.For }),
 	}
 }

@@ -62,7 +62,7 @@ func (p *PowerLoss) CutsPower() (string, bool) {
 func (*PowerLoss) Fields() []Field {
 	return []Field{
 		textField("nodes", checkNodeList, func(p *PowerLoss) *string { return &p.Nodes }),
-		durationField("relaunch_after", time.Millisecond, 24*time.Hour, "e.g. 2s: when the power comes back",
+		durationField("relaunch_after", time.Millisecond, units.MaxDuration, "e.g. 2s: when the power comes back",
 			func(p *PowerLoss) *time.Duration { return &p.RelaunchAfter }),
 		textField("unsynced", func(s string) error {
 			if s != UnsyncedDrop && s != UnsyncedKeep {

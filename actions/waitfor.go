@@ -31,7 +31,7 @@ func (*WaitFor) Fields() []Field {
 	return []Field{
 		textField("phase", CheckPhase, func(w *WaitFor) *string { return &w.Phase }),
 		textField("node", CheckNodeForm, func(w *WaitFor) *string { return &w.Node }),
-		durationField("timeout", time.Millisecond, 24*time.Hour, "e.g. 60s",
+		durationField("timeout", time.Millisecond, units.MaxDuration, "e.g. 60s",
 			func(w *WaitFor) *time.Duration { return &w.Timeout }),
 		durationField("stable_leader", 10*time.Millisecond, time.Hour, "e.g. 2s: how long the leader must not change",
 			func(w *WaitFor) *time.Duration { return &w.StableLeader }),

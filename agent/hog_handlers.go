@@ -30,9 +30,10 @@ import (
 //
 // The agent starts its own executable as `rig agent hog` (hog.Main) in a process group of its
 // own, at the request's nice, killed by the kernel if the agent dies (supervise.Spawn), and
-// answers once it is spinning. A hog never outlives the run: it ends by itself at its time, the
-// agent kills it hogOverrun after that if it has not, and the run's undo (a lapsed lease, the
-// agent stopping: lease.go) and the agent's exit kill every hog still running.
+// answers once it is spinning. A hog belongs to the run that started it and never outlives it:
+// it ends by itself at its time, the agent kills it hogOverrun after that if it has not, any end
+// of the run's lease (its release, its lapse, the agent stopping: lease.go) kills the run's hogs
+// still running, and only that run may end one early.
 
 // hogOverrun is how long past its time a hog may take to exit before the agent kills it.
 const hogOverrun = 2 * time.Second
@@ -47,6 +48,7 @@ type hogSide struct {
 }
 
 type hogProc struct {
+	run    string // the run that started it: the only one that may end it
 	cmd    *exec.Cmd
 	done   chan struct{} // closed once reaped; st final
 	mu     sync.Mutex
@@ -95,7 +97,7 @@ func (s *Server) handleHogStart(w http.ResponseWriter, r *http.Request) {
 	if req.Threads == 0 {
 		req.Threads = runtime.NumCPU()
 	}
-	p, err := s.startHog(req.Threads, req.Nice, d)
+	p, err := s.startHog(r.Header.Get(HeaderRun), req.Threads, req.Nice, d)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -103,7 +105,7 @@ func (s *Server) handleHogStart(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p.state())
 }
 
-func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) {
+func (s *Server) startHog(run string, threads, nice int, d time.Duration) (*hogProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("cpu hog: find own executable: %w", err)
@@ -124,6 +126,12 @@ func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) 
 		s.hogs.mu.Unlock()
 		return nil, errors.New("cpu hog: the agent is stopping")
 	}
+	// Checked again under the hogs' lock, with the registration below: a lease that ends from
+	// here on finds this hog in the map and kills it (stopHogs), one that ended before starts none.
+	if holder := s.lease.holder(); holder != run {
+		s.hogs.mu.Unlock()
+		return nil, fmt.Errorf("cpu hog: run %s no longer holds the lease (held by %q)", run, holder)
+	}
 	started := time.Now()
 	err = supervise.Spawn(cmd)
 	w.Close() // the hog holds its end
@@ -132,7 +140,7 @@ func (s *Server) startHog(threads, nice int, d time.Duration) (*hogProc, error) 
 		stdout.Close()
 		return nil, fmt.Errorf("cpu hog: start %s: %w", exe, err)
 	}
-	p := &hogProc{cmd: cmd, done: make(chan struct{}),
+	p := &hogProc{run: run, cmd: cmd, done: make(chan struct{}),
 		st: hog.State{PID: cmd.Process.Pid, Threads: threads, Nice: nice, ForMs: float64(d) / 1e6, Started: started}}
 	// Known from its start: an undo or the agent's exit while it gets ready kills it too.
 	s.hogs.procs[p.st.PID] = p
@@ -234,11 +242,12 @@ func (s *Server) handleHogEnd(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	run := r.Header.Get(HeaderRun)
 	s.hogs.mu.Lock()
 	p := s.hogs.procs[pid]
 	s.hogs.mu.Unlock()
-	if p == nil {
-		writeErr(w, http.StatusNotFound, fmt.Errorf("no cpu hog %d on this agent", pid))
+	if p == nil || p.run != run {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("no cpu hog %d of run %s on this agent", pid, run))
 		return
 	}
 	select {
@@ -255,15 +264,20 @@ func (s *Server) handleHogEnd(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p.state())
 }
 
-// stopHogs kills every hog still running and waits for each to be reaped; closing refuses new
-// ones (the agent is stopping). It returns how many it stopped.
-func (s *Server) stopHogs(closing bool) int {
+// allRuns asks stopHogs for every run's hogs.
+const allRuns = ""
+
+// stopHogs kills run's hogs still running (every run's for allRuns) and waits for each to be
+// reaped; closing refuses new ones (the agent is stopping). It returns how many it stopped.
+func (s *Server) stopHogs(run string, closing bool) int {
 	s.hogs.mu.Lock()
 	s.hogs.closed = s.hogs.closed || closing
 	var all []*hogProc
 	for pid, p := range s.hogs.procs {
-		all = append(all, p)
-		delete(s.hogs.procs, pid)
+		if run == allRuns || p.run == run {
+			all = append(all, p)
+			delete(s.hogs.procs, pid)
+		}
 	}
 	s.hogs.mu.Unlock()
 	n := 0

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -176,5 +179,63 @@ func TestHogShorterThanItsStart(t *testing.T) {
 		if end, err := c.EndHog(ctx, st.PID, 5*time.Second); err != nil || end.StoppedEarly {
 			t.Fatalf("end %+v: %v", end, err)
 		}
+	}
+}
+
+// A hog belongs to the run that started it: releasing the lease kills the run's hogs still
+// running and records them, so the next run to take the agent finds none of them, and cannot end
+// one (404 naming its own run).
+func TestHogEndsWithItsLeaseRelease(t *testing.T) {
+	ctx := context.Background()
+	dir, client, _ := startLeaseAgent(t, t.TempDir())
+	a, b := client("20261207-120000-a"), client("20261207-120000-b")
+	if _, err := a.Lease(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.StartHog(ctx, hog.Request{Threads: 1, For: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	alive := pidAlive(st.PID)
+	if alive {
+		syscall.Kill(-st.PID, syscall.SIGKILL) // the old agent's hog, so the test leaves none
+	}
+	recs := readLeaseRecords(t, dir)
+	if alive || len(recs) != 1 || recs[0].Event != "released" || recs[0].HogsStopped != 1 {
+		t.Fatalf("after the release: hog alive %v, lease records %+v; want it killed and one release recording it", alive, recs)
+	}
+	if _, err := b.Lease(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.EndHog(ctx, st.PID, 0); err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), b.Run) {
+		t.Errorf("the next run ends the old run's hog: %v; want 404 naming its run", err)
+	}
+}
+
+// The undo of a run (its lapse, the agent stopping) kills that run's hogs and no other's: a
+// lapse undone late, once the next run holds the agent and started its own hog, leaves that hog.
+func TestHogUndoKillsOnlyItsRunsHogs(t *testing.T) {
+	s := &Server{opts: Options{Dir: t.TempDir(), Node: "node-0"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), mux: http.NewServeMux()}
+	s.registerLeaseHandlers(context.Background())
+	s.registerHogHandlers()
+	t.Cleanup(func() { s.stopHogs(allRuns, true) })
+	start := func(run string) hog.State {
+		s.lease.mu.Lock()
+		s.lease.run = run
+		s.lease.mu.Unlock()
+		p, err := s.startHog(run, 1, 0, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.state()
+	}
+	old, next := start("20261207-120000-old"), start("20261207-120000-next")
+	rec := s.undoRun("lapsed", "20261207-120000-old", time.Now())
+	if rec.HogsStopped != 1 || pidAlive(old.PID) || !pidAlive(next.PID) {
+		t.Fatalf("undo of the old run: %+v, its hog alive %v, the next run's alive %v; want only the old run's killed",
+			rec, pidAlive(old.PID), pidAlive(next.PID))
 	}
 }

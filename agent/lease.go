@@ -21,7 +21,8 @@ import (
 //
 //	POST   /v1/lease        LeaseRequest -> LeaseState (claim or renew; 409 while another run holds it)
 //	GET    /v1/lease        -> LeaseState
-//	DELETE /v1/lease?run=ID -> LeaseState (release at the end of the run: nothing is undone)
+//	DELETE /v1/lease?run=ID -> LeaseState (release at the end of the run: only its cpu hogs still
+//	                           running are killed; the run stopped its engine itself)
 //
 // While a run holds the lease, a request naming another run (HeaderRun) is refused with 409.
 // A run whose lease lapsed is refused with 410, but for its reads (GET) while no other run holds
@@ -145,18 +146,25 @@ func (s *Server) handleLeaseRelease(w http.ResponseWriter, r *http.Request) {
 	run := r.URL.Query().Get("run")
 	l := &s.lease
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.run == "" || l.run != run {
-		writeErr(w, http.StatusConflict, fmt.Errorf("release: the lease is held by %q, not by %q", l.run, run))
+		err := fmt.Errorf("release: the lease is held by %q, not by %q", l.run, run)
+		l.mu.Unlock()
+		writeErr(w, http.StatusConflict, err)
 		return
 	}
-	rec := LeaseRecord{T: time.Now(), Event: "released", Run: l.run, LastRenewed: l.renewed}
-	s.appendLeaseRecord(rec)
+	rec := LeaseRecord{Event: "released", Run: l.run, LastRenewed: l.renewed}
 	l.run = ""
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	writeJSON(w, http.StatusOK, l.stateLocked())
+	st := l.stateLocked()
+	l.mu.Unlock()
+	// A hog the run did not end (its controller gave up on the end request, or released early)
+	// ends with its lease, before the answer: the next run finds the node quiet.
+	rec.HogsStopped = s.stopHogs(run, false)
+	rec.T = time.Now()
+	s.appendLeaseRecord(rec)
+	writeJSON(w, http.StatusOK, st)
 }
 
 func lapsedErr(rec LeaseRecord) error {
@@ -232,7 +240,7 @@ func (s *Server) undoRun(event, run string, renewed time.Time) LeaseRecord {
 		}
 		rec.SamplersStopped = n.stopAll()
 	}
-	rec.HogsStopped = s.stopHogs(false)
+	rec.HogsStopped = s.stopHogs(run, false)
 	rec.T = time.Now()
 	s.log.Warn("run undone", "event", event, "run", run, "engine_stopped", rec.EngineStopped,
 		"tuning_reverted", rec.TuningReverted, "samplers_stopped", rec.SamplersStopped, "hogs_stopped", rec.HogsStopped, "errors", rec.Errors)

@@ -23,7 +23,8 @@ import (
 // Collecting an engine's own recording (issue 37), alike for every format: after each window
 // the runner asks (POST /engine/recording); the agent takes the engine's recording since its
 // last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
-// chunks from its disk repository; a Go engine's: its GET /trace), reads it with
+// chunks from its disk repository; a Go engine's: the generations of its GET /trace no earlier
+// take had, appended to the file of the first: fetchTrace), reads it with
 // recording.Read here on the node, where the JDK is, and appends the spans from its last take on
 // to <node>/inside.ndjson. So every span is in the inside file once, whichever window's take
 // brought it, and `rig report` needs no JDK.
@@ -55,6 +56,9 @@ type recorder struct {
 	cut     map[int]time.Time
 	done    map[int]bool // killed JVMs whose repository was taken to its end
 	pending []pendingTake
+	// A Go engine's trace file that takes append to, and the last generation in it.
+	traceFile string
+	traceLast uint64
 }
 
 // pendingTake is a recording taken and not read yet, with the stretch of it that is new.
@@ -126,8 +130,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 		key  int
 		dead bool // a killed JVM's repository: everything in it is taken, to its end
 		file string
-		// get writes the recording to file; nil when it is there already.
-		get func() error
+		// get writes the recording and says where it is: file, another file it appended to,
+		// or "" when it kept nothing (it removes what it could not finish).
+		get func() (string, error)
 	}
 	var takes []take
 	switch rec.format {
@@ -147,32 +152,40 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			j := j
 			file := filepath.Join(dir, window+"-"+strconv.Itoa(j.PID)+recording.FormatJFR.Ext())
 			if alive(j.PID) {
-				takes = append(takes, take{j.PID, false, file, func() error { return recording.DumpJFR(ctx, j.PID, rec.cut[j.PID], file) }})
+				takes = append(takes, take{j.PID, false, file, func() (string, error) {
+					return keptOrRemoved(file, recording.DumpJFR(ctx, j.PID, rec.cut[j.PID], file))
+				}})
 				continue
 			}
 			rec.done[j.PID] = true
-			takes = append(takes, take{j.PID, true, file, func() error {
+			takes = append(takes, take{j.PID, true, file, func() (string, error) {
 				n, err := recording.AssembleJFR(j.Dir, file)
 				if err == nil && n == 0 {
 					err = errors.New("no chunk in its repository folder")
 				}
-				return err
+				return keptOrRemoved(file, err)
 			}})
 		}
 	case recording.FormatGoTrace:
 		file := filepath.Join(dir, window+recording.FormatGoTrace.Ext())
-		takes = append(takes, take{0, false, file, func() error { return s.fetchTrace(ctx, cfg.AdminAddr, file) }})
+		takes = append(takes, take{0, false, file, func() (string, error) { return s.fetchTrace(ctx, rec, cfg.AdminAddr, file) }})
 	default:
 		return resp, fmt.Errorf("recording format %q: %w", rec.format, recording.ErrUnknownFormat)
 	}
 	for _, t := range takes {
-		if err := t.get(); err != nil {
+		file, err := t.get()
+		if err != nil {
 			resp.Notes = append(resp.Notes, fmt.Sprintf("take %s: %v", filepath.Base(t.file), err))
-			os.Remove(t.file)
+		}
+		if file == "" {
 			continue
 		}
-		resp.Files = append(resp.Files, filepath.Base(t.file))
-		rec.pending = append(rec.pending, pendingTake{file: t.file, from: rec.cut[t.key], to: now, dead: t.dead})
+		resp.Files = append(resp.Files, filepath.Base(file))
+		if n := len(rec.pending); n > 0 && rec.pending[n-1].file == file {
+			rec.pending[n-1].to = now // appended to: one read of the file covers both takes
+		} else {
+			rec.pending = append(rec.pending, pendingTake{file: file, from: rec.cut[t.key], to: now, dead: t.dead})
+		}
 		rec.cut[t.key] = now
 	}
 	if deferRead {
@@ -199,6 +212,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 		}
 	}
 	rec.pending = nil
+	// The next take starts a file of its own with the recorder's whole window: a span under way
+	// at this take ends in it, and its start is in the window (the cut keeps what is new).
+	rec.traceFile, rec.traceLast = "", 0
 	if len(spans) > 0 {
 		iw, err := rundir.CreateInside(filepath.Join(s.opts.Dir, rundir.InsideFile))
 		if err != nil {
@@ -213,6 +229,15 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 	}
 	resp.Spans = len(spans)
 	return resp, nil
+}
+
+// keptOrRemoved is a take's file when it was written, and removes it when it was not.
+func keptOrRemoved(file string, err error) (string, error) {
+	if err != nil {
+		os.Remove(file)
+		return "", err
+	}
+	return file, nil
 }
 
 // alive: a process with this pid exists and is not a zombie.
@@ -233,31 +258,71 @@ func alive(pid int) bool {
 	return true
 }
 
-// fetchTrace writes the engine's GET /trace into file.
-func (s *Server) fetchTrace(ctx context.Context, adminAddr, file string) error {
+// fetchTrace takes the engine's GET /trace: the generations of its window that no earlier take
+// of this file has, appended to rec.traceFile, or into file when there is none yet or the
+// recorder dropped generations no take had (takes further apart than its window). It returns
+// the file it wrote; "" when the window had nothing new.
+func (s *Server) fetchTrace(ctx context.Context, rec *recorder, adminAddr, file string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+engine.AdminTrace, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	engine.AuthorizeAdmin(req, s.adminToken)
 	resp, err := s.engine.proxy.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", engine.AdminTrace, err)
+		return "", fmt.Errorf("GET %s: %w", engine.AdminTrace, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return fmt.Errorf("GET %s: %s: %s (the engine's flight recorder is off?)", engine.AdminTrace, resp.Status, b)
+		return "", fmt.Errorf("GET %s: %s: %s (the engine's flight recorder is off?)", engine.AdminTrace, resp.Status, b)
 	}
-	f, err := os.Create(file)
+	var (
+		f    *os.File
+		base int64 // the file's size before this take's generations
+	)
+	c, err := recording.CopyGoTraceGens(resp.Body, rec.traceLast, func(header []byte, first uint64) (io.Writer, error) {
+		var err error
+		if rec.traceFile != "" && first == rec.traceLast+1 {
+			if f, err = os.OpenFile(rec.traceFile, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+				return nil, err
+			}
+			st, err := f.Stat()
+			if err != nil {
+				return nil, err
+			}
+			base, file = st.Size(), rec.traceFile
+			return f, nil
+		}
+		if f, err = os.Create(file); err != nil {
+			return nil, err
+		}
+		base = int64(len(header))
+		_, err = f.Write(header)
+		return f, err
+	})
+	if f != nil {
+		if err != nil {
+			// Whole generations were written before the error: the file stays one valid trace.
+			if terr := f.Truncate(base + c.Bytes); terr != nil {
+				err = errors.Join(err, terr)
+			}
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
-		return err
+		err = fmt.Errorf("GET %s: %w", engine.AdminTrace, err)
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
+	if c.Bytes == 0 {
+		if f != nil && file != rec.traceFile {
+			os.Remove(file) // a new file with no whole generation in it
+		}
+		return "", err // nothing newer than the last take's, or nothing whole
 	}
-	return f.Close()
+	rec.traceFile, rec.traceLast = file, c.Last
+	return file, err
 }
 
 // TakeRecording asks the agent to take the engine's recording after a window (POST

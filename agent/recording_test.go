@@ -1,11 +1,19 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"runtime/trace"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,5 +126,123 @@ func TestTakeJFRRecording(t *testing.T) {
 	third, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "again"})
 	if err != nil || third.Spans != 0 {
 		t.Errorf("third take: %+v, %v; want nothing", third, err)
+	}
+}
+
+// goTraceEngine serves GET /trace from a real runtime/trace flight recorder in this process,
+// as the reference engine does, and counts what it served; drop, when set, leaves out the
+// generation after the one it names (a recorder that dropped it before the take).
+type goTraceEngine struct {
+	fr     *trace.FlightRecorder
+	mu     sync.Mutex
+	served int64
+	drop   uint64
+}
+
+func (e *goTraceEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.drop != 0 {
+		e.fr.WriteTo(io.Discard) // a dump ends a generation: the one to drop
+	}
+	var dump bytes.Buffer
+	if _, err := e.fr.WriteTo(&dump); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if e.drop != 0 {
+		var cut bytes.Buffer
+		recording.CopyGoTraceGens(&dump, e.drop+1, func(h []byte, _ uint64) (io.Writer, error) { cut.Write(h); return &cut, nil })
+		dump, e.drop = cut, 0
+	}
+	e.served += int64(dump.Len())
+	w.Write(dump.Bytes())
+}
+
+// A Go engine's takes append to one file: each generation of its flight recorder's window is
+// kept once, not once per take; the read finds every sync once; a take after the read starts a
+// file of its own, and so does one after the recorder dropped generations no take had.
+func TestTakeGoTraceAppends(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	if err := fr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Stop()
+	eng := &goTraceEngine{fr: fr}
+	srv := httptest.NewServer(eng)
+	defer srv.Close()
+	dir, data := t.TempDir(), t.TempDir()
+	s := &Server{opts: Options{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec := &recorder{format: recording.FormatGoTrace, cut: map[int]time.Time{}, done: map[int]bool{}}
+	cfg := engine.Config{AdminAddr: strings.TrimPrefix(srv.URL, "http://"), Dir: data}
+	f, err := os.Create(filepath.Join(data, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syncs := 0
+	take := func(window string, deferRead bool) RecordingResponse {
+		t.Helper()
+		for range 5 {
+			f.Write([]byte("order\n"))
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			syncs++
+		}
+		resp, err := s.takeRecording(context.Background(), rec, window, deferRead, cfg)
+		if err != nil || len(resp.Notes) > 0 {
+			t.Fatalf("take %s: %+v, %v", window, resp, err)
+		}
+		return resp
+	}
+	for _, w := range []string{"01-a", "02-b", "03-c"} {
+		if resp := take(w, true); !reflect.DeepEqual(resp.Files, []string{"01-a.trace"}) {
+			t.Errorf("take %s wrote %q; want it appended to 01-a.trace", w, resp.Files)
+		}
+	}
+	if resp := take("end", false); !reflect.DeepEqual(resp.Files, []string{"01-a.trace"}) {
+		t.Errorf("take end wrote %q; want it appended to 01-a.trace", resp.Files)
+	}
+	recs := filepath.Join(dir, rundir.RecordingsDir)
+	ents, _ := os.ReadDir(recs)
+	var kept int64
+	for _, e := range ents {
+		fi, _ := e.Info()
+		kept += fi.Size()
+	}
+	if len(ents) != 1 || kept*2 > eng.served {
+		t.Errorf("recordings/ holds %d files, %d bytes, for %d bytes served by 4 takes; want one file holding each generation once", len(ents), kept, eng.served)
+	}
+	countForces := func() int {
+		spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sp := range spans {
+			if sp.Kind == rundir.InsideForce && sp.Role == rundir.RoleOther {
+				n++
+			}
+		}
+		return n
+	}
+	if n := countForces(); n != syncs {
+		t.Errorf("%d forces read; want the %d syncs, each once", n, syncs)
+	}
+	// After the read, a take starts a file of its own (the window again; the cut keeps what is
+	// new); after a gap in the generations, another.
+	if resp := take("04-d", true); !reflect.DeepEqual(resp.Files, []string{"04-d.trace"}) {
+		t.Errorf("take after the read wrote %q; want 04-d.trace", resp.Files)
+	}
+	eng.mu.Lock()
+	eng.drop = rec.traceLast
+	eng.mu.Unlock()
+	if resp := take("05-e", true); !reflect.DeepEqual(resp.Files, []string{"05-e.trace"}) {
+		t.Errorf("take after a gap wrote %q; want 05-e.trace", resp.Files)
+	}
+	take("end2", false)
+	if n := countForces(); n < syncs-5 || n > syncs {
+		t.Errorf("%d forces read; want the %d syncs once each, but for those of the dropped generation", n, syncs)
 	}
 }

@@ -128,7 +128,7 @@ func Serve(ctx context.Context, opts Options) error {
 	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", opts.Dir)
 	err := srv.Serve(ln)
 	s.undoOnExit()
-	s.stopHogs(true)
+	s.stopHogs(allRuns, true)
 	s.shutdownEngine()
 	s.shutdownNode()
 	if errors.Is(err, http.ErrServerClosed) {

@@ -211,10 +211,15 @@ type Config struct {
 	// docs/engines.md, "GET /trace"). Reported even when false, so asking for false is checked.
 	FlightRecorder bool `json:"flight_recorder"`
 	// FlightRecorderWindow is how far back the recorder's dump reaches (its MinAge; a Go
-	// duration), bounded by its memory (engine/server.FlightRecorderBytes); empty: the engine's
+	// duration), bounded by its memory (FlightRecorderBytes); empty: the engine's
 	// default, engine/server.FlightRecorderWindow.
 	FlightRecorderWindow string `json:"flight_recorder_window,omitempty"`
 }
+
+// FlightRecorderBytes is the most memory the reference engine's flight recorder holds (its
+// MaxBytes), and so the most one dump of it holds: the runner's memory and free-space checks
+// count it per engine and per take (runner/recording.go).
+const FlightRecorderBytes = 128 << 20
 
 // UDPRecvNiceSetting is the setting whose effect the UDP section's recv_nice shows (the nice value
 // the receive thread really runs at, beside the config's asked one).

@@ -130,8 +130,8 @@ var staticFields = map[string]field{
 	"load.spin": durationField(0, 2*time.Millisecond, // loadgen.MaxSpin (runner_test.go checks they agree)
 		"a duration from 0 to 2ms, e.g. 100us (0: sleep until each probe is due)",
 		func(p *Playbook) *time.Duration { return &p.Load.Spin }),
-	"warmup":   durationField(0, 24*time.Hour, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
-	"duration": durationField(time.Second, 24*time.Hour, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
+	"warmup":   durationField(0, units.MaxDuration, "a duration of 0s or more, e.g. 2s", func(p *Playbook) *time.Duration { return &p.Warmup }),
+	"duration": durationField(time.Second, units.MaxDuration, "a duration from 1s to 24h, e.g. 30s, 4m", func(p *Playbook) *time.Duration { return &p.Duration }),
 	"rounds": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseInt(s)
@@ -301,7 +301,7 @@ func actionField(a Action, i int, rest string) (field, error) {
 	at := func(p *Playbook) *Action { return &p.Timeline[i] }
 	if rest == "at" {
 		return field{
-			set: durationSetter(0, 24*time.Hour, "an offset of 0s or more, e.g. 10s", func(p *Playbook) *time.Duration { return &at(p).At }),
+			set: durationSetter(0, units.MaxDuration, "an offset of 0s or more, e.g. 10s", func(p *Playbook) *time.Duration { return &at(p).At }),
 			get: func(p *Playbook) string { return units.FormatDuration(at(p).At) },
 		}, nil
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/rundir"
+
+	"golang.org/x/sys/unix"
 )
 
 // finalState waits until every running server has applied the same index (nothing is in flight
@@ -175,6 +177,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		}
 		checkLoad(m)
 	})
+	r.keepFinalStatus()
 	r.recordActuals()
 	r.storeBook()
 	r.saveManifest()
@@ -205,6 +208,7 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		runErr = errors.Join(runErr, err)
 	}
 	r.progress("run %s: %s", r.id, r.man.Status)
+	releaseRecordSpace(r.dir)
 	r.manMu.Lock()
 	manErr := r.manErr
 	r.manMu.Unlock()
@@ -222,4 +226,56 @@ func checkLoad(m *rundir.Manifest) {
 			return
 		}
 	}
+}
+
+// recordReserveFile holds room on the results disk for the manifest's last write: a run whose
+// disk fills up (its engines' data, a recording, another program) must still be able to say it
+// failed, and a manifest is rewritten whole (a new file, then a rename), so it needs free space
+// as large as itself.
+const (
+	recordReserveFile  = ".manifest.reserve"
+	recordReserveBytes = 1 << 20
+)
+
+// reserveRecordSpace allocates the reserve in the run folder (real blocks, not a sparse file).
+// Without it a run still runs: a full disk then leaves its manifest as the last write that fit.
+func (r *run) reserveRecordSpace() {
+	path := filepath.Join(r.dir, recordReserveFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = unix.Fallocate(int(f.Fd()), 0, 0, recordReserveBytes)
+		if errors.Is(err, unix.EOPNOTSUPP) { // a filesystem without fallocate: written out
+			_, err = f.Write(make([]byte, recordReserveBytes))
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}
+	if err != nil {
+		r.log.Warn("reserve room for the manifest's last write", "err", err)
+	}
+}
+
+// releaseRecordSpace gives the reserve back; it is gone once the run ends.
+func releaseRecordSpace(dir string) { os.Remove(filepath.Join(dir, recordReserveFile)) }
+
+// keepFinalStatus makes manifest.json say how the run ended when a write of it failed (the
+// results disk is full): the reserve is given back and the manifest written again into its room.
+// Once the manifest on disk is the run's whole record, an earlier failed write is no longer an
+// error of the run.
+func (r *run) keepFinalStatus() {
+	r.manMu.Lock()
+	defer r.manMu.Unlock()
+	if r.manErr == nil {
+		return
+	}
+	releaseRecordSpace(r.dir)
+	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
+		r.log.Error("write the final manifest into the reserved room", "err", err)
+		return
+	}
+	r.manErr = nil
 }

@@ -27,7 +27,8 @@ type MemoryHost struct {
 
 // CheckMemory says whether the book a run of pb preloads fits on every host: the engine's bytes
 // per resting order (Engine.BytesPerOrder: its driver's measure, or engine.bytes_per_order) ×
-// the preload's orders × the servers on the host, against the host's memory. It is the check
+// the preload's orders × the servers on the host, plus each server's recorder when the run
+// records (RecordingBudgetOf: a Go engine's flight recorder), against the host's memory. It is the check
 // docs/architecture.md ("Memory before a run") describes, made by rig validate on the target's
 // hosts as it knows them and by the runner on the nodes' facts before any engine starts.
 // checked is false when the engine does not say what an order costs; nothing is checked then.
@@ -37,15 +38,16 @@ func CheckMemory(pb *playbooks.Playbook, hosts []MemoryHost) (checked bool, err 
 		return false, nil
 	}
 	orders := pb.Preload.Orders
+	rec := RecordingBudgetOf(pb).MemoryBytes
 	var errs []error
 	for _, h := range hosts {
 		n := len(h.Servers)
-		if n == 0 || orders <= 0 {
+		if n == 0 || orders <= 0 && rec == 0 {
 			continue
 		}
 		// In floating point: orders may be anything ParseCount takes, and the product must not wrap.
-		need := float64(orders) * float64(per) * float64(n)
-		if need <= float64(h.AvailableBytes) {
+		book, recs := float64(max(orders, 0))*float64(per)*float64(n), float64(rec)*float64(n)
+		if book+recs <= float64(h.AvailableBytes) {
 			continue
 		}
 		who, times := h.Servers[0], ""
@@ -53,9 +55,13 @@ func CheckMemory(pb *playbooks.Playbook, hosts []MemoryHost) (checked bool, err 
 			who = strings.Join(h.Servers, ", ") + " (one host)"
 			times = fmt.Sprintf("%d servers × ", n)
 		}
-		fit := int64(math.Floor(float64(h.AvailableBytes) / float64(per*int64(n))))
-		errs = append(errs, fmt.Errorf("%s: the book needs about %s resident (%s%s orders × %d B/order, %s); the host has %s (%s); at most %s orders fit",
-			who, memSize(need), times, units.Group(strconv.FormatInt(orders, 10)), per, source,
+		also := ""
+		if rec > 0 {
+			also = fmt.Sprintf(", and the engines' flight recorders %s more (%s%s each, engine.recording: on)", memSize(recs), times, memSize(float64(rec)))
+		}
+		fit := int64(math.Floor((float64(h.AvailableBytes) - recs) / float64(per*int64(n))))
+		errs = append(errs, fmt.Errorf("%s: the book needs about %s resident (%s%s orders × %d B/order, %s)%s; the host has %s (%s); at most %s orders fit",
+			who, memSize(book), times, units.Group(strconv.FormatInt(orders, 10)), per, source, also,
 			memSize(float64(h.AvailableBytes)), h.Source, units.Group(strconv.FormatInt(max(fit, 0), 10))))
 	}
 	if len(errs) > 0 {

@@ -99,3 +99,18 @@ func TestMemoryRefusedBeforeEngines(t *testing.T) {
 		t.Errorf("a book that fits: %v", res.err)
 	}
 }
+
+// A run that records holds each Go engine's flight recorder beside its book: 3 × 128 MiB do not
+// fit in 300 MiB with a small book, which fits without recording.
+func TestCheckMemoryCountsTheFlightRecorder(t *testing.T) {
+	host := []MemoryHost{{Servers: []string{"node-0", "node-1", "node-2"}, AvailableBytes: 300 << 20, Source: "test"}}
+	pb := memPlaybook(t, "cluster: {servers: 3}\npreload: {orders: 1k}\nengine: {recording: \"on\"}\n")
+	if _, err := CheckMemory(pb, host); !errors.Is(err, ErrMemory) ||
+		!strings.Contains(err.Error(), "the engines' flight recorders 384.0 MiB more (3 servers × 128.0 MiB each, engine.recording: on)") {
+		t.Errorf("recording on, 300 MiB: %v; want ErrMemory naming the flight recorders", err)
+	}
+	pb.Engine.Recording = playbooks.RecordingOff
+	if _, err := CheckMemory(pb, host); err != nil {
+		t.Errorf("recording off, 300 MiB: %v", err)
+	}
+}

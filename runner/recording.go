@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 )
 
 // The engines' own recordings (engine.recording: on; issue 37): after each timeline action and
@@ -24,6 +27,32 @@ type recordings struct {
 }
 
 func (r *run) recordingOn() bool { return r.pb.Engine.RecordingMode() == playbooks.RecordingOn }
+
+// RecordingBudget is what one server's recording costs a run: the memory its recorder holds in
+// the engine, and the most its takes keep on its agent's disk.
+type RecordingBudget struct {
+	MemoryBytes int64 // 0: none, or not known
+	Takes       int   // one after each timeline action, one at the end
+	DiskBytes   int64 // at most, for all of Takes
+	// Known is false for a recorder the budget cannot bound (a JVM's Flight Recorder: its
+	// repository grows with what the JVM does); the checks then leave it out and say so.
+	Known bool
+}
+
+// RecordingBudgetOf is the recording budget of a server in a run of pb. A Go engine's flight
+// recorder holds at most engine.FlightRecorderBytes, and a take keeps at most one dump of it
+// (the generations no earlier take had: agent/recording.go), so DiskBytes is that once per take.
+func RecordingBudgetOf(pb *playbooks.Playbook) RecordingBudget {
+	if pb.Engine.RecordingMode() != playbooks.RecordingOn {
+		return RecordingBudget{Known: true}
+	}
+	b := RecordingBudget{Takes: len(pb.Timeline) + 1}
+	if launch.RecordingFormat(pb) == recording.FormatGoTrace {
+		b.MemoryBytes, b.Known = engine.FlightRecorderBytes, true
+		b.DiskBytes = int64(b.Takes) * engine.FlightRecorderBytes
+	}
+	return b
+}
 
 // takeRecordingsAsync takes every server's recording after a window, beside the timeline, and
 // leaves reading it to the end (agent.RecordingRequest.Defer). The take outlives the timeline's

@@ -372,6 +372,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 	}
 	defer r.ev.Close()
 	r.saveManifest()
+	r.reserveRecordSpace() // finish.go
 	r.progress("run %s: %s (%d servers, %d client) -> %s", id, pb.Name, pb.Cluster.Servers, pb.Cluster.Clients, dir)
 
 	ctx, cancel := context.WithCancelCause(parent)

@@ -3,10 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/engine/driver/reference"
+	"github.com/rig-dev/rig/playbooks"
 )
 
 // The estimate, worked by hand from the formats: 2 preload batches of 32,768 orders (each one
@@ -52,5 +54,33 @@ func TestSpaceRefusedBeforeEngines(t *testing.T) {
 	d := res.man.DataSpace["node-1"]
 	if d.FreeBytes != 100<<10 || d.WritesBytes == 0 || d.SharedWith != 3 {
 		t.Errorf("manifest data_space of node-1: %+v", d)
+	}
+}
+
+// A run that records keeps each take of a Go engine's flight recorder on the agents' disk: up
+// to 128 MiB a take, one after each timeline action and one at the end, counted with the data
+// when they share a filesystem (the local target) and refused when they do not fit.
+func TestSpaceCountsRecordings(t *testing.T) {
+	c := newFakeCluster(t)
+	c.freeBytes = 512 << 20 // the data fit; 3 servers × 2 takes × 128 MiB = 768 MiB more do not
+	pb, err := playbooks.Parse("fake.yaml", []byte(strings.Replace(fmt.Sprintf(basePlaybook, "2s"),
+		"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: \"on\"}", 1)+"timeline:\n  - {at: 100ms, snapshot: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	if !errors.Is(res.err, ErrDiskSpace) {
+		t.Fatalf("err %v; want ErrDiskSpace", res.err)
+	}
+	want := "+ 3 servers × (up to 256.0 MiB of engine recording: 2 takes × 128.0 MiB, a flight recorder's most (engine.recording: on))"
+	if !strings.Contains(res.err.Error(), want) || !strings.Contains(res.err.Error(), "has 512.0 MiB free; this run writes about 768.2 MiB there") {
+		t.Errorf("error %q lacks %q", res.err, want)
+	}
+	if c.called("node-0 POST /engine/start") {
+		t.Errorf("an engine was started although the run was refused: %v", c.calls)
 	}
 }

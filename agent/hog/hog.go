@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rig-dev/rig/internal/units"
 )
 
 // Limits of a hog's settings; the action checks the same bounds where the playbook is parsed.
@@ -22,6 +24,9 @@ const (
 	MaxThreads = 256
 	MinNice    = -20
 	MaxNice    = 19
+	// MaxFor is the longest a hog spins: the playbook's longest duration, so the agent takes
+	// whatever a playbook may ask for, and its kill deadline (for + the overrun) never overflows.
+	MaxFor = units.MaxDuration
 )
 
 // Ready is the line a hog writes on stdout once every thread is set up and spinning: the agent
@@ -52,8 +57,8 @@ type State struct {
 // Check checks a request's settings (threads 0 takes the node's CPU count).
 func (r Request) Check() (time.Duration, error) {
 	d, err := time.ParseDuration(r.For)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("hog for %q: want a positive Go duration", r.For)
+	if err != nil || d <= 0 || d > MaxFor {
+		return 0, fmt.Errorf("hog for %q: want a Go duration from 1ns to %s", r.For, units.FormatDuration(MaxFor))
 	}
 	if r.Threads < 0 || r.Threads > MaxThreads {
 		return 0, fmt.Errorf("hog threads %d: want 1 to %d (0: one per CPU)", r.Threads, MaxThreads)

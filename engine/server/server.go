@@ -46,7 +46,7 @@ type Server struct {
 // loaded engine fills it at.
 const (
 	FlightRecorderWindow = 60 * time.Second
-	FlightRecorderBytes  = 128 << 20
+	FlightRecorderBytes  = engine.FlightRecorderBytes
 )
 
 // NewFlightRecorder is the engine's flight recorder for cfg (not started), or nil when cfg asks

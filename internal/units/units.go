@@ -245,6 +245,11 @@ func FormatRate(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
 
+// MaxDuration is the longest duration a playbook may give anything (a run, an action's time):
+// a day. The agent refuses a longer CPU hog too (agent/hog), so no run-supplied duration
+// reaches time arithmetic big enough to overflow.
+const MaxDuration = 24 * time.Hour
+
 // FormatDuration writes d as a playbook would, with 0 as "0s".
 func FormatDuration(d time.Duration) string {
 	if d == 0 {
