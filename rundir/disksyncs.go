@@ -40,4 +40,14 @@ func ReadDiskSyncs(path string) ([]DiskSync, error) {
 	return readDiskSyncs(f)
 }
 
+// DiskSyncs is ReadDiskSyncs of node's disk syncs file in the run folder (Folder).
+func (f Folder) DiskSyncs(node string) ([]DiskSync, error) {
+	fh, err := f.Open(node+"/"+DiskSyncsFile, "disk syncs file")
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return readDiskSyncs(fh)
+}
+
 func readDiskSyncs(r io.Reader) ([]DiskSync, error) { return readLines[DiskSync](r) }

@@ -80,4 +80,14 @@ func ReadInside(path string) ([]InsideSpan, error) {
 	return readInside(f)
 }
 
+// Inside is ReadInside of node's inside file in the run folder (Folder).
+func (f Folder) Inside(node string) ([]InsideSpan, error) {
+	fh, err := f.Open(node+"/"+InsideFile, "inside file")
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return readInside(fh)
+}
+
 func readInside(r io.Reader) ([]InsideSpan, error) { return readLines[InsideSpan](r) }

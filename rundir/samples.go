@@ -145,3 +145,20 @@ func ReadSamplesFile(path string) ([]Sample, error) {
 	}
 	return samples, err
 }
+
+// Samples is ReadSamplesFile of name (e.g. node-0/samples/os.ndjson) in the run folder (Folder).
+func (f Folder) Samples(name string) ([]Sample, error) {
+	fh, err := f.Open(name, "samples file")
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	samples, err := ReadSamples(fh)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+	}
+	return samples, err
+}
+
+// SamplesGlob matches every node's samples files in the run folder (Folder.Glob).
+const SamplesGlob = "*/" + SamplesDir + "/*" + SamplesExt
