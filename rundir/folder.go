@@ -133,7 +133,10 @@ func (f Folder) WriteFile(name string, fill func(io.Writer) error) error {
 	}
 	defer r.Close()
 	if err := f.writeIn(r, name, fill); err != nil {
-		return fmt.Errorf("write %s: %w", name, f.confined(name, err))
+		if err := f.confined(name, err); errors.Is(err, ErrOutside) {
+			return err
+		}
+		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
 }
@@ -184,9 +187,9 @@ func (f Folder) confined(name string, err error) error {
 		return err
 	}
 	if link == name {
-		return fmt.Errorf("%w: %s is a symlink to %s: refused", ErrOutside, name, target)
+		return fmt.Errorf("%s: %w (a symlink to %s): refused", name, ErrOutside, target)
 	}
-	return fmt.Errorf("%w: %s: %s is a symlink to %s: refused", ErrOutside, name, link, target)
+	return fmt.Errorf("%s: %w (%s is a symlink to %s): refused", name, ErrOutside, link, target)
 }
 
 // escape finds the symlink on the way to name that leads out of the folder, following links
