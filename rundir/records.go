@@ -96,7 +96,7 @@ func (rf *recordFormat[T]) decode(f io.Reader, name string, n int64) ([]T, error
 
 // ErrUndeclared classifies a record file of a run folder holding more records than the run
 // declared it wrote.
-var ErrUndeclared = errors.New("more records than the run declared")
+var ErrUndeclared = errors.New("more records than the run declared: refused, not read")
 
 // Declared is how many records a run folder's file may hold, and what says so.
 type Declared struct {
@@ -119,9 +119,9 @@ func readDeclared[T any](f Folder, rf *recordFormat[T], name string, d Declared)
 	}
 	n := rf.count(st.Size())
 	if n > d.N {
-		return nil, fmt.Errorf("%w: %s holds %s records (%s bytes); %s declares %s: refused, not read",
-			ErrUndeclared, name, units.Group(strconv.FormatInt(n, 10)), units.Group(strconv.FormatInt(st.Size(), 10)),
-			d.Source, units.Group(strconv.FormatInt(d.N, 10)))
+		return nil, fmt.Errorf("%s holds %s records (%s bytes); %s declares %s: %w",
+			name, units.Group(strconv.FormatInt(n, 10)), units.Group(strconv.FormatInt(st.Size(), 10)),
+			d.Source, units.Group(strconv.FormatInt(d.N, 10)), ErrUndeclared)
 	}
 	return rf.decode(io.LimitReader(fh, int64(len(rf.magic))+n*int64(rf.size)), name, n)
 }
