@@ -171,6 +171,8 @@ func (d *runData) readEvents() {
 	case errors.Is(err, fs.ErrNotExist):
 		d.warnf("no events.jsonl: no timeline, snapshots or restarts")
 		return
+	case errors.Is(err, rundir.ErrOutside):
+		d.warnOutside(err)
 	case err != nil:
 		d.warnf("read events.jsonl: %v", err)
 	}

@@ -112,16 +112,24 @@ func (f Folder) Glob(pattern string) ([]string, error) {
 					continue
 				}
 				name := path.Join(dir, e.Name())
-				if i == len(parts)-1 {
-					next = append(next, name)
-				} else if e.IsDir() || e.Type()&fs.ModeSymlink != 0 { // a symlink is listed, and refused if it leads out
-					next = append(next, name)
+				if i == len(parts)-1 || e.IsDir() || f.symlinkToDir(e, name) {
+					next = append(next, name) // a symlink is listed next, and refused if it leads out
 				}
 			}
 		}
 		cur = next
 	}
 	return cur, errors.Join(errs...)
+}
+
+// symlinkToDir says whether the entry name is a symlink to a folder, wherever it points: only
+// then is it listed as one, so a symlinked file matching a folder's component is not named.
+func (f Folder) symlinkToDir(e fs.DirEntry, name string) bool {
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(f.Dir, filepath.FromSlash(name)))
+	return err == nil && st.IsDir()
 }
 
 // WriteFile replaces name with what fill writes, atomically (a temporary file beside it, then a
