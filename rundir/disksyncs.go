@@ -42,12 +42,7 @@ func ReadDiskSyncs(path string) ([]DiskSync, error) {
 
 // DiskSyncs is ReadDiskSyncs of node's disk syncs file in the run folder (Folder).
 func (f Folder) DiskSyncs(node string) ([]DiskSync, error) {
-	fh, err := f.Open(node+"/"+DiskSyncsFile, "disk syncs file")
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	return readDiskSyncs(fh)
+	return readWith(f, node+"/"+DiskSyncsFile, "disk syncs file", readDiskSyncs)
 }
 
 func readDiskSyncs(r io.Reader) ([]DiskSync, error) { return readLines[DiskSync](r) }

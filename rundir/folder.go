@@ -34,49 +34,48 @@ func (f Folder) root() (*os.Root, error) {
 	return r, nil
 }
 
+// in runs op on a root of the folder, and words its refusal of name (confined).
+func in[T any](f Folder, name string, op func(r *os.Root) (T, error)) (T, error) {
+	r, err := f.root()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer r.Close()
+	v, err := op(r)
+	return v, f.confined(name, err)
+}
+
 // Open opens name for reading: a regular file only (a FIFO or a device is refused without
 // blocking), inside the folder. what names the file's kind in errors ("events file").
 func (f Folder) Open(name, what string) (*os.File, error) {
-	r, err := f.root()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	fh, err := untrusted.OpenIn(r, name, name, what)
-	return fh, f.confined(name, err)
+	return in(f, name, func(r *os.Root) (*os.File, error) { return untrusted.OpenIn(r, name, name, what) })
 }
 
 // ReadFile reads name whole, refusing a file over limit bytes before reading it.
 func (f Folder) ReadFile(name, what string, limit int64) ([]byte, error) {
-	r, err := f.root()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	b, err := untrusted.ReadFileIn(r, name, name, what, limit)
-	return b, f.confined(name, err)
+	return in(f, name, func(r *os.Root) ([]byte, error) { return untrusted.ReadFileIn(r, name, name, what, limit) })
 }
 
 // Stat is os.Stat of name inside the folder.
 func (f Folder) Stat(name string) (fs.FileInfo, error) {
-	r, err := f.root()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	st, err := r.Stat(name)
-	return st, f.confined(name, err)
+	return in(f, name, func(r *os.Root) (fs.FileInfo, error) { return r.Stat(name) })
 }
 
 // ReadDir lists the folder name (".": the run folder itself).
 func (f Folder) ReadDir(name string) ([]fs.DirEntry, error) {
-	r, err := f.root()
+	return in(f, name, func(r *os.Root) ([]fs.DirEntry, error) { return fs.ReadDir(r.FS(), name) })
+}
+
+// readWith opens name in the folder and decodes it with read.
+func readWith[T any](f Folder, name, what string, read func(io.Reader) (T, error)) (T, error) {
+	fh, err := f.Open(name, what)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	defer r.Close()
-	es, err := fs.ReadDir(r.FS(), name)
-	return es, f.confined(name, err)
+	defer fh.Close()
+	return read(fh)
 }
 
 // Glob is the names matching pattern (path.Match syntax, one component per slash), in
@@ -135,21 +134,14 @@ func (f Folder) symlinkToDir(e fs.DirEntry, name string) bool {
 // WriteFile replaces name with what fill writes, atomically (a temporary file beside it, then a
 // rename), creating the folders on the way; all of it inside the run folder.
 func (f Folder) WriteFile(name string, fill func(io.Writer) error) error {
-	r, err := f.root()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if err := f.writeIn(r, name, fill); err != nil {
-		if err := f.confined(name, err); errors.Is(err, ErrOutside) {
-			return err
-		}
+	_, err := in(f, name, func(r *os.Root) (struct{}, error) { return struct{}{}, writeIn(r, name, fill) })
+	if err != nil && !errors.Is(err, ErrOutside) { // ErrOutside names the file already
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	return nil
+	return err
 }
 
-func (f Folder) writeIn(r *os.Root, name string, fill func(io.Writer) error) error {
+func writeIn(r *os.Root, name string, fill func(io.Writer) error) error {
 	if dir := path.Dir(name); dir != "." {
 		if err := r.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -173,15 +165,11 @@ func (f Folder) writeIn(r *os.Root, name string, fill func(io.Writer) error) err
 
 // Remove removes name; a name that is not there is not an error.
 func (f Folder) Remove(name string) error {
-	r, err := f.root()
-	if err != nil {
-		return err
+	_, err := in(f, name, func(r *os.Root) (struct{}, error) { return struct{}{}, r.Remove(name) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	defer r.Close()
-	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return f.confined(name, err)
-	}
-	return nil
+	return err
 }
 
 // confined turns the root's refusal of a name that leads outside into ErrOutside, naming the

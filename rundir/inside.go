@@ -82,12 +82,7 @@ func ReadInside(path string) ([]InsideSpan, error) {
 
 // Inside is ReadInside of node's inside file in the run folder (Folder).
 func (f Folder) Inside(node string) ([]InsideSpan, error) {
-	fh, err := f.Open(node+"/"+InsideFile, "inside file")
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	return readInside(fh)
+	return readWith(f, node+"/"+InsideFile, "inside file", readInside)
 }
 
 func readInside(r io.Reader) ([]InsideSpan, error) { return readLines[InsideSpan](r) }

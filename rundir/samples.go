@@ -148,16 +148,13 @@ func ReadSamplesFile(path string) ([]Sample, error) {
 
 // Samples is ReadSamplesFile of name (e.g. node-0/samples/os.ndjson) in the run folder (Folder).
 func (f Folder) Samples(name string) ([]Sample, error) {
-	fh, err := f.Open(name, "samples file")
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	samples, err := ReadSamples(fh)
-	if err != nil {
-		err = fmt.Errorf("%s: %w", name, err)
-	}
-	return samples, err
+	return readWith(f, name, "samples file", func(r io.Reader) ([]Sample, error) {
+		samples, err := ReadSamples(r)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return samples, err
+	})
 }
 
 // SamplesGlob matches every node's samples files in the run folder (Folder.Glob).
