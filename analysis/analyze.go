@@ -70,7 +70,7 @@ type runData struct {
 	inside     map[string][]rundir.InsideSpan // per node, read on first use (windows.go)
 	syncs      map[string][]rundir.DiskSync   // per node, read on first use (windows.go)
 	warnings   []string
-	warned     map[string]bool // warnOnce's
+	warned     map[string]bool // what warnOutside said, once each
 }
 
 // span is a time interval in unix nanoseconds.
