@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -45,6 +44,7 @@ func Analyze(runDir string) (*Summary, error) {
 type runData struct {
 	ends     []int64 // actionEnds, once computed
 	dir      string
+	run      rundir.Folder // dir, every file of it reached inside it
 	man      rundir.Manifest
 	hasMan   bool
 	pb       playbooks.Playbook // the resolved playbook from the manifest
@@ -70,6 +70,7 @@ type runData struct {
 	inside     map[string][]rundir.InsideSpan // per node, read on first use (windows.go)
 	syncs      map[string][]rundir.DiskSync   // per node, read on first use (windows.go)
 	warnings   []string
+	warned     map[string]bool // what warnOutside said, once each
 }
 
 // span is a time interval in unix nanoseconds.
@@ -83,7 +84,7 @@ func loadRun(dir string) (*runData, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%w: %s is a file", ErrNotRunDir, dir)
 	}
-	d := &runData{dir: dir, statuses: map[string]*engine.Status{}}
+	d := &runData{dir: dir, run: rundir.Folder{Dir: dir}, statuses: map[string]*engine.Status{}}
 	d.readManifest()
 	d.readEvents()
 	d.readProbes()
@@ -94,6 +95,44 @@ func loadRun(dir string) (*runData, error) {
 
 func (d *runData) warnf(format string, args ...any) {
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+// warnOutside warns, once per file, of each run-folder name in err that leads outside the run
+// folder (rundir.ErrOutside): the file was refused, not read, and the report says which.
+func (d *runData) warnOutside(err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if !errors.Is(e, rundir.ErrOutside) || d.warned[e.Error()] {
+			continue
+		}
+		if d.warned == nil {
+			d.warned = map[string]bool{}
+		}
+		d.warned[e.Error()] = true
+		d.warnf("%v", e)
+	}
+}
+
+// glob is the run folder's names matching pattern (rundir.Folder.Glob), sorted.
+func (d *runData) glob(pattern string) []string {
+	names, err := d.run.Glob(pattern)
+	if err != nil {
+		d.warnOutside(err)
+	}
+	return names
+}
+
+// samples reads one OS samples file: what decodes counts, a damaged file is not a finding, but
+// one leading outside the run folder is named.
+func (d *runData) samples(name string) []rundir.Sample {
+	ss, err := d.run.Samples(name)
+	if err != nil {
+		d.warnOutside(err)
+	}
+	return ss
 }
 
 func (d *runData) readManifest() {
@@ -127,11 +166,13 @@ func (d *runData) readManifest() {
 // readEvents reads events.jsonl, skipping (and reporting) lines it cannot decode: the tail of
 // an interrupted run may be torn, and everything before it is still good.
 func (d *runData) readEvents() {
-	evs, bad, err := rundir.ReadEvents(filepath.Join(d.dir, rundir.EventsFile))
+	evs, bad, err := d.run.Events()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.warnf("no events.jsonl: no timeline, snapshots or restarts")
 		return
+	case errors.Is(err, rundir.ErrOutside):
+		d.warnOutside(err)
 	case err != nil:
 		d.warnf("read events.jsonl: %v", err)
 	}
@@ -148,10 +189,17 @@ func (d *runData) readEvents() {
 	d.events = evs
 }
 
+// readProbes reads loadgen/probes.bin up to the count the run declared (declaredProbes), and
+// refuses a file holding more: its size is no measure of what the run wrote.
 func (d *runData) readProbes() {
-	ps, err := rundir.ReadProbes(filepath.Join(d.dir, rundir.LoadgenDir, rundir.ProbesFile))
+	decl, derr := d.declaredProbes()
+	var ps []rundir.Probe
+	err := derr
+	if err == nil {
+		ps, err = d.run.Probes(decl)
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := d.run.Stat(rundir.ProbesPath); errors.Is(serr, fs.ErrNotExist) {
 			d.warnf("no loadgen/probes.bin: no client latency figures")
 		} else {
 			d.warnf("read probes: %v", err)
@@ -164,6 +212,23 @@ func (d *runData) readProbes() {
 		slices.SortFunc(ps, byIntended)
 	}
 	d.probes, d.hasProbe = ps, true
+}
+
+// declaredProbes is how many probes the load generator wrote: what its stats.json says, else (a
+// load generator killed before it wrote one) every probe the playbook's schedule holds, which
+// is how the runner configured it (probe_rate for duration).
+func (d *runData) declaredProbes() (rundir.Declared, error) {
+	decl, err := d.run.DeclaredProbes()
+	if err == nil {
+		return decl, nil
+	}
+	if !d.hasPB || d.pb.Load.ProbeRate <= 0 || d.pb.Duration <= 0 {
+		return rundir.Declared{}, fmt.Errorf("%s not read: no readable %s/%s (%v) and no probe schedule in manifest.json's playbook to say how many probes it may hold",
+			rundir.ProbesPath, rundir.LoadgenDir, rundir.StatsFile, err)
+	}
+	n := math.Ceil(d.pb.Duration.Seconds() * d.pb.Load.ProbeRate)
+	return rundir.Declared{N: int64(min(n, math.MaxInt64/2)),
+		Source: fmt.Sprintf("manifest.json's playbook (%g probes/s for %s; no readable %s/%s)", d.pb.Load.ProbeRate, d.pb.Duration, rundir.LoadgenDir, rundir.StatsFile)}, nil
 }
 
 // runMark returns the time of the first run event with that phase.
@@ -221,7 +286,7 @@ func (d *runData) resolveTimes() {
 // readStatuses finds the server nodes: folders holding a status.json, plus every node the
 // events name (a node whose status.json is missing is still a server whose end state is unknown).
 func (d *runData) readStatuses() {
-	entries, err := os.ReadDir(d.dir)
+	entries, err := d.run.ReadDir(".")
 	if err != nil {
 		d.warnf("list run folder: %v", err)
 	}
@@ -229,13 +294,12 @@ func (d *runData) readStatuses() {
 		if !de.IsDir() {
 			continue
 		}
-		path := filepath.Join(d.dir, de.Name(), rundir.StatusFile)
-		b, err := untrusted.ReadFileUpTo(path, rundir.StatusFile, rundir.MaxJSONBytes)
+		b, err := d.run.ReadFile(de.Name()+"/"+rundir.StatusFile, rundir.StatusFile, rundir.MaxJSONBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			d.warnf("%s: %v", filepath.Join(de.Name(), rundir.StatusFile), err)
+			d.warnf("%s/%s: %v", de.Name(), rundir.StatusFile, err)
 			d.statuses[de.Name()] = nil
 			continue
 		}

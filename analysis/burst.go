@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
+	"path"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -74,13 +73,13 @@ func (d *runData) burstRows(s *Summary) {
 	if d.man.Loadgen != nil {
 		series = d.man.Loadgen.Bursts
 	}
-	others, _ := filepath.Glob(filepath.Join(d.dir, rundir.RemoteBurstsGlob))
-	sort.Strings(others)
-	for _, f := range others {
+	for _, f := range d.glob(rundir.RemoteBurstsGlob) {
 		var st rundir.BurstStats
-		if b, err := untrusted.ReadFileUpTo(f, rundir.BurstStatsFile, rundir.MaxJSONBytes); err == nil && json.Unmarshal(b, &st) == nil {
+		b, err := d.run.ReadFile(f, rundir.BurstStatsFile, rundir.MaxJSONBytes)
+		if err == nil && json.Unmarshal(b, &st) == nil {
 			series = append(series, st)
 		}
+		d.warnOutside(err)
 	}
 	udp := map[uint32]int{} // burst number -> row
 	for _, st := range series {
@@ -190,11 +189,10 @@ func burstFailures(r *BurstRow, closed bool) []string {
 // nicDrops sums a node's ENA rx drops over the OS samples whose interval overlaps [from, to]
 // (nil when the node's samples have no NIC counters: not an AWS ENA node).
 func (d *runData) nicDrops(node string, from, to int64) *uint64 {
-	files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*"+rundir.SamplesExt))
 	var sum uint64
 	seen := false
-	for _, f := range files {
-		samples, _ := rundir.ReadSamplesFile(f)
+	for _, f := range d.glob(node + "/" + rundir.SamplesDir + "/*" + rundir.SamplesExt) {
+		samples := d.samples(f)
 		for _, smp := range samples {
 			if len(smp.NICs) == 0 {
 				continue
@@ -254,10 +252,9 @@ func (d *runData) notApplied(s *Summary) {
 // node's).
 func (d *runData) sampleFigures(s *Summary) []string {
 	var warn []string
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*"+rundir.SamplesExt))
-	for _, f := range files {
-		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		st, ok := readSampleFile(f)
+	for _, f := range d.glob(rundir.SamplesGlob) {
+		node := path.Base(path.Dir(path.Dir(f)))
+		st, ok := readSampleFile(d.samples(f))
 		if !ok {
 			continue
 		}
@@ -279,9 +276,8 @@ type sampleFile struct {
 	maxLoad             float64
 }
 
-func readSampleFile(path string) (sampleFile, bool) {
+func readSampleFile(samples []rundir.Sample) (sampleFile, bool) {
 	var out sampleFile
-	samples, _ := rundir.ReadSamplesFile(path) // what decodes counts; a damaged file is not a finding
 	for _, s := range samples {
 		out.n++
 		out.rcvbuf += s.UDP.RcvbufErrorsDelta

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
-	"path/filepath"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -28,9 +27,8 @@ var nodeColors = []color.RGBA{
 func (d *runData) diskSeries() map[string]plotter.XYs {
 	out := map[string]plotter.XYs{}
 	for _, node := range d.nodes {
-		files, _ := filepath.Glob(filepath.Join(d.dir, node, rundir.SamplesDir, "*"+rundir.SamplesExt))
-		for _, f := range files {
-			samples, _ := rundir.ReadSamplesFile(f)
+		for _, f := range d.glob(node + "/" + rundir.SamplesDir + "/*" + rundir.SamplesExt) {
+			samples := d.samples(f)
 			for _, s := range samples {
 				if s.Time.IsZero() {
 					continue

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
+	"path"
 	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -47,7 +46,7 @@ const maxLostIDs = 20
 
 // durability is nil for a run folder without a ledger (older runs, or no probe stream).
 func (d *runData) durability(s *Summary) (*Durability, []string) {
-	acked, err := rundir.ReadAcked(filepath.Join(d.dir, rundir.LoadgenDir, rundir.AckedFile))
+	acked, err := d.readAcked()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -58,7 +57,8 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 	held := map[string]*engine.HeldOrders{}
 	for _, n := range d.nodes {
 		var h engine.HeldOrders
-		if err := readJSONFile(filepath.Join(d.dir, n, rundir.HeldOrdersFile), &h); err != nil {
+		if err := d.readJSONFile(n+"/"+rundir.HeldOrdersFile, &h); err != nil {
+			d.warnOutside(err)
 			out.Nodes[n] = NodeDurability{Missing: true}
 			continue
 		}
@@ -129,8 +129,22 @@ func syncCell(l *int) string {
 	return fmt.Sprint(*l)
 }
 
-func readJSONFile(path string, v any) error {
-	b, err := untrusted.ReadFileUpTo(path, filepath.Base(path), rundir.MaxJSONBytes)
+// readAcked reads the ledger, bounded by the answers stats.json declares; without a stats.json
+// (a killed load generator) the memory check of rig report is its bound.
+func (d *runData) readAcked() ([]rundir.Acked, error) {
+	decl, err := d.run.DeclaredAcked()
+	if err != nil {
+		n, cerr := d.run.AckedRecords()
+		if cerr != nil {
+			return nil, cerr
+		}
+		decl = rundir.Declared{N: n, Source: "its own size (no readable loadgen/stats.json)"}
+	}
+	return d.run.Acked(decl)
+}
+
+func (d *runData) readJSONFile(name string, v any) error {
+	b, err := d.run.ReadFile(name, path.Base(name), rundir.MaxJSONBytes)
 	if err != nil {
 		return err
 	}

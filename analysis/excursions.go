@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"path/filepath"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -277,10 +277,9 @@ type hostSeries struct {
 
 func (d *runData) hostSamples() *hostSeries {
 	h := &hostSeries{byNode: map[string][]rundir.Sample{}, othersMedian: map[string]float64{}, local: d.man.Target == "local"}
-	files, _ := filepath.Glob(filepath.Join(d.dir, "*", rundir.SamplesDir, "*"+rundir.SamplesExt))
-	for _, f := range files {
-		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		ss, _ := rundir.ReadSamplesFile(f) // what decodes counts, as in sampleFigures
+	for _, f := range d.glob(rundir.SamplesGlob) {
+		node := path.Base(path.Dir(path.Dir(f)))
+		ss := d.samples(f)
 		h.byNode[node] = append(h.byNode[node], ss...)
 	}
 	for node, ss := range h.byNode {

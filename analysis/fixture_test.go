@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -115,6 +116,18 @@ func (f *fixture) probes(ps []rundir.Probe) {
 		}
 	}
 	if err := w.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	// The load generator says how many it wrote: the analysis reads no more than that.
+	st := rundir.ProbeStats{Scheduled: int64(len(ps))}
+	for _, p := range ps {
+		if p.Outcome == rundir.ProbeOK {
+			st.Answered++
+		} else {
+			st.Lost++
+		}
+	}
+	if err := atomicfile.WriteJSON(filepath.Join(f.dir, rundir.LoadgenDir, rundir.StatsFile), st); err != nil {
 		f.t.Fatal(err)
 	}
 }

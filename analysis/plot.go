@@ -6,8 +6,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,7 +20,6 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -74,8 +71,10 @@ var (
 )
 
 // writePlots draws every plot the run's data supports and returns their paths relative to the
-// run folder. One plot failing does not stop the others.
+// run folder. One plot failing does not stop the others. Every plot is written inside the run
+// folder (rundir.Folder): a plots folder that is a symlink leading out is refused, not followed.
 func writePlots(runDir string, d *runData, s *Summary) ([]string, error) {
+	run := rundir.Folder{Dir: runDir}
 	type job struct {
 		rel  string
 		make func() (*plot.Plot, []legendItem, vg.Length, error)
@@ -99,23 +98,16 @@ func writePlots(runDir string, d *runData, s *Summary) ([]string, error) {
 	// A plot this data no longer supports must not survive from an earlier analysis.
 	for _, rel := range []string{PlotLatency, PlotRestarts, PlotNodes, PlotDisk, PlotHandOff} {
 		if !slices.ContainsFunc(jobs, func(j job) bool { return j.rel == rel }) {
-			os.Remove(filepath.Join(runDir, rel))
+			run.Remove(rel)
 		}
-	}
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	if err := os.MkdirAll(filepath.Join(runDir, rundir.PlotsDir), 0o755); err != nil {
-		return nil, fmt.Errorf("create plots folder: %w", err)
 	}
 	var out []string
 	var errs []error
 	for _, j := range jobs {
-		p, legend, h, err := j.make()
-		if err == nil {
-			err = savePNG(filepath.Join(runDir, j.rel), plotWidth, h, p, legend)
-		}
-		if err != nil {
+		if err := drawPlot(run, j.rel, j.make); errors.Is(err, rundir.ErrOutside) {
+			errs = append(errs, err) // names the file already
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", j.rel, err))
 			continue
 		}
@@ -281,13 +273,16 @@ func latencyPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, e
 		if b.answered > 0 {
 			p50 = append(p50, plotter.XY{X: b.t, Y: b.p50})
 			mx = append(mx, plotter.XY{X: b.t, Y: b.max})
-			ymin, ymax = min(ymin, b.p50), max(ymax, b.max)
+			if b.p50 > 0 { // a latency of 0 or less (a damaged file) sits on the axis floor
+				ymin = min(ymin, b.p50)
+			}
+			ymax = max(ymax, b.max)
 		}
 	}
-	if len(p50) == 0 { // every probe lost: still show when
+	if ymax <= 0 { // every probe lost (or none positive): still show when
 		ymin, ymax = 1, 10
 	}
-	ymin = max(ymin, 0.001) // log axes need a positive floor: 1 µs
+	ymin = min(max(ymin, 0.001), ymax) // log axes need a positive floor: 1 µs
 	logY := ymax/ymin > 20
 	// Room above the data for the marker labels and the lost-probe marks.
 	var top, lostY float64
@@ -303,6 +298,13 @@ func latencyPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, e
 	for _, b := range buckets {
 		if b.lost {
 			lost = append(lost, plotter.XY{X: b.t, Y: lostY})
+		}
+	}
+	if logY { // gonum panics on a value that is not positive on a log axis
+		for _, xy := range []plotter.XYs{p50, mx} {
+			for i := range xy {
+				xy[i].Y = max(xy[i].Y, ymin)
+			}
 		}
 	}
 
@@ -612,8 +614,12 @@ func (secondsTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	decimals := max(0, int(-math.Floor(math.Log10(step))))
+	first := math.Ceil(lo / step * 2)
+	if math.IsInf(first, 0) || math.Abs(first) > 1<<52 { // a span too narrow for its offset: i++ would not move
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', -1, 64)}}
+	}
 	var ts []plot.Tick
-	for i := math.Ceil(lo / step * 2); i/2*step <= hi; i++ {
+	for i := first; i/2*step <= hi; i++ {
 		v := i / 2 * step
 		if math.Mod(i, 2) == 0 {
 			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
@@ -650,9 +656,25 @@ func (l lineSwatch) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(ls, c.Min.X, y, c.Max.X, y)
 }
 
-// savePNG draws p above a one-line legend and writes a PNG. The legend sits outside the data
-// area so it never hides a spike.
-func savePNG(path string, w, h vg.Length, p *plot.Plot, legend []legendItem) error {
+// drawPlot makes one plot and writes it to rel in the run folder. gonum panics on some data it
+// cannot draw (a log axis over a value that is not positive, say): the plots guard their data
+// against every such case known, and a panic left is this plot's error, not the report's end.
+func drawPlot(run rundir.Folder, rel string, build func() (*plot.Plot, []legendItem, vg.Length, error)) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("could not be drawn: %v", r)
+		}
+	}()
+	p, legend, h, err := build()
+	if err != nil {
+		return err
+	}
+	return savePNG(run, rel, plotWidth, h, p, legend)
+}
+
+// savePNG draws p above a one-line legend and writes a PNG to rel in the run folder. The legend
+// sits outside the data area so it never hides a spike.
+func savePNG(run rundir.Folder, rel string, w, h vg.Length, p *plot.Plot, legend []legendItem) error {
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(plotDPI))
 	dc := draw.New(img)
 	area := dc
@@ -661,10 +683,10 @@ func savePNG(path string, w, h vg.Length, p *plot.Plot, legend []legendItem) err
 		drawLegendRow(dc, legend)
 	}
 	p.Draw(area)
-	return atomicfile.WriteFunc(path, func(w io.Writer) error {
+	return run.WriteFile(rel, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
-	}, atomicfile.Options{})
+	})
 }
 
 func drawLegendRow(c draw.Canvas, items []legendItem) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -79,13 +77,13 @@ func (d *runData) gcRows() ([]GCRow, map[string][]GCPause) {
 	var rows []GCRow
 	all := map[string][]GCPause{}
 	for _, node := range d.nodes {
-		files, _ := filepath.Glob(filepath.Join(d.dir, node, "gc*.log"))
+		files := d.glob(node + "/gc*.log")
 		if len(files) == 0 {
 			continue
 		}
 		row := GCRow{Node: node, Windowed: true}
 		for _, f := range files {
-			fh, err := untrusted.Open(f, "GC log")
+			fh, err := d.run.Open(f, "GC log")
 			if err != nil {
 				d.warnf("GC log %s: %v", f, err)
 				continue
@@ -217,8 +215,9 @@ func (d *runData) stampedLog(node string) []stampedLine {
 	}
 	var out []stampedLine
 	defer func() { d.engineLogs[node] = out }()
-	f, err := untrusted.Open(filepath.Join(d.dir, node, rundir.EngineLogFile), rundir.EngineLogFile)
+	f, err := d.run.Open(node+"/"+rundir.EngineLogFile, rundir.EngineLogFile)
 	if err != nil {
+		d.warnOutside(err)
 		return nil
 	}
 	defer f.Close()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -126,7 +125,7 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 	}
 	d.inside = map[string][]rundir.InsideSpan{}
 	for _, n := range d.nodes {
-		ss, err := rundir.ReadInside(filepath.Join(d.dir, n, rundir.InsideFile))
+		ss, err := d.run.Inside(n)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -161,7 +160,7 @@ func (d *runData) diskSyncs() (map[string][]rundir.DiskSync, []string) {
 	var warn []string
 	d.syncs = map[string][]rundir.DiskSync{}
 	for _, n := range d.nodes {
-		ss, err := rundir.ReadDiskSyncs(filepath.Join(d.dir, n, rundir.DiskSyncsFile))
+		ss, err := d.run.DiskSyncs(n)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -54,3 +54,27 @@ func CreateAcked(path string) (*AckedWriter, error) { return ackedFormat.create(
 
 // ReadAcked reads a whole ledger. A truncated last record (a killed writer) is dropped.
 func ReadAcked(path string) ([]Acked, error) { return ackedFormat.read(path) }
+
+// AckedPath is loadgen/acked.bin, relative to the run folder.
+const AckedPath = LoadgenDir + "/" + AckedFile
+
+// Acked reads the run folder's ledger, refused when it holds more records than declared
+// (ErrUndeclared).
+func (f Folder) Acked(d Declared) ([]Acked, error) { return readDeclared(f, ackedFormat, AckedPath, d) }
+
+// AckedRecords is how many records loadgen/acked.bin holds, by its size.
+func (f Folder) AckedRecords() (int64, error) { return recordsIn(f, ackedFormat, AckedPath) }
+
+// DeclaredAcked is how many orders the load generator says were answered (stats.json: the
+// probes and its own bursts): the ledger holds those answered OK.
+func (f Folder) DeclaredAcked() (Declared, error) {
+	st, err := f.loadgenStats()
+	if err != nil {
+		return Declared{}, err
+	}
+	n := satAdd(st.Answered)
+	for _, b := range st.Bursts {
+		n = satAdd(n, b.Answered)
+	}
+	return Declared{N: n, Source: LoadgenDir + "/" + StatsFile}, nil
+}

@@ -40,7 +40,7 @@ func WriteControllerBeat(dir string, every time.Duration) error {
 // process no longer exists (same host) or it missed three beats. It returns when the controller
 // was last heard from.
 func Abandoned(dir string, now time.Time) (bool, time.Time, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ControllerFile))
+	b, err := Folder{dir}.ReadFile(ControllerFile, ControllerFile, MaxJSONBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, time.Time{}, nil // a run from before heartbeats: nothing to go by
 	}

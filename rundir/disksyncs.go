@@ -40,4 +40,9 @@ func ReadDiskSyncs(path string) ([]DiskSync, error) {
 	return readDiskSyncs(f)
 }
 
+// DiskSyncs is ReadDiskSyncs of node's disk syncs file in the run folder (Folder).
+func (f Folder) DiskSyncs(node string) ([]DiskSync, error) {
+	return readWith(f, node+"/"+DiskSyncsFile, "disk syncs file", readDiskSyncs)
+}
+
 func readDiskSyncs(r io.Reader) ([]DiskSync, error) { return readLines[DiskSync](r) }

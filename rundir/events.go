@@ -515,6 +515,20 @@ func ReadEvents(path string) (events []Event, bad []error, err error) {
 		return nil, nil, err
 	}
 	defer f.Close()
+	return readEvents(f, path)
+}
+
+// Events is ReadEvents of the run folder's events.jsonl, reached inside the folder (Folder).
+func (f Folder) Events() (events []Event, bad []error, err error) {
+	fh, err := f.Open(EventsFile, EventsFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	return readEvents(fh, EventsFile)
+}
+
+func readEvents(f io.Reader, path string) (events []Event, bad []error, err error) {
 	r := bufio.NewReaderSize(f, 64<<10)
 	lastSnap := -1 // the latest snapshot action, for a legacy index note
 	for line := 1; ; line++ {

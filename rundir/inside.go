@@ -80,4 +80,9 @@ func ReadInside(path string) ([]InsideSpan, error) {
 	return readInside(f)
 }
 
+// Inside is ReadInside of node's inside file in the run folder (Folder).
+func (f Folder) Inside(node string) ([]InsideSpan, error) {
+	return readWith(f, node+"/"+InsideFile, "inside file", readInside)
+}
+
 func readInside(r io.Reader) ([]InsideSpan, error) { return readLines[InsideSpan](r) }

@@ -19,7 +19,6 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
-	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/linkproxy"
 )
@@ -257,7 +256,7 @@ func WriteManifest(dir string, m *Manifest) error {
 // ReadManifest reads dir/manifest.json. A field of an unexpected type is left empty and reported
 // as a *json.UnmarshalTypeError alongside the rest of the manifest.
 func ReadManifest(dir string) (*Manifest, error) {
-	b, err := untrusted.ReadFileUpTo(filepath.Join(dir, ManifestFile), ManifestFile, MaxJSONBytes)
+	b, err := Folder{dir}.ReadFile(ManifestFile, ManifestFile, MaxJSONBytes)
 	if err != nil {
 		return nil, err
 	}

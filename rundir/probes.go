@@ -1,6 +1,11 @@
 package rundir
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+)
 
 // Probe outcomes.
 const (
@@ -42,5 +47,58 @@ type ProbeWriter = RecordWriter[Probe]
 // CreateProbes creates a probes file at path.
 func CreateProbes(path string) (*ProbeWriter, error) { return probeFormat.create(path) }
 
-// ReadProbes reads a whole probes file. A truncated last record (a killed writer) is dropped.
+// ReadProbes reads a whole probes file this process wrote (a test, the load generator's own
+// checks). A truncated last record (a killed writer) is dropped. A run folder's is read with
+// Folder.Probes, bounded by what the run declared.
 func ReadProbes(path string) ([]Probe, error) { return probeFormat.read(path) }
+
+// ProbesPath is loadgen/probes.bin, relative to the run folder.
+const ProbesPath = LoadgenDir + "/" + ProbesFile
+
+// Probes reads the run folder's loadgen/probes.bin, refusing it before anything is read when it
+// holds more probes than declared (ErrUndeclared): a padded or foreign file must not cost the
+// reader its memory.
+func (f Folder) Probes(d Declared) ([]Probe, error) {
+	return readDeclared(f, probeFormat, ProbesPath, d)
+}
+
+// ProbeRecords is how many probes loadgen/probes.bin holds, by its size.
+func (f Folder) ProbeRecords() (int64, error) { return recordsIn(f, probeFormat, ProbesPath) }
+
+// DeclaredProbes is how many probes the load generator says it wrote to probes.bin: every probe
+// answered or lost (stats.json, written when its schedule ended), which is every probe it
+// scheduled once it is done.
+func (f Folder) DeclaredProbes() (Declared, error) {
+	st, err := f.loadgenStats()
+	if err != nil {
+		return Declared{}, err
+	}
+	return Declared{N: max(st.Scheduled, satAdd(st.Answered, st.Lost)), Source: LoadgenDir + "/" + StatsFile}, nil
+}
+
+func (f Folder) loadgenStats() (ProbeStats, error) {
+	var st ProbeStats
+	b, err := f.ReadFile(LoadgenDir+"/"+StatsFile, StatsFile, MaxJSONBytes)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s/%s: %w", LoadgenDir, StatsFile, err)
+	}
+	return st, nil
+}
+
+// satAdd adds counts from a file, which may be anything: negative counts are none, and the sum
+// stops at the largest int64.
+func satAdd(a ...int64) int64 {
+	var s int64
+	for _, v := range a {
+		if v > 0 {
+			if s > math.MaxInt64-v {
+				return math.MaxInt64
+			}
+			s += v
+		}
+	}
+	return s
+}

@@ -145,3 +145,17 @@ func ReadSamplesFile(path string) ([]Sample, error) {
 	}
 	return samples, err
 }
+
+// Samples is ReadSamplesFile of name (e.g. node-0/samples/os.ndjson) in the run folder (Folder).
+func (f Folder) Samples(name string) ([]Sample, error) {
+	return readWith(f, name, "samples file", func(r io.Reader) ([]Sample, error) {
+		samples, err := ReadSamples(r)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return samples, err
+	})
+}
+
+// SamplesGlob matches every node's samples files in the run folder (Folder.Glob).
+const SamplesGlob = "*/" + SamplesDir + "/*" + SamplesExt

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
@@ -25,6 +27,10 @@ func newReportCmd() *cobra.Command {
 			"`rig run` does at the end of every run, and rewrites summary.json, report.md and plots/*.png.\n" +
 			"Nothing else in the folder is changed; the dead disk model mounts a killed run left are\n" +
 			"detached and named in the warnings (docs/disks.md, \"Who owns a mount\").\n\n" +
+			"Every file is read and written inside RUN_DIR (a symlink leading out is refused, named);\n" +
+			"loadgen/probes.bin is read up to the count loadgen/stats.json declares, and refused beyond\n" +
+			"it; a folder whose analysis would not fit in MemAvailable is refused before anything is read\n" +
+			"(docs/results.md, \"Re-analysing a run\").\n\n" +
 			"Given a SWEEP_DIR (a folder with sweep.json), re-analyses each of its runs (r01, r02, …) the\n" +
 			"same way, then rewrites the sweep's report.md (one table per experiment, every combination's\n" +
 			"rounds pooled, differences from the baseline) and its plots/.",
@@ -101,6 +107,22 @@ func countRan(set *sweep.Set) int {
 // and `rig report` must not litter it with a report.
 var runFolderFiles = []string{rundir.ManifestFile, rundir.EventsFile, filepath.Join(rundir.LoadgenDir, rundir.ProbesFile)}
 
+// checkReportMemory refuses a run folder whose analysis would not fit in this machine's memory
+// (analysis.EstimateMemory: the probes, ledger and line files it reads, from their sizes and what
+// the run declared), as rig validate refuses a book that would not fit; nothing is written then.
+func checkReportMemory(stderr io.Writer, dir string) error {
+	need, _ := analysis.EstimateMemory(dir) // what it cannot size leads outside: the analysis names it
+	_, avail, err := facts.Memory("/")
+	if err != nil || avail == 0 {
+		fmt.Fprintf(stderr, "note: analysing %s needs %s; this machine's MemAvailable is not known (%v): not checked\n", dir, need, err)
+		return nil
+	}
+	if err := need.Check(int64(min(avail, math.MaxInt64)), "MemAvailable in this machine's /proc/meminfo"); err != nil {
+		return fmt.Errorf("RUN_DIR %s: %w", dir, err)
+	}
+	return nil
+}
+
 func report(stdout, stderr io.Writer, dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
@@ -111,13 +133,16 @@ func report(stdout, stderr io.Writer, dir string) error {
 	}
 	found := false
 	for _, f := range runFolderFiles {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+		if _, err := (rundir.Folder{Dir: dir}).Stat(f); err == nil {
 			found = true
 			break
 		}
 	}
 	if !found {
 		return fmt.Errorf("%w: RUN_DIR %s is not a run folder: it holds none of %s", errUsage, dir, strings.Join(runFolderFiles, ", "))
+	}
+	if err := checkReportMemory(stderr, dir); err != nil {
+		return err
 	}
 	s, err := analysis.Analyze(dir)
 	if errors.Is(err, analysis.ErrNotRunDir) {
@@ -135,11 +160,12 @@ func report(stdout, stderr io.Writer, dir string) error {
 	if err != nil {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("dead disk model mounts: %v", err))
 	}
-	if err := analysis.WriteOutputs(dir, s); err != nil {
-		return fmt.Errorf("write report of %s: %w", dir, err)
-	}
-	for _, w := range s.Warnings {
+	werr := analysis.WriteOutputs(dir, s)
+	for _, w := range s.Warnings { // what was refused is named even when a plot could not be written
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if werr != nil {
+		return fmt.Errorf("write report of %s: %w", dir, werr)
 	}
 	p50 := "—"
 	if s.Probes.P50Us != nil {

@@ -117,6 +117,24 @@ func ReadFileIn(root *os.Root, name, display, what string, limit int64) ([]byte,
 	return readOpen(f, display, what, limit)
 }
 
+// OpenIn is Open for name inside root: a regular file only, never blocking on a FIFO, and a
+// symlink or ".." that leads out of root refused (os.Root). display names the file in errors.
+func OpenIn(root *os.Root, name, display, what string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, display, err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = regular(display, what, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // readOpen reads the open file f, checking on its descriptor that it is a regular file of at
 // most limit bytes, and reading no more than limit+1 of it.
 func readOpen(f *os.File, path, what string, limit int64) ([]byte, error) {
