@@ -193,11 +193,12 @@ func runForeignClient(ctx context.Context, t *testing.T, archives, ingress, host
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	t0 := time.Now()
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("foreign client (%s): %v\n%s\n%s", who, err, out, stderr.String())
 	}
-	return string(out), who
+	return string(out), fmt.Sprintf("%s, %.1f s", who, time.Since(t0).Seconds())
 }
 
 func copyFile(t *testing.T, from, to string) {

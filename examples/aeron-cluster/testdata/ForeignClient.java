@@ -5,6 +5,10 @@ import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import io.aeron.exceptions.TimeoutException;
 import io.aeron.security.AuthenticationException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.DatagramSocket;
+import java.net.InetSocketAddress;
 import java.util.concurrent.TimeUnit;
 import org.agrona.concurrent.UnsafeBuffer;
 
@@ -73,7 +77,7 @@ public final class ForeignClient
                     return "ANSWERED: " + n[0] + " recording(s) listed";
                 case "replay":
                     return "ANSWERED: replay session " +
-                        client.startReplay(0, 0, AeronArchive.NULL_LENGTH, "aeron:udp?endpoint=" + host + ":0", 1001);
+                        client.startReplay(0, 0, AeronArchive.NULL_LENGTH, "aeron:udp?endpoint=" + host + ":" + freePort(host), 1001);
                 default:
                     return "ANSWERED: truncated to " + client.truncateRecording(0, 0);
             }
@@ -106,6 +110,18 @@ public final class ForeignClient
             // A message of an unknown type: the service answers it unsupported, and nothing changes.
             final long pos = client.offer(new UnsafeBuffer(new byte[9]), 0, 9);
             return "ANSWERED: cluster session " + client.clusterSessionId() + " opened, offer returned " + pos;
+        }
+    }
+
+    private static int freePort(final String host)
+    {
+        try (DatagramSocket s = new DatagramSocket(new InetSocketAddress(host, 0)))
+        {
+            return s.getLocalPort();
+        }
+        catch (final IOException e)
+        {
+            throw new UncheckedIOException(e);
         }
     }
 
