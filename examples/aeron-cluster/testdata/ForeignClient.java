@@ -5,11 +5,17 @@ import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import io.aeron.exceptions.TimeoutException;
 import io.aeron.security.AuthenticationException;
+import io.aeron.security.CredentialsSupplier;
+import io.aeron.security.NullCredentialsSupplier;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.DatagramSocket;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
 import java.util.concurrent.TimeUnit;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import org.agrona.concurrent.UnsafeBuffer;
 
 /**
@@ -22,10 +28,45 @@ import org.agrona.concurrent.UnsafeBuffer;
  *
  * Usage: ForeignClient ARCHIVE_HOST:PORT[,ARCHIVE_HOST:PORT...] INGRESS_ENDPOINTS RESPONSE_HOST
  * (INGRESS_ENDPOINTS as Aeron takes them: 0=host:port,1=host:port,...).
+ *
+ * With RIG_CLUSTER_SECRET in its environment it presents the credentials the run's own clients
+ * do (derived as dev.rig.aeron.RunAuth derives them), over the same UDP endpoints a peer's
+ * archive replicates through: the test's proof that a refusal is about credentials.
  */
 public final class ForeignClient
 {
     private static final long TIMEOUT_NS = TimeUnit.SECONDS.toNanos(3);
+    private static final String SECRET = System.getenv("RIG_CLUSTER_SECRET");
+
+    private static CredentialsSupplier credentials(final String endpoint)
+    {
+        if (SECRET == null || SECRET.isEmpty())
+        {
+            return new NullCredentialsSupplier();
+        }
+        try
+        {
+            final Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(SECRET.getBytes(StandardCharsets.UTF_8), "HmacSHA256"));
+            final byte[] c = mac.doFinal(("rig-aeron " + endpoint).getBytes(StandardCharsets.US_ASCII));
+            return new CredentialsSupplier()
+            {
+                public byte[] encodedCredentials()
+                {
+                    return c;
+                }
+
+                public byte[] onChallenge(final byte[] challenge)
+                {
+                    return new byte[0];
+                }
+            };
+        }
+        catch (final GeneralSecurityException e)
+        {
+            throw new IllegalStateException(e);
+        }
+    }
 
     public static void main(final String[] args)
     {
@@ -55,6 +96,7 @@ public final class ForeignClient
             .aeronDirectoryName(dir)
             .controlRequestChannel("aeron:udp?endpoint=" + endpoint)
             .controlResponseChannel("aeron:udp?endpoint=" + host + ":0")
+            .credentialsSupplier(credentials("archive control"))
             .messageTimeoutNs(TIMEOUT_NS);
         final AeronArchive client;
         try
@@ -99,6 +141,7 @@ public final class ForeignClient
                 .ingressChannel("aeron:udp")
                 .ingressEndpoints(endpoints)
                 .egressChannel("aeron:udp?endpoint=" + host + ":0")
+                .credentialsSupplier(credentials("cluster ingress"))
                 .messageTimeoutNs(TIMEOUT_NS));
         }
         catch (final RuntimeException e)
