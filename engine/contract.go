@@ -301,6 +301,14 @@ func (h HeldOrders) Holds(id uint64) bool {
 // and not passing the variable on to processes of its own. docs/security.md has the threat model.
 const AdminTokenEnv = "RIG_ADMIN_TOKEN"
 
+// ClusterSecretEnv carries a secret every engine of one run shares (the admin token is one per
+// agent, so nodes cannot check each other's): an engine whose nodes talk to each other through
+// endpoints on the network address (the Aeron harness's archive control channel and cluster
+// ingress) accepts only clients that prove they hold it. The target makes it once per run and
+// puts it in the environment of the run's agents, which pass their environment on to the
+// engines they start; like AdminTokenEnv it is never in argv, a config file or results.
+const ClusterSecretEnv = "RIG_CLUSTER_SECRET"
+
 // AuthorizeAdmin sets the agent's bearer token on an admin request.
 func AuthorizeAdmin(req *http.Request, token string) {
 	if token != "" {

@@ -122,6 +122,10 @@ func Check(s Spec) (map[string][]string, error) {
 			errs = append(errs, fmt.Errorf("env %s: set by the agent (the admin API's secret); a playbook may not set it", k))
 			continue
 		}
+		if k == engine.ClusterSecretEnv {
+			errs = append(errs, fmt.Errorf("env %s: set by the target (the run's secret); a playbook may not set it", k))
+			continue
+		}
 		add("env "+k, v)
 	}
 	if s.Config != "" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/engine"
 )
 
 func TestReferences(t *testing.T) {
@@ -110,5 +112,16 @@ func TestCheckCarriage(t *testing.T) {
 	}
 	if seen["d"] != "RIG_OTHER=1" || seen["e"] != "absent" || !strings.Contains(seen["b"], "--marker=1") {
 		t.Errorf("seen %q", seen)
+	}
+}
+
+// TestCheckRefusesAgentSecrets: the secrets the agent and the target hand an engine cannot be
+// set, and so cannot be read back into results, by a playbook.
+func TestCheckRefusesAgentSecrets(t *testing.T) {
+	for _, k := range []string{engine.AdminTokenEnv, engine.ClusterSecretEnv} {
+		_, err := Check(Spec{Binary: "java", Env: []string{k + "=x"}})
+		if err == nil || !strings.Contains(err.Error(), "env "+k) || !strings.Contains(err.Error(), "may not set it") {
+			t.Errorf("env %s: got %v, want a refusal naming it", k, err)
+		}
 	}
 }

@@ -89,8 +89,9 @@ func TestSelfTest(t *testing.T) {
 
 // TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
-// snapshot's Archive writes are the recorder counters' change over its window, and the preload's
-// receiver window defaults to 4 MiB unless a -D says otherwise.
+// snapshot's Archive writes are the recorder counters' change over its window, the preload's
+// receiver window defaults to 4 MiB unless a -D says otherwise, and the archive and the ingress
+// authenticate only the run's own credential.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -101,7 +102,8 @@ func TestHarnessSelfTest(t *testing.T) {
 		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
 	}
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
-		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB"} {
+		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
+		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}

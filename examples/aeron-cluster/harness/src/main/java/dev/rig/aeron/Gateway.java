@@ -4,6 +4,7 @@ import io.aeron.Publication;
 import io.aeron.cluster.client.AeronCluster;
 import io.aeron.cluster.client.EgressListener;
 import io.aeron.logbuffer.Header;
+import io.aeron.security.CredentialsSupplier;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -53,6 +54,7 @@ final class Gateway
     private final ConcurrentLinkedQueue<Request> queue = new ConcurrentLinkedQueue<>();
     private final RigCodec codec;
     private final String service;
+    private final CredentialsSupplier credentials; // the run's, for the ingress (RunAuth)
     private final Long2ObjectHashMap<Pending> pending = new Long2ObjectHashMap<>();
     private final Set<String> unsupported = ConcurrentHashMap.newKeySet();
     private final WireOrder order = new WireOrder();
@@ -117,13 +119,15 @@ final class Gateway
         }
     }
 
-    Gateway(final Node.Config cfg, final NodeState state, final String aeronDir, final RigCodec codec, final String service)
+    Gateway(final Node.Config cfg, final NodeState state, final String aeronDir, final RigCodec codec, final String service,
+        final CredentialsSupplier credentials)
     {
         this.cfg = cfg;
         this.state = state;
         this.aeronDir = aeronDir;
         this.codec = codec;
         this.service = service;
+        this.credentials = credentials;
         // A codec that says so up front is reported before any request needs it.
         final ExpandableArrayBuffer probe = new ExpandableArrayBuffer(64);
         if (codec.encodeCancel(0, 0, probe, 0) == RigCodec.UNSUPPORTED)
@@ -472,7 +476,8 @@ final class Gateway
                             .ingressChannel("aeron:udp?term-length=16m")
                             .ingressEndpoints(cfg.ingressEndpoints())
                             .egressChannel("aeron:udp?endpoint=" + cfg.clientHost() + ":0")
-                            .egressListener(listener));
+                            .egressListener(listener)
+                            .credentialsSupplier(credentials));
                         connected = true;
                         lastKeepAlive = now;
                         Log.info("gateway: cluster session " + client.clusterSessionId() + " open, leader member " + client.leaderMemberId());

@@ -2,6 +2,8 @@ package dev.rig.aeron;
 
 import io.aeron.AeronCounters;
 import io.aeron.cluster.ElectionState;
+import io.aeron.security.Authenticator;
+import io.aeron.security.SessionProxy;
 import java.nio.ByteBuffer;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.agrona.concurrent.status.CountersManager;
@@ -10,7 +12,7 @@ import org.agrona.concurrent.status.CountersManager;
  * Checks of the harness that need no cluster, run by examples/aeron-cluster/aeron_test.go
  * (java -cp ... dev.rig.aeron.HarnessSelfTest): the Aeron version check at start, the phases
  * read from Aeron's election states, a snapshot's Archive writes from the recorder's counters and
- * the preload's receiver window. Prints one line per check and exits 1 if any failed.
+ * the preload's receiver window, and who the archive and the ingress accept. Prints one line per check and exits 1 if any failed.
  */
 public final class HarnessSelfTest
 {
@@ -75,6 +77,62 @@ public final class HarnessSelfTest
         check("engine_writes as JSON (engine.EngineWrites)", sb.toString().equals(
             "{\"engine_writes\":{\"source\":\"aeron archive recorder counters (types 106, 107, 105)\",\"bytes\":29957920," +
             "\"time_ms\":240.000,\"max_ms\":9.000}}"), sb.toString());
+    }
+
+    /** What one connect with these credentials comes to: authenticated, rejected or still pending. */
+    private static String connect(final Authenticator a, final long id, final byte[] credentials)
+    {
+        a.onConnectRequest(id, credentials, 0);
+        final String[] seen = {"pending"};
+        a.onConnectedSession(new SessionProxy()
+        {
+            public long sessionId()
+            {
+                return id;
+            }
+
+            public boolean challenge(final byte[] encodedChallenge)
+            {
+                seen[0] = "challenged";
+                return true;
+            }
+
+            public boolean authenticate(final byte[] encodedPrincipal)
+            {
+                seen[0] = "authenticated";
+                return true;
+            }
+
+            public void reject()
+            {
+                seen[0] = "rejected";
+            }
+        }, 0);
+        return seen[0];
+    }
+
+    /** The archive and the ingress accept the run's own credential for each, and nothing else. */
+    private static void runAuth()
+    {
+        final String secret = "the-runs-secret-0123456789";
+        final RunAuth run = new RunAuth(secret.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        final RunAuth other = new RunAuth("another-runs-secret".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        final Authenticator archive = run.archiveAuthenticator().get();
+        final Authenticator ingress = run.ingressAuthenticator().get();
+        final byte[] own = RunAuth.archiveCredentials(run).encodedCredentials();
+        final byte[] flipped = own.clone();
+        flipped[flipped.length - 1] ^= 1;
+        final String seen = String.join(", ", connect(archive, 1, own), connect(archive, 2, RunAuth.archiveCredentials(other).encodedCredentials()),
+            connect(archive, 3, RunAuth.ingressCredentials(run).encodedCredentials()), connect(archive, 4, flipped),
+            connect(archive, 5, RunAuth.archiveCredentials(null).encodedCredentials()), connect(archive, 6, secret.getBytes()),
+            connect(ingress, 7, RunAuth.ingressCredentials(run).encodedCredentials()), connect(ingress, 8, own));
+        check("the archive and the ingress accept only the run's credential for each",
+            seen.equals("authenticated, rejected, rejected, rejected, rejected, rejected, authenticated, rejected"),
+            "own, other run's, ingress's, one bit off, none, the raw secret; ingress: own, archive's: " + seen);
+        final String shown = run.archiveAuthenticator() + " " + archive + " " + RunAuth.archiveCredentials(run) + " " +
+            RunAuth.ingressCredentials(run) + " " + java.util.HexFormat.of().formatHex(own);
+        check("the run's secret is in no toString", !shown.contains(secret) && !RunAuth.archiveCredentials(run).toString().contains(
+            java.util.HexFormat.of().formatHex(own)), RunAuth.archiveCredentials(run) + ", " + archive);
     }
 
     /** The receiver window and socket buffers a preload needs, unless a -D says otherwise, capped by the kernel. */
@@ -184,6 +242,7 @@ public final class HarnessSelfTest
 
         archiveWrites();
         bulkDefaults();
+        runAuth();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

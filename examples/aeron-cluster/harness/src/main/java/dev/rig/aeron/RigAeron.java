@@ -9,6 +9,7 @@ import io.aeron.cluster.service.ClusterCounters;
 import io.aeron.cluster.service.ClusteredService;
 import io.aeron.cluster.service.ClusteredServiceContainer;
 import io.aeron.driver.MediaDriver;
+import io.aeron.security.CredentialsSupplier;
 import java.io.File;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -48,8 +49,9 @@ public final class RigAeron
      * customizer: the driver's folder (aeronDirectoryName, deleted on start and shutdown), the
      * archive, cluster and mark-file folders under the data folder, the cluster members and this
      * member's id, the archive's control and replication channels, the ingress channel ("aeron:udp",
-     * endpoints per member), the clustered service (the user's, decorated), service id 0, service
-     * count 1 and the termination hooks. Everything else is the user's.
+     * endpoints per member), the archive's and the consensus module's authenticators and every
+     * archive client's credentials (the run's, {@link RunAuth}), the clustered service (the user's,
+     * decorated), service id 0, service count 1 and the termination hooks. Everything else is the user's.
      */
     public record Contexts(MediaDriver.Context mediaDriver, Archive.Context archive, ConsensusModule.Context consensusModule,
         ClusteredServiceContainer.Context container)
@@ -198,6 +200,12 @@ public final class RigAeron
             return;
         }
         final String token = System.getenv("RIG_ADMIN_TOKEN");
+        final RunAuth auth = RunAuth.fromEnvironment();
+        if (auth == null)
+        {
+            Log.warn(RunAuth.ENV + " is not set: the archive control channel and the cluster ingress accept any client that reaches " +
+                "this node's address (docs/security.md)");
+        }
         Node.smallMachineDefaults();
         final NodeState state = new NodeState();
         final String aeronDir = Node.aeronDir(cfg);
@@ -215,7 +223,7 @@ public final class RigAeron
                 .logChannel(System.getProperty(ConsensusModule.Configuration.LOG_CHANNEL_PROP_NAME, "aeron:udp?term-length=16m")),
             container != null ? container : new ClusteredServiceContainer.Context());
         customizer.accept(ctx);
-        wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state));
+        wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state), auth);
 
         // The admin API answers from here on ("starting"), with the contexts' settings already in config.
         final Admin admin = new Admin(cfg, state, token, ctx, introspection);
@@ -236,7 +244,8 @@ public final class RigAeron
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
             state.hashing = true;
-            final Gateway gateway = new Gateway(cfg, state, aeronDir, codec, service.getClass().getName());
+            final Gateway gateway = new Gateway(cfg, state, aeronDir, codec, service.getClass().getName(),
+                RunAuth.ingressCredentials(auth));
             admin.gateway(gateway);
             gateway.start();
             Log.info("node " + cfg.node() + " launched; admin on " + cfg.adminAddr());
@@ -256,10 +265,17 @@ public final class RigAeron
         System.exit(0);
     }
 
-    /** Ties the contexts to rig's cluster: folders, members, channels, the decorated service, hooks. */
+    /**
+     * Ties the contexts to rig's cluster: folders, members, channels, the decorated service, hooks,
+     * and who may use the archive control channel and the ingress (auth: the run's credentials, see
+     * {@link RunAuth}; null: anyone). Every archive client presents the run's credentials: the
+     * consensus module's and the container's (over IPC) and the archive's own replication client,
+     * which copies a peer's log through the peer's control channel.
+     */
     private static void wire(final Contexts c, final Node.Config cfg, final String aeronDir, final File base, final String host,
-        final ShutdownSignalBarrier barrier, final RigService decorated)
+        final ShutdownSignalBarrier barrier, final RigService decorated, final RunAuth auth)
     {
+        final CredentialsSupplier archiveCredentials = RunAuth.archiveCredentials(auth);
         c.mediaDriver()
             .aeronDirectoryName(aeronDir)
             .dirDeleteOnStart(true)
@@ -269,11 +285,13 @@ public final class RigAeron
             .aeronDirectoryName(aeronDir)
             .archiveDir(new File(base, "archive"))
             .controlChannel("aeron:udp?endpoint=" + host + ":" + (cfg.raftPort() + Node.ARCHIVE_PORT_OFFSET))
-            .archiveClientContext(new AeronArchive.Context().controlResponseChannel("aeron:udp?endpoint=" + host + ":0"))
+            .archiveClientContext(new AeronArchive.Context().controlResponseChannel("aeron:udp?endpoint=" + host + ":0")
+                .credentialsSupplier(archiveCredentials))
             .localControlChannel("aeron:ipc?term-length=64k")
             .replicationChannel("aeron:udp?endpoint=" + host + ":0")
             .recordingEventsEnabled(false);
         final AeronArchive.Context archiveClient = new AeronArchive.Context()
+            .credentialsSupplier(archiveCredentials)
             .lock(NoOpLock.INSTANCE)
             .controlRequestChannel(c.archive().localControlChannel())
             .controlRequestStreamId(c.archive().localControlStreamId())
@@ -289,6 +307,11 @@ public final class RigAeron
             .ingressChannel("aeron:udp")
             .replicationChannel("aeron:udp?endpoint=" + host + ":0")
             .terminationHook(barrier::signalAll);
+        if (auth != null)
+        {
+            c.archive().authenticatorSupplier(auth.archiveAuthenticator());
+            c.consensusModule().authenticatorSupplier(auth.ingressAuthenticator());
+        }
         c.container()
             .aeronDirectoryName(aeronDir)
             .archiveContext(archiveClient.clone())
