@@ -95,6 +95,7 @@ func WriteTable(w io.Writer, rs []Result) {
 }
 
 type suite struct {
+	secret  string // the check's engine secret (engine.ClusterSecretEnv)
 	o       Options
 	cl      target.Cluster
 	servers []inventory.Node
@@ -134,7 +135,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
 	defer cl.Stop(context.WithoutCancel(ctx))
-	s := &suite{o: o, cl: cl, servers: cl.Inventory().Servers(), cfgs: map[string]engine.Config{}, since: map[string]uint64{}}
+	secret, err := engine.NewClusterSecret()
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	s := &suite{o: o, cl: cl, servers: cl.Inventory().Servers(), cfgs: map[string]engine.Config{}, since: map[string]uint64{}, secret: secret}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -169,7 +174,7 @@ func (s *suite) start(ctx context.Context) error {
 		}
 		cfg := launch.EngineConfig(s.servers, n, filepath.Join("data", "check"))
 		s.cfgs[n.Name] = cfg
-		req, err := launch.StartRequest(s.o.Playbook, cfg)
+		req, err := launch.StartRequest(s.o.Playbook, cfg, s.secret)
 		if err != nil {
 			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
 		}

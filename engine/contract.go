@@ -4,8 +4,11 @@
 package engine
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -308,6 +311,15 @@ const AdminTokenEnv = "RIG_ADMIN_TOKEN"
 // puts it in the environment of the run's agents, which pass their environment on to the
 // engines they start; like AdminTokenEnv it is never in argv, a config file or results.
 const ClusterSecretEnv = "RIG_CLUSTER_SECRET"
+
+// NewClusterSecret makes a run's engine secret (ClusterSecretEnv): 32 random bytes, hex.
+func NewClusterSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make the run's engine secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
 
 // AuthorizeAdmin sets the agent's bearer token on an admin request.
 func AuthorizeAdmin(req *http.Request, token string) {
