@@ -2,7 +2,6 @@ package actions
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -44,12 +43,15 @@ func (*StepDown) Run(ctx context.Context, env Env) error {
 }
 
 // stepsDownByRelaunch says whether node's engine hands leadership over by its graceful stop
-// (GET /status step_down); an engine whose status cannot be read is asked by POST /step-down,
-// which then says what is wrong.
+// (GET /status step_down, through a StatusReader); an engine whose status cannot be read is
+// asked by POST /step-down, which then says what is wrong.
 func stepsDownByRelaunch(ctx context.Context, env Env, node string) bool {
-	b, err := env.Admin(ctx, node, engine.AdminStatus)
-	var st engine.Status
-	return err == nil && json.Unmarshal(b, &st) == nil && st.StepDown == engine.StepDownRelaunch
+	sr, ok := env.(StatusReader)
+	if !ok {
+		return false
+	}
+	st, err := sr.EngineStatus(ctx, node)
+	return err == nil && st.StepDown == engine.StepDownRelaunch
 }
 
 // stepDownByRelaunch stops the leader with SIGTERM, waits for its exit (engine.StepDownStopBound)

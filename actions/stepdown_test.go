@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,10 +24,14 @@ type stepEnv struct {
 
 func (e *stepEnv) Admin(_ context.Context, node, path string) ([]byte, error) {
 	e.calls = append(e.calls, "admin "+path)
-	if path == engine.AdminStatus {
-		return []byte(e.status), nil
-	}
 	return nil, nil
+}
+
+func (e *stepEnv) EngineStatus(_ context.Context, node string) (engine.Status, error) {
+	e.calls = append(e.calls, "status "+node)
+	var st engine.Status
+	err := json.Unmarshal([]byte(e.status), &st)
+	return st, err
 }
 
 func (e *stepEnv) Signal(_ context.Context, node, as, signal string) error {
@@ -64,10 +69,10 @@ func TestStepDownByRelaunch(t *testing.T) {
 		err          string
 	}{
 		{"relaunch", `{"role":"leader","step_down":"relaunch"}`, false,
-			"admin /status|event step_down|signal node-0 TERM|wait node-0 down " + bound + "|event relaunch|relaunch node-0", ""},
-		{"in process", `{"role":"leader"}`, false, "admin /status|event step_down|admin /step-down", ""},
+			"status node-0|event step_down|signal node-0 TERM|wait node-0 down " + bound + "|event relaunch|relaunch node-0", ""},
+		{"in process", `{"role":"leader"}`, false, "status node-0|event step_down|admin /step-down", ""},
 		{"stuck", `{"step_down":"relaunch"}`, true,
-			"admin /status|event step_down|signal node-0 TERM|wait node-0 down " + bound + "|signal node-0 KILL|wait node-0 down " + bound + "|event relaunch|relaunch node-0",
+			"status node-0|event step_down|signal node-0 TERM|wait node-0 down " + bound + "|signal node-0 KILL|wait node-0 down " + bound + "|event relaunch|relaunch node-0",
 			"node-0 did not stop within " + bound + " of SIGTERM: its engine cannot be stopped gracefully"},
 	} {
 		env := &stepEnv{status: c.status, stuck: c.stuck}

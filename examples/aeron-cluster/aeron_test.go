@@ -135,10 +135,9 @@ func rigBinary(t *testing.T) string {
 }
 
 // TestEngineCheck starts a real three-node Aeron Cluster through rig's command driver and runs
-// the conformance suite: every check passes but step-down, which Aeron 1.51.0 cannot do
-// gracefully and the engine refuses saying so; after the preload (through the gateway, as
-// docs/wire.md frames) every node's state hash is the one engine/book computes for the same
-// orders.
+// the conformance suite: every check passes, step-down by the leader's graceful stop and a
+// relaunch; after the preload (through the gateway, as docs/wire.md frames) every node's state
+// hash is the one engine/book computes for the same orders.
 func TestEngineCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a three-node Aeron Cluster")
@@ -150,9 +149,9 @@ func TestEngineCheck(t *testing.T) {
 	if r := seen[conformance.CheckRelaunchPhases]; !strings.Contains(r.Seen, "restored its snapshot") {
 		t.Errorf("the relaunched follower did not restore the snapshot: %s", r.Seen)
 	}
-	// The matching engine's introspection gives hash, resting orders and held ids: only step-down is missing.
-	if r := seen[conformance.CheckStatusFields]; !strings.HasSuffix(r.Seen, "not supported by the engine: step_down") {
-		t.Errorf("status fields: want only step_down named as not supported: %s", r.Seen)
+	// The matching engine's introspection gives hash, resting orders and held ids: nothing is missing.
+	if r := seen[conformance.CheckStatusFields]; strings.Contains(r.Seen, "not supported") {
+		t.Errorf("status fields: want nothing named as not supported: %s", r.Seen)
 	}
 
 	// The same orders in rig's own book give the hash every Aeron node must report.
@@ -170,7 +169,7 @@ func TestEngineCheck(t *testing.T) {
 }
 
 // TestAuctionCheck runs Aeron's own tutorial service (BasicAuctionClusteredService, unchanged)
-// under rig-aeron with a codec and a main (auction/): every check passes but step-down; the
+// under rig-aeron with a codec and a main (auction/): every check passes; the
 // service exposes no state, so the suite has the leader snapshot and compares the hashes of the
 // bytes each node wrote into it; what the service lacks is named as not supported.
 func TestAuctionCheck(t *testing.T) {
@@ -180,7 +179,7 @@ func TestAuctionCheck(t *testing.T) {
 	build(t)
 	bin := rigBinary(t)
 	pb, dir, seen := runCheck(t, bin, "auction.yaml", "127.0.19.31", 2_000, "Aeron's tutorial auction service")
-	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash, step_down") {
+	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash") {
 		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
 	}
 	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
@@ -194,7 +193,8 @@ func TestAuctionCheck(t *testing.T) {
 }
 
 // runCheck runs the conformance suite on a playbook of this folder and checks what every Aeron
-// engine must pass: every check but step-down, which must fail saying it is not supported.
+// engine must pass: every check, step-down by a graceful stop and a relaunch; and every node's
+// engine.log holds no stack trace, and no mark file removed as unclosed after a graceful stop.
 func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, what string) (*playbooks.Playbook, string, map[string]conformance.Result) {
 	t.Helper()
 	pb, err := playbooks.Open(playbook)
@@ -221,15 +221,49 @@ func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, wh
 	}
 	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
 		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
-		conformance.CheckFinalHashes} {
+		conformance.CheckFinalHashes, conformance.CheckStepDown} {
 		if r, ok := seen[c]; !ok || !r.Pass {
 			t.Errorf("%s did not pass: %s", c, r.Seen)
 		}
 	}
-	if sd := seen[conformance.CheckStepDown]; sd.Pass || !strings.Contains(sd.Seen, "not supported") {
-		t.Errorf("%s: want a failure saying step-down is not supported, got pass=%v %s", conformance.CheckStepDown, sd.Pass, sd.Seen)
+	if sd := seen[conformance.CheckStepDown]; !strings.Contains(sd.Seen, "graceful stop in") {
+		t.Errorf("%s: want the leader stepped down by its graceful stop and a relaunch: %s", conformance.CheckStepDown, sd.Seen)
 	}
+	checkLogs(t, dir)
 	return pb, dir, seen
+}
+
+// checkLogs fails on a stack trace in any node's engine.log (a clean start and stop print
+// none), and on a mark file removed as left unclosed by a launch after a graceful stop.
+func checkLogs(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "node-*", "engine.log"))
+	if len(logs) == 0 {
+		t.Errorf("no engine.log under %s", dir)
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		traces, cleanStop := 0, false
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(line, "\tat "):
+				traces++
+			case strings.Contains(line, " INFO stop: closed in "):
+				cleanStop = true
+			case strings.Contains(line, " launched; admin on "):
+				cleanStop = false
+			case cleanStop && strings.Contains(line, "ended without closing it"):
+				t.Errorf("%s: a launch after a graceful stop removed a mark file as unclosed: %s", l, line)
+			}
+		}
+		if traces > 0 {
+			t.Errorf("%s holds a stack trace (%d frames)", l, traces)
+		}
+	}
 }
 
 // dumpLogs prints the end of every node's engine.log, so a CI failure shows the JVMs' side.

@@ -64,6 +64,7 @@ final class Admin
     private HttpServer http;
     private volatile ClusteredMediaDriver driver;
     private volatile ClusteredServiceContainer container;
+    private volatile ElectionReasons reasons;
     private volatile Gateway gateway;
     private int phase; // index in PHASES, only ever raised
     private volatile long launchLog;
@@ -113,6 +114,7 @@ final class Admin
     {
         this.driver = driver;
         this.container = container;
+        this.reasons = new ElectionReasons(driver.consensusModule().context());
     }
 
     void gateway(final Gateway g)
@@ -139,6 +141,7 @@ final class Admin
     private void watch()
     {
         final RepeatedError errors = new RepeatedError("admin: change check");
+        ElectionState was = null;
         while (watching)
         {
             try
@@ -147,6 +150,12 @@ final class Admin
                 final Reading r = read();
                 final int ph = advance(r);
                 changes.check(changeKey(r, ph), now, () -> render(r, ph, "", 0, now));
+                final ElectionReasons er = reasons;
+                if (er != null && was == ElectionState.CLOSED && r.election() != ElectionState.CLOSED)
+                {
+                    er.report(); // the consensus module recorded why before its election state left CLOSED
+                }
+                was = r.election();
                 errors.ok();
             }
             catch (final RuntimeException e)

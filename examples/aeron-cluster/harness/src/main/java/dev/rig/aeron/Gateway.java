@@ -64,9 +64,11 @@ final class Gateway
     private long nextCorr = 1;
     private final AtomicLong commands = new AtomicLong();
     private volatile boolean connected;
-    /** When the session last lost its leader (an ingress offer not connected), and when it heard of the new one; 0: not now. */
-    private long lostNs;
+    /** The member the session sends to (AeronCluster's leader: set at connect and by each new-leader event); -1 without one. */
+    private volatile int sessionLeader = -1;
+    /** When the session heard of a new leader (0: it has sent to it since), and the offers refused since. */
     private long newLeaderNs;
+    private long refused;
     private volatile boolean running = true;
     private ServerSocket server;
 
@@ -260,10 +262,15 @@ final class Gateway
         }
     }
 
-    /** null when this node leads and its cluster client is up; else the not-leader text. */
+    /**
+     * null when this node leads and its cluster session sends to it; else the not-leader text. A
+     * node that has just won an election waits for the session to hear so (the new-leader
+     * event): until then the session's ingress still points at the old leader, and a command
+     * sent there would be lost.
+     */
     private String redirect()
     {
-        if (state.role == io.aeron.cluster.service.Cluster.Role.LEADER && connected)
+        if (state.role == io.aeron.cluster.service.Cluster.Role.LEADER && connected && sessionLeader == cfg.memberId())
         {
             return null;
         }
@@ -401,11 +408,7 @@ final class Gateway
             Log.warn("gateway: ingress " + Publication.errorString(res) + ": reconnecting");
             return false;
         }
-        if ((res == Publication.NOT_CONNECTED || res == Publication.CLOSED) && lostNs == 0)
-        {
-            lostNs = System.nanoTime();
-            Log.info("gateway: cluster session lost its leader (ingress " + Publication.errorString(res) + "); awaiting Aeron's new-leader event");
-        }
+        refused++;
         return true;
     }
 
@@ -414,12 +417,11 @@ final class Gateway
     {
         if (newLeaderNs != 0)
         {
-            final long now = System.nanoTime();
-            Log.info("gateway: cluster session sends to the new leader " + (now - newLeaderNs) / 1_000_000 + " ms after its new-leader event" +
-                (lostNs == 0 ? "" : ", " + (now - lostNs) / 1_000_000 + " ms after it lost the old one"));
+            Log.info("gateway: cluster session sends to the new leader " + (System.nanoTime() - newLeaderNs) / 1_000_000 +
+                " ms after its new-leader event (" + refused + " offers refused meanwhile: ingress not yet connected)");
             newLeaderNs = 0;
-            lostNs = 0;
         }
+        refused = 0;
     }
 
     /** One egress message: the codec says which request it answers; a batch is answered with its last order. */
@@ -487,8 +489,11 @@ final class Gateway
             public void onNewLeader(final long sessionId, final long termId, final int leaderMemberId, final String ingressEndpoints)
             {
                 newLeaderNs = System.nanoTime();
-                Log.info("gateway: cluster session " + sessionId + " follows the new leader member " + leaderMemberId + " in term " + termId +
-                    (lostNs == 0 ? "" : ", " + (newLeaderNs - lostNs) / 1_000_000 + " ms after it lost the old one"));
+                sessionLeader = leaderMemberId;
+                // What was sent to the old leader is answered by nobody now (a new leader does not
+                // replay egress): the clients resend it at once rather than after the answer timeout.
+                failPending("the leader changed before an answer");
+                Log.info("gateway: cluster session " + sessionId + " follows the new leader member " + leaderMemberId + " in term " + termId);
             }
         };
         AeronCluster client = null;
@@ -500,6 +505,7 @@ final class Gateway
             if (client == null || client.isClosed())
             {
                 connected = false;
+                sessionLeader = -1;
                 failPending("the gateway's cluster session closed before an answer");
                 client = null;
                 // Opened once a leader is known, on every node: a follower's session is the one it
@@ -516,7 +522,7 @@ final class Gateway
                             .egressListener(listener));
                         connected = true;
                         lastKeepAlive = now;
-                        lostNs = 0;
+                        sessionLeader = client.leaderMemberId();
                         newLeaderNs = 0;
                         Log.info("gateway: cluster session " + client.clusterSessionId() + " open, leader member " + client.leaderMemberId());
                     }
