@@ -89,8 +89,10 @@ func TestSelfTest(t *testing.T) {
 
 // TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
-// snapshot's Archive writes are the recorder counters' change over its window, and the preload's
-// receiver window defaults to 4 MiB unless a -D says otherwise.
+// snapshot's Archive writes are the recorder counters' change over its window, the preload's
+// receiver window defaults to 4 MiB unless a -D says otherwise, an error on every change check is
+// logged once with its count, the graceful stop holds the driver until the log publication has
+// sent all (bounded by the linger timeout), and mark files a clean stop closed are kept.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -101,7 +103,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
 	}
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
-		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB"} {
+		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
+		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
+		"pass mark files a clean stop closed are kept"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
@@ -379,7 +383,7 @@ func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
 // neither Maven nor Java.
 func TestPlaybooksOpen(t *testing.T) {
 	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml",
-		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml"} {
+		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml", "handoff.yaml"} {
 		pb, err := playbooks.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -444,5 +448,36 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 	}
 	if want := []string{"12s leader 1ms", "32s leader 15s"}; strings.Join(kills, "|") != strings.Join(want, "|") {
 		t.Errorf("kills %q, want %q", kills, want)
+	}
+}
+
+// TestHandoffPlaybook: handoff.yaml plans the leader stopped with SIGTERM and with SIGKILL at
+// Aeron's default heartbeat timeout, each relaunched 15 s later, then a step-down. Needs neither
+// Maven nor Java.
+func TestHandoffPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("handoff.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range plan.Runs {
+		var steps []string
+		for _, e := range r.Playbook.Timeline {
+			switch s := e.Spec.(type) {
+			case *actions.Kill:
+				steps = append(steps, fmt.Sprintf("%s kill %s %s %s", e.At, s.Node, s.Signal, s.RelaunchAfter))
+			case *actions.StepDown:
+				steps = append(steps, fmt.Sprintf("%s step_down", e.At))
+			}
+		}
+		got = append(got, r.Playbook.Engine.Settings()["heartbeat_timeout"]+": "+strings.Join(steps, ", "))
+	}
+	want := []string{"10s: 10s kill leader TERM 15s, 30s step_down", "10s: 10s kill leader KILL 15s, 30s step_down"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("runs %q, want %q", got, want)
 	}
 }
