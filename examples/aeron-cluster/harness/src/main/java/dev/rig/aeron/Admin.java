@@ -37,8 +37,9 @@ import org.agrona.concurrent.status.CountersReader;
 
 /**
  * The engine contract's admin API (engine/contract.go, docs/engines.md) on the admin address:
- * GET /status, GET /changes, POST /snapshot, POST /step-down, GET /metrics (and GET /orders), each
- * only with Authorization: Bearer $RIG_ADMIN_TOKEN.
+ * GET /status, GET /changes, POST /snapshot, POST /step-down (409: /status step_down says relaunch),
+ * POST /stop (the graceful stop SIGTERM starts), GET /metrics (and GET /orders), each only with
+ * Authorization: Bearer $RIG_ADMIN_TOKEN.
  *
  * /status reads the node's Aeron counters (the ones ClusterTool prints): role (type 201),
  * commit position (203), election state (207), leadership term id (239), the log recording's

@@ -418,7 +418,7 @@ final class Gateway
         if (newLeaderNs != 0)
         {
             Log.info("gateway: cluster session sends to the new leader " + (System.nanoTime() - newLeaderNs) / 1_000_000 +
-                " ms after its new-leader event (" + refused + " offers refused meanwhile: ingress not yet connected)");
+                " ms after its new-leader event" + (refused == 0 ? "" : " (" + refused + " offers refused before its ingress connected)"));
             newLeaderNs = 0;
         }
         refused = 0;

@@ -217,7 +217,7 @@ public final class RigAeron
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state));
 
-        // The admin API answers from here on ("starting"), with the contexts' settings already in config.
+        // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.
         final Admin admin = new Admin(cfg, state, token, introspection, barrier::signalAll);
         admin.bind(new InetSocketAddress(Node.host(cfg.adminAddr()), Node.port(cfg.adminAddr())));
         for (final String p : Admin.unreadProperties())
