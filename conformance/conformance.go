@@ -637,7 +637,7 @@ func (s *suite) stepDown(ctx context.Context) {
 		return
 	}
 	how := ""
-	if st, err := s.agent(old).EngineStatusHash(ctx); err == nil && st.StepDown == engine.StepDownRelaunch {
+	if st, err := s.agent(old).EngineStatus(ctx); err == nil && st.Status != nil && st.Status.StepDown == engine.StepDownRelaunch {
 		stopped, err := s.stopAndRelaunch(ctx, old)
 		if err != nil {
 			s.add(CheckStepDown, false, "%v", err)
