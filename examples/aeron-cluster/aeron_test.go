@@ -105,7 +105,7 @@ func TestHarnessSelfTest(t *testing.T) {
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
 		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
 		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
-		"pass mark files a clean stop closed are kept"} {
+		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}

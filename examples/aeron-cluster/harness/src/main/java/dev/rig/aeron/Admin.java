@@ -123,6 +123,12 @@ final class Admin
         this.gateway = g;
     }
 
+    /** The port the admin API listens on (an ephemeral one when bound to port 0). */
+    int port()
+    {
+        return http.getAddress().getPort();
+    }
+
     void close()
     {
         watching = false;

@@ -116,6 +116,46 @@ public final class HarnessSelfTest
             "drained while unsent " + unsent + ", once sent " + sent + ", held " + heldMs + " ms: " + held + "; stuck " + stuckMs + " ms: " + stuck);
     }
 
+    /** POST /stop starts the graceful stop only with the admin secret; without it, 401 and nothing happens. */
+    private static void stopNeedsTheSecret() throws Exception
+    {
+        final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-aeron-admin").toFile();
+        final Node.Config cfg = new Node.Config("node-0", 0, dir, "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:0",
+            java.util.List.of(new Node.Peer("node-0", "127.0.0.1:1", "127.0.0.1:2")), new java.io.File(dir, "node.properties"));
+        final java.util.concurrent.atomic.AtomicInteger stops = new java.util.concurrent.atomic.AtomicInteger();
+        final Admin admin = new Admin(cfg, new NodeState(), "s3cret", new Introspection()
+        {
+        }, stops::incrementAndGet);
+        admin.bind(new java.net.InetSocketAddress("127.0.0.1", 0));
+        final java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        final java.util.function.BiFunction<String, String, Integer> post = (path, auth) ->
+        {
+            final java.net.http.HttpRequest.Builder b = java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + admin.port() + path)).POST(java.net.http.HttpRequest.BodyPublishers.noBody());
+            if (auth != null)
+            {
+                b.header("Authorization", auth);
+            }
+            try
+            {
+                return http.send(b.build(), java.net.http.HttpResponse.BodyHandlers.discarding()).statusCode();
+            }
+            catch (final Exception e)
+            {
+                return -1;
+            }
+        };
+        final int none = post.apply("/stop", null);
+        final int wrong = post.apply("/stop", "Bearer s3cre");
+        final int stepDown = post.apply("/step-down", "Bearer s3cret");
+        final int stopsBefore = stops.get();
+        final int right = post.apply("/stop", "Bearer s3cret");
+        admin.close();
+        check("POST /stop needs the admin secret (401 without it) and then starts the stop; POST /step-down says relaunch",
+            none == 401 && wrong == 401 && stopsBefore == 0 && stepDown == 409 && right == 202 && stops.get() == 1,
+            "no secret " + none + ", wrong " + wrong + ", step-down " + stepDown + ", right " + right + ", stops " + stops.get());
+    }
+
     /** Mark files a clean stop left are kept at the next launch; after a kill they are removed. */
     private static void markFiles() throws java.io.IOException
     {
@@ -291,6 +331,7 @@ public final class HarnessSelfTest
         repeatedError();
         endOfStream();
         markFiles();
+        stopNeedsTheSecret();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);
