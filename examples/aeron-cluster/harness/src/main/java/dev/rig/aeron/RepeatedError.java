@@ -41,10 +41,4 @@ final class RepeatedError
             count = 0;
         }
     }
-
-    /** Turns failed in the current episode (0 when none is open). */
-    long count()
-    {
-        return count;
-    }
 }
