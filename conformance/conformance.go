@@ -732,7 +732,15 @@ func (s *suite) stepDown(ctx context.Context) {
 		s.add(CheckStepDown, false, "no single leader to step down")
 		return
 	}
-	if b, err := s.agent(old).EngineAdmin(ctx, engine.AdminStepDown); err != nil {
+	how := ""
+	if st, err := s.agent(old).EngineStatus(ctx); err == nil && st.Status != nil && st.Status.StepDown == engine.StepDownRelaunch {
+		stopped, err := s.stopAndRelaunch(ctx, old)
+		if err != nil {
+			s.add(CheckStepDown, false, "%v", err)
+			return
+		}
+		how = fmt.Sprintf(" (graceful stop in %s, relaunched)", stopped.Round(time.Millisecond))
+	} else if b, err := s.agent(old).EngineAdmin(ctx, engine.AdminStepDown); err != nil {
 		s.add(CheckStepDown, false, "POST /step-down on %s: %v %s", old, err, strings.TrimSpace(string(b)))
 		return
 	}
@@ -741,5 +749,35 @@ func (s *suite) stepDown(ctx context.Context) {
 		s.add(CheckStepDown, false, "%s stepped down, no other leader within %v: %s", old, s.o.Timeout, roles)
 		return
 	}
-	s.add(CheckStepDown, true, "%s → %s", old, now)
+	s.add(CheckStepDown, true, "%s → %s%s", old, now, how)
+}
+
+// stopAndRelaunch steps node down as an engine with engine.StepDownRelaunch asks: SIGTERM, its
+// exit within engine.StepDownStopBound (else it is killed and named), a relaunch at once.
+func (s *suite) stopAndRelaunch(ctx context.Context, node string) (time.Duration, error) {
+	a := s.agent(node)
+	start := time.Now()
+	if err := a.Signal(ctx, "TERM"); err != nil {
+		return 0, fmt.Errorf("SIGTERM %s: %v", node, err)
+	}
+	for {
+		st, err := a.EngineStatus(ctx)
+		if err == nil && !st.Running {
+			// 143: a JVM's exit on SIGTERM once its shutdown hooks are done.
+			if e := st.Exit; e != nil && e.Code != 0 && e.Code != 128+15 && e.Signal != "TERM" {
+				return 0, fmt.Errorf("%s exited with code %d on SIGTERM, not from a graceful stop: %s", node, e.Code, e.LogTail)
+			}
+			break
+		}
+		if time.Since(start) > engine.StepDownStopBound || ctx.Err() != nil {
+			a.Signal(ctx, "KILL")
+			return 0, fmt.Errorf("%s did not stop within %s of SIGTERM: its engine cannot be stopped gracefully (killed; its engine.log names what it waited for)", node, engine.StepDownStopBound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopped := time.Since(start)
+	if err := a.Relaunch(ctx); err != nil {
+		return 0, fmt.Errorf("relaunch %s after its graceful stop: %v", node, err)
+	}
+	return stopped, nil
 }

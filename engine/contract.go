@@ -70,7 +70,20 @@ type Status struct {
 	// Unsupported names the parts of the contract the engine does not provide (Unsupported*):
 	// rig check and the report say so instead of reading a zero as a value.
 	Unsupported []string `json:"unsupported,omitempty"`
+	// StepDown is how the engine hands its leadership over: "" by POST AdminStepDown while it
+	// runs, StepDownRelaunch by its graceful stop.
+	StepDown string `json:"step_down,omitempty"`
 }
+
+// StepDownRelaunch (Status.StepDown) is an engine that cannot hand leadership over while it
+// runs but whose graceful stop on SIGTERM does (Aeron Cluster: the leader's log publication
+// sends end-of-stream and the followers elect at once), so a step-down is a SIGTERM, the exit
+// within StepDownStopBound, and a relaunch at once: the node rejoins as a follower.
+const StepDownRelaunch = "relaunch"
+
+// StepDownStopBound is how long a step-down by relaunch waits for the engine's graceful stop;
+// an engine still running then cannot be stopped gracefully, and is killed.
+const StepDownStopBound = 10 * time.Second
 
 // Names in Status.Unsupported.
 const (

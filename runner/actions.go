@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -60,6 +61,7 @@ var (
 	_ actions.LinkShaper      = env{}
 	_ actions.LeaderWatcher   = env{}
 	_ actions.CPUHogger       = env{}
+	_ actions.StatusReader    = env{}
 )
 
 func (e env) Leader() string                         { return e.r.leader() }
@@ -69,6 +71,19 @@ func (e env) Progress(format string, args ...any)    { e.r.progress(format, args
 
 func (e env) Admin(ctx context.Context, node, path string) ([]byte, error) {
 	return e.r.agent(node).EngineAdmin(ctx, path)
+}
+
+// EngineStatus reads node's engine status through its agent (GET /status, no hash).
+func (e env) EngineStatus(ctx context.Context, node string) (engine.Status, error) {
+	var st engine.Status
+	b, err := e.r.agent(node).EngineStatusRaw(ctx, false)
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("status of %s: %w", node, err)
+	}
+	return st, nil
 }
 
 // Signal counts the node down (and killed by the timeline, so its exit is no fault) before the
