@@ -178,6 +178,14 @@ func (e env) Burst(ctx context.Context, b actions.Burst, record func(rundir.Burs
 	}
 	series := rundir.BurstSeries{Messages: b.Messages, Every: b.Every, Count: b.Count,
 		UDP: true, Size: b.Size, Senders: senders, FirstBurst: first}
+	if argv := r.pb.Engine.BurstClient(); argv != nil { // the engine takes bursts through its own client
+		series.Start = time.Now().Add(clientBurstLead).UTC()
+		if err := record(series); err != nil {
+			return err
+		}
+		r.async(ctx, func(ctx context.Context) error { return e.clientBurst(ctx, b, argv, share, series) })
+		return nil
+	}
 	if !start.IsZero() {
 		series.Start = start.UTC()
 	}
