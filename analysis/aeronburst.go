@@ -146,7 +146,7 @@ func aeronFailures(r *BurstRow) []string {
 		f = append(f, fmt.Sprintf("%d UDP receive-buffer errors", u.RcvbufErrors))
 	}
 	if u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms {
-		f = append(f, fmt.Sprintf("p99 %.3g ms >= %g ms", *u.P99Ms, MaxBurstP99Ms))
+		f = append(f, fmt.Sprintf("p99 %s >= %g ms", fmtMs(*u.P99Ms), MaxBurstP99Ms))
 	} else if u.P99Ms == nil && u.MaxMs >= MaxBurstP99Ms {
 		f = append(f, fmt.Sprintf("max %.3g ms >= %g ms (too few messages for a p99)", u.MaxMs, MaxBurstP99Ms))
 	}
@@ -198,7 +198,7 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 		}
 		slices.Sort(nodes)
 		set := s[nodes[0]]
-		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (getsockopt, doubled by the kernel), term length %s, net.core.rmem_max %s.",
+		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (as getsockopt reports it), term length %s, net.core.rmem_max %s.",
 			nodes[0], fmtBytes(set["aeron.rcv.initial.window.length"]), fmtBytes(set["aeron.socket.so_rcvbuf"]), fmtBytes(set["so_rcvbuf_granted"]),
 			fmtBytes(set["aeron.term.buffer.length"]), fmtBytes(set["net.core.rmem_max"]))
 	}

@@ -206,6 +206,9 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["burst_client"]; kv != nil {
 		r.scalarField(p, "engine.burst_client", kv.Value)
+		if p.Engine.Command == nil {
+			r.probs.add(r.nodePos(kv.Value), "engine.burst_client", "needs engine.command: its arguments go to engine.command.binary on a client node")
+		}
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {

@@ -227,6 +227,7 @@ final class BurstClient
         try (MediaDriver driver = MediaDriver.launchEmbedded(mdc);
             AeronCluster client = AeronCluster.connect(new AeronCluster.Context()
                 .aeronDirectoryName(driver.aeronDirectoryName())
+                .ingressChannel("aeron:udp?term-length=" + System.getProperty("aeron.term.buffer.length", "16m"))
                 .ingressEndpoints(Gateway.ingressEndpoints(req.peers(), Node.INGRESS_PORT_OFFSET))
                 .egressChannel("aeron:udp?endpoint=" + req.host() + ":0")
                 .egressListener(listener)))
