@@ -198,9 +198,15 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 		}
 		slices.Sort(nodes)
 		set := s[nodes[0]]
-		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (as getsockopt reports it), term length %s, net.core.rmem_max %s.",
+		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (the kernel's grant after the rmem_max clamp, as the JDK reads it back), term length %s, net.core.rmem_max %s.",
 			nodes[0], fmtBytes(set["aeron.rcv.initial.window.length"]), fmtBytes(set["aeron.socket.so_rcvbuf"]), fmtBytes(set["so_rcvbuf_granted"]),
 			fmtBytes(set["aeron.term.buffer.length"]), fmtBytes(set["net.core.rmem_max"]))
+	}
+	if b := rows[len(rows)-1]; b.PeakPerMs > 0 {
+		need := int64(float64(b.PeakPerMs) * float64(b.UDP.Size) * max(b.SendMs, 1))
+		pf(" The guide's buffer chain for the last burst (sent at up to %d messages per ms for %s): SO_RCVBUF at least P × S × burst ms = %.1f MiB;"+
+			" the flow-control window bounds what is in flight, so a window below that is absorbed by back pressure on the sender instead.",
+			b.PeakPerMs, fmtMs(b.SendMs), float64(need)/(1<<20))
 	}
 	pf("\n\n")
 }

@@ -23,7 +23,7 @@ func TestAeronBurstFigures(t *testing.T) {
 			map[string]any{"burst": 4, "due": at(3000), "sent": 50000, "answered": 50000, "peak_per_ms": 9000, "answered_peak_per_ms": 700,
 				"send_ns": 6_000_000, "drain_ns": 95_000_000, "p50_latency_ns": 40_000_000, "p99_latency_ns": 90_000_000, "max_latency_ns": 94_000_000,
 				"back_pressured": 12, "client_counters": map[string]any{"retransmits_sent": 186, "nak_messages_received": 1315, "bytes_sent": 1}},
-			map[string]any{"burst": 5, "due": at(6000), "sent": 10000, "answered": 10000, "answered_peak_per_ms": 2000,
+			map[string]any{"burst": 5, "due": at(6000), "sent": 10000, "answered": 10000, "answered_peak_per_ms": 2000, "peak_per_ms": 5000, "send_ns": 2_000_000,
 				"p50_latency_ns": 200_000, "p99_latency_ns": 800_000, "max_latency_ns": 900_000},
 		}})
 	sample := func(ms int64, rcvbuf, naks, gaps int64) engine.TransportCounters {
@@ -59,7 +59,7 @@ func TestAeronBurstFigures(t *testing.T) {
 	}
 	var sb strings.Builder
 	writeBursts(func(format string, a ...any) { sb.WriteString(fmt.Sprintf(format, a...)) }, s)
-	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | 700 |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB"} {
+	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | 700 |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms): SO_RCVBUF at least P × S × burst ms = 1.6 MiB"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, sb.String())
 		}
