@@ -57,7 +57,7 @@ func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, sh
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = r.runBurstClient(ctx, c, argv, burstRequest(peers, c.PrivateAddress, s, start.Add(r.srv(c.Name).offset), ""), s.FirstBurst)
+			errs[i] = r.runBurstClient(ctx, c, argv, peers, s, start.Add(r.srv(c.Name).offset))
 		}()
 	}
 	samples := rundir.TransportSamples{FirstBurst: series.FirstBurst, Nodes: map[string][]engine.TransportCounters{}}
@@ -106,13 +106,12 @@ func (r *run) sampleTransport(ctx context.Context, into map[string][]engine.Tran
 	wg.Wait()
 }
 
-// runBurstClient runs the engine's burst client on client node n with request req (its out
-// filled in here), then gathers the BurstStats it wrote into the run folder.
-func (r *run) runBurstClient(ctx context.Context, n inventory.Node, argv []string, req string, first uint32) error {
-	rel := rundir.RemoteBurstsDir(n.Name, first)
-	out := r.cl.OutputPath(n, path.Join(rel, rundir.BurstStatsFile))
-	req = strings.Replace(req, "out=\n", "out="+out+"\n", 1)
-	name := fmt.Sprintf("burst-client-%s-%d", n.Name, first)
+// runBurstClient runs the engine's burst client on client node n for its share of series
+// (starting at start on n's clock), then gathers the BurstStats it wrote into the run folder.
+func (r *run) runBurstClient(ctx context.Context, n inventory.Node, argv []string, peers []engine.Peer, series rundir.BurstSeries, start time.Time) error {
+	rel := rundir.RemoteBurstsDir(n.Name, series.FirstBurst)
+	req := burstRequest(peers, n.PrivateAddress, series, start, r.cl.OutputPath(n, path.Join(rel, rundir.BurstStatsFile)))
+	name := fmt.Sprintf("burst-client-%s-%d", n.Name, series.FirstBurst)
 	local := filepath.Join(r.dir, name+".properties")
 	if err := os.WriteFile(local, []byte(req), 0o644); err != nil {
 		return err

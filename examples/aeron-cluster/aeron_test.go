@@ -101,7 +101,8 @@ func TestHarnessSelfTest(t *testing.T) {
 		t.Fatalf("dev.rig.aeron.HarnessSelfTest: %v", err)
 	}
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
-		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB"} {
+		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
+		"pass transport counters: system counters by name", "pass a burst's figures"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}

@@ -183,6 +183,7 @@ public final class HarnessSelfTest
             all + " | " + after2 + " | " + none + " after " + waited / 1_000_000 + " ms");
 
         archiveWrites();
+        failed += TransportSelfTest.run();
         bulkDefaults();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
