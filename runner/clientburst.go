@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,34 +12,17 @@ import (
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctxtime"
-	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/runner/launch"
-	"github.com/rig-dev/rig/transport"
 )
-
-// clientBurstLead is how far ahead a burst through the engine's own client starts: the client
-// is a JVM with a media driver of its own per sender, which must be up and connected by then.
-const clientBurstLead = 8 * time.Second
 
 // sampleBefore is how long before each burst the servers' transport counters are sampled.
 const sampleBefore = 300 * time.Millisecond
 
-// burstRequest is what the engine's burst client reads (properties, one key a line): the
-// cluster's members, the series on the client node's clock, and where to write its BurstStats.
-func burstRequest(peers []engine.Peer, host string, s rundir.BurstSeries, start time.Time, out string) string {
-	var b strings.Builder
-	for i, p := range peers {
-		fmt.Fprintf(&b, "peer.%d=%s,%s,%s\n", i, p.Node, p.RaftAddr, p.ClientAddr)
-	}
-	fmt.Fprintf(&b, "host=%s\nmessages=%d\nsize=%d\ncount=%d\nevery_ns=%d\nstart_unix_ns=%d\nsenders=%d\nfirst_burst=%d\nout=%s\n",
-		host, s.Messages, s.Size, s.Count, s.Every.Nanoseconds(), start.UnixNano(), s.Senders, s.FirstBurst, out)
-	return b.String()
-}
-
-// clientBurst sends a burst series (starting at series.Start) through the engine's own client (engine.burst_client): each client
-// node with a share of the senders runs the client with a request file; the servers' transport
-// counters are sampled before each burst and after the last (rundir.TransportSamples).
+// clientBurst sends a burst series (starting at series.Start) through the engine's own client
+// (engine.burst_client): each client node with a share of the senders runs the client with a
+// request file; the servers' transport counters are sampled before each burst and after the
+// last (rundir.TransportSamples).
 func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, share []int, series rundir.BurstSeries) error {
 	r := e.r
 	start := series.Start
@@ -57,7 +38,7 @@ func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, sh
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = r.runBurstClient(ctx, c, argv, peers, s, start.Add(r.srv(c.Name).offset))
+			errs[i] = launch.RunBurstClient(ctx, r.cl, r.dir, c, argv, peers, s, start.Add(r.srv(c.Name).offset))
 		}()
 	}
 	samples := rundir.TransportSamples{FirstBurst: series.FirstBurst, Nodes: map[string][]engine.TransportCounters{}}
@@ -104,30 +85,4 @@ func (r *run) sampleTransport(ctx context.Context, into map[string][]engine.Tran
 		}()
 	}
 	wg.Wait()
-}
-
-// runBurstClient runs the engine's burst client on client node n for its share of series
-// (starting at start on n's clock), then gathers the BurstStats it wrote into the run folder.
-func (r *run) runBurstClient(ctx context.Context, n inventory.Node, argv []string, peers []engine.Peer, series rundir.BurstSeries, start time.Time) error {
-	rel := rundir.RemoteBurstsDir(n.Name, series.FirstBurst)
-	req := burstRequest(peers, n.PrivateAddress, series, start, r.cl.OutputPath(n, path.Join(rel, rundir.BurstStatsFile)))
-	name := fmt.Sprintf("burst-client-%s-%d", n.Name, series.FirstBurst)
-	local := filepath.Join(r.dir, name+".properties")
-	if err := os.WriteFile(local, []byte(req), 0o644); err != nil {
-		return err
-	}
-	remote := r.cl.NodePath(n, name+".properties")
-	if err := r.cl.Transport().Upload(ctx, n, local, remote, 0o644); err != nil {
-		return fmt.Errorf("upload burst request: %w", err)
-	}
-	logf, err := os.Create(filepath.Join(r.dir, name+".log"))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	args := append(append([]string(nil), argv...), remote)
-	if _, err := r.cl.Transport().Exec(ctx, n, transport.Cmd{Args: args, Stdout: logf, Stderr: logf}); err != nil {
-		return fmt.Errorf("%s: %w (log: %s.log)", strings.Join(args, " "), err, name)
-	}
-	return r.cl.Gather(ctx, n, path.Join(rel, rundir.BurstStatsFile))
 }

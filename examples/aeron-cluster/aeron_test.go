@@ -221,8 +221,8 @@ func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, wh
 		seen[r.Check] = r
 	}
 	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
-		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
-		conformance.CheckFinalHashes} {
+		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckBurst, conformance.CheckSnapshotIndex,
+		conformance.CheckRelaunchPhases, conformance.CheckFinalHashes} {
 		if r, ok := seen[c]; !ok || !r.Pass {
 			t.Errorf("%s did not pass: %s", c, r.Seen)
 		}
