@@ -413,3 +413,26 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 		t.Errorf("kills %q, want %q", kills, want)
 	}
 }
+
+// TestMicroBurstPlaybook: micro-burst.yaml parses and validates, sends its bursts through the
+// harness's burst client, carries the receiver window and socket buffer it varies, and has the
+// guide's three axes.
+func TestMicroBurstPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("micro-burst.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc := pb.Engine.BurstClient(); len(bc) == 0 || filepath.Base(bc[0]) != "start-node.sh" || bc[len(bc)-1] != "--burst" {
+		t.Errorf("burst client %q, want start-node.sh ... --burst", bc)
+	}
+	if c := strings.Join(pb.Engine.Command.Carries, ","); !strings.Contains(c, "aeron.rcv.initial.window.length") || !strings.Contains(c, "aeron.socket.so_rcvbuf") {
+		t.Errorf("carries %s", c)
+	}
+	var axes []string
+	for _, a := range pb.Matrix {
+		axes = append(axes, a.Key)
+	}
+	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
+		t.Errorf("matrix axes %q", got)
+	}
+}
