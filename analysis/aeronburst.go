@@ -95,6 +95,9 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 				}
 				u := s.Bursts[i].UDP
 				before, after := samples[k], samples[k+1]
+				if before.Time.IsZero() || after.Time.IsZero() { // the server did not answer then
+					continue
+				}
 				delta := map[string]int64{}
 				for _, n := range AeronCounterNames {
 					if v, ok := after.Counters[n]; ok {

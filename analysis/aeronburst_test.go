@@ -34,6 +34,7 @@ func TestAeronBurstFigures(t *testing.T) {
 	f.writeJSON("client-0/loadgen/bursts-4/transport.json", rundir.TransportSamples{FirstBurst: 4, Nodes: map[string][]engine.TransportCounters{
 		"node-0": {sample(2700, 100, 5, 0), sample(5700, 59388, 1320, 2), sample(9000, 59388, 1320, 2)},
 		"node-1": {sample(2700, 100, 0, 0), sample(5700, 59388, 0, 0), sample(9000, 59388, 0, 0)},
+		"node-2": {{}, sample(5700, 59388, 900, 9), sample(9000, 59388, 900, 9)}, // missed the first sample: no deltas for burst 4
 	}})
 	s, err := Analyze(f.close())
 	if err != nil {

@@ -181,7 +181,8 @@ type BurstResult struct {
 
 // TransportSamples are every server's transport counters (GET engine.AdminTransport) sampled
 // around the bursts of one series: one sample before each burst and one after the last, so
-// burst k's deltas are samples k+1 minus k. Written beside the series' BurstStatsFile.
+// burst k's deltas are samples k+1 minus k (a sample a server did not answer has a zero Time).
+// Written beside the series' BurstStatsFile.
 type TransportSamples struct {
 	FirstBurst uint32                                `json:"first_burst"`
 	Nodes      map[string][]engine.TransportCounters `json:"nodes"`

@@ -42,14 +42,17 @@ func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, sh
 		}()
 	}
 	samples := rundir.TransportSamples{FirstBurst: series.FirstBurst, Nodes: map[string][]engine.TransportCounters{}}
+	for _, s := range r.servers {
+		samples.Nodes[s.Name] = make([]engine.TransportCounters, b.Count+1)
+	}
 	for k := range b.Count {
 		if err := ctxtime.Sleep(ctx, time.Until(start.Add(time.Duration(k)*b.Every-sampleBefore))); err != nil {
 			break
 		}
-		r.sampleTransport(ctx, samples.Nodes)
+		r.sampleTransport(ctx, samples.Nodes, k)
 	}
 	wg.Wait()
-	r.sampleTransport(ctx, samples.Nodes)
+	r.sampleTransport(ctx, samples.Nodes, b.Count)
 	rel := rundir.RemoteBurstsDir(r.inv.Clients()[0].Name, series.FirstBurst)
 	if err := os.MkdirAll(filepath.Join(r.dir, filepath.FromSlash(rel)), 0o755); err != nil {
 		return err
@@ -65,9 +68,10 @@ func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, sh
 	return nil
 }
 
-// sampleTransport appends every server's transport counters now; a server that does not answer
-// (down, or an engine without GET /transport) gets no sample.
-func (r *run) sampleTransport(ctx context.Context, into map[string][]engine.TransportCounters) {
+// sampleTransport sets sample k of every server's transport counters to now; a server that does
+// not answer (down, or an engine without GET /transport) keeps a zero sample, which the analysis
+// skips.
+func (r *run) sampleTransport(ctx context.Context, into map[string][]engine.TransportCounters, k int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, s := range r.servers {
@@ -80,7 +84,7 @@ func (r *run) sampleTransport(ctx context.Context, into map[string][]engine.Tran
 				return
 			}
 			mu.Lock()
-			into[s.Name] = append(into[s.Name], tc)
+			into[s.Name][k] = tc
 			mu.Unlock()
 		}()
 	}
