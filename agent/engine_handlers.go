@@ -100,7 +100,7 @@ const MaxTransitionsWait = time.Minute
 // proxyPaths are the engine admin calls the controller may make through the agent.
 var proxyPaths = map[string]map[string]bool{
 	http.MethodPost: {engine.AdminSnapshot: true, engine.AdminStepDown: true, engine.AdminGC: true},
-	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true, engine.AdminOrders: true, engine.AdminTrace: true},
+	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true, engine.AdminOrders: true, engine.AdminTrace: true, engine.AdminTransport: true},
 }
 
 // engineSide is the agent's engine state: one journal for the node (so sequence numbers span

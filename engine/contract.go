@@ -272,7 +272,25 @@ const (
 	// analysis can be seen to name it. Optional: an engine offers it through its driver
 	// (driver.AdminOfferer) or its playbook (engine.admin_gc).
 	AdminGC = "/gc"
+	// AdminTransport (GET) answers TransportCounters: the engine's transport counters now (an
+	// Aeron node's media driver counters, read as AeronStat reads them), sampled around each
+	// burst so the report has their deltas per burst. Optional: an engine without answers 404.
+	AdminTransport = "/transport"
 )
+
+// TransportCounters answers GET AdminTransport. Counters are cumulative since the engine
+// started, by name (Aeron's system counters in snake case: nak_messages_sent, retransmits_sent,
+// loss_gap_fills, flow_control_under_runs, short_sends, errors ...).
+type TransportCounters struct {
+	Time     time.Time        `json:"time"`
+	Counters map[string]int64 `json:"counters"`
+	// The node's /proc/net/snmp Udp counters.
+	UDPRcvbufErrors int64 `json:"udp_rcvbuf_errors"`
+	UDPInErrors     int64 `json:"udp_in_errors"`
+	// Settings are the transport settings in effect, by name (e.g. aeron.rcv.initial.window.length,
+	// so_rcvbuf_granted: what the kernel grants a socket that asks for aeron.socket.so_rcvbuf).
+	Settings map[string]int64 `json:"settings,omitempty"`
+}
 
 // GCAnswer answers POST AdminGC.
 type GCAnswer struct {

@@ -84,6 +84,16 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.FormatBool(p.Engine.AdminGC) },
 	},
+	"engine.burst_client": {
+		set: func(p *Playbook, s string) error {
+			if strings.TrimSpace(s) == "" {
+				return fmt.Errorf("empty; want the arguments with which engine.command.binary sends a burst through the engine's own client, e.g. \"-Xmx256m --burst\"")
+			}
+			p.Engine.BurstArgs = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.Engine.BurstArgs },
+	},
 	"engine.preload_rate": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseRate(s)

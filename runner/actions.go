@@ -15,6 +15,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -193,6 +194,14 @@ func (e env) Burst(ctx context.Context, b actions.Burst, record func(rundir.Burs
 	}
 	series := rundir.BurstSeries{Messages: b.Messages, Every: b.Every, Count: b.Count,
 		UDP: true, Size: b.Size, Senders: senders, FirstBurst: first}
+	if argv := r.pb.Engine.BurstClient(); argv != nil { // the engine takes bursts through its own client
+		series.Start = time.Now().Add(launch.BurstClientLead).UTC()
+		if err := record(series); err != nil {
+			return err
+		}
+		r.async(ctx, func(ctx context.Context) error { return e.clientBurst(ctx, b, argv, share, series) })
+		return nil
+	}
 	if !start.IsZero() {
 		series.Start = start.UTC()
 	}

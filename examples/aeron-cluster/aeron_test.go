@@ -107,7 +107,8 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
 		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString",
 		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
-		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret"} {
+		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret",
+		"pass transport counters: system counters by name", "pass a burst's figures"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
@@ -226,8 +227,8 @@ func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, wh
 		seen[r.Check] = r
 	}
 	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
-		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
-		conformance.CheckFinalHashes, conformance.CheckStepDown} {
+		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckBurst, conformance.CheckSnapshotIndex,
+		conformance.CheckRelaunchPhases, conformance.CheckFinalHashes, conformance.CheckStepDown} {
 		if r, ok := seen[c]; !ok || !r.Pass {
 			t.Errorf("%s did not pass: %s", c, r.Seen)
 		}
@@ -481,5 +482,28 @@ func TestHandoffPlaybook(t *testing.T) {
 	want := []string{"10s: 10s kill leader TERM 15s, 30s step_down", "10s: 10s kill leader KILL 15s, 30s step_down"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("runs %q, want %q", got, want)
+	}
+}
+
+// TestMicroBurstPlaybook: micro-burst.yaml parses and validates, sends its bursts through the
+// harness's burst client, carries the receiver window and socket buffer it varies, and has the
+// guide's three axes.
+func TestMicroBurstPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("micro-burst.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc := pb.Engine.BurstClient(); len(bc) == 0 || filepath.Base(bc[0]) != "start-node.sh" || bc[len(bc)-1] != "--burst" {
+		t.Errorf("burst client %q, want start-node.sh ... --burst", bc)
+	}
+	if c := strings.Join(pb.Engine.Command.Carries, ","); !strings.Contains(c, "aeron.rcv.initial.window.length") || !strings.Contains(c, "aeron.socket.so_rcvbuf") {
+		t.Errorf("carries %s", c)
+	}
+	var axes []string
+	for _, a := range pb.Matrix {
+		axes = append(axes, a.Key)
+	}
+	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
+		t.Errorf("matrix axes %q", got)
 	}
 }

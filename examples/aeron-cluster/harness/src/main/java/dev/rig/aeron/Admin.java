@@ -102,6 +102,11 @@ final class Admin
         }));
         http.createContext("/", this::handle);
         http.createContext(GcHandler.PATH, new GcHandler(token));
+        http.createContext(TransportCounters.PATH, new TransportCounters(token, () ->
+        {
+            final ClusteredServiceContainer c = container;
+            return c == null ? null : c.context().aeron().countersReader();
+        }, ctx.mediaDriver()));
         http.start();
         watching = true;
         watcher = new Thread(this::watch, "admin-changes");
@@ -809,6 +814,9 @@ final class Admin
             Json.field(sb, io.aeron.driver.Configuration.PUBLICATION_UNBLOCK_TIMEOUT_PROP_NAME, md.publicationUnblockTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.IMAGE_LIVENESS_TIMEOUT_PROP_NAME, md.imageLivenessTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.TERM_BUFFER_SPARSE_FILE_PROP_NAME, md.termBufferSparseFile() ? "true" : "false");
+            Json.field(sb, io.aeron.driver.Configuration.INITIAL_WINDOW_LENGTH_PROP_NAME, md.initialWindowLength());
+            Json.field(sb, io.aeron.driver.Configuration.SOCKET_RCVBUF_LENGTH_PROP_NAME, md.socketRcvbufLength());
+            Json.field(sb, io.aeron.driver.Configuration.TERM_BUFFER_LENGTH_PROP_NAME, md.publicationTermBufferLength());
             final ClusteredServiceContainer c = container;
             if (c != null)
             {

@@ -385,6 +385,7 @@ public final class HarnessSelfTest
             all + " | " + after2 + " | " + none + " after " + waited / 1_000_000 + " ms");
 
         archiveWrites();
+        failed += TransportSelfTest.run();
         bulkDefaults();
         runAuth();
         repeatedError();

@@ -162,7 +162,7 @@ public final class RigAeron
 
     private static void usage(final String msg)
     {
-        System.err.println("rig-aeron: " + msg + "; usage: --config FILE (Aeron settings as -D before the class or -jar)");
+        System.err.println("rig-aeron: " + msg + "; usage: --config FILE, or --burst REQUEST (Aeron settings as -D before the class or -jar)");
         System.exit(2);
     }
 
@@ -178,6 +178,11 @@ public final class RigAeron
             if (args[i].equals("--config") && i + 1 < args.length)
             {
                 configFile = new File(args[++i]);
+            }
+            else if (args[i].equals("--burst") && i + 1 < args.length)
+            {
+                BurstClient.main(codec, new File(args[++i]));
+                return;
             }
             else
             {
