@@ -340,7 +340,7 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		}
 	}
 	o := Outcome{RunID: id, Dir: dir}
-	if err := inventory.CheckName("run id", id); err != nil {
+	if err := rundir.CheckRunID(id); err != nil {
 		o.Err = err // it names folders and files on every node
 		return o
 	}
