@@ -106,7 +106,11 @@ final class Admin
         {
             final ClusteredServiceContainer c = container;
             return c == null ? null : c.context().aeron().countersReader();
-        }, ctx.mediaDriver()));
+        }, () ->
+        {
+            final ClusteredMediaDriver d = driver;
+            return d == null ? null : d.mediaDriver().context();
+        }));
         http.start();
         watching = true;
         watcher = new Thread(this::watch, "admin-changes");

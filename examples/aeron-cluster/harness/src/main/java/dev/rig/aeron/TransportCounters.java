@@ -34,9 +34,10 @@ final class TransportCounters implements HttpHandler
 
     private final byte[] token;
     private final Supplier<CountersReader> counters;
-    private final MediaDriver.Context driver;
+    private final Supplier<MediaDriver.Context> driver;
 
-    TransportCounters(final byte[] token, final Supplier<CountersReader> counters, final MediaDriver.Context driver)
+    /** driver is the launched media driver's context: null until launch has concluded it. */
+    TransportCounters(final byte[] token, final Supplier<CountersReader> counters, final Supplier<MediaDriver.Context> driver)
     {
         this.token = token.clone();
         this.counters = counters;
@@ -58,12 +59,13 @@ final class TransportCounters implements HttpHandler
                 return;
             }
             final CountersReader cr = counters.get();
-            if (cr == null)
+            final MediaDriver.Context md = driver.get();
+            if (cr == null || md == null)
             {
                 Admin.reply(ex, 503, "{\"error\":\"the media driver is not up yet\"}");
                 return;
             }
-            Admin.reply(ex, 200, json(cr, driver));
+            Admin.reply(ex, 200, json(cr, md));
         }
         finally
         {
