@@ -44,7 +44,6 @@ func newAeronServiceCmd() *cobra.Command {
 			}
 			return nil
 		},
-		Annotations: map[string]string{exitOnInterrupt: "yes"}, // it writes into a temporary folder, renamed at the end
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
 			dir, files, err := scaffold.AeronService(o)
