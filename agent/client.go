@@ -26,6 +26,11 @@ var ErrStranger = errors.New("answer from a stranger agent")
 // until another run claims the agent).
 var ErrLeaseLapsed = errors.New("the run's lease on this agent lapsed")
 
+// ErrConflict classifies a 409 answer: the agent or its engine is busy with something else (an
+// engine's snapshot while a step-down's election is still settling; another run's lease). A
+// caller that knows the conflict passes may try again.
+var ErrConflict = errors.New("conflict")
+
 // Client talks to one agent. With Run set it sends the run's id with every request (the agent
 // refuses it while another run holds its lease) and checks the identity on every answer: the
 // node must be Node, and the lease holder Run or nobody.
@@ -88,8 +93,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			e.Error = string(b)
 		}
 		err := fmt.Errorf("agent %s %s %s: %s: %s", c.Node, method, path, resp.Status, e.Error)
-		if resp.StatusCode == http.StatusGone {
+		switch resp.StatusCode {
+		case http.StatusGone:
 			err = lapsedError{err}
+		case http.StatusConflict:
+			err = conflictError{err}
 		}
 		return err
 	}
@@ -138,6 +146,11 @@ func (c *Client) LeaseState(ctx context.Context) (LeaseState, error) {
 	err := c.do(ctx, http.MethodGet, "/lease", nil, &out)
 	return out, err
 }
+
+// conflictError keeps the agent's own words and matches ErrConflict.
+type conflictError struct{ error }
+
+func (e conflictError) Is(target error) bool { return target == ErrConflict }
 
 // lapsedError keeps the agent's own words and matches ErrLeaseLapsed.
 type lapsedError struct{ error }

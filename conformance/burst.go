@@ -58,7 +58,8 @@ func (s *suite) clientBurst(ctx context.Context, argv []string) {
 	peers := launch.EngineConfig(s.servers, s.servers[0], "").Peers
 	before := s.transport(ctx)
 	series := checkBurst
-	err := launch.RunBurstClient(ctx, s.cl, s.o.Dir, client, argv, peers, series, time.Now().Add(launch.BurstClientLead))
+	err := launch.BurstClient{Cluster: s.cl, Dir: s.o.Dir, Node: client, Argv: argv, Peers: peers, Series: series,
+		Start: time.Now().Add(launch.BurstClientLead), Secret: s.secret}.Run(ctx)
 	if err != nil {
 		s.add(CheckBurst, false, "the engine's burst client (engine.burst_client): %v", err)
 		return

@@ -599,7 +599,14 @@ func (s *suite) snapshotForHashes(ctx context.Context) (bool, string) {
 	if leader == "" {
 		return false, "the engine hashes snapshots, and no single leader to take one: " + roles
 	}
+	// Right after a step-down the new leader may still be settling its cluster (Aeron: the control
+	// toggle is not neutral yet) and answers 409: the same snapshot passes a moment later.
+	deadline := time.Now().Add(s.o.Timeout)
 	b, err := s.agent(leader).EngineAdmin(ctx, engine.AdminSnapshot)
+	for errors.Is(err, agent.ErrConflict) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+		b, err = s.agent(leader).EngineAdmin(ctx, engine.AdminSnapshot)
+	}
 	var snap engine.Snapshot
 	if err == nil {
 		err = json.Unmarshal(b, &snap)
@@ -607,7 +614,6 @@ func (s *suite) snapshotForHashes(ctx context.Context) (bool, string) {
 	if err != nil || snap.Index == 0 {
 		return false, fmt.Sprintf("the engine hashes snapshots: POST /snapshot on %s: %v %s", leader, err, strings.TrimSpace(string(b)))
 	}
-	deadline := time.Now().Add(s.o.Timeout)
 	for {
 		sts := s.statuses(ctx)
 		var seen []string

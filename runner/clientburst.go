@@ -38,7 +38,8 @@ func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, sh
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = launch.RunBurstClient(ctx, r.cl, r.dir, c, argv, peers, s, start.Add(r.srv(c.Name).offset))
+			errs[i] = launch.BurstClient{Cluster: r.cl, Dir: r.dir, Node: c, Argv: argv, Peers: peers, Series: s,
+				Start: start.Add(r.srv(c.Name).offset), Secret: r.secret}.Run(ctx)
 		}()
 	}
 	samples := rundir.TransportSamples{FirstBurst: series.FirstBurst, Nodes: map[string][]engine.TransportCounters{}}

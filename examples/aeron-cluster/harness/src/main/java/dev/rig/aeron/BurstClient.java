@@ -43,7 +43,7 @@ final class BurstClient
 
     /** The request rig writes (properties). */
     record Request(List<Node.Peer> peers, String host, int messages, int size, int count, long everyNs, long startUnixNs, int senders,
-        long firstBurst, long price, String out)
+        long firstBurst, long price, String out, boolean credentialsOnStdin)
     {
         static Request read(final File f) throws IOException
         {
@@ -68,7 +68,8 @@ final class BurstClient
             }
             return new Request(peers, p.getProperty("host", "127.0.0.1"), num(p, f, "messages"), num(p, f, "size"), num(p, f, "count"),
                 Long.parseLong(p.getProperty("every_ns", "0")), Long.parseLong(p.getProperty("start_unix_ns", "0")), num(p, f, "senders"),
-                Long.parseLong(p.getProperty("first_burst", "0")), Long.parseLong(p.getProperty("price", "1")), p.getProperty("out"));
+                Long.parseLong(p.getProperty("first_burst", "0")), Long.parseLong(p.getProperty("price", "1")), p.getProperty("out"),
+                "stdin".equals(p.getProperty("credentials")));
         }
 
         private static int num(final Properties p, final File f, final String key)
@@ -115,9 +116,11 @@ final class BurstClient
     static void main(final RigCodec codec, final File file)
     {
         final Request req;
+        final RunAuth auth;
         try
         {
             req = Request.read(file);
+            auth = credentials(req);
         }
         catch (final IOException | IllegalArgumentException e)
         {
@@ -139,7 +142,7 @@ final class BurstClient
             {
                 try
                 {
-                    send(codec, req, sender, start, seen[sender], connected);
+                    send(codec, req, auth, sender, start, seen[sender], connected);
                 }
                 catch (final Throwable e)
                 {
@@ -180,6 +183,25 @@ final class BurstClient
         System.exit(Arrays.stream(errors).allMatch(e -> e == null) ? 0 : 1);
     }
 
+    /**
+     * The run's credentials for the ingress: read as the first line of standard input where the
+     * request says so (credentials=stdin: the runner pipes the run's secret, so it is in no file,
+     * argv or environment of a remote shell), else from the environment; null: none.
+     */
+    private static RunAuth credentials(final Request req) throws IOException
+    {
+        if (!req.credentialsOnStdin())
+        {
+            return RunAuth.fromEnvironment();
+        }
+        final String line = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        if (line == null || line.isBlank())
+        {
+            throw new IllegalArgumentException("credentials=stdin, but standard input holds no secret");
+        }
+        return new RunAuth(line.strip().getBytes(StandardCharsets.UTF_8));
+    }
+
     private static long epochNanos()
     {
         final Instant now = Instant.now();
@@ -187,8 +209,8 @@ final class BurstClient
     }
 
     /** One sender: its own media driver and cluster client, then every burst of the series. */
-    private static void send(final RigCodec codec, final Request req, final int sender, final long start, final Seen[] seen,
-        final CyclicBarrier connected) throws Exception
+    private static void send(final RigCodec codec, final Request req, final RunAuth auth, final int sender, final long start,
+        final Seen[] seen, final CyclicBarrier connected) throws Exception
     {
         final String dir = System.getProperty("java.io.tmpdir") + "/rig-burst-" + ProcessHandle.current().pid() + "-" + sender;
         final MediaDriver.Context mdc = new MediaDriver.Context()
@@ -230,7 +252,8 @@ final class BurstClient
                 .ingressChannel("aeron:udp?term-length=" + System.getProperty("aeron.term.buffer.length", "16m"))
                 .ingressEndpoints(Gateway.ingressEndpoints(req.peers(), Node.INGRESS_PORT_OFFSET))
                 .egressChannel("aeron:udp?endpoint=" + req.host() + ":0")
-                .egressListener(listener)))
+                .egressListener(listener)
+                .credentialsSupplier(RunAuth.ingressCredentials(auth))))
         {
             connected.await(30, TimeUnit.SECONDS);
             final UnsafeBuffer msg = new UnsafeBuffer(new byte[Math.max(req.size(), 64)]);
