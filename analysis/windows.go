@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -138,6 +139,23 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 	return d.inside
 }
 
+// schedSpans reads every node's scheduler samples (<node>/sched/*.ndjson) as sched_delay spans
+// per thread (rundir.SchedSample.Spans).
+func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
+	out := map[string][]rundir.InsideSpan{}
+	for _, f := range d.glob(rundir.SchedGlob) {
+		node := path.Base(path.Dir(path.Dir(f)))
+		ss, err := d.run.Sched(f)
+		if err != nil {
+			d.warnf("scheduler samples %s: %v", f, err)
+		}
+		for _, smp := range ss {
+			out[node] = append(out[node], smp.Spans()...)
+		}
+	}
+	return out
+}
+
 // spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
 // to, and none ends before from unless a longer one starts before it (the search goes back by
 // the longest span, bounded by insideMaxBack).
@@ -246,9 +264,18 @@ type timeSources struct {
 	host   *hostSeries
 }
 
-// timeSources reads the inside spans, the disk model's fsyncs and the OS samples.
+// timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
+// spans beside them), the disk model's fsyncs and the OS samples.
 func (d *runData) timeSources() (*timeSources, []string) {
-	ts := &timeSources{inside: d.insideSpans(), host: d.hostSamples()}
+	ts := &timeSources{inside: map[string][]rundir.InsideSpan{}, host: d.hostSamples()}
+	for n, ss := range d.insideSpans() {
+		ts.inside[n] = ss
+	}
+	for n, ss := range d.schedSpans() {
+		all := append(slices.Clone(ts.inside[n]), ss...)
+		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
+		ts.inside[n] = all
+	}
 	var warn []string
 	ts.syncs, warn = d.diskSyncs()
 	for _, n := range d.nodes {
@@ -541,7 +568,9 @@ func sourcesNote(src []string, what string) string {
 	if len(src) > 0 {
 		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
 	}
-	if !slices.ContainsFunc(src, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
+	if !slices.ContainsFunc(src, func(x string) bool {
+		return x != SourceDiskModel && x != SourceOSSamples && x != rundir.SourceSchedstat
+	}) {
 		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
 	}
 	return out
