@@ -29,6 +29,9 @@ type Excursions struct {
 	// List is the excursions in time order, the first excursionMaxRows of them.
 	List     []Excursion `json:"list"`
 	Periodic []Periodic  `json:"periodic,omitempty"`
+	// CausePeriodic: the causes whose onsets repeat at a steady gap, whether or not their
+	// excursions do (causes.go).
+	CausePeriodic []CausePeriodic `json:"cause_periodic,omitempty"`
 }
 
 // Excursion is one stretch of slow probes, merged while each began before the previous ones
@@ -61,6 +64,8 @@ type Cause struct {
 	Node     string    `json:"node,omitempty"`
 	AtS      float64   `json:"at_s"` // when it started, from load start
 	Evidence string    `json:"evidence"`
+	// PeriodS: the cause's onsets over the run repeat at this period (Excursions.CausePeriodic).
+	PeriodS float64 `json:"period_s,omitempty"`
 }
 
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
@@ -172,6 +177,10 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	}
 	var periodOf []float64
 	ex.Periodic, periodOf = d.periodic(starts, func(i int) (float64, bool) { return nsToMs(all[i].peak), len(causes[i]) == 0 })
+	ex.CausePeriodic = d.causePeriodic(ts, gc)
+	for i := range causes {
+		markPeriodic(causes[i], ex.CausePeriodic)
+	}
 	for i, st := range all {
 		if i == excursionMaxRows {
 			break
@@ -454,6 +463,12 @@ func writebackCause(smp rundir.Sample) bool {
 // the measured window. Starts already in a reported series are not reused.
 // periodOf[i] is the period of the series start i is in, 0 for none.
 func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
+	return d.periodicTol(starts, int64(periodTolMin), info)
+}
+
+// periodicTol is periodic with minTol as the least tolerance of a gap: a series known only to a
+// sample interval (an onset in the OS samples) matches within that interval.
+func (d *runData) periodicTol(starts []int64, minTol int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
 	periodOf = make([]float64, len(starts))
 	used := make([]bool, len(starts))
 	if len(starts) == 0 {
@@ -480,7 +495,7 @@ func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, une
 				if used[s0] {
 					continue
 				}
-				chain := chainFrom(starts, used, s0, p)
+				chain := chainFrom(starts, used, s0, p, minTol)
 				if covers(chain, p) && len(chain) > len(best) {
 					best = chain
 				}
@@ -509,8 +524,8 @@ func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, une
 
 // chainFrom follows starts from s0, each next start one period p after the previous within
 // tolerance, skipping starts in between (other excursions may interleave).
-func chainFrom(starts []int64, used []bool, s0 int, p int64) []int {
-	tol := max(int64(float64(p)*periodTolFrac), int64(periodTolMin))
+func chainFrom(starts []int64, used []bool, s0 int, p, minTol int64) []int {
+	tol := max(int64(float64(p)*periodTolFrac), minTol)
 	chain := []int{s0}
 	cur := s0
 	for {
@@ -545,6 +560,10 @@ func excursionsSection(s *Summary) string {
 		fmt.Fprintf(&b, "**Periodic:** %d excursions every %s from %s (median peak %s), %d of them unexplained.\n\n",
 			p.Count, fmtS3(p.PeriodS), fmtS(p.FirstS), fmtMs(p.MedianMs), p.Unexplained)
 	}
+	for _, p := range ex.CausePeriodic {
+		fmt.Fprintf(&b, "**Periodic cause:** %s on %s (%s): %d of its %d onsets every %s from %s.\n\n",
+			p.Cause, p.Node, p.Series, p.Count, p.Onsets, fmtS3(p.PeriodS), fmtS(p.FirstS))
+	}
 	b.WriteString("| start | end | peak | probes (lost) | covered | cause |\n|---|---|---|---|---|---|\n")
 	for _, e := range ex.List {
 		var cs []string
@@ -553,7 +572,11 @@ func excursionsSection(s *Summary) string {
 			if c.Node != "" {
 				who = " " + c.Node
 			}
-			cs = append(cs, fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence))
+			line := fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence)
+			if c.PeriodS > 0 {
+				line += fmt.Sprintf(" (a periodic cause, every %s)", fmtS3(c.PeriodS))
+			}
+			cs = append(cs, line)
 		}
 		cause := "**unexplained**"
 		if len(cs) > 0 {
