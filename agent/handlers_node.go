@@ -18,6 +18,7 @@ import (
 	"github.com/rig-dev/rig/agent/facts"
 	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/tune"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Node endpoints (docs/architecture.md, "Agent API": facts, tune, samples):
@@ -54,6 +55,10 @@ type SamplesRequest struct {
 	// PIDFiles are re-read at every sample (relative paths are in the agent's folder), so an
 	// engine that is killed and relaunched is followed.
 	PIDFiles []string `json:"pid_files,omitempty"`
+	// SchedInterval, a Go duration of at least 1ms, also samples the followed processes'
+	// per-thread run-queue wait and the node's pressure stalls (agent/sample's Sched) into
+	// DIR/sched/NAME.ndjson at that interval; empty: not sampled.
+	SchedInterval string `json:"sched_interval,omitempty"`
 }
 
 // SamplesInfo describes a sampler.
@@ -213,6 +218,15 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 		}
 		interval = d
 	}
+	var schedEvery time.Duration
+	if req.SchedInterval != "" {
+		d, err := time.ParseDuration(req.SchedInterval)
+		if err != nil || d < time.Millisecond {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("samples sched_interval %q: want a Go duration of at least 1ms, e.g. 20ms", req.SchedInterval))
+			return
+		}
+		schedEvery = d
+	}
 	var pidFiles []string
 	for _, f := range req.PIDFiles {
 		if !filepath.IsAbs(f) {
@@ -243,15 +257,39 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
 	}
+	var sched *sample.Sched
+	var schedFile *os.File
+	if schedEvery > 0 {
+		if sched, schedFile, err = n.openSched(req.Name, sample.SchedOptions{Root: n.s.opts.Root, Interval: schedEvery, PIDs: req.PIDs, PIDFiles: pidFiles}); err != nil {
+			f.Close()
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sm := &sampler{info: SamplesInfo{Name: req.Name, Path: path, Interval: interval.String(), Started: time.Now().UTC(), Running: true},
 		cancel: cancel, done: make(chan struct{})}
 	n.samplers[req.Name] = sm
 	go func() {
 		defer close(sm.done)
+		schedErr := make(chan error, 1)
+		if sched != nil {
+			go func() {
+				err := sched.Run(ctx, schedFile)
+				if cerr := schedFile.Close(); err == nil {
+					err = cerr
+				}
+				schedErr <- err
+			}()
+		} else {
+			schedErr <- nil
+		}
 		err := smp.Run(ctx, f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if serr := <-schedErr; err == nil {
+			err = serr
 		}
 		n.mu.Lock()
 		sm.info.Running = false
@@ -263,6 +301,24 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 	}()
 	n.s.log.Info("sampling", "name", req.Name, "interval", interval, "path", path)
 	writeJSON(w, http.StatusOK, sm.info)
+}
+
+// openSched starts the scheduler sampler's baseline and opens its file, DIR/sched/NAME.ndjson.
+func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (*sample.Sched, *os.File, error) {
+	dir := filepath.Join(n.s.opts.Dir, rundir.SchedDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	sched, err := sample.NewSched(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name+rundir.SchedExt), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		sched.Close()
+		return nil, nil, err
+	}
+	return sched, f, nil
 }
 
 func (sm *sampler) running() bool {

@@ -165,7 +165,7 @@ func TestSamplesOverHTTP(t *testing.T) {
 	a := startNodeAgent(t, dir, "/")
 	pidFile := filepath.Join(dir, "engine.pid")
 	os.WriteFile(pidFile, []byte("1\n"), 0o644)
-	info, err := a.c.StartSamples(ctx, SamplesRequest{Name: "os", Interval: "50ms", PIDFiles: []string{"engine.pid"}})
+	info, err := a.c.StartSamples(ctx, SamplesRequest{Name: "os", Interval: "50ms", PIDFiles: []string{"engine.pid"}, SchedInterval: "20ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestSamplesOverHTTP(t *testing.T) {
 	if _, err := a.c.StartSamples(ctx, SamplesRequest{Name: "os"}); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("second start of the same name: %v", err)
 	}
-	for _, bad := range []SamplesRequest{{Name: "../x"}, {Name: "ok", Interval: "1ms"}, {Name: "ok", Devices: []string{"nosuchdisk"}}} {
+	for _, bad := range []SamplesRequest{{Name: "../x"}, {Name: "ok", Interval: "1ms"}, {Name: "ok", Devices: []string{"nosuchdisk"}}, {Name: "ok", SchedInterval: "1us"}} {
 		if _, err := a.c.StartSamples(ctx, bad); err == nil || !strings.Contains(err.Error(), "400") {
 			t.Fatalf("%+v: want 400, got %v", bad, err)
 		}
@@ -195,6 +195,9 @@ func TestSamplesOverHTTP(t *testing.T) {
 	info, err = a.c.StopSamples(ctx, "os")
 	if err != nil || info.Running {
 		t.Fatalf("stop: %+v %v", info, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, rundir.SchedDir, "os"+rundir.SchedExt)); err != nil {
+		t.Errorf("scheduler samples: %v", err)
 	}
 	list, _ := a.c.ListSamples(ctx)
 	if len(list) != 1 || list[0].Running {

@@ -29,19 +29,27 @@ type Excursions struct {
 	// List is the excursions in time order, the first excursionMaxRows of them.
 	List     []Excursion `json:"list"`
 	Periodic []Periodic  `json:"periodic,omitempty"`
+	// CausePeriodic: the causes whose onsets repeat at a steady gap, whether or not their
+	// excursions do (causes.go).
+	CausePeriodic []CausePeriodic `json:"cause_periodic,omitempty"`
 }
 
 // Excursion is one stretch of slow probes, merged while each began before the previous ones
 // were answered (plus excursionMergeGap).
 type Excursion struct {
-	StartS  float64 `json:"start_s"`   // first slow probe's intended send time, from load start
-	EndS    float64 `json:"end_s"`     // last answer (or give-up) of the stretch
-	PeakS   float64 `json:"peak_at_s"` // the slowest probe's intended send time
-	PeakMs  float64 `json:"peak_ms"`
-	Probes  int     `json:"probes"` // slow probes in it, lost ones included
-	Lost    int     `json:"lost"`
-	Causes  []Cause `json:"causes"` // empty: unexplained
-	PeriodS float64 `json:"period_s,omitempty"`
+	StartS float64 `json:"start_s"`   // first slow probe's intended send time, from load start
+	EndS   float64 `json:"end_s"`     // last answer (or give-up) of the stretch
+	PeakS  float64 `json:"peak_at_s"` // the slowest probe's intended send time
+	PeakMs float64 `json:"peak_ms"`
+	Probes int     `json:"probes"` // slow probes in it, lost ones included
+	Lost   int     `json:"lost"`
+	Causes []Cause `json:"causes"` // empty: unexplained
+	// CoveredMs is the time of [StartS, EndS] the named causes' spans cover (GC pauses, the
+	// engines' stalls, run-queue waits, fsyncs); the rest is unexplained even where a cause is
+	// named. Timeline actions and restarts cover none of it: they say what was under way, not
+	// where the time went.
+	CoveredMs float64 `json:"covered_ms"`
+	PeriodS   float64 `json:"period_s,omitempty"`
 	// LogLines: per node, engine log lines stamped from 100 ms before to 100 ms after (context,
 	// not a cause).
 	LogLines map[string][]string `json:"log_lines,omitempty"`
@@ -56,6 +64,8 @@ type Cause struct {
 	Node     string    `json:"node,omitempty"`
 	AtS      float64   `json:"at_s"` // when it started, from load start
 	Evidence string    `json:"evidence"`
+	// PeriodS: the cause's onsets over the run repeat at this period (Excursions.CausePeriodic).
+	PeriodS float64 `json:"period_s,omitempty"`
 }
 
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
@@ -151,10 +161,15 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	ex.Count = len(all)
 	starts := make([]int64, 0, len(all))
 	causes := make([][]Cause, len(all))
+	covered := make([]int64, len(all))
 	for i, st := range all {
-		causes[i] = d.causesIn(st.from, st.to, s, gc)
-		causes[i] = append(causes[i], d.insideCauses(ts, st.from, st.to, thr)...)
-		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to)...)
+		causes[i] = d.causesIn(st.from, st.to, s)
+		gcs, cover := d.gcCauses(st.from, st.to, gc)
+		stalls := d.insideCauses(ts, st.from, st.to)
+		causes[i] = append(causes[i], gcs...)
+		causes[i] = append(causes[i], stalls.causes...)
+		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
+		covered[i] = unionNs(append(cover, stalls.cover...))
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
@@ -162,12 +177,16 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	}
 	var periodOf []float64
 	ex.Periodic, periodOf = d.periodic(starts, func(i int) (float64, bool) { return nsToMs(all[i].peak), len(causes[i]) == 0 })
+	ex.CausePeriodic = d.causePeriodic(ts, gc)
+	for i := range causes {
+		markPeriodic(causes[i], ex.CausePeriodic)
+	}
 	for i, st := range all {
 		if i == excursionMaxRows {
 			break
 		}
 		e := Excursion{StartS: d.off(st.from), EndS: d.off(st.to), PeakS: d.off(st.peakAt), PeakMs: nsToMs(st.peak),
-			Probes: st.n, Lost: st.lost, Causes: causes[i]}
+			Probes: st.n, Lost: st.lost, Causes: causes[i], CoveredMs: nsToMs(covered[i])}
 		if e.Causes == nil {
 			e.Causes = []Cause{}
 		}
@@ -222,12 +241,12 @@ func (d *runData) actionEnds() []int64 {
 	return d.ends
 }
 
-// causesIn is what the timeline and the engines' GC logs say was under way over [from, to]:
+// causesIn is what the timeline says was under way over [from, to]:
 // actions up to actionExplains before it (an action whose effect lasts, actions.Spanner, up to
-// actionExplains after the event that ends it), snapshot windows, restarts from kill to ready,
-// and GC pauses overlapping it. It is the one owner of that judgement, for the slowest probe's
-// spike and for every excursion.
-func (d *runData) causesIn(from, to int64, s *Summary, gc map[string][]GCPause) []Cause {
+// actionExplains after the event that ends it), snapshot windows and restarts from kill to
+// ready. It is the one owner of that judgement, for the slowest probe's spike and for every
+// excursion.
+func (d *runData) causesIn(from, to int64, s *Summary) []Cause {
 	var out []Cause
 	ends := d.actionEnds()
 	for i, e := range d.events {
@@ -253,18 +272,35 @@ func (d *runData) causesIn(from, to int64, s *Summary, gc map[string][]GCPause) 
 			out = append(out, Cause{Kind: CauseRestart, Node: r.Node, AtS: r.KillS, Evidence: "between kill and ready"})
 		}
 	}
+	return out
+}
+
+// gcCauses are the GC pauses of the engines' GC logs overlapping [from, to], on the nodes whose
+// pauses cover causeCoverShare of it, with the spans they cover.
+func (d *runData) gcCauses(from, to int64, gc map[string][]GCPause) ([]Cause, []span) {
+	var out []Cause
+	var cover []span
 	for _, node := range d.nodes {
+		var cs []Cause
+		var sp []span
 		for _, p := range gc[node] {
 			if p.End.IsZero() {
 				continue
 			}
 			end := p.End.UnixNano()
 			if start := end - int64(p.Ms*1e6); end >= from && start <= to {
-				out = append(out, Cause{Kind: CauseGC, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("%s %.3f ms", p.What, p.Ms)})
+				cs = append(cs, Cause{Kind: CauseGC, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("%s %.3f ms", p.What, p.Ms)})
+				if c := (span{max(start, from), min(end, to)}); c.to > c.from {
+					sp = append(sp, c)
+				}
 			}
 		}
+		if len(cs) > 0 && float64(unionNs(slices.Clone(sp))) >= causeCoverShare*float64(to-from) {
+			out = append(out, cs...)
+			cover = append(cover, sp...)
+		}
 	}
-	return out
+	return out, cover
 }
 
 // hostSeries is every node's OS samples, for host causes.
@@ -334,8 +370,11 @@ func (h *hostSeries) others(smp rundir.Sample) float64 {
 	return math.Max(0, smp.Host.BusyPct-h.own(smp))
 }
 
-// causesIn is the host causes over [from, to]: the samples whose interval overlaps it.
-func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
+// causesIn is the host causes over [from, to]: the samples whose interval overlaps it. Other
+// processes' CPU is named only where it cost the engine: when a node's threads waited on a run
+// queue over causeCoverShare of the excursion (schedCover, per node; on the local target any
+// node's), not for the CPU those processes took.
+func (h *hostSeries) causesIn(d *runData, from, to int64, schedCover map[string]float64) []Cause {
 	var out []Cause
 	nodes := make([]string, 0, len(h.byNode))
 	for n := range h.byNode {
@@ -353,14 +392,22 @@ func (h *hostSeries) causesIn(d *runData, from, to int64) []Cause {
 			if smp.Host != nil && !(h.local && seenHost) {
 				o, busy := h.others(smp), smp.Host.BusyPct
 				capacity := float64(max(smp.CPUs, 1)) * 100
-				if h.othersCause(node, smp) {
+				waitNode, wait := node, schedCover[node]
+				if h.local {
+					for n, c := range schedCover {
+						if c > wait || (c == wait && n < waitNode) {
+							waitNode, wait = n, c
+						}
+					}
+				}
+				if h.othersCause(node, smp) && wait >= causeCoverShare {
 					what := "processes other than the engines and rig agents"
 					if h.local {
 						what += " (on the local target, the controller and load generator count here)"
 					}
-					out = append(out, Cause{Kind: CauseHostCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf(
-						"%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
-						what, o, h.othersMedian[node], busy, capacity, smp.Load.Load1)})
+					out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(start), Evidence: fmt.Sprintf(
+						"%s's threads waited on a run queue over %.0f %% of it while %s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
+						waitNode, 100*wait, what, o, h.othersMedian[node], busy, capacity, smp.Load.Load1)})
 					seenHost = h.local // one machine: say it once
 				}
 			}
@@ -416,6 +463,12 @@ func writebackCause(smp rundir.Sample) bool {
 // the measured window. Starts already in a reported series are not reused.
 // periodOf[i] is the period of the series start i is in, 0 for none.
 func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
+	return d.periodicTol(starts, int64(periodTolMin), info)
+}
+
+// periodicTol is periodic with minTol as the least tolerance of a gap: a series known only to a
+// sample interval (an onset in the OS samples) matches within that interval.
+func (d *runData) periodicTol(starts []int64, minTol int64, info func(i int) (peakMs float64, unexplained bool)) (out []Periodic, periodOf []float64) {
 	periodOf = make([]float64, len(starts))
 	used := make([]bool, len(starts))
 	if len(starts) == 0 {
@@ -442,7 +495,7 @@ func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, une
 				if used[s0] {
 					continue
 				}
-				chain := chainFrom(starts, used, s0, p)
+				chain := chainFrom(starts, used, s0, p, minTol)
 				if covers(chain, p) && len(chain) > len(best) {
 					best = chain
 				}
@@ -471,8 +524,8 @@ func (d *runData) periodic(starts []int64, info func(i int) (peakMs float64, une
 
 // chainFrom follows starts from s0, each next start one period p after the previous within
 // tolerance, skipping starts in between (other excursions may interleave).
-func chainFrom(starts []int64, used []bool, s0 int, p int64) []int {
-	tol := max(int64(float64(p)*periodTolFrac), int64(periodTolMin))
+func chainFrom(starts []int64, used []bool, s0 int, p, minTol int64) []int {
+	tol := max(int64(float64(p)*periodTolFrac), minTol)
 	chain := []int{s0}
 	cur := s0
 	for {
@@ -507,7 +560,11 @@ func excursionsSection(s *Summary) string {
 		fmt.Fprintf(&b, "**Periodic:** %d excursions every %s from %s (median peak %s), %d of them unexplained.\n\n",
 			p.Count, fmtS3(p.PeriodS), fmtS(p.FirstS), fmtMs(p.MedianMs), p.Unexplained)
 	}
-	b.WriteString("| start | end | peak | probes (lost) | cause |\n|---|---|---|---|---|\n")
+	for _, p := range ex.CausePeriodic {
+		fmt.Fprintf(&b, "**Periodic cause:** %s on %s (%s): %d of its %d onsets every %s from %s.\n\n",
+			p.Cause, p.Node, p.Series, p.Count, p.Onsets, fmtS3(p.PeriodS), fmtS(p.FirstS))
+	}
+	b.WriteString("| start | end | peak | probes (lost) | covered | cause |\n|---|---|---|---|---|---|\n")
 	for _, e := range ex.List {
 		var cs []string
 		for _, c := range e.Causes {
@@ -515,7 +572,11 @@ func excursionsSection(s *Summary) string {
 			if c.Node != "" {
 				who = " " + c.Node
 			}
-			cs = append(cs, fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence))
+			line := fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence)
+			if c.PeriodS > 0 {
+				line += fmt.Sprintf(" (a periodic cause, every %s)", fmtS3(c.PeriodS))
+			}
+			cs = append(cs, line)
 		}
 		cause := "**unexplained**"
 		if len(cs) > 0 {
@@ -524,9 +585,9 @@ func excursionsSection(s *Summary) string {
 		if e.PeriodS > 0 {
 			cause += fmt.Sprintf(" (periodic, every %s)", fmtS3(e.PeriodS))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, strings.ReplaceAll(cause, "|", "\\|"))
+		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, e.coveredCell(), strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	b.WriteString("\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way), restarts, GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay) and the disk model's fsyncs (force), each at least a quarter of the threshold, and the nodes' OS samples (another process's CPU, the rig agent's, dirty-page writeback and saturated disks) over the intervals overlapping the excursion. Engine log lines near each are in summary.json.\n\n")
+	fmt.Fprintf(&b, "\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
 	excursionTables(&b, ex)
 	return b.String()
 }
@@ -550,7 +611,7 @@ func excursionTables(b *strings.Builder, ex *Excursions) {
 		fmt.Fprintf(b, "; %d more left out here: summary.json's excursions.list[].where has every listed excursion's", n)
 	}
 	fmt.Fprintf(b, ". %s Rows as in the window tables: count is spans, fsyncs, or samples over the thresholds above; share is the total over the excursion's length; "+
-		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits do not cover, nor host samples under the thresholds); "+
+		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits and other processes' CPU do not cover, nor other host samples under the thresholds); "+
 		"the count of unexplained excursions above is of those with no cause.\n\n", sourcesNote(ex.List[top[0]].Where.Sources, "excursions"))
 	for _, i := range top[:shown] {
 		e := ex.List[i]
@@ -560,6 +621,18 @@ func excursionTables(b *strings.Builder, ex *Excursions) {
 		}
 		whereTable(b, head, e.LengthMs(), *e.Where, excursionReportRows, "excursions.list[].where")
 	}
+}
+
+// coveredCell is report.md's covered share of the excursion and the time left unexplained.
+func (e Excursion) coveredCell() string {
+	length := e.LengthMs()
+	if length <= 0 {
+		return "–"
+	}
+	if e.CoveredMs >= length {
+		return "100 %"
+	}
+	return fmt.Sprintf("%.0f %% (%s unexplained)", 100*e.CoveredMs/length, fmtMs(length-e.CoveredMs))
 }
 
 // LengthMs is the excursion's length, start to end.

@@ -164,7 +164,7 @@ func (d *runData) spike(s *Summary, gc map[string][]GCPause) *Spike {
 		return nil
 	}
 	from, to := worst.IntendedNs, worst.IntendedNs+worst.LatencyNs
-	for _, c := range d.causesIn(from, to, s, nil) {
+	for _, c := range d.causesIn(from, to, s) {
 		if c.Kind == CauseAction || c.Kind == CauseRestart {
 			return nil // the timeline explains it
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -138,6 +139,23 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 	return d.inside
 }
 
+// schedSpans reads every node's scheduler samples (<node>/sched/*.ndjson) as sched_delay spans
+// per thread (rundir.SchedSample.Spans).
+func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
+	out := map[string][]rundir.InsideSpan{}
+	for _, f := range d.glob(rundir.SchedGlob) {
+		node := path.Base(path.Dir(path.Dir(f)))
+		ss, err := d.run.Sched(f)
+		if err != nil {
+			d.warnf("scheduler samples %s: %v", f, err)
+		}
+		for _, smp := range ss {
+			out[node] = append(out[node], smp.Spans()...)
+		}
+	}
+	return out
+}
+
 // spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
 // to, and none ends before from unless a longer one starts before it (the search goes back by
 // the longest span, bounded by insideMaxBack).
@@ -246,9 +264,18 @@ type timeSources struct {
 	host   *hostSeries
 }
 
-// timeSources reads the inside spans, the disk model's fsyncs and the OS samples.
+// timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
+// spans beside them), the disk model's fsyncs and the OS samples.
 func (d *runData) timeSources() (*timeSources, []string) {
-	ts := &timeSources{inside: d.insideSpans(), host: d.hostSamples()}
+	ts := &timeSources{inside: map[string][]rundir.InsideSpan{}, host: d.hostSamples()}
+	for n, ss := range d.insideSpans() {
+		ts.inside[n] = ss
+	}
+	for n, ss := range d.schedSpans() {
+		all := append(slices.Clone(ts.inside[n]), ss...)
+		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
+		ts.inside[n] = all
+	}
 	var warn []string
 	ts.syncs, warn = d.diskSyncs()
 	for _, n := range d.nodes {
@@ -411,11 +438,12 @@ func (t *windowTally) host(h *hostSeries) {
 			}
 			if smp.Host != nil {
 				if o := h.others(smp); o > 0 {
+					// Counted, not covering: other processes' CPU explains an engine's time only
+					// as the run-queue wait it caused the engine's threads (sched_delay rows).
 					a := t.get(rowKey{node: machine, thread: "other processes", cause: string(CauseHostCPU), source: SourceOSSamples})
 					a.ns += o / 100 * ov
 					if h.othersCause(node, smp) {
 						a.count++
-						t.cover = append(t.cover, c)
 					}
 				}
 			}
@@ -541,7 +569,9 @@ func sourcesNote(src []string, what string) string {
 	if len(src) > 0 {
 		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
 	}
-	if !slices.ContainsFunc(src, func(x string) bool { return x != SourceDiskModel && x != SourceOSSamples }) {
+	if !slices.ContainsFunc(src, func(x string) bool {
+		return x != SourceDiskModel && x != SourceOSSamples && x != rundir.SourceSchedstat
+	}) {
 		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
 	}
 	return out
@@ -591,37 +621,57 @@ var insideStall = map[rundir.InsideKind]CauseKind{
 	rundir.InsideSchedDelay: CauseKind(rundir.InsideSchedDelay),
 }
 
-// insideMinFrac: a stall span names an excursion when it lasts at least this share of the
-// excursion threshold (and insideMinNs): shorter ones cannot have made it.
-const (
-	insideMinFrac = 0.25
-	insideMinNs   = 250_000
-)
+// causeCoverShare: a source explains an excursion only when its time inside the excursion
+// covers at least this share of the excursion's length (the union of its spans clipped to it,
+// per node, kind and source). A stall that covers less leaves most of the excursion to something
+// else, and naming it would be a guess; half is the least at which the named cause holds the
+// larger part of the excursion's time.
+const causeCoverShare = 0.5
 
-// insideCauses are the engines' own stalls overlapping [from, to] — inside spans, and the disk
-// model's fsyncs as force from disk_model — one cause per node, kind and source. A span counts
-// when it lasts at least insideMinFrac of the threshold thr (and insideMinNs).
-func (d *runData) insideCauses(ts *timeSources, from, to, thr int64) []Cause {
-	minNs := max(int64(float64(thr)*insideMinFrac), insideMinNs)
-	var out []Cause
+// stallCauses is what the engines' own stalls explain of one excursion.
+type stallCauses struct {
+	causes []Cause
+	cover  []span // the named causes' spans, clipped to the excursion
+	// schedCover is, per node, the share of the excursion during which at least one of its
+	// threads waited on a run queue (sched_delay of any source): what another process's CPU
+	// can have cost the engine.
+	schedCover map[string]float64
+}
+
+// insideCauses are the engines' own stalls over [from, to] — inside spans (the scheduler
+// samples' run-queue waits among them), and the disk model's fsyncs as force from disk_model —
+// one cause per node, kind and source, named when its spans cover causeCoverShare of the
+// excursion.
+func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
+	out := stallCauses{schedCover: map[string]float64{}}
+	length := float64(to - from)
 	for _, node := range d.nodes {
 		type key struct {
 			kind CauseKind
 			src  string
 		}
 		type agg struct {
-			n           int
-			first       int64
-			total, long int64
-			longWhat    string
-			threads     []string
+			n        int
+			first    int64
+			long     int64
+			longWhat string
+			threads  []string
+			cover    []span
 		}
 		byKind := map[key]*agg{}
 		var order []key
+		var sched []span
 		add := func(sp rundir.InsideSpan) {
 			kind, ok := insideStall[sp.Kind]
-			if !ok || sp.DurNs < minNs || sp.AtNs+sp.DurNs < from || sp.AtNs > to {
+			if !ok {
 				return
+			}
+			c := span{max(sp.AtNs, from), min(sp.AtNs+sp.DurNs, to)}
+			if c.to <= c.from {
+				return
+			}
+			if sp.Kind == rundir.InsideSchedDelay {
+				sched = append(sched, c)
 			}
 			k := key{kind, sp.Source}
 			a := byKind[k]
@@ -631,7 +681,7 @@ func (d *runData) insideCauses(ts *timeSources, from, to, thr int64) []Cause {
 				order = append(order, k)
 			}
 			a.n++
-			a.total += sp.DurNs
+			a.cover = append(a.cover, c)
 			if sp.DurNs > a.long {
 				a.long, a.longWhat = sp.DurNs, cmp.Or(sp.Detail, sp.File, string(sp.Kind))
 			}
@@ -645,17 +695,25 @@ func (d *runData) insideCauses(ts *timeSources, from, to, thr int64) []Cause {
 		for _, x := range ts.syncs[node] {
 			add(rundir.InsideSpan{AtNs: x.AtNs, DurNs: x.DurNs, Kind: rundir.InsideForce, Source: SourceDiskModel, File: modelFile(x.File, d.man.RunID)})
 		}
+		if len(sched) > 0 && length > 0 {
+			out.schedCover[node] = float64(unionNs(sched)) / length
+		}
 		for _, k := range order {
 			a := byKind[k]
+			covered := unionNs(slices.Clone(a.cover))
+			if length <= 0 || float64(covered) < causeCoverShare*length {
+				continue
+			}
 			what := "span(s)"
 			if k.src == SourceDiskModel {
 				what = "fsync(s)"
 			}
-			ev := fmt.Sprintf("%s: %d %s of %s ms in all, longest %s ms (%s)", k.src, a.n, what, fmtMsBare(a.total), fmtMsBare(a.long), a.longWhat)
+			ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it, longest %s ms (%s)", k.src, a.n, what, fmtMsBare(covered), 100*float64(covered)/length, fmtMsBare(a.long), a.longWhat)
 			if len(a.threads) > 0 {
 				ev += " on " + strings.Join(a.threads, ", ")
 			}
-			out = append(out, Cause{Kind: k.kind, Node: node, AtS: d.off(a.first), Evidence: ev})
+			out.causes = append(out.causes, Cause{Kind: k.kind, Node: node, AtS: d.off(a.first), Evidence: ev})
+			out.cover = append(out.cover, a.cover...)
 		}
 	}
 	return out
@@ -691,6 +749,6 @@ func windowsSection(s *Summary) string {
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
-		"Unexplained: the window's time no row covers on any node (waits do not cover, nor host samples under the thresholds).\n\n")
+		"Unexplained: the window's time no row covers on any node (waits and other processes' CPU do not cover, nor other host samples under the thresholds).\n\n")
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/facts"
+	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
@@ -106,7 +107,7 @@ func (r *run) startSamples(ctx context.Context) {
 
 // samplesRequest is what node n samples for the run, at the start and again after a reboot.
 func (r *run) samplesRequest(n inventory.Node) agent.SamplesRequest {
-	return agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n)}
+	return agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n), SchedInterval: sample.DefaultSchedInterval.String()}
 }
 
 // samplePIDFiles are the processes a node's samples follow besides the agent: a server's engine.

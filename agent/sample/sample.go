@@ -127,9 +127,13 @@ func New(opts Options) (*Sampler, error) {
 	return s, nil
 }
 
-func (s *Sampler) pids() []int {
-	pids := append([]int(nil), s.opts.PIDs...)
-	for _, f := range s.opts.PIDFiles {
+func (s *Sampler) pids() []int { return followed(s.opts.PIDs, s.opts.PIDFiles) }
+
+// followed is pids and the pids read now from pidFiles (one that is missing or holds no pid is
+// skipped: the process is not started yet, or is between runs).
+func followed(pids []int, pidFiles []string) []int {
+	pids = append([]int(nil), pids...)
+	for _, f := range pidFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue // not started yet, or between runs

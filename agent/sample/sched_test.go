@@ -1,0 +1,117 @@
+package sample
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/rundir"
+)
+
+// fakeProc writes a /proc with one process's threads and the pressure files.
+type fakeProc struct {
+	t    *testing.T
+	root string
+}
+
+func (p fakeProc) write(rel, content string) {
+	p.t.Helper()
+	path := filepath.Join(p.root, "proc", rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p fakeProc) thread(pid, tid int, comm string, waitNs int) {
+	dir := strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid)
+	p.write(dir+"/comm", comm+"\n")
+	p.write(dir+"/schedstat", "1000 "+strconv.Itoa(waitNs)+" 7\n")
+}
+
+func (p fakeProc) psi(name string, some, full int) {
+	p.write("pressure/"+name, "some avg10=0.00 avg60=0.00 avg300=0.00 total="+strconv.Itoa(some)+
+		"\nfull avg10=0.00 avg60=0.00 avg300=0.00 total="+strconv.Itoa(full)+"\n")
+}
+
+func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 42, "java", 100)
+	p.thread(42, 43, "apply", 5000)
+	for _, n := range psiFiles {
+		p.psi(n, 10, 5)
+	}
+	p.write("engine.pid", "42\n")
+	s, err := NewSched(SchedOptions{Root: p.root, PIDFiles: []string{filepath.Join(p.root, "proc", "engine.pid")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p.thread(42, 43, "apply", 7500) // waited 2.5 µs; thread 42 did not wait
+	p.thread(42, 44, "new", 9999)   // first seen: a baseline, not a wait
+	p.psi("cpu", 30, 5)
+	s.listed = time.Time{} // list the threads again now
+	got := s.Next()
+	want := []rundir.SchedThread{{PID: 42, TID: 43, Comm: "apply", WaitNs: 2500}}
+	if len(got.Threads) != 1 || got.Threads[0] != want[0] {
+		t.Fatalf("threads %+v, want %+v", got.Threads, want)
+	}
+	if got.PSI == nil || *got.PSI != (rundir.SchedPSI{CPUSomeUs: 20}) {
+		t.Fatalf("psi %+v, want cpu some 20 µs only", got.PSI)
+	}
+	p.thread(42, 44, "new", 10999)
+	os.RemoveAll(filepath.Join(p.root, "proc", "42", "task", "43"))
+	s.listed = time.Time{}
+	got = s.Next()
+	if len(got.Threads) != 1 || got.Threads[0].TID != 44 || got.Threads[0].WaitNs != 1000 || got.PSI != nil {
+		t.Fatalf("second sample %+v, want thread 44 waited 1000 ns and no PSI change", got)
+	}
+	if _, ok := s.threads[taskKey{42, 43}]; ok {
+		t.Fatal("a thread gone is still followed")
+	}
+}
+
+// BenchmarkSchedSample is one sample of a process with 40 threads, as a JVM engine has: the
+// sampler's own cost per interval (docs/results.md).
+func BenchmarkSchedSample(b *testing.B) {
+	const threads = 40
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			<-stop
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(10 * time.Millisecond)
+	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer s.Close()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	runtime.LockOSThread() // RUSAGE_THREAD then measures the sampler's own thread
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	c0 := cpu()
+	for b.Loop() {
+		s.Next()
+	}
+	b.ReportMetric(float64(cpu()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(len(s.threads)), "threads")
+}

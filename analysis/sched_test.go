@@ -1,0 +1,157 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
+)
+
+// writeSched writes node's scheduler samples: every 20 ms over [fromMs, toMs), thread comm
+// waited waitMs of each interval.
+func writeSched(t *testing.T, dir, node, comm string, fromMs, toMs, waitMs int64) {
+	t.Helper()
+	p := filepath.Join(dir, node, rundir.SchedDir, "os"+rundir.SchedExt)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rundir.CreateSched(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ms := fromMs + 20; ms <= toMs; ms += 20 {
+		w.Write(rundir.SchedSample{AtNs: at(ms).UnixNano(), IntervalNs: int64(20 * time.Millisecond),
+			Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: comm, WaitNs: waitMs * int64(time.Millisecond)}}})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSchedSamplesAreSpans: the scheduler samples' run-queue waits are sched_delay rows of the
+// tables of where the time went, per thread, from source schedstat, and cover time there; they
+// are not an engine recording.
+func TestSchedSamplesAreSpans(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(20_000, 100, 8000)) // [8.000, 8.101] s
+	f.run(20_000, "load_end")
+	f.run(20_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	writeSched(t, f.dir, "node-0", "apply", 8000, 8100, 15) // 5 intervals of 20 ms, 15 ms waited in each
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Excursions == nil || s.Excursions.Count != 1 {
+		t.Fatalf("excursions %+v, want 1", s.Excursions)
+	}
+	w := s.Excursions.List[0].Where
+	if w == nil || len(w.Rows) != 1 {
+		t.Fatalf("where %+v, want one row", w)
+	}
+	r := w.Rows[0]
+	if r.Node != "node-0" || r.Thread != "apply" || r.Cause != string(rundir.InsideSchedDelay) || r.Source != rundir.SourceSchedstat || r.Count != 5 || r.TotalMs != 75 {
+		t.Errorf("row %+v, want node-0 apply sched_delay from schedstat, 5 spans, 75 ms", r)
+	}
+	if w.UnexplainedMs != 26 || !slices.Contains(w.Sources, rundir.SourceSchedstat) {
+		t.Errorf("unexplained %v ms, sources %v; want 26 ms (101 − 5 × 15), schedstat among them", w.UnexplainedMs, w.Sources)
+	}
+	if note := sourcesNote(w.Sources, "excursions"); !strings.Contains(note, "No engine recording") {
+		t.Errorf("note %q: scheduler samples are not an engine recording", note)
+	}
+}
+
+// TestHostCPUOnlyAsRunQueueWait: beside a CPU hog (other processes at 168 % of a core over
+// [15, 16] s), a stall at 15.5 s is named host_cpu only when the engine's threads are recorded
+// waiting on a run queue over at least half of it: with the scheduler samples it names
+// sched_delay and host_cpu and says how much of it they cover; the same run without them names
+// nothing, however busy the other processes were.
+func TestHostCPUOnlyAsRunQueueWait(t *testing.T) {
+	for _, withSched := range []bool{true, false} {
+		f := newFixture(t)
+		f.run(0, "load_start")
+		f.run(1000, "warmup_end")
+		f.probes(stallProbes(20_000, 100, 15_500)) // [15.500, 15.601] s
+		f.run(20_000, "load_end")
+		f.run(20_500, "end")
+		f.status("node-0", engine.Status{Phase: "ready"})
+		writeSamples(t, f.dir, "node-0", 20_000, func(ms int64) rundir.Sample {
+			s := rundir.Sample{Host: &rundir.SampleHost{BusyPct: 40}, Procs: []rundir.SampleProc{{PID: 7, CPUPct: 25}}, Agent: rundir.SampleProc{PID: 8, CPUPct: 3}}
+			if ms == 16_000 {
+				s.Host.BusyPct = 196
+			}
+			return s
+		})
+		if withSched {
+			writeSched(t, f.dir, "node-0", "apply", 15_500, 15_600, 16) // 80 of the first 100 ms
+		}
+		s, err := Analyze(f.close())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Excursions == nil || s.Excursions.Count != 1 {
+			t.Fatalf("sched %v: excursions %+v, want 1", withSched, s.Excursions)
+		}
+		e := s.Excursions.List[0]
+		var kinds []CauseKind
+		for _, c := range e.Causes {
+			kinds = append(kinds, c.Kind)
+		}
+		slices.Sort(kinds)
+		if !withSched {
+			if len(kinds) != 0 || e.CoveredMs != 0 || s.Excursions.Unexplained != 1 {
+				t.Errorf("without scheduler samples: causes %+v, covered %v ms; want none", e.Causes, e.CoveredMs)
+			}
+			if rep := excursionsSection(s); !strings.Contains(rep, "| 0 % (101 ms unexplained) | **unexplained** |") {
+				t.Errorf("report:\n%s", rep)
+			}
+			continue
+		}
+		if want := []CauseKind{CauseHostCPU, CauseKind(rundir.InsideSchedDelay)}; !slices.Equal(kinds, want) {
+			t.Fatalf("causes %+v, want %v", e.Causes, want)
+		}
+		for _, c := range e.Causes {
+			if c.Kind == CauseHostCPU && !strings.Contains(c.Evidence, "node-0's threads waited on a run queue over 79 % of it while processes other than the engines and rig agents took 168 % of a core") {
+				t.Errorf("host_cpu evidence %q", c.Evidence)
+			}
+		}
+		if e.CoveredMs != 80 {
+			t.Errorf("covered %v ms, want 80 (five waits of 16 ms)", e.CoveredMs)
+		}
+		if rep := excursionsSection(s); !strings.Contains(rep, "| 79 % (21.0 ms unexplained) | sched_delay node-0 at 15.504 s: schedstat: 5 span(s) covering 80.000 ms (79 %) of it") {
+			t.Errorf("report:\n%s", rep)
+		}
+	}
+}
+
+// TestStallNamedOnlyWhenItFitsTheExcursion: a thread's run-queue waits covering 30 % of an
+// excursion do not name it; covering 60 % they do.
+func TestStallNamedOnlyWhenItFitsTheExcursion(t *testing.T) {
+	for _, c := range []struct {
+		waitMs int64
+		named  bool
+	}{{6, false}, {12, true}} {
+		f := newFixture(t)
+		f.run(0, "load_start")
+		f.run(1000, "warmup_end")
+		f.probes(stallProbes(20_000, 100, 8000)) // [8.000, 8.101] s
+		f.run(20_000, "load_end")
+		f.status("node-0", engine.Status{Phase: "ready"})
+		writeSched(t, f.dir, "node-0", "apply", 8000, 8100, c.waitMs)
+		s, err := Analyze(f.close())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := s.Excursions.List[0]
+		if named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay); named != c.named {
+			t.Errorf("waits of %d ms in 20: causes %+v, want named %v", c.waitMs, e.Causes, c.named)
+		}
+	}
+}
