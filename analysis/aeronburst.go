@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/rig-dev/rig/internal/bufferchain"
 	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -206,10 +208,10 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 			fmtBytes(set["aeron.term.buffer.length"]), fmtBytes(set["net.core.rmem_max"]))
 	}
 	if b := rows[len(rows)-1]; b.PeakPerMs > 0 {
-		need := int64(float64(b.PeakPerMs) * float64(b.UDP.Size) * max(b.SendMs, 1))
-		pf(" The guide's buffer chain for the last burst (sent at up to %d messages per ms for %s): SO_RCVBUF at least P × S × burst ms = %.1f MiB;"+
+		ch := bufferchain.Minimums(float64(b.PeakPerMs), bufferchain.WireSize(b.UDP.Size, true), time.Duration(max(b.SendMs, 1)*float64(time.Millisecond)), 0)
+		pf(" The guide's buffer chain for the last burst (sent at up to %d messages per ms for %s, %d B a message framed): SO_RCVBUF at least P × S × burst ms = %.1f MiB;"+
 			" the flow-control window bounds what is in flight, so a window below that is absorbed by back pressure on the sender instead.",
-			b.PeakPerMs, fmtMs(b.SendMs), float64(need)/(1<<20))
+			b.PeakPerMs, fmtMs(b.SendMs), ch.Wire, float64(ch.SoRcvbuf)/(1<<20))
 	}
 	pf("\n\n")
 }

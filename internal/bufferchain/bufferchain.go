@@ -33,6 +33,8 @@ const (
 	SettingUDPRcvbuf = "udp_rcvbuf"
 	SettingWindow    = "aeron.rcv.initial.window.length"
 	SettingTerm      = "aeron.term.buffer.length"
+	// SettingGranted is the receive buffer the kernel granted, as the engine reads it back.
+	SettingGranted = "so_rcvbuf_granted"
 	// TuningRmemMax is the kernel's ceiling on what a socket may ask for.
 	TuningRmemMax = "net.core.rmem_max"
 	// KernelRmemDefault is what an unset net.core.rmem_max / rmem_default is on a stock kernel.
@@ -73,16 +75,20 @@ func WireSize(size int, aeron bool) int64 {
 // Predict is the guide's chain for b: P is every sender's burst arriving within BurstWindow (the
 // guide's "50K in ~1 ms" per sender), S its WireSize.
 func Predict(b Burst) Chain {
-	rtt := b.RTT
+	return Minimums(float64(b.Messages)*float64(max(b.Senders, 1))/ms(BurstWindow), WireSize(b.Size, b.Aeron), BurstWindow, b.RTT)
+}
+
+// Minimums is the guide's chain for P messages per ms of S bytes each over a burst of burst
+// (also the stall the term must ride out), at a round trip rtt (0: SameZoneRTT).
+func Minimums(perMs float64, wire int64, burst, rtt time.Duration) Chain {
 	if rtt <= 0 {
 		rtt = SameZoneRTT
 	}
-	burstMs := ms(BurstWindow)
-	c := Chain{PerMs: float64(b.Messages) * float64(max(b.Senders, 1)) / burstMs, Wire: WireSize(b.Size, b.Aeron), RTT: rtt}
-	ps := c.PerMs * float64(c.Wire)
-	c.SoRcvbuf = ceil(ps * burstMs)
+	c := Chain{PerMs: perMs, Wire: wire, RTT: rtt}
+	ps := perMs * float64(wire)
+	c.SoRcvbuf = ceil(ps * ms(burst))
 	c.Window = ceil(ps * ms(rtt))
-	c.Term = ceil(2 * ps * ms(BurstWindow))
+	c.Term = ceil(2 * ps * ms(burst))
 	return c
 }
 
