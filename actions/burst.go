@@ -22,7 +22,7 @@ const (
 )
 
 // Burst sends Messages at wire speed, Count times, Every apart: UDP datagrams of Size bytes to
-// the leader's UDP ingress, from Senders senders at once, each sending Messages. The runner
+// the leader's UDP ingress, or messages through the engine's own burst client (Context.OwnClient), from Senders senders at once, each sending Messages. The runner
 // spreads the senders over the client nodes (Env.Burst).
 type Burst struct {
 	Messages int           `json:"messages"`
@@ -89,8 +89,12 @@ func (b *Burst) Describe(v Varied) string {
 	if b.Senders > 0 || v.Varies("senders") {
 		senders = v.Value("senders", strconv.Itoa(b.Senders)) + " sender(s)"
 	}
-	s := fmt.Sprintf("burst of %s x %s B UDP datagrams at wire speed from each of %s",
-		v.Value("messages", units.FormatCount(int64(b.Messages))), v.Value("size", strconv.Itoa(b.Size)), senders)
+	what := "UDP datagrams at wire speed"
+	if v.Context().OwnClient {
+		what = "messages at wire speed into the cluster's ingress through the engine's burst client"
+	}
+	s := fmt.Sprintf("burst of %s x %s B %s from each of %s",
+		v.Value("messages", units.FormatCount(int64(b.Messages))), v.Value("size", strconv.Itoa(b.Size)), what, senders)
 	if b.Count > 1 || v.Varies("count") {
 		s += fmt.Sprintf(", %s times, every %s", v.Value("count", strconv.Itoa(b.Count)), v.Value("every", units.FormatDuration(b.Every)))
 	}

@@ -231,6 +231,9 @@ type Context struct {
 	// ZoneDelay is the most the playbook's placement adds to each way of a link (between zones:
 	// delay plus jitter); 0 without a placement.
 	ZoneDelay time.Duration
+	// OwnClient: the engine takes bursts through a client of its own (engine.burst_client), not
+	// at the contract's UDP ingress.
+	OwnClient bool
 }
 
 // Problem is a rule an entry breaks. Key is the entry's key it points at ("" the entry's body);

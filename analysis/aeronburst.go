@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/rig-dev/rig/internal/bufferchain"
 	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -105,6 +107,10 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 					}
 				}
 				u.Aeron.Nodes[node] = delta
+				// The NIC's rx drops between the same samples, the largest over the nodes as above.
+				if n := d.nicDrops(node, before.Time.UnixNano(), after.Time.UnixNano()); n != nil && (u.NICRxDrops == nil || *n > *u.NICRxDrops) {
+					u.NICRxDrops = n
+				}
 				// On one machine every node reads the same kernel counter: the largest growth is
 				// the receiving node's (a remote node's own counter otherwise).
 				u.RcvbufErrors = max(u.RcvbufErrors, uint64(max(after.UDPRcvbufErrors-before.UDPRcvbufErrors, 0)))
@@ -153,6 +159,9 @@ func aeronFailures(r *BurstRow) []string {
 	} else if u.P99Ms == nil && u.MaxMs >= MaxBurstP99Ms {
 		f = append(f, fmt.Sprintf("max %.3g ms >= %g ms (too few messages for a p99)", u.MaxMs, MaxBurstP99Ms))
 	}
+	if u.NICRxDrops != nil && *u.NICRxDrops > 0 {
+		f = append(f, fmt.Sprintf("%d NIC rx drops", *u.NICRxDrops))
+	}
 	if g := u.Aeron.Sum[CounterLossGapFills]; g > 0 {
 		f = append(f, fmt.Sprintf("%d loss-gap fills", g))
 	}
@@ -183,16 +192,20 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 			result = "**fail**: " + strings.Join(u.Fail, "; ")
 		}
 		sum := u.Aeron.Sum
-		pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %d | %d | %d | %d | %d (%d offers refused) | %d / %d | %s |\n",
+		errs := fmt.Sprint(u.RcvbufErrors)
+		if u.NICRxDrops != nil {
+			errs += fmt.Sprintf(" (+%d NIC)", *u.NICRxDrops)
+		}
+		pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %s | %d | %d | %d | %d (%d offers refused) | %d / %d | %s |\n",
 			u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs), fmtMs(u.P50Ms), p99, fmtMs(u.MaxMs),
-			u.RcvbufErrors, sum[CounterNaksSent], sum[CounterRetransmits], sum[CounterLossGapFills], sum[CounterBackPressure], u.Aeron.Refused,
+			errs, sum[CounterNaksSent], sum[CounterRetransmits], sum[CounterLossGapFills], sum[CounterBackPressure], u.Aeron.Refused,
 			sum[CounterFCUnderRuns], sum[CounterFCOverRuns], result)
 	}
 	pf("\n%d of %d bursts through Aeron's ingress pass (zero UDP receive-buffer errors, p99 below %g ms, no loss-gap fill or back-pressure events). "+
 		"Each message went from the client node's own media driver into the cluster's ingress, offered in a loop with no pacing; latency runs "+
 		"from its intended send time (its first offer) to the service's reply, peak / 1 ms counts replies, absorbed in is first send to last reply. "+
 		"Counters are the media drivers' (every server's and the sender's own) over the burst, as AeronStat reads them; rcvbuf errors is the "+
-		"growth of /proc/net/snmp RcvbufErrors on the receiving node.", passed, len(rows), MaxBurstP99Ms)
+		"growth of /proc/net/snmp RcvbufErrors on the receiving node (+ the NIC's rx drops from ethtool -S between the same samples, where the node has them).", passed, len(rows), MaxBurstP99Ms)
 	if len(rows) > 0 && rows[0].UDP.Aeron.Settings != nil {
 		s := rows[0].UDP.Aeron.Settings
 		nodes := make([]string, 0, len(s))
@@ -206,10 +219,10 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 			fmtBytes(set["aeron.term.buffer.length"]), fmtBytes(set["net.core.rmem_max"]))
 	}
 	if b := rows[len(rows)-1]; b.PeakPerMs > 0 {
-		need := int64(float64(b.PeakPerMs) * float64(b.UDP.Size) * max(b.SendMs, 1))
-		pf(" The guide's buffer chain for the last burst (sent at up to %d messages per ms for %s): SO_RCVBUF at least P × S × burst ms = %.1f MiB;"+
+		ch := bufferchain.Minimums(float64(b.PeakPerMs), bufferchain.WireSize(b.UDP.Size, true), time.Duration(max(b.SendMs, 1)*float64(time.Millisecond)), 0)
+		pf(" The guide's buffer chain for the last burst (sent at up to %d messages per ms for %s, %d B a message framed): SO_RCVBUF at least P × S × burst ms = %.1f MiB;"+
 			" the flow-control window bounds what is in flight, so a window below that is absorbed by back pressure on the sender instead.",
-			b.PeakPerMs, fmtMs(b.SendMs), float64(need)/(1<<20))
+			b.PeakPerMs, fmtMs(b.SendMs), ch.Wire, float64(ch.SoRcvbuf)/(1<<20))
 	}
 	pf("\n\n")
 }

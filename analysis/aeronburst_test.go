@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -27,7 +26,7 @@ func TestAeronBurstFigures(t *testing.T) {
 				"p50_latency_ns": 200_000, "p99_latency_ns": 800_000, "max_latency_ns": 900_000},
 		}})
 	sample := func(ms int64, rcvbuf, naks, gaps int64) engine.TransportCounters {
-		return engine.TransportCounters{Time: time.Unix(0, ms*1e6), UDPRcvbufErrors: rcvbuf,
+		return engine.TransportCounters{Time: at(ms), UDPRcvbufErrors: rcvbuf,
 			Counters: map[string]int64{CounterNaksSent: naks, CounterLossGapFills: gaps, CounterBackPressure: 0, "bytes_received": ms},
 			Settings: map[string]int64{"aeron.rcv.initial.window.length": 4 << 20, "so_rcvbuf_granted": 425984, "net.core.rmem_max": 212992}}
 	}
@@ -36,6 +35,14 @@ func TestAeronBurstFigures(t *testing.T) {
 		"node-1": {sample(2700, 100, 0, 0), sample(5700, 59388, 0, 0), sample(9000, 59388, 0, 0)},
 		"node-2": {{}, sample(5700, 59388, 900, 9), sample(9000, 59388, 900, 9)}, // missed the first sample: no deltas for burst 4
 	}})
+	// The NIC dropped 7 datagrams in the second ending at 4 s: inside burst 4's samples only.
+	writeSamples(t, f.dir, "node-0", 10000, func(ms int64) rundir.Sample {
+		var d uint64
+		if ms == 4000 {
+			d = 7
+		}
+		return rundir.Sample{NICs: []rundir.SampleNIC{{Iface: "ens5", RxDropsDelta: d}}}
+	})
 	s, err := Analyze(f.close())
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +59,15 @@ func TestAeronBurstFigures(t *testing.T) {
 	if _, kept := u.Aeron.Nodes["client"]["bytes_sent"]; kept || u.Aeron.Nodes["node-0"][CounterNaksSent] != 1315 {
 		t.Errorf("per-node counters %v", u.Aeron.Nodes)
 	}
-	if got := strings.Join(u.Fail, "; "); u.Pass || got != "59288 UDP receive-buffer errors; p99 "+fmtMs(90)+" >= 1 ms; 2 loss-gap fills" {
+	if got := strings.Join(u.Fail, "; "); u.Pass || got != "59288 UDP receive-buffer errors; p99 "+fmtMs(90)+" >= 1 ms; 7 NIC rx drops; 2 loss-gap fills" {
 		t.Errorf("burst 4 fails on %q", got)
 	}
-	if !b1.UDP.Pass || b1.UDP.RcvbufErrors != 0 || b1.UDP.Naks != 0 {
+	if !b1.UDP.Pass || b1.UDP.RcvbufErrors != 0 || b1.UDP.Naks != 0 || b1.UDP.NICRxDrops == nil || *b1.UDP.NICRxDrops != 0 {
 		t.Errorf("burst 5 should pass: %+v", *b1.UDP)
 	}
 	var sb strings.Builder
 	writeBursts(func(format string, a ...any) { sb.WriteString(fmt.Sprintf(format, a...)) }, s)
-	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | 700 |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms): SO_RCVBUF at least P × S × burst ms = 1.6 MiB"} {
+	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | 700 |", "| 59288 (+7 NIC) |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms, 256 B a message framed): SO_RCVBUF at least P × S × burst ms = 2.4 MiB"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, sb.String())
 		}

@@ -219,7 +219,7 @@ func downKey(s actions.Spec) string {
 
 // entryContext is what an entry's Check and plan line see of the playbook.
 func entryContext(p *Playbook, a Action) actions.Context {
-	c := actions.Context{Servers: p.Cluster.Servers, Clients: p.Cluster.Clients, At: a.At, End: p.Duration}
+	c := actions.Context{Servers: p.Cluster.Servers, Clients: p.Cluster.Clients, At: a.At, End: p.Duration, OwnClient: p.Engine.BurstClient() != nil}
 	if !p.Placement.IsZero() {
 		c.ZoneDelay = p.Placement.Between.Delay + p.Placement.Between.Jitter
 	}

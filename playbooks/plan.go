@@ -323,6 +323,12 @@ func (pl *Plan) Print(w io.Writer) {
 	for _, s := range pl.cpuCrowdLines() {
 		line("", "%s", s)
 	}
+	if head := pl.bufferChainHead(); head != "" {
+		line("buffers", "%s:", head)
+		for _, s := range pl.bufferChainLines() {
+			line("", "%s", s)
+		}
+	}
 	if len(p.Matrix) == 0 {
 		line("matrix", "none")
 	}

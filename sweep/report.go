@@ -252,6 +252,7 @@ func (r *Report) Markdown() string {
 		}
 	}
 
+	r.bufferChain(&b)
 	r.differences(&b)
 	if len(r.Plots) > 0 {
 		pf("## Plots\n\n")
