@@ -150,7 +150,7 @@ final class Admin
      * Checks the node when woken — by the consensus module's counters moving (ChangeSignal) or the
      * service reporting a role, leadership term, restore or snapshot (NodeState.changed) — and
      * otherwise at WatchPace's interval: every millisecond while an election is open or just after a
-     * change, every 20 ms when the node is settled. Feeds GET /changes. A check reads a few
+     * change, every 50 ms when the node is settled. Feeds GET /changes. A check reads a few
      * counters; the status is rendered only when something changed.
      */
     private void watch()

@@ -10,7 +10,7 @@ package dev.rig.aeron;
 final class WatchPace
 {
     static final long FAST_NS = 1_000_000L;
-    static final long STEADY_NS = 20_000_000L;
+    static final long STEADY_NS = 50_000_000L;
     static final long SETTLE_NS = 100_000_000L;
 
     private long lastChangeNs;
