@@ -92,7 +92,8 @@ func TestSelfTest(t *testing.T) {
 // snapshot's Archive writes are the recorder counters' change over its window, the preload's
 // receiver window defaults to 4 MiB unless a -D says otherwise, the archive and the ingress
 // authenticate only the run's own credential, an error on every change check is logged once
-// with its count, the graceful stop holds the driver until the log publication has sent all
+// with its count, the change watcher checks fast only while unsettled and is woken by the
+// consensus module's counters, the graceful stop holds the driver until the log publication has sent all
 // (bounded by the linger timeout), and mark files a clean stop closed are kept.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
@@ -108,7 +109,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString",
 		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
 		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret",
-		"pass transport counters: system counters by name", "pass a burst's figures"} {
+		"pass transport counters: system counters by name", "pass a burst's figures",
+		"pass the change watcher checks fast only while unsettled or just after a change",
+		"pass the consensus module's idle wakes the watcher once per counter move"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}

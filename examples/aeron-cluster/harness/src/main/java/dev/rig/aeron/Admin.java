@@ -146,39 +146,41 @@ final class Admin
         http.stop(0);
     }
 
-    /** How often the watcher checks the node when no callback wakes it first. */
-    static final long CHECK_EVERY_NS = 1_000_000L;
-
     /**
-     * Checks the node every CHECK_EVERY_NS, and at once when the service reports a role or
-     * leadership term (NodeState.changed unparks it), feeding GET /changes. A check reads a few
+     * Checks the node when woken — by the consensus module's counters moving (ChangeSignal) or the
+     * service reporting a role, leadership term, restore or snapshot (NodeState.changed) — and
+     * otherwise at WatchPace's interval: every millisecond while an election is open or just after a
+     * change, every 50 ms when the node is settled. Feeds GET /changes. A check reads a few
      * counters; the status is rendered only when something changed.
      */
     private void watch()
     {
         final RepeatedError errors = new RepeatedError("admin: change check");
+        final WatchPace pace = new WatchPace();
         ElectionState was = null;
         while (watching)
         {
+            long sleepNs = WatchPace.FAST_NS;
             try
             {
                 final Instant now = Instant.now();
                 final Reading r = read();
                 final int ph = advance(r);
-                changes.check(changeKey(r, ph), now, () -> render(r, ph, "", 0, now));
+                final boolean changed = changes.check(changeKey(r, ph), now, () -> render(r, ph, "", 0, now));
                 final ElectionReasons er = reasons;
                 if (er != null && was == ElectionState.CLOSED && r.election() != ElectionState.CLOSED)
                 {
                     er.report(); // the consensus module recorded why before its election state left CLOSED
                 }
                 was = r.election();
+                sleepNs = pace.next(System.nanoTime(), r.serviceStarted() && r.election() == ElectionState.CLOSED, changed);
                 errors.ok();
             }
             catch (final RuntimeException e)
             {
                 errors.failed(e);
             }
-            LockSupport.parkNanos(CHECK_EVERY_NS);
+            LockSupport.parkNanos(sleepNs);
         }
         errors.ok();
     }

@@ -9,10 +9,11 @@ import java.util.List;
  * GET /changes?since=V&wait=D (engine.Changes, engine/contract.go): the node's status at every
  * change of what the agent follows (phase, role, leader, term, last snapshot) and of Aeron's
  * election state, a version per change, oldest first. Each change happened in (prev_check, now]
- * on the node's clock. Admin's watcher checks the node every millisecond and at once when the
- * service reports a role or leadership term (NodeState.changed), so no election state that lasts
- * longer than a check is missed, where the agent's 20 ms status poll missed a candidate state
- * and a follower that went straight to leader.
+ * on the node's clock. Admin's watcher checks the node at once when the consensus module's
+ * counters move (ChangeSignal) or the service reports a role or leadership term
+ * (NodeState.changed), and every millisecond while an election is open (WatchPace), so no election
+ * state that lasts longer than a wake is missed, where the agent's 20 ms status poll missed a
+ * candidate state and a follower that went straight to leader.
  */
 final class Changes
 {

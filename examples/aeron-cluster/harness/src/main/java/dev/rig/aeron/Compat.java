@@ -47,6 +47,25 @@ final class Compat
         }
     }
 
+    /**
+     * The idle strategy supplier a consensus module context was given (null: none, conclude picks
+     * Aeron's default), read by name: the context has a setter and no getter for it.
+     */
+    @SuppressWarnings("unchecked")
+    static java.util.function.Supplier<org.agrona.concurrent.IdleStrategy> idleStrategySupplier(final Object consensusModuleCtx)
+    {
+        try
+        {
+            final Field f = consensusModuleCtx.getClass().getDeclaredField("idleStrategySupplier");
+            f.setAccessible(true);
+            return (java.util.function.Supplier<org.agrona.concurrent.IdleStrategy>)f.get(consensusModuleCtx);
+        }
+        catch (final ReflectiveOperationException | RuntimeException e)
+        {
+            return null;
+        }
+    }
+
     private static volatile Field conductorField;
     private static volatile Field leaderMemberField;
     private static volatile boolean leaderUnreadable;

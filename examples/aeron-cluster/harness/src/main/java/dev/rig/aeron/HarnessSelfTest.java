@@ -82,6 +82,81 @@ public final class HarnessSelfTest
             out.lines().count() == traces + 3, errors + " error lines, " + traces + " stack lines, " + out.lines().count() + " lines");
     }
 
+    /**
+     * The change watcher's pace on an injected clock: fast while the node starts, while an election
+     * is open and for a while after a change; slow once settled. No timing is measured.
+     */
+    private static void watchPace()
+    {
+        final long ms = 1_000_000L;
+        final WatchPace p = new WatchPace();
+        final StringBuilder seen = new StringBuilder();
+        final long[][] steps = {
+            // now (ms), settled, changed, expected sleep
+            {0, 0, 1, WatchPace.FAST_NS}, // starting
+            {500, 0, 0, WatchPace.FAST_NS}, // still starting
+            {1000, 1, 1, WatchPace.FAST_NS}, // just became ready
+            {1000 + WatchPace.SETTLE_NS / ms - 1, 1, 0, WatchPace.FAST_NS}, // within the settle window
+            {1000 + WatchPace.SETTLE_NS / ms, 1, 0, WatchPace.STEADY_NS}, // settled
+            {60_000, 1, 0, WatchPace.STEADY_NS}, // a steady minute
+            {60_001, 0, 1, WatchPace.FAST_NS}, // an election opened
+            {90_000, 0, 0, WatchPace.FAST_NS}, // a long election stays fast
+            {90_001, 1, 1, WatchPace.FAST_NS}, // closed: fast for the settle window
+            {90_001 + WatchPace.SETTLE_NS / ms, 1, 0, WatchPace.STEADY_NS},
+        };
+        boolean ok = WatchPace.STEADY_NS >= 20 * WatchPace.FAST_NS;
+        for (final long[] s : steps)
+        {
+            final long got = p.next(s[0] * ms, s[1] == 1, s[2] == 1);
+            seen.append(s[0]).append("ms:").append(got / 1000).append("us ");
+            ok &= got == s[3];
+        }
+        check("the change watcher checks fast only while unsettled or just after a change", ok, seen.toString().trim());
+
+        final CountersManager cm = counters();
+        final org.agrona.concurrent.status.AtomicCounter election = cm.newCounter("x", AeronCounters.CLUSTER_ELECTION_STATE_TYPE_ID);
+        final org.agrona.concurrent.status.AtomicCounter role = cm.newCounter("x", AeronCounters.CLUSTER_NODE_ROLE_TYPE_ID);
+        final org.agrona.concurrent.status.AtomicCounter snap = cm.newCounter("x", AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID);
+        election.set(ElectionState.CLOSED.code());
+        final int[] idles = {0};
+        final int[] wakes = {0};
+        final boolean[] found = {false};
+        final ChangeSignal sig = new ChangeSignal(new org.agrona.concurrent.IdleStrategy()
+        {
+            public void idle(final int workCount)
+            {
+                idles[0]++;
+            }
+
+            public void idle()
+            {
+                idles[0]++;
+            }
+
+            public void reset()
+            {
+            }
+        }, () -> found[0] ? new org.agrona.concurrent.status.AtomicCounter[] {election, role, snap} : null, () -> wakes[0]++);
+        final StringBuilder w = new StringBuilder();
+        sig.idle(0); // the counters do not exist yet
+        w.append(wakes[0]);
+        found[0] = true;
+        sig.idle(0); // found: one wake, as the watcher has not read them yet
+        sig.idle(0);
+        sig.idle(1);
+        w.append(',').append(wakes[0]);
+        election.set(ElectionState.CANVASS.code());
+        sig.idle(0);
+        sig.idle(0);
+        w.append(',').append(wakes[0]);
+        role.set(2);
+        snap.increment();
+        sig.idle();
+        w.append(',').append(wakes[0]);
+        check("the consensus module's idle wakes the watcher once per counter move", w.toString().equals("0,1,2,3") && idles[0] == 7,
+            "wakes after each step " + w + ", inner idles " + idles[0]);
+    }
+
     /** The stop holds the driver until the log stream's network publications have sent all they hold. */
     private static void endOfStream()
     {
@@ -389,6 +464,7 @@ public final class HarnessSelfTest
         bulkDefaults();
         runAuth();
         repeatedError();
+        watchPace();
         endOfStream();
         markFiles();
         stopNeedsTheSecret();

@@ -229,6 +229,7 @@ public final class RigAeron
             container != null ? container : new ClusteredServiceContainer.Context());
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state), auth);
+        ChangeSignal.install(ctx.consensusModule(), state::changed);
 
         // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.
         final Admin admin = new Admin(cfg, state, token, introspection, barrier::signalAll);
