@@ -108,7 +108,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString",
 		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
 		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret",
-		"pass transport counters: system counters by name", "pass a burst's figures"} {
+		"pass transport counters: system counters by name", "pass a burst's figures",
+		"pass a service exception answers its request rejected naming the exception, once, and is counted",
+		"pass replies that match no request are counted and named with the codec and the first id"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
