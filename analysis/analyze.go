@@ -493,6 +493,7 @@ func (d *runData) summarize() *Summary {
 		}
 	}
 	s.Settings = d.settings()
+	s.Traps = d.traps()
 	s.AgentCPU = d.man.AgentCPU
 	s.DiskModels, s.DiskChecks, s.LinkRTTs, s.LinkRTTsLoad = d.man.DiskModels, d.man.DiskChecks, d.man.LinkRTTs, d.man.LinkRTTsLoad
 	s.Placement = d.placement()

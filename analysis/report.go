@@ -37,6 +37,9 @@ func renderReport(s *Summary) string {
 		pf("**Acknowledged orders lost: %d of %d** (%s, sync level %s) — see [Durability](#durability).\n\n", du.Lost, du.Acked, du.Faults, syncCell(du.SyncLevel))
 	}
 	pf("**Run settings:** %s\n\n", settingsLine(s))
+	if l := s.Traps.line(); l != "" {
+		pf("%s\n\n", l)
+	}
 	if len(s.Warnings) > 0 {
 		pf("**%d warning(s)** — see [Warnings](#warnings).\n\n", len(s.Warnings))
 	}

@@ -40,6 +40,8 @@ type Summary struct {
 
 	Nodes          map[string]NodeFinal `json:"nodes"`            // final engine status per server node
 	StateHashAgree bool                 `json:"state_hash_agree"` // every server node reported the same non-empty hash
+	// Traps: what the engine harness caught of the user's codec and service, per node (traps.go).
+	Traps Traps `json:"traps,omitempty"`
 
 	Probes       Stats `json:"probes"`        // every post-warm-up probe
 	WarmupProbes int   `json:"warmup_probes"` // probes sent before warmup_end: excluded from all figures

@@ -73,6 +73,45 @@ type Status struct {
 	// StepDown is how the engine hands its leadership over: "" by POST AdminStepDown while it
 	// runs, StepDownRelaunch by its graceful stop.
 	StepDown string `json:"step_down,omitempty"`
+	// Traps are ways the user's code misfits an engine harness, counted where they happen;
+	// absent while none has.
+	Traps *Traps `json:"traps,omitempty"`
+}
+
+// Traps are what an engine harness saw of code that does not fit it (the Aeron harness: the
+// user's codec and service), since the process started. The runner stops a run at the first
+// unmatched reply, naming the codec, and counts service errors in the report.
+type Traps struct {
+	Codec string `json:"codec,omitempty"` // the codec's class
+	// UnmatchedReplies are answers the codec read a correlation id from that the gateway never
+	// sent: the requests they answer wait until they time out, and look like a lost leader.
+	UnmatchedReplies uint64 `json:"unmatched_replies,omitempty"`
+	FirstUnmatchedID int64  `json:"first_unmatched_id,omitempty"`
+	// ServiceErrors are messages the service threw on (every node counts its own); each request
+	// was answered rejected with FirstServiceError's kind of text, not left to time out.
+	ServiceErrors     uint64 `json:"service_errors,omitempty"`
+	FirstServiceError string `json:"first_service_error,omitempty"` // "the service threw <class>: <message>"
+}
+
+// Kinds names the traps that happened, for a transition when a new one first does.
+func (t *Traps) Kinds() string {
+	if t == nil {
+		return ""
+	}
+	var k []string
+	if t.UnmatchedReplies > 0 {
+		k = append(k, "unmatched_replies")
+	}
+	if t.ServiceErrors > 0 {
+		k = append(k, "service_errors")
+	}
+	return strings.Join(k, ",")
+}
+
+// UnmatchedError names an unmatched reply, for the run's error.
+func (t *Traps) UnmatchedError() string {
+	return fmt.Sprintf("%d answer(s) the codec %s read a correlation id from that the gateway never sent (first: %d): its decodeEgress must return the id its encoder wrote, or the requests look unanswered (\"no leader\")",
+		t.UnmatchedReplies, t.Codec, t.FirstUnmatchedID)
 }
 
 // StepDownRelaunch (Status.StepDown) is an engine that cannot hand leadership over while it

@@ -20,6 +20,7 @@ const (
 	TransRole     TransitionKind = "role"     // raft role changed
 	TransSnapshot TransitionKind = "snapshot" // last_snapshot.index changed (From/To are the indexes)
 	TransElection TransitionKind = "election" // the engine's election state changed (Status.ElectionState)
+	TransTrap     TransitionKind = "trap"     // a trap first happened (Status.Traps; To is Traps.Kinds)
 )
 
 // Transition is one change the agent saw on its node, stamped with the node's clock: a line of

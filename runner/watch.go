@@ -86,6 +86,9 @@ func (r *run) onTransition(name string, t rundir.Transition) {
 	if err := r.ev.Add(ev); err != nil {
 		r.log.Error("record transition", "node", name, "err", err)
 	}
+	if t.Kind == rundir.TransTrap && t.Status != nil {
+		r.onTrap(name, t.Status.Traps)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.srv(name)

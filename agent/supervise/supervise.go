@@ -137,8 +137,8 @@ type Engine struct {
 }
 
 type observed struct {
-	phase, role, snap, election string
-	at                          time.Time // last poll (or launch) that showed these
+	phase, role, snap, election, traps string
+	at                                 time.Time // last poll (or launch) that showed these
 }
 
 type proc struct {
@@ -622,6 +622,7 @@ func (e *Engine) observe(p *proc, st *engine.Status, t, prevT time.Time) {
 		{rundir.TransRole, prev.role, st.Role},
 		{rundir.TransSnapshot, prev.snap, snap},
 		{rundir.TransElection, prev.election, st.ElectionState},
+		{rundir.TransTrap, prev.traps, st.Traps.Kinds()},
 	} {
 		if c.from != c.to {
 			tr := base
@@ -629,7 +630,7 @@ func (e *Engine) observe(p *proc, st *engine.Status, t, prevT time.Time) {
 			e.record(tr)
 		}
 	}
-	e.obs = observed{phase: st.Phase, role: st.Role, snap: snap, election: st.ElectionState, at: t}
+	e.obs = observed{phase: st.Phase, role: st.Role, snap: snap, election: st.ElectionState, traps: st.Traps.Kinds(), at: t}
 	e.last, e.lastAt = st, t
 	if !p.carried && len(p.carry) > 0 {
 		// The process answers for itself now: whatever wrapper started it has exec'd.

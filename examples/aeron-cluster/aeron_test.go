@@ -111,7 +111,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret",
 		"pass transport counters: system counters by name", "pass a burst's figures",
 		"pass the change watcher checks fast only while unsettled or just after a change",
-		"pass the consensus module's idle wakes the watcher once per counter move"} {
+		"pass the consensus module's idle wakes the watcher once per counter move",
+		"pass a service exception answers its request rejected naming the exception, once, and is counted",
+		"pass replies that match no request are counted and named with the codec and the first id"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}

@@ -190,7 +190,7 @@ final class Admin
     {
         final NodeState.Snapshot s = r.snapshot();
         return List.of(ph, role(r), leaderNode(r), r.term(), r.election() == null ? "none" : r.election().name(),
-            s == null ? -1L : s.index(), s != null && s.restored());
+            s == null ? -1L : s.index(), s != null && s.restored(), state.traps.kinds());
     }
 
     /** The cluster control toggle's actions in the Aeron that runs (its states but INACTIVE and NEUTRAL). */
@@ -576,6 +576,7 @@ final class Admin
             Json.field(sb, "state_hash_index", hashIndex);
         }
         sb.append("\"unsupported\":").append(Json.strings(unsupported())).append(',');
+        state.traps.json(sb);
         Json.field(sb, "step_down", "relaunch");
         Json.field(sb, "pid", ProcessHandle.current().pid());
         Json.field(sb, "started", started.toString());

@@ -429,10 +429,11 @@ final class Gateway
     }
 
     /** One egress message: the codec says which request it answers; a batch is answered with its last order. */
-    private void onEgress(final DirectBuffer b, final int off, final int len)
+    void onEgress(final DirectBuffer b, final int off, final int len)
     {
         reply.reset();
-        if (!codec.decodeEgress(b, off, len, reply))
+        final boolean harness = Traps.readError(b, off, len, reply);
+        if (!harness && !codec.decodeEgress(b, off, len, reply))
         {
             return;
         }
@@ -441,7 +442,13 @@ final class Gateway
         final Pending p = pending.remove(id);
         if (p == null)
         {
-            return; // timed out already, or not ours
+            // An id this gateway never sent is the codec's misreading; one it sent was answered,
+            // timed out or failed already.
+            if (!harness && (id < 1 || id >= nextCorr))
+            {
+                state.traps.unmatched(id);
+            }
+            return;
         }
         p.remaining--;
         p.filled += reply.filled;

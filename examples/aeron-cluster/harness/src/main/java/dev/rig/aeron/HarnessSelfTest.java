@@ -371,6 +371,124 @@ public final class HarnessSelfTest
             ", so_sndbuf " + System.getProperty("aeron.socket.so_sndbuf"));
     }
 
+    /** An interface implemented by answering each call with answer (primitives get their zero when it gives null). */
+    @SuppressWarnings("unchecked")
+    private static <T> T proxy(final Class<T> type, final java.util.function.BiFunction<String, Object[], Object> answer)
+    {
+        return (T)java.lang.reflect.Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[] {type}, (p, m, args) ->
+        {
+            final Object v = answer.apply(m.getName(), args);
+            if (v != null || !m.getReturnType().isPrimitive() || m.getReturnType() == void.class)
+            {
+                return v;
+            }
+            return m.getReturnType() == boolean.class ? false : m.getReturnType() == long.class ? (Object)0L : (Object)0;
+        });
+    }
+
+    /**
+     * A codec that answers with a wrong correlation id is counted and named by the gateway; a
+     * service that throws on a message has the request answered rejected with the exception (once,
+     * by the leader), is counted, and still throws to its container.
+     */
+    private static void traps()
+    {
+        final NodeState state = new NodeState();
+        final RigCodec wrong = new RigCodec()
+        {
+            public int encodeOrder(final long correlationId, final WireOrder order, final org.agrona.MutableDirectBuffer out, final int offset)
+            {
+                return 0;
+            }
+
+            public long ingressCorrelationId(final org.agrona.DirectBuffer buffer, final int offset, final int length)
+            {
+                return buffer.getLong(offset);
+            }
+
+            public boolean decodeEgress(final org.agrona.DirectBuffer buffer, final int offset, final int length, final Reply reply)
+            {
+                reply.correlationId = buffer.getLong(offset) + 1_000_000;
+                return true;
+            }
+        };
+        final io.aeron.cluster.service.ClusteredService throwing = proxy(io.aeron.cluster.service.ClusteredService.class, (m, a) ->
+        {
+            if (m.equals("onSessionMessage"))
+            {
+                throw new IllegalStateException("book full");
+            }
+            return null;
+        });
+        final io.aeron.cluster.service.Cluster cluster = proxy(io.aeron.cluster.service.Cluster.class,
+            (m, a) -> m.equals("logPosition") ? (Object)4096L : null);
+        final java.util.List<byte[]> offered = new java.util.ArrayList<>();
+        final io.aeron.cluster.service.ClientSession session = proxy(io.aeron.cluster.service.ClientSession.class, (m, a) ->
+        {
+            if (m.equals("offer") && a.length == 3)
+            {
+                final org.agrona.DirectBuffer b = (org.agrona.DirectBuffer)a[0];
+                final byte[] copy = new byte[(int)a[2]];
+                b.getBytes((int)a[1], copy);
+                offered.add(copy);
+                return 1L;
+            }
+            return null;
+        });
+        final RigService decorated = new RigService(throwing, wrong, new Introspection()
+        {
+        }, state);
+        decorated.onStart(cluster, null);
+        final UnsafeBuffer msg = new UnsafeBuffer(new byte[8]);
+        final String log = captured(() ->
+        {
+            for (final io.aeron.cluster.service.Cluster.Role role : new io.aeron.cluster.service.Cluster.Role[] {
+                io.aeron.cluster.service.Cluster.Role.FOLLOWER, io.aeron.cluster.service.Cluster.Role.LEADER})
+            {
+                state.role = role;
+                msg.putLong(0, role == io.aeron.cluster.service.Cluster.Role.LEADER ? 7 : 6);
+                try
+                {
+                    decorated.onSessionMessage(session, 0, msg, 0, 8, null);
+                }
+                catch (final IllegalStateException e)
+                {
+                    state.positions.put(-1L, -1L); // marks that the container saw it
+                }
+            }
+        });
+        final Reply r = new Reply();
+        final boolean read = offered.size() == 1 && Traps.readError(new UnsafeBuffer(offered.get(0)), 0, offered.get(0).length, r);
+        check("a service exception answers its request rejected naming the exception, once, and is counted",
+            state.positions.containsKey(-1L) && state.traps.serviceErrors() == 2 && read && r.correlationId == 7 &&
+            r.status == Reply.REJECTED && r.text.equals("the service threw java.lang.IllegalStateException: book full") &&
+            log.lines().filter(l -> l.contains(" ERROR ") && l.contains("book full")).count() == 1,
+            offered.size() + " offered, " + state.traps.serviceErrors() + " counted, read " + read + " id " + r.correlationId + " status " +
+            r.status + " text " + r.text + "; log: " + log.lines().findFirst().orElse(""));
+
+        final Gateway g = new Gateway(new Node.Config("node-0", 0, new java.io.File("."), "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:0",
+            java.util.List.of(), null), state, ".", wrong, "Svc", null);
+        final String glog = captured(() ->
+        {
+            g.onEgress(new UnsafeBuffer(offered.get(0)), 0, offered.get(0).length); // the harness's own answer: not the codec's
+            final UnsafeBuffer egress = new UnsafeBuffer(new byte[8]);
+            for (int i = 1; i <= 3; i++)
+            {
+                egress.putLong(0, i);
+                g.onEgress(egress, 0, 8);
+            }
+        });
+        final StringBuilder sb = new StringBuilder("{");
+        state.traps.json(sb);
+        final String json = sb.toString();
+        check("replies that match no request are counted and named with the codec and the first id",
+            state.traps.unmatched() == 3 && json.contains("\"unmatched_replies\":3,\"first_unmatched_id\":1000001,") &&
+            json.contains("\"codec\":\"dev.rig.aeron.HarnessSelfTest$") && json.contains("\"service_errors\":2,") &&
+            state.traps.kinds().equals(java.util.List.of("unmatched_replies", "service_errors")) &&
+            glog.lines().filter(l -> l.contains("decodeEgress returned correlation id 1000001")).count() == 1,
+            json + " | " + glog);
+    }
+
     public static void main(final String[] args) throws Exception
     {
         String err = null;
@@ -468,6 +586,7 @@ public final class HarnessSelfTest
         endOfStream();
         markFiles();
         stopNeedsTheSecret();
+        traps();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

@@ -89,6 +89,7 @@ final class NodeState
 
     /** Gateway correlation id -> log position of the message that carried it (leader only; the ack's index). */
     final ConcurrentHashMap<Long, Long> positions = new ConcurrentHashMap<>();
+    final Traps traps = new Traps();
     final ConcurrentLinkedQueue<CompletableFuture<Hash>> hashRequests = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<CompletableFuture<Held>> heldRequests = new ConcurrentLinkedQueue<>();
 

@@ -37,6 +37,7 @@ final class RigService implements ClusteredService
         this.codec = codec;
         this.introspection = introspection;
         this.state = state;
+        state.traps.codec = codec.getClass().getName();
     }
 
     @Override
@@ -80,11 +81,27 @@ final class RigService implements ClusteredService
         final Header header)
     {
         // Recorded before the service answers: its egress can reach the gateway before this returns.
-        if (state.role == Cluster.Role.LEADER)
+        final boolean leader = state.role == Cluster.Role.LEADER;
+        final long id = leader ? codec.ingressCorrelationId(buffer, offset, length) : 0;
+        if (leader)
         {
-            state.positions.put(codec.ingressCorrelationId(buffer, offset, length), cluster.logPosition());
+            state.positions.put(id, cluster.logPosition());
         }
-        service.onSessionMessage(session, timestamp, buffer, offset, length, header);
+        try
+        {
+            service.onSessionMessage(session, timestamp, buffer, offset, length, header);
+        }
+        catch (final RuntimeException | Error e)
+        {
+            // Answered now, so the request is not left to time out and be resent (it was applied);
+            // then thrown on, so the container handles the service exactly as without the harness.
+            final String text = state.traps.serviceError(e, cluster.logPosition());
+            if (leader)
+            {
+                Traps.answerError(session, id, text);
+            }
+            throw e;
+        }
         state.applied = cluster.logPosition();
     }
 

@@ -6,6 +6,12 @@ import dev.rig.aeron.RigAeron;
 /** The example matching engine as one rig node: its service, codec, state hash, resting orders and held order ids handed to rig-aeron. */
 public final class Main
 {
+    /**
+     * -Drig.example.trap: a deliberate misfit, so the harness's traps can be seen named (docs/engines.md):
+     * "wrong-correlation-id" (the codec misreads every answer's id) or "throw-every=N" (MatchingService).
+     */
+    static final String TRAP = System.getProperty("rig.example.trap", "");
+
     private Main()
     {
     }

@@ -67,7 +67,7 @@ final class MatchingCodec implements RigCodec
         {
             return false;
         }
-        reply.correlationId = b.getLong(offset + 1);
+        reply.correlationId = b.getLong(offset + 1) + (Main.TRAP.equals("wrong-correlation-id") ? 1L << 40 : 0);
         reply.status = b.getByte(offset + 9);
         reply.filled = b.getLong(offset + 10);
         reply.rested = b.getLong(offset + 18);

@@ -29,6 +29,8 @@ import org.agrona.concurrent.UnsafeBuffer;
  */
 public final class MatchingService implements ClusteredService
 {
+    /** -Drig.example.trap=throw-every=N: single orders whose id N divides throw, as a faulty service would (the harness's traps). */
+    private static final long THROW_EVERY = Main.TRAP.startsWith("throw-every=") ? Long.parseLong(Main.TRAP.substring(12)) : 0;
     private final OrderBook book = new OrderBook();
     private final OrderBook.Result result = new OrderBook.Result();
     private final HeldIds held = new HeldIds();
@@ -131,6 +133,10 @@ public final class MatchingService implements ClusteredService
         switch (type)
         {
             case Wire.TYPE_ORDER:
+                if (THROW_EVERY > 0 && b.getLong(p + Wire.REQUEST_HEADER) % THROW_EVERY == 0)
+                {
+                    throw new IllegalStateException("order " + b.getLong(p + Wire.REQUEST_HEADER) + " refused on purpose (-Drig.example.trap)");
+                }
                 submit(b, p + Wire.REQUEST_HEADER);
                 filled = result.filled;
                 rested = result.rested;
