@@ -186,7 +186,7 @@ func TestAuctionCheck(t *testing.T) {
 		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
 	}
 	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
-		if r := seen[c]; strings.Count(r.Seen, "snapshot at ") != pb.Cluster.Servers {
+		if r := seen[c]; strings.Count(r.Seen, "snapshot bytes at ") != pb.Cluster.Servers {
 			t.Errorf("%s: want every node's hash from its snapshot: %s", c, r.Seen)
 		}
 	}
