@@ -173,8 +173,10 @@ type Snapshot struct {
 	EncodeMs    float64 `json:"encode_ms"`    // encoding and writing blocks, with a sync per block at level > 0
 	PersistedMs float64 `json:"persisted_ms"` // until durable: encode + final file sync, rename, directory sync
 	Bytes       int64   `json:"bytes"`
-	Orders      int64   `json:"orders"`
-	Syncs       int     `json:"syncs"`
+	// Orders and Syncs are absent when the engine does not count them (never a zero for "not
+	// counted"): resting orders in the snapshot, and the syncs its take made.
+	Orders      *int64  `json:"orders,omitempty"`
+	Syncs       *int    `json:"syncs,omitempty"`
 	Restored    bool    `json:"restored,omitempty"` // loaded at launch rather than taken
 	RestoreMs   float64 `json:"restore_ms,omitempty"`
 	// EngineWrites is what the engine's own storage layer counted over the snapshot, for an engine

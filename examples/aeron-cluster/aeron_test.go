@@ -91,7 +91,8 @@ func TestSelfTest(t *testing.T) {
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
 // snapshot's Archive writes are the recorder counters' change over its window, the preload's
 // receiver window defaults to 4 MiB unless a -D says otherwise, and the archive and the ingress
-// authenticate only the run's own credential.
+// authenticate only the run's own credential, positions of requests no longer pending are
+// forgotten, and a snapshot's uncounted figures are left out of its JSON.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -103,7 +104,8 @@ func TestHarnessSelfTest(t *testing.T) {
 	}
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
 		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
-		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString"} {
+		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString",
+		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
