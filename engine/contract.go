@@ -175,10 +175,10 @@ type Snapshot struct {
 	Bytes       int64   `json:"bytes"`
 	// Orders and Syncs are absent when the engine does not count them (never a zero for "not
 	// counted"): resting orders in the snapshot, and the syncs its take made.
-	Orders      *int64  `json:"orders,omitempty"`
-	Syncs       *int    `json:"syncs,omitempty"`
-	Restored    bool    `json:"restored,omitempty"` // loaded at launch rather than taken
-	RestoreMs   float64 `json:"restore_ms,omitempty"`
+	Orders    *int64  `json:"orders,omitempty"`
+	Syncs     *int    `json:"syncs,omitempty"`
+	Restored  bool    `json:"restored,omitempty"` // loaded at launch rather than taken
+	RestoreMs float64 `json:"restore_ms,omitempty"`
 	// EngineWrites is what the engine's own storage layer counted over the snapshot, for an engine
 	// that counts its writes itself (the Aeron engine reads its Archive's recorder counters);
 	// absent otherwise. The report shows it beside the disk model's forces.
