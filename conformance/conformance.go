@@ -577,9 +577,13 @@ func compareHashes(names []string, sts map[string]engine.Status, minOrders int64
 		hashes[st.StateHash] = true
 		// A snapshot's hash is of the index every node took it at, not of the applied one.
 		positions[st.StateHashPosition()] = true
-		if st.StateHashOfSnapshot() {
+		switch {
+		case st.StateHashOfSnapshot() && st.StateHash == "":
+			idx = append(idx, n+" no snapshot hashed yet")
+			continue
+		case st.StateHashOfSnapshot():
 			ofSnapshot = true
-			idx = append(idx, fmt.Sprintf("%s snapshot bytes at %d hash %s", n, st.StateHashPosition(), orNone(st.StateHash)))
+			idx = append(idx, fmt.Sprintf("%s snapshot bytes at %d hash %s", n, st.StateHashPosition(), st.StateHash))
 			continue
 		}
 		orders := engine.NotSupported

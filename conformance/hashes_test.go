@@ -29,6 +29,8 @@ func TestCompareHashes(t *testing.T) {
 			[]string{"node-0 snapshot bytes at 100 hash a", engine.SnapshotHashNote}, nil},
 		{"snapshot bytes agree", []engine.Status{snap("a", 100), snap("a", 100), snap("a", 100)}, true, true,
 			[]string{"node-2 snapshot bytes at 100 hash a"}, []string{engine.SnapshotHashNote}},
+		{"no snapshot hashed yet", []engine.Status{snap("", 0), snap("", 0), snap("", 0)}, true, false,
+			[]string{"node-0 no snapshot hashed yet"}, []string{"snapshot bytes at 9000"}},
 		{"snapshots of different positions", []engine.Status{snap("a", 100), snap("a", 100), snap("b", 200)}, false, false, nil, nil},
 		{"live state without order counts", []engine.Status{live("h", 7, 0), live("h", 7, 0), live("h", 7, 0)}, true, true,
 			[]string{"node-0 state at 7 orders " + engine.NotSupported + " hash h"}, []string{"orders 0"}},
