@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/linkproxy"
@@ -329,6 +330,12 @@ type LinkShaper interface {
 	// that takes the shape off again (how many links it changed back). It fails on a run whose
 	// links are not routed.
 	Delay(ctx context.Context, shape linkproxy.Shape, node string, peers ...string) (rtts []linkproxy.PairProbe, links int, undo func() int, err error)
+}
+
+// StatusReader is a run that reads a server's engine status (GET /status), e.g. how its engine
+// steps down (engine.Status.StepDown).
+type StatusReader interface {
+	EngineStatus(ctx context.Context, node string) (engine.Status, error)
 }
 
 // LeaderWatcher is a run that follows the leader over time.

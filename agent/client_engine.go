@@ -79,6 +79,13 @@ func (c *Client) EngineAdmin(ctx context.Context, path string) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// EngineTransport asks the engine for its transport counters now (GET engine.AdminTransport).
+func (c *Client) EngineTransport(ctx context.Context) (engine.TransportCounters, error) {
+	var tc engine.TransportCounters
+	err := c.do(ctx, http.MethodGet, "/engine/proxy?"+url.Values{"path": {engine.AdminTransport}}.Encode(), nil, &tc)
+	return tc, err
+}
+
 // EngineStatusHash asks the engine itself, now, for its status including the state hash
 // and, from the reference engine, every UDP burst it received (GET /status?hash=1&udp=1),
 // unlike EngineStatus which returns the agent's last poll.

@@ -47,6 +47,12 @@ type StartRequest struct {
 	// each window (POST /engine/recording): jfr starts Java Flight Recorder in a JVM engine
 	// through recording.JVMOptionsEnv; go_trace reads a Go engine's GET /trace.
 	Recording recording.Format `json:"recording,omitempty"`
+
+	// ClusterSecret is the run's engine secret (engine.ClusterSecretEnv), the same for every
+	// engine of one run and made by its controller, so it holds on every target and no agent
+	// that outlives a run carries it into the next. Like the admin token it reaches the engine
+	// only in its environment: never argv, a log, the journal or a state answer.
+	ClusterSecret string `json:"cluster_secret,omitempty"`
 }
 
 // EngineProcess answers start, relaunch and signal: the process now current.
@@ -94,7 +100,7 @@ const MaxTransitionsWait = time.Minute
 // proxyPaths are the engine admin calls the controller may make through the agent.
 var proxyPaths = map[string]map[string]bool{
 	http.MethodPost: {engine.AdminSnapshot: true, engine.AdminStepDown: true, engine.AdminGC: true},
-	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true, engine.AdminOrders: true, engine.AdminTrace: true},
+	http.MethodGet:  {engine.AdminStatus: true, engine.AdminMetrics: true, engine.AdminOrders: true, engine.AdminTrace: true, engine.AdminTransport: true},
 }
 
 // engineSide is the agent's engine state: one journal for the node (so sequence numbers span
@@ -216,7 +222,7 @@ func (s *Server) handleEngineStart(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := supervise.StartEngine(r.Context(), supervise.Spec{
 		Node: node, Binary: binary, Args: req.Args, Config: req.Config, Dir: s.opts.Dir,
-		Env: req.Env, Command: req.Command, Settings: req.Settings, AdminToken: s.adminToken, Journal: j, Logger: s.log,
+		Env: req.Env, Command: req.Command, Settings: req.Settings, AdminToken: s.adminToken, ClusterSecret: req.ClusterSecret, Journal: j, Logger: s.log,
 	})
 	if err != nil {
 		writeErr(w, engineErrCode(err), err)

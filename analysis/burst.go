@@ -38,8 +38,9 @@ type BurstRow struct {
 // judged by rig's criteria for absorbing a burst: no receive-buffer errors or drops, p99 below
 // 1 ms, no loss repair, nothing lost.
 type BurstUDP struct {
-	Burst         uint32   `json:"burst"` // number in the datagrams
-	Size          int      `json:"size"`  // bytes per datagram
+	Transport     string   `json:"transport,omitempty"` // TransportAeron: through the engine's own client (Aeron holds its figures); empty: rig's UDP ingress
+	Burst         uint32   `json:"burst"`               // number in the datagrams
+	Size          int      `json:"size"`                // bytes per datagram
 	Senders       int      `json:"senders"`
 	Receiver      string   `json:"receiver"` // server that received it (the leader)
 	Received      uint64   `json:"received"` // unique datagrams
@@ -54,12 +55,15 @@ type BurstUDP struct {
 	RepairMaxMs   float64  `json:"repair_max_ms"`
 	SocketDrops   uint64   `json:"socket_drops"`           // SO_RXQ_OVFL growth over the burst
 	RcvbufErrors  uint64   `json:"rcvbuf_errors"`          // /proc/net/snmp Udp RcvbufErrors growth over the burst (whole node)
+	InErrors      uint64   `json:"in_errors,omitempty"`    // /proc/net/snmp Udp InErrors growth over the burst (Aeron bursts)
 	NICRxDrops    *uint64  `json:"nic_rx_drops,omitempty"` // ethtool -S rx drops over the burst's OS samples (AWS)
 	RcvbufAsked   int      `json:"rcvbuf_asked"`
 	RcvbufGranted int      `json:"rcvbuf_granted"`
 	RmemMax       int      `json:"rmem_max"`
 	Pass          bool     `json:"pass"`
 	Fail          []string `json:"fail,omitempty"` // why not
+
+	Aeron *BurstAeron `json:"aeron,omitempty"`
 }
 
 // MaxBurstP99Ms is a burst's latency bound: a burst whose p99 reaches it fails.
@@ -81,9 +85,32 @@ func (d *runData) burstRows(s *Summary) {
 		}
 		d.warnOutside(err)
 	}
-	udp := map[uint32]int{} // burst number -> row
+	udp := map[uint32]int{}   // burst number -> row
+	aeron := map[uint32]int{} // burst number -> row
 	for _, st := range series {
 		for _, b := range st.Bursts {
+			if st.Transport == TransportAeron {
+				row := d.aeronRow(st, b)
+				if i, ok := aeron[b.Burst]; ok { // the same burst from another client node
+					r := &s.Bursts[i]
+					r.Sent += row.Sent
+					r.Answered += row.Answered
+					r.Planned += row.Planned
+					r.PeakPerMs += row.PeakPerMs
+					r.UDP.Received += row.UDP.Received
+					r.UDP.Senders += row.UDP.Senders
+					r.UDP.MaxMs = max(r.UDP.MaxMs, row.UDP.MaxMs)
+					r.UDP.P50Ms = max(r.UDP.P50Ms, row.UDP.P50Ms) // the worse node's: percentiles do not add
+					if row.UDP.P99Ms != nil && (r.UDP.P99Ms == nil || *row.UDP.P99Ms > *r.UDP.P99Ms) {
+						r.UDP.P99Ms = row.UDP.P99Ms
+					}
+					r.UDP.Aeron.Refused += row.UDP.Aeron.Refused
+					continue
+				}
+				aeron[b.Burst] = len(s.Bursts)
+				s.Bursts = append(s.Bursts, row)
+				continue
+			}
 			if st.Transport == "udp" {
 				if i, ok := udp[b.Burst]; ok { // the same burst from another load generator
 					r := &s.Bursts[i]
@@ -114,6 +141,7 @@ func (d *runData) burstRows(s *Summary) {
 	for _, i := range udp {
 		d.receiverFigures(&s.Bursts[i])
 	}
+	d.aeronServerFigures(s, aeron)
 	sort.SliceStable(s.Bursts, func(i, j int) bool { return s.Bursts[i].AtS < s.Bursts[j].AtS })
 }
 
@@ -293,13 +321,18 @@ func readSampleFile(samples []rundir.Sample) (sampleFile, bool) {
 // writeBursts is the report's micro-burst section: TCP bursts as the load generator saw them,
 // UDP bursts as their receiver did, each judged.
 func writeBursts(pf func(string, ...any), s *Summary) {
-	var tcp, udp []BurstRow
+	var tcp, udp, aeron []BurstRow
 	for _, b := range s.Bursts {
-		if b.UDP != nil {
+		if b.UDP != nil && b.UDP.Transport == TransportAeron {
+			aeron = append(aeron, b)
+		} else if b.UDP != nil {
 			udp = append(udp, b)
 		} else {
 			tcp = append(tcp, b)
 		}
+	}
+	if len(aeron) > 0 {
+		writeAeronBursts(pf, aeron)
 	}
 	if len(udp) > 0 {
 		pf("| # | at | size × senders | sent | received | peak / 1 ms | absorbed in | p50 | p99 | max | gaps | NAKs | repair | rcvbuf errors | result |\n")

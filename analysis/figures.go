@@ -253,6 +253,10 @@ var BurstFigures = []RowFigure[BurstRow]{
 	}},
 	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
 	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
+	// Bursts through Aeron's ingress: the media drivers' own counters, summed over the nodes.
+	{Figure: Figure{Key: "aeron_retransmits", Label: "Aeron retransmits", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterRetransmits)},
+	{Figure: Figure{Key: "aeron_loss_gap_fills", Label: "Aeron loss-gap fills", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterLossGapFills)},
+	{Figure: Figure{Key: "aeron_back_pressure", Label: "Aeron back-pressure events", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterBackPressure)},
 	{Figure: Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, Get: udpFig(func(u *BurstUDP) float64 {
 		if u.Pass {
 			return 1
@@ -265,6 +269,16 @@ var BurstFigures = []RowFigure[BurstRow]{
 		}
 		return 0, true
 	}},
+}
+
+// aeronFig is one of Aeron's counters over a burst through its ingress; other bursts have none.
+func aeronFig(counter string) func(BurstRow) (float64, bool) {
+	return func(b BurstRow) (float64, bool) {
+		if b.UDP == nil || b.UDP.Aeron == nil {
+			return 0, false
+		}
+		return float64(b.UDP.Aeron.Sum[counter]), true
+	}
 }
 
 // udpFig is a UDP burst's receiver figure; TCP bursts have none.

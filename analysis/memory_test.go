@@ -3,37 +3,16 @@ package analysis
 import (
 	"encoding/json"
 	"errors"
+	"github.com/rig-dev/rig/internal/memtest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
-
-// statusBytes reads a kB line of /proc/self/status (VmRSS, VmHWM) in bytes.
-func statusBytes(t *testing.T, key string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			f := strings.Fields(v)
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil || len(f) != 2 || f[1] != "kB" {
-				t.Fatalf("/proc/self/status %s: %q", key, l)
-			}
-			return n << 10
-		}
-	}
-	t.Fatalf("/proc/self/status has no %s", key)
-	return 0
-}
 
 // peakOf runs fn and returns the growth of the process's peak resident set over it (VmHWM,
 // reset first: writing 5 to /proc/self/clear_refs, proc(5)).
@@ -43,9 +22,9 @@ func peakOf(t *testing.T, fn func()) int64 {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		t.Skipf("cannot reset the peak resident set: %v", err)
 	}
-	rss := statusBytes(t, "VmRSS")
+	rss := memtest.StatusBytes(t, "VmRSS")
 	fn()
-	return statusBytes(t, "VmHWM") - rss
+	return memtest.StatusBytes(t, "VmHWM") - rss
 }
 
 // memoryRun writes a run folder of probes probes at 1000/s with a snapshot, a kill and a

@@ -42,6 +42,7 @@ const (
 	CheckOneLeader      = "one leader"
 	CheckSettings       = "settings carried and in effect"
 	CheckLoadHashes     = "state hashes after load"
+	CheckBurst          = "a burst through the engine's ingress"
 	CheckSnapshotIndex  = "snapshot at one index"
 	CheckRelaunchPhases = "phases after kill -9 + relaunch"
 	CheckStepDown       = "step-down moves the leader"
@@ -96,6 +97,7 @@ func WriteTable(w io.Writer, rs []Result) {
 }
 
 type suite struct {
+	secret  string // the check's engine secret (engine.ClusterSecretEnv)
 	o       Options
 	cl      target.Cluster
 	servers []inventory.Node
@@ -135,7 +137,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
 	defer cl.Stop(context.WithoutCancel(ctx))
-	s := &suite{o: o, cl: cl, servers: cl.Inventory().Servers(), cfgs: map[string]engine.Config{}, since: map[string]uint64{}}
+	secret, err := engine.NewClusterSecret()
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	s := &suite{o: o, cl: cl, servers: cl.Inventory().Servers(), cfgs: map[string]engine.Config{}, since: map[string]uint64{}, secret: secret}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -170,7 +176,7 @@ func (s *suite) start(ctx context.Context) error {
 		}
 		cfg := launch.EngineConfig(s.servers, n, filepath.Join("data", "check"))
 		s.cfgs[n.Name] = cfg
-		req, err := launch.StartRequest(s.o.Playbook, cfg)
+		req, err := launch.StartRequest(s.o.Playbook, cfg, s.secret)
 		if err != nil {
 			return fmt.Errorf("conformance: start engine on %s: %w", n.Name, err)
 		}
@@ -188,12 +194,13 @@ func (s *suite) run(ctx context.Context) {
 		// A setting that keeps the cluster from electing is named here rather than left behind
 		// a phase timeout.
 		s.settings(ctx)
-		s.skip(CheckOneLeader, CheckLoadHashes, CheckSnapshotIndex, CheckRelaunchPhases, CheckStepDown, CheckFinalHashes)
+		s.skip(CheckOneLeader, CheckLoadHashes, CheckBurst, CheckSnapshotIndex, CheckRelaunchPhases, CheckStepDown, CheckFinalHashes)
 		return
 	}
 	leader := s.oneLeader(ctx)
 	s.settings(ctx)
 	s.hashes(ctx, CheckLoadHashes, true)
+	s.burst(ctx)
 	s.snapshot(ctx, leader)
 	s.relaunch(ctx, leader)
 	s.stepDown(ctx)
@@ -762,7 +769,15 @@ func (s *suite) stepDown(ctx context.Context) {
 		s.add(CheckStepDown, false, "no single leader to step down")
 		return
 	}
-	if b, err := s.agent(old).EngineAdmin(ctx, engine.AdminStepDown); err != nil {
+	how := ""
+	if st, err := s.agent(old).EngineStatus(ctx); err == nil && st.Status != nil && st.Status.StepDown == engine.StepDownRelaunch {
+		stopped, err := s.stopAndRelaunch(ctx, old)
+		if err != nil {
+			s.add(CheckStepDown, false, "%v", err)
+			return
+		}
+		how = fmt.Sprintf(" (graceful stop in %s, relaunched)", stopped.Round(time.Millisecond))
+	} else if b, err := s.agent(old).EngineAdmin(ctx, engine.AdminStepDown); err != nil {
 		s.add(CheckStepDown, false, "POST /step-down on %s: %v %s", old, err, strings.TrimSpace(string(b)))
 		return
 	}
@@ -771,5 +786,35 @@ func (s *suite) stepDown(ctx context.Context) {
 		s.add(CheckStepDown, false, "%s stepped down, no other leader within %v: %s", old, s.o.Timeout, roles)
 		return
 	}
-	s.add(CheckStepDown, true, "%s → %s", old, now)
+	s.add(CheckStepDown, true, "%s → %s%s", old, now, how)
+}
+
+// stopAndRelaunch steps node down as an engine with engine.StepDownRelaunch asks: SIGTERM, its
+// exit within engine.StepDownStopBound (else it is killed and named), a relaunch at once.
+func (s *suite) stopAndRelaunch(ctx context.Context, node string) (time.Duration, error) {
+	a := s.agent(node)
+	start := time.Now()
+	if err := a.Signal(ctx, "TERM"); err != nil {
+		return 0, fmt.Errorf("SIGTERM %s: %v", node, err)
+	}
+	for {
+		st, err := a.EngineStatus(ctx)
+		if err == nil && !st.Running {
+			// 143: a JVM's exit on SIGTERM once its shutdown hooks are done.
+			if e := st.Exit; e != nil && e.Code != 0 && e.Code != 128+15 && e.Signal != "TERM" {
+				return 0, fmt.Errorf("%s exited with code %d on SIGTERM, not from a graceful stop: %s", node, e.Code, e.LogTail)
+			}
+			break
+		}
+		if time.Since(start) > engine.StepDownStopBound || ctx.Err() != nil {
+			a.Signal(ctx, "KILL")
+			return 0, fmt.Errorf("%s did not stop within %s of SIGTERM: its engine cannot be stopped gracefully (killed; its engine.log names what it waited for)", node, engine.StepDownStopBound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopped := time.Since(start)
+	if err := a.Relaunch(ctx); err != nil {
+		return 0, fmt.Errorf("relaunch %s after its graceful stop: %v", node, err)
+	}
+	return stopped, nil
 }

@@ -4,8 +4,11 @@
 package engine
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -67,7 +70,20 @@ type Status struct {
 	// Unsupported names the parts of the contract the engine does not provide (Unsupported*):
 	// rig check and the report say so instead of reading a zero as a value.
 	Unsupported []string `json:"unsupported,omitempty"`
+	// StepDown is how the engine hands its leadership over: "" by POST AdminStepDown while it
+	// runs, StepDownRelaunch by its graceful stop.
+	StepDown string `json:"step_down,omitempty"`
 }
+
+// StepDownRelaunch (Status.StepDown) is an engine that cannot hand leadership over while it
+// runs but whose graceful stop on SIGTERM does (Aeron Cluster: the leader's log publication
+// sends end-of-stream and the followers elect at once), so a step-down is a SIGTERM, the exit
+// within StepDownStopBound, and a relaunch at once: the node rejoins as a follower.
+const StepDownRelaunch = "relaunch"
+
+// StepDownStopBound is how long a step-down by relaunch waits for the engine's graceful stop;
+// an engine still running then cannot be stopped gracefully, and is killed.
+const StepDownStopBound = 10 * time.Second
 
 // Names in Status.Unsupported.
 const (
@@ -284,7 +300,25 @@ const (
 	// analysis can be seen to name it. Optional: an engine offers it through its driver
 	// (driver.AdminOfferer) or its playbook (engine.admin_gc).
 	AdminGC = "/gc"
+	// AdminTransport (GET) answers TransportCounters: the engine's transport counters now (an
+	// Aeron node's media driver counters, read as AeronStat reads them), sampled around each
+	// burst so the report has their deltas per burst. Optional: an engine without answers 404.
+	AdminTransport = "/transport"
 )
+
+// TransportCounters answers GET AdminTransport. Counters are cumulative since the engine
+// started, by name (Aeron's system counters in snake case: nak_messages_sent, retransmits_sent,
+// loss_gap_fills, flow_control_under_runs, short_sends, errors ...).
+type TransportCounters struct {
+	Time     time.Time        `json:"time"`
+	Counters map[string]int64 `json:"counters"`
+	// The node's /proc/net/snmp Udp counters.
+	UDPRcvbufErrors int64 `json:"udp_rcvbuf_errors"`
+	UDPInErrors     int64 `json:"udp_in_errors"`
+	// Settings are the transport settings in effect, by name (e.g. aeron.rcv.initial.window.length,
+	// so_rcvbuf_granted: what the kernel grants a socket that asks for aeron.socket.so_rcvbuf).
+	Settings map[string]int64 `json:"settings,omitempty"`
+}
 
 // GCAnswer answers POST AdminGC.
 type GCAnswer struct {
@@ -336,6 +370,15 @@ const AdminTokenEnv = "RIG_ADMIN_TOKEN"
 // puts it in the environment of the run's agents, which pass their environment on to the
 // engines they start; like AdminTokenEnv it is never in argv, a config file or results.
 const ClusterSecretEnv = "RIG_CLUSTER_SECRET"
+
+// NewClusterSecret makes a run's engine secret (ClusterSecretEnv): 32 random bytes, hex.
+func NewClusterSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make the run's engine secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
 
 // AuthorizeAdmin sets the agent's bearer token on an admin request.
 func AuthorizeAdmin(req *http.Request, token string) {

@@ -253,9 +253,9 @@ func open(path string, readOnly bool) (*Index, error) {
 
 // checkVersion is a reader's migrate: the schema is this rig's, or the file is refused.
 func (x *Index) checkVersion(ctx context.Context) error {
-	var v int
-	if err := x.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("read its schema version: %w", err)
+	v, err := x.schemaVersion(ctx)
+	if err != nil {
+		return err
 	}
 	switch v {
 	case SchemaVersion:
@@ -266,10 +266,19 @@ func (x *Index) checkVersion(ctx context.Context) error {
 	return fmt.Errorf("%w: version %d, this rig reads %d; rebuild it: rig history import --fresh RESULTS_DIR", ErrSchema, v, SchemaVersion)
 }
 
-func (x *Index) migrate(ctx context.Context) error {
+// schemaVersion is the file's PRAGMA user_version (0: no schema yet).
+func (x *Index) schemaVersion(ctx context.Context) (int, error) {
 	var v int
 	if err := x.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("read its schema version: %w", err)
+		return 0, fmt.Errorf("read its schema version: %w", err)
+	}
+	return v, nil
+}
+
+func (x *Index) migrate(ctx context.Context) error {
+	v, err := x.schemaVersion(ctx)
+	if err != nil {
+		return err
 	}
 	switch v {
 	case SchemaVersion:

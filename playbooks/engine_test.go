@@ -255,3 +255,23 @@ func TestRecordingWindowWithoutFlightRecorder(t *testing.T) {
 	wantProblem(t, problemsOf(t, base+"engine: {recording: \"off\", flight_recorder_window: 30s}\n"),
 		"t.yaml:5:52: engine.flight_recorder_window", "30s is set but engine.flight_recorder is not true")
 }
+
+// engine.burst_client routes bursts through the engine's own client: its arguments follow
+// engine.command.binary; without engine.command it is refused where it stands.
+func TestBurstClient(t *testing.T) {
+	cmd := "engine:\n  driver: command\n  command: {binary: /bin/x, args: [\"{{.Settings.sync_level}}\"]}\n" + declared
+	file, src := commandPlaybook(t, cmd+"  burst_client: \"-Xmx256m --burst\"\n", "")
+	p, err := Parse(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Engine.BurstClient(), " "); got != "/bin/x -Xmx256m --burst" {
+		t.Errorf("burst client %q", got)
+	}
+	if p, err := Parse("t.yaml", []byte(base)); err != nil || p.Engine.BurstClient() != nil {
+		t.Errorf("the reference engine has a burst client: %v %v", p.Engine.BurstClient(), err)
+	}
+	if _, err := Parse("t.yaml", []byte(base+"engine: {burst_client: \"--burst\"}\n")); err == nil || !strings.Contains(err.Error(), "engine.burst_client: needs engine.command") {
+		t.Errorf("burst_client without a command: %v", err)
+	}
+}

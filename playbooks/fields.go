@@ -84,6 +84,16 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.FormatBool(p.Engine.AdminGC) },
 	},
+	"engine.burst_client": {
+		set: func(p *Playbook, s string) error {
+			if strings.TrimSpace(s) == "" {
+				return fmt.Errorf("empty; want the arguments with which engine.command.binary sends a burst through the engine's own client, e.g. \"-Xmx256m --burst\"")
+			}
+			p.Engine.BurstArgs = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.Engine.BurstArgs },
+	},
 	"engine.preload_rate": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseRate(s)
@@ -162,11 +172,14 @@ var staticFields = map[string]field{
 // its runs are read.
 var notInMatrix = map[string]bool{"name": true, "description": true, "rounds": true, "snapshot_warm_from": true, "allow_all_down": true}
 
-// nameRe is the one grammar of names that become paths (inventory.NameGrammar), at most 64
-// bytes here since a playbook's name is part of run ids.
+// nameRe is the one grammar of names that become paths (inventory.NameGrammar), at most
+// MaxNameLen bytes here since a playbook's name is part of run ids.
 var nameRe = regexp.MustCompile(`^(?:` + inventory.NameGrammar + `)$`)
 
-func validName(s string) bool { return len(s) <= 64 && nameRe.MatchString(s) }
+// MaxNameLen bounds a playbook's name (and a placement's), within inventory.MaxNameLen.
+const MaxNameLen = 64
+
+func validName(s string) bool { return len(s) <= MaxNameLen && nameRe.MatchString(s) }
 
 func intField(lo, hi int, help string, ptr func(*Playbook) *int) field {
 	return field{

@@ -17,7 +17,7 @@ import (
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc", "preload_rate"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc", "preload_rate", "burst_client"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -90,6 +90,16 @@ func (e Engine) OffersAdmin(path string) bool {
 		return true
 	}
 	return path == engine.AdminGC && e.AdminGC
+}
+
+// BurstClient is the command line (after engine.command.binary) that sends a burst through the
+// engine's own client on a client node (engine.burst_client); nil when bursts go to the
+// contract's UDP ingress, as the reference engine takes them.
+func (e Engine) BurstClient() []string {
+	if e.Command == nil || e.BurstArgs == "" {
+		return nil
+	}
+	return append([]string{e.Command.Binary}, strings.Fields(e.BurstArgs)...)
 }
 
 // Int is an asked integer or bytes setting.
@@ -193,6 +203,12 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	}
 	if kv := byKey["preload_rate"]; kv != nil {
 		r.scalarField(p, "engine.preload_rate", kv.Value)
+	}
+	if kv := byKey["burst_client"]; kv != nil {
+		r.scalarField(p, "engine.burst_client", kv.Value)
+		if p.Engine.Command == nil {
+			r.probs.add(r.nodePos(kv.Value), "engine.burst_client", "needs engine.command: its arguments go to engine.command.binary on a client node")
+		}
 	}
 	allowed := append(table.Names(), engineKeys...)
 	for _, kv := range pairs {

@@ -73,6 +73,10 @@ type Engine struct {
 	// AdminGC is engine.admin_gc: a command-driven engine answers POST /gc (engine.AdminGC), so
 	// the gc action may call it.
 	AdminGC bool `json:"admin_gc,omitempty"`
+	// BurstArgs is engine.burst_client: the arguments with which engine.command.binary, run on a
+	// client node, sends a burst through the engine's own client (a user's gateway) instead of
+	// the contract's UDP ingress; the runner appends the path of the burst's request.
+	BurstArgs string `json:"burst_client,omitempty"`
 	// PreloadRate is engine.preload_rate: the orders per second the engine preloads at, as its
 	// playbook declares, for estimates when the results folder holds no earlier run of it; 0: not given.
 	PreloadRate float64 `json:"preload_rate,omitempty"`

@@ -1,6 +1,10 @@
 package rundir
 
-import "time"
+import (
+	"time"
+
+	"github.com/rig-dev/rig/engine"
+)
 
 // The load generator's figures: loadgen/stats.json (ProbeStats) and loadgen/preload.json
 // (PreloadStats), written by package loadgen, read by the runner and results.
@@ -164,6 +168,24 @@ type BurstResult struct {
 	Answered     int       `json:"answered"`
 	Lost         int       `json:"lost"`
 	MaxLatencyNs int64     `json:"max_latency_ns"`
+
+	// A burst through the engine's own client (transport "aeron"): latency percentiles from each
+	// message's intended send time, the most replies in any 1 ms window, the offers refused for
+	// back pressure, and the sender's own transport counters' deltas over the burst.
+	P50LatencyNs      int64            `json:"p50_latency_ns,omitempty"`
+	P99LatencyNs      int64            `json:"p99_latency_ns,omitempty"`
+	AnsweredPeakPerMs int              `json:"answered_peak_per_ms,omitempty"`
+	BackPressured     int64            `json:"back_pressured,omitempty"`
+	ClientCounters    map[string]int64 `json:"client_counters,omitempty"`
+}
+
+// TransportSamples are every server's transport counters (GET engine.AdminTransport) sampled
+// around the bursts of one series: one sample before each burst and one after the last, so
+// burst k's deltas are samples k+1 minus k (a sample a server did not answer has a zero Time).
+// Written beside the series' BurstStatsFile.
+type TransportSamples struct {
+	FirstBurst uint32                                `json:"first_burst"`
+	Nodes      map[string][]engine.TransportCounters `json:"nodes"`
 }
 
 // PreloadStats is what a preload did.

@@ -67,6 +67,9 @@ const (
 	StatsFile      = "stats.json"
 	PreloadFile    = "preload.json"
 	BurstStatsFile = "bursts.json"
+	// TransportFile is beside a BurstStatsFile of bursts sent through the engine's own client:
+	// the servers' transport counters around them (TransportSamples).
+	TransportFile = "transport.json"
 )
 
 // LoadgenFiles are what a probe or preload run writes into its output folder, each gathered

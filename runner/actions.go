@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 )
 
@@ -60,6 +62,7 @@ var (
 	_ actions.LinkShaper      = env{}
 	_ actions.LeaderWatcher   = env{}
 	_ actions.CPUHogger       = env{}
+	_ actions.StatusReader    = env{}
 )
 
 func (e env) Leader() string                         { return e.r.leader() }
@@ -69,6 +72,19 @@ func (e env) Progress(format string, args ...any)    { e.r.progress(format, args
 
 func (e env) Admin(ctx context.Context, node, path string) ([]byte, error) {
 	return e.r.agent(node).EngineAdmin(ctx, path)
+}
+
+// EngineStatus reads node's engine status through its agent (GET /status, no hash).
+func (e env) EngineStatus(ctx context.Context, node string) (engine.Status, error) {
+	var st engine.Status
+	b, err := e.r.agent(node).EngineStatusRaw(ctx, false)
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("status of %s: %w", node, err)
+	}
+	return st, nil
 }
 
 // Signal counts the node down (and killed by the timeline, so its exit is no fault) before the
@@ -178,6 +194,14 @@ func (e env) Burst(ctx context.Context, b actions.Burst, record func(rundir.Burs
 	}
 	series := rundir.BurstSeries{Messages: b.Messages, Every: b.Every, Count: b.Count,
 		UDP: true, Size: b.Size, Senders: senders, FirstBurst: first}
+	if argv := r.pb.Engine.BurstClient(); argv != nil { // the engine takes bursts through its own client
+		series.Start = time.Now().Add(launch.BurstClientLead).UTC()
+		if err := record(series); err != nil {
+			return err
+		}
+		r.async(ctx, func(ctx context.Context) error { return e.clientBurst(ctx, b, argv, share, series) })
+		return nil
+	}
 	if !start.IsZero() {
 		series.Start = start.UTC()
 	}

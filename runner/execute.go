@@ -179,7 +179,7 @@ func (r *run) startEngines(ctx context.Context) error {
 			}
 		}
 		r.srv(n.Name).cfg = cfg
-		req, err := launch.StartRequest(r.pb, cfg)
+		req, err := launch.StartRequest(r.pb, cfg, r.secret)
 		if err != nil {
 			return fmt.Errorf("start engine on %s: %w", n.Name, err)
 		}

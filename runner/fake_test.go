@@ -109,6 +109,7 @@ type fakeCluster struct {
 	exitAtStart string                  // this server's engine exits at once when started
 	freeBytes   int64                   // free space every server's data filesystem reports (0: 1 TiB)
 	memAvail    uint64                  // MemAvailable every node's facts report, all on one host (0: no facts)
+	stepDown    string                  // every engine's status step_down (engine.StepDownRelaunch)
 	lg          fakeLoadgen
 }
 
@@ -224,7 +225,7 @@ func (c *fakeCluster) addLocked(n *fakeNode, tr rundir.Transition) {
 
 func (c *fakeCluster) statusLocked(n *fakeNode) engine.Status {
 	st := engine.Status{Node: n.Name, Role: n.eng.role, Phase: n.eng.phase, Term: c.term, AppliedIndex: c.index,
-		CommitIndex: c.index, LastLogIndex: c.index, StateHash: "feed", Config: n.eng.cfg.Reported()}
+		CommitIndex: c.index, LastLogIndex: c.index, StateHash: "feed", Config: n.eng.cfg.Reported(), StepDown: c.stepDown}
 	if l := c.leaderLocked(); l != "" {
 		st.Leader = l
 	}

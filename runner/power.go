@@ -178,7 +178,7 @@ func (r *run) startAfresh(ctx context.Context, node string) error {
 	if !fresh {
 		return errNotRebooted
 	}
-	req, err := launch.StartRequest(r.pb, r.srv(node).cfg)
+	req, err := launch.StartRequest(r.pb, r.srv(node).cfg, r.secret)
 	if err != nil {
 		return fmt.Errorf("start engine on %s: %w", node, err)
 	}

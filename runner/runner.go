@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/inventory"
@@ -220,6 +221,7 @@ type run struct {
 	pb       *playbooks.Playbook
 	timeline []step
 	id       string
+	secret   string // the run's engine secret (engine.ClusterSecretEnv), in no result
 	dir      string
 	log      *slog.Logger
 	man      *rundir.Manifest
@@ -338,15 +340,20 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		}
 	}
 	o := Outcome{RunID: id, Dir: dir}
-	if err := inventory.CheckName("run id", id); err != nil {
+	if err := rundir.CheckRunID(id); err != nil {
 		o.Err = err // it names folders and files on every node
 		return o
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir, o.Dir = abs, abs
 	}
+	secret, err := engine.NewClusterSecret()
+	if err != nil {
+		o.Err = err
+		return o
+	}
 	r := &run{opts: opts, pb: pb, timeline: timeline, id: id, dir: dir, changed: make(chan struct{}),
-		routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero()}
+		routed: len(linkers(pb)) > 0 || !pb.Placement.IsZero(), secret: secret}
 	logf, err := os.Create(filepath.Join(dir, rundir.ControllerLogFile))
 	if err != nil {
 		o.Err = err

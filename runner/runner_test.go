@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,30 @@ func TestEveryAction(t *testing.T) {
 	// Engines stopped, data removed, then the cluster: in that order.
 	if i, j := indexOf(c.calls, "node-0 POST /engine/stop"), indexOf(c.calls, " stop"); i < 0 || j < i {
 		t.Errorf("engines must stop before the cluster: %q", c.calls)
+	}
+}
+
+// An engine whose status says step_down: relaunch is stepped down by SIGTERM and a relaunch once
+// it is down, not POST /step-down: the run counts its exit as the timeline's (no fault) and
+// records the step-down and the relaunch.
+func TestStepDownByRelaunch(t *testing.T) {
+	c := newFakeCluster(t)
+	c.stepDown = engine.StepDownRelaunch
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "1s", "timeline:\n  - {at: 200ms, step_down: {}}\n"))
+	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
+		t.Fatalf("run: %v (%+v)", res.err, res.outs)
+	}
+	if got, want := strings.Join(res.actions(), "|"), "step_down node-0|relaunch node-0"; got != want {
+		t.Errorf("actions %q, want %q", got, want)
+	}
+	signal, relaunch := indexOf(c.calls, "node-0 POST /engine/signal"), indexOf(c.calls, "node-0 POST /engine/relaunch")
+	if signal < 0 || relaunch < signal || c.called("node-0 POST /engine/proxy /step-down") {
+		t.Errorf("want SIGTERM, then a relaunch, and no POST /step-down; calls:\n%s", strings.Join(c.calls, "\n"))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.ContainsFunc(c.nodes["node-0"].journal, func(tr rundir.Transition) bool { return tr.Kind == rundir.TransSignal && tr.To == "TERM" }) {
+		t.Errorf("node-0 got no SIGTERM: %+v", c.nodes["node-0"].journal)
 	}
 }
 

@@ -63,6 +63,9 @@ type Spec struct {
 	// AdminToken is the secret the engine's admin API requires (engine.AdminTokenEnv): handed
 	// to the engine in its environment and sent on every status poll. Never logged.
 	AdminToken string
+	// ClusterSecret is the run's engine secret (engine.ClusterSecretEnv), handed over the same
+	// way: in the environment of every launch, never logged.
+	ClusterSecret string
 
 	// Command, when set, is the command driver: Binary (when empty), the arguments, more
 	// environment and a config file are rendered from its templates at every launch, with
@@ -327,6 +330,9 @@ func (e *Engine) launch() error {
 	cmd.Env = append(os.Environ(), env...)
 	if e.spec.AdminToken != "" {
 		cmd.Env = append(cmd.Env, engine.AdminTokenEnv+"="+e.spec.AdminToken)
+	}
+	if e.spec.ClusterSecret != "" {
+		cmd.Env = append(cmd.Env, engine.ClusterSecretEnv+"="+e.spec.ClusterSecret)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf // an *os.File: the child writes it directly, no copying goroutine
 	cmd.SysProcAttr = sysProcAttr()

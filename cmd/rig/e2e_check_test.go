@@ -13,7 +13,7 @@ import (
 )
 
 var allChecks = []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
-	conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
+	conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckBurst, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
 	conformance.CheckStepDown, conformance.CheckFinalHashes}
 
 // TestEngineCheckReference: the reference engine, driven through the command driver as a

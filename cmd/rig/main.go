@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		// Controller verbs.
 		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(),
 		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
+		newNewCmd(),
 		// Node roles.
 		newAgentCmd(), newEngineCmd(), newLoadgenCmd(),
 	)

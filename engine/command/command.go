@@ -123,7 +123,7 @@ func Check(s Spec) (map[string][]string, error) {
 			continue
 		}
 		if k == engine.ClusterSecretEnv {
-			errs = append(errs, fmt.Errorf("env %s: set by the target (the run's secret); a playbook may not set it", k))
+			errs = append(errs, fmt.Errorf("env %s: set by the controller (the run's secret); a playbook may not set it", k))
 			continue
 		}
 		add("env "+k, v)

@@ -90,9 +90,12 @@ func TestSelfTest(t *testing.T) {
 // TestHarnessSelfTest: rig-aeron's start fails naming the Aeron version when a counter it reads
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
 // snapshot's Archive writes are the recorder counters' change over its window, the preload's
-// receiver window defaults to 4 MiB unless a -D says otherwise, and the archive and the ingress
-// authenticate only the run's own credential, positions of requests no longer pending are
-// forgotten, and a snapshot's uncounted figures are left out of its JSON.
+// receiver window defaults to 4 MiB unless a -D says otherwise, the archive and the ingress
+// authenticate only the run's own credential, an error on every change check is logged once
+// with its count, the graceful stop holds the driver until the log publication has sent all
+// (bounded by the linger timeout), mark files a clean stop closed are kept, positions of
+// requests no longer pending are forgotten, and a snapshot's uncounted figures are left out of
+// its JSON.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -105,6 +108,9 @@ func TestHarnessSelfTest(t *testing.T) {
 	for _, c := range []string{"pass a missing counter fails the start naming the Aeron version",
 		"pass a snapshot's archive writes are the counters' change", "pass receiver window and buffers default to 4 MiB",
 		"pass the archive and the ingress accept only the run's credential for each", "pass the run's secret is in no toString",
+		"pass an error on every change check is logged once, then its count", "pass the stop holds the driver until the log publication sent all",
+		"pass mark files a clean stop closed are kept", "pass POST /stop needs the admin secret",
+		"pass transport counters: system counters by name", "pass a burst's figures",
 		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
@@ -139,10 +145,9 @@ func rigBinary(t *testing.T) string {
 }
 
 // TestEngineCheck starts a real three-node Aeron Cluster through rig's command driver and runs
-// the conformance suite: every check passes but step-down, which Aeron 1.51.0 cannot do
-// gracefully and the engine refuses saying so; after the preload (through the gateway, as
-// docs/wire.md frames) every node's state hash is the one engine/book computes for the same
-// orders.
+// the conformance suite: every check passes, step-down by the leader's graceful stop and a
+// relaunch; after the preload (through the gateway, as docs/wire.md frames) every node's state
+// hash is the one engine/book computes for the same orders.
 func TestEngineCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a three-node Aeron Cluster")
@@ -154,9 +159,9 @@ func TestEngineCheck(t *testing.T) {
 	if r := seen[conformance.CheckRelaunchPhases]; !strings.Contains(r.Seen, "restored its snapshot") {
 		t.Errorf("the relaunched follower did not restore the snapshot: %s", r.Seen)
 	}
-	// The matching engine's introspection gives hash, resting orders and held ids: only step-down is missing.
-	if r := seen[conformance.CheckStatusFields]; !strings.HasSuffix(r.Seen, "not supported by the engine: step_down") {
-		t.Errorf("status fields: want only step_down named as not supported: %s", r.Seen)
+	// The matching engine's introspection gives hash, resting orders and held ids: nothing is missing.
+	if r := seen[conformance.CheckStatusFields]; strings.Contains(r.Seen, "not supported") {
+		t.Errorf("status fields: want nothing named as not supported: %s", r.Seen)
 	}
 
 	// The same orders in rig's own book give the hash every Aeron node must report.
@@ -174,7 +179,7 @@ func TestEngineCheck(t *testing.T) {
 }
 
 // TestAuctionCheck runs Aeron's own tutorial service (BasicAuctionClusteredService, unchanged)
-// under rig-aeron with a codec and a main (auction/): every check passes but step-down; the
+// under rig-aeron with a codec and a main (auction/): every check passes; the
 // service exposes no state, so the suite has the leader snapshot and compares the hashes of the
 // bytes each node wrote into it; what the service lacks is named as not supported.
 func TestAuctionCheck(t *testing.T) {
@@ -184,7 +189,7 @@ func TestAuctionCheck(t *testing.T) {
 	build(t)
 	bin := rigBinary(t)
 	pb, dir, seen := runCheck(t, bin, "auction.yaml", "127.0.19.31", 2_000, "Aeron's tutorial auction service")
-	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash, step_down") {
+	if r := seen[conformance.CheckStatusFields]; !strings.Contains(r.Seen, "not supported by the engine: cancel, held_orders, orders, state_hash") {
 		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
 	}
 	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
@@ -198,7 +203,8 @@ func TestAuctionCheck(t *testing.T) {
 }
 
 // runCheck runs the conformance suite on a playbook of this folder and checks what every Aeron
-// engine must pass: every check but step-down, which must fail saying it is not supported.
+// engine must pass: every check, step-down by a graceful stop and a relaunch; and every node's
+// engine.log holds no stack trace, and no mark file removed as unclosed after a graceful stop.
 func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, what string) (*playbooks.Playbook, string, map[string]conformance.Result) {
 	t.Helper()
 	pb, err := playbooks.Open(playbook)
@@ -224,16 +230,50 @@ func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, wh
 		seen[r.Check] = r
 	}
 	for _, c := range []string{conformance.CheckStatusFields, conformance.CheckLaunchPhases, conformance.CheckOneLeader,
-		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckSnapshotIndex, conformance.CheckRelaunchPhases,
-		conformance.CheckFinalHashes} {
+		conformance.CheckSettings, conformance.CheckLoadHashes, conformance.CheckBurst, conformance.CheckSnapshotIndex,
+		conformance.CheckRelaunchPhases, conformance.CheckFinalHashes, conformance.CheckStepDown} {
 		if r, ok := seen[c]; !ok || !r.Pass {
 			t.Errorf("%s did not pass: %s", c, r.Seen)
 		}
 	}
-	if sd := seen[conformance.CheckStepDown]; sd.Pass || !strings.Contains(sd.Seen, "not supported") {
-		t.Errorf("%s: want a failure saying step-down is not supported, got pass=%v %s", conformance.CheckStepDown, sd.Pass, sd.Seen)
+	if sd := seen[conformance.CheckStepDown]; !strings.Contains(sd.Seen, "graceful stop in") {
+		t.Errorf("%s: want the leader stepped down by its graceful stop and a relaunch: %s", conformance.CheckStepDown, sd.Seen)
 	}
+	checkLogs(t, dir)
 	return pb, dir, seen
+}
+
+// checkLogs fails on a stack trace in any node's engine.log (a clean start and stop print
+// none), and on a mark file removed as left unclosed by a launch after a graceful stop.
+func checkLogs(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "node-*", "engine.log"))
+	if len(logs) == 0 {
+		t.Errorf("no engine.log under %s", dir)
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		traces, cleanStop := 0, false
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(line, "\tat "):
+				traces++
+			case strings.Contains(line, " INFO stop: closed in "):
+				cleanStop = true
+			case strings.Contains(line, " launched; admin on "):
+				cleanStop = false
+			case cleanStop && strings.Contains(line, "ended without closing it"):
+				t.Errorf("%s: a launch after a graceful stop removed a mark file as unclosed: %s", l, line)
+			}
+		}
+		if traces > 0 {
+			t.Errorf("%s holds a stack trace (%d frames)", l, traces)
+		}
+	}
 }
 
 // dumpLogs prints the end of every node's engine.log, so a CI failure shows the JVMs' side.
@@ -349,7 +389,7 @@ func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
 // neither Maven nor Java.
 func TestPlaybooksOpen(t *testing.T) {
 	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml",
-		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml"} {
+		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml", "handoff.yaml"} {
 		pb, err := playbooks.Open(name)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -414,5 +454,59 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 	}
 	if want := []string{"12s leader 1ms", "32s leader 15s"}; strings.Join(kills, "|") != strings.Join(want, "|") {
 		t.Errorf("kills %q, want %q", kills, want)
+	}
+}
+
+// TestHandoffPlaybook: handoff.yaml plans the leader stopped with SIGTERM and with SIGKILL at
+// Aeron's default heartbeat timeout, each relaunched 15 s later, then a step-down. Needs neither
+// Maven nor Java.
+func TestHandoffPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("handoff.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range plan.Runs {
+		var steps []string
+		for _, e := range r.Playbook.Timeline {
+			switch s := e.Spec.(type) {
+			case *actions.Kill:
+				steps = append(steps, fmt.Sprintf("%s kill %s %s %s", e.At, s.Node, s.Signal, s.RelaunchAfter))
+			case *actions.StepDown:
+				steps = append(steps, fmt.Sprintf("%s step_down", e.At))
+			}
+		}
+		got = append(got, r.Playbook.Engine.Settings()["heartbeat_timeout"]+": "+strings.Join(steps, ", "))
+	}
+	want := []string{"10s: 10s kill leader TERM 15s, 30s step_down", "10s: 10s kill leader KILL 15s, 30s step_down"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("runs %q, want %q", got, want)
+	}
+}
+
+// TestMicroBurstPlaybook: micro-burst.yaml parses and validates, sends its bursts through the
+// harness's burst client, carries the receiver window and socket buffer it varies, and has the
+// guide's three axes.
+func TestMicroBurstPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("micro-burst.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc := pb.Engine.BurstClient(); len(bc) == 0 || filepath.Base(bc[0]) != "start-node.sh" || bc[len(bc)-1] != "--burst" {
+		t.Errorf("burst client %q, want start-node.sh ... --burst", bc)
+	}
+	if c := strings.Join(pb.Engine.Command.Carries, ","); !strings.Contains(c, "aeron.rcv.initial.window.length") || !strings.Contains(c, "aeron.socket.so_rcvbuf") {
+		t.Errorf("carries %s", c)
+	}
+	var axes []string
+	for _, a := range pb.Matrix {
+		axes = append(axes, a.Key)
+	}
+	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
+		t.Errorf("matrix axes %q", got)
 	}
 }

@@ -68,8 +68,12 @@ func TestForeignClientRefused(t *testing.T) {
 	}
 	defer stop()
 	servers := cl.Inventory().Servers()
+	runSecret, err := engine.NewClusterSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range servers {
-		req, err := launch.StartRequest(pb, launch.EngineConfig(servers, n, filepath.Join("data", "auth")))
+		req, err := launch.StartRequest(pb, launch.EngineConfig(servers, n, filepath.Join("data", "auth")), runSecret)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,6 +94,9 @@ func TestForeignClientRefused(t *testing.T) {
 		ingress = append(ingress, fmt.Sprintf("%d=%s", i, net.JoinHostPort(n.PrivateAddress, strconv.Itoa(launch.RaftPort+ingressPortOffset))))
 	}
 	secret := engineSecret(ctx, t, cl, leader)
+	if secret != runSecret {
+		t.Errorf("the engine's %s is not the one its start request carried", engine.ClusterSecretEnv)
+	}
 	results := func(secret string) []string {
 		out, who := runForeignClient(ctx, t, strings.Join(archives, ","), strings.Join(ingress, ","), leader.PrivateAddress, secret)
 		t.Logf("client (%s):\n%s", who, out)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts one Aeron Cluster node for rig's command driver: a module of this folder built with
 # rig-aeron (matching by default; --module auction for Aeron's tutorial service) or any jar built
-# the same way (--jar PATH: its manifest names the main class and its lib/). Arguments that start
+# the same way (--jar PATH: its manifest names the main class and its lib/; a relative PATH is
+# taken from this script's folder, as the node's working folder is rig's). Arguments that start
 # with -D or -X go to the JVM, the rest to the node; the JVM replaces this shell (exec), so the pid
 # the agent started is the JVM's and /proc/PID/cmdline shows every setting as rendered.
 set -euo pipefail
@@ -33,6 +34,8 @@ if [[ -z $jar ]]; then
 		exit 2
 	fi
 	jar="$here/$module/target/$module.jar"
+elif [[ $jar != /* ]]; then
+	jar="$here/$jar"
 fi
 if [[ ! -f $jar || ! -d $(dirname "$jar")/lib ]]; then
 	echo "start-node.sh: $jar is not built; build it with: mvn -q -B -f $here/pom.xml package" >&2

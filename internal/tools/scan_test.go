@@ -26,30 +26,31 @@ import (
 // engine a playbook names) or "caller" (whatever its caller passes, itself scanned). A site
 // that is neither a literal nor here fails the test, as does an entry here that matches none.
 var declared = map[string][]string{
-	"cmd/rig rigBin":                {"self"},
-	"cmd/rig self":                  {"self"},
-	"cmd/rig exe":                   {"self"},
-	"cmd/rig bin":                   {"self"}, // a copy of the test binary, run as nobody
-	"cmd/rig args[0]":               {"self"}, // the test binary wrapping rig to measure its memory
-	"examples/aeron-cluster bin":    {"self"},
-	"target/local c.bin":            {"self"},
-	"runner r.cl.Binary(n)":         {"self"},
-	"recording/cost e.Binary":       {"self"}, // rig bench recording: the reference engine in rig's own binary
-	"agent exe":                     {"self"}, // rig agent hog: a cpu_hog action's spinner
-	"infra/stack bin":               {"self"}, // rig-stack, built from ./infra/stackctl
-	"infra/stack pulumi":            {"pulumi"},
-	"infra/enginecheck path":        {"pulumi"}, // RIG_PULUMI or PATH: the optional real-engine check
-	"infra/ready args":              {"sh"},     // sh -c: boot-finished, then each package's command
-	"infra/awsemu bin":              {"moto_server"},
-	"agent/supervise s.Binary":      {"playbook"},
-	"agent/supervise e.spec.Binary": {"playbook"},
-	"transport/local args[0]":       {"caller"},
-	"cmd/rig args[1:]":              {"caller"}, // rig ssh NODE COMMAND...
-	"agent/tune bin":                {"ethtool"},
-	"agent/sample bin":              {"ethtool"},
-	"agent/disk fio":                {"fio"},
-	`agent/disk "mkfs." + fs`:       {"mkfs.ext4", "mkfs.xfs"},
-	"internal/sshdtest s.sshd":      {"sshd"},
+	"cmd/rig rigBin":                 {"self"},
+	"cmd/rig self":                   {"self"},
+	"cmd/rig exe":                    {"self"},
+	"cmd/rig bin":                    {"self"}, // a copy of the test binary, run as nobody
+	"cmd/rig args[0]":                {"self"}, // the test binary wrapping rig to measure its memory
+	"examples/aeron-cluster bin":     {"self"},
+	"examples/aeron-cluster args[0]": {"java", "runuser"}, // the foreign Aeron client, as nobody where root
+	"target/local c.bin":             {"self"},
+	"runner r.cl.Binary(n)":          {"self"},
+	"recording/cost e.Binary":        {"self"}, // rig bench recording: the reference engine in rig's own binary
+	"agent exe":                      {"self"}, // rig agent hog: a cpu_hog action's spinner
+	"infra/stack bin":                {"self"}, // rig-stack, built from ./infra/stackctl
+	"infra/stack pulumi":             {"pulumi"},
+	"infra/enginecheck path":         {"pulumi"}, // RIG_PULUMI or PATH: the optional real-engine check
+	"infra/ready args":               {"sh"},     // sh -c: boot-finished, then each package's command
+	"infra/awsemu bin":               {"moto_server"},
+	"agent/supervise s.Binary":       {"playbook"},
+	"agent/supervise e.spec.Binary":  {"playbook"},
+	"transport/local args[0]":        {"caller"},
+	"cmd/rig args[1:]":               {"caller"}, // rig ssh NODE COMMAND...
+	"agent/tune bin":                 {"ethtool"},
+	"agent/sample bin":               {"ethtool"},
+	"agent/disk fio":                 {"fio"},
+	`agent/disk "mkfs." + fs`:        {"mkfs.ext4", "mkfs.xfs"},
+	"internal/sshdtest s.sshd":       {"sshd"},
 }
 
 // madeUp are names tests run because nothing has them.

@@ -54,6 +54,7 @@ var Table = map[string]Tool{
 	"blkid":      {Package: "util-linux"},
 	"findmnt":    {Package: "util-linux"},
 	"setsid":     {Package: "util-linux", By: "target/ssh/stage.go's shell lines"},
+	"runuser":    {Package: "util-linux", By: "examples/aeron-cluster/auth_test.go (a foreign client as nobody)"},
 	"dpkg-query": {Package: "dpkg", By: "internal/tools's TestEssentialPackages"},
 
 	// Installed by README.md's test command and .ci/run.

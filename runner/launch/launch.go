@@ -49,8 +49,9 @@ func EngineConfig(servers []inventory.Node, n inventory.Node, dataDir string) en
 }
 
 // StartRequest is how playbook pb's engine driver starts an engine with cfg (driver.Prepare),
-// as the agent is asked to: with the playbook's engine.command for a Templater.
-func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest, error) {
+// as the agent is asked to: with the playbook's engine.command for a Templater, and the run's
+// engine secret (engine.NewClusterSecret).
+func StartRequest(pb *playbooks.Playbook, cfg engine.Config, secret string) (agent.StartRequest, error) {
 	drv, table, err := pb.Engine.Resolve()
 	if err != nil {
 		return agent.StartRequest{}, fmt.Errorf("engine driver: %w", err)
@@ -59,7 +60,7 @@ func StartRequest(pb *playbooks.Playbook, cfg engine.Config) (agent.StartRequest
 	if err != nil {
 		return agent.StartRequest{}, err
 	}
-	req := agent.StartRequest{Config: st.Config}
+	req := agent.StartRequest{Config: st.Config, ClusterSecret: secret}
 	if st.Templated && pb.Engine.Command != nil {
 		spec := pb.Engine.Command.Spec
 		req.Command, req.Settings = &spec, st.Settings

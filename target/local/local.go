@@ -6,8 +6,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
-	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
@@ -175,21 +172,7 @@ var (
 	_ target.Partitioner = (*Target)(nil)
 )
 
-// runSecret is the run's engine secret (engine.ClusterSecretEnv): one per local cluster, so
-// only this run's engines hold it.
-func runSecret() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make the run's engine secret: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
 func (c *Cluster) startAgents(ctx context.Context) error {
-	secret, err := runSecret()
-	if err != nil {
-		return err
-	}
 	for _, n := range c.inv.Nodes {
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return fmt.Errorf("create node folder %s: %w", n.Dir, err)
@@ -205,9 +188,6 @@ func (c *Cluster) startAgents(ctx context.Context) error {
 		}
 		cmd := exec.Command(c.bin, "agent", "--socket", sock, "--dir", n.Dir, "--node", n.Name)
 		cmd.Dir = n.Dir
-		// The agent passes its environment on to the engines it starts: every engine of the run
-		// gets the secret, and no other process of this machine's users does.
-		cmd.Env = append(os.Environ(), engine.ClusterSecretEnv+"="+secret)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// TERM, not KILL, when the controller dies: the agent then undoes the run itself.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

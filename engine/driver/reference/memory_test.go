@@ -1,37 +1,15 @@
 package reference
 
 import (
+	"github.com/rig-dev/rig/internal/memtest"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rig-dev/rig/engine/book"
 	"github.com/rig-dev/rig/engine/bookgen"
 	"github.com/rig-dev/rig/engine/wire"
 )
-
-// statusBytes reads a kB line of /proc/self/status (VmRSS, VmHWM) in bytes.
-func statusBytes(t *testing.T, key string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			f := strings.Fields(v)
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil || len(f) != 2 || f[1] != "kB" {
-				t.Fatalf("/proc/self/status %s: %q", key, l)
-			}
-			return n << 10
-		}
-	}
-	t.Fatalf("/proc/self/status has no %s", key)
-	return 0
-}
 
 // TestBytesPerOrderMeasured is how BytesPerOrder was measured, and keeps it true: it builds the
 // book a preload of 4M orders builds (the preload's own orders, through the engine's own book),
@@ -52,7 +30,7 @@ func TestBytesPerOrderMeasured(t *testing.T) {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		t.Skipf("cannot reset the peak resident set: %v", err)
 	}
-	rss := statusBytes(t, "VmRSS")
+	rss := memtest.StatusBytes(t, "VmRSS")
 	b := book.New()
 	if err := bookgen.Orders(bookgen.Shape{Orders: orders}, func(o wire.Order) error {
 		_, err := b.Submit(book.Order{ID: o.ID, Instrument: o.Instrument, Side: book.Side(o.Side), Price: o.Price, Qty: o.Qty, TIF: book.TIF(o.TIF)}, nil)
@@ -60,7 +38,7 @@ func TestBytesPerOrderMeasured(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	peak := statusBytes(t, "VmHWM")
+	peak := memtest.StatusBytes(t, "VmHWM")
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	resting := float64(b.Orders())

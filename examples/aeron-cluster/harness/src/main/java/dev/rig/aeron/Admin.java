@@ -37,8 +37,9 @@ import org.agrona.concurrent.status.CountersReader;
 
 /**
  * The engine contract's admin API (engine/contract.go, docs/engines.md) on the admin address:
- * GET /status, GET /changes, POST /snapshot, POST /step-down, GET /metrics (and GET /orders), each
- * only with Authorization: Bearer $RIG_ADMIN_TOKEN.
+ * GET /status, GET /changes, POST /snapshot, POST /step-down (409: /status step_down says relaunch),
+ * POST /stop (the graceful stop SIGTERM starts), GET /metrics (and GET /orders), each only with
+ * Authorization: Bearer $RIG_ADMIN_TOKEN.
  *
  * /status reads the node's Aeron counters (the ones ClusterTool prints): role (type 201),
  * commit position (203), election state (207), leadership term id (239), the log recording's
@@ -54,7 +55,7 @@ final class Admin
 
     private final Node.Config cfg;
     private final NodeState state;
-    private final RigAeron.Contexts ctx;
+    private final Runnable stop;
     private final Introspection introspection;
     private final boolean liveHash;
     private final boolean ordersSupported;
@@ -64,6 +65,7 @@ final class Admin
     private HttpServer http;
     private volatile ClusteredMediaDriver driver;
     private volatile ClusteredServiceContainer container;
+    private volatile ElectionReasons reasons;
     private volatile Gateway gateway;
     private int phase; // index in PHASES, only ever raised
     private volatile long launchLog;
@@ -74,11 +76,12 @@ final class Admin
     /** Counter ids by type, found once (ClusterCounters.find scans every counter); -1 until found. */
     private final java.util.Map<Integer, Integer> counterIds = new java.util.concurrent.ConcurrentHashMap<>();
 
-    Admin(final Node.Config cfg, final NodeState state, final String token, final RigAeron.Contexts ctx, final Introspection introspection)
+    /** stop starts the node's graceful stop (GracefulStop), as SIGTERM does: POST /stop. */
+    Admin(final Node.Config cfg, final NodeState state, final String token, final Introspection introspection, final Runnable stop)
     {
         this.cfg = cfg;
         this.state = state;
-        this.ctx = ctx;
+        this.stop = stop;
         this.introspection = introspection;
         this.liveHash = overrides(introspection, "stateHash");
         this.ordersSupported = overrides(introspection, "restingOrders");
@@ -99,6 +102,15 @@ final class Admin
         }));
         http.createContext("/", this::handle);
         http.createContext(GcHandler.PATH, new GcHandler(token));
+        http.createContext(TransportCounters.PATH, new TransportCounters(token, () ->
+        {
+            final ClusteredServiceContainer c = container;
+            return c == null ? null : c.context().aeron().countersReader();
+        }, () ->
+        {
+            final ClusteredMediaDriver d = driver;
+            return d == null ? null : d.mediaDriver().context();
+        }));
         http.start();
         watching = true;
         watcher = new Thread(this::watch, "admin-changes");
@@ -107,15 +119,23 @@ final class Admin
         watcher.start();
     }
 
+    /** The launched node: its contexts are concluded, and config reads them from now on. */
     void start(final ClusteredMediaDriver driver, final ClusteredServiceContainer container)
     {
         this.driver = driver;
         this.container = container;
+        this.reasons = new ElectionReasons(driver.consensusModule().context());
     }
 
     void gateway(final Gateway g)
     {
         this.gateway = g;
+    }
+
+    /** The port the admin API listens on (an ephemeral one when bound to port 0). */
+    int port()
+    {
+        return http.getAddress().getPort();
     }
 
     void close()
@@ -136,6 +156,8 @@ final class Admin
      */
     private void watch()
     {
+        final RepeatedError errors = new RepeatedError("admin: change check");
+        ElectionState was = null;
         while (watching)
         {
             try
@@ -144,13 +166,21 @@ final class Admin
                 final Reading r = read();
                 final int ph = advance(r);
                 changes.check(changeKey(r, ph), now, () -> render(r, ph, "", 0, now));
+                final ElectionReasons er = reasons;
+                if (er != null && was == ElectionState.CLOSED && r.election() != ElectionState.CLOSED)
+                {
+                    er.report(); // the consensus module recorded why before its election state left CLOSED
+                }
+                was = r.election();
+                errors.ok();
             }
             catch (final RuntimeException e)
             {
-                Log.error("admin: change check", e);
+                errors.failed(e);
             }
             LockSupport.parkNanos(CHECK_EVERY_NS);
         }
+        errors.ok();
     }
 
     /** What a change is a change of: the contract's phase, role, leader, term and last snapshot, and Aeron's election state. */
@@ -216,7 +246,6 @@ final class Admin
         {
             out.add("held_orders");
         }
-        out.add("step_down");
         final Gateway g = gateway;
         if (g != null)
         {
@@ -250,9 +279,15 @@ final class Admin
             }
             else if (path.equals("/step-down") && method.equals("POST"))
             {
-                reply(ex, 501, "{\"error\":" + Json.str("step-down is not supported: Aeron " + AERON_VERSION +
-                    " has no graceful leader hand-off (ClusterControl toggles: " + toggleActions() +
-                    "); only killing the leader moves it") + "}");
+                reply(ex, 409, "{\"error\":" + Json.str("Aeron " + AERON_VERSION + " has no leader hand-off while the leader runs " +
+                    "(ClusterControl toggles: " + toggleActions() + "); its graceful stop hands over (the followers see end-of-stream " +
+                    "and elect at once): /status step_down is relaunch, so stop this node (SIGTERM or POST /stop) and relaunch it") + "}");
+            }
+            else if (path.equals("/stop") && method.equals("POST"))
+            {
+                reply(ex, 202, "{\"stopping\":true}");
+                Log.info("admin: POST /stop");
+                stop.run();
             }
             else if (path.equals("/orders") && method.equals("GET") && heldSupported)
             {
@@ -265,7 +300,7 @@ final class Admin
             else
             {
                 reply(ex, 404, "{\"error\":" + Json.str("no " + method + " " + path + "; this engine serves GET /status, GET /changes, POST /snapshot, " +
-                    "POST /step-down, GET /metrics" + (heldSupported ? ", GET /orders" : " (GET /orders: the service's introspection " +
+                    "POST /step-down, POST /stop, GET /metrics" + (heldSupported ? ", GET /orders" : " (GET /orders: the service's introspection " +
                     "gives no held order ids)")) + "}");
             }
         }
@@ -539,6 +574,7 @@ final class Admin
             Json.field(sb, "state_hash_index", hashIndex);
         }
         sb.append("\"unsupported\":").append(Json.strings(unsupported())).append(',');
+        Json.field(sb, "step_down", "relaunch");
         Json.field(sb, "pid", ProcessHandle.current().pid());
         Json.field(sb, "started", started.toString());
         Json.field(sb, "now", now.toString());
@@ -751,12 +787,15 @@ final class Admin
         }
         sb.append("],");
         Json.field(sb, "bootstrap", true);
-        // The contexts the node launches with (or runs with: launch concludes the same objects), so
-        // config is right from the first /status, before any election can fail for a setting.
+        // The contexts the node runs with, read once launch has concluded them (a context's
+        // suppliers are set by its conclude): from the first /status after launch, before any
+        // election can fail for a setting.
+        final ClusteredMediaDriver d = driver;
+        if (d != null)
         {
-            final Archive.Context a = ctx.archive();
-            final ConsensusModule.Context cm = ctx.consensusModule();
-            final MediaDriver.Context md = ctx.mediaDriver();
+            final Archive.Context a = d.archive().context();
+            final ConsensusModule.Context cm = d.consensusModule().context();
+            final MediaDriver.Context md = d.mediaDriver().context();
             // The contract's names (what a rig playbook's engine section asks for) ...
             Json.field(sb, "sync_level", Compat.intOf(a, "fileSyncLevel"));
             Json.field(sb, "snapshot_block", a.fileIoMaxLength());
@@ -782,6 +821,9 @@ final class Admin
             Json.field(sb, io.aeron.driver.Configuration.PUBLICATION_UNBLOCK_TIMEOUT_PROP_NAME, md.publicationUnblockTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.IMAGE_LIVENESS_TIMEOUT_PROP_NAME, md.imageLivenessTimeoutNs());
             Json.field(sb, io.aeron.driver.Configuration.TERM_BUFFER_SPARSE_FILE_PROP_NAME, md.termBufferSparseFile() ? "true" : "false");
+            Json.field(sb, io.aeron.driver.Configuration.INITIAL_WINDOW_LENGTH_PROP_NAME, md.initialWindowLength());
+            Json.field(sb, io.aeron.driver.Configuration.SOCKET_RCVBUF_LENGTH_PROP_NAME, md.socketRcvbufLength());
+            Json.field(sb, io.aeron.driver.Configuration.TERM_BUFFER_LENGTH_PROP_NAME, md.publicationTermBufferLength());
             final ClusteredServiceContainer c = container;
             if (c != null)
             {

@@ -36,8 +36,11 @@ import org.agrona.concurrent.UnsafeBuffer;
  * Every connection gets a reader thread. Pings are answered at once; on a node that does not
  * lead, every command is answered not-leader with the leader's client address (empty while no
  * leader is known), as the reference engine does, so the load generator moves to the leader's
- * node. On the leader's node commands go to one thread that owns an {@link AeronCluster} client
- * of the embedded media driver: the codec turns each request into the service's own ingress
+ * node. Every node's gateway keeps one cluster session ({@link AeronCluster}, on the embedded media
+ * driver) open from the first known leader on, followers' too, and the session follows each new
+ * leader through Aeron's new-leader event: the node that wins an election sends on the session it
+ * already has, with no connect in the client's gap. On the leader's node commands go to the one
+ * thread that owns the session: the codec turns each request into the service's own ingress
  * message with the gateway's correlation id (clients' ids may collide) in a field of its choosing,
  * and reads the id back from the service's egress answer. The ack's index is the log position the
  * decorator saw the message at. A batch the codec splits is sent order by order and answered once
@@ -63,6 +66,11 @@ final class Gateway
     private long nextCorr = 1;
     private final AtomicLong commands = new AtomicLong();
     private volatile boolean connected;
+    /** The member the session sends to (AeronCluster's leader: set at connect and by each new-leader event); -1 without one. */
+    private volatile int sessionLeader = -1;
+    /** When the session heard of a new leader (0: it has sent to it since), and the offers refused since. */
+    private long newLeaderNs;
+    private long refused;
     private volatile boolean running = true;
     private ServerSocket server;
 
@@ -258,10 +266,15 @@ final class Gateway
         }
     }
 
-    /** null when this node leads and its cluster client is up; else the not-leader text. */
+    /**
+     * null when this node leads and its cluster session sends to it; else the not-leader text. A
+     * node that has just won an election waits for the session to hear so (the new-leader
+     * event): until then the session's ingress still points at the old leader, and a command
+     * sent there would be lost.
+     */
     private String redirect()
     {
-        if (state.role == io.aeron.cluster.service.Cluster.Role.LEADER && connected)
+        if (state.role == io.aeron.cluster.service.Cluster.Role.LEADER && connected && sessionLeader == cfg.memberId())
         {
             return null;
         }
@@ -368,9 +381,10 @@ final class Gateway
                     {
                         answer(r, i == 0 ? Wire.STATUS_NOT_LEADER : Wire.STATUS_ERROR, i == 0 ? "" : p.text);
                     }
-                    return n < 0 || !(res == Publication.NOT_CONNECTED || res == Publication.CLOSED || res == Publication.MAX_POSITION_EXCEEDED);
+                    return n < 0 || follows(res);
                 }
             }
+            accepted();
             return true;
         }
         pending.put(id, new Pending(r, 1));
@@ -380,13 +394,38 @@ final class Gateway
             pending.remove(id);
             // Nothing was appended: the client may send it again elsewhere.
             answer(r, Wire.STATUS_NOT_LEADER, "");
-            if (res == Publication.NOT_CONNECTED || res == Publication.CLOSED || res == Publication.MAX_POSITION_EXCEEDED)
-            {
-                Log.warn("gateway: ingress " + Publication.errorString(res) + ": reconnecting");
-                return false;
-            }
+            return follows(res);
         }
+        accepted();
         return true;
+    }
+
+    /**
+     * Whether the session lives on after a failed offer: NOT_CONNECTED or CLOSED is the session
+     * between leaders (AeronCluster waits for the new leader's event, up to its new-leader
+     * timeout); only a log at its maximum position ends it.
+     */
+    private boolean follows(final long res)
+    {
+        if (res == Publication.MAX_POSITION_EXCEEDED)
+        {
+            Log.warn("gateway: ingress " + Publication.errorString(res) + ": reconnecting");
+            return false;
+        }
+        refused++;
+        return true;
+    }
+
+    /** An offer went through: after a leader change, says how long the session took to follow. */
+    private void accepted()
+    {
+        if (newLeaderNs != 0)
+        {
+            Log.info("gateway: cluster session sends to the new leader " + (System.nanoTime() - newLeaderNs) / 1_000_000 +
+                " ms after its new-leader event" + (refused == 0 ? "" : " (" + refused + " offers refused before its ingress connected)"));
+            newLeaderNs = 0;
+        }
+        refused = 0;
     }
 
     /** One egress message: the codec says which request it answers; a batch is answered with its last order. */
@@ -453,7 +492,12 @@ final class Gateway
             @Override
             public void onNewLeader(final long sessionId, final long termId, final int leaderMemberId, final String ingressEndpoints)
             {
-                Log.info("gateway: new leader member " + leaderMemberId + " in term " + termId);
+                newLeaderNs = System.nanoTime();
+                sessionLeader = leaderMemberId;
+                // What was sent to the old leader is answered by nobody now (a new leader does not
+                // replay egress): the clients resend it at once rather than after the answer timeout.
+                failPending("the leader changed before an answer");
+                Log.info("gateway: cluster session " + sessionId + " follows the new leader member " + leaderMemberId + " in term " + termId);
             }
         };
         AeronCluster client = null;
@@ -465,9 +509,12 @@ final class Gateway
             if (client == null || client.isClosed())
             {
                 connected = false;
+                sessionLeader = -1;
                 failPending("the gateway's cluster session closed before an answer");
                 client = null;
-                if (state.serviceStarted && state.role == io.aeron.cluster.service.Cluster.Role.LEADER && now >= nextConnect)
+                // Opened once a leader is known, on every node: a follower's session is the one it
+                // sends on when it wins an election.
+                if (state.serviceStarted && state.leaderMemberId >= 0 && now >= nextConnect)
                 {
                     try
                     {
@@ -480,6 +527,8 @@ final class Gateway
                             .credentialsSupplier(credentials));
                         connected = true;
                         lastKeepAlive = now;
+                        sessionLeader = client.leaderMemberId();
+                        newLeaderNs = 0;
                         Log.info("gateway: cluster session " + client.clusterSessionId() + " open, leader member " + client.leaderMemberId());
                     }
                     catch (final RuntimeException e)

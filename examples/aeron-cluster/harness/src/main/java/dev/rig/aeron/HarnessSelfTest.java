@@ -45,6 +45,150 @@ public final class HarnessSelfTest
         return cm;
     }
 
+    /** What Log printed while run ran (it writes to System.out). */
+    private static String captured(final Runnable run)
+    {
+        final java.io.PrintStream was = System.out;
+        final java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+        System.setOut(new java.io.PrintStream(b, true, java.nio.charset.StandardCharsets.UTF_8));
+        try
+        {
+            run.run();
+        }
+        finally
+        {
+            System.setOut(was);
+        }
+        return b.toString(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /** A change check failing on every turn is logged once with its stack trace, then once with its count when it ends. */
+    private static void repeatedError()
+    {
+        final String out = captured(() ->
+        {
+            final RepeatedError e = new RepeatedError("admin: change check");
+            for (int i = 0; i < 1000; i++)
+            {
+                e.failed(new NullPointerException("idleStrategySupplier"));
+            }
+            e.ok();
+            e.ok();
+        });
+        final long traces = out.lines().filter(l -> l.startsWith("\tat ")).map(l -> "").count();
+        final long errors = out.lines().filter(l -> l.contains(" ERROR ")).count();
+        check("an error on every change check is logged once, then its count",
+            errors == 1 && traces > 0 && out.contains("failed 1000 times in a row: java.lang.NullPointerException: idleStrategySupplier") &&
+            out.lines().count() == traces + 3, errors + " error lines, " + traces + " stack lines, " + out.lines().count() + " lines");
+    }
+
+    /** The stop holds the driver until the log stream's network publications have sent all they hold. */
+    private static void endOfStream()
+    {
+        final CountersManager cm = new CountersManager(new UnsafeBuffer(ByteBuffer.allocateDirect(64 * 1024)),
+            new UnsafeBuffer(ByteBuffer.allocateDirect(8 * 1024)));
+        final java.util.function.BiFunction<Integer, long[], org.agrona.concurrent.status.AtomicCounter> add = (type, regStream) ->
+        {
+            final UnsafeBuffer key = new UnsafeBuffer(new byte[io.aeron.driver.status.StreamCounter.CHANNEL_OFFSET]);
+            key.putLong(io.aeron.driver.status.StreamCounter.REGISTRATION_ID_OFFSET, regStream[0]);
+            key.putInt(io.aeron.driver.status.StreamCounter.STREAM_ID_OFFSET, (int)regStream[1]);
+            return cm.newCounter(type, key, 0, key.capacity(), new UnsafeBuffer("x".getBytes()), 0, 1);
+        };
+        final org.agrona.concurrent.status.AtomicCounter pub = add.apply(AeronCounters.DRIVER_PUBLISHER_POS_TYPE_ID, new long[] {7, 100});
+        final org.agrona.concurrent.status.AtomicCounter snd = add.apply(AeronCounters.DRIVER_SENDER_POSITION_TYPE_ID, new long[] {7, 100});
+        add.apply(AeronCounters.DRIVER_PUBLISHER_POS_TYPE_ID, new long[] {8, 100}).set(4096); // IPC: no sender
+        final org.agrona.concurrent.status.AtomicCounter other = add.apply(AeronCounters.DRIVER_PUBLISHER_POS_TYPE_ID, new long[] {9, 108});
+        add.apply(AeronCounters.DRIVER_SENDER_POSITION_TYPE_ID, new long[] {9, 108});
+        other.set(1 << 20);
+        pub.set(8192);
+        snd.set(4096);
+        final boolean unsent = GracefulStop.drained(cm, 100);
+        snd.set(8192);
+        final boolean sent = GracefulStop.drained(cm, 100);
+        final long t0 = System.nanoTime();
+        final String held = GracefulStop.holdForEndOfStream(cm, 100, 5_000_000_000L);
+        final long heldMs = (System.nanoTime() - t0) / 1_000_000;
+        snd.set(0);
+        final long t1 = System.nanoTime();
+        final String stuck = GracefulStop.holdForEndOfStream(cm, 100, 50_000_000L);
+        final long stuckMs = (System.nanoTime() - t1) / 1_000_000;
+        check("the stop holds the driver until the log publication sent all, then two heartbeats; the linger timeout bounds it",
+            !unsent && sent && heldMs >= 2 * io.aeron.driver.Configuration.PUBLICATION_HEARTBEAT_TIMEOUT_NS / 1_000_000 &&
+            held.contains("then held 2 publication heartbeats") && stuckMs >= 50 && stuckMs < 1000 && stuck.contains("had not sent everything"),
+            "drained while unsent " + unsent + ", once sent " + sent + ", held " + heldMs + " ms: " + held + "; stuck " + stuckMs + " ms: " + stuck);
+    }
+
+    /** POST /stop starts the graceful stop only with the admin secret; without it, 401 and nothing happens. */
+    private static void stopNeedsTheSecret() throws Exception
+    {
+        final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-aeron-admin").toFile();
+        final Node.Config cfg = new Node.Config("node-0", 0, dir, "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:0",
+            java.util.List.of(new Node.Peer("node-0", "127.0.0.1:1", "127.0.0.1:2")), new java.io.File(dir, "node.properties"));
+        final java.util.concurrent.atomic.AtomicInteger stops = new java.util.concurrent.atomic.AtomicInteger();
+        final Admin admin = new Admin(cfg, new NodeState(), "s3cret", new Introspection()
+        {
+        }, stops::incrementAndGet);
+        admin.bind(new java.net.InetSocketAddress("127.0.0.1", 0));
+        final java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        final java.util.function.BiFunction<String, String, Integer> post = (path, auth) ->
+        {
+            final java.net.http.HttpRequest.Builder b = java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create("http://127.0.0.1:" + admin.port() + path)).POST(java.net.http.HttpRequest.BodyPublishers.noBody());
+            if (auth != null)
+            {
+                b.header("Authorization", auth);
+            }
+            try
+            {
+                return http.send(b.build(), java.net.http.HttpResponse.BodyHandlers.discarding()).statusCode();
+            }
+            catch (final Exception e)
+            {
+                return -1;
+            }
+        };
+        final int none = post.apply("/stop", null);
+        final int wrong = post.apply("/stop", "Bearer s3cre");
+        final int stepDown = post.apply("/step-down", "Bearer s3cret");
+        final int stopsBefore = stops.get();
+        final int right = post.apply("/stop", "Bearer s3cret");
+        admin.close();
+        check("POST /stop needs the admin secret (401 without it) and then starts the stop; POST /step-down says relaunch",
+            none == 401 && wrong == 401 && stopsBefore == 0 && stepDown == 409 && right == 202 && stops.get() == 1,
+            "no secret " + none + ", wrong " + wrong + ", step-down " + stepDown + ", right " + right + ", stops " + stops.get());
+    }
+
+    /** Mark files a clean stop left are kept at the next launch; after a kill they are removed. */
+    private static void markFiles() throws java.io.IOException
+    {
+        final java.io.File base = java.nio.file.Files.createTempDirectory("rig-aeron-marks").toFile();
+        final java.io.File mark = new java.io.File(base, "cluster/cluster-mark.dat");
+        mark.getParentFile().mkdirs();
+        java.nio.file.Files.writeString(mark.toPath(), "m");
+        java.nio.file.Files.writeString(new java.io.File(base, GracefulStop.CLEAN_STOP_FILE).toPath(), "t");
+        final String[] out = new String[2];
+        final boolean[] kept = new boolean[2];
+        for (int i = 0; i < 2; i++)
+        {
+            final int n = i;
+            out[n] = captured(() ->
+            {
+                try
+                {
+                    Node.lockDataDir(base).close();
+                }
+                catch (final java.io.IOException e)
+                {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            kept[n] = mark.exists();
+        }
+        check("mark files a clean stop closed are kept without a word; after a kill they are removed as left unclosed",
+            kept[0] && out[0].isEmpty() && !new java.io.File(base, GracefulStop.CLEAN_STOP_FILE).exists() &&
+            !kept[1] && out[1].contains("left by a process that ended without closing it"), out[0] + " | " + out[1]);
+    }
+
     /** The Archive recorder's counters read at a take and at its persist give the window's bytes and time. */
     private static void archiveWrites()
     {
@@ -258,8 +402,13 @@ public final class HarnessSelfTest
             counts + " | " + counted);
 
         archiveWrites();
+        failed += TransportSelfTest.run();
         bulkDefaults();
         runAuth();
+        repeatedError();
+        endOfStream();
+        markFiles();
+        stopNeedsTheSecret();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

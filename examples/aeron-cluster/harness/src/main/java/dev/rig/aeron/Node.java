@@ -234,7 +234,9 @@ final class Node
      * Takes the data folder's lock for the life of the JVM. Aeron refuses to start on an archive or
      * cluster mark file a killed process left behind until its heartbeat is older than the driver
      * timeout (10 s); holding the lock proves no live process uses the folder, so such mark files
-     * are stale and are removed. A second node on the same folder fails here instead.
+     * are stale and are removed. After a graceful stop (GracefulStop's file is there) every mark
+     * file was closed, which Aeron accepts, and they are kept. A second node on the same folder
+     * fails here instead.
      */
     static FileChannel lockDataDir(final File base) throws IOException
     {
@@ -243,6 +245,10 @@ final class Node
         if (ch.tryLock() == null)
         {
             throw new IOException(base + " is in use by another process (node.lock is held)");
+        }
+        if (Files.deleteIfExists(new File(base, GracefulStop.CLEAN_STOP_FILE).toPath()))
+        {
+            return ch;
         }
         for (final String sub : new String[] {"archive", "cluster"})
         {

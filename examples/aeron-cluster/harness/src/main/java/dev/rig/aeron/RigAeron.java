@@ -162,7 +162,7 @@ public final class RigAeron
 
     private static void usage(final String msg)
     {
-        System.err.println("rig-aeron: " + msg + "; usage: --config FILE (Aeron settings as -D before the class or -jar)");
+        System.err.println("rig-aeron: " + msg + "; usage: --config FILE, or --burst REQUEST (Aeron settings as -D before the class or -jar)");
         System.exit(2);
     }
 
@@ -178,6 +178,11 @@ public final class RigAeron
             if (args[i].equals("--config") && i + 1 < args.length)
             {
                 configFile = new File(args[++i]);
+            }
+            else if (args[i].equals("--burst") && i + 1 < args.length)
+            {
+                BurstClient.main(codec, new File(args[++i]));
+                return;
             }
             else
             {
@@ -225,8 +230,8 @@ public final class RigAeron
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state), auth);
 
-        // The admin API answers from here on ("starting"), with the contexts' settings already in config.
-        final Admin admin = new Admin(cfg, state, token, ctx, introspection);
+        // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.
+        final Admin admin = new Admin(cfg, state, token, introspection, barrier::signalAll);
         admin.bind(new InetSocketAddress(Node.host(cfg.adminAddr()), Node.port(cfg.adminAddr())));
         for (final String p : Admin.unreadProperties())
         {
@@ -235,11 +240,13 @@ public final class RigAeron
         }
 
         final FileChannel lock = Node.lockDataDir(base);
-        try (ClusteredMediaDriver driver = ClusteredMediaDriver.launch(ctx.mediaDriver(), ctx.archive(), ctx.consensusModule());
-            ClusteredServiceContainer container = ClusteredServiceContainer.launch(ctx.container()))
+        try
         {
-            checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
+            final ClusteredMediaDriver driver = ClusteredMediaDriver.launch(ctx.mediaDriver(), ctx.archive(), ctx.consensusModule());
+            final ClusteredServiceContainer container = ClusteredServiceContainer.launch(ctx.container());
+            // The contexts are concluded from here on: the admin API reads them only now.
             admin.start(driver, container);
+            checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
@@ -254,6 +261,7 @@ public final class RigAeron
             gateway.close();
             hasher.close();
             admin.close();
+            GracefulStop.run(driver, container, service.getClass().getName(), base);
         }
         finally
         {

@@ -1,0 +1,95 @@
+package aeroncluster_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// echoCodec is the only code TestScaffoldEchoCheck writes: rig's order as a message to Aeron's
+// EchoService, which sends every message back as it came, so the correlation id is read back
+// from where it was written.
+const echoCodec = `package io.aeron.samples.cluster.rig;
+
+import dev.rig.aeron.Reply;
+import dev.rig.aeron.RigCodec;
+import dev.rig.aeron.WireOrder;
+import org.agrona.DirectBuffer;
+import org.agrona.MutableDirectBuffer;
+
+final class Codec implements RigCodec
+{
+    @Override
+    public int encodeOrder(final long correlationId, final WireOrder order, final MutableDirectBuffer out, final int offset)
+    {
+        out.putLong(offset, correlationId);
+        out.putLong(offset + 8, order.id);
+        out.putLong(offset + 16, order.price);
+        out.putLong(offset + 24, order.quantity);
+        return 32;
+    }
+
+    @Override
+    public long ingressCorrelationId(final DirectBuffer buffer, final int offset, final int length)
+    {
+        return buffer.getLong(offset);
+    }
+
+    @Override
+    public boolean decodeEgress(final DirectBuffer buffer, final int offset, final int length, final Reply reply)
+    {
+        if (length < 32)
+        {
+            return false;
+        }
+        reply.correlationId = buffer.getLong(offset);
+        reply.status = Reply.OK;
+        return true;
+    }
+}
+`
+
+// TestScaffoldEchoCheck: `rig new aeron-service` for Aeron's own EchoService (package-private,
+// inside aeron-all), with only the codec filled in, builds offline against the installed
+// rig-aeron and passes rig check on its own playbook, every check but step-down.
+func TestScaffoldEchoCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a three-node Aeron Cluster")
+	}
+	needTools(t)
+	bin := rigBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// What the scaffold's pom says a user does once: rig-aeron and its parent into ~/.m2.
+	mvn(ctx, t, "-q", "-B", "-f", "pom.xml", "-pl", "harness", "-am", "install")
+
+	dir := t.TempDir()
+	if out, err := exec.CommandContext(ctx, bin, "new", "aeron-service", "echo", "--dir", dir,
+		"--service", "io.aeron.samples.cluster.EchoService").CombinedOutput(); err != nil {
+		t.Fatalf("rig new aeron-service: %v\n%s", err, out)
+	}
+	mod := filepath.Join(dir, "echo")
+	codec := filepath.Join(mod, "src/main/java/io/aeron/samples/cluster/rig/Codec.java")
+	if _, err := os.Stat(codec); err != nil {
+		t.Fatalf("the scaffold has no codec where the test fills it in: %v", err)
+	}
+	if err := os.WriteFile(codec, []byte(echoCodec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mvn(ctx, t, "-o", "-q", "-B", "-f", filepath.Join(mod, "pom.xml"), "package")
+
+	_, runDir, _ := runCheck(t, bin, filepath.Join(mod, "playbook.yaml"), "127.0.19.46", 2_000, "Aeron's EchoService from rig new")
+	if t.Failed() {
+		dumpLogs(t, runDir)
+	}
+}
+
+func mvn(ctx context.Context, t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.CommandContext(ctx, "mvn", args...).CombinedOutput(); err != nil {
+		t.Fatalf("mvn %v: %v\n%s", args, err, out)
+	}
+}
