@@ -101,6 +101,7 @@ final class NodeState
         positions.keySet().removeIf(id -> !pending.test(id));
         return before - positions.size();
     }
+
     final ConcurrentLinkedQueue<CompletableFuture<Hash>> hashRequests = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<CompletableFuture<Held>> heldRequests = new ConcurrentLinkedQueue<>();
 
