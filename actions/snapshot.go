@@ -45,6 +45,14 @@ func (*Snapshot) Run(ctx context.Context, env Env) (err error) {
 		return fmt.Errorf("snapshot answer %q: %w", body, err)
 	}
 	act.Index, act.LeaderTakeMs = &s.Index, &s.TakeMs
-	env.Progress("snapshot at index %d: leader %s took %.1f ms (%d orders, %d bytes, %d syncs)", s.Index, leader, s.TakeMs, s.Orders, s.Bytes, s.Syncs)
+	env.Progress("snapshot at index %d: leader %s took %.1f ms (orders %s, %d bytes, syncs %s)", s.Index, leader, s.TakeMs, counted(s.Orders), s.Bytes, counted(s.Syncs))
 	return nil
+}
+
+// counted prints a figure the engine may leave out: absent is not a zero.
+func counted[T int | int64](v *T) string {
+	if v == nil {
+		return engine.NotSupported
+	}
+	return fmt.Sprint(*v)
 }

@@ -631,31 +631,95 @@ func (d *runData) trapWarnings() []string {
 
 func (d *runData) nodeFinals(s *Summary) []string {
 	var warn []string
-	hashes := map[string]bool{}
-	missing := 0
 	for _, n := range d.nodes {
 		st := d.statuses[n]
 		if st == nil {
-			missing++
 			s.Nodes[n] = NodeFinal{StatusMissing: true}
 			warn = append(warn, fmt.Sprintf("%s: no readable status.json: its final state is unknown", n))
 			continue
 		}
-		s.Nodes[n] = NodeFinal{StateHash: st.StateHash, Phase: st.Phase, Role: st.Role, AppliedIndex: st.AppliedIndex, Orders: st.Orders}
-		hashes[st.StateHash] = true
-	}
-	// Agreement needs every server node's hash: a node without one cannot be said to agree.
-	s.StateHashAgree = len(d.nodes) > 0 && missing == 0 && len(hashes) == 1 && !hashes[""]
-	if len(hashes) > 1 || hashes[""] {
-		var parts []string
-		for _, n := range d.nodes {
-			if f := s.Nodes[n]; !f.StatusMissing {
-				parts = append(parts, fmt.Sprintf("%s %s at applied index %d", n, orDash(f.StateHash), f.AppliedIndex))
-			}
+		f := NodeFinal{StateHash: st.StateHash, Phase: st.Phase, Role: st.Role, AppliedIndex: st.AppliedIndex}
+		if st.Supports(engine.UnsupportedOrders) {
+			f.Orders = ptr(st.Orders)
 		}
-		warn = append(warn, "final state hashes differ: "+strings.Join(parts, ", "))
+		if st.StateHash != "" {
+			f.StateHashAt, f.StateHashOfSnapshot = st.StateHashPosition(), st.StateHashOfSnapshot()
+		}
+		s.Nodes[n] = f
+	}
+	s.StateHashes = agreement(d.nodes, s.Nodes)
+	s.StateHashAgree = s.StateHashes.Result == AgreementAgree
+	if s.StateHashes.Result == AgreementDiffer {
+		warn = append(warn, "final state hashes differ: "+s.StateHashes.Reason)
 	}
 	return warn
+}
+
+// agreement compares the nodes' hashes only where two are of one log position. They differ when
+// two such hashes differ; they agree when every node has one, all of one position and equal;
+// otherwise they are not checked, and the reason says what is missing.
+func agreement(nodes []string, finals map[string]NodeFinal) Agreement {
+	at := map[uint64][]string{} // position -> nodes with a hash of it
+	var positions []uint64
+	var unknown, unhashed []string
+	ofSnapshot := false
+	for _, n := range nodes {
+		f := finals[n]
+		switch {
+		case f.StatusMissing:
+			unknown = append(unknown, n)
+		case f.StateHash == "":
+			unhashed = append(unhashed, n)
+		default:
+			if at[f.StateHashAt] == nil {
+				positions = append(positions, f.StateHashAt)
+			}
+			at[f.StateHashAt] = append(at[f.StateHashAt], n)
+			ofSnapshot = ofSnapshot || f.StateHashOfSnapshot
+		}
+	}
+	slices.Sort(positions)
+	for _, p := range positions {
+		hashes := map[string]bool{}
+		var parts []string
+		snap := false
+		for _, n := range at[p] {
+			hashes[finals[n].StateHash] = true
+			parts = append(parts, n+" "+finals[n].StateHash)
+			snap = snap || finals[n].StateHashOfSnapshot
+		}
+		if len(hashes) > 1 {
+			r := fmt.Sprintf("%s at log position %d", strings.Join(parts, ", "), p)
+			if snap {
+				r += ": " + engine.SnapshotHashNote
+			}
+			return Agreement{Result: AgreementDiffer, Position: p, OfSnapshot: snap, Reason: r}
+		}
+	}
+	var why []string
+	switch {
+	case len(nodes) == 0:
+		why = append(why, "no server node")
+	case len(positions) == 0:
+		why = append(why, "no node reported a state hash (an engine that hashes its snapshots has none before its first)")
+	}
+	if len(unknown) > 0 {
+		why = append(why, "no status.json from "+strings.Join(unknown, ", "))
+	}
+	if len(unhashed) > 0 && len(positions) > 0 {
+		why = append(why, "no state hash from "+strings.Join(unhashed, ", "))
+	}
+	if len(positions) > 1 {
+		var parts []string
+		for _, p := range positions {
+			parts = append(parts, fmt.Sprintf("%s at %d", strings.Join(at[p], ", "), p))
+		}
+		why = append(why, "hashes of different log positions ("+strings.Join(parts, "; ")+")")
+	}
+	if len(why) > 0 {
+		return Agreement{Result: AgreementNotChecked, OfSnapshot: ofSnapshot, Reason: strings.Join(why, "; ")}
+	}
+	return Agreement{Result: AgreementAgree, Position: positions[0], OfSnapshot: ofSnapshot}
 }
 
 func orDash(s string) string {

@@ -170,15 +170,16 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 		Window{Stats: want(1499, 1, 1500, 1500, 1500, 1500), FromS: 45, ToS: 60.5, Open: true, OverlapsSnapshot: true})
 
 	expNodes := map[string]NodeFinal{
-		"node-0": {StateHash: "h1", Phase: "ready", Role: "leader", AppliedIndex: 1000, Orders: 42},
-		"node-1": {StateHash: "h1", Phase: "restoring", Role: "follower", AppliedIndex: 1000, Orders: 42},
-		"node-2": {StateHash: "h2", Phase: "ready", Role: "follower", AppliedIndex: 999, Orders: 41},
+		"node-0": {StateHash: "h1", StateHashAt: 1000, Phase: "ready", Role: "leader", AppliedIndex: 1000, Orders: ptr(42)},
+		"node-1": {StateHash: "h1", StateHashAt: 1000, Phase: "restoring", Role: "follower", AppliedIndex: 1000, Orders: ptr(42)},
+		"node-2": {StateHash: "h2", StateHashAt: 999, Phase: "ready", Role: "follower", AppliedIndex: 999, Orders: ptr(41)},
 	}
 	if !reflect.DeepEqual(s.Nodes, expNodes) {
 		t.Errorf("nodes (the client's folder node-3 is not a server):\n got  %+v\n want %+v", s.Nodes, expNodes)
 	}
-	if s.StateHashAgree {
-		t.Error("state_hash_agree with h1, h1, h2")
+	// node-2's h2 is of another position than the others' h1: nothing to compare it with.
+	if s.StateHashAgree || s.StateHashes.Result != AgreementNotChecked || !strings.Contains(s.StateHashes.Reason, "node-2 at 999; node-0, node-1 at 1000") {
+		t.Errorf("state hashes h1, h1 at 1000, h2 at 999: %+v", s.StateHashes)
 	}
 
 	if s.LeaderAtLoadStart != "node-0" || len(s.LeaderChanges) != 0 {
@@ -194,7 +195,6 @@ func TestAnalyzeFollowerRestart(t *testing.T) {
 		"run interrupted",
 		"load average 3.50 at end exceeds 2 CPUs",
 		"engine.sync_level read back as 1 (at 15.0 s on node-1)",
-		"final state hashes differ: node-0 h1 at applied index 1000, node-1 h1 at applied index 1000, node-2 h2 at applied index 999",
 		"node-1 relaunched at 45.0 s never reached ready (still restoring at 61.0 s)",
 	}
 	if len(s.Warnings) != len(expWarn) {
@@ -340,6 +340,72 @@ func TestStateHashAgree(t *testing.T) {
 	}
 	if s.StateHashAgree {
 		t.Error("agree with an empty hash")
+	}
+}
+
+// TestStateHashesByPosition: hashes are compared only at one log position; a snapshot's hash is
+// shown at its own position; no hash at all is "not checked", never a difference; unsupported
+// orders are never a zero.
+func TestStateHashesByPosition(t *testing.T) {
+	aeron := func(hash string, at uint64) engine.Status {
+		return engine.Status{Phase: "ready", AppliedIndex: 9000, StateHash: hash, StateHashIndex: at,
+			Unsupported: []string{engine.UnsupportedStateHash, engine.UnsupportedOrders}}
+	}
+	for _, c := range []struct {
+		name    string
+		st      [3]engine.Status
+		result  string
+		reason  string // in Agreement.Reason
+		report  []string
+		differs bool // a "final state hashes differ" warning
+	}{
+		{name: "no snapshot, no live hash", st: [3]engine.Status{aeron("", 0), aeron("", 0), aeron("", 0)},
+			result: AgreementNotChecked, reason: "no node reported a state hash",
+			report: []string{"| node-0 | — | ready | 9000 | n/a (not supported by the engine) | `—` | — |", "agree on every node: not checked — no node reported"}},
+		{name: "snapshot bytes agree", st: [3]engine.Status{aeron("ab", 1216), aeron("ab", 1216), aeron("ab", 1216)},
+			result: AgreementAgree,
+			report: []string{"| `ab` | snapshot bytes at 1216 |", "yes (snapshot bytes at log position 1216)"}},
+		{name: "snapshot bytes differ", st: [3]engine.Status{aeron("ab", 1216), aeron("ab", 1216), aeron("cd", 1216)},
+			result: AgreementDiffer, reason: "node-2 cd at log position 1216: " + engine.SnapshotHashNote, differs: true,
+			report: []string{"**no** — node-0 ab, node-1 ab, node-2 cd at log position 1216: these are hashes of the bytes"}},
+		{name: "snapshots of different positions", st: [3]engine.Status{aeron("ab", 1216), aeron("ab", 1216), aeron("cd", 2000)},
+			result: AgreementNotChecked, reason: "hashes of different log positions (node-0, node-1 at 1216; node-2 at 2000)"},
+		{name: "one node without a hash", st: [3]engine.Status{aeron("ab", 1216), aeron("ab", 1216), aeron("", 0)},
+			result: AgreementNotChecked, reason: "no state hash from node-2"},
+		{name: "live state differs", st: [3]engine.Status{{AppliedIndex: 5, StateHash: "x"}, {AppliedIndex: 5, StateHash: "x"}, {AppliedIndex: 5, StateHash: "y"}},
+			result: AgreementDiffer, reason: "node-2 y at log position 5", differs: true,
+			report: []string{"| `y` | state at 5 |"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			for i, st := range c.st {
+				f.status(fmt.Sprintf("node-%d", i), st)
+			}
+			s, err := Analyze(f.close())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := s.StateHashes
+			if a.Result != c.result || !strings.Contains(a.Reason, c.reason) || s.StateHashAgree != (c.result == AgreementAgree) {
+				t.Errorf("agreement %+v (agree %v), want %s with %q", a, s.StateHashAgree, c.result, c.reason)
+			}
+			if c.result == AgreementDiffer && c.st[0].StateHashIndex > 0 && !strings.Contains(a.Reason, engine.SnapshotHashNote) {
+				t.Errorf("snapshot bytes differ without saying what they are: %q", a.Reason)
+			}
+			differs := slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "final state hashes differ") })
+			if differs != c.differs {
+				t.Errorf("warnings %q: differ warning %v, want %v", s.Warnings, differs, c.differs)
+			}
+			if c.st[0].Supports(engine.UnsupportedOrders) != (s.Nodes["node-0"].Orders != nil) {
+				t.Errorf("orders %v with unsupported %v", s.Nodes["node-0"].Orders, c.st[0].Unsupported)
+			}
+			report := renderReport(s)
+			for _, want := range c.report {
+				if !strings.Contains(report, want) {
+					t.Errorf("report lacks %q:\n%s", want, report[strings.Index(report, "## Nodes"):])
+				}
+			}
+		})
 	}
 }
 

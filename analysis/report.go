@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,20 +246,21 @@ func renderReport(s *Summary) string {
 	if len(s.Nodes) == 0 {
 		pf("No server node status found.\n\n")
 	} else {
-		pf("| node | role | phase | applied index | orders | state hash |\n|---|---|---|---|---|---|\n")
+		pf("| node | role | phase | applied index | orders | state hash | hash of |\n|---|---|---|---|---|---|---|\n")
 		for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
 			f := s.Nodes[n]
 			if f.StatusMissing {
-				pf("| %s | — | — | — | — | (no status.json) |\n", mdtext.Inline(n))
+				pf("| %s | — | — | — | — | (no status.json) | — |\n", mdtext.Inline(n))
 				continue
 			}
-			pf("| %s | %s | %s | %d | %d | %s |\n", mdtext.Inline(n), mdtext.Inline(orDash(f.Role)), mdtext.Inline(orDash(f.Phase)), f.AppliedIndex, f.Orders, mdtext.CodeCell(orDash(f.StateHash)))
+			orders := engine.NotSupported
+			if f.Orders != nil {
+				orders = strconv.Itoa(*f.Orders)
+			}
+			pf("| %s | %s | %s | %d | %s | %s | %s |\n", mdtext.Inline(n), mdtext.Inline(orDash(f.Role)), mdtext.Inline(orDash(f.Phase)), f.AppliedIndex, orders,
+				mdtext.CodeCell(orDash(f.StateHash)), hashOf(f))
 		}
-		agree := "**no**"
-		if s.StateHashAgree {
-			agree = "yes"
-		}
-		pf("\nFinal state hashes agree on every node: %s.\n\n", agree)
+		pf("\n%s\n\n", agreementLine(s.StateHashes))
 	}
 	switch {
 	case s.LeaderAtLoadStart == "" && len(s.LeaderChanges) == 0:
@@ -643,4 +645,30 @@ func setupSection(s *Summary) string {
 		pf("\n")
 	}
 	return b.String()
+}
+
+// hashOf says what a node's state hash is of: the state or a snapshot's bytes, at which position.
+func hashOf(f NodeFinal) string {
+	switch {
+	case f.StateHash == "":
+		return "—"
+	case f.StateHashOfSnapshot:
+		return fmt.Sprintf("snapshot bytes at %d", f.StateHashAt)
+	}
+	return fmt.Sprintf("state at %d", f.StateHashAt)
+}
+
+// agreementLine is the Nodes section's verdict on the final state hashes.
+func agreementLine(a Agreement) string {
+	switch a.Result {
+	case AgreementAgree:
+		of := "state"
+		if a.OfSnapshot {
+			of = "snapshot bytes"
+		}
+		return fmt.Sprintf("Final state hashes agree on every node: yes (%s at log position %d).", of, a.Position)
+	case AgreementDiffer:
+		return "Final state hashes agree on every node: **no** — " + mdtext.Inline(a.Reason) + "."
+	}
+	return "Final state hashes agree on every node: not checked — " + mdtext.Inline(orDash(a.Reason)) + "."
 }

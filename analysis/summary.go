@@ -38,8 +38,11 @@ type Summary struct {
 	StatusReason string   `json:"status_reason,omitempty"`
 	Settings     Settings `json:"settings"`
 
-	Nodes          map[string]NodeFinal `json:"nodes"`            // final engine status per server node
-	StateHashAgree bool                 `json:"state_hash_agree"` // every server node reported the same non-empty hash
+	Nodes map[string]NodeFinal `json:"nodes"` // final engine status per server node
+	// StateHashAgree: every server node reported the same non-empty hash at one log position
+	// (StateHashes says what was compared, or why nothing was).
+	StateHashAgree bool      `json:"state_hash_agree"`
+	StateHashes    Agreement `json:"state_hashes"`
 	// Traps: what the engine harness caught of the user's codec and service, per node (traps.go).
 	Traps Traps `json:"traps,omitempty"`
 
@@ -166,12 +169,35 @@ type NotApplied struct {
 
 // NodeFinal is a server node's final status (its status.json).
 type NodeFinal struct {
-	StateHash     string `json:"state_hash"`
-	Phase         string `json:"phase"`
-	Role          string `json:"role,omitempty"`
-	AppliedIndex  uint64 `json:"applied_index"`
-	Orders        int    `json:"orders"`
-	StatusMissing bool   `json:"status_missing,omitempty"` // seen in events, but no readable status.json
+	StateHash string `json:"state_hash"`
+	// StateHashAt is the log position StateHash is of (engine.Status.StateHashPosition); a
+	// snapshot's hash is of an earlier position than AppliedIndex.
+	StateHashAt uint64 `json:"state_hash_at,omitempty"`
+	// StateHashOfSnapshot: StateHash hashes the bytes of the snapshot at StateHashAt, not the state.
+	StateHashOfSnapshot bool   `json:"state_hash_of_snapshot,omitempty"`
+	Phase               string `json:"phase"`
+	Role                string `json:"role,omitempty"`
+	AppliedIndex        uint64 `json:"applied_index"`
+	// Orders is absent when the engine does not count them (engine.UnsupportedOrders).
+	Orders        *int `json:"orders,omitempty"`
+	StatusMissing bool `json:"status_missing,omitempty"` // seen in events, but no readable status.json
+}
+
+// Agreement results.
+const (
+	AgreementAgree      = "agree"
+	AgreementDiffer     = "differ"
+	AgreementNotChecked = "not checked"
+)
+
+// Agreement is the comparison of the nodes' final state hashes, made only between hashes of one
+// log position.
+type Agreement struct {
+	Result   string `json:"result"`             // Agreement*
+	Position uint64 `json:"position,omitempty"` // the log position compared at (agree, differ)
+	// OfSnapshot: the hashes compared are of snapshot bytes, which may differ where state agrees.
+	OfSnapshot bool   `json:"of_snapshot,omitempty"`
+	Reason     string `json:"reason,omitempty"` // why not checked, or what differs
 }
 
 // Stats summarises the probes of one window. P50/Max are omitted when no probe was answered,

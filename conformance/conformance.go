@@ -17,6 +17,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -547,41 +548,75 @@ func (s *suite) hashes(ctx context.Context, check string, load bool) {
 		s.add(check, false, "%s", seen)
 		return
 	}
+	var minOrders int64
+	if load {
+		minOrders = s.o.Orders
+	}
+	names := make([]string, len(s.servers))
+	for i, n := range s.servers {
+		names[i] = n.Name
+	}
 	deadline := time.Now().Add(s.o.Timeout)
 	for {
-		sts := s.statuses(ctx)
-		var idx []string
-		applied := map[uint64]bool{}
-		hashes := map[string]bool{}
-		for _, n := range s.servers {
-			st := sts[n.Name]
-			hashes[st.StateHash] = true
-			if st.StateHashIndex > 0 {
-				// The hash of the last snapshot: compared at the index every node took it.
-				applied[st.StateHashIndex] = true
-				idx = append(idx, fmt.Sprintf("%s snapshot at %d hash %s", n.Name, st.StateHashIndex, st.StateHash))
-				continue
-			}
-			applied[st.AppliedIndex] = true
-			idx = append(idx, fmt.Sprintf("%s applied %d orders %d hash %s", n.Name, st.AppliedIndex, st.Orders, st.StateHash))
-		}
-		if len(applied) == 1 && len(sts) == len(s.servers) {
-			pass := len(hashes) == 1 && !hashes[""]
-			first := sts[s.servers[0].Name]
-			if load && first.Supports(engine.UnsupportedOrders) {
-				pass = pass && first.Orders >= int(s.o.Orders)
-			} else if load {
-				idx = append(idx, "resting orders not counted (not supported by the engine)")
-			}
-			s.add(check, pass, "%s", strings.Join(idx, "; "))
+		met, pass, detail := compareHashes(names, s.statuses(ctx), minOrders)
+		if met {
+			s.add(check, pass, "%s", detail)
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.add(check, false, "applied indexes never met: %s", strings.Join(idx, "; "))
+			s.add(check, false, "applied indexes never met: %s", detail)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// compareHashes compares the nodes' state hashes once every node has one of the same log
+// position (met), and says what each node reported. pass wants one non-empty hash and at least
+// minOrders resting orders where the engine counts them.
+func compareHashes(names []string, sts map[string]engine.Status, minOrders int64) (met, pass bool, detail string) {
+	var idx []string
+	positions := map[uint64]bool{}
+	hashes := map[string]bool{}
+	ofSnapshot := false
+	for _, n := range names {
+		st := sts[n]
+		hashes[st.StateHash] = true
+		// A snapshot's hash is of the index every node took it at, not of the applied one.
+		positions[st.StateHashPosition()] = true
+		switch {
+		case st.StateHashOfSnapshot() && st.StateHash == "":
+			idx = append(idx, n+" no snapshot hashed yet")
+			continue
+		case st.StateHashOfSnapshot():
+			ofSnapshot = true
+			idx = append(idx, fmt.Sprintf("%s snapshot bytes at %d hash %s", n, st.StateHashPosition(), st.StateHash))
+			continue
+		}
+		orders := engine.NotSupported
+		if st.Supports(engine.UnsupportedOrders) {
+			orders = strconv.Itoa(st.Orders)
+		}
+		idx = append(idx, fmt.Sprintf("%s state at %d orders %s hash %s", n, st.AppliedIndex, orders, orNone(st.StateHash)))
+	}
+	if len(positions) != 1 || len(sts) != len(names) {
+		return false, false, strings.Join(idx, "; ")
+	}
+	pass = len(hashes) == 1 && !hashes[""]
+	if first := sts[names[0]]; minOrders > 0 && first.Supports(engine.UnsupportedOrders) {
+		pass = pass && first.Orders >= int(minOrders)
+	}
+	if len(hashes) > 1 && !hashes[""] && ofSnapshot {
+		idx = append(idx, engine.SnapshotHashNote)
+	}
+	return true, pass, strings.Join(idx, "; ")
+}
+
+func orNone(hash string) string {
+	if hash == "" {
+		return "(none)"
+	}
+	return hash
 }
 
 // snapshotForHashes has the leader snapshot when the engine hashes snapshots rather than its live

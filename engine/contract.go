@@ -133,6 +133,32 @@ const (
 	UnsupportedCancel     = "cancel"      // cancel requests are rejected
 )
 
+// StateHashPosition is the log position StateHash is of: StateHashIndex when the engine hashes its
+// last snapshot, AppliedIndex when it hashes its live state. Two hashes say something about
+// agreement only at one position.
+func (s Status) StateHashPosition() uint64 {
+	if s.StateHashIndex > 0 {
+		return s.StateHashIndex
+	}
+	return s.AppliedIndex
+}
+
+// StateHashOfSnapshot says whether StateHash hashes the bytes of the last snapshot rather than the
+// live state: bytes may differ where the state agrees (a service that writes a clock reading or a
+// hash-ordered map into its snapshot).
+func (s Status) StateHashOfSnapshot() bool {
+	return s.StateHashIndex > 0 || !s.Supports(UnsupportedStateHash)
+}
+
+// NotSupported is printed in place of a figure the engine says it does not provide: never a zero.
+const NotSupported = "n/a (not supported by the engine)"
+
+// SnapshotHashNote is what rig check and the report add where hashes of snapshot bytes differ.
+const SnapshotHashNote = "these are hashes of the bytes each node wrote into its snapshot, which may differ where the state agrees " +
+	"(a service that writes System.nanoTime() or a map in hash order into its snapshot); " +
+	"give a hash of the state to compare it instead (Introspection.stateHash(), or state_hash without state_hash_index: " +
+	"docs/engines.md, \"Your own Aeron Cluster service\")"
+
 // Supports says whether the engine provides the named part of the contract (Unsupported*).
 func (s Status) Supports(part string) bool {
 	for _, u := range s.Unsupported {
@@ -202,10 +228,12 @@ type Snapshot struct {
 	EncodeMs    float64 `json:"encode_ms"`    // encoding and writing blocks, with a sync per block at level > 0
 	PersistedMs float64 `json:"persisted_ms"` // until durable: encode + final file sync, rename, directory sync
 	Bytes       int64   `json:"bytes"`
-	Orders      int64   `json:"orders"`
-	Syncs       int     `json:"syncs"`
-	Restored    bool    `json:"restored,omitempty"` // loaded at launch rather than taken
-	RestoreMs   float64 `json:"restore_ms,omitempty"`
+	// Orders and Syncs are absent when the engine does not count them (never a zero for "not
+	// counted"): resting orders in the snapshot, and the syncs its take made.
+	Orders    *int64  `json:"orders,omitempty"`
+	Syncs     *int    `json:"syncs,omitempty"`
+	Restored  bool    `json:"restored,omitempty"` // loaded at launch rather than taken
+	RestoreMs float64 `json:"restore_ms,omitempty"`
 	// EngineWrites is what the engine's own storage layer counted over the snapshot, for an engine
 	// that counts its writes itself (the Aeron engine reads its Archive's recorder counters);
 	// absent otherwise. The report shows it beside the disk model's forces.

@@ -43,7 +43,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		{T: t0.Add(8), Node: "node-2", Phase: &rundir.PhaseChange{To: engine.PhaseStarting, Launch: 2, PID: 4242}},
 		{T: t0.Add(9), Node: "node-2", Phase: &rundir.PhaseChange{From: engine.PhaseStarting, To: engine.PhaseRestoring}},
 		{T: t0.Add(10), Node: "node-0", Role: &rundir.RoleChange{From: engine.RoleFollower, To: engine.RoleLeader}},
-		{T: t0.Add(11), Node: "node-1", Snapshot: &rundir.SnapshotTaken{From: "415", Snapshot: engine.Snapshot{Index: 1216, Term: 2, TakeMs: 2.1, PersistedMs: 2.2, Bytes: 320176, Orders: 10000, Syncs: 1}}},
+		{T: t0.Add(11), Node: "node-1", Snapshot: &rundir.SnapshotTaken{From: "415", Snapshot: engine.Snapshot{Index: 1216, Term: 2, TakeMs: 2.1, PersistedMs: 2.2, Bytes: 320176, Orders: new(int64(10000)), Syncs: new(1)}}},
 		{T: t0.Add(12), Node: "node-2", Snapshot: &rundir.SnapshotTaken{Snapshot: engine.Snapshot{Index: 415, Restored: true, RestoreMs: 1.3}}},
 		{T: t0.Add(13), Note: &rundir.Note{Warning: "engine.sync_level read back as 1"}},
 		{T: t0.Add(14), Node: "node-0", Note: &rundir.Note{From: engine.PhaseReady, Signal: "TERM"}},

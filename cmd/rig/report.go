@@ -171,10 +171,7 @@ func report(stdout, stderr io.Writer, dir string) error {
 	if s.Probes.P50Us != nil {
 		p50 = fmt.Sprintf("%.2f ms", *s.Probes.P50Us/1e3)
 	}
-	agree := "differ"
-	if s.StateHashAgree {
-		agree = "agree"
-	}
+	agree := s.StateHashes.Result
 	fmt.Fprintf(stdout, "%s: %s · probes n=%d lost=%d p50 %s · %d snapshot(s) · %d restart(s) · state hashes %s · %d warning(s)\n",
 		s.RunID, s.Status, s.Probes.N, s.Probes.Lost, p50, len(s.Snapshots), len(s.Restarts), agree, len(s.Warnings))
 	fmt.Fprintln(stdout, filepath.Join(dir, rundir.ReportFile))

@@ -153,7 +153,7 @@ func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 	f.prune(index)
 	// All of it ran on the FSM goroutine, so the book stood still for the whole take.
 	s := &engine.Snapshot{
-		Index: index, Term: term, Bytes: st.Bytes, Orders: st.Orders, Syncs: st.Syncs,
+		Index: index, Term: term, Bytes: st.Bytes, Orders: &st.Orders, Syncs: &st.Syncs,
 		EncodeMs: ms(encode), PersistedMs: ms(persisted), TakeMs: ms(time.Since(start)),
 	}
 	f.lastSnap.Store(s)
@@ -244,7 +244,7 @@ func (f *fsm) restore() error {
 	f.applied.Store(meta.LogIndex)
 	f.orders.Store(int64(b.Orders()))
 	d := time.Since(start)
-	f.lastSnap.Store(&engine.Snapshot{Index: meta.LogIndex, Term: meta.Term, Bytes: size, Orders: int64(b.Orders()), Restored: true, RestoreMs: ms(d)})
+	f.lastSnap.Store(&engine.Snapshot{Index: meta.LogIndex, Term: meta.Term, Bytes: size, Orders: new(int64(b.Orders())), Restored: true, RestoreMs: ms(d)})
 	f.log.Info("snapshot restored", "index", meta.LogIndex, "orders", b.Orders(), "restore_ms", ms(d))
 	return nil
 }

@@ -117,7 +117,7 @@ func TestSnapshotRestartCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Orders != 500 || snap.Index == 0 {
+	if snap.Orders == nil || *snap.Orders != 500 || snap.Index == 0 {
 		t.Fatalf("leader snapshot %+v, want 500 orders", snap)
 	}
 	waitFor(t, "every node snapshotted at the marker", func() bool {

@@ -115,8 +115,8 @@ func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
 	t.Logf("snapshot %+v; per-block forces %d, in the take %d, log forces %d by %v", snap, perBlock, take, logForces, logThreads)
 	// The engine's syncs figure counts the per-block syncs; the take then syncs the file and the
 	// folder (engine/replica/snapwrite.go).
-	if snap.Syncs == 0 || perBlock != snap.Syncs || take != snap.Syncs+2 {
-		t.Errorf("flight recorder saw %d per-block fsyncs and %d in the take; the snapshot reports %d syncs", perBlock, take, snap.Syncs)
+	if snap.Syncs == nil || *snap.Syncs == 0 || perBlock != *snap.Syncs || take != *snap.Syncs+2 {
+		t.Errorf("flight recorder saw %d per-block fsyncs and %d in the take; the snapshot reports syncs %v", perBlock, take, snap.Syncs)
 	}
 	// The leader appends in raft's main loop: its forces are named so, not by the wrapper raft
 	// starts every goroutine with.

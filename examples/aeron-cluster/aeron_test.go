@@ -93,8 +93,10 @@ func TestSelfTest(t *testing.T) {
 // receiver window defaults to 4 MiB unless a -D says otherwise, the archive and the ingress
 // authenticate only the run's own credential, an error on every change check is logged once
 // with its count, the change watcher checks fast only while unsettled and is woken by the
-// consensus module's counters, the graceful stop holds the driver until the log publication has sent all
-// (bounded by the linger timeout), and mark files a clean stop closed are kept.
+// consensus module's counters, the graceful stop holds the driver until the log publication has
+// sent all (bounded by the linger timeout), mark files a clean stop closed are kept, positions of
+// requests no longer pending are forgotten, and a snapshot's uncounted figures are left out of
+// its JSON.
 func TestHarnessSelfTest(t *testing.T) {
 	build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -113,7 +115,8 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass the change watcher checks fast only while unsettled or just after a change",
 		"pass the consensus module's idle wakes the watcher once per counter move",
 		"pass a service exception answers its request rejected naming the exception, once, and is counted",
-		"pass replies that match no request are counted and named with the codec and the first id"} {
+		"pass replies that match no request are counted and named with the codec and the first id",
+		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
@@ -195,7 +198,7 @@ func TestAuctionCheck(t *testing.T) {
 		t.Errorf("status fields does not name what the auction lacks: %s", r.Seen)
 	}
 	for _, c := range []string{conformance.CheckLoadHashes, conformance.CheckFinalHashes} {
-		if r := seen[c]; strings.Count(r.Seen, "snapshot at ") != pb.Cluster.Servers {
+		if r := seen[c]; strings.Count(r.Seen, "snapshot bytes at ") != pb.Cluster.Servers {
 			t.Errorf("%s: want every node's hash from its snapshot: %s", c, r.Seen)
 		}
 	}

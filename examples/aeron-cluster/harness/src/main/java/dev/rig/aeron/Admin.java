@@ -711,15 +711,18 @@ final class Admin
     }
 
     /** A snapshot's sizes; bytes and chunks only when the harness counted them on the snapshot stream. */
-    private static void snapshotCounts(final StringBuilder sb, final NodeState.Snapshot s)
+    static void snapshotCounts(final StringBuilder sb, final NodeState.Snapshot s)
     {
         if (s.bytes() >= 0)
         {
             Json.field(sb, "bytes", s.bytes());
             Json.field(sb, "chunks", s.chunks());
         }
-        Json.field(sb, "orders", Math.max(0, s.orders()));
-        Json.field(sb, "syncs", 0);
+        // Left out, not zero, when not counted: the harness never counts the Archive's syncs.
+        if (s.orders() >= 0)
+        {
+            Json.field(sb, "orders", s.orders());
+        }
     }
 
     /** The Archive's own writes over a taken snapshot's window, when its counters were read at the take and at the persist. */

@@ -603,6 +603,7 @@ final class Gateway
 
     private void expire(final long now)
     {
+        state.forgetPositions(pending::containsKey);
         final Set<Pending> expired = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
         for (final Iterator<Pending> it = pending.values().iterator(); it.hasNext(); )
         {

@@ -577,6 +577,23 @@ public final class HarnessSelfTest
             !after2.contains("\"version\":2,") && stale.equals(all) && none.contains("\"changes\":[]") && waited >= 19_000_000L,
             all + " | " + after2 + " | " + none + " after " + waited / 1_000_000 + " ms");
 
+        final NodeState ns = new NodeState();
+        for (long id = 1; id <= 5; id++)
+        {
+            ns.positions.put(id, id * 100);
+        }
+        final int dropped = ns.forgetPositions(id -> id == 2 || id == 4);
+        check("positions of requests no longer pending are forgotten", dropped == 3 && ns.positions.keySet().equals(java.util.Set.of(2L, 4L)),
+            dropped + " dropped, kept " + ns.positions);
+
+        final StringBuilder counts = new StringBuilder();
+        Admin.snapshotCounts(counts, new NodeState.Snapshot(1216, 1, 2, 3, 4096, Introspection.UNSUPPORTED, 2, false, 0));
+        final StringBuilder counted = new StringBuilder();
+        Admin.snapshotCounts(counted, new NodeState.Snapshot(1216, 1, 2, 3, 4096, 0, 2, false, 0));
+        check("a snapshot's uncounted orders and syncs are left out, not zero",
+            !counts.toString().contains("orders") && !counts.toString().contains("syncs") && counted.toString().contains("\"orders\":0"),
+            counts + " | " + counted);
+
         archiveWrites();
         failed += TransportSelfTest.run();
         bulkDefaults();

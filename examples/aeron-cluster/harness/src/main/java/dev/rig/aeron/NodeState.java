@@ -90,6 +90,19 @@ final class NodeState
     /** Gateway correlation id -> log position of the message that carried it (leader only; the ack's index). */
     final ConcurrentHashMap<Long, Long> positions = new ConcurrentHashMap<>();
     final Traps traps = new Traps();
+
+    /**
+     * Forgets the positions of requests no longer pending at the gateway (answered, timed out, or
+     * failed over): a message applied with no answer would otherwise be kept until a role change.
+     * Returns how many were dropped.
+     */
+    int forgetPositions(final java.util.function.LongPredicate pending)
+    {
+        final int before = positions.size();
+        positions.keySet().removeIf(id -> !pending.test(id));
+        return before - positions.size();
+    }
+
     final ConcurrentLinkedQueue<CompletableFuture<Hash>> hashRequests = new ConcurrentLinkedQueue<>();
     final ConcurrentLinkedQueue<CompletableFuture<Held>> heldRequests = new ConcurrentLinkedQueue<>();
 
