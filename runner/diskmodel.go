@@ -57,18 +57,26 @@ func (r *run) watchDisks(ctx context.Context, lost <-chan error) {
 	select {
 	case <-ctx.Done():
 	case err := <-lost:
-		r.mu.Lock()
-		first := r.fault == nil && !r.stopping
-		if first {
-			r.fault = err
-		}
-		r.notifyLocked()
-		r.mu.Unlock()
-		if !first {
-			r.warn("%v", err)
-			return
-		}
-		r.progress("%v", err)
+		r.stopOn(err)
+	}
+}
+
+// stopOn makes err the run's fault and stops the run, when it is the first fault and the run is
+// not stopping already; otherwise err is a warning on the run's record.
+func (r *run) stopOn(err error) {
+	r.mu.Lock()
+	first := r.fault == nil && !r.stopping
+	if first {
+		r.fault = err
+	}
+	r.notifyLocked()
+	r.mu.Unlock()
+	if !first {
+		r.warn("%v", err)
+		return
+	}
+	r.progress("%v", err)
+	if r.abort != nil {
 		r.abort(err)
 	}
 }

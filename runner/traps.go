@@ -19,22 +19,7 @@ func (r *run) onTrap(name string, t *engine.Traps) {
 		return
 	}
 	if t.UnmatchedReplies > 0 {
-		err := fmt.Errorf("%w: %s: %s", ErrTrap, name, t.UnmatchedError())
-		r.mu.Lock()
-		first := r.fault == nil && !r.stopping
-		if first {
-			r.fault = err
-		}
-		r.notifyLocked()
-		r.mu.Unlock()
-		if !first {
-			r.warn("%v", err)
-			return
-		}
-		r.progress("%v", err)
-		if r.abort != nil {
-			r.abort(err)
-		}
+		r.stopOn(fmt.Errorf("%w: %s: %s", ErrTrap, name, t.UnmatchedError()))
 	}
 	if t.ServiceErrors > 0 {
 		r.warn("%s: %s (the request was answered rejected, not resent; %d so far on this node; the report counts them)", name, t.FirstServiceError, t.ServiceErrors)
