@@ -140,9 +140,11 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 }
 
 // schedSpans reads every node's scheduler samples (<node>/sched/*.ndjson) as sched_delay spans
-// per thread (rundir.SchedSample.Spans).
-func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
+// per thread (rundir.SchedSample.Spans), and returns the samples per node for their pressure
+// stall figures (psi.go).
+func (d *runData) schedSpans() (map[string][]rundir.InsideSpan, map[string][]rundir.SchedSample) {
 	out := map[string][]rundir.InsideSpan{}
+	samples := map[string][]rundir.SchedSample{}
 	for _, f := range d.glob(rundir.SchedGlob) {
 		node := path.Base(path.Dir(path.Dir(f)))
 		ss, err := d.run.Sched(f)
@@ -152,8 +154,9 @@ func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
 		for _, smp := range ss {
 			out[node] = append(out[node], smp.Spans()...)
 		}
+		samples[node] = append(samples[node], ss...)
 	}
-	return out
+	return out, samples
 }
 
 // spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
@@ -262,6 +265,7 @@ type timeSources struct {
 	inside map[string][]rundir.InsideSpan
 	syncs  map[string][]rundir.DiskSync
 	host   *hostSeries
+	psi    []psiSeries // the nodes' pressure stalls (one series for the machine on the local target)
 }
 
 // timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
@@ -271,7 +275,9 @@ func (d *runData) timeSources() (*timeSources, []string) {
 	for n, ss := range d.insideSpans() {
 		ts.inside[n] = ss
 	}
-	for n, ss := range d.schedSpans() {
+	spans, samples := d.schedSpans()
+	ts.psi = psiOf(samples, ts.host.local)
+	for n, ss := range spans {
 		all := append(slices.Clone(ts.inside[n]), ss...)
 		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
 		ts.inside[n] = all
