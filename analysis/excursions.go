@@ -409,7 +409,7 @@ func (h *hostSeries) causesIn(d *runData, from, to int64, schedCover map[string]
 				if h.othersCause(node, smp) && wait >= causeCoverShare {
 					what := "processes other than the engines and rig agents"
 					if h.local {
-						what += " (on the local target, the controller and load generator count here)"
+						what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
 					}
 					out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(start), Evidence: fmt.Sprintf(
 						"%s's threads waited on a run queue over %.0f %% of it while %s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",

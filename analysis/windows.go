@@ -266,6 +266,9 @@ type timeSources struct {
 	syncs  map[string][]rundir.DiskSync
 	host   *hostSeries
 	psi    []psiSeries // the nodes' pressure stalls (one series for the machine on the local target)
+	// nodes are the servers and the client nodes with scheduler samples (the load generator's
+	// threads' run-queue waits).
+	nodes []string
 }
 
 // timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
@@ -277,14 +280,19 @@ func (d *runData) timeSources() (*timeSources, []string) {
 	}
 	spans, samples := d.schedSpans()
 	ts.psi = psiOf(samples, ts.host.local)
+	ts.nodes = slices.Clone(d.nodes)
 	for n, ss := range spans {
+		if !slices.Contains(ts.nodes, n) {
+			ts.nodes = append(ts.nodes, n)
+		}
 		all := append(slices.Clone(ts.inside[n]), ss...)
 		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
 		ts.inside[n] = all
 	}
+	slices.Sort(ts.nodes)
 	var warn []string
 	ts.syncs, warn = d.diskSyncs()
-	for _, n := range d.nodes {
+	for _, n := range ts.nodes {
 		for _, sp := range ts.inside[n] {
 			if sp.Source != "" && !slices.Contains(ts.names, sp.Source) {
 				ts.names = append(ts.names, sp.Source)
@@ -305,7 +313,7 @@ func (d *runData) timeSources() (*timeSources, []string) {
 // node and thread, and the time none covers. Windows and excursions both call it.
 func (d *runData) whereTime(ts *timeSources, from, to int64) WhereTime {
 	t := newWindowTally(from, to)
-	for _, n := range d.nodes {
+	for _, n := range ts.nodes {
 		t.inside(n, ts.inside[n])
 		t.syncs(n, ts.syncs[n], d.man.RunID)
 	}
@@ -651,7 +659,7 @@ type stallCauses struct {
 func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 	out := stallCauses{schedCover: map[string]float64{}}
 	length := float64(to - from)
-	for _, node := range d.nodes {
+	for _, node := range ts.nodes {
 		type key struct {
 			kind CauseKind
 			src  string
