@@ -84,11 +84,6 @@ type CauseTotal struct {
 	TotalMs float64 `json:"total_ms"`
 }
 
-// Key names the total in the sweep report and rig compare: cause.<window kind>.<source>.<cause>.
-func (c CauseTotal) Key(k WindowKind) string {
-	return "cause." + string(k) + "." + c.Source + "." + c.Cause
-}
-
 // CauseRow is one cause on one node and thread in a window.
 type CauseRow struct {
 	Node   string `json:"node"`
