@@ -525,6 +525,7 @@ func (d *runData) summarize() *Summary {
 	s.Spike = d.spike(s, gc)
 	ts, tw := d.timeSources()
 	warn = append(warn, tw...)
+	s.HostPressure = d.hostPressure(ts.psi)
 	s.Excursions = d.excursions(s, gc, ts)
 	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
 	s.HandOffs = d.handOffs(s)

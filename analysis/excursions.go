@@ -82,6 +82,10 @@ const (
 	CauseHostCPU   CauseKind = "host_cpu"  // CPU taken by processes other than the engines and agents
 	CauseAgentCPU  CauseKind = "agent_cpu" // the rig agent's own CPU
 	CauseWriteback CauseKind = "writeback" // the kernel writing back dirty pages, or a saturated disk
+	// Pressure stalls (psi.go): some task stalled on the node's CPUs, I/O or memory.
+	CausePSICPU    CauseKind = "psi_cpu"
+	CausePSIIO     CauseKind = "psi_io"
+	CausePSIMemory CauseKind = "psi_memory"
 )
 
 // Periodic is a series of excursions at a steady gap.
@@ -169,7 +173,9 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 		causes[i] = append(causes[i], gcs...)
 		causes[i] = append(causes[i], stalls.causes...)
 		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
-		covered[i] = unionNs(append(cover, stalls.cover...))
+		psi, psiCover := d.psiCauses(ts.psi, s.HostPressure, st.from, st.to)
+		causes[i] = append(causes[i], psi...)
+		covered[i] = unionNs(slices.Concat(cover, stalls.cover, psiCover))
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
@@ -403,7 +409,7 @@ func (h *hostSeries) causesIn(d *runData, from, to int64, schedCover map[string]
 				if h.othersCause(node, smp) && wait >= causeCoverShare {
 					what := "processes other than the engines and rig agents"
 					if h.local {
-						what += " (on the local target, the controller and load generator count here)"
+						what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
 					}
 					out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(start), Evidence: fmt.Sprintf(
 						"%s's threads waited on a run queue over %.0f %% of it while %s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
@@ -587,7 +593,7 @@ func excursionsSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, e.coveredCell(), strings.ReplaceAll(cause, "|", "\\|"))
 	}
-	fmt.Fprintf(&b, "\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
+	fmt.Fprintf(&b, "\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; the node's pressure stalls (psi_cpu, psi_io, psi_memory: some task stalled on its CPUs, I/O or memory) where they cover that share; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
 	excursionTables(&b, ex)
 	return b.String()
 }

@@ -237,6 +237,7 @@ func renderReport(s *Summary) string {
 		s.WarmupProbes, fmtS(s.Settings.WarmupS))
 	pf("%s", normalSection(s))
 	pf("%s", telemetrySection(s))
+	pf("%s", pressureSection(s))
 	pf("%s", excursionsSection(s))
 	pf("%s", windowsSection(s))
 

@@ -155,3 +155,27 @@ func TestStallNamedOnlyWhenItFitsTheExcursion(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadgenRunQueueWaitNamed: the client node's scheduler samples (the load generator's
+// threads, followed through its pid file) are a node of their own in the excursion's causes and
+// its table of where the time went: a send thread's run-queue wait explains late probes.
+func TestLoadgenRunQueueWaitNamed(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(20_000, 100, 8000)) // [8.000, 8.101] s
+	f.run(20_000, "load_end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	writeSched(t, f.dir, "client-0", "rig", 8000, 8100, 15)
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Excursions.List[0]
+	if len(e.Causes) != 1 || e.Causes[0].Kind != CauseKind(rundir.InsideSchedDelay) || e.Causes[0].Node != "client-0" {
+		t.Fatalf("causes %+v, want sched_delay on client-0", e.Causes)
+	}
+	if w := e.Where; w == nil || len(w.Rows) != 1 || w.Rows[0].Node != "client-0" || w.Rows[0].TotalMs != 75 {
+		t.Errorf("where %+v, want client-0's 75 ms of run-queue wait", w)
+	}
+}

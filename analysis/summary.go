@@ -116,6 +116,9 @@ type Summary struct {
 	// marked unexplained and the windows' table of where its time went, and periodic series of
 	// them (excursions.go).
 	Excursions *Excursions `json:"excursions,omitempty"`
+	// HostPressure: per node (the machine once on the local target), the share of the measured
+	// window its CPUs, I/O and memory were stalled on (psi.go).
+	HostPressure []HostPressure `json:"host_pressure,omitempty"`
 	// Windows: where the time went in every snapshot, restart, failover and burst window, per
 	// node and thread (windows.go).
 	Windows []TimeWindow `json:"windows,omitempty"`

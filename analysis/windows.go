@@ -84,11 +84,6 @@ type CauseTotal struct {
 	TotalMs float64 `json:"total_ms"`
 }
 
-// Key names the total in the sweep report and rig compare: cause.<window kind>.<source>.<cause>.
-func (c CauseTotal) Key(k WindowKind) string {
-	return "cause." + string(k) + "." + c.Source + "." + c.Cause
-}
-
 // CauseRow is one cause on one node and thread in a window.
 type CauseRow struct {
 	Node   string `json:"node"`
@@ -140,9 +135,11 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 }
 
 // schedSpans reads every node's scheduler samples (<node>/sched/*.ndjson) as sched_delay spans
-// per thread (rundir.SchedSample.Spans).
-func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
+// per thread (rundir.SchedSample.Spans), and returns the samples per node for their pressure
+// stall figures (psi.go).
+func (d *runData) schedSpans() (map[string][]rundir.InsideSpan, map[string][]rundir.SchedSample) {
 	out := map[string][]rundir.InsideSpan{}
+	samples := map[string][]rundir.SchedSample{}
 	for _, f := range d.glob(rundir.SchedGlob) {
 		node := path.Base(path.Dir(path.Dir(f)))
 		ss, err := d.run.Sched(f)
@@ -152,8 +149,9 @@ func (d *runData) schedSpans() map[string][]rundir.InsideSpan {
 		for _, smp := range ss {
 			out[node] = append(out[node], smp.Spans()...)
 		}
+		samples[node] = append(samples[node], ss...)
 	}
-	return out
+	return out, samples
 }
 
 // spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
@@ -262,6 +260,10 @@ type timeSources struct {
 	inside map[string][]rundir.InsideSpan
 	syncs  map[string][]rundir.DiskSync
 	host   *hostSeries
+	psi    []psiSeries // the nodes' pressure stalls (one series for the machine on the local target)
+	// nodes are the servers and the client nodes with scheduler samples (the load generator's
+	// threads' run-queue waits).
+	nodes []string
 }
 
 // timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
@@ -271,14 +273,21 @@ func (d *runData) timeSources() (*timeSources, []string) {
 	for n, ss := range d.insideSpans() {
 		ts.inside[n] = ss
 	}
-	for n, ss := range d.schedSpans() {
+	spans, samples := d.schedSpans()
+	ts.psi = psiOf(samples, ts.host.local)
+	ts.nodes = slices.Clone(d.nodes)
+	for n, ss := range spans {
+		if !slices.Contains(ts.nodes, n) {
+			ts.nodes = append(ts.nodes, n)
+		}
 		all := append(slices.Clone(ts.inside[n]), ss...)
 		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
 		ts.inside[n] = all
 	}
+	slices.Sort(ts.nodes)
 	var warn []string
 	ts.syncs, warn = d.diskSyncs()
-	for _, n := range d.nodes {
+	for _, n := range ts.nodes {
 		for _, sp := range ts.inside[n] {
 			if sp.Source != "" && !slices.Contains(ts.names, sp.Source) {
 				ts.names = append(ts.names, sp.Source)
@@ -299,7 +308,7 @@ func (d *runData) timeSources() (*timeSources, []string) {
 // node and thread, and the time none covers. Windows and excursions both call it.
 func (d *runData) whereTime(ts *timeSources, from, to int64) WhereTime {
 	t := newWindowTally(from, to)
-	for _, n := range d.nodes {
+	for _, n := range ts.nodes {
 		t.inside(n, ts.inside[n])
 		t.syncs(n, ts.syncs[n], d.man.RunID)
 	}
@@ -645,7 +654,7 @@ type stallCauses struct {
 func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 	out := stallCauses{schedCover: map[string]float64{}}
 	length := float64(to - from)
-	for _, node := range d.nodes {
+	for _, node := range ts.nodes {
 		type key struct {
 			kind CauseKind
 			src  string

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/rig-dev/rig/internal/ctlsock"
 
@@ -77,4 +79,16 @@ func ListenControl(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("load generator control: %w", err)
 	}
 	return ln, nil
+}
+
+// HoldPIDFile writes this process's pid to path (absolute) and returns what removes it: a pid
+// file left behind would have the samplers follow whatever process gets the pid next.
+func HoldPIDFile(path string) (func(), error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%w: pid_file: %q: want an absolute path", ErrBadOptions, path)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("load generator pid file: %w", err)
+	}
+	return func() { os.Remove(path) }, nil
 }

@@ -35,6 +35,7 @@ func (r *run) loadgenConfig() loadspec.Config {
 		Probe: loadspec.ProbeConfig{
 			Rate: loadspec.Rate(pb.Load.ProbeRate), Duration: loadspec.Duration(pb.Duration),
 			Spin: loadspec.Duration(pb.Load.Spin), Out: out, Control: r.loadgenAddr(),
+			PIDFile: r.cl.NodePath(r.client, loadspec.PIDFile),
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -110,12 +111,13 @@ func (r *run) samplesRequest(n inventory.Node) agent.SamplesRequest {
 	return agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n), SchedInterval: sample.DefaultSchedInterval.String()}
 }
 
-// samplePIDFiles are the processes a node's samples follow besides the agent: a server's engine.
+// samplePIDFiles are the processes a node's samples follow besides the agent (pid files in its
+// agent folder): a server's engine, a client's probe run.
 func samplePIDFiles(n inventory.Node) []string {
 	if n.Role == inventory.RoleServer {
 		return []string{supervise.PIDFile}
 	}
-	return nil
+	return []string{loadspec.PIDFile}
 }
 
 // stopSamples stops the samplers; their NDJSON is in the node folder (collected from remote

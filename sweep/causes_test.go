@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,14 +13,19 @@ import (
 	"github.com/rig-dev/rig/stats"
 )
 
-// A cause's total in the runs' windows (analysis.TimeWindow.Totals) is a figure of the sweep
-// report and of rig compare, under the same noise rule as the others: the archive's forces,
-// 100 ms slower at sync level 2 in every snapshot window, are called worse; another process's
-// CPU, the same noise on both sides, is not called. A run whose windows lack a source (no
-// recording) gives that source's causes no value, not zeros.
-func TestCauseTotalsCompared(t *testing.T) {
+// The cause figures (analysis.ShareFigure) are figures of the sweep report and of rig compare,
+// one value per run: each cause's share of the run's windows of a kind, and of its excursions,
+// with the unexplained share. A run whose windows lack a source (no recording) gives that
+// source's causes no value, not zeros. They are a false-discovery family of their own: adding
+// them leaves every other verdict's q as it was.
+func TestCauseFiguresCompared(t *testing.T) {
 	dir := sweepFixture(t)
 	set, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := CompareOptions{BaseWhere: "engine.sync_level=0", ContenderWhere: "engine.sync_level=2", Pool: true}
+	plain, err := Compare(set, set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,18 +35,25 @@ func TestCauseTotalsCompared(t *testing.T) {
 			sources = []string{analysis.SourceOSSamples} // this run had no recording
 		}
 		r.Summary.Windows = nil
-		for k := 0; k < 3; k++ {
+		slow := r.Ref.Settings["engine.sync_level"] == "2"
+		for k := 0; k < 3+i%2; k++ { // unequal window counts: pooled per run, they do not weigh
 			force := 20 + float64(k+r.Ref.Round)
-			if r.Ref.Settings["engine.sync_level"] == "2" {
+			if slow {
 				force += 100
 			}
 			w := analysis.TimeWindow{Kind: analysis.WindowSnapshot, Index: k + 1, FromS: float64(10 * k), ToS: float64(10*k) + 0.2, WhereTime: analysis.WhereTime{Sources: sources,
-				Totals: []analysis.CauseTotal{{Cause: "host_cpu", Source: analysis.SourceOSSamples, Count: 1, TotalMs: 50 + float64((i+k)%3)}}}}
+				Totals: []analysis.CauseTotal{{Cause: "host_cpu", Source: analysis.SourceOSSamples, Count: 1, TotalMs: 50 + float64((i+k)%3)}}, UnexplainedMs: 200 - force}}
 			if i != 0 {
 				w.Totals = append(w.Totals, analysis.CauseTotal{Cause: "force", Source: "jfr", Count: 5, TotalMs: force})
 			}
 			r.Summary.Windows = append(r.Summary.Windows, w)
 		}
+		covered := 40.0 + float64(i)
+		if slow {
+			covered = 90
+		}
+		r.Summary.Excursions = &analysis.Excursions{Count: 1, List: []analysis.Excursion{{StartS: 5, EndS: 5.1, CoveredMs: covered,
+			Where: &analysis.WhereTime{Sources: sources, Totals: []analysis.CauseTotal{{Cause: "sched_delay", Source: "schedstat", Count: 5, TotalMs: covered}}}}}}
 		b, _ := json.Marshal(r.Summary)
 		if err := os.WriteFile(filepath.Join(dir, r.Ref.Dir, "summary.json"), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -53,10 +66,12 @@ func TestCauseTotalsCompared(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, ReportName))
-	if !strings.Contains(string(md), "Where the time went (per window)") || !strings.Contains(string(md), "snapshot: force (jfr)") {
-		t.Errorf("the sweep report has no cause table:\n%s", md)
+	for _, want := range []string{"Where the time went (per window kind and excursions)", "snapshot: force (jfr)", "snapshot: unexplained", "excursion: unexplained"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the sweep report has no %q:\n%s", want, md)
+		}
 	}
-	c, err := Compare(set, set, CompareOptions{BaseWhere: "engine.sync_level=0", ContenderWhere: "engine.sync_level=2", Pool: true})
+	c, err := Compare(set, set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,15 +80,40 @@ func TestCauseTotalsCompared(t *testing.T) {
 		got[r.Metric.Key] = r.C
 	}
 	force, ok := got["cause.snapshot.jfr.force"]
-	if !ok || force.Verdict != stats.Worse || force.Base.N != 9 || force.Contender.N != 12 {
-		t.Errorf("forces compared: %+v (found %v); want worse, 9 base values (one run had no recording) against 12", force, ok)
+	if !ok || force.Base.N != 3 || force.Contender.N != 4 || force.Contender.Mean-force.Base.Mean < 40 {
+		t.Errorf("forces compared: %+v (found %v); want 3 base values (one run had no recording) against 4, 50 points more", force, ok)
 	}
-	if h := got["cause.snapshot.os_samples.host_cpu"]; h.Significant() || h.Base.N != 12 {
-		t.Errorf("host CPU compared: %+v; want no difference over 12 values a side", h)
+	if h := got["cause.snapshot.os_samples.host_cpu"]; h.Significant() || h.Base.N != 4 {
+		t.Errorf("host CPU compared: %+v; want no difference over 4 values a side", h)
+	}
+	if u := got["cause.excursion.unexplained"]; u.Base.N != 4 || u.Contender.N != 4 || u.Base.Mean < 40 || u.Contender.Mean != 10 {
+		t.Errorf("excursions' unexplained share: %+v; want 4 values a side, about 55 %% against 10 %%", u)
+	}
+	if len(c.Families) != 2 || c.Families[1].Name != TableCauses || c.Families[0].Tested != plain.Families[0].Tested {
+		t.Fatalf("families %+v; want the figures as before (%+v), then the causes", c.Families, plain.Families)
+	}
+	q := map[string]*float64{}
+	for _, r := range plain.Rows {
+		q[r.Metric.Key] = r.C.Q
+	}
+	for _, r := range c.Rows {
+		if r.Metric.Family() == TableCauses {
+			continue
+		}
+		if was := q[r.Metric.Key]; (was == nil) != (r.C.Q == nil) || (was != nil && *was != *r.C.Q) {
+			t.Errorf("%s: q %v with the cause figures, %v without: they dilute the other verdicts", r.Metric.Key, fmtQ(r.C.Q), fmtQ(was))
+		}
 	}
 	var out bytes.Buffer
 	c.Text(&out)
-	if !strings.Contains(out.String(), "snapshot: force (jfr)") {
-		t.Errorf("rig compare does not show the cause:\n%s", out.String())
+	if !strings.Contains(out.String(), "snapshot: force (jfr)") || !strings.Contains(out.String(), "_causes:_") {
+		t.Errorf("rig compare does not show the causes as a family:\n%s", out.String())
 	}
+}
+
+func fmtQ(q *float64) string {
+	if q == nil {
+		return "none"
+	}
+	return strconv.FormatFloat(*q, 'g', 4, 64)
 }

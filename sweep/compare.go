@@ -40,8 +40,14 @@ type Comparison struct {
 	Unmatched       []string // combinations on one side only
 	Env             []string // every environment difference, and every run whose load exceeded its CPUs
 	Rows            []Row
-	// Tested verdicts shown together, and the differences among them before and after the
-	// Benjamini–Hochberg correction (stats.ControlFDR).
+	// Families are the verdicts corrected together (Metric.Family), in order of first row.
+	Families []Family
+}
+
+// Family is one false-discovery family: its tested verdicts, and the differences among them
+// before and after the Benjamini–Hochberg correction (stats.ControlFDR).
+type Family struct {
+	Name                  string
 	Tested, Before, After int
 }
 
@@ -124,12 +130,20 @@ func Compare(base, contender *Set, opts CompareOptions) (*Comparison, error) {
 			c.Rows = append(c.Rows, Row{Pair: p, Metric: m, C: stats.Compare(bv, cv, m.Dir)})
 		}
 	}
-	cs := make([]*stats.Comparison, len(c.Rows))
+	byFamily := map[string][]*stats.Comparison{}
 	for i := range c.Rows {
-		cs[i] = &c.Rows[i].C
+		f := c.Rows[i].Metric.Family()
+		if byFamily[f] == nil {
+			c.Families = append(c.Families, Family{Name: f})
+		}
+		byFamily[f] = append(byFamily[f], &c.Rows[i].C)
 	}
-	c.Tested = len(cs)
-	c.Before, c.After = stats.ControlFDR(cs)
+	for i := range c.Families {
+		f := &c.Families[i]
+		cs := byFamily[f.Name]
+		f.Tested = len(cs)
+		f.Before, f.After = stats.ControlFDR(cs)
+	}
 	var pb, pc []*Group
 	for _, p := range c.Pairs {
 		pb, pc = append(pb, p.Base), append(pc, p.Contender)
@@ -454,6 +468,15 @@ func (c *Comparison) Text(w io.Writer) {
 				Cell(r.Metric, r.C.Base), Cell(r.Metric, r.C.Contender), DiffCell(r.C), mwCell(r.C), qCell(r.C), VerdictCell(r.C))
 		}
 	}
-	fmt.Fprintln(w, "\n"+fdrLine(c.Tested, c.Before, c.After))
+	for _, f := range c.Families {
+		line := fdrLine(f.Tested, f.Before, f.After)
+		if len(c.Families) > 1 {
+			line = fmt.Sprintf("_%s:_ %s", f.Name, line)
+		}
+		fmt.Fprintln(w, "\n"+line)
+	}
+	if len(c.Families) > 1 {
+		fmt.Fprintln(w, "\nThe cause figures (time per cause and unexplained, as shares of each kind of window and of the excursions) are corrected as a family of their own, so they do not dilute the other verdicts.")
+	}
 	fmt.Fprintln(w, "\n"+verdictRule)
 }

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"maps"
 	"slices"
 	"sort"
 
@@ -274,14 +275,14 @@ func phases(runs []*RunData) []string {
 	return append(out, rest...)
 }
 
-// causeMetrics are the causes' totals of the runs' windows (analysis.TimeWindow.Totals), one
-// metric per window kind, source and cause any run has: one value per window of that kind whose
-// run had the source (a window without the cause counts 0; a run without the source counts
-// nothing, since the cause was not measured there).
+// causeMetrics are the cause figures (analysis.ShareFigure) every run has: per kind of interval
+// (windows by kind, then excursions), the unexplained share and each cause's share, one value
+// per run (analysis.Summary.IntervalTimes: a run without the kind, or without the cause's
+// source, gives none; with the source and not the cause, 0).
 func causeMetrics(runs []*RunData) []Metric {
 	type id struct {
-		kind          analysis.WindowKind
-		source, cause string
+		kind string
+		c    analysis.CauseID
 	}
 	seen := map[id]bool{}
 	var ids []id
@@ -289,20 +290,18 @@ func causeMetrics(runs []*RunData) []Metric {
 		if r.Summary == nil {
 			continue
 		}
-		for _, w := range r.Summary.Windows {
-			for _, c := range w.Totals {
-				if k := (id{w.Kind, c.Source, c.Cause}); !seen[k] {
+		for _, t := range r.Summary.IntervalTimes() {
+			for _, c := range append([]analysis.CauseID{{}}, slices.Collect(maps.Keys(t.Totals))...) {
+				if k := (id{t.Kind, c}); !seen[k] {
 					seen[k] = true
 					ids = append(ids, k)
 				}
 			}
 		}
 	}
-	order := func(k analysis.WindowKind) int {
-		for i, x := range analysis.WindowKinds {
-			if x == k {
-				return i
-			}
+	order := func(k string) int {
+		if i := slices.Index(analysis.WindowKinds, analysis.WindowKind(k)); i >= 0 {
+			return i
 		}
 		return len(analysis.WindowKinds)
 	}
@@ -311,31 +310,37 @@ func causeMetrics(runs []*RunData) []Metric {
 		if order(a.kind) != order(b.kind) {
 			return order(a.kind) < order(b.kind)
 		}
-		if a.source != b.source {
-			return a.source < b.source
+		if a.c.Source != b.c.Source {
+			return a.c.Source < b.c.Source
 		}
-		return a.cause < b.cause
+		return a.c.Cause < b.c.Cause
 	})
 	out := make([]Metric, 0, len(ids))
 	for _, k := range ids {
-		key := analysis.CauseTotal{Cause: k.cause, Source: k.source}.Key(k.kind)
-		out = append(out, Metric{Key: key, Table: TableCauses, Label: string(k.kind) + ": " + k.cause + " (" + k.source + ")", Unit: "ms", Dir: stats.LowerIsBetter,
+		f := analysis.ShareFigure(k.kind, k.c)
+		out = append(out, Metric{Key: f.Key, Table: TableCauses, Label: f.Label, Unit: f.Unit, Dir: f.Dir,
 			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, w := range r.Summary.Windows {
-					if w.Kind != k.kind || !slices.Contains(w.Sources, k.source) {
-						continue
-					}
-					total := 0.0
-					for _, c := range w.Totals {
-						if c.Cause == k.cause && c.Source == k.source {
-							total = c.TotalMs
+				if r.Summary == nil {
+					return nil
+				}
+				for _, t := range r.Summary.IntervalTimes() {
+					if t.Kind == k.kind {
+						if v, ok := t.Share(k.c); ok {
+							return []float64{v}
 						}
 					}
-					v = append(v, total)
 				}
-				return v
+				return nil
 			}})
 	}
 	return out
+}
+
+// Family is the false-discovery family a metric's verdicts are corrected in: the cause figures
+// are one of their own, so their many verdicts do not dilute the others'.
+func (m Metric) Family() string {
+	if m.Table == TableCauses {
+		return TableCauses
+	}
+	return "figures"
 }

@@ -208,6 +208,13 @@ func newProbeCmd() *cobra.Command {
 				}
 				defer ln.Close()
 			}
+			if cfg.Probe.PIDFile != "" {
+				release, err := loadgen.HoldPIDFile(cfg.Probe.PIDFile)
+				if err != nil {
+					return lgUsageErr(source, err)
+				}
+				defer release()
+			}
 			run, err := loadgen.StartProbe(cmd.Context(), opts)
 			if err != nil {
 				return lgUsageErr(source, err)

@@ -81,7 +81,14 @@ type ProbeConfig struct {
 	Interval Duration `json:"interval,omitempty"`
 	Out      string   `json:"out"`
 	Control  string   `json:"control,omitempty"` // Unix socket path for the control API (its folder 0700)
+	// PIDFile (an absolute path) holds the probe run's pid while it runs, so the node's samplers
+	// follow its threads (a late probe is often the send thread's run-queue wait).
+	PIDFile string `json:"pid_file,omitempty"`
 }
+
+// PIDFile is the probe run's pid file in the client node's agent folder: the runner names it in
+// the load generator's config (ProbeConfig.PIDFile) and in the node's samples request.
+const PIDFile = "loadgen.pid"
 
 // BurstConfig is the burst section, for `rig loadgen burst` (see loadgen.BurstOptions).
 type BurstConfig struct {

@@ -117,6 +117,7 @@ var ProbeFlags = []Flag{
 	durationFlag("interval", DefaultInterval, "HDR interval log interval", func(c *Config) *Duration { return &c.Probe.Interval }),
 	stringFlag("out", "directory for probes.bin, probes.hlog, stats.json", func(c *Config) *string { return &c.Probe.Out }),
 	stringFlag("control", "serve the control API on this Unix socket (absolute path; its folder is made 0700)", func(c *Config) *string { return &c.Probe.Control }),
+	stringFlag("pid-file", "write the probe run's pid here while it runs (absolute path), for the node's samplers", func(c *Config) *string { return &c.Probe.PIDFile }),
 	intFlag("instruments", DefaultInstruments, "instruments the probes rotate over", func(c *Config) *int { return &c.Instruments }),
 	intFlag[int64]("price", DefaultProbePrice, "limit price of the IOC buy probes (below every resting ask)", func(c *Config) *int64 { return &c.ProbePrice }),
 }

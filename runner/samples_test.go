@@ -1,0 +1,35 @@
+package runner
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/playbooks"
+)
+
+// TestProbeRunFollowedBySamplers: the load generator's probe run writes its pid where the client
+// node's samples request tells the agent to look (a relative pid file is in the agent's folder,
+// NodePath), so the scheduler sampler records its threads' run-queue waits; a server's samples
+// follow its engine.
+func TestProbeRunFollowedBySamplers(t *testing.T) {
+	cl := newFakeCluster(t)
+	cl.dir = t.TempDir()
+	client := inventory.Node{Name: "client-0", Role: inventory.RoleClient}
+	server := inventory.Node{Name: "node-0", Role: inventory.RoleServer}
+	r := &run{pb: &playbooks.Playbook{}, cl: cl, client: client}
+	pidFile := r.loadgenConfig().Probe.PIDFile
+	if pidFile == "" {
+		t.Fatal("the probe run's config names no pid file")
+	}
+	req := r.samplesRequest(client)
+	if !slices.ContainsFunc(req.PIDFiles, func(f string) bool { return cl.NodePath(client, f) == pidFile }) {
+		t.Errorf("client samples follow %v, want the probe run's pid file %s", req.PIDFiles, pidFile)
+	}
+	if req.SchedInterval == "" {
+		t.Error("client samples have no scheduler sampler")
+	}
+	if got := r.samplesRequest(server).PIDFiles; slices.ContainsFunc(got, func(f string) bool { return cl.NodePath(server, f) == cl.NodePath(server, "loadgen.pid") }) || len(got) != 1 {
+		t.Errorf("server samples follow %v, want its engine alone", got)
+	}
+}
