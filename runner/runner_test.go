@@ -37,7 +37,7 @@ duration: %s
 
 func plan(t *testing.T, duration, rest string) *playbooks.Plan {
 	t.Helper()
-	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, duration)+rest))
+	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, duration)+rest), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestBurstSendersOverClients(t *testing.T) {
 	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, "4s")+`timeline:
   - {at: 200ms, burst: {messages: 100, size: 200, senders: 3, count: 2, every: 100ms}}
   - {at: 500ms, burst: {messages: 50}}
-`))
+`), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +603,7 @@ func TestSpinRangeIsTheLoadGenerators(t *testing.T) {
 		spin time.Duration
 		ok   bool
 	}{{loadspec.MaxSpin, true}, {loadspec.MaxSpin + time.Microsecond, false}} {
-		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)))
+		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)), testDrivers)
 		if (err == nil) != c.ok {
 			t.Errorf("load.spin %v: err %v, want accepted %v", c.spin, err, c.ok)
 		}
