@@ -28,7 +28,7 @@ func TestEmbeddedPlaybooks(t *testing.T) {
 			t.Errorf("%s: plan: %v", name, err)
 		}
 		// The copy on disk (the source) is the one embedded.
-		disk, err := Open(name + ".yaml", testDrivers)
+		disk, err := Open(name+".yaml", testDrivers)
 		if err != nil || disk.Source != name+".yaml" || disk.Name != name {
 			t.Errorf("%s from disk: %+v, %v", name, disk, err)
 		}
