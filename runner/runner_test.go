@@ -149,6 +149,10 @@ func TestEveryAction(t *testing.T) {
 	if res.man.Status != rundir.StatusOK || res.man.Target != "fake" {
 		t.Errorf("manifest status %q target %q", res.man.Status, res.man.Target)
 	}
+	// The settings resolved at plan time, kept beside those in effect for whatever reads the run.
+	if r := res.man.Resolved; r == nil || r.Driver != "reference" || len(r.Table) == 0 || r.Asked["sync_level"] == "" {
+		t.Errorf("manifest engine_settings %+v", r)
+	}
 	// Engines stopped, data removed, then the cluster: in that order.
 	if i, j := indexOf(c.calls, "node-0 POST /engine/stop"), indexOf(c.calls, " stop"); i < 0 || j < i {
 		t.Errorf("engines must stop before the cluster: %q", c.calls)
