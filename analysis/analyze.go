@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/engine/driver"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -553,6 +555,19 @@ func (d *runData) summarize() *Summary {
 	return s
 }
 
+// resolved is the run's engine settings as its plan resolved them (rundir.Manifest.Resolved).
+// A run folder written before the manifest kept them has only its playbook's values asked, typed
+// by the contract's table: the one legacy path.
+func (d *runData) resolved() driver.Resolved {
+	if r := d.man.Resolved; r != nil {
+		return *r
+	}
+	if !d.hasPB {
+		return driver.Resolved{Table: driver.Contract}
+	}
+	return driver.Resolved{Driver: d.pb.Engine.DriverName(), Table: driver.Contract, Asked: d.pb.Engine.Settings()}
+}
+
 func (d *runData) settings() Settings {
 	st := Settings{
 		CPUs:         d.man.CPUs,
@@ -562,16 +577,32 @@ func (d *runData) settings() Settings {
 		LoadS:        max(d.off(d.loadEnd), 0),
 		WarmupS:      d.off(d.warmupEnd),
 	}
+	res := d.resolved()
+	inEffect := func(name string) (int64, bool) {
+		s, ok := res.InEffect(name, d.man.Engines)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s.Value, 10, 64)
+		return n, err == nil
+	}
+	if v, ok := inEffect(driver.SyncLevel); ok {
+		st.SyncLevel = ptr(int(v))
+	}
+	if v, ok := inEffect(driver.SnapshotBlock); ok {
+		st.SnapshotBlock = &v
+	}
+	if v, ok := inEffect(driver.EncodeThreads); ok {
+		st.EncodeThreads = ptr(int(v))
+	}
+	for _, name := range slices.Sorted(maps.Keys(res.Asked)) {
+		if s, _ := res.InEffect(name, d.man.Engines); s.Differs() {
+			set, _ := res.Table.Lookup(name)
+			set.Name = name
+			st.NotAsAsked = append(st.NotAsAsked, fmt.Sprintf("%s %s in effect, %s asked", name, s.Value, set.Show(s.Asked)))
+		}
+	}
 	if pb := d.pb; d.hasPB {
-		if v, ok := pb.Engine.Int(driver.SyncLevel); ok {
-			st.SyncLevel = ptr(int(v))
-		}
-		if v, ok := pb.Engine.Int(driver.SnapshotBlock); ok {
-			st.SnapshotBlock = &v
-		}
-		if v, ok := pb.Engine.Int(driver.EncodeThreads); ok {
-			st.EncodeThreads = ptr(int(v))
-		}
 		st.PreloadOrders, st.PlannedProbeRate = &pb.Preload.Orders, &pb.Load.ProbeRate
 	}
 	if !d.loadStarted {

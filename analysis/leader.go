@@ -36,10 +36,7 @@ type LeaderWindow struct {
 // leaderWindow derives the window from the longest heartbeat and election timeouts the engines
 // report in effect.
 func (d *runData) leaderWindow() LeaderWindow {
-	var table driver.Table
-	if _, t, err := d.pb.Engine.Resolve(); err == nil {
-		table = t
-	}
+	table := d.resolved().Table
 	return leaderWindowFor(table.LongestInEffect(driver.HeartbeatTimeout, d.man.Engines),
 		table.LongestInEffect(driver.ElectionTimeout, d.man.Engines))
 }

@@ -418,6 +418,9 @@ func settingsLine(s *Summary) string {
 	if st.EncodeThreads != nil && *st.EncodeThreads > 0 {
 		parts = append(parts, fmt.Sprintf("encode ×%d", *st.EncodeThreads))
 	}
+	if len(st.NotAsAsked) > 0 {
+		parts = append(parts, "**not as asked: "+strings.Join(st.NotAsAsked, "; ")+"**")
+	}
 	return strings.Join(parts, " · ")
 }
 

@@ -146,9 +146,12 @@ type Settings struct {
 	WarmupS      float64   `json:"warmup_s"`                   // load_start to warmup_end
 	ProbeRate    float64   `json:"probe_rate_per_s,omitempty"` // measured: probes sent / LoadS
 
+	// The engine's settings in effect, as the servers reported them (the asked value where none
+	// reports it); NotAsAsked names every setting in effect with another value than asked.
 	SyncLevel        *int     `json:"sync_level,omitempty"`
 	SnapshotBlock    *int64   `json:"snapshot_block,omitempty"`
 	EncodeThreads    *int     `json:"encode_threads,omitempty"`
+	NotAsAsked       []string `json:"not_as_asked,omitempty"`
 	PreloadOrders    *int64   `json:"preload_orders,omitempty"`
 	PlannedProbeRate *float64 `json:"planned_probe_rate_per_s,omitempty"`
 	PlannedDurationS *float64 `json:"planned_duration_s,omitempty"` // the playbook's duration

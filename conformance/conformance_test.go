@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	_ "github.com/rig-dev/rig/engine/driver/reference" // the drivers a binary offers register themselves
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
@@ -16,7 +15,7 @@ import (
 // it holds name it: a run refused beside it is told "in use by run 20260102-030405-check-t",
 // not "in use by run  (pid N)".
 func TestCheckStartsAsARunOfItsOwnName(t *testing.T) {
-	pb, err := playbooks.Parse("t.yaml", []byte("name: t\ncluster: {servers: 3}\nload: {probe_rate: 1/s}\nduration: 9s\n"))
+	pb, err := playbooks.Parse("t.yaml", []byte("name: t\ncluster: {servers: 3}\nload: {probe_rate: 1/s}\nduration: 9s\n"), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

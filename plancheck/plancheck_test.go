@@ -10,7 +10,7 @@ import (
 
 func planOf(t *testing.T, body string) *playbooks.Plan {
 	t.Helper()
-	pb, err := playbooks.Parse("p.yaml", []byte(body))
+	pb, err := playbooks.Parse("p.yaml", []byte(body), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // The plan prints, per combination, the micro-burst guide's buffer chain beside the settings the
 // run asks for; a burst through the engine's own client is described as such.
 func TestPlanPrintsBufferChain(t *testing.T) {
-	pb, err := Open("../examples/aeron-cluster/micro-burst.yaml")
+	pb, err := Open("../examples/aeron-cluster/micro-burst.yaml", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestCoresWarnings(t *testing.T) {
 	if !strings.Contains(string(b), "# "+axis) {
 		t.Fatalf("%s has no commented %q axis", file, axis)
 	}
-	pb, err := Parse(file, []byte(strings.Replace(string(b), "# "+axis, axis, 1)))
+	pb, err := Parse(file, []byte(strings.Replace(string(b), "# "+axis, axis, 1)), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

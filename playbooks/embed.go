@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
@@ -35,7 +36,7 @@ func List() []string {
 // documented commands work from any directory. Content problems come back as Problems.
 //
 // (It is not called Load because the contract's type Load, the client stream, owns that name.)
-func Open(nameOrPath string) (*Playbook, error) {
+func Open(nameOrPath string, drivers *driver.Registry) (*Playbook, error) {
 	if st, err := os.Stat(nameOrPath); err == nil && !st.IsDir() {
 		if st.Size() > MaxSize { // refused before anything is read
 			return nil, tooBig(nameOrPath, st.Size())
@@ -46,7 +47,7 @@ func Open(nameOrPath string) (*Playbook, error) {
 		} else if err != nil {
 			return nil, err
 		}
-		return Parse(nameOrPath, data)
+		return Parse(nameOrPath, data, drivers)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read playbook %s: %w", nameOrPath, err)
 	}
@@ -66,7 +67,7 @@ func Open(nameOrPath string) (*Playbook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read embedded playbook %s: %w", name, err)
 	}
-	p, err := Parse(name+".yaml", data)
+	p, err := Parse(name+".yaml", data, drivers)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func TestEmbeddedPlaybooks(t *testing.T) {
 		t.Fatalf("List() = %v, want %v", names, want)
 	}
 	for _, name := range names {
-		p, err := Open(name)
+		p, err := Open(name, testDrivers)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -28,7 +28,7 @@ func TestEmbeddedPlaybooks(t *testing.T) {
 			t.Errorf("%s: plan: %v", name, err)
 		}
 		// The copy on disk (the source) is the one embedded.
-		disk, err := Open(name + ".yaml")
+		disk, err := Open(name+".yaml", testDrivers)
 		if err != nil || disk.Source != name+".yaml" || disk.Name != name {
 			t.Errorf("%s from disk: %+v, %v", name, disk, err)
 		}
@@ -38,7 +38,7 @@ func TestEmbeddedPlaybooks(t *testing.T) {
 // The quickstart is the README's first command: three servers, 100K orders, 1,000 probes/s, and
 // fits well inside a minute locally.
 func TestQuickstartShape(t *testing.T) {
-	p, err := Open("quickstart")
+	p, err := Open("quickstart", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestQuickstartShape(t *testing.T) {
 // The follower-restart playbook's schedule: a snapshot, three kill/relaunch cycles a minute apart,
 // a closing snapshot.
 func TestFollowerRestartSchedule(t *testing.T) {
-	p, err := Open("follower-restart")
+	p, err := Open("follower-restart", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,30 +87,30 @@ func TestOpen(t *testing.T) {
 	if err := os.WriteFile(good, []byte(base), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := Open(good); err != nil || p.Source != good {
-		t.Fatalf("Open(%s) = %+v, %v", good, p, err)
+	if p, err := Open(good, testDrivers); err != nil || p.Source != good {
+		t.Fatalf("Open(%s, testDrivers) = %+v, %v", good, p, err)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("duration: 5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(bad)
+	_, err := Open(bad, testDrivers)
 	var probs Problems
 	if !errors.As(err, &probs) {
-		t.Fatalf("Open(bad) = %v; want Problems", err)
+		t.Fatalf("Open(bad, testDrivers) = %v; want Problems", err)
 	}
 	wantProblem(t, probs, bad+":1:11: duration", `"5" has no unit`)
 
 	t.Chdir(dir) // away from the source folder: only the embedded copies are left
-	if p, err := Open("playbooks/quickstart.yaml"); err != nil || p.Source != "embedded:quickstart" {
-		t.Errorf("Open(playbooks/quickstart.yaml) from elsewhere = %+v, %v; want the embedded copy", p, err)
+	if p, err := Open("playbooks/quickstart.yaml", testDrivers); err != nil || p.Source != "embedded:quickstart" {
+		t.Errorf("Open(playbooks/quickstart.yaml, testDrivers) from elsewhere = %+v, %v; want the embedded copy", p, err)
 	}
 	for _, name := range []string{"quickstrat", "nowhere/quickstart.yaml", "playbooks/nope.yaml", "missing.yaml"} {
-		if _, err := Open(name); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Open(%q) err = %v, want ErrNotFound", name, err)
+		if _, err := Open(name, testDrivers); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open(%q, testDrivers) err = %v, want ErrNotFound", name, err)
 		}
 	}
-	if _, err := Open("quickstrat"); err == nil || !strings.Contains(err.Error(), `did you mean "quickstart"?`) {
+	if _, err := Open("quickstrat", testDrivers); err == nil || !strings.Contains(err.Error(), `did you mean "quickstart"?`) {
 		t.Errorf("no suggestion for a misspelt name: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ func TestCommandDriverParses(t *testing.T) {
     config_template: engine.conf.tmpl
     config_file: my.conf
 `+declared, goodTemplate)
-	p, err := Parse(file, src)
+	p, err := Parse(file, src, testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestCommandDriverProblems(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			file, src := commandPlaybook(t, c.engine, c.tmpl)
-			_, err := Parse(file, src)
+			_, err := Parse(file, src, testDrivers)
 			if err == nil {
 				t.Fatalf("accepted:\n%s", src)
 			}
@@ -122,7 +122,7 @@ func TestDeclaredSettingIsAnAxis(t *testing.T) {
     args: ['--flush={{index .Settings "my.engine.flush.interval"}}', '-XX:+Use{{index .Settings "my.engine.collector"}}']
 matrix: {engine.my.engine.flush.interval: [2ms, 0.004s], engine.my.engine.collector: [g1, zgc]}
 `, "")
-	p, err := Parse(file, src)
+	p, err := Parse(file, src, testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +147,12 @@ matrix: {engine.my.engine.flush.interval: [2ms, 0.004s], engine.my.engine.collec
 		t.Errorf("4ms renders as %q for the templates, want 4000000 (nanos)", v)
 	}
 	// A value the kind refuses is refused where it stands in the matrix.
-	_, err = Parse(file, []byte(strings.Replace(string(src), "[g1, zgc]}", "[g1, shenandoah]}", 1)))
+	_, err = Parse(file, []byte(strings.Replace(string(src), "[g1, zgc]}", "[g1, shenandoah]}", 1)), testDrivers)
 	if err == nil || !strings.Contains(err.Error(), `matrix.engine.my.engine.collector[1]: "shenandoah" is not one of g1, zgc`) {
 		t.Errorf("a value outside one-of: %v", err)
 	}
 	// So is a declaration that is not one.
-	_, err = Parse(file, []byte(strings.Replace(string(src), "kind: duration, render: nanos", "kind: duration, render: hours", 1)))
+	_, err = Parse(file, []byte(strings.Replace(string(src), "kind: duration, render: nanos", "kind: duration, render: hours", 1)), testDrivers)
 	if err == nil || !strings.Contains(err.Error(), `engine.settings.my.engine.flush.interval: render "hours" is not a rendering`) {
 		t.Errorf("a bad rendering: %v", err)
 	}
@@ -161,7 +161,7 @@ matrix: {engine.my.engine.flush.interval: [2ms, 0.004s], engine.my.engine.collec
 // Engine's JSON keeps every asked value, and reads the form manifests had before drivers owned
 // their settings (durations in nanoseconds, zero meaning the engine's default).
 func TestEngineJSON(t *testing.T) {
-	e := Engine{Values: map[string]string{"snapshot_block": "16777216", "heartbeat_timeout": "250ms"}}
+	e := Engine{Values: map[string]string{"snapshot_block": "16777216", "heartbeat_timeout": "250ms"}, drivers: testDrivers}
 	b, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestCommandBinaryAbsolute(t *testing.T) {
   command:
     binary: ./start.sh
     config_template: engine.conf.tmpl
-`))
+`), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,13 +219,13 @@ func TestGCActionNeedsTheEngine(t *testing.T) {
 	cmd := "engine:\n  driver: command\n  command: {binary: x, args: [\"{{.Settings.sync_level}}\"]}\n" + declared
 	timeline := "timeline:\n  - {at: 5s, gc: {node: follower}}\n"
 	file, src := commandPlaybook(t, cmd+timeline, "")
-	_, err := Parse(file, src)
+	_, err := Parse(file, src, testDrivers)
 	if err == nil || !strings.Contains(err.Error(), "t.yaml:10:18: timeline[0].gc: calls POST /gc on the engine, which the command engine does not offer") ||
 		!strings.Contains(err.Error(), "engine.admin_gc: true") {
 		t.Errorf("a gc on an engine without it: %v", err)
 	}
 	file, src = commandPlaybook(t, cmd+"  admin_gc: true\n"+timeline, "")
-	p, err := Parse(file, src)
+	p, err := Parse(file, src, testDrivers)
 	if err != nil {
 		t.Fatalf("engine.admin_gc: true refused: %v", err)
 	}
@@ -234,10 +234,10 @@ func TestGCActionNeedsTheEngine(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || !back.AdminGC {
 		t.Errorf("engine.admin_gc lost on the way through JSON: %s (%v)", b, err)
 	}
-	if _, err := Parse("t.yaml", []byte(base+timeline)); err != nil {
+	if _, err := Parse("t.yaml", []byte(base+timeline), testDrivers); err != nil {
 		t.Errorf("a gc on the reference engine refused: %v", err)
 	}
-	if _, err := Parse("t.yaml", []byte(base+"engine: {admin_gc: maybe}\n")); err == nil || !strings.Contains(err.Error(), `"maybe" is not true or false`) {
+	if _, err := Parse("t.yaml", []byte(base+"engine: {admin_gc: maybe}\n"), testDrivers); err == nil || !strings.Contains(err.Error(), `"maybe" is not true or false`) {
 		t.Errorf("engine.admin_gc: maybe: %v", err)
 	}
 }
@@ -245,7 +245,7 @@ func TestGCActionNeedsTheEngine(t *testing.T) {
 // engine.recording: on asks the reference engine for its flight recorder (recording_test.go), so
 // a window may be set without engine.flight_recorder.
 func TestRecordingWindowWithoutFlightRecorder(t *testing.T) {
-	p, err := Parse("t.yaml", []byte(base+"engine: {recording: \"on\", flight_recorder_window: 30s}\ntimeline:\n  - {at: 10s, snapshot: {}}\n"))
+	p, err := Parse("t.yaml", []byte(base+"engine: {recording: \"on\", flight_recorder_window: 30s}\ntimeline:\n  - {at: 10s, snapshot: {}}\n"), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,17 +261,17 @@ func TestRecordingWindowWithoutFlightRecorder(t *testing.T) {
 func TestBurstClient(t *testing.T) {
 	cmd := "engine:\n  driver: command\n  command: {binary: /bin/x, args: [\"{{.Settings.sync_level}}\"]}\n" + declared
 	file, src := commandPlaybook(t, cmd+"  burst_client: \"-Xmx256m --burst\"\n", "")
-	p, err := Parse(file, src)
+	p, err := Parse(file, src, testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(p.Engine.BurstClient(), " "); got != "/bin/x -Xmx256m --burst" {
 		t.Errorf("burst client %q", got)
 	}
-	if p, err := Parse("t.yaml", []byte(base)); err != nil || p.Engine.BurstClient() != nil {
+	if p, err := Parse("t.yaml", []byte(base), testDrivers); err != nil || p.Engine.BurstClient() != nil {
 		t.Errorf("the reference engine has a burst client: %v %v", p.Engine.BurstClient(), err)
 	}
-	if _, err := Parse("t.yaml", []byte(base+"engine: {burst_client: \"--burst\"}\n")); err == nil || !strings.Contains(err.Error(), "engine.burst_client: needs engine.command") {
+	if _, err := Parse("t.yaml", []byte(base+"engine: {burst_client: \"--burst\"}\n"), testDrivers); err == nil || !strings.Contains(err.Error(), "engine.burst_client: needs engine.command") {
 		t.Errorf("burst_client without a command: %v", err)
 	}
 }

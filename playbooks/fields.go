@@ -2,7 +2,6 @@ package playbooks
 
 import (
 	"fmt"
-	"github.com/rig-dev/rig/engine/driver"
 	"regexp"
 	"sort"
 	"strconv"
@@ -41,7 +40,7 @@ var staticFields = map[string]field{
 	"cluster.clients": intField(1, 99, "clients, 1..99", func(p *Playbook) *int { return &p.Cluster.Clients }),
 	"engine.driver": {
 		set: func(p *Playbook, s string) error {
-			if _, err := driver.Lookup(s); err != nil {
+			if _, err := p.Engine.drivers.Lookup(s); err != nil {
 				return err
 			}
 			p.Engine.Driver = s

@@ -18,7 +18,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(matrixPlaybook))
 	f.Add([]byte("timeline:\n  - {at: 1s, kill: &a {node: leader}}\n  - {at: 2s, kill: *a}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse("f.yaml", data)
+		p, err := Parse("f.yaml", data, testDrivers)
 		if err != nil {
 			var probs Problems
 			if !errors.As(err, &probs) || len(probs) == 0 {

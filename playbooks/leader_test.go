@@ -52,7 +52,7 @@ func TestTimelineStateAllowsWhatStandsUp(t *testing.T) {
 		"  - {at: 1s, cpu_hog: {node: node-0, for: 5s}}\n  - {at: 6s, power_loss: {nodes: node-0, relaunch_after: 1s}}\n",
 		"  - {at: 1s, power_loss: {nodes: leader+follower, relaunch_after: 5s}}\n  - {at: 6s, wait_for: {phase: ready}}\n  - {at: 7s, snapshot: {}}\n  - {at: 8s, gc: {}}\n",
 	} {
-		if _, err := Parse("t.yaml", []byte(base+"timeline:\n"+tl)); err != nil {
+		if _, err := Parse("t.yaml", []byte(base+"timeline:\n"+tl), testDrivers); err != nil {
 			t.Errorf("refused:\n%s%v", tl, err)
 		}
 	}

@@ -30,7 +30,7 @@ func TestNestedPlaybookRefusedWithBoundedMemory(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			_, err := Parse("t.yaml", data)
+			_, err := Parse("t.yaml", data, testDrivers)
 			runtime.ReadMemStats(&after)
 			var probs Problems
 			if !errors.As(err, &probs) {
@@ -49,7 +49,7 @@ func TestFIFOPlaybookRefused(t *testing.T) {
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(p) // blocks for ever if it opens the pipe for reading without O_NONBLOCK
+	_, err := Open(p, testDrivers) // blocks for ever if it opens the pipe for reading without O_NONBLOCK
 	if !errors.Is(err, untrusted.ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
 		t.Fatalf("got %v", err)
 	}
@@ -74,7 +74,7 @@ func TestSettingsFileBounded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := base + "engine:\n  driver: command\n  settings_file: " + c.path + "\n  command: {binary: x}\n"
-			_, err := Parse(file, []byte(src))
+			_, err := Parse(file, []byte(src), testDrivers)
 			var probs Problems
 			if !errors.As(err, &probs) {
 				t.Fatalf("got %v, want problems", err)
@@ -115,7 +115,7 @@ func TestConfigTemplateBounded(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			_, err := Parse(file, []byte(src))
+			_, err := Parse(file, []byte(src), testDrivers)
 			runtime.ReadMemStats(&after)
 			var probs Problems
 			if !errors.As(err, &probs) {

@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
@@ -51,13 +52,14 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // Parse reads and validates a playbook. file names the source in every error position. On any
 // problem it returns nil and a Problems listing all of them, in source order. A file over
-// MaxSize is refused before parsing; a leading UTF-8 byte-order mark is skipped.
-func Parse(file string, data []byte) (*Playbook, error) {
+// MaxSize is refused before parsing; a leading UTF-8 byte-order mark is skipped. engine.driver
+// names one of drivers, the drivers the binary offers.
+func Parse(file string, data []byte, drivers *driver.Registry) (*Playbook, error) {
 	if len(data) > MaxSize {
 		return nil, tooBig(file, int64(len(data)))
 	}
 	data = bytes.TrimPrefix(data, utf8BOM)
-	r := &reader{file: file, probs: problems{file: file}, pos: map[string]Pos{}, failed: map[string]bool{}, anchors: map[string]ast.Node{}}
+	r := &reader{file: file, drivers: drivers, probs: problems{file: file}, pos: map[string]Pos{}, failed: map[string]bool{}, anchors: map[string]ast.Node{}}
 	p := r.read(data)
 	if err := r.probs.err(); err != nil {
 		return nil, err
@@ -67,6 +69,7 @@ func Parse(file string, data []byte) (*Playbook, error) {
 
 type reader struct {
 	file    string
+	drivers *driver.Registry
 	probs   problems
 	pos     map[string]Pos // field path -> where its value stands
 	present map[string]bool
@@ -98,7 +101,7 @@ func (r *reader) read(data []byte) *Playbook {
 	if len(f.Docs) > 1 {
 		r.probs.add(r.nodePos(f.Docs[1].Body), "", "a second YAML document; a file holds one playbook")
 	}
-	p := &Playbook{Source: r.file}
+	p := &Playbook{Source: r.file, Engine: Engine{drivers: r.drivers}}
 	r.present = map[string]bool{}
 	pairs, ok := r.mapping(f.Docs[0].Body, "", "a mapping of playbook keys ("+strings.Join(topKeys, ", ")+")")
 	if !ok {

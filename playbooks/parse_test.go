@@ -17,7 +17,7 @@ duration: 30s
 
 func problemsOf(t *testing.T, src string) Problems {
 	t.Helper()
-	p, err := Parse("t.yaml", []byte(src))
+	p, err := Parse("t.yaml", []byte(src), testDrivers)
 	if err == nil {
 		t.Fatalf("Parse accepted:\n%s\ngot %+v", src, p)
 	}
@@ -46,7 +46,7 @@ func wantProblem(t *testing.T, probs Problems, at, msg string) {
 
 func mustParse(t *testing.T, src string) *Playbook {
 	t.Helper()
-	p, err := Parse("t.yaml", []byte(src))
+	p, err := Parse("t.yaml", []byte(src), testDrivers)
 	if err != nil {
 		t.Fatalf("Parse:\n%s\nerror:\n%v", src, err)
 	}
@@ -344,7 +344,7 @@ func TestAnchorsAndAliases(t *testing.T) {
 
 func TestWaitForStableLeader(t *testing.T) {
 	base := "name: x\nduration: 5s\nload: {probe_rate: 10/s}\ntimeline:\n  - {at: 1s, wait_for: "
-	p, err := Parse("x.yaml", []byte(base+"{stable_leader: 2s}}\n"))
+	p, err := Parse("x.yaml", []byte(base+"{stable_leader: 2s}}\n"), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestWaitForStableLeader(t *testing.T) {
 		t.Errorf("wait_for %+v, want stable 2s, phase ready, default timeout", w)
 	}
 	for _, bad := range []string{"{stable_leader: 2s, phase: catching-up}}", "{stable_leader: 2s, node: node-1}}", "{stable_leader: 1ms}}"} {
-		if _, err := Parse("x.yaml", []byte(base+bad+"\n")); err == nil || !strings.Contains(err.Error(), "stable_leader") {
+		if _, err := Parse("x.yaml", []byte(base+bad+"\n"), testDrivers); err == nil || !strings.Contains(err.Error(), "stable_leader") {
 			t.Errorf("%s: %v, want a problem at stable_leader", bad, err)
 		}
 	}

@@ -184,7 +184,7 @@ func TestPlanPrint(t *testing.T) {
 // embedded playbook, as `rig validate` and `rig run` do once per invocation.
 func BenchmarkOpenAndPlan(b *testing.B) {
 	for b.Loop() {
-		p, err := Open("snapshot-pause")
+		p, err := Open("snapshot-pause", testDrivers)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -250,7 +250,7 @@ matrix:
 		t.Errorf("plan names an all-down moment in the run at 7s, when node-0 and node-1 are back:\n%s", buf.String())
 	}
 	// Without the opt-in the same timeline is refused (TestRules "all servers down").
-	if _, err := Parse("t.yaml", []byte(strings.Replace(src, "allow_all_down: true\n", "", 1))); err == nil || !strings.Contains(err.Error(), "allow_all_down: true") {
+	if _, err := Parse("t.yaml", []byte(strings.Replace(src, "allow_all_down: true\n", "", 1)), testDrivers); err == nil || !strings.Contains(err.Error(), "allow_all_down: true") {
 		t.Errorf("without allow_all_down: %v", err)
 	}
 }

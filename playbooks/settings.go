@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
@@ -21,7 +23,7 @@ var engineKeys = []string{"driver", "command", "settings", "settings_file", "byt
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
-	d, err := driver.Lookup(e.DriverName())
+	d, err := e.drivers.Lookup(e.DriverName())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -30,6 +32,16 @@ func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
 		return nil, nil, err
 	}
 	return d, t, nil
+}
+
+// Resolved is the engine's settings resolved once, at plan time: the driver's name, its table and
+// the values asked (Settings), for the manifest to keep beside the values in effect.
+func (e Engine) Resolved() (driver.Resolved, error) {
+	_, t, err := e.Resolve()
+	if err != nil {
+		return driver.Resolved{}, err
+	}
+	return driver.Resolved{Driver: e.DriverName(), Table: t, Asked: e.Settings()}, nil
 }
 
 // EngineDriver is the engine's driver, or nil when it does not resolve (a parsed playbook's
@@ -48,10 +60,12 @@ func (e Engine) Table() driver.Table {
 // Settings are the settings this playbook asks for, by name, canonical (driver.Setting.Canon):
 // every one it sets, every other one with a default in the table, and, with engine.recording
 // on, the ones that turn the engine's own recorder on (driver.WithRecording) unless it sets them.
+// Decoded from a manifest, without its driver, they are the values it asked (Values).
 func (e Engine) Settings() driver.Values {
 	out := driver.Values{}
 	d, table, err := e.Resolve()
 	if err != nil {
+		maps.Copy(out, e.Values)
 		return out
 	}
 	for _, s := range table {
@@ -144,7 +158,7 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 	const name = "engine"
 	r.pos[name] = r.nodePos(n)
 	var names []string
-	if d, err := driver.Lookup(driver.Default); err == nil {
+	if d, err := r.drivers.Lookup(driver.Default); err == nil {
 		t, _ := d.Settings(nil)
 		names = t.Names()
 	}
@@ -411,7 +425,12 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 		}
 		raw = all
 	}
-	table := e.Table()
+	// Decoded without the driver that ran it, a setting is typed by the contract's table, and
+	// the legacy form, which only the reference engine wrote, by the reference engine's.
+	table := driver.Contract
+	if legacy {
+		table, _ = reference.Driver{}.Settings(nil)
+	}
 	for name, rv := range raw {
 		var v any
 		if err := json.Unmarshal(rv, &v); err != nil {

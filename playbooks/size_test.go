@@ -23,7 +23,7 @@ func TestOversizedPlaybookRefusedBeforeParsing(t *testing.T) {
 	f, _ := os.Create(p)
 	f.Truncate(50 << 20) // sparse: 50 MB of zeros
 	f.Close()
-	_, err := Open(p)
+	_, err := Open(p, testDrivers)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("52428800 bytes")) {
 		t.Fatalf("Open of a 50 MB file: %v", err)
 	}

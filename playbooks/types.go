@@ -83,6 +83,9 @@ type Engine struct {
 	// Values are the settings asked for, canonical (driver.Setting.Canon); a setting with a
 	// default in the table is always asked, one without is asked only when the playbook sets it.
 	Values driver.Values `json:"-"`
+	// drivers are the drivers engine.driver may name, handed to Parse; nil in a playbook decoded
+	// from a manifest, which carries its resolved settings instead (rundir.Manifest.Resolved).
+	drivers *driver.Registry
 }
 
 // Setting is one kernel tuning key and value, e.g. {"vm.dirty_ratio","20"} or {"thp","never"}.

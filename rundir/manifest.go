@@ -18,6 +18,7 @@ import (
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/linkproxy"
@@ -46,17 +47,21 @@ type Manifest struct {
 	// Playbook is the resolved playbook as package playbooks encodes it (playbooks.Playbook);
 	// kept raw so that the agent and the load generator, which import this package, need not
 	// import the playbook parser.
-	Playbook   json.RawMessage            `json:"playbook"`
-	ConfigHash string                     `json:"config_hash"` // sha256 of the resolved playbook JSON
-	Rig        BuildInfo                  `json:"rig"`
-	CPUs       int                        `json:"cpus"`
-	LoadAvg    LoadAvg                    `json:"load_avg"`
-	Inventory  *inventory.Inventory       `json:"inventory,omitempty"`
-	Facts      map[string]facts.Facts     `json:"facts,omitempty"`         // per node, from the agent
-	Tuning     map[string]Tuning          `json:"tuning,omitempty"`        // per node: settings read back after apply, and revert
-	Engines    map[string]engine.Reported `json:"engine_config,omitempty"` // per node: the settings in effect, read back from /status config
-	Loadgen    *ProbeStats                `json:"loadgen,omitempty"`       // the load generator's own stats (send lag, reconnects)
-	AgentCPU   map[string]CPUShare        `json:"agent_cpu,omitempty"`     // per node: the agent's own CPU share (the rig's overhead)
+	Playbook   json.RawMessage        `json:"playbook"`
+	ConfigHash string                 `json:"config_hash"` // sha256 of the resolved playbook JSON
+	Rig        BuildInfo              `json:"rig"`
+	CPUs       int                    `json:"cpus"`
+	LoadAvg    LoadAvg                `json:"load_avg"`
+	Inventory  *inventory.Inventory   `json:"inventory,omitempty"`
+	Facts      map[string]facts.Facts `json:"facts,omitempty"`  // per node, from the agent
+	Tuning     map[string]Tuning      `json:"tuning,omitempty"` // per node: settings read back after apply, and revert
+	// Resolved is the engine's settings as the plan resolved them (driver, table, values asked);
+	// Engines are, per node, the settings in effect, read back from /status config. Whatever
+	// reads the run types and compares the two by Resolved's table, without the driver.
+	Resolved *driver.Resolved           `json:"engine_settings,omitempty"`
+	Engines  map[string]engine.Reported `json:"engine_config,omitempty"`
+	Loadgen  *ProbeStats                `json:"loadgen,omitempty"`   // the load generator's own stats (send lag, reconnects)
+	AgentCPU map[string]CPUShare        `json:"agent_cpu,omitempty"` // per node: the agent's own CPU share (the rig's overhead)
 	// ClockOffsets per node: node clock minus controller clock (best of 8 round trips), already
 	// subtracted from every node-side timestamp in events.jsonl.
 	ClockOffsets map[string]ClockOffset `json:"clock_offsets,omitempty"`

@@ -1,4 +1,10 @@
 package runner
 
-// The drivers a binary offers register themselves; the tests offer the rig's two.
-import _ "github.com/rig-dev/rig/engine/driver/reference"
+import (
+	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/engine/driver/reference"
+)
+
+// testDrivers are the drivers rig offers, handed to every playbook a test reads.
+var testDrivers = driver.NewRegistry(reference.Driver{}, command.Driver{})

@@ -20,7 +20,7 @@ timeline:
 
 func planOf(t *testing.T, body string) *playbooks.Plan {
 	t.Helper()
-	pb, err := playbooks.Parse("p.yaml", []byte(body))
+	pb, err := playbooks.Parse("p.yaml", []byte(body), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestPartitionPlaybookRules(t *testing.T) {
 		{"{at: 4s, partition: {node: node-7, for: 5s}}", "does not exist"},
 	} {
 		body := strings.Replace(partitionYAML, "{at: 4s, partition: {node: leader, for: 5s}}", c.entry, 1)
-		_, err := playbooks.Parse("p.yaml", []byte(body))
+		_, err := playbooks.Parse("p.yaml", []byte(body), testDrivers)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "p.yaml:") {
 			t.Errorf("%s: %v; want p.yaml:line:col and %q", c.entry, err, c.want)
 		}

@@ -12,7 +12,7 @@ import (
 
 func memPlaybook(t *testing.T, extra string) *playbooks.Playbook {
 	t.Helper()
-	pb, err := playbooks.Parse("mem.yaml", []byte("duration: 5s\nwarmup: 1s\nload: {probe_rate: 100/s}\n"+extra))
+	pb, err := playbooks.Parse("mem.yaml", []byte("duration: 5s\nwarmup: 1s\nload: {probe_rate: 100/s}\n"+extra), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

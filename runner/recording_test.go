@@ -21,7 +21,7 @@ func TestRecordingTakes(t *testing.T) {
 `
 	parse := func(rec string) *playbooks.Plan {
 		pb, err := playbooks.Parse("fake.yaml", []byte(strings.Replace(fmt.Sprintf(basePlaybook, "2s"),
-			"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: "+rec+"}", 1)+timeline))
+			"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: "+rec+"}", 1)+timeline), testDrivers)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -372,6 +372,9 @@ func runOne(parent context.Context, pr playbooks.PlannedRun, timeline []step, op
 		Rig: rundir.Build(), CPUs: runtime.NumCPU(), LeaseTTLS: opts.LeaseTTL.Seconds(), Command: opts.Command,
 	}
 	r.man.Engine = engineBuild(pb, opts, r.man.Rig)
+	if res, err := pb.Engine.Resolved(); err == nil {
+		r.man.Resolved = &res
+	}
 	r.man.LoadAvg.Start = loadavg.Now()
 	if r.ev, err = rundir.CreateEventLog(filepath.Join(dir, rundir.EventsFile)); err != nil {
 		o.Err = err

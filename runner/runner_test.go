@@ -37,7 +37,7 @@ duration: %s
 
 func plan(t *testing.T, duration, rest string) *playbooks.Plan {
 	t.Helper()
-	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, duration)+rest))
+	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, duration)+rest), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +148,10 @@ func TestEveryAction(t *testing.T) {
 	}
 	if res.man.Status != rundir.StatusOK || res.man.Target != "fake" {
 		t.Errorf("manifest status %q target %q", res.man.Status, res.man.Target)
+	}
+	// The settings resolved at plan time, kept beside those in effect for whatever reads the run.
+	if r := res.man.Resolved; r == nil || r.Driver != "reference" || len(r.Table) == 0 || r.Asked["sync_level"] == "" {
+		t.Errorf("manifest engine_settings %+v", r)
 	}
 	// Engines stopped, data removed, then the cluster: in that order.
 	if i, j := indexOf(c.calls, "node-0 POST /engine/stop"), indexOf(c.calls, " stop"); i < 0 || j < i {
@@ -438,7 +442,7 @@ func TestBurstSendersOverClients(t *testing.T) {
 	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, "4s")+`timeline:
   - {at: 200ms, burst: {messages: 100, size: 200, senders: 3, count: 2, every: 100ms}}
   - {at: 500ms, burst: {messages: 50}}
-`))
+`), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +607,7 @@ func TestSpinRangeIsTheLoadGenerators(t *testing.T) {
 		spin time.Duration
 		ok   bool
 	}{{loadspec.MaxSpin, true}, {loadspec.MaxSpin + time.Microsecond, false}} {
-		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)))
+		_, err := playbooks.Parse("s.yaml", []byte(fmt.Sprintf("name: s\nload: {probe_rate: 1/s, spin: %s}\nduration: 9s\n", c.spin)), testDrivers)
 		if (err == nil) != c.ok {
 			t.Errorf("load.spin %v: err %v, want accepted %v", c.spin, err, c.ok)
 		}

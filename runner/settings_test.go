@@ -13,7 +13,7 @@ import (
 // readiness at once, naming node, setting, in effect and asked; one it does not report yet is
 // left for the check after readiness, and a node that has not answered is not checked.
 func TestEffectBeforeReady(t *testing.T) {
-	pb, err := playbooks.Parse("hb.yaml", []byte("name: hb\ncluster: {servers: 3, clients: 1}\nengine: {heartbeat_timeout: 2s}\nload: {probe_rate: 100/s}\nduration: 10s\n"))
+	pb, err := playbooks.Parse("hb.yaml", []byte("name: hb\ncluster: {servers: 3, clients: 1}\nengine: {heartbeat_timeout: 2s}\nload: {probe_rate: 100/s}\nduration: 10s\n"), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ engine:
     env: {JAVA_OPTS: "-Daeron.typo.one=1 -Xss1m"}
 load: {probe_rate: 100/s}
 duration: 10s
-`))
+`), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

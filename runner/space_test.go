@@ -64,7 +64,7 @@ func TestSpaceCountsRecordings(t *testing.T) {
 	c := newFakeCluster(t)
 	c.freeBytes = 512 << 20 // the data fit; 3 servers × 2 takes × 128 MiB = 768 MiB more do not
 	pb, err := playbooks.Parse("fake.yaml", []byte(strings.Replace(fmt.Sprintf(basePlaybook, "2s"),
-		"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: \"on\"}", 1)+"timeline:\n  - {at: 100ms, snapshot: {}}\n"))
+		"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: \"on\"}", 1)+"timeline:\n  - {at: 100ms, snapshot: {}}\n"), testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ var registerToy sync.Once
 func TestToyKindEndToEnd(t *testing.T) {
 	registerToy.Do(func() { actions.Register(func() actions.Spec { return &toyKind{} }) })
 
-	if _, err := playbooks.Parse("bad.yaml", []byte(strings.Replace(basePlaybook, "%s", "2s", 1)+"timeline:\n  - {at: 500ms, toy: {answer: -1}}\n")); err == nil || !strings.Contains(err.Error(), "answer") {
+	if _, err := playbooks.Parse("bad.yaml", []byte(strings.Replace(basePlaybook, "%s", "2s", 1)+"timeline:\n  - {at: 500ms, toy: {answer: -1}}\n"), testDrivers); err == nil || !strings.Contains(err.Error(), "answer") {
 		t.Errorf("a bad toy value: %v; want a problem at answer", err)
 	}
 	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, plan(t, "2s", "timeline:\n  - {at: 500ms, toy: {answer: 42}}\n"))

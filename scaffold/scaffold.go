@@ -17,6 +17,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/rig-dev/rig/engine/driver"
 	aeroncluster "github.com/rig-dev/rig/examples/aeron-cluster"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
@@ -31,6 +32,8 @@ type Options struct {
 	Name    string // NAME: the module's folder, artifact, jar and playbook name
 	Service string // --service: the ClusteredService's fully qualified class name
 	Package string // --package: the Java package of Main and Codec; "" for DefaultPackage(Service)
+	// Drivers are the engine drivers the written playbook is read with, as `rig run` reads it.
+	Drivers *driver.Registry
 }
 
 // Parent is the rig-aeron parent pom's coordinates, read from examples/aeron-cluster/pom.xml.
@@ -96,7 +99,7 @@ func AeronService(o Options) (string, []string, error) {
 		names = append(names, f.name)
 	}
 	// The playbook is read as `rig run` would read it: a scaffold that does not open is a rig bug.
-	if _, err := playbooks.Open(filepath.Join(tmp, "playbook.yaml")); err != nil {
+	if _, err := playbooks.Open(filepath.Join(tmp, "playbook.yaml"), o.Drivers); err != nil {
 		return "", nil, fmt.Errorf("the written playbook does not open: %w", err)
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {

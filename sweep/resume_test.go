@@ -29,7 +29,7 @@ func resumePlan(t *testing.T, body string) *playbooks.Plan {
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pb, err := playbooks.Open(p)
+	pb, err := playbooks.Open(p, testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

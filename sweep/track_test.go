@@ -14,7 +14,7 @@ import (
 )
 
 func TestTracker(t *testing.T) {
-	pb, err := playbooks.Open("snapshot-pause")
+	pb, err := playbooks.Open("snapshot-pause", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/conformance"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks"
 )
 
@@ -19,7 +20,7 @@ const checkLogFile = "check.log"
 
 // newCheckCmd is `rig check`, a controller verb. `rig engine check` is kept as a deprecated
 // alias (the same command, built again under `rig engine`).
-func newCheckCmd() *cobra.Command {
+func newCheckCmd(drivers *driver.Registry) *cobra.Command {
 	var (
 		pbPath, firstAddr, resultsDir string
 		orders                        int64
@@ -38,7 +39,7 @@ each check saw; exits 1 if any check failed. The playbook's load and timeline ar
 			if pbPath == "" {
 				return fmt.Errorf("%w: --playbook: required (the playbook naming the engine)", errUsage)
 			}
-			pb, err := playbooks.Open(pbPath)
+			pb, err := playbooks.Open(pbPath, drivers)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}

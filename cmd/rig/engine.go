@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
-func newEngineCmd() *cobra.Command {
+func newEngineCmd(drivers *driver.Registry) *cobra.Command {
 	var configPath string
 	var flight bool
 	cmd := &cobra.Command{
@@ -101,7 +102,7 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 	cmd.Flags().StringVar(&configPath, "config", "engine.json", "engine config file (JSON, engine.Config)")
 	cmd.Flags().BoolVar(&flight, "flight-recorder", false, "keep a runtime/trace flight recorder, served at GET "+engine.AdminTrace+", as the config's flight_recorder: true does")
 	// `rig engine check` was the check's first name; the check is a controller verb, `rig check`.
-	check := newCheckCmd()
+	check := newCheckCmd(drivers)
 	check.Deprecated = "use `rig check`, the same command"
 	cmd.AddCommand(check)
 	return cmd

@@ -17,10 +17,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// The engine drivers rig offers (engine/driver): the command driver registers itself from
-	// engine/command, which the agent imports.
-	_ "github.com/rig-dev/rig/engine/driver/reference"
+	"github.com/rig-dev/rig/engine/command"
+	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/engine/driver/reference"
 )
+
+// offeredDrivers are the engine drivers rig offers, handed to every verb that reads a playbook.
+func offeredDrivers() *driver.Registry {
+	return driver.NewRegistry(reference.Driver{}, command.Driver{})
+}
 
 // newRootCmd is `rig` with every verb.
 func newRootCmd() *cobra.Command {
@@ -32,13 +37,14 @@ func newRootCmd() *cobra.Command {
 	}
 	// A bad flag is bad input like any other: exit 2, as for every usage error.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
+	drivers := offeredDrivers()
 	root.AddCommand(
 		// Controller verbs.
-		newRunCmd(), newValidateCmd(), newCheckCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(),
+		newRunCmd(drivers), newValidateCmd(drivers), newCheckCmd(drivers), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(),
 		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
-		newNewCmd(),
+		newNewCmd(drivers),
 		// Node roles.
-		newAgentCmd(), newEngineCmd(), newLoadgenCmd(),
+		newAgentCmd(), newEngineCmd(drivers), newLoadgenCmd(),
 	)
 	return root
 }

@@ -7,11 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/scaffold"
 )
 
 // newNewCmd is `rig new`: starting points for your own engine.
-func newNewCmd() *cobra.Command {
+func newNewCmd(drivers *driver.Registry) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "new KIND NAME",
 		Short: "Write the starting point of your own engine (aeron-service: a ClusteredService under rig-aeron)",
@@ -20,12 +21,12 @@ func newNewCmd() *cobra.Command {
 		},
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
-	cmd.AddCommand(newAeronServiceCmd())
+	cmd.AddCommand(newAeronServiceCmd(drivers))
 	return cmd
 }
 
-func newAeronServiceCmd() *cobra.Command {
-	o := scaffold.Options{Parent: "."}
+func newAeronServiceCmd(drivers *driver.Registry) *cobra.Command {
+	o := scaffold.Options{Parent: ".", Drivers: drivers}
 	cmd := &cobra.Command{
 		Use:   "aeron-service NAME --service CLASS",
 		Short: "Write a Maven module that runs your Aeron ClusteredService under rig, with a playbook",

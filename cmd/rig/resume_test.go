@@ -261,7 +261,7 @@ func TestDeadlineStopsSweepAndBudgetRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	pbPath := writePlaybook(t, deadlinePlaybook)
-	pb, err := playbooks.Open(pbPath)
+	pb, err := playbooks.Open(pbPath, offeredDrivers())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestValidatePrintsCrossAZCost(t *testing.T) {
 	if line == nil {
 		t.Fatalf("no cross-AZ cost line:\n%s", out)
 	}
-	pb, err := playbooks.Open("snapshot-pause")
+	pb, err := playbooks.Open("snapshot-pause", offeredDrivers())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestValidatePrintsCrossAZCost(t *testing.T) {
 // sweep; a run folder symlinked elsewhere had its summary.json and report.md rewritten there.
 func TestFaultTamperedSweepRefused(t *testing.T) {
 	pb := writePlaybook(t, resumePlaybook)
-	p, err := playbooks.Open(pb)
+	p, err := playbooks.Open(pb, offeredDrivers())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/history"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
@@ -25,7 +26,7 @@ import (
 	"github.com/rig-dev/rig/transport/sshx"
 )
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(drivers *driver.Registry) *cobra.Command {
 	var (
 		opts          runner.Options
 		stackName     string
@@ -76,14 +77,14 @@ func newRunCmd() *cobra.Command {
 			var plan *playbooks.Plan
 			var err error
 			if resumed != nil && len(args) == 0 {
-				src, p, err := sweepPlan(resumeDir, resumed)
+				src, p, err := sweepPlan(resumeDir, resumed, drivers)
 				if err != nil {
 					return err
 				}
 				args, plan = []string{src}, p
 			} else {
 				var pb *playbooks.Playbook
-				if pb, err = playbooks.Open(args[0]); err != nil {
+				if pb, err = playbooks.Open(args[0], drivers); err != nil {
 					return fmt.Errorf("%w: %v", errUsage, err)
 				}
 				if plan, err = pb.Plan(); err != nil {
@@ -204,7 +205,7 @@ func newRunCmd() *cobra.Command {
 // name opens the embedded playbook only, and a file is read through the guarded reader; when it
 // is not a playbook, its problems are not shown (they would quote the file, whatever it is:
 // "fakeshadow:1:1: root:$6$…"), only that it is not, and how to see them.
-func sweepPlan(resumeDir string, sw *sweep.Sweep) (string, *playbooks.Plan, error) {
+func sweepPlan(resumeDir string, sw *sweep.Sweep, drivers *driver.Registry) (string, *playbooks.Plan, error) {
 	if sw.Source == "" {
 		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json names no playbook source; give the PLAYBOOK", errUsage, resumeDir)
 	}
@@ -220,7 +221,7 @@ func sweepPlan(resumeDir string, sw *sweep.Sweep) (string, *playbooks.Plan, erro
 	} else if fi, serr := os.Stat(src); serr == nil && fi.IsDir() {
 		return "", nil, fmt.Errorf("%w: --resume %s: sweep.json's source %s is a directory, not the sweep's playbook; give the PLAYBOOK", errUsage, resumeDir, src)
 	}
-	pb, err = playbooks.Open(src)
+	pb, err = playbooks.Open(src, drivers)
 	var plan *playbooks.Plan
 	if err == nil {
 		plan, err = pb.Plan()

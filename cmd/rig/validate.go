@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
 	"github.com/rig-dev/rig/inventory"
@@ -19,7 +20,7 @@ import (
 	"github.com/rig-dev/rig/runner"
 )
 
-func newValidateCmd() *cobra.Command {
+func newValidateCmd(drivers *driver.Registry) *cobra.Command {
 	var stackConfig string
 	var est estimateFlags
 	cmd := &cobra.Command{
@@ -50,7 +51,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 					return fmt.Errorf("%w: %w", errUsage, err)
 				}
 			}
-			return validate(cmd, args[0], stackConfig, est)
+			return validate(cmd, args[0], stackConfig, est, drivers)
 		},
 	}
 	cmd.Flags().StringVar(&stackConfig, "stack-config", "", "also check this Pulumi stack config file (Pulumi.<stack>.yaml)")
@@ -61,7 +62,7 @@ Nothing is created, started or changed. Embedded playbooks: ` + strings.Join(pla
 
 // validate prints the plan on stdout, or every problem on stderr, one per line. The playbook and
 // the stack config are both checked before it returns, so one call reports everything.
-func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) error {
+func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags, drivers *driver.Registry) error {
 	var errs []error
 	stackErr := func(err error) {
 		// It already says usage; keep the one errUsage wrap below.
@@ -81,7 +82,7 @@ func validate(cmd *cobra.Command, arg, stackConfig string, est estimateFlags) er
 		est.priceStack = sc.Stack // the estimate and the cost are for that stack's cluster
 	}
 	mem := memoryTarget(cmd, sc, est)
-	plan, err := printPlan(cmd, arg, est, mem, plancheck.VolumeTarget(sc, est.stack))
+	plan, err := printPlan(cmd, arg, drivers, est, mem, plancheck.VolumeTarget(sc, est.stack))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -140,8 +141,8 @@ func memoryTarget(cmd *cobra.Command, sc *spec.StackConfig, est estimateFlags) p
 type estimateFlags struct{ results, stack, priceStack string }
 
 // printPlan prints the plan and returns it (nil when the playbook has problems).
-func printPlan(cmd *cobra.Command, arg string, est estimateFlags, mem plancheck.Hosts, vols *plancheck.VolumeSource) (*playbooks.Plan, error) {
-	pb, err := playbooks.Open(arg)
+func printPlan(cmd *cobra.Command, arg string, drivers *driver.Registry, est estimateFlags, mem plancheck.Hosts, vols *plancheck.VolumeSource) (*playbooks.Plan, error) {
+	pb, err := playbooks.Open(arg, drivers)
 	if err == nil {
 		var plan *playbooks.Plan
 		if plan, err = pb.Plan(); err == nil {

@@ -15,8 +15,6 @@ const Name = "command"
 // replaces the contract's (to give it a default or a rendering).
 type Driver struct{}
 
-func init() { driver.Register(Driver{}) }
-
 var _ driver.Templater = Driver{}
 
 // Name implements driver.Driver.

@@ -4,18 +4,14 @@
 // for Kill and Pause. The orchestrator holds a Driver resolved once, when the plan is built, and
 // branches only on capabilities; it never names an engine.
 //
-// Drivers register themselves (Register) from their own packages: the reference engine in
-// engine/driver/reference, the command driver (any engine started from a command line) in
-// engine/command. A binary imports the drivers it offers.
+// A binary hands the drivers it offers down as a Registry (cmd/rig builds it from the reference
+// engine's, engine/driver/reference, and the command driver's, engine/command); nothing
+// registers itself.
 package driver
 
 import (
-	"fmt"
 	"io"
 	"slices"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -181,48 +177,6 @@ func WithRecording(d Driver, asked Values) Values {
 // playbook instead (engine.admin_gc).
 type AdminOfferer interface {
 	OffersAdmin(path string) bool
-}
-
-var (
-	mu       sync.RWMutex
-	registry = map[string]Driver{}
-)
-
-// Register makes d available by name; a second driver of the same name panics, as
-// database/sql.Register does.
-func Register(d Driver) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := registry[d.Name()]; dup {
-		panic("driver: Register called twice for " + d.Name())
-	}
-	registry[d.Name()] = d
-}
-
-// Lookup finds a registered driver.
-func Lookup(name string) (Driver, error) {
-	mu.RLock()
-	defer mu.RUnlock()
-	if d, ok := registry[name]; ok {
-		return d, nil
-	}
-	return nil, fmt.Errorf("%q is not an engine driver; want %s", name, strings.Join(namesLocked(), " or "))
-}
-
-// Names lists the registered drivers, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	return namesLocked()
-}
-
-func namesLocked() []string {
-	out := make([]string, 0, len(registry))
-	for k := range registry {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Capabilities lists the optional capabilities d has, by interface name, for plans, manifests

@@ -212,7 +212,7 @@ func TestAuctionCheck(t *testing.T) {
 // engine.log holds no stack trace, and no mark file removed as unclosed after a graceful stop.
 func runCheck(t *testing.T, bin, playbook, firstAddress string, orders int64, what string) (*playbooks.Playbook, string, map[string]conformance.Result) {
 	t.Helper()
-	pb, err := playbooks.Open(playbook)
+	pb, err := playbooks.Open(playbook, testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func rewritePlaybook(t *testing.T, name string, repl map[string]string) string {
 func TestPlaybooksOpen(t *testing.T) {
 	for _, name := range []string{"engine.yaml", "playbook.yaml", "snapshot-pause.yaml", "follower-restart.yaml", "auction.yaml", "auction-quickstart.yaml",
 		"snapshot-forces.yaml", "recording-cost.yaml", "leader-failover.yaml", "handoff.yaml"} {
-		pb, err := playbooks.Open(name)
+		pb, err := playbooks.Open(name, testDrivers)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -423,7 +423,7 @@ func TestPlaybooksOpen(t *testing.T) {
 // kills the leader twice per run: relaunched at once (the old leader may win again), then after
 // a stable leader, relaunched 15 s later. Needs neither Maven nor Java.
 func TestLeaderFailoverPlaybook(t *testing.T) {
-	pb, err := playbooks.Open("leader-failover.yaml")
+	pb, err := playbooks.Open("leader-failover.yaml", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 // Aeron's default heartbeat timeout, each relaunched 15 s later, then a step-down. Needs neither
 // Maven nor Java.
 func TestHandoffPlaybook(t *testing.T) {
-	pb, err := playbooks.Open("handoff.yaml")
+	pb, err := playbooks.Open("handoff.yaml", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestHandoffPlaybook(t *testing.T) {
 // harness's burst client, carries the receiver window and socket buffer it varies, and has the
 // guide's three axes.
 func TestMicroBurstPlaybook(t *testing.T) {
-	pb, err := playbooks.Open("micro-burst.yaml")
+	pb, err := playbooks.Open("micro-burst.yaml", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestForeignClientRefused(t *testing.T) {
 	}
 	build(t)
 	bin := rigBinary(t)
-	pb, err := playbooks.Open("engine.yaml")
+	pb, err := playbooks.Open("engine.yaml", testDrivers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,6 @@ var Table = driver.Table{
 // Driver is the reference engine's driver.
 type Driver struct{}
 
-func init() { driver.Register(Driver{}) }
-
 var (
 	_ driver.ValueChecker    = Driver{}
 	_ driver.Configurer      = Driver{}
