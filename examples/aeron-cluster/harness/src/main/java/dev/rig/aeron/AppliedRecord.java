@@ -18,10 +18,11 @@ import org.agrona.collections.LongArrayList;
  *
  * A relaunched node restores its latest snapshot and the container re-applies every message after
  * it, so the file keeps what its snapshot covers and drops the rest, which the replay writes again.
- * Each snapshot take leaves a marker (the negated position) and forces the file, so what a snapshot
- * covers is on disk when the snapshot is. Restored from a snapshot with no marker here (taken
- * before the file existed), ids at or below its position are unknown (knownFrom). Records are
- * 16 bytes little-endian: position, correlation id. Service thread only, but for {@link #ranges}.
+ * Each snapshot take leaves a marker (the position, negated, minus one) and forces the file, so
+ * what a snapshot covers is on disk when the snapshot is. Restored from a snapshot with no marker
+ * here (taken before the file existed), ids at or below its position are unknown (knownFrom).
+ * Records are 16 bytes little-endian: position, correlation id. Nothing is held in memory but a
+ * write buffer: the file is read at the start and when asked for the ranges. Service thread only.
  */
 final class AppliedRecord
 {
@@ -30,64 +31,43 @@ final class AppliedRecord
 
     private final FileChannel file;
     private final ByteBuffer buf = ByteBuffer.allocateDirect(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
-    /** Every position read from the file or appended, and its id (a marker's id is 0). */
-    private final LongArrayList positions = new LongArrayList();
-    private final LongArrayList ids = new LongArrayList();
-    private volatile long knownFrom;
+    private long knownFrom;
 
     AppliedRecord(final File dataDir) throws IOException
     {
         file = FileChannel.open(new File(dataDir, FILE).toPath(), StandardOpenOption.CREATE, StandardOpenOption.READ,
             StandardOpenOption.WRITE);
-        final long size = file.size() - file.size() % RECORD; // a torn last record (a kill mid-write) is dropped
-        final ByteBuffer in = ByteBuffer.allocate(RECORD).order(ByteOrder.LITTLE_ENDIAN);
-        for (long at = 0; at < size; at += RECORD)
+    }
+
+    /** Calls {@code each} with every whole record's position and id, in file order; stops when it returns false. */
+    private void scan(final RecordVisitor each) throws IOException
+    {
+        final ByteBuffer in = ByteBuffer.allocate(RECORD * 4096).order(ByteOrder.LITTLE_ENDIAN);
+        long at = 0;
+        final long size = file.size() - file.size() % RECORD; // a torn last record (a kill mid-write) is left out
+        while (at < size)
         {
-            in.clear();
-            while (in.hasRemaining() && file.read(in, at + in.position()) > 0)
+            in.clear().limit((int)Math.min(in.capacity(), size - at));
+            while (in.hasRemaining())
             {
+                if (file.read(in, at + in.position()) < 0)
+                {
+                    throw new IOException("short read at " + (at + in.position()));
+                }
             }
-            positions.addLong(in.getLong(0));
-            ids.addLong(in.getLong(8));
+            for (int i = 0; i < in.limit(); i += RECORD, at += RECORD)
+            {
+                if (!each.record(at, in.getLong(i), in.getLong(i + 8)))
+                {
+                    return;
+                }
+            }
         }
     }
 
-    /**
-     * The service starts from the snapshot at {@code snapshotPosition} (-1: none, the whole log is
-     * applied again): keeps what the snapshot covers, drops what the replay applies again.
-     */
-    synchronized void restart(final long snapshotPosition) throws IOException
+    private interface RecordVisitor
     {
-        int keep = 0;
-        knownFrom = 0;
-        if (snapshotPosition >= 0)
-        {
-            keep = -1;
-            for (int i = positions.size() - 1; i >= 0 && keep < 0; i--)
-            {
-                if (positions.getLong(i) == -snapshotPosition - 1)
-                {
-                    keep = i + 1;
-                }
-            }
-            if (keep < 0)
-            {
-                // No marker: what the file holds up to the snapshot is kept, but may be incomplete.
-                keep = 0;
-                while (keep < positions.size() && position(positions.getLong(keep)) <= snapshotPosition)
-                {
-                    keep++;
-                }
-                knownFrom = snapshotPosition;
-            }
-        }
-        while (positions.size() > keep)
-        {
-            positions.removeAt(positions.size() - 1);
-            ids.removeAt(ids.size() - 1);
-        }
-        file.truncate((long)keep * RECORD);
-        file.position((long)keep * RECORD);
+        boolean record(long offset, long position, long id);
     }
 
     private static long position(final long recorded)
@@ -95,12 +75,34 @@ final class AppliedRecord
         return recorded >= 0 ? recorded : -recorded - 1;
     }
 
-    /** A snapshot taken at {@code position}: marked and forced, with everything before it. */
-    void snapshot(final long position) throws IOException
+    /**
+     * The service starts from the snapshot at {@code snapshotPosition} (-1: none, the whole log is
+     * applied again): keeps what the snapshot covers, drops what the replay applies again.
+     */
+    void restart(final long snapshotPosition) throws IOException
     {
-        applied(-position - 1, 0);
-        flush();
-        file.force(false);
+        final long[] marker = {-1};
+        final long[] covered = {0};
+        if (snapshotPosition >= 0)
+        {
+            scan((offset, position, id) ->
+            {
+                if (position == -snapshotPosition - 1)
+                {
+                    marker[0] = offset + RECORD;
+                }
+                if (position(position) <= snapshotPosition)
+                {
+                    covered[0] = offset + RECORD;
+                }
+                return true;
+            });
+        }
+        // No marker: what the file holds up to the snapshot is kept, but may be incomplete.
+        knownFrom = snapshotPosition >= 0 && marker[0] < 0 ? snapshotPosition : 0;
+        final long keep = marker[0] >= 0 ? marker[0] : covered[0];
+        file.truncate(keep);
+        file.position(keep);
     }
 
     /** The service applied the message with {@code id} at {@code position}; written by {@link #flush}. */
@@ -111,11 +113,14 @@ final class AppliedRecord
             flush();
         }
         buf.putLong(position).putLong(id);
-        synchronized (this)
-        {
-            positions.addLong(position);
-            ids.addLong(id);
-        }
+    }
+
+    /** A snapshot taken at {@code position}: marked and forced, with everything before it. */
+    void snapshot(final long position) throws IOException
+    {
+        applied(-position - 1, 0);
+        flush();
+        file.force(false);
     }
 
     /** Writes the buffered records (to the page cache; a replay rewrites what a kill loses). */
@@ -135,35 +140,29 @@ final class AppliedRecord
     }
 
     /** The applied correlation ids as closed ranges, ascending as unsigned 64-bit (engine.HeldOrders). */
-    long[][] ranges()
+    long[][] ranges() throws IOException
     {
-        final long[] a;
-        synchronized (this)
+        flush();
+        final LongArrayList flipped = new LongArrayList();
+        scan((offset, position, id) ->
         {
-            int n = 0;
-            a = new long[ids.size()];
-            for (int i = 0; i < ids.size(); i++)
+            if (position >= 0)
             {
-                if (positions.getLong(i) >= 0)
-                {
-                    a[n++] = ids.getLong(i) ^ Long.MIN_VALUE; // unsigned order as signed
-                }
+                flipped.addLong(id ^ Long.MIN_VALUE); // unsigned order as signed
             }
-            return merge(Arrays.copyOf(a, n));
-        }
-    }
-
-    private static long[][] merge(final long[] flipped)
-    {
-        Arrays.sort(flipped);
+            return true;
+        });
+        final long[] a = flipped.toLongArray();
+        Arrays.sort(a);
         final LongArrayList lo = new LongArrayList();
         final LongArrayList hi = new LongArrayList();
-        for (final long f : flipped)
+        for (final long f : a)
         {
             final long v = f ^ Long.MIN_VALUE;
-            if (hi.size() > 0 && (v == hi.getLong(hi.size() - 1) || v == hi.getLong(hi.size() - 1) + 1))
+            final int last = hi.size() - 1;
+            if (last >= 0 && (v == hi.getLong(last) || v == hi.getLong(last) + 1))
             {
-                hi.setLong(hi.size() - 1, v);
+                hi.setLong(last, v);
             }
             else
             {

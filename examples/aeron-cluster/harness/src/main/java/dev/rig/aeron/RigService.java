@@ -232,7 +232,15 @@ final class RigService implements ClusteredService
         {
             return new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError);
         }
-        return new NodeState.Held(record.ranges(), record.knownFrom(), cluster.logPosition(), NodeState.Held.APPLIED, null);
+        try
+        {
+            return new NodeState.Held(record.ranges(), record.knownFrom(), cluster.logPosition(), NodeState.Held.APPLIED, null);
+        }
+        catch (final java.io.IOException e)
+        {
+            recordFailed("read", e);
+            return new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError);
+        }
     }
 
     /** The record is dropped, not the node: the run goes on with durability unchecked, and says why. */
