@@ -88,17 +88,8 @@ final class RigService implements ClusteredService
             Log.info(String.format("restored snapshot at log position %d in %.1f ms", index, ms));
             state.restoring = false;
         }
-        if (record != null)
-        {
-            try
-            {
-                record.restart(snapshotImage == null ? -1 : cluster.logPosition());
-            }
-            catch (final java.io.IOException e)
-            {
-                recordFailed("restart", e);
-            }
-        }
+        final long restored = snapshotImage == null ? -1 : cluster.logPosition();
+        onRecord("restart", r -> r.restart(restored));
         publish();
         state.serviceStarted = true;
         state.changed();
@@ -116,7 +107,7 @@ final class RigService implements ClusteredService
         {
             state.positions.put(id, cluster.logPosition());
         }
-        if (record != null)
+        if (record != null) // not through onRecord: no lambda per message
         {
             try
             {
@@ -156,17 +147,7 @@ final class RigService implements ClusteredService
         final ArchiveWrites.Sample writes = archive == null ? null : archive.read();
         final long t0 = System.nanoTime();
         final long position = cluster.logPosition();
-        if (record != null)
-        {
-            try
-            {
-                record.snapshot(position);
-            }
-            catch (final java.io.IOException e)
-            {
-                recordFailed("force", e);
-            }
-        }
+        onRecord("force", r -> r.snapshot(position));
         service.onTakeSnapshot(snapshotPublication);
         final double ms = (System.nanoTime() - t0) / 1e6;
         // Durable only once the consensus module has recorded it in the recording log and bumped
@@ -197,17 +178,7 @@ final class RigService implements ClusteredService
             h.complete(held());
             work++;
         }
-        if (record != null)
-        {
-            try
-            {
-                record.flush();
-            }
-            catch (final java.io.IOException e)
-            {
-                recordFailed("write", e);
-            }
-        }
+        onRecord("write", AppliedRecord::flush);
         // Resting orders are read once per duty cycle that applied something, not per message:
         // the user's count may cost more than a field read.
         if (state.applied != ordersAt || state.applied != cluster.logPosition())
@@ -228,22 +199,37 @@ final class RigService implements ClusteredService
         {
             return new NodeState.Held(introspection.heldOrderIds(), state.restoredIndex, cluster.logPosition(), NodeState.Held.HELD, null);
         }
+        final long[][][] ranges = new long[1][][];
+        onRecord("read", r -> ranges[0] = r.ranges());
+        return record == null ?
+            new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError) :
+            new NodeState.Held(ranges[0], record.knownFrom(), cluster.logPosition(), NodeState.Held.APPLIED, null);
+    }
+
+    /** One step on the applied record, while there is one. */
+    private interface RecordStep
+    {
+        void apply(AppliedRecord r) throws java.io.IOException;
+    }
+
+    /** Runs step on the record while there is one. */
+    private void onRecord(final String what, final RecordStep step)
+    {
         if (record == null)
         {
-            return new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError);
+            return;
         }
         try
         {
-            return new NodeState.Held(record.ranges(), record.knownFrom(), cluster.logPosition(), NodeState.Held.APPLIED, null);
+            step.apply(record);
         }
         catch (final java.io.IOException e)
         {
-            recordFailed("read", e);
-            return new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError);
+            recordFailed(what, e);
         }
     }
 
-    /** The record is dropped, not the node: the run goes on with durability unchecked, and says why. */
+    /** A file error drops the record, not the node: durability goes unchecked, and says why. */
     private void recordFailed(final String what, final java.io.IOException e)
     {
         recordError = "the applied record in " + new java.io.File(recordDir, AppliedRecord.FILE) + ": " + what + ": " + e;
