@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +29,13 @@ type Durability struct {
 	Lost int `json:"lost"`
 	// Unchecked: acknowledged at or below the index of a snapshot every answering server restored
 	// (orders.json lists only what was applied after it), or no server answered at all.
-	Unchecked int                       `json:"unchecked"`
-	Nodes     map[string]NodeDurability `json:"nodes"`
-	LostIDs   []uint64                  `json:"lost_ids,omitempty"` // the first maxLostIDs lost ids
+	Unchecked int `json:"unchecked"`
+	// Check is what the servers' answers list (engine.HeldOrders.Check): "held orders" (the
+	// service's own state) or "applied ingress" (the ingress messages each node applied); both
+	// joined by " and " when servers differ. Empty when no server answered.
+	Check   string                    `json:"check,omitempty"`
+	Nodes   map[string]NodeDurability `json:"nodes"`
+	LostIDs []uint64                  `json:"lost_ids,omitempty"` // the first maxLostIDs lost ids
 }
 
 // NodeDurability is one server's answer: how many acknowledged orders it holds, lacks, and cannot
@@ -55,6 +61,7 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 	}
 	out := &Durability{Faults: d.faults(), SyncLevel: s.Settings.SyncLevel, Acked: len(acked), Nodes: map[string]NodeDurability{}}
 	held := map[string]*engine.HeldOrders{}
+	checks := map[string]bool{}
 	for _, n := range d.nodes {
 		var h engine.HeldOrders
 		if err := d.readJSONFile(n+"/"+rundir.HeldOrdersFile, &h); err != nil {
@@ -63,7 +70,9 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 			continue
 		}
 		held[n] = &h
+		checks[h.CheckOrDefault()] = true
 	}
+	out.Check = strings.Join(slices.Sorted(maps.Keys(checks)), " and ")
 	var warn []string
 	if len(held) == 0 {
 		out.Unchecked = len(acked)
@@ -120,6 +129,19 @@ func (d *runData) faults() string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkCell says what the durability check compared the ledger with.
+func checkCell(c string) string {
+	switch c {
+	case "":
+		return "nothing (no server answered)"
+	case engine.CheckHeldOrders:
+		return "the orders each server's state holds (" + c + ")"
+	case engine.CheckAppliedIngress:
+		return "the ingress messages each server applied, by correlation id (" + c + ")"
+	}
+	return c
 }
 
 func syncCell(l *int) string {

@@ -35,7 +35,8 @@ func TestPartitionDurabilityAndWindow(t *testing.T) {
 	// alone (as if it had answered from a minority: the ledger must catch it).
 	f.writeJSON(filepath.Join("node-0", rundir.HeldOrdersFile), engine.HeldOrders{Ranges: [][2]uint64{{1, 100}, {151, 151}}})
 	f.writeJSON(filepath.Join("node-1", rundir.HeldOrdersFile), engine.HeldOrders{Ranges: [][2]uint64{{1, 150}}})
-	f.writeJSON(filepath.Join("node-2", rundir.HeldOrdersFile), engine.HeldOrders{Ranges: [][2]uint64{{1, 150}}})
+	// node-2 answers from the ingress it applied: the check names both.
+	f.writeJSON(filepath.Join("node-2", rundir.HeldOrdersFile), engine.HeldOrders{Ranges: [][2]uint64{{1, 150}}, Check: engine.CheckAppliedIngress})
 	f.probes(nil) // the load generator's folder, as every probe run leaves it
 	w, err := rundir.CreateAcked(filepath.Join(f.dir, rundir.LoadgenDir, rundir.AckedFile))
 	if err != nil {
@@ -62,6 +63,9 @@ func TestPartitionDurabilityAndWindow(t *testing.T) {
 	if d.Faults != "partition of node-0 for 5s" || d.Acked != 151 || d.Lost != 1 || len(d.LostIDs) != 1 || d.LostIDs[0] != 151 {
 		t.Errorf("durability %+v: want the partition named, 151 acknowledged, order 151 lost", d)
 	}
+	if d.Check != "applied ingress and held orders" {
+		t.Errorf("check %q: want both the servers' answers named", d.Check)
+	}
 	if n := d.Nodes["node-0"]; n.Held != 101 || n.Lost != 50 {
 		t.Errorf("node-0 %+v: want 101 held, 50 lost (what it missed while cut off)", n)
 	}
@@ -78,6 +82,9 @@ func TestPartitionDurabilityAndWindow(t *testing.T) {
 	rep, err := os.ReadFile(filepath.Join(f.dir, "report.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(string(rep), "Checked against: applied ingress and held orders.") {
+		t.Errorf("report.md does not say what durability was checked against:\n%s", rep)
 	}
 	if !strings.Contains(string(rep), "attributed to actions by this rule: each step_down, kill or partition of the leader explains the first change to another leader within 1.9s") {
 		t.Errorf("report.md does not name the window:\n%s", rep)

@@ -212,7 +212,7 @@ func renderReport(s *Summary) string {
 
 	if du := s.Durability; du != nil {
 		pf("## Durability\n\n")
-		pf("Every order the load generator was told was accepted (loadgen/acked.bin), checked against the orders each server holds at the end (<node>/orders.json). Lost: held by fewer than a majority.\n\n")
+		pf("Every order the load generator was told was accepted (loadgen/acked.bin), checked against the orders each server holds at the end (<node>/orders.json). Lost: held by fewer than a majority. Checked against: %s.\n\n", checkCell(du.Check))
 		pf("| fault | sync level | acked | lost | unchecked |\n| --- | --- | --- | --- | --- |\n")
 		pf("| %s | %s | %d | %d | %d |\n\n", du.Faults, syncCell(du.SyncLevel), du.Acked, du.Lost, du.Unchecked)
 		pf("| server | held | lost | unknown (in its restored snapshot) |\n| --- | --- | --- | --- |\n")

@@ -371,11 +371,29 @@ type GCAnswer struct {
 // HeldOrders answers GET AdminOrders: the ids of the single orders (not preload batches) this
 // node applied, as closed ranges [lo, hi] in ascending order. Orders applied at or below
 // KnownFromIndex came with a snapshot the node restored and are not listed: an acknowledged order
-// acknowledged at or below it cannot be told held or lost from this answer.
+// acknowledged at or below it cannot be told held or lost from this answer. Check says what the
+// ids are: the orders the state holds (CheckHeldOrders, the default when empty) or the
+// correlation ids of the ingress messages the node applied (CheckAppliedIngress: an engine that
+// cannot list its state's orders but sends each order with its id as the correlation id).
 type HeldOrders struct {
 	Ranges         [][2]uint64 `json:"ranges"`
 	KnownFromIndex uint64      `json:"known_from_index"`
 	AppliedIndex   uint64      `json:"applied_index"`
+	Check          string      `json:"check,omitempty"`
+}
+
+// HeldOrders.Check values.
+const (
+	CheckHeldOrders     = "held orders"
+	CheckAppliedIngress = "applied ingress"
+)
+
+// CheckOrDefault is h.Check, CheckHeldOrders when the engine did not say.
+func (h HeldOrders) CheckOrDefault() string {
+	if h.Check == "" {
+		return CheckHeldOrders
+	}
+	return h.Check
 }
 
 // Holds reports whether id is in one of h's ranges.

@@ -2,11 +2,17 @@ package aeroncluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // echoCodec is the only code TestScaffoldEchoCheck writes: rig's order as a message to Aeron's
@@ -59,8 +65,69 @@ func TestScaffoldEchoCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a three-node Aeron Cluster")
 	}
+	bin, mod := scaffoldEcho(t)
+	_, runDir, _ := runCheck(t, bin, filepath.Join(mod, "playbook.yaml"), "127.0.19.46", 2_000, "Aeron's EchoService from rig new")
+	if t.Failed() {
+		dumpLogs(t, runDir)
+	}
+}
+
+// TestScaffoldEchoDurability: Aeron's EchoService, unchanged and with no introspection, has every
+// acknowledged order checked after the scaffold playbook's follower SIGKILL and relaunch, against
+// the ingress each node applied: none unchecked, none lost.
+func TestScaffoldEchoDurability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a three-node Aeron Cluster")
+	}
+	bin, mod := scaffoldEcho(t)
+	// Short: the load generator's control socket path under it must fit in 107 bytes.
+	res, err := os.MkdirTemp("", "rdur")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(res) })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "run", "-q", "--results", res, "--first-address", "127.0.19.52",
+		filepath.Join(mod, "playbook.yaml")).CombinedOutput()
+	sums, _ := filepath.Glob(filepath.Join(res, "*", rundir.SummaryFile))
+	if len(sums) != 1 {
+		t.Fatalf("rig run: %v, %d summaries\n%s", err, len(sums), out)
+	}
+	b, err := os.ReadFile(sums[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s analysis.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	du := s.Durability
+	if du != nil {
+		t.Logf("durability: %d acked, %d lost, %d unchecked, check %q, faults %s, nodes %+v", du.Acked, du.Lost, du.Unchecked, du.Check, du.Faults, du.Nodes)
+	}
+	switch {
+	case du == nil:
+		t.Fatalf("no durability in the summary\n%s", out)
+	case du.Acked < 1000 || du.Unchecked != 0 || du.Lost != 0 || du.Check != engine.CheckAppliedIngress || !strings.Contains(du.Faults, "kill -KILL"):
+		t.Errorf("durability %+v: want 1000+ acked, 0 unchecked, 0 lost, checked by %q after a kill\n%s", *du, engine.CheckAppliedIngress, out)
+	}
+	for n, nd := range du.Nodes {
+		if nd.Missing || nd.Unknown != 0 {
+			t.Errorf("%s: %+v: want an answer that knows every acknowledged order", n, nd)
+		}
+	}
+	if t.Failed() {
+		dumpLogs(t, filepath.Dir(sums[0]))
+	}
+}
+
+// scaffoldEcho writes `rig new aeron-service` for Aeron's EchoService with echoCodec filled in
+// and builds it; returns the rig binary and the module's folder.
+func scaffoldEcho(t *testing.T) (bin, mod string) {
+	t.Helper()
 	needTools(t)
-	bin := rigBinary(t)
+	bin = rigBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// What the scaffold's pom says a user does once: rig-aeron and its parent into ~/.m2.
@@ -71,7 +138,7 @@ func TestScaffoldEchoCheck(t *testing.T) {
 		"--service", "io.aeron.samples.cluster.EchoService").CombinedOutput(); err != nil {
 		t.Fatalf("rig new aeron-service: %v\n%s", err, out)
 	}
-	mod := filepath.Join(dir, "echo")
+	mod = filepath.Join(dir, "echo")
 	codec := filepath.Join(mod, "src/main/java/io/aeron/samples/cluster/rig/Codec.java")
 	if _, err := os.Stat(codec); err != nil {
 		t.Fatalf("the scaffold has no codec where the test fills it in: %v", err)
@@ -80,11 +147,7 @@ func TestScaffoldEchoCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	mvn(ctx, t, "-o", "-q", "-B", "-f", filepath.Join(mod, "pom.xml"), "package")
-
-	_, runDir, _ := runCheck(t, bin, filepath.Join(mod, "playbook.yaml"), "127.0.19.46", 2_000, "Aeron's EchoService from rig new")
-	if t.Failed() {
-		dumpLogs(t, runDir)
-	}
+	return bin, mod
 }
 
 func mvn(ctx context.Context, t *testing.T, args ...string) {

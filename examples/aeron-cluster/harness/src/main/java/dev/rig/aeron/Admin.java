@@ -59,7 +59,6 @@ final class Admin
     private final Introspection introspection;
     private final boolean liveHash;
     private final boolean ordersSupported;
-    private final boolean heldSupported;
     private final byte[] token;
     private final Instant started = Instant.now();
     private HttpServer http;
@@ -85,7 +84,6 @@ final class Admin
         this.introspection = introspection;
         this.liveHash = overrides(introspection, "stateHash");
         this.ordersSupported = overrides(introspection, "restingOrders");
-        this.heldSupported = overrides(introspection, "heldOrderIds");
         this.token = token == null ? new byte[0] : token.getBytes(StandardCharsets.UTF_8);
     }
 
@@ -244,10 +242,6 @@ final class Admin
         {
             out.add("orders");
         }
-        if (!heldSupported)
-        {
-            out.add("held_orders");
-        }
         final Gateway g = gateway;
         if (g != null)
         {
@@ -291,7 +285,7 @@ final class Admin
                 Log.info("admin: POST /stop");
                 stop.run();
             }
-            else if (path.equals("/orders") && method.equals("GET") && heldSupported)
+            else if (path.equals("/orders") && method.equals("GET"))
             {
                 held(ex);
             }
@@ -302,8 +296,7 @@ final class Admin
             else
             {
                 reply(ex, 404, "{\"error\":" + Json.str("no " + method + " " + path + "; this engine serves GET /status, GET /changes, POST /snapshot, " +
-                    "POST /step-down, POST /stop, GET /metrics" + (heldSupported ? ", GET /orders" : " (GET /orders: the service's introspection " +
-                    "gives no held order ids)")) + "}");
+                    "POST /step-down, POST /stop, GET /metrics, GET /orders") + "}");
             }
         }
         catch (final RuntimeException e)
@@ -735,7 +728,10 @@ final class Admin
         }
     }
 
-    /** GET /orders: the held order ids the service's introspection gives (engine.HeldOrders). */
+    /**
+     * GET /orders: the held order ids the service's introspection gives, or else the correlation ids
+     * of the ingress messages the node applied (AppliedRecord) (engine.HeldOrders, with its check).
+     */
     private void held(final HttpExchange ex) throws IOException
     {
         final CompletableFuture<NodeState.Held> f = new CompletableFuture<>();
@@ -752,7 +748,7 @@ final class Admin
         }
         if (h.ranges() == null)
         {
-            reply(ex, 404, "{\"error\":\"the service's introspection gives no held order ids\"}");
+            reply(ex, 404, "{\"error\":" + Json.str(h.error() == null ? "the service's introspection gives no held order ids" : h.error()) + "}");
             return;
         }
         final StringBuilder sb = new StringBuilder(64 + h.ranges().length * 24).append("{\"ranges\":[");
@@ -763,8 +759,9 @@ final class Admin
                 .append(Long.toUnsignedString(h.ranges()[i][1])).append(']');
         }
         sb.append("],");
-        Json.field(sb, "known_from_index", state.restoredIndex);
+        Json.field(sb, "known_from_index", h.knownFrom());
         Json.field(sb, "applied_index", h.applied());
+        Json.field(sb, "check", h.check());
         Json.close(sb);
         reply(ex, 200, sb.toString());
     }

@@ -25,6 +25,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.agrona.DirectBuffer;
 import org.agrona.ExpandableArrayBuffer;
+import org.agrona.collections.Long2LongHashMap;
 import org.agrona.collections.Long2ObjectHashMap;
 import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -64,6 +65,11 @@ final class Gateway
     private final Reply reply = new Reply();
     private final ExpandableArrayBuffer out = new ExpandableArrayBuffer(Wire.RESPONSE_FIXED + 1024);
     private long nextCorr = 1;
+    /**
+     * The rig order ids sent as correlation ids: per high 32 bits (a load generator stream's base),
+     * the highest low 32 bits sent, so a reply is told sent or never sent in bounded memory.
+     */
+    private final Long2LongHashMap sentOrderIds = new Long2LongHashMap(-1);
     private final AtomicLong commands = new AtomicLong();
     private volatile boolean connected;
     /** The member the session sends to (AeronCluster's leader: set at connect and by each new-leader event); -1 without one. */
@@ -341,7 +347,7 @@ final class Gateway
     {
         body.wrap(r.body, 0, r.len);
         final byte type = r.body[0];
-        final long id = nextCorr++;
+        final long id = correlationId(type, body);
         int len;
         switch (type)
         {
@@ -401,6 +407,37 @@ final class Gateway
     }
 
     /**
+     * A single order goes with its rig order id as the correlation id: unique in the run (the load
+     * generator's streams, docs/wire.md), so each node's applied record names the ledger's orders
+     * (AppliedRecord). Anything else, or an id that cannot be one (low 32 bits only, where this
+     * gateway's own numbers are) or is already pending (a resend), gets the gateway's next number.
+     */
+    private long correlationId(final byte type, final UnsafeBuffer body)
+    {
+        if (type == Wire.TYPE_ORDER)
+        {
+            final long orderId = body.getLong(Wire.REQUEST_HEADER);
+            if (orderId >>> 32 != 0 && !pending.containsKey(orderId))
+            {
+                final long base = orderId >>> 32;
+                final long low = orderId & 0xffffffffL;
+                if (sentOrderIds.get(base) < low)
+                {
+                    sentOrderIds.put(base, low);
+                }
+                return orderId;
+            }
+        }
+        return nextCorr++;
+    }
+
+    /** Whether this gateway ever sent a message with correlation id {@code id}. */
+    private boolean sent(final long id)
+    {
+        return id >>> 32 == 0 ? id >= 1 && id < nextCorr : (id & 0xffffffffL) <= sentOrderIds.get(id >>> 32);
+    }
+
+    /**
      * Whether the session lives on after a failed offer: NOT_CONNECTED or CLOSED is the session
      * between leaders (AeronCluster waits for the new leader's event, up to its new-leader
      * timeout); only a log at its maximum position ends it.
@@ -444,7 +481,7 @@ final class Gateway
         {
             // An id this gateway never sent is the codec's misreading; one it sent was answered,
             // timed out or failed already.
-            if (!harness && (id < 1 || id >= nextCorr))
+            if (!harness && !sent(id))
             {
                 state.traps.unmatched(id);
             }

@@ -391,7 +391,7 @@ public final class HarnessSelfTest
      * service that throws on a message has the request answered rejected with the exception (once,
      * by the leader), is counted, and still throws to its container.
      */
-    private static void traps()
+    private static void traps() throws java.io.IOException
     {
         final NodeState state = new NodeState();
         final RigCodec wrong = new RigCodec()
@@ -437,7 +437,7 @@ public final class HarnessSelfTest
         });
         final RigService decorated = new RigService(throwing, wrong, new Introspection()
         {
-        }, state);
+        }, state, java.nio.file.Files.createTempDirectory("rig-traps").toFile());
         decorated.onStart(cluster, null);
         final UnsafeBuffer msg = new UnsafeBuffer(new byte[8]);
         final String log = captured(() ->
@@ -487,6 +487,43 @@ public final class HarnessSelfTest
             state.traps.kinds().equals(java.util.List.of("unmatched_replies", "service_errors")) &&
             glog.lines().filter(l -> l.contains("decodeEgress returned correlation id 1000001")).count() == 1,
             json + " | " + glog);
+    }
+
+    /** The applied record keeps what a snapshot covers across a relaunch and drops what the replay applies again. */
+    private static void appliedRecord() throws Exception
+    {
+        final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-applied").toFile();
+        final long probe = Long.MIN_VALUE | 7L << 32; // a probe id: bit 63 set, unsigned
+        AppliedRecord r = new AppliedRecord(dir);
+        r.restart(-1);
+        r.applied(64, probe | 1);
+        r.applied(128, probe | 2);
+        r.applied(192, 3);
+        r.snapshot(192);
+        r.applied(256, probe | 4);
+        r.applied(320, probe | 9);
+        r.flush();
+        final String live = java.util.Arrays.deepToString(r.ranges());
+        // Relaunched from the snapshot at 192: the replay applies 256 and 320 again (here only 256).
+        r = new AppliedRecord(dir);
+        r.restart(192);
+        r.applied(256, probe | 4);
+        final String relaunched = java.util.Arrays.deepToString(r.ranges()) + " from " + r.knownFrom();
+        // A snapshot the record never marked: what it covers may be missing, said by knownFrom.
+        r.flush();
+        r = new AppliedRecord(dir);
+        r.restart(200);
+        final String unmarked = java.util.Arrays.deepToString(r.ranges()) + " from " + r.knownFrom();
+        // No snapshot: the whole log is applied again.
+        r = new AppliedRecord(dir);
+        r.restart(-1);
+        final String none = java.util.Arrays.deepToString(r.ranges()) + " " + new java.io.File(dir, AppliedRecord.FILE).length();
+        check("the applied record keeps what the restored snapshot covers and drops what the replay applies again",
+            live.equals("[[3, 3], [" + (probe | 1) + ", " + (probe | 2) + "], [" + (probe | 4) + ", " + (probe | 4) + "], [" + (probe | 9) + ", " +
+                (probe | 9) + "]]") &&
+            relaunched.equals("[[3, 3], [" + (probe | 1) + ", " + (probe | 2) + "], [" + (probe | 4) + ", " + (probe | 4) + "]] from 0") &&
+            unmarked.equals("[[3, 3], [" + (probe | 1) + ", " + (probe | 2) + "]] from 200") && none.equals("[] 0"),
+            live + " | " + relaunched + " | " + unmarked + " | " + none);
     }
 
     public static void main(final String[] args) throws Exception
@@ -604,6 +641,7 @@ public final class HarnessSelfTest
         markFiles();
         stopNeedsTheSecret();
         traps();
+        appliedRecord();
 
         System.out.println(failed == 0 ? "ok" : failed + " check(s) failed");
         System.exit(failed == 0 ? 0 : 1);

@@ -10,7 +10,8 @@ package dev.rig.aeron;
  * which every node takes at one log position, and /status reports that hash with the position
  * (state_hash_index);</li>
  * <li>no {@link #restingOrders}: /status orders is 0 and listed as unsupported;</li>
- * <li>no {@link #heldOrderIds}: GET /orders answers 404 (rig reports lost orders as not checked).</li>
+ * <li>no {@link #heldOrderIds}: GET /orders answers from the correlation ids of the ingress each
+ * node applied (AppliedRecord, check "applied ingress"), so lost orders are still checked.</li>
  * </ul>
  */
 public interface Introspection

@@ -39,9 +39,14 @@ final class NodeState
     {
     }
 
-    /** Held order ids read on the service thread (engine.HeldOrders). */
-    record Held(long[][] ranges, long applied)
+    /**
+     * Held order ids read on the service thread (engine.HeldOrders): the introspection's, or the
+     * applied record's (check); ranges null with why (error) when there are none.
+     */
+    record Held(long[][] ranges, long knownFrom, long applied, String check, String error)
     {
+        static final String HELD = "held orders";
+        static final String APPLIED = "applied ingress";
     }
 
     volatile long applied;

@@ -228,7 +228,7 @@ public final class RigAeron
                 .logChannel(System.getProperty(ConsensusModule.Configuration.LOG_CHANNEL_PROP_NAME, "aeron:udp?term-length=16m")),
             container != null ? container : new ClusteredServiceContainer.Context());
         customizer.accept(ctx);
-        wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state), auth);
+        wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state, cfg.dataDir()), auth);
         ChangeSignal.install(ctx.consensusModule(), state::changed);
 
         // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.

@@ -7,7 +7,8 @@ import org.agrona.MutableDirectBuffer;
  * The one interface a user implements to put their ClusteredService under rig: rig's client
  * requests (docs/wire.md: order, cancel, batch) become the service's own ingress messages, and the
  * service's egress becomes rig's replies. The gateway's correlation id travels in a field of the
- * user's message that the codec chooses (the service must echo it on its egress answer); rig adds
+ * user's message that the codec chooses (all 64 bits: a single order's is its rig order id; the
+ * service must echo it on its egress answer); rig adds
  * nothing to the log, so the service sees exactly the messages it sees in production.
  *
  * Encoders write at {@code out[offset..]} and return the length written, or {@link #UNSUPPORTED}

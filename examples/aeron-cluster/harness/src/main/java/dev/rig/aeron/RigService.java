@@ -25,18 +25,28 @@ final class RigService implements ClusteredService
     private final RigCodec codec;
     private final Introspection introspection;
     private final NodeState state;
+    private final boolean heldSupported;
+    /** Where the applied record lives (the node's data folder); opened in onStart, after the data folder's lock. */
+    private final java.io.File recordDir;
+    private AppliedRecord record;
+    /** Why the record stopped (a file error), or null. */
+    private String recordError;
     private Cluster cluster;
     /** The applied position state.orders was read at. */
     private long ordersAt = -1;
     /** The snapshot counter found at the last take; -1 before one. */
     private int snapshotCounterId = -1;
 
-    RigService(final ClusteredService service, final RigCodec codec, final Introspection introspection, final NodeState state)
+    RigService(
+        final ClusteredService service, final RigCodec codec, final Introspection introspection, final NodeState state,
+        final java.io.File recordDir)
     {
         this.service = service;
         this.codec = codec;
         this.introspection = introspection;
         this.state = state;
+        this.recordDir = recordDir;
+        this.heldSupported = Admin.overrides(introspection, "heldOrderIds");
         state.traps.codec = codec.getClass().getName();
     }
 
@@ -44,6 +54,14 @@ final class RigService implements ClusteredService
     public void onStart(final Cluster cluster, final Image snapshotImage)
     {
         this.cluster = cluster;
+        try
+        {
+            record = new AppliedRecord(recordDir);
+        }
+        catch (final java.io.IOException e)
+        {
+            recordFailed("open", e);
+        }
         if (snapshotImage == null)
         {
             service.onStart(cluster, null);
@@ -70,6 +88,8 @@ final class RigService implements ClusteredService
             Log.info(String.format("restored snapshot at log position %d in %.1f ms", index, ms));
             state.restoring = false;
         }
+        final long restored = snapshotImage == null ? -1 : cluster.logPosition();
+        onRecord("restart", r -> r.restart(restored));
         publish();
         state.serviceStarted = true;
         state.changed();
@@ -82,10 +102,21 @@ final class RigService implements ClusteredService
     {
         // Recorded before the service answers: its egress can reach the gateway before this returns.
         final boolean leader = state.role == Cluster.Role.LEADER;
-        final long id = leader ? codec.ingressCorrelationId(buffer, offset, length) : 0;
+        final long id = codec.ingressCorrelationId(buffer, offset, length);
         if (leader)
         {
             state.positions.put(id, cluster.logPosition());
+        }
+        if (record != null) // not through onRecord: no lambda per message
+        {
+            try
+            {
+                record.applied(cluster.logPosition(), id);
+            }
+            catch (final java.io.IOException e)
+            {
+                recordFailed("write", e);
+            }
         }
         try
         {
@@ -116,6 +147,7 @@ final class RigService implements ClusteredService
         final ArchiveWrites.Sample writes = archive == null ? null : archive.read();
         final long t0 = System.nanoTime();
         final long position = cluster.logPosition();
+        onRecord("force", r -> r.snapshot(position));
         service.onTakeSnapshot(snapshotPublication);
         final double ms = (System.nanoTime() - t0) / 1e6;
         // Durable only once the consensus module has recorded it in the recording log and bumped
@@ -143,9 +175,10 @@ final class RigService implements ClusteredService
         CompletableFuture<NodeState.Held> h;
         while ((h = state.heldRequests.poll()) != null)
         {
-            h.complete(new NodeState.Held(introspection.heldOrderIds(), cluster.logPosition()));
+            h.complete(held());
             work++;
         }
+        onRecord("write", AppliedRecord::flush);
         // Resting orders are read once per duty cycle that applied something, not per message:
         // the user's count may cost more than a field read.
         if (state.applied != ordersAt || state.applied != cluster.logPosition())
@@ -157,6 +190,51 @@ final class RigService implements ClusteredService
             state.promoteSnapshot(cluster.aeron().countersReader().getCounterValue(snapshotCounterId), System.nanoTime());
         }
         return work;
+    }
+
+    /** GET /orders: the introspection's held ids, or else the applied record's. */
+    private NodeState.Held held()
+    {
+        if (heldSupported)
+        {
+            return new NodeState.Held(introspection.heldOrderIds(), state.restoredIndex, cluster.logPosition(), NodeState.Held.HELD, null);
+        }
+        final long[][][] ranges = new long[1][][];
+        onRecord("read", r -> ranges[0] = r.ranges());
+        return record == null ?
+            new NodeState.Held(null, 0, cluster.logPosition(), NodeState.Held.APPLIED, recordError) :
+            new NodeState.Held(ranges[0], record.knownFrom(), cluster.logPosition(), NodeState.Held.APPLIED, null);
+    }
+
+    /** One step on the applied record, while there is one. */
+    private interface RecordStep
+    {
+        void apply(AppliedRecord r) throws java.io.IOException;
+    }
+
+    /** Runs step on the record while there is one. */
+    private void onRecord(final String what, final RecordStep step)
+    {
+        if (record == null)
+        {
+            return;
+        }
+        try
+        {
+            step.apply(record);
+        }
+        catch (final java.io.IOException e)
+        {
+            recordFailed(what, e);
+        }
+    }
+
+    /** A file error drops the record, not the node: durability goes unchecked, and says why. */
+    private void recordFailed(final String what, final java.io.IOException e)
+    {
+        recordError = "the applied record in " + new java.io.File(recordDir, AppliedRecord.FILE) + ": " + what + ": " + e;
+        Log.warn(recordError + " (GET /orders answers without it: durability unchecked)");
+        record = null;
     }
 
     private long orders()
