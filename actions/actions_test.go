@@ -102,3 +102,17 @@ func TestPowerLossFields(t *testing.T) {
 		t.Errorf("kill Down %+v; want no majority, down for the rest of the run", d)
 	}
 }
+
+// The language's kinds are indexed in the order declared; two of one name are a programming error.
+func TestIndexKinds(t *testing.T) {
+	byName, names := index([]Kind{func() Spec { return &GC{} }, func() Spec { return &StepDown{} }})
+	if !slices.Equal(names, []string{"gc", "step_down"}) || len(byName) != 2 {
+		t.Errorf("index: %v, %v", names, byName)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("two kinds of one name did not panic")
+		}
+	}()
+	index([]Kind{func() Spec { return &GC{} }, func() Spec { return &GC{} }})
+}

@@ -1,8 +1,8 @@
 // Package actions holds the timeline's action kinds. Each kind is one type in a file of its own
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
-// records. The playbook parser, the plan and the runner know kinds only through Lookup and the
-// Spec interface; optional capabilities (Downer, Toucher, Spanner, Spinner, Awaiter, Disruptor,
+// records. The playbook parser, the plan and the runner know kinds only through New, Names and
+// the Spec interface; optional capabilities (Downer, Toucher, Spanner, Spinner, Awaiter, Disruptor,
 // WriteAdder, Linker, PowerCutter) are checked by type assertion, as hashicorp/raft checks for a
 // BatchingFSM.
 package actions
@@ -371,13 +371,46 @@ func Need[C any](env Env, what string) (C, error) {
 // Kind makes a kind's Spec with its defaults.
 type Kind func() Spec
 
+// builtin are the kinds of the playbook language, in the order errors list them. They are the
+// language itself, not an offer of the binary: a resolved playbook's JSON (a run folder's, a
+// resumed sweep's) decodes its entries through Action.UnmarshalJSON, which no caller can hand a
+// registry, and the analysis of an old run folder must know every kind's end event. So they are
+// declared here, not registered by init(), and Register adds only a test's kind.
+var builtin = []Kind{
+	func() Spec { return &Snapshot{} },
+	func() Spec { return &Kill{Signal: DefaultSignal} },
+	func() Spec { return &StepDown{} },
+	func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} },
+	func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} },
+	func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} },
+	func() Spec { return &Partition{} },
+	func() Spec { return &Delay{} },
+	func() Spec { return &GC{Node: "leader"} },
+	func() Spec { return &CPUHog{Node: "leader"} },
+}
+
 var (
-	mu    sync.RWMutex
-	kinds = map[string]Kind{}
-	order []string // registration order: the order errors list the kinds in
+	mu           sync.RWMutex
+	kinds, order = index(builtin) // order: the order errors list the kinds in
 )
 
-// Register adds a kind; a second kind of one name panics (a programming error).
+// index is ks by name, and their names in order; two kinds of one name panic.
+func index(ks []Kind) (map[string]Kind, []string) {
+	byName := map[string]Kind{}
+	var names []string
+	for _, k := range ks {
+		name := k().Kind()
+		if _, dup := byName[name]; dup {
+			panic("actions: two kinds named " + name)
+		}
+		byName[name] = k
+		names = append(names, name)
+	}
+	return byName, names
+}
+
+// Register adds a kind to the language's (a test's own); a second kind of one name panics (a
+// programming error).
 func Register(k Kind) {
 	name := k().Kind()
 	mu.Lock()
@@ -436,17 +469,4 @@ func Keys(s Spec) []string {
 		out[i] = f.Key
 	}
 	return out
-}
-
-func init() {
-	Register(func() Spec { return &Snapshot{} })
-	Register(func() Spec { return &Kill{Signal: DefaultSignal} })
-	Register(func() Spec { return &StepDown{} })
-	Register(func() Spec { return &Burst{Count: DefaultBurstCount, Size: DefaultBurstSize} })
-	Register(func() Spec { return &WaitFor{Timeout: DefaultWaitForTimeout} })
-	Register(func() Spec { return &PowerLoss{Nodes: DefaultPowerLossNodes, Unsynced: UnsyncedDrop} })
-	Register(func() Spec { return &Partition{} })
-	Register(func() Spec { return &Delay{} })
-	Register(func() Spec { return &GC{Node: "leader"} })
-	Register(func() Spec { return &CPUHog{Node: "leader"} })
 }

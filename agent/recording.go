@@ -25,7 +25,7 @@ import (
 // last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
 // chunks from its disk repository; a Go engine's: the generations of its GET /trace no earlier
 // take had, appended to the file of the first: fetchTrace), reads it with
-// recording.Read here on the node, where the JDK is, and appends the spans from its last take on
+// the agent's recording.Registry here on the node, where the JDK is, and appends the spans from its last take on
 // to <node>/inside.ndjson. So every span is in the inside file once, whichever window's take
 // brought it, and `rig report` needs no JDK.
 
@@ -193,7 +193,7 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 	}
 	var spans []rundir.InsideSpan
 	for _, p := range rec.pending {
-		got, err := recording.Read(ctx, rec.format, p.file, recording.Options{DataDir: cfg.Dir, Logger: s.log})
+		got, err := s.opts.Recordings.Read(ctx, rec.format, p.file, recording.Options{DataDir: cfg.Dir, Logger: s.log})
 		if err != nil {
 			resp.Notes = append(resp.Notes, err.Error())
 			continue

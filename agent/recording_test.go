@@ -39,7 +39,7 @@ func TestTakeJFRRecording(t *testing.T) {
 		t.Fatalf("javac: %v: %s", err, out)
 	}
 	dir := t.TempDir()
-	a := startAgentWith(t, Options{Dir: dir})
+	a := startAgentWith(t, Options{Dir: dir, Recordings: recording.NewRegistry(recording.JFR{})})
 	ctx := context.Background()
 	req := StartRequest{
 		Config:    engine.Config{Node: "node-0", AdminAddr: testaddr.Free(t)},
@@ -172,7 +172,7 @@ func TestTakeGoTraceAppends(t *testing.T) {
 	srv := httptest.NewServer(eng)
 	defer srv.Close()
 	dir, data := t.TempDir(), t.TempDir()
-	s := &Server{opts: Options{Dir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Server{opts: Options{Dir: dir, Recordings: recording.NewRegistry(recording.GoTrace{})}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := &recorder{format: recording.FormatGoTrace, cut: map[int]time.Time{}, done: map[int]bool{}}
 	cfg := engine.Config{AdminAddr: strings.TrimPrefix(srv.URL, "http://"), Dir: data}
 	f, err := os.Create(filepath.Join(data, "log"))

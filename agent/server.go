@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/internal/ctlsock"
+	"github.com/rig-dev/rig/recording"
 )
 
 // APIVersion is the path prefix of every endpoint.
@@ -53,6 +54,9 @@ type Options struct {
 	PowerProc string
 	// Listener, when set, is served instead of listening on Socket (tests).
 	Listener net.Listener
+	// Recordings are the recording formats the agent reads its engine's recordings in (the
+	// binary's offer); a take of another format says so in its notes.
+	Recordings *recording.Registry
 }
 
 // Server is a running agent.

@@ -27,7 +27,16 @@ import (
 // Times are the node's wall clock, from the clock snapshot every generation of a Go >= 1.25
 // trace starts with.
 
-func init() { register(FormatGoTrace, readGoTraceFile) }
+// GoTrace reads a Go execution trace (FormatGoTrace).
+type GoTrace struct{}
+
+// Format is FormatGoTrace.
+func (GoTrace) Format() Format { return FormatGoTrace }
+
+// Read reads the trace file at path.
+func (GoTrace) Read(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan, error) {
+	return readGoTraceFile(ctx, path, opt)
+}
 
 // SchedDelayMin and AssistMin are the shortest scheduler delay and GC assist written as spans,
 // and assists of one goroutine less than AssistGap apart are one span.

@@ -45,7 +45,7 @@ func record(t *testing.T, work func()) (path string, from, to int64) {
 
 func read(t *testing.T, path string) []rundir.InsideSpan {
 	t.Helper()
-	spans, err := Read(context.Background(), FormatGoTrace, path, Options{})
+	spans, err := formats.Read(context.Background(), FormatGoTrace, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +255,10 @@ func TestGoTraceRefusesGarbage(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a trace"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(context.Background(), FormatGoTrace, path, Options{}); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := formats.Read(context.Background(), FormatGoTrace, path, Options{}); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("garbage read as a trace, or the error does not name the file: %v", err)
 	}
-	if _, err := Read(context.Background(), FormatGoTrace, t.TempDir(), Options{}); err == nil {
+	if _, err := formats.Read(context.Background(), FormatGoTrace, t.TempDir(), Options{}); err == nil {
 		t.Error("a folder read as a trace")
 	}
 }

@@ -49,7 +49,16 @@ var jfrEvents = []string{
 // ErrNoJFRTool: the JDK's jfr tool is not on the node.
 var ErrNoJFRTool = errors.New("the JDK's jfr tool is not in PATH (install openjdk-17-jdk-headless)")
 
-func init() { register(FormatJFR, readJFR) }
+// JFR reads a Java Flight Recorder file with the JDK's jfr tool (FormatJFR).
+type JFR struct{}
+
+// Format is FormatJFR.
+func (JFR) Format() Format { return FormatJFR }
+
+// Read reads the recording at path.
+func (JFR) Read(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan, error) {
+	return readJFR(ctx, path, opt)
+}
 
 func readJFR(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan, error) {
 	bin, err := exec.LookPath("jfr")

@@ -61,7 +61,7 @@ func TestJFRReader(t *testing.T) {
 		t.Fatalf("java: %v: %s", err, out)
 	}
 	after := time.Now()
-	spans, err := Read(context.Background(), FormatJFR, rec, Options{DataDir: data})
+	spans, err := formats.Read(context.Background(), FormatJFR, rec, Options{DataDir: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestKilledJVMRecordingReadable(t *testing.T) {
 	if err := DumpJFR(ctx, cmd.Process.Pid, time.Now().Add(-time.Minute), dump); err != nil {
 		t.Fatal(err)
 	}
-	live, err := Read(ctx, FormatJFR, dump, Options{DataDir: data})
+	live, err := formats.Read(ctx, FormatJFR, dump, Options{DataDir: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestKilledJVMRecordingReadable(t *testing.T) {
 	if n, err := AssembleJFR(jvms[0].Dir, file); err != nil || n == 0 {
 		t.Fatalf("assemble: %d chunks, %v", n, err)
 	}
-	spans, err := Read(ctx, FormatJFR, file, Options{DataDir: data})
+	spans, err := formats.Read(ctx, FormatJFR, file, Options{DataDir: data})
 	if err != nil {
 		t.Fatalf("read a SIGKILLed JVM's chunks: %v", err)
 	}

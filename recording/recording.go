@@ -1,8 +1,8 @@
 // Package recording reads an engine's own recording of where its time went (Java Flight
 // Recorder on a JVM engine, the runtime/trace flight recorder on a Go engine) into
 // rundir.InsideSpan lines, the one format the analysis reads. Each format's reader lives in its
-// own file and registers itself here, so the agent and the runner that collect recordings
-// handle every format alike.
+// own file; the binary that reads recordings builds the Registry of the formats it offers and
+// hands it to the agent, so the agent handles every format alike and no format registers itself.
 package recording
 
 import (
@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -41,32 +44,71 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Reader turns one recording file into spans.
-type Reader func(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan, error)
-
-// ErrUnknownFormat: no reader is registered for the format.
-var ErrUnknownFormat = errors.New("no reader for this recording format")
-
-var readers = map[Format]Reader{}
-
-// register is called from each format's file (init), once per format.
-func register(f Format, r Reader) {
-	if _, dup := readers[f]; dup {
-		panic("recording: two readers for " + string(f))
-	}
-	readers[f] = r
+// Reader reads one format's recording files into spans.
+type Reader interface {
+	Format() Format
+	Read(ctx context.Context, path string, opt Options) ([]rundir.InsideSpan, error)
 }
 
-// Read reads the recording at path.
-func Read(ctx context.Context, f Format, path string, opt Options) ([]rundir.InsideSpan, error) {
-	r, ok := readers[f]
-	if !ok {
-		return nil, fmt.Errorf("read recording %s: %q: %w", path, f, ErrUnknownFormat)
+// ErrUnknownFormat: no reader is offered for the format.
+var ErrUnknownFormat = errors.New("no reader for this recording format")
+
+// Registry is the recording formats a binary reads, by format. It is built once, where the
+// binary starts, and handed down to the agent that reads its engine's recordings.
+type Registry struct {
+	byFormat map[Format]Reader
+}
+
+// NewRegistry offers rs; two readers of one format are a programming error and panic.
+func NewRegistry(rs ...Reader) *Registry {
+	r := &Registry{byFormat: map[Format]Reader{}}
+	for _, rd := range rs {
+		if _, dup := r.byFormat[rd.Format()]; dup {
+			panic("recording: two readers for " + string(rd.Format()))
+		}
+		r.byFormat[rd.Format()] = rd
+	}
+	return r
+}
+
+// Lookup finds the reader of format f; an error wraps ErrUnknownFormat and names those offered.
+func (r *Registry) Lookup(f Format) (Reader, error) {
+	if r != nil {
+		if rd, ok := r.byFormat[f]; ok {
+			return rd, nil
+		}
+	}
+	names := make([]string, 0, len(r.Formats()))
+	for _, f := range r.Formats() {
+		names = append(names, string(f))
+	}
+	want := strings.Join(names, " or ")
+	if want == "" {
+		want = "none is offered"
+	} else {
+		want = "want " + want
+	}
+	return nil, fmt.Errorf("%q: %w; %s", f, ErrUnknownFormat, want)
+}
+
+// Formats lists the formats offered, sorted.
+func (r *Registry) Formats() []Format {
+	if r == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(r.byFormat))
+}
+
+// Read reads the recording at path, of format f.
+func (r *Registry) Read(ctx context.Context, f Format, path string, opt Options) ([]rundir.InsideSpan, error) {
+	rd, err := r.Lookup(f)
+	if err != nil {
+		return nil, fmt.Errorf("read recording %s: %w", path, err)
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	spans, err := r(ctx, path, opt)
+	spans, err := rd.Read(ctx, path, opt)
 	if err != nil {
 		return nil, fmt.Errorf("read %s recording %s: %w", f, path, err)
 	}

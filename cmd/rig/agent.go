@@ -22,6 +22,7 @@ import (
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -34,7 +35,7 @@ type agentOptions struct {
 }
 
 // newAgentCmd is `rig agent`: the node agent itself, and reaching agents (ping, stage).
-func newAgentCmd() *cobra.Command {
+func newAgentCmd(recordings *recording.Registry) *cobra.Command {
 	var o agentOptions
 	cmd := &cobra.Command{
 		Use:   "agent --dir DIR [--socket DIR/ctl/agent.sock]",
@@ -51,7 +52,7 @@ DIR/agent.pid) and returns once the agent answers.
 Subcommands reach agents through the transport: ping shows each one's identity and clock,
 stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`rig tune`" + `.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, o, recordings) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.socket, "socket", "", "the control socket to serve the agent API on (default DIR/ctl/agent.sock; its folder is made 0700)")
@@ -94,7 +95,7 @@ const (
 	agentPIDFile = "agent.pid"
 )
 
-func runAgent(cmd *cobra.Command, o agentOptions) error {
+func runAgent(cmd *cobra.Command, o agentOptions, recordings *recording.Registry) error {
 	if o.dir == "" {
 		return fmt.Errorf("%w: --dir is required (the node's folder)", errUsage)
 	}
@@ -142,7 +143,7 @@ func runAgent(cmd *cobra.Command, o agentOptions) error {
 		agent.Version = buildVersion()
 	}
 	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
-	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log})
+	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log, Recordings: recordings})
 	if err != nil {
 		log.Error("agent stopped", "err", err)
 		return err

@@ -20,11 +20,17 @@ import (
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/driver/reference"
+	"github.com/rig-dev/rig/recording"
 )
 
 // offeredDrivers are the engine drivers rig offers, handed to every verb that reads a playbook.
 func offeredDrivers() *driver.Registry {
 	return driver.NewRegistry(reference.Driver{}, command.Driver{})
+}
+
+// offeredRecordings are the recording formats rig reads, handed to the agent that reads them.
+func offeredRecordings() *recording.Registry {
+	return recording.NewRegistry(recording.JFR{}, recording.GoTrace{})
 }
 
 // newRootCmd is `rig` with every verb.
@@ -44,7 +50,7 @@ func newRootCmd() *cobra.Command {
 		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
 		newNewCmd(drivers),
 		// Node roles.
-		newAgentCmd(), newEngineCmd(drivers), newLoadgenCmd(),
+		newAgentCmd(offeredRecordings()), newEngineCmd(drivers), newLoadgenCmd(),
 	)
 	return root
 }

@@ -62,7 +62,7 @@ func readTrace(t *testing.T, admin func(method, path string) *http.Response) []r
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	spans, err := recording.Read(context.Background(), recording.FormatGoTrace, path, recording.Options{})
+	spans, err := recording.NewRegistry(recording.GoTrace{}).Read(context.Background(), recording.FormatGoTrace, path, recording.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
