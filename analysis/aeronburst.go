@@ -214,7 +214,7 @@ func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
 		}
 		slices.Sort(nodes)
 		set := s[nodes[0]]
-		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (the kernel's grant after the rmem_max clamp, as the JDK reads it back), term length %s, net.core.rmem_max %s.",
+		pf(" In effect on %s: receiver window %s, SO_RCVBUF asked %s, granted %s (the kernel's grant after the rmem_max clamp, doubled, as getsockopt reports it), term length %s, net.core.rmem_max %s.",
 			nodes[0], fmtBytes(set["aeron.rcv.initial.window.length"]), fmtBytes(set["aeron.socket.so_rcvbuf"]), fmtBytes(set["so_rcvbuf_granted"]),
 			fmtBytes(set["aeron.term.buffer.length"]), fmtBytes(set["net.core.rmem_max"]))
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/driver/reference"
+	"github.com/rig-dev/rig/internal/bufferchain"
 	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
@@ -117,7 +118,8 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass a service exception answers its request rejected naming the exception, once, and is counted",
 		"pass replies that match no request are counted and named with the codec and the first id",
 		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero",
-		"pass the applied record keeps what the restored snapshot covers and drops what the replay applies again"} {
+		"pass the applied record keeps what the restored snapshot covers and drops what the replay applies again",
+		"pass so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
@@ -518,5 +520,77 @@ func TestMicroBurstPlaybook(t *testing.T) {
 	}
 	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
 		t.Errorf("matrix axes %q", got)
+	}
+}
+
+// TestMicroBurstThresholdPlaybook: micro-burst-threshold.yaml parses and plans one burst shape
+// through the burst client, the receiver window above the guide's minimum, and net.core.rmem_max
+// alone deciding SO_RCVBUF (asked above every step) in doubling steps that bracket the predicted
+// minimum from pred/8 to pred x 4; the printed plan marks the short ones and only those.
+func TestMicroBurstThresholdPlaybook(t *testing.T) {
+	pb, err := playbooks.Open("micro-burst-threshold.yaml", testDrivers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc := pb.Engine.BurstClient(); len(bc) == 0 || bc[len(bc)-1] != "--burst" {
+		t.Errorf("burst client %q, want ... --burst", bc)
+	}
+	if len(pb.Matrix) != 1 || pb.Matrix[0].Key != "tuning.net.core.rmem_max" || pb.Rounds != 1 {
+		t.Fatalf("matrix %+v rounds %d, want one axis tuning.net.core.rmem_max and 1 round", pb.Matrix, pb.Rounds)
+	}
+	pl, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred, prev int64
+	var effective []int64
+	for _, r := range pl.Runs {
+		cs := r.Playbook.BurstChains()
+		if len(cs) != 1 {
+			t.Fatalf("run %d: %d burst chains, want 1", r.Index, len(cs))
+		}
+		c := cs[0]
+		if c.Burst.Messages != 50000 || c.Burst.Size != 170 || c.Burst.Senders != 1 || !c.Burst.Aeron {
+			t.Errorf("run %d: burst %+v, want 50k x 170 B, one sender, through Aeron", r.Index, c.Burst)
+		}
+		if pred != 0 && c.Chain.SoRcvbuf != pred {
+			t.Errorf("run %d: predicted %d, earlier runs %d: not one burst shape", r.Index, c.Chain.SoRcvbuf, pred)
+		}
+		pred = c.Chain.SoRcvbuf
+		if c.Window < c.Chain.Window {
+			t.Errorf("run %d: receiver window %d below the guide's %d", r.Index, c.Window, c.Chain.Window)
+		}
+		if c.Asked < c.RmemMax {
+			t.Errorf("run %d: SO_RCVBUF asked %d below net.core.rmem_max %d: the clamp would not decide", r.Index, c.Asked, c.RmemMax)
+		}
+		eff := bufferchain.Effective(c.Asked, c.RmemMax)
+		if prev != 0 && eff != 2*prev {
+			t.Errorf("run %d: SO_RCVBUF in effect %d after %d, want doubling steps", r.Index, eff, prev)
+		}
+		prev = eff
+		effective = append(effective, eff)
+	}
+	if len(effective) < 2 || effective[0] > pred/8 || effective[len(effective)-1] < 4*pred {
+		t.Errorf("SO_RCVBUF in effect %v does not span pred/8 to pred x 4 around the prediction %d", effective, pred)
+	}
+	var out bytes.Buffer
+	pl.Print(&out)
+	short, lines := 0, 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, "SO_RCVBUF >= ") && strings.Contains(l, " in effect ") {
+			lines++
+			if strings.Contains(strings.SplitN(l, "; window", 2)[0], "SHORT") {
+				short++
+			}
+		}
+	}
+	want := 0
+	for _, e := range effective {
+		if e < pred {
+			want++
+		}
+	}
+	if lines != len(effective) || short != want || want == 0 || want == len(effective) {
+		t.Errorf("plan's buffers lines: %d, %d SHORT, want %d with %d SHORT (some below the prediction, some not):\n%s", lines, short, len(effective), want, out.String())
 	}
 }

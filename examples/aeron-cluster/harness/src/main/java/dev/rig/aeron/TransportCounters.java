@@ -135,6 +135,8 @@ final class TransportCounters implements HttpHandler
     /**
      * SO_RCVBUF as the kernel grants it to a UDP socket that asks for {@code asked} bytes (0: the
      * kernel's default), as getsockopt reports it (Linux doubles what it grants, for its overhead).
+     * The JDK halves Linux's getsockopt figure for SO_RCVBUF (it returns what was asked under the
+     * clamp), so it is doubled back here: the figure every engine reports and rig halves.
      */
     static long granted(final int asked)
     {
@@ -144,7 +146,7 @@ final class TransportCounters implements HttpHandler
             {
                 ch.setOption(StandardSocketOptions.SO_RCVBUF, asked);
             }
-            return ch.getOption(StandardSocketOptions.SO_RCVBUF);
+            return 2L * ch.getOption(StandardSocketOptions.SO_RCVBUF);
         }
         catch (final IOException e)
         {

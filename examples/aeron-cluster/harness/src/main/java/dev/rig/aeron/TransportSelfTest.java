@@ -63,6 +63,14 @@ final class TransportSelfTest
                 f.sendPeakPerMs == 200 && f.answeredPeakPerMs == 197 && f.drainNs == 7_970_000L,
             "sent " + f.sent + " answered " + f.answered + " p50 " + f.p50Ns + " p99 " + f.p99Ns + " max " + f.maxNs + " peaks " +
                 f.sendPeakPerMs + "/" + f.answeredPeakPerMs + " drain " + f.drainNs);
+
+        // The kernel grants twice what a socket asks for under net.core.rmem_max, and getsockopt
+        // says so; the JDK's read-back alone would say the ask.
+        final long rmemMax = Node.sysctl("/proc/sys/net/core/rmem_max", -1);
+        final int asked = (int)Math.min(rmemMax, 64 * 1024);
+        final long granted = TransportCounters.granted(asked);
+        check("so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max",
+            rmemMax <= 0 || granted == 2L * asked, "asked " + asked + " under rmem_max " + rmemMax + ": granted " + granted);
         return failed;
     }
 }
