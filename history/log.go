@@ -43,8 +43,8 @@ type entry struct {
 // Log renders the runs o.Filter selects as a benchmark log in Markdown: one entry per sweep (or
 // lone run), oldest first, each with its command, machine, date, versions, a table of figures
 // with their spread, what differs from the previous entry of the same playbook and combination
-// (Benjamini–Hochberg over the entry's verdicts, the cause figures a family of their own), the change points its engine version starts,
-// and a link to its folder.
+// (Benjamini–Hochberg over the entry's verdicts, the cause figures a family of their own), the
+// change points its engine version starts, and a link to its folder.
 func (x *Index) Log(ctx context.Context, o LogOptions) (string, error) {
 	runs, err := x.Runs(ctx, o.Filter)
 	if err != nil {
