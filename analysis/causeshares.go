@@ -91,11 +91,15 @@ func (t IntervalTime) Share(id CauseID) (float64, bool) {
 	return 100 * t.Totals[id] / t.LengthMs, true
 }
 
+// CauseKeyPrefix begins every cause figure's key (ShareFigure), so a reader holding only keys
+// (the results index) knows the cause figures' family.
+const CauseKeyPrefix = "cause."
+
 // ShareFigure declares the cause figure of id over kind: key cause.<kind>.<source>.<cause>, or
 // cause.<kind>.unexplained for the zero CauseID.
 func ShareFigure(kind string, id CauseID) Figure {
 	if id == (CauseID{}) {
-		return Figure{Key: "cause." + kind + ".unexplained", Label: kind + ": unexplained", Unit: "%", Dir: stats.LowerIsBetter}
+		return Figure{Key: CauseKeyPrefix + kind + ".unexplained", Label: kind + ": unexplained", Unit: "%", Dir: stats.LowerIsBetter}
 	}
-	return Figure{Key: "cause." + kind + "." + id.Source + "." + id.Cause, Label: fmt.Sprintf("%s: %s (%s)", kind, id.Cause, id.Source), Unit: "%", Dir: stats.LowerIsBetter}
+	return Figure{Key: CauseKeyPrefix + kind + "." + id.Source + "." + id.Cause, Label: fmt.Sprintf("%s: %s (%s)", kind, id.Cause, id.Source), Unit: "%", Dir: stats.LowerIsBetter}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/playbooks/estimate"
+	"github.com/rig-dev/rig/stats"
 )
 
 // Clone returns a deep copy: nothing in it shares memory with p.
@@ -337,6 +338,9 @@ func (pl *Plan) Print(w io.Writer) {
 	}
 	combos := len(pl.Runs) / max(p.Rounds, 1)
 	line("runs", "%d = %d combination%s x %d round%s, rounds interleaved", len(pl.Runs), combos, plural(combos), p.Rounds, plural(p.Rounds))
+	for i, s := range reachLines(combos, max(p.Rounds, 1)) {
+		line(firstLabel(i, "verdicts"), "%s", s)
+	}
 
 	ests, reused := pl.Estimates(), pl.ReusesBook()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -381,6 +385,37 @@ func (pl *Plan) Print(w io.Writer) {
 	for _, st := range estimate.Stages {
 		line("", "  %-9s %s", st, strings.Join(sources[st], "; "))
 	}
+}
+
+// perRunHeadlines are the sweep report's headline figures every run gives one value of: the
+// probes' p50 and p99 (sweep.Metrics). The timeline's headline figures (a snapshot's take, a
+// step-down's gap) widen the family; they are left out, so the family is a lower bound.
+const perRunHeadlines = 2
+
+// reachLines say which verdicts the sweep's rounds can reach: the sweep report tests every
+// combination but the baseline against it on each headline figure, corrected together by
+// Benjamini–Hochberg, whose strongest difference passes only if its p ≤ Alpha/family; at n runs
+// a side Mann–Whitney's p is never below stats.MinP(n, n). None for a lone combination.
+func reachLines(combos, rounds int) []string {
+	if combos < 2 {
+		return nil
+	}
+	family := (combos - 1) * perRunHeadlines
+	bound := stats.Alpha / float64(family)
+	minP := stats.MinP(rounds, rounds)
+	out := []string{
+		fmt.Sprintf("at %d round%s (%d runs a side) Mann–Whitney's smallest two-sided p is %.3g; the report tests the %d other",
+			rounds, plural(rounds), rounds, minP, combos-1),
+		fmt.Sprintf("combination%s against the baseline on at least %d per-run headline figures (probes p50, p99): a Benjamini–Hochberg",
+			plural(combos-1), perRunHeadlines),
+		fmt.Sprintf("family of at least %d verdicts, whose strongest difference is called at q %.2g only if its p ≤ %.2g/%d = %.3g:",
+			family, stats.Alpha, stats.Alpha, family, bound),
+	}
+	if minP <= bound {
+		return append(out, "the rank test can reach it")
+	}
+	return append(out, fmt.Sprintf("the rank test cannot (a difference called there rests on Welch's interval alone, marked weak); at least %d rounds would",
+		stats.RunsToReach(family)))
 }
 
 // diskModelLine is the disk model under the engine data and what its probe before load costs by

@@ -149,3 +149,15 @@ func MinP(na, nb int) float64 {
 	}
 	return math.Min(1, 2/combin.GeneralizedBinomial(float64(na+nb), float64(na)))
 }
+
+// RunsToReach is the smallest n for which n values against n can reach the strongest difference
+// of a Benjamini–Hochberg family of size family at Alpha: the family's smallest p passes only if
+// p ≤ Alpha/family, so n is the first with MinP(n, n) ≤ Alpha/family.
+func RunsToReach(family int) int {
+	bound := Alpha / float64(max(family, 1))
+	n := 2
+	for MinP(n, n) > bound {
+		n++
+	}
+	return n
+}

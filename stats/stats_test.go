@@ -134,6 +134,16 @@ func TestMannWhitneyNormalTail(t *testing.T) {
 	near(t, "normal lower tail", normalCDF((m.U+0.5-mu)/sigma), 0.0027, 0.00005)
 }
 
+// TestRunsToReach: alone, 4 a side (2/70 ≤ 0.05); in a family of 14, 6 (2/924 ≤ 0.05/14 <
+// 2/252).
+func TestRunsToReach(t *testing.T) {
+	for _, c := range []struct{ family, n int }{{1, 4}, {0, 4}, {2, 5}, {14, 6}, {28, 7}} {
+		if got := RunsToReach(c.family); got != c.n {
+			t.Errorf("RunsToReach(%d) = %d, want %d", c.family, got, c.n)
+		}
+	}
+}
+
 func TestMinP(t *testing.T) {
 	near(t, "MinP(2,2)", MinP(2, 2), 1.0/3, 1e-12)
 	near(t, "MinP(3,3)", MinP(3, 3), 0.1, 1e-12)

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
@@ -338,8 +339,12 @@ func causeMetrics(runs []*RunData) []Metric {
 
 // Family is the false-discovery family a metric's verdicts are corrected in: the cause figures
 // are one of their own, so their many verdicts do not dilute the others'.
-func (m Metric) Family() string {
-	if m.Table == TableCauses {
+func (m Metric) Family() string { return FamilyOf(m.Key) }
+
+// FamilyOf is the false-discovery family of the figure of key (Metric.Family), for a reader holding
+// only keys (the results index).
+func FamilyOf(key string) string {
+	if strings.HasPrefix(key, analysis.CauseKeyPrefix) {
 		return TableCauses
 	}
 	return "figures"
