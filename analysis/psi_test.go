@@ -1,12 +1,9 @@
 package analysis
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -16,21 +13,10 @@ import (
 // [fromMs, toMs], from mk.
 func writePSI(t *testing.T, dir, node string, fromMs, toMs int64, mk func(ms int64) rundir.SchedPSI) {
 	t.Helper()
-	p := filepath.Join(dir, node, rundir.SchedDir, "psi"+rundir.SchedExt)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	w, err := rundir.CreateSched(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ms := fromMs + 20; ms <= toMs; ms += 20 {
+	writeSchedFile(t, dir, node, "psi", fromMs, toMs, func(ms int64) rundir.SchedSample {
 		psi := mk(ms)
-		w.Write(rundir.SchedSample{AtNs: at(ms).UnixNano(), IntervalNs: int64(20 * time.Millisecond), PSI: &psi})
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+		return rundir.SchedSample{PSI: &psi}
+	})
 }
 
 // TestPressureStallNamesExcursion: a node whose CPUs were stalled (PSI cpu some) over 80 % of an

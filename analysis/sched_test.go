@@ -12,11 +12,11 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// writeSched writes node's scheduler samples: every 20 ms over [fromMs, toMs), thread comm
-// waited waitMs of each interval.
-func writeSched(t *testing.T, dir, node, comm string, fromMs, toMs, waitMs int64) {
+// writeSchedFile writes <node>/sched/<name>.ndjson with one 20 ms scheduler sample ending at
+// every 20 ms in (fromMs, toMs], each made by mk.
+func writeSchedFile(t *testing.T, dir, node, name string, fromMs, toMs int64, mk func(ms int64) rundir.SchedSample) {
 	t.Helper()
-	p := filepath.Join(dir, node, rundir.SchedDir, "os"+rundir.SchedExt)
+	p := filepath.Join(dir, node, rundir.SchedDir, name+rundir.SchedExt)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +25,21 @@ func writeSched(t *testing.T, dir, node, comm string, fromMs, toMs, waitMs int64
 		t.Fatal(err)
 	}
 	for ms := fromMs + 20; ms <= toMs; ms += 20 {
-		w.Write(rundir.SchedSample{AtNs: at(ms).UnixNano(), IntervalNs: int64(20 * time.Millisecond),
-			Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: comm, WaitNs: waitMs * int64(time.Millisecond)}}})
+		smp := mk(ms)
+		smp.AtNs, smp.IntervalNs = at(ms).UnixNano(), int64(20*time.Millisecond)
+		w.Write(smp)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeSched: thread comm of node waited waitMs in every 20 ms interval of (fromMs, toMs].
+func writeSched(t *testing.T, dir, node, comm string, fromMs, toMs, waitMs int64) {
+	t.Helper()
+	writeSchedFile(t, dir, node, "os", fromMs, toMs, func(int64) rundir.SchedSample {
+		return rundir.SchedSample{Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: comm, WaitNs: waitMs * int64(time.Millisecond)}}}
+	})
 }
 
 // TestSchedSamplesAreSpans: the scheduler samples' run-queue waits are sched_delay rows of the

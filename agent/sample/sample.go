@@ -378,7 +378,22 @@ func Run(ctx context.Context, opts Options, w io.Writer) error {
 // Run is Run for an existing sampler (its first snapshot is the baseline).
 func (s *Sampler) Run(ctx context.Context, w io.Writer) error {
 	enc := json.NewEncoder(w)
-	tick := time.NewTicker(s.opts.Interval)
+	return every(ctx, s.opts.Interval, func() error {
+		smp, err := s.Next()
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(smp); err != nil {
+			return fmt.Errorf("sample: write: %w", err)
+		}
+		return nil
+	})
+}
+
+// every calls step at each tick of interval until ctx ends (nil) or step fails (its error): the
+// loop of every sampler here.
+func every(ctx context.Context, interval time.Duration, step func() error) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -386,12 +401,8 @@ func (s *Sampler) Run(ctx context.Context, w io.Writer) error {
 			return nil
 		case <-tick.C:
 		}
-		smp, err := s.Next()
-		if err != nil {
+		if err := step(); err != nil {
 			return err
-		}
-		if err := enc.Encode(smp); err != nil {
-			return fmt.Errorf("sample: write: %w", err)
 		}
 	}
 }

@@ -250,20 +250,14 @@ func (s *Sched) pids() []int {
 func (s *Sched) Run(ctx context.Context, w io.Writer) error {
 	defer s.Close()
 	enc := json.NewEncoder(w)
-	tick := time.NewTicker(s.opts.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return every(ctx, s.opts.Interval, func() error {
 		smp := s.Next()
 		if len(smp.Threads) == 0 && smp.PSI == nil {
-			continue
+			return nil
 		}
 		if err := enc.Encode(smp); err != nil {
 			return fmt.Errorf("sched sampler: write: %w", err)
 		}
-	}
+		return nil
+	})
 }

@@ -426,14 +426,7 @@ func TestPlaybooksOpen(t *testing.T) {
 // kills the leader twice per run: relaunched at once (the old leader may win again), then after
 // a stable leader, relaunched 15 s later. Needs neither Maven nor Java.
 func TestLeaderFailoverPlaybook(t *testing.T) {
-	pb, err := playbooks.Open("leader-failover.yaml", testDrivers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pb.Plan()
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := openPlan(t, "leader-failover.yaml")
 	var got []string
 	for _, r := range plan.Runs {
 		drv, table, err := r.Playbook.Engine.Resolve()
@@ -459,7 +452,7 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 		t.Errorf("heartbeat timeouts rendered %q, want %q", got, want)
 	}
 	var kills []string
-	for _, e := range pb.Timeline {
+	for _, e := range plan.Runs[0].Playbook.Timeline {
 		if k, ok := e.Spec.(*actions.Kill); ok {
 			kills = append(kills, fmt.Sprintf("%s %s %s", e.At, k.Node, k.RelaunchAfter))
 		}
@@ -473,14 +466,7 @@ func TestLeaderFailoverPlaybook(t *testing.T) {
 // Aeron's default heartbeat timeout, each relaunched 15 s later, then a step-down. Needs neither
 // Maven nor Java.
 func TestHandoffPlaybook(t *testing.T) {
-	pb, err := playbooks.Open("handoff.yaml", testDrivers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pb.Plan()
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := openPlan(t, "handoff.yaml")
 	var got []string
 	for _, r := range plan.Runs {
 		var steps []string
@@ -593,4 +579,18 @@ func TestMicroBurstThresholdPlaybook(t *testing.T) {
 	if lines != len(effective) || short != want || want == 0 || want == len(effective) {
 		t.Errorf("plan's buffers lines: %d, %d SHORT, want %d with %d SHORT (some below the prediction, some not):\n%s", lines, short, len(effective), want, out.String())
 	}
+}
+
+// openPlan opens the example playbook name and plans it.
+func openPlan(t *testing.T, name string) *playbooks.Plan {
+	t.Helper()
+	pb, err := playbooks.Open(name, testDrivers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
