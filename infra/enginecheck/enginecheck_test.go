@@ -23,8 +23,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/rig-dev/rig/infra/automation"
 	"github.com/rig-dev/rig/infra/cluster"
-	"github.com/rig-dev/rig/infra/driver"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -185,13 +185,13 @@ func (w *world) providerCalls() []string {
 	return out
 }
 
-// detachFirst does what rig up does before an update (infra/driver.DetachFirst), with an unmount
+// detachFirst does what rig up does before an update (infra/automation.DetachFirst), with an unmount
 // that records the nodes it is asked for.
 func (w *world) detachFirst() []string {
 	w.t.Helper()
 	var nodes []string
 	var out strings.Builder
-	err := driver.DetachFirst(context.Background(), w.st, "dev", &out, func(_ context.Context, inv *inventory.Inventory) error {
+	err := automation.DetachFirst(context.Background(), w.st, "dev", &out, func(_ context.Context, inv *inventory.Inventory) error {
 		for _, n := range inv.Nodes {
 			nodes = append(nodes, n.Name)
 		}
