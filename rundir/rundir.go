@@ -26,8 +26,10 @@
 //	loadgen/preload.json              PreloadStats
 //	<node>/loadgen/bursts-N/bursts.json  BurstStats of another client node's senders
 //
-// It imports only rig's contract packages whose shapes these files embed (engine, inventory and
-// the agent's answers: facts, tune, disk), so every writer can import it.
+// It imports only the packages whose shapes these files embed (engine, engine/driver's resolved
+// settings, inventory, the agent's answers: facts, tune, disk; diskmodel's records, linkproxy's
+// round trips) and internal helpers, none of which writes or reads a run folder, so every
+// writer and reader can import it (internal/layers checks both).
 package rundir
 
 import (
