@@ -1,9 +1,9 @@
 // Package cost measures what an engine's own recording (the Go flight recorder, Java Flight
 // Recorder) costs the figures a run reports: probe p50 and preload throughput, with recording
 // on and off in alternating phases of one run, so the machine's load falls on both alike
-// (recording is on by default only if its cost is within Goals). The load is the rig's own load generator (loadgen.Preload, loadgen.Probe). An
-// engine kind plugs in as an Engine: the reference engine is ReferenceEngine; a JVM engine
-// starts with and without its JFR options.
+// (recording is on by default only if its cost is within Goals). The load is the rig's own load
+// generator (loadgen.Preload, loadgen.Probe). An engine kind plugs in as an Engine: the reference
+// engine is ReferenceEngine; a JVM engine starts with and without its JFR options.
 package cost
 
 import (
