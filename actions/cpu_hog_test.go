@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions/actionstest"
 	"github.com/rig-dev/rig/agent/hog"
-	"github.com/rig-dev/rig/rundir"
 )
 
 // cpu_hog's keys: threads 1..256 or cpus (the default), nice -20..19, for of 1ms to 24h; each
@@ -78,90 +77,74 @@ func TestCPUHogChecks(t *testing.T) {
 	}
 }
 
-// hogEnv is the core plus CPUHogger, with the hog "ending" as the agent would answer.
+// hogEnv is the fake env plus CPUHogger, with the hog "ending" as the agent would answer.
 type hogEnv struct {
-	coreEnv
-	mu       sync.Mutex
-	req      hog.Request
-	ends     []time.Duration // the waits EndCPUHog was asked for
-	progress []string
-	wg       sync.WaitGroup
-	goErr    error
+	*actionstest.Env
+	req hog.Request
 }
 
 func (e *hogEnv) CPUHog(_ context.Context, node string, req hog.Request) (hog.State, error) {
+	e.Note("hog %s", node)
 	e.req = req
 	return hog.State{PID: 4242, Threads: 8, Nice: req.Nice, ForMs: 50, Started: time.Unix(100, 0)}, nil
 }
 
 func (e *hogEnv) EndCPUHog(_ context.Context, node string, pid int, wait time.Duration) (hog.State, error) {
-	e.mu.Lock()
-	e.ends = append(e.ends, wait)
-	e.mu.Unlock()
+	e.Note("end hog %s %d wait %s", node, pid, wait)
 	return hog.State{PID: pid, Threads: 8, ForMs: 50, Started: time.Unix(100, 0), Ended: time.Unix(100, 0).Add(50 * time.Millisecond),
 		StoppedEarly: wait == 0, Exit: "exit status 0"}, nil
-}
-
-func (e *hogEnv) Record(ev rundir.Event) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.recorded = append(e.recorded, ev)
-	return nil
-}
-
-func (e *hogEnv) Progress(format string, args ...any) {}
-
-func (e *hogEnv) Go(ctx context.Context, fn func(context.Context) error) {
-	e.wg.Go(func() { e.goErr = fn(ctx) })
 }
 
 // The hog is asked for on the resolved node with the entry's settings, recorded when asked for
 // and when it ended (the second event For after the first), and ended with a wait past its
 // time; a timeline that ends first stops it at once.
 func TestCPUHogRun(t *testing.T) {
-	env := &hogEnv{}
+	env := &hogEnv{Env: actionstest.NewEnv()}
 	h := &CPUHog{Node: "follower", For: 50 * time.Millisecond, Nice: 5}
 	if err := h.Run(t.Context(), env); err != nil {
 		t.Fatal(err)
 	}
-	env.wg.Wait()
-	if env.goErr != nil {
-		t.Fatal(env.goErr)
+	if err := env.Settle(); err != nil {
+		t.Fatal(err)
 	}
 	if env.req != (hog.Request{Nice: 5, For: "50ms"}) {
 		t.Errorf("request %+v", env.req)
 	}
-	if len(env.recorded) != 2 || !env.recorded[0].IsAction(ActCPUHog) || !env.recorded[1].IsAction(ActCPUHogEnd) {
-		t.Fatalf("events %+v; want cpu_hog then cpu_hog_end", env.recorded)
+	evs := env.Events()
+	if len(evs) != 2 || !evs[0].IsAction(ActCPUHog) || !evs[1].IsAction(ActCPUHogEnd) {
+		t.Fatalf("events %+v; want cpu_hog then cpu_hog_end", evs)
 	}
-	if d := env.recorded[1].T.Sub(env.recorded[0].T); d != 50*time.Millisecond {
+	if d := evs[1].T.Sub(evs[0].T); d != 50*time.Millisecond {
 		t.Errorf("cpu_hog_end %s after cpu_hog; want the hog's 50ms", d)
 	}
 	var a CPUHogAction
-	if err := json.Unmarshal(env.recorded[1].Action.Payload, &a); err != nil || a.As != "follower" || a.PID != 4242 || a.Ended.IsZero() || a.StoppedEarly {
-		t.Errorf("end payload %s (%v)", env.recorded[1].Action.Payload, err)
+	if err := json.Unmarshal(evs[1].Action.Payload, &a); err != nil || a.As != "follower" || a.PID != 4242 || a.Ended.IsZero() || a.StoppedEarly {
+		t.Errorf("end payload %s (%v)", evs[1].Action.Payload, err)
 	}
-	if env.recorded[0].Node != "node-1" || !slices.Equal(env.ends, []time.Duration{cpuHogEndWait}) {
-		t.Errorf("node %s, end waits %v", env.recorded[0].Node, env.ends)
+	want := []string{"resolve follower", "hog node-1", "record cpu_hog", "end hog node-1 4242 wait " + cpuHogEndWait.String(), "record cpu_hog_end"}
+	if evs[0].Node != "node-1" || !slices.Equal(env.Calls(), want) {
+		t.Errorf("node %s, calls %q; want %q", evs[0].Node, env.Calls(), want)
 	}
 
-	early := &hogEnv{}
+	early := &hogEnv{Env: actionstest.NewEnv()}
 	ctx, cancel := context.WithCancel(t.Context())
 	if err := (&CPUHog{Node: "leader", For: time.Hour}).Run(ctx, early); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	early.wg.Wait()
-	if !slices.Equal(early.ends, []time.Duration{0}) {
-		t.Errorf("a timeline over before the hog: end waits %v; want 0 (stopped at once)", early.ends)
+	if err := early.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	if calls := early.Calls(); !slices.Contains(calls, "end hog node-0 4242 wait 0s") {
+		t.Errorf("a timeline over before the hog: calls %q; want it ended with no wait (stopped at once)", calls)
 	}
 }
 
 // On a run whose agents start no hogs it fails naming the capability, recording nothing.
 func TestCPUHogNeedsCapability(t *testing.T) {
-	env := &coreEnv{}
+	env := actionstest.NewEnv()
 	err := (&CPUHog{Node: "leader", For: time.Second}).Run(t.Context(), env)
-	if err == nil || !strings.Contains(err.Error(), "CPUHogger") || len(env.recorded) != 0 {
-		t.Errorf("cpu_hog on the core: %v, recorded %v", err, env.recorded)
+	if err == nil || !strings.Contains(err.Error(), "CPUHogger") || len(env.Events()) != 0 {
+		t.Errorf("cpu_hog on the core: %v, recorded %v", err, env.Events())
 	}
 }

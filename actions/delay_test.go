@@ -2,68 +2,32 @@ package actions
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions/actionstest"
 	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
 
-// meshEnv is an Env whose links are a real linkproxy mesh (one zone, a link on every pair, as the
-// local target builds for a timeline that acts on links) in front of echo services; what a delay
-// needs of Env and nothing else (the embedded nil Env panics on anything more).
+// meshEnv is the fake env plus a LinkShaper whose links are a real linkproxy mesh (one zone, a
+// link on every pair, as the local target builds for a timeline that acts on links) in front of
+// echo services.
 type meshEnv struct {
-	Env
-	mesh   *linkproxy.Mesh
-	mu     sync.Mutex
-	events []rundir.Event
-	wg     sync.WaitGroup
-}
-
-func (e *meshEnv) ResolveNode(ref string) (string, error) {
-	switch ref {
-	case "leader":
-		return "node-0", nil
-	case "follower":
-		return "node-1", nil
-	}
-	return ref, nil
+	*actionstest.Env
+	mesh *linkproxy.Mesh
 }
 
 func (e *meshEnv) Delay(ctx context.Context, s linkproxy.Shape, node string, peers ...string) ([]linkproxy.PairProbe, int, func() int, error) {
+	e.Note("delay %s %v", node, peers)
 	pls, undo, err := e.mesh.AddShape(s, node, peers...)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	return linkproxy.ProbePairs(ctx, pls, linkproxy.ProbeOptions{Count: DelayProbeRounds}), len(pls), undo, nil
-}
-
-func (e *meshEnv) Record(ev rundir.Event) error {
-	// Through the file format, as events.jsonl keeps it.
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	var back rundir.Event
-	if err := json.Unmarshal(b, &back); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	e.events = append(e.events, back)
-	e.mu.Unlock()
-	return nil
-}
-
-func (e *meshEnv) Progress(string, ...any) {}
-
-func (e *meshEnv) Go(ctx context.Context, fn func(context.Context) error) {
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); _ = fn(ctx) }()
 }
 
 // rtt measures the round trip from one member to another through its route now.
@@ -105,7 +69,7 @@ func newMeshEnv(t *testing.T) *meshEnv {
 			}
 		}
 	}
-	return &meshEnv{mesh: m}
+	return &meshEnv{Env: actionstest.NewEnv(), mesh: m}
 }
 
 // A delay of the leader's links slows every raft peer and client link of it on the wire, records
@@ -123,11 +87,13 @@ func TestDelayNodeLinks(t *testing.T) {
 	if got := env.rtt(t, "node-1", "node-2"); got >= add {
 		t.Errorf("node-1 → node-2 (not node-0's) round trip %v; want it undelayed", got)
 	}
-	env.wg.Wait()
-	if len(env.events) != 2 {
-		t.Fatalf("events %+v; want delay and delay_heal", env.events)
+	if err := env.Settle(); err != nil {
+		t.Fatal(err)
 	}
-	ev, heal := env.events[0], env.events[1]
+	if len(env.Events()) != 2 {
+		t.Fatalf("events %+v; want delay and delay_heal", env.Events())
+	}
+	ev, heal := env.Events()[0], env.Events()[1]
 	da := ev.Action.Delay
 	if !ev.IsAction(rundir.ActDelay) || ev.Node != "node-0" || da == nil || da.As != "leader" || da.DelayMs != 3 || da.ForMs != 400 || da.Links != 5 {
 		t.Fatalf("delay event %+v %+v; want node-0 (leader), 3 ms for 400 ms, 5 links (2 peers each way + client-0's)", ev, da)
@@ -161,9 +127,11 @@ func TestDelayEndsWithTheTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	env.wg.Wait()
-	if len(env.events) != 2 || !env.events[1].IsAction(rundir.ActDelayHeal) || env.events[1].Action.Delay.Links != 5 {
-		t.Fatalf("events %+v; want delay, then delay_heal of node-0's 5 links", env.events)
+	if err := env.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Events()) != 2 || !env.Events()[1].IsAction(rundir.ActDelayHeal) || env.Events()[1].Action.Delay.Links != 5 {
+		t.Fatalf("events %+v; want delay, then delay_heal of node-0's 5 links", env.Events())
 	}
 	if got := env.rtt(t, "node-1", "node-0"); got >= add {
 		t.Errorf("node-1 → node-0 round trip %v after the timeline ended; want it undelayed", got)
@@ -177,9 +145,11 @@ func TestDelayBetweenTwoNodes(t *testing.T) {
 	if err := d.Run(context.Background(), env); err != nil {
 		t.Fatal(err)
 	}
-	env.wg.Wait()
-	if len(env.events) != 1 || env.events[0].Action.Delay.Links != 2 || env.events[0].Action.Delay.ToNode != "node-0" {
-		t.Fatalf("events %+v; want one delay of the 2 links node-1 ↔ node-0", env.events)
+	if err := env.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Events()) != 1 || env.Events()[0].Action.Delay.Links != 2 || env.Events()[0].Action.Delay.ToNode != "node-0" {
+		t.Fatalf("events %+v; want one delay of the 2 links node-1 ↔ node-0", env.Events())
 	}
 	for _, p := range [][2]string{{"node-1", "node-0"}, {"node-0", "node-1"}} {
 		if got := env.rtt(t, p[0], p[1]); got < 3*time.Millisecond {

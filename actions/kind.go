@@ -1,10 +1,12 @@
 // Package actions holds the timeline's action kinds. Each kind is one type in a file of its own
 // that owns everything about it: its playbook keys with their defaults and ranges, its checks,
 // its plan line, what it does to the cluster (through Env, not the runner) and the event it
-// records. The playbook parser, the plan and the runner know kinds only through New, Names and
-// the Spec interface; optional capabilities (Downer, Toucher, Spanner, Spinner, Awaiter, Disruptor,
-// WriteAdder, Linker, PowerCutter) are checked by type assertion, as hashicorp/raft checks for a
-// BatchingFSM.
+// records. The playbook parser, the plan and the runner know kinds through New, Names and the
+// Spec interface, and a kind's optional capabilities (the interfaces a Spec may implement,
+// declared here and beside their kinds: Downer, Toucher, EngineCaller, ...) by type assertion, as
+// hashicorp/raft checks for a BatchingFSM; only a burst's settings are still read by its type
+// (actions.Burst: the buffer chain's minimums and the runner's burst senders). A kind's tests use
+// actionstest's fake Env.
 package actions
 
 import (

@@ -1,23 +1,13 @@
 package actions
 
 import (
-	"context"
-	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rig-dev/rig/actions/actionstest"
+	"github.com/rig-dev/rig/engine"
 )
-
-// snapEnv answers POST /snapshot with body and keeps the progress lines.
-type snapEnv struct {
-	coreEnv
-	body     string
-	progress []string
-}
-
-func (e *snapEnv) Admin(context.Context, string, string) ([]byte, error) { return []byte(e.body), nil }
-func (e *snapEnv) Progress(format string, args ...any) {
-	e.progress = append(e.progress, fmt.Sprintf(format, args...))
-}
 
 // The snapshot line prints a figure the engine leaves out as not supported, never as a zero.
 func TestSnapshotLineNamesUncounted(t *testing.T) {
@@ -25,12 +15,20 @@ func TestSnapshotLineNamesUncounted(t *testing.T) {
 		{`{"index":1216,"take_ms":2.5,"bytes":4096}`, "(orders n/a (not supported by the engine), 4096 bytes, syncs n/a (not supported by the engine))"},
 		{`{"index":1216,"take_ms":2.5,"bytes":4096,"orders":0,"syncs":3}`, "(orders 0, 4096 bytes, syncs 3)"},
 	} {
-		env := &snapEnv{body: c.body}
+		env := actionstest.NewEnv()
+		env.OnAdmin = func(node, path string) ([]byte, error) { return []byte(c.body), nil }
 		if err := (&Snapshot{}).Run(t.Context(), env); err != nil {
 			t.Fatal(err)
 		}
-		if len(env.progress) != 1 || !strings.Contains(env.progress[0], c.want) {
-			t.Errorf("answer %s: progress %q, want %q", c.body, env.progress, c.want)
+		if got := env.Calls(); !slices.Equal(got, []string{"admin node-0 " + engine.AdminSnapshot, "record snapshot"}) {
+			t.Errorf("answer %s: calls %q; want the leader asked, then the event", c.body, got)
+		}
+		if evs := env.Events(); len(evs) != 1 || evs[0].Node != "node-0" || evs[0].Action.Snapshot == nil ||
+			evs[0].Action.Snapshot.Index == nil || *evs[0].Action.Snapshot.Index != 1216 {
+			t.Errorf("answer %s: events %+v; want node-0's snapshot at index 1216", c.body, evs)
+		}
+		if lines := env.Lines(); len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("answer %s: progress %q, want %q", c.body, lines, c.want)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Collecting an engine's own recording (issue 37), alike for every format: after each window
+// Collecting an engine's own recording, alike for every format: after each window
 // the runner asks (POST /engine/recording); the agent takes the engine's recording since its
 // last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
 // chunks from its disk repository; a Go engine's: the generations of its GET /trace no earlier

@@ -14,7 +14,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Where the time went (issue 37): every latency excursion of the run, not only the slowest
+// Where the time went (docs/results.md): every latency excursion of the run, not only the slowest
 // probe, with the causes the run folder already records: timeline actions and restarts under
 // way, GC pauses and engine log lines near it, and host causes from the OS samples (another
 // process's CPU, the rig agents' own CPU, disk writeback). Excursions that repeat at a steady

@@ -339,8 +339,7 @@ func normalSection(s *Summary) string {
 
 // lateOutsideFaults counts the load generator's late sends (outside its holds) that were due in
 // a whole second clear of every fault window (snapshots are not faults), and their share of the
-// post-warm-up probes due in those seconds: the done-when of issue 36's late-probe share outside
-// the outage. Nil when the timeline has no per-second late counts (an older load generator)
+// post-warm-up probes due in those seconds: the late-probe share outside the outage. Nil when the timeline has no per-second late counts (an older load generator)
 // while the run had late sends.
 func (d *runData) lateOutsideFaults(tl []rundir.ConnSecond, wins []FaultWindow) (*int64, *float64) {
 	var faults []span

@@ -14,7 +14,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Where the time went, window by window (issue 37): every snapshot, restart, failover and burst
+// Where the time went, window by window (docs/results.md): every snapshot, restart, failover and burst
 // window gets a table of causes per node and thread — the engine's own time from its recording
 // (<node>/inside.ndjson: forces with their file's role, GC pauses, safepoints, stop-the-world,
 // GC assists, scheduler delay, parks, monitor waits, CPU samples), the disk model's fsyncs

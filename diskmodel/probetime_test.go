@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// issue 33: the probe's time by a model's own arithmetic, which validation holds to MaxProbePass
+// The probe's time by a model's own arithmetic, which validation holds to MaxProbePass
 // and a run's probe is given up after (ProbeBound): each fsync waits for its bytes to land under
 // the caps or for the sync cost, whichever is later; the idle disk's burst runs uncapped once.
 func TestProbeTime(t *testing.T) {

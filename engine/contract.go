@@ -290,8 +290,8 @@ type Config struct {
 	// root (CAP_SYS_NICE). What was set is in /status (udp.recv_nice).
 	UDPRecvNice int `json:"udp_recv_nice,omitempty"`
 
-	// FlightRecorder keeps a runtime/trace flight recorder, served at GET AdminTrace (issue 37;
-	// docs/engines.md, "GET /trace"). Reported even when false, so asking for false is checked.
+	// FlightRecorder keeps a runtime/trace flight recorder, served at GET AdminTrace
+	// (docs/engines.md, "What an engine provides", item 8). Reported even when false, so asking for false is checked.
 	FlightRecorder bool `json:"flight_recorder"`
 	// FlightRecorderWindow is how far back the recorder's dump reaches (its MinAge; a Go
 	// duration), bounded by its memory (FlightRecorderBytes); empty: the engine's

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// issue 33: a probe ends when its context is cancelled (a run's load ended), even in the middle
+// A probe ends when its context is cancelled (a run's load ended), even in the middle
 // of a round trip: one of `delay: 10s` used to hold the timeline for its whole bound (103 s of a
 // 15 s run). Here a round trip takes 10 s; the probe must return well before one could finish.
 func TestProbeEndsOnCancel(t *testing.T) {

@@ -56,9 +56,9 @@ const preciseWindow = 2 * time.Millisecond
 
 // The queue's thread wakes from nanosleep, a system call, and needs a P (a Go scheduler slot) to
 // hand the chunk on. With every P held (a controller proxying a run's traffic on a loaded host)
-// it waits for one, up to the scheduler's 10 ms time slice, so a hop went out up to 10 ms late:
-// a 2 ms-each-way link measured 40-80 ms round trips beside two busy goroutines in the process, and
-// 4.1 ms with one P more (TestDelayBesideBusyGoroutines). So every queue adds a P for as long as it
+// it waits for one, up to the scheduler's 10 ms time slice, so a hop went out up to 10 ms late
+// (TestDelayBesideBusyGoroutines; docs/constants.md, "A link's queue and the Go scheduler"). So
+// every queue adds a P for as long as it
 // runs: its thread mostly sleeps, so the P costs nothing but is free when it wakes. (The engine
 // does the same for its UDP receive thread.)
 var procsMu sync.Mutex

@@ -52,10 +52,10 @@ const (
 
 	// Backoff between dials of one server while it does not lead (endpoint): from minBackoff,
 	// doubling per failure, up to ConnOptions.MaxBackoff. The cap is the client's polling
-	// granularity during an election and lands in the failover gaps we measure (at 50 ms a
-	// step-down between zones 2 ms apart measured +31..+49 ms of client gap for +13 ms of
-	// election), so it stays low; but a fixed 10 ms poll made a 10 s election cost 838
-	// reconnects and 671 failed dials to the dead leader the followers still named. A redirect
+	// granularity during an election and lands in the failover gaps we measure, so it stays
+	// low; but a fixed short poll made a long election cost hundreds of reconnects and failed
+	// dials to the dead leader the followers still named (docs/constants.md, "Client
+	// backoff"). A redirect
 	// to a server not backing off is followed at once, so a step-down costs no wait.
 	minBackoff        = 5 * time.Millisecond
 	defaultMaxBackoff = 100 * time.Millisecond

@@ -29,11 +29,10 @@ func preciseThread() {
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // best effort: without it, 50 µs late at most
 }
 
-// The probe sender's thread asks the kernel to run it before the engines. On a host it shares
-// with them (the local target: three JVMs and the controller on 2 CPUs, load average 10) the
-// sender at nice 0 woke up to tens of milliseconds late: 1.6 % of the probes due clear of every
-// fault window went out more than 1 ms late, most of them while a relaunched JVM compiled its
-// code (issue 36); at nice -10, 1.15 % still were. So it asks for SCHED_FIFO at the lowest
+// The probe sender's thread asks the kernel to run it before the engines. On a loaded host it
+// shares with them (the local target) a sender at an ordinary nice value woke up tens of
+// milliseconds late, most often while a relaunched JVM compiled its code, and a lower nice value
+// did not cure it (docs/constants.md, "Probe sender priority"). So it asks for SCHED_FIFO at the lowest
 // real-time priority (SenderRTPriority), which wakes it ahead of every ordinary thread, and
 // failing that (no CAP_SYS_NICE) for SenderNice, and failing that keeps what it has;
 // stats.json says what it ran with (send_lag.sender_sched, sender_nice). Its thread sleeps

@@ -35,11 +35,11 @@ func TestDiskProblemsSayWhere(t *testing.T) {
 		{"disk: {io_size: 1KiB}\n", "t.yaml:5:17: disk.io_size", "out of range; want 4KiB..16MiB"},
 		{"disk: {sync_latncy: 4ms}\n", "t.yaml:5:8: disk.sync_latncy", `unknown key (did you mean "sync_latency"?)`},
 		{"disk: {burst: 1s}\n", "t.yaml:5:15: disk.burst", "no disk.throughput or disk.iops cap to burst above"},
-		// issue 33: a block that models nothing is refused, not silently left unmounted
+		// A block that models nothing is refused, not silently left unmounted
 		{"disk: {}\n", "t.yaml:5:7: disk", "models nothing"},
 		{"disk: {throughput: 0/s}\n", "t.yaml:5:7: disk", "want at least one of throughput (100kB/s..100GB/s), iops"},
 		{"disk:\n  io_size: 4KiB\n", "t.yaml:6:3: disk", "models nothing"},
-		// issue 33: a model whose probe before load its own arithmetic makes absurd is refused at
+		// A model whose probe before load its own arithmetic makes absurd is refused at
 		// the field that costs most, with the value that would do
 		{"disk: {sync_latency: 10s}\n", "t.yaml:5:22: disk.sync_latency", "take 3m30s a pass by its own arithmetic, more than the 20s a pass allows; want sync_latency at most 952.1ms, with the rest as given"},
 		{"disk: {throughput: 100kB/s, sync_latency: 4ms}\n", "t.yaml:5:20: disk.throughput", "want throughput at least 950kB/s, with the rest as given"},
@@ -52,7 +52,7 @@ func TestDiskProblemsSayWhere(t *testing.T) {
 	}
 }
 
-// issue 33: the plan shows the model and what its probe before load costs and is given up after,
+// The plan shows the model and what its probe before load costs and is given up after,
 // the longest of the runs when a matrix varies the model.
 func TestPlanShowsDiskProbe(t *testing.T) {
 	p := mustParse(t, base+"disk: {throughput: 125MB/s, sync_latency: 4ms}\nmatrix: {disk.sync_latency: [4ms, 100ms]}\n")

@@ -304,11 +304,11 @@ func (e Engine) DriverName() string {
 const (
 	RecordingOn  = "on"
 	RecordingOff = "off"
-	// DefaultRecording is engine.recording when a playbook says nothing. Off: issue 37 allows a
-	// recorder on by default only within 2 % on probe p50 and 5 % on preload throughput, and
-	// neither JFR's measured cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
+	// DefaultRecording is engine.recording when a playbook says nothing. Off: a recorder is on
+	// by default only when its cost is within recording/cost's Goals, and neither JFR's measured
+	// cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
 	// examples/aeron-cluster/recording-cost.yaml) nor the Go flight recorder's on the reference
-	// engine (docs/engines.md, item 8) was shown within it on this machine.
+	// engine (docs/engines.md, "What an engine provides", item 8) has been shown within them.
 	DefaultRecording = RecordingOff
 )
 

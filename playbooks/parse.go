@@ -434,7 +434,7 @@ func countRuns(p *Playbook) int {
 // in only some combinations names the first one it was found in.
 func (r *reader) checkCombinations(p *Playbook) {
 	type found struct {
-		is    issue
+		is    ruleBreach
 		count int
 		first map[string]string
 	}
@@ -450,7 +450,7 @@ func (r *reader) checkCombinations(p *Playbook) {
 			r.probs.add(r.pos["matrix"], "matrix", "%v", err)
 			return
 		}
-		for _, is := range check(c) {
+		for _, is := range crossFieldRules(c) {
 			if r.usesFailed(is) {
 				continue
 			}
@@ -474,7 +474,7 @@ func (r *reader) checkCombinations(p *Playbook) {
 }
 
 // usesFailed says whether a rule read a value that could not be parsed (and so holds a default).
-func (r *reader) usesFailed(is issue) bool {
+func (r *reader) usesFailed(is ruleBreach) bool {
 	for _, d := range append([]string{is.path}, is.deps...) {
 		for q := d; q != ""; {
 			if r.failed[q] {

@@ -149,7 +149,7 @@ func TestRules(t *testing.T) {
 			"t.yaml:7:20: timeline[1].kill", "leaves 2 of 3 servers down at 5s (still down: timeline[0] node-1); at most 1 may be down"},
 		{"node killed while down", "name: t\ncluster: {servers: 5}\nload: {probe_rate: 1/s}\nduration: 30s\ntimeline:\n  - {at: 1s, kill: {node: node-1, relaunch_after: 10s}}\n  - {at: 5s, kill: {node: node-1}}\n",
 			"t.yaml:7:27: timeline[1].kill.node", "node-1 is still down at 5s (timeline[0] kill took it down at 1s, back at 11s)"},
-		// issue 33: the timeline's state knows a power loss (node down until its relaunch), and
+		// The timeline's state knows a power loss (node down until its relaunch), and
 		// every server down at once is an opt-in
 		{"kill while its power is off", base + "timeline:\n  - {at: 1s, power_loss: {nodes: node-0, relaunch_after: 5s}}\n  - {at: 4s, kill: {node: node-0}}\n",
 			"t.yaml:7:27: timeline[1].kill.node", "node-0 is still down at 4s (timeline[0] power_loss took it down at 1s, back at 6s)"},
@@ -163,7 +163,7 @@ func TestRules(t *testing.T) {
 			"t.yaml:6:26: timeline[0].power_loss", "leaves all 3 servers down at 1s (still down: none before it)"},
 		{"kill beside a power loss", "name: t\ncluster: {servers: 5}\nload: {probe_rate: 1/s}\nduration: 30s\ntimeline:\n  - {at: 1s, power_loss: {nodes: node-0+node-1+node-2, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-3}}\n",
 			"t.yaml:7:20: timeline[1].kill", "leaves 4 of 5 servers down at 2s"},
-		// issue 33: a delay's round-trip probe must fit in the time the links stay delayed
+		// A delay's round-trip probe must fit in the time the links stay delayed
 		{"delay probe outlasts the run", "name: t\nload: {probe_rate: 1/s}\nduration: 15s\ntimeline:\n  - {at: 4s, delay: {node: node-1, delay: 10s}}\n",
 			"t.yaml:5:43: timeline[0].delay.delay", "the round-trip probe after the change measures 5 round trips on each of up to 5 pairs, at least 8m20s at this delay, but the links stay delayed 11s (to the end of the run); want delay at most 220ms here"},
 		{"delay probe outlasts for", base + "timeline:\n  - {at: 4s, delay: {node: node-1, to: node-2, delay: 200ms, for: 1s}}\n",
@@ -229,7 +229,7 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// issue 33: a power loss whose nodes did not parse adds nothing to the timeline's state (its
+// A power loss whose nodes did not parse adds nothing to the timeline's state (its
 // default nodes would make a later kill look like the last server down).
 func TestTimelineStateQuietOnABadNodeList(t *testing.T) {
 	probs := problemsOf(t, base+"timeline:\n  - {at: 1s, power_loss: {nodes: node-x, relaunch_after: 5s}}\n  - {at: 2s, kill: {node: node-2}}\n")

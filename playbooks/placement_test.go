@@ -90,7 +90,7 @@ func TestPlacementMatrix(t *testing.T) {
 	wantProblem(t, probs, "t.yaml:7:40: matrix.placement.between_zones.delay[1]", "out of range; want a duration from 0 to 1s")
 }
 
-// issue 33: a placement's links are probed before load, one pair after the other; their round
+// A placement's links are probed before load, one pair after the other; their round
 // trips between zones must fit in MaxLinkProbe, and the plan shows what the probe takes and its
 // bound.
 func TestPlacementLinkProbeBounded(t *testing.T) {

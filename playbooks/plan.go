@@ -117,7 +117,7 @@ func (p *Playbook) Plan() (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: %w", p.Name, err)
 		}
-		for _, is := range check(c) {
+		for _, is := range crossFieldRules(c) {
 			msg := is.msg
 			if len(s) > 0 {
 				msg += " (in the run with " + formatSettings(p.Matrix, s) + ")"

@@ -225,7 +225,7 @@ func TestHugeMatrixIsRefusedQuickly(t *testing.T) {
 	}
 }
 
-// issue 33: every server down at once is an opt-in (allow_all_down), and the plan names each such
+// Every server down at once is an opt-in (allow_all_down), and the plan names each such
 // moment with the entries that make it and when the first server is back; a matrix names the runs.
 func TestPlanNamesAllDown(t *testing.T) {
 	src := base + `allow_all_down: true
@@ -255,7 +255,7 @@ matrix:
 	}
 }
 
-// issue 33: the plan shows what a delay's round-trip probe holds the timeline for, and its bound.
+// The plan shows what a delay's round-trip probe holds the timeline for, and its bound.
 func TestPlanShowsDelayProbeBound(t *testing.T) {
 	p := mustParse(t, base+"placement: {zones: {a: [node-0], b: [node-1, node-2, client-0]}, between_zones: {delay: 1ms}}\n"+
 		"timeline:\n  - {at: 4s, delay: {node: node-1, delay: 5ms, for: 5s}}\n")
@@ -273,7 +273,7 @@ func TestPlanShowsDelayProbeBound(t *testing.T) {
 	}
 }
 
-// issue 33: a wait's bound in the plan is its timeout, or the end of the load when that comes first
+// A wait's bound in the plan is its timeout, or the end of the load when that comes first
 // (the timeline is cancelled with the load).
 func TestPlanShowsWaitBound(t *testing.T) {
 	p := mustParse(t, base+"timeline:\n  - {at: 4s, wait_for: {phase: ready}}\n  - {at: 5s, wait_for: {phase: ready, timeout: 10s}}\n")

@@ -54,7 +54,8 @@ type Cluster struct {
 // Engine is the engine section: which driver runs the engine, how it is started (the command
 // driver), the settings the driver has (its table: the reference engine's own, or the ones a
 // command-driven playbook declares) and the values the playbook asks for. Its JSON writes each
-// value beside driver and command, as the playbook does ("sync_level": 2); engine/json.go.
+// value beside driver and command, as the playbook does ("sync_level": 2): MarshalJSON in
+// settings.go.
 type Engine struct {
 	Driver  string         `json:"driver,omitempty"` // a registered driver (engine/driver); empty is driver.Default
 	Command *EngineCommand `json:"command,omitempty"`

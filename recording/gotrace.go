@@ -14,7 +14,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// A Go engine's execution trace (issue 37): a runtime/trace FlightRecorder dump (the reference
+// A Go engine's execution trace: a runtime/trace FlightRecorder dump (the reference
 // engine's GET /trace), read with golang.org/x/exp/trace into spans of four kinds:
 //
 //   - force: every fsync or fdatasync that entered the kernel, timed to its return, with the

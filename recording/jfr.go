@@ -16,7 +16,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// Java Flight Recorder (issue 37). A JFR file is read with the JDK's own `jfr print --json`
+// Java Flight Recorder. A JFR file is read with the JDK's own `jfr print --json`
 // (openjdk-17-jdk-headless, beside the java the engine runs on): no Go parser of the JFR format
 // is served to this build (none is among the Go modules it may fetch), and the format's
 // metadata changes between JDK releases, which the JDK's own tool always reads. So a recording

@@ -11,6 +11,7 @@
 //	summary.json, report.md, plots/   the analysis (analysis.Analyze)
 //	<node>/status.json                engine.Status at the end of the run
 //	<node>/orders.json                engine.HeldOrders at the end of the run (the durability check)
+//	<node>/engine.json                the engine's config file as the agent wrote it for its start
 //	<node>/transitions.jsonl          Transition, one JSON line each (the agent's journal)
 //	<node>/engine.log, agent.log      the engine's and the agent's logs
 //	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
@@ -25,9 +26,13 @@
 //	loadgen/acked.bin                 Acked records: the acknowledged-order ledger (AckedWriter, ReadAcked)
 //	loadgen/preload.json              PreloadStats
 //	<node>/loadgen/bursts-N/bursts.json  BurstStats of another client node's senders
+//	<node>/loadgen/bursts-N/transport.json  TransportSamples: the servers' counters around bursts
+//	                                  sent through the engine's own client
 //
-// It imports only rig's contract packages whose shapes these files embed (engine, inventory and
-// the agent's answers: facts, tune, disk), so every writer can import it.
+// It imports only the packages whose shapes these files embed (engine, engine/driver's resolved
+// settings, inventory, the agent's answers: facts, tune, disk; diskmodel's records, linkproxy's
+// round trips) and internal helpers, none of which writes or reads a run folder, so every
+// writer and reader can import it (internal/layers checks both).
 package rundir
 
 import (

@@ -82,7 +82,7 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 			t.Errorf("%s: recorded %+v", node, rec)
 		}
 	}
-	// issue 33: each probe is held to the bound the plan shows (diskmodel.ProbeBound).
+	// Each probe is held to the bound the plan shows (diskmodel.ProbeBound).
 	bound := diskmodel.ProbeBound(diskAsked, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
 	for i, left := range tgt.left {
 		if left > bound || left < bound-10*time.Second {

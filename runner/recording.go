@@ -15,7 +15,7 @@ import (
 	"github.com/rig-dev/rig/runner/launch"
 )
 
-// The engines' own recordings (engine.recording: on; issue 37): after each timeline action and
+// The engines' own recordings (engine.recording: on; docs/engines.md, "Inside a JVM engine"): after each timeline action and
 // at the end of the load every server's agent takes its engine's recording since its last take
 // and reads it into <node>/inside.ndjson (agent/recording.go). A take during the load runs
 // beside the timeline, so the next action does not wait for it.

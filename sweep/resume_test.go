@@ -224,7 +224,7 @@ func TestResumeOtherRig(t *testing.T) {
 	}
 }
 
-// A sweep folder someone tampered with cannot lead a resume or a report out of it (issue 33):
+// A sweep folder someone tampered with cannot lead a resume or a report out of it:
 // an attempts symlink made Resume move a run to a folder outside the sweep; a run folder
 // symlinked elsewhere had its summary.json and report.md rewritten there; a sweep.json
 // symlinked out was read; a run folder named twice was counted twice. Each is refused by Read

@@ -436,7 +436,7 @@ func TestRingsRealEthtool(t *testing.T) {
 }
 
 // rig tune revert --dir names the folder its state file is read from: a FIFO there is refused
-// at once, naming it, not waited on for ever (issue 33).
+// at once, naming it, not waited on for ever.
 func TestLoadStateRefusesAFIFO(t *testing.T) {
 	p := filepath.Join(t.TempDir(), tune.StateFileName)
 	if err := syscall.Mkfifo(p, 0o600); err != nil {

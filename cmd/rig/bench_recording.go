@@ -29,8 +29,8 @@ func newBenchRecordingCmd() *cobra.Command {
 load generator, then runs a probe stream, once with its flight recorder on (engine.flight_recorder:
 true) and once off per round, alternating which goes first, a fresh engine each time; the
 recording is fetched after each recorded phase as a run does after a window. Reports each mode's
-median preload throughput and probe p50 and the difference; the goal (issue 37) is at most 2 %
-on p50 and 5 % on preload, the condition for recording by default. Prints the load average
+median preload throughput and probe p50 and the difference; the goal (recording/cost.Goals) is at
+most 2 % on p50 and 5 % on preload, the condition for recording by default. Prints the load average
 before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quote it.`,
 		Example: "  flock /tmp/rig-measure.lock rig bench recording --rounds 6 --json",
 		Args:    cobra.NoArgs,

@@ -50,7 +50,7 @@ timeline:
   - {at: 5s, snapshot: {}}
 `
 
-// TestCausesNamedEndToEnd (issue 37, done-when: provoked causes named) runs the reference engine
+// TestCausesNamedEndToEnd (provoked causes are named) runs the reference engine
 // with a busy loop pinned to each core beside it and a gc action, on real processes: the snapshot
 // window inside the hog has the hog as host_cpu over the thresholds in its "where the time went"
 // table beside the engine threads' run-queue waits, no excursion names host_cpu without that wait,

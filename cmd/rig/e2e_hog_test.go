@@ -30,7 +30,7 @@ timeline:
   - {at: 3s, snapshot: {}}
 `
 
-// TestCPUHogEndToEnd (issue 37, "every pause explained") runs a cpu_hog action on real processes:
+// TestCPUHogEndToEnd ("every pause explained") runs a cpu_hog action on real processes:
 // the leader's agent starts `rig agent hog` with a thread per CPU for 3 s, which the run records
 // when asked for and when it ended (by itself, at its time); the latency it makes is named
 // host_cpu from the OS samples and, while it lasts (actions.Spanner), the cpu_hog action; and

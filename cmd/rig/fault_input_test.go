@@ -18,7 +18,7 @@ import (
 	"github.com/rig-dev/rig/engine/driver/reference"
 )
 
-// The bad-input half of the fault suite (issue 23, docs/security.md "Bad input"): each input is
+// The bad-input half of the fault suite (docs/security.md "Bad input"): each input is
 // given to the built rig as a user would, and must be refused with its place and the limit by a
 // process that stays small. The memory bound is the child's own peak resident set
 // (getrusage's ru_maxrss), read after the refusal: a limit that held after memory was spent
@@ -333,7 +333,7 @@ func loadavg() string {
 	return strings.TrimSpace(string(b))
 }
 
-// Every other file a user names goes through the same reader (issue 33): an
+// Every other file a user names goes through the same reader: an
 // engine.command.config_template of /dev/zero grew rig validate to 24 GB until it was
 // OOM-killed, deaf to SIGTERM; a symlink to it did the same; an --ssh-key of /dev/zero failed
 // the run only after its folder existed; a FIFO in place of the results folder's stage-time

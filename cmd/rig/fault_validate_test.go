@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The validation half of issue 33's fault suite (docs/security.md "Bad input"): playbooks that
+// The validation half of the fault suite (docs/security.md "Bad input"): playbooks that
 // rig validate accepted and whose runs then failed or hung, and stack config items refused
 // without a place or not at all. Each is given to the built rig as a user would and must be
 // refused, exit 2, with file:line:column and what would be valid.

@@ -97,7 +97,7 @@ func TestReportBadInput(t *testing.T) {
 // A run folder is named by the user to rig report and may hold anything: a symlink to /dev/zero
 // in place of manifest.json, a FIFO in place of a node's status.json or of summary.json in a
 // sweep. Each is refused as a file by the one guarded reader (internal/untrusted) and reported
-// as a warning naming it; rig report neither hangs nor reads without end (issue 33).
+// as a warning naming it; rig report neither hangs nor reads without end.
 func TestReportRefusesNonFiles(t *testing.T) {
 	dir := miniRun(t)
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, rundir.ManifestFile)); err != nil {

@@ -472,7 +472,7 @@ func TestValidatePrintsCrossAZCost(t *testing.T) {
 	}
 }
 
-// A sweep folder tampered with between attempts (issue 33) is refused by rig run --resume and
+// A sweep folder tampered with between attempts is refused by rig run --resume and
 // rig report, exit 2, naming what is wrong; nothing in it or outside it changes. sweep.json's
 // source pointing at a file that is not a playbook used to be read and its first line echoed
 // ("fakeshadow:1:1: root:$6$…"); an attempts symlink made the resume move a run outside the

@@ -8,7 +8,7 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 )
 
-// issue 33: diskmodel.ProbeTime, which validation bounds a model's probe by and the plan shows,
+// diskmodel.ProbeTime, which validation bounds a model's probe by and the plan shows,
 // is what a real mount of the model makes a probe take at the least: the host's disk and a busy
 // machine only add to it, so this lower bound holds at any load.
 func TestProbeTakesAtLeastItsArithmetic(t *testing.T) {

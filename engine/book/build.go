@@ -332,10 +332,8 @@ type stage struct {
 }
 
 // stageMinOrders is the book size from which a rebuild stages its index inserts (below it the
-// index is small enough that direct inserts mostly hit cache). Measured restores on the shared
-// 2-vCPU box: at 5M orders, inserting in walk order cost 72-81 cpu-ns/order for add + index,
-// staging per 256 KiB of table 24-42 (per 64 KiB 58-65, per 1 MiB 48-53), which is why a
-// sub-table is 256 KiB; at 100K, staged restores took 80-115 ns/order against 125-203 direct.
+// index is small enough that direct inserts mostly hit cache). It and the 256 KiB sub-table were
+// chosen from measured restores (docs/constants.md, "Staged index inserts").
 const stageMinOrders = 64 << 10
 
 func (s *stage) init(x *index, orders int) {

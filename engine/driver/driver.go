@@ -141,8 +141,8 @@ type BookStats struct {
 	Elapsed   time.Duration // building and writing it
 }
 
-// Recorder is a driver whose engine keeps its own recording of where its time went (issue 37:
-// the reference engine's runtime/trace flight recorder) only when its settings ask for it.
+// Recorder is a driver whose engine keeps its own recording of where its time went (the
+// reference engine's runtime/trace flight recorder) only when its settings ask for it.
 // RecordingValues are those settings: a run that collects engines' recordings asks them of every
 // server beside the playbook's own (WithRecording).
 type Recorder interface {

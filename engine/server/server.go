@@ -67,7 +67,7 @@ func NewFlightRecorder(cfg engine.Config) (*trace.FlightRecorder, error) {
 }
 
 // WithFlightRecorder serves fr's window at GET engine.AdminTrace. The caller starts and stops
-// it; its cost is measured, not assumed (issue 37), so it is not on by default.
+// it; its cost is measured (rig bench recording), not assumed, so it is not on by default.
 func (s *Server) WithFlightRecorder(fr *trace.FlightRecorder) *Server {
 	s.fr = fr
 	return s

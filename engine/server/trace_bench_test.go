@@ -16,7 +16,7 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 )
 
-// BenchmarkFlightRecorderCost is issue 37's cost of the reference engine's flight recorder on
+// BenchmarkFlightRecorderCost measures the cost of the reference engine's flight recorder on
 // an order's round trip (one-node engine, sync level 0 so the recorder's share is the largest),
 // with the recorder on and off in alternating rounds so that the machine's load falls on both
 // alike. It reports each mode's p50 and the overhead; quote it with the load average. The

@@ -71,7 +71,7 @@ func readTrace(t *testing.T, admin func(method, path string) *http.Response) []r
 
 // TestFlightRecorderCountsTheSnapshotsSyncs: with a flight recorder, GET /trace answers its
 // window, and the snapshot forces the reader finds in the snapshot's window are the snapshot's
-// own `syncs` figure (issue 37's check on the reference engine). Without one, /trace is 404.
+// own `syncs` figure (the check of a recording on the reference engine). Without one, /trace is 404.
 func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
 	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
 	cfg, admin := startRecorded(t, fr)

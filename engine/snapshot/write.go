@@ -14,10 +14,9 @@ import (
 const DefaultBlockSize = 1 << 20
 
 // DefaultParallelMinOrders is the book size below which Write stays linear even when Threads > 1:
-// the smallest size where two threads measurably beat one. `rig bench engine --parallel-min 1
-// --takes 101` on the 2-vCPU box at load 1.3, speed-up (linear p50 / x2 p50): 10K 0.59x, 25K 0.78x,
-// 50K 0.73x, 100K 1.11x, 250K 1.39x, 1M 1.59x. A parallel take pays a fixed cost of waking a
-// helper (0.1-0.5 ms there) that a small book cannot earn back.
+// the smallest size where two threads measurably beat one (`rig bench engine --parallel-min 1
+// --takes 101`; docs/constants.md, "Parallel snapshot take"). A parallel take pays a fixed cost
+// of waking a helper that a small book cannot earn back.
 const DefaultParallelMinOrders = 100_000
 
 // Options control a take.

@@ -15,7 +15,7 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// TestGCPauseNamed (issue 37, "a GC pause provoked on purpose is named"): the gc action has the
+// TestGCPauseNamed ("a GC pause provoked on purpose is named"): the gc action has the
 // JVMs run System.gc() through POST /gc (GcHandler) during the load; every latency excursion
 // that overlaps one of those collections is attributed to `gc`, from the GC log the playbook
 // asks for, and at least one does.

@@ -393,7 +393,7 @@ func dataVolume(ctx *pulumi.Context, s Spec, n spec.Node, v spec.DataVolume, tag
 // deleted before its replacement is created (DeleteBeforeReplace): AWS refuses to attach a volume
 // that is still attached, or at a device that is still in use. That delete is a real
 // DetachVolume, which hangs while the node has the volume mounted, so `rig up` first has the
-// node's agent unmount it and detaches it itself (infra/driver, DetachFirst). On a destroy the
+// node's agent unmount it and detaches it itself (infra/automation, DetachFirst). On a destroy the
 // attachment goes with its instance (DeletedWith): terminating the instance detaches the volume,
 // so a destroy never calls DetachVolume (the provider's known hang on a mounted volume), and the
 // volume, on which the instance depends, is deleted after it. skipDestroy, which would leave even

@@ -1,6 +1,6 @@
 // Package quiesce readies a stack's nodes for destruction: on every node with a data volume, the
 // rig's agent stops the engine, syncs the volume's filesystem and unmounts it, and then the agent
-// is stopped. `rig down` runs it after archiving and before `pulumi destroy` (infra/driver), so a
+// is stopped. `rig down` runs it after archiving and before `pulumi destroy` (infra/automation), so a
 // volume is never torn away from a running engine with writes still in the page cache.
 package quiesce
 

@@ -194,7 +194,7 @@ func TestPlanNamesZones(t *testing.T) {
 	}
 }
 
-// issue 33: a rule that a set key makes apply to a key left at its default points at the key
+// A rule that a set key makes apply to a key left at its default points at the key
 // that is set (rig:placement here), not at the file alone.
 func TestPlacementProblemsOnDefaultsSayWhere(t *testing.T) {
 	head := "config:\n  aws:region: us-east-1\n"

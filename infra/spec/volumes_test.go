@@ -179,7 +179,7 @@ func mustVolumes(t *testing.T, items ...string) []DataVolume {
 	return vols
 }
 
-// issue 33: a problem with a dataVolumes item points at the item in the stack config (line and
+// A problem with a dataVolumes item points at the item in the stack config (line and
 // column), a setting given twice is refused rather than the last winning, and a unit other than
 // the setting's own (size in GiB, throughput in MiB/s, iops none) is refused rather than ignored.
 func TestDataVolumeItemProblemsSayWhere(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package stack is the light side of the rig's Pulumi stacks: which backend they live in, the
 // target that reads a stack's inventory with the pulumi CLI, and the launcher of the stack driver.
 //
-// The driver itself (infra/driver: up, down, status, gc through the Pulumi Automation API) is a
+// The driver itself (infra/automation: up, down, status, gc through the Pulumi Automation API) is a
 // separate program, rig-stack, built from infra/stackctl on first use. The Automation API pulls
 // in gRPC, protobuf, go-git and OpenTelemetry, which more than doubles the packages of the rig
 // binary; keeping it out keeps `go build ./cmd/rig` (the quickstart) fast, while `rig up` needs

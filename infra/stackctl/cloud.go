@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rig-dev/rig/infra/automation"
 	"github.com/rig-dev/rig/infra/awsconf"
 	"github.com/rig-dev/rig/infra/cloudgc"
-	"github.com/rig-dev/rig/infra/driver"
 )
 
 type cloudOptions struct {
@@ -28,7 +28,7 @@ type cloudOptions struct {
 // resources tagged by the rig, gives each a verdict with its cost per hour, deletes those marked
 // in dependency order with --yes, scans again and fails with cloudgc.ErrBillableLeft when any of
 // them still costs money.
-func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
+func cloudGC(cmd *cobra.Command, d *automation.Driver, o cloudOptions) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	stacks, err := d.KnownStacks(ctx)
 	if err != nil {
@@ -54,7 +54,7 @@ func cloudGC(cmd *cobra.Command, d *driver.Driver, o cloudOptions) error {
 
 // cloudGCAccount is cloudGC in one account: the one the profile's credentials belong to, which
 // it names (sts:GetCallerIdentity) before anything else.
-func cloudGCAccount(ctx context.Context, out io.Writer, a driver.Account, known cloudgc.Known, o cloudOptions) error {
+func cloudGCAccount(ctx context.Context, out io.Writer, a automation.Account, known cloudgc.Known, o cloudOptions) error {
 	t := awsconf.Target{Profile: a.Profile, Region: a.Regions[0]}
 	_, id, err := t.Check(ctx)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/rig-dev/rig/archive"
 	"github.com/rig-dev/rig/archive/s3dest"
-	"github.com/rig-dev/rig/infra/driver"
+	"github.com/rig-dev/rig/infra/automation"
 	"github.com/rig-dev/rig/infra/quiesce"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/infra/stack"
@@ -67,7 +67,7 @@ func quiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags) func(context.
 	}
 }
 
-// upQuiesce is up's hook for an update that detaches data volumes (driver.UpOptions.Quiesce): the
+// upQuiesce is up's hook for an update that detaches data volumes (automation.UpOptions.Quiesce): the
 // agents of those nodes unmount them, logged in as the wait for the nodes does (the --ssh-key
 // files, else the default keys and ssh-agent).
 func upQuiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags, keyFiles []string) func(context.Context, *inventory.Inventory) error {
@@ -86,12 +86,12 @@ func upQuiesceHook(n *stack.NodeFlags, cmd *cobra.Command, f *flags, keyFiles []
 	}
 }
 
-func (f *flags) options(cmd *cobra.Command) driver.Options {
+func (f *flags) options(cmd *cobra.Command) automation.Options {
 	level := slog.LevelWarn
 	if f.Verbose {
 		level = slog.LevelInfo
 	}
-	return driver.Options{
+	return automation.Options{
 		BackendURL: f.Backend, SecretsProvider: f.SecretsProvider,
 		ProjectDir: f.ProjectDir,
 		ResultsDir: f.resultsDir,
@@ -102,8 +102,8 @@ func (f *flags) options(cmd *cobra.Command) driver.Options {
 
 // openSaying opens the stack driver and prints its state line (which backend, which stack), as
 // every verb that acts on a stack's state does first.
-func (f *flags) openSaying(cmd *cobra.Command, stack string) (*driver.Driver, error) {
-	d, err := driver.New(f.options(cmd))
+func (f *flags) openSaying(cmd *cobra.Command, stack string) (*automation.Driver, error) {
+	d, err := automation.New(f.options(cmd))
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -114,7 +114,7 @@ func (f *flags) openSaying(cmd *cobra.Command, stack string) (*driver.Driver, er
 // stackInventory reads the inventory of f.stack (its stack outputs), quietly: inventory prints
 // it as JSON and ready waits on it.
 func stackInventory(cmd *cobra.Command, f *flags) (*inventory.Inventory, error) {
-	d, err := driver.New(f.options(cmd))
+	d, err := automation.New(f.options(cmd))
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -127,8 +127,8 @@ func classify(err error) error {
 	switch {
 	case err == nil, errors.Is(err, errUsage):
 		return err
-	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, driver.ErrNoStackConfig),
-		errors.Is(err, driver.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, driver.ErrExtend),
+	case errors.Is(err, spec.ErrInvalid), errors.Is(err, spec.ErrStackConfig), errors.Is(err, automation.ErrNoStackConfig),
+		errors.Is(err, automation.ErrNoStack), errors.Is(err, archive.ErrBadDest), errors.Is(err, automation.ErrExtend),
 		errors.Is(err, inventory.ErrBadName), errors.Is(err, stack.ErrCannotAsk):
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -161,7 +161,7 @@ func newRoot() *cobra.Command {
 		Use: "up --stack NAME", Short: "validate, check credentials, pin generated config, pulumi up", Args: cobra.NoArgs,
 		PreRunE: needStack,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := automation.New(f.options(cmd))
 			if err != nil {
 				return classify(err)
 			}
@@ -177,7 +177,7 @@ func newRoot() *cobra.Command {
 			if n := len(probs.Errors()); n > 0 {
 				return fmt.Errorf("%w: %s: %d problem(s), listed above; nothing was created", errUsage, d.StackConfigPath(f.stack), n)
 			}
-			inv, err := d.Up(cmd.Context(), f.stack, driver.UpOptions{Confirm: func(s spec.Spec) error {
+			inv, err := d.Up(cmd.Context(), f.stack, automation.UpOptions{Confirm: func(s spec.Spec) error {
 				return confirmPlan(cmd, s, yes)
 			}, Quiesce: upQuiesceHook(&f.nodes, cmd, &f, rf.keyFiles)})
 			if err != nil {
@@ -214,7 +214,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := d.Down(cmd.Context(), f.stack, driver.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
+			if err := d.Down(cmd.Context(), f.stack, automation.DownOptions{ArchiveTo: f.to, SkipArchive: noArchive,
 				Quiesce: quiesceHook(&f.nodes, cmd, &f)}); err != nil {
 				return classify(err)
 			}
@@ -231,7 +231,7 @@ func newRoot() *cobra.Command {
 	status := &cobra.Command{
 		Use: "status", Short: "list stacks with nodes, bucket and expiry", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := driver.New(f.options(cmd))
+			d, err := automation.New(f.options(cmd))
 			if err != nil {
 				return classify(err)
 			}
@@ -257,9 +257,9 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			expired, err := d.GC(cmd.Context(), driver.GCOptions{DryRun: dryRun,
-				Down: driver.DownOptions{ArchiveTo: f.to, Quiesce: quiesceHook(&f.nodes, cmd, &f)},
-				Confirm: func(s []driver.Status) bool {
+			expired, err := d.GC(cmd.Context(), automation.GCOptions{DryRun: dryRun,
+				Down: automation.DownOptions{ArchiveTo: f.to, Quiesce: quiesceHook(&f.nodes, cmd, &f)},
+				Confirm: func(s []automation.Status) bool {
 					_ = writeStatuses(cmd.OutOrStdout(), s, time.Now())
 					if yes {
 						return true
@@ -275,7 +275,7 @@ func newRoot() *cobra.Command {
 			case err == nil && dryRun:
 				_ = writeStatuses(cmd.OutOrStdout(), expired, time.Now())
 				fmt.Fprintf(cmd.OutOrStdout(), "dry run: %d expired stack(s) would be destroyed\n", len(expired))
-			case errors.Is(err, driver.ErrNotConfirmed):
+			case errors.Is(err, automation.ErrNotConfirmed):
 				fmt.Fprintln(cmd.OutOrStdout(), "not confirmed; nothing destroyed")
 			case err != nil:
 				return classify(err)
@@ -353,7 +353,7 @@ func newRoot() *cobra.Command {
 			}
 			err = d.Preflight(cmd.Context(), f.stack)
 			switch {
-			case errors.Is(err, driver.ErrNoAWSCredentials):
+			case errors.Is(err, automation.ErrNoAWSCredentials):
 				fmt.Fprintf(cmd.OutOrStdout(), "preflight of %s not run: %v\n", f.stack, err)
 				return nil
 			case err != nil:
@@ -369,7 +369,7 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-func writeStatuses(out io.Writer, st []driver.Status, now time.Time) error {
+func writeStatuses(out io.Writer, st []automation.Status, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "STACK\tNODES\tRESOURCES\tEXPIRES\tBUCKET\tNOTE")
 	for _, s := range st {

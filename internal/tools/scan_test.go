@@ -41,7 +41,7 @@ var declared = map[string][]string{
 	"agent exe":                           {"self"}, // rig agent hog: a cpu_hog action's spinner
 	"infra/stack bin":                     {"self"}, // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":                  {"pulumi"},
-	"infra/enginecheck path":              {"pulumi"}, // RIG_PULUMI or PATH: the optional real-engine check
+	"infra/realpulumi path":               {"pulumi"}, // RIG_PULUMI or PATH: the optional real-Pulumi check
 	"infra/ready args":                    {"sh"},     // sh -c: boot-finished, then each package's command
 	"infra/awsemu bin":                    {"moto_server"},
 	"agent/supervise s.Binary":            {"playbook"},

@@ -97,7 +97,7 @@ var Essential = []string{"bash", "coreutils", "dash", "dpkg", "util-linux"}
 // with where they come from instead.
 var NotFromApt = map[string]string{
 	"go":          "the Go toolchain the test command itself runs (go.mod's version)",
-	"pulumi":      "Pulumi's CLI, for rig up/down (docs/infra.md); the driver's tests use a fake, and infra/enginecheck's optional check the CLI its run.sh builds",
+	"pulumi":      "Pulumi's CLI, for rig up/down (docs/infra.md); the driver's tests use a fake, and infra/realpulumi's optional check the CLI its run.sh builds",
 	"moto_server": ".ci/moto installs it into a venv (infra/awsemu)",
 }
 

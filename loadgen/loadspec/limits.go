@@ -8,11 +8,10 @@ import (
 // Sending defaults and limits a playbook is checked against before any load generator runs.
 const (
 	// A preload batch is one raft entry, and at sync level > 0 every append waits for a sync on
-	// each node (~2 ms here for a small write), so a batch is made big enough (~1 MiB) for the
-	// sync to be paid by 32K orders rather than 1,000, and enough batches are in flight that the
-	// leader's append, the followers' appends and the book's apply of different batches overlap.
-	// BenchmarkPreload (package loadgen) measured 1,000 x 4 at 224-520K orders/s and this at
-	// 0.9-1.2M orders/s.
+	// each node, so a batch is made big enough (~1 MiB) for the sync to be paid by 32K orders
+	// rather than 1,000, and enough batches are in flight that the leader's append, the
+	// followers' appends and the book's apply of different batches overlap. BenchmarkPreload
+	// (package loadgen) measures it (docs/constants.md, "Preload batch").
 	DefaultBatch    = 32768
 	DefaultInFlight = 8
 

@@ -1,6 +1,6 @@
 // Package estimate predicts how long each stage of a run takes, from the stage times the runner
 // recorded for earlier runs on the same target (a history file in the results folder), falling
-// back to figures measured on the rig's development machine when there are none. It owns that
+// back to built-in defaults when there are none. It owns that
 // history file: the runner appends to it with Append, `rig validate` reads it with Load.
 package estimate
 
@@ -23,7 +23,8 @@ import (
 // HistoryFile is the history's name inside the results folder: one Sample per line.
 const HistoryFile = "stage-times.jsonl"
 
-// Stages of a run, in order, as the runner marks them (analysis/events.go run phases):
+// Stages of a run, in order, between the run phases events.jsonl marks (rundir.RunPhase;
+// runner/stages.go maps them):
 //
 //	start     run start -> preload_start: agents, staging, engines started, a leader elected
 //	preload   preload_start -> preload_end: the resting book built (or a stored one installed)
@@ -201,21 +202,19 @@ func x(stage string, orders, probes int64) int64 {
 	return orders
 }
 
-// Defaults were measured on the rig's development machine (2 shared vCPUs, local target, 3
-// servers, `rig run` of 1M-10M preloads at load averages of 5-10, 2026-12-02); they are what
-// validate uses for a target with no history.
+// Defaults are what validate uses for a target with no history: fitted to runs of the local
+// target with 3 servers (the figures: docs/constants.md, "Stage estimates with no history").
 var defaults = map[string]line{
 	StageStart:    {a: 0.8},
-	StagePreload:  {a: 0.1, b: 1 / 650e3}, // sync level 1-2 (1M: 1.3 s, 10M: 17.3 s); level 0 below
+	StagePreload:  {a: 0.1, b: 1 / 650e3}, // sync level 1-2; level 0 below
 	StageLoad:     {a: 0.1},               // past the duration
-	StageFinish:   {a: 0.25, b: 95e-9},    // final state hashes walk the book on every node (10M: 1.2 s)
+	StageFinish:   {a: 0.25, b: 95e-9},    // final state hashes walk the book on every node
 	StageAnalysis: {a: 0.1, b: 4e-6},      // per probe: probes.bin, histograms, plots
 }
 
 var (
-	defaultPreloadUnsynced = line{a: 0.1, b: 1 / 800e3} // 5M: 6.6 s
-	// Copy + restore of a stored book on every server, measured in the shipped snapshot-pause
-	// sweep (21 installs of 1M/5M/10M books, load 0.3-10): 1M 0.9-1.3 s, 5M 1.8-2.7 s, 10M 3.0-6.6 s.
+	defaultPreloadUnsynced = line{a: 0.1, b: 1 / 800e3}
+	// Copy + restore of a stored book on every server, fitted to the shipped snapshot-pause sweep.
 	defaultInstall = line{a: 0.6, b: 340e-9}
 )
 

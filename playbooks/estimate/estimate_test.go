@@ -84,8 +84,8 @@ func TestEstimateFitsHistoryPerTargetAndSyncLevel(t *testing.T) {
 	}
 }
 
-// An engine is estimated from its own earlier runs only (issue 36: the Aeron engine's preload was
-// estimated from the reference engine's, 0.9 s for 500K orders against 4.7-6.7 s measured); with
+// An engine is estimated from its own earlier runs only (another engine's preload rate can be
+// several times off: the Aeron engine's is much slower than the reference engine's); with
 // none, from the rate it declares; with neither, from the defaults, which say whose they are.
 func TestEstimatePerEngine(t *testing.T) {
 	const aeron = "command /x/start-node.sh -Xmx1g --config"

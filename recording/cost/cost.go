@@ -1,10 +1,9 @@
 // Package cost measures what an engine's own recording (the Go flight recorder, Java Flight
 // Recorder) costs the figures a run reports: probe p50 and preload throughput, with recording
 // on and off in alternating phases of one run, so the machine's load falls on both alike
-// (issue 37: recording is on by default only if it costs at most 2 % of p50 and 5 % of preload
-// throughput). The load is the rig's own load generator (loadgen.Preload, loadgen.Probe). An
-// engine kind plugs in as an Engine: the reference engine is ReferenceEngine; a JVM engine
-// starts with and without its JFR options.
+// (recording is on by default only if its cost is within Goals). The load is the rig's own load
+// generator (loadgen.Preload, loadgen.Probe). An engine kind plugs in as an Engine: the reference
+// engine is ReferenceEngine; a JVM engine starts with and without its JFR options.
 package cost
 
 import (
@@ -93,7 +92,7 @@ type Report struct {
 	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
 }
 
-// Goals are issue 37's: recording is on by default only within both.
+// Goals: recording is on by default only within both (playbooks.DefaultRecording).
 const (
 	GoalP50Pct     = 2.0
 	GoalPreloadPct = 5.0

@@ -35,7 +35,7 @@ const (
 	UDPNakDelay      = "udp_nak_delay"
 	UDPRecvNice      = engine.UDPRecvNiceSetting
 	// FlightRecorder and FlightRecorderWindow: the engine's runtime/trace flight recorder
-	// (engine.Config), read after every window into the node's inside file (issue 37).
+	// (engine.Config), read after every window into the node's inside file.
 	FlightRecorder       = "flight_recorder"
 	FlightRecorderWindow = "flight_recorder_window"
 )
@@ -197,9 +197,8 @@ func (Driver) EstimateWrites(wl driver.Workload) driver.Writes {
 // book's queue record (16 B) and id-index slot, with the slack of arrays that grow by doubling and
 // of Go's collector (a heap grows to about twice what is live before a collection). Measured by
 // TestBytesPerOrderMeasured (memory_test.go), which builds the preload's own book and reads the
-// process's peak resident set (VmHWM) and live heap: on this repository's development machine
-// (go1.26, linux/amd64) 1M, 4M and 16M orders peaked at 70, 74 and 67 B per order resident,
-// 57, 53 and 52 B live. The raft log adds 4 B per entry of 32,768 orders; its pages are the
+// process's peak resident set (VmHWM) and live heap, and keeps it true (the figures:
+// docs/constants.md). The raft log adds 4 B per entry of 32,768 orders; its pages are the
 // kernel's cache, not the engine's.
 const BytesPerOrder = 80
 

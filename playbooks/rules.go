@@ -10,20 +10,20 @@ import (
 	"github.com/rig-dev/rig/internal/units"
 )
 
-// issue is a whole-playbook rule that does not hold. path is where to point; deps are the
+// ruleBreach is a whole-playbook rule that does not hold. path is where to point; deps are the
 // other fields the rule read, so a rule built on a value that failed to parse stays quiet.
-type issue struct {
+type ruleBreach struct {
 	path string
 	rule string
 	deps []string
 	msg  string
 }
 
-// check applies the rules that need more than one field. It sees one resolved combination.
-func check(p *Playbook) []issue {
-	var out []issue
+// crossFieldRules applies the rules that need more than one field. It sees one resolved combination.
+func crossFieldRules(p *Playbook) []ruleBreach {
+	var out []ruleBreach
 	add := func(path, rule string, deps []string, format string, args ...any) {
-		out = append(out, issue{path: path, rule: rule, deps: deps, msg: fmt.Sprintf(format, args...)})
+		out = append(out, ruleBreach{path: path, rule: rule, deps: deps, msg: fmt.Sprintf(format, args...)})
 	}
 	end := p.Duration
 

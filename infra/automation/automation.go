@@ -1,8 +1,8 @@
-// Package driver drives the rig's Pulumi project (Pulumi.yaml at the repository root) through the
+// Package automation drives the rig's Pulumi project (Pulumi.yaml at the repository root) through the
 // Automation API: up, down (archive first, then destroy), status and gc of expired stacks. It
 // never links pulumi-aws: Pulumi builds the program in infra/ itself, as a plain `pulumi up` does.
 // It runs inside rig-stack (infra/stackctl), not the rig binary; see infra/stack for why.
-package driver
+package automation
 
 import (
 	"context"

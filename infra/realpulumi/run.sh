@@ -1,11 +1,11 @@
 #!/bin/sh
-# The real-engine check (docs/infra.md, "The real-engine check"): builds the pulumi CLI at go.mod's
+# The real-Pulumi check (docs/infra.md, "The real-Pulumi check"): builds the pulumi CLI at go.mod's
 # sdk version from the Go module proxy, once, into a cache folder (a temporary module outside the
 # repository; its version stamped with -ldflags, as the release build does), then runs
-# infra/enginecheck's test with it. Nothing is written to the repository.
+# infra/realpulumi's test with it. Nothing is written to the repository.
 set -eu
 V=3.276.0
-root=${RIG_ENGINECHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rig/pulumi-v$V}
+root=${RIG_REALPULUMI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rig/pulumi-v$V}
 if [ ! -x "$root/bin/pulumi" ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
@@ -20,4 +20,4 @@ if [ ! -x "$root/bin/pulumi" ]; then
 	)
 fi
 cd "$(dirname "$0")/../.."
-RIG_PULUMI="$root/bin/pulumi" exec go test -count=1 -v -run TestEngine ./infra/enginecheck/
+RIG_PULUMI="$root/bin/pulumi" exec go test -count=1 -v -run TestRealPulumi ./infra/realpulumi/

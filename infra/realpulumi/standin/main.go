@@ -1,5 +1,5 @@
 // Command standin is a stand-in for the aws resource plugin (pulumi-resource-aws), for running
-// the rig's program through the real Pulumi engine with no AWS and no network (infra/enginecheck).
+// the rig's program through the real Pulumi engine with no AWS and no network (infra/realpulumi).
 // It is a real provider process speaking the engine's gRPC protocol (pulumirpc.ResourceProvider):
 // Check returns the inputs, Create and Update echo them as outputs with the few computed outputs
 // the program reads (ids, addresses, generated names), Diff names every changed input and asks

@@ -1,4 +1,4 @@
-// Package enginecheck runs the rig's Pulumi program (infra/cluster.Deploy, inline through the
+// Package realpulumi runs the rig's Pulumi program (infra/cluster.Deploy, inline through the
 // Automation API, as the Go language host is not served by the module proxy) through the real
 // Pulumi engine, with a stand-in aws provider process (standin/) and a local file backend: no
 // AWS, no network. Its test checks the counts of an up, a re-preview and a destroy, the engine's
@@ -8,5 +8,5 @@
 // located as `rig validate` locates it.
 //
 // It needs the pulumi CLI at the version of go.mod's sdk (v3.276.0), which run.sh builds from the
-// Go module proxy; without it the test skips (docs/infra.md, "The real-engine check").
-package enginecheck
+// Go module proxy; without it the test skips (docs/infra.md, "The real-Pulumi check").
+package realpulumi

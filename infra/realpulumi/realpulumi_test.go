@@ -1,4 +1,4 @@
-package enginecheck
+package realpulumi
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/rig-dev/rig/infra/automation"
 	"github.com/rig-dev/rig/infra/cluster"
-	"github.com/rig-dev/rig/infra/driver"
 	"github.com/rig-dev/rig/infra/spec"
 	"github.com/rig-dev/rig/inventory"
 )
@@ -44,14 +44,14 @@ func pulumiCLI(t *testing.T) auto.PulumiCommand {
 	if path == "" {
 		p, err := exec.LookPath("pulumi")
 		if err != nil {
-			t.Skip("optional tooling, skipped: no pulumi CLI (RIG_PULUMI or PATH); infra/enginecheck/run.sh builds v" + cliVersion +
-				" from the Go module proxy and runs this check (docs/infra.md, \"The real-engine check\")")
+			t.Skip("optional tooling, skipped: no pulumi CLI (RIG_PULUMI or PATH); infra/realpulumi/run.sh builds v" + cliVersion +
+				" from the Go module proxy and runs this check (docs/infra.md, \"The real-Pulumi check\")")
 		}
 		path = p
 	}
 	out, err := exec.Command(path, "version").Output()
 	if err != nil || strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "v")) != cliVersion {
-		t.Skipf("optional tooling, skipped: %s is %q, not v%s (go.mod's sdk); infra/enginecheck/run.sh builds it", path, strings.TrimSpace(string(out)), cliVersion)
+		t.Skipf("optional tooling, skipped: %s is %q, not v%s (go.mod's sdk); infra/realpulumi/run.sh builds it", path, strings.TrimSpace(string(out)), cliVersion)
 	}
 	cmd, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: filepath.Dir(filepath.Dir(path)), Version: semver.MustParse(cliVersion)})
 	if err != nil {
@@ -81,7 +81,7 @@ func newWorld(t *testing.T, cli auto.PulumiCommand) *world {
 	}
 	w := &world{t: t, dir: dir, state: state, provLog: filepath.Join(t.TempDir(), "provider.log"), seed: strings.Repeat("5a", 32)}
 	env := map[string]string{
-		"PULUMI_HOME": home, "PULUMI_BACKEND_URL": "file://" + state, "PULUMI_CONFIG_PASSPHRASE": "enginecheck",
+		"PULUMI_HOME": home, "PULUMI_BACKEND_URL": "file://" + state, "PULUMI_CONFIG_PASSPHRASE": "realpulumi",
 		"PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "RIG_STANDIN_LOG": w.provLog,
 	}
 	for k, v := range env { // the provider is the CLI's child: it reads its environment
@@ -185,13 +185,13 @@ func (w *world) providerCalls() []string {
 	return out
 }
 
-// detachFirst does what rig up does before an update (infra/driver.DetachFirst), with an unmount
+// detachFirst does what rig up does before an update (infra/automation.DetachFirst), with an unmount
 // that records the nodes it is asked for.
 func (w *world) detachFirst() []string {
 	w.t.Helper()
 	var nodes []string
 	var out strings.Builder
-	err := driver.DetachFirst(context.Background(), w.st, "dev", &out, func(_ context.Context, inv *inventory.Inventory) error {
+	err := automation.DetachFirst(context.Background(), w.st, "dev", &out, func(_ context.Context, inv *inventory.Inventory) error {
 		for _, n := range inv.Nodes {
 			nodes = append(nodes, n.Name)
 		}
@@ -218,7 +218,7 @@ func index(steps []step, op, name string) int {
 	return slices.IndexFunc(steps, func(s step) bool { return s.op == op && s.name == name })
 }
 
-func TestEngine(t *testing.T) {
+func TestRealPulumi(t *testing.T) {
 	cli := pulumiCLI(t)
 	w := newWorld(t, cli)
 	ctx := context.Background()
@@ -405,5 +405,5 @@ func TestEngine(t *testing.T) {
 	if calls := w.providerCalls(); len(calls) != 0 {
 		t.Errorf("a refused config made provider calls: %v", calls)
 	}
-	fmt.Fprintln(os.Stderr, "enginecheck done")
+	fmt.Fprintln(os.Stderr, "realpulumi done")
 }
