@@ -1,0 +1,139 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/diskmodel"
+	"github.com/rig-dev/rig/internal/testfs"
+)
+
+// With passthrough the kernel reads and writes the backing files itself: no read or write
+// request reaches the model (without it, every one does), what was written is in the backing
+// file and reads back through another handle, and every fsync still reaches the model, is held
+// for the sync latency and reported with the bytes the file grew by.
+func TestPassthroughServesReadsAndWritesInTheKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE directly (mount(2)) needs root")
+	}
+	for _, pt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "model", true: "passthrough"}[pt], func(t *testing.T) {
+			var (
+				mu  sync.Mutex
+				got []Sync
+			)
+			l := diskmodel.Limits{SyncLatency: 2 * time.Millisecond}
+			backing, mp := testfs.Tmpfs(t, 64<<20), t.TempDir()
+			d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Limits: l, Passthrough: pt,
+				OnSync: func(s Sync) { mu.Lock(); got = append(got, s); mu.Unlock() }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := d.Close(); err != nil && !errors.Is(err, ErrDetached) {
+					t.Errorf("unmount: %v", err)
+				}
+			})
+			p := filepath.Join(mp, "snap")
+			w, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644) // as a snapshot take
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			// A reader open alongside the writer: every open of the inode must be of one mode.
+			r, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			want := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+			diskmodel.FillRandom(want)
+			for i := range 3 {
+				if _, err := w.Write(want[i<<20 : (i+1)<<20]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write([]byte("tail")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, "tail"...)
+			back := make([]byte, len(want))
+			if _, err := r.ReadAt(back, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back, want) {
+				t.Errorf("read back through the mount differs from what was written")
+			}
+			if b, _ := os.ReadFile(filepath.Join(backing, "snap")); !bytes.Equal(b, want) {
+				t.Errorf("backing file differs from what was written")
+			}
+			st := d.Stats()
+			if pt && (st.Writes != 0 || st.Reads != 0) {
+				t.Errorf("passthrough: %d writes and %d reads reached the model; want none", st.Writes, st.Reads)
+			}
+			if !pt && (st.Writes < 4 || st.Reads == 0) {
+				t.Errorf("without passthrough: %d writes and %d reads reached the model; want every one", st.Writes, st.Reads)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 2 || got[0].Bytes != 3<<20 || got[1].Bytes != 4 {
+				t.Fatalf("syncs reported %+v; want 3 MiB then 4 bytes", got)
+			}
+			for i, s := range got {
+				if s.Dur < l.SyncLatency || s.File != "snap" {
+					t.Errorf("sync %d: %s held %v; want snap held at least %v", i, s.File, s.Dur, l.SyncLatency)
+				}
+			}
+		})
+	}
+}
+
+// Passthrough is refused with a cap it could not hold, naming it, and mounts nothing; a power
+// loss on a passthrough model is refused and changes nothing.
+func TestPassthroughRefusesWhatItCannotHold(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE directly (mount(2)) needs root")
+	}
+	for name, l := range map[string]diskmodel.Limits{
+		"throughput":   {Throughput: 125e6, SyncLatency: time.Millisecond},
+		"iops":         {IOPS: 3000},
+		"sync_per_mib": {SyncLatency: time.Millisecond, SyncPerMiB: time.Millisecond},
+	} {
+		mp := t.TempDir()
+		_, err := Mount(context.Background(), Options{Backing: t.TempDir(), Mountpoint: mp, Limits: l, Passthrough: true})
+		if !errors.Is(err, diskmodel.ErrLimits) || !strings.Contains(err.Error(), "passthrough with "+name) {
+			t.Errorf("passthrough with %s: %v; want it refused naming %s", l, err, name)
+		}
+		if mounted(mp) {
+			t.Errorf("%s: mounted after the refusal", mp)
+		}
+	}
+
+	backing, mp := t.TempDir(), t.TempDir()
+	d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Passthrough: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	writeAt(t, filepath.Join(mp, "f"), 0, 0, "synced", true, false)
+	writeAt(t, filepath.Join(mp, "f"), 0, 6, "+unsynced", false, false)
+	if _, err := d.DropUnsynced(); !errors.Is(err, ErrPassthrough) {
+		t.Errorf("power loss on a passthrough model: %v; want ErrPassthrough", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(backing, "f")); string(b) != "synced+unsynced" {
+		t.Errorf("after the refused power loss the file holds %q; want it unchanged", b)
+	}
+}
