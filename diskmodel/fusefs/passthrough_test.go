@@ -20,9 +20,6 @@ import (
 // file and reads back through another handle, and every fsync still reaches the model, is held
 // for the sync latency and reported with the bytes the file grew by.
 func TestPassthroughServesReadsAndWritesInTheKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting FUSE directly (mount(2)) needs root")
-	}
 	for _, pt := range []bool{false, true} {
 		t.Run(map[bool]string{false: "model", true: "passthrough"}[pt], func(t *testing.T) {
 			var (
@@ -30,18 +27,9 @@ func TestPassthroughServesReadsAndWritesInTheKernel(t *testing.T) {
 				got []Sync
 			)
 			l := diskmodel.Limits{SyncLatency: 2 * time.Millisecond}
-			backing, mp := testfs.Tmpfs(t, 64<<20), t.TempDir()
-			d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Limits: l, Passthrough: pt,
+			d, backing := mountOpts(t, Options{Backing: testfs.Tmpfs(t, 64<<20), Limits: l, Passthrough: pt,
 				OnSync: func(s Sync) { mu.Lock(); got = append(got, s); mu.Unlock() }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := d.Close(); err != nil && !errors.Is(err, ErrDetached) {
-					t.Errorf("unmount: %v", err)
-				}
-			})
-			p := filepath.Join(mp, "snap")
+			p := filepath.Join(d.Dir(), "snap")
 			w, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644) // as a snapshot take
 			if err != nil {
 				t.Fatal(err)
@@ -122,12 +110,8 @@ func TestPassthroughRefusesWhatItCannotHold(t *testing.T) {
 		}
 	}
 
-	backing, mp := t.TempDir(), t.TempDir()
-	d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Passthrough: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, backing := mountOpts(t, Options{Passthrough: true})
+	mp := d.Dir()
 	writeAt(t, filepath.Join(mp, "f"), 0, 0, "synced", true, false)
 	writeAt(t, filepath.Join(mp, "f"), 0, 6, "+unsynced", false, false)
 	if _, err := d.DropUnsynced(); !errors.Is(err, ErrPassthrough) {
