@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/testfs"
 )
@@ -119,5 +121,60 @@ func TestPassthroughRefusesWhatItCannotHold(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(backing, "f")); string(b) != "synced+unsynced" {
 		t.Errorf("after the refused power loss the file holds %q; want it unchanged", b)
+	}
+}
+
+// On the fake clock: with passthrough every fsync is held for exactly the sync latency, and
+// reports as its bytes what the file grew by since its previous sync (written behind the
+// model's back, as the kernel does), nothing for bytes rewritten in place, and counts again
+// from the size an O_TRUNC left.
+func TestCapsPassthroughSync(t *testing.T) {
+	c := newCaps(t, diskmodel.Limits{SyncLatency: 4 * time.Millisecond})
+	c.m.passthrough = true
+	var got []Sync
+	c.m.onSync = func(s Sync) { got = append(got, s) }
+	path, n := filepath.Join(t.TempDir(), "f"), c.file()
+	open := func(flags int) (*os.File, *ptFile) {
+		t.Helper()
+		k, err := os.OpenFile(path, flags, 0o644) // the kernel's side: writes the model never sees
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		fd, err := syscall.Dup(int(k.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh, _, errno := n.openPassthrough(fs.NewLoopbackFile(fd), 0, 0)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		return k, fh.(*ptFile)
+	}
+	k, f := open(os.O_RDWR | os.O_CREATE)
+	sync := func(want int64) {
+		t.Helper()
+		t0 := c.clk.Now()
+		if errno := f.Fsync(context.Background(), 0); errno != 0 {
+			t.Fatal(errno)
+		}
+		if held := c.clk.Now().Sub(t0); held != 4*time.Millisecond {
+			t.Errorf("fsync held %v; want the 4ms latency", held)
+		}
+		if s := got[len(got)-1]; s.Bytes != want {
+			t.Errorf("fsync %d reported %d bytes; want %d", len(got), s.Bytes, want)
+		}
+	}
+	k.WriteAt(make([]byte, 3000), 0)
+	sync(3000)
+	k.WriteAt(make([]byte, 100), 0)
+	sync(0)
+	k.WriteAt(make([]byte, 200), 2900)
+	sync(100)
+	k, f = open(os.O_RDWR | os.O_TRUNC)
+	k.WriteAt(make([]byte, 50), 0)
+	sync(50)
+	if st := c.m.c.stats(); st.Syncs != 4 || st.Writes != 0 {
+		t.Errorf("stats %+v: want 4 syncs and no writes", st)
 	}
 }
