@@ -142,6 +142,9 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	m := newModel(o.Limits, o.Clock)
 	m.onSync = o.OnSync
 	m.passthrough = o.Passthrough
+	m.unpassed = func() {
+		o.Logger.Warn("disk model: the kernel refused a backing file, so reads and writes go through the model after all (slower, nothing else changes)", "mountpoint", o.Mountpoint)
+	}
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -157,7 +160,8 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 			MaxWrite:          maxWrite,
 			// Only the mounting user (root) may enter: the loopback acts with the server's
 			// own rights, so other users would bypass the backing folder's permissions.
-			AllowOther: false,
+			AllowOther:    false,
+			MaxStackDepth: stackDepth(o.Passthrough),
 		},
 	})
 	if err != nil {
@@ -322,7 +326,9 @@ type model struct {
 	clock       Clock
 	c           counters
 	onSync      func(Sync)
-	passthrough bool // Options.Passthrough: reads and writes never reach the model
+	passthrough bool   // Options.Passthrough: reads and writes never reach the model
+	unpassed    func() // told once that one did all the same
+	unpassedOne sync.Once
 
 	mu    sync.Mutex
 	dirty map[*node]struct{} // files changed since their last fsync (power.go)
@@ -455,6 +461,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if m.passthrough {
 		// The kernel refused the backing file and sent it after all. There is no cap or power
 		// loss to book it for, and the next fsync counts it in the file's growth (passthrough.go).
+		m.notPassed()
 		written, errno := f.lf.Write(ctx, data, off)
 		m.c.writes.Add(1)
 		m.c.bytes.Add(int64(written))
@@ -487,6 +494,9 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f.n.m.c.reads.Add(1)
+	if f.n.m.passthrough {
+		f.n.m.notPassed()
+	}
 	return f.lf.Read(ctx, buf, off)
 }
 func (f *file) Release(ctx context.Context) syscall.Errno { return f.lf.Release(ctx) }

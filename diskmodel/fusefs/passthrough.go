@@ -118,3 +118,21 @@ func (n *node) cut(size int64) {
 		n.ptSize = size
 	}
 }
+
+// notPassed is a read or write that reached a passthrough model: go-fuse could not register
+// the backing file (it then stops trying for the mount), so the mount is slower than asked.
+func (m *model) notPassed() {
+	if m.unpassed != nil {
+		m.unpassedOne.Do(m.unpassed)
+	}
+}
+
+// stackDepth is the mount's stacking depth. With passthrough the kernel refuses a backing file
+// on a filesystem stacked as deep as it: 2, the kernel's most, lets the backing folder be on an
+// overlayfs (a container's /tmp) and lets nothing stack on the model in turn.
+func stackDepth(passthrough bool) int {
+	if passthrough {
+		return 2
+	}
+	return 1 // go-fuse's default
+}

@@ -178,3 +178,31 @@ func TestCapsPassthroughSync(t *testing.T) {
 		t.Errorf("stats %+v: want 4 syncs and no writes", st)
 	}
 }
+
+// A backing folder on an overlayfs (a container's /tmp) is one filesystem deeper: passthrough
+// still serves it, where with the default stacking depth the kernel would refuse every backing
+// file and the writes would go through the model.
+func TestPassthroughOverOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting an overlayfs needs root")
+	}
+	base := t.TempDir()
+	for _, d := range []string{"lower", "upper", "work", "merged"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := filepath.Join(base, "merged")
+	opts := "lowerdir=" + filepath.Join(base, "lower") + ",upperdir=" + filepath.Join(base, "upper") + ",workdir=" + filepath.Join(base, "work")
+	if err := syscall.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		t.Skipf("no overlayfs here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(merged, syscall.MNT_DETACH) })
+	d, _ := mountOpts(t, Options{Backing: merged, Passthrough: true})
+	if err := os.WriteFile(filepath.Join(d.Dir(), "f"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Stats(); st.Writes != 0 {
+		t.Errorf("%d writes reached the model over an overlayfs; want none (passthrough)", st.Writes)
+	}
+}
