@@ -95,9 +95,8 @@ mount(2)).`,
 }
 
 // benchDisk makes a bare folder, a model with no limits, the same with passthrough and one model
-// for each of limits, each
-// over a folder of its own under dir, and times the takes into all of them; everything it made
-// is removed after.
+// for each of limits, each over a folder of its own under dir, and times the takes into all of
+// them; everything it made is removed after.
 func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o bench.DiskOptions) (rep bench.DiskReport, err error) {
 	base, err := os.MkdirTemp(dir, "rig-bench-disk-")
 	if err != nil {
