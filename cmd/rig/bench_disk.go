@@ -32,7 +32,10 @@ func newBenchDiskCmd() *cobra.Command {
 a sync per block at sync level > 0, file sync, rename, folder sync) into a bare folder and into
 the same filesystem through a disk model with no limits set (a FUSE mount, docs/disks.md),
 --takes times each, the two interleaved take by take at every sync level. The ratio of the
-medians is what the model itself adds to a take. Each --model adds a model with limits, written
+medians is what the model itself adds to a take. A third folder is the same model mounted with
+passthrough (the kernel does the reads and writes on the backing file; the model sees the opens
+and fsyncs and holds sync_latency, but can neither cap throughput or IOPS nor model a power
+loss: docs/disks.md). Each --model adds a model with limits, written
 as the playbook's disk: fields (docs/disks.md), taken in the same rounds: what a modelled
 volume costs a take beside what the model alone costs. Needs root (the model mounts with
 mount(2)).`,
@@ -91,9 +94,9 @@ mount(2)).`,
 	return cmd
 }
 
-// benchDisk makes a bare folder, a model with no limits and one model for each of limits, each
-// over a folder of its own under dir, and times the takes into all of them; everything it made
-// is removed after.
+// benchDisk makes a bare folder, a model with no limits, the same with passthrough and one model
+// for each of limits, each over a folder of its own under dir, and times the takes into all of
+// them; everything it made is removed after.
 func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o bench.DiskOptions) (rep bench.DiskReport, err error) {
 	base, err := os.MkdirTemp(dir, "rig-bench-disk-")
 	if err != nil {
@@ -105,12 +108,21 @@ func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o ben
 		return rep, fmt.Errorf("bench disk: %w", err)
 	}
 	o.Folders = []bench.Folder{{Name: "bare", Path: bare}}
-	for i, l := range append([]diskmodel.Limits{{}}, limits...) {
+	type model struct {
+		l           diskmodel.Limits
+		passthrough bool
+	}
+	models := []model{{}, {passthrough: true}}
+	for _, l := range limits {
+		models = append(models, model{l: l})
+	}
+	for i, md := range models {
+		l := md.l
 		backing := filepath.Join(base, fmt.Sprintf("backing-%d", i))
 		if err := os.Mkdir(backing, 0o755); err != nil {
 			return rep, fmt.Errorf("bench disk: %w", err)
 		}
-		disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, fmt.Sprintf("model-%d", i)), Limits: l, Logger: o.Log, Owner: "rig bench disk"})
+		disk, err := fusefs.Mount(ctx, fusefs.Options{Backing: backing, Mountpoint: filepath.Join(base, fmt.Sprintf("model-%d", i)), Limits: l, Passthrough: md.passthrough, Logger: o.Log, Owner: "rig bench disk"})
 		if err != nil {
 			return rep, fmt.Errorf("bench disk: mount the model %s: %w", l, err)
 		}
@@ -120,7 +132,10 @@ func benchDisk(ctx context.Context, dir string, limits []diskmodel.Limits, o ben
 			}
 		}()
 		name := "model"
-		if !l.Zero() {
+		switch {
+		case md.passthrough:
+			name = "model passthrough"
+		case !l.Zero():
 			name = "model " + l.String()
 		}
 		o.Folders = append(o.Folders, bench.Folder{Name: name, Path: disk.Dir()})

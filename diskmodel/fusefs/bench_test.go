@@ -8,9 +8,10 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 )
 
-// BenchmarkPassThrough is the FUSE layer's own cost: the same writes on the bare folder and
-// through a model with no limits, side by side in one run (go test -bench PassThrough), to a
-// file open for reading and writing (as a log is) and to a write-only one (as a snapshot is).
+// BenchmarkPassThrough is the FUSE layer's own cost: the same writes on the bare folder,
+// through a model with no limits and through one mounted with passthrough, side by side in one
+// run (go test -bench PassThrough), to a file open for reading and writing (as a log is) and
+// to a write-only one (as a snapshot is).
 func BenchmarkPassThrough(b *testing.B) {
 	for _, w := range []struct {
 		name   string
@@ -24,11 +25,15 @@ func BenchmarkPassThrough(b *testing.B) {
 		{"wronly-1MiB", 1 << 20, false, true},
 		{"wronly-1MiB+fsync", 1 << 20, true, true},
 	} {
-		for _, via := range []string{"bare", "model"} {
+		for _, via := range []string{"bare", "model", "passthrough"} {
 			b.Run(w.name+"/"+via, func(b *testing.B) {
 				dir := b.TempDir()
-				if via == "model" {
+				switch via {
+				case "model":
 					d, _ := mountT(b, diskmodel.Limits{})
+					dir = d.Dir()
+				case "passthrough":
+					d, _ := mountOpts(b, Options{Passthrough: true})
 					dir = d.Dir()
 				}
 				flag := os.O_RDWR

@@ -38,6 +38,13 @@ type Options struct {
 	// FUSE request's goroutine, so it must be quick: the run records them per file
 	// (rundir.DiskSyncsFile) to count the forces in each window of a run.
 	OnSync func(Sync)
+	// Passthrough hands every open file's reads and writes to the kernel, which does them on
+	// the backing file without the model seeing them (FUSE passthrough, passthrough.go): a
+	// write costs what it costs on the bare folder. The model still sees opens, fsyncs (and
+	// holds them for SyncLatency) and every change of names or sizes. Mount refuses it with a
+	// cap that needs each write's bytes (throughput, iops, sync_per_mib), and DropUnsynced
+	// refuses to run on it (ErrPassthrough).
+	Passthrough bool
 }
 
 // Sync is one completed fsync of a file in the model.
@@ -82,6 +89,11 @@ const maxWrite = 1 << 20
 func Mount(ctx context.Context, o Options) (*Disk, error) {
 	if err := o.Limits.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Passthrough {
+		if err := passthroughRefuses(o.Limits); err != nil {
+			return nil, err
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -129,6 +141,10 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 
 	m := newModel(o.Limits, o.Clock)
 	m.onSync = o.OnSync
+	m.passthrough = o.Passthrough
+	m.unpassed = func() {
+		o.Logger.Warn("disk model: the kernel refused a backing file, so reads and writes go through the model after all (slower, nothing else changes)", "mountpoint", o.Mountpoint)
+	}
 	root := &fs.LoopbackRoot{Path: o.Backing, Dev: uint64(st.Dev)}
 	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, m: m}
@@ -144,7 +160,8 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 			MaxWrite:          maxWrite,
 			// Only the mounting user (root) may enter: the loopback acts with the server's
 			// own rights, so other users would bypass the backing folder's permissions.
-			AllowOther: false,
+			AllowOther:    false,
+			MaxStackDepth: stackDepth(o.Passthrough),
 		},
 	})
 	if err != nil {
@@ -163,6 +180,10 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	if d.mountID == 0 {
 		d.Close()
 		return nil, fmt.Errorf("disk model: mounted on %s but not found there in /proc/self/mountinfo", o.Mountpoint)
+	}
+	if o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		d.Close()
+		return nil, fmt.Errorf("disk model: passthrough asked, but this kernel's FUSE does not offer it (Linux 6.9 or later, CONFIG_FUSE_PASSTHROUGH): mount without passthrough")
 	}
 	mounted = true
 	go d.watch()
@@ -305,6 +326,9 @@ type model struct {
 	clock       Clock
 	c           counters
 	onSync      func(Sync)
+	passthrough bool   // Options.Passthrough: reads and writes never reach the model
+	unpassed    func() // told once that one did all the same
+	unpassedOne sync.Once
 
 	mu    sync.Mutex
 	dirty map[*node]struct{} // files changed since their last fsync (power.go)
@@ -327,6 +351,9 @@ type node struct {
 	dirty      bool     // changed since its last fsync (or since the mount)
 	syncedSize int64    // its size at that fsync, when dirty
 	undo       []extent // the synced bytes its changes since then overwrote, oldest first
+
+	ptSize  int64 // with passthrough: its size when last synced or first opened,
+	ptKnown bool  // once known
 }
 
 var (
@@ -336,6 +363,9 @@ var (
 )
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.m.passthrough {
+		return n.openPassthrough(n.LoopbackNode.Open(ctx, flags))
+	}
 	if flags&syscall.O_TRUNC != 0 {
 		n.m.power.RLock()
 		defer n.m.power.RUnlock()
@@ -387,12 +417,17 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if !ok { // every inode of the mount is a node (NewNode): not reached
 		return in, fh, ff, 0
 	}
+	if n.m.passthrough {
+		fh, ff, errno := child.openPassthrough(fh, ff, 0)
+		return in, fh, ff, errno
+	}
 	return in, wrap(fh, child), ff | directIO(flags), 0
 }
 
 // file passes every call through to the loopback file, holding writes and fsyncs as the model
 // says. It deliberately does not implement fs.FilePassthroughFder: with kernel passthrough
-// (Linux 6.9+) reads and writes would go straight to the backing file, past the caps.
+// (Linux 6.9+) reads and writes would go straight to the backing file, past the caps and the
+// power loss's undo log; ptFile does, for a model mounted with Options.Passthrough.
 type file struct {
 	lf *fs.LoopbackFile
 	n  *node
@@ -423,6 +458,15 @@ var (
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	m, size := f.n.m, int64(len(data))
+	if m.passthrough {
+		// The kernel refused the backing file and sent it after all. There is no cap or power
+		// loss to book it for, and the next fsync counts it in the file's growth (passthrough.go).
+		m.notPassed()
+		written, errno := f.lf.Write(ctx, data, off)
+		m.c.writes.Add(1)
+		m.c.bytes.Add(int64(written))
+		return written, errno
+	}
 	fd := -1
 	if d, ok := f.lf.PassthroughFd(); ok {
 		fd = d
@@ -449,6 +493,10 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f.n.m.c.reads.Add(1)
+	if f.n.m.passthrough {
+		f.n.m.notPassed()
+	}
 	return f.lf.Read(ctx, buf, off)
 }
 func (f *file) Release(ctx context.Context) syscall.Errno { return f.lf.Release(ctx) }

@@ -38,8 +38,23 @@ func mountTmpfs(t testing.TB, l diskmodel.Limits) (*Disk, string) {
 
 func mountOver(t testing.TB, backing string, l diskmodel.Limits) (*Disk, string) {
 	t.Helper()
+	return mountOpts(t, Options{Backing: backing, Limits: l})
+}
+
+// mountOpts mounts a model of o on a fresh mountpoint, over a fresh folder unless o.Backing
+// names one, and unmounts it when the test ends.
+func mountOpts(t testing.TB, o Options) (*Disk, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE directly (mount(2)) needs root")
+	}
+	if o.Backing == "" {
+		o.Backing = t.TempDir()
+	}
 	mp := t.TempDir()
-	d, err := Mount(context.Background(), Options{Backing: backing, Mountpoint: mp, Limits: l})
+	o.Mountpoint = mp
+	backing := o.Backing
+	d, err := Mount(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

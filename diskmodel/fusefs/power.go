@@ -151,6 +151,9 @@ func (n *node) syncDone(mk syncMark) {
 // racing the revert would land on either side of it.
 func (d *Disk) DropUnsynced() (Dropped, error) {
 	m := d.m
+	if m.passthrough {
+		return Dropped{}, fmt.Errorf("disk model %s: power loss: %w", d.opts.Mountpoint, ErrPassthrough)
+	}
 	m.power.Lock() // wait out changes in flight (a killed writer's last requests)
 	defer m.power.Unlock()
 	m.mu.Lock()
@@ -224,7 +227,7 @@ func (n *node) revert() (gone bool, dropped int64, err error) {
 
 // Setattr keeps the synced bytes a truncation cuts off before it does.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if sz, ok := in.GetSize(); ok {
+	if sz, ok := in.GetSize(); ok && !n.m.passthrough {
 		n.m.power.RLock()
 		defer n.m.power.RUnlock()
 		fd := -1
@@ -237,8 +240,14 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return errno
 		}
 	}
-	if fh, ok := f.(*file); ok {
-		f = fh.lf // the loopback's Setattr takes its own file handle
+	switch fh := f.(type) { // the loopback's Setattr takes its own file handle
+	case *file:
+		f = fh.lf
+	case *ptFile:
+		f = fh.lf
+	}
+	if sz, ok := in.GetSize(); ok && n.m.passthrough {
+		defer n.cut(int64(sz))
 	}
 	return n.LoopbackNode.Setattr(ctx, f, in, out)
 }

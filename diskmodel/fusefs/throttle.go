@@ -216,6 +216,7 @@ type Stats struct {
 	BytesWritten int64 `json:"bytes_written"`
 	WriteOps     int64 `json:"write_ops"` // I/O operations counted against the IOPS cap
 	Writes       int64 `json:"writes"`    // FUSE write requests
+	Reads        int64 `json:"reads"`     // FUSE read requests (none with passthrough)
 	Syncs        int64 `json:"syncs"`
 	// SyncWait is the time fsyncs were held beyond the real one: for the sync cost and for
 	// their bytes to land under the caps (writes themselves are never held).
@@ -223,10 +224,10 @@ type Stats struct {
 }
 
 type counters struct {
-	bytes, ops, writes, syncs, syncWait atomic.Int64
+	bytes, ops, writes, reads, syncs, syncWait atomic.Int64
 }
 
 func (c *counters) stats() Stats {
-	return Stats{BytesWritten: c.bytes.Load(), WriteOps: c.ops.Load(), Writes: c.writes.Load(),
+	return Stats{BytesWritten: c.bytes.Load(), WriteOps: c.ops.Load(), Writes: c.writes.Load(), Reads: c.reads.Load(),
 		Syncs: c.syncs.Load(), SyncWait: time.Duration(c.syncWait.Load())}
 }
