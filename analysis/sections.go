@@ -341,18 +341,41 @@ func durabilitySection(b *strings.Builder, s *Summary) {
 	pf := pfTo(b)
 	pf("## Durability\n\n")
 	pf("Every order the load generator was told was accepted (loadgen/acked.bin), checked against the orders each server holds at the end (<node>/orders.json). Lost: held by fewer than a majority. Checked against: %s.\n\n", checkCell(du.Check))
-	pf("| fault | sync level | acked | lost | unchecked |\n| --- | --- | --- | --- | --- |\n")
-	pf("| %s | %s | %d | %d | %d |\n\n", du.Faults, syncCell(du.SyncLevel), du.Acked, du.Lost, du.Unchecked)
-	pf("| server | held | lost | unknown (in its restored snapshot) |\n| --- | --- | --- | --- |\n")
-	for _, n := range slices.Sorted(maps.Keys(du.Nodes)) {
-		nd := du.Nodes[n]
-		if nd.Missing {
-			pf("| %s | no answer | | |\n", mdtext.Inline(n))
-			continue
-		}
-		pf("| %s | %d | %d | %d |\n", mdtext.Inline(n), nd.Held, nd.Lost, nd.Unknown)
+	writeTable(b, []Column[*Durability]{
+		col("fault", func(du *Durability) string { return du.Faults }),
+		col("sync level", func(du *Durability) string { return syncCell(du.SyncLevel) }),
+		col("acked", func(du *Durability) string { return fmt.Sprint(du.Acked) }),
+		col("lost", func(du *Durability) string { return fmt.Sprint(du.Lost) }),
+		col("unchecked", func(du *Durability) string { return fmt.Sprint(du.Unchecked) }),
+	}, []*Durability{du})
+	type server struct {
+		name string
+		NodeDurability
 	}
-	pf("\n")
+	var servers []server
+	for _, n := range slices.Sorted(maps.Keys(du.Nodes)) {
+		servers = append(servers, server{n, du.Nodes[n]})
+	}
+	// A server that did not answer has no counts.
+	count := func(f func(server) int) func(server) string {
+		return func(sv server) string {
+			if sv.Missing {
+				return ""
+			}
+			return fmt.Sprint(f(sv))
+		}
+	}
+	writeTable(b, []Column[server]{
+		col("server", func(sv server) string { return mdtext.Inline(sv.name) }),
+		col("held", func(sv server) string {
+			if sv.Missing {
+				return "no answer"
+			}
+			return fmt.Sprint(sv.Held)
+		}),
+		col("lost", count(func(sv server) int { return sv.Lost })),
+		col("unknown (in its restored snapshot)", count(func(sv server) int { return sv.Unknown })),
+	}, servers)
 	if len(du.LostIDs) > 0 {
 		pf("First lost order ids: %v\n\n", du.LostIDs)
 	}
@@ -375,21 +398,43 @@ func nodesSection(b *strings.Builder, s *Summary) {
 		pf("No server node status found.\n\n")
 		return
 	}
-	pf("| node | role | phase | applied index | orders | state hash | hash of |\n|---|---|---|---|---|---|---|\n")
-	for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
-		f := s.Nodes[n]
-		if f.StatusMissing {
-			pf("| %s | — | — | — | — | (no status.json) | — |\n", mdtext.Inline(n))
-			continue
-		}
-		orders := engine.NotSupported
-		if f.Orders != nil {
-			orders = strconv.Itoa(*f.Orders)
-		}
-		pf("| %s | %s | %s | %d | %s | %s | %s |\n", mdtext.Inline(n), mdtext.Inline(orDash(f.Role)), mdtext.Inline(orDash(f.Phase)), f.AppliedIndex, orders,
-			mdtext.CodeCell(orDash(f.StateHash)), hashOf(f))
+	type node struct {
+		name string
+		NodeFinal
 	}
-	pf("\n%s\n\n", agreementLine(s.StateHashes))
+	var rows []node
+	for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
+		rows = append(rows, node{n, s.Nodes[n]})
+	}
+	// A node without a status.json has a name and nothing else.
+	known := func(f func(node) string) func(node) string {
+		return func(n node) string {
+			if n.StatusMissing {
+				return "—"
+			}
+			return f(n)
+		}
+	}
+	writeTable(b, []Column[node]{
+		col("node", func(n node) string { return mdtext.Inline(n.name) }),
+		col("role", known(func(n node) string { return mdtext.Inline(orDash(n.Role)) })),
+		col("phase", known(func(n node) string { return mdtext.Inline(orDash(n.Phase)) })),
+		col("applied index", known(func(n node) string { return fmt.Sprint(n.AppliedIndex) })),
+		col("orders", known(func(n node) string {
+			if n.Orders == nil {
+				return engine.NotSupported
+			}
+			return strconv.Itoa(*n.Orders)
+		})),
+		col("state hash", func(n node) string {
+			if n.StatusMissing {
+				return "(no status.json)"
+			}
+			return mdtext.CodeCell(orDash(n.StateHash))
+		}),
+		col("hash of", known(func(n node) string { return hashOf(n.NodeFinal) })),
+	}, rows)
+	pf("%s\n\n", agreementLine(s.StateHashes))
 }
 
 // leadersSection: who led at load start, every leader change, the unplanned ones, and the rule
