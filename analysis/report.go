@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/linkproxy"
+	"github.com/rig-dev/rig/rundir"
 
 	"github.com/rig-dev/rig/internal/mdtext"
 )
@@ -18,21 +19,46 @@ import (
 func writeStages(b *strings.Builder, s *Summary) {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if len(s.Stages) > 0 {
-		pf("| stage | estimate | actual | actual / estimate | estimate from |\n|---|---|---|---|---|\n")
+		// The stages, then their total (which has no ratio or source of its own).
+		type stage struct {
+			rundir.StageTime
+			total bool
+		}
+		var rows []stage
 		var est, act float64
 		for _, st := range s.Stages {
+			rows = append(rows, stage{StageTime: st})
 			est += st.EstimateS
-			a, ratio := "—", "—"
 			if st.ActualS != nil {
 				act += *st.ActualS
-				a = fmtS(*st.ActualS)
-				if st.EstimateS > 0 {
-					ratio = fmt.Sprintf("%.2f", *st.ActualS/st.EstimateS)
-				}
 			}
-			pf("| %s | %s | %s | %s | %s |\n", st.Name, fmtS(st.EstimateS), a, ratio, orDash(st.From))
 		}
-		pf("| **total** | %s | %s | | |\n\n", fmtS(est), fmtS(act))
+		rows = append(rows, stage{StageTime: rundir.StageTime{Name: "**total**", EstimateS: est, ActualS: &act}, total: true})
+		writeTable(b, []Column[stage]{
+			col("stage", func(st stage) string { return st.Name }),
+			col("estimate", func(st stage) string { return fmtS(st.EstimateS) }),
+			col("actual", func(st stage) string {
+				if st.ActualS == nil {
+					return "—"
+				}
+				return fmtS(*st.ActualS)
+			}),
+			col("actual / estimate", func(st stage) string {
+				switch {
+				case st.total:
+					return ""
+				case st.ActualS == nil || st.EstimateS <= 0:
+					return "—"
+				}
+				return fmt.Sprintf("%.2f", *st.ActualS/st.EstimateS)
+			}),
+			col("estimate from", func(st stage) string {
+				if st.total {
+					return ""
+				}
+				return orDash(st.From)
+			}),
+		}, rows)
 	}
 	if parts := overheadParts(s); len(parts) > 0 {
 		pf("%s (the timeline is the playbook's duration; the rest is start-up, preload, settle, stop and collection).\n\n", strings.Join(parts, " · "))
