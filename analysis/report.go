@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/agent/disk"
+	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 
@@ -251,34 +253,60 @@ func setupSection(s *Summary) string {
 	}
 	if len(s.DiskModels) > 0 {
 		pf("Disk model under each server's data, probed before load (docs/disks.md):\n\n")
-		pf("| node | asked | throughput | 4 KiB IOPS | sync after 4 KiB | + per MiB | load avg |\n|---|---|---|---|---|---|---|\n")
-		for _, n := range slices.Sorted(maps.Keys(s.DiskModels)) {
-			r := s.DiskModels[n]
-			pf("| %s | %s | %.1f MB/s | %.0f | %s | %s | %s |\n", mdtext.Inline(n), r.Asked, r.Achieved.ThroughputBps/1e6, r.Achieved.IOPS,
-				r.Achieved.SyncLatency.Round(10*time.Microsecond), r.Achieved.SyncPerMiB.Round(10*time.Microsecond), loadCell(r.LoadAvg))
+		type model struct {
+			node string
+			diskmodel.Record
 		}
-		pf("\n")
+		var rows []model
+		for _, n := range slices.Sorted(maps.Keys(s.DiskModels)) {
+			rows = append(rows, model{n, s.DiskModels[n]})
+		}
+		writeTable(&b, []Column[model]{
+			col("node", func(r model) string { return mdtext.Inline(r.node) }),
+			col("asked", func(r model) string { return r.Asked.String() }),
+			col("throughput", func(r model) string { return fmt.Sprintf("%.1f MB/s", r.Achieved.ThroughputBps/1e6) }),
+			col("4 KiB IOPS", func(r model) string { return fmt.Sprintf("%.0f", r.Achieved.IOPS) }),
+			col("sync after 4 KiB", func(r model) string { return r.Achieved.SyncLatency.Round(10 * time.Microsecond).String() }),
+			col("+ per MiB", func(r model) string { return r.Achieved.SyncPerMiB.Round(10 * time.Microsecond).String() }),
+			col("load avg", func(r model) string { return loadCell(r.LoadAvg) }),
+		}, rows)
 	}
 	if len(s.DiskChecks) > 0 {
 		pf("Data volumes, fio against what was provisioned (docs/infra.md):\n\n")
-		pf("| node | volume | provisioned | sequential write | 4 KiB IOPS | fdatasync mean / p99 | held to it | load avg |\n|---|---|---|---|---|---|---|---|\n")
-		for _, n := range slices.Sorted(maps.Keys(s.DiskChecks)) {
-			c := s.DiskChecks[n]
-			held := "no (provisioning unknown)"
-			if c.Compared {
-				held = "yes"
-			}
-			if c.Error != "" {
-				held = "**short**: " + c.Error
-			}
-			prov := orDash(c.Provisioned.Type)
-			if c.Provisioned.ThroughputMiBps > 0 || c.Provisioned.IOPS > 0 {
-				prov += fmt.Sprintf(" %d MiB/s, %d IOPS", c.Provisioned.ThroughputMiBps, c.Provisioned.IOPS)
-			}
-			m := c.Measured
-			pf("| %s | %s | %s | %.0f MB/s | %.0f | %.0f / %.0f µs | %s | %.2f |\n", mdtext.Inline(n), mdtext.Inline(c.Volume), mdtext.Inline(prov), m.SeqWriteMBps, m.RandWriteIOPS, m.SyncMeanUs, m.SyncP99Us, held, m.LoadAvg)
+		type check struct {
+			node string
+			disk.VolumeCheck
 		}
-		pf("\n")
+		var rows []check
+		for _, n := range slices.Sorted(maps.Keys(s.DiskChecks)) {
+			rows = append(rows, check{n, s.DiskChecks[n]})
+		}
+		writeTable(&b, []Column[check]{
+			col("node", func(c check) string { return mdtext.Inline(c.node) }),
+			col("volume", func(c check) string { return mdtext.Inline(c.Volume) }),
+			col("provisioned", func(c check) string {
+				prov := orDash(c.Provisioned.Type)
+				if c.Provisioned.ThroughputMiBps > 0 || c.Provisioned.IOPS > 0 {
+					prov += fmt.Sprintf(" %d MiB/s, %d IOPS", c.Provisioned.ThroughputMiBps, c.Provisioned.IOPS)
+				}
+				return mdtext.Inline(prov)
+			}),
+			col("sequential write", func(c check) string { return fmt.Sprintf("%.0f MB/s", c.Measured.SeqWriteMBps) }),
+			col("4 KiB IOPS", func(c check) string { return fmt.Sprintf("%.0f", c.Measured.RandWriteIOPS) }),
+			col("fdatasync mean / p99", func(c check) string {
+				return fmt.Sprintf("%.0f / %.0f µs", c.Measured.SyncMeanUs, c.Measured.SyncP99Us)
+			}),
+			col("held to it", func(c check) string {
+				switch {
+				case c.Error != "":
+					return "**short**: " + c.Error
+				case c.Compared:
+					return "yes"
+				}
+				return "no (provisioning unknown)"
+			}),
+			col("load avg", func(c check) string { return fmt.Sprintf("%.2f", c.Measured.LoadAvg) }),
+		}, rows)
 	}
 	if len(s.LinkRTTs) > 0 {
 		under := map[[2]string]linkproxy.PairProbe{}
@@ -286,21 +314,24 @@ func setupSection(s *Summary) string {
 			under[[2]string{p.From, p.To}] = p
 		}
 		pf("Round trips through each routed pair's proxy, median [min–max] of the probe's pings (docs/playbooks.md, Zones):\n\n")
-		pf("| from | to | asked | before load | under load |\n|---|---|---|---|---|\n")
 		rtt := func(p linkproxy.PairProbe) string {
 			if p.Error != "" {
 				return "error: " + p.Error
 			}
 			return fmt.Sprintf("%s [%s–%s]", p.Probe.Median.Round(10*time.Microsecond), p.Probe.Min.Round(10*time.Microsecond), p.Probe.Max.Round(10*time.Microsecond))
 		}
-		for _, p := range s.LinkRTTs {
-			u := "—"
-			if q, ok := under[[2]string{p.From, p.To}]; ok {
-				u = rtt(q)
-			}
-			pf("| %s | %s | %s | %s | %s |\n", mdtext.Inline(p.From), mdtext.Inline(p.To), p.Probe.Set, rtt(p), u)
-		}
-		pf("\n")
+		writeTable(&b, []Column[linkproxy.PairProbe]{
+			col("from", func(p linkproxy.PairProbe) string { return mdtext.Inline(p.From) }),
+			col("to", func(p linkproxy.PairProbe) string { return mdtext.Inline(p.To) }),
+			col("asked", func(p linkproxy.PairProbe) string { return p.Probe.Set.String() }),
+			col("before load", rtt),
+			col("under load", func(p linkproxy.PairProbe) string {
+				if q, ok := under[[2]string{p.From, p.To}]; ok {
+					return rtt(q)
+				}
+				return "—"
+			}),
+		}, s.LinkRTTs)
 	}
 	return b.String()
 }
