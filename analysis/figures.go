@@ -153,7 +153,7 @@ func (p Pooled) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads pooled figures back by name, against the declared figures of failovers
 // (failover_pooled); a name it does not declare is kept as a figure of its own, in name order.
 func (p *Pooled) UnmarshalJSON(b []byte) error {
-	return p.decode(b, rowKinds[0].figures()) // KindFailover
+	return p.decode(b, kindFigures(KindFailover))
 }
 
 // decode reads pooled figures back by name, against figs, the declared figures of their kind.

@@ -48,13 +48,24 @@ func kind[R any](name string, figs *[]RowFigure[R], rows func(*Summary) []R) row
 	}
 }
 
-// rowKinds are the pooled row kinds, failovers first (failover_pooled reads against them).
+// rowKinds are the pooled row kinds, in summary.json's order of old (failovers first).
 var rowKinds = []rowKind{
 	kind(KindFailover, &FailoverFigures, func(s *Summary) []FailoverRow { return s.Failovers }),
 	kind(KindSnapshot, &SnapshotFigures, func(s *Summary) []SnapshotRow { return s.Snapshots }),
 	kind(KindRestart, &RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
 	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
 	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+}
+
+// kindFigures are the declared figures of the row kind named name (none for a name it does
+// not know: its pooled figures are read back by name alone).
+func kindFigures(name string) []Figure {
+	for _, k := range rowKinds {
+		if k.name == name {
+			return k.figures()
+		}
+	}
+	return nil
 }
 
 // RowPooled is each row kind's rows pooled figure by figure, by kind name (summary.json's
@@ -83,14 +94,8 @@ func (rp *RowPooled) UnmarshalJSON(b []byte) error {
 	}
 	*rp = RowPooled{}
 	for name, r := range raw {
-		var figs []Figure
-		for _, k := range rowKinds {
-			if k.name == name {
-				figs = k.figures()
-			}
-		}
 		var p Pooled
-		if err := p.decode(r, figs); err != nil {
+		if err := p.decode(r, kindFigures(name)); err != nil {
 			return fmt.Errorf("pooled %s: %w", name, err)
 		}
 		(*rp)[name] = p

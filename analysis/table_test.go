@@ -1,6 +1,9 @@
 package analysis
 
 import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,5 +37,28 @@ func TestStagesSection(t *testing.T) {
 	}
 	if md := renderReport(&Summary{RunID: "r", Status: "ok"}); strings.Contains(md, "## Stages") {
 		t.Error("a run without stages, book or overhead has a Stages section")
+	}
+}
+
+// summary.json's pooled figures read back as declared (label, unit, how they pool), so a report
+// rewritten from summary.json shows them as the first did.
+func TestRowPooledReadBack(t *testing.T) {
+	s, err := Analyze(copyTree(t, filepath.Join("testdata", "golden-run")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Summary
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.RowPooled) == 0 || !reflect.DeepEqual(back.RowPooled, s.RowPooled) {
+		t.Errorf("pooled read back:\n%+v\nwant\n%+v", back.RowPooled, s.RowPooled)
+	}
+	if got, want := renderReport(&back), renderReport(s); got != want {
+		t.Errorf("report from summary.json differs:\n%s", lineDiff(want, got))
 	}
 }
