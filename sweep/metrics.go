@@ -70,8 +70,9 @@ func Metrics(runs []*RunData) []Metric {
 	ms = append(ms, rowMetrics(TableSnapshot, rowOpts{key: "snapshot.", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)...)
 	for _, f := range analysis.SnapshotFigures {
 		if f.Key == "take" {
-			ms = append(ms, rowMetrics(TableSnapshot, rowOpts{key: "snapshot.first_", label: "first ", labelAfter: " (cold)", noHeadline: true, bare: true},
-				[]analysis.RowFigure[analysis.SnapshotRow]{f}, (*RunData).cold)...)
+			first := f.Figure
+			first.Key, first.Label, first.Headline = "snapshot.first_take", "first take (cold)", false
+			ms = append(ms, Metric{Figure: first, Table: TableSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
 		}
 	}
 	ms = append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: TableSnapshot,
@@ -154,11 +155,11 @@ func HeadlineKeys() []string {
 	return out
 }
 
-// rowOpts shape a row kind's figures as metrics: key prefix, label prefix and suffix; bare drops
-// the figure's label words that name the row's node ("(leader)"), noHeadline its headline flag.
+// rowOpts shape a row kind's figures as metrics: key and label prefixes; noHeadline drops the
+// headline flag (a window's figures beside the run's own).
 type rowOpts struct {
-	key, label, labelAfter string
-	noHeadline, bare       bool
+	key, label string
+	noHeadline bool
 }
 
 // rowMetrics are the figures a row type declares (analysis.RowFigure), as metrics of table: one
@@ -167,11 +168,7 @@ func rowMetrics[R any](table string, o rowOpts, figs []analysis.RowFigure[R], ro
 	out := make([]Metric, 0, len(figs))
 	for _, f := range figs {
 		fig := f.Figure
-		label := fig.Label
-		if o.bare {
-			label = strings.TrimSpace(strings.TrimSuffix(label, "(leader)"))
-		}
-		fig.Key, fig.Label = o.key+fig.Key, o.label+label+o.labelAfter
+		fig.Key, fig.Label = o.key+fig.Key, o.label+fig.Label
 		if o.noHeadline {
 			fig.Headline = false
 		}
