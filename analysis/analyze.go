@@ -552,6 +552,7 @@ func (d *runData) summarize() *Summary {
 			s.ControllerLastHeard.UTC().Format(time.RFC3339)))
 	}
 	s.Warnings = append(append(append([]string{}, d.warnings...), d.trapWarnings()...), warn...)
+	s.RowPooled = poolRows(s)
 	return s
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/rig-dev/rig/stats"
 )
@@ -27,8 +28,11 @@ type Figure struct {
 // Format writes a value of the figure in report.md: milliseconds as the report writes every
 // duration (µs below 1 ms, s from 1 s), anything else with its unit.
 func (f Figure) Format(v float64) string {
-	if f.Unit == "ms" {
+	switch f.Unit {
+	case "ms":
 		return fmtMs(v)
+	case "s":
+		return fmtS(v)
 	}
 	s := strconv.FormatFloat(v, 'f', -1, 64)
 	if a := math.Abs(v); a != math.Trunc(a) {
@@ -42,12 +46,17 @@ func (f Figure) Format(v float64) string {
 
 // RowFigure is a Figure read from one row of type R; ok is false where the row has none. Marks,
 // if set, are what report.md writes before and after a row's value (a bound, a footnote); None,
-// if set, what it writes for a row without one (else "—").
+// if set, what it writes for a row without one (else "—"). Plain writes the bare number (a count
+// whose column head says what it counts). NoColumn: report.md's table shows the figure in
+// another form (per node, or as a table of its own), so it has no column there; it is pooled,
+// in the sweep, rig compare and the history index all the same.
 type RowFigure[R any] struct {
 	Figure
-	Get   func(R) (v float64, ok bool)
-	Marks func(R) (before, after string)
-	None  func(R) string
+	Get      func(R) (v float64, ok bool)
+	Marks    func(R) (before, after string)
+	None     func(R) string
+	Plain    bool
+	NoColumn bool
 }
 
 // Cell is a row's value of f as report.md writes it.
@@ -60,6 +69,9 @@ func (f RowFigure[R]) Cell(r R) string {
 		return "—"
 	}
 	s := f.Format(v)
+	if f.Plain {
+		s = strconv.FormatFloat(v, 'f', -1, 64)
+	}
 	if f.Marks != nil {
 		before, after := f.Marks(r)
 		s = before + s + after
@@ -107,11 +119,14 @@ func pool[R any](figs []RowFigure[R], rows []R) Pooled {
 	return out
 }
 
+// name is the figure's name in summary.json: its key and unit, the unit's "/" read as "per" and
+// its spaces as "_" (peak_per_ms, naks_per_burst).
 func (p PooledFigure) name() string {
 	if p.Unit == "" {
 		return p.Key
 	}
-	return p.Key + "_" + p.Unit
+	u := strings.ReplaceAll(strings.ReplaceAll(p.Unit, "/", "per_"), " ", "_")
+	return p.Key + "_" + u
 }
 
 // MarshalJSON writes the figures in their declared order.
@@ -136,16 +151,20 @@ func (p Pooled) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads pooled figures back by name, against the declared figures of failovers
-// (the one row type pooled in summary.json); a name it does not declare is kept as a figure of
-// its own, in name order.
+// (failover_pooled); a name it does not declare is kept as a figure of its own, in name order.
 func (p *Pooled) UnmarshalJSON(b []byte) error {
+	return p.decode(b, kindFigures(KindFailover))
+}
+
+// decode reads pooled figures back by name, against figs, the declared figures of their kind.
+func (p *Pooled) decode(b []byte, figs []Figure) error {
 	var m map[string]stats.Sample
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	*p = (*p)[:0]
-	for _, f := range FailoverFigures {
-		pf := PooledFigure{Figure: f.Figure}
+	for _, f := range figs {
+		pf := PooledFigure{Figure: f}
 		if s, ok := m[pf.name()]; ok {
 			pf.Sample = s
 			*p = append(*p, pf)
@@ -209,7 +228,7 @@ var StepDownFigures = append([]RowFigure[StepDownRow]{
 func lift[R, S any](figs []RowFigure[S], part func(R) S) []RowFigure[R] {
 	out := make([]RowFigure[R], 0, len(figs))
 	for _, f := range figs {
-		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }}
+		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }, Plain: f.Plain, NoColumn: f.NoColumn}
 		if f.Marks != nil {
 			g.Marks = func(r R) (string, string) { return f.Marks(part(r)) }
 		}

@@ -285,32 +285,3 @@ func handOffStates(hs []HandOff) []string {
 	}
 	return append(out, seen...)
 }
-
-// writeHandOffs is report.md's hand-off table: every failover as the guide measures it.
-func writeHandOffs(pf func(string, ...any), s *Summary) {
-	if len(s.HandOffs) == 0 {
-		return
-	}
-	pf("## Hand-offs\n\n")
-	head, rule := "| # | at | action | from | to |", "|---|---|---|---|---|"
-	for _, f := range HandOffFigures {
-		head, rule = head+" "+f.Label+" |", rule+"---|"
-	}
-	pf("%s detected by | answered by |\n%s---|---|\n", head, rule)
-	for i, h := range s.HandOffs {
-		pf("| %d | %s | %s | %s | %s |", i+1, fmtS(h.AtS), h.Action, orDash(h.From), orDash(h.To))
-		for _, f := range HandOffFigures {
-			pf(" %s |", f.Cell(h.HandOffTimes))
-		}
-		by := "—"
-		if h.Detector != "" {
-			by = h.Detector + " (" + h.DetectedAs + ")"
-		}
-		pf(" %s | %s |\n", by, orDash(h.AnsweredBy))
-	}
-	pf("\nFrom the action (the close), on one clock: service gap is the client's last reply served by the old leader → its first reply "+
-		"from the new one, from the load generator's record of which server answered (² from the probes instead: the longest silence between "+
-		"replies around the election, who answered unknown); detection is the first follower leaving its follow state (a candidate, or an "+
-		"election state of its engine); election a node reporting itself leader; client learns is that election → the client's first reply "+
-		"from the new leader (below zero: it answered before its agent saw the role change). Each node's states: %s.\n\n", PlotHandOff)
-}

@@ -67,6 +67,9 @@ type Summary struct {
 	// election, client gap, back to normal; pooled over the run's faults.
 	Failovers      []FailoverRow `json:"failovers"`
 	FailoverPooled Pooled        `json:"failover_pooled,omitempty"`
+	// RowPooled: every row kind's rows pooled figure by figure (its declared figures), by kind;
+	// failovers' as in failover_pooled.
+	RowPooled RowPooled `json:"pooled,omitempty"`
 	// HandOffs: each failover as the step-down guide measures a hand-off (handoff.go): service
 	// gap, detection, election, client learning, and every server's states around it.
 	HandOffs []HandOff  `json:"hand_offs"`

@@ -19,7 +19,7 @@ func md(s string) string { return mdtext.Inline(s) }
 type LogOptions struct {
 	Filter Filter
 	// Figures are the figure keys each entry's table shows and whose trends are searched for
-	// change points (default DefaultLogFigures, those any selected run has).
+	// change points (default DefaultLogFigures(), those any selected run has).
 	Figures []string
 	// LinkFrom is the folder the page will be written to: links to run folders are relative to
 	// it ("" : the folders as indexed).
@@ -29,9 +29,9 @@ type LogOptions struct {
 	Trend TrendOptions
 }
 
-// DefaultLogFigures are the headline figures of the sweep report (sweep.Metrics).
-var DefaultLogFigures = []string{"probes.p50", "probes.p99", "snapshot.take", "snapshot.client_pause", "normal.p50",
-	"restart.launch_to_ready", "step_down.gap", "failover.client_gap", "burst.absorb"}
+// DefaultLogFigures are the headline figures of the sweep report, as their declarations mark
+// them (sweep.HeadlineKeys).
+func DefaultLogFigures() []string { return sweep.HeadlineKeys() }
 
 // entry is one sweep, or one lone run: what one command measured.
 type entry struct {
@@ -52,7 +52,7 @@ func (x *Index) Log(ctx context.Context, o LogOptions) (string, error) {
 	}
 	figs := o.Figures
 	if len(figs) == 0 {
-		figs = DefaultLogFigures
+		figs = DefaultLogFigures()
 	}
 	// Each run's figures, by key.
 	vals := map[int64]map[string]Figure{}

@@ -12,76 +12,26 @@ import (
 )
 
 // Tables of the sweep report, one per experiment kind; a table is shown when any run has
-// figures for it.
+// figures for it. A row kind's table is named as the kind (analysis.Kind*).
 const (
 	TableLatency  = "latency"
-	TableSnapshot = "snapshot"
-	TableRestart  = "restart"
-	TableStepDown = "step_down"
-	TableFailover = "failover"
-	TableBurst    = "burst"
+	TableSnapshot = analysis.KindSnapshot
+	TableRestart  = analysis.KindRestart
+	TableStepDown = analysis.KindStepDown
+	TableFailover = analysis.KindFailover
+	TableBurst    = analysis.KindBurst
 	TableOverhead = "overhead"
 	TableCauses   = "causes"
 )
 
-// Metric is one figure read from every run's summary.json. A run can give several values (one
-// per warm snapshot, per restart, per step-down): they pool with the other rounds' values, and
-// n counts them all.
+// Metric is one figure read from every run's summary.json: its declaration (analysis.Figure),
+// its Key the figure's with its table's prefix (snapshot.take), stable in file names and `rig
+// compare` output. A run can give several values (one per warm snapshot, per restart, per
+// step-down): they pool with the other rounds' values, and n counts them all.
 type Metric struct {
-	Key   string // stable name, used in file names and `rig compare` output
-	Table string
-	Label string
-	Unit  string
-	Dir   stats.Direction
-	// Headline metrics are tested against the baseline and plotted against each axis.
-	Headline bool
-	// MeanCI: the cell is mean ± stdev with its 95 % CI (for a gap that varies run to run around
-	// a timeout); otherwise median [min–max].
-	MeanCI bool
+	analysis.Figure
+	Table  string
 	Values func(r *RunData) []float64
-}
-
-func us2ms(p *float64) []float64 {
-	if p == nil {
-		return nil
-	}
-	return []float64{*p / 1e3}
-}
-
-func ptr(p *float64) []float64 {
-	if p == nil {
-		return nil
-	}
-	return []float64{*p}
-}
-
-// latencyMetrics gives p50 … max and lost of one Stats, chosen by get.
-func latencyMetrics(table, prefix, label string, headline bool, get func(r *RunData) []analysis.Stats) []Metric {
-	pct := func(key, name string, f func(analysis.Stats) *float64, hl bool) Metric {
-		return Metric{Key: prefix + key, Table: table, Label: label + name, Unit: "ms", Dir: stats.LowerIsBetter, Headline: hl,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, st := range get(r) {
-					v = append(v, us2ms(f(st))...)
-				}
-				return v
-			}}
-	}
-	return []Metric{
-		pct("p50", "p50", func(s analysis.Stats) *float64 { return s.P50Us }, headline),
-		pct("p90", "p90", func(s analysis.Stats) *float64 { return s.P90Us }, false),
-		pct("p99", "p99", func(s analysis.Stats) *float64 { return s.P99Us }, headline),
-		pct("p999", "p99.9", func(s analysis.Stats) *float64 { return s.P999Us }, false),
-		pct("max", "max", func(s analysis.Stats) *float64 { return s.MaxUs }, false),
-		{Key: prefix + "lost", Table: table, Label: label + "lost", Unit: "probes", Dir: stats.LowerIsBetter,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, st := range get(r) {
-					v = append(v, float64(st.Lost))
-				}
-				return v
-			}},
-	}
 }
 
 // warm returns the run's snapshots from its first warm one on.
@@ -92,34 +42,23 @@ func (r *RunData) warm() []analysis.SnapshotRow {
 	return r.Summary.Snapshots[r.warmFrom-1:]
 }
 
-// takeOf is the leader's take of a snapshot (the one that pauses the book clients write to), or
-// the longest reported when the leader's is missing.
-func takeOf(row analysis.SnapshotRow, m map[string]float64) []float64 {
-	if v, ok := m[row.Leader]; ok {
-		return []float64{v}
-	}
-	best, found := 0.0, false
-	for _, v := range m {
-		if !found || v > best {
-			best, found = v, true
-		}
-	}
-	if !found {
+// cold returns the run's snapshots before its first warm one.
+func (r *RunData) cold() []analysis.SnapshotRow {
+	if r.Summary == nil {
 		return nil
 	}
-	return []float64{best}
+	return r.Summary.Snapshots[:min(max(r.warmFrom-1, 0), len(r.Summary.Snapshots))]
 }
 
-// Metrics lists every figure of the sweep report, table by table. Restart phases are listed
-// for the phases the runs reported.
+// Metrics lists every figure of the sweep report, table by table: the figures each row kind
+// declares (analysis.*Figures) and a few of a whole run. Restart phases are listed for the
+// phases the runs reported.
 func Metrics(runs []*RunData) []Metric {
-	one := func(f func(s *analysis.Summary) analysis.Stats) func(r *RunData) []analysis.Stats {
-		return func(r *RunData) []analysis.Stats { return []analysis.Stats{f(r.Summary)} }
-	}
-	ms := latencyMetrics(TableLatency, "probes.", "", true, one(func(s *analysis.Summary) analysis.Stats { return s.Probes }))
-	ms = append(ms, Metric{Key: "leader.unplanned", Table: TableLatency, Label: "unplanned leader changes", Unit: "count", Dir: stats.LowerIsBetter,
+	probes := func(r *RunData) []analysis.Stats { return []analysis.Stats{r.Summary.Probes} }
+	ms := rowMetrics(TableLatency, rowOpts{key: "probes."}, analysis.LatencyFigures, probes)
+	ms = append(ms, Metric{Figure: analysis.Figure{Key: "leader.unplanned", Label: "unplanned leader changes", Unit: "count", Dir: stats.LowerIsBetter}, Table: TableLatency,
 		Values: func(r *RunData) []float64 { return []float64{float64(len(r.Summary.UnplannedLeaderChanges))} }})
-	ms = append(ms, Metric{Key: "probes.rate", Table: TableLatency, Label: "probe rate", Unit: "/s", Dir: stats.HigherIsBetter,
+	ms = append(ms, Metric{Figure: analysis.Figure{Key: "probes.rate", Label: "probe rate", Unit: "/s", Dir: stats.HigherIsBetter}, Table: TableLatency,
 		Values: func(r *RunData) []float64 {
 			if r.Summary.Settings.ProbeRate == 0 {
 				return nil
@@ -127,53 +66,26 @@ func Metrics(runs []*RunData) []Metric {
 			return []float64{r.Summary.Settings.ProbeRate}
 		}})
 
-	ms = append(ms,
-		Metric{Key: "snapshot.take", Table: TableSnapshot, Label: "warm take (leader)", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, s := range r.warm() {
-					v = append(v, takeOf(s, s.TakeMs)...)
-				}
-				return v
-			}},
-		Metric{Key: "snapshot.persisted", Table: TableSnapshot, Label: "warm persisted (leader)", Unit: "ms", Dir: stats.LowerIsBetter,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, s := range r.warm() {
-					v = append(v, takeOf(s, s.PersistedMs)...)
-				}
-				return v
-			}},
-		Metric{Key: "snapshot.client_pause", Table: TableSnapshot, Label: "warm client pause", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for _, s := range r.warm() {
-					v = append(v, ptr(s.ClientPauseMs)...)
-				}
-				return v
-			}},
-		Metric{Key: "snapshot.first_take", Table: TableSnapshot, Label: "first take (cold)", Unit: "ms", Dir: stats.LowerIsBetter,
-			Values: func(r *RunData) []float64 {
-				var v []float64
-				for i, s := range r.Summary.Snapshots {
-					if i+1 < r.warmFrom {
-						v = append(v, takeOf(s, s.TakeMs)...)
-					}
-				}
-				return v
-			}},
-		Metric{Key: "normal.p50", Table: TableSnapshot, Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true,
-			Values: func(r *RunData) []float64 {
-				if len(r.Summary.Snapshots) == 0 {
-					return nil
-				}
-				return us2ms(r.Summary.Normal.P50Us)
-			}},
-	)
+	// Snapshots: every declared figure over the warm snapshots; the take over the cold ones too.
+	ms = append(ms, rowMetrics(TableSnapshot, rowOpts{key: "snapshot.", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)...)
+	for _, f := range analysis.SnapshotFigures {
+		if f.Key == "take" {
+			first := f.Figure
+			first.Key, first.Label, first.Headline = "snapshot.first_take", "first take (cold)", false
+			ms = append(ms, Metric{Figure: first, Table: TableSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
+		}
+	}
+	ms = append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: TableSnapshot,
+		Values: func(r *RunData) []float64 {
+			if len(r.Summary.Snapshots) == 0 || r.Summary.Normal.P50Us == nil {
+				return nil
+			}
+			return []float64{*r.Summary.Normal.P50Us / 1e3}
+		}})
 
-	ms = append(ms, rowMetrics(TableRestart, "restart.", analysis.RestartFigures, func(s *analysis.Summary) []analysis.RestartRow { return s.Restarts })...)
+	ms = append(ms, rowMetrics(TableRestart, rowOpts{key: "restart."}, analysis.RestartFigures, func(r *RunData) []analysis.RestartRow { return r.Summary.Restarts })...)
 	for _, ph := range phases(runs) {
-		ms = append(ms, Metric{Key: "restart.phase." + ph, Table: TableRestart, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter,
+		ms = append(ms, Metric{Figure: analysis.Figure{Key: "restart.phase." + ph, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter}, Table: TableRestart,
 			Values: func(r *RunData) []float64 {
 				var v []float64
 				for _, rs := range r.Summary.Restarts {
@@ -195,18 +107,25 @@ func Metrics(runs []*RunData) []Metric {
 			return out
 		}
 	}
-	ms = append(ms, latencyMetrics(TableRestart, "restart.all_up.", "all up ", false, window(func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.AllUp }))...)
-	ms = append(ms, latencyMetrics(TableRestart, "restart.one_down.", "one down ", false, window(func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }))...)
-	ms = append(ms, latencyMetrics(TableRestart, "restart.rejoining.", "rejoining ", false, window(func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }))...)
+	for _, w := range []struct {
+		key, label string
+		get        func(rs analysis.RestartRow) *analysis.Window
+	}{
+		{"all_up", "all up", func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.AllUp }},
+		{"one_down", "one down", func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }},
+		{"rejoining", "rejoining", func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }},
+	} {
+		ms = append(ms, rowMetrics(TableRestart, rowOpts{key: "restart." + w.key + ".", label: w.label + " ", noHeadline: true}, analysis.LatencyFigures, window(w.get))...)
+	}
 
-	ms = append(ms, rowMetrics(TableStepDown, "step_down.", analysis.StepDownFigures, func(s *analysis.Summary) []analysis.StepDownRow { return s.StepDowns })...)
+	ms = append(ms, rowMetrics(TableStepDown, rowOpts{key: "step_down."}, analysis.StepDownFigures, func(r *RunData) []analysis.StepDownRow { return r.Summary.StepDowns })...)
 	// Failovers (analysis/failover.go): every step_down and kill of the leader as an event, one
 	// value per fault of every round.
-	ms = append(ms, rowMetrics(TableFailover, "failover.", analysis.FailoverFigures, func(s *analysis.Summary) []analysis.FailoverRow { return s.Failovers })...)
+	ms = append(ms, rowMetrics(TableFailover, rowOpts{key: "failover."}, analysis.FailoverFigures, func(r *RunData) []analysis.FailoverRow { return r.Summary.Failovers })...)
 
-	ms = append(ms, rowMetrics(TableBurst, "burst.", analysis.BurstFigures, func(s *analysis.Summary) []analysis.BurstRow { return s.Bursts })...)
+	ms = append(ms, rowMetrics(TableBurst, rowOpts{key: "burst."}, analysis.BurstFigures, func(r *RunData) []analysis.BurstRow { return r.Summary.Bursts })...)
 	ms = append(ms,
-		Metric{Key: "burst.rcvbuf_errors", Table: TableBurst, Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter,
+		Metric{Figure: analysis.Figure{Key: "burst.rcvbuf_errors", Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter}, Table: TableBurst,
 			Values: func(r *RunData) []float64 {
 				if len(r.Summary.Bursts) == 0 {
 					return nil
@@ -220,29 +139,40 @@ func Metrics(runs []*RunData) []Metric {
 	)
 	ms = append(ms, causeMetrics(runs)...)
 	// What a run costs besides its timeline, and where that went (the runner's stages).
-	ms = append(ms, Metric{Key: "overhead", Table: TableOverhead, Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter,
-		Values: func(r *RunData) []float64 { return ptr(r.Summary.OverheadS) }})
-	for _, st := range []string{"start", "preload", "load", "finish"} {
-		ms = append(ms, Metric{Key: "stage." + st, Table: TableOverhead, Label: "stage " + st, Unit: "s", Dir: stats.LowerIsBetter,
-			Values: func(r *RunData) []float64 {
-				for _, s := range r.Summary.Stages {
-					if s.Name == st {
-						return ptr(s.ActualS)
-					}
-				}
-				return nil
-			}})
-	}
+	ms = append(ms, rowMetrics(TableOverhead, rowOpts{}, analysis.OverheadFigures, func(r *RunData) []*analysis.Summary { return []*analysis.Summary{r.Summary} })...)
 	return ms
+}
+
+// HeadlineKeys are the keys of the headline metrics (tested against the baseline, plotted, and
+// the history log's figures by default), those of the row kinds' declared figures among them.
+func HeadlineKeys() []string {
+	var out []string
+	for _, m := range Metrics(nil) {
+		if m.Headline {
+			out = append(out, m.Key)
+		}
+	}
+	return out
+}
+
+// rowOpts shape a row kind's figures as metrics: key and label prefixes; noHeadline drops the
+// headline flag (a window's figures beside the run's own).
+type rowOpts struct {
+	key, label string
+	noHeadline bool
 }
 
 // rowMetrics are the figures a row type declares (analysis.RowFigure), as metrics of table: one
 // value per row of every round.
-func rowMetrics[R any](table, prefix string, figs []analysis.RowFigure[R], rows func(*analysis.Summary) []R) []Metric {
+func rowMetrics[R any](table string, o rowOpts, figs []analysis.RowFigure[R], rows func(*RunData) []R) []Metric {
 	out := make([]Metric, 0, len(figs))
 	for _, f := range figs {
-		out = append(out, Metric{Key: prefix + f.Key, Table: table, Label: f.Label, Unit: f.Unit, Dir: f.Dir, Headline: f.Headline, MeanCI: f.MeanCI,
-			Values: func(r *RunData) []float64 { return f.Values(rows(r.Summary)) }})
+		fig := f.Figure
+		fig.Key, fig.Label = o.key+fig.Key, o.label+fig.Label
+		if o.noHeadline {
+			fig.Headline = false
+		}
+		out = append(out, Metric{Figure: fig, Table: table, Values: func(r *RunData) []float64 { return f.Values(rows(r)) }})
 	}
 	return out
 }
@@ -319,7 +249,7 @@ func causeMetrics(runs []*RunData) []Metric {
 	out := make([]Metric, 0, len(ids))
 	for _, k := range ids {
 		f := analysis.ShareFigure(k.kind, k.c)
-		out = append(out, Metric{Key: f.Key, Table: TableCauses, Label: f.Label, Unit: f.Unit, Dir: f.Dir,
+		out = append(out, Metric{Figure: f, Table: TableCauses,
 			Values: func(r *RunData) []float64 {
 				if r.Summary == nil {
 					return nil

@@ -1,0 +1,202 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rig-dev/rig/stats"
+)
+
+// Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
+// table and metric-key prefix they make there.
+const (
+	KindSnapshot = "snapshot"
+	KindRestart  = "restart"
+	KindStepDown = "step_down"
+	KindFailover = "failover"
+	KindBurst    = "burst"
+)
+
+// rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled).
+type rowKind struct {
+	name    string
+	figures func() []Figure
+	pool    func(s *Summary) Pooled // the figures the run's rows have; nil: none
+}
+
+// kind declares a row kind by its figure list (read when used, so a list extended later counts)
+// and its rows in a Summary.
+func kind[R any](name string, figs *[]RowFigure[R], rows func(*Summary) []R) rowKind {
+	return rowKind{
+		name: name,
+		figures: func() []Figure {
+			out := make([]Figure, len(*figs))
+			for i, f := range *figs {
+				out[i] = f.Figure
+			}
+			return out
+		},
+		pool: func(s *Summary) Pooled {
+			var out Pooled
+			for _, f := range pool(*figs, rows(s)) {
+				if f.N > 0 {
+					out = append(out, f)
+				}
+			}
+			return out
+		},
+	}
+}
+
+// rowKinds are the pooled row kinds, in summary.json's order of old (failovers first).
+var rowKinds = []rowKind{
+	kind(KindFailover, &FailoverFigures, func(s *Summary) []FailoverRow { return s.Failovers }),
+	kind(KindSnapshot, &SnapshotFigures, func(s *Summary) []SnapshotRow { return s.Snapshots }),
+	kind(KindRestart, &RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
+	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
+	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+}
+
+// kindFigures are the declared figures of the row kind named name (none for a name it does
+// not know: its pooled figures are read back by name alone).
+func kindFigures(name string) []Figure {
+	for _, k := range rowKinds {
+		if k.name == name {
+			return k.figures()
+		}
+	}
+	return nil
+}
+
+// RowPooled is each row kind's rows pooled figure by figure, by kind name (summary.json's
+// "pooled"); a figure no row has (a UDP figure of TCP bursts), and a kind with none, are absent.
+type RowPooled map[string]Pooled
+
+// poolRows pools every kind's rows of s.
+func poolRows(s *Summary) RowPooled {
+	out := RowPooled{}
+	for _, k := range rowKinds {
+		if p := k.pool(s); p != nil {
+			out[k.name] = p
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// UnmarshalJSON reads each kind's pooled figures back against its declared figures.
+func (rp *RowPooled) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*rp = RowPooled{}
+	for name, r := range raw {
+		var p Pooled
+		if err := p.decode(r, kindFigures(name)); err != nil {
+			return fmt.Errorf("pooled %s: %w", name, err)
+		}
+		(*rp)[name] = p
+	}
+	return nil
+}
+
+// SnapshotFigures are a snapshot's figures. The takes are the leader's (the book clients write
+// to), the longest reported where the leader's is missing; report.md shows every node's take
+// instead, and persisted is in summary.json per node.
+var SnapshotFigures = []RowFigure[SnapshotRow]{
+	{Figure: Figure{Key: "take", Label: "take (leader)", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, NoColumn: true,
+		Get: func(r SnapshotRow) (float64, bool) { return leaderTake(r.TakeMs, r.Leader) }},
+	{Figure: Figure{Key: "persisted", Label: "persisted (leader)", Unit: "ms", Dir: stats.LowerIsBetter}, NoColumn: true,
+		Get: func(r SnapshotRow) (float64, bool) { return leaderTake(r.PersistedMs, r.Leader) }},
+	{Figure: Figure{Key: "client_pause", Label: "client pause", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true},
+		Get: ms(func(r SnapshotRow) *float64 { return r.ClientPauseMs }),
+		Marks: func(r SnapshotRow) (before, after string) {
+			if r.PauseLowerBound {
+				before = "≥ "
+			}
+			if r.PauseLowerBound || r.WindowLost > 0 {
+				after = fmt.Sprintf(" (%d lost)", r.WindowLost)
+			}
+			if r.UnplannedLeaderChange {
+				after += " ⚠ unplanned leader change"
+			}
+			return before, after
+		},
+		None: func(SnapshotRow) string { return "— (no probe)" }},
+}
+
+// leaderTake is the leader's time of a snapshot, or the longest reported where the leader's
+// is missing.
+func leaderTake(m map[string]float64, leader string) (float64, bool) {
+	if v, ok := m[leader]; ok {
+		return v, true
+	}
+	best, found := 0.0, false
+	for _, v := range m {
+		if !found || v > best {
+			best, found = v, true
+		}
+	}
+	return best, found
+}
+
+// LatencyFigures are the figures of a window's probes (Stats): report.md's latency tables (every
+// probe, the windows around restarts) and the sweep's. The tail percentiles need their n.
+var LatencyFigures = []RowFigure[Stats]{
+	{Figure: Figure{Key: "p50", Label: "p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: usFig(func(s Stats) *float64 { return s.P50Us })},
+	{Figure: Figure{Key: "p90", Label: "p90", Unit: "ms", Dir: stats.LowerIsBetter}, Get: usFig(func(s Stats) *float64 { return s.P90Us }), None: tailNone(minNForP90)},
+	{Figure: Figure{Key: "p99", Label: "p99", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: usFig(func(s Stats) *float64 { return s.P99Us }), None: tailNone(minNForP99)},
+	{Figure: Figure{Key: "p999", Label: "p99.9", Unit: "ms", Dir: stats.LowerIsBetter}, Get: usFig(func(s Stats) *float64 { return s.P999Us }), None: tailNone(minNForP999)},
+	{Figure: Figure{Key: "max", Label: "max", Unit: "ms", Dir: stats.LowerIsBetter}, Get: usFig(func(s Stats) *float64 { return s.MaxUs })},
+	{Figure: Figure{Key: "lost", Label: "lost", Unit: "probes", Dir: stats.LowerIsBetter}, Plain: true, Get: func(s Stats) (float64, bool) { return float64(s.Lost), true }},
+}
+
+// usFig reads an optional latency in µs as milliseconds.
+func usFig(get func(Stats) *float64) func(Stats) (float64, bool) {
+	return func(s Stats) (float64, bool) {
+		if p := get(s); p != nil {
+			return *p / 1e3, true
+		}
+		return 0, false
+	}
+}
+
+// tailNone says why a tail percentile is not shown: no probe, or too few for it.
+func tailNone(minN int) func(Stats) string {
+	return func(s Stats) string {
+		if s.N == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("n/a (n<%d)", minN)
+	}
+}
+
+// OverheadFigures are what a run costs besides its timeline, one value per run: its wall time
+// beyond the playbook's duration, and each stage's (report.md's stages table shows those).
+var OverheadFigures = append([]RowFigure[*Summary]{
+	{Figure: Figure{Key: "overhead", Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter}, Get: func(s *Summary) (float64, bool) {
+		if s.OverheadS == nil {
+			return 0, false
+		}
+		return *s.OverheadS, true
+	}},
+}, stageFigures("start", "preload", "load", "finish")...)
+
+func stageFigures(names ...string) []RowFigure[*Summary] {
+	out := make([]RowFigure[*Summary], 0, len(names))
+	for _, st := range names {
+		out = append(out, RowFigure[*Summary]{Figure: Figure{Key: "stage." + st, Label: "stage " + st, Unit: "s", Dir: stats.LowerIsBetter}, NoColumn: true,
+			Get: func(s *Summary) (float64, bool) {
+				for _, x := range s.Stages {
+					if x.Name == st && x.ActualS != nil {
+						return *x.ActualS, true
+					}
+				}
+				return 0, false
+			}})
+	}
+	return out
+}

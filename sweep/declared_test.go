@@ -1,0 +1,187 @@
+package sweep_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rig-dev/rig/analysis"
+	"github.com/rig-dev/rig/history"
+	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/stats"
+	"github.com/rig-dev/rig/sweep"
+)
+
+// fakeFigure is the figure each row kind's test declares: a headline, 7.5 ms on every row.
+var fakeFigure = analysis.Figure{Key: "fake", Label: "fake figure", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}
+
+// declare appends the fake figure to a row kind's list for the test's length.
+func declare[R any](t *testing.T, figs *[]analysis.RowFigure[R]) {
+	saved := *figs
+	t.Cleanup(func() { *figs = saved })
+	*figs = append(slices.Clone(saved), analysis.RowFigure[R]{Figure: fakeFigure, Get: func(R) (float64, bool) { return 7.5, true }})
+}
+
+// A figure is one entry in its row kind's list: a fake figure added there, as each case does,
+// reaches the run's report.md (its table, or the pooled lines of a kind whose tables are per
+// transport), summary.json's pooled figures, the sweep's table and plots (a headline), rig
+// compare, the history index and the history log's default figures, with nothing else changed.
+func TestEveryRowKindDeclaredOnce(t *testing.T) {
+	for _, c := range []struct {
+		kind    string
+		declare func(t *testing.T)
+		key     string   // the sweep's metric key
+		label   string   // the sweep's label
+		report  []string // in the run's report.md
+		pooled  string   // summary.json's pooled kind ("": none, the kind has its own figures there)
+	}{
+		{kind: "snapshot", declare: func(t *testing.T) { declare(t, &analysis.SnapshotFigures) }, key: "snapshot.fake", label: "warm fake figure",
+			report: []string{"| client pause | fake figure | pause window |", " | 7.50 ms | 6.0 s – 7.0 s |"}, pooled: analysis.KindSnapshot},
+		{kind: "step_down", declare: func(t *testing.T) { declare(t, &analysis.StepDownFigures) }, key: "step_down.fake", label: "fake figure",
+			report: []string{"| client learns | fake figure | probes |", " | -6.50 ms | 7.50 ms | 404 |"}, pooled: analysis.KindStepDown},
+		{kind: "failover", declare: func(t *testing.T) { declare(t, &analysis.FailoverFigures) }, key: "failover.fake", label: "fake figure",
+			report: []string{"| back to normal | fake figure | lost |", " | 1.01 s | 7.50 ms | 0 |"}, pooled: analysis.KindFailover},
+		{kind: "restart", declare: func(t *testing.T) { declare(t, &analysis.RestartFigures) }, key: "restart.fake", label: "fake figure",
+			report: []string{"| launch → ready | fake figure |", " | 585 ms | 7.50 ms |"}, pooled: analysis.KindRestart},
+		{kind: "burst", declare: func(t *testing.T) { declare(t, &analysis.BurstFigures) }, key: "burst.fake", label: "fake figure",
+			report: []string{"* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
+		// Latency: every probe's table and the restart windows'; the sweep's probes and window
+		// figures. summary.json holds the Stats the figures are read from.
+		{kind: "latency", declare: func(t *testing.T) { declare(t, &analysis.LatencyFigures) }, key: "probes.fake", label: "fake figure",
+			report: []string{"| n | p50 | p90 | p99 | p99.9 | max | lost | fake figure |", "| 3000 | 1.87 ms |", " | 39.2 ms | 0 | 7.50 ms |",
+				"| window | span | n | p50 | p90 | p99 | p99.9 | max | lost | fake figure |", " | 4.58 ms | 0 | 7.50 ms |"}},
+		// Overhead: one value per run, in the Stages section.
+		{kind: "overhead", declare: func(t *testing.T) { declare(t, &analysis.OverheadFigures) }, key: "fake", label: "fake figure",
+			report: []string{"## Stages", "fake figure: 7.50 ms (the timeline is"}},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			c.declare(t)
+			dir := t.TempDir()
+			runs := []string{"r01", "r02"}
+			for i, r := range runs {
+				run := filepath.Join(dir, r)
+				if err := os.CopyFS(run, os.DirFS(filepath.Join("..", "analysis", "testdata", "golden-run"))); err != nil {
+					t.Fatal(err)
+				}
+				renameRun(t, run, i)
+				s, err := analysis.Analyze(run)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := analysis.WriteOutputs(run, s); err != nil {
+					t.Fatal(err)
+				}
+				if i > 0 {
+					continue
+				}
+				report, _ := os.ReadFile(filepath.Join(run, rundir.ReportFile))
+				for _, want := range c.report {
+					if !strings.Contains(string(report), want) {
+						t.Errorf("report.md lacks %q", want)
+					}
+				}
+				if t.Failed() {
+					t.Logf("report.md:\n%s", report)
+				}
+				if c.pooled != "" {
+					var sum struct {
+						Pooled map[string]map[string]stats.Sample `json:"pooled"`
+					}
+					b, _ := os.ReadFile(filepath.Join(run, rundir.SummaryFile))
+					if err := json.Unmarshal(b, &sum); err != nil || sum.Pooled[c.pooled]["fake_ms"].Mean != 7.5 {
+						t.Errorf("summary.json pooled %s: %v (%v); want fake_ms of mean 7.5", c.pooled, sum.Pooled[c.pooled], err)
+					}
+				}
+			}
+			sw := &sweep.Sweep{ID: "S1", Playbook: "golden", Status: rundir.StatusOK, Started: time.Now(), Rounds: 1, WarmFrom: 2,
+				Axes: []sweep.Axis{{Key: "engine.sync_level", Values: []string{"0", "2"}}}}
+			for i, r := range runs {
+				sw.Runs = append(sw.Runs, sweep.Run{Dir: r, Index: i + 1, Round: 1, Settings: map[string]string{"engine.sync_level": sw.Axes[0].Values[i]}, Status: rundir.StatusOK})
+			}
+			if err := sw.Write(dir); err != nil {
+				t.Fatal(err)
+			}
+			set, err := sweep.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sweep.WriteReport(set, sweep.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			md, _ := os.ReadFile(filepath.Join(dir, sweep.ReportName))
+			if !strings.Contains(string(md), "| "+c.label+" (ms) |") && !strings.Contains(string(md), " "+c.label+" (ms) |") {
+				t.Errorf("the sweep report has no %q column:\n%s", c.label, md)
+			}
+			plot := filepath.Join(dir, sweep.PlotsDir, strings.ReplaceAll(c.key, ".", "_")+"-vs-engine_sync_level.png")
+			if _, err := os.Stat(plot); err != nil {
+				t.Errorf("no plot of the headline figure: %v", err)
+			}
+			cmp, err := sweep.Compare(set, set, sweep.CompareOptions{BaseWhere: "engine.sync_level=0", ContenderWhere: "engine.sync_level=2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, r := range cmp.Rows {
+				if r.Metric.Key == c.key {
+					found = r.C.Base.Mean == 7.5 && r.C.Contender.Mean == 7.5
+				}
+			}
+			var out bytes.Buffer
+			cmp.Text(&out)
+			if !found || !strings.Contains(out.String(), "| "+c.label+" | ms | lower |") {
+				t.Errorf("rig compare has no %s of 7.5 ms against 7.5 ms:\n%s", c.key, out.String())
+			}
+
+			ctx := context.Background()
+			x, err := history.Open(filepath.Join(t.TempDir(), history.DefaultFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			if _, err := history.Import(ctx, x, dir, history.ImportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			indexed, err := x.Runs(ctx, history.Filter{})
+			if err != nil || len(indexed) != len(runs) {
+				t.Fatalf("indexed %d runs (%v), want %d", len(indexed), err, len(runs))
+			}
+			figs, err := x.Figures(ctx, indexed[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(figs, func(f history.Figure) bool { return f.Key == c.key }); i < 0 || figs[i].Label != c.label || figs[i].Sample.Mean != 7.5 {
+				t.Errorf("the history index has no %s of 7.5 ms: %+v", c.key, figs)
+			}
+			if !slices.Contains(history.DefaultLogFigures(), c.key) {
+				t.Errorf("the history log's default figures lack the headline %s: %v", c.key, history.DefaultLogFigures())
+			}
+		})
+	}
+}
+
+// renameRun gives a copy of the golden run an id of its own, as a sweep's runs have.
+func renameRun(t *testing.T, run string, i int) {
+	t.Helper()
+	p := filepath.Join(run, rundir.ManifestFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["run_id"] = m["run_id"].(string) + "-r0" + string(rune('1'+i))
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
