@@ -268,8 +268,20 @@ func setupSection(s *Summary) string {
 			col("4 KiB IOPS", func(r model) string { return fmt.Sprintf("%.0f", r.Achieved.IOPS) }),
 			col("sync after 4 KiB", func(r model) string { return r.Achieved.SyncLatency.Round(10 * time.Microsecond).String() }),
 			col("+ per MiB", func(r model) string { return r.Achieved.SyncPerMiB.Round(10 * time.Microsecond).String() }),
+			col("writes", func(r model) string {
+				if r.Achieved.Passthrough {
+					return "by the kernel (passthrough)"
+				}
+				return "through the model"
+			}),
 			col("load avg", func(r model) string { return loadCell(r.LoadAvg) }),
 		}, rows)
+		for _, r := range rows {
+			if r.Achieved.Passthrough {
+				pf("With passthrough the kernel makes the writes on the backing files, so the model costs what the bare folder does; its fsyncs still hold sync_latency, and the bytes an fsync flushed are the file's growth since its previous one (short by what rewrote bytes already there).\n\n")
+				break
+			}
+		}
 	}
 	if len(s.DiskChecks) > 0 {
 		pf("Data volumes, fio against what was provisioned (docs/infra.md):\n\n")

@@ -177,7 +177,7 @@ func TestReportShowsDiskAndLinksReadBack(t *testing.T) {
 	md := renderReport(s)
 	for _, want := range []string{
 		"## Disk and links, asked and read back",
-		"| node-0 | 125.0 MB/s, sync 4ms | 126.7 MB/s | 17466 | 4.1ms | 0s | 1.50 |",
+		"| node-0 | 125.0 MB/s, sync 4ms | 126.7 MB/s | 17466 | 4.1ms | 0s | through the model | 1.50 |",
 		"| node-1 | gp3-1000 | gp3 1000 MiB/s, 6000 IOPS | 430 MB/s | 6100 | 900 / 2100 µs | **short**: throughput 1048.6 MB/s provisioned",
 		"| node-0 | node-1 | 4ms | 4.16ms [4.14ms–5.24ms] | 4.29ms [4.2ms–4.78ms] |",
 	} {
@@ -193,6 +193,16 @@ func TestReportShowsDiskAndLinksReadBack(t *testing.T) {
 		Between: linkproxy.Shape{Delay: 2 * time.Millisecond}}}
 	if md := renderReport(s); !strings.Contains(md, "Placement: zone a: node-0, client-0 · zone b: node-1 · between zones 2ms each way.") {
 		t.Errorf("report lacks the zones:\n%s", md)
+	}
+	// A model mounted with passthrough says the kernel made the writes, and what its flushed
+	// bytes then are.
+	s.DiskModels["node-2"] = diskmodel.Record{Asked: diskmodel.Limits{SyncLatency: 2 * time.Millisecond},
+		Achieved: diskmodel.Achieved{ThroughputBps: 900e6, IOPS: 90000, SyncLatency: 2100 * time.Microsecond, Passthrough: true}}
+	md = renderReport(s)
+	for _, want := range []string{"| node-2 | sync 2ms | 900.0 MB/s | 90000 | 2.1ms | 0s | by the kernel (passthrough) |", "the file's growth since its previous one"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 	if md := renderReport(&Summary{RunID: "r", Status: "ok"}); strings.Contains(md, "Disk and links") {
 		t.Error("a run with no disk model, volume check or routed links has the section")

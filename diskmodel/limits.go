@@ -70,6 +70,23 @@ func (l Limits) Zero() bool {
 	return l.Throughput == 0 && l.IOPS == 0 && l.SyncLatency == 0 && l.SyncPerMiB == 0
 }
 
+// PassthroughCaps names the caps a model can hold only by seeing each write (throughput and
+// IOPS book every write as it is made; sync_per_mib charges an fsync for the bytes it flushes):
+// a model with none of them may let the kernel make the writes itself (fusefs's passthrough).
+func (l Limits) PassthroughCaps() []string {
+	var caps []string
+	if l.Throughput > 0 {
+		caps = append(caps, "throughput")
+	}
+	if l.IOPS > 0 {
+		caps = append(caps, "iops")
+	}
+	if l.SyncPerMiB > 0 {
+		caps = append(caps, "sync_per_mib")
+	}
+	return caps
+}
+
 // EffectiveIOSize is IOSize, or DefaultIOSize when it is 0.
 func (l Limits) EffectiveIOSize() int64 {
 	if l.IOSize > 0 {

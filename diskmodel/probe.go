@@ -35,6 +35,11 @@ type Achieved struct {
 	// SyncPerMiB: the median fsync after a Block-sized write less SyncLatency, per MiB.
 	SyncPerMiB time.Duration `json:"sync_per_mib_ns"`
 	Elapsed    time.Duration `json:"elapsed_ns"` // the whole probe
+	// Passthrough: the kernel made the reads and writes on the backing files itself, so the
+	// model cost what the bare folder does; its fsyncs still held sync_latency, and the bytes
+	// each fsync flushed are the file's growth since its previous one. Set by the mount, not
+	// the probe: a kernel without FUSE passthrough gets the model's own path.
+	Passthrough bool `json:"passthrough,omitempty"`
 }
 
 // Record is a probe beside what was asked, as a run folder keeps it.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/agent/disk"
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/internal/loadavg"
+	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
@@ -24,9 +26,10 @@ func (r *run) modelDisks(ctx context.Context) error {
 	// The probe's bound comes from the model (diskmodel.ProbeBound), as the plan shows it: a disk
 	// slower than its model, or a mount that stops answering, fails the run instead of holding it.
 	bound := diskmodel.ProbeBound(r.pb.Disk, diskmodel.ProbeOptions{Repeats: diskmodel.ProbePasses})
+	opts := target.DiskModelOptions{Passthrough: passthroughFits(r.pb)}
 	for _, n := range r.servers {
 		pctx, cancel := context.WithTimeout(ctx, bound)
-		root, got, err := dm.ModelDisk(pctx, n, r.pb.Disk)
+		root, got, err := dm.ModelDisk(pctx, n, r.pb.Disk, opts)
 		late := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err != nil && late {
@@ -38,8 +41,12 @@ func (r *run) modelDisks(ctx context.Context) error {
 		}
 		rec[n.Name] = diskmodel.Record{Asked: r.pb.Disk, Achieved: got, LoadAvg: loadavg.Now()}
 		r.srv(n.Name).dataRoot = root
-		r.progress("%s: disk model %s; probe: %.1f MB/s, %.0f IOPS, sync %v (+%v/MiB)", n.Name, r.pb.Disk,
-			got.ThroughputBps/1e6, got.IOPS, got.SyncLatency.Round(10_000), got.SyncPerMiB.Round(10_000))
+		how := ""
+		if got.Passthrough {
+			how = " (passthrough)"
+		}
+		r.progress("%s: disk model %s%s; probe: %.1f MB/s, %.0f IOPS, sync %v (+%v/MiB)", n.Name, r.pb.Disk,
+			how, got.ThroughputBps/1e6, got.IOPS, got.SyncLatency.Round(10_000), got.SyncPerMiB.Round(10_000))
 		if err := diskmodel.Check(r.pb.Disk, got, disk.CheckFloor); err != nil {
 			return fmt.Errorf("disk model on %s, before load: %w", n.Name, err)
 		}
@@ -48,6 +55,23 @@ func (r *run) modelDisks(ctx context.Context) error {
 		go r.watchDisks(ctx, w.DiskLost())
 	}
 	return nil
+}
+
+// passthroughFits: the model may let the kernel make the engines' writes (so it costs what the
+// bare folder does) when no cap of pb's disk needs to see each write and no power loss of its
+// timeline drops unsynced writes, which the model can revert only from writes it saw.
+func passthroughFits(pb *playbooks.Playbook) bool {
+	if len(pb.Disk.PassthroughCaps()) > 0 {
+		return false
+	}
+	for _, a := range pb.Timeline {
+		if pc, ok := a.Spec.(actions.PowerCutter); ok {
+			if _, cuts := pc.CutsPower(); cuts {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // watchDisks fails the run at once when a disk model is lost under it (unmounted, detached or

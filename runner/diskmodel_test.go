@@ -16,6 +16,7 @@ import (
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/inventory"
+	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
 )
@@ -25,6 +26,7 @@ type diskTarget struct {
 	*fakeTarget
 	probe diskmodel.Achieved
 	asked []diskmodel.Limits
+	opts  []target.DiskModelOptions
 	left  []time.Duration // what was left of each ModelDisk's context (-1: no deadline)
 }
 
@@ -41,8 +43,14 @@ func (t *diskTarget) Start(ctx context.Context, so target.StartOptions) (target.
 	return diskCluster{c.(*fakeCluster), t}, nil
 }
 
-func (c diskCluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+func (c diskCluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits, o target.DiskModelOptions) (string, diskmodel.Achieved, error) {
 	c.t.asked = append(c.t.asked, l)
+	c.t.opts = append(c.t.opts, o)
+	if o.Passthrough {
+		got := c.t.probe
+		got.Passthrough = true
+		return "/model/" + n.Name, got, nil
+	}
 	left := time.Duration(-1)
 	if dl, ok := ctx.Deadline(); ok {
 		left = time.Until(dl)
@@ -192,4 +200,55 @@ func TestLostDiskModelFailsTheRun(t *testing.T) {
 		t.Errorf("manifest status %q error %q", man.Status, man.Error)
 	}
 	t.Logf("run error: %v", err)
+}
+
+// The model lets the kernel make the writes (passthrough) only where nothing the run asks needs
+// the model to see them: no throughput, IOPS or per-MiB sync cap, and no power loss that drops
+// unsynced writes (unsynced: keep only kills the engines). The choice reaches the target and the
+// manifest.
+func TestPassthroughOnlyWhereNoWriteMustBeSeen(t *testing.T) {
+	parse := func(y string) *playbooks.Playbook {
+		t.Helper()
+		pb, err := playbooks.Parse("p.yaml", []byte(y), testDrivers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pb
+	}
+	withDisk := func(disk string) string {
+		return strings.Replace(powerLossYAML, "duration: 20s", "duration: 20s\ndisk: "+disk, 1)
+	}
+	noLoss := func(y string) string { return y[:strings.Index(y, "timeline:")] }
+	for _, tc := range []struct {
+		name, yaml string
+		want       bool
+	}{
+		{"sync latency only", noLoss(withDisk("{sync_latency: 2ms}")), true},
+		{"throughput cap", noLoss(withDisk("{throughput: 125MB/s, sync_latency: 2ms}")), false},
+		{"iops cap", noLoss(withDisk("{iops: 3000}")), false},
+		{"per-MiB sync", noLoss(withDisk("{sync_latency: 2ms, sync_per_mib: 1ms}")), false},
+		{"power loss drops unsynced", withDisk("{sync_latency: 2ms}"), false},
+		{"power loss keeps unsynced", strings.Replace(withDisk("{sync_latency: 2ms}"), "relaunch_after: 1s", "relaunch_after: 1s, unsynced: keep", 1), true},
+	} {
+		if got := passthroughFits(parse(tc.yaml)); got != tc.want {
+			t.Errorf("%s: passthrough %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	c := newFakeCluster(t)
+	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 900e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
+	outs, err := Run(context.Background(), plan(t, "1s", "disk: {sync_latency: 4ms}\n"), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range tgt.opts {
+		if !o.Passthrough {
+			t.Errorf("ModelDisk %d not asked for passthrough", i)
+		}
+	}
+	for node, rec := range readManifest(t, outs[0].Dir).DiskModels {
+		if !rec.Achieved.Passthrough {
+			t.Errorf("%s: manifest does not say the model was passthrough: %+v", node, rec)
+		}
+	}
 }

@@ -126,7 +126,16 @@ type DiskModeler interface {
 	// ModelDisk mounts a model of l where server n keeps its engine data, probes what it
 	// delivers, and returns the folder to keep the data in (a data root, as DataPlacer's) and
 	// the probe. The model stays mounted until Stop.
-	ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (root string, got diskmodel.Achieved, err error)
+	ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits, o DiskModelOptions) (root string, got diskmodel.Achieved, err error)
+}
+
+// DiskModelOptions is how a disk model is mounted, beyond its limits.
+type DiskModelOptions struct {
+	// Passthrough lets the kernel make reads and writes on the backing files itself, so the
+	// model costs what the bare folder does. The runner asks it only when the limits have no
+	// cap that needs each write (Limits.PassthroughCaps) and no power loss of the run drops
+	// unsynced writes, which needs the model to have seen them.
+	Passthrough bool
 }
 
 // DiskWatcher is a DiskModeler that notices a model lost under the run (unmounted, detached or

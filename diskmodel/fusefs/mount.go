@@ -183,7 +183,7 @@ func Mount(ctx context.Context, o Options) (*Disk, error) {
 	}
 	if o.Passthrough && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		d.Close()
-		return nil, fmt.Errorf("disk model: passthrough asked, but this kernel's FUSE does not offer it (Linux 6.9 or later, CONFIG_FUSE_PASSTHROUGH): mount without passthrough")
+		return nil, fmt.Errorf("disk model: %w (Linux 6.9 or later, CONFIG_FUSE_PASSTHROUGH): mount without passthrough", ErrNoPassthrough)
 	}
 	mounted = true
 	go d.watch()

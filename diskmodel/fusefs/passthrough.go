@@ -36,18 +36,12 @@ import (
 // ErrPassthrough is a power loss asked of a model mounted with passthrough.
 var ErrPassthrough = errors.New("the model was mounted with passthrough, so it never saw the writes a power loss would revert; mount it without passthrough to model power losses")
 
+// ErrNoPassthrough is passthrough asked of a kernel whose FUSE does not offer it.
+var ErrNoPassthrough = errors.New("passthrough asked, but this kernel's FUSE does not offer it")
+
 // passthroughRefuses names the caps of l that passthrough could not hold.
 func passthroughRefuses(l diskmodel.Limits) error {
-	var caps []string
-	if l.Throughput > 0 {
-		caps = append(caps, "throughput")
-	}
-	if l.IOPS > 0 {
-		caps = append(caps, "iops")
-	}
-	if l.SyncPerMiB > 0 {
-		caps = append(caps, "sync_per_mib")
-	}
+	caps := l.PassthroughCaps()
 	if len(caps) == 0 {
 		return nil
 	}

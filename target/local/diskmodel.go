@@ -32,13 +32,13 @@ func (t *Target) PowerCuts() target.PowerCuts {
 // probeRepeats: a probe on a machine other work shares keeps the best of a few (ProbeOptions).
 const probeRepeats = diskmodel.ProbePasses
 
-// ModelDisk mounts a disk model over <base>/disk.backing on <base>/disk, where base is the
+// ModelDisk mounts a disk model (with passthrough when o asks) over <base>/disk.backing on <base>/disk, where base is the
 // server's --local-data folder or else its node folder, and probes it. The engine data lands
 // in disk.backing, which keeps it after the model is unmounted (--keep-data). The mountpoint is
 // the run's while mounted (its lock, <base>/disk.lock, records the run): another run on the
 // same --local-data is refused naming this one, and a dead run's mount there is detached first.
 // A model lost mid-run is delivered by DiskLost.
-func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits) (string, diskmodel.Achieved, error) {
+func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits, o target.DiskModelOptions) (string, diskmodel.Achieved, error) {
 	base := c.DataRoot(n)
 	if base == "" {
 		base = n.Dir
@@ -59,8 +59,15 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 		syncs.Write(rundir.DiskSync{AtNs: s.Start.UnixNano(), File: s.File, Bytes: s.Bytes, DurNs: int64(s.Dur)})
 	}
 	// Mounted for the cluster's life, not the request's: Stop unmounts it.
-	d, err := fusefs.Mount(context.WithoutCancel(ctx), fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l,
-		Logger: c.log.With("node", n.Name), Owner: diskOwner(c.run), OnSync: onSync})
+	mo := fusefs.Options{Backing: backing, Mountpoint: mp, Limits: l,
+		Logger: c.log.With("node", n.Name), Owner: diskOwner(c.run), OnSync: onSync, Passthrough: o.Passthrough}
+	d, err := fusefs.Mount(context.WithoutCancel(ctx), mo)
+	if errors.Is(err, fusefs.ErrNoPassthrough) {
+		// Passthrough only makes the model cheaper; the model's own path holds the same limits.
+		c.say("%s: this kernel's FUSE has no passthrough; the disk model sees every write", n.Name)
+		mo.Passthrough = false
+		d, err = fusefs.Mount(context.WithoutCancel(ctx), mo)
+	}
 	if err != nil {
 		syncs.Close()
 	}
@@ -108,6 +115,7 @@ func (c *Cluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.L
 	if err != nil {
 		return "", diskmodel.Achieved{}, fmt.Errorf("disk model for %s: %w", n.Name, err)
 	}
+	got.Passthrough = mo.Passthrough
 	return mp, got, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rig-dev/rig/diskmodel"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
+	"github.com/rig-dev/rig/target"
 	localtr "github.com/rig-dev/rig/transport/local"
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,7 @@ func TestModelDiskMountsProbesAndUnmounts(t *testing.T) {
 		c := &Cluster{t: New(Options{DataDir: dataDir}), inv: inv, log: slog.New(slog.DiscardHandler), tr: localtr.New()}
 		n := inv.Servers()[0]
 		l := diskmodel.Limits{Throughput: 64e6, SyncLatency: 2 * time.Millisecond}
-		root, got, err := c.ModelDisk(context.Background(), n, l)
+		root, got, err := c.ModelDisk(context.Background(), n, l, target.DiskModelOptions{})
 		if err != nil {
 			c.Stop(context.Background())
 			t.Fatal(err)
@@ -94,11 +95,11 @@ func TestModelDiskOneRunPerLocalData(t *testing.T) {
 	a, b := cluster("20260101-000000-a"), cluster("20260101-000001-b")
 	n := a.inv.Servers()[0]
 	l := diskmodel.Limits{SyncLatency: time.Millisecond}
-	root, _, err := a.ModelDisk(context.Background(), n, l)
+	root, _, err := a.ModelDisk(context.Background(), n, l, target.DiskModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = b.ModelDisk(context.Background(), b.inv.Servers()[0], l)
+	_, _, err = b.ModelDisk(context.Background(), b.inv.Servers()[0], l, target.DiskModelOptions{})
 	want := fmt.Sprintf("held by a live disk model: run 20260101-000000-a (pid %d)", os.Getpid())
 	if !errors.Is(err, fusefs.ErrBusy) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--local-data") {
 		t.Fatalf("second run's disk model: %v; want it refused naming %q and --local-data", err, want)
@@ -125,7 +126,7 @@ func TestModelDiskOneRunPerLocalData(t *testing.T) {
 		t.Fatal("a model detached under the run was not delivered by DiskLost within 10s")
 	}
 	a.Stop(context.Background())
-	if _, _, err := b.ModelDisk(context.Background(), b.inv.Servers()[0], l); err != nil {
+	if _, _, err := b.ModelDisk(context.Background(), b.inv.Servers()[0], l, target.DiskModelOptions{}); err != nil {
 		t.Fatalf("once the first run stopped: %v", err)
 	}
 }
