@@ -92,7 +92,8 @@ func TestSelfTest(t *testing.T) {
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
 // snapshot's Archive writes are the recorder counters' change over its window, the preload's
 // receiver window defaults to 4 MiB unless a -D says otherwise, the archive and the ingress
-// authenticate only the run's own credential, an error on every change check is logged once
+// authenticate only the run's own credential, the leader's burst probe reads stamped ingress
+// messages beside the consensus module's subscriber, an error on every change check is logged once
 // with its count, the change watcher checks fast only while unsettled and is woken by the
 // consensus module's counters, the graceful stop holds the driver until the log publication has
 // sent all (bounded by the linger timeout), mark files a clean stop closed are kept, positions of
@@ -119,7 +120,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass replies that match no request are counted and named with the codec and the first id",
 		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero",
 		"pass the applied record keeps what the restored snapshot covers and drops what the replay applies again",
-		"pass so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max"} {
+		"pass so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max",
+		"pass burst probe: per burst received, latency from first offer and from the burst's start, peak per 1 ms at the leader",
+		"pass burst probe reads an ingress stream beside the consensus module's subscriber: every message, to both"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
