@@ -85,7 +85,7 @@ func TestAeronBurstFigures(t *testing.T) {
 	}
 	var sb strings.Builder
 	writeBursts(func(format string, a ...any) { sb.WriteString(fmt.Sprintf(format, a...)) }, s)
-	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | node-0: 50000, 1500, "+fmtMs(80)+" | "+fmtMs(4)+" / "+fmtMs(12)+" / "+fmtMs(15)+" | "+fmtMs(79)+" | "+fmtMs(40)+" / "+fmtMs(90)+" / "+fmtMs(94)+" | — |", "| 59288 (+7 NIC) |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms, 256 B a message framed): SO_RCVBUF at least P × S × burst ms = 2.4 MiB"} {
+	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | node-0: 50000, 1500, " + fmtMs(80) + " | " + fmtMs(4) + " / " + fmtMs(12) + " / " + fmtMs(15) + " | " + fmtMs(79) + " | " + fmtMs(40) + " / " + fmtMs(90) + " / " + fmtMs(94) + " | — |", "| 59288 (+7 NIC) |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms, 256 B a message framed): SO_RCVBUF at least P × S × burst ms = 2.4 MiB"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, sb.String())
 		}
