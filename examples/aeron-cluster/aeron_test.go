@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -509,6 +510,51 @@ func TestMicroBurstPlaybook(t *testing.T) {
 	}
 	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
 		t.Errorf("matrix axes %q", got)
+	}
+}
+
+// TestMicroBurstReceivePlaybooks: every micro-burst playbook starts its nodes with the leader's
+// burst probe (the receive path the guide's p99 is judged on); micro-burst-50k.yaml and
+// micro-burst-50k-wide.yaml set the guide's 50K x 170 B burst at net.core.rmem_max 212,992 against
+// 128 MiB in rounds, and the wide one's receiver window holds the whole burst framed, within half
+// the burst client's ingress term.
+func TestMicroBurstReceivePlaybooks(t *testing.T) {
+	for _, f := range []string{"micro-burst.yaml", "micro-burst-threshold.yaml", "micro-burst-50k.yaml", "micro-burst-50k-wide.yaml"} {
+		pb, err := playbooks.Open(f, testDrivers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pb.Engine.Command.Args, "-Drig.burst.probe=true") {
+			t.Errorf("%s: args %q lack -Drig.burst.probe=true", f, pb.Engine.Command.Args)
+		}
+		if !strings.HasPrefix(f, "micro-burst-50k") {
+			continue
+		}
+		if len(pb.Matrix) != 1 || pb.Matrix[0].Key != "tuning.net.core.rmem_max" || pb.Rounds < 2 {
+			t.Fatalf("%s: matrix %+v rounds %d, want tuning.net.core.rmem_max in rounds", f, pb.Matrix, pb.Rounds)
+		}
+		pl, err := pb.Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rmem := map[int64]bool{}
+		for _, r := range pl.Runs {
+			cs := r.Playbook.BurstChains()
+			if len(cs) != 1 || cs[0].Burst.Messages != 50000 || cs[0].Burst.Size != 170 || cs[0].Burst.Senders != 1 || !cs[0].Burst.Aeron {
+				t.Fatalf("%s run %d: bursts %+v, want one 50k x 170 B through Aeron", f, r.Index, cs)
+			}
+			c := cs[0]
+			rmem[c.RmemMax] = true
+			if f == "micro-burst-50k-wide.yaml" {
+				framed := int64(c.Burst.Messages) * int64(c.Chain.Wire)
+				if c.Window < framed || !strings.Contains(pb.Engine.BurstArgs, "-Daeron.term.buffer.length=64m") || c.Window > 32<<20 {
+					t.Errorf("%s: window %d against the burst's %d B framed, burst client %q: want the window to hold the burst within half a 64 MiB term", f, c.Window, framed, pb.Engine.BurstArgs)
+				}
+			}
+		}
+		if len(rmem) != 2 || !rmem[212992] || !rmem[128<<20] {
+			t.Errorf("%s: net.core.rmem_max %v, want 212992 and 128 MiB", f, rmem)
+		}
 	}
 }
 
