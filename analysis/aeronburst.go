@@ -165,6 +165,17 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 		if err != nil || json.Unmarshal(b, &ts) != nil {
 			continue
 		}
+		if _, ok := rows[ts.FirstBurst]; !ok && len(ts.Nodes) > 0 {
+			// The servers were sampled around the series, but its client left no figures: it
+			// was stopped when the load ended before it wrote them, or it failed.
+			n := 0
+			for _, smp := range ts.Nodes {
+				n = max(n, len(smp)-1)
+			}
+			d.warnf("%d burst(s) from burst %d on were sent through the engine's burst client, but it left no %s (%s): they are missing from the burst table; "+
+				"the client waits up to 10 s after its last burst for the replies, so a run that ends sooner stops it before it writes (see burst-client-*-%d.log; want a longer duration)",
+				n, ts.FirstBurst, rundir.BurstStatsFile, filepath.Dir(f), ts.FirstBurst)
+		}
 		for node, samples := range ts.Nodes {
 			for _, smp := range samples {
 				for _, r := range smp.BurstReceive {

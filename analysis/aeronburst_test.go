@@ -146,3 +146,26 @@ func TestAeronBurstReceivePathJudged(t *testing.T) {
 		}
 	}
 }
+
+// A burst series whose client left no figures (stopped when the load ended) is named in the
+// warnings, not silently absent.
+func TestAeronBurstSeriesWithoutFigures(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.run(10000, "load_end")
+	f.writeJSON("manifest.json", map[string]any{"status": "ok"})
+	tc := engine.TransportCounters{Time: at(2700), Counters: map[string]int64{CounterNaksSent: 0}}
+	f.writeJSON("client-0/loadgen/bursts-6/transport.json", rundir.TransportSamples{FirstBurst: 6, Nodes: map[string][]engine.TransportCounters{
+		"node-0": {tc, tc, tc, {}}}})
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Bursts) != 0 {
+		t.Errorf("bursts %+v, want none", s.Bursts)
+	}
+	if w := strings.Join(s.Warnings, "\n"); !strings.Contains(w, "3 burst(s) from burst 6 on were sent through the engine's burst client, but it left no bursts.json") {
+		t.Errorf("warnings %q lack the series without figures", w)
+	}
+}
