@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/bufferchain"
 	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/rundir"
@@ -49,23 +50,98 @@ type BurstAeron struct {
 	// Settings are the servers' transport settings in effect (receiver window, SO_RCVBUF asked
 	// and granted, term length, net.core.rmem_max), from the sample before the burst.
 	Settings map[string]map[string]int64 `json:"settings,omitempty"`
+	// Reply is the burst end to end: each message from its first offer to the service's reply,
+	// after the consensus module, the followers and the service.
+	Reply BurstReply `json:"reply"`
+	// Receive says where BurstUDP's receiver figures come from: the leader's burst probe, before
+	// consensus; nil where no node had a probe (its receiver figures are then absent).
+	Receive *BurstReceivePath `json:"receive,omitempty"`
+}
+
+// BurstReply is an Aeron burst's figures at the sender: replies, the most in any 1 ms, first
+// send to last reply, and latency from each message's first offer (and the p99 from the burst's
+// scheduled start, which counts the wait behind the messages ahead of it).
+type BurstReply struct {
+	Answered       int      `json:"answered"`
+	PeakPerMs      int      `json:"peak_per_ms"`
+	AbsorbMs       float64  `json:"absorb_ms"`
+	P50Ms          float64  `json:"p50_ms"`
+	P99Ms          *float64 `json:"p99_ms,omitempty"` // from 100 replies
+	MaxMs          float64  `json:"max_ms"`
+	FromStartP99Ms *float64 `json:"from_start_p99_ms,omitempty"`
+}
+
+// merge adds another client node's share of the same burst: counts add, percentiles take the
+// worse node's (they do not add).
+func (r *BurstReply) merge(o BurstReply) {
+	r.Answered += o.Answered
+	r.PeakPerMs += o.PeakPerMs
+	r.AbsorbMs = max(r.AbsorbMs, o.AbsorbMs)
+	r.P50Ms = max(r.P50Ms, o.P50Ms)
+	r.MaxMs = max(r.MaxMs, o.MaxMs)
+	r.P99Ms = worse(r.P99Ms, o.P99Ms)
+	r.FromStartP99Ms = worse(r.FromStartP99Ms, o.FromStartP99Ms)
+}
+
+// worse is the larger of two optional figures.
+func worse(a, b *float64) *float64 {
+	if a == nil || (b != nil && *b > *a) {
+		return b
+	}
+	return a
+}
+
+// BurstReceivePath is where an Aeron burst's receive-path figures were measured and its
+// latency from the burst's scheduled start there.
+type BurstReceivePath struct {
+	Node           string   `json:"node"` // the node whose probe received the most of it: the leader
+	FromStartP50Ms float64  `json:"from_start_p50_ms"`
+	FromStartP99Ms *float64 `json:"from_start_p99_ms,omitempty"` // from 100 messages
+	FromStartMaxMs float64  `json:"from_start_max_ms"`
 }
 
 // aeronRow is a burst of a series sent through the engine's own client.
 func (d *runData) aeronRow(st rundir.BurstStats, b rundir.BurstResult) BurstRow {
+	// The receiver figures (Received, PeakPerMs, AbsorbMs, P50Ms, P99Ms, MaxMs) are the leader's
+	// probe's, added by aeronServerFigures; the sender's are the reply's.
 	u := &BurstUDP{Transport: TransportAeron, Burst: b.Burst, Size: st.Size, Senders: st.Senders, Receiver: st.Target,
-		Received: uint64(b.Answered), PeakPerMs: b.AnsweredPeakPerMs, AbsorbMs: nsToMs(b.DrainNs),
-		P50Ms: nsToMs(b.P50LatencyNs), MaxMs: nsToMs(b.MaxLatencyNs),
-		Aeron: &BurstAeron{Nodes: map[string]map[string]int64{}, Sum: map[string]int64{}, Refused: b.BackPressured}}
+		Aeron: &BurstAeron{Nodes: map[string]map[string]int64{}, Sum: map[string]int64{}, Refused: b.BackPressured,
+			Reply: BurstReply{Answered: b.Answered, PeakPerMs: b.AnsweredPeakPerMs, AbsorbMs: nsToMs(b.DrainNs),
+				P50Ms: nsToMs(b.P50LatencyNs), MaxMs: nsToMs(b.MaxLatencyNs)}}}
 	if b.Answered >= 100 {
-		p99 := nsToMs(b.P99LatencyNs)
-		u.P99Ms = &p99
+		u.Aeron.Reply.P99Ms = msPtr(b.P99LatencyNs)
+		if b.P99FromStartNs > 0 {
+			u.Aeron.Reply.FromStartP99Ms = msPtr(b.P99FromStartNs)
+		}
 	}
 	if len(b.ClientCounters) > 0 {
 		u.Aeron.Nodes["client"] = keep(b.ClientCounters)
 	}
 	return BurstRow{AtS: d.off(b.Due.UnixNano()), Sent: b.Sent, PeakPerMs: b.PeakPerMs, SendMs: nsToMs(b.SendNs),
-		AbsorbMs: u.AbsorbMs, MaxLatencyMs: u.MaxMs, Answered: b.Answered, Planned: st.Messages * st.Senders, UDP: u}
+		AbsorbMs: nsToMs(b.DrainNs), MaxLatencyMs: nsToMs(b.MaxLatencyNs), Answered: b.Answered, Planned: st.Messages * st.Senders, UDP: u}
+}
+
+// msPtr is ns as an optional figure in ms.
+func msPtr(ns int64) *float64 {
+	v := nsToMs(ns)
+	return &v
+}
+
+// receivePath sets u's receiver figures from a node's probe, if it received more of the burst
+// than the node they came from so far (the leader receives the burst; a sample taken while it
+// arrived holds part of it).
+func receivePath(u *BurstUDP, node string, r engine.BurstReceive) {
+	if r.Received <= 0 || (u.Aeron.Receive != nil && uint64(r.Received) <= u.Received) {
+		return
+	}
+	u.Received, u.Receiver, u.PeakPerMs = uint64(r.Received), node, r.PeakPerMs
+	u.AbsorbMs = nsToMs(r.LastUnixNs - r.FirstUnixNs)
+	u.P50Ms, u.MaxMs, u.P99Ms = nsToMs(r.P50Ns), nsToMs(r.MaxNs), nil
+	p := &BurstReceivePath{Node: node, FromStartP50Ms: nsToMs(r.FromStartP50Ns), FromStartMaxMs: nsToMs(r.FromStartMaxNs)}
+	if r.Received >= 100 {
+		u.P99Ms, p.FromStartP99Ms = msPtr(r.P99Ns), msPtr(r.FromStartP99Ns)
+	}
+	u.Aeron.Receive = p
 }
 
 // keep is the kept counters of all.
@@ -89,7 +165,25 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 		if err != nil || json.Unmarshal(b, &ts) != nil {
 			continue
 		}
+		if _, ok := rows[ts.FirstBurst]; !ok && len(ts.Nodes) > 0 {
+			// The servers were sampled around the series, but its client left no figures: it
+			// was stopped when the load ended before it wrote them, or it failed.
+			n := 0
+			for _, smp := range ts.Nodes {
+				n = max(n, len(smp)-1)
+			}
+			d.warnf("%d burst(s) from burst %d on were sent through the engine's burst client, but it left no %s (%s): they are missing from the burst table; "+
+				"the client waits up to 10 s after its last burst for the replies, so a run that ends sooner stops it before it writes (see burst-client-*-%d.log; want a longer duration)",
+				n, ts.FirstBurst, rundir.BurstStatsFile, filepath.Dir(f), ts.FirstBurst)
+		}
 		for node, samples := range ts.Nodes {
+			for _, smp := range samples {
+				for _, r := range smp.BurstReceive {
+					if i, ok := rows[r.Burst]; ok {
+						receivePath(s.Bursts[i].UDP, node, r)
+					}
+				}
+			}
 			for k := 0; k+1 < len(samples); k++ {
 				i, ok := rows[ts.FirstBurst+uint32(k)]
 				if !ok {
@@ -135,7 +229,7 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 		u.Naks = uint64(max(u.Aeron.Sum[CounterNaksSent], 0))
 		u.Gaps = uint64(max(u.Aeron.Sum[CounterLossGapFills], 0))
 		u.Repaired = uint64(max(u.Aeron.Sum[CounterRetransmits], 0))
-		r.Lost = max(r.Sent-int(u.Received), 0)
+		r.Lost = max(r.Sent-r.Answered, 0)
 		r.NotSent = max(r.Planned-r.Sent, 0)
 		u.Fail = aeronFailures(r)
 		u.Pass = len(u.Fail) == 0
@@ -143,21 +237,26 @@ func (d *runData) aeronServerFigures(s *Summary, rows map[uint32]int) {
 }
 
 // aeronFailures lists what fails an Aeron burst by the micro-burst guide's criteria: zero UDP
-// receive-buffer errors, p99 below MaxBurstP99Ms, no loss-gap fill or back-pressure events,
-// and nothing unanswered.
+// receive-buffer errors, p99 below MaxBurstP99Ms on the receive path (the leader's probe, from
+// each message's first offer; the reply's where no probe measured it, and the row says so), no
+// loss-gap fill or back-pressure events, and nothing unanswered.
 func aeronFailures(r *BurstRow) []string {
 	u := r.UDP
 	var f []string
-	if u.Received == 0 {
+	if r.Answered == 0 && u.Received == 0 {
 		return []string{"nothing answered"}
 	}
 	if u.RcvbufErrors > 0 {
 		f = append(f, fmt.Sprintf("%d UDP receive-buffer errors", u.RcvbufErrors))
 	}
-	if u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms {
-		f = append(f, fmt.Sprintf("p99 %s >= %g ms", fmtMs(*u.P99Ms), MaxBurstP99Ms))
-	} else if u.P99Ms == nil && u.MaxMs >= MaxBurstP99Ms {
-		f = append(f, fmt.Sprintf("max %.3g ms >= %g ms (too few messages for a p99)", u.MaxMs, MaxBurstP99Ms))
+	p99, maxMs, what := u.P99Ms, u.MaxMs, "receive"
+	if u.Aeron.Receive == nil {
+		p99, maxMs, what = u.Aeron.Reply.P99Ms, u.Aeron.Reply.MaxMs, "reply (no receive-path probe)"
+	}
+	if p99 != nil && *p99 >= MaxBurstP99Ms {
+		f = append(f, fmt.Sprintf("%s p99 %s >= %g ms", what, fmtMs(*p99), MaxBurstP99Ms))
+	} else if p99 == nil && maxMs >= MaxBurstP99Ms {
+		f = append(f, fmt.Sprintf("%s max %.3g ms >= %g ms (too few messages for a p99)", what, maxMs, MaxBurstP99Ms))
 	}
 	if u.NICRxDrops != nil && *u.NICRxDrops > 0 {
 		f = append(f, fmt.Sprintf("%d NIC rx drops", *u.NICRxDrops))
@@ -176,36 +275,53 @@ func aeronFailures(r *BurstRow) []string {
 
 // writeAeronBursts is the report's table of bursts through Aeron's ingress.
 func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
-	pf("| # | at | size × senders | sent | answered | peak / 1 ms | absorbed in | p50 | p99 | max | rcvbuf errors | NAKs sent | retransmits | loss-gap fills | back pressure | FC under / over | result |\n")
+	pf("| # | at | size × senders | sent | answered | at the leader: received, peak / 1 ms, absorbed in | receive p50 / p99 / max | receive p99 from burst start | reply p50 / p99 / max | reply p99 from burst start | rcvbuf errors | NAKs sent | retransmits | loss-gap fills | back pressure | FC under / over | result |\n")
 	pf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	passed := 0
+	passed, probed := 0, 0
+	opt := func(v *float64) string {
+		if v == nil {
+			return "—"
+		}
+		return fmtMs(*v)
+	}
 	for _, b := range rows {
 		u := b.UDP
-		p99 := "—"
-		if u.P99Ms != nil {
-			p99 = fmtMs(*u.P99Ms)
-		}
 		result := "pass"
 		if u.Pass {
 			passed++
 		} else {
 			result = "**fail**: " + strings.Join(u.Fail, "; ")
 		}
+		leader, recv, recvStart := "— (no probe)", "—", "—"
+		if p := u.Aeron.Receive; p != nil {
+			probed++
+			leader = fmt.Sprintf("%s: %d, %d, %s", p.Node, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs))
+			recv = fmt.Sprintf("%s / %s / %s", fmtMs(u.P50Ms), opt(u.P99Ms), fmtMs(u.MaxMs))
+			recvStart = opt(p.FromStartP99Ms)
+		}
+		rp := u.Aeron.Reply
 		sum := u.Aeron.Sum
 		errs := fmt.Sprint(u.RcvbufErrors)
 		if u.NICRxDrops != nil {
 			errs += fmt.Sprintf(" (+%d NIC)", *u.NICRxDrops)
 		}
-		pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %s | %d | %d | %d | %d (%d offers refused) | %d / %d | %s |\n",
-			u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs), fmtMs(u.P50Ms), p99, fmtMs(u.MaxMs),
+		pf("| %d | %s | %d B × %d | %d | %d | %s | %s | %s | %s / %s / %s | %s | %s | %d | %d | %d | %d (%d offers refused) | %d / %d | %s |\n",
+			u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, b.Answered, leader, recv, recvStart,
+			fmtMs(rp.P50Ms), opt(rp.P99Ms), fmtMs(rp.MaxMs), opt(rp.FromStartP99Ms),
 			errs, sum[CounterNaksSent], sum[CounterRetransmits], sum[CounterLossGapFills], sum[CounterBackPressure], u.Aeron.Refused,
 			sum[CounterFCUnderRuns], sum[CounterFCOverRuns], result)
 	}
-	pf("\n%d of %d bursts through Aeron's ingress pass (zero UDP receive-buffer errors, p99 below %g ms, no loss-gap fill or back-pressure events). "+
-		"Each message went from the client node's own media driver into the cluster's ingress, offered in a loop with no pacing; latency runs "+
-		"from its intended send time (its first offer) to the service's reply, peak / 1 ms counts replies, absorbed in is first send to last reply. "+
+	pf("\n%d of %d bursts through Aeron's ingress pass (zero UDP receive-buffer errors, p99 below %g ms on the receive path, no loss-gap fill or back-pressure events). "+
+		"Each message went from the client node's own media driver into the cluster's ingress, offered in a loop with no pacing. "+
+		"The receive path is the micro-burst guide's receiver: a plain subscription on the leader's own ingress stream beside the consensus module's "+
+		"(rig.burst.probe), so before consensus; its latency runs from each message's first offer to its arrival there (the guide's send time), "+
+		"and from the burst's scheduled start (which also counts the sender's queue ahead of it); absorbed in is first to last arrival. "+
+		"The reply is the whole way: consensus on the log, the followers and the service, from first offer to the service's reply; answered counts replies. "+
 		"Counters are the media drivers' (every server's and the sender's own) over the burst, as AeronStat reads them; rcvbuf errors is the "+
 		"growth of /proc/net/snmp RcvbufErrors on the receiving node (+ the NIC's rx drops from ethtool -S between the same samples, where the node has them).", passed, len(rows), MaxBurstP99Ms)
+	if probed < len(rows) {
+		pf(" %d of %d bursts have no receive-path figures (no node was started with -D%s=true): their p99 criterion is judged on the reply.", len(rows)-probed, len(rows), "rig.burst.probe")
+	}
 	if len(rows) > 0 && rows[0].UDP.Aeron.Settings != nil {
 		s := rows[0].UDP.Aeron.Settings
 		nodes := make([]string, 0, len(s))

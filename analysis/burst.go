@@ -97,13 +97,10 @@ func (d *runData) burstRows(s *Summary) {
 					r.Answered += row.Answered
 					r.Planned += row.Planned
 					r.PeakPerMs += row.PeakPerMs
-					r.UDP.Received += row.UDP.Received
 					r.UDP.Senders += row.UDP.Senders
-					r.UDP.MaxMs = max(r.UDP.MaxMs, row.UDP.MaxMs)
-					r.UDP.P50Ms = max(r.UDP.P50Ms, row.UDP.P50Ms) // the worse node's: percentiles do not add
-					if row.UDP.P99Ms != nil && (r.UDP.P99Ms == nil || *row.UDP.P99Ms > *r.UDP.P99Ms) {
-						r.UDP.P99Ms = row.UDP.P99Ms
-					}
+					r.AbsorbMs = max(r.AbsorbMs, row.AbsorbMs)
+					r.MaxLatencyMs = max(r.MaxLatencyMs, row.MaxLatencyMs)
+					r.UDP.Aeron.Reply.merge(row.UDP.Aeron.Reply)
 					r.UDP.Aeron.Refused += row.UDP.Aeron.Refused
 					continue
 				}

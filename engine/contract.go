@@ -357,6 +357,28 @@ type TransportCounters struct {
 	// Settings are the transport settings in effect, by name (e.g. aeron.rcv.initial.window.length,
 	// so_rcvbuf_granted: what the kernel grants a socket that asks for aeron.socket.so_rcvbuf).
 	Settings map[string]int64 `json:"settings,omitempty"`
+	// BurstReceive is what the node's burst probe received of each recent burst, where it has one
+	// (an Aeron node started with -Drig.burst.probe=true: a plain subscription on its own ingress,
+	// beside the consensus module's).
+	BurstReceive []BurstReceive `json:"burst_receive,omitempty"`
+}
+
+// BurstReceive is one burst's receive path on a node, before consensus: the messages that
+// arrived, when the first and last did (Unix ns on the node's clock), the most in any 1 ms, and
+// latency from each message's first offer (the micro-burst guide's figure) and from the burst's
+// scheduled start (which counts the sender's queue ahead of each message too), in ns.
+type BurstReceive struct {
+	Burst          uint32 `json:"burst"`
+	Received       int    `json:"received"`
+	FirstUnixNs    int64  `json:"first_unix_ns"`
+	LastUnixNs     int64  `json:"last_unix_ns"`
+	PeakPerMs      int    `json:"peak_per_ms"`
+	P50Ns          int64  `json:"p50_ns"`
+	P99Ns          int64  `json:"p99_ns"`
+	MaxNs          int64  `json:"max_ns"`
+	FromStartP50Ns int64  `json:"from_start_p50_ns"`
+	FromStartP99Ns int64  `json:"from_start_p99_ns"`
+	FromStartMaxNs int64  `json:"from_start_max_ns"`
 }
 
 // GCAnswer answers POST AdminGC.

@@ -169,11 +169,13 @@ type BurstResult struct {
 	Lost         int       `json:"lost"`
 	MaxLatencyNs int64     `json:"max_latency_ns"`
 
-	// A burst through the engine's own client (transport "aeron"): latency percentiles from each
-	// message's intended send time, the most replies in any 1 ms window, the offers refused for
-	// back pressure, and the sender's own transport counters' deltas over the burst.
+	// A burst through the engine's own client (transport "aeron"): reply latency percentiles from
+	// each message's first offer (and the p99 from the burst's scheduled start), the most replies
+	// in any 1 ms window, the offers refused for back pressure, and the sender's own transport
+	// counters' deltas over the burst.
 	P50LatencyNs      int64            `json:"p50_latency_ns,omitempty"`
 	P99LatencyNs      int64            `json:"p99_latency_ns,omitempty"`
+	P99FromStartNs    int64            `json:"p99_from_start_ns,omitempty"`
 	AnsweredPeakPerMs int              `json:"answered_peak_per_ms,omitempty"`
 	BackPressured     int64            `json:"back_pressured,omitempty"`
 	ClientCounters    map[string]int64 `json:"client_counters,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +93,8 @@ func TestSelfTest(t *testing.T) {
 // is missing, Aeron's election states (through its own enum) give the contract's phases, a
 // snapshot's Archive writes are the recorder counters' change over its window, the preload's
 // receiver window defaults to 4 MiB unless a -D says otherwise, the archive and the ingress
-// authenticate only the run's own credential, an error on every change check is logged once
+// authenticate only the run's own credential, the leader's burst probe reads stamped ingress
+// messages beside the consensus module's subscriber, an error on every change check is logged once
 // with its count, the change watcher checks fast only while unsettled and is woken by the
 // consensus module's counters, the graceful stop holds the driver until the log publication has
 // sent all (bounded by the linger timeout), mark files a clean stop closed are kept, positions of
@@ -119,7 +121,9 @@ func TestHarnessSelfTest(t *testing.T) {
 		"pass replies that match no request are counted and named with the codec and the first id",
 		"pass positions of requests no longer pending are forgotten", "pass a snapshot's uncounted orders and syncs are left out, not zero",
 		"pass the applied record keeps what the restored snapshot covers and drops what the replay applies again",
-		"pass so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max"} {
+		"pass so_rcvbuf_granted is the kernel's grant, twice the ask under rmem_max",
+		"pass burst probe: per burst received, latency from first offer and from the burst's start, peak per 1 ms at the leader",
+		"pass burst probe reads an ingress stream beside the consensus module's subscriber: every message, to both"} {
 		if !bytes.Contains(out, []byte(c)) {
 			t.Errorf("HarnessSelfTest did not run %q", c)
 		}
@@ -506,6 +510,51 @@ func TestMicroBurstPlaybook(t *testing.T) {
 	}
 	if got := strings.Join(axes, " "); got != "timeline[0].burst.messages tuning.net.core.rmem_max engine.aeron.rcv.initial.window.length" {
 		t.Errorf("matrix axes %q", got)
+	}
+}
+
+// TestMicroBurstReceivePlaybooks: every micro-burst playbook starts its nodes with the leader's
+// burst probe (the receive path the guide's p99 is judged on); micro-burst-50k.yaml and
+// micro-burst-50k-wide.yaml set the guide's 50K x 170 B burst at net.core.rmem_max 212,992 against
+// 128 MiB in rounds, and the wide one's receiver window holds the whole burst framed, within half
+// the burst client's ingress term.
+func TestMicroBurstReceivePlaybooks(t *testing.T) {
+	for _, f := range []string{"micro-burst.yaml", "micro-burst-threshold.yaml", "micro-burst-50k.yaml", "micro-burst-50k-wide.yaml"} {
+		pb, err := playbooks.Open(f, testDrivers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pb.Engine.Command.Args, "-Drig.burst.probe=true") {
+			t.Errorf("%s: args %q lack -Drig.burst.probe=true", f, pb.Engine.Command.Args)
+		}
+		if !strings.HasPrefix(f, "micro-burst-50k") {
+			continue
+		}
+		if len(pb.Matrix) != 1 || pb.Matrix[0].Key != "tuning.net.core.rmem_max" || pb.Rounds < 2 {
+			t.Fatalf("%s: matrix %+v rounds %d, want tuning.net.core.rmem_max in rounds", f, pb.Matrix, pb.Rounds)
+		}
+		pl, err := pb.Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rmem := map[int64]bool{}
+		for _, r := range pl.Runs {
+			cs := r.Playbook.BurstChains()
+			if len(cs) != 1 || cs[0].Burst.Messages != 50000 || cs[0].Burst.Size != 170 || cs[0].Burst.Senders != 1 || !cs[0].Burst.Aeron {
+				t.Fatalf("%s run %d: bursts %+v, want one 50k x 170 B through Aeron", f, r.Index, cs)
+			}
+			c := cs[0]
+			rmem[c.RmemMax] = true
+			if f == "micro-burst-50k-wide.yaml" {
+				framed := int64(c.Burst.Messages) * int64(c.Chain.Wire)
+				if c.Window < framed || !strings.Contains(pb.Engine.BurstArgs, "-Daeron.term.buffer.length=64m") || c.Window > 32<<20 {
+					t.Errorf("%s: window %d against the burst's %d B framed, burst client %q: want the window to hold the burst within half a 64 MiB term", f, c.Window, framed, pb.Engine.BurstArgs)
+				}
+			}
+		}
+		if len(rmem) != 2 || !rmem[212992] || !rmem[128<<20] {
+			t.Errorf("%s: net.core.rmem_max %v, want 212992 and 128 MiB", f, rmem)
+		}
 	}
 }
 

@@ -32,9 +32,11 @@ import org.agrona.concurrent.UnsafeBuffer;
  * in a loop with no pacing (polling egress between offers, never waiting for it). Every message is
  * the service's own order (through the user's {@link RigCodec}: an IOC buy at the lowest price,
  * crossing nothing) padded to the request's size, its correlation id the message's number in the
- * burst and its padding the time it was first offered. A message's latency runs from that
- * intended send time (so a back-pressured offer's wait counts) to its reply. The figures go to the
- * request's out file as rig's BurstStats (rundir/loadgen.go), transport "aeron".
+ * burst and its padding a {@link BurstProbe} trailer: the burst's scheduled start and the time the
+ * message was first offered, in Unix nanoseconds, which the leader's probe reads on arrival. A
+ * message's reply latency runs from its first offer (so a back-pressured offer's wait counts) to its
+ * reply, and from the burst's scheduled start (so the wait of the messages behind it counts too).
+ * The figures go to the request's out file as rig's BurstStats (rundir/loadgen.go), transport "aeron".
  */
 final class BurstClient
 {
@@ -96,6 +98,8 @@ final class BurstClient
     {
         final long[] sent;
         final long[] answered;
+        /** The burst's scheduled start (this JVM's nanoTime). */
+        long start;
         long lastOffer;
         long backPressured;
         Map<String, Long> countersBefore;
@@ -142,7 +146,7 @@ final class BurstClient
             {
                 try
                 {
-                    send(codec, req, auth, sender, start, seen[sender], connected);
+                    send(codec, req, auth, sender, start, epochNs - nano0, seen[sender], connected);
                 }
                 catch (final Throwable e)
                 {
@@ -210,7 +214,7 @@ final class BurstClient
 
     /** One sender: its own media driver and cluster client, then every burst of the series. */
     private static void send(final RigCodec codec, final Request req, final RunAuth auth, final int sender, final long start,
-        final Seen[] seen, final CyclicBarrier connected) throws Exception
+        final long offsetNs, final Seen[] seen, final CyclicBarrier connected) throws Exception
     {
         final String dir = System.getProperty("java.io.tmpdir") + "/rig-burst-" + ProcessHandle.current().pid() + "-" + sender;
         final MediaDriver.Context mdc = new MediaDriver.Context()
@@ -256,7 +260,7 @@ final class BurstClient
                 .credentialsSupplier(RunAuth.ingressCredentials(auth))))
         {
             connected.await(30, TimeUnit.SECONDS);
-            final UnsafeBuffer msg = new UnsafeBuffer(new byte[Math.max(req.size(), 64)]);
+            final UnsafeBuffer msg = new UnsafeBuffer(new byte[Math.max(req.size(), 256 + BurstProbe.TRAILER)]);
             final BackoffIdleStrategy idle = new BackoffIdleStrategy(10, 20, 1_000, 100_000);
             for (int k = 0; k < req.count(); k++)
             {
@@ -267,6 +271,7 @@ final class BurstClient
                     LockSupport.parkNanos(500_000);
                 }
                 final Seen s = new Seen(req.messages());
+                s.start = due;
                 s.countersBefore = TransportCounters.read(client.context().aeron().countersReader());
                 current[0] = req.firstBurst() + k;
                 cur[0] = s;
@@ -289,8 +294,8 @@ final class BurstClient
                     {
                         throw new IllegalStateException("the codec does not encode orders");
                     }
-                    final int total = Math.max(len + 8, req.size());
-                    msg.putLong(total - 8, t0);
+                    final int total = Math.max(len + BurstProbe.TRAILER, req.size());
+                    BurstProbe.stamp(msg, total, current[0], sender, i, due + offsetNs, t0 + offsetNs);
                     s.sent[i] = t0;
                     long res;
                     while ((res = client.offer(msg, 0, total)) < 0)
@@ -382,6 +387,7 @@ final class BurstClient
             Json.field(sb, "max_latency_ns", f.maxNs);
             Json.field(sb, "p50_latency_ns", f.p50Ns);
             Json.field(sb, "p99_latency_ns", f.p99Ns);
+            Json.field(sb, "p99_from_start_ns", f.p99FromStartNs);
             Json.field(sb, "answered_peak_per_ms", f.answeredPeakPerMs);
             Json.field(sb, "back_pressured", f.backPressured);
             sb.append("\"client_counters\":{");
@@ -428,6 +434,7 @@ final class BurstClient
         long p50Ns;
         long p99Ns;
         long maxNs;
+        long p99FromStartNs;
         long backPressured;
         final Map<String, Long> counters = new java.util.TreeMap<>();
 
@@ -447,6 +454,7 @@ final class BurstClient
             final long[] sends = new long[n];
             final long[] replies = new long[a];
             final long[] lat = new long[a];
+            final long[] fromStart = new long[a];
             int i = 0, j = 0;
             for (final Seen s : per)
             {
@@ -458,6 +466,7 @@ final class BurstClient
                     if (s.answered[m] != 0)
                     {
                         replies[j] = s.answered[m];
+                        fromStart[j] = s.answered[m] - s.start;
                         lat[j++] = s.answered[m] - s.sent[m];
                         lastReply = Math.max(lastReply, s.answered[m]);
                     }
@@ -480,6 +489,8 @@ final class BurstClient
                 f.p50Ns = lat[(int)Math.min(a - 1, Math.ceil(0.50 * a) - 1)];
                 f.p99Ns = lat[(int)Math.min(a - 1, Math.ceil(0.99 * a) - 1)];
                 f.maxNs = lat[a - 1];
+                Arrays.sort(fromStart);
+                f.p99FromStartNs = BurstProbe.pct(fromStart, 0.99);
             }
             return f;
         }

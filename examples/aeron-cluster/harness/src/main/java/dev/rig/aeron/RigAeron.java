@@ -252,6 +252,8 @@ public final class RigAeron
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
             state.hashing = true;
+            final BurstProbe probe = BurstProbe.wanted() ? BurstProbe.start(container.context().aeron(),
+                host + ":" + (cfg.raftPort() + Node.INGRESS_PORT_OFFSET), ctx.consensusModule().ingressStreamId()) : null;
             final Gateway gateway = new Gateway(cfg, state, aeronDir, codec, service.getClass().getName(),
                 RunAuth.ingressCredentials(auth));
             admin.gateway(gateway);
@@ -260,6 +262,10 @@ public final class RigAeron
             barrier.await();
             Log.info("node " + cfg.node() + " stopping");
             gateway.close();
+            if (probe != null)
+            {
+                probe.close();
+            }
             hasher.close();
             admin.close();
             GracefulStop.run(driver, container, service.getClass().getName(), base);

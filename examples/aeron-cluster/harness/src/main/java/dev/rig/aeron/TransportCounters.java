@@ -91,6 +91,11 @@ final class TransportCounters implements HttpHandler
             settings(md).forEach((k, v) -> Json.field(sb, k, v));
             Json.close(sb);
         }
+        final BurstProbe probe = BurstProbe.current();
+        if (probe != null)
+        {
+            sb.append(sb.charAt(sb.length() - 1) == ',' ? "" : ",").append("\"burst_receive\":").append(probe.json()).append(',');
+        }
         Json.close(sb);
         return sb.toString();
     }
