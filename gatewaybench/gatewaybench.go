@@ -37,6 +37,9 @@ const GoalP50Us = 20
 // ErrBadOptions classifies invalid options (the message names the field).
 var ErrBadOptions = errors.New("bad gateway bench options")
 
+// grace is how long each side awaits answers after its schedule (the client's GRACE_NS).
+const grace = 10 * time.Second
+
 // ResultMark starts the client's result lines on its standard output (the harness's
 // GatewayBench.MARK); everything else there is the node's log.
 const ResultMark = "rig-gateway-bench "
@@ -105,6 +108,7 @@ type Phase struct {
 	Take     int     `json:"take"`
 	Sent     int64   `json:"sent"`
 	Answered int64   `json:"answered"`
+	Lost     int64   `json:"lost"` // not answered within the grace after the schedule: not in the percentiles
 	P50Us    float64 `json:"p50_us"`
 	P99Us    float64 `json:"p99_us"`
 	MaxUs    float64 `json:"max_us"`
@@ -118,6 +122,7 @@ type Side struct {
 	P50Us    float64 `json:"p50_us"` // median over the takes
 	P99Us    float64 `json:"p99_us"`
 	LagP50Us float64 `json:"send_lag_p50_us"`
+	Lost     int64   `json:"lost"` // over the takes
 }
 
 // Point is one rate: both paths and what the gateway adds.
@@ -211,7 +216,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 					pt.Client.Phases = append(pt.Client.Phases, ph)
 				}
 				o.Logger.Info("phase", "take", take, "rate", rate, "gateway", gw, "p50_us", ph.P50Us, "p99_us", ph.P99Us,
-					"send_lag_p50_us", ph.LagP50Us, "answered", ph.Answered, "sent", ph.Sent)
+					"send_lag_p50_us", ph.LagP50Us, "answered", ph.Answered, "sent", ph.Sent, "lost", ph.Lost)
 			}
 		}
 	}
@@ -244,6 +249,7 @@ func (s *Side) summarize() {
 	var p50, p99, lag []float64
 	for _, ph := range s.Phases {
 		p50, p99, lag = append(p50, ph.P50Us), append(p99, ph.P99Us), append(lag, ph.LagP50Us)
+		s.Lost += ph.Lost
 	}
 	s.P50Us, s.P99Us, s.LagP50Us = median(p50), median(p99), median(lag)
 }
@@ -265,15 +271,15 @@ func median(v []float64) float64 {
 func probe(ctx context.Context, o Options, n *node, rate float64, d time.Duration, name string) (Phase, error) {
 	out := filepath.Join(o.Dir, "probes", name)
 	st, err := loadgen.Probe(ctx, loadgen.ProbeOptions{Servers: []string{n.clientAddr}, Rate: rate, Duration: d,
-		Grace: 5 * time.Second, Out: out, Spin: o.Spin, StartTimeout: time.Minute, Logger: o.Logger})
+		Grace: grace, Out: out, Spin: o.Spin, StartTimeout: time.Minute, Logger: o.Logger})
 	if err != nil {
 		return Phase{}, err
 	}
 	os.RemoveAll(out)
-	if st.Latency.N == 0 || st.Lost > 0 {
-		return Phase{}, fmt.Errorf("%d of %d probes answered (%d lost): the gateway path must answer every one", st.Latency.N, st.Sent, st.Lost)
+	if st.Latency.N == 0 {
+		return Phase{}, fmt.Errorf("none of %d probes answered", st.Sent)
 	}
-	return Phase{Sent: st.Sent, Answered: st.Answered, P50Us: us(st.Latency.P50Ns), P99Us: us(st.Latency.P99Ns), MaxUs: us(st.Latency.MaxNs),
+	return Phase{Sent: st.Sent, Answered: st.Answered, Lost: st.Lost, P50Us: us(st.Latency.P50Ns), P99Us: us(st.Latency.P99Ns), MaxUs: us(st.Latency.MaxNs),
 		LagP50Us: us(st.SendLag.P50Ns), LagP99Us: us(st.SendLag.P99Ns)}, nil
 }
 
@@ -447,7 +453,7 @@ func (c *client) result(timeout time.Duration) (clientResult, error) {
 	select {
 	case line, ok := <-c.lines:
 		if !ok {
-			return r, fmt.Errorf("it exited (%v); see %s", c.cmd.Wait(), c.log)
+			return r, fmt.Errorf("it exited (%v); its log ends:\n%s", c.cmd.Wait(), logTail(c.log, 2000))
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			return r, fmt.Errorf("read its result %q: %w", line, err)
@@ -457,7 +463,7 @@ func (c *client) result(timeout time.Duration) (clientResult, error) {
 		}
 		return r, nil
 	case <-time.After(timeout):
-		return r, fmt.Errorf("no answer within %v; see %s", timeout, c.log)
+		return r, fmt.Errorf("no answer within %v; its log ends:\n%s", timeout, logTail(c.log, 2000))
 	}
 }
 
@@ -469,10 +475,10 @@ func (c *client) phase(rate float64, d, spin time.Duration, idle string) (Phase,
 	if err != nil {
 		return Phase{}, err
 	}
-	if r.Answered == 0 || r.Answered < r.Sent {
-		return Phase{}, fmt.Errorf("%d of %d messages answered: the client path must answer every one", r.Answered, r.Sent)
+	if r.Answered == 0 {
+		return Phase{}, fmt.Errorf("none of %d messages answered", r.Sent)
 	}
-	return Phase{Sent: r.Sent, Answered: r.Answered, P50Us: us(r.P50Ns), P99Us: us(r.P99Ns), MaxUs: us(r.MaxNs),
+	return Phase{Sent: r.Sent, Answered: r.Answered, Lost: r.Sent - r.Answered, P50Us: us(r.P50Ns), P99Us: us(r.P99Ns), MaxUs: us(r.MaxNs),
 		LagP50Us: us(r.LagP50Ns), LagP99Us: us(r.LagP99Ns)}, nil
 }
 
@@ -488,7 +494,7 @@ func (c *client) stop() error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("%w; see %s", err, c.log)
+			return fmt.Errorf("%w; its log ends:\n%s", err, logTail(c.log, 2000))
 		}
 		return nil
 	case <-time.After(10 * time.Second):
@@ -506,4 +512,18 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// logTail is the last max bytes of the file at path (the bench's folder is removed at its end).
+func logTail(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		f.Seek(st.Size()-max, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return strings.TrimSpace(string(b))
 }

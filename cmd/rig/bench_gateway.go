@@ -110,6 +110,12 @@ figures are medians over the takes. The gateway's added latency is the differenc
 					p.Gateway.LagP50Us, p.Client.LagP50Us)
 			}
 			tw.Flush()
+			for _, p := range rep.Points {
+				if p.Gateway.Lost+p.Client.Lost > 0 {
+					fmt.Fprintf(out, "at %.0f/s, %d messages through the gateway and %d through the client were not answered within the grace: the percentiles leave them out, and the machine could not keep up\n",
+						p.Rate, p.Gateway.Lost, p.Client.Lost)
+				}
+			}
 			verdict := "misses"
 			if rep.MeetsGoal {
 				verdict = "meets"

@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.agrona.DirectBuffer;
@@ -36,8 +37,9 @@ final class GatewayBench
 {
     /** What starts a result line on standard output (the node's log lines go there too). */
     static final String MARK = "rig-gateway-bench ";
-    private static final long GRACE_NS = TimeUnit.SECONDS.toNanos(5);
+    private static final long GRACE_NS = TimeUnit.SECONDS.toNanos(10);
     private static final long MAX_MESSAGES = 10_000_000;
+    private static final String END = new String("end of input"); // compared by identity
 
     private GatewayBench()
     {
@@ -84,10 +86,35 @@ final class GatewayBench
             .credentialsSupplier(RunAuth.ingressCredentials(RunAuth.fromEnvironment())));
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)))
         {
-            emit("{\"ready\":true,\"leader\":" + client.leaderMemberId() + "}");
-            String line;
-            for (int n = 1; (line = in.readLine()) != null; n++)
+            // Input is read on a thread of its own: between phases this one keeps the session
+            // alive (the cluster closes a session that says nothing for its session timeout).
+            final LinkedBlockingQueue<String> lines = new LinkedBlockingQueue<>();
+            final Thread reader = new Thread(() ->
             {
+                try
+                {
+                    String l;
+                    while ((l = in.readLine()) != null)
+                    {
+                        lines.add(l);
+                    }
+                }
+                catch (final IOException e)
+                {
+                    System.err.println("rig-aeron gateway-bench: read standard input: " + e);
+                }
+                lines.add(END);
+            }, "gateway-bench-input");
+            reader.setDaemon(true);
+            reader.start();
+            emit("{\"ready\":true,\"leader\":" + client.leaderMemberId() + "}");
+            for (int n = 1; ; n++)
+            {
+                final String line = next(client, lines);
+                if (line == END)
+                {
+                    break;
+                }
                 final String[] f = line.trim().split("\\s+");
                 final double rate;
                 final double seconds;
@@ -126,6 +153,25 @@ final class GatewayBench
             status = 1;
         }
         System.exit(status);
+    }
+
+    /** The next input line (END at its end), keeping the session alive meanwhile. */
+    private static String next(final AeronCluster client, final LinkedBlockingQueue<String> lines) throws InterruptedException
+    {
+        while (true)
+        {
+            final String line = lines.poll(100, TimeUnit.MILLISECONDS);
+            if (line != null)
+            {
+                return line;
+            }
+            if (client.isClosed())
+            {
+                throw new IllegalStateException("the cluster session closed");
+            }
+            client.pollEgress();
+            client.sendKeepAlive();
+        }
     }
 
     private static void emit(final String json)
