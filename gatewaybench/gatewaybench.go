@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
@@ -114,15 +116,19 @@ type Phase struct {
 	MaxUs    float64 `json:"max_us"`
 	LagP50Us float64 `json:"send_lag_p50_us"` // how late the sender sent (inside the latency)
 	LagP99Us float64 `json:"send_lag_p99_us"`
+	// CPUUsPerMsg is the CPU the node, the engine's client and this process (the load
+	// generator) used over the phase, per message sent: less bent by a loaded machine than latency.
+	CPUUsPerMsg float64 `json:"cpu_us_per_msg"`
 }
 
 // Side is one path's phases at one rate and their medians.
 type Side struct {
-	Phases   []Phase `json:"phases"`
-	P50Us    float64 `json:"p50_us"` // median over the takes
-	P99Us    float64 `json:"p99_us"`
-	LagP50Us float64 `json:"send_lag_p50_us"`
-	Lost     int64   `json:"lost"` // over the takes
+	Phases      []Phase `json:"phases"`
+	P50Us       float64 `json:"p50_us"` // median over the takes
+	P99Us       float64 `json:"p99_us"`
+	LagP50Us    float64 `json:"send_lag_p50_us"`
+	Lost        int64   `json:"lost"` // over the takes
+	CPUUsPerMsg float64 `json:"cpu_us_per_msg"`
 }
 
 // Point is one rate: both paths and what the gateway adds.
@@ -134,6 +140,7 @@ type Point struct {
 	AddedP99Us float64 `json:"added_p99_us"`
 	RatioP50   float64 `json:"ratio_p50"`
 	RatioP99   float64 `json:"ratio_p99"`
+	AddedCPUUs float64 `json:"added_cpu_us_per_msg"`
 }
 
 // Report is a bench's result.
@@ -201,6 +208,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			gatewayFirst := (take+i)%2 == 1
 			for _, gw := range []bool{gatewayFirst, !gatewayFirst} {
 				var ph Phase
+				cpu0 := cpuSeconds(n.cmd.Process.Pid, cl.cmd.Process.Pid, os.Getpid())
 				if gw {
 					ph, err = probe(ctx, o, n, rate, o.For, fmt.Sprintf("take-%d-%g", take, rate))
 					if err != nil {
@@ -215,8 +223,14 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 					ph.Take = take
 					pt.Client.Phases = append(pt.Client.Phases, ph)
 				}
+				cpu := (cpuSeconds(n.cmd.Process.Pid, cl.cmd.Process.Pid, os.Getpid()) - cpu0) * 1e6 / float64(ph.Sent)
+				if gw {
+					pt.Gateway.Phases[len(pt.Gateway.Phases)-1].CPUUsPerMsg = cpu
+				} else {
+					pt.Client.Phases[len(pt.Client.Phases)-1].CPUUsPerMsg = cpu
+				}
 				o.Logger.Info("phase", "take", take, "rate", rate, "gateway", gw, "p50_us", ph.P50Us, "p99_us", ph.P99Us,
-					"send_lag_p50_us", ph.LagP50Us, "answered", ph.Answered, "sent", ph.Sent, "lost", ph.Lost)
+					"send_lag_p50_us", ph.LagP50Us, "cpu_us_per_msg", cpu, "answered", ph.Answered, "sent", ph.Sent, "lost", ph.Lost)
 			}
 		}
 	}
@@ -235,6 +249,7 @@ func (r *Report) summarize() {
 		p.Client.summarize()
 		p.AddedP50Us = p.Gateway.P50Us - p.Client.P50Us
 		p.AddedP99Us = p.Gateway.P99Us - p.Client.P99Us
+		p.AddedCPUUs = p.Gateway.CPUUsPerMsg - p.Client.CPUUsPerMsg
 		if p.Client.P50Us > 0 {
 			p.RatioP50 = p.Gateway.P50Us / p.Client.P50Us
 		}
@@ -246,12 +261,12 @@ func (r *Report) summarize() {
 }
 
 func (s *Side) summarize() {
-	var p50, p99, lag []float64
+	var p50, p99, lag, cpu []float64
 	for _, ph := range s.Phases {
-		p50, p99, lag = append(p50, ph.P50Us), append(p99, ph.P99Us), append(lag, ph.LagP50Us)
+		p50, p99, lag, cpu = append(p50, ph.P50Us), append(p99, ph.P99Us), append(lag, ph.LagP50Us), append(cpu, ph.CPUUsPerMsg)
 		s.Lost += ph.Lost
 	}
-	s.P50Us, s.P99Us, s.LagP50Us = median(p50), median(p99), median(lag)
+	s.P50Us, s.P99Us, s.LagP50Us, s.CPUUsPerMsg = median(p50), median(p99), median(lag), median(cpu)
 }
 
 func median(v []float64) float64 {
@@ -526,4 +541,22 @@ func logTail(path string, max int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return strings.TrimSpace(string(b))
+}
+
+// cpuSeconds is the CPU time (user and system) the processes have used so far; one that cannot
+// be read counts 0.
+func cpuSeconds(pids ...int) float64 {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, pid := range pids {
+		if p, err := fs.Proc(pid); err == nil {
+			if st, err := p.Stat(); err == nil {
+				total += st.CPUTime()
+			}
+		}
+	}
+	return total
 }

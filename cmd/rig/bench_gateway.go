@@ -103,11 +103,11 @@ figures are medians over the takes. The gateway's added latency is the differenc
 			fmt.Fprintf(out, "%s: %d server, %d takes of %gs per rate and side (medians), spin %gus, client idle %s; load average %.2f -> %.2f on %d CPUs\n",
 				rep.Engine, rep.Servers, rep.Takes, rep.ForS, rep.SpinUs, rep.ClientIdle, rep.Load1, rep.Load1After, rep.CPUs)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "  rate/s\tgateway p50 us\tclient p50 us\tadded p50 us\tratio\tgateway p99 us\tclient p99 us\tadded p99 us\tratio\tsend lag p50 us (gw/client)\t\n")
+			fmt.Fprintf(tw, "  rate/s\tgateway p50 us\tclient p50 us\tadded p50 us\tratio\tgateway p99 us\tclient p99 us\tadded p99 us\tratio\tsend lag p50 us (gw/client)\tCPU us/msg (gw/client)\t\n")
 			for _, p := range rep.Points {
-				fmt.Fprintf(tw, "  %.0f\t%.1f\t%.1f\t%+.1f\t%.2fx\t%.1f\t%.1f\t%+.1f\t%.2fx\t%.1f / %.1f\t\n", p.Rate,
+				fmt.Fprintf(tw, "  %.0f\t%.1f\t%.1f\t%+.1f\t%.2fx\t%.1f\t%.1f\t%+.1f\t%.2fx\t%.1f / %.1f\t%.1f / %.1f\t\n", p.Rate,
 					p.Gateway.P50Us, p.Client.P50Us, p.AddedP50Us, p.RatioP50, p.Gateway.P99Us, p.Client.P99Us, p.AddedP99Us, p.RatioP99,
-					p.Gateway.LagP50Us, p.Client.LagP50Us)
+					p.Gateway.LagP50Us, p.Client.LagP50Us, p.Gateway.CPUUsPerMsg, p.Client.CPUUsPerMsg)
 			}
 			tw.Flush()
 			for _, p := range rep.Points {
