@@ -154,6 +154,9 @@ type Report struct {
 	Points     []Point `json:"points"`
 	GoalP50Us  float64 `json:"goal_p50_us"`
 	MeetsGoal  bool    `json:"meets_goal"`
+	// Loaded: the load average was above the CPU count at the start or the end, so the
+	// latencies are the machine's queueing more than the gateway's: no verdict (MeetsGoal false).
+	Loaded     bool    `json:"loaded"`
 	Load1      float64 `json:"load1"`
 	Load1After float64 `json:"load1_after"`
 	CPUs       int     `json:"cpus"`
@@ -234,10 +237,10 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			}
 		}
 	}
-	rep.summarize()
 	if la, err := loadavg.Read("/"); err == nil {
 		rep.Load1After = la.Load1
 	}
+	rep.summarize()
 	return rep, nil
 }
 
@@ -258,6 +261,8 @@ func (r *Report) summarize() {
 		}
 		r.MeetsGoal = r.MeetsGoal && p.AddedP50Us <= GoalP50Us
 	}
+	r.Loaded = r.Load1 > float64(r.CPUs) || r.Load1After > float64(r.CPUs)
+	r.MeetsGoal = r.MeetsGoal && !r.Loaded
 }
 
 func (s *Side) summarize() {

@@ -16,7 +16,7 @@ import (
 // The figures per rate are medians over the takes, each side's own; what the gateway adds is
 // the difference of those medians, and the goal holds only when it holds at every rate.
 func TestSummarize(t *testing.T) {
-	r := Report{Points: []Point{
+	r := Report{CPUs: 2, Load1: 1.5, Load1After: 1.9, Points: []Point{
 		{Rate: 1000,
 			Gateway: Side{Phases: []Phase{{P50Us: 90, P99Us: 400, CPUUsPerMsg: 30}, {P50Us: 70, P99Us: 300, CPUUsPerMsg: 20}, {P50Us: 500, P99Us: 900, CPUUsPerMsg: 25, Lost: 2}}},
 			Client:  Side{Phases: []Phase{{P50Us: 60, P99Us: 100, CPUUsPerMsg: 10}, {P50Us: 65, P99Us: 150, CPUUsPerMsg: 12}, {P50Us: 10, P99Us: 200, CPUUsPerMsg: 11}}}},
@@ -43,8 +43,13 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("meets the goal with %v us added at 1k/s; want it missed (goal %v us)", p.AddedP50Us, float64(GoalP50Us))
 	}
 	r.Points = r.Points[1:]
-	if r.summarize(); !r.MeetsGoal {
-		t.Errorf("misses the goal with %v us added; want it met", r.Points[0].AddedP50Us)
+	if r.summarize(); !r.MeetsGoal || r.Loaded {
+		t.Errorf("misses the goal with %v us added at load %v -> %v on %d CPUs; want it met", r.Points[0].AddedP50Us, r.Load1, r.Load1After, r.CPUs)
+	}
+	// Above the CPU count the latencies are the machine's: no verdict either way.
+	r.Load1After = 2.5
+	if r.summarize(); r.MeetsGoal || !r.Loaded {
+		t.Errorf("load %v -> %v on %d CPUs: meets %v, loaded %v; want no verdict (loaded)", r.Load1, r.Load1After, r.CPUs, r.MeetsGoal, r.Loaded)
 	}
 }
 

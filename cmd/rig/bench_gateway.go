@@ -116,6 +116,10 @@ figures are medians over the takes. The gateway's added latency is the differenc
 						p.Rate, p.Gateway.Lost, p.Client.Lost)
 				}
 			}
+			if rep.Loaded {
+				fmt.Fprintf(out, "no verdict on the goal (at most %g us added at p50): the load average was above the CPU count, so these latencies are the machine's queueing; run it on a quiet machine\n", rep.GoalP50Us)
+				return nil
+			}
 			verdict := "misses"
 			if rep.MeetsGoal {
 				verdict = "meets"
