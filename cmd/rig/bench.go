@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/engine/bench"
+	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/internal/units"
 )
 
 // newBenchCmd groups micro-benchmarks of rig's parts, one subcommand each.
-func newBenchCmd() *cobra.Command {
+func newBenchCmd(drivers *driver.Registry) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark parts of the rig on this machine",
@@ -27,7 +28,7 @@ func newBenchCmd() *cobra.Command {
 			return fmt.Errorf("%w: bench needs a benchmark: %s", errUsage, benchNames(cmd))
 		},
 	}
-	cmd.AddCommand(newBenchEngineCmd(), newBenchLoadgenCmd(), newBenchDiskCmd(), newBenchRecordingCmd())
+	cmd.AddCommand(newBenchEngineCmd(), newBenchLoadgenCmd(), newBenchDiskCmd(), newBenchRecordingCmd(), newBenchGatewayCmd(drivers))
 	return cmd
 }
 

@@ -46,7 +46,7 @@ func newRootCmd() *cobra.Command {
 	drivers := offeredDrivers()
 	root.AddCommand(
 		// Controller verbs.
-		newRunCmd(drivers), newValidateCmd(drivers), newCheckCmd(drivers), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(),
+		newRunCmd(drivers), newValidateCmd(drivers), newCheckCmd(drivers), newReportCmd(), newCompareCmd(), newHistoryCmd(), newBenchCmd(drivers),
 		upCmd(), downCmd(), statusCmd(), gcCmd(), extendCmd(), envCmd(), archiveCmd(), newSSHCmd(), newSSHConfigCmd(), newTuneCmd(), newDiskCheckCmd(),
 		newNewCmd(drivers),
 		// Node roles.

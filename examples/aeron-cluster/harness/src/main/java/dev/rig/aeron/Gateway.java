@@ -23,6 +23,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 import org.agrona.DirectBuffer;
 import org.agrona.ExpandableArrayBuffer;
 import org.agrona.collections.Long2LongHashMap;
@@ -64,6 +65,7 @@ final class Gateway
     private final WireOrder order = new WireOrder();
     private final Reply reply = new Reply();
     private final ExpandableArrayBuffer out = new ExpandableArrayBuffer(Wire.RESPONSE_FIXED + 1024);
+    private final ArrayList<Conn> unflushed = new ArrayList<>();
     private long nextCorr = 1;
     /**
      * The rig order ids sent as correlation ids: per high 32 bits (a load generator stream's base),
@@ -79,6 +81,8 @@ final class Gateway
     private long refused;
     private volatile boolean running = true;
     private ServerSocket server;
+    /** The thread that owns the cluster session: woken by each queued command rather than left to its idle strategy's park. */
+    private volatile Thread clientThread;
 
     /** One command waiting for its answer. */
     private record Request(Conn conn, byte[] body, int len, long sentNs)
@@ -102,7 +106,17 @@ final class Gateway
             this.out = new BufferedOutputStream(socket.getOutputStream(), 64 * 1024);
         }
 
+        /** Client thread only: this connection holds answers written but not flushed. */
+        boolean unflushed;
+
         synchronized void write(final byte[] body, final int off, final int len)
+        {
+            append(body, off, len);
+            flush();
+        }
+
+        /** Buffers one answer; {@link #flush} sends what is buffered. */
+        synchronized void append(final byte[] body, final int off, final int len)
         {
             try
             {
@@ -112,6 +126,17 @@ final class Gateway
                 lenBuf[3] = (byte)(len >>> 24);
                 out.write(lenBuf);
                 out.write(body, off, len);
+            }
+            catch (final IOException e)
+            {
+                close();
+            }
+        }
+
+        synchronized void flush()
+        {
+            try
+            {
                 out.flush();
             }
             catch (final IOException e)
@@ -176,6 +201,7 @@ final class Gateway
         accept.start();
         final Thread client = new Thread(this::clientLoop, "gateway-cluster-client");
         client.setDaemon(true);
+        clientThread = client;
         client.start();
         Log.info("gateway on " + cfg.clientAddr() + " (docs/wire.md) in front of ingress " + cfg.ingressEndpoints());
     }
@@ -253,6 +279,7 @@ final class Gateway
                     continue;
                 }
                 queue.add(new Request(c, body, body.length, System.nanoTime()));
+                LockSupport.unpark(clientThread);
             }
         }
         catch (final EOFException ignored)
@@ -516,7 +543,13 @@ final class Gateway
             status = Wire.STATUS_OK;
         }
         final int n = Wire.response(out, 0, r.body[0], leLong(r.body, 1), status, p.filled, p.rested, p.index, text);
-        r.conn.write(out.byteArray(), 0, n);
+        // The answers one poll reads go out in one write per connection (flushAnswers).
+        r.conn.append(out.byteArray(), 0, n);
+        if (!r.conn.unflushed)
+        {
+            r.conn.unflushed = true;
+            unflushed.add(r.conn);
+        }
         commands.incrementAndGet();
     }
 
@@ -596,6 +629,7 @@ final class Gateway
                     break;
                 }
             }
+            flushAnswers();
             if (now - lastKeepAlive > KEEPALIVE_NS && !client.isClosed())
             {
                 client.sendKeepAlive();
@@ -615,6 +649,17 @@ final class Gateway
         {
             client.close();
         }
+    }
+
+    private void flushAnswers()
+    {
+        for (int i = 0; i < unflushed.size(); i++)
+        {
+            final Conn c = unflushed.get(i);
+            c.unflushed = false;
+            c.flush();
+        }
+        unflushed.clear();
     }
 
     private void drainUnsent(final String text)

@@ -184,6 +184,11 @@ public final class RigAeron
                 BurstClient.main(codec, new File(args[++i]));
                 return;
             }
+            else if (args[i].equals("--gateway-bench") && i + 1 < args.length)
+            {
+                GatewayBench.main(codec, new File(args[++i]));
+                return;
+            }
             else
             {
                 usage("unknown argument " + args[i]);
