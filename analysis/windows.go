@@ -274,6 +274,9 @@ func (d *runData) timeSources() (*timeSources, []string) {
 		ts.inside[n] = ss
 	}
 	spans, samples := d.schedSpans()
+	for n, ss := range d.pauseSpans() {
+		spans[n] = append(spans[n], ss...)
+	}
 	ts.psi = psiOf(samples, ts.host.local)
 	ts.nodes = slices.Clone(d.nodes)
 	for n, ss := range spans {
@@ -578,9 +581,7 @@ func sourcesNote(src []string, what string) string {
 	if len(src) > 0 {
 		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
 	}
-	if !slices.ContainsFunc(src, func(x string) bool {
-		return x != SourceDiskModel && x != SourceOSSamples && x != rundir.SourceSchedstat
-	}) {
+	if !slices.ContainsFunc(src, func(x string) bool { return !slices.Contains(alwaysOnSources, x) }) {
 		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
 	}
 	return out
