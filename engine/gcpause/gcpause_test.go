@@ -3,6 +3,7 @@ package gcpause
 import (
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,10 +64,19 @@ func BenchmarkCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	r.stopped.Store(true) // the benchmark calls read itself
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	runtime.LockOSThread() // RUSAGE_THREAD then measures this thread's work alone
+	defer runtime.UnlockOSThread()
+	c0 := cpu()
 	for b.Loop() {
 		r.seen = r.stats.NumGC - 1
 		r.read()
 	}
+	b.ReportMetric(float64(cpu()-c0)/float64(b.N), "cpu-ns/op")
 	b.StopTimer()
 	r.Stop()
 }
