@@ -175,7 +175,9 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 			// busy host, I/O stalls of seconds) is the samples' to say, not this test's.
 			inHog++
 			for node, cover := range waits(e.StartS, e.EndS) {
-				has := slices.ContainsFunc(e.Causes, func(c analysis.Cause) bool { return c.Kind == analysis.CauseKind(rundir.InsideSchedDelay) && c.Node == node })
+				has := slices.ContainsFunc(e.Causes, func(c analysis.Cause) bool {
+					return c.Kind == analysis.CauseKind(rundir.InsideSchedDelay) && c.Node == node
+				})
 				switch {
 				case cover >= 0.6 && (!has || !containsKind(kinds, analysis.CauseHostCPU)):
 					t.Errorf("excursion %.3f–%.3f s inside the hog: %s's threads waited on a run queue over %.0f %% of it, but it is not named sched_delay on %s and host_cpu: %+v", e.StartS, e.EndS, node, 100*cover, node, e.Causes)
