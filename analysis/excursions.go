@@ -175,7 +175,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
 		psi, psiCover := d.psiCauses(ts.psi, s.HostPressure, st.from, st.to)
 		causes[i] = append(causes[i], psi...)
-		covered[i] = unionNs(slices.Concat(cover, stalls.cover, psiCover))
+		covered[i] = coverNs(slices.Concat(wholes(cover), stalls.cover, psiCover))
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}

@@ -34,6 +34,8 @@ var lineFiles = []string{
 	rundir.EventsFile,
 	rundir.SamplesGlob,
 	"*/" + rundir.InsideFile,
+	"*/" + rundir.PausesFile,
+	rundir.SchedGlob,
 	"*/" + rundir.DiskSyncsFile,
 	"*/" + rundir.EngineLogFile,
 	"*/gc*.log",

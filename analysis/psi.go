@@ -73,12 +73,13 @@ func psiOf(byNode map[string][]rundir.SchedSample, local bool) []psiSeries {
 	return out
 }
 
-// stallSpan is a sample's stall as a span ending at the interval's end: where in the interval
-// the stall fell is not known, so the interval's length bounds how far off it is (as for the
-// run-queue waits, rundir.SchedSample.Spans).
-func stallSpan(smp rundir.SchedSample, us uint64) span {
-	w := min(int64(us)*1000, smp.IntervalNs)
-	return span{smp.AtNs - w, smp.AtNs}
+// stallSpan is a sample's stall over its interval at the share stall/interval: where in the
+// interval it fell is not known (as for the run-queue waits, rundir.SchedSample.Spans).
+func stallSpan(smp rundir.SchedSample, us uint64) wspan {
+	if smp.IntervalNs <= 0 {
+		return wspan{}
+	}
+	return wspan{span{smp.AtNs - smp.IntervalNs, smp.AtNs}, min(float64(us)*1e3/float64(smp.IntervalNs), 1)}
 }
 
 // hostPressure is each series' stall shares over [warm-up end, load end], the part of it the
@@ -113,32 +114,32 @@ func (d *runData) hostPressure(ps []psiSeries) []HostPressure {
 
 // psiCauses are the pressure stalls over [from, to]: per series and resource, named when its
 // some stall covers causeCoverShare of it, with the spans they cover.
-func (d *runData) psiCauses(ps []psiSeries, run []HostPressure, from, to int64) ([]Cause, []span) {
+func (d *runData) psiCauses(ps []psiSeries, run []HostPressure, from, to int64) ([]Cause, []wspan) {
 	var out []Cause
-	var cover []span
+	var cover []wspan
 	length := float64(to - from)
 	for _, s := range ps {
 		lo := sort.Search(len(s.samples), func(i int) bool { return s.samples[i].AtNs > from })
 		for _, r := range psiResources {
-			var sp []span
-			var full int64
+			var sp []wspan
+			var full float64
 			for _, smp := range s.samples[lo:] {
 				if smp.AtNs-smp.IntervalNs > to {
 					break
 				}
-				if c := stallSpan(smp, r.some(*smp.PSI)); min(c.to, to) > max(c.from, from) {
-					sp = append(sp, span{max(c.from, from), min(c.to, to)})
+				if c := stallSpan(smp, r.some(*smp.PSI)); c.w > 0 && min(c.to, to) > max(c.from, from) {
+					sp = append(sp, wspan{span{max(c.from, from), min(c.to, to)}, c.w})
 				}
-				if c := stallSpan(smp, r.full(*smp.PSI)); min(c.to, to) > max(c.from, from) {
-					full += min(c.to, to) - max(c.from, from)
+				if c := stallSpan(smp, r.full(*smp.PSI)); c.w > 0 && min(c.to, to) > max(c.from, from) {
+					full += float64(min(c.to, to)-max(c.from, from)) * c.w
 				}
 			}
-			covered := unionNs(slices.Clone(sp))
+			covered := coverNs(sp)
 			if length <= 0 || len(sp) == 0 || float64(covered) < causeCoverShare*length {
 				continue
 			}
 			ev := fmt.Sprintf("pressure stall: some task stalled on %s over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
-				r.name, fmtMsBare(covered), 100*float64(covered)/length, fmtMsBare(full), len(sp))
+				r.name, fmtMsBare(covered), 100*float64(covered)/length, fmtMsBare(int64(math.Round(full))), len(sp))
 			if i := slices.IndexFunc(run, func(h HostPressure) bool { return h.Node == s.node }); i >= 0 {
 				ev += fmt.Sprintf("; %.1f %% of the run", run[i].share(r.name))
 			}

@@ -49,11 +49,13 @@ func TestPressureStallNamesExcursion(t *testing.T) {
 	if len(e.Causes) != 1 || e.Causes[0].Kind != CausePSICPU || e.Causes[0].Node != "node-0" {
 		t.Fatalf("causes %+v, want psi_cpu on node-0 alone", e.Causes)
 	}
-	if ev := e.Causes[0].Evidence; !strings.Contains(ev, "some task stalled on cpu over 80.000 ms (79 %) of it") {
+	// 80 ms in the five samples inside it, and 10 % of the 1 ms it overlaps the next: a sample's
+	// stall is spread over its interval.
+	if ev := e.Causes[0].Evidence; !strings.Contains(ev, "some task stalled on cpu over 80.100 ms (79 %) of it") {
 		t.Errorf("evidence %q", ev)
 	}
-	if e.CoveredMs != 80 {
-		t.Errorf("covered %v ms, want 80", e.CoveredMs)
+	if e.CoveredMs != 80.1 {
+		t.Errorf("covered %v ms, want 80.1", e.CoveredMs)
 	}
 	if c := s.Excursions.List[1].Causes; len(c) != 0 {
 		t.Errorf("second excursion causes %+v, want none (10 %% stalled)", c)

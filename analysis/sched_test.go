@@ -134,7 +134,7 @@ func TestHostCPUOnlyAsRunQueueWait(t *testing.T) {
 		if e.CoveredMs != 80 {
 			t.Errorf("covered %v ms, want 80 (five waits of 16 ms)", e.CoveredMs)
 		}
-		if rep := excursionsSection(s); !strings.Contains(rep, "| 79 % (21.0 ms unexplained) | sched_delay node-0 at 15.504 s: schedstat: 5 span(s) covering 80.000 ms (79 %) of it") {
+		if rep := excursionsSection(s); !strings.Contains(rep, "| 79 % (21.0 ms unexplained) | sched_delay node-0 at 15.500 s: schedstat: 5 sample(s) covering 80.000 ms (79 %) of it (each sample's total spread over its interval), most in one sample 16.000 ms") {
 			t.Errorf("report:\n%s", rep)
 		}
 	}

@@ -274,6 +274,9 @@ func (d *runData) timeSources() (*timeSources, []string) {
 		ts.inside[n] = ss
 	}
 	spans, samples := d.schedSpans()
+	for n, ss := range d.pauseSpans() {
+		spans[n] = append(spans[n], ss...)
+	}
 	ts.psi = psiOf(samples, ts.host.local)
 	ts.nodes = slices.Clone(d.nodes)
 	for n, ss := range spans {
@@ -332,7 +335,7 @@ func (d *runData) windows(s *Summary, ts *timeSources) []TimeWindow {
 type windowTally struct {
 	from, to int64
 	acc      map[rowKey]*rowAcc
-	cover    []span
+	cover    []wspan
 }
 
 type rowKey struct{ node, thread, cause, source, role string }
@@ -373,7 +376,7 @@ func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
 		}
 		a := t.get(rowKey{node, sp.Thread, string(sp.Kind), sp.Source, sp.Role})
 		a.count++
-		a.ns += float64(c.to - c.from)
+		a.ns += float64(c.to-c.from) * sp.Weight()
 		detail := sp.Detail
 		if sp.File != "" {
 			detail = sp.File
@@ -382,7 +385,7 @@ func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
 			a.details[detail]++
 		}
 		if !noCover[string(sp.Kind)] && c.to > c.from {
-			t.cover = append(t.cover, c)
+			t.cover = append(t.cover, insideW(sp, c))
 		}
 	}
 }
@@ -399,7 +402,7 @@ func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
 		a.ns += float64(c.to - c.from)
 		a.details[modelFile(x.File, runID)]++
 		if c.to > c.from {
-			t.cover = append(t.cover, c)
+			t.cover = append(t.cover, whole(c))
 		}
 	}
 }
@@ -439,7 +442,7 @@ func (t *windowTally) host(h *hostSeries) {
 				a.ns += smp.Agent.CPUPct / 100 * ov
 				if smp.Agent.CPUPct >= agentMinPct {
 					a.count++
-					t.cover = append(t.cover, c)
+					t.cover = append(t.cover, whole(c))
 				}
 			}
 			if !countMachine {
@@ -464,7 +467,7 @@ func (t *windowTally) host(h *hostSeries) {
 				for _, dk := range busyDisksOf(smp) {
 					a.details[dk]++
 				}
-				t.cover = append(t.cover, c)
+				t.cover = append(t.cover, whole(c))
 			}
 		}
 	}
@@ -502,7 +505,7 @@ func (t *windowTally) rows() (rows []CauseRow, leftOut int, unexplainedMs float6
 	if rows == nil {
 		rows = []CauseRow{}
 	}
-	return rows, leftOut, nsToMs(int64(length) - unionNs(t.cover))
+	return rows, leftOut, nsToMs(int64(length) - coverNs(t.cover))
 }
 
 // totals sums the tally per cause and source, in cause order.
@@ -578,9 +581,7 @@ func sourcesNote(src []string, what string) string {
 	if len(src) > 0 {
 		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
 	}
-	if !slices.ContainsFunc(src, func(x string) bool {
-		return x != SourceDiskModel && x != SourceOSSamples && x != rundir.SourceSchedstat
-	}) {
+	if !slices.ContainsFunc(src, func(x string) bool { return !slices.Contains(alwaysOnSources, x) }) {
 		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
 	}
 	return out
@@ -640,7 +641,7 @@ const causeCoverShare = 0.5
 // stallCauses is what the engines' own stalls explain of one excursion.
 type stallCauses struct {
 	causes []Cause
-	cover  []span // the named causes' spans, clipped to the excursion
+	cover  []wspan // the named causes' spans, clipped to the excursion
 	// schedCover is, per node, the share of the excursion during which at least one of its
 	// threads waited on a run queue (sched_delay of any source): what another process's CPU
 	// can have cost the engine.
@@ -665,11 +666,12 @@ func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 			long     int64
 			longWhat string
 			threads  []string
-			cover    []span
+			cover    []wspan
+			sampled  bool // spans of a sampled total (Share), spread over their intervals
 		}
 		byKind := map[key]*agg{}
 		var order []key
-		var sched []span
+		var sched []wspan
 		add := func(sp rundir.InsideSpan) {
 			kind, ok := insideStall[sp.Kind]
 			if !ok {
@@ -680,7 +682,7 @@ func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 				return
 			}
 			if sp.Kind == rundir.InsideSchedDelay {
-				sched = append(sched, c)
+				sched = append(sched, insideW(sp, c))
 			}
 			k := key{kind, sp.Source}
 			a := byKind[k]
@@ -690,9 +692,10 @@ func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 				order = append(order, k)
 			}
 			a.n++
-			a.cover = append(a.cover, c)
-			if sp.DurNs > a.long {
-				a.long, a.longWhat = sp.DurNs, cmp.Or(sp.Detail, sp.File, string(sp.Kind))
+			a.cover = append(a.cover, insideW(sp, c))
+			a.sampled = a.sampled || sp.Weight() < 1
+			if h := sp.Held(); h > a.long {
+				a.long, a.longWhat = h, cmp.Or(sp.Detail, sp.File, string(sp.Kind))
 			}
 			if sp.Thread != "" && !slices.Contains(a.threads, sp.Thread) && len(a.threads) < windowDetails {
 				a.threads = append(a.threads, sp.Thread)
@@ -705,19 +708,22 @@ func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
 			add(rundir.InsideSpan{AtNs: x.AtNs, DurNs: x.DurNs, Kind: rundir.InsideForce, Source: SourceDiskModel, File: modelFile(x.File, d.man.RunID)})
 		}
 		if len(sched) > 0 && length > 0 {
-			out.schedCover[node] = float64(unionNs(sched)) / length
+			out.schedCover[node] = float64(coverNs(sched)) / length
 		}
 		for _, k := range order {
 			a := byKind[k]
-			covered := unionNs(slices.Clone(a.cover))
+			covered := coverNs(a.cover)
 			if length <= 0 || float64(covered) < causeCoverShare*length {
 				continue
 			}
-			what := "span(s)"
-			if k.src == SourceDiskModel {
+			what, how, longest := "span(s)", "", "longest"
+			switch {
+			case k.src == SourceDiskModel:
 				what = "fsync(s)"
+			case a.sampled:
+				what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"
 			}
-			ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it, longest %s ms (%s)", k.src, a.n, what, fmtMsBare(covered), 100*float64(covered)/length, fmtMsBare(a.long), a.longWhat)
+			ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", k.src, a.n, what, fmtMsBare(covered), 100*float64(covered)/length, how, longest, fmtMsBare(a.long), a.longWhat)
 			if len(a.threads) > 0 {
 				ev += " on " + strings.Join(a.threads, ", ")
 			}

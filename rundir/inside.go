@@ -58,7 +58,21 @@ type InsideSpan struct {
 	Role   string     `json:"role,omitempty"`   // forces and writes: Role*
 	Bytes  int64      `json:"bytes,omitempty"`  // writes: bytes written
 	Detail string     `json:"detail,omitempty"` // GC name and cause, the top frame of a sample, …
+	// Share is the part of the span its cause held where only a total over the span is known (a
+	// sampled interval's run-queue wait: wait/interval), spread evenly over it; 0 is all of it.
+	Share float64 `json:"share,omitempty"`
 }
+
+// Weight is the share of each moment of the span its cause is taken to hold, in (0, 1].
+func (s InsideSpan) Weight() float64 {
+	if s.Share <= 0 || s.Share > 1 {
+		return 1
+	}
+	return s.Share
+}
+
+// Held is the time its cause held: the span's length, or Share of it.
+func (s InsideSpan) Held() int64 { return int64(float64(s.DurNs) * s.Weight()) }
 
 // InsideWriter appends InsideSpan lines to a file; safe for concurrent use.
 type InsideWriter = lineWriter[InsideSpan]

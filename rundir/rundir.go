@@ -17,6 +17,7 @@
 //	<node>/samples/*.ndjson           Sample, one JSON line each (the agent's OS sampler)
 //	<node>/disk-syncs.ndjson          DiskSync, one JSON line per fsync of the node's disk model
 //	<node>/sched/*.ndjson             SchedSample, one JSON line each (the agent's scheduler sampler)
+//	<node>/pauses.ndjson              InsideSpan, one JSON line each: the engine runtime's GC pauses (always on)
 //	<node>/inside.ndjson              InsideSpan, one JSON line each: the engine's own recording, read
 //	<node>/recordings/                the engine's recordings (JFR, Go trace), one per window
 //	loadgen/probes.bin                Probe records (ProbeWriter, ReadProbes)

@@ -51,13 +51,20 @@ type SchedPSI struct {
 }
 
 // Spans are the sample's run-queue waits as sched_delay inside spans, one per thread. Where in
-// the interval a thread waited is not known; each span ends at the interval's end, so the
-// interval's length bounds how far off it can be (a fine interval keeps that small).
+// the interval a thread waited is not known: each span covers the whole interval with Share
+// wait/interval, so an excursion overlapping part of the interval is covered by the share of
+// the wait expected there, not by a wait placed at one end of it.
 func (s SchedSample) Spans() []InsideSpan {
 	out := make([]InsideSpan, 0, len(s.Threads))
+	if s.IntervalNs <= 0 {
+		return out
+	}
 	for _, t := range s.Threads {
-		w := min(t.WaitNs, s.IntervalNs)
-		out = append(out, InsideSpan{AtNs: s.AtNs - w, DurNs: w, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
+		if t.WaitNs <= 0 {
+			continue
+		}
+		share := min(float64(t.WaitNs)/float64(s.IntervalNs), 1)
+		out = append(out, InsideSpan{AtNs: s.AtNs - s.IntervalNs, DurNs: s.IntervalNs, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
 	}
 	return out
 }

@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/engine/gcpause"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/untrusted"
+	"github.com/rig-dev/rig/rundir"
 )
 
 func newEngineCmd(drivers *driver.Registry) *cobra.Command {
@@ -69,6 +72,13 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 				// CPUs keeps one free for it when raft's goroutines are busy, so a datagram
 				// arriving does not wait for them to be preempted.
 				runtime.GOMAXPROCS(runtime.NumCPU() + 1)
+			}
+			// Every GC's stop-the-world pauses, beside the config in the node folder: near-free,
+			// so always on (docs/results.md has its cost).
+			if gp, err := gcpause.Start(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
+				log.Warn("GC pauses not recorded", "err", err)
+			} else {
+				defer gp.Stop()
 			}
 			// Serve the admin API before restoring, so the agent sees starting and restoring.
 			ctx, cancel := context.WithCancel(cmd.Context())

@@ -49,8 +49,9 @@ type Data struct {
 	DataDir    string // where the engine keeps its log and snapshots
 	ConfigFile string // absolute path of the rendered config file
 	// GCLog is where a JVM engine writes its GC log so the run collects and reads it:
-	// -Xlog:gc*:file={{.GCLog}}:time,uptime,level,tags (the JVM replaces %p with its pid, so every
-	// launch keeps its own file; the time decorator lets the report count the measured window).
+	// -Xlog:gc*,safepoint:file={{.GCLog}}:time,uptime,level,tags (the JVM replaces %p with its
+	// pid, so every launch keeps its own file; the time decorator lets the report count the
+	// measured window and place each GC pause and safepoint).
 	GCLog      string
 	RaftAddr   string            // host:port for replication between nodes
 	ClientAddr string            // host:port the load generator connects to
