@@ -36,6 +36,12 @@ type RecordingRequest struct {
 	// Reading starts the JDK's jfr tool and parses its JSON, seconds of CPU that would land in
 	// the measured load; the runner defers during the load and reads at its end.
 	Defer bool `json:"defer,omitempty"`
+	// Start and Stop switch a recorder that runs only around windows
+	// (StartRequest.RecordingWindows; recording.Windows drives them): Start starts it and takes
+	// nothing; Stop stops it after this take. A relaunched engine's recorder is started again
+	// while the agent's is on.
+	Start bool `json:"start,omitempty"`
+	Stop  bool `json:"stop,omitempty"`
 }
 
 // RecordingResponse says what the take found.
@@ -59,6 +65,9 @@ type recorder struct {
 	// A Go engine's trace file that takes append to, and the last generation in it.
 	traceFile string
 	traceLast uint64
+	// windows: the recorder runs only between a Start and a Stop; on: it runs now (as far as
+	// the agent asked).
+	windows, on bool
 }
 
 // pendingTake is a recording taken and not read yet, with the stretch of it that is new.
@@ -71,8 +80,8 @@ type pendingTake struct {
 // recordingEnv starts keeping the engine's recording of format f (every start of an engine
 // starts afresh) and returns, for a JVM engine, the environment entry that starts a JVM engine's recording, written with its
 // settings file into the node's recordings folder.
-func (s *Server) recordingEnv(f recording.Format) ([]string, error) {
-	rec := &recorder{format: f, cut: map[int]time.Time{}, done: map[int]bool{}}
+func (s *Server) recordingEnv(f recording.Format, windows bool) ([]string, error) {
+	rec := &recorder{format: f, cut: map[int]time.Time{}, done: map[int]bool{}, windows: windows}
 	s.engine.rec = rec
 	if f != recording.FormatJFR {
 		return nil, nil
@@ -107,7 +116,19 @@ func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RecordingResponse{Notes: []string{"no engine recording asked for"}})
 		return
 	}
+	if req.Start {
+		resp, err := s.startRecorder(r.Context(), rec, e.Spec().Config)
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
 	resp, err := s.takeRecording(r.Context(), rec, req.Window, req.Defer, e.Spec().Config)
+	if err == nil && req.Stop {
+		err = s.stopRecorder(r.Context(), rec, e.Spec().Config)
+	}
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -167,6 +188,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			}})
 		}
 	case recording.FormatGoTrace:
+		if rec.windows && !rec.on {
+			break // stopped: its last take had everything
+		}
 		file := filepath.Join(dir, window+recording.FormatGoTrace.Ext())
 		takes = append(takes, take{0, false, file, func() (string, error) { return s.fetchTrace(ctx, rec, cfg.AdminAddr, file) }})
 	default:
@@ -332,3 +356,97 @@ func (c *Client) TakeRecording(ctx context.Context, req RecordingRequest) (Recor
 	err := c.do(ctx, http.MethodPost, "/engine/recording", req, &out)
 	return out, err
 }
+
+// startRecorder starts a recorder that runs only around windows (RecordingRequest.Start): a Go
+// engine's POST /trace/start. A recorder that always runs is left as it is.
+func (s *Server) startRecorder(ctx context.Context, rec *recorder, cfg engine.Config) (RecordingResponse, error) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.windows {
+		return RecordingResponse{Notes: []string{"the recorder runs throughout (not started for windows)"}}, nil
+	}
+	if rec.format != recording.FormatGoTrace {
+		return RecordingResponse{}, fmt.Errorf("recording format %q: %w", rec.format, ErrNoWindows)
+	}
+	if err := s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err != nil {
+		return RecordingResponse{}, err
+	}
+	rec.on = true
+	return RecordingResponse{}, nil
+}
+
+// stopRecorder stops a recorder that runs only around windows after its take; the next take
+// starts a trace file of its own (a restarted recorder numbers its generations afresh).
+func (s *Server) stopRecorder(ctx context.Context, rec *recorder, cfg engine.Config) error {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.windows || !rec.on {
+		return nil
+	}
+	rec.on = false
+	rec.traceFile, rec.traceLast = "", 0
+	return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStop)
+}
+
+// ErrNoWindows: the format's recorder cannot be run only around windows.
+var ErrNoWindows = errors.New("this recorder cannot be started and stopped around windows")
+
+// switchTrace posts path (engine.AdminTraceStart or AdminTraceStop) to the engine.
+func (s *Server) switchTrace(ctx context.Context, adminAddr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+adminAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	engine.AuthorizeAdmin(req, s.adminToken)
+	resp, err := s.engine.proxy.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, b)
+	}
+	return nil
+}
+
+// rearmRecorder starts a relaunched engine's recorder when the agent's is on: the relaunch is
+// inside a restart window. The engine answers its admin API before it restores; until then the
+// start is retried.
+func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
+	rec.mu.Lock()
+	on := rec.windows && rec.on && rec.format == recording.FormatGoTrace
+	rec.mu.Unlock()
+	if !on {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rearmTimeout)
+		defer cancel()
+		var err error
+		for {
+			rec.mu.Lock()
+			on := rec.on
+			rec.mu.Unlock()
+			if !on {
+				return // stopped meanwhile: the window ended
+			}
+			if err = s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err == nil {
+				rec.mu.Lock()
+				// The relaunched recorder numbers its generations afresh: a file of its own.
+				rec.traceFile, rec.traceLast = "", 0
+				rec.mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				s.log.Warn("start the relaunched engine's recorder", "err", err)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// rearmTimeout bounds the wait for a relaunched engine's admin API.
+const rearmTimeout = 30 * time.Second

@@ -137,11 +137,29 @@ type goTraceEngine struct {
 	mu     sync.Mutex
 	served int64
 	drop   uint64
+	starts int // POST /trace/start
 }
 
 func (e *goTraceEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	switch r.URL.Path { // as engine/server switches its recorder
+	case engine.AdminTraceStart:
+		e.starts++
+		if !e.fr.Enabled() {
+			if err := e.fr.Start(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+		}
+		return
+	case engine.AdminTraceStop:
+		e.fr.Stop()
+		return
+	}
+	if !e.fr.Enabled() {
+		http.Error(w, "stopped", http.StatusConflict)
+		return
+	}
 	if e.drop != 0 {
 		e.fr.WriteTo(io.Discard) // a dump ends a generation: the one to drop
 	}
@@ -244,5 +262,72 @@ func TestTakeGoTraceAppends(t *testing.T) {
 	take("end2", false)
 	if n := countForces(); n < syncs-5 || n > syncs {
 		t.Errorf("%d forces read; want the %d syncs once each, but for those of the dropped generation", n, syncs)
+	}
+}
+
+// With a recorder run only around windows, the agent starts it at a window's Start, takes it and
+// stops it at the window's Stop, and fetches nothing while it is stopped: the inside file holds
+// the syncs made inside the windows, each once, and none made between them.
+func TestTakeGoTraceWindows(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	defer fr.Stop()
+	eng := &goTraceEngine{fr: fr}
+	srv := httptest.NewServer(eng)
+	defer srv.Close()
+	dir, data := t.TempDir(), t.TempDir()
+	s := &Server{opts: Options{Dir: dir, Recordings: recording.NewRegistry(recording.GoTrace{})}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec := &recorder{format: recording.FormatGoTrace, cut: map[int]time.Time{}, done: map[int]bool{}, windows: true}
+	cfg := engine.Config{AdminAddr: strings.TrimPrefix(srv.URL, "http://"), Dir: data}
+	f, err := os.Create(filepath.Join(data, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syncs := func(n int) {
+		for range n {
+			f.Write([]byte("order\n"))
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	syncs(7) // before any window: not recorded
+	for _, w := range []string{"01-a", "02-b"} {
+		if _, err := s.startRecorder(ctx, rec, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if !fr.Enabled() {
+			t.Fatalf("%s: the engine's recorder is not running after the start", w)
+		}
+		syncs(5)
+		resp, err := s.takeRecording(ctx, rec, w, true, cfg)
+		if err != nil || len(resp.Notes) > 0 || len(resp.Files) != 1 {
+			t.Fatalf("take %s: %+v, %v", w, resp, err)
+		}
+		if err := s.stopRecorder(ctx, rec, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if fr.Enabled() {
+			t.Fatalf("%s: the engine's recorder still runs after the stop", w)
+		}
+		syncs(7) // between windows: not recorded
+	}
+	resp, err := s.takeRecording(ctx, rec, "end", false, cfg)
+	if err != nil || len(resp.Notes) > 0 || len(resp.Files) != 0 {
+		t.Fatalf("take end with the recorder stopped: %+v, %v; want no fetch, no note", resp, err)
+	}
+	spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sp := range spans {
+		if sp.Kind == rundir.InsideForce && sp.Role == rundir.RoleOther {
+			n++
+		}
+	}
+	if n != 10 || eng.starts != 2 {
+		t.Errorf("%d forces read after %d starts; want the 10 syncs inside the 2 windows, none of the 21 outside", n, eng.starts)
 	}
 }

@@ -304,6 +304,10 @@ func (e Engine) DriverName() string {
 const (
 	RecordingOn  = "on"
 	RecordingOff = "off"
+	// RecordingWindows records only around the timeline's windows: the recorder starts a
+	// second before each and is taken and stopped a second after it (recording.Windows), so
+	// the stretches between windows, the preload included, run without it.
+	RecordingWindows = "windows"
 	// DefaultRecording is engine.recording when a playbook says nothing. Off: issue 37 allows a
 	// recorder on by default only within 2 % on probe p50 and 5 % on preload throughput, and
 	// neither JFR's measured cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
@@ -311,6 +315,9 @@ const (
 	// engine (docs/engines.md, item 8) was shown within it on this machine.
 	DefaultRecording = RecordingOff
 )
+
+// Recorded says the engine's own recorder is asked for (engine.recording: on or windows).
+func (e Engine) Recorded() bool { return e.RecordingMode() != RecordingOff }
 
 // RecordingMode is engine.recording, its default when not given.
 func (e Engine) RecordingMode() string {

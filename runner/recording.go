@@ -26,7 +26,7 @@ type recordings struct {
 	noted map[string]bool // notes already warned about, by node and text
 }
 
-func (r *run) recordingOn() bool { return r.pb.Engine.RecordingMode() == playbooks.RecordingOn }
+func (r *run) recordingOn() bool { return r.pb.Engine.Recorded() }
 
 // RecordingBudget is what one server's recording costs a run: the memory its recorder holds in
 // the engine, and the most its takes keep on its agent's disk.
@@ -43,7 +43,7 @@ type RecordingBudget struct {
 // recorder holds at most engine.FlightRecorderBytes, and a take keeps at most one dump of it
 // (the generations no earlier take had: agent/recording.go), so DiskBytes is that once per take.
 func RecordingBudgetOf(pb *playbooks.Playbook) RecordingBudget {
-	if pb.Engine.RecordingMode() != playbooks.RecordingOn {
+	if !pb.Engine.Recorded() {
 		return RecordingBudget{Known: true}
 	}
 	b := RecordingBudget{Takes: len(pb.Timeline) + 1}
