@@ -272,8 +272,8 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 // from the last one to the end: the start of that stretch would be lost.
 func checkRecordingReach(p *Playbook, rec driver.Recorder, add func(path, rule string, deps []string, format string, args ...any)) {
 	reach, setting := rec.RecordingReach(p.Engine.Settings())
-	if reach <= 0 || len(p.Timeline) == 0 {
-		return
+	if reach <= 0 || len(p.Timeline) == 0 || p.Engine.RecordingMode() == RecordingWindows {
+		return // windows: each take holds its window only, from a second before the action
 	}
 	gap, from, what := time.Duration(0), "", ""
 	for i := range p.Timeline {
