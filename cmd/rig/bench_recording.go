@@ -58,6 +58,13 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 			if eng.SyncLevel < 0 || eng.SyncLevel > 2 {
 				return fmt.Errorf("%w: --sync-level %d: want 0, 1 or 2", errUsage, eng.SyncLevel)
 			}
+			if (o.Windows.Every > 0) != (o.Windows.For > 0) || o.Windows.Every < 0 || o.Windows.For < 0 {
+				return fmt.Errorf("%w: --window-every %s --window-for %s: give both above 0, or neither", errUsage, o.Windows.Every, o.Windows.For)
+			}
+			if o.Windows.Every > 0 && o.Windows.For+2*time.Second > o.Windows.Every {
+				return fmt.Errorf("%w: --window-every %s --window-for %s: want every at least for + 2s (a second of lead and of tail), or the windows are one recording", errUsage, o.Windows.Every, o.Windows.For)
+			}
+			eng.Windows = o.Windows.Every > 0
 			if window != "" {
 				s, _ := reference.Table.Lookup(reference.FlightRecorderWindow)
 				if eng.Window, err = s.Canon(window); err != nil {
@@ -86,6 +93,10 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 			}
 			fmt.Fprintf(out, "%s: %d rounds of %d orders preloaded then %.0f probes/s for %gs; load average %.2f -> %.2f on %d CPUs\n",
 				rep.Engine, rep.Rounds, rep.Orders, rep.ProbeRate, rep.ProbeForS, rep.Load1, rep.Load1After, rep.CPUs)
+			if rep.WindowEveryS > 0 {
+				fmt.Fprintf(out, "recording only around a %gs window every %gs (a second of lead and of tail): on %.0f %% of the probe stream, not during the preload\n",
+					rep.WindowForS, rep.WindowEveryS, rep.RecordedShare*100)
+			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintf(tw, "  recording\tpreload orders/s\tprobe p50 us\tprobe p99 us\t\n")
 			fmt.Fprintf(tw, "  on\t%.0f\t%.1f\t%.1f\t\n", rep.On.PreloadPerS, rep.On.ProbeP50Us, rep.On.ProbeP99Us)
@@ -108,6 +119,8 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 	f.IntVar(&eng.Servers, "servers", 1, "reference engine servers (raft voters) on loopback")
 	f.IntVar(&eng.SyncLevel, "sync-level", 2, "the engines' sync level: 0, 1 or 2")
 	f.StringVar(&window, "window", "", "engine.flight_recorder_window (default: the engine's)")
+	f.DurationVar(&o.Windows.Every, "window-every", 0, "record only around windows this far apart during the probe stream, as engine.recording: windows does (0: throughout)")
+	f.DurationVar(&o.Windows.For, "window-for", 0, "each window's length, with --window-every")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	return cmd

@@ -18,9 +18,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/loadgen/loadspec"
+	"github.com/rig-dev/rig/recording"
 )
 
 // Engine starts an engine for one phase of the bench.
@@ -39,30 +41,57 @@ type Running struct {
 	// Dump, if set, fetches the recording the way a run collects it after a window and
 	// returns its size (not timed: a run dumps between windows).
 	Dump func(ctx context.Context) (int64, error)
+	// Switch starts and dumps an idle recorder (Options.Windows): every server's, as one.
+	Switch recording.Switch
+}
+
+// Windows is a probe stream's windows, as a run's timeline has them: one lasting For every
+// Every, the first Every after the stream's start, each with recording.DefaultWindowOptions'
+// lead and tail. Zero: the recorder runs throughout.
+type Windows struct {
+	Every, For time.Duration
+}
+
+// starts are the windows' offsets within a stream of length d that end before it does.
+func (w Windows) starts(d time.Duration) []time.Duration {
+	var out []time.Duration
+	if w.Every <= 0 {
+		return nil
+	}
+	for at := w.Every; at+w.For+recording.DefaultWindowOptions.Tail < d; at += w.Every {
+		out = append(out, at)
+	}
+	return out
 }
 
 // Options say what one bench run does.
 type Options struct {
-	Engine     Engine
-	Rounds     int           // rounds of one phase each way; the first phase of a round alternates
-	Orders     int           // resting orders preloaded each phase
-	ProbeRate  float64       // probes per second, after the preload
-	ProbeFor   time.Duration // length of the probe stream
-	Dir        string        // working folder (engine data, probe files); removed phase by phase
+	Engine    Engine
+	Rounds    int           // rounds of one phase each way; the first phase of a round alternates
+	Orders    int           // resting orders preloaded each phase
+	ProbeRate float64       // probes per second, after the preload
+	ProbeFor  time.Duration // length of the probe stream
+	Dir       string        // working folder (engine data, probe files); removed phase by phase
+	// Windows, when set, records only around windows of the probe stream (the engine starts
+	// its recorder idle: Engine.Start is asked for recording, Running.Switch switches it).
+	Windows    Windows
 	Logger     *slog.Logger
 	loadRootFS string // tests: a folder standing for / when reading proc/loadavg
 }
 
 // Phase is one engine's life in the bench: preload, then probes.
 type Phase struct {
-	Round        int     `json:"round"`
-	Recording    bool    `json:"recording"`
-	PreloadPerS  float64 `json:"preload_orders_per_s"`
-	ProbeP50Us   float64 `json:"probe_p50_us"`
-	ProbeP99Us   float64 `json:"probe_p99_us"`
-	Probes       int64   `json:"probes"`
-	Lost         int64   `json:"lost"`
-	DumpBytes    int64   `json:"dump_bytes,omitempty"`    // the recording fetched after the phase
+	Round       int     `json:"round"`
+	Recording   bool    `json:"recording"`
+	PreloadPerS float64 `json:"preload_orders_per_s"`
+	ProbeP50Us  float64 `json:"probe_p50_us"`
+	ProbeP99Us  float64 `json:"probe_p99_us"`
+	Probes      int64   `json:"probes"`
+	Lost        int64   `json:"lost"`
+	DumpBytes   int64   `json:"dump_bytes,omitempty"` // the recording fetched after the phase
+	// RecordedS is how long the recorder ran during the probe stream (Options.Windows; else the
+	// whole stream).
+	RecordedS    float64 `json:"recorded_s,omitempty"`
 	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // its size over the phase's length: how fast it fills
 	Seconds      float64 `json:"seconds"`
 }
@@ -76,21 +105,26 @@ type Mode struct {
 
 // Report is a bench run.
 type Report struct {
-	Engine       string  `json:"engine"`
-	Rounds       int     `json:"rounds"`
-	Orders       int     `json:"orders"`
-	ProbeRate    float64 `json:"probe_rate"`
-	ProbeForS    float64 `json:"probe_for_s"`
-	Phases       []Phase `json:"phases"`
-	On           Mode    `json:"on"`
-	Off          Mode    `json:"off"`
-	P50Overhead  float64 `json:"p50_overhead_pct"` // (on / off - 1) x 100
-	PreloadLoss  float64 `json:"preload_loss_pct"` // (1 - on / off) x 100
-	MeetsGoal    bool    `json:"meets_goal"`       // p50 overhead <= 2 % and preload loss <= 5 %
-	Load1        float64 `json:"load1"`            // before
-	Load1After   float64 `json:"load1_after"`
-	CPUs         int     `json:"cpus"`
-	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
+	Engine      string  `json:"engine"`
+	Rounds      int     `json:"rounds"`
+	Orders      int     `json:"orders"`
+	ProbeRate   float64 `json:"probe_rate"`
+	ProbeForS   float64 `json:"probe_for_s"`
+	Phases      []Phase `json:"phases"`
+	On          Mode    `json:"on"`
+	Off         Mode    `json:"off"`
+	P50Overhead float64 `json:"p50_overhead_pct"` // (on / off - 1) x 100
+	PreloadLoss float64 `json:"preload_loss_pct"` // (1 - on / off) x 100
+	MeetsGoal   bool    `json:"meets_goal"`       // p50 overhead <= 2 % and preload loss <= 5 %
+	// RecordedShare is the share of the probe stream the recorder ran in, median over the
+	// recording phases: 1 unless Options.Windows.
+	RecordedShare float64 `json:"recorded_share,omitempty"`
+	WindowEveryS  float64 `json:"window_every_s,omitempty"`
+	WindowForS    float64 `json:"window_for_s,omitempty"`
+	Load1         float64 `json:"load1"` // before
+	Load1After    float64 `json:"load1_after"`
+	CPUs          int     `json:"cpus"`
+	DumpMBPerSec  float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
 }
 
 // Goals are issue 37's: recording is on by default only within both.
@@ -116,6 +150,10 @@ func (o *Options) check() error {
 		return fmt.Errorf("%w: probe length %v: want at least 100ms", ErrBadOptions, o.ProbeFor)
 	case o.Dir == "":
 		return fmt.Errorf("%w: no working folder", ErrBadOptions)
+	case o.Windows.Every < 0 || o.Windows.For < 0 || (o.Windows.Every > 0 && o.Windows.For <= 0):
+		return fmt.Errorf("%w: windows every %s for %s: want both above 0, or every 0 (no windows)", ErrBadOptions, o.Windows.Every, o.Windows.For)
+	case o.Windows.Every > 0 && len(o.Windows.starts(o.ProbeFor)) == 0:
+		return fmt.Errorf("%w: windows every %s for %s: none ends within the probe stream of %s", ErrBadOptions, o.Windows.Every, o.Windows.For, o.ProbeFor)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -133,7 +171,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Engine: o.Engine.Name(), Rounds: o.Rounds, Orders: o.Orders, ProbeRate: o.ProbeRate,
-		ProbeForS: o.ProbeFor.Seconds(), CPUs: runtime.NumCPU()}
+		ProbeForS: o.ProbeFor.Seconds(), CPUs: runtime.NumCPU(), WindowEveryS: o.Windows.Every.Seconds(), WindowForS: o.Windows.For.Seconds()}
 	if la, err := loadavg.Read(o.loadRootFS); err == nil {
 		rep.Load1 = la.Load1
 	}
@@ -156,7 +194,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 func (r *Report) summarize() {
-	var dump []float64
+	var dump, share []float64
 	mode := func(rec bool) Mode {
 		var pre, p50, p99 []float64
 		for _, p := range r.Phases {
@@ -165,12 +203,16 @@ func (r *Report) summarize() {
 				if rec && p.DumpMBPerSec > 0 {
 					dump = append(dump, p.DumpMBPerSec)
 				}
+				if rec && r.ProbeForS > 0 {
+					share = append(share, p.RecordedS/r.ProbeForS)
+				}
 			}
 		}
 		return Mode{PreloadPerS: median(pre), ProbeP50Us: median(p50), ProbeP99Us: median(p99)}
 	}
 	r.On, r.Off = mode(true), mode(false)
 	r.DumpMBPerSec = median(dump)
+	r.RecordedShare = median(share)
 	if r.Off.ProbeP50Us > 0 {
 		r.P50Overhead = (r.On.ProbeP50Us/r.Off.ProbeP50Us - 1) * 100
 	}
@@ -216,8 +258,44 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 		return ph, fmt.Errorf("preload: %w", err)
 	}
 	ph.PreloadPerS = pre.OrdersPerSec
+	windowed := rec && o.Windows.Every > 0
+	if windowed && eng.Switch == nil {
+		return ph, fmt.Errorf("%w: the engine cannot switch its recorder around windows", ErrBadOptions)
+	}
+	var (
+		wdone chan error
+		win   *recording.Windows
+	)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	if windowed {
+		if win, err = recording.NewWindows(eng.Switch, recording.DefaultWindowOptions); err != nil {
+			return ph, err
+		}
+		wdone = make(chan error, 1)
+		go func() { wdone <- runWindows(wctx, win, time.Now(), o.Windows, o.ProbeFor) }()
+	}
 	probes, err := loadgen.Probe(ctx, loadgen.ProbeOptions{Servers: eng.Servers, Rate: o.ProbeRate, Duration: o.ProbeFor,
 		Out: filepath.Join(dir, "probes"), Logger: o.Logger})
+	if windowed {
+		probeEnd := time.Now()
+		werr := <-wdone
+		if ferr := win.Finish(ctx, "end"); werr == nil {
+			werr = ferr
+		}
+		if err == nil && werr != nil {
+			return ph, fmt.Errorf("recording windows: %w", werr)
+		}
+		for _, s := range win.Spans() {
+			to := s.To
+			if to.IsZero() || to.After(probeEnd) {
+				to = probeEnd
+			}
+			ph.RecordedS += to.Sub(s.From).Seconds()
+		}
+	} else if rec {
+		ph.RecordedS = o.ProbeFor.Seconds()
+	}
 	if err != nil {
 		return ph, fmt.Errorf("probes: %w", err)
 	}
@@ -227,7 +305,7 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 	ph.Probes, ph.Lost = probes.Latency.N, probes.Lost
 	ph.ProbeP50Us, ph.ProbeP99Us = float64(probes.Latency.P50Ns)/1e3, float64(probes.Latency.P99Ns)/1e3
 	ph.Seconds = time.Since(start).Seconds()
-	if rec && eng.Dump != nil {
+	if rec && !windowed && eng.Dump != nil {
 		n, err := eng.Dump(ctx)
 		if err != nil {
 			return ph, fmt.Errorf("dump the recording: %w", err)
@@ -235,4 +313,29 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 		ph.DumpBytes, ph.DumpMBPerSec = n, float64(n)/1e6/ph.Seconds
 	}
 	return ph, nil
+}
+
+// runWindows opens and closes the windows of a probe stream that started at start, as the
+// runner's timeline does: Open sleeps until each one's lead, Close runs beside the next.
+func runWindows(ctx context.Context, win *recording.Windows, start time.Time, w Windows, d time.Duration) error {
+	starts := w.starts(d)
+	errc := make(chan error, len(starts))
+	for i, at := range starts {
+		if err := win.Open(ctx, start.Add(at)); err != nil {
+			return err
+		}
+		if err := ctxtime.SleepUntil(ctx, start.Add(at+w.For)); err != nil {
+			return err
+		}
+		var next time.Time
+		if i+1 < len(starts) {
+			next = start.Add(starts[i+1])
+		}
+		go func() { errc <- win.Close(ctx, fmt.Sprintf("%02d-window", i+1), next) }()
+	}
+	var errs []error
+	for range starts {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
 }
