@@ -87,7 +87,11 @@ func (s *Server) recordingEnv(f recording.Format, windows bool) ([]string, error
 		return nil, nil
 	}
 	dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
-	opts, err := recording.JVMOptions(dir)
+	jvmOptions := recording.JVMOptions
+	if windows {
+		jvmOptions = recording.JVMWindowOptions
+	}
+	opts, err := jvmOptions(dir)
 	if err != nil {
 		return nil, fmt.Errorf("start JFR: %w", err)
 	}
@@ -173,6 +177,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			j := j
 			file := filepath.Join(dir, window+"-"+strconv.Itoa(j.PID)+recording.FormatJFR.Ext())
 			if alive(j.PID) {
+				if rec.windows && !rec.on {
+					continue // stopped: its last take had everything
+				}
 				takes = append(takes, take{j.PID, false, file, func() (string, error) {
 					return keptOrRemoved(file, recording.DumpJFR(ctx, j.PID, rec.cut[j.PID], file))
 				}})
@@ -365,14 +372,41 @@ func (s *Server) startRecorder(ctx context.Context, rec *recorder, cfg engine.Co
 	if !rec.windows {
 		return RecordingResponse{Notes: []string{"the recorder runs throughout (not started for windows)"}}, nil
 	}
-	if rec.format != recording.FormatGoTrace {
-		return RecordingResponse{}, fmt.Errorf("recording format %q: %w", rec.format, ErrNoWindows)
-	}
-	if err := s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err != nil {
-		return RecordingResponse{}, err
+	var resp RecordingResponse
+	switch rec.format {
+	case recording.FormatGoTrace:
+		if err := s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err != nil {
+			return resp, err
+		}
+	case recording.FormatJFR:
+		jvms, err := s.engineJVMs()
+		if err != nil {
+			return resp, err
+		}
+		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+		for _, pid := range jvms {
+			if err := recording.StartJFR(ctx, pid, dir); err != nil {
+				resp.Notes = append(resp.Notes, err.Error())
+			}
+		}
+	default:
+		return resp, fmt.Errorf("recording format %q: %w", rec.format, ErrNoWindows)
 	}
 	rec.on = true
-	return RecordingResponse{}, nil
+	return resp, nil
+}
+
+// engineJVMs are the engine's JVMs: its process, or those under it.
+func (s *Server) engineJVMs() ([]int, error) {
+	e, err := s.currentEngine()
+	if err != nil {
+		return nil, err
+	}
+	jvms := recording.JVMsUnder(e.PID())
+	if len(jvms) == 0 {
+		return nil, fmt.Errorf("no JVM (a process named java) is the engine's process %d or under it", e.PID())
+	}
+	return jvms, nil
 }
 
 // stopRecorder stops a recorder that runs only around windows after its take; the next take
@@ -385,6 +419,17 @@ func (s *Server) stopRecorder(ctx context.Context, rec *recorder, cfg engine.Con
 	}
 	rec.on = false
 	rec.traceFile, rec.traceLast = "", 0
+	if rec.format == recording.FormatJFR {
+		jvms, err := s.engineJVMs()
+		if err != nil {
+			return nil // no JVM left to stop (killed in the window)
+		}
+		var errs []error
+		for _, pid := range jvms {
+			errs = append(errs, recording.StopJFR(ctx, pid))
+		}
+		return errors.Join(errs...)
+	}
 	return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStop)
 }
 
@@ -415,10 +460,25 @@ func (s *Server) switchTrace(ctx context.Context, adminAddr, path string) error 
 // start is retried.
 func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
 	rec.mu.Lock()
-	on := rec.windows && rec.on && rec.format == recording.FormatGoTrace
+	on := rec.windows && rec.on
 	rec.mu.Unlock()
 	if !on {
 		return
+	}
+	start := func(ctx context.Context) error { return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart) }
+	if rec.format == recording.FormatJFR {
+		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+		start = func(ctx context.Context) error {
+			jvms, err := s.engineJVMs()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, pid := range jvms {
+				errs = append(errs, recording.StartJFR(ctx, pid, dir))
+			}
+			return errors.Join(errs...)
+		}
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), rearmTimeout)
@@ -431,7 +491,7 @@ func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
 			if !on {
 				return // stopped meanwhile: the window ended
 			}
-			if err = s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err == nil {
+			if err = start(ctx); err == nil {
 				rec.mu.Lock()
 				// The relaunched recorder numbers its generations afresh: a file of its own.
 				rec.traceFile, rec.traceLast = "", 0
@@ -442,11 +502,15 @@ func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
 			case <-ctx.Done():
 				s.log.Warn("start the relaunched engine's recorder", "err", err)
 				return
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(rearmEvery):
 			}
 		}
 	}()
 }
 
-// rearmTimeout bounds the wait for a relaunched engine's admin API.
-const rearmTimeout = 30 * time.Second
+// rearmTimeout bounds the wait for a relaunched engine's admin API (or its JVM's attach
+// listener), retried every rearmEvery.
+const (
+	rearmTimeout = 30 * time.Second
+	rearmEvery   = 50 * time.Millisecond
+)

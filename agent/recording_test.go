@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -329,5 +330,91 @@ func TestTakeGoTraceWindows(t *testing.T) {
 	}
 	if n != 10 || eng.starts != 2 {
 		t.Errorf("%d forces read after %d starts; want the 10 syncs inside the 2 windows, none of the 21 outside", n, eng.starts)
+	}
+}
+
+// TestTakeJFRWindows runs a JVM engine (JfrProbe: a force per loop) with its recording cut to
+// windows: the JVM starts with its repository but no recording, jcmd JFR.start starts rig's at
+// the window's Start and JFR.stop stops it after the window's take, so the inside file holds the
+// forces of the loops inside the window and none of the many before or after it.
+func TestTakeJFRWindows(t *testing.T) {
+	tools.Require(t, "java")
+	javac := tools.Require(t, "javac")
+	tools.Require(t, "jcmd")
+	tools.Require(t, "jfr")
+	cp := t.TempDir()
+	if out, err := exec.Command(javac, "-d", cp, "../recording/testdata/JfrProbe.java").CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v: %s", err, out)
+	}
+	dir := t.TempDir()
+	a := startAgentWith(t, Options{Dir: dir, Recordings: recording.NewRegistry(recording.JFR{})})
+	ctx := context.Background()
+	req := StartRequest{
+		Config:           engine.Config{Node: "node-0", AdminAddr: testaddr.Free(t)},
+		Command:          &command.Spec{Binary: "java", Args: []string{"-cp", cp, "JfrProbe", "{{.DataDir}}", "100000"}},
+		Recording:        recording.FormatJFR,
+		RecordingWindows: true,
+	}
+	if err := a.c.StartEngine(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.c.StopEngine(context.Background()) })
+	lastLoop := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, rundir.EngineLogFile))
+		n := -1
+		for _, l := range strings.Split(string(b), "\n") {
+			var i int
+			if _, err := fmt.Sscanf(l, "loop %d", &i); err == nil {
+				n = i
+			}
+		}
+		return n
+	}
+	waitLoop := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for lastLoop() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the engine never got to loop %d", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLoop(12) // outside any window
+	before, from := lastLoop(), time.Now()
+	start, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "start", Start: true})
+	if err != nil || len(start.Notes) > 0 {
+		t.Fatalf("start: %+v, %v", start, err)
+	}
+	waitLoop(lastLoop() + 8)
+	take, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "01-a", Defer: true, Stop: true})
+	if err != nil || len(take.Files) != 1 || len(take.Notes) > 0 {
+		t.Fatalf("take and stop: %+v, %v", take, err)
+	}
+	last, to := lastLoop(), time.Now()
+	waitLoop(last + 12) // outside again
+	end, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "end"})
+	if err != nil || len(end.Notes) > 0 {
+		t.Fatalf("end: %+v, %v", end, err)
+	}
+	spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forces := 0
+	for _, s := range spans {
+		if s.Kind != rundir.InsideForce || s.Role != rundir.RoleArchiveSegment {
+			continue
+		}
+		forces++
+		if at := time.Unix(0, s.AtNs); at.Before(from) || at.After(to) {
+			t.Errorf("a force at %s, outside the window's recording %s..%s", at.Format(time.StampMicro), from.Format(time.StampMicro), to.Format(time.StampMicro))
+		}
+	}
+	// JFR instruments the file classes when the recording starts: the first loops' forces
+	// may be missing, never those of loops outside the window.
+	if forces == 0 || forces > last-before+1 {
+		t.Errorf("%d forces read; want some of the window's loops (%d to %d), none of the %d before it or 12 after",
+			forces, before+1, last+1, before+1)
 	}
 }

@@ -66,6 +66,10 @@ type WindowOptions struct {
 // DefaultWindowOptions: a second each way.
 var DefaultWindowOptions = WindowOptions{Lead: time.Second, Tail: time.Second}
 
+// JFRWindowLead is the lead for Java Flight Recorder: jcmd, which starts it, is a JVM of its own
+// that takes about a second to answer on a loaded 2-CPU machine.
+const JFRWindowLead = 3 * time.Second
+
 // Windows runs a recorder around windows. Open before each window, Close after it (Close sleeps
 // Tail: call it beside the timeline); both are safe to call from several goroutines.
 type Windows struct {

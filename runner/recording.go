@@ -173,7 +173,11 @@ func (r *run) recordingWindows() *recording.Windows {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
 	if r.rec.win == nil {
-		w, err := recording.NewWindows(recordingSwitch{r}, recording.DefaultWindowOptions)
+		opt := recording.DefaultWindowOptions
+		if launch.RecordingFormat(r.pb) == recording.FormatJFR {
+			opt.Lead = recording.JFRWindowLead
+		}
+		w, err := recording.NewWindows(recordingSwitch{r}, opt)
 		if err != nil {
 			panic(err) // the default options are valid
 		}
