@@ -94,8 +94,8 @@ before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quot
 			fmt.Fprintf(out, "%s: %d rounds of %d orders preloaded then %.0f probes/s for %gs; load average %.2f -> %.2f on %d CPUs\n",
 				rep.Engine, rep.Rounds, rep.Orders, rep.ProbeRate, rep.ProbeForS, rep.Load1, rep.Load1After, rep.CPUs)
 			if rep.WindowEveryS > 0 {
-				fmt.Fprintf(out, "recording only around a %gs window every %gs (a second of lead and of tail): on %.0f %% of the probe stream, not during the preload\n",
-					rep.WindowForS, rep.WindowEveryS, rep.RecordedShare*100)
+				fmt.Fprintf(out, "recording only around a %gs window every %gs (a second of lead and of tail): on %.0f %% of the probe stream, not during the preload; probes due while it ran had a p50 %+.1f %% of those due while it did not, in the same phases (median of the phases)\n",
+					rep.WindowForS, rep.WindowEveryS, rep.RecordedShare*100, rep.InWindowPct)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintf(tw, "  recording\tpreload orders/s\tprobe p50 us\tprobe p99 us\t\n")

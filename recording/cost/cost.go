@@ -23,6 +23,7 @@ import (
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/recording"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Engine starts an engine for one phase of the bench.
@@ -91,7 +92,11 @@ type Phase struct {
 	DumpBytes   int64   `json:"dump_bytes,omitempty"` // the recording fetched after the phase
 	// RecordedS is how long the recorder ran during the probe stream (Options.Windows; else the
 	// whole stream).
-	RecordedS    float64 `json:"recorded_s,omitempty"`
+	RecordedS float64 `json:"recorded_s,omitempty"`
+	// InP50Us and OutP50Us split a windowed phase's probes by whether they were due while the
+	// recorder ran: the same engine, seconds apart, so the machine's load falls on both alike.
+	InP50Us      float64 `json:"in_p50_us,omitempty"`
+	OutP50Us     float64 `json:"out_p50_us,omitempty"`
 	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // its size over the phase's length: how fast it fills
 	Seconds      float64 `json:"seconds"`
 }
@@ -119,12 +124,15 @@ type Report struct {
 	// RecordedShare is the share of the probe stream the recorder ran in, median over the
 	// recording phases: 1 unless Options.Windows.
 	RecordedShare float64 `json:"recorded_share,omitempty"`
-	WindowEveryS  float64 `json:"window_every_s,omitempty"`
-	WindowForS    float64 `json:"window_for_s,omitempty"`
-	Load1         float64 `json:"load1"` // before
-	Load1After    float64 `json:"load1_after"`
-	CPUs          int     `json:"cpus"`
-	DumpMBPerSec  float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
+	// InWindowPct is the median over windowed phases of (InP50Us / OutP50Us - 1) x 100: what
+	// the recorder costs the probes it runs beside.
+	InWindowPct  float64 `json:"in_window_pct,omitempty"`
+	WindowEveryS float64 `json:"window_every_s,omitempty"`
+	WindowForS   float64 `json:"window_for_s,omitempty"`
+	Load1        float64 `json:"load1"` // before
+	Load1After   float64 `json:"load1_after"`
+	CPUs         int     `json:"cpus"`
+	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
 }
 
 // Goals are issue 37's: recording is on by default only within both.
@@ -194,7 +202,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 func (r *Report) summarize() {
-	var dump, share []float64
+	var dump, share, inWin []float64
 	mode := func(rec bool) Mode {
 		var pre, p50, p99 []float64
 		for _, p := range r.Phases {
@@ -206,6 +214,9 @@ func (r *Report) summarize() {
 				if rec && r.ProbeForS > 0 {
 					share = append(share, p.RecordedS/r.ProbeForS)
 				}
+				if rec && p.OutP50Us > 0 {
+					inWin = append(inWin, (p.InP50Us/p.OutP50Us-1)*100)
+				}
 			}
 		}
 		return Mode{PreloadPerS: median(pre), ProbeP50Us: median(p50), ProbeP99Us: median(p99)}
@@ -213,6 +224,7 @@ func (r *Report) summarize() {
 	r.On, r.Off = mode(true), mode(false)
 	r.DumpMBPerSec = median(dump)
 	r.RecordedShare = median(share)
+	r.InWindowPct = median(inWin)
 	if r.Off.ProbeP50Us > 0 {
 		r.P50Overhead = (r.On.ProbeP50Us/r.Off.ProbeP50Us - 1) * 100
 	}
@@ -286,12 +298,17 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 		if err == nil && werr != nil {
 			return ph, fmt.Errorf("recording windows: %w", werr)
 		}
-		for _, s := range win.Spans() {
-			to := s.To
-			if to.IsZero() || to.After(probeEnd) {
-				to = probeEnd
+		spans := win.Spans()
+		for i, s := range spans {
+			if s.To.IsZero() || s.To.After(probeEnd) {
+				spans[i].To = probeEnd
 			}
-			ph.RecordedS += to.Sub(s.From).Seconds()
+			ph.RecordedS += spans[i].To.Sub(s.From).Seconds()
+		}
+		if err == nil {
+			if ph.InP50Us, ph.OutP50Us, err = splitP50(filepath.Join(dir, "probes", rundir.ProbesFile), spans); err != nil {
+				return ph, fmt.Errorf("split the probes by window: %w", err)
+			}
 		}
 	} else if rec {
 		ph.RecordedS = o.ProbeFor.Seconds()
@@ -338,4 +355,32 @@ func runWindows(ctx context.Context, win *recording.Windows, start time.Time, w 
 		errs = append(errs, <-errc)
 	}
 	return errors.Join(errs...)
+}
+
+// splitP50 is the p50 latency of the answered probes in file due inside spans, and outside.
+func splitP50(file string, spans []recording.Span) (in, out float64, err error) {
+	ps, err := rundir.ReadProbes(file)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ins, outs []float64
+	for _, p := range ps {
+		if p.Outcome != rundir.ProbeOK {
+			continue
+		}
+		at := time.Unix(0, p.IntendedNs)
+		inside := false
+		for _, s := range spans {
+			if !at.Before(s.From) && at.Before(s.To) {
+				inside = true
+				break
+			}
+		}
+		if inside {
+			ins = append(ins, float64(p.LatencyNs)/1e3)
+		} else {
+			outs = append(outs, float64(p.LatencyNs)/1e3)
+		}
+	}
+	return median(ins), median(outs), nil
 }

@@ -154,6 +154,11 @@ func TestRunWindows(t *testing.T) {
 	if s := rep.RecordedShare; s < 0.6 || s > 0.9 {
 		t.Errorf("recorded %.2f of the stream, want about 2.2 s of 3 s", s)
 	}
+	for _, p := range rep.Phases {
+		if p.Recording && (p.InP50Us <= 0 || p.OutP50Us <= 0) {
+			t.Errorf("windowed phase %+v: the probes not split into inside and outside the recording", p)
+		}
+	}
 	if _, err := Run(context.Background(), Options{Engine: e, Rounds: 1, Orders: 1, ProbeRate: 1, ProbeFor: time.Second,
 		Windows: Windows{Every: 2 * time.Second, For: time.Second}, Dir: t.TempDir()}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("windows that never end within the stream: %v, want ErrBadOptions", err)
