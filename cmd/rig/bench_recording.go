@@ -30,9 +30,13 @@ load generator, then runs a probe stream, once with its flight recorder on (engi
 true) and once off per round, alternating which goes first, a fresh engine each time; the
 recording is fetched after each recorded phase as a run does after a window. Reports each mode's
 median preload throughput and probe p50 and the difference; the goal (issue 37) is at most 2 %
-on p50 and 5 % on preload, the condition for recording by default. Prints the load average
-before and after: run it alone (e.g. under flock /tmp/rig-measure.lock) and quote it.`,
-		Example: "  flock /tmp/rig-measure.lock rig bench recording --rounds 6 --json",
+on p50 and 5 % on preload, the condition for recording by default. With --window-every and
+--window-for the recorder runs only around windows of the probe stream, as engine.recording:
+windows runs it around a timeline's actions, and the report adds the share of the stream it ran
+in and the p50 of the probes due while it ran against those due while it did not, in the same
+phases. Prints the load average before and after: run it alone (e.g. under flock
+/tmp/rig-measure.lock) and quote it.`,
+		Example: "  flock /tmp/rig-measure.lock rig bench recording --rounds 6 --json\n  rig bench recording --sync-level 0 --probe-for 30s --window-every 10s --window-for 2s",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := countFlag("--orders", orders, 100_000_000)
