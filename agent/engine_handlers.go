@@ -47,6 +47,9 @@ type StartRequest struct {
 	// each window (POST /engine/recording): jfr starts Java Flight Recorder in a JVM engine
 	// through recording.JVMOptionsEnv; go_trace reads a Go engine's GET /trace.
 	Recording recording.Format `json:"recording,omitempty"`
+	// RecordingWindows: the recorder runs only when the runner asks (RecordingRequest.Start,
+	// Stop), around the run's windows; a Go engine's starts idle (engine.Config.FlightRecorderIdle).
+	RecordingWindows bool `json:"recording_windows,omitempty"`
 
 	// ClusterSecret is the run's engine secret (engine.ClusterSecretEnv), the same for every
 	// engine of one run and made by its controller, so it holds on every target and no agent
@@ -213,12 +216,15 @@ func (s *Server) handleEngineStart(w http.ResponseWriter, r *http.Request) {
 	}
 	s.engine.rec = nil
 	if req.Recording != "" {
-		env, err := s.recordingEnv(req.Recording)
+		env, err := s.recordingEnv(req.Recording, req.RecordingWindows)
 		if err != nil {
 			writeErr(w, http.StatusInternalServerError, err)
 			return
 		}
 		req.Env = append(env, req.Env...) // the request's own entries win
+		if req.RecordingWindows && req.Recording == recording.FormatGoTrace {
+			req.Config.FlightRecorderIdle = true // started around each window
+		}
 	}
 	e, err := supervise.StartEngine(r.Context(), supervise.Spec{
 		Node: node, Binary: binary, Args: req.Args, Config: req.Config, Dir: s.opts.Dir,
@@ -267,6 +273,12 @@ func (s *Server) handleEngineRelaunch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeErr(w, engineErrCode(err), err)
 		return
+	}
+	s.engine.mu.Lock()
+	rec := s.engine.rec
+	s.engine.mu.Unlock()
+	if rec != nil {
+		s.rearmRecorder(rec, e.Spec().Config)
 	}
 	writeJSON(w, http.StatusOK, EngineProcess{PID: pid, Launch: len(e.State().Launches)})
 }

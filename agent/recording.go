@@ -36,6 +36,12 @@ type RecordingRequest struct {
 	// Reading starts the JDK's jfr tool and parses its JSON, seconds of CPU that would land in
 	// the measured load; the runner defers during the load and reads at its end.
 	Defer bool `json:"defer,omitempty"`
+	// Start and Stop switch a recorder that runs only around windows
+	// (StartRequest.RecordingWindows; recording.Windows drives them): Start starts it and takes
+	// nothing; Stop stops it after this take. A relaunched engine's recorder is started again
+	// while the agent's is on.
+	Start bool `json:"start,omitempty"`
+	Stop  bool `json:"stop,omitempty"`
 }
 
 // RecordingResponse says what the take found.
@@ -59,6 +65,9 @@ type recorder struct {
 	// A Go engine's trace file that takes append to, and the last generation in it.
 	traceFile string
 	traceLast uint64
+	// windows: the recorder runs only between a Start and a Stop; on: it runs now (as far as
+	// the agent asked).
+	windows, on bool
 }
 
 // pendingTake is a recording taken and not read yet, with the stretch of it that is new.
@@ -71,14 +80,18 @@ type pendingTake struct {
 // recordingEnv starts keeping the engine's recording of format f (every start of an engine
 // starts afresh) and returns, for a JVM engine, the environment entry that starts a JVM engine's recording, written with its
 // settings file into the node's recordings folder.
-func (s *Server) recordingEnv(f recording.Format) ([]string, error) {
-	rec := &recorder{format: f, cut: map[int]time.Time{}, done: map[int]bool{}}
+func (s *Server) recordingEnv(f recording.Format, windows bool) ([]string, error) {
+	rec := &recorder{format: f, cut: map[int]time.Time{}, done: map[int]bool{}, windows: windows}
 	s.engine.rec = rec
 	if f != recording.FormatJFR {
 		return nil, nil
 	}
 	dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
-	opts, err := recording.JVMOptions(dir)
+	jvmOptions := recording.JVMOptions
+	if windows {
+		jvmOptions = recording.JVMWindowOptions
+	}
+	opts, err := jvmOptions(dir)
 	if err != nil {
 		return nil, fmt.Errorf("start JFR: %w", err)
 	}
@@ -107,7 +120,19 @@ func (s *Server) handleRecording(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RecordingResponse{Notes: []string{"no engine recording asked for"}})
 		return
 	}
+	if req.Start {
+		resp, err := s.startRecorder(r.Context(), rec, e.Spec().Config)
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
 	resp, err := s.takeRecording(r.Context(), rec, req.Window, req.Defer, e.Spec().Config)
+	if err == nil && req.Stop {
+		err = s.stopRecorder(r.Context(), rec, e.Spec().Config)
+	}
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -152,6 +177,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			j := j
 			file := filepath.Join(dir, window+"-"+strconv.Itoa(j.PID)+recording.FormatJFR.Ext())
 			if alive(j.PID) {
+				if rec.windows && !rec.on {
+					continue // stopped: its last take had everything
+				}
 				takes = append(takes, take{j.PID, false, file, func() (string, error) {
 					return keptOrRemoved(file, recording.DumpJFR(ctx, j.PID, rec.cut[j.PID], file))
 				}})
@@ -167,6 +195,9 @@ func (s *Server) takeRecording(ctx context.Context, rec *recorder, window string
 			}})
 		}
 	case recording.FormatGoTrace:
+		if rec.windows && !rec.on {
+			break // stopped: its last take had everything
+		}
 		file := filepath.Join(dir, window+recording.FormatGoTrace.Ext())
 		takes = append(takes, take{0, false, file, func() (string, error) { return s.fetchTrace(ctx, rec, cfg.AdminAddr, file) }})
 	default:
@@ -332,3 +363,154 @@ func (c *Client) TakeRecording(ctx context.Context, req RecordingRequest) (Recor
 	err := c.do(ctx, http.MethodPost, "/engine/recording", req, &out)
 	return out, err
 }
+
+// startRecorder starts a recorder that runs only around windows (RecordingRequest.Start): a Go
+// engine's POST /trace/start. A recorder that always runs is left as it is.
+func (s *Server) startRecorder(ctx context.Context, rec *recorder, cfg engine.Config) (RecordingResponse, error) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.windows {
+		return RecordingResponse{Notes: []string{"the recorder runs throughout (not started for windows)"}}, nil
+	}
+	var resp RecordingResponse
+	switch rec.format {
+	case recording.FormatGoTrace:
+		if err := s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart); err != nil {
+			return resp, err
+		}
+	case recording.FormatJFR:
+		jvms, err := s.engineJVMs()
+		if err != nil {
+			return resp, err
+		}
+		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+		for _, pid := range jvms {
+			if err := recording.StartJFR(ctx, pid, dir); err != nil {
+				resp.Notes = append(resp.Notes, err.Error())
+			}
+		}
+	default:
+		return resp, fmt.Errorf("recording format %q: %w", rec.format, ErrNoWindows)
+	}
+	rec.on = true
+	return resp, nil
+}
+
+// engineJVMs are the engine's JVMs: its process, or those under it.
+func (s *Server) engineJVMs() ([]int, error) {
+	e, err := s.currentEngine()
+	if err != nil {
+		return nil, err
+	}
+	jvms := recording.JVMsUnder(e.PID())
+	if len(jvms) == 0 {
+		return nil, fmt.Errorf("no JVM (a process named java) is the engine's process %d or under it", e.PID())
+	}
+	return jvms, nil
+}
+
+// stopRecorder stops a recorder that runs only around windows after its take; the next take
+// starts a trace file of its own (a restarted recorder numbers its generations afresh).
+func (s *Server) stopRecorder(ctx context.Context, rec *recorder, cfg engine.Config) error {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !rec.windows || !rec.on {
+		return nil
+	}
+	rec.on = false
+	rec.traceFile, rec.traceLast = "", 0
+	if rec.format == recording.FormatJFR {
+		jvms, err := s.engineJVMs()
+		if err != nil {
+			return nil // no JVM left to stop (killed in the window)
+		}
+		var errs []error
+		for _, pid := range jvms {
+			errs = append(errs, recording.StopJFR(ctx, pid))
+		}
+		return errors.Join(errs...)
+	}
+	return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStop)
+}
+
+// ErrNoWindows: the format's recorder cannot be run only around windows.
+var ErrNoWindows = errors.New("this recorder cannot be started and stopped around windows")
+
+// switchTrace posts path (engine.AdminTraceStart or AdminTraceStop) to the engine.
+func (s *Server) switchTrace(ctx context.Context, adminAddr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+adminAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	engine.AuthorizeAdmin(req, s.adminToken)
+	resp, err := s.engine.proxy.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, b)
+	}
+	return nil
+}
+
+// rearmRecorder starts a relaunched engine's recorder when the agent's is on: the relaunch is
+// inside a restart window. The engine answers its admin API before it restores; until then the
+// start is retried.
+func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
+	rec.mu.Lock()
+	on := rec.windows && rec.on
+	rec.mu.Unlock()
+	if !on {
+		return
+	}
+	start := func(ctx context.Context) error { return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart) }
+	if rec.format == recording.FormatJFR {
+		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+		start = func(ctx context.Context) error {
+			jvms, err := s.engineJVMs()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, pid := range jvms {
+				errs = append(errs, recording.StartJFR(ctx, pid, dir))
+			}
+			return errors.Join(errs...)
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rearmTimeout)
+		defer cancel()
+		var err error
+		for {
+			rec.mu.Lock()
+			on := rec.on
+			rec.mu.Unlock()
+			if !on {
+				return // stopped meanwhile: the window ended
+			}
+			if err = start(ctx); err == nil {
+				rec.mu.Lock()
+				// The relaunched recorder numbers its generations afresh: a file of its own.
+				rec.traceFile, rec.traceLast = "", 0
+				rec.mu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				s.log.Warn("start the relaunched engine's recorder", "err", err)
+				return
+			case <-time.After(rearmEvery):
+			}
+		}
+	}()
+}
+
+// rearmTimeout bounds the wait for a relaunched engine's admin API (or its JVM's attach
+// listener), retried every rearmEvery.
+const (
+	rearmTimeout = 30 * time.Second
+	rearmEvery   = 50 * time.Millisecond
+)

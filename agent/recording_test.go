@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -137,11 +138,29 @@ type goTraceEngine struct {
 	mu     sync.Mutex
 	served int64
 	drop   uint64
+	starts int // POST /trace/start
 }
 
 func (e *goTraceEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	switch r.URL.Path { // as engine/server switches its recorder
+	case engine.AdminTraceStart:
+		e.starts++
+		if !e.fr.Enabled() {
+			if err := e.fr.Start(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+		}
+		return
+	case engine.AdminTraceStop:
+		e.fr.Stop()
+		return
+	}
+	if !e.fr.Enabled() {
+		http.Error(w, "stopped", http.StatusConflict)
+		return
+	}
 	if e.drop != 0 {
 		e.fr.WriteTo(io.Discard) // a dump ends a generation: the one to drop
 	}
@@ -244,5 +263,158 @@ func TestTakeGoTraceAppends(t *testing.T) {
 	take("end2", false)
 	if n := countForces(); n < syncs-5 || n > syncs {
 		t.Errorf("%d forces read; want the %d syncs once each, but for those of the dropped generation", n, syncs)
+	}
+}
+
+// With a recorder run only around windows, the agent starts it at a window's Start, takes it and
+// stops it at the window's Stop, and fetches nothing while it is stopped: the inside file holds
+// the syncs made inside the windows, each once, and none made between them.
+func TestTakeGoTraceWindows(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	defer fr.Stop()
+	eng := &goTraceEngine{fr: fr}
+	srv := httptest.NewServer(eng)
+	defer srv.Close()
+	dir, data := t.TempDir(), t.TempDir()
+	s := &Server{opts: Options{Dir: dir, Recordings: recording.NewRegistry(recording.GoTrace{})}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec := &recorder{format: recording.FormatGoTrace, cut: map[int]time.Time{}, done: map[int]bool{}, windows: true}
+	cfg := engine.Config{AdminAddr: strings.TrimPrefix(srv.URL, "http://"), Dir: data}
+	f, err := os.Create(filepath.Join(data, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syncs := func(n int) {
+		for range n {
+			f.Write([]byte("order\n"))
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	syncs(7) // before any window: not recorded
+	for _, w := range []string{"01-a", "02-b"} {
+		if _, err := s.startRecorder(ctx, rec, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if !fr.Enabled() {
+			t.Fatalf("%s: the engine's recorder is not running after the start", w)
+		}
+		syncs(5)
+		resp, err := s.takeRecording(ctx, rec, w, true, cfg)
+		if err != nil || len(resp.Notes) > 0 || len(resp.Files) != 1 {
+			t.Fatalf("take %s: %+v, %v", w, resp, err)
+		}
+		if err := s.stopRecorder(ctx, rec, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if fr.Enabled() {
+			t.Fatalf("%s: the engine's recorder still runs after the stop", w)
+		}
+		syncs(7) // between windows: not recorded
+	}
+	resp, err := s.takeRecording(ctx, rec, "end", false, cfg)
+	if err != nil || len(resp.Notes) > 0 || len(resp.Files) != 0 {
+		t.Fatalf("take end with the recorder stopped: %+v, %v; want no fetch, no note", resp, err)
+	}
+	spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sp := range spans {
+		if sp.Kind == rundir.InsideForce && sp.Role == rundir.RoleOther {
+			n++
+		}
+	}
+	if n != 10 || eng.starts != 2 {
+		t.Errorf("%d forces read after %d starts; want the 10 syncs inside the 2 windows, none of the 21 outside", n, eng.starts)
+	}
+}
+
+// TestTakeJFRWindows runs a JVM engine (JfrProbe: a force per loop) with its recording cut to
+// windows: the JVM starts with its repository but no recording, jcmd JFR.start starts rig's at
+// the window's Start and JFR.stop stops it after the window's take, so the inside file holds the
+// forces of the loops inside the window and none of the many before or after it.
+func TestTakeJFRWindows(t *testing.T) {
+	tools.Require(t, "java")
+	javac := tools.Require(t, "javac")
+	tools.Require(t, "jcmd")
+	tools.Require(t, "jfr")
+	cp := t.TempDir()
+	if out, err := exec.Command(javac, "-d", cp, "../recording/testdata/JfrProbe.java").CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v: %s", err, out)
+	}
+	dir := t.TempDir()
+	a := startAgentWith(t, Options{Dir: dir, Recordings: recording.NewRegistry(recording.JFR{})})
+	ctx := context.Background()
+	req := StartRequest{
+		Config:           engine.Config{Node: "node-0", AdminAddr: testaddr.Free(t)},
+		Command:          &command.Spec{Binary: "java", Args: []string{"-cp", cp, "JfrProbe", "{{.DataDir}}", "100000"}},
+		Recording:        recording.FormatJFR,
+		RecordingWindows: true,
+	}
+	if err := a.c.StartEngine(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.c.StopEngine(context.Background()) })
+	lastLoop := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, rundir.EngineLogFile))
+		n := -1
+		for _, l := range strings.Split(string(b), "\n") {
+			var i int
+			if _, err := fmt.Sscanf(l, "loop %d", &i); err == nil {
+				n = i
+			}
+		}
+		return n
+	}
+	waitLoop := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for lastLoop() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the engine never got to loop %d", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLoop(12) // outside any window
+	before, from := lastLoop(), time.Now()
+	start, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "start", Start: true})
+	if err != nil || len(start.Notes) > 0 {
+		t.Fatalf("start: %+v, %v", start, err)
+	}
+	waitLoop(lastLoop() + 8)
+	take, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "01-a", Defer: true, Stop: true})
+	if err != nil || len(take.Files) != 1 || len(take.Notes) > 0 {
+		t.Fatalf("take and stop: %+v, %v", take, err)
+	}
+	last, to := lastLoop(), time.Now()
+	waitLoop(last + 12) // outside again
+	end, err := a.c.TakeRecording(ctx, RecordingRequest{Window: "end"})
+	if err != nil || len(end.Notes) > 0 {
+		t.Fatalf("end: %+v, %v", end, err)
+	}
+	spans, err := rundir.ReadInside(filepath.Join(dir, rundir.InsideFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forces := 0
+	for _, s := range spans {
+		if s.Kind != rundir.InsideForce || s.Role != rundir.RoleArchiveSegment {
+			continue
+		}
+		forces++
+		if at := time.Unix(0, s.AtNs); at.Before(from) || at.After(to) {
+			t.Errorf("a force at %s, outside the window's recording %s..%s", at.Format(time.StampMicro), from.Format(time.StampMicro), to.Format(time.StampMicro))
+		}
+	}
+	// JFR instruments the file classes when the recording starts: the first loops' forces
+	// may be missing, never those of loops outside the window.
+	if forces == 0 || forces > last-before+1 {
+		t.Errorf("%d forces read; want some of the window's loops (%d to %d), none of the %d before it or 12 after",
+			forces, before+1, last+1, before+1)
 	}
 }

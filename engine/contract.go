@@ -297,6 +297,10 @@ type Config struct {
 	// duration), bounded by its memory (FlightRecorderBytes); empty: the engine's
 	// default, engine/server.FlightRecorderWindow.
 	FlightRecorderWindow string `json:"flight_recorder_window,omitempty"`
+	// FlightRecorderIdle keeps the flight recorder stopped until POST AdminTraceStart: the agent
+	// runs it only around a run's windows (engine.recording: windows), so it costs nothing
+	// between them.
+	FlightRecorderIdle bool `json:"flight_recorder_idle,omitempty"`
 }
 
 // FlightRecorderBytes is the most memory the reference engine's flight recorder holds (its
@@ -334,6 +338,10 @@ const (
 	// execution trace, read with golang.org/x/exp/trace; recording/gotrace.go). Optional: an
 	// engine without a recorder answers 404.
 	AdminTrace = "/trace"
+	// AdminTraceStart and AdminTraceStop (POST) start and stop that recorder (a stopped one
+	// drops its window): a recording cut to a run's windows. Optional, as AdminTrace.
+	AdminTraceStart = "/trace/start"
+	AdminTraceStop  = "/trace/stop"
 	// AdminGC (POST) has the engine collect its garbage now (a JVM's System.gc(), Go's
 	// runtime.GC()) and answer GCAnswer: the gc action provokes a GC pause on purpose, so the
 	// analysis can be seen to name it. Optional: an engine offers it through its driver

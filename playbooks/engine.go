@@ -272,8 +272,8 @@ func checkDriver(p *Playbook, add func(path, rule string, deps []string, format 
 // from the last one to the end: the start of that stretch would be lost.
 func checkRecordingReach(p *Playbook, rec driver.Recorder, add func(path, rule string, deps []string, format string, args ...any)) {
 	reach, setting := rec.RecordingReach(p.Engine.Settings())
-	if reach <= 0 || len(p.Timeline) == 0 {
-		return
+	if reach <= 0 || len(p.Timeline) == 0 || p.Engine.RecordingMode() == RecordingWindows {
+		return // windows: each take holds its window only, from a second before the action
 	}
 	gap, from, what := time.Duration(0), "", ""
 	for i := range p.Timeline {
@@ -304,13 +304,20 @@ func (e Engine) DriverName() string {
 const (
 	RecordingOn  = "on"
 	RecordingOff = "off"
+	// RecordingWindows records only around the timeline's windows: the recorder starts a
+	// second before each and is taken and stopped a second after it (recording.Windows), so
+	// the stretches between windows, the preload included, run without it.
+	RecordingWindows = "windows"
 	// DefaultRecording is engine.recording when a playbook says nothing. Off: a recorder is on
-	// by default only when its cost is within recording/cost's Goals, and neither JFR's measured
-	// cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
+	// by default only when its cost is within recording/cost's Goals, and
+	// neither JFR's measured cost on the Aeron engine (docs/engines.md, "Inside a JVM engine",
 	// examples/aeron-cluster/recording-cost.yaml) nor the Go flight recorder's on the reference
 	// engine (docs/engines.md, "What an engine provides", item 8) has been shown within them.
 	DefaultRecording = RecordingOff
 )
+
+// Recorded says the engine's own recorder is asked for (engine.recording: on or windows).
+func (e Engine) Recorded() bool { return e.RecordingMode() != RecordingOff }
 
 // RecordingMode is engine.recording, its default when not given.
 func (e Engine) RecordingMode() string {

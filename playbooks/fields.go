@@ -64,8 +64,8 @@ var staticFields = map[string]field{
 	},
 	"engine.recording": {
 		set: func(p *Playbook, s string) error {
-			if s != RecordingOn && s != RecordingOff {
-				return fmt.Errorf("%q: want on or off (record where the engine's time went with its own recorder: JFR on a JVM engine, the Go flight recorder on a Go engine)", s)
+			if s != RecordingOn && s != RecordingOff && s != RecordingWindows {
+				return fmt.Errorf("%q: want on, windows or off (record where the engine's time went with its own recorder: JFR on a JVM engine, the Go flight recorder on a Go engine; windows: only around the timeline's windows)", s)
 			}
 			p.Engine.Recording = s
 			return nil

@@ -3,6 +3,7 @@ package playbooks
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -36,7 +37,10 @@ func TestEngineRecording(t *testing.T) {
 	if fmt.Sprint(modes) != "[off on]" {
 		t.Errorf("matrix engine.recording: runs have %v, want [off on]", modes)
 	}
-	wantProblem(t, problemsOf(t, base+fmt.Sprintf(cmd, "maybe")), "t.yaml:8:14", `engine.recording: "maybe": want on or off`)
+	wantProblem(t, problemsOf(t, base+fmt.Sprintf(cmd, "maybe")), "t.yaml:8:14", `engine.recording: "maybe": want on, windows or off`)
+	if p := mustParse(t, base+fmt.Sprintf(cmd, "windows")); p.Engine.RecordingMode() != RecordingWindows || !p.Engine.Recorded() {
+		t.Errorf("recording: windows gave %q, recorded %v", p.Engine.RecordingMode(), p.Engine.Recorded())
+	}
 }
 
 // On the reference engine, engine.recording: on asks for its flight recorder (the driver's
@@ -55,4 +59,10 @@ func TestRecordingAsksTheRecorder(t *testing.T) {
 	}
 	long := "name: t\nload: {probe_rate: 1/s}\nduration: 100s\nengine: {recording: \"on\"}\ntimeline:\n  - {at: 10s, snapshot: {}}\n"
 	wantProblem(t, problemsOf(t, long), "t.yaml:4:9: engine.flight_recorder_window", "the recorder reaches 1m0s back")
+	// Recording only around windows, a take holds its window alone: no reach to check; and the
+	// recorder is asked for as with on.
+	windows := strings.Replace(long, `recording: "on"`, "recording: windows", 1)
+	if got := mustParse(t, windows).Engine.Settings()["flight_recorder"]; got != "true" {
+		t.Errorf("recording: windows asked flight_recorder=%q, want true", got)
+	}
 }

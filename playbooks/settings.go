@@ -78,7 +78,7 @@ func (e Engine) Settings() driver.Values {
 	for k, v := range e.Values {
 		out[k] = v
 	}
-	if e.RecordingMode() == RecordingOn {
+	if e.Recorded() {
 		out = driver.WithRecording(d, out)
 	}
 	return out

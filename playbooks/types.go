@@ -69,7 +69,8 @@ type Engine struct {
 	// Recording is engine.recording: "on" has the agent record where the engine's time went
 	// with the engine's own recorder (Java Flight Recorder on a JVM engine, the Go flight
 	// recorder's GET /trace on a Go engine), dumped after every timeline action and at the end
-	// (docs/engines.md, "Inside a JVM engine"); "off"; empty is DefaultRecording.
+	// (docs/engines.md, "Inside a JVM engine"); "windows" records only around the timeline's
+	// windows (RecordingWindows); "off"; empty is DefaultRecording.
 	Recording string `json:"recording,omitempty"`
 	// AdminGC is engine.admin_gc: a command-driven engine answers POST /gc (engine.AdminGC), so
 	// the gc action may call it.

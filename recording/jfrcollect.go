@@ -37,7 +37,13 @@ const JVMOptionsEnv = "JDK_JAVA_OPTIONS"
 
 // JVMOptions writes rig.jfc into recDir, makes the repository, and returns the options that
 // start the recording at JVM start, for JVMOptionsEnv.
-func JVMOptions(recDir string) (string, error) {
+func JVMOptions(recDir string) (string, error) { return jvmOptions(recDir, true) }
+
+// JVMWindowOptions are JVMOptions but for the recording's start: the JVM is given its
+// repository only, and StartJFR starts its recording around each window.
+func JVMWindowOptions(recDir string) (string, error) { return jvmOptions(recDir, false) }
+
+func jvmOptions(recDir string, atStart bool) (string, error) {
 	abs, err := filepath.Abs(recDir)
 	if err != nil {
 		return "", err
@@ -54,8 +60,88 @@ func JVMOptions(recDir string) (string, error) {
 	if err := os.WriteFile(jfc, JFC, 0o644); err != nil {
 		return "", fmt.Errorf("write JFR settings: %w", err)
 	}
-	return fmt.Sprintf("-XX:StartFlightRecording=name=%s,settings=%s,disk=true -XX:FlightRecorderOptions=repository=%s,maxchunksize=%s",
-		JFRRecordingName, jfc, repo, jfrMaxChunk), nil
+	opts := fmt.Sprintf("-XX:FlightRecorderOptions=repository=%s,maxchunksize=%s", repo, jfrMaxChunk)
+	if atStart {
+		opts = fmt.Sprintf("-XX:StartFlightRecording=name=%s,settings=%s,disk=true ", JFRRecordingName, jfc) + opts
+	}
+	return opts, nil
+}
+
+// StartJFR starts rig's recording (rig.jfc, already written into recDir by JVMWindowOptions) in
+// a running JVM; StopJFR stops it, leaving its chunks in the repository until the JVM exits.
+func StartJFR(ctx context.Context, pid int, recDir string) error {
+	jfc, err := filepath.Abs(filepath.Join(recDir, JFCName))
+	if err != nil {
+		return err
+	}
+	return jcmd(ctx, pid, "Started recording", "JFR.start", "name="+JFRRecordingName, "settings="+jfc, "disk=true")
+}
+
+// StopJFR stops rig's recording in a running JVM.
+func StopJFR(ctx context.Context, pid int) error {
+	return jcmd(ctx, pid, "Stopped recording", "JFR.stop", "name="+JFRRecordingName)
+}
+
+// jcmd runs a diagnostic command in JVM pid; jcmd exits 0 even when the JVM refused the
+// command, so its answer must contain ok.
+func jcmd(ctx context.Context, pid int, ok string, args ...string) error {
+	bin, err := exec.LookPath("jcmd")
+	if err != nil {
+		return fmt.Errorf("the JDK's jcmd is not in PATH (install openjdk-17-jdk-headless)")
+	}
+	out, err := exec.CommandContext(ctx, bin, append([]string{strconv.Itoa(pid)}, args...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ok) {
+		return fmt.Errorf("jcmd %d %s: %v: %s", pid, args[0], err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// JVMsUnder lists the JVMs (processes named java) that are pid or its descendants: a JVM
+// engine's command may be java itself or a script that starts it.
+func JVMsUnder(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	parent := map[int]int{}
+	java := map[int]bool{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so split at the last ')'.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(s[close+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		parent[p] = pp
+		java[p] = s[open+1:close] == "java"
+	}
+	var out []int
+	for p := range parent {
+		if !java[p] {
+			continue
+		}
+		for q, hops := p, 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
 }
 
 // JVMRecording is one JVM's folder in the repository.

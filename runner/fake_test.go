@@ -73,7 +73,8 @@ type fakeEngine struct {
 	launch  int
 	cfg     engine.Config
 	// recording is the start request's (agent.StartRequest.Recording).
-	recording recording.Format
+	recording  recording.Format
+	recWindows bool // StartRequest.RecordingWindows
 }
 
 type fakeNode struct {
@@ -344,6 +345,7 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		defer c.mu.Unlock()
 		n.eng.cfg = req.Config
 		n.eng.recording = req.Recording
+		n.eng.recWindows = req.RecordingWindows
 		c.launchLocked(n)
 		reply(w, agent.EngineProcess{PID: 1000 + n.eng.launch, Launch: n.eng.launch})
 	})
@@ -354,6 +356,12 @@ func (c *fakeCluster) agentHandler(n *fakeNode) http.Handler {
 		f := n.eng.recording
 		c.mu.Unlock()
 		take := fmt.Sprintf("take %s %s defer=%v", f, req.Window, req.Defer)
+		if req.Start {
+			take += " start"
+		}
+		if req.Stop {
+			take += " stop"
+		}
 		c.record(n.Name, take)
 		reply(w, agent.RecordingResponse{Files: []string{req.Window + ".trace"}, Notes: []string{"a note from " + n.Name}})
 	})

@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/playbooks"
@@ -23,10 +25,11 @@ import (
 type recordings struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
-	noted map[string]bool // notes already warned about, by node and text
+	noted map[string]bool    // notes already warned about, by node and text
+	win   *recording.Windows // engine.recording: windows; made by the timeline
 }
 
-func (r *run) recordingOn() bool { return r.pb.Engine.RecordingMode() == playbooks.RecordingOn }
+func (r *run) recordingOn() bool { return r.pb.Engine.Recorded() }
 
 // RecordingBudget is what one server's recording costs a run: the memory its recorder holds in
 // the engine, and the most its takes keep on its agent's disk.
@@ -43,7 +46,7 @@ type RecordingBudget struct {
 // recorder holds at most engine.FlightRecorderBytes, and a take keeps at most one dump of it
 // (the generations no earlier take had: agent/recording.go), so DiskBytes is that once per take.
 func RecordingBudgetOf(pb *playbooks.Playbook) RecordingBudget {
-	if pb.Engine.RecordingMode() != playbooks.RecordingOn {
+	if !pb.Engine.Recorded() {
 		return RecordingBudget{Known: true}
 	}
 	b := RecordingBudget{Takes: len(pb.Timeline) + 1}
@@ -144,6 +147,123 @@ func (r *run) finishRecordings(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordingReadTimeout)
 	defer cancel()
 	start := time.Now()
+	r.rec.mu.Lock()
+	win := r.rec.win
+	r.rec.mu.Unlock()
+	if win != nil {
+		if err := win.Finish(rctx, "end"); err != nil {
+			r.noteRecording("every server", err.Error())
+		}
+	}
 	r.takeRecordings(rctx, agent.RecordingRequest{Window: "end"})
 	r.progress("engine recordings read into %s in %s", rundir.InsideFile, time.Since(start).Round(time.Millisecond))
+}
+
+// With engine.recording: windows each server's recorder runs only around the timeline's
+// windows (recording.Windows): started recording.DefaultWindowOptions.Lead before an action,
+// taken and stopped Tail after its window ends (the action done, no relaunch pending and every
+// server not down ready again), windows that overlap one recording.
+
+// recordingWindows is the run's recording.Windows, made at the first call; nil unless
+// engine.recording: windows.
+func (r *run) recordingWindows() *recording.Windows {
+	if r.pb.Engine.RecordingMode() != playbooks.RecordingWindows {
+		return nil
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if r.rec.win == nil {
+		opt := recording.DefaultWindowOptions
+		if launch.RecordingFormat(r.pb) == recording.FormatJFR {
+			opt.Lead = recording.JFRWindowLead
+		}
+		w, err := recording.NewWindows(recordingSwitch{r}, opt)
+		if err != nil {
+			panic(err) // the default options are valid
+		}
+		r.rec.win = w
+	}
+	return r.rec.win
+}
+
+// recordingSwitch is every live server's recorder, as recording.Windows runs it.
+type recordingSwitch struct{ r *run }
+
+// Start starts every live server's recorder, all at once (a start is one admin call).
+func (s recordingSwitch) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, n := range s.r.liveNodes(s.r.servers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.r.takeRecording(ctx, n.Name, agent.RecordingRequest{Window: "start", Start: true})
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Dump takes every live server's recording, deferred as during the load, and stops it.
+func (s recordingSwitch) Dump(ctx context.Context, window string, stop bool) error {
+	s.r.takeRecordings(ctx, agent.RecordingRequest{Window: window, Defer: true, Stop: stop})
+	return nil
+}
+
+// windowEndMax bounds the wait for a window's end past its nodes' return (a node that never
+// gets ready again).
+const windowEndMax = 30 * time.Second
+
+// windowBack says, before an action runs, what its window's end waits for: an action that takes
+// nodes down for a while (a kill or power loss with a relaunch) ends once the count of servers
+// down is back to now's, after its For; others (and one that takes nodes down for the rest of
+// the run) once every server not down is ready.
+type windowBack struct {
+	down int           // servers down before the action; -1: do not wait for any to return
+	For  time.Duration // how long the action keeps them down
+}
+
+func (r *run) windowBack(do actions.Spec) windowBack {
+	b := windowBack{down: -1}
+	if d, ok := do.(actions.Downer); ok && d.Down().For > 0 {
+		b.For = d.Down().For
+		r.mu.Lock()
+		b.down = 0
+		for _, s := range r.servers {
+			if r.srv(s.Name).down {
+				b.down++
+			}
+		}
+		r.mu.Unlock()
+	}
+	return b
+}
+
+// closeRecordingWindow closes the window of the action just run, beside the timeline: once its
+// nodes are back (windowBack) and every server not down is ready, and Tail after that, its
+// recording is taken (and the recorder stopped unless the next window, due at next, is close).
+func (r *run) closeRecordingWindow(ctx context.Context, win *recording.Windows, window string, back windowBack, next time.Time) {
+	r.rec.wg.Add(1)
+	go func() {
+		defer r.rec.wg.Done()
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), back.For+windowEndMax+recordingTakeTimeout)
+		defer cancel()
+		err := r.waitFor(ctx, back.For+windowEndMax, func() (bool, error) {
+			down := 0
+			for _, s := range r.servers {
+				st := r.srv(s.Name)
+				if st.down {
+					down++
+				} else if st.status.Phase != engine.PhaseReady {
+					return false, nil
+				}
+			}
+			return back.down < 0 || down <= back.down, nil
+		})
+		if err != nil && !errors.Is(err, errTimeout) && ctx.Err() == nil {
+			r.log.Warn("wait for the window's end", "window", window, "err", err)
+		}
+		if err := win.Close(tctx, window, next); err != nil {
+			r.noteRecording("every server", err.Error())
+		}
+	}()
 }

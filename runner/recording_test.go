@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,4 +65,68 @@ func TestRecordingTakes(t *testing.T) {
 	if res.err != nil || c.called("node-0 POST /engine/recording") {
 		t.Errorf("recording off: %v; calls:\n%s", res.err, strings.Join(c.calls, "\n"))
 	}
+}
+
+// With engine.recording: windows the engines start with their recorders idle, and every server's
+// recorder is started before each action (the lead), taken and stopped after its window (the
+// tail), and off between windows far apart: the snapshot's window is recorded and stopped
+// before the kill's starts. A kill's window waits for the relaunch.
+func TestRecordingWindows(t *testing.T) {
+	timeline := `timeline:
+  - {at: 1200ms, snapshot: {}}
+  - {at: 5s, kill: {node: follower, signal: KILL, relaunch_after: 300ms}}
+`
+	pb, err := playbooks.Parse("fake.yaml", []byte(strings.Replace(fmt.Sprintf(basePlaybook, "7s"),
+		"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: windows}", 1)+timeline), testDrivers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := pb.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newFakeCluster(t)
+	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
+		t.Fatalf("run: %v (%+v)", res.err, res.outs)
+	}
+	all := strings.Join(c.calls, "\n")
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		c.mu.Lock()
+		w := c.nodes[n].eng.recWindows
+		c.mu.Unlock()
+		if !w {
+			t.Errorf("%s: started without recording_windows", n)
+		}
+	}
+	for _, n := range []string{"node-0"} { // the first server: never the follower killed
+		order := []string{
+			n + " take go_trace start defer=false start",
+			n + " take go_trace 01-snapshot defer=true stop",
+			n + " take go_trace start defer=false start",
+			n + " take go_trace 02-kill defer=true stop",
+			n + " take go_trace end defer=false",
+		}
+		at := -1
+		for _, want := range order {
+			i := indexAfter(c.calls, want, at)
+			if i < 0 {
+				t.Fatalf("no %q after call %d; calls:\n%s", want, at, all)
+			}
+			at = i
+		}
+		if slices.Contains(c.calls, n+" take go_trace 01-snapshot defer=true") {
+			t.Errorf("a take after the snapshot that did not stop the recorder; calls:\n%s", all)
+		}
+	}
+}
+
+// indexAfter is the index of the first call after from that starts with want, or -1.
+func indexAfter(calls []string, want string, from int) int {
+	for i := from + 1; i < len(calls); i++ {
+		if strings.HasPrefix(calls[i], want) {
+			return i
+		}
+	}
+	return -1
 }

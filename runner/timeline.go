@@ -24,7 +24,16 @@ func (r *run) runTimeline(ctx context.Context) error {
 
 func (r *run) timelineSteps(ctx context.Context) error {
 	end := r.loadStart.Add(r.pb.Duration)
+	win := r.recordingWindows()
 	for i, s := range r.timeline {
+		if win != nil {
+			if err := win.Open(ctx, r.loadStart.Add(s.at)); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r.noteRecording("every server", err.Error())
+			}
+		}
 		if err := ctxtime.SleepUntil(ctx, r.loadStart.Add(s.at)); err != nil {
 			return err
 		}
@@ -34,10 +43,20 @@ func (r *run) timelineSteps(ctx context.Context) error {
 			r.warn("timeline[%d] %s and the actions after it did not run: the load ended before they could start", i, s.do)
 			return nil
 		}
+		back := r.windowBack(s.do)
 		if err := s.do.Run(ctx, env{r}); err != nil {
 			return fmt.Errorf("timeline[%d] %s at %s: %w", i, s.do, s.at, err)
 		}
-		r.takeRecordingsAsync(ctx, fmt.Sprintf("%02d-%s", i+1, s.do.Kind()))
+		window := fmt.Sprintf("%02d-%s", i+1, s.do.Kind())
+		if win == nil {
+			r.takeRecordingsAsync(ctx, window)
+			continue
+		}
+		var next time.Time
+		if i+1 < len(r.timeline) {
+			next = r.loadStart.Add(r.timeline[i+1].at)
+		}
+		r.closeRecordingWindow(ctx, win, window, back, next)
 	}
 	return nil
 }

@@ -29,6 +29,8 @@ func TestBenchRecordingFlags(t *testing.T) {
 		{[]string{"--probe-rate", "5"}, "--probe-rate: "},
 		{[]string{"--sync-level", "3"}, "--sync-level 3: want 0, 1 or 2"},
 		{[]string{"--rounds", "0"}, "--rounds 0: want 1..100"},
+		{[]string{"--window-every", "10s"}, "--window-every 10s --window-for 0s: give both above 0, or neither"},
+		{[]string{"--window-every", "3s", "--window-for", "2s"}, "want every at least for + 2s"},
 	} {
 		_, _, err := runRig(t, append([]string{"bench", "recording"}, c.args...)...)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {

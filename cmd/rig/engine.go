@@ -86,10 +86,13 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			srvErr := make(chan error, 1)
 			srv := server.New(node, log, token)
 			if fr != nil {
-				// The last seconds, served at GET /trace. Off by default: its cost on
-				// probe latency is measured by rig bench recording (docs/engines.md).
-				if err := fr.Start(); err != nil {
-					return fmt.Errorf("start flight recorder: %w", err)
+				// The last seconds, served at GET /trace. Off by default: its cost on probe
+				// latency is measured by rig bench recording (docs/engines.md). An idle one
+				// waits for POST /trace/start (a recording cut to the run's windows).
+				if !cfg.FlightRecorderIdle {
+					if err := fr.Start(); err != nil {
+						return fmt.Errorf("start flight recorder: %w", err)
+					}
 				}
 				defer fr.Stop()
 				srv.WithFlightRecorder(fr)

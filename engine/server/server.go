@@ -66,11 +66,34 @@ func NewFlightRecorder(cfg engine.Config) (*trace.FlightRecorder, error) {
 	return trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: window, MaxBytes: FlightRecorderBytes}), nil
 }
 
-// WithFlightRecorder serves fr's window at GET engine.AdminTrace. The caller starts and stops
-// it; its cost is measured (rig bench recording), not assumed, so it is not on by default.
+// WithFlightRecorder serves fr's window at GET engine.AdminTrace, and starts and stops it at
+// POST engine.AdminTraceStart and AdminTraceStop. The caller starts it (unless the config keeps
+// it idle until asked) and stops it at the end; its cost is measured, not assumed, so it is not
+// on by default.
 func (s *Server) WithFlightRecorder(fr *trace.FlightRecorder) *Server {
 	s.fr = fr
 	return s
+}
+
+// switchRecorder starts or stops the flight recorder; either is a no-op when it already is so
+// (an agent asks again after a relaunch, or at a run's end). Answers {"recording": bool}.
+func (s *Server) switchRecorder(w http.ResponseWriter, on bool) {
+	if s.fr == nil {
+		http.Error(w, "no flight recorder: the engine was started without one", http.StatusNotFound)
+		return
+	}
+	s.frMu.Lock()
+	defer s.frMu.Unlock()
+	switch {
+	case on && !s.fr.Enabled():
+		if err := s.fr.Start(); err != nil {
+			http.Error(w, "start the flight recorder: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	case !on && s.fr.Enabled():
+		s.fr.Stop()
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"recording": s.fr.Enabled()})
 }
 
 // New returns a server for node whose admin API answers only requests bearing adminToken (the
@@ -269,16 +292,26 @@ func (s *Server) adminMux() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]string{"leader": s.node.LeaderClientAddr()})
 	})
 	mux.HandleFunc("GET "+engine.AdminTrace, func(w http.ResponseWriter, r *http.Request) {
-		if s.fr == nil || !s.fr.Enabled() {
+		if s.fr == nil {
 			http.Error(w, "no flight recorder: the engine was started without one", http.StatusNotFound)
 			return
 		}
 		s.frMu.Lock()
 		defer s.frMu.Unlock()
+		if !s.fr.Enabled() {
+			http.Error(w, "the flight recorder is stopped (POST "+engine.AdminTraceStart+" starts it)", http.StatusConflict)
+			return
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		if _, err := s.fr.WriteTo(w); err != nil {
 			s.log.Warn("flight recorder dump", "err", err) // the header is out: a torn body is all the caller sees
 		}
+	})
+	mux.HandleFunc("POST "+engine.AdminTraceStart, func(w http.ResponseWriter, r *http.Request) {
+		s.switchRecorder(w, true)
+	})
+	mux.HandleFunc("POST "+engine.AdminTraceStop, func(w http.ResponseWriter, r *http.Request) {
+		s.switchRecorder(w, false)
 	})
 	mux.HandleFunc("POST "+engine.AdminGC, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, collectGarbage())

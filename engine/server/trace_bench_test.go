@@ -21,7 +21,22 @@ import (
 // with the recorder on and off in alternating rounds so that the machine's load falls on both
 // alike. It reports each mode's p50 and the overhead; quote it with the load average. The
 // recorder traces this whole process, the client's goroutine too: an upper bound.
+//
+// The sub-benchmarks vary what the recorder keeps (MaxBytes, MinAge): the ring is filled by a
+// reader goroutine of its own, so its size could only matter through that copy.
 func BenchmarkFlightRecorderCost(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  trace.FlightRecorderConfig
+	}{
+		{"ring=64MiB,age=10s", trace.FlightRecorderConfig{MinAge: 10 * time.Second, MaxBytes: 64 << 20}},
+		{"ring=1MiB,age=1s", trace.FlightRecorderConfig{MinAge: time.Second, MaxBytes: 1 << 20}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchFlightRecorderCost(b, c.cfg) })
+	}
+}
+
+func benchFlightRecorderCost(b *testing.B, frCfg trace.FlightRecorderConfig) {
 	cfg := servertest.Start(b, func(c *engine.Config) { c.SyncLevel = 0 }, func(ctx context.Context, node *replica.Node, log *slog.Logger, token string) error {
 		return New(node, log, token).Run(ctx)
 	})
@@ -61,7 +76,7 @@ func BenchmarkFlightRecorderCost(b *testing.B) {
 		for _, rec := range []bool{i%2 == 0, i%2 != 0} { // alternate which goes first
 			var fr *trace.FlightRecorder
 			if rec {
-				fr = trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 10 * time.Second, MaxBytes: 64 << 20})
+				fr = trace.NewFlightRecorder(frCfg)
 				if err := fr.Start(); err != nil {
 					b.Fatal(err)
 				}

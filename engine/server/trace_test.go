@@ -71,12 +71,12 @@ func readTrace(t *testing.T, admin func(method, path string) *http.Response) []r
 
 // TestFlightRecorderCountsTheSnapshotsSyncs: with a flight recorder, GET /trace answers its
 // window, and the snapshot forces the reader finds in the snapshot's window are the snapshot's
-// own `syncs` figure (the check of a recording on the reference engine). Without one, /trace is 404.
+// own `syncs` figure (the check of a recording on the reference engine). Before it starts, /trace is 409.
 func TestFlightRecorderCountsTheSnapshotsSyncs(t *testing.T) {
 	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
 	cfg, admin := startRecorded(t, fr)
-	if resp := admin("GET", engine.AdminTrace); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET /trace before the recorder started: %s, want 404", resp.Status)
+	if resp := admin("GET", engine.AdminTrace); resp.StatusCode != http.StatusConflict {
+		t.Errorf("GET /trace before the recorder started: %s, want 409", resp.Status)
 	}
 	if err := fr.Start(); err != nil {
 		t.Fatal(err)
@@ -173,7 +173,10 @@ func TestFlightRecorderNamesTheApplyPath(t *testing.T) {
 }
 
 // sendOrders sends n resting orders one at a time over the client protocol.
-func sendOrders(t *testing.T, cfg engine.Config, n int) {
+func sendOrders(t *testing.T, cfg engine.Config, n int) { sendOrdersFrom(t, cfg, 1, n) }
+
+// sendOrdersFrom sends n orders with ids from first on.
+func sendOrdersFrom(t *testing.T, cfg engine.Config, first, n int) {
 	t.Helper()
 	nc, err := net.Dial("tcp", cfg.ClientAddr)
 	if err != nil {
@@ -182,7 +185,7 @@ func sendOrders(t *testing.T, cfg engine.Config, n int) {
 	defer nc.Close()
 	br := bufio.NewReader(nc)
 	for i := range n {
-		id := uint64(i + 1)
+		id := uint64(first + i)
 		req := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeOrder, Corr: id,
 			Order: wire.Order{ID: id, Instrument: 1, Side: wire.Buy, TIF: wire.GTC, Price: int64(100 + i%10), Qty: 1}})
 		if _, err := nc.Write(req); err != nil {
@@ -195,6 +198,57 @@ func sendOrders(t *testing.T, cfg engine.Config, n int) {
 		var r wire.Response
 		if err := wire.DecodeResponse(frame, &r); err != nil || r.Status != wire.StatusOK {
 			t.Fatalf("order %d: %v %+v", id, err, r)
+		}
+	}
+}
+
+// An idle recorder (engine.Config.FlightRecorderIdle) runs only between POST /trace/start and
+// POST /trace/stop, as the agent switches it around a run's windows: a dump while it runs holds
+// what happened then (a snapshot's forces), a stopped one answers 409, and it starts again
+// after a stop. Asking twice is no error.
+func TestFlightRecorderSwitchedByAdmin(t *testing.T) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 30 * time.Second, MaxBytes: 64 << 20})
+	defer fr.Stop()
+	cfg, admin := startRecorded(t, fr)
+	switchTo := func(path string, want bool) {
+		t.Helper()
+		resp := admin("POST", path)
+		defer resp.Body.Close()
+		var got struct {
+			Recording bool `json:"recording"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || got.Recording != want {
+			t.Fatalf("POST %s: %s %v recording=%v, want recording=%v", path, resp.Status, err, got.Recording, want)
+		}
+	}
+	forces := func(round int) int {
+		sendOrdersFrom(t, cfg, 1+round*200, 200)
+		resp := admin("POST", engine.AdminSnapshot)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("snapshot: %s", resp.Status)
+		}
+		n := 0
+		for _, s := range readTrace(t, admin) {
+			if s.Kind == rundir.InsideForce && s.Role == rundir.RoleSnapshot {
+				n++
+			}
+		}
+		return n
+	}
+	if resp := admin("GET", engine.AdminTrace); resp.StatusCode != http.StatusConflict {
+		t.Errorf("GET /trace while idle: %s, want 409", resp.Status)
+	}
+	for round := range 2 {
+		switchTo(engine.AdminTraceStart, true)
+		switchTo(engine.AdminTraceStart, true)
+		if n := forces(round); n == 0 {
+			t.Errorf("round %d: no snapshot force in the recording", round+1)
+		}
+		switchTo(engine.AdminTraceStop, false)
+		switchTo(engine.AdminTraceStop, false)
+		if resp := admin("GET", engine.AdminTrace); resp.StatusCode != http.StatusConflict {
+			t.Errorf("round %d: GET /trace after stop: %s, want 409", round+1, resp.Status)
 		}
 	}
 }

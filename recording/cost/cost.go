@@ -17,9 +17,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/loadgen/loadspec"
+	"github.com/rig-dev/rig/recording"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // Engine starts an engine for one phase of the bench.
@@ -38,30 +41,61 @@ type Running struct {
 	// Dump, if set, fetches the recording the way a run collects it after a window and
 	// returns its size (not timed: a run dumps between windows).
 	Dump func(ctx context.Context) (int64, error)
+	// Switch starts and dumps an idle recorder (Options.Windows): every server's, as one.
+	Switch recording.Switch
+}
+
+// Windows is a probe stream's windows, as a run's timeline has them: one lasting For every
+// Every, the first Every after the stream's start, each with recording.DefaultWindowOptions'
+// lead and tail. Zero: the recorder runs throughout.
+type Windows struct {
+	Every, For time.Duration
+}
+
+// starts are the windows' offsets within a stream of length d that end before it does.
+func (w Windows) starts(d time.Duration) []time.Duration {
+	var out []time.Duration
+	if w.Every <= 0 {
+		return nil
+	}
+	for at := w.Every; at+w.For+recording.DefaultWindowOptions.Tail < d; at += w.Every {
+		out = append(out, at)
+	}
+	return out
 }
 
 // Options say what one bench run does.
 type Options struct {
-	Engine     Engine
-	Rounds     int           // rounds of one phase each way; the first phase of a round alternates
-	Orders     int           // resting orders preloaded each phase
-	ProbeRate  float64       // probes per second, after the preload
-	ProbeFor   time.Duration // length of the probe stream
-	Dir        string        // working folder (engine data, probe files); removed phase by phase
+	Engine    Engine
+	Rounds    int           // rounds of one phase each way; the first phase of a round alternates
+	Orders    int           // resting orders preloaded each phase
+	ProbeRate float64       // probes per second, after the preload
+	ProbeFor  time.Duration // length of the probe stream
+	Dir       string        // working folder (engine data, probe files); removed phase by phase
+	// Windows, when set, records only around windows of the probe stream (the engine starts
+	// its recorder idle: Engine.Start is asked for recording, Running.Switch switches it).
+	Windows    Windows
 	Logger     *slog.Logger
 	loadRootFS string // tests: a folder standing for / when reading proc/loadavg
 }
 
 // Phase is one engine's life in the bench: preload, then probes.
 type Phase struct {
-	Round        int     `json:"round"`
-	Recording    bool    `json:"recording"`
-	PreloadPerS  float64 `json:"preload_orders_per_s"`
-	ProbeP50Us   float64 `json:"probe_p50_us"`
-	ProbeP99Us   float64 `json:"probe_p99_us"`
-	Probes       int64   `json:"probes"`
-	Lost         int64   `json:"lost"`
-	DumpBytes    int64   `json:"dump_bytes,omitempty"`    // the recording fetched after the phase
+	Round       int     `json:"round"`
+	Recording   bool    `json:"recording"`
+	PreloadPerS float64 `json:"preload_orders_per_s"`
+	ProbeP50Us  float64 `json:"probe_p50_us"`
+	ProbeP99Us  float64 `json:"probe_p99_us"`
+	Probes      int64   `json:"probes"`
+	Lost        int64   `json:"lost"`
+	DumpBytes   int64   `json:"dump_bytes,omitempty"` // the recording fetched after the phase
+	// RecordedS is how long the recorder ran during the probe stream (Options.Windows; else the
+	// whole stream).
+	RecordedS float64 `json:"recorded_s,omitempty"`
+	// InP50Us and OutP50Us split a windowed phase's probes by whether they were due while the
+	// recorder ran: the same engine, seconds apart, so the machine's load falls on both alike.
+	InP50Us      float64 `json:"in_p50_us,omitempty"`
+	OutP50Us     float64 `json:"out_p50_us,omitempty"`
 	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // its size over the phase's length: how fast it fills
 	Seconds      float64 `json:"seconds"`
 }
@@ -75,18 +109,26 @@ type Mode struct {
 
 // Report is a bench run.
 type Report struct {
-	Engine       string  `json:"engine"`
-	Rounds       int     `json:"rounds"`
-	Orders       int     `json:"orders"`
-	ProbeRate    float64 `json:"probe_rate"`
-	ProbeForS    float64 `json:"probe_for_s"`
-	Phases       []Phase `json:"phases"`
-	On           Mode    `json:"on"`
-	Off          Mode    `json:"off"`
-	P50Overhead  float64 `json:"p50_overhead_pct"` // (on / off - 1) x 100
-	PreloadLoss  float64 `json:"preload_loss_pct"` // (1 - on / off) x 100
-	MeetsGoal    bool    `json:"meets_goal"`       // p50 overhead <= 2 % and preload loss <= 5 %
-	Load1        float64 `json:"load1"`            // before
+	Engine      string  `json:"engine"`
+	Rounds      int     `json:"rounds"`
+	Orders      int     `json:"orders"`
+	ProbeRate   float64 `json:"probe_rate"`
+	ProbeForS   float64 `json:"probe_for_s"`
+	Phases      []Phase `json:"phases"`
+	On          Mode    `json:"on"`
+	Off         Mode    `json:"off"`
+	P50Overhead float64 `json:"p50_overhead_pct"` // (on / off - 1) x 100
+	PreloadLoss float64 `json:"preload_loss_pct"` // (1 - on / off) x 100
+	MeetsGoal   bool    `json:"meets_goal"`       // p50 overhead <= 2 % and preload loss <= 5 %
+	// RecordedShare is the share of the probe stream the recorder ran in, median over the
+	// recording phases: 1 unless Options.Windows.
+	RecordedShare float64 `json:"recorded_share,omitempty"`
+	// InWindowPct is the median over windowed phases of (InP50Us / OutP50Us - 1) x 100: what
+	// the recorder costs the probes it runs beside.
+	InWindowPct  float64 `json:"in_window_pct,omitempty"`
+	WindowEveryS float64 `json:"window_every_s,omitempty"`
+	WindowForS   float64 `json:"window_for_s,omitempty"`
+	Load1        float64 `json:"load1"` // before
 	Load1After   float64 `json:"load1_after"`
 	CPUs         int     `json:"cpus"`
 	DumpMBPerSec float64 `json:"dump_mb_per_s,omitempty"` // median over the recording phases
@@ -115,6 +157,10 @@ func (o *Options) check() error {
 		return fmt.Errorf("%w: probe length %v: want at least 100ms", ErrBadOptions, o.ProbeFor)
 	case o.Dir == "":
 		return fmt.Errorf("%w: no working folder", ErrBadOptions)
+	case o.Windows.Every < 0 || o.Windows.For < 0 || (o.Windows.Every > 0 && o.Windows.For <= 0):
+		return fmt.Errorf("%w: windows every %s for %s: want both above 0, or every 0 (no windows)", ErrBadOptions, o.Windows.Every, o.Windows.For)
+	case o.Windows.Every > 0 && len(o.Windows.starts(o.ProbeFor)) == 0:
+		return fmt.Errorf("%w: windows every %s for %s: none ends within the probe stream of %s", ErrBadOptions, o.Windows.Every, o.Windows.For, o.ProbeFor)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -132,7 +178,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Engine: o.Engine.Name(), Rounds: o.Rounds, Orders: o.Orders, ProbeRate: o.ProbeRate,
-		ProbeForS: o.ProbeFor.Seconds(), CPUs: runtime.NumCPU()}
+		ProbeForS: o.ProbeFor.Seconds(), CPUs: runtime.NumCPU(), WindowEveryS: o.Windows.Every.Seconds(), WindowForS: o.Windows.For.Seconds()}
 	if la, err := loadavg.Read(o.loadRootFS); err == nil {
 		rep.Load1 = la.Load1
 	}
@@ -155,7 +201,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 func (r *Report) summarize() {
-	var dump []float64
+	var dump, share, inWin []float64
 	mode := func(rec bool) Mode {
 		var pre, p50, p99 []float64
 		for _, p := range r.Phases {
@@ -164,12 +210,20 @@ func (r *Report) summarize() {
 				if rec && p.DumpMBPerSec > 0 {
 					dump = append(dump, p.DumpMBPerSec)
 				}
+				if rec && r.ProbeForS > 0 {
+					share = append(share, p.RecordedS/r.ProbeForS)
+				}
+				if rec && p.OutP50Us > 0 {
+					inWin = append(inWin, (p.InP50Us/p.OutP50Us-1)*100)
+				}
 			}
 		}
 		return Mode{PreloadPerS: median(pre), ProbeP50Us: median(p50), ProbeP99Us: median(p99)}
 	}
 	r.On, r.Off = mode(true), mode(false)
 	r.DumpMBPerSec = median(dump)
+	r.RecordedShare = median(share)
+	r.InWindowPct = median(inWin)
 	if r.Off.ProbeP50Us > 0 {
 		r.P50Overhead = (r.On.ProbeP50Us/r.Off.ProbeP50Us - 1) * 100
 	}
@@ -215,8 +269,49 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 		return ph, fmt.Errorf("preload: %w", err)
 	}
 	ph.PreloadPerS = pre.OrdersPerSec
+	windowed := rec && o.Windows.Every > 0
+	if windowed && eng.Switch == nil {
+		return ph, fmt.Errorf("%w: the engine cannot switch its recorder around windows", ErrBadOptions)
+	}
+	var (
+		wdone chan error
+		win   *recording.Windows
+	)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	if windowed {
+		if win, err = recording.NewWindows(eng.Switch, recording.DefaultWindowOptions); err != nil {
+			return ph, err
+		}
+		wdone = make(chan error, 1)
+		go func() { wdone <- runWindows(wctx, win, time.Now(), o.Windows, o.ProbeFor) }()
+	}
 	probes, err := loadgen.Probe(ctx, loadgen.ProbeOptions{Servers: eng.Servers, Rate: o.ProbeRate, Duration: o.ProbeFor,
 		Out: filepath.Join(dir, "probes"), Logger: o.Logger})
+	if windowed {
+		probeEnd := time.Now()
+		werr := <-wdone
+		if ferr := win.Finish(ctx, "end"); werr == nil {
+			werr = ferr
+		}
+		if err == nil && werr != nil {
+			return ph, fmt.Errorf("recording windows: %w", werr)
+		}
+		spans := win.Spans()
+		for i, s := range spans {
+			if s.To.IsZero() || s.To.After(probeEnd) {
+				spans[i].To = probeEnd
+			}
+			ph.RecordedS += spans[i].To.Sub(s.From).Seconds()
+		}
+		if err == nil {
+			if ph.InP50Us, ph.OutP50Us, err = splitP50(filepath.Join(dir, "probes", rundir.ProbesFile), spans); err != nil {
+				return ph, fmt.Errorf("split the probes by window: %w", err)
+			}
+		}
+	} else if rec {
+		ph.RecordedS = o.ProbeFor.Seconds()
+	}
 	if err != nil {
 		return ph, fmt.Errorf("probes: %w", err)
 	}
@@ -226,7 +321,7 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 	ph.Probes, ph.Lost = probes.Latency.N, probes.Lost
 	ph.ProbeP50Us, ph.ProbeP99Us = float64(probes.Latency.P50Ns)/1e3, float64(probes.Latency.P99Ns)/1e3
 	ph.Seconds = time.Since(start).Seconds()
-	if rec && eng.Dump != nil {
+	if rec && !windowed && eng.Dump != nil {
 		n, err := eng.Dump(ctx)
 		if err != nil {
 			return ph, fmt.Errorf("dump the recording: %w", err)
@@ -234,4 +329,57 @@ func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err e
 		ph.DumpBytes, ph.DumpMBPerSec = n, float64(n)/1e6/ph.Seconds
 	}
 	return ph, nil
+}
+
+// runWindows opens and closes the windows of a probe stream that started at start, as the
+// runner's timeline does: Open sleeps until each one's lead, Close runs beside the next.
+func runWindows(ctx context.Context, win *recording.Windows, start time.Time, w Windows, d time.Duration) error {
+	starts := w.starts(d)
+	errc := make(chan error, len(starts))
+	for i, at := range starts {
+		if err := win.Open(ctx, start.Add(at)); err != nil {
+			return err
+		}
+		if err := ctxtime.SleepUntil(ctx, start.Add(at+w.For)); err != nil {
+			return err
+		}
+		var next time.Time
+		if i+1 < len(starts) {
+			next = start.Add(starts[i+1])
+		}
+		go func() { errc <- win.Close(ctx, fmt.Sprintf("%02d-window", i+1), next) }()
+	}
+	var errs []error
+	for range starts {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
+}
+
+// splitP50 is the p50 latency of the answered probes in file due inside spans, and outside.
+func splitP50(file string, spans []recording.Span) (in, out float64, err error) {
+	ps, err := rundir.ReadProbes(file)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ins, outs []float64
+	for _, p := range ps {
+		if p.Outcome != rundir.ProbeOK {
+			continue
+		}
+		at := time.Unix(0, p.IntendedNs)
+		inside := false
+		for _, s := range spans {
+			if !at.Before(s.From) && at.Before(s.To) {
+				inside = true
+				break
+			}
+		}
+		if inside {
+			ins = append(ins, float64(p.LatencyNs)/1e3)
+		} else {
+			outs = append(outs, float64(p.LatencyNs)/1e3)
+		}
+	}
+	return median(ins), median(outs), nil
 }

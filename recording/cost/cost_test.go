@@ -2,10 +2,14 @@ package cost
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/trace"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +24,30 @@ import (
 type inProcess struct {
 	t       *testing.T
 	started []bool
+	windows bool     // the recorder starts idle and is switched (Running.Switch)
+	calls   []string // the switch's
+}
+
+// frSwitch switches an in-process recorder as the engine's admin API does.
+type frSwitch struct {
+	e  *inProcess
+	fr *trace.FlightRecorder
+}
+
+func (s frSwitch) Start(context.Context) error {
+	s.e.calls = append(s.e.calls, "start")
+	return s.fr.Start()
+}
+
+func (s frSwitch) Dump(_ context.Context, window string, stop bool) error {
+	s.e.calls = append(s.e.calls, fmt.Sprintf("dump %s stop=%v", window, stop))
+	if _, err := s.fr.WriteTo(io.Discard); err != nil {
+		return err
+	}
+	if stop {
+		s.fr.Stop()
+	}
+	return nil
 }
 
 func (e *inProcess) Name() string { return "in-process reference engine" }
@@ -34,6 +62,10 @@ func (e *inProcess) Start(ctx context.Context, dir string, recording bool) (Runn
 		return server.New(node, log, token).WithFlightRecorder(fr).Run(ctx)
 	})
 	run := Running{Servers: []string{cfg.ClientAddr}, Stop: func() error { return nil }}
+	if recording && e.windows {
+		run.Switch, run.Stop = frSwitch{e, fr}, func() error { fr.Stop(); return nil }
+		return run, nil
+	}
 	if recording {
 		// Only one recorder may run in a process; it starts after the engine, as a run's
 		// window is recorded after the engine's start.
@@ -101,5 +133,34 @@ func TestSummarize(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Options{Rounds: 1}); err == nil {
 		t.Error("no engine accepted")
+	}
+}
+
+// With Windows the recorder runs only around the probe stream's windows, started a second
+// before each and dumped and stopped a second after: not in the preload, and on for the share
+// of the stream the windows and their lead and tail cover.
+func TestRunWindows(t *testing.T) {
+	e := &inProcess{t: t, windows: true}
+	rep, err := Run(context.Background(), Options{Engine: e, Rounds: 1, Orders: 2000, ProbeRate: 500, ProbeFor: 3 * time.Second,
+		Windows: Windows{Every: 1500 * time.Millisecond, For: 200 * time.Millisecond}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One window: at 1.5 s (its lead from 0.5 s, its tail to 2.7 s); the next, at 3 s, would end
+	// after the stream.
+	if want := []string{"start", "dump 01-window stop=true"}; !slices.Equal(e.calls, want) {
+		t.Errorf("recorder switched %q, want %q", e.calls, want)
+	}
+	if s := rep.RecordedShare; s < 0.6 || s > 0.9 {
+		t.Errorf("recorded %.2f of the stream, want about 2.2 s of 3 s", s)
+	}
+	for _, p := range rep.Phases {
+		if p.Recording && (p.InP50Us <= 0 || p.OutP50Us <= 0) {
+			t.Errorf("windowed phase %+v: the probes not split into inside and outside the recording", p)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Engine: e, Rounds: 1, Orders: 1, ProbeRate: 1, ProbeFor: time.Second,
+		Windows: Windows{Every: 2 * time.Second, For: time.Second}, Dir: t.TempDir()}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("windows that never end within the stream: %v, want ErrBadOptions", err)
 	}
 }

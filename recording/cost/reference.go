@@ -27,6 +27,9 @@ type ReferenceEngine struct {
 	Servers   int    // 1 or more voters
 	SyncLevel int
 	Window    string // engine.flight_recorder_window; empty: the engine's default
+	// Windows starts a recording engine's recorder idle (flight_recorder_idle), switched at
+	// POST /trace/start and /trace/stop by Running.Switch (Options.Windows).
+	Windows bool
 }
 
 // Name implements Engine.
@@ -35,7 +38,11 @@ func (e ReferenceEngine) Name() string {
 	if w == "" {
 		w = "default window"
 	}
-	return fmt.Sprintf("reference engine, %d server(s), sync level %d, flight recorder (%s)", e.Servers, e.SyncLevel, w)
+	how := "throughout"
+	if e.Windows {
+		how = "around windows"
+	}
+	return fmt.Sprintf("reference engine, %d server(s), sync level %d, flight recorder (%s) %s", e.Servers, e.SyncLevel, w, how)
 }
 
 // Start implements Engine.
@@ -93,7 +100,7 @@ func (e ReferenceEngine) Start(ctx context.Context, dir string, recording bool) 
 			AdminAddr: admins[i], Peers: peers, Bootstrap: true, SyncLevel: e.SyncLevel,
 			HeartbeatTimeout: "200ms", ElectionTimeout: "200ms", FlightRecorder: recording}
 		if recording {
-			cfg.FlightRecorderWindow = e.Window
+			cfg.FlightRecorderWindow, cfg.FlightRecorderIdle = e.Window, e.Windows
 		}
 		nodeDir := filepath.Join(dir, p.Node)
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
@@ -124,6 +131,9 @@ func (e ReferenceEngine) Start(ctx context.Context, dir string, recording bool) 
 		servers = append(servers, p.ClientAddr)
 	}
 	run := Running{Servers: servers, Stop: stop}
+	if recording && e.Windows {
+		run.Switch = adminSwitch{admins: admins, token: token}
+	}
 	if recording {
 		run.Dump = func(ctx context.Context) (int64, error) {
 			var total int64
@@ -166,4 +176,52 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// adminSwitch runs every engine's idle recorder through its admin API, as the agents do in a
+// run with engine.recording: windows.
+type adminSwitch struct {
+	admins []string
+	token  string
+}
+
+func (a adminSwitch) Start(ctx context.Context) error {
+	for _, ad := range a.admins {
+		if err := post(ctx, ad, engine.AdminTraceStart, a.token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a adminSwitch) Dump(ctx context.Context, _ string, stop bool) error {
+	for _, ad := range a.admins {
+		if _, err := fetchTrace(ctx, ad, a.token); err != nil {
+			return err
+		}
+		if stop {
+			if err := post(ctx, ad, engine.AdminTraceStop, a.token); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func post(ctx context.Context, admin, path, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+admin+path, nil)
+	if err != nil {
+		return err
+	}
+	engine.AuthorizeAdmin(req, token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s%s: %s", admin, path, resp.Status)
+	}
+	return nil
 }

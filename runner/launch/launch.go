@@ -65,8 +65,9 @@ func StartRequest(pb *playbooks.Playbook, cfg engine.Config, secret string) (age
 		spec := pb.Engine.Command.Spec
 		req.Command, req.Settings = &spec, st.Settings
 	}
-	if pb.Engine.RecordingMode() == playbooks.RecordingOn {
+	if pb.Engine.Recorded() {
 		req.Recording = RecordingFormat(pb)
+		req.RecordingWindows = pb.Engine.RecordingMode() == playbooks.RecordingWindows
 	}
 	return req, nil
 }
