@@ -35,7 +35,7 @@ the Aeron example, a JVM AeronCluster client on the node's media driver) sending
 straight into ingress, open loop, each message timed from its intended send time to its reply.
 The two sides alternate which goes first, --takes times, after one warm-up phase each; the
 figures are medians over the takes. The gateway's added latency is the difference; the goal
-(issue 49) is at most 20 us at p50. Prints the load average before and after: run it alone
+is at most 20 us at p50. Prints the load average before and after: run it alone
 (e.g. under flock /tmp/rig-measure.lock) and quote it.`,
 		Example: "  flock /tmp/rig-measure.lock rig bench gateway --for 10s --takes 3\n" +
 			"  rig bench gateway --playbook examples/aeron-cluster/engine.yaml --rates 1k/s,20k/s --json",
