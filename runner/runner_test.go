@@ -22,7 +22,6 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
-	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/targettest"
 )
 
@@ -198,13 +197,13 @@ func TestRunIDsCountFromOne(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	// Each run of the plan gets a cluster of its own.
+	// Each run of the plan starts the cluster afresh (the fake refuses a start while it runs).
 	var progress bytes.Buffer
 	resDir := t.TempDir()
 	open := func() (Sweep, error) {
 		return sweep.Start(resDir, pl, safeName(pl.Playbook.Name), sweep.StartOptions{Progress: &progress, Target: "multi"})
 	}
-	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: resDir, Binary: "rig", Progress: &progress, Analyze: analysis.AnalyzeRun, OpenSweep: open})
+	outs, err := Run(context.Background(), pl, Options{Target: &targettest.Target{}, ResultsDir: resDir, Binary: "rig", Progress: &progress, Analyze: analysis.AnalyzeRun, OpenSweep: open})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +233,6 @@ func TestRunIDsCountFromOne(t *testing.T) {
 	if strings.Contains(res.outs[0].RunID, "-r") {
 		t.Errorf("a plan of one run has no -rNN: %s", res.outs[0].RunID)
 	}
-}
-
-// multiTarget starts a fresh fake cluster per run.
-type multiTarget struct{ t *testing.T }
-
-func (m *multiTarget) Name() string { return "fake" }
-func (m *multiTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
-	return (&targettest.Target{Cluster: targettest.NewCluster()}).Start(ctx, so)
 }
 
 // An interrupt at any stage stops what was started, keeps the run folder, and says interrupted.
