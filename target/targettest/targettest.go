@@ -11,16 +11,17 @@
 //     first server launched leads; when the leader goes down or steps down the first running
 //     server in name order leads at once, in the next term. There is no consensus, no log and no
 //     client traffic: one index, shared by every server, grows by 100 on each snapshot, and the
-//     state hash is always "feed". Its status has the fields the runner reads, not every field
-//     the engine contract asks for (pid, started, orders... are missing), so the conformance suite
-//     fails it.
+//     state hash is always "feed". A launch goes to ready in one transition (no starting or
+//     catching-up phase seen), and a status's pid, orders, started and now are zero. It serves
+//     no client protocol, so the conformance suite cannot pass it.
 //   - Its load generator writes placeholder figures (a stats.json of ten scheduled probes, a
 //     bursts.json naming only its transport), no probes.bin and no latency.
 //   - Its transport runs only `rig loadgen preload|probe|burst`, copies uploads on this machine,
 //     refuses downloads and dials only the load generator's control API at a client's
 //     ControlSocket; the engines' addresses answer nothing.
-//   - Its Traits say one clock and one kernel (the first node tunes), as the local target's;
-//     Collect and Gather only note the call.
+//   - Its agents accept tuning and samples and do nothing; any signal stops the engine; a
+//     recording take writes no file. Its Traits say one clock and one kernel (the first node
+//     tunes), as the local target's. Collect and Remove only note the call; Gather does nothing.
 //
 // Capabilities beyond target.Cluster (DiskModeler, Links, ...) are a test's own: it embeds
 // *Cluster in a type with their methods, as actionstest's Env is extended.
