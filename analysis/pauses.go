@@ -15,7 +15,7 @@ import (
 )
 
 // The engines' always-on pause records, read as inside spans beside the scheduler samples: a Go
-// engine's GC stop-the-world pauses (<node>/pauses.ndjson, engine/gcpause) and a JVM's
+// engine's GC stop-the-world pauses (<node>/pauses.ndjson, recording/gcpause) and a JVM's
 // safepoints from its unified log (-Xlog:safepoint into the GC log the command driver places in
 // the node folder, gc*.log). Like the scheduler samples they are not an engine recording.
 

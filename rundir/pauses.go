@@ -4,7 +4,7 @@ import "os"
 
 // PausesFile, in a node's folder, is the engine runtime's own always-on record of its pauses,
 // one InsideSpan JSON line each: the reference engine writes each Go GC's stop-the-world pauses
-// there (engine/gcpause). Unlike InsideFile it is not a recording: it costs next to nothing, is
+// there (recording/gcpause). Unlike InsideFile it is not a recording: it costs next to nothing, is
 // written in every run, and holds pauses only.
 const PausesFile = "pauses.ndjson"
 

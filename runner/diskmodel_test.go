@@ -19,11 +19,12 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // diskTarget's clusters can model a disk, reporting probe for every server.
 type diskTarget struct {
-	*fakeTarget
+	*targettest.Target
 	probe diskmodel.Achieved
 	asked []diskmodel.Limits
 	opts  []target.DiskModelOptions
@@ -31,16 +32,16 @@ type diskTarget struct {
 }
 
 type diskCluster struct {
-	*fakeCluster
+	*targettest.Cluster
 	t *diskTarget
 }
 
 func (t *diskTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
-	c, err := t.fakeTarget.Start(ctx, so)
+	c, err := t.Target.Start(ctx, so)
 	if err != nil {
 		return nil, err
 	}
-	return diskCluster{c.(*fakeCluster), t}, nil
+	return diskCluster{c.(*targettest.Cluster), t}, nil
 }
 
 func (c diskCluster) ModelDisk(ctx context.Context, n inventory.Node, l diskmodel.Limits, o target.DiskModelOptions) (string, diskmodel.Achieved, error) {
@@ -66,8 +67,8 @@ var diskAsked = diskmodel.Limits{Throughput: 125e6, SyncLatency: 4 * time.Millis
 // The playbook's disk: reaches every server's model, the engines keep their data on it, and
 // the manifest holds each probe beside what was asked.
 func TestDiskModelUnderEveryServer(t *testing.T) {
-	c := newFakeCluster(t)
-	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 124e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
+	c := targettest.NewCluster()
+	tgt := &diskTarget{Target: &targettest.Target{Cluster: c}, probe: diskmodel.Achieved{ThroughputBps: 124e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
 	var res result
 	res.outs, res.err = Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	if res.err != nil {
@@ -98,7 +99,7 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 		}
 	}
 	// The engine data went under the model's folder (it is removed from there at the end).
-	if want := "node-1 remove " + path.Join("/model/node-1", "rig"); !c.called(want) {
+	if want := "node-1 remove " + path.Join("/model/node-1", "rig"); !c.Called(want) {
 		t.Errorf("no call %q; engine data not on the model", want)
 	}
 }
@@ -106,14 +107,14 @@ func TestDiskModelUnderEveryServer(t *testing.T) {
 // A model that delivers less than 80 % of an asked figure stops the run before the engines
 // start, naming the node and both figures.
 func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
-	c := newFakeCluster(t)
-	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 50e6, SyncLatency: 4 * time.Millisecond}}
+	c := targettest.NewCluster()
+	tgt := &diskTarget{Target: &targettest.Target{Cluster: c}, probe: diskmodel.Achieved{ThroughputBps: 50e6, SyncLatency: 4 * time.Millisecond}}
 	outs, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	want := "disk model on node-0, before load: disk delivers less than asked (floor 80 %): throughput 125.0 MB/s asked, 50.0 MB/s achieved (40 %)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err %v; want %q", err, want)
 	}
-	if c.called("node-0 POST /engine/start") || c.called("node-1 POST /engine/start") {
+	if c.Called("node-0 POST /engine/start") || c.Called("node-1 POST /engine/start") {
 		t.Fatal("engines started on a disk that fell short")
 	}
 	if man := readManifest(t, outs[0].Dir); man.DiskModels["node-0"].Achieved.ThroughputBps != 50e6 {
@@ -126,12 +127,12 @@ func TestDiskModelShortfallStopsBeforeLoad(t *testing.T) {
 
 // A target that cannot model a disk refuses disk: before the engines start.
 func TestDiskModelNeedsATargetThatHasOne(t *testing.T) {
-	c := newFakeCluster(t)
-	_, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: &fakeTarget{c: c}, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
+	c := targettest.NewCluster()
+	_, err := Run(context.Background(), plan(t, "1s", diskBlock), Options{Target: &targettest.Target{Cluster: c}, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	if err == nil || !strings.Contains(err.Error(), "is a disk model, which this target cannot mount") {
 		t.Fatalf("err %v", err)
 	}
-	if c.called("node-0 POST /engine/start") {
+	if c.Called("node-0 POST /engine/start") {
 		t.Fatal("engines started")
 	}
 }
@@ -174,11 +175,11 @@ func (t *lostDiskTarget) Start(ctx context.Context, so target.StartOptions) (tar
 // same --local-data once did) fails the run at once, naming the node and how, instead of
 // letting it report ok on whatever disk is left.
 func TestLostDiskModelFailsTheRun(t *testing.T) {
-	c := newFakeCluster(t)
-	tgt := &lostDiskTarget{diskTarget: &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 125e6, SyncLatency: 4 * time.Millisecond}},
+	c := targettest.NewCluster()
+	tgt := &lostDiskTarget{diskTarget: &diskTarget{Target: &targettest.Target{Cluster: c}, probe: diskmodel.Achieved{ThroughputBps: 125e6, SyncLatency: 4 * time.Millisecond}},
 		lost: make(chan error, 1)}
 	lostErr := fmt.Errorf("disk model of node-1: %w: /x/node-1/disk: its mount is gone from the mountpoint", fusefs.ErrLost)
-	c.onCall = func(node, call string) {
+	c.OnCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
 			select {
 			case tgt.lost <- lostErr:
@@ -235,8 +236,8 @@ func TestPassthroughOnlyWhereNoWriteMustBeSeen(t *testing.T) {
 		}
 	}
 
-	c := newFakeCluster(t)
-	tgt := &diskTarget{fakeTarget: &fakeTarget{c: c}, probe: diskmodel.Achieved{ThroughputBps: 900e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
+	c := targettest.NewCluster()
+	tgt := &diskTarget{Target: &targettest.Target{Cluster: c}, probe: diskmodel.Achieved{ThroughputBps: 900e6, IOPS: 9000, SyncLatency: 4100 * time.Microsecond}}
 	outs, err := Run(context.Background(), plan(t, "1s", "disk: {sync_latency: 4ms}\n"), Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun})
 	if err != nil {
 		t.Fatal(err)

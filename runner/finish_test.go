@@ -10,6 +10,7 @@ import (
 
 	"github.com/rig-dev/rig/internal/testfs"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // A results disk that fills up mid-run (a real tmpfs, filled to its last byte) fails the run,
@@ -17,14 +18,14 @@ import (
 // left it. The reserve that made room for that write is gone once the run ends.
 func TestFullResultsDiskLeavesTheManifestFailed(t *testing.T) {
 	results := testfs.Tmpfs(t, 8<<20)
-	c := newFakeCluster(t)
+	c := targettest.NewCluster()
 	var fill sync.Once
-	c.onCall = func(node, call string) {
+	c.OnCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/start") {
 			fill.Do(func() { testfs.Fill(t, filepath.Join(results, "filler"), 0) })
 		}
 	}
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "1s", "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n"),
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "1s", "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n"),
 		func(o *Options) { o.ResultsDir = results })
 	if res.err == nil || !strings.Contains(res.err.Error(), "no space left on device") {
 		t.Fatalf("run error %v; want it to name ENOSPC", res.err)

@@ -9,12 +9,13 @@ import (
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // routedTarget starts a fake cluster whose links it says it routes: cutting and healing them
 // counts links, as the local target's proxies would, and nothing else.
 type routedTarget struct {
-	fakeTarget
+	targettest.Target
 	onIsolate func() // called inside Isolate (e.g. to interrupt)
 }
 
@@ -23,15 +24,15 @@ var _ target.Partitioner = (*routedTarget)(nil)
 func (t *routedTarget) Partitions() string { return "fake proxies" }
 
 func (t *routedTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
-	cl, err := t.fakeTarget.Start(ctx, so)
+	cl, err := t.Target.Start(ctx, so)
 	if err != nil {
 		return nil, err
 	}
-	return &routedCluster{fakeCluster: cl.(*fakeCluster), t: t, cut: map[string]bool{}}, nil
+	return &routedCluster{Cluster: cl.(*targettest.Cluster), t: t, cut: map[string]bool{}}, nil
 }
 
 type routedCluster struct {
-	*fakeCluster
+	*targettest.Cluster
 	t   *routedTarget
 	mu  sync.Mutex
 	cut map[string]bool
@@ -77,12 +78,12 @@ func (c *routedCluster) ProbeLinks(context.Context) []linkproxy.PairProbe { retu
 // end: the record never holds a lasting action without its end, so the analysis does not hold the
 // partition to the end of the run.
 func TestInterruptedPartitionRecordsItsHeal(t *testing.T) {
-	tgt := &routedTarget{fakeTarget: fakeTarget{c: newFakeCluster(t)}}
+	tgt := &routedTarget{Target: targettest.Target{Cluster: targettest.NewCluster()}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tgt.onIsolate = cancel // interrupted right as the links are cut, 20 s before their heal
 	pl := plan(t, "30s", "timeline:\n  - {at: 300ms, partition: {node: node-1, for: 20s}}\n")
-	res := runFake(t, ctx, &tgt.fakeTarget, pl, func(o *Options) { o.Target = tgt })
+	res := runFake(t, ctx, &tgt.Target, pl, func(o *Options) { o.Target = tgt })
 	if !errors.Is(res.err, ErrInterrupted) {
 		t.Fatalf("err %v, want ErrInterrupted", res.err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/target/local"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 const partitionYAML = `
@@ -38,11 +39,11 @@ func TestCheckTargetPartition(t *testing.T) {
 	if err := CheckTarget(plan, local.New(local.Options{})); err != nil {
 		t.Errorf("local target refused: %v", err)
 	}
-	err := CheckTarget(plan, &fakeTarget{})
+	err := CheckTarget(plan, &targettest.Target{})
 	if err == nil || !strings.Contains(err.Error(), "timeline[0] partitions a server") || !strings.Contains(err.Error(), "local target") {
 		t.Errorf("fake target: %v; want a refusal naming timeline[0] and the local target", err)
 	}
-	_, err = Run(t.Context(), plan, Options{Target: &fakeTarget{}, ResultsDir: t.TempDir()})
+	_, err = Run(t.Context(), plan, Options{Target: &targettest.Target{}, ResultsDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "cannot cut or delay links") {
 		t.Errorf("Run on the fake target: %v; want the refusal", err)
 	}
@@ -68,7 +69,7 @@ placement: {zones: {a: [node-0, client-0], b: [node-1], c: [node-2]}, between_zo
 		t.Errorf("local target refused: %v", err)
 	}
 	res := t.TempDir()
-	_, err := Run(t.Context(), plan, Options{Target: &fakeTarget{}, ResultsDir: res})
+	_, err := Run(t.Context(), plan, Options{Target: &targettest.Target{}, ResultsDir: res})
 	if err == nil || !strings.Contains(err.Error(), "placement: puts the nodes in zones") || !strings.Contains(err.Error(), "cannot cut or delay links") {
 		t.Errorf("Run on the fake target: %v; want the refusal naming the placement", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 func memPlaybook(t *testing.T, extra string) *playbooks.Playbook {
@@ -79,9 +80,9 @@ func TestCheckMemoryDeclared(t *testing.T) {
 // Before any engine starts, the servers' facts decide: every server on one host (the fake
 // cluster's facts name one), its MemAvailable against the whole cluster's books.
 func TestMemoryRefusedBeforeEngines(t *testing.T) {
-	c := newFakeCluster(t)
-	c.memAvail = 100 << 10 // 1,000 orders × 80 B × 3 servers = 234.4 KiB do not fit
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "2s", ""))
+	c := targettest.NewCluster()
+	c.MemAvailable = 100 << 10 // 1,000 orders × 80 B × 3 servers = 234.4 KiB do not fit
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "2s", ""))
 	if !errors.Is(res.err, ErrMemory) {
 		t.Fatalf("err %v; want ErrMemory", res.err)
 	}
@@ -90,12 +91,12 @@ func TestMemoryRefusedBeforeEngines(t *testing.T) {
 			t.Errorf("error %q lacks %q", res.err, want)
 		}
 	}
-	if c.called("node-0 POST /engine/start") {
-		t.Errorf("an engine was started although the run was refused: %v", c.calls)
+	if c.Called("node-0 POST /engine/start") {
+		t.Errorf("an engine was started although the run was refused: %v", c.Calls())
 	}
-	c2 := newFakeCluster(t)
-	c2.memAvail = 1 << 30
-	if res := runFake(t, context.Background(), &fakeTarget{c: c2}, plan(t, "2s", "")); res.err != nil {
+	c2 := targettest.NewCluster()
+	c2.MemAvailable = 1 << 30
+	if res := runFake(t, context.Background(), &targettest.Target{Cluster: c2}, plan(t, "2s", "")); res.err != nil {
 		t.Errorf("a book that fits: %v", res.err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
 	sshtarget "github.com/rig-dev/rig/target/ssh"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 const powerLossYAML = `
@@ -38,7 +39,7 @@ func TestCheckTargetPowerLoss(t *testing.T) {
 	}{
 		{"local, disk:", withDisk, local.New(local.Options{}), nil},
 		{"local, no disk:", powerLossYAML, local.New(local.Options{}), []string{"timeline[0] power_loss", "disk: block", "sync_latency"}},
-		{"no power cuts", powerLossYAML, &fakeTarget{}, []string{"timeline[0] power_loss", "cannot cut its servers' power", "local target with a disk: block"}},
+		{"no power cuts", powerLossYAML, &targettest.Target{}, []string{"timeline[0] power_loss", "cannot cut its servers' power", "local target with a disk: block"}},
 		{"inventory without a trigger", powerLossYAML, noTrigger, []string{"timeline[0] power_loss", "--stack", "--sysrq-trigger /proc/sysrq-trigger", "unsynced: keep"}},
 		{"inventory without a trigger, keep", keep, noTrigger, nil},
 		{"nodes that reboot", powerLossYAML, rebooting, nil},

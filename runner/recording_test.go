@@ -9,6 +9,7 @@ import (
 
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // With engine.recording: on, every server's recording is taken after each timeline action
@@ -32,23 +33,23 @@ func TestRecordingTakes(t *testing.T) {
 		}
 		return pl
 	}
-	c := newFakeCluster(t)
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, parse(`"on"`))
+	c := targettest.NewCluster()
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, parse(`"on"`))
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	for _, n := range []string{"node-0", "node-1"} {
 		for _, call := range []string{n + " take go_trace 01-snapshot defer=true", n + " take go_trace end defer=false"} {
-			if !c.called(call) {
-				t.Errorf("no call %q; calls:\n%s", call, strings.Join(c.calls, "\n"))
+			if !c.Called(call) {
+				t.Errorf("no call %q; calls:\n%s", call, strings.Join(c.Calls(), "\n"))
 			}
 		}
-		if i, j := indexOf(c.calls, n+" take go_trace end"), indexOf(c.calls, n+" POST /engine/stop"); i < 0 || j < i {
-			t.Errorf("%s: the last take must come before the engine stops: %q", n, c.calls)
+		if i, j := indexOf(c.Calls(), n+" take go_trace end"), indexOf(c.Calls(), n+" POST /engine/stop"); i < 0 || j < i {
+			t.Errorf("%s: the last take must come before the engine stops: %q", n, c.Calls())
 		}
 	}
-	if !c.called("node-0 take go_trace 02-kill defer=true") {
-		t.Errorf("no take after the kill; calls:\n%s", strings.Join(c.calls, "\n"))
+	if !c.Called("node-0 take go_trace 02-kill defer=true") {
+		t.Errorf("no take after the kill; calls:\n%s", strings.Join(c.Calls(), "\n"))
 	}
 	notes := 0
 	for _, w := range res.man.Warnings {
@@ -60,10 +61,10 @@ func TestRecordingTakes(t *testing.T) {
 		t.Errorf("node-0's note warned %d times, want once: %q", notes, res.man.Warnings)
 	}
 
-	c = newFakeCluster(t)
-	res = runFake(t, context.Background(), &fakeTarget{c: c}, parse(`"off"`))
-	if res.err != nil || c.called("node-0 POST /engine/recording") {
-		t.Errorf("recording off: %v; calls:\n%s", res.err, strings.Join(c.calls, "\n"))
+	c = targettest.NewCluster()
+	res = runFake(t, context.Background(), &targettest.Target{Cluster: c}, parse(`"off"`))
+	if res.err != nil || c.Called("node-0 POST /engine/recording") {
+		t.Errorf("recording off: %v; calls:\n%s", res.err, strings.Join(c.Calls(), "\n"))
 	}
 }
 
@@ -85,17 +86,15 @@ func TestRecordingWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newFakeCluster(t)
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	c := targettest.NewCluster()
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, pl)
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
-	all := strings.Join(c.calls, "\n")
+	calls := c.Calls()
+	all := strings.Join(calls, "\n")
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
-		c.mu.Lock()
-		w := c.nodes[n].eng.recWindows
-		c.mu.Unlock()
-		if !w {
+		if !c.RecordingWindows(n) {
 			t.Errorf("%s: started without recording_windows", n)
 		}
 	}
@@ -109,13 +108,13 @@ func TestRecordingWindows(t *testing.T) {
 		}
 		at := -1
 		for _, want := range order {
-			i := indexAfter(c.calls, want, at)
+			i := indexAfter(calls, want, at)
 			if i < 0 {
 				t.Fatalf("no %q after call %d; calls:\n%s", want, at, all)
 			}
 			at = i
 		}
-		if slices.Contains(c.calls, n+" take go_trace 01-snapshot defer=true") {
+		if slices.Contains(calls, n+" take go_trace 01-snapshot defer=true") {
 			t.Errorf("a take after the snapshot that did not stop the recorder; calls:\n%s", all)
 		}
 	}

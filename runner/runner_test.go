@@ -22,7 +22,7 @@ import (
 	"github.com/rig-dev/rig/playbooks"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/sweep"
-	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // basePlaybook is a short run on three servers; tests append a timeline.
@@ -55,7 +55,7 @@ type result struct {
 	events []rundir.Event
 }
 
-func runFake(t *testing.T, ctx context.Context, tgt *fakeTarget, pl *playbooks.Plan, opts ...func(*Options)) result {
+func runFake(t *testing.T, ctx context.Context, tgt *targettest.Target, pl *playbooks.Plan, opts ...func(*Options)) result {
 	t.Helper()
 	var res result
 	o := Options{Target: tgt, ResultsDir: t.TempDir(), Binary: "rig", Analyze: analysis.AnalyzeRun}
@@ -106,8 +106,8 @@ func (r result) phases() []string {
 
 // Every action kind runs against the cluster in timeline order, and the run folder records it.
 func TestEveryAction(t *testing.T) {
-	c := newFakeCluster(t)
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "3s", `timeline:
+	c := targettest.NewCluster()
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "3s", `timeline:
   - {at: 200ms, snapshot: {}}
   - {at: 300ms, kill: {node: follower, signal: KILL, relaunch_after: 200ms}}
   - {at: 400ms, wait_for: {phase: ready, timeout: 2s}}
@@ -138,8 +138,8 @@ func TestEveryAction(t *testing.T) {
 		"client-0 loadgen preload",
 		" stop",
 	} {
-		if !c.called(call) {
-			t.Errorf("no call %q; calls:\n%s", call, strings.Join(c.calls, "\n"))
+		if !c.Called(call) {
+			t.Errorf("no call %q; calls:\n%s", call, strings.Join(c.Calls(), "\n"))
 		}
 	}
 	wantPhases := "start engines_started preload_start preload_end load_start warmup_end load_end end"
@@ -154,8 +154,8 @@ func TestEveryAction(t *testing.T) {
 		t.Errorf("manifest engine_settings %+v", r)
 	}
 	// Engines stopped, data removed, then the cluster: in that order.
-	if i, j := indexOf(c.calls, "node-0 POST /engine/stop"), indexOf(c.calls, " stop"); i < 0 || j < i {
-		t.Errorf("engines must stop before the cluster: %q", c.calls)
+	if i, j := indexOf(c.Calls(), "node-0 POST /engine/stop"), indexOf(c.Calls(), " stop"); i < 0 || j < i {
+		t.Errorf("engines must stop before the cluster: %q", c.Calls())
 	}
 }
 
@@ -163,23 +163,21 @@ func TestEveryAction(t *testing.T) {
 // it is down, not POST /step-down: the run counts its exit as the timeline's (no fault) and
 // records the step-down and the relaunch.
 func TestStepDownByRelaunch(t *testing.T) {
-	c := newFakeCluster(t)
-	c.stepDown = engine.StepDownRelaunch
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "1s", "timeline:\n  - {at: 200ms, step_down: {}}\n"))
+	c := targettest.NewCluster()
+	c.StepDown = engine.StepDownRelaunch
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "1s", "timeline:\n  - {at: 200ms, step_down: {}}\n"))
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	if got, want := strings.Join(res.actions(), "|"), "step_down node-0|relaunch node-0"; got != want {
 		t.Errorf("actions %q, want %q", got, want)
 	}
-	signal, relaunch := indexOf(c.calls, "node-0 POST /engine/signal"), indexOf(c.calls, "node-0 POST /engine/relaunch")
-	if signal < 0 || relaunch < signal || c.called("node-0 POST /engine/proxy /step-down") {
-		t.Errorf("want SIGTERM, then a relaunch, and no POST /step-down; calls:\n%s", strings.Join(c.calls, "\n"))
+	signal, relaunch := indexOf(c.Calls(), "node-0 POST /engine/signal"), indexOf(c.Calls(), "node-0 POST /engine/relaunch")
+	if signal < 0 || relaunch < signal || c.Called("node-0 POST /engine/proxy /step-down") {
+		t.Errorf("want SIGTERM, then a relaunch, and no POST /step-down; calls:\n%s", strings.Join(c.Calls(), "\n"))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !slices.ContainsFunc(c.nodes["node-0"].journal, func(tr rundir.Transition) bool { return tr.Kind == rundir.TransSignal && tr.To == "TERM" }) {
-		t.Errorf("node-0 got no SIGTERM: %+v", c.nodes["node-0"].journal)
+	if j := c.Journal("node-0"); !slices.ContainsFunc(j, func(tr rundir.Transition) bool { return tr.Kind == rundir.TransSignal && tr.To == "TERM" }) {
+		t.Errorf("node-0 got no SIGTERM: %+v", j)
 	}
 }
 
@@ -195,17 +193,17 @@ func indexOf(calls []string, prefix string) int {
 // A plan of several runs names them r01, r02, ... (the plan counts from 1).
 func TestRunIDsCountFromOne(t *testing.T) {
 	pl := plan(t, "1s", "matrix: {preload.orders: [1k, 2k]}\n")
-	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, &playbooks.Plan{Runs: pl.Runs[:1]})
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: targettest.NewCluster()}, &playbooks.Plan{Runs: pl.Runs[:1]})
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	// Each run of the plan gets a cluster of its own.
+	// Each run of the plan starts the cluster afresh (the fake refuses a start while it runs).
 	var progress bytes.Buffer
 	resDir := t.TempDir()
 	open := func() (Sweep, error) {
 		return sweep.Start(resDir, pl, safeName(pl.Playbook.Name), sweep.StartOptions{Progress: &progress, Target: "multi"})
 	}
-	outs, err := Run(context.Background(), pl, Options{Target: &multiTarget{t: t}, ResultsDir: resDir, Binary: "rig", Progress: &progress, Analyze: analysis.AnalyzeRun, OpenSweep: open})
+	outs, err := Run(context.Background(), pl, Options{Target: &targettest.Target{}, ResultsDir: resDir, Binary: "rig", Progress: &progress, Analyze: analysis.AnalyzeRun, OpenSweep: open})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,14 +235,6 @@ func TestRunIDsCountFromOne(t *testing.T) {
 	}
 }
 
-// multiTarget starts a fresh fake cluster per run.
-type multiTarget struct{ t *testing.T }
-
-func (m *multiTarget) Name() string { return "fake" }
-func (m *multiTarget) Start(ctx context.Context, so target.StartOptions) (target.Cluster, error) {
-	return (&fakeTarget{c: newFakeCluster(m.t)}).Start(ctx, so)
-}
-
 // An interrupt at any stage stops what was started, keeps the run folder, and says interrupted.
 func TestInterruptAtEachStage(t *testing.T) {
 	// The kill comes well after the warm-up (100 ms), so the warm-up mark is always in.
@@ -256,32 +246,32 @@ func TestInterruptAtEachStage(t *testing.T) {
 	stages := []struct {
 		name   string
 		hook   string // the agent call that interrupts ("" : see setup)
-		setup  func(c *fakeCluster, tgt *fakeTarget, cancel func())
+		setup  func(c *targettest.Cluster, tgt *targettest.Target, cancel func())
 		marks  string // the stages recorded
 		engine bool   // engines were started, so they are stopped
 	}{
-		{name: "cluster start", setup: func(c *fakeCluster, tgt *fakeTarget, cancel func()) { tgt.onStart = cancel },
+		{name: "cluster start", setup: func(c *targettest.Cluster, tgt *targettest.Target, cancel func()) { tgt.OnStart = cancel },
 			marks: "end"},
 		{name: "engine start", hook: "POST /engine/start", marks: "start end", engine: true},
 		// The samplers start right after the engines, while the runner waits for them to be ready.
 		{name: "ready wait", hook: "POST /samples", marks: "start engines_started end", engine: true},
-		{name: "preload", setup: func(c *fakeCluster, _ *fakeTarget, cancel func()) {
-			c.lg.preload = func(ctx context.Context) error { cancel(); <-ctx.Done(); return ctx.Err() }
+		{name: "preload", setup: func(c *targettest.Cluster, _ *targettest.Target, cancel func()) {
+			c.Loadgen.Preload = func(ctx context.Context) error { cancel(); <-ctx.Done(); return ctx.Err() }
 		}, marks: "start engines_started preload_start end", engine: true},
 		{name: "timeline kill", hook: "POST /engine/signal", marks: "start engines_started preload_start preload_end load_start warmup_end load_end end", engine: true},
 		{name: "wait_for", hook: "POST /engine/relaunch", marks: "start engines_started preload_start preload_end load_start warmup_end load_end end", engine: true},
 	}
 	for _, s := range stages {
 		t.Run(s.name, func(t *testing.T) {
-			c := newFakeCluster(t)
-			tgt := &fakeTarget{c: c}
+			c := targettest.NewCluster()
+			tgt := &targettest.Target{Cluster: c}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if s.setup != nil {
 				s.setup(c, tgt, cancel)
 			}
 			if s.hook != "" {
-				c.onCall = func(_, call string) {
+				c.OnCall = func(_, call string) {
 					if strings.HasPrefix(call, s.hook) {
 						cancel()
 					}
@@ -302,11 +292,11 @@ func TestInterruptAtEachStage(t *testing.T) {
 			if got := strings.Join(res.phases(), " "); got != s.marks {
 				t.Errorf("stages %q, want %q", got, s.marks)
 			}
-			if c.started != c.stopped {
-				t.Errorf("cluster started %v, stopped %v", c.started, c.stopped)
+			if c.Started() != c.Stopped() {
+				t.Errorf("cluster started %v, stopped %v", c.Started(), c.Stopped())
 			}
-			if s.engine && !c.called("node-0 POST /engine/stop") {
-				t.Errorf("engines not stopped: %q", c.calls)
+			if s.engine && !c.Called("node-0 POST /engine/stop") {
+				t.Errorf("engines not stopped: %q", c.Calls())
 			}
 		})
 	}
@@ -317,45 +307,36 @@ func TestFailures(t *testing.T) {
 	cases := []struct {
 		name     string
 		timeline string
-		setup    func(c *fakeCluster, tgt *fakeTarget)
+		setup    func(c *targettest.Cluster, tgt *targettest.Target)
 		want     string
 	}{
-		{name: "target does not start", setup: func(_ *fakeCluster, tgt *fakeTarget) { tgt.startErr = errors.New("no nodes today") },
+		{name: "target does not start", setup: func(_ *targettest.Cluster, tgt *targettest.Target) { tgt.StartErr = errors.New("no nodes today") },
 			want: "no nodes today"},
-		{name: "engine exits at start", setup: func(c *fakeCluster, _ *fakeTarget) { c.exitAtStart = "node-1" },
+		{name: "engine exits at start", setup: func(c *targettest.Cluster, _ *targettest.Target) { c.ExitAtStart = "node-1" },
 			want: "cluster did not become ready: engine exited outside the schedule: node-1 (no role yet): exit code 1"},
 		{name: "agent gone mid-run", timeline: "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n",
-			setup: func(c *fakeCluster, _ *fakeTarget) {
-				c.onCall = func(node, call string) {
+			setup: func(c *targettest.Cluster, _ *targettest.Target) {
+				c.OnCall = func(node, call string) {
 					if node == "node-1" && strings.HasPrefix(call, "POST /engine/signal") {
-						c.mu.Lock()
-						c.nodes["node-1"].gone = true
-						c.mu.Unlock()
+						c.Gone("node-1")
 					}
 				}
 			},
 			want: "timeline[0] kill -KILL node-1 at 100ms: agent node-1 POST /engine/signal"},
-		{name: "load generator exits before its first probe", setup: func(c *fakeCluster, _ *fakeTarget) {
-			c.lg.exitEarly = errors.New("exit status 3")
+		{name: "load generator exits before its first probe", setup: func(c *targettest.Cluster, _ *targettest.Target) {
+			c.Loadgen.ExitEarly = errors.New("exit status 3")
 		}, want: "load generator exited before its first probe: exit status 3"},
-		{name: "load generator exits mid-run", setup: func(c *fakeCluster, _ *fakeTarget) {
-			c.lg.exitEarly, c.lg.exitAfter = errors.New("exit status 4"), 200*time.Millisecond
+		{name: "load generator exits mid-run", setup: func(c *targettest.Cluster, _ *targettest.Target) {
+			c.Loadgen.ExitEarly, c.Loadgen.ExitAfter = errors.New("exit status 4"), 200*time.Millisecond
 		}, want: "load generator: exit status 4"},
 		{name: "a leader steps down and exits", timeline: "timeline:\n  - {at: 100ms, step_down: {}}\n",
 			// As a leader whose disk fails does: raft steps it down, then the engine stops.
-			setup: func(c *fakeCluster, _ *fakeTarget) {
-				c.onCall = func(node, call string) {
+			setup: func(c *targettest.Cluster, _ *targettest.Target) {
+				c.OnCall = func(node, call string) {
 					if !strings.HasSuffix(call, " /step-down") {
 						return
 					}
-					time.AfterFunc(50*time.Millisecond, func() {
-						c.mu.Lock()
-						defer c.mu.Unlock()
-						n := c.nodes[node]
-						n.eng.running, n.eng.phase, n.eng.role = false, rundir.PhaseDown, ""
-						c.addLocked(n, rundir.Transition{Kind: rundir.TransPhase, From: engine.PhaseReady, To: rundir.PhaseDown,
-							Exit: &rundir.ExitStatus{Code: 1, Desc: "exit status 1"}})
-					})
+					time.AfterFunc(50*time.Millisecond, func() { c.Exit(node, 1) })
 				}
 			},
 			want: "engine exited outside the schedule: node-0 (follower, leader until "},
@@ -367,8 +348,8 @@ func TestFailures(t *testing.T) {
 			// Each case has a fake cluster of its own, and most of a failed run's time is
 			// finish's wait for an exit the failure may cause (exitAfterFailure): they overlap.
 			t.Parallel()
-			c := newFakeCluster(t)
-			tgt := &fakeTarget{c: c}
+			c := targettest.NewCluster()
+			tgt := &targettest.Target{Cluster: c}
 			if tc.setup != nil {
 				tc.setup(c, tgt)
 			}
@@ -379,8 +360,8 @@ func TestFailures(t *testing.T) {
 			if res.man.Status != rundir.StatusFailed || !strings.Contains(res.man.Error, tc.want) {
 				t.Errorf("manifest status %q error %q", res.man.Status, res.man.Error)
 			}
-			if c.started != c.stopped {
-				t.Errorf("cluster started %v, stopped %v", c.started, c.stopped)
+			if c.Started() != c.Stopped() {
+				t.Errorf("cluster started %v, stopped %v", c.Started(), c.Stopped())
 			}
 		})
 	}
@@ -390,13 +371,13 @@ func TestFailures(t *testing.T) {
 func TestBadTimelineStartsNothing(t *testing.T) {
 	pl := plan(t, "2s", "timeline:\n  - {at: 100ms, kill: {node: node-1, signal: KILL}}\n")
 	pl.Runs[0].Playbook.Timeline[0].Spec.(*actions.Kill).Node = "node-7"
-	c := newFakeCluster(t)
+	c := targettest.NewCluster()
 	dir := t.TempDir()
-	outs, err := Run(context.Background(), pl, Options{Target: &fakeTarget{c: c}, ResultsDir: dir, Analyze: analysis.AnalyzeRun})
+	outs, err := Run(context.Background(), pl, Options{Target: &targettest.Target{Cluster: c}, ResultsDir: dir, Analyze: analysis.AnalyzeRun})
 	if err == nil || !strings.Contains(err.Error(), "timeline[0] kill") || !strings.Contains(err.Error(), "node-7") {
 		t.Fatalf("err %v", err)
 	}
-	if len(outs) != 0 || c.started {
+	if len(outs) != 0 || c.Started() {
 		t.Fatal("a refused plan started something")
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -407,7 +388,7 @@ func TestBadTimelineStartsNothing(t *testing.T) {
 // wait_for stable_leader holds the timeline until no server has become leader for that long:
 // after a step-down the next action waits out the stable time from the new leader's election.
 func TestWaitForStableLeader(t *testing.T) {
-	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, plan(t, "3s", `timeline:
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: targettest.NewCluster()}, plan(t, "3s", `timeline:
   - {at: 200ms, step_down: {}}
   - {at: 250ms, wait_for: {stable_leader: 600ms, timeout: 2s}}
   - {at: 300ms, snapshot: {}}
@@ -438,7 +419,7 @@ func TestWaitForStableLeader(t *testing.T) {
 // share through the control API, the others run `rig loadgen burst`, all with one start time
 // and one burst numbering per run.
 func TestBurstSendersOverClients(t *testing.T) {
-	c := newFakeCluster(t)
+	c := targettest.NewCluster()
 	pb, err := playbooks.Parse("fake.yaml", []byte(fmt.Sprintf(basePlaybook, "4s")+`timeline:
   - {at: 200ms, burst: {messages: 100, size: 200, senders: 3, count: 2, every: 100ms}}
   - {at: 500ms, burst: {messages: 50}}
@@ -451,14 +432,13 @@ func TestBurstSendersOverClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, pl)
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
 	var control []rundir.BurstSeries
 	var remote []loadspec.BurstConfig
-	c.mu.Lock()
-	for _, call := range c.calls {
+	for _, call := range c.Calls() {
 		if body, ok := strings.CutPrefix(call, "client-0 loadgen burst "); ok {
 			var b rundir.BurstSeries
 			if err := json.Unmarshal([]byte(body), &b); err != nil {
@@ -474,7 +454,6 @@ func TestBurstSendersOverClients(t *testing.T) {
 			remote = append(remote, b)
 		}
 	}
-	c.mu.Unlock()
 	if len(control) != 2 || len(remote) != 2 {
 		t.Fatalf("client-0 bursts %+v, client-1 bursts %+v: want two each", control, remote)
 	}
@@ -498,23 +477,21 @@ func TestBurstSendersOverClients(t *testing.T) {
 // run fails at once, its error (returned, in the manifest, summary.json and report.md) naming
 // the lease, when it lapsed and why renewals failed, not the engine death that follows.
 func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
-	c := newFakeCluster(t)
+	c := targettest.NewCluster()
 	var cut time.Time
 	var afterLapse []string // calls to node-1 once it lapsed
-	c.onCall = func(node, call string) {
+	c.OnCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
 			cut = time.Now()
-			c.cutLease("node-1")
+			c.CutLease("node-1")
 		}
-		c.mu.Lock()
-		if node == "node-1" && c.nodes[node].lapsed && !strings.HasPrefix(call, "GET ") {
+		if node == "node-1" && c.Lapsed(node) && !strings.HasPrefix(call, "GET ") {
 			afterLapse = append(afterLapse, call)
 		}
-		c.mu.Unlock()
 	}
 	const ttl = time.Second
 	start := time.Now()
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"),
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"),
 		func(o *Options) { o.LeaseTTL = ttl })
 	ended := time.Now()
 	want := regexp.MustCompile(`^lease on node-1 lapsed at \d\d:\d\d:\d\d\.\d{3} \(last renewed \d\d:\d\d:\d\d\.\d{3}, ` +
@@ -540,7 +517,7 @@ func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.Contains(string(b), "lease on node-1 lapsed at") {
 		t.Errorf("report.md does not name the lapse (%v)", err)
 	}
-	if !c.stopped {
+	if !c.Stopped() {
 		t.Error("cluster not stopped")
 	}
 	// Its agent undid the run by itself: the cleanup leaves it alone (a hung one would hold up
@@ -553,17 +530,13 @@ func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 // An agent answers an action 410 before the renewer has given up on its lease: the lapse is
 // the cause, not the engine the agent stopped, and no final state is asked for.
 func TestLeaseLapseSeenByAnAction(t *testing.T) {
-	c := newFakeCluster(t)
-	c.onCall = func(node, call string) {
+	c := targettest.NewCluster()
+	c.OnCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
-			c.mu.Lock()
-			n := c.nodes[node]
-			n.lapsed = true
-			c.downLocked(n, "TERM")
-			c.mu.Unlock()
+			c.Lapse(node)
 		}
 	}
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"))
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "30s", "timeline:\n  - {at: 200ms, snapshot: {}}\n"))
 	if !errors.Is(res.err, agent.ErrLeaseLapsed) || errors.Is(res.err, ErrEngineExited) || !strings.Contains(res.err.Error(), "410") {
 		t.Fatalf("err %v: want the agent's 410 as the cause", res.err)
 	}
@@ -574,11 +547,11 @@ func TestLeaseLapseSeenByAnAction(t *testing.T) {
 
 // A lease length the agents would refuse is refused before anything starts.
 func TestBadLeaseStartsNothing(t *testing.T) {
-	c := newFakeCluster(t)
+	c := targettest.NewCluster()
 	dir := t.TempDir()
-	_, err := Run(context.Background(), plan(t, "2s", ""), Options{Target: &fakeTarget{c: c}, ResultsDir: dir, LeaseTTL: time.Millisecond, Analyze: analysis.AnalyzeRun})
-	if err == nil || !strings.Contains(err.Error(), "lease 1ms") || c.started {
-		t.Fatalf("err %v, started %v", err, c.started)
+	_, err := Run(context.Background(), plan(t, "2s", ""), Options{Target: &targettest.Target{Cluster: c}, ResultsDir: dir, LeaseTTL: time.Millisecond, Analyze: analysis.AnalyzeRun})
+	if err == nil || !strings.Contains(err.Error(), "lease 1ms") || c.Started() {
+		t.Fatalf("err %v, started %v", err, c.Started())
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("created %d entries in the results folder", len(ents))
@@ -587,8 +560,8 @@ func TestBadLeaseStartsNothing(t *testing.T) {
 
 // load.spin, as a matrix axis, reaches each run's load generator config.
 func TestSpinReachesTheLoadGenerator(t *testing.T) {
-	c := newFakeCluster(t)
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "1s", "matrix:\n  load.spin: [0s, 100us]\n"))
+	c := targettest.NewCluster()
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "1s", "matrix:\n  load.spin: [0s, 100us]\n"))
 	if res.err != nil || len(res.outs) != 2 {
 		t.Fatalf("runs %d, err %v", len(res.outs), res.err)
 	}

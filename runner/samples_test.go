@@ -6,6 +6,8 @@ import (
 
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // TestProbeRunFollowedBySamplers: the load generator's probe run writes its pid where the client
@@ -13,8 +15,11 @@ import (
 // NodePath), so the scheduler sampler records its threads' run-queue waits; a server's samples
 // follow its engine.
 func TestProbeRunFollowedBySamplers(t *testing.T) {
-	cl := newFakeCluster(t)
-	cl.dir = t.TempDir()
+	c, err := (&targettest.Target{}).Start(t.Context(), target.StartOptions{RunDir: t.TempDir(), Servers: 1, Clients: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.(*targettest.Cluster)
 	client := inventory.Node{Name: "client-0", Role: inventory.RoleClient}
 	server := inventory.Node{Name: "node-0", Role: inventory.RoleServer}
 	r := &run{pb: &playbooks.Playbook{}, cl: cl, client: client}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // The estimate, worked by hand from the formats: 2 preload batches of 32,768 orders (each one
@@ -34,9 +35,9 @@ func TestEstimateWrites(t *testing.T) {
 // A run whose engines' data would not fit is refused before any engine starts, naming the
 // servers, the path, the free bytes and the estimate's parts.
 func TestSpaceRefusedBeforeEngines(t *testing.T) {
-	c := newFakeCluster(t)
-	c.freeBytes = 100 << 10
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, plan(t, "2s", "timeline:\n  - {at: 100ms, snapshot: {}}\n"))
+	c := targettest.NewCluster()
+	c.FreeBytes = 100 << 10
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, plan(t, "2s", "timeline:\n  - {at: 100ms, snapshot: {}}\n"))
 	if !errors.Is(res.err, ErrDiskSpace) {
 		t.Fatalf("err %v; want ErrDiskSpace", res.err)
 	}
@@ -48,8 +49,8 @@ func TestSpaceRefusedBeforeEngines(t *testing.T) {
 			t.Errorf("error %q lacks %q", res.err, want)
 		}
 	}
-	if c.called("node-0 POST /engine/start") || c.called("node-0 POST /engine/proxy") {
-		t.Errorf("an engine was started although the run was refused: %v", c.calls)
+	if c.Called("node-0 POST /engine/start") || c.Called("node-0 POST /engine/proxy") {
+		t.Errorf("an engine was started although the run was refused: %v", c.Calls())
 	}
 	d := res.man.DataSpace["node-1"]
 	if d.FreeBytes != 100<<10 || d.WritesBytes == 0 || d.SharedWith != 3 {
@@ -61,8 +62,8 @@ func TestSpaceRefusedBeforeEngines(t *testing.T) {
 // to 128 MiB a take, one after each timeline action and one at the end, counted with the data
 // when they share a filesystem (the local target) and refused when they do not fit.
 func TestSpaceCountsRecordings(t *testing.T) {
-	c := newFakeCluster(t)
-	c.freeBytes = 512 << 20 // the data fit; 3 servers × 2 takes × 128 MiB = 768 MiB more do not
+	c := targettest.NewCluster()
+	c.FreeBytes = 512 << 20 // the data fit; 3 servers × 2 takes × 128 MiB = 768 MiB more do not
 	pb, err := playbooks.Parse("fake.yaml", []byte(strings.Replace(fmt.Sprintf(basePlaybook, "2s"),
 		"engine: {sync_level: 1}", "engine: {sync_level: 1, recording: \"on\"}", 1)+"timeline:\n  - {at: 100ms, snapshot: {}}\n"), testDrivers)
 	if err != nil {
@@ -72,7 +73,7 @@ func TestSpaceCountsRecordings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := runFake(t, context.Background(), &fakeTarget{c: c}, pl)
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: c}, pl)
 	if !errors.Is(res.err, ErrDiskSpace) {
 		t.Fatalf("err %v; want ErrDiskSpace", res.err)
 	}
@@ -80,7 +81,7 @@ func TestSpaceCountsRecordings(t *testing.T) {
 	if !strings.Contains(res.err.Error(), want) || !strings.Contains(res.err.Error(), "has 512.0 MiB free; this run writes about 768.2 MiB there") {
 		t.Errorf("error %q lacks %q", res.err, want)
 	}
-	if c.called("node-0 POST /engine/start") {
-		t.Errorf("an engine was started although the run was refused: %v", c.calls)
+	if c.Called("node-0 POST /engine/start") {
+		t.Errorf("an engine was started although the run was refused: %v", c.Calls())
 	}
 }

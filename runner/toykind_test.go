@@ -13,6 +13,7 @@ import (
 	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 // toyKind is an action kind that lives in this file alone: one type and one registration.
@@ -51,7 +52,7 @@ func TestToyKindEndToEnd(t *testing.T) {
 	if _, err := playbooks.Parse("bad.yaml", []byte(strings.Replace(basePlaybook, "%s", "2s", 1)+"timeline:\n  - {at: 500ms, toy: {answer: -1}}\n"), testDrivers); err == nil || !strings.Contains(err.Error(), "answer") {
 		t.Errorf("a bad toy value: %v; want a problem at answer", err)
 	}
-	res := runFake(t, context.Background(), &fakeTarget{c: newFakeCluster(t)}, plan(t, "2s", "timeline:\n  - {at: 500ms, toy: {answer: 42}}\n"))
+	res := runFake(t, context.Background(), &targettest.Target{Cluster: targettest.NewCluster()}, plan(t, "2s", "timeline:\n  - {at: 500ms, toy: {answer: 42}}\n"))
 	if res.err != nil {
 		t.Fatal(res.err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/local"
+	"github.com/rig-dev/rig/target/targettest"
 )
 
 const volumeYAML = `
@@ -25,7 +26,7 @@ matrix:
 // volumedTarget is a target whose servers have data volumes, as the SSH target reads them from a
 // stack's inventory.
 type volumedTarget struct {
-	fakeTarget
+	targettest.Target
 	servers []inventory.Node
 }
 
