@@ -97,3 +97,33 @@ func TestAlwaysOnPausesNamed(t *testing.T) {
 		}
 	}
 }
+
+// A recording cut to windows is a source only where it ran: a table wholly inside one of its
+// stretches lists it, one outside (or straddling a stretch's edge) lists only the always-on
+// sources, so its note says no engine recording was there.
+func TestRecordingWindowsSourceOnlyWhereRecorded(t *testing.T) {
+	names := []string{"jfr", SourceDiskModel, SourceOSSamples}
+	d := &runData{man: rundir.Manifest{Recorded: []rundir.Stretch{{FromNs: 1000, ToNs: 2000}, {FromNs: 5000, ToNs: 6000}}}}
+	for _, c := range []struct {
+		from, to int64
+		want     []string
+	}{
+		{1100, 1900, names},
+		{5000, 6000, names},
+		{2500, 3000, []string{SourceDiskModel, SourceOSSamples}},
+		{1900, 2100, []string{SourceDiskModel, SourceOSSamples}},
+	} {
+		if got := d.sourcesOver(names, c.from, c.to); !slices.Equal(got, c.want) {
+			t.Errorf("[%d, %d]: sources %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if got := (&runData{}).sourcesOver(names, 2500, 3000); !slices.Equal(got, names) {
+		t.Errorf("a recording throughout: sources %v, want %v", got, names)
+	}
+	if !slices.Equal(names, []string{"jfr", SourceDiskModel, SourceOSSamples}) {
+		t.Errorf("sourcesOver changed its argument: %v", names)
+	}
+	if note := sourcesNote(d.sourcesOver(names, 2500, 3000), "excursions"); !strings.Contains(note, "No engine recording") {
+		t.Errorf("note outside the recorded stretches: %q", note)
+	}
+}

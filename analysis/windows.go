@@ -316,9 +316,23 @@ func (d *runData) whereTime(ts *timeSources, from, to int64) WhereTime {
 		t.syncs(n, ts.syncs[n], d.man.RunID)
 	}
 	t.host(ts.host)
-	w := WhereTime{Sources: ts.names, Totals: t.totals()}
+	w := WhereTime{Sources: d.sourcesOver(ts.names, from, to), Totals: t.totals()}
 	w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
 	return w
+}
+
+// sourcesOver are the sources that were looking over [from, to]: an engine recording cut to
+// windows (engine.recording: windows) only where one of its stretches holds all of it, so a
+// table outside them says no recording was there rather than that it saw nothing.
+func (d *runData) sourcesOver(names []string, from, to int64) []string {
+	if d.man.Recorded == nil {
+		return names
+	}
+	covered := slices.ContainsFunc(d.man.Recorded, func(s rundir.Stretch) bool { return s.Covers(from, to) })
+	if covered {
+		return names
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !slices.Contains(alwaysOnSources, n) })
 }
 
 // windows builds every window's table.

@@ -69,6 +69,9 @@ type Manifest struct {
 	// DiskChecks: per server, what fio measured on the data volume the engine data is on,
 	// beside what the stack provisioned (agent/disk.Check, Compare).
 	DiskChecks map[string]disk.VolumeCheck `json:"disk_checks,omitempty"`
+	// Recorded: with engine.recording: windows, the stretches every server's recorder ran
+	// (controller clock): a cause from the recording is only looked for inside them.
+	Recorded []Stretch `json:"recorded,omitempty"`
 	// DiskModels: per server, the disk model asked for (the playbook's disk:) and what a probe of
 	// it delivered before load.
 	DiskModels map[string]diskmodel.Record `json:"disk_models,omitempty"`
@@ -268,3 +271,12 @@ func ReadManifest(dir string) (*Manifest, error) {
 	var m Manifest
 	return &m, json.Unmarshal(b, &m)
 }
+
+// Stretch is a stretch of time, [From, To] in unix ns.
+type Stretch struct {
+	FromNs int64 `json:"from_ns"`
+	ToNs   int64 `json:"to_ns"`
+}
+
+// Covers says whether s holds all of [from, to].
+func (s Stretch) Covers(from, to int64) bool { return s.FromNs <= from && to <= s.ToNs }

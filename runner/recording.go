@@ -154,6 +154,11 @@ func (r *run) finishRecordings(ctx context.Context) {
 		if err := win.Finish(rctx, "end"); err != nil {
 			r.noteRecording("every server", err.Error())
 		}
+		var rec []rundir.Stretch
+		for _, sp := range win.Spans() {
+			rec = append(rec, rundir.Stretch{FromNs: sp.From.UnixNano(), ToNs: sp.To.UnixNano()})
+		}
+		r.updateManifest(func(m *rundir.Manifest) { m.Recorded = rec })
 	}
 	r.takeRecordings(rctx, agent.RecordingRequest{Window: "end"})
 	r.progress("engine recordings read into %s in %s", rundir.InsideFile, time.Since(start).Round(time.Millisecond))

@@ -91,6 +91,16 @@ func TestRecordingWindows(t *testing.T) {
 	if res.err != nil || res.outs[0].Status != rundir.StatusOK {
 		t.Fatalf("run: %v (%+v)", res.err, res.outs)
 	}
+	// The stretches the recorders ran are in the manifest, for analysis to look for the
+	// recording's causes only inside them.
+	if len(res.man.Recorded) == 0 {
+		t.Error("manifest has no recorded stretches")
+	}
+	for _, s := range res.man.Recorded {
+		if s.ToNs <= s.FromNs {
+			t.Errorf("recorded stretch %+v ends before it starts", s)
+		}
+	}
 	calls := c.Calls()
 	all := strings.Join(calls, "\n")
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
