@@ -31,6 +31,7 @@ import (
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/stats"
 )
 
 // GoalP50Us is the most the gateway may add to p50, in microseconds.
@@ -271,20 +272,7 @@ func (s *Side) summarize() {
 		p50, p99, lag, cpu = append(p50, ph.P50Us), append(p99, ph.P99Us), append(lag, ph.LagP50Us), append(cpu, ph.CPUUsPerMsg)
 		s.Lost += ph.Lost
 	}
-	s.P50Us, s.P99Us, s.LagP50Us, s.CPUUsPerMsg = median(p50), median(p99), median(lag), median(cpu)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if n := len(v); n%2 == 1 {
-		return v[n/2]
-	} else {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
+	s.P50Us, s.P99Us, s.LagP50Us, s.CPUUsPerMsg = stats.Median(p50), stats.Median(p99), stats.Median(lag), stats.Median(cpu)
 }
 
 // probe runs one phase of the load generator's probe stream through the node's gateway.

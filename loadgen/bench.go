@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -18,6 +17,7 @@ import (
 	"github.com/rig-dev/rig/engine/wire"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/loadgen/loadspec"
+	"github.com/rig-dev/rig/stats"
 )
 
 // BenchOptions configure BenchSend (`rig bench loadgen`).
@@ -221,7 +221,7 @@ func benchBursts(ctx context.Context, o BenchOptions, rep *BenchReport) error {
 		single = append(single, msSince(t0))
 		pause()
 	}
-	rep.BurstMs, rep.BareMs, rep.SingleMs = median(burst), median(plain), median(single)
+	rep.BurstMs, rep.BareMs, rep.SingleMs = stats.Median(burst), stats.Median(plain), stats.Median(single)
 	if rep.BareMs > 0 {
 		rep.Ratio = rep.BurstMs / rep.BareMs
 	}
@@ -237,18 +237,6 @@ func benchBursts(ctx context.Context, o BenchOptions, rep *BenchReport) error {
 func pause() { time.Sleep(200 * time.Millisecond) }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t)) / 1e6 }
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
 
 // benchProbeLag runs the real probe stream at rate for d against a responder on loopback.
 func benchProbeLag(ctx context.Context, rate float64, spin, d time.Duration, log *slog.Logger) (Lag, error) {

@@ -99,6 +99,17 @@ func bootstrapMeanCI(x []float64) (lo, hi float64) {
 	return stat.Quantile(Alpha/2, stat.Empirical, means, nil), stat.Quantile(1-Alpha/2, stat.Empirical, means, nil)
 }
 
+// Median of x in any order (mean of the two middle values for even n; 0 for none); x is not
+// reordered.
+func Median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	x = slices.Clone(x)
+	slices.Sort(x)
+	return median(x)
+}
+
 // median of sorted x (mean of the two middle values for even n).
 func median(x []float64) float64 {
 	n := len(x)

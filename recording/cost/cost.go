@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/rig-dev/rig/internal/ctxtime"
@@ -23,6 +22,7 @@ import (
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/recording"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/stats"
 )
 
 // Engine starts an engine for one phase of the bench.
@@ -218,12 +218,12 @@ func (r *Report) summarize() {
 				}
 			}
 		}
-		return Mode{PreloadPerS: median(pre), ProbeP50Us: median(p50), ProbeP99Us: median(p99)}
+		return Mode{PreloadPerS: stats.Median(pre), ProbeP50Us: stats.Median(p50), ProbeP99Us: stats.Median(p99)}
 	}
 	r.On, r.Off = mode(true), mode(false)
-	r.DumpMBPerSec = median(dump)
-	r.RecordedShare = median(share)
-	r.InWindowPct = median(inWin)
+	r.DumpMBPerSec = stats.Median(dump)
+	r.RecordedShare = stats.Median(share)
+	r.InWindowPct = stats.Median(inWin)
 	if r.Off.ProbeP50Us > 0 {
 		r.P50Overhead = (r.On.ProbeP50Us/r.Off.ProbeP50Us - 1) * 100
 	}
@@ -231,19 +231,6 @@ func (r *Report) summarize() {
 		r.PreloadLoss = (1 - r.On.PreloadPerS/r.Off.PreloadPerS) * 100
 	}
 	r.MeetsGoal = r.P50Overhead <= GoalP50Pct && r.PreloadLoss <= GoalPreloadPct
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if n := len(v); n%2 == 1 {
-		return v[n/2]
-	} else {
-		return (v[n/2-1] + v[n/2]) / 2
-	}
 }
 
 func phase(ctx context.Context, o Options, round int, rec bool) (ph Phase, err error) {
@@ -381,5 +368,5 @@ func splitP50(file string, spans []recording.Span) (in, out float64, err error) 
 			outs = append(outs, float64(p.LatencyNs)/1e3)
 		}
 	}
-	return median(ins), median(outs), nil
+	return stats.Median(ins), stats.Median(outs), nil
 }
