@@ -140,7 +140,7 @@ var (
 func rigBinary(t *testing.T) string {
 	t.Helper()
 	rigOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "rig-aeron-test-")
+		dir, err := sharedTempDir("rig-aeron-test-")
 		if err != nil {
 			rigErr = err
 			return

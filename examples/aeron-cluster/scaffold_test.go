@@ -3,10 +3,12 @@ package aeroncluster_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,37 +124,58 @@ func TestScaffoldEchoDurability(t *testing.T) {
 	}
 }
 
+var (
+	scaffoldOnce sync.Once
+	scaffoldMod  string
+	scaffoldErr  error
+)
+
 // scaffoldEcho writes `rig new aeron-service` for Aeron's EchoService with echoCodec filled in
-// and builds it; returns the rig binary and the module's folder.
+// and builds it, once per test binary (the tests only read the module: rig writes its runs
+// elsewhere); returns the rig binary and the module's folder.
 func scaffoldEcho(t *testing.T) (bin, mod string) {
 	t.Helper()
 	needTools(t)
 	bin = rigBinary(t)
+	scaffoldOnce.Do(func() { scaffoldMod, scaffoldErr = buildScaffoldEcho(bin) })
+	if scaffoldErr != nil {
+		t.Fatal(scaffoldErr)
+	}
+	return bin, scaffoldMod
+}
+
+func buildScaffoldEcho(bin string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// What the scaffold's pom says a user does once: rig-aeron and its parent into ~/.m2.
-	mvn(ctx, t, "-q", "-B", "-f", "pom.xml", "-pl", "harness", "-am", "install")
-
-	dir := t.TempDir()
+	if err := mvn(ctx, "-q", "-B", "-f", "pom.xml", "-pl", "harness", "-am", "install"); err != nil {
+		return "", err
+	}
+	dir, err := sharedTempDir("rig-aeron-scaffold-")
+	if err != nil {
+		return "", err
+	}
 	if out, err := exec.CommandContext(ctx, bin, "new", "aeron-service", "echo", "--dir", dir,
 		"--service", "io.aeron.samples.cluster.EchoService").CombinedOutput(); err != nil {
-		t.Fatalf("rig new aeron-service: %v\n%s", err, out)
+		return "", fmt.Errorf("rig new aeron-service: %v\n%s", err, out)
 	}
-	mod = filepath.Join(dir, "echo")
+	mod := filepath.Join(dir, "echo")
 	codec := filepath.Join(mod, "src/main/java/io/aeron/samples/cluster/rig/Codec.java")
 	if _, err := os.Stat(codec); err != nil {
-		t.Fatalf("the scaffold has no codec where the test fills it in: %v", err)
+		return "", fmt.Errorf("the scaffold has no codec where the test fills it in: %v", err)
 	}
 	if err := os.WriteFile(codec, []byte(echoCodec), 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	mvn(ctx, t, "-o", "-q", "-B", "-f", filepath.Join(mod, "pom.xml"), "package")
-	return bin, mod
+	if err := mvn(ctx, "-o", "-q", "-B", "-f", filepath.Join(mod, "pom.xml"), "package"); err != nil {
+		return "", err
+	}
+	return mod, nil
 }
 
-func mvn(ctx context.Context, t *testing.T, args ...string) {
-	t.Helper()
+func mvn(ctx context.Context, args ...string) error {
 	if out, err := exec.CommandContext(ctx, "mvn", args...).CombinedOutput(); err != nil {
-		t.Fatalf("mvn %v: %v\n%s", args, err, out)
+		return fmt.Errorf("mvn %v: %v\n%s", args, err, out)
 	}
+	return nil
 }
