@@ -37,9 +37,11 @@ var declared = map[string][]string{
 	"runner/launch args":                  {"playbook"}, // engine.burst_client: the engine's own command
 	"target/local c.bin":                  {"self"},
 	"runner r.cl.Binary(n)":               {"self"},
-	"recording/cost e.Binary":             {"self"}, // rig bench recording: the reference engine in rig's own binary
-	"agent exe":                           {"self"}, // rig agent hog: a cpu_hog action's spinner
-	"infra/stack bin":                     {"self"}, // rig-stack, built from ./infra/stackctl
+	"recording/cost e.Binary":             {"self"},     // rig bench recording: the reference engine in rig's own binary
+	"gatewaybench bin":                    {"playbook"}, // rig bench gateway: the Aeron example's start-node.sh (its engine.binary)
+	"gatewaybench n.binary":               {"playbook"}, // the same script's --gateway-bench client
+	"agent exe":                           {"self"},     // rig agent hog: a cpu_hog action's spinner
+	"infra/stack bin":                     {"self"},     // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":                  {"pulumi"},
 	"infra/realpulumi path":               {"pulumi"}, // RIG_PULUMI or PATH: the optional real-Pulumi check
 	"infra/ready args":                    {"sh"},     // sh -c: boot-finished, then each package's command
