@@ -126,7 +126,13 @@ type half struct {
 	worst  int32 // lowest bid / highest ask
 	levels int32
 	orders int64
+	// near maps price mod nearSlots to a live level of this half (slot + 1; 0 none), the last
+	// one found there: orders resting at prices near the touch find their level without a walk
+	// of the treap. removeLevel clears the entry of the level it frees.
+	near [nearSlots]int32
 }
+
+const nearSlots = 128
 
 type instrument struct {
 	id    uint32
@@ -383,6 +389,10 @@ func (b *Book) levelFor(ii int32, side Side, price int64) int32 {
 	if h.best != none && b.levels[h.best].price == price {
 		return h.best
 	}
+	near := &h.near[uint64(price)%nearSlots]
+	if n := *near - 1; n != none && b.levels[n].price == price {
+		return n
+	}
 	pred, succ := none, none
 	for n := h.root; n != none; {
 		lv := &b.levels[n]
@@ -392,12 +402,14 @@ func (b *Book) levelFor(ii int32, side Side, price int64) int32 {
 		case price > lv.price:
 			pred, n = n, lv.right
 		default:
+			*near = n + 1
 			return n
 		}
 	}
 	li := b.newLevel(ii, side, price)
 	lv := &b.levels[li]
 	h = &b.insts[ii].sides[side]
+	h.near[uint64(price)%nearSlots] = li + 1
 	lv.prev, lv.next = pred, succ
 	if pred != none {
 		b.levels[pred].next = li
@@ -463,6 +475,9 @@ func (b *Book) removeLevel(li int32) {
 		h.worst = better
 	}
 	h.levels--
+	if near := &h.near[uint64(lv.price)%nearSlots]; *near == li+1 {
+		*near = 0
+	}
 	if cap(lv.q) > 256 {
 		lv.q = nil
 	} else {
