@@ -7,9 +7,10 @@
 //     compacted), so walking the book reads memory sequentially;
 //   - price levels live in one slab with int32 links: a sorted doubly linked list per side (best
 //     first for the walk and for matching) and a treap over the same nodes (O(log levels) lookup
-//     of a price that is not the best);
+//     of a price that is not the best, after a small map by price of each side's live levels);
 //   - the id index maps id -> {level, seq} in open-addressing sub-tables (extendible hashing):
-//     no allocation per order, and growth rehashes one 256 KiB sub-table at a time.
+//     no allocation per order, growth rehashes one 256 KiB sub-table at a time, and ascending
+//     ids share cache lines.
 //
 // No command does O(book) work: a submit or cancel costs O(1) plus O(log levels) to open or
 // close a level, plus the fills it makes. The only non-constant steps are amortised ones
