@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,16 +116,21 @@ func (c *engineCluster) await(what string, cond func(*replica.Node) bool, all bo
 
 // BenchmarkPreload builds a resting book of b.N orders through the log of a real 3-node cluster
 // (one process, so it shares the CPUs as the local target does) at each sync level with the
-// default batch and pipeline depth, and reports orders/s. Run:
+// default batch and pipeline depth, and reports orders/s, and cpu-ns/order: the process's CPU
+// time (the three engines and the load generator, all threads), which a shared machine's load
+// inflates less than wall time. Run (docs/engines.md, "Preload"):
 //
 //	go test ./loadgen -run '^$' -bench Preload -benchtime 1000000x
 func BenchmarkPreload(b *testing.B) {
 	for _, sync := range []int{0, 1, 2} {
 		b.Run(fmt.Sprintf("sync=%d", sync), func(b *testing.B) {
 			c := startEngines(b, 3, sync, nil)
+			b.ReportAllocs()
 			b.ResetTimer()
+			c0 := cpuNow()
 			st, err := loadgen.Preload(context.Background(), loadgen.PreloadOptions{BookShape: loadspec.BookShape{Orders: int64(b.N)}, Servers: c.addrs})
 			b.StopTimer()
+			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/order")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -134,4 +140,10 @@ func BenchmarkPreload(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 		})
 	}
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -2,7 +2,10 @@ package book
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Per-command benchmarks, shaped like the seed log's JMH suite: depth = price levels per side,
@@ -89,4 +92,43 @@ func BenchmarkSweep3Levels(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRestSequential: one op is one GTC order that rests, ids ascending, spread over 16
+// instruments and 100 random levels a side as a preload sends them (engine/bookgen's default
+// shape), into a book of b.N orders: the per-order apply cost of building a preloaded book.
+// Run with -benchtime 1000000x for the book a 1M preload builds. cpu-ns/op is the process's CPU
+// time (all threads), which a shared machine's load inflates less than wall time.
+func BenchmarkRestSequential(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	orders := make([]Order, b.N)
+	for k := range orders {
+		o := Order{ID: uint64(k) + 1, Instrument: uint32(k % 16), Qty: 1 + rng.Int64N(100)}
+		if (k/16)%2 == 0 {
+			o.Side, o.Price = Buy, mid-100-rng.Int64N(100)
+		} else {
+			o.Side, o.Price = Sell, mid+100+rng.Int64N(100)
+		}
+		orders[k] = o
+	}
+	bk := New()
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := cpuNow()
+	for _, o := range orders {
+		if _, err := bk.Submit(o, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if bk.Orders() != b.N {
+		b.Fatalf("%d orders rest, want %d", bk.Orders(), b.N)
+	}
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

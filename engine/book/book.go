@@ -7,9 +7,10 @@
 //     compacted), so walking the book reads memory sequentially;
 //   - price levels live in one slab with int32 links: a sorted doubly linked list per side (best
 //     first for the walk and for matching) and a treap over the same nodes (O(log levels) lookup
-//     of a price that is not the best);
+//     of a price that is not the best, after a small map by price of each side's live levels);
 //   - the id index maps id -> {level, seq} in open-addressing sub-tables (extendible hashing):
-//     no allocation per order, and growth rehashes one 256 KiB sub-table at a time.
+//     no allocation per order, growth rehashes one 256 KiB sub-table at a time, and ascending
+//     ids share cache lines.
 //
 // No command does O(book) work: a submit or cancel costs O(1) plus O(log levels) to open or
 // close a level, plus the fills it makes. The only non-constant steps are amortised ones
@@ -126,7 +127,13 @@ type half struct {
 	worst  int32 // lowest bid / highest ask
 	levels int32
 	orders int64
+	// near maps price mod nearSlots to a live level of this half (slot + 1; 0 none), the last
+	// one found there: orders resting at prices near the touch find their level without a walk
+	// of the treap. removeLevel clears the entry of the level it frees.
+	near [nearSlots]int32
 }
+
+const nearSlots = 128
 
 type instrument struct {
 	id    uint32
@@ -383,6 +390,10 @@ func (b *Book) levelFor(ii int32, side Side, price int64) int32 {
 	if h.best != none && b.levels[h.best].price == price {
 		return h.best
 	}
+	near := &h.near[uint64(price)%nearSlots]
+	if n := *near - 1; n != none && b.levels[n].price == price {
+		return n
+	}
 	pred, succ := none, none
 	for n := h.root; n != none; {
 		lv := &b.levels[n]
@@ -392,12 +403,14 @@ func (b *Book) levelFor(ii int32, side Side, price int64) int32 {
 		case price > lv.price:
 			pred, n = n, lv.right
 		default:
+			*near = n + 1
 			return n
 		}
 	}
 	li := b.newLevel(ii, side, price)
 	lv := &b.levels[li]
 	h = &b.insts[ii].sides[side]
+	h.near[uint64(price)%nearSlots] = li + 1
 	lv.prev, lv.next = pred, succ
 	if pred != none {
 		b.levels[pred].next = li
@@ -463,6 +476,9 @@ func (b *Book) removeLevel(li int32) {
 		h.worst = better
 	}
 	h.levels--
+	if near := &h.near[uint64(lv.price)%nearSlots]; *near == li+1 {
+		*near = 0
+	}
 	if cap(lv.q) > 256 {
 		lv.q = nil
 	} else {

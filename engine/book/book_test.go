@@ -223,3 +223,38 @@ func TestBuilderRejects(t *testing.T) {
 		}
 	}
 }
+
+// A level found through the near-price map is only ever a live level of the same side at that
+// price: a freed level slot reused by the other side, or at another price of the same slot
+// in the map, must not be taken for it.
+func TestNearLevelsFollowFreedSlots(t *testing.T) {
+	b := New()
+	mustSubmit(t, b, Order{ID: 1, Side: Buy, Price: 1000, Qty: 1})
+	mustSubmit(t, b, Order{ID: 2, Side: Buy, Price: 990, Qty: 1}) // not the best: found by the map
+	mustSubmit(t, b, Order{ID: 3, Side: Buy, Price: 990, Qty: 1})
+	for _, id := range []uint64{2, 3} {
+		if err := b.Cancel(id); err != nil { // frees the 990 level's slot
+			t.Fatal(err)
+		}
+	}
+	mustSubmit(t, b, Order{ID: 7, Side: Buy, Price: 990, Qty: 3}) // a new level, not the freed one
+	if got := b.Depth(0, Buy, 5); !reflect.DeepEqual(got, []Level{{Price: 1000, Qty: 1, Orders: 1}, {Price: 990, Qty: 3, Orders: 1}}) {
+		t.Fatalf("bids after re-opening 990: %+v", got)
+	}
+	if err := b.Cancel(7); err != nil {
+		t.Fatal(err)
+	}
+	mustSubmit(t, b, Order{ID: 4, Side: Sell, Price: 990 + nearSlots*10, Qty: 1}) // reuses it: same map slot, other side
+	mustSubmit(t, b, Order{ID: 5, Side: Buy, Price: 990 - nearSlots, Qty: 1})     // same map slot, same side
+	mustSubmit(t, b, Order{ID: 6, Side: Buy, Price: 990, Qty: 2})
+	want := []Level{{Price: 1000, Qty: 1, Orders: 1}, {Price: 990, Qty: 2, Orders: 1}, {Price: 990 - nearSlots, Qty: 1, Orders: 1}}
+	if got := b.Depth(0, Buy, 5); !reflect.DeepEqual(got, want) {
+		t.Fatalf("bids %+v, want %+v", got, want)
+	}
+	if got := b.Depth(0, Sell, 5); !reflect.DeepEqual(got, []Level{{Price: 990 + nearSlots*10, Qty: 1, Orders: 1}}) {
+		t.Fatalf("asks %+v", got)
+	}
+	if _, side, price, _, ok := b.Lookup(6); !ok || side != Buy || price != 990 {
+		t.Fatalf("order 6 rests at %v %d (%v), want buy 990", side, price, ok)
+	}
+}

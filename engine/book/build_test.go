@@ -3,6 +3,7 @@ package book
 import (
 	"errors"
 	"testing"
+	"unsafe"
 )
 
 // A large rebuild defers index inserts (stage); duplicates must still be caught, and be blamed
@@ -142,5 +143,40 @@ func checkRuns(t *testing.T, x *index) {
 		if longest > 500 {
 			t.Fatalf("probe run of %d slots in a sub-table of %d holding %d", longest, len(sub.s), sub.n)
 		}
+	}
+}
+
+// Ascending ids, as a preload sends them, share cache lines: the ids of one group sit in one
+// sub-table on adjacent slots, so building a book of n orders misses the cache about n/idGroup
+// times in the index rather than n.
+func TestIndexGroupsConsecutiveIDs(t *testing.T) {
+	var x index
+	x.init(0)
+	const n = 200_000
+	for id := uint64(1); id <= n; id++ {
+		x.insert(id, 1)
+	}
+	where := func(id uint64) (*subTable, uint64) {
+		h := x.hash(id)
+		st := x.sub(h)
+		i, ok := st.find(id, h)
+		if !ok {
+			t.Fatalf("id %d missing", id)
+		}
+		return st, i
+	}
+	const slotsPerLine = 64 / 16
+	lines, groups := 0, 0
+	for g := uint64(1); g < n/idGroup; g++ {
+		seen := map[[2]uint64]bool{}
+		for j := range uint64(idGroup) {
+			st, i := where(g*idGroup + j)
+			seen[[2]uint64{uint64(uintptr(unsafe.Pointer(st))), i / slotsPerLine}] = true
+		}
+		lines += len(seen)
+		groups++
+	}
+	if per := float64(lines) / float64(groups); per > 2 {
+		t.Fatalf("a group of %d consecutive ids spans %.2f cache lines on average, want <= 2", idGroup, per)
 	}
 }

@@ -156,7 +156,8 @@ func (n *Node) Start() error {
 		servers = append(servers, raft.Server{ID: raft.ServerID(p.Node), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
 	}
 	snaps := &restoredSnapshot{f: n.fsm, peers: raft.Configuration{Servers: servers}}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, guardedLog{n.logs, n}, guardedStable{n.stable, n}, snaps, n.trans); err != nil {
+	logs := newCachedLog(guardedLog{n.logs, n}, logCacheEntries)
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, guardedStable{n.stable, n}, snaps, n.trans); err != nil {
 		n.close()
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -218,23 +218,24 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 	}()
 	defer func() { close(queue); <-appended }()
-	var buf []byte
 	for {
-		var err error
-		buf, err = wire.ReadFrame(br, buf[:0])
+		// Each frame is read into its own buffer, which the queue then owns: a 1 MiB preload
+		// batch goes to the log without a copy.
+		buf, err := wire.ReadFrame(br, nil)
 		if err != nil {
 			return
 		}
-		var req wire.Request
-		if err := wire.DecodeRequest(buf, &req); err != nil {
+		// Checked, not decoded: the log takes the client's bytes and the FSM decodes them.
+		typ, corr, err := wire.CheckRequest(buf)
+		if err != nil {
 			reply(&wire.Response{Status: wire.StatusRejected, Text: err.Error()})
 			return // a malformed stream cannot be resynchronised
 		}
-		if req.Type == wire.TypePing {
-			reply(&wire.Response{Type: wire.TypePing, Corr: req.Corr, Status: wire.StatusOK})
+		if typ == wire.TypePing {
+			reply(&wire.Response{Type: wire.TypePing, Corr: corr, Status: wire.StatusOK})
 			continue
 		}
-		queue <- queued{typ: req.Type, corr: req.Corr, cmd: append([]byte(nil), buf...)}
+		queue <- queued{typ: typ, corr: corr, cmd: buf}
 	}
 }
 

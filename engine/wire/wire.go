@@ -133,41 +133,59 @@ func AppendRequest(dst []byte, r *Request) []byte {
 	return dst
 }
 
-// DecodeRequest parses a request body (a frame without its length prefix). It is also the
-// decoder of raft log entries: the leader appends the client's bytes as they came.
-func DecodeRequest(b []byte, r *Request) error {
+// CheckRequest validates a request body (a frame without its length prefix) as DecodeRequest
+// does and returns its type and correlation id, without decoding its orders: a server that
+// hands a batch to the log as it came need not materialise 32K orders to answer it.
+func CheckRequest(b []byte) (typ uint8, corr uint64, err error) {
 	if len(b) < 9 {
-		return fmt.Errorf("%w: %d bytes, need at least 9", ErrFrame, len(b))
+		return 0, 0, fmt.Errorf("%w: %d bytes, need at least 9", ErrFrame, len(b))
 	}
-	r.Type = b[0]
-	r.Corr = binary.LittleEndian.Uint64(b[1:])
+	typ, corr = b[0], binary.LittleEndian.Uint64(b[1:])
 	p := b[9:]
-	switch r.Type {
+	switch typ {
 	case TypeOrder:
 		if len(p) != orderSize {
-			return fmt.Errorf("%w: order body %d bytes, want %d", ErrFrame, len(p), orderSize)
+			return typ, corr, fmt.Errorf("%w: order body %d bytes, want %d", ErrFrame, len(p), orderSize)
 		}
-		r.Order = getOrder(p)
 	case TypeCancel:
 		if len(p) != 8 {
-			return fmt.Errorf("%w: cancel body %d bytes, want 8", ErrFrame, len(p))
+			return typ, corr, fmt.Errorf("%w: cancel body %d bytes, want 8", ErrFrame, len(p))
 		}
-		r.Cancel = binary.LittleEndian.Uint64(p)
 	case TypeBatch:
 		if len(p) < 4 {
-			return fmt.Errorf("%w: batch body %d bytes", ErrFrame, len(p))
+			return typ, corr, fmt.Errorf("%w: batch body %d bytes", ErrFrame, len(p))
 		}
 		n := int(binary.LittleEndian.Uint32(p))
 		if len(p) != 4+n*orderSize {
-			return fmt.Errorf("%w: batch of %d orders has %d bytes, want %d", ErrFrame, n, len(p), 4+n*orderSize)
+			return typ, corr, fmt.Errorf("%w: batch of %d orders has %d bytes, want %d", ErrFrame, n, len(p), 4+n*orderSize)
 		}
+	case TypePing:
+	default:
+		return typ, corr, fmt.Errorf("%w: unknown type %d", ErrFrame, typ)
+	}
+	return typ, corr, nil
+}
+
+// DecodeRequest parses a request body (a frame without its length prefix). It is also the
+// decoder of raft log entries: the leader appends the client's bytes as they came.
+func DecodeRequest(b []byte, r *Request) error {
+	typ, corr, err := CheckRequest(b)
+	if err != nil {
+		return err
+	}
+	r.Type, r.Corr = typ, corr
+	p := b[9:]
+	switch r.Type {
+	case TypeOrder:
+		r.Order = getOrder(p)
+	case TypeCancel:
+		r.Cancel = binary.LittleEndian.Uint64(p)
+	case TypeBatch:
+		n := int(binary.LittleEndian.Uint32(p))
 		r.Batch = r.Batch[:0]
 		for i := 0; i < n; i++ {
 			r.Batch = append(r.Batch, getOrder(p[4+i*orderSize:]))
 		}
-	case TypePing:
-	default:
-		return fmt.Errorf("%w: unknown type %d", ErrFrame, r.Type)
 	}
 	return nil
 }

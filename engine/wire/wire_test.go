@@ -32,6 +32,9 @@ func TestRequestRoundTrip(t *testing.T) {
 		if err := DecodeRequest(buf, &got); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
+		if typ, corr, err := CheckRequest(buf); err != nil || typ != reqs[i].Type || corr != reqs[i].Corr {
+			t.Fatalf("request %d: CheckRequest = %d, %d, %v; want %d, %d", i, typ, corr, err, reqs[i].Type, reqs[i].Corr)
+		}
 		if !reflect.DeepEqual(got, reqs[i]) {
 			t.Fatalf("request %d: got %+v want %+v", i, got, reqs[i])
 		}
@@ -55,6 +58,9 @@ func TestMalformed(t *testing.T) {
 	for _, b := range [][]byte{nil, {TypeOrder, 0, 0, 0, 0, 0, 0, 0, 0, 1}, {99, 0, 0, 0, 0, 0, 0, 0, 0}, {TypeBatch, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0}} {
 		if err := DecodeRequest(b, &r); !errors.Is(err, ErrFrame) {
 			t.Fatalf("%v: err %v, want ErrFrame", b, err)
+		}
+		if _, _, err := CheckRequest(b); !errors.Is(err, ErrFrame) {
+			t.Fatalf("%v: CheckRequest err %v, want ErrFrame", b, err)
 		}
 	}
 	br := bufio.NewReader(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0x7f}))
