@@ -109,9 +109,9 @@ func (d *runData) aeronRow(st rundir.BurstStats, b rundir.BurstResult) BurstRow 
 			Reply: BurstReply{Answered: b.Answered, PeakPerMs: b.AnsweredPeakPerMs, AbsorbMs: nsToMs(b.DrainNs),
 				P50Ms: nsToMs(b.P50LatencyNs), MaxMs: nsToMs(b.MaxLatencyNs)}}}
 	if b.Answered >= 100 {
-		u.Aeron.Reply.P99Ms = msPtr(b.P99LatencyNs)
+		u.Aeron.Reply.P99Ms = valPtr(nsToMs(b.P99LatencyNs))
 		if b.P99FromStartNs > 0 {
-			u.Aeron.Reply.FromStartP99Ms = msPtr(b.P99FromStartNs)
+			u.Aeron.Reply.FromStartP99Ms = valPtr(nsToMs(b.P99FromStartNs))
 		}
 	}
 	if len(b.ClientCounters) > 0 {
@@ -119,12 +119,6 @@ func (d *runData) aeronRow(st rundir.BurstStats, b rundir.BurstResult) BurstRow 
 	}
 	return BurstRow{AtS: d.off(b.Due.UnixNano()), Sent: b.Sent, PeakPerMs: b.PeakPerMs, SendMs: nsToMs(b.SendNs),
 		AbsorbMs: nsToMs(b.DrainNs), MaxLatencyMs: nsToMs(b.MaxLatencyNs), Answered: b.Answered, Planned: st.Messages * st.Senders, UDP: u}
-}
-
-// msPtr is ns as an optional figure in ms.
-func msPtr(ns int64) *float64 {
-	v := nsToMs(ns)
-	return &v
 }
 
 // receivePath sets u's receiver figures from a node's probe, if it received more of the burst
@@ -139,7 +133,7 @@ func receivePath(u *BurstUDP, node string, r engine.BurstReceive) {
 	u.P50Ms, u.MaxMs, u.P99Ms = nsToMs(r.P50Ns), nsToMs(r.MaxNs), nil
 	p := &BurstReceivePath{Node: node, FromStartP50Ms: nsToMs(r.FromStartP50Ns), FromStartMaxMs: nsToMs(r.FromStartMaxNs)}
 	if r.Received >= 100 {
-		u.P99Ms, p.FromStartP99Ms = msPtr(r.P99Ns), msPtr(r.FromStartP99Ns)
+		u.P99Ms, p.FromStartP99Ms = valPtr(nsToMs(r.P99Ns)), valPtr(nsToMs(r.FromStartP99Ns))
 	}
 	u.Aeron.Receive = p
 }

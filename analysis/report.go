@@ -276,11 +276,8 @@ func setupSection(s *Summary) string {
 			}),
 			col("load avg", func(r model) string { return loadCell(r.LoadAvg) }),
 		}, rows)
-		for _, r := range rows {
-			if r.Achieved.Passthrough {
-				pf("With passthrough the kernel makes the writes on the backing files, so the model costs what the bare folder does; its fsyncs still hold sync_latency, and the bytes an fsync flushed are the file's growth since its previous one (short by what rewrote bytes already there).\n\n")
-				break
-			}
+		if slices.ContainsFunc(rows, func(r model) bool { return r.Achieved.Passthrough }) {
+			pf("With passthrough the kernel makes the writes on the backing files, so the model costs what the bare folder does; its fsyncs still hold sync_latency, and the bytes an fsync flushed are the file's growth since its previous one (short by what rewrote bytes already there).\n\n")
 		}
 	}
 	if len(s.DiskChecks) > 0 {

@@ -156,11 +156,10 @@ var LatencyFigures = []RowFigure[Stats]{
 
 // usFig reads an optional latency in µs as milliseconds.
 func usFig(get func(Stats) *float64) func(Stats) (float64, bool) {
+	f := ms(get)
 	return func(s Stats) (float64, bool) {
-		if p := get(s); p != nil {
-			return *p / 1e3, true
-		}
-		return 0, false
+		v, ok := f(s)
+		return v / 1e3, ok
 	}
 }
 
@@ -177,12 +176,7 @@ func tailNone(minN int) func(Stats) string {
 // OverheadFigures are what a run costs besides its timeline, one value per run: its wall time
 // beyond the playbook's duration, and each stage's (report.md's stages table shows those).
 var OverheadFigures = append([]RowFigure[*Summary]{
-	{Figure: Figure{Key: "overhead", Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter}, Get: func(s *Summary) (float64, bool) {
-		if s.OverheadS == nil {
-			return 0, false
-		}
-		return *s.OverheadS, true
-	}},
+	{Figure: Figure{Key: "overhead", Label: "overhead (all but the timeline)", Unit: "s", Dir: stats.LowerIsBetter}, Get: ms(func(s *Summary) *float64 { return s.OverheadS })},
 }, stageFigures("start", "preload", "load", "finish")...)
 
 func stageFigures(names ...string) []RowFigure[*Summary] {

@@ -346,10 +346,7 @@ func startNode(ctx context.Context, o Options) (*node, error) {
 			return nil, err
 		}
 	}
-	bin := spec.Binary
-	if strings.ContainsRune(bin, '/') && !filepath.IsAbs(bin) && !strings.HasPrefix(pb.Source, "embedded:") {
-		bin = filepath.Join(filepath.Dir(pb.Source), bin) // as the playbook names it, from its folder
-	}
+	bin := spec.Binary // the playbook made a path in it absolute (playbooks' binaryPath)
 	n := &node{binary: bin, configFile: d.ConfigFile, clientAddr: cfg.ClientAddr, env: append(os.Environ(), r.Env...), dir: dir}
 	logf, err := os.Create(filepath.Join(dir, "engine.log"))
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rig-dev/rig/internal/ctxtime"
 )
 
 // Recording only around windows. An engine's recorder costs every event the runtime writes
@@ -28,18 +30,7 @@ type WallClock struct{}
 func (WallClock) Now() time.Time { return time.Now() }
 
 func (WallClock) SleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
+	return ctxtime.SleepUntil(ctx, t)
 }
 
 // Switch is the recorder Windows runs: every server's, as one.

@@ -242,12 +242,19 @@ func TestPassthroughOnlyWhereNoWriteMustBeSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(tgt.opts) != 3 {
+		t.Fatalf("ModelDisk called %d times, want once per server (3)", len(tgt.opts))
+	}
 	for i, o := range tgt.opts {
 		if !o.Passthrough {
 			t.Errorf("ModelDisk %d not asked for passthrough", i)
 		}
 	}
-	for node, rec := range readManifest(t, outs[0].Dir).DiskModels {
+	models := readManifest(t, outs[0].Dir).DiskModels
+	if len(models) != 3 {
+		t.Fatalf("manifest disk_models %+v, want one per server", models)
+	}
+	for node, rec := range models {
 		if !rec.Achieved.Passthrough {
 			t.Errorf("%s: manifest does not say the model was passthrough: %+v", node, rec)
 		}

@@ -196,15 +196,7 @@ type recordingSwitch struct{ r *run }
 
 // Start starts every live server's recorder, all at once (a start is one admin call).
 func (s recordingSwitch) Start(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, n := range s.r.liveNodes(s.r.servers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.r.takeRecording(ctx, n.Name, agent.RecordingRequest{Window: "start", Start: true})
-		}()
-	}
-	wg.Wait()
+	s.r.takeRecordings(ctx, agent.RecordingRequest{Window: "start", Start: true})
 	return nil
 }
 

@@ -14,10 +14,10 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
-	"github.com/rig-dev/rig/recording/gcpause"
 	"github.com/rig-dev/rig/engine/replica"
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/untrusted"
+	"github.com/rig-dev/rig/recording/gcpause"
 	"github.com/rig-dev/rig/rundir"
 )
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/loadgen/loadspec"
+	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
 )
 
@@ -83,13 +84,13 @@ func (t fakeTransport) Exec(ctx context.Context, n inventory.Node, cmd transport
 			return transport.Result{}, ctx.Err()
 		}
 		os.MkdirAll(cfg.Probe.Out, 0o755)
-		os.WriteFile(filepath.Join(cfg.Probe.Out, "stats.json"), []byte(`{"scheduled": 10}`), 0o644)
+		os.WriteFile(filepath.Join(cfg.Probe.Out, rundir.StatsFile), []byte(`{"scheduled": 10}`), 0o644)
 		return transport.Result{}, err
 	case "burst":
 		b, _ := json.Marshal(cfg.Burst)
 		c.record(n.Name, "loadgen burst-config "+string(b))
 		os.MkdirAll(cfg.Burst.Out, 0o755)
-		return transport.Result{}, os.WriteFile(filepath.Join(cfg.Burst.Out, "bursts.json"), []byte(`{"transport": "udp"}`), 0o644)
+		return transport.Result{}, os.WriteFile(filepath.Join(cfg.Burst.Out, rundir.BurstStatsFile), []byte(`{"transport": "udp"}`), 0o644)
 	}
 	return transport.Result{}, fmt.Errorf("targettest: the fake load generator has no mode %q", cmd.Args[2])
 }
