@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -63,21 +64,41 @@ func startEngines(tb testing.TB, n, syncLevel int, install func(dir string)) *en
 }
 
 func (c *engineCluster) start(i int) {
-	nd, err := replica.Open(c.cfgs[i], c.logger)
+	cfg := c.cfgs[i] // a copy: startEngines appends to c.cfgs while this node's server runs
+	nd, err := replica.Open(cfg, c.logger)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	failed := make(chan error, 1)
 	go func() {
 		defer close(done)
-		// A listener that cannot bind (a free port taken meanwhile by a parallel test) leaves the
-		// node without a client address: say so rather than let a client retry it forever.
 		if err := server.New(nd, c.logger, "test-admin-secret").Run(ctx); err != nil && ctx.Err() == nil {
-			c.tb.Errorf("%s: engine server: %v", c.cfgs[i].Node, err)
+			failed <- err
 		}
 	}()
 	c.nodes[i], c.stops[i], c.dones[i] = nd, cancel, done
+	// A listener that cannot bind (a free port taken meanwhile) leaves the node without a
+	// client address, and a client would retry it until its deadline: fail here instead.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, addr := range []string{cfg.ClientAddr, cfg.AdminAddr} {
+		for {
+			select {
+			case err := <-failed:
+				c.tb.Fatalf("%s: engine server: %v", cfg.Node, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				c.tb.Fatalf("%s: engine server not listening on %s after 20 s", cfg.Node, addr)
+			}
+			if nc, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				nc.Close()
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 func (c *engineCluster) stop(i int) {
