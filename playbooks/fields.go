@@ -163,6 +163,21 @@ var staticFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return strconv.FormatBool(p.AllowAllDown) },
 	},
+	"cause_sources": {
+		set: func(p *Playbook, s string) error {
+			if s != CauseSourcesOn && s != CauseSourcesOff {
+				return fmt.Errorf("%q: want on or off (off: no scheduler or pressure samples and no engine pause record, only to price them against on)", s)
+			}
+			p.CauseSources = s
+			return nil
+		},
+		get: func(p *Playbook) string {
+			if p.CauseSourcesOff() {
+				return CauseSourcesOff
+			}
+			return CauseSourcesOn
+		},
+	},
 	"snapshot_warm_from": intField(1, 1000, "the first warm snapshot of a run, 1-based, e.g. 2 (all but the first)",
 		func(p *Playbook) *int { return &p.SnapshotWarmFrom }),
 }

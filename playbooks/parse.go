@@ -29,7 +29,7 @@ const (
 const maxRuns = 1000
 
 var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load", "disk",
-	"placement", "warmup", "duration", "timeline", "allow_all_down", "matrix", "rounds", "snapshot_warm_from"}
+	"placement", "warmup", "duration", "timeline", "allow_all_down", "matrix", "rounds", "snapshot_warm_from", "cause_sources"}
 
 // sections are the top-level mappings whose keys are plain fields.
 var sections = map[string][]string{

@@ -66,3 +66,27 @@ func TestRecordingAsksTheRecorder(t *testing.T) {
 		t.Errorf("recording: windows asked flight_recorder=%q, want true", got)
 	}
 }
+
+// cause_sources is on by default, off turns the always-on sources off for a price, it is a
+// matrix axis (on against off, interleaved by rounds), and anything else is refused where it
+// stands.
+func TestCauseSources(t *testing.T) {
+	if p := mustParse(t, base); p.CauseSourcesOff() {
+		t.Error("default: cause sources off, want on")
+	}
+	if p := mustParse(t, base+"cause_sources: off\n"); !p.CauseSourcesOff() {
+		t.Error("cause_sources: off read as on")
+	}
+	plan, err := mustParse(t, base+"rounds: 2\nmatrix:\n  cause_sources: [on, off]\n").Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, r := range plan.Runs {
+		got = append(got, r.Playbook.CauseSourcesOff())
+	}
+	if fmt.Sprint(got) != "[false true false true]" {
+		t.Errorf("matrix cause_sources: runs off %v, want on and off interleaved", got)
+	}
+	wantProblem(t, problemsOf(t, base+"cause_sources: maybe\n"), "t.yaml:5:16", `cause_sources: "maybe": want on or off`)
+}

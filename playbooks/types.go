@@ -42,6 +42,11 @@ type Playbook struct {
 	// lives on; "": the first. Only a target with data volumes has any (docs/infra.md).
 	DiskVolume string `json:"disk_volume,omitempty"`
 
+	// CauseSources is cause_sources: "off" turns the always-on cause sources off (the
+	// scheduler and pressure samples on every node, the reference engine's GC pause record), so
+	// a matrix of on against off prices them; empty is on.
+	CauseSources string `json:"cause_sources,omitempty"`
+
 	pos map[string]Pos // field path -> where its value stands in Source (PosOf)
 }
 
@@ -154,3 +159,12 @@ type PlannedRun struct {
 	Settings map[string]string `json:"settings,omitempty"` // the matrix values of this run
 	Playbook *Playbook         `json:"playbook"`           // with the matrix values applied
 }
+
+// The values of cause_sources.
+const (
+	CauseSourcesOn  = "on"
+	CauseSourcesOff = "off"
+)
+
+// CauseSourcesOff reports whether the playbook turned the always-on cause sources off.
+func (p *Playbook) CauseSourcesOff() bool { return p.CauseSources == CauseSourcesOff }

@@ -108,7 +108,11 @@ func (r *run) startSamples(ctx context.Context) {
 
 // samplesRequest is what node n samples for the run, at the start and again after a reboot.
 func (r *run) samplesRequest(n inventory.Node) agent.SamplesRequest {
-	return agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n), SchedInterval: sample.DefaultSchedInterval.String()}
+	req := agent.SamplesRequest{Name: r.samplesName(), Interval: "500ms", PIDFiles: samplePIDFiles(n), SchedInterval: sample.DefaultSchedInterval.String()}
+	if r.pb.CauseSourcesOff() {
+		req.SchedInterval = ""
+	}
+	return req
 }
 
 // samplePIDFiles are the processes a node's samples follow besides the agent (pid files in its

@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/runner/launch"
 	"github.com/rig-dev/rig/target"
 	"github.com/rig-dev/rig/target/targettest"
 )
@@ -36,5 +38,32 @@ func TestProbeRunFollowedBySamplers(t *testing.T) {
 	}
 	if got := r.samplesRequest(server).PIDFiles; slices.ContainsFunc(got, func(f string) bool { return cl.NodePath(server, f) == cl.NodePath(server, "loadgen.pid") }) || len(got) != 1 {
 		t.Errorf("server samples follow %v, want its engine alone", got)
+	}
+}
+
+// TestCauseSourcesOff: a playbook's cause_sources: off asks no node for scheduler samples and
+// no engine for its pause record; on (the default) asks for both.
+func TestCauseSourcesOff(t *testing.T) {
+	server := inventory.Node{Name: "node-0", Role: inventory.RoleServer}
+	for _, off := range []bool{false, true} {
+		y := "name: t\nload: {probe_rate: 100/s}\nduration: 10s\n"
+		if off {
+			y += "cause_sources: off\n"
+		}
+		pb, err := playbooks.Parse("p.yaml", []byte(y), testDrivers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &run{pb: pb}
+		if got := r.samplesRequest(server).SchedInterval; (got == "") != off {
+			t.Errorf("cause sources off %v: sched interval %q", off, got)
+		}
+		req, err := launch.StartRequest(pb, engine.Config{Node: "node-0"}, "secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Config.PausesOff != off {
+			t.Errorf("cause sources off %v: engine config pauses_off %v", off, req.Config.PausesOff)
+		}
 	}
 }

@@ -75,10 +75,12 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			}
 			// Every GC's stop-the-world pauses, beside the config in the node folder: near-free,
 			// so always on (docs/results.md has its cost).
-			if gp, err := gcpause.Start(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
-				log.Warn("GC pauses not recorded", "err", err)
-			} else {
-				defer gp.Stop()
+			if !cfg.PausesOff {
+				if gp, err := gcpause.Start(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
+					log.Warn("GC pauses not recorded", "err", err)
+				} else {
+					defer gp.Stop()
+				}
 			}
 			// Serve the admin API before restoring, so the agent sees starting and restoring.
 			ctx, cancel := context.WithCancel(cmd.Context())
