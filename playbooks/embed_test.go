@@ -13,7 +13,7 @@ import (
 
 func TestEmbeddedPlaybooks(t *testing.T) {
 	names := List()
-	if want := []string{"follower-restart", "leader-failover", "micro-burst", "quickstart", "snapshot-disk", "snapshot-pause", "step-down", "step-down-zones"}; !slices.Equal(names, want) {
+	if want := []string{"cause-sources-cost", "follower-restart", "leader-failover", "micro-burst", "quickstart", "snapshot-disk", "snapshot-pause", "step-down", "step-down-zones"}; !slices.Equal(names, want) {
 		t.Fatalf("List() = %v, want %v", names, want)
 	}
 	for _, name := range names {
