@@ -379,21 +379,35 @@ func (s *Server) startRecorder(ctx context.Context, rec *recorder, cfg engine.Co
 			return resp, err
 		}
 	case recording.FormatJFR:
-		jvms, err := s.engineJVMs()
+		refused, err := s.startJFR(ctx)
 		if err != nil {
 			return resp, err
 		}
-		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
-		for _, pid := range jvms {
-			if err := recording.StartJFR(ctx, pid, dir); err != nil {
-				resp.Notes = append(resp.Notes, err.Error())
-			}
+		for _, err := range refused {
+			resp.Notes = append(resp.Notes, err.Error())
 		}
 	default:
 		return resp, fmt.Errorf("recording format %q: %w", rec.format, ErrNoWindows)
 	}
 	rec.on = true
 	return resp, nil
+}
+
+// startJFR starts rig's recording in each of the engine's JVMs, into the node's recordings
+// folder: at a window's start and again in a JVM relaunched inside a window. err: no JVM to
+// start it in; refused: one error per JVM that did not start it.
+func (s *Server) startJFR(ctx context.Context) (refused []error, err error) {
+	jvms, err := s.engineJVMs()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
+	for _, pid := range jvms {
+		if err := recording.StartJFR(ctx, pid, dir); err != nil {
+			refused = append(refused, err)
+		}
+	}
+	return refused, nil
 }
 
 // engineJVMs are the engine's JVMs: its process, or those under it.
@@ -467,17 +481,9 @@ func (s *Server) rearmRecorder(rec *recorder, cfg engine.Config) {
 	}
 	start := func(ctx context.Context) error { return s.switchTrace(ctx, cfg.AdminAddr, engine.AdminTraceStart) }
 	if rec.format == recording.FormatJFR {
-		dir := filepath.Join(s.opts.Dir, rundir.RecordingsDir)
 		start = func(ctx context.Context) error {
-			jvms, err := s.engineJVMs()
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, pid := range jvms {
-				errs = append(errs, recording.StartJFR(ctx, pid, dir))
-			}
-			return errors.Join(errs...)
+			refused, err := s.startJFR(ctx)
+			return errors.Join(append(refused, err)...)
 		}
 	}
 	go func() {

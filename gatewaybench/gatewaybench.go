@@ -8,26 +8,26 @@ package gatewaybench
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
 
+	"github.com/rig-dev/rig/agent/supervise"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/engine/command"
 	"github.com/rig-dev/rig/engine/driver"
+	"github.com/rig-dev/rig/internal/freeport"
 	"github.com/rig-dev/rig/internal/loadavg"
 	"github.com/rig-dev/rig/loadgen"
 	"github.com/rig-dev/rig/playbooks"
@@ -212,7 +212,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			gatewayFirst := (take+i)%2 == 1
 			for _, gw := range []bool{gatewayFirst, !gatewayFirst} {
 				var ph Phase
-				cpu0 := cpuSeconds(n.cmd.Process.Pid, cl.cmd.Process.Pid, os.Getpid())
+				cpu0 := cpuSeconds(n.eng.PID(), cl.cmd.Process.Pid, os.Getpid())
 				if gw {
 					ph, err = probe(ctx, o, n, rate, o.For, fmt.Sprintf("take-%d-%g", take, rate))
 					if err != nil {
@@ -227,7 +227,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 					ph.Take = take
 					pt.Client.Phases = append(pt.Client.Phases, ph)
 				}
-				cpu := (cpuSeconds(n.cmd.Process.Pid, cl.cmd.Process.Pid, os.Getpid()) - cpu0) * 1e6 / float64(ph.Sent)
+				cpu := (cpuSeconds(n.eng.PID(), cl.cmd.Process.Pid, os.Getpid()) - cpu0) * 1e6 / float64(ph.Sent)
 				if gw {
 					pt.Gateway.Phases[len(pt.Gateway.Phases)-1].CPUUsPerMsg = cpu
 				} else {
@@ -295,21 +295,22 @@ func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // node is the one engine node under test.
 type node struct {
-	cmd        *exec.Cmd
+	eng        *supervise.Engine
 	binary     string
 	configFile string
 	clientAddr string
-	env        []string
+	env        []string // the client's: this process's, and what the engine's templates added
 	dir        string
 }
 
-// startNode renders the playbook's engine command for a one-node cluster on loopback, as a run's
-// agent does (engine/command), and starts it.
+// startNode starts a one-node cluster of the playbook's engine on loopback as a run's agent
+// does: the driver's settings prepared for the node, then agent/supervise renders the command,
+// starts the process and watches it.
 func startNode(ctx context.Context, o Options) (*node, error) {
 	pb := o.Playbook
 	var addrs [3]string
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := freeport.Loopback()
 		if err != nil {
 			return nil, err
 		}
@@ -327,65 +328,18 @@ func startNode(ctx context.Context, o Options) (*node, error) {
 		return nil, err
 	}
 	spec := pb.Engine.Command.Spec
-	name := spec.ConfigFile
-	if name == "" {
-		name = command.DefaultConfigFile
-	}
-	d := command.Data{Node: cfg.Node, Dir: dir, DataDir: cfg.Dir, ConfigFile: filepath.Join(dir, name),
-		GCLog: filepath.Join(dir, command.GCLogName), RaftAddr: cfg.RaftAddr, ClientAddr: cfg.ClientAddr, AdminAddr: cfg.AdminAddr,
-		Peers: cfg.Peers, Settings: st.Settings}
-	r, err := spec.Render(d)
-	if err != nil {
-		return nil, fmt.Errorf("render engine.command: %w", err)
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	if r.Config != nil {
-		if err := os.WriteFile(d.ConfigFile, r.Config, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	bin := spec.Binary // the playbook made a path in it absolute (playbooks' binaryPath)
-	n := &node{binary: bin, configFile: d.ConfigFile, clientAddr: cfg.ClientAddr, env: append(os.Environ(), r.Env...), dir: dir}
-	logf, err := os.Create(filepath.Join(dir, "engine.log"))
+	eng, err := supervise.StartEngine(ctx, supervise.Spec{Config: cfg, Dir: dir, Command: &spec, Settings: st.Settings,
+		AdminToken: rand.Text(), Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close() // the child holds its own descriptor
-	n.cmd = exec.Command(bin, r.Args...)
-	n.cmd.Dir, n.cmd.Env, n.cmd.Stdout, n.cmd.Stderr = dir, n.env, logf, logf
-	if err := n.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the engine (%s): %w", bin, err)
-	}
-	o.Logger.Info("engine node started", "pid", n.cmd.Process.Pid, "client", cfg.ClientAddr, "log", logf.Name())
+	configFile, env := eng.CommandRendered()
+	n := &node{eng: eng, binary: eng.Spec().Binary, configFile: configFile, clientAddr: cfg.ClientAddr, env: append(os.Environ(), env...), dir: dir}
+	o.Logger.Info("engine node started", "pid", eng.PID(), "client", cfg.ClientAddr, "log", eng.Spec().LogFile)
 	return n, nil
 }
 
-func (n *node) stop() error { return stopProcess(n.cmd) }
-
-// stopProcess sends SIGTERM and waits up to 10 s, then kills.
-func stopProcess(c *exec.Cmd) error {
-	if c == nil || c.Process == nil {
-		return nil
-	}
-	c.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		// Killed by our signal, or a JVM's exit on it (128 + SIGTERM), is a stop.
-		if err != nil && !(errors.As(err, &ee) && (!ee.Exited() || ee.ExitCode() == 128+int(syscall.SIGTERM))) {
-			return err
-		}
-		return nil
-	case <-time.After(10 * time.Second):
-		c.Process.Kill()
-		<-done
-		return fmt.Errorf("%s did not stop within 10s of SIGTERM: killed", c.Args[0])
-	}
-}
+func (n *node) stop() error { return n.eng.Close(context.Background(), 10*time.Second) }
 
 // client is the engine's own cluster client, driven one phase per line.
 type client struct {
@@ -446,7 +400,8 @@ func startClient(ctx context.Context, o Options, n *node) (*client, error) {
 	}()
 	o.Logger.Info("engine's client started", "pid", c.cmd.Process.Pid, "log", logPath)
 	if _, err := c.result(time.Minute); err != nil {
-		stopProcess(c.cmd)
+		c.cmd.Process.Kill()
+		c.stop() // reaps it
 		return nil, fmt.Errorf("engine's client did not connect: %w", err)
 	}
 	return c, nil
@@ -507,16 +462,6 @@ func (c *client) stop() error {
 		<-done
 		return fmt.Errorf("did not end within 10s of its input's end: killed")
 	}
-}
-
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // logTail is the last max bytes of the file at path (the bench's folder is removed at its end).

@@ -174,10 +174,11 @@ func TestEngineJSON(t *testing.T) {
 		t.Errorf("round trip %v (%v), want %v", back.Settings(), err, e.Settings())
 	}
 	var legacy Engine
-	if err := json.Unmarshal([]byte(`{"sync_level":0,"snapshot_block":0,"encode_threads":2,"heartbeat_timeout":500000000}`), &legacy); err != nil {
+	if err := json.Unmarshal([]byte(`{"driver":"reference","sync_level":0,"snapshot_block":0,"encode_threads":2,"heartbeat_timeout":500000000,`+
+		`"election_timeout":0,"udp_rcvbuf":134217728,"udp_nak_delay":1000000,"udp_recv_nice":0}`), &legacy); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(legacy.Settings()); got != "map[encode_threads:2 heartbeat_timeout:500ms sync_level:0]" {
+	if got := fmt.Sprint(legacy.Settings()); got != "map[encode_threads:2 heartbeat_timeout:500ms sync_level:0 udp_nak_delay:1ms udp_rcvbuf:134217728]" {
 		t.Errorf("legacy engine JSON read as %s", got)
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
-	"github.com/rig-dev/rig/engine/driver/reference"
 	"github.com/rig-dev/rig/internal/untrusted"
 )
 
@@ -368,6 +367,22 @@ func (r *reader) settingsFile(name string, at Pos) driver.Table {
 	return t
 }
 
+// legacyEngine is the engine section of manifests written before drivers owned their settings:
+// the reference engine's settings as fields beside driver, integers and durations in
+// nanoseconds, zero meaning the engine's default except for sync_level, where 0 is no sync. The
+// form is frozen, so it is declared here rather than taken from the reference driver, whose
+// table may change.
+var legacyEngine = driver.Table{
+	{Name: driver.SyncLevel, Kind: driver.Integer},
+	{Name: driver.SnapshotBlock, Kind: driver.Bytes},
+	{Name: driver.EncodeThreads, Kind: driver.Integer},
+	{Name: driver.HeartbeatTimeout, Kind: driver.Duration},
+	{Name: driver.ElectionTimeout, Kind: driver.Duration},
+	{Name: "udp_rcvbuf", Kind: driver.Bytes},
+	{Name: "udp_nak_delay", Kind: driver.Duration},
+	{Name: "udp_recv_nice", Kind: driver.Integer},
+}
+
 // engineJSON is Engine's JSON: the values under "values", typed by kind (a number for integer and
 // bytes, true/false for booleans, text otherwise).
 type engineJSON struct {
@@ -426,10 +441,10 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 		raw = all
 	}
 	// Decoded without the driver that ran it, a setting is typed by the contract's table, and
-	// the legacy form, which only the reference engine wrote, by the reference engine's.
+	// the legacy form by the fields it was written from.
 	table := driver.Contract
 	if legacy {
-		table, _ = reference.Driver{}.Settings(nil)
+		table = legacyEngine
 	}
 	for name, rv := range raw {
 		var v any
@@ -437,7 +452,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("engine value %s: %w", name, err)
 		}
 		s, known := table.Lookup(name)
-		if legacy && s.Default == "" && (v == float64(0) || v == "" || v == nil) {
+		if legacy && name != driver.SyncLevel && (v == float64(0) || v == "" || v == nil) {
 			continue
 		}
 		canon := strings.Trim(string(rv), `"`)

@@ -3,6 +3,7 @@ package supervise
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,10 @@ func TestCommandDriverRendersAndCarries(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(s.Dir, "node.json")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("rendered config: %v %v, want mode 0600", fi, err)
+	}
+	if cfg, env := e.CommandRendered(); cfg != filepath.Join(s.Dir, "node.json") ||
+		!slices.Equal(env, []string{"ENGINE_HEARTBEAT_NS=250000000", "TESTENGINE_PHASE=50ms"}) {
+		t.Fatalf("CommandRendered = %q, %q; want the node's node.json and the rendered env alone", cfg, env)
 	}
 }
 

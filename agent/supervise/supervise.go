@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,6 +135,9 @@ type Engine struct {
 	pollErrs int
 	pollErr  string
 	closed   bool // Close was called: no more launches
+
+	cmdConfig string   // the command driver's config file, as rendered at the last launch
+	cmdEnv    []string // and the environment its templates added
 }
 
 type observed struct {
@@ -308,12 +312,15 @@ func (e *Engine) launch() error {
 	}
 	env := e.spec.Env
 	var carry []command.Carry
+	var cmdConfig string
+	var cmdEnv []string
 	if e.spec.Command != nil {
-		r, err := e.render()
+		r, configFile, err := e.render()
 		if err != nil {
 			return err
 		}
 		args, env, carry = r.Args, append(append([]string(nil), env...), r.Env...), r.Carry
+		cmdConfig, cmdEnv = configFile, r.Env
 	}
 	logf, err := os.OpenFile(e.spec.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -345,6 +352,7 @@ func (e *Engine) launch() error {
 
 	e.mu.Lock()
 	e.cur = p
+	e.cmdConfig, e.cmdEnv = cmdConfig, cmdEnv
 	e.launches = append(e.launches, Launch{N: n, PID: p.pid, T: t0, Args: args})
 	e.obs.at = t0 // the first poll's change happened after the launch
 	e.pollErrs, e.pollErr = 0, ""
@@ -361,8 +369,9 @@ func (e *Engine) launch() error {
 	return nil
 }
 
-// render makes the command driver's templates concrete for this node and writes its config file.
-func (e *Engine) render() (*command.Rendered, error) {
+// render makes the command driver's templates concrete for this node and writes its config
+// file, returning that file's path.
+func (e *Engine) render() (*command.Rendered, string, error) {
 	c := e.spec.Command
 	name := c.ConfigFile
 	if name == "" {
@@ -377,14 +386,14 @@ func (e *Engine) render() (*command.Rendered, error) {
 	}
 	r, err := c.Render(d)
 	if err != nil {
-		return nil, fmt.Errorf("%w: command: %v", ErrBadSpec, err)
+		return nil, "", fmt.Errorf("%w: command: %v", ErrBadSpec, err)
 	}
 	if r.Config != nil {
 		if err := writeFileAtomic(d.ConfigFile, r.Config); err != nil {
-			return nil, fmt.Errorf("write engine config %s: %w", d.ConfigFile, err)
+			return nil, "", fmt.Errorf("write engine config %s: %w", d.ConfigFile, err)
 		}
 	}
-	return r, nil
+	return r, d.ConfigFile, nil
 }
 
 // record appends to the journal; e.mu is held, which keeps journal order = observation order.
@@ -835,6 +844,15 @@ func (e *Engine) Spec() Spec { return e.spec }
 
 // ConfigPath is where the config file was written.
 func (e *Engine) ConfigPath() string { return e.configPath }
+
+// CommandRendered is what the command driver's templates gave the last launch: the path of
+// its config file and the environment they added (neither the agent's own nor the secrets).
+// A process run beside the engine on the same config (a bench's own client) starts from them.
+func (e *Engine) CommandRendered() (configFile string, env []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cmdConfig, slices.Clone(e.cmdEnv)
+}
 
 // Journal is where transitions are recorded.
 func (e *Engine) Journal() *Journal { return e.journal }

@@ -50,11 +50,17 @@ func (c *cachedLog) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
-// DeleteRange forgets every cached entry first: a follower truncating a conflicting suffix
-// must never read an entry it deleted.
+// DeleteRange forgets the cached entries in lo..hi before the store deletes them, so a
+// follower truncating a conflicting suffix never reads an entry it deleted. Entries outside the
+// range stay: compaction after each snapshot deletes only old entries, and the newest ones raft
+// is about to read again would otherwise come back from disk.
 func (c *cachedLog) DeleteRange(lo, hi uint64) error {
 	c.mu.Lock()
-	clear(c.ring)
+	for i, e := range c.ring {
+		if e != nil && e.Index >= lo && e.Index <= hi {
+			c.ring[i] = nil
+		}
+	}
 	c.mu.Unlock()
 	return c.guardedLog.DeleteRange(lo, hi)
 }

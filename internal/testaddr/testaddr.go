@@ -2,87 +2,22 @@
 package testaddr
 
 import (
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/rig-dev/rig/internal/freeport"
 )
 
-// Ports below this are left alone (well-known and registered services' usual homes).
-const lowest = 10000
-
-var (
-	mu     sync.Mutex
-	handed = make(map[int]bool) // ports this process handed out: never twice
-)
-
-// Free returns a 127.0.0.1 address whose port was free a moment ago (the listener is closed
-// before returning, so the caller can bind it).
-//
-// The port is taken outside the kernel's ephemeral range (net.ipv4.ip_local_port_range) where
-// it can: a port from there (what binding port 0 gives) can be taken meanwhile as the source
-// port of any outgoing connection, a raft peer's dial say, and the caller's bind then fails
-// with "address already in use". Outside it only another listener can take it, and a random
-// pick among some 20,000 ports makes that rare between parallel test processes.
+// Free returns a 127.0.0.1 address whose port was free a moment ago, outside the kernel's
+// ephemeral range where it can (internal/freeport says why).
 func Free(t testing.TB) string {
 	t.Helper()
-	lo, hi := ephemeralRange()
-	mu.Lock()
-	defer mu.Unlock()
-	if span := lo - lowest; span > 1000 {
-		for range 200 {
-			p := lowest + rand.IntN(span)
-			if handed[p] || (p >= lo && p <= hi) {
-				continue
-			}
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				continue
-			}
-			ln.Close()
-			handed[p] = true
-			return ln.Addr().String()
-		}
-	}
-	// No room below the ephemeral range (a machine that made it nearly every port): the
-	// kernel's pick, as before.
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().(*net.TCPAddr)
-		ln.Close()
-		if !handed[addr.Port] {
-			handed[addr.Port] = true
-			return addr.String()
-		}
-	}
-}
-
-// ephemeralRange reads the kernel's range of source ports for outgoing connections (Linux's
-// default where it cannot be read).
-func ephemeralRange() (lo, hi int) {
-	lo, hi = 32768, 60999
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	a, err := freeport.Loopback()
 	if err != nil {
-		return lo, hi
+		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return lo, hi
-	}
-	l, err1 := strconv.Atoi(f[0])
-	h, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || l > h {
-		return lo, hi
-	}
-	return l, h
+	return a
 }
 
 // Echo serves, until the test ends, an echo on host (any free port) and returns its address: a

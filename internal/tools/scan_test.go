@@ -38,8 +38,7 @@ var declared = map[string][]string{
 	"target/local c.bin":                  {"self"},
 	"runner r.cl.Binary(n)":               {"self"},
 	"recording/cost e.Binary":             {"self"},     // rig bench recording: the reference engine in rig's own binary
-	"gatewaybench bin":                    {"playbook"}, // rig bench gateway: the Aeron example's start-node.sh (its engine.binary)
-	"gatewaybench n.binary":               {"playbook"}, // the same script's --gateway-bench client
+	"gatewaybench n.binary":               {"playbook"}, // rig bench gateway: the Aeron example's start-node.sh --gateway-bench client (agent/supervise starts the node)
 	"agent exe":                           {"self"},     // rig agent hog: a cpu_hog action's spinner
 	"infra/stack bin":                     {"self"},     // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":                  {"pulumi"},

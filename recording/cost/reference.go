@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
+	"github.com/rig-dev/rig/internal/freeport"
 )
 
 // ReferenceEngine starts the reference engine (`rig engine --config`) as its own processes, a
@@ -56,15 +56,15 @@ func (e ReferenceEngine) Start(ctx context.Context, dir string, recording bool) 
 	var peers []engine.Peer
 	var admins []string
 	for i := range e.Servers {
-		raftAddr, err := freeAddr()
+		raftAddr, err := freeport.Loopback()
 		if err != nil {
 			return Running{}, err
 		}
-		client, err := freeAddr()
+		client, err := freeport.Loopback()
 		if err != nil {
 			return Running{}, err
 		}
-		admin, err := freeAddr()
+		admin, err := freeport.Loopback()
 		if err != nil {
 			return Running{}, err
 		}
@@ -166,16 +166,6 @@ func fetchTrace(ctx context.Context, admin, token string) (int64, error) {
 		return 0, fmt.Errorf("GET %s%s: %s", admin, engine.AdminTrace, resp.Status)
 	}
 	return io.Copy(io.Discard, resp.Body)
-}
-
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // adminSwitch runs every engine's idle recorder through its admin API, as the agents do in a

@@ -63,6 +63,7 @@ type Stats struct {
 	Batches   int64 // StoreLog/StoreLogs calls that appended something
 	Segments  int   // segment files now open
 	TornBytes int64 // bytes cut off the tail at open (a crash mid-write)
+	Reads     int64 // entries read back from the segment files (GetLog's preads)
 }
 
 // Log is a raft.LogStore (and raft.MonotonicLogStore) over append-only segment files named
@@ -411,6 +412,7 @@ func (l *Log) GetLog(index uint64, out *raft.Log) error {
 		end = int64(s.offsets[k+1])
 	}
 	buf := make([]byte, end-off)
+	l.stats.reads.Add(1)
 	if _, err := s.f.ReadAt(buf, off); err != nil {
 		return fmt.Errorf("read log index %d from %s at offset %d: %w", index, s.path, off, err)
 	}
@@ -671,6 +673,7 @@ func (l *Log) Stats() Stats {
 		Batches:   l.stats.batches.Load(),
 		Segments:  n,
 		TornBytes: l.stats.tornBytes.Load(),
+		Reads:     l.stats.reads.Load(),
 	}
 }
 

@@ -100,7 +100,7 @@ func SyncDir(dir string, level SyncLevel) error {
 
 // counters are the figures behind Stats. Only real syscalls are counted: level 0 adds nothing.
 type counters struct {
-	syncs, syncNanos, bytes, entries, batches, tornBytes atomic.Int64
+	syncs, syncNanos, bytes, entries, batches, tornBytes, reads atomic.Int64
 }
 
 func (c *counters) sync(f *os.File, level SyncLevel) error {
