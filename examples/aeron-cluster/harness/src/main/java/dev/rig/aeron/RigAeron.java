@@ -199,9 +199,11 @@ public final class RigAeron
             usage("--config FILE is required");
         }
         final Node.Config cfg;
+        final long dutyIntervalNs;
         try
         {
             cfg = Node.readConfig(configFile);
+            dutyIntervalNs = DutyCycles.intervalNs();
         }
         catch (final IOException | IllegalArgumentException e)
         {
@@ -253,6 +255,9 @@ public final class RigAeron
             // The contexts are concluded from here on: the admin API reads them only now.
             admin.start(driver, container);
             checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
+            // Beside the config file: the node folder, which the run collects (rundir.PausesFile).
+            final DutyCycles duty = DutyCycles.start(container.context().aeron().countersReader(),
+                new File(cfg.file().getAbsoluteFile().getParentFile(), DutyCycles.PAUSES_FILE), dutyIntervalNs);
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
@@ -272,6 +277,7 @@ public final class RigAeron
                 probe.close();
             }
             hasher.close();
+            duty.close();
             admin.close();
             GracefulStop.run(driver, container, service.getClass().getName(), base);
         }
