@@ -92,10 +92,19 @@ final class DutyCycles implements AutoCloseable
         {
             return DEFAULT_INTERVAL_NS;
         }
-        final long ns = parseDuration(v.trim());
+        final String want = "-D" + INTERVAL_PROP + "=" + v + ": want a duration of at least 1ms (ns, us, ms or s), e.g. 20ms";
+        final long ns;
+        try
+        {
+            ns = parseDuration(v.trim());
+        }
+        catch (final IllegalArgumentException e)
+        {
+            throw new IllegalArgumentException(want);
+        }
         if (ns < TimeUnit.MILLISECONDS.toNanos(1))
         {
-            throw new IllegalArgumentException("-D" + INTERVAL_PROP + "=" + v + ": want a duration of at least 1ms, e.g. 20ms");
+            throw new IllegalArgumentException(want);
         }
         return ns;
     }
@@ -351,6 +360,12 @@ final class DutyCycles implements AutoCloseable
         sb.append(Json.str(d.toString())).append(",\"share\":").append(String.format(Locale.ROOT, "%.6f", share)).append("}\n");
         out.write(sb.toString().getBytes(StandardCharsets.UTF_8));
         out.flush();
+    }
+
+    /** The sampling thread's id (start). */
+    long threadId()
+    {
+        return thread.getId();
     }
 
     /** The agents found at the last scan. */
