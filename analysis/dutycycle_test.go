@@ -29,8 +29,8 @@ func TestDutyCycleNamed(t *testing.T) {
 	// 95 ms cycle ended between them; it lies in [8.090 − 0.095, 8.110] s, 95 ms of 115.
 	// Reads at 15.080 and 15.100 s: one more cycle over the 10 ms threshold, max unchanged: at
 	// least 10 ms, in [15.070, 15.100] s.
-	lines := fmt.Sprintf(`{"at_ns":%d,"dur_ns":%d,"kind":"duty_cycle","source":"aeron_counters","thread":"service-container","detail":"a cycle of 95.000 ms (the max, was 12.000 ms), ended in the last 20.000 ms","share":%.6f}
-{"at_ns":%d,"dur_ns":%d,"kind":"duty_cycle","source":"aeron_counters","thread":"consensus-module","detail":"1 cycle(s) over the 10.000 ms threshold, at least 10.000 ms (max unchanged at 95.000 ms), ended in the last 20.000 ms","share":%.6f}
+	lines := fmt.Sprintf(`{"at_ns":%d,"dur_ns":%d,"kind":"duty_cycle","source":"aeron_counters","thread":"service-container","detail":"service-container: a cycle of 95.000 ms (the max, was 12.000 ms), ended in the last 20.000 ms","share":%.6f}
+{"at_ns":%d,"dur_ns":%d,"kind":"duty_cycle","source":"aeron_counters","thread":"consensus-module","detail":"consensus-module: 1 cycle(s) over the 10.000 ms threshold, at least 10.000 ms (max unchanged at 95.000 ms), ended in the last 20.000 ms","share":%.6f}
 `, ms(7995), ms(8110)-ms(7995), 95.0/115, ms(15_070), ms(15_100)-ms(15_070), 10.0/30)
 	if err := os.WriteFile(filepath.Join(f.dir, "node-0", rundir.PausesFile), []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestDutyCycleNamed(t *testing.T) {
 	}
 	c := e.Causes[0]
 	if c.Node != "node-0" || !strings.HasPrefix(c.Evidence, rundir.SourceAeronCounters+":") || !strings.Contains(c.Evidence, "service-container") ||
-		!strings.Contains(c.Evidence, "a cycle of 95.000 ms") {
+		!strings.Contains(c.Evidence, "(service-container: a cycle of 95.000 ms") {
 		t.Errorf("first excursion's cause %+v: want node-0, from aeron_counters, naming the service container and its cycle", c)
 	}
 	// 101 ms of the excursion at 95/115 of each moment.

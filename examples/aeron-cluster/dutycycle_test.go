@@ -85,8 +85,9 @@ func TestDutyCycleNamed(t *testing.T) {
 			continue
 		}
 		for _, c := range e.Causes {
+			// the longest span's detail, quoted in the evidence, names its agent first
 			if c.Kind == analysis.CauseKind(rundir.InsideDutyCycle) && strings.HasPrefix(c.Evidence, rundir.SourceAeronCounters+":") &&
-				strings.Contains(c.Evidence, "service-container") {
+				strings.Contains(c.Evidence, "(service-container: a cycle of ") {
 				named++
 				t.Logf("excursion %.3f–%.3f s (peak %.1f ms, covered %.1f ms) over the snapshot at %.3f–%.3f s: %s on %s", e.StartS, e.EndS, e.PeakMs,
 					e.CoveredMs, snap.AtS, to, c.Evidence, c.Node)

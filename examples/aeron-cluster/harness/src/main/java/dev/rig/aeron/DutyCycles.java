@@ -342,7 +342,8 @@ final class DutyCycles implements AutoCloseable
         sb.append("{\"at_ns\":").append(at).append(",\"dur_ns\":").append(dur)
             .append(",\"kind\":\"").append(KIND).append("\",\"source\":\"").append(SOURCE)
             .append("\",\"thread\":").append(Json.str(a.name)).append(",\"detail\":");
-        final StringBuilder d = new StringBuilder(128);
+        // the agent first: the analysis quotes the detail of a cause's longest span
+        final StringBuilder d = new StringBuilder(128).append(a.name).append(": ");
         if (grew)
         {
             d.append(String.format(Locale.ROOT, "a cycle of %.3f ms (the max, was %.3f ms)", max / 1e6, wasMax / 1e6));

@@ -114,7 +114,7 @@ final class DutyCyclesSelfTest
         // a 95 ms cycle ended in (1.020, 1.040] s: it lies in [1.020 − 0.095, 1.040] s, 95 of 115 ms
         check("duty cycles: a max that grew is one cycle of that length, spread over where it can lie",
             grew.equals("{\"at_ns\":" + 925 * ms + ",\"dur_ns\":" + 115 * ms + ",\"kind\":\"duty_cycle\",\"source\":\"aeron_counters\"," +
-                "\"thread\":\"service-container\",\"detail\":\"a cycle of 95.000 ms (the max, was 5.000 ms), ended in the last 20.000 ms\"," +
+                "\"thread\":\"service-container\",\"detail\":\"service-container: a cycle of 95.000 ms (the max, was 5.000 ms), ended in the last 20.000 ms\"," +
                 "\"share\":0.826087}\n"),
             grew);
 
@@ -125,7 +125,7 @@ final class DutyCyclesSelfTest
         // three cycles over 10 ms ended in (1.040, 1.060] s: at least 30 ms, in [1.030, 1.060] s
         check("duty cycles: a count alone is a lower bound, count × threshold",
             counted.contains("\"at_ns\":" + 1030 * ms + ",\"dur_ns\":" + 30 * ms) && counted.contains("\"thread\":\"consensus-module\"") &&
-                counted.contains("3 cycle(s) over the 10.000 ms threshold, at least 30.000 ms (max unchanged at 40.000 ms)") && counted.contains("\"share\":1.000000"),
+                counted.contains("consensus-module: 3 cycle(s) over the 10.000 ms threshold, at least 30.000 ms (max unchanged at 40.000 ms)") && counted.contains("\"share\":1.000000"),
             counted);
 
         out.reset();
