@@ -256,8 +256,17 @@ public final class RigAeron
             admin.start(driver, container);
             checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
             // Beside the config file: the node folder, which the run collects (rundir.PausesFile).
-            final DutyCycles duty = DutyCycles.start(container.context().aeron().countersReader(),
-                new File(cfg.file().getAbsoluteFile().getParentFile(), DutyCycles.PAUSES_FILE), dutyIntervalNs);
+            final File pauses = new File(cfg.file().getAbsoluteFile().getParentFile(), DutyCycles.PAUSES_FILE);
+            DutyCycles duty = null;
+            try
+            {
+                duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+            }
+            catch (final IOException e)
+            {
+                // an observer, not the engine: the node runs on, and the run has no duty-cycle spans
+                Log.warn("duty-cycle sampler not started: " + pauses + ": " + e.getMessage());
+            }
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
@@ -277,7 +286,10 @@ public final class RigAeron
                 probe.close();
             }
             hasher.close();
-            duty.close();
+            if (duty != null)
+            {
+                duty.close();
+            }
             admin.close();
             GracefulStop.run(driver, container, service.getClass().getName(), base);
         }
