@@ -20,8 +20,8 @@ import org.agrona.concurrent.status.CountersManager;
 /**
  * HarnessSelfTest's checks of the duty-cycle sampler (DutyCycles) on a counters file laid out as
  * Aeron 1.51's agents lay theirs out, and, run on its own (main), the sampler's cost: per sample in
- * a timing loop, and a real sampling thread's CPU over a stretch of wall time at the default
- * interval.
+ * a timing loop, and a real sampling thread's CPU over a stretch of wall time at an interval
+ * (arguments: seconds, default 10; interval, default DutyCycles'), beside a thread that only parks.
  */
 final class DutyCyclesSelfTest
 {
@@ -165,6 +165,7 @@ final class DutyCyclesSelfTest
     public static void main(final String[] args) throws Exception
     {
         final long seconds = args.length > 0 ? Long.parseLong(args[0]) : 10;
+        final long interval = args.length > 1 ? DutyCycles.parseDuration(args[1]) : DutyCycles.DEFAULT_INTERVAL_NS;
         final CountersManager cm = counters(100);
         final DutyCycles d = new DutyCycles(cm, OutputStream.nullOutputStream());
         for (int i = 0; i < 200_000; i++)
@@ -188,12 +189,12 @@ final class DutyCyclesSelfTest
         {
             while (!Thread.currentThread().isInterrupted())
             {
-                LockSupport.parkNanos(DutyCycles.DEFAULT_INTERVAL_NS);
+                LockSupport.parkNanos(interval);
             }
         }, "park-only");
         idle.setDaemon(true);
         idle.start();
-        try (DutyCycles live = DutyCycles.start(cm, tmp.toFile(), DutyCycles.DEFAULT_INTERVAL_NS))
+        try (DutyCycles live = DutyCycles.start(cm, tmp.toFile(), interval))
         {
             LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
             final long tid = live.threadId();
@@ -204,10 +205,10 @@ final class DutyCyclesSelfTest
             final long cpu = mx.getThreadCpuTime(tid) - cpu0;
             final long idleCpu = mx.getThreadCpuTime(idle.getId()) - idle0;
             final long wall = System.nanoTime() - w0;
-            final double samples = wall / (double)DutyCycles.DEFAULT_INTERVAL_NS;
+            final double samples = wall / (double)interval;
             System.out.printf(Locale.ROOT, "thread: %.1f us CPU per sample (wake-up included), %.3f %% of a core at %d ms over %d s; " +
                 "a thread that only parks: %.1f us per wake-up, %.3f %%; load %s%n",
-                cpu / samples / 1e3, 100.0 * cpu / wall, DutyCycles.DEFAULT_INTERVAL_NS / 1_000_000, seconds,
+                cpu / samples / 1e3, 100.0 * cpu / wall, interval / 1_000_000, seconds,
                 idleCpu / samples / 1e3, 100.0 * idleCpu / wall, loadavg());
         }
         finally
