@@ -643,6 +643,7 @@ var insideStall = map[rundir.InsideKind]CauseKind{
 	rundir.InsideSafepoint:  CauseKind(rundir.InsideSafepoint),
 	rundir.InsideForce:      CauseKind(rundir.InsideForce),
 	rundir.InsideSchedDelay: CauseKind(rundir.InsideSchedDelay),
+	rundir.InsideDutyCycle:  CauseKind(rundir.InsideDutyCycle),
 }
 
 // causeCoverShare: a source explains an excursion only when its time inside the excursion

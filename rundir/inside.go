@@ -33,11 +33,14 @@ const (
 	InsideMonitor    InsideKind = "monitor"     // a thread waiting to enter or on a monitor
 	InsideSocket     InsideKind = "socket"      // a socket read or write
 	InsideCPU        InsideKind = "cpu"         // an execution sample (DurNs: the sampling period)
+	// InsideDutyCycle: an agent's duty cycle (an event loop's one pass: its work and its idle)
+	// longer than usual, read from its stall counters (SourceAeronCounters); Thread names the agent.
+	InsideDutyCycle InsideKind = "duty_cycle"
 )
 
 // InsideKinds lists every kind, in the order tables show them.
 var InsideKinds = []InsideKind{InsideForce, InsideWrite, InsideGCPause, InsideSafepoint, InsideSTW,
-	InsideGCAssist, InsideSchedDelay, InsidePark, InsideMonitor, InsideSocket, InsideCPU}
+	InsideGCAssist, InsideSchedDelay, InsideDutyCycle, InsidePark, InsideMonitor, InsideSocket, InsideCPU}
 
 // File roles of a force or write: which of the engine's files it was. The names are stable.
 const (

@@ -633,6 +633,7 @@ public final class HarnessSelfTest
 
         archiveWrites();
         failed += TransportSelfTest.run();
+        failed += DutyCyclesSelfTest.run();
         bulkDefaults();
         runAuth();
         repeatedError();

@@ -199,9 +199,11 @@ public final class RigAeron
             usage("--config FILE is required");
         }
         final Node.Config cfg;
+        final long dutyIntervalNs;
         try
         {
             cfg = Node.readConfig(configFile);
+            dutyIntervalNs = DutyCycles.intervalNs();
         }
         catch (final IOException | IllegalArgumentException e)
         {
@@ -253,6 +255,18 @@ public final class RigAeron
             // The contexts are concluded from here on: the admin API reads them only now.
             admin.start(driver, container);
             checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
+            // Beside the config file: the node folder, which the run collects (rundir.PausesFile).
+            final File pauses = new File(cfg.file().getAbsoluteFile().getParentFile(), DutyCycles.PAUSES_FILE);
+            DutyCycles duty = null;
+            try
+            {
+                duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+            }
+            catch (final IOException e)
+            {
+                // an observer, not the engine: the node runs on, and the run has no duty-cycle spans
+                Log.warn("duty-cycle sampler not started: " + pauses + ": " + e.getMessage());
+            }
             final SnapshotHasher hasher = new SnapshotHasher(container.context().aeron(), container.context().snapshotChannel(),
                 container.context().snapshotStreamId(), state, !Admin.overrides(introspection, "stateHash"));
             hasher.start();
@@ -272,6 +286,10 @@ public final class RigAeron
                 probe.close();
             }
             hasher.close();
+            if (duty != null)
+            {
+                duty.close();
+            }
             admin.close();
             GracefulStop.run(driver, container, service.getClass().getName(), base);
         }
