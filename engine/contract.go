@@ -301,9 +301,10 @@ type Config struct {
 	// runs it only around a run's windows (engine.recording: windows), so it costs nothing
 	// between them.
 	FlightRecorderIdle bool `json:"flight_recorder_idle,omitempty"`
-	// PausesOff: the runtime's GC pause record (the node folder's pauses file) is not written;
-	// a playbook's cause_sources: off, to price it.
-	PausesOff bool `json:"pauses_off,omitempty"`
+	// CauseSourcesOff: a playbook's cause_sources: off, to price the always-on sources: the
+	// engine writes no pause record (the node folder's pauses file: the Go runtime's GC pauses,
+	// the Aeron harness's duty-cycle stalls) and runs no sampler for it.
+	CauseSourcesOff bool `json:"cause_sources_off,omitempty"`
 }
 
 // FlightRecorderBytes is the most memory the reference engine's flight recorder holds (its

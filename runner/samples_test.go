@@ -62,8 +62,8 @@ func TestCauseSourcesOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if req.Config.PausesOff != off {
-			t.Errorf("cause sources off %v: engine config pauses_off %v", off, req.Config.PausesOff)
+		if req.Config.CauseSourcesOff != off {
+			t.Errorf("cause sources off %v: engine config cause_sources_off %v", off, req.Config.CauseSourcesOff)
 		}
 	}
 }

@@ -100,3 +100,25 @@ func TestCommandDriverBadTemplate(t *testing.T) {
 		t.Fatalf("err %v, want one naming args[3] and the missing setting", err)
 	}
 }
+
+// TestCommandDriverCauseSourcesOff: a run with the always-on cause sources off says so to the
+// engine's templates (the Aeron example's node.properties turns its duty-cycle sampler off).
+func TestCommandDriverCauseSourcesOff(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		s := commandSpec(t, testEngine)
+		s.Command.Config = "cause_sources={{if .CauseSourcesOff}}off{{else}}on{{end}}\n"
+		s.Config.CauseSourcesOff = off
+		_, path, err := (&Engine{spec: s}).render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		want := "cause_sources=on\n"
+		if off {
+			want = "cause_sources=off\n"
+		}
+		if err != nil || string(b) != want {
+			t.Errorf("cause sources off %v: rendered %q (%v), want %q", off, b, err, want)
+		}
+	}
+}

@@ -382,7 +382,7 @@ func (e *Engine) render() (*command.Rendered, string, error) {
 		Node: cfg.Node, Dir: e.spec.Dir, DataDir: cfg.Dir, ConfigFile: filepath.Join(e.spec.Dir, name),
 		GCLog:    filepath.Join(e.spec.Dir, command.GCLogName),
 		RaftAddr: cfg.RaftAddr, ClientAddr: cfg.ClientAddr, AdminAddr: cfg.AdminAddr, Peers: cfg.Peers,
-		Settings: e.spec.Settings,
+		Settings: e.spec.Settings, CauseSourcesOff: cfg.CauseSourcesOff,
 	}
 	r, err := c.Render(d)
 	if err != nil {

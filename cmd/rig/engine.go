@@ -75,7 +75,7 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 			}
 			// Every GC's stop-the-world pauses, beside the config in the node folder: near-free,
 			// so always on (docs/results.md has its cost).
-			if !cfg.PausesOff {
+			if !cfg.CauseSourcesOff {
 				if gp, err := gcpause.Start(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
 					log.Warn("GC pauses not recorded", "err", err)
 				} else {

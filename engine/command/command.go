@@ -58,6 +58,9 @@ type Data struct {
 	AdminAddr  string            // loopback host:port of GET /status
 	Peers      []engine.Peer     // every voter, this node included
 	Settings   map[string]string // the playbook's engine settings by name, e.g. sync_level: "2", heartbeat_timeout: "500ms"
+	// CauseSourcesOff: the run turned the always-on cause sources off (engine.Config's), so the
+	// engine's own samplers for them stay off too.
+	CauseSourcesOff bool
 }
 
 // Carry is one rendered argument or environment entry that holds a setting: the process must

@@ -61,7 +61,7 @@ func StartRequest(pb *playbooks.Playbook, cfg engine.Config, secret string) (age
 		return agent.StartRequest{}, err
 	}
 	req := agent.StartRequest{Config: st.Config, ClusterSecret: secret}
-	req.Config.PausesOff = pb.CauseSourcesOff()
+	req.Config.CauseSourcesOff = pb.CauseSourcesOff()
 	if st.Templated && pb.Engine.Command != nil {
 		spec := pb.Engine.Command.Spec
 		req.Command, req.Settings = &spec, st.Settings

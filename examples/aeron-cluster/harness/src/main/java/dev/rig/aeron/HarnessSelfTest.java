@@ -198,7 +198,7 @@ public final class HarnessSelfTest
     {
         final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-aeron-admin").toFile();
         final Node.Config cfg = new Node.Config("node-0", 0, dir, "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:0",
-            java.util.List.of(new Node.Peer("node-0", "127.0.0.1:1", "127.0.0.1:2")), new java.io.File(dir, "node.properties"));
+            java.util.List.of(new Node.Peer("node-0", "127.0.0.1:1", "127.0.0.1:2")), new java.io.File(dir, "node.properties"), false);
         final java.util.concurrent.atomic.AtomicInteger stops = new java.util.concurrent.atomic.AtomicInteger();
         final Admin admin = new Admin(cfg, new NodeState(), "s3cret", new Introspection()
         {
@@ -467,7 +467,7 @@ public final class HarnessSelfTest
             r.status + " text " + r.text + "; log: " + log.lines().findFirst().orElse(""));
 
         final Gateway g = new Gateway(new Node.Config("node-0", 0, new java.io.File("."), "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:0",
-            java.util.List.of(), null), state, ".", wrong, "Svc", null);
+            java.util.List.of(), null, false), state, ".", wrong, "Svc", null);
         final String glog = captured(() ->
         {
             g.onEgress(new UnsafeBuffer(offered.get(0)), 0, offered.get(0).length); // the harness's own answer: not the codec's
@@ -526,8 +526,41 @@ public final class HarnessSelfTest
             live + " | " + relaunched + " | " + unmarked + " | " + none);
     }
 
+    private static void causeSourcesConfig() throws java.io.IOException
+    {
+        final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-config").toFile();
+        final java.io.File f = new java.io.File(dir, "node.properties");
+        final String base = "node=node-0\ndata_dir=" + dir + "\nraft_addr=127.0.0.1:1\nclient_addr=127.0.0.1:2\n" +
+            "admin_addr=127.0.0.1:3\npeer.0=node-0,127.0.0.1:1,127.0.0.1:2\n";
+        final StringBuilder seen = new StringBuilder();
+        boolean ok = true;
+        for (final String line : new String[] {"", "cause_sources=on\n", "cause_sources=off\n"})
+        {
+            java.nio.file.Files.writeString(f.toPath(), base + line);
+            final boolean off = Node.readConfig(f).causeSourcesOff();
+            seen.append(line.isEmpty() ? "(none)" : line.trim()).append(" -> ").append(off ? "off" : "on").append("; ");
+            ok &= off == line.contains("off");
+        }
+        java.nio.file.Files.writeString(f.toPath(), base + "cause_sources=maybe\n");
+        String err = null;
+        try
+        {
+            Node.readConfig(f);
+        }
+        catch (final IllegalArgumentException e)
+        {
+            err = e.getMessage();
+        }
+        seen.append(err);
+        f.delete();
+        dir.delete();
+        check("cause_sources in the node's config: on by default, off turns the duty-cycle sampler off, anything else refused",
+            ok && err != null && err.contains("cause_sources = maybe: want on or off"), seen.toString());
+    }
+
     public static void main(final String[] args) throws Exception
     {
+        causeSourcesConfig();
         String err = null;
         try
         {

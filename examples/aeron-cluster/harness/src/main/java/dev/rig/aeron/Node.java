@@ -48,7 +48,7 @@ final class Node
 
     /** The node's config file. */
     record Config(String node, int memberId, File dataDir, String raftAddr, String clientAddr, String adminAddr, List<Peer> peers,
-        File file)
+        File file, boolean causeSourcesOff)
     {
         String raftHost()
         {
@@ -156,8 +156,15 @@ final class Node
         {
             data = new File(System.getProperty("user.dir"), data.getPath());
         }
+        // cause_sources=off: the run prices the always-on cause sources, this node's duty-cycle
+        // sampler among them (playbook cause_sources).
+        final String causes = p.getProperty("cause_sources", "on").trim();
+        if (!causes.equals("on") && !causes.equals("off"))
+        {
+            throw new IllegalArgumentException(f + ": cause_sources = " + causes + ": want on or off");
+        }
         final Config c = new Config(node, member, data, need(p, f, "raft_addr"), need(p, f, "client_addr"), need(p, f, "admin_addr"),
-            peers, f);
+            peers, f, causes.equals("off"));
         host(c.raftAddr);
         port(c.clientAddr);
         port(c.adminAddr);

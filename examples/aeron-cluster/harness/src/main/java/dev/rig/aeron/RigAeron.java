@@ -260,7 +260,10 @@ public final class RigAeron
             DutyCycles duty = null;
             try
             {
-                duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                if (!cfg.causeSourcesOff())
+                {
+                    duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                }
             }
             catch (final IOException e)
             {
