@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks"
@@ -168,7 +169,7 @@ func (d *runData) readManifest() {
 // readEvents reads events.jsonl, skipping (and reporting) lines it cannot decode: the tail of
 // an interrupted run may be torn, and everything before it is still good.
 func (d *runData) readEvents() {
-	evs, bad, err := d.run.Events()
+	evs, bad, err := d.run.Events(actions.Reader())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.warnf("no events.jsonl: no timeline, snapshots or restarts")
@@ -316,7 +317,7 @@ func (d *runData) readStatuses() {
 	for _, e := range d.events {
 		switch {
 		case e.Node == "":
-		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, e.IsAction(rundir.ActKill), e.IsAction(rundir.ActRelaunch):
+		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, e.IsAction(actions.ActKill), e.IsAction(actions.ActRelaunch):
 			if _, ok := d.statuses[e.Node]; !ok {
 				d.statuses[e.Node] = nil
 			}
@@ -767,8 +768,8 @@ func orDash(s string) string {
 // matched to it.
 func (d *runData) snapshotRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions(rundir.ActSnapshot)
-	relaunches := d.actions(rundir.ActRelaunch)
+	acts := d.actions(actions.ActSnapshot)
+	relaunches := d.actions(actions.ActRelaunch)
 	// relaunchedBetween: a node relaunched after the action reports the snapshot it restored,
 	// not one it took.
 	relaunchedBetween := func(node string, from, to int64) bool {
@@ -785,7 +786,7 @@ func (d *runData) snapshotRows(s *Summary) []string {
 		if i+1 < len(acts) {
 			next = acts[i+1].T.UnixNano()
 		}
-		sa := a.Action.Snapshot
+		sa := actions.SnapshotOf(a)
 		row := SnapshotRow{AtS: d.off(at), Leader: sa.Leader, TakeMs: map[string]float64{}}
 		var finish int64
 		if sa.Index != nil {
@@ -857,12 +858,12 @@ func (d *runData) pause(row *SnapshotRow, w span) {
 
 // restartRows builds one row per kill action.
 func (d *runData) restartRows(s *Summary) []string {
-	kills := d.actions(rundir.ActKill)
+	kills := d.actions(actions.ActKill)
 	if len(kills) == 0 {
 		return nil
 	}
 	var warn []string
-	relaunches := d.actions(rundir.ActRelaunch)
+	relaunches := d.actions(actions.ActRelaunch)
 	usedRelaunch := make([]bool, len(relaunches))
 
 	firstKill := kills[0].T.UnixNano()
@@ -878,7 +879,7 @@ func (d *runData) restartRows(s *Summary) []string {
 				break
 			}
 		}
-		row := RestartRow{Node: node, Signal: k.Action.Kill.Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
+		row := RestartRow{Node: node, Signal: actions.KillOf(k).Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
 		row.Windows.AllUp = allUp
 		var rl int64 = -1
 		for j, r := range relaunches {
@@ -975,7 +976,7 @@ func (d *runData) leadership() leadership {
 	l := leadership{Changes: []LeaderMark{}, Actions: []ActionMark{}, Window: d.leaderWindow()}
 	for _, e := range d.events {
 		if e.Action != nil {
-			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node, Moves: e.Action.MovesLeader()})
+			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node, Moves: e.Action.Moves})
 		}
 		if e.Role == nil || e.Role.To != engine.RoleLeader {
 			continue
@@ -1016,9 +1017,9 @@ func (d *runData) nodeStates() map[string][]stateChange {
 		switch {
 		case e.Phase != nil && knownPhase(e.Phase.To):
 			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase.To})
-		case e.IsAction(rundir.ActKill):
+		case e.IsAction(actions.ActKill):
 			per[e.Node] = append(per[e.Node], stateChange{t, phaseDown})
-		case e.IsAction(rundir.ActRelaunch):
+		case e.IsAction(actions.ActRelaunch):
 			per[e.Node] = append(per[e.Node], stateChange{t, engine.PhaseStarting})
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -69,7 +70,7 @@ func (d *runData) clientConn(s *Summary) *ClientConn {
 	}
 	var faults []rundir.Event
 	for _, e := range d.events {
-		if e.Action != nil && e.Action.Disturbs() {
+		if e.Action != nil && actions.Disturbs(e.Action) {
 			faults = append(faults, e)
 		}
 	}

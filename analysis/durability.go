@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -116,13 +117,14 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 func (d *runData) faults() string {
 	var parts []string
 	for _, e := range d.events {
-		switch a := e.Action; {
-		case e.IsAction(rundir.ActKill) && a.Kill != nil && a.Kill.PowerLoss:
+		k, p := actions.KillOf(e), actions.PartitionOf(e)
+		switch {
+		case k != nil && k.PowerLoss:
 			parts = append(parts, "power loss of "+e.Node)
-		case e.IsAction(rundir.ActKill) && a.Kill != nil:
-			parts = append(parts, fmt.Sprintf("kill -%s of %s", a.Kill.Signal, e.Node))
-		case e.IsAction(rundir.ActPartition) && a.Partition != nil:
-			parts = append(parts, fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(a.Partition.ForMs*1e6)))
+		case k != nil:
+			parts = append(parts, fmt.Sprintf("kill -%s of %s", k.Signal, e.Node))
+		case p != nil && e.IsAction(actions.ActPartition):
+			parts = append(parts, fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(p.ForMs*1e6)))
 		}
 	}
 	if len(parts) == 0 {

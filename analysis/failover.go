@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
@@ -254,12 +255,12 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		faults = append(faults, span{from - int64(faultLead), max(from, to)})
 		labels = append(labels, [2]string{what, node})
 	}
-	kills := d.actions(rundir.ActKill)
+	kills := d.actions(actions.ActKill)
 	for _, r := range s.Restarts {
-		what := string(rundir.ActKill)
+		what := string(actions.ActKill)
 		for _, k := range kills {
-			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && k.Action.Kill != nil && k.Action.Kill.PowerLoss {
-				what = string(rundir.ActPowerLoss)
+			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && actions.KillOf(k) != nil && actions.KillOf(k).PowerLoss {
+				what = string(actions.ActPowerLoss)
 			}
 		}
 		end := ns(r.KillS)
@@ -285,11 +286,11 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 	}
 	var heals []rundir.Event
 	for _, e := range d.events {
-		if e.IsAction(rundir.ActHeal) {
+		if e.IsAction(actions.ActHeal) {
 			heals = append(heals, e)
 		}
 	}
-	for _, p := range d.actions(rundir.ActPartition) {
+	for _, p := range d.actions(actions.ActPartition) {
 		t, end := p.T.UnixNano(), d.loadEnd
 		for _, h := range heals {
 			if h.Node == p.Node && h.T.UnixNano() >= t {
@@ -297,7 +298,7 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 				break
 			}
 		}
-		fault(string(rundir.ActPartition), p.Node, t, end)
+		fault(string(actions.ActPartition), p.Node, t, end)
 	}
 	for i, sp := range d.withDrain(faults) {
 		add(labels[i][0], labels[i][1], span{sp.from, min(sp.to, max(d.loadEnd, sp.from))})

@@ -4,6 +4,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -155,7 +156,7 @@ func (d *runData) handOffs(s *Summary) []HandOff {
 		h := d.handOff(f, at, limit, states)
 		out = append(out, h)
 		for j := range s.StepDowns {
-			if f.Action == string(rundir.ActStepDown) && s.StepDowns[j].AtS == f.AtS {
+			if f.Action == string(actions.ActStepDown) && s.StepDowns[j].AtS == f.AtS {
 				s.StepDowns[j].HandOffTimes = h.HandOffTimes
 			}
 		}

@@ -3,8 +3,8 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/rundir"
 )
 
 // StepDownRow is one graceful leader hand-off (step_down action) and what clients saw of it.
@@ -36,7 +36,7 @@ type StepDownRow struct {
 // stepDownRows builds one row per step_down action.
 func (d *runData) stepDownRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions(rundir.ActStepDown)
+	acts := d.actions(actions.ActStepDown)
 	for i, a := range acts {
 		at := a.T.UnixNano()
 		row := StepDownRow{AtS: d.off(at), From: a.Node} // NormalP50Us once normal latency is known (analyze.go)
