@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"strconv"
 	"time"
 
@@ -41,7 +42,8 @@ func BurstOf(e rundir.Event) *rundir.BurstSeries { return payloadOf[rundir.Burst
 
 func (*Burst) Kind() string { return string(ActBurst) }
 func (*Burst) Events() []EventKind {
-	return []EventKind{{Name: ActBurst, Payload: func() any { return &rundir.BurstSeries{} }}}
+	return []EventKind{{Name: ActBurst, Payload: func() any { return &rundir.BurstSeries{} },
+		Marker: color.RGBA{R: 0x80, G: 0x50, B: 0x20, A: 0xff}}}
 }
 
 func (*Burst) Fields() []Field {

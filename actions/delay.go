@@ -58,7 +58,7 @@ func (*Delay) Kind() string                { return string(ActDelay) }
 func (*Delay) EndEvent() rundir.ActionName { return ActDelayHeal }
 func (*Delay) Events() []EventKind {
 	payload := func() any { return &DelayAction{} }
-	return []EventKind{{Name: ActDelay, Payload: payload}, {Name: ActDelayHeal, Payload: payload}}
+	return []EventKind{{Name: ActDelay, Payload: payload, Disturbs: true}, {Name: ActDelayHeal, Payload: payload}}
 }
 func (*Delay) Links() string { return "delays a server's links" }
 

@@ -3,6 +3,7 @@ package actions
 import (
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"time"
 
 	"github.com/rig-dev/rig/rundir"
@@ -19,6 +20,14 @@ type EventKind struct {
 	// LegacyMoves is what the event did to leadership in a folder written before events said so
 	// (rundir.Action.Moves); new events say it themselves.
 	LegacyMoves rundir.LeaderMove
+	// Disturbs: the event opens a fault window for clients even when it moves no leader (a
+	// delay slows links).
+	Disturbs bool
+	// Marker is the colour the plots mark the event with (zero: the grey of other events).
+	Marker color.RGBA
+	// Fault names the event as a fault that may cost acknowledged writes, for the durability
+	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
+	Fault func(e rundir.Event) string
 }
 
 // Recorder is a kind that declares the events it records (its own start event first).
@@ -149,10 +158,4 @@ func payloadOf[T any](e rundir.Event, names ...rundir.ActionName) *T {
 		return v
 	}
 	return nil
-}
-
-// Disturbs says whether the action opens a fault window for clients: it moves leadership, or may
-// (as its event says), or it slows links (a delay).
-func Disturbs(a *rundir.Action) bool {
-	return a.Moves != "" || a.Name == ActDelay
 }

@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"strings"
 	"time"
 
@@ -46,8 +47,25 @@ func KillOf(e rundir.Event) *KillAction { return payloadOf[KillAction](e, ActKil
 
 func (*Kill) Kind() string { return string(ActKill) }
 func (*Kill) Events() []EventKind {
-	return []EventKind{{Name: ActKill, Payload: func() any { return &KillAction{} }, LegacyMoves: rundir.MovesIfLeader}, {Name: ActRelaunch}}
+	return []EventKind{{Name: ActKill, Payload: func() any { return &KillAction{} }, LegacyMoves: rundir.MovesIfLeader,
+		Marker: color.RGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xff}, Fault: killFault}, relaunchEvent}
 }
+
+func killFault(e rundir.Event) string {
+	switch k := KillOf(e); {
+	case k == nil:
+		return ""
+	case k.PowerLoss:
+		return "power loss of " + e.Node
+	default:
+		return fmt.Sprintf("kill -%s of %s", k.Signal, e.Node)
+	}
+}
+
+// relaunchEvent is the relaunch every kind that relaunches a node records (kill, power_loss, a
+// step-down by relaunch).
+var relaunchEvent = EventKind{Name: ActRelaunch, Marker: color.RGBA{R: 0xe0, G: 0x80, B: 0x00, A: 0xff}}
+
 func (*Kill) Disrupts() string { return "kills a server" }
 func (k *Kill) Down() Down {
 	return Down{Nodes: []string{k.Node}, For: k.RelaunchAfter, Takes: LayerEngine}

@@ -47,7 +47,14 @@ func (*Partition) Kind() string                { return string(ActPartition) }
 func (*Partition) EndEvent() rundir.ActionName { return ActHeal }
 func (*Partition) Events() []EventKind {
 	payload := func() any { return &PartitionAction{} }
-	return []EventKind{{Name: ActPartition, Payload: payload, LegacyMoves: rundir.MovesIfLeader}, {Name: ActHeal, Payload: payload}}
+	return []EventKind{{Name: ActPartition, Payload: payload, LegacyMoves: rundir.MovesIfLeader, Fault: partitionFault}, {Name: ActHeal, Payload: payload}}
+}
+
+func partitionFault(e rundir.Event) string {
+	if p := PartitionOf(e); p != nil {
+		return fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(p.ForMs*1e6))
+	}
+	return ""
 }
 func (*Partition) Disrupts() string { return "partitions a server off" }
 func (*Partition) Links() string    { return "partitions a server (cuts its peer and client links)" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -30,7 +31,8 @@ func SnapshotOf(e rundir.Event) *SnapshotAction { return payloadOf[SnapshotActio
 
 func (*Snapshot) Kind() string { return string(ActSnapshot) }
 func (*Snapshot) Events() []EventKind {
-	return []EventKind{{Name: ActSnapshot, Payload: func() any { return &SnapshotAction{} }}}
+	return []EventKind{{Name: ActSnapshot, Payload: func() any { return &SnapshotAction{} },
+		Marker: color.RGBA{R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff}}}
 }
 func (*Snapshot) Fields() []Field                     { return nil }
 func (*Snapshot) Check(Context) []Problem             { return nil }

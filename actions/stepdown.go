@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -19,7 +20,8 @@ const ActStepDown rundir.ActionName = "step_down"
 
 func (*StepDown) Kind() string { return string(ActStepDown) }
 func (*StepDown) Events() []EventKind {
-	return []EventKind{{Name: ActStepDown, LegacyMoves: rundir.MovesLeader}, {Name: ActRelaunch}}
+	return []EventKind{{Name: ActStepDown, LegacyMoves: rundir.MovesLeader,
+		Marker: color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}}, relaunchEvent}
 }
 func (*StepDown) Fields() []Field         { return nil }
 func (*StepDown) Check(Context) []Problem { return nil }

@@ -53,6 +53,7 @@ type runData struct {
 	pb       playbooks.Playbook // the resolved playbook from the manifest
 	hasPB    bool
 	events   []rundir.Event // sorted by T
+	catalog  actions.Catalog // the kinds' events (actions.Events), read on first use
 	probes   []rundir.Probe // sorted by IntendedNs, warm-up included
 	hasProbe bool
 
@@ -327,6 +328,14 @@ func (d *runData) readStatuses() {
 		d.nodes = append(d.nodes, n)
 	}
 	slices.Sort(d.nodes)
+}
+
+// kinds is the catalog of the kinds' events: what the analysis asks of an event's kind.
+func (d *runData) kinds() actions.Catalog {
+	if d.catalog == nil {
+		d.catalog = actions.Events()
+	}
+	return d.catalog
 }
 
 // off is t as seconds from load_start, rounded to the microsecond.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -70,7 +69,7 @@ func (d *runData) clientConn(s *Summary) *ClientConn {
 	}
 	var faults []rundir.Event
 	for _, e := range d.events {
-		if e.Action != nil && actions.Disturbs(e.Action) {
+		if e.Action != nil && d.kinds().Disturbs(e.Action) {
 			faults = append(faults, e)
 		}
 	}

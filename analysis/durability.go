@@ -9,9 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -117,14 +115,8 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 func (d *runData) faults() string {
 	var parts []string
 	for _, e := range d.events {
-		k, p := actions.KillOf(e), actions.PartitionOf(e)
-		switch {
-		case k != nil && k.PowerLoss:
-			parts = append(parts, "power loss of "+e.Node)
-		case k != nil:
-			parts = append(parts, fmt.Sprintf("kill -%s of %s", k.Signal, e.Node))
-		case p != nil && e.IsAction(actions.ActPartition):
-			parts = append(parts, fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(p.ForMs*1e6)))
+		if f := d.kinds().Fault(e); f != "" {
+			parts = append(parts, f)
 		}
 	}
 	if len(parts) == 0 {

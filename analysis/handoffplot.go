@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -151,7 +152,7 @@ func handOffPlot(s *Summary) (*plot.Plot, []legendItem, vg.Length, error) {
 		p.Add(barsPlotter{bars})
 	}
 	// The action at 0, and the gap's ends.
-	p.Add(msMarkers(append([]marker{{x: 0, color: markerColors["step_down"]}}, gapLines...)))
+	p.Add(msMarkers(append([]marker{{x: 0, color: markerColors()[string(actions.ActStepDown)]}}, gapLines...)))
 	p.Add(rowNotes(notes))
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min, p.Y.Max = -0.6, float64(rows)-0.4
