@@ -52,9 +52,9 @@ type runData struct {
 	hasMan   bool
 	pb       playbooks.Playbook // the resolved playbook from the manifest
 	hasPB    bool
-	events   []rundir.Event // sorted by T
+	events   []rundir.Event  // sorted by T
 	catalog  actions.Catalog // the kinds' events (actions.Events), read on first use
-	probes   []rundir.Probe // sorted by IntendedNs, warm-up included
+	probes   []rundir.Probe  // sorted by IntendedNs, warm-up included
 	hasProbe bool
 
 	firstPost   int   // index of the first probe sent at or after warmupEnd
@@ -521,6 +521,7 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
+	d.kindRows(s)
 	var dw []string
 	s.Durability, dw = d.durability(s)
 	warn = append(warn, dw...)
