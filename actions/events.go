@@ -25,6 +25,10 @@ type EventKind struct {
 	Disturbs bool
 	// Marker is the colour the plots mark the event with (zero: the grey of other events).
 	Marker color.RGBA
+	// NodePhase is the phase the event puts its node in, as the analysis counts the node's
+	// states (a kill: down, before the agent reports the exit; a relaunch: starting); "": none.
+	// An event with one names a server node.
+	NodePhase string
 	// Fault names the event as a fault that may cost acknowledged writes, for the durability
 	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
 	Fault func(e rundir.Event) string

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
@@ -48,7 +49,7 @@ func KillOf(e rundir.Event) *KillAction { return payloadOf[KillAction](e, ActKil
 func (*Kill) Kind() string { return string(ActKill) }
 func (*Kill) Events() []EventKind {
 	return []EventKind{{Name: ActKill, Payload: func() any { return &KillAction{} }, LegacyMoves: rundir.MovesIfLeader,
-		Marker: color.RGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xff}, Fault: killFault}, relaunchEvent}
+		Marker: color.RGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xff}, Fault: killFault, NodePhase: rundir.PhaseDown}, relaunchEvent}
 }
 
 func killFault(e rundir.Event) string {
@@ -64,7 +65,7 @@ func killFault(e rundir.Event) string {
 
 // relaunchEvent is the relaunch every kind that relaunches a node records (kill, power_loss, a
 // step-down by relaunch).
-var relaunchEvent = EventKind{Name: ActRelaunch, Marker: color.RGBA{R: 0xe0, G: 0x80, B: 0x00, A: 0xff}}
+var relaunchEvent = EventKind{Name: ActRelaunch, Marker: color.RGBA{R: 0xe0, G: 0x80, B: 0x00, A: 0xff}, NodePhase: engine.PhaseStarting}
 
 func (*Kill) Disrupts() string { return "kills a server" }
 func (k *Kill) Down() Down {

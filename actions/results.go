@@ -125,6 +125,14 @@ func (c Catalog) Fault(e rundir.Event) string {
 	return c[e.Action.Name].Fault(e)
 }
 
+// NodePhase is the phase the action puts its node in ("" none).
+func (c Catalog) NodePhase(a *rundir.Action) string {
+	if a == nil {
+		return ""
+	}
+	return c[a.Name].NodePhase
+}
+
 // Markers are the declared marker colours by event name.
 func (c Catalog) Markers() map[string]color.RGBA {
 	out := map[string]color.RGBA{}

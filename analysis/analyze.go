@@ -318,7 +318,7 @@ func (d *runData) readStatuses() {
 	for _, e := range d.events {
 		switch {
 		case e.Node == "":
-		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, e.IsAction(actions.ActKill), e.IsAction(actions.ActRelaunch):
+		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, d.kinds().NodePhase(e.Action) != "":
 			if _, ok := d.statuses[e.Node]; !ok {
 				d.statuses[e.Node] = nil
 			}
@@ -1012,8 +1012,8 @@ func knownPhase(p string) bool {
 	return false
 }
 
-// stateChange is a node entering a phase: an engine phase seen by polling, "down" at a kill
-// action, "starting" at a relaunch action.
+// stateChange is a node entering a phase: an engine phase seen by polling, or the phase an
+// action's kind puts it in (actions.EventKind.NodePhase: down at a kill, starting at a relaunch).
 type stateChange struct {
 	t     int64
 	phase string
@@ -1027,10 +1027,8 @@ func (d *runData) nodeStates() map[string][]stateChange {
 		switch {
 		case e.Phase != nil && knownPhase(e.Phase.To):
 			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase.To})
-		case e.IsAction(actions.ActKill):
-			per[e.Node] = append(per[e.Node], stateChange{t, phaseDown})
-		case e.IsAction(actions.ActRelaunch):
-			per[e.Node] = append(per[e.Node], stateChange{t, engine.PhaseStarting})
+		case d.kinds().NodePhase(e.Action) != "":
+			per[e.Node] = append(per[e.Node], stateChange{t, d.kinds().NodePhase(e.Action)})
 		}
 	}
 	return per
