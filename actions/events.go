@@ -17,9 +17,9 @@ type EventKind struct {
 	// Payload is a pointer to a new payload of the event; nil: it carries none (or one that the
 	// reader does not check, kept as written).
 	Payload func() any
-	// LegacyMoves is what the event did to leadership in a folder written before events said so
-	// (rundir.Action.Moves); new events say it themselves.
-	LegacyMoves rundir.LeaderMove
+	// Moves is what the event does to leadership: new events say it themselves
+	// (rundir.Action.Moves), and Reader fills it in for folders written before they did.
+	Moves rundir.LeaderMove
 	// Disturbs: the event opens a fault window for clients even when it moves no leader (a
 	// delay slows links).
 	Disturbs bool
@@ -74,7 +74,7 @@ func Reader() rundir.EventFilter {
 			return true, nil
 		}
 		if a.Moves == "" {
-			a.Moves = ek.LegacyMoves
+			a.Moves = ek.Moves
 		}
 		if ek.Payload != nil && a.Payload != nil {
 			if err := json.Unmarshal(a.Payload, ek.Payload()); err != nil {

@@ -10,7 +10,6 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -152,7 +151,7 @@ func handOffPlot(s *Summary) (*plot.Plot, []legendItem, vg.Length, error) {
 		p.Add(barsPlotter{bars})
 	}
 	// The action at 0, and the gap's ends.
-	p.Add(msMarkers(append([]marker{{x: 0, color: markerColors()[string(actions.ActStepDown)]}}, gapLines...)))
+	p.Add(msMarkers(append([]marker{{x: 0, color: handOffMarker}}, gapLines...)))
 	p.Add(rowNotes(notes))
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min, p.Y.Max = -0.6, float64(rows)-0.4

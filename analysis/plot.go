@@ -54,7 +54,9 @@ var (
 		"warmup":    {R: 0x70, G: 0x70, B: 0x70, A: 0xff},
 		"unplanned": {R: 0xff, G: 0x00, B: 0x80, A: 0xff},
 	}
-	markerOther = color.RGBA{R: 0x50, G: 0x50, B: 0x50, A: 0xff}
+	// handOffMarker marks the hand-off plot's action, at 0.
+	handOffMarker = color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}
+	markerOther   = color.RGBA{R: 0x50, G: 0x50, B: 0x50, A: 0xff}
 
 	phaseColors = map[string]color.RGBA{
 		engine.PhaseStarting:   {R: 0x9e, G: 0xb4, B: 0xd8, A: 0xff},
