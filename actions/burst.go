@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"strconv"
 	"time"
 
@@ -32,7 +33,18 @@ type Burst struct {
 	Senders  int           `json:"senders,omitempty"` // 0: one per client node
 }
 
-func (*Burst) Kind() string { return string(rundir.ActBurst) }
+// ActBurst is the burst action's name in playbooks and events; its payload is the series as
+// sent (rundir.BurstSeries, the load generator's shape too).
+const ActBurst rundir.ActionName = "burst"
+
+// BurstOf is e's payload when e is a burst, else nil.
+func BurstOf(e rundir.Event) *rundir.BurstSeries { return payloadOf[rundir.BurstSeries](e, ActBurst) }
+
+func (*Burst) Kind() string { return string(ActBurst) }
+func (*Burst) Events() []EventKind {
+	return []EventKind{{Name: ActBurst, Payload: func() any { return &rundir.BurstSeries{} },
+		Marker: color.RGBA{R: 0x80, G: 0x50, B: 0x20, A: 0xff}}}
+}
 
 func (*Burst) Fields() []Field {
 	return []Field{
@@ -130,6 +142,6 @@ func (b *Burst) Run(ctx context.Context, env Env) error {
 		return err
 	}
 	return bu.Burst(ctx, *b, func(series rundir.BurstSeries) error {
-		return env.Record(rundir.Event{Action: &rundir.Action{Name: rundir.ActBurst, Burst: &series}})
+		return record(env, time.Time{}, "", ActBurst, "", series)
 	})
 }

@@ -56,7 +56,16 @@ const cpuHogEndWait = 2 * time.Second
 // threadsAll is threads' value for one thread per CPU of the node (the default).
 const threadsAll = "cpus"
 
-func (*CPUHog) Kind() string                { return string(ActCPUHog) }
+// CPUHogOf is e's payload when e is a cpu_hog or its cpu_hog_end, else nil.
+func CPUHogOf(e rundir.Event) *CPUHogAction {
+	return payloadOf[CPUHogAction](e, ActCPUHog, ActCPUHogEnd)
+}
+
+func (*CPUHog) Kind() string { return string(ActCPUHog) }
+func (*CPUHog) Events() []EventKind {
+	payload := func() any { return &CPUHogAction{} }
+	return []EventKind{{Name: ActCPUHog, Payload: payload}, {Name: ActCPUHogEnd, Payload: payload}}
+}
 func (*CPUHog) EndEvent() rundir.ActionName { return ActCPUHogEnd }
 
 // Touches: the hog runs on the node's host beside its engine, killed or not; a power loss of

@@ -29,9 +29,38 @@ type Delay struct {
 	For    time.Duration `json:"for,omitempty"` // 0: until the run ends
 }
 
-func (*Delay) Kind() string                { return string(rundir.ActDelay) }
-func (*Delay) EndEvent() rundir.ActionName { return rundir.ActDelayHeal }
-func (*Delay) Links() string               { return "delays a server's links" }
+// The delay action's names in playbooks and events: the delay added, and taken off again.
+const (
+	ActDelay     rundir.ActionName = "delay"
+	ActDelayHeal rundir.ActionName = "delay_heal"
+)
+
+// DelayAction is the payload of delay and delay_heal: a delay added to (or taken off) each way of
+// a node's links: every peer and client link of it, or only those to To. As and To are how the
+// playbook named the nodes ("" To: every link of the node); Links how many links changed; RTTs
+// the round trip each changed pair measured through its link right after (as asked: probe.set_ns,
+// and achieved).
+type DelayAction struct {
+	As       string                `json:"as,omitempty"`
+	To       string                `json:"to,omitempty"`
+	ToNode   string                `json:"to_node,omitempty"`
+	DelayMs  float64               `json:"delay_ms"`
+	JitterMs float64               `json:"jitter_ms,omitempty"`
+	ForMs    float64               `json:"for_ms,omitempty"`
+	Links    int                   `json:"links"`
+	RTTs     []linkproxy.PairProbe `json:"rtts,omitempty"`
+}
+
+// DelayOf is e's payload when e is a delay or its delay_heal, else nil.
+func DelayOf(e rundir.Event) *DelayAction { return payloadOf[DelayAction](e, ActDelay, ActDelayHeal) }
+
+func (*Delay) Kind() string                { return string(ActDelay) }
+func (*Delay) EndEvent() rundir.ActionName { return ActDelayHeal }
+func (*Delay) Events() []EventKind {
+	payload := func() any { return &DelayAction{} }
+	return []EventKind{{Name: ActDelay, Payload: payload, Disturbs: true}, {Name: ActDelayHeal, Payload: payload}}
+}
+func (*Delay) Links() string { return "delays a server's links" }
 
 // Touches: the links are the proxies', which stay up whatever happens to the nodes; a role still
 // resolves through the leader.
@@ -173,7 +202,7 @@ func (d *Delay) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	da := &rundir.DelayAction{As: d.Node, To: d.To, DelayMs: ms(d.Delay), JitterMs: ms(d.Jitter), ForMs: ms(d.For)}
+	da := &DelayAction{As: d.Node, To: d.To, DelayMs: ms(d.Delay), JitterMs: ms(d.Jitter), ForMs: ms(d.For)}
 	var peers []string
 	if d.To != "" {
 		to, err := env.ResolveNode(d.To)
@@ -192,7 +221,7 @@ func (d *Delay) Run(ctx context.Context, env Env) error {
 		return fmt.Errorf("delay %s: %w", name, err)
 	}
 	da.Links, da.RTTs = n, rtts
-	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActDelay, Delay: da}}); err != nil {
+	if err := record(env, at, name, ActDelay, "", da); err != nil {
 		return err
 	}
 	var got []string
@@ -207,8 +236,7 @@ func (d *Delay) Run(ctx context.Context, env Env) error {
 		hat := time.Now()
 		n := undo()
 		env.Progress("delay of %s's links taken off: %d links%s", name, n, earlyNote(early))
-		return rundir.Event{T: hat, Node: name, Action: &rundir.Action{
-			Delay: &rundir.DelayAction{As: d.Node, To: d.To, ToNode: da.ToNode, DelayMs: da.DelayMs, JitterMs: da.JitterMs, Links: n}}}, nil
+		return NewEvent(hat, name, ActDelayHeal, "", DelayAction{As: d.Node, To: d.To, ToNode: da.ToNode, DelayMs: da.DelayMs, JitterMs: da.JitterMs, Links: n})
 	})
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/rig-dev/rig/actions/actionstest"
 	"github.com/rig-dev/rig/internal/testaddr"
 	"github.com/rig-dev/rig/linkproxy"
-	"github.com/rig-dev/rig/rundir"
 )
 
 // meshEnv is the fake env plus a LinkShaper whose links are a real linkproxy mesh (one zone, a
@@ -94,8 +93,8 @@ func TestDelayNodeLinks(t *testing.T) {
 		t.Fatalf("events %+v; want delay and delay_heal", env.Events())
 	}
 	ev, heal := env.Events()[0], env.Events()[1]
-	da := ev.Action.Delay
-	if !ev.IsAction(rundir.ActDelay) || ev.Node != "node-0" || da == nil || da.As != "leader" || da.DelayMs != 3 || da.ForMs != 400 || da.Links != 5 {
+	da := DelayOf(ev)
+	if !ev.IsAction(ActDelay) || ev.Node != "node-0" || da == nil || da.As != "leader" || da.DelayMs != 3 || da.ForMs != 400 || da.Links != 5 {
 		t.Fatalf("delay event %+v %+v; want node-0 (leader), 3 ms for 400 ms, 5 links (2 peers each way + client-0's)", ev, da)
 	}
 	var pairs []string
@@ -109,8 +108,8 @@ func TestDelayNodeLinks(t *testing.T) {
 	if want := []string{"client-0→node-0", "node-0→node-1", "node-0→node-2", "node-1→node-0", "node-2→node-0"}; !slices.Equal(pairs, want) {
 		t.Errorf("probed pairs %v, want %v", pairs, want)
 	}
-	if !heal.IsAction(rundir.ActDelayHeal) || heal.Node != "node-0" || heal.Action.Delay.Links != 5 || heal.T.Sub(ev.T) < 400*time.Millisecond {
-		t.Errorf("heal %+v %+v; want delay_heal of node-0's 5 links 400 ms after", heal, heal.Action.Delay)
+	if !heal.IsAction(ActDelayHeal) || heal.Node != "node-0" || DelayOf(heal).Links != 5 || heal.T.Sub(ev.T) < 400*time.Millisecond {
+		t.Errorf("heal %+v %+v; want delay_heal of node-0's 5 links 400 ms after", heal, DelayOf(heal))
 	}
 	if got := env.rtt(t, "node-1", "node-0"); got >= add {
 		t.Errorf("node-1 → node-0 round trip %v after the heal; want it undelayed", got)
@@ -130,7 +129,7 @@ func TestDelayEndsWithTheTimeline(t *testing.T) {
 	if err := env.Settle(); err != nil {
 		t.Fatal(err)
 	}
-	if len(env.Events()) != 2 || !env.Events()[1].IsAction(rundir.ActDelayHeal) || env.Events()[1].Action.Delay.Links != 5 {
+	if len(env.Events()) != 2 || !env.Events()[1].IsAction(ActDelayHeal) || DelayOf(env.Events()[1]).Links != 5 {
 		t.Fatalf("events %+v; want delay, then delay_heal of node-0's 5 links", env.Events())
 	}
 	if got := env.rtt(t, "node-1", "node-0"); got >= add {
@@ -148,7 +147,7 @@ func TestDelayBetweenTwoNodes(t *testing.T) {
 	if err := env.Settle(); err != nil {
 		t.Fatal(err)
 	}
-	if len(env.Events()) != 1 || env.Events()[0].Action.Delay.Links != 2 || env.Events()[0].Action.Delay.ToNode != "node-0" {
+	if len(env.Events()) != 1 || DelayOf(env.Events()[0]).Links != 2 || DelayOf(env.Events()[0]).ToNode != "node-0" {
 		t.Fatalf("events %+v; want one delay of the 2 links node-1 ↔ node-0", env.Events())
 	}
 	for _, p := range [][2]string{{"node-1", "node-0"}, {"node-0", "node-1"}} {

@@ -33,7 +33,13 @@ type GCAction struct {
 	engine.GCAnswer
 }
 
-func (*GC) Kind() string  { return string(ActGC) }
+// GCOf is e's payload when e is a gc action, else nil.
+func GCOf(e rundir.Event) *GCAction { return payloadOf[GCAction](e, ActGC) }
+
+func (*GC) Kind() string { return string(ActGC) }
+func (*GC) Events() []EventKind {
+	return []EventKind{{Name: ActGC, Payload: func() any { return &GCAction{} }}}
+}
 func (*GC) Calls() string { return engine.AdminGC }
 
 // Touches: the call reaches the node's engine through its agent, so a partitioned node takes it.

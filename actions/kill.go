@@ -3,9 +3,11 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/ctxtime"
 	"github.com/rig-dev/rig/internal/units"
 	"github.com/rig-dev/rig/rundir"
@@ -22,7 +24,49 @@ type Kill struct {
 	RelaunchAfter time.Duration `json:"relaunch_after,omitempty"`
 }
 
-func (*Kill) Kind() string     { return string(rundir.ActKill) }
+// The kill action's names in playbooks and events: the kill, and a node's relaunch after it (or
+// after a power loss, or a step-down by relaunch).
+const (
+	ActKill     rundir.ActionName = "kill"
+	ActRelaunch rundir.ActionName = "relaunch"
+)
+
+// KillAction is the kill event's payload: a signal sent to a node; As is how the playbook named
+// it (leader, follower...). PowerLoss marks the kill of a power_loss action: once the engine had
+// exited, the node's disk model dropped every write since each file's last fsync (a note says how
+// much). With Reboot no signal was sent: the node rebooted without sync (a stack), and notes give
+// the boot it left and the one it came back in.
+type KillAction struct {
+	Signal    string `json:"signal"`
+	As        string `json:"as,omitempty"`
+	PowerLoss bool   `json:"power_loss,omitempty"`
+	Reboot    bool   `json:"reboot,omitempty"`
+}
+
+// KillOf is e's payload when e is a kill, else nil.
+func KillOf(e rundir.Event) *KillAction { return payloadOf[KillAction](e, ActKill) }
+
+func (*Kill) Kind() string { return string(ActKill) }
+func (*Kill) Events() []EventKind {
+	return []EventKind{{Name: ActKill, Payload: func() any { return &KillAction{} }, Moves: rundir.MovesIfLeader,
+		Marker: color.RGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xff}, Fault: killFault, NodePhase: rundir.PhaseDown}, relaunchEvent}
+}
+
+func killFault(e rundir.Event) string {
+	switch k := KillOf(e); {
+	case k == nil:
+		return ""
+	case k.PowerLoss:
+		return "power loss of " + e.Node
+	default:
+		return fmt.Sprintf("kill -%s of %s", k.Signal, e.Node)
+	}
+}
+
+// relaunchEvent is the relaunch every kind that relaunches a node records (kill, power_loss, a
+// step-down by relaunch).
+var relaunchEvent = EventKind{Name: ActRelaunch, Marker: color.RGBA{R: 0xe0, G: 0x80, B: 0x00, A: 0xff}, NodePhase: engine.PhaseStarting}
+
 func (*Kill) Disrupts() string { return "kills a server" }
 func (k *Kill) Down() Down {
 	return Down{Nodes: []string{k.Node}, For: k.RelaunchAfter, Takes: LayerEngine}
@@ -74,7 +118,7 @@ func (k *Kill) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader, Kill: &rundir.KillAction{Signal: k.Signal, As: k.Node}}}); err != nil {
+	if err := record(env, time.Time{}, name, ActKill, rundir.MovesIfLeader, KillAction{Signal: k.Signal, As: k.Node}); err != nil {
 		return err
 	}
 	if err := env.Signal(ctx, name, k.Node, k.Signal); err != nil {
@@ -106,7 +150,7 @@ func relaunchLater(ctx context.Context, env Env, after time.Duration, names []st
 			return nil // the run is over: nothing to relaunch into
 		}
 		for _, name := range names {
-			if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
+			if err := record(env, time.Time{}, name, ActRelaunch, "", nil); err != nil {
 				return err
 			}
 			if err := env.Relaunch(ctx, name); err != nil {

@@ -33,11 +33,11 @@ func TestKillRelaunchesAfter(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("events %+v; want kill and relaunch", evs)
 	}
-	k := evs[0].Action.Kill
+	k := KillOf(evs[0])
 	if evs[0].Node != "node-1" || k == nil || k.Signal != "TERM" || k.As != "follower" || evs[0].Action.Moves != rundir.MovesIfLeader {
 		t.Errorf("kill event %+v %+v; want node-1 (follower) by TERM, moving the leader if it led", evs[0], k)
 	}
-	if !evs[1].IsAction(rundir.ActRelaunch) || evs[1].Node != "node-1" || evs[1].T.Sub(evs[0].T) < after {
+	if !evs[1].IsAction(ActRelaunch) || evs[1].Node != "node-1" || evs[1].T.Sub(evs[0].T) < after {
 		t.Errorf("relaunch event %+v, %s after the kill; want node-1's at least %s after", evs[1], evs[1].T.Sub(evs[0].T), after)
 	}
 }

@@ -11,7 +11,6 @@ package actions
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -353,11 +352,7 @@ type LeaderWatcher interface {
 // RecordAction records an action event of a kind that owns its payload (rundir.Action.Payload):
 // name is the kind's, payload its own type, kept in events.jsonl as its JSON.
 func RecordAction(env Env, node, name string, payload any) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return fmt.Errorf("%s event: %w", name, err)
-	}
-	return env.Record(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActionName(name), Payload: b}})
+	return record(env, time.Time{}, node, rundir.ActionName(name), "", payload)
 }
 
 // Need is env's capability C, or an error naming what the kind wanted it for.

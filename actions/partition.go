@@ -22,10 +22,42 @@ type Partition struct {
 	For  time.Duration `json:"for"`
 }
 
-func (*Partition) Kind() string                { return string(rundir.ActPartition) }
-func (*Partition) EndEvent() rundir.ActionName { return rundir.ActHeal }
-func (*Partition) Disrupts() string            { return "partitions a server off" }
-func (*Partition) Links() string               { return "partitions a server (cuts its peer and client links)" }
+// The partition action's names in playbooks and events: the cut, and its scheduled heal.
+const (
+	ActPartition rundir.ActionName = "partition"
+	ActHeal      rundir.ActionName = "heal"
+)
+
+// PartitionAction is the payload of partition and heal: a node cut off from (or healed back to)
+// every other node and client. As is how the playbook named it, ForMs how long the cut lasts,
+// Links how many links the target cut or healed (peer and client links, each direction of a pair
+// its own link).
+type PartitionAction struct {
+	As    string  `json:"as,omitempty"`
+	ForMs float64 `json:"for_ms,omitempty"`
+	Links int     `json:"links"`
+}
+
+// PartitionOf is e's payload when e is a partition or its heal, else nil.
+func PartitionOf(e rundir.Event) *PartitionAction {
+	return payloadOf[PartitionAction](e, ActPartition, ActHeal)
+}
+
+func (*Partition) Kind() string                { return string(ActPartition) }
+func (*Partition) EndEvent() rundir.ActionName { return ActHeal }
+func (*Partition) Events() []EventKind {
+	payload := func() any { return &PartitionAction{} }
+	return []EventKind{{Name: ActPartition, Payload: payload, Moves: rundir.MovesIfLeader, Fault: partitionFault}, {Name: ActHeal, Payload: payload}}
+}
+
+func partitionFault(e rundir.Event) string {
+	if p := PartitionOf(e); p != nil {
+		return fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(p.ForMs*1e6))
+	}
+	return ""
+}
+func (*Partition) Disrupts() string { return "partitions a server off" }
+func (*Partition) Links() string    { return "partitions a server (cuts its peer and client links)" }
 
 // Down counts the partitioned node as out of the majority until it is healed.
 func (p *Partition) Down() Down {
@@ -76,7 +108,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	pa := &rundir.PartitionAction{As: p.Node, ForMs: float64(p.For) / 1e6}
+	pa := &PartitionAction{As: p.Node, ForMs: float64(p.For) / 1e6}
 	// The event is stamped before the cut: the fault's time is when it was asked for.
 	at := time.Now()
 	n, err := lc.Isolate(ctx, name)
@@ -84,7 +116,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 		return fmt.Errorf("partition %s: %w", name, err)
 	}
 	pa.Links = n
-	if err := env.Record(rundir.Event{T: at, Node: name, Action: &rundir.Action{Name: rundir.ActPartition, Moves: rundir.MovesIfLeader, Partition: pa}}); err != nil {
+	if err := record(env, at, name, ActPartition, rundir.MovesIfLeader, pa); err != nil {
 		return err
 	}
 	env.Progress("partitioned %s (%s): %d links cut, healing in %s", name, p.Node, n, p.For)
@@ -95,7 +127,7 @@ func (p *Partition) Run(ctx context.Context, env Env) error {
 			return rundir.Event{}, fmt.Errorf("heal %s: %w", name, err)
 		}
 		env.Progress("healed %s: %d links%s", name, n, earlyNote(early))
-		return rundir.Event{T: hat, Node: name, Action: &rundir.Action{Partition: &rundir.PartitionAction{As: p.Node, Links: n}}}, nil
+		return NewEvent(hat, name, ActHeal, "", PartitionAction{As: p.Node, Links: n})
 	})
 	return nil
 }

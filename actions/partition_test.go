@@ -44,11 +44,11 @@ func TestPartitionCutsAndHeals(t *testing.T) {
 	if len(evs) != 2 {
 		t.Fatalf("events %+v", evs)
 	}
-	pa := evs[0].Action.Partition
+	pa := PartitionOf(evs[0])
 	if pa == nil || pa.As != "leader" || pa.Links != 4 || pa.ForMs != 40 || evs[0].Action.Moves != rundir.MovesIfLeader {
 		t.Errorf("partition %+v; want the leader's 4 links for 40 ms, moving the leader", pa)
 	}
-	if !evs[1].IsAction(rundir.ActHeal) || evs[1].Node != "node-0" || evs[1].T.Sub(evs[0].T) < d {
+	if !evs[1].IsAction(ActHeal) || evs[1].Node != "node-0" || evs[1].T.Sub(evs[0].T) < d {
 		t.Errorf("heal %+v, %s after; want node-0's heal at least %s after", evs[1], evs[1].T.Sub(evs[0].T), d)
 	}
 

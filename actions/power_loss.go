@@ -41,7 +41,11 @@ const (
 	UnsyncedKeep = "keep"
 )
 
-func (*PowerLoss) Kind() string     { return string(rundir.ActPowerLoss) }
+// ActPowerLoss is the power_loss action's name in playbooks; its events are kills
+// (KillAction.PowerLoss) and relaunches.
+const ActPowerLoss rundir.ActionName = "power_loss"
+
+func (*PowerLoss) Kind() string     { return string(ActPowerLoss) }
 func (*PowerLoss) Disrupts() string { return "cuts the power of servers" }
 
 // Down counts the servers as down until the power comes back and they are relaunched (on a stack
@@ -142,8 +146,8 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 		return p.reboot(ctx, env, rb, refs, names)
 	}
 	for i, name := range names {
-		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader,
-			Kill: &rundir.KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}}}); err != nil {
+		if err := record(env, time.Time{}, name, ActKill, rundir.MovesIfLeader,
+			KillAction{Signal: "KILL", As: refs[i], PowerLoss: p.Unsynced != UnsyncedKeep}); err != nil {
 			return err
 		}
 		if err := env.Signal(ctx, name, refs[i], "KILL"); err != nil {
@@ -178,8 +182,8 @@ func (p *PowerLoss) Run(ctx context.Context, env Env) error {
 func (p *PowerLoss) reboot(ctx context.Context, env Env, rb NodeRebooter, refs, names []string) error {
 	old := make([]string, len(names))
 	for i, name := range names {
-		if err := env.Record(rundir.Event{Node: name, Action: &rundir.Action{Name: rundir.ActKill, Moves: rundir.MovesIfLeader,
-			Kill: &rundir.KillAction{As: refs[i], PowerLoss: true, Reboot: true}}}); err != nil {
+		if err := record(env, time.Time{}, name, ActKill, rundir.MovesIfLeader,
+			KillAction{As: refs[i], PowerLoss: true, Reboot: true}); err != nil {
 			return err
 		}
 		boot, err := rb.CutPower(ctx, name)

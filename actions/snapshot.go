@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -11,10 +12,28 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
+// ActSnapshot is the snapshot action's name in playbooks and events.
+const ActSnapshot rundir.ActionName = "snapshot"
+
 // Snapshot asks the leader for a cluster-wide snapshot at one log index.
 type Snapshot struct{}
 
-func (*Snapshot) Kind() string                        { return string(rundir.ActSnapshot) }
+// SnapshotAction is the snapshot event's payload: a snapshot requested on the leader; Index is
+// the log index the leader answered with (absent when it never answered).
+type SnapshotAction struct {
+	Leader       string   `json:"leader,omitempty"`
+	Index        *uint64  `json:"index,omitempty"`
+	LeaderTakeMs *float64 `json:"leader_take_ms,omitempty"`
+}
+
+// SnapshotOf is e's payload when e is a snapshot action, else nil.
+func SnapshotOf(e rundir.Event) *SnapshotAction { return payloadOf[SnapshotAction](e, ActSnapshot) }
+
+func (*Snapshot) Kind() string { return string(ActSnapshot) }
+func (*Snapshot) Events() []EventKind {
+	return []EventKind{{Name: ActSnapshot, Payload: func() any { return &SnapshotAction{} },
+		Marker: color.RGBA{R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff}}}
+}
 func (*Snapshot) Fields() []Field                     { return nil }
 func (*Snapshot) Check(Context) []Problem             { return nil }
 func (*Snapshot) Describe(Varied) string              { return "snapshot (cluster-wide, at one log index)" }
@@ -29,10 +48,9 @@ func (*Snapshot) Run(ctx context.Context, env Env) (err error) {
 	if leader == "" {
 		return fmt.Errorf("no leader to snapshot on")
 	}
-	act := &rundir.SnapshotAction{Leader: leader}
-	ev := rundir.Event{T: time.Now(), Node: leader, Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: act}}
+	act, at := &SnapshotAction{Leader: leader}, time.Now()
 	defer func() {
-		if rerr := env.Record(ev); err == nil {
+		if rerr := record(env, at, leader, ActSnapshot, "", act); err == nil {
 			err = rerr
 		}
 	}()

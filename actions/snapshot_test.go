@@ -23,8 +23,8 @@ func TestSnapshotLineNamesUncounted(t *testing.T) {
 		if got := env.Calls(); !slices.Equal(got, []string{"admin node-0 " + engine.AdminSnapshot, "record snapshot"}) {
 			t.Errorf("answer %s: calls %q; want the leader asked, then the event", c.body, got)
 		}
-		if evs := env.Events(); len(evs) != 1 || evs[0].Node != "node-0" || evs[0].Action.Snapshot == nil ||
-			evs[0].Action.Snapshot.Index == nil || *evs[0].Action.Snapshot.Index != 1216 {
+		if evs := env.Events(); len(evs) != 1 || evs[0].Node != "node-0" || SnapshotOf(evs[0]) == nil ||
+			SnapshotOf(evs[0]).Index == nil || *SnapshotOf(evs[0]).Index != 1216 {
 			t.Errorf("answer %s: events %+v; want node-0's snapshot at index 1216", c.body, evs)
 		}
 		if lines := env.Lines(); len(lines) != 1 || !strings.Contains(lines[0], c.want) {

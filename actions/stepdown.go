@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -14,7 +15,14 @@ import (
 // relaunch once it has exited.
 type StepDown struct{}
 
-func (*StepDown) Kind() string            { return string(rundir.ActStepDown) }
+// ActStepDown is the step_down action's name in playbooks and events; it carries no payload.
+const ActStepDown rundir.ActionName = "step_down"
+
+func (*StepDown) Kind() string { return string(ActStepDown) }
+func (*StepDown) Events() []EventKind {
+	return []EventKind{{Name: ActStepDown, Moves: rundir.MovesLeader,
+		Marker: color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}}, relaunchEvent}
+}
 func (*StepDown) Fields() []Field         { return nil }
 func (*StepDown) Check(Context) []Problem { return nil }
 func (*StepDown) Describe(Varied) string {
@@ -30,7 +38,7 @@ func (*StepDown) Run(ctx context.Context, env Env) error {
 		return fmt.Errorf("no leader to step down")
 	}
 	byRelaunch := stepsDownByRelaunch(ctx, env, leader)
-	if err := env.Record(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActStepDown, Moves: rundir.MovesLeader}}); err != nil {
+	if err := record(env, time.Time{}, leader, ActStepDown, rundir.MovesLeader, nil); err != nil {
 		return err
 	}
 	if byRelaunch {
@@ -77,7 +85,7 @@ func stepDownByRelaunch(ctx context.Context, env Env, leader string) error {
 		}
 	}
 	stopped := time.Since(start)
-	if err := env.Record(rundir.Event{Node: leader, Action: &rundir.Action{Name: rundir.ActRelaunch}}); err != nil {
+	if err := record(env, time.Time{}, leader, ActRelaunch, "", nil); err != nil {
 		return err
 	}
 	if err := env.Relaunch(ctx, leader); err != nil {

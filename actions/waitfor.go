@@ -24,7 +24,19 @@ type WaitFor struct {
 	StableLeader time.Duration `json:"stable_leader,omitempty"`
 }
 
-func (*WaitFor) Kind() string                   { return string(rundir.ActWaitFor) }
+// ActWaitFor is the wait_for action's name in playbooks and events.
+const ActWaitFor rundir.ActionName = "wait_for"
+
+// WaitForAction is the wait_for event's payload: the timeline held until the event's node (every
+// server when it has none) is in Phase.
+type WaitForAction struct {
+	Phase string `json:"phase"`
+}
+
+func (*WaitFor) Kind() string { return string(ActWaitFor) }
+func (*WaitFor) Events() []EventKind {
+	return []EventKind{{Name: ActWaitFor, Payload: func() any { return &WaitForAction{} }}}
+}
 func (w *WaitFor) Awaits() (node, phase string) { return w.Node, w.Phase }
 
 func (*WaitFor) Fields() []Field {
@@ -88,7 +100,7 @@ func (w *WaitFor) Run(ctx context.Context, env Env) error {
 		}
 	}
 	start := time.Now()
-	if err := env.Record(rundir.Event{Node: node, Action: &rundir.Action{Name: rundir.ActWaitFor, WaitFor: &rundir.WaitForAction{Phase: w.Phase}}}); err != nil {
+	if err := record(env, time.Time{}, node, ActWaitFor, "", WaitForAction{Phase: w.Phase}); err != nil {
 		return err
 	}
 	deadline := start.Add(w.Timeout)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/playbooks"
@@ -51,8 +52,9 @@ type runData struct {
 	hasMan   bool
 	pb       playbooks.Playbook // the resolved playbook from the manifest
 	hasPB    bool
-	events   []rundir.Event // sorted by T
-	probes   []rundir.Probe // sorted by IntendedNs, warm-up included
+	events   []rundir.Event  // sorted by T
+	catalog  actions.Catalog // the kinds' events (actions.Events), read on first use
+	probes   []rundir.Probe  // sorted by IntendedNs, warm-up included
 	hasProbe bool
 
 	firstPost   int   // index of the first probe sent at or after warmupEnd
@@ -168,7 +170,7 @@ func (d *runData) readManifest() {
 // readEvents reads events.jsonl, skipping (and reporting) lines it cannot decode: the tail of
 // an interrupted run may be torn, and everything before it is still good.
 func (d *runData) readEvents() {
-	evs, bad, err := d.run.Events()
+	evs, bad, err := d.run.Events(actions.Reader())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.warnf("no events.jsonl: no timeline, snapshots or restarts")
@@ -316,7 +318,7 @@ func (d *runData) readStatuses() {
 	for _, e := range d.events {
 		switch {
 		case e.Node == "":
-		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, e.IsAction(rundir.ActKill), e.IsAction(rundir.ActRelaunch):
+		case e.Phase != nil, e.Role != nil, e.Snapshot != nil, d.kinds().NodePhase(e.Action) != "":
 			if _, ok := d.statuses[e.Node]; !ok {
 				d.statuses[e.Node] = nil
 			}
@@ -326,6 +328,14 @@ func (d *runData) readStatuses() {
 		d.nodes = append(d.nodes, n)
 	}
 	slices.Sort(d.nodes)
+}
+
+// kinds is the catalog of the kinds' events: what the analysis asks of an event's kind.
+func (d *runData) kinds() actions.Catalog {
+	if d.catalog == nil {
+		d.catalog = actions.Events()
+	}
+	return d.catalog
 }
 
 // off is t as seconds from load_start, rounded to the microsecond.
@@ -511,6 +521,7 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
 	d.burstRows(s)
+	d.kindRows(s)
 	var dw []string
 	s.Durability, dw = d.durability(s)
 	warn = append(warn, dw...)
@@ -767,8 +778,8 @@ func orDash(s string) string {
 // matched to it.
 func (d *runData) snapshotRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions(rundir.ActSnapshot)
-	relaunches := d.actions(rundir.ActRelaunch)
+	acts := d.actions(actions.ActSnapshot)
+	relaunches := d.actions(actions.ActRelaunch)
 	// relaunchedBetween: a node relaunched after the action reports the snapshot it restored,
 	// not one it took.
 	relaunchedBetween := func(node string, from, to int64) bool {
@@ -785,7 +796,7 @@ func (d *runData) snapshotRows(s *Summary) []string {
 		if i+1 < len(acts) {
 			next = acts[i+1].T.UnixNano()
 		}
-		sa := a.Action.Snapshot
+		sa := actions.SnapshotOf(a)
 		row := SnapshotRow{AtS: d.off(at), Leader: sa.Leader, TakeMs: map[string]float64{}}
 		var finish int64
 		if sa.Index != nil {
@@ -857,12 +868,12 @@ func (d *runData) pause(row *SnapshotRow, w span) {
 
 // restartRows builds one row per kill action.
 func (d *runData) restartRows(s *Summary) []string {
-	kills := d.actions(rundir.ActKill)
+	kills := d.actions(actions.ActKill)
 	if len(kills) == 0 {
 		return nil
 	}
 	var warn []string
-	relaunches := d.actions(rundir.ActRelaunch)
+	relaunches := d.actions(actions.ActRelaunch)
 	usedRelaunch := make([]bool, len(relaunches))
 
 	firstKill := kills[0].T.UnixNano()
@@ -878,7 +889,7 @@ func (d *runData) restartRows(s *Summary) []string {
 				break
 			}
 		}
-		row := RestartRow{Node: node, Signal: k.Action.Kill.Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
+		row := RestartRow{Node: node, Signal: actions.KillOf(k).Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
 		row.Windows.AllUp = allUp
 		var rl int64 = -1
 		for j, r := range relaunches {
@@ -975,7 +986,7 @@ func (d *runData) leadership() leadership {
 	l := leadership{Changes: []LeaderMark{}, Actions: []ActionMark{}, Window: d.leaderWindow()}
 	for _, e := range d.events {
 		if e.Action != nil {
-			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node, Moves: e.Action.MovesLeader()})
+			l.Actions = append(l.Actions, ActionMark{AtS: d.off(e.T.UnixNano()), Action: string(e.Action.Name), Node: e.Node, Moves: e.Action.Moves})
 		}
 		if e.Role == nil || e.Role.To != engine.RoleLeader {
 			continue
@@ -1001,8 +1012,8 @@ func knownPhase(p string) bool {
 	return false
 }
 
-// stateChange is a node entering a phase: an engine phase seen by polling, "down" at a kill
-// action, "starting" at a relaunch action.
+// stateChange is a node entering a phase: an engine phase seen by polling, or the phase an
+// action's kind puts it in (actions.EventKind.NodePhase: down at a kill, starting at a relaunch).
 type stateChange struct {
 	t     int64
 	phase string
@@ -1016,10 +1027,8 @@ func (d *runData) nodeStates() map[string][]stateChange {
 		switch {
 		case e.Phase != nil && knownPhase(e.Phase.To):
 			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase.To})
-		case e.IsAction(rundir.ActKill):
-			per[e.Node] = append(per[e.Node], stateChange{t, phaseDown})
-		case e.IsAction(rundir.ActRelaunch):
-			per[e.Node] = append(per[e.Node], stateChange{t, engine.PhaseStarting})
+		case d.kinds().NodePhase(e.Action) != "":
+			per[e.Node] = append(per[e.Node], stateChange{t, d.kinds().NodePhase(e.Action)})
 		}
 	}
 	return per

@@ -69,7 +69,7 @@ func (d *runData) clientConn(s *Summary) *ClientConn {
 	}
 	var faults []rundir.Event
 	for _, e := range d.events {
-		if e.Action != nil && e.Action.Disturbs() {
+		if e.Action != nil && d.kinds().Disturbs(e.Action) {
 			faults = append(faults, e)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -116,13 +115,8 @@ func (d *runData) durability(s *Summary) (*Durability, []string) {
 func (d *runData) faults() string {
 	var parts []string
 	for _, e := range d.events {
-		switch a := e.Action; {
-		case e.IsAction(rundir.ActKill) && a.Kill != nil && a.Kill.PowerLoss:
-			parts = append(parts, "power loss of "+e.Node)
-		case e.IsAction(rundir.ActKill) && a.Kill != nil:
-			parts = append(parts, fmt.Sprintf("kill -%s of %s", a.Kill.Signal, e.Node))
-		case e.IsAction(rundir.ActPartition) && a.Partition != nil:
-			parts = append(parts, fmt.Sprintf("partition of %s for %v", e.Node, time.Duration(a.Partition.ForMs*1e6)))
+		if f := d.kinds().Fault(e); f != "" {
+			parts = append(parts, f)
 		}
 	}
 	if len(parts) == 0 {

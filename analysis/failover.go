@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
@@ -254,12 +255,12 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		faults = append(faults, span{from - int64(faultLead), max(from, to)})
 		labels = append(labels, [2]string{what, node})
 	}
-	kills := d.actions(rundir.ActKill)
+	kills := d.actions(actions.ActKill)
 	for _, r := range s.Restarts {
-		what := string(rundir.ActKill)
+		what := string(actions.ActKill)
 		for _, k := range kills {
-			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && k.Action.Kill != nil && k.Action.Kill.PowerLoss {
-				what = string(rundir.ActPowerLoss)
+			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && actions.KillOf(k) != nil && actions.KillOf(k).PowerLoss {
+				what = string(actions.ActPowerLoss)
 			}
 		}
 		end := ns(r.KillS)
@@ -283,21 +284,22 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		}
 		fault(windowFailover, r.From, ns(r.AtS), end)
 	}
-	var heals []rundir.Event
-	for _, e := range d.events {
-		if e.IsAction(rundir.ActHeal) {
-			heals = append(heals, e)
+	// A kind that takes nodes out of the majority until an event of its own ends it (a
+	// partition until its heal) is a fault for its whole window.
+	for _, name := range actions.Names() {
+		k, _ := actions.New(name)
+		_, spans := k.(actions.Spanner)
+		_, downs := k.(actions.Downer)
+		if !spans || !downs {
+			continue
 		}
-	}
-	for _, p := range d.actions(rundir.ActPartition) {
-		t, end := p.T.UnixNano(), d.loadEnd
-		for _, h := range heals {
-			if h.Node == p.Node && h.T.UnixNano() >= t {
-				end = h.T.UnixNano()
-				break
+		for _, w := range actions.Windows(name, d.events) {
+			end := d.loadEnd
+			if w.End != nil {
+				end = w.End.T.UnixNano()
 			}
+			fault(name, w.Start.Node, w.Start.T.UnixNano(), end)
 		}
-		fault(string(rundir.ActPartition), p.Node, t, end)
 	}
 	for i, sp := range d.withDrain(faults) {
 		add(labels[i][0], labels[i][1], span{sp.from, min(sp.to, max(d.loadEnd, sp.from))})

@@ -155,7 +155,7 @@ func (d *runData) handOffs(s *Summary) []HandOff {
 		h := d.handOff(f, at, limit, states)
 		out = append(out, h)
 		for j := range s.StepDowns {
-			if f.Action == string(rundir.ActStepDown) && s.StepDowns[j].AtS == f.AtS {
+			if d.kinds()[rundir.ActionName(f.Action)].Moves == rundir.MovesLeader && s.StepDowns[j].AtS == f.AtS {
 				s.StepDowns[j].HandOffTimes = h.HandOffTimes
 			}
 		}

@@ -151,7 +151,7 @@ func handOffPlot(s *Summary) (*plot.Plot, []legendItem, vg.Length, error) {
 		p.Add(barsPlotter{bars})
 	}
 	// The action at 0, and the gap's ends.
-	p.Add(msMarkers(append([]marker{{x: 0, color: markerColors["step_down"]}}, gapLines...)))
+	p.Add(msMarkers(append([]marker{{x: 0, color: handOffMarker}}, gapLines...)))
 	p.Add(rowNotes(notes))
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min, p.Y.Max = -0.6, float64(rows)-0.4

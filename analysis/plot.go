@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -45,18 +47,16 @@ var (
 	colMax  = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	colLost = color.RGBA{R: 0x99, G: 0x00, B: 0x00, A: 0xff}
 
-	// markerColors colour the vertical event markers by what happened.
-	markerColors = map[string]color.RGBA{
-		"snapshot":  {R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff},
-		"kill":      {R: 0xc0, G: 0x10, B: 0x10, A: 0xff},
-		"relaunch":  {R: 0xe0, G: 0x80, B: 0x00, A: 0xff},
+	// ownMarkers colour the vertical markers of what the analysis finds itself; an action's
+	// marker is its kind's (actions.EventKind.Marker).
+	ownMarkers = map[string]color.RGBA{
 		"ready":     {R: 0x10, G: 0x90, B: 0x30, A: 0xff},
-		"step_down": {R: 0x80, G: 0x30, B: 0xa0, A: 0xff},
-		"burst":     {R: 0x80, G: 0x50, B: 0x20, A: 0xff},
 		"warmup":    {R: 0x70, G: 0x70, B: 0x70, A: 0xff},
 		"unplanned": {R: 0xff, G: 0x00, B: 0x80, A: 0xff},
 	}
-	markerOther = color.RGBA{R: 0x50, G: 0x50, B: 0x50, A: 0xff}
+	// handOffMarker marks the hand-off plot's action, at 0.
+	handOffMarker = color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}
+	markerOther   = color.RGBA{R: 0x50, G: 0x50, B: 0x50, A: 0xff}
 
 	phaseColors = map[string]color.RGBA{
 		engine.PhaseStarting:   {R: 0x9e, G: 0xb4, B: 0xd8, A: 0xff},
@@ -200,10 +200,11 @@ type marker struct {
 func eventMarkers(s *Summary) []marker {
 	var ms []marker
 	if s.Settings.WarmupS > 0 {
-		ms = append(ms, marker{x: s.Settings.WarmupS, label: "warm-up end", color: markerColors["warmup"], dash: true})
+		ms = append(ms, marker{x: s.Settings.WarmupS, label: "warm-up end", color: ownMarkers["warmup"], dash: true})
 	}
+	kinds := actions.Events()
 	for _, a := range s.Actions {
-		c, ok := markerColors[a.Action]
+		c, ok := kinds.Marker(a.Action)
 		if !ok {
 			c = markerOther
 		}
@@ -215,11 +216,11 @@ func eventMarkers(s *Summary) []marker {
 	}
 	for _, r := range s.Restarts {
 		if r.ReadyS != nil {
-			ms = append(ms, marker{x: *r.ReadyS, label: "ready " + r.Node, color: markerColors["ready"]})
+			ms = append(ms, marker{x: *r.ReadyS, label: "ready " + r.Node, color: ownMarkers["ready"]})
 		}
 	}
 	for _, l := range s.UnplannedLeaderChanges {
-		ms = append(ms, marker{x: l.AtS, label: "unplanned leader " + l.Node, color: markerColors["unplanned"], dash: true})
+		ms = append(ms, marker{x: l.AtS, label: "unplanned leader " + l.Node, color: ownMarkers["unplanned"], dash: true})
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].x < ms[j].x })
 	return ms
@@ -352,6 +353,13 @@ func latencyPlot(d *runData, s *Summary) (*plot.Plot, []legendItem, vg.Length, e
 	return p, legend, 5.5 * vg.Inch, nil
 }
 
+// markerColors are every marker's colour by name: the kinds' and the analysis's own.
+func markerColors() map[string]color.RGBA {
+	out := actions.Events().Markers()
+	maps.Copy(out, ownMarkers)
+	return out
+}
+
 // markerLegend has one entry per kind of marker present.
 func markerLegend(ms []marker) []legendItem {
 	var out []legendItem
@@ -362,7 +370,7 @@ func markerLegend(ms []marker) []legendItem {
 		}
 		seen[m.color] = true
 		name := m.label
-		for k, c := range markerColors {
+		for k, c := range markerColors() {
 			if c == m.color {
 				name = k
 			}

@@ -3,6 +3,7 @@ package analysis
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/rig-dev/rig/stats"
 )
@@ -60,7 +61,7 @@ var rowKinds = []rowKind{
 // kindFigures are the declared figures of the row kind named name (none for a name it does
 // not know: its pooled figures are read back by name alone).
 func kindFigures(name string) []Figure {
-	for _, k := range rowKinds {
+	for _, k := range slices.Concat(rowKinds, rowerKinds()) {
 		if k.name == name {
 			return k.figures()
 		}
@@ -75,7 +76,7 @@ type RowPooled map[string]Pooled
 // poolRows pools every kind's rows of s.
 func poolRows(s *Summary) RowPooled {
 	out := RowPooled{}
-	for _, k := range rowKinds {
+	for _, k := range slices.Concat(rowKinds, rowerKinds()) {
 		if p := k.pool(s); p != nil {
 			out[k.name] = p
 		}

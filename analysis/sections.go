@@ -24,6 +24,7 @@ var reportSections = []section{
 	failoversSection,
 	handOffsSection,
 	burstsSection,
+	kindRowsSection,
 	restartsSection,
 	durabilitySection,
 	probesSection,

@@ -33,10 +33,16 @@ type StepDownRow struct {
 	HandOffTimes
 }
 
-// stepDownRows builds one row per step_down action.
+// stepDownRows builds one row per action that hands leadership on (its event moves the leader
+// always: a step-down).
 func (d *runData) stepDownRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions(rundir.ActStepDown)
+	var acts []rundir.Event
+	for _, e := range d.events {
+		if e.Action != nil && e.Action.Moves == rundir.MovesLeader {
+			acts = append(acts, e)
+		}
+	}
 	for i, a := range acts {
 		at := a.T.UnixNano()
 		row := StepDownRow{AtS: d.off(at), From: a.Node} // NormalP50Us once normal latency is known (analyze.go)

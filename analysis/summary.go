@@ -74,6 +74,9 @@ type Summary struct {
 	// gap, detection, election, client learning, and every server's states around it.
 	HandOffs []HandOff  `json:"hand_offs"`
 	Bursts   []BurstRow `json:"bursts"` // one per micro-burst the load generator sent
+	// KindRows: the rows of the kinds with rows of their own (actions.Rower), by kind: one per
+	// window of their events (kindrows.go).
+	KindRows map[string][]KindRow `json:"kind_rows,omitempty"`
 	// Durability: every acknowledged order checked against what the servers hold at the end
 	// (durability.go); absent without a ledger. A lost acknowledged order leads the report.
 	Durability *Durability `json:"durability,omitempty"`

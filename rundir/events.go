@@ -14,7 +14,6 @@ import (
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/untrusted"
-	"github.com/rig-dev/rig/linkproxy"
 )
 
 // Kind is an event's kind: which of Event's payloads it carries.
@@ -46,26 +45,9 @@ const (
 	RunEnd         RunPhase = "end"
 )
 
-// ActionName names a timeline action (KindAction).
+// ActionName names a timeline action (KindAction). The names, and the payload each carries, are
+// their kinds' (actions/): this file knows only the envelope every action shares.
 type ActionName string
-
-// Action names. Relaunch is the kill action's scheduled relaunch.
-const (
-	ActSnapshot ActionName = "snapshot"
-	ActKill     ActionName = "kill"
-	ActRelaunch ActionName = "relaunch"
-	ActStepDown ActionName = "step_down"
-	ActBurst    ActionName = "burst"
-	ActWaitFor  ActionName = "wait_for"
-	// ActPowerLoss is the timeline kind only: its events are kills (KillAction.PowerLoss).
-	ActPowerLoss ActionName = "power_loss"
-	// ActPartition cuts every peer and client link of a node; ActHeal is its scheduled heal.
-	ActPartition ActionName = "partition"
-	ActHeal      ActionName = "heal"
-	// ActDelay adds a delay to links of a node; ActDelayHeal takes it off again.
-	ActDelay     ActionName = "delay"
-	ActDelayHeal ActionName = "delay_heal"
-)
 
 // LeaderMove is what an action does to leadership. Its kind writes it into the event, so what
 // reads the events needs no list of kinds: it hands leadership on (step_down), or takes it away
@@ -77,24 +59,6 @@ const (
 	MovesLeader   LeaderMove = "always"
 	MovesIfLeader LeaderMove = "if_leader"
 )
-
-// legacyMoves is what the kinds of folders written before events said so did to leadership.
-var legacyMoves = map[ActionName]LeaderMove{ActStepDown: MovesLeader, ActKill: MovesIfLeader, ActPartition: MovesIfLeader}
-
-// MovesLeader is what the action does to leadership: what its event says, or for a folder
-// written before events said so, what its kind did then.
-func (a *Action) MovesLeader() LeaderMove {
-	if a.Moves != "" {
-		return a.Moves
-	}
-	return legacyMoves[a.Name]
-}
-
-// Disturbs says whether the action opens a fault window for clients: it moves leadership, or may
-// (as its event says), or it slows links (a delay).
-func (a *Action) Disturbs() bool {
-	return a.MovesLeader() != "" || a.Name == ActDelay
-}
 
 // PhaseDown is the agent's pseudo-phase for an engine process that has exited.
 const PhaseDown = "down"
@@ -113,10 +77,6 @@ type Event struct {
 	Snapshot *SnapshotTaken
 	Election *ElectionChange
 	Note     *Note
-
-	// legacySnap is a note that carried a snapshot action's index before the action did; only
-	// ReadEvents sees it, and folds it into the action.
-	legacySnap *SnapshotAction
 }
 
 // Run is a stage of the run.
@@ -124,80 +84,20 @@ type Run struct {
 	Phase RunPhase
 }
 
-// Action is a timeline action, stamped when it was requested. Its payload matches Name;
-// relaunch and step_down carry none.
+// Action is a timeline action, stamped when it was requested: its name, what it did to
+// leadership, and its kind's payload as written (actions/ decodes it by the name).
 type Action struct {
-	Name     ActionName
-	Snapshot *SnapshotAction
-	Kill     *KillAction
-	WaitFor  *WaitForAction
-	Burst    *BurstSeries
-	// Partition is the payload of partition and heal.
-	Partition *PartitionAction
-	// Delay is the payload of delay and delay_heal.
-	Delay *DelayAction
-	// Moves is what the action does to leadership, as its kind wrote it (MovesLeader reads older
-	// folders too).
-	Moves LeaderMove
-	// Payload is the payload of a kind that owns its own (one this file has no type for, such
-	// as a kind added in actions/ alone, actions.RecordAction): kept as written, read back as it
-	// is.
+	Name ActionName
+	// Moves is what the action does to leadership, as its kind wrote it.
+	Moves   LeaderMove
 	Payload json.RawMessage
 }
 
-// DelayAction is a delay added to (or taken off) each way of a node's links: every peer and
-// client link of it, or only those to To. As and To are how the playbook named the nodes
-// ("" To: every link of the node); Links how many links changed; RTTs the round trip each changed
-// pair measured through its link right after (as asked: probe.set_ns, and achieved).
-type DelayAction struct {
-	As       string                `json:"as,omitempty"`
-	To       string                `json:"to,omitempty"`
-	ToNode   string                `json:"to_node,omitempty"`
-	DelayMs  float64               `json:"delay_ms"`
-	JitterMs float64               `json:"jitter_ms,omitempty"`
-	ForMs    float64               `json:"for_ms,omitempty"`
-	Links    int                   `json:"links"`
-	RTTs     []linkproxy.PairProbe `json:"rtts,omitempty"`
-}
-
-// PartitionAction is a node cut off from (or healed back to) every other node and client: As is
-// how the playbook named it, ForMs how long the cut lasts, Links how many links the target cut
-// or healed (peer and client links, each direction of a pair its own link).
-type PartitionAction struct {
-	As    string  `json:"as,omitempty"`
-	ForMs float64 `json:"for_ms,omitempty"`
-	Links int     `json:"links"`
-}
-
-// SnapshotAction is a snapshot requested on the leader; Index is the log index the leader
-// answered with (absent when it never answered).
-type SnapshotAction struct {
-	Leader       string   `json:"leader,omitempty"`
-	Index        *uint64  `json:"index,omitempty"`
-	LeaderTakeMs *float64 `json:"leader_take_ms,omitempty"`
-}
-
-// KillAction is a signal sent to a node; As is how the playbook named it (leader, follower...).
-// PowerLoss marks the kill of a power_loss action: once the engine had exited, the node's disk
-// model dropped every write since each file's last fsync (a note says how much). With Reboot no
-// signal was sent: the node rebooted without sync (a stack), and notes give the boot it left
-// and the one it came back in.
-type KillAction struct {
-	Signal    string `json:"signal"`
-	As        string `json:"as,omitempty"`
-	PowerLoss bool   `json:"power_loss,omitempty"`
-	Reboot    bool   `json:"reboot,omitempty"`
-}
-
-// WaitForAction holds the timeline until Node (every server when empty) is in Phase.
-type WaitForAction struct {
-	Phase string `json:"phase"`
-}
-
 // BurstSeries is one micro-burst series: Count bursts of Messages sent back-to-back, Every
-// apart. It is the burst action's record and what one load generator is asked to send (the body
+// apart. It is the burst action's payload and what one load generator is asked to send (the body
 // of its control API's POST /burst, and its options), so the series has one shape from the
-// runner to the sockets.
+// runner to the sockets; it lives here, not with its kind, because the load generator writes it
+// too.
 //
 // UDP bursts (docs/wire.md): Messages datagrams of Size bytes from each of Senders senders (in
 // the record: in all, spread over the client nodes; to a load generator: its own), numbered from
@@ -243,12 +143,16 @@ type SnapshotTaken struct {
 	engine.Snapshot
 }
 
-// Note is a warning the runner recorded, or a signal the agent sent the engine.
+// Note is a warning the runner recorded, or a signal the agent sent the engine. Action and
+// Detail are a note about an action, as older rigs wrote one (an action's detail that came
+// after it): kept as written for the actions' reader of older folders (actions.Reader).
 type Note struct {
-	From    string `json:"-"`
-	Warning string `json:"warning,omitempty"`
-	Signal  string `json:"signal,omitempty"`
-	Text    string `json:"text,omitempty"` // anything else, e.g. a transition kind this version does not know
+	From    string          `json:"-"`
+	Warning string          `json:"warning,omitempty"`
+	Signal  string          `json:"signal,omitempty"`
+	Text    string          `json:"text,omitempty"` // anything else, e.g. a transition kind this version does not know
+	Action  ActionName      `json:"-"`
+	Detail  json.RawMessage `json:"-"`
 }
 
 // Kind is the kind of the payload e carries ("" when it carries none).
@@ -303,20 +207,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case KindAction:
 		a := e.Action
 		l.Action, l.Moves = a.Name, a.Moves
-		switch {
-		case a.Snapshot != nil:
-			detail = a.Snapshot
-		case a.Kill != nil:
-			detail = a.Kill
-		case a.WaitFor != nil:
-			detail = a.WaitFor
-		case a.Burst != nil:
-			detail = a.Burst
-		case a.Partition != nil:
-			detail = a.Partition
-		case a.Delay != nil:
-			detail = a.Delay
-		case a.Payload != nil:
+		if a.Payload != nil {
 			detail = a.Payload
 		}
 	case KindPhase:
@@ -332,7 +223,10 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case KindElection:
 		l.State, l.From = e.Election.To, e.Election.From
 	case KindNote:
-		l.From, detail = e.Note.From, e.Note
+		l.From, l.Action, detail = e.Note.From, e.Note.Action, e.Note
+		if e.Note.Detail != nil {
+			detail = e.Note.Detail
+		}
 	default:
 		return nil, errors.New("event has no payload")
 	}
@@ -367,33 +261,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Run = &Run{Phase: RunPhase(l.Phase)}
 	case KindAction:
 		a := &Action{Name: l.Action, Moves: l.Moves}
-		var err error
-		switch a.Name {
-		case ActSnapshot:
-			a.Snapshot = &SnapshotAction{}
-			err = detail(a.Snapshot)
-		case ActKill:
-			a.Kill = &KillAction{}
-			err = detail(a.Kill)
-		case ActWaitFor:
-			a.WaitFor = &WaitForAction{}
-			err = detail(a.WaitFor)
-		case ActBurst:
-			a.Burst = &BurstSeries{}
-			err = detail(a.Burst)
-		case ActPartition, ActHeal:
-			a.Partition = &PartitionAction{}
-			err = detail(a.Partition)
-		case ActDelay, ActDelayHeal:
-			a.Delay = &DelayAction{}
-			err = detail(a.Delay)
-		default:
-			if len(l.Detail) > 0 && string(l.Detail) != "null" {
-				a.Payload = append(json.RawMessage(nil), l.Detail...)
-			}
-		}
-		if err != nil {
-			return err
+		if len(l.Detail) > 0 && string(l.Detail) != "null" {
+			a.Payload = append(json.RawMessage(nil), l.Detail...)
 		}
 		e.Action = a
 	case KindPhase:
@@ -412,13 +281,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	case KindNote:
-		if l.Action == ActSnapshot {
-			// Written before the snapshot action carried its index: ReadEvents folds it into
-			// the action it follows.
-			e.legacySnap = &SnapshotAction{}
-			return detail(e.legacySnap)
+		e.Note = &Note{From: l.From, Action: l.Action}
+		if l.Action != "" {
+			// An older rig's note about an action: its detail is the action's, not a note's.
+			if len(l.Detail) > 0 && string(l.Detail) != "null" {
+				e.Note.Detail = append(json.RawMessage(nil), l.Detail...)
+			}
+			return nil
 		}
-		e.Note = &Note{From: l.From}
 		if err := detail(e.Note); err != nil {
 			return err
 		}
@@ -506,53 +376,53 @@ func (l *EventLog) Close() error {
 	return err
 }
 
+// EventFilter sees each event ReadEventsWith decoded, in file order, with the events kept
+// before it (which it may change: an older folder's late detail folded into its action). It
+// returns whether to keep the event; an error lists the line as bad and drops it.
+type EventFilter func(e *Event, kept []Event) (keep bool, err error)
+
 // ReadEvents reads an events.jsonl file in file order. Lines it cannot decode (the torn tail of
 // an interrupted run, a kind from a newer rig) are skipped and listed in bad as path:line:
 // errors; everything else is still returned. err is only for a file that cannot be read.
+// Actions' payloads are kept as written: actions.ReadEvents also checks them by their kinds.
 func ReadEvents(path string) (events []Event, bad []error, err error) {
+	return ReadEventsWith(path, nil)
+}
+
+// ReadEventsWith is ReadEvents with filter (nil: keep every event as decoded).
+func ReadEventsWith(path string, filter EventFilter) (events []Event, bad []error, err error) {
 	f, err := untrusted.Open(path, EventsFile) // a regular file: never a FIFO or a device
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	return readEvents(f, path)
+	return readEvents(f, path, filter)
 }
 
-// Events is ReadEvents of the run folder's events.jsonl, reached inside the folder (Folder).
-func (f Folder) Events() (events []Event, bad []error, err error) {
+// Events is ReadEventsWith of the run folder's events.jsonl, reached inside the folder (Folder).
+func (f Folder) Events(filter EventFilter) (events []Event, bad []error, err error) {
 	fh, err := f.Open(EventsFile, EventsFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer fh.Close()
-	return readEvents(fh, EventsFile)
+	return readEvents(fh, EventsFile, filter)
 }
 
-func readEvents(f io.Reader, path string) (events []Event, bad []error, err error) {
+func readEvents(f io.Reader, path string, filter EventFilter) (events []Event, bad []error, err error) {
 	r := bufio.NewReaderSize(f, 64<<10)
-	lastSnap := -1 // the latest snapshot action, for a legacy index note
 	for line := 1; ; line++ {
 		b, rerr := r.ReadBytes('\n')
 		if len(strings.TrimSpace(string(b))) > 0 {
 			var e Event
-			switch jerr := json.Unmarshal(b, &e); {
+			keep, jerr := true, json.Unmarshal(b, &e)
+			if jerr == nil && filter != nil {
+				keep, jerr = filter(&e, events)
+			}
+			switch {
 			case jerr != nil:
 				bad = append(bad, fmt.Errorf("%s:%d: %w", path, line, jerr))
-			case e.legacySnap != nil:
-				if lastSnap >= 0 && events[lastSnap].Action.Snapshot.Index == nil {
-					s := events[lastSnap].Action.Snapshot
-					s.Index, s.LeaderTakeMs = e.legacySnap.Index, e.legacySnap.LeaderTakeMs
-					if s.Leader == "" {
-						s.Leader = e.legacySnap.Leader
-					}
-				}
-			default:
-				if e.IsAction(ActSnapshot) {
-					if e.Action.Snapshot == nil {
-						e.Action.Snapshot = &SnapshotAction{}
-					}
-					lastSnap = len(events)
-				}
+			case keep:
 				events = append(events, e)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/target"
@@ -90,13 +91,13 @@ func TestInterruptedPartitionRecordsItsHeal(t *testing.T) {
 	var cut, heal *rundir.Event
 	for i, e := range res.events {
 		switch {
-		case e.IsAction(rundir.ActPartition):
+		case e.IsAction(actions.ActPartition):
 			cut = &res.events[i]
-		case e.IsAction(rundir.ActHeal):
+		case e.IsAction(actions.ActHeal):
 			heal = &res.events[i]
 		}
 	}
-	if cut == nil || cut.Node != "node-1" || cut.Action.Partition.Links != linksPerNode {
+	if cut == nil || cut.Node != "node-1" || actions.PartitionOf(*cut).Links != linksPerNode {
 		t.Fatalf("partition event %+v; want node-1's %d links cut", cut, linksPerNode)
 	}
 	if heal == nil {
@@ -108,7 +109,7 @@ func TestInterruptedPartitionRecordsItsHeal(t *testing.T) {
 		}
 		t.Fatalf("events.jsonl holds the partition and no heal: actions %v", names)
 	}
-	if heal.Node != "node-1" || heal.Action.Partition.Links != linksPerNode || heal.Action.Partition.As != "node-1" || heal.T.Before(cut.T) {
-		t.Errorf("heal %+v %+v; want node-1's %d links healed after the cut", heal, heal.Action.Partition, linksPerNode)
+	if heal.Node != "node-1" || actions.PartitionOf(*heal).Links != linksPerNode || actions.PartitionOf(*heal).As != "node-1" || heal.T.Before(cut.T) {
+		t.Errorf("heal %+v %+v; want node-1's %d links healed after the cut", heal, actions.PartitionOf(*heal), linksPerNode)
 	}
 }

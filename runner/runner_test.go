@@ -123,8 +123,8 @@ func TestEveryAction(t *testing.T) {
 		t.Errorf("actions %q, want %q", got, want)
 	}
 	for _, e := range res.events {
-		if e.IsAction(rundir.ActSnapshot) {
-			if s := e.Action.Snapshot; s.Index == nil || *s.Index != 100 || s.Leader != "node-0" {
+		if e.IsAction(actions.ActSnapshot) {
+			if s := actions.SnapshotOf(e); s.Index == nil || *s.Index != 100 || s.Leader != "node-0" {
 				t.Errorf("snapshot event %+v: want index 100 and the leader", s)
 			}
 		}
@@ -399,11 +399,11 @@ func TestWaitForStableLeader(t *testing.T) {
 	var stepDown, elected, snap time.Time
 	for _, e := range res.events {
 		switch {
-		case e.IsAction(rundir.ActStepDown):
+		case e.IsAction(actions.ActStepDown):
 			stepDown = e.T
 		case e.Role != nil && e.Role.To == engine.RoleLeader && !stepDown.IsZero() && elected.IsZero():
 			elected = e.T
-		case e.IsAction(rundir.ActSnapshot):
+		case e.IsAction(actions.ActSnapshot):
 			snap = e.T
 		}
 	}

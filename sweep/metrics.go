@@ -137,6 +137,7 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
+	ms = append(ms, kindMetrics()...)
 	ms = append(ms, causeMetrics(runs)...)
 	// What a run costs besides its timeline, and where that went (the runner's stages).
 	ms = append(ms, rowMetrics(TableOverhead, rowOpts{}, analysis.OverheadFigures, func(r *RunData) []*analysis.Summary { return []*analysis.Summary{r.Summary} })...)

@@ -228,7 +228,7 @@ func (r *Report) Markdown() string {
 	}
 	pf("Baseline for the differences: **%s**.\n\n", md(r.Baseline.Label))
 
-	for _, t := range tableTitles {
+	for _, t := range reportTables() {
 		ms := r.present(t.key)
 		if len(ms) == 0 {
 			continue

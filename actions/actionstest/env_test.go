@@ -40,7 +40,11 @@ func TestResolveNode(t *testing.T) {
 func TestRecordCallsAndSettle(t *testing.T) {
 	e := actionstest.NewEnv()
 	before := time.Now()
-	if err := e.Record(rundir.Event{Node: "node-0", Action: &rundir.Action{Name: rundir.ActKill, Kill: &rundir.KillAction{Signal: "TERM"}}}); err != nil {
+	kill, err := actions.NewEvent(time.Time{}, "node-0", actions.ActKill, "", actions.KillAction{Signal: "TERM"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Record(kill); err != nil {
 		t.Fatal(err)
 	}
 	e.OnRecord = func(rundir.Event) error { return errors.New("disk full") }
@@ -48,7 +52,7 @@ func TestRecordCallsAndSettle(t *testing.T) {
 		t.Error("a scripted Record error was not returned")
 	}
 	evs := e.Events()
-	if len(evs) != 1 || evs[0].T.Before(before) || evs[0].Action.Kill.Signal != "TERM" {
+	if len(evs) != 1 || evs[0].T.Before(before) || actions.KillOf(evs[0]).Signal != "TERM" {
 		t.Errorf("events %+v", evs)
 	}
 	e.Go(t.Context(), func(ctx context.Context) error { return e.Relaunch(ctx, "node-2") })

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -111,10 +112,10 @@ func TestPartitionLeaderEndToEnd(t *testing.T) {
 	var cut, healed int
 	for _, e := range evs {
 		switch {
-		case e.IsAction(rundir.ActPartition) && e.Node == f.From:
-			cut = e.Action.Partition.Links
-		case e.IsAction(rundir.ActHeal) && e.Node == f.From:
-			healed = e.Action.Partition.Links
+		case e.IsAction(actions.ActPartition) && e.Node == f.From:
+			cut = actions.PartitionOf(e).Links
+		case e.IsAction(actions.ActHeal) && e.Node == f.From:
+			healed = actions.PartitionOf(e).Links
 		}
 	}
 	// 3 servers, 1 client: the node's 2 raft links out, 2 in, and the client's link to it.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/internal/sshdtest"
 	"github.com/rig-dev/rig/internal/tools"
@@ -166,7 +167,7 @@ func TestPowerLossOverSSH(t *testing.T) {
 	}
 	cut := map[string]bool{}
 	for _, e := range evs {
-		if e.Action != nil && e.Action.Kill != nil && e.Action.Kill.PowerLoss && e.Action.Kill.Reboot {
+		if e.Action != nil && actions.KillOf(e) != nil && actions.KillOf(e).PowerLoss && actions.KillOf(e).Reboot {
 			cut[e.Node] = true
 		}
 	}
@@ -186,7 +187,7 @@ func TestPowerLossOverSSH(t *testing.T) {
 			if e.Note != nil && e.Note.Text != "" {
 				notes = append(notes, e.Note.Text)
 			}
-			relaunched = relaunched || (e.Action != nil && e.Action.Name == rundir.ActRelaunch)
+			relaunched = relaunched || (e.Action != nil && e.Action.Name == actions.ActRelaunch)
 		}
 		all := strings.Join(notes, "\n")
 		for _, want := range []string{

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/linkproxy"
 	"github.com/rig-dev/rig/rundir"
 )
@@ -117,21 +118,21 @@ func TestDelayEndToEnd(t *testing.T) {
 	var delays, heals []rundir.Event
 	for _, e := range evs {
 		switch {
-		case e.IsAction(rundir.ActDelay):
+		case e.IsAction(actions.ActDelay):
 			delays = append(delays, e)
-		case e.IsAction(rundir.ActDelayHeal):
+		case e.IsAction(actions.ActDelayHeal):
 			heals = append(heals, e)
 		}
 	}
 	if len(delays) != 2 || len(heals) != 1 {
 		t.Fatalf("%d delay and %d delay_heal events, want 2 and 1", len(delays), len(heals))
 	}
-	leader, pair := delays[0].Action.Delay, delays[1].Action.Delay
+	leader, pair := actions.DelayOf(delays[0]), actions.DelayOf(delays[1])
 	// The leader's 2 peers each way and the client's link to it; the followers' 2 links.
-	if leader.Links != 5 || len(leader.RTTs) != 5 || pair.Links != 2 || len(pair.RTTs) != 2 || heals[0].Action.Delay.Links != 5 {
-		t.Fatalf("delays %+v, %+v, heal %+v", leader, pair, heals[0].Action.Delay)
+	if leader.Links != 5 || len(leader.RTTs) != 5 || pair.Links != 2 || len(pair.RTTs) != 2 || actions.DelayOf(heals[0]).Links != 5 {
+		t.Fatalf("delays %+v, %+v, heal %+v", leader, pair, actions.DelayOf(heals[0]))
 	}
-	for _, d := range []*rundir.DelayAction{leader, pair} {
+	for _, d := range []*actions.DelayAction{leader, pair} {
 		for _, r := range d.RTTs {
 			if r.Error != "" || r.Probe.Min < r.Probe.Set || r.Probe.Set < 2*time.Duration(d.DelayMs*1e6) {
 				t.Errorf("%s → %s after a %v ms delay: %+v", r.From, r.To, d.DelayMs, r)

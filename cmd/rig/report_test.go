@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
@@ -29,7 +30,11 @@ func miniRun(t *testing.T) string {
 	index := uint64(9)
 	ev.Add(rundir.Event{T: t0, Run: &rundir.Run{Phase: rundir.LoadStart}})
 	ev.Add(rundir.Event{T: t0.Add(time.Second), Run: &rundir.Run{Phase: rundir.WarmupEnd}})
-	ev.Add(rundir.Event{T: t0.Add(2 * time.Second), Node: "node-0", Action: &rundir.Action{Name: rundir.ActSnapshot, Snapshot: &rundir.SnapshotAction{Index: &index}}})
+	snap, err := actions.NewEvent(t0.Add(2*time.Second), "node-0", actions.ActSnapshot, "", actions.SnapshotAction{Index: &index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Add(snap)
 	ev.Add(rundir.Event{T: t0.Add(2100 * time.Millisecond), Node: "node-0", Snapshot: &rundir.SnapshotTaken{Snapshot: engine.Snapshot{Index: 9, TakeMs: 80}}})
 	ev.Add(rundir.Event{T: t0.Add(3 * time.Second), Run: &rundir.Run{Phase: rundir.LoadEnd}})
 	ev.Close()
