@@ -150,12 +150,6 @@ func (p Pooled) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// UnmarshalJSON reads pooled figures back by name, against the declared figures of failovers
-// (failover_pooled); a name it does not declare is kept as a figure of its own, in name order.
-func (p *Pooled) UnmarshalJSON(b []byte) error {
-	return p.decode(b, kindFigures(KindFailover))
-}
-
 // decode reads pooled figures back by name, against figs, the declared figures of their kind.
 func (p *Pooled) decode(b []byte, figs []Figure) error {
 	var m map[string]stats.Sample

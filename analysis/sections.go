@@ -183,7 +183,7 @@ func failoversSection(b *strings.Builder, s *Summary) {
 	}, figureCols(FailoverFigures), []Column[FailoverRow]{
 		col("lost", func(r FailoverRow) string { return fmt.Sprint(r.Lost) }),
 	}), s.Failovers)
-	if p := s.FailoverPooled; p != nil && len(s.Failovers) > 1 {
+	if p := s.RowPooled[KindFailover]; p != nil && len(s.Failovers) > 1 {
 		pf("Pooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
 		writePooled(b, p)
 		pf("\n")

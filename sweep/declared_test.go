@@ -18,14 +18,29 @@ import (
 	"github.com/rig-dev/rig/sweep"
 )
 
-// fakeFigure is the figure each row kind's test declares: a headline, 7.5 ms on every row.
+// fakeFigure is the figure each row kind's test declares, a headline.
 var fakeFigure = analysis.Figure{Key: "fake", Label: "fake figure", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}
 
-// declare appends the fake figure to a row kind's list for the test's length.
-func declare[R any](t *testing.T, figs *[]analysis.RowFigure[R]) {
+// fakeValues are the fake figure's value on the baseline's rows (sync level 0, the run as
+// analysed) and on the contender's (the second run, its rows marked): they differ, so a
+// comparison or an index that swapped the runs fails.
+var fakeValues = []float64{7.5, 9.5}
+
+// markShift is what the test adds to a field of the second run's rows in its summary.json
+// (moveMarks), which the sweep, rig compare and the history index read them from.
+const markShift = 1e6
+
+// declare appends the fake figure to a row kind's list for the test's length: fakeValues[1] on
+// a row whose mark was moved, else fakeValues[0].
+func declare[R any](t *testing.T, figs *[]analysis.RowFigure[R], mark func(R) float64) {
 	saved := *figs
 	t.Cleanup(func() { *figs = saved })
-	*figs = append(slices.Clone(saved), analysis.RowFigure[R]{Figure: fakeFigure, Get: func(R) (float64, bool) { return 7.5, true }})
+	*figs = append(slices.Clone(saved), analysis.RowFigure[R]{Figure: fakeFigure, Get: func(r R) (float64, bool) {
+		if mark(r) >= markShift {
+			return fakeValues[1], true
+		}
+		return fakeValues[0], true
+	}})
 }
 
 // A figure is one entry in its row kind's list: a fake figure added there, as each case does,
@@ -40,24 +55,39 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 		label   string   // the sweep's label
 		report  []string // in the run's report.md
 		pooled  string   // summary.json's pooled kind ("": none, the kind has its own figures there)
+		mark    string   // the field of summary.json the second run's rows are marked in (moveMarks)
 	}{
-		{kind: "snapshot", declare: func(t *testing.T) { declare(t, &analysis.SnapshotFigures) }, key: "snapshot.fake", label: "warm fake figure",
+		{kind: "snapshot", declare: func(t *testing.T) {
+			declare(t, &analysis.SnapshotFigures, func(r analysis.SnapshotRow) float64 { return r.AtS })
+		}, mark: "snapshots.at_s", key: "snapshot.fake", label: "warm fake figure",
 			report: []string{"| client pause | fake figure | pause window |", " | 7.50 ms | 6.0 s – 7.0 s |"}, pooled: analysis.KindSnapshot},
-		{kind: "step_down", declare: func(t *testing.T) { declare(t, &analysis.StepDownFigures) }, key: "step_down.fake", label: "fake figure",
+		{kind: "step_down", declare: func(t *testing.T) {
+			declare(t, &analysis.StepDownFigures, func(r analysis.StepDownRow) float64 { return r.AtS })
+		}, mark: "step_downs.at_s", key: "step_down.fake", label: "fake figure",
 			report: []string{"| client learns | fake figure | probes |", " | -6.50 ms | 7.50 ms | 404 |"}, pooled: analysis.KindStepDown},
-		{kind: "failover", declare: func(t *testing.T) { declare(t, &analysis.FailoverFigures) }, key: "failover.fake", label: "fake figure",
+		{kind: "failover", declare: func(t *testing.T) {
+			declare(t, &analysis.FailoverFigures, func(r analysis.FailoverRow) float64 { return r.AtS })
+		}, mark: "failovers.at_s", key: "failover.fake", label: "fake figure",
 			report: []string{"| back to normal | fake figure | lost |", " | 1.01 s | 7.50 ms | 0 |"}, pooled: analysis.KindFailover},
-		{kind: "restart", declare: func(t *testing.T) { declare(t, &analysis.RestartFigures) }, key: "restart.fake", label: "fake figure",
+		{kind: "restart", declare: func(t *testing.T) {
+			declare(t, &analysis.RestartFigures, func(r analysis.RestartRow) float64 { return r.KillS })
+		}, mark: "restarts.kill_s", key: "restart.fake", label: "fake figure",
 			report: []string{"| launch → ready | fake figure |", " | 585 ms | 7.50 ms |"}, pooled: analysis.KindRestart},
-		{kind: "burst", declare: func(t *testing.T) { declare(t, &analysis.BurstFigures) }, key: "burst.fake", label: "fake figure",
+		{kind: "burst", declare: func(t *testing.T) {
+			declare(t, &analysis.BurstFigures, func(r analysis.BurstRow) float64 { return r.AtS })
+		}, mark: "bursts.at_s", key: "burst.fake", label: "fake figure",
 			report: []string{"* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
 		// Latency: every probe's table and the restart windows'; the sweep's probes and window
 		// figures. summary.json holds the Stats the figures are read from.
-		{kind: "latency", declare: func(t *testing.T) { declare(t, &analysis.LatencyFigures) }, key: "probes.fake", label: "fake figure",
+		{kind: "latency", declare: func(t *testing.T) {
+			declare(t, &analysis.LatencyFigures, func(s analysis.Stats) float64 { return float64(s.N) })
+		}, mark: "probes.n", key: "probes.fake", label: "fake figure",
 			report: []string{"| n | p50 | p90 | p99 | p99.9 | max | lost | fake figure |", "| 3000 | 1.87 ms |", " | 39.2 ms | 0 | 7.50 ms |",
 				"| window | span | n | p50 | p90 | p99 | p99.9 | max | lost | fake figure |", " | 4.58 ms | 0 | 7.50 ms |"}},
 		// Overhead: one value per run, in the Stages section.
-		{kind: "overhead", declare: func(t *testing.T) { declare(t, &analysis.OverheadFigures) }, key: "fake", label: "fake figure",
+		{kind: "overhead", declare: func(t *testing.T) {
+			declare(t, &analysis.OverheadFigures, func(s *analysis.Summary) float64 { return float64(s.WarmupProbes) })
+		}, mark: "warmup_probes", key: "fake", label: "fake figure",
 			report: []string{"## Stages", "fake figure: 7.50 ms (the timeline is"}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
@@ -78,6 +108,7 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i > 0 {
+					moveMarks(t, run, c.mark)
 					continue
 				}
 				report, _ := os.ReadFile(filepath.Join(run, rundir.ReportFile))
@@ -94,8 +125,8 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 						Pooled map[string]map[string]stats.Sample `json:"pooled"`
 					}
 					b, _ := os.ReadFile(filepath.Join(run, rundir.SummaryFile))
-					if err := json.Unmarshal(b, &sum); err != nil || sum.Pooled[c.pooled]["fake_ms"].Mean != 7.5 {
-						t.Errorf("summary.json pooled %s: %v (%v); want fake_ms of mean 7.5", c.pooled, sum.Pooled[c.pooled], err)
+					if err := json.Unmarshal(b, &sum); err != nil || sum.Pooled[c.pooled]["fake_ms"].Mean != fakeValues[0] {
+						t.Errorf("summary.json pooled %s: %v (%v); want fake_ms of mean %g", c.pooled, sum.Pooled[c.pooled], err, fakeValues[0])
 					}
 				}
 			}
@@ -129,13 +160,13 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 			found := false
 			for _, r := range cmp.Rows {
 				if r.Metric.Key == c.key {
-					found = r.C.Base.Mean == 7.5 && r.C.Contender.Mean == 7.5
+					found = r.C.Base.Mean == fakeValues[0] && r.C.Contender.Mean == fakeValues[1]
 				}
 			}
 			var out bytes.Buffer
 			cmp.Text(&out)
 			if !found || !strings.Contains(out.String(), "| "+c.label+" | ms | lower |") {
-				t.Errorf("rig compare has no %s of 7.5 ms against 7.5 ms:\n%s", c.key, out.String())
+				t.Errorf("rig compare has no %s of %g ms (baseline) against %g ms (contender):\n%s", c.key, fakeValues[0], fakeValues[1], out.String())
 			}
 
 			ctx := context.Background()
@@ -151,12 +182,15 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 			if err != nil || len(indexed) != len(runs) {
 				t.Fatalf("indexed %d runs (%v), want %d", len(indexed), err, len(runs))
 			}
-			figs, err := x.Figures(ctx, indexed[0].ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i := slices.IndexFunc(figs, func(f history.Figure) bool { return f.Key == c.key }); i < 0 || figs[i].Label != c.label || figs[i].Sample.Mean != 7.5 {
-				t.Errorf("the history index has no %s of 7.5 ms: %+v", c.key, figs)
+			for _, run := range indexed {
+				figs, err := x.Figures(ctx, run.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fakeValues[slices.Index(runs, run.RunDir)]
+				if i := slices.IndexFunc(figs, func(f history.Figure) bool { return f.Key == c.key }); i < 0 || figs[i].Label != c.label || figs[i].Sample.Mean != want {
+					t.Errorf("the history index has no %s of %g ms for %s: %+v", c.key, want, run.RunDir, figs)
+				}
 			}
 			if !slices.Contains(history.DefaultLogFigures(), c.key) {
 				t.Errorf("the history log's default figures lack the headline %s: %v", c.key, history.DefaultLogFigures())
@@ -179,6 +213,50 @@ func renameRun(t *testing.T, run string, i int) {
 	}
 	m["run_id"] = m["run_id"].(string) + "-r0" + string(rune('1'+i))
 	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// moveMarks adds markShift to the field at path ("rows.field", or "field" of the summary itself)
+// in a run's summary.json: of every row where rows is a list, of the object where it is one.
+func moveMarks(t *testing.T, run, path string) {
+	t.Helper()
+	p := filepath.Join(run, rundir.SummaryFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	objs := []any{sum}
+	field := path
+	if rows, f, ok := strings.Cut(path, "."); ok {
+		field = f
+		switch v := sum[rows].(type) {
+		case []any:
+			objs = v
+		default:
+			objs = []any{v}
+		}
+	}
+	moved := 0
+	for _, o := range objs {
+		if m, ok := o.(map[string]any); ok {
+			if v, ok := m[field].(float64); ok {
+				m[field] = v + markShift
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("summary.json has no %s to mark", path)
+	}
+	if b, err = json.Marshal(sum); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p, b, 0o644); err != nil {
