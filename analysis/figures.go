@@ -246,30 +246,43 @@ var RestartFigures = []RowFigure[RestartRow]{
 }
 
 // BurstFigures are a micro-burst's figures; a UDP burst's receiver figures are absent from a
-// TCP burst.
+// TCP burst. report.md's burst table of each transport places those it shows (writeBursts).
 var BurstFigures = []RowFigure[BurstRow]{
-	{Figure: Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, Get: func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
+	{Figure: Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, Plain: true, Get: func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
 	{Figure: Figure{Key: "absorb", Label: "absorbed in", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
-	}},
+	}, None: func(BurstRow) string { return "n/a (nothing answered)" }},
 	{Figure: Figure{Key: "max", Label: "worst message", Unit: "ms", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) {
 		return b.MaxLatencyMs, b.Answered > 0
-	}},
-	{Figure: Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
+	}, None: func(BurstRow) string { return "n/a" }},
+	{Figure: Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, Plain: true, Get: func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
 	// UDP bursts: the receiver's figures and the verdict by BurstUDP's criteria.
-	{Figure: Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
+	{Figure: Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, Plain: true, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
 	{Figure: Figure{Key: "recv_p99", Label: "p99 at receiver", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		if b.UDP == nil || b.UDP.P99Ms == nil {
 			return 0, false
 		}
 		return *b.UDP.P99Ms, true
 	}},
-	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
-	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
+	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Plain: true,
+		Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) }),
+		Marks: func(b BurstRow) (before, after string) {
+			if b.UDP != nil && b.UDP.NICRxDrops != nil {
+				after = fmt.Sprintf(" (+%d NIC)", *b.UDP.NICRxDrops)
+			}
+			return "", after
+		}},
+	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
 	// Bursts through Aeron's ingress: the media drivers' own counters, summed over the nodes.
-	{Figure: Figure{Key: "aeron_retransmits", Label: "Aeron retransmits", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterRetransmits)},
-	{Figure: Figure{Key: "aeron_loss_gap_fills", Label: "Aeron loss-gap fills", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterLossGapFills)},
-	{Figure: Figure{Key: "aeron_back_pressure", Label: "Aeron back-pressure events", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterBackPressure)},
+	{Figure: Figure{Key: "aeron_retransmits", Label: "Aeron retransmits", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterRetransmits)},
+	{Figure: Figure{Key: "aeron_loss_gap_fills", Label: "Aeron loss-gap fills", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterLossGapFills)},
+	{Figure: Figure{Key: "aeron_back_pressure", Label: "Aeron back-pressure events", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterBackPressure),
+		Marks: func(b BurstRow) (before, after string) {
+			if b.UDP != nil && b.UDP.Aeron != nil {
+				after = fmt.Sprintf(" (%d offers refused)", b.UDP.Aeron.Refused)
+			}
+			return "", after
+		}},
 	{Figure: Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, Get: udpFig(func(u *BurstUDP) float64 {
 		if u.Pass {
 			return 1

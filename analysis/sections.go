@@ -235,7 +235,7 @@ func burstsSection(b *strings.Builder, s *Summary) {
 		return
 	}
 	b.WriteString("## Micro-bursts\n\n")
-	writeBursts(pfTo(b), s)
+	writeBursts(b, s)
 	if p := s.RowPooled[KindBurst]; len(s.Bursts) > 1 && p != nil {
 		fmt.Fprintf(b, "Pooled over %d bursts (median [min – max], or the one value all had; n: the bursts with the figure):\n\n", len(s.Bursts))
 		writePooled(b, p)

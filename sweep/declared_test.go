@@ -44,8 +44,8 @@ func declare[R any](t *testing.T, figs *[]analysis.RowFigure[R], mark func(R) fl
 }
 
 // A figure is one entry in its row kind's list: a fake figure added there, as each case does,
-// reaches the run's report.md (its table, or the pooled lines of a kind whose tables are per
-// transport), summary.json's pooled figures, the sweep's table and plots (a headline), rig
+// reaches the run's report.md (its table, and the pooled lines of a kind that has them),
+// summary.json's pooled figures, the sweep's table and plots (a headline), rig
 // compare, the history index and the history log's default figures, with nothing else changed.
 func TestEveryRowKindDeclaredOnce(t *testing.T) {
 	for _, c := range []struct {
@@ -76,7 +76,7 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 		{kind: "burst", declare: func(t *testing.T) {
 			declare(t, &analysis.BurstFigures, func(r analysis.BurstRow) float64 { return r.AtS })
 		}, mark: "bursts.at_s", key: "burst.fake", label: "fake figure",
-			report: []string{"* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
+			report: []string{"| max latency | fake figure |", " | 41.1 ms | 7.50 ms |", "* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
 		// Latency: every probe's table and the restart windows'; the sweep's probes and window
 		// figures. summary.json holds the Stats the figures are read from.
 		{kind: "latency", declare: func(t *testing.T) {
