@@ -49,12 +49,14 @@ func (f Figure) Format(v float64) string {
 // if set, what it writes for a row without one (else "—"). Plain writes the bare number (a count
 // whose column head says what it counts). NoColumn: report.md's table shows the figure in
 // another form (per node, or as a table of its own), so it has no column there; it is pooled,
-// in the sweep, rig compare and the history index all the same.
+// in the sweep, rig compare and the history index all the same. Show, if set, writes a value in
+// report.md where Format would not say it as the table does (a share to whole percent, bytes).
 type RowFigure[R any] struct {
 	Figure
 	Get      func(R) (v float64, ok bool)
 	Marks    func(R) (before, after string)
 	None     func(R) string
+	Show     func(v float64) string
 	Plain    bool
 	NoColumn bool
 }
@@ -69,7 +71,10 @@ func (f RowFigure[R]) Cell(r R) string {
 		return "—"
 	}
 	s := f.Format(v)
-	if f.Plain {
+	switch {
+	case f.Show != nil:
+		s = f.Show(v)
+	case f.Plain:
 		s = strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	if f.Marks != nil {
@@ -119,15 +124,16 @@ func pool[R any](figs []RowFigure[R], rows []R) Pooled {
 	return out
 }
 
-// name is the figure's name in summary.json: its key and unit, the unit's "/" read as "per" and
-// its spaces as "_" (peak_per_ms, naks_per_burst).
+// name is the figure's name in summary.json: its key and unit, the unit's "/" read as "per",
+// "%" as "pct" and its spaces as "_" (peak_per_ms, naks_per_burst, covered_pct).
 func (p PooledFigure) name() string {
 	if p.Unit == "" {
 		return p.Key
 	}
-	u := strings.ReplaceAll(strings.ReplaceAll(p.Unit, "/", "per_"), " ", "_")
-	return p.Key + "_" + u
+	return p.Key + "_" + unitName.Replace(p.Unit)
 }
+
+var unitName = strings.NewReplacer("/", "per_", "%", "pct", " ", "_")
 
 // MarshalJSON writes the figures in their declared order.
 func (p Pooled) MarshalJSON() ([]byte, error) {
@@ -222,7 +228,7 @@ var StepDownFigures = append([]RowFigure[StepDownRow]{
 func lift[R, S any](figs []RowFigure[S], part func(R) S) []RowFigure[R] {
 	out := make([]RowFigure[R], 0, len(figs))
 	for _, f := range figs {
-		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }, Plain: f.Plain, NoColumn: f.NoColumn}
+		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }, Show: f.Show, Plain: f.Plain, NoColumn: f.NoColumn}
 		if f.Marks != nil {
 			g.Marks = func(r R) (string, string) { return f.Marks(part(r)) }
 		}

@@ -8,7 +8,7 @@ import (
 )
 
 // Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
-// table and metric-key prefix they make there.
+// table and metric-key prefix they make there; the listed excursions' is KindExcursion.
 const (
 	KindSnapshot = "snapshot"
 	KindRestart  = "restart"
@@ -55,6 +55,15 @@ var rowKinds = []rowKind{
 	kind(KindRestart, &RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
 	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
 	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+	kind(KindExcursion, &ExcursionFigures, ExcursionRows),
+}
+
+// ExcursionRows are the run's listed excursions, the rows of ExcursionFigures.
+func ExcursionRows(s *Summary) []Excursion {
+	if s.Excursions == nil {
+		return nil
+	}
+	return s.Excursions.List
 }
 
 // kindFigures are the declared figures of the row kind named name (none for a name it does

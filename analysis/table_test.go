@@ -99,3 +99,35 @@ func TestBurstTablesShowDeclaredFigures(t *testing.T) {
 		}
 	}
 }
+
+// The tables of where an interval's time went, of every window and excursion, show the declared
+// cause-row figures: one declared later reaches each of them after the table's own columns.
+func TestCauseRowTablesShowDeclaredFigures(t *testing.T) {
+	saved := CauseRowFigures
+	t.Cleanup(func() { CauseRowFigures = saved })
+	CauseRowFigures = append(slices.Clone(saved),
+		RowFigure[CauseRow]{Figure: Figure{Key: "fake", Label: "fake figure", Unit: "ms"}, Get: func(CauseRow) (float64, bool) { return 7.5, true }})
+	s, err := Analyze(copyTree(t, filepath.Join("testdata", "golden-run")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := renderReport(s)
+	tables := 0
+	for _, w := range s.Windows {
+		if len(w.Rows) > 0 {
+			tables++
+		}
+	}
+	for _, e := range s.Excursions.List {
+		if e.Where != nil && len(e.Where.Rows) > 0 {
+			tables++
+		}
+	}
+	head := "| node | thread | cause | source | count | total | share | detail | fake figure |\n"
+	if n := strings.Count(md, head); tables == 0 || n != tables {
+		t.Errorf("%d of %d tables of where the time went have the declared figure:\n%s", n, tables, md)
+	}
+	if !strings.Contains(md, "| agent_cpu | os_samples | 0 | 1.57 ms | 4.0 % | — | 7.50 ms |\n") {
+		t.Errorf("a row lacks the declared figure:\n%s", md)
+	}
+}

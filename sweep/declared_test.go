@@ -77,6 +77,11 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 			declare(t, &analysis.BurstFigures, func(r analysis.BurstRow) float64 { return r.AtS })
 		}, mark: "bursts.at_s", key: "burst.fake", label: "fake figure",
 			report: []string{"| max latency | fake figure |", " | 41.1 ms | 7.50 ms |", "* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
+		// Excursions: the listed ones, in the excursion table under Probes overall.
+		{kind: "excursion", declare: func(t *testing.T) {
+			declare(t, &analysis.ExcursionFigures, func(e analysis.Excursion) float64 { return e.StartS })
+		}, mark: "excursions.list.start_s", key: "excursion.fake", label: "fake figure",
+			report: []string{"| covered | cause | fake figure |", ": burst action | 7.50 ms |"}, pooled: analysis.KindExcursion},
 		// Latency: every probe's table and the restart windows'; the sweep's probes and window
 		// figures. summary.json holds the Stats the figures are read from.
 		{kind: "latency", declare: func(t *testing.T) {
@@ -220,8 +225,8 @@ func renameRun(t *testing.T, run string, i int) {
 	}
 }
 
-// moveMarks adds markShift to the field at path ("rows.field", or "field" of the summary itself)
-// in a run's summary.json: of every row where rows is a list, of the object where it is one.
+// moveMarks adds markShift to the field at path in a run's summary.json: dot-separated, from the
+// summary down, a list standing for each of its elements ("bursts.at_s", "excursions.list.start_s").
 func moveMarks(t *testing.T, run, path string) {
 	t.Helper()
 	p := filepath.Join(run, rundir.SummaryFile)
@@ -233,26 +238,24 @@ func moveMarks(t *testing.T, run, path string) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}
-	objs := []any{sum}
-	field := path
-	if rows, f, ok := strings.Cut(path, "."); ok {
-		field = f
-		switch v := sum[rows].(type) {
-		case []any:
-			objs = v
-		default:
-			objs = []any{v}
-		}
-	}
 	moved := 0
-	for _, o := range objs {
-		if m, ok := o.(map[string]any); ok {
-			if v, ok := m[field].(float64); ok {
-				m[field] = v + markShift
+	var walk func(v any, segs []string)
+	walk = func(v any, segs []string) {
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				walk(e, segs)
+			}
+		case map[string]any:
+			if len(segs) > 1 {
+				walk(v[segs[0]], segs[1:])
+			} else if x, ok := v[segs[0]].(float64); ok {
+				v[segs[0]] = x + markShift
 				moved++
 			}
 		}
 	}
+	walk(sum, strings.Split(path, "."))
 	if moved == 0 {
 		t.Fatalf("summary.json has no %s to mark", path)
 	}

@@ -14,14 +14,15 @@ import (
 // Tables of the sweep report, one per experiment kind; a table is shown when any run has
 // figures for it. A row kind's table is named as the kind (analysis.Kind*).
 const (
-	TableLatency  = "latency"
-	TableSnapshot = analysis.KindSnapshot
-	TableRestart  = analysis.KindRestart
-	TableStepDown = analysis.KindStepDown
-	TableFailover = analysis.KindFailover
-	TableBurst    = analysis.KindBurst
-	TableOverhead = "overhead"
-	TableCauses   = "causes"
+	TableLatency   = "latency"
+	TableSnapshot  = analysis.KindSnapshot
+	TableRestart   = analysis.KindRestart
+	TableStepDown  = analysis.KindStepDown
+	TableFailover  = analysis.KindFailover
+	TableBurst     = analysis.KindBurst
+	TableExcursion = analysis.KindExcursion
+	TableOverhead  = "overhead"
+	TableCauses    = "causes"
 )
 
 // Metric is one figure read from every run's summary.json: its declaration (analysis.Figure),
@@ -137,6 +138,7 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
+	ms = append(ms, rowMetrics(TableExcursion, rowOpts{key: "excursion."}, analysis.ExcursionFigures, func(r *RunData) []analysis.Excursion { return analysis.ExcursionRows(r.Summary) })...)
 	ms = append(ms, causeMetrics(runs)...)
 	// What a run costs besides its timeline, and where that went (the runner's stages).
 	ms = append(ms, rowMetrics(TableOverhead, rowOpts{}, analysis.OverheadFigures, func(r *RunData) []*analysis.Summary { return []*analysis.Summary{r.Summary} })...)
@@ -268,13 +270,14 @@ func causeMetrics(runs []*RunData) []Metric {
 }
 
 // Family is the false-discovery family a metric's verdicts are corrected in: the cause figures
-// are one of their own, so their many verdicts do not dilute the others'.
+// and the excursions' own (what a run's slow stretches were, beside what they were made of) are
+// one of their own, so their many verdicts do not dilute the others'.
 func (m Metric) Family() string { return FamilyOf(m.Key) }
 
 // FamilyOf is the false-discovery family of the figure of key (Metric.Family), for a reader holding
 // only keys (the results index).
 func FamilyOf(key string) string {
-	if strings.HasPrefix(key, analysis.CauseKeyPrefix) {
+	if strings.HasPrefix(key, analysis.CauseKeyPrefix) || strings.HasPrefix(key, TableExcursion+".") {
 		return TableCauses
 	}
 	return "figures"

@@ -160,6 +160,7 @@ var tableTitles = []struct{ key, title, note string }{
 	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
 	{TableFailover, "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean"},
 	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run"},
+	{TableExcursion, "Latency excursions", "one value per listed excursion of every round: its peak, its slow probes and lost ones, and the share of it the named causes cover"},
 	{TableCauses, "Where the time went (per window kind and excursions)", "one value per run whose run had the source: the cause's time over every node and thread, or the time left unexplained, as a share of the run's windows of that kind (or of its excursions) together (analysis/causeshares.go; a run with the source and not the cause counts 0)"},
 	{TableOverhead, "Overhead", "one value per run: its wall time minus the playbook's duration, and the time of each stage (a reused book makes preload short)"},
 }
