@@ -15,6 +15,10 @@ const (
 	KindStepDown = "step_down"
 	KindFailover = "failover"
 	KindBurst    = "burst"
+	// The disk model's forces (and the engine's own) per snapshot window and node, and per node
+	// over the load.
+	KindForces     = "forces"
+	KindNodeForces = "node_forces"
 )
 
 // rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled).
@@ -56,6 +60,8 @@ var rowKinds = []rowKind{
 	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
 	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
 	kind(KindExcursion, &ExcursionFigures, ExcursionRows),
+	kind(KindForces, &SnapshotForceFigures, SnapshotForceRows),
+	kind(KindNodeForces, &NodeForceFigures, NodeForceRows),
 }
 
 // ExcursionRows are the run's listed excursions, the rows of ExcursionFigures.

@@ -18,7 +18,7 @@ type section func(b *strings.Builder, s *Summary)
 var reportSections = []section{
 	headSection,
 	snapshotsSection,
-	printf(writeForces),
+	writeForces,
 	printf(writeClientConn),
 	stepDownsSection,
 	failoversSection,

@@ -51,11 +51,12 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 	for _, c := range []struct {
 		kind    string
 		declare func(t *testing.T)
-		key     string   // the sweep's metric key
-		label   string   // the sweep's label
-		report  []string // in the run's report.md
-		pooled  string   // summary.json's pooled kind ("": none, the kind has its own figures there)
-		mark    string   // the field of summary.json the second run's rows are marked in (moveMarks)
+		key     string                         // the sweep's metric key
+		label   string                         // the sweep's label
+		report  []string                       // in the run's report.md
+		pooled  string                         // summary.json's pooled kind ("": none, the kind has its own figures there)
+		mark    string                         // the field of summary.json the second run's rows are marked in (moveMarks)
+		setup   func(t *testing.T, run string) // adds to the copy of the golden run what the kind needs
 	}{
 		{kind: "snapshot", declare: func(t *testing.T) {
 			declare(t, &analysis.SnapshotFigures, func(r analysis.SnapshotRow) float64 { return r.AtS })
@@ -82,6 +83,15 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 			declare(t, &analysis.ExcursionFigures, func(e analysis.Excursion) float64 { return e.StartS })
 		}, mark: "excursions.list.start_s", key: "excursion.fake", label: "fake figure",
 			report: []string{"| covered | cause | fake figure |", ": burst action | 7.50 ms |"}, pooled: analysis.KindExcursion},
+		// Disk forces: the golden run had no disk model; each server is given a record of one.
+		{kind: "forces", declare: func(t *testing.T) {
+			declare(t, &analysis.SnapshotForceFigures, func(r analysis.SnapshotForces) float64 { return r.FromS })
+		}, setup: diskModel, mark: "forces.snapshots.from_s", key: "forces.fake", label: "fake figure",
+			report: []string{"| files (most bytes) | fake figure |", "| — | 7.50 ms |"}, pooled: analysis.KindForces},
+		{kind: "node_forces", declare: func(t *testing.T) {
+			declare(t, &analysis.NodeForceFigures, func(r analysis.NodeForceRow) float64 { return float64(r.Load.Syncs) })
+		}, setup: diskModel, mark: "forces.nodes.*.load.syncs", key: "node_forces.fake", label: "fake figure",
+			report: []string{"| the rest's files (most forces) | fake figure |", "| log (1, 4.0 KiB) | 7.50 ms |"}, pooled: analysis.KindNodeForces},
 		// Latency: every probe's table and the restart windows'; the sweep's probes and window
 		// figures. summary.json holds the Stats the figures are read from.
 		{kind: "latency", declare: func(t *testing.T) {
@@ -105,6 +115,9 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 				renameRun(t, run, i)
+				if c.setup != nil {
+					c.setup(t, run)
+				}
 				s, err := analysis.Analyze(run)
 				if err != nil {
 					t.Fatal(err)
@@ -226,7 +239,8 @@ func renameRun(t *testing.T, run string, i int) {
 }
 
 // moveMarks adds markShift to the field at path in a run's summary.json: dot-separated, from the
-// summary down, a list standing for each of its elements ("bursts.at_s", "excursions.list.start_s").
+// summary down, a list standing for each of its elements and "*" for each value of an object
+// ("bursts.at_s", "excursions.list.start_s", "forces.nodes.*.load.syncs").
 func moveMarks(t *testing.T, run, path string) {
 	t.Helper()
 	p := filepath.Join(run, rundir.SummaryFile)
@@ -247,7 +261,11 @@ func moveMarks(t *testing.T, run, path string) {
 				walk(e, segs)
 			}
 		case map[string]any:
-			if len(segs) > 1 {
+			if segs[0] == "*" {
+				for _, e := range v {
+					walk(e, segs[1:])
+				}
+			} else if len(segs) > 1 {
 				walk(v[segs[0]], segs[1:])
 			} else if x, ok := v[segs[0]].(float64); ok {
 				v[segs[0]] = x + markShift
@@ -264,5 +282,31 @@ func moveMarks(t *testing.T, run, path string) {
 	}
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// diskModel gives each server of a copy of the golden run a disk model's record of its fsyncs:
+// one, in the load, of the log.
+func diskModel(t *testing.T, run string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(run, rundir.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		Time time.Time `json:"t"`
+	}
+	if err := json.Unmarshal(b[:bytes.IndexByte(b, '\n')], &first); err != nil || first.Time.IsZero() {
+		t.Fatalf("the run's first event has no time: %v", err)
+	}
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		w, err := rundir.CreateDiskSyncs(filepath.Join(run, n, rundir.DiskSyncsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(rundir.DiskSync{AtNs: first.Time.Add(5 * time.Second).UnixNano(), File: "log", Bytes: 4096, DurNs: 1e6})
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
