@@ -19,6 +19,10 @@ const (
 	// over the load.
 	KindForces     = "forces"
 	KindNodeForces = "node_forces"
+	// The load generator in each fault's window, each node's pressure stalls and GC pauses.
+	KindClientFault  = "client_fault"
+	KindHostPressure = "host_pressure"
+	KindGC           = "gc"
 )
 
 // rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled).
@@ -62,6 +66,9 @@ var rowKinds = []rowKind{
 	kind(KindExcursion, &ExcursionFigures, ExcursionRows),
 	kind(KindForces, &SnapshotForceFigures, SnapshotForceRows),
 	kind(KindNodeForces, &NodeForceFigures, NodeForceRows),
+	kind(KindClientFault, &ClientFaultFigures, ClientFaultRows),
+	kind(KindHostPressure, &HostPressureFigures, func(s *Summary) []HostPressure { return s.HostPressure }),
+	kind(KindGC, &GCFigures, func(s *Summary) []GCRow { return s.GCPauses }),
 }
 
 // ExcursionRows are the run's listed excursions, the rows of ExcursionFigures.

@@ -19,7 +19,7 @@ var reportSections = []section{
 	headSection,
 	snapshotsSection,
 	writeForces,
-	printf(writeClientConn),
+	writeClientConn,
 	stepDownsSection,
 	failoversSection,
 	handOffsSection,

@@ -92,6 +92,21 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 			declare(t, &analysis.NodeForceFigures, func(r analysis.NodeForceRow) float64 { return float64(r.Load.Syncs) })
 		}, setup: diskModel, mark: "forces.nodes.*.load.syncs", key: "node_forces.fake", label: "fake figure",
 			report: []string{"| the rest's files (most forces) | fake figure |", "| log (1, 4.0 KiB) | 7.50 ms |"}, pooled: analysis.KindNodeForces},
+		// The load generator in each fault's window, given a timeline of its dials.
+		{kind: "client_fault", declare: func(t *testing.T) {
+			declare(t, &analysis.ClientFaultFigures, func(f analysis.ClientFault) float64 { return f.AtS })
+		}, setup: connTimeline, mark: "client_conn.faults.at_s", key: "client_fault.fake", label: "fake figure",
+			report: []string{"| late outside holds | fake figure |", " | 7.50 ms |"}, pooled: analysis.KindClientFault},
+		// Each node's pressure stalls, given the agent's pressure samples.
+		{kind: "host_pressure", declare: func(t *testing.T) {
+			declare(t, &analysis.HostPressureFigures, func(h analysis.HostPressure) float64 { return h.MeasuredS })
+		}, setup: pressure, mark: "host_pressure.measured_s", key: "host_pressure.fake", label: "fake figure",
+			report: []string{"| memory full | fake figure |", " % | 7.50 ms |"}, pooled: analysis.KindHostPressure},
+		// Each node's GC pauses, given a GC log.
+		{kind: "gc", declare: func(t *testing.T) {
+			declare(t, &analysis.GCFigures, func(r analysis.GCRow) float64 { return float64(r.Count) })
+		}, setup: gcLog, mark: "gc_pauses.count", key: "gc.fake", label: "fake figure",
+			report: []string{"| node | pauses | longest | total | fake figure |", " | 7.50 ms |"}, pooled: analysis.KindGC},
 		// Latency: every probe's table and the restart windows'; the sweep's probes and window
 		// figures. summary.json holds the Stats the figures are read from.
 		{kind: "latency", declare: func(t *testing.T) {
@@ -285,28 +300,96 @@ func moveMarks(t *testing.T, run, path string) {
 	}
 }
 
-// diskModel gives each server of a copy of the golden run a disk model's record of its fsyncs:
-// one, in the load, of the log.
-func diskModel(t *testing.T, run string) {
+// loadStart is when a copy of the golden run's load started (its load_start event).
+func loadStart(t *testing.T, run string) time.Time {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(run, rundir.EventsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first struct {
-		Time time.Time `json:"t"`
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var e struct {
+			T     time.Time `json:"t"`
+			Kind  string    `json:"kind"`
+			Phase string    `json:"phase"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.Kind == "run" && e.Phase == "load_start" {
+			return e.T
+		}
 	}
-	if err := json.Unmarshal(b[:bytes.IndexByte(b, '\n')], &first); err != nil || first.Time.IsZero() {
-		t.Fatalf("the run's first event has no time: %v", err)
-	}
+	t.Fatal("the golden run has no load_start event")
+	return time.Time{}
+}
+
+// diskModel gives each server of a copy of the golden run a disk model's record of its fsyncs:
+// one, in the load, of the log.
+func diskModel(t *testing.T, run string) {
+	t.Helper()
+	at := loadStart(t, run).Add(3 * time.Second)
 	for _, n := range []string{"node-0", "node-1", "node-2"} {
 		w, err := rundir.CreateDiskSyncs(filepath.Join(run, n, rundir.DiskSyncsFile))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Write(rundir.DiskSync{AtNs: first.Time.Add(5 * time.Second).UnixNano(), File: "log", Bytes: 4096, DurNs: 1e6})
+		w.Write(rundir.DiskSync{AtNs: at.UnixNano(), File: "log", Bytes: 4096, DurNs: 1e6})
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// connTimeline gives the load generator of a copy of the golden run a timeline of its dials:
+// two in the second of the step-down.
+func connTimeline(t *testing.T, run string) {
+	t.Helper()
+	p := filepath.Join(run, rundir.ManifestFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	conn := m["loadgen"].(map[string]any)["conn"].(map[string]any)
+	conn["timeline"] = []rundir.ConnSecond{{At: loadStart(t, run).Add(9 * time.Second).Truncate(time.Second), Dials: 2, Reconnects: 1}}
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gcLog gives a server of a copy of the golden run a HotSpot GC log (analysis/testdata/gc).
+func gcLog(t *testing.T, run string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "analysis", "testdata", "gc", "g1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "node-0", "gc-1.log"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pressure gives a server of a copy of the golden run the agent's pressure samples: its CPUs
+// stalled a tenth of every 20 ms over the load.
+func pressure(t *testing.T, run string) {
+	t.Helper()
+	p := filepath.Join(run, "node-0", rundir.SchedDir, "psi"+rundir.SchedExt)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rundir.CreateSched(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := loadStart(t, run)
+	for at := start.Add(time.Second); at.Before(start.Add(15 * time.Second)); at = at.Add(20 * time.Millisecond) {
+		w.Write(rundir.SchedSample{AtNs: at.UnixNano(), IntervalNs: int64(20 * time.Millisecond), PSI: &rundir.SchedPSI{CPUSomeUs: 2000}})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
