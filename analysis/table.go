@@ -43,12 +43,18 @@ func figureCols[R any](figs []RowFigure[R]) []Column[R] {
 // figCol is the declared figure key of figs as a column, headed head where the table names it
 // otherwise than its label (the label names it across runs: in the sweep, rig compare).
 func figCol[R any](figs []RowFigure[R], key, head string) Column[R] {
+	f := figs[declared(figs, key)]
+	return Column[R]{Head: cmp.Or(head, f.Label), Keys: []string{key}, Cell: func(_ int, r R) string { return f.Cell(r) }}
+}
+
+// declared is the index of key in figs. A table that names a figure its kind does not declare
+// is a mistake in the code, found by any test that writes the table: it panics.
+func declared[R any](figs []RowFigure[R], key string) int {
 	i := slices.IndexFunc(figs, func(f RowFigure[R]) bool { return f.Key == key })
 	if i < 0 {
-		panic(fmt.Sprintf("analysis: a table places figure %q, which its row kind does not declare", key))
+		panic(fmt.Sprintf("analysis: a table names figure %q, which its row kind does not declare", key))
 	}
-	f := figs[i]
-	return Column[R]{Head: cmp.Or(head, f.Label), Keys: []string{key}, Cell: func(_ int, r R) string { return f.Cell(r) }}
+	return i
 }
 
 // showing marks a column of the table's own as showing declared figures in a form of its own
@@ -65,11 +71,9 @@ func showing[R any](c Column[R], keys ...string) Column[R] {
 // table of what the receiver saw).
 func figureTable[R any](figs []RowFigure[R], rows []R, layout []Column[R], omit ...string) []Column[R] {
 	placed := map[string]bool{}
-	for _, k := range omit {
-		placed[k] = true
-	}
-	for _, c := range layout {
+	for _, c := range slices.Concat(layout, []Column[R]{{Keys: omit}}) {
 		for _, k := range c.Keys {
+			declared(figs, k)
 			placed[k] = true
 		}
 	}
