@@ -267,45 +267,71 @@ func aeronFailures(r *BurstRow) []string {
 	return f
 }
 
-// writeAeronBursts is the report's table of bursts through Aeron's ingress.
-func writeAeronBursts(pf func(string, ...any), rows []BurstRow) {
-	pf("| # | at | size × senders | sent | answered | at the leader: received, peak / 1 ms, absorbed in | receive p50 / p99 / max | receive p99 from burst start | reply p50 / p99 / max | reply p99 from burst start | rcvbuf errors | NAKs sent | retransmits | loss-gap fills | back pressure | FC under / over | result |\n")
-	pf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	passed, probed := 0, 0
+// writeAeronBursts is the report's table of bursts through Aeron's ingress: its own columns
+// with the declared figures (BurstFigures) it shows placed among them.
+func writeAeronBursts(b *strings.Builder, rows []BurstRow) {
+	pf := pfTo(b)
 	opt := func(v *float64) string {
 		if v == nil {
 			return "—"
 		}
 		return fmtMs(*v)
 	}
-	for _, b := range rows {
-		u := b.UDP
-		result := "pass"
-		if u.Pass {
-			passed++
-		} else {
-			result = "**fail**: " + strings.Join(u.Fail, "; ")
+	// The receive path's figures, where the leader's probe measured them.
+	recv := func(f func(u *BurstUDP, p *BurstReceivePath) string) func(BurstRow) string {
+		return func(b BurstRow) string {
+			if p := b.UDP.Aeron.Receive; p != nil {
+				return f(b.UDP, p)
+			}
+			return "—"
 		}
-		leader, recv, recvStart := "— (no probe)", "—", "—"
-		if p := u.Aeron.Receive; p != nil {
-			probed++
-			leader = fmt.Sprintf("%s: %d, %d, %s", p.Node, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs))
-			recv = fmt.Sprintf("%s / %s / %s", fmtMs(u.P50Ms), opt(u.P99Ms), fmtMs(u.MaxMs))
-			recvStart = opt(p.FromStartP99Ms)
-		}
-		rp := u.Aeron.Reply
-		sum := u.Aeron.Sum
-		errs := fmt.Sprint(u.RcvbufErrors)
-		if u.NICRxDrops != nil {
-			errs += fmt.Sprintf(" (+%d NIC)", *u.NICRxDrops)
-		}
-		pf("| %d | %s | %d B × %d | %d | %d | %s | %s | %s | %s / %s / %s | %s | %s | %d | %d | %d | %d (%d offers refused) | %d / %d | %s |\n",
-			u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, b.Answered, leader, recv, recvStart,
-			fmtMs(rp.P50Ms), opt(rp.P99Ms), fmtMs(rp.MaxMs), opt(rp.FromStartP99Ms),
-			errs, sum[CounterNaksSent], sum[CounterRetransmits], sum[CounterLossGapFills], sum[CounterBackPressure], u.Aeron.Refused,
-			sum[CounterFCUnderRuns], sum[CounterFCOverRuns], result)
 	}
-	pf("\n%d of %d bursts through Aeron's ingress pass (zero UDP receive-buffer errors, p99 below %g ms on the receive path, no loss-gap fill or back-pressure events). "+
+	leader := recv(func(u *BurstUDP, p *BurstReceivePath) string {
+		return fmt.Sprintf("%s: %d, %d, %s", p.Node, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs))
+	})
+	writeTable(b, figureTable(BurstFigures, rows, []Column[BurstRow]{
+		col("#", func(b BurstRow) string { return fmt.Sprint(b.UDP.Burst) }),
+		col("at", func(b BurstRow) string { return fmtS(b.AtS) }),
+		col("size × senders", func(b BurstRow) string { return fmt.Sprintf("%d B × %d", b.UDP.Size, b.UDP.Senders) }),
+		col("sent", func(b BurstRow) string { return fmt.Sprint(b.Sent) }),
+		col("answered", func(b BurstRow) string { return fmt.Sprint(b.Answered) }),
+		showing(col("at the leader: received, peak / 1 ms, absorbed in", func(b BurstRow) string {
+			if b.UDP.Aeron.Receive == nil {
+				return "— (no probe)"
+			}
+			return leader(b)
+		}), "recv_peak"),
+		showing(col("receive p50 / p99 / max", recv(func(u *BurstUDP, _ *BurstReceivePath) string {
+			return fmt.Sprintf("%s / %s / %s", fmtMs(u.P50Ms), opt(u.P99Ms), fmtMs(u.MaxMs))
+		})), "recv_p99"),
+		col("receive p99 from burst start", recv(func(_ *BurstUDP, p *BurstReceivePath) string { return opt(p.FromStartP99Ms) })),
+		showing(col("reply p50 / p99 / max", func(b BurstRow) string {
+			rp := b.UDP.Aeron.Reply
+			return fmt.Sprintf("%s / %s / %s", fmtMs(rp.P50Ms), opt(rp.P99Ms), fmtMs(rp.MaxMs))
+		}), "max"),
+		col("reply p99 from burst start", func(b BurstRow) string { return opt(b.UDP.Aeron.Reply.FromStartP99Ms) }),
+		figCol(BurstFigures, "burst_rcvbuf_errors", "rcvbuf errors"),
+		figCol(BurstFigures, "naks", "NAKs sent"),
+		figCol(BurstFigures, "aeron_retransmits", "retransmits"),
+		figCol(BurstFigures, "aeron_loss_gap_fills", "loss-gap fills"),
+		figCol(BurstFigures, "aeron_back_pressure", "back pressure"),
+		col("FC under / over", func(b BurstRow) string {
+			return fmt.Sprintf("%d / %d", b.UDP.Aeron.Sum[CounterFCUnderRuns], b.UDP.Aeron.Sum[CounterFCOverRuns])
+		}),
+		showing(col("result", burstResult), "udp_pass"),
+		// The client's send peak, the reply's absorption (the table shows the leader's), sent
+		// against answered, and the verdict by the receiver's criteria are shown otherwise.
+	}, "peak", "absorb", "lost", "pass"), rows)
+	passed, probed := 0, 0
+	for _, b := range rows {
+		if b.UDP.Pass {
+			passed++
+		}
+		if b.UDP.Aeron.Receive != nil {
+			probed++
+		}
+	}
+	pf("%d of %d bursts through Aeron's ingress pass (zero UDP receive-buffer errors, p99 below %g ms on the receive path, no loss-gap fill or back-pressure events). "+
 		"Each message went from the client node's own media driver into the cluster's ingress, offered in a loop with no pacing. "+
 		"The receive path is the micro-burst guide's receiver: a plain subscription on the leader's own ingress stream beside the consensus module's "+
 		"(rig.burst.probe), so before consensus; its latency runs from each message's first offer to its arrival there (the guide's send time), "+

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -84,7 +83,7 @@ func TestAeronBurstFigures(t *testing.T) {
 		t.Errorf("burst 5 should pass: %+v", *b1.UDP)
 	}
 	var sb strings.Builder
-	writeBursts(func(format string, a ...any) { sb.WriteString(fmt.Sprintf(format, a...)) }, s)
+	writeBursts(&sb, s)
 	for _, want := range []string{"| 4 | 3.0 s | 170 B × 1 | 50000 | 50000 | node-0: 50000, 1500, " + fmtMs(80) + " | " + fmtMs(4) + " / " + fmtMs(12) + " / " + fmtMs(15) + " | " + fmtMs(79) + " | " + fmtMs(40) + " / " + fmtMs(90) + " / " + fmtMs(94) + " | — |", "| 59288 (+7 NIC) |", "**fail**: 59288 UDP receive-buffer errors", "1 of 2 bursts through Aeron's ingress pass", "receiver window 4 MiB", "up to 5000 messages per ms for 2.00 ms, 256 B a message framed): SO_RCVBUF at least P × S × burst ms = 2.4 MiB"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, sb.String())
@@ -124,7 +123,7 @@ func TestAeronBurstReceivePathJudged(t *testing.T) {
 		}
 		u := s.Bursts[0].UDP
 		var sb strings.Builder
-		writeBursts(func(format string, a ...any) { sb.WriteString(fmt.Sprintf(format, a...)) }, s)
+		writeBursts(&sb, s)
 		if probe {
 			if !u.Pass || u.P99Ms == nil || *u.P99Ms != 0.4 || *u.Aeron.Reply.P99Ms != 900 || *u.Aeron.Reply.FromStartP99Ms != 930 {
 				t.Errorf("with the probe: pass %v (%v), receive p99 %v, reply %+v", u.Pass, u.Fail, u.P99Ms, u.Aeron.Reply)

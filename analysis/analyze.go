@@ -540,7 +540,7 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, tw...)
 	s.HostPressure = d.hostPressure(ts.psi)
 	s.Excursions = d.excursions(s, gc, ts)
-	s.Failovers, s.FailoverPooled = d.failoverRows(lead)
+	s.Failovers = d.failoverRows(lead)
 	s.HandOffs = d.handOffs(s)
 	// Normal latency leaves out every snapshot and fault window (failover.go), so it needs the
 	// rows above; the rows that quote it beside their own figures get it now.

@@ -316,8 +316,10 @@ func readSampleFile(samples []rundir.Sample) (sampleFile, bool) {
 }
 
 // writeBursts is the report's micro-burst section: TCP bursts as the load generator saw them,
-// UDP bursts as their receiver did, each judged.
-func writeBursts(pf func(string, ...any), s *Summary) {
+// UDP bursts as their receiver did, each judged; each transport's table places the declared
+// figures (BurstFigures) it shows, and any other its bursts have follows its own columns.
+func writeBursts(b *strings.Builder, s *Summary) {
+	pf := pfTo(b)
 	var tcp, udp, aeron []BurstRow
 	for _, b := range s.Bursts {
 		if b.UDP != nil && b.UDP.Transport == TransportAeron {
@@ -329,40 +331,41 @@ func writeBursts(pf func(string, ...any), s *Summary) {
 		}
 	}
 	if len(aeron) > 0 {
-		writeAeronBursts(pf, aeron)
+		writeAeronBursts(b, aeron)
 	}
 	if len(udp) > 0 {
-		pf("| # | at | size × senders | sent | received | peak / 1 ms | absorbed in | p50 | p99 | max | gaps | NAKs | repair | rcvbuf errors | result |\n")
-		pf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		writeTable(b, figureTable(BurstFigures, udp, []Column[BurstRow]{
+			col("#", func(b BurstRow) string { return fmt.Sprint(b.UDP.Burst) }),
+			col("at", func(b BurstRow) string { return fmtS(b.AtS) }),
+			col("size × senders", func(b BurstRow) string { return fmt.Sprintf("%d B × %d", b.UDP.Size, b.UDP.Senders) }),
+			col("sent", func(b BurstRow) string { return fmt.Sprint(b.Sent) }),
+			col("received", func(b BurstRow) string { return fmt.Sprint(b.UDP.Received) }),
+			figCol(BurstFigures, "recv_peak", "peak / 1 ms"),
+			figCol(BurstFigures, "absorb", ""),
+			col("p50", func(b BurstRow) string { return fmtMs(b.UDP.P50Ms) }),
+			figCol(BurstFigures, "recv_p99", "p99"),
+			figCol(BurstFigures, "max", "max"),
+			col("gaps", func(b BurstRow) string { return fmt.Sprint(b.UDP.Gaps) }),
+			figCol(BurstFigures, "naks", ""),
+			col("repair", func(b BurstRow) string {
+				if b.UDP.Gaps == 0 {
+					return "—"
+				}
+				return fmtMs(b.UDP.RepairMaxMs)
+			}),
+			figCol(BurstFigures, "burst_rcvbuf_errors", "rcvbuf errors"),
+			showing(col("result", burstResult), "udp_pass"),
+		}, "peak", "lost", "pass"), udp) // the sender's peak; sent against received; the receiver's verdict
 		passed, tailOnly := 0, 0
 		for _, b := range udp {
 			u := b.UDP
-			p99 := "—"
-			if u.P99Ms != nil {
-				p99 = fmtMs(*u.P99Ms)
-			}
-			repair := "—"
-			if u.Gaps > 0 {
-				repair = fmtMs(u.RepairMaxMs)
-			}
-			errs := fmt.Sprint(u.RcvbufErrors)
-			if u.NICRxDrops != nil {
-				errs += fmt.Sprintf(" (+%d NIC)", *u.NICRxDrops)
-			}
-			result := "pass"
 			if u.Pass {
 				passed++
-			} else {
-				result = "**fail**: " + strings.Join(u.Fail, "; ")
-				if len(u.Fail) == 1 && u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms { // the p99 is the one failure
-					tailOnly++
-				}
+			} else if len(u.Fail) == 1 && u.P99Ms != nil && *u.P99Ms >= MaxBurstP99Ms { // the p99 is the one failure
+				tailOnly++
 			}
-			pf("| %d | %s | %d B × %d | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
-				u.Burst, fmtS(b.AtS), u.Size, u.Senders, b.Sent, u.Received, u.PeakPerMs, fmtMs(u.AbsorbMs),
-				fmtMs(u.P50Ms), p99, fmtMs(u.MaxMs), u.Gaps, u.Naks, repair, errs, result)
 		}
-		pf("\n%d of %d UDP bursts pass (zero receive-buffer errors, p99 below %g ms, no loss repair). ", passed, len(udp), MaxBurstP99Ms)
+		pf("%d of %d UDP bursts pass (zero receive-buffer errors, p99 below %g ms, no loss repair). ", passed, len(udp), MaxBurstP99Ms)
 		if tailOnly > 0 {
 			pf("%d failed on p99 alone, with nothing dropped or repaired: the buffer held, and the tail is how promptly this host runs "+
 				"the sender and the receive thread; `rig bench loadgen` prints a bare receiver's p99 for the same burst on the same host. ", tailOnly)
@@ -385,21 +388,25 @@ func writeBursts(pf func(string, ...any), s *Summary) {
 		pf("\n\n")
 	}
 	if len(tcp) > 0 {
-		pf("| # | at | planned | sent | not sent | answered | lost | peak / 1 ms | send | absorbed in | max latency |\n")
-		pf("|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for i, b := range tcp {
-			absorb, maxLat := fmtMs(b.AbsorbMs), fmtMs(b.MaxLatencyMs)
-			if b.Answered == 0 {
-				absorb, maxLat = "n/a (nothing answered)", "n/a"
-			}
-			planned := "—"
-			if b.Planned > 0 {
-				planned = fmt.Sprint(b.Planned)
-			}
-			pf("| %d | %s | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n", i+1, fmtS(b.AtS), planned, b.Sent, b.NotSent, b.Answered, b.Lost,
-				b.PeakPerMs, fmtMs(b.SendMs), absorb, maxLat)
-		}
-		pf("\nTCP bursts. Planned, sent, not sent, answered and lost are counted apart, as the load generator reported them. " +
+		writeTable(b, figureTable(BurstFigures, tcp, []Column[BurstRow]{
+			numberCol[BurstRow](),
+			col("at", func(b BurstRow) string { return fmtS(b.AtS) }),
+			col("planned", func(b BurstRow) string {
+				if b.Planned <= 0 {
+					return "—"
+				}
+				return fmt.Sprint(b.Planned)
+			}),
+			col("sent", func(b BurstRow) string { return fmt.Sprint(b.Sent) }),
+			col("not sent", func(b BurstRow) string { return fmt.Sprint(b.NotSent) }),
+			col("answered", func(b BurstRow) string { return fmt.Sprint(b.Answered) }),
+			figCol(BurstFigures, "lost", ""),
+			figCol(BurstFigures, "peak", "peak / 1 ms"),
+			col("send", func(b BurstRow) string { return fmtMs(b.SendMs) }),
+			figCol(BurstFigures, "absorb", ""),
+			figCol(BurstFigures, "max", "max latency"),
+		}, "pass"), tcp) // lost says it
+		pf("TCP bursts. Planned, sent, not sent, answered and lost are counted apart, as the load generator reported them. " +
 			"Peak / 1 ms: the most messages the load generator sent in any 1 ms window. Absorbed in: first send to last reply. " +
 			"Max latency counts from the burst's due time.\n\n")
 	}
@@ -410,4 +417,12 @@ func writeBursts(pf func(string, ...any), s *Summary) {
 		}
 		pf(" on the local target the nodes share one machine, so each counts every drop.\n\n")
 	}
+}
+
+// burstResult is a UDP burst's verdict by its receiver's criteria, and why it failed.
+func burstResult(b BurstRow) string {
+	if b.UDP.Pass {
+		return "pass"
+	}
+	return "**fail**: " + strings.Join(b.UDP.Fail, "; ")
 }

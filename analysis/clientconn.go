@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -104,7 +105,8 @@ func (d *runData) clientConn(s *Summary) *ClientConn {
 
 // writeClientConn is the report's section on the load generator through the faults (nothing
 // without its stats, or without a reconnect, a hold or a fault).
-func writeClientConn(pf func(string, ...any), s *Summary) {
+func writeClientConn(b *strings.Builder, s *Summary) {
+	pf := pfTo(b)
 	c := s.ClientConn
 	if c == nil || (len(c.Faults) == 0 && c.Dials <= 1 && c.Held == 0) {
 		return
@@ -118,15 +120,8 @@ func writeClientConn(pf func(string, ...any), s *Summary) {
 			*c.LateOutsideFaults, *c.LateOutsideFaultsPct)
 	}
 	if len(c.Faults) > 0 {
-		pf("| fault | window | dials | failed dials | reconnects | resends | probes held | longest hold | late outside holds |\n|---|---|---|---|---|---|---|---|---|\n")
-		for _, f := range c.Faults {
-			what := f.Action
-			if f.Node != "" {
-				what += " " + f.Node
-			}
-			pf("| %s | %s – %s | %d | %d | %d | %d | %d | %s | %d |\n", what, fmtS(f.AtS), fmtS(f.ToS), f.Dials, f.DialFailures, f.Reconnects, f.Resent, f.Held, fmtSecs(f.LongestHoldS), f.LateConnected)
-		}
-		pf("\nA fault's window runs from its action to the next fault's or the end of load; the load generator counts per " +
+		writeClientFaults(b, c.Faults)
+		pf("A fault's window runs from its action to the next fault's or the end of load; the load generator counts per " +
 			"second (loadgen/stats.json conn.timeline), so the window takes the seconds that begin in it, and the second of " +
 			"the action. Held: probes due while no connection could take them, sent once a leader did, their latency counted " +
 			"from their intended send time.\n\n")

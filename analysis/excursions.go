@@ -570,30 +570,8 @@ func excursionsSection(s *Summary) string {
 		fmt.Fprintf(&b, "**Periodic cause:** %s on %s (%s): %d of its %d onsets every %s from %s.\n\n",
 			p.Cause, p.Node, p.Series, p.Count, p.Onsets, fmtS3(p.PeriodS), fmtS(p.FirstS))
 	}
-	b.WriteString("| start | end | peak | probes (lost) | covered | cause |\n|---|---|---|---|---|---|\n")
-	for _, e := range ex.List {
-		var cs []string
-		for _, c := range e.Causes {
-			who := ""
-			if c.Node != "" {
-				who = " " + c.Node
-			}
-			line := fmt.Sprintf("%s%s at %s: %s", c.Kind, who, fmtS3(c.AtS), c.Evidence)
-			if c.PeriodS > 0 {
-				line += fmt.Sprintf(" (a periodic cause, every %s)", fmtS3(c.PeriodS))
-			}
-			cs = append(cs, line)
-		}
-		cause := "**unexplained**"
-		if len(cs) > 0 {
-			cause = strings.Join(cs, "; ")
-		}
-		if e.PeriodS > 0 {
-			cause += fmt.Sprintf(" (periodic, every %s)", fmtS3(e.PeriodS))
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d (%d) | %s | %s |\n", fmtS3(e.StartS), fmtS3(e.EndS), fmtMs(e.PeakMs), e.Probes, e.Lost, e.coveredCell(), strings.ReplaceAll(cause, "|", "\\|"))
-	}
-	fmt.Fprintf(&b, "\nCauses are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; the node's pressure stalls (psi_cpu, psi_io, psi_memory: some task stalled on its CPUs, I/O or memory) where they cover that share; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
+	writeExcursions(&b, ex.List)
+	fmt.Fprintf(&b, "Causes are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; the node's pressure stalls (psi_cpu, psi_io, psi_memory: some task stalled on its CPUs, I/O or memory) where they cover that share; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
 	excursionTables(&b, ex)
 	return b.String()
 }
@@ -627,18 +605,6 @@ func excursionTables(b *strings.Builder, ex *Excursions) {
 		}
 		whereTable(b, head, e.LengthMs(), *e.Where, excursionReportRows, "excursions.list[].where")
 	}
-}
-
-// coveredCell is report.md's covered share of the excursion and the time left unexplained.
-func (e Excursion) coveredCell() string {
-	length := e.LengthMs()
-	if length <= 0 {
-		return "–"
-	}
-	if e.CoveredMs >= length {
-		return "100 %"
-	}
-	return fmt.Sprintf("%.0f %% (%s unexplained)", 100*e.CoveredMs/length, fmtMs(length-e.CoveredMs))
 }
 
 // LengthMs is the excursion's length, start to end.

@@ -63,7 +63,7 @@ const (
 )
 
 // FailoverFigures are a failover's figures: report.md's columns and pooled lines, summary.json's
-// failover_pooled, the sweep's failover table and plots, and rig compare are built from them.
+// pooled failover figures, the sweep's failover table and plots, and rig compare are built from them.
 var FailoverFigures = []RowFigure[FailoverRow]{
 	{Figure: Figure{Key: "detect", Label: "detection", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.DetectMs })},
 	{Figure: Figure{Key: "elect", Label: "election", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.ElectMs })},
@@ -73,9 +73,9 @@ var FailoverFigures = []RowFigure[FailoverRow]{
 
 // failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each
 // kill or partition of the leader) as an event.
-func (d *runData) failoverRows(lead leadership) (rows []FailoverRow, pooled Pooled) {
+func (d *runData) failoverRows(lead leadership) []FailoverRow {
 	causes := leaderCauses(lead)
-	rows = []FailoverRow{}
+	rows := []FailoverRow{}
 	for i, c := range causes {
 		at := d.origin + int64(c.AtS*1e9)
 		limit := d.loadEnd
@@ -84,10 +84,7 @@ func (d *runData) failoverRows(lead leadership) (rows []FailoverRow, pooled Pool
 		}
 		rows = append(rows, d.failover(c, at, limit, lead.Window))
 	}
-	if len(rows) > 0 {
-		pooled = pool(FailoverFigures, rows)
-	}
-	return rows, pooled
+	return rows
 }
 
 // failover measures one cause at at (ns) until limit (the next cause or the end of load); its

@@ -49,12 +49,14 @@ func (f Figure) Format(v float64) string {
 // if set, what it writes for a row without one (else "—"). Plain writes the bare number (a count
 // whose column head says what it counts). NoColumn: report.md's table shows the figure in
 // another form (per node, or as a table of its own), so it has no column there; it is pooled,
-// in the sweep, rig compare and the history index all the same.
+// in the sweep, rig compare and the history index all the same. Show, if set, writes a value in
+// report.md where Format would not say it as the table does (a share to whole percent, bytes).
 type RowFigure[R any] struct {
 	Figure
 	Get      func(R) (v float64, ok bool)
 	Marks    func(R) (before, after string)
 	None     func(R) string
+	Show     func(v float64) string
 	Plain    bool
 	NoColumn bool
 }
@@ -69,7 +71,10 @@ func (f RowFigure[R]) Cell(r R) string {
 		return "—"
 	}
 	s := f.Format(v)
-	if f.Plain {
+	switch {
+	case f.Show != nil:
+		s = f.Show(v)
+	case f.Plain:
 		s = strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	if f.Marks != nil {
@@ -119,15 +124,16 @@ func pool[R any](figs []RowFigure[R], rows []R) Pooled {
 	return out
 }
 
-// name is the figure's name in summary.json: its key and unit, the unit's "/" read as "per" and
-// its spaces as "_" (peak_per_ms, naks_per_burst).
+// name is the figure's name in summary.json: its key and unit, the unit's "/" read as "per",
+// "%" as "pct" and its spaces as "_" (peak_per_ms, naks_per_burst, covered_pct).
 func (p PooledFigure) name() string {
 	if p.Unit == "" {
 		return p.Key
 	}
-	u := strings.ReplaceAll(strings.ReplaceAll(p.Unit, "/", "per_"), " ", "_")
-	return p.Key + "_" + u
+	return p.Key + "_" + unitName.Replace(p.Unit)
 }
+
+var unitName = strings.NewReplacer("/", "per_", "%", "pct", " ", "_")
 
 // MarshalJSON writes the figures in their declared order.
 func (p Pooled) MarshalJSON() ([]byte, error) {
@@ -148,12 +154,6 @@ func (p Pooled) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
-}
-
-// UnmarshalJSON reads pooled figures back by name, against the declared figures of failovers
-// (failover_pooled); a name it does not declare is kept as a figure of its own, in name order.
-func (p *Pooled) UnmarshalJSON(b []byte) error {
-	return p.decode(b, kindFigures(KindFailover))
 }
 
 // decode reads pooled figures back by name, against figs, the declared figures of their kind.
@@ -228,7 +228,7 @@ var StepDownFigures = append([]RowFigure[StepDownRow]{
 func lift[R, S any](figs []RowFigure[S], part func(R) S) []RowFigure[R] {
 	out := make([]RowFigure[R], 0, len(figs))
 	for _, f := range figs {
-		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }, Plain: f.Plain, NoColumn: f.NoColumn}
+		g := RowFigure[R]{Figure: f.Figure, Get: func(r R) (float64, bool) { return f.Get(part(r)) }, Show: f.Show, Plain: f.Plain, NoColumn: f.NoColumn}
 		if f.Marks != nil {
 			g.Marks = func(r R) (string, string) { return f.Marks(part(r)) }
 		}
@@ -252,30 +252,43 @@ var RestartFigures = []RowFigure[RestartRow]{
 }
 
 // BurstFigures are a micro-burst's figures; a UDP burst's receiver figures are absent from a
-// TCP burst.
+// TCP burst. report.md's burst table of each transport places those it shows (writeBursts).
 var BurstFigures = []RowFigure[BurstRow]{
-	{Figure: Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, Get: func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
+	{Figure: Figure{Key: "peak", Label: "peak", Unit: "/ms", Dir: stats.Neutral}, Plain: true, Get: func(b BurstRow) (float64, bool) { return float64(b.PeakPerMs), true }},
 	{Figure: Figure{Key: "absorb", Label: "absorbed in", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		return b.AbsorbMs, b.Answered > 0 // nothing answered: no absorption to speak of
-	}},
+	}, None: func(BurstRow) string { return "n/a (nothing answered)" }},
 	{Figure: Figure{Key: "max", Label: "worst message", Unit: "ms", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) {
 		return b.MaxLatencyMs, b.Answered > 0
-	}},
-	{Figure: Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, Get: func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
+	}, None: func(BurstRow) string { return "n/a" }},
+	{Figure: Figure{Key: "lost", Label: "lost", Unit: "messages", Dir: stats.LowerIsBetter}, Plain: true, Get: func(b BurstRow) (float64, bool) { return float64(b.Lost), true }},
 	// UDP bursts: the receiver's figures and the verdict by BurstUDP's criteria.
-	{Figure: Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
+	{Figure: Figure{Key: "recv_peak", Label: "peak at receiver", Unit: "/ms", Dir: stats.Neutral}, Plain: true, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.PeakPerMs) })},
 	{Figure: Figure{Key: "recv_p99", Label: "p99 at receiver", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Get: func(b BurstRow) (float64, bool) {
 		if b.UDP == nil || b.UDP.P99Ms == nil {
 			return 0, false
 		}
 		return *b.UDP.P99Ms, true
 	}},
-	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) })},
-	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
+	{Figure: Figure{Key: "burst_rcvbuf_errors", Label: "rcvbuf errors per burst", Unit: "datagrams", Dir: stats.LowerIsBetter}, Plain: true,
+		Get: udpFig(func(u *BurstUDP) float64 { return float64(u.RcvbufErrors) }),
+		Marks: func(b BurstRow) (before, after string) {
+			if b.UDP != nil && b.UDP.NICRxDrops != nil {
+				after = fmt.Sprintf(" (+%d NIC)", *b.UDP.NICRxDrops)
+			}
+			return "", after
+		}},
+	{Figure: Figure{Key: "naks", Label: "NAKs", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: udpFig(func(u *BurstUDP) float64 { return float64(u.Naks) })},
 	// Bursts through Aeron's ingress: the media drivers' own counters, summed over the nodes.
-	{Figure: Figure{Key: "aeron_retransmits", Label: "Aeron retransmits", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterRetransmits)},
-	{Figure: Figure{Key: "aeron_loss_gap_fills", Label: "Aeron loss-gap fills", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterLossGapFills)},
-	{Figure: Figure{Key: "aeron_back_pressure", Label: "Aeron back-pressure events", Unit: "per burst", Dir: stats.LowerIsBetter}, Get: aeronFig(CounterBackPressure)},
+	{Figure: Figure{Key: "aeron_retransmits", Label: "Aeron retransmits", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterRetransmits)},
+	{Figure: Figure{Key: "aeron_loss_gap_fills", Label: "Aeron loss-gap fills", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterLossGapFills)},
+	{Figure: Figure{Key: "aeron_back_pressure", Label: "Aeron back-pressure events", Unit: "per burst", Dir: stats.LowerIsBetter}, Plain: true, Get: aeronFig(CounterBackPressure),
+		Marks: func(b BurstRow) (before, after string) {
+			if b.UDP != nil && b.UDP.Aeron != nil {
+				after = fmt.Sprintf(" (%d offers refused)", b.UDP.Aeron.Refused)
+			}
+			return "", after
+		}},
 	{Figure: Figure{Key: "udp_pass", Label: "passed (receiver criteria)", Unit: "share", Dir: stats.HigherIsBetter}, Get: udpFig(func(u *BurstUDP) float64 {
 		if u.Pass {
 			return 1

@@ -3,12 +3,14 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/stats"
 )
 
 // Forces are the disk model's fsyncs of each server (rundir.DiskSyncsFile) counted in the run's
@@ -318,32 +320,144 @@ func topFiles(m map[string]*ForceCount, key func(ForceCount) int64) []FileForces
 	return out[:min(len(out), forceFiles)]
 }
 
-// writeForces is the report's section on the disk model's forces (nothing without them).
-func writeForces(pf func(string, ...any), s *Summary) {
+// SnapshotForceFigures are a snapshot window's forces on one node (SnapshotForces): the disk
+// model's, in report.md's table of them, and the engine's own where it recorded them, in the
+// table set beside it; summary.json pools them (pooled.forces), the sweep has a table of them.
+var SnapshotForceFigures = []RowFigure[SnapshotForces]{
+	{Figure: Figure{Key: "forces", Label: "forces", Unit: "fsyncs", Dir: stats.LowerIsBetter}, Plain: true, Get: func(r SnapshotForces) (float64, bool) { return float64(r.Syncs), true }},
+	{Figure: Figure{Key: "flushed", Label: "flushed", Unit: "MiB", Dir: stats.Neutral}, Show: showMiB, Get: func(r SnapshotForces) (float64, bool) { return mib(r.Bytes), true }},
+	{Figure: Figure{Key: "force_time", Label: "force time", Unit: "ms", Dir: stats.LowerIsBetter}, Get: func(r SnapshotForces) (float64, bool) { return r.TimeMs, true }},
+	// The engine's own recording (SnapshotForces.Inside).
+	{Figure: Figure{Key: "engine_snapshot_forces", Label: "engine's forces of the snapshot's file", Unit: "forces", Dir: stats.LowerIsBetter}, Plain: true,
+		Get: insideFig(func(in *InsideForces) (float64, bool) { return float64(in.Snap.Syncs), true })},
+	{Figure: Figure{Key: "engine_snapshot_force_time", Label: "engine's force time on the snapshot's file", Unit: "ms", Dir: stats.LowerIsBetter},
+		Get: insideFig(func(in *InsideForces) (float64, bool) { return in.Snap.TimeMs, true })},
+	{Figure: Figure{Key: "engine_forces", Label: "engine's forces in the window", Unit: "forces", Dir: stats.LowerIsBetter}, Plain: true,
+		Get: insideFig(func(in *InsideForces) (float64, bool) { return float64(in.All.Syncs), true })},
+	{Figure: Figure{Key: "step", Label: "persisted − take", Unit: "ms", Dir: stats.LowerIsBetter},
+		Get: stepFig(func(st *StepForces) float64 { return st.StepMs })},
+	{Figure: Figure{Key: "step_force_share", Label: "forces' share of persisted − take", Unit: "%", Dir: stats.Neutral}, Show: wholePct,
+		Get: stepFig(func(st *StepForces) float64 { return 100 * st.Share })},
+	{Figure: Figure{Key: "step_io_share", Label: "forces' and writes' share of persisted − take", Unit: "%", Dir: stats.Neutral}, Show: wholePct,
+		Get: stepFig(func(st *StepForces) float64 { return 100 * st.IOShare })},
+}
+
+// insideFigures are the keys of SnapshotForceFigures read from the engine's own recording: the
+// disk model's table leaves them to the engine's.
+var insideFigures = []string{"engine_snapshot_forces", "engine_snapshot_force_time", "engine_forces", "step", "step_force_share", "step_io_share"}
+
+// insideFig reads a figure from the engine's own record of a window's forces, where it has one.
+func insideFig(f func(*InsideForces) (float64, bool)) func(SnapshotForces) (float64, bool) {
+	return func(r SnapshotForces) (float64, bool) {
+		if r.Inside == nil {
+			return 0, false
+		}
+		return f(r.Inside)
+	}
+}
+
+// stepFig reads a figure of the step from take to persisted, where the engine's record has one.
+func stepFig(f func(*StepForces) float64) func(SnapshotForces) (float64, bool) {
+	return insideFig(func(in *InsideForces) (float64, bool) {
+		if in.Step == nil {
+			return 0, false
+		}
+		return f(in.Step), true
+	})
+}
+
+// NodeForceRow is one node's forces over the load, a row of report.md's table of them.
+type NodeForceRow struct {
+	Node string
+	NodeForces
+}
+
+// NodeForceRows are the run's nodes with a disk model, by name.
+func NodeForceRows(s *Summary) []NodeForceRow {
+	if s.Forces == nil {
+		return nil
+	}
+	var out []NodeForceRow
+	for _, n := range sortedKeys(s.Forces.Nodes) {
+		out = append(out, NodeForceRow{n, s.Forces.Nodes[n]})
+	}
+	return out
+}
+
+// SnapshotForceRows are the run's snapshot windows with forces, per node.
+func SnapshotForceRows(s *Summary) []SnapshotForces {
+	if s.Forces == nil {
+		return nil
+	}
+	return s.Forces.Snapshots
+}
+
+// NodeForceFigures are a node's forces over the load, in its snapshot windows and in the rest:
+// report.md's table of them (each part's count, bytes and time in one cell), summary.json's
+// pooled node_forces and the sweep's table of them.
+var NodeForceFigures = slices.Concat(
+	forceCountFigures("load", "over the load", func(r NodeForceRow) ForceCount { return r.Load }),
+	forceCountFigures("in_snapshots", "in snapshot windows", func(r NodeForceRow) ForceCount { return r.InSnapshots }),
+	forceCountFigures("rest", "outside snapshot windows", func(r NodeForceRow) ForceCount { return r.Rest }),
+)
+
+// forceCountFigures are a ForceCount's figures, keyed and labelled by what it counts.
+func forceCountFigures(key, label string, get func(NodeForceRow) ForceCount) []RowFigure[NodeForceRow] {
+	return []RowFigure[NodeForceRow]{
+		{Figure: Figure{Key: key + "_forces", Label: "forces " + label, Unit: "fsyncs", Dir: stats.LowerIsBetter}, Plain: true,
+			Get: func(r NodeForceRow) (float64, bool) { return float64(get(r).Syncs), true }},
+		{Figure: Figure{Key: key + "_flushed", Label: "flushed " + label, Unit: "MiB", Dir: stats.Neutral}, Show: showMiB,
+			Get: func(r NodeForceRow) (float64, bool) { return mib(get(r).Bytes), true }},
+		{Figure: Figure{Key: key + "_force_time", Label: "force time " + label, Unit: "ms", Dir: stats.LowerIsBetter},
+			Get: func(r NodeForceRow) (float64, bool) { return get(r).TimeMs, true }},
+	}
+}
+
+// countCol is a ForceCount's column of the node table: its three figures in one cell.
+func countCol(head, key string, get func(NodeForceRow) ForceCount) Column[NodeForceRow] {
+	return showing(col(head, func(r NodeForceRow) string { return countCell(get(r)) }), key+"_forces", key+"_flushed", key+"_force_time")
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// showMiB writes a byte count given in MiB as a measured one (fmtFlushed).
+func showMiB(v float64) string { return fmtFlushed(int64(math.Round(v * (1 << 20)))) }
+
+func wholePct(v float64) string { return fmt.Sprintf("%.0f %%", v) }
+
+// writeForces is the report's section on the disk model's forces (nothing without them): its
+// tables' own columns with the declared figures (SnapshotForceFigures, NodeForceFigures) placed
+// among them, and any other declared after them.
+func writeForces(b *strings.Builder, s *Summary) {
+	pf := pfTo(b)
 	f := s.Forces
 	if f == nil {
 		return
 	}
 	pf("## Disk forces\n\n")
 	if len(f.Snapshots) > 0 && len(f.Nodes) > 0 { // the disk model's (Nodes: those with a model)
-		own := slices.ContainsFunc(f.Snapshots, func(r SnapshotForces) bool { return r.Engine != nil })
-		hdr, sep := "| # | node | window | take | persisted | forces | flushed | force time | files (most bytes) |", "|---|---|---|---|---|---|---|---|---|"
-		if own {
-			hdr, sep = hdr+" engine's own writes: bytes, write time (longest since start) |", sep+"---|"
-		}
-		pf("%s\n%s\n", hdr, sep)
+		var rows []SnapshotForces
 		for _, r := range f.Snapshots {
-			if _, model := f.Nodes[r.Node]; !model {
-				continue
+			if _, model := f.Nodes[r.Node]; model {
+				rows = append(rows, r)
 			}
-			pf("| %d | %s | %s – %s | %s | %s | %d | %s | %s | %s |", r.Snapshot, r.Node, fmtS(r.FromS), fmtS(r.ToS),
-				fmtMs(r.TakeMs), fmtMs(r.PersistedMs), r.Syncs, fmtFlushed(r.Bytes), fmtMs(r.TimeMs), filesCell(r.Files))
-			if own {
-				pf(" %s |", engineWritesCell(r.Engine))
-			}
-			pf("\n")
 		}
-		pf("\n")
+		own := slices.ContainsFunc(f.Snapshots, func(r SnapshotForces) bool { return r.Engine != nil })
+		cs := []Column[SnapshotForces]{
+			col("#", func(r SnapshotForces) string { return fmt.Sprint(r.Snapshot) }),
+			col("node", func(r SnapshotForces) string { return r.Node }),
+			col("window", func(r SnapshotForces) string { return fmtS(r.FromS) + " – " + fmtS(r.ToS) }),
+			col("take", func(r SnapshotForces) string { return fmtMs(r.TakeMs) }),
+			col("persisted", func(r SnapshotForces) string { return fmtMs(r.PersistedMs) }),
+			figCol(SnapshotForceFigures, "forces", ""),
+			figCol(SnapshotForceFigures, "flushed", ""),
+			figCol(SnapshotForceFigures, "force_time", ""),
+			col("files (most bytes)", func(r SnapshotForces) string { return filesCell(r.Files) }),
+		}
+		if own {
+			cs = append(cs, col("engine's own writes: bytes, write time (longest since start)", func(r SnapshotForces) string { return engineWritesCell(r.Engine) }))
+		}
+		writeTable(b, figureTable(SnapshotForceFigures, rows, cs, insideFigures...), rows)
 		if own {
 			pf("Engine's own writes: what the engine counted itself from the take's start to its persist (%s), every file it "+
 				"wrote in that time; its write time includes the syncs where the engine times a write and its sync together "+
@@ -351,16 +465,19 @@ func writeForces(pf func(string, ...any), s *Summary) {
 				engineWritesSources(f.Snapshots))
 		}
 	}
-	writeInsideForces(pf, f)
+	writeInsideForces(b, f)
 	if len(f.Nodes) == 0 {
 		return
 	}
-	pf("| node | forces over the load | in snapshot windows | the rest | the rest's files (most forces) |\n|---|---|---|---|---|\n")
-	for _, n := range sortedKeys(f.Nodes) {
-		nf := f.Nodes[n]
-		pf("| %s | %s | %s | %s | %s |\n", n, countCell(nf.Load), countCell(nf.InSnapshots), countCell(nf.Rest), filesCell(nf.RestFiles))
-	}
-	pf("\nForces: every fsync the node's disk model completed (%s), the bytes each flushed (written to the file since its "+
+	rows := NodeForceRows(s)
+	writeTable(b, figureTable(NodeForceFigures, rows, []Column[NodeForceRow]{
+		col("node", func(r NodeForceRow) string { return r.Node }),
+		countCol("forces over the load", "load", func(r NodeForceRow) ForceCount { return r.Load }),
+		countCol("in snapshot windows", "in_snapshots", func(r NodeForceRow) ForceCount { return r.InSnapshots }),
+		countCol("the rest", "rest", func(r NodeForceRow) ForceCount { return r.Rest }),
+		col("the rest's files (most forces)", func(r NodeForceRow) string { return filesCell(r.RestFiles) }),
+	}), rows)
+	pf("Forces: every fsync the node's disk model completed (%s), the bytes each flushed (written to the file since its "+
 		"previous fsync) and the time its caller was held, the model's hold included. A snapshot's window runs from the "+
 		"snapshot action to the node's report of that snapshot, so it holds the take and the persist, and whatever the log "+
 		"forced meanwhile.\n\n", "`<node>/"+rundir.DiskSyncsFile+"`")
@@ -369,7 +486,7 @@ func writeForces(pf func(string, ...any), s *Summary) {
 // writeInsideForces sets the engine's own count of its forces (JFR's jdk.FileForce) beside the
 // disk model's, per snapshot window, on the snapshot's file, and attributes the step from the
 // take to the persisted point to the forces under way in it.
-func writeInsideForces(pf func(string, ...any), f *Forces) {
+func writeInsideForces(b *strings.Builder, f *Forces) {
 	var rows []SnapshotForces
 	for _, r := range f.Snapshots {
 		if r.Inside != nil {
@@ -379,35 +496,47 @@ func writeInsideForces(pf func(string, ...any), f *Forces) {
 	if len(rows) == 0 {
 		return
 	}
+	pf := pfTo(b)
 	pf("Forces the engine recorded itself (%s), beside the disk model's:\n\n", rows[0].Inside.Source)
-	pf("| # | node | snapshot's file | model's fsyncs of it | engine's forces of it | their time | engine's forces in the window | persisted − take | forces in it | share | writes in it | share with writes | files (most time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		file, model := "—", "—"
-		if r.SnapFile != "" {
-			file = r.SnapFile
-		}
-		if r.SnapModel != nil {
-			model = fmt.Sprintf("%d, %s", r.SnapModel.Syncs, fmtMs(r.SnapModel.TimeMs))
-		}
-		step, in, share, writes, io, files := "—", "—", "—", "—", "—", "—"
-		if st := r.Inside.Step; st != nil {
-			step = fmtMs(st.StepMs)
-			in = fmt.Sprintf("%d, %s", st.Forces.Syncs, fmtMs(st.Forces.TimeMs))
-			share = fmt.Sprintf("%.0f %%", 100*st.Share)
-			writes = fmt.Sprintf("%d, %s", st.Writes.Count, fmtMs(st.Writes.TimeMs))
-			io = fmt.Sprintf("%.0f %%", 100*st.IOShare)
-			if len(st.Files) > 0 {
-				parts := make([]string, len(st.Files))
-				for i, x := range st.Files {
-					parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtMs(x.TimeMs))
-				}
-				files = strings.Join(parts, "; ")
+	count := func(n int64, ms float64) string { return fmt.Sprintf("%d, %s", n, fmtMs(ms)) }
+	step := func(f func(st *StepForces) string) func(SnapshotForces) string {
+		return func(r SnapshotForces) string {
+			if st := r.Inside.Step; st != nil {
+				return f(st)
 			}
+			return "—"
 		}
-		pf("| %d | %s | %s | %s | %d | %s | %d, %s | %s | %s | %s | %s | %s | %s |\n", r.Snapshot, r.Node, file, model, r.Inside.Snap.Syncs,
-			fmtMs(r.Inside.Snap.TimeMs), r.Inside.All.Syncs, fmtMs(r.Inside.All.TimeMs), step, in, share, writes, io, files)
 	}
-	pf("\nThe snapshot's file is the file first written or forced in the window that was forced (else written) most: on the " +
+	writeTable(b, figureTable(SnapshotForceFigures, rows, []Column[SnapshotForces]{
+		col("#", func(r SnapshotForces) string { return fmt.Sprint(r.Snapshot) }),
+		col("node", func(r SnapshotForces) string { return r.Node }),
+		col("snapshot's file", func(r SnapshotForces) string { return orDash(r.SnapFile) }),
+		col("model's fsyncs of it", func(r SnapshotForces) string {
+			if r.SnapModel == nil {
+				return "—"
+			}
+			return count(r.SnapModel.Syncs, r.SnapModel.TimeMs)
+		}),
+		figCol(SnapshotForceFigures, "engine_snapshot_forces", "engine's forces of it"),
+		figCol(SnapshotForceFigures, "engine_snapshot_force_time", "their time"),
+		showing(col("engine's forces in the window", func(r SnapshotForces) string { return count(r.Inside.All.Syncs, r.Inside.All.TimeMs) }), "engine_forces"),
+		figCol(SnapshotForceFigures, "step", ""),
+		col("forces in it", step(func(st *StepForces) string { return count(st.Forces.Syncs, st.Forces.TimeMs) })),
+		figCol(SnapshotForceFigures, "step_force_share", "share"),
+		col("writes in it", step(func(st *StepForces) string { return count(st.Writes.Count, st.Writes.TimeMs) })),
+		figCol(SnapshotForceFigures, "step_io_share", "share with writes"),
+		col("files (most time)", step(func(st *StepForces) string {
+			if len(st.Files) == 0 {
+				return "—"
+			}
+			parts := make([]string, len(st.Files))
+			for i, x := range st.Files {
+				parts[i] = fmt.Sprintf("%s (%d, %s)", x.File, x.Syncs, fmtMs(x.TimeMs))
+			}
+			return strings.Join(parts, "; ")
+		})),
+	}, "forces", "flushed", "force_time"), rows) // the disk model's, in its own table
+	pf("The snapshot's file is the file first written or forced in the window that was forced (else written) most: on the " +
 		"Aeron engine the Archive's recording of the snapshot. The step from take to persisted is placed on the engine's " +
 		"clock by that file's first write (the take's start): its forces are those under way in it, timed by their " +
 		"overlap, and share is their time over persisted − take; writes in it are the file writes under way in the step (on " +

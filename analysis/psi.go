@@ -175,11 +175,9 @@ func pressureSection(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "%s CPUs were saturated %.1f %% of the run (some task waiting for a CPU, over %s measured).\n", who, h.CPUSome, fmtS(h.MeasuredS))
 	}
-	b.WriteString("\n| node | cpu some | cpu full | io some | io full | memory some | memory full |\n|---|---|---|---|---|---|---|\n")
-	for _, h := range s.HostPressure {
-		fmt.Fprintf(&b, "| %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", h.Node, h.CPUSome, h.CPUFull, h.IOSome, h.IOFull, h.MemSome, h.MemFull)
-	}
-	b.WriteString("\nPressure stall information (/proc/pressure) over [warm-up end, load end]: some = at least one task stalled on the resource, full = every non-idle task at once. " +
+	b.WriteString("\n")
+	writeHostPressure(&b, s.HostPressure)
+	b.WriteString("Pressure stall information (/proc/pressure) over [warm-up end, load end]: some = at least one task stalled on the resource, full = every non-idle task at once. " +
 		"An excursion is named psi_cpu, psi_io or psi_memory where the some stall covers at least half of it; on the local target every node is this machine (host).\n\n")
 	return b.String()
 }

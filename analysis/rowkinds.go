@@ -9,13 +9,21 @@ import (
 )
 
 // Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
-// table and metric-key prefix they make there.
+// table and metric-key prefix they make there; the listed excursions' is KindExcursion.
 const (
 	KindSnapshot = "snapshot"
 	KindRestart  = "restart"
 	KindStepDown = "step_down"
 	KindFailover = "failover"
 	KindBurst    = "burst"
+	// The disk model's forces (and the engine's own) per snapshot window and node, and per node
+	// over the load.
+	KindForces     = "forces"
+	KindNodeForces = "node_forces"
+	// The load generator in each fault's window, each node's pressure stalls and GC pauses.
+	KindClientFault  = "client_fault"
+	KindHostPressure = "host_pressure"
+	KindGC           = "gc"
 )
 
 // rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled).
@@ -56,6 +64,20 @@ var rowKinds = []rowKind{
 	kind(KindRestart, &RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
 	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
 	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+	kind(KindExcursion, &ExcursionFigures, ExcursionRows),
+	kind(KindForces, &SnapshotForceFigures, SnapshotForceRows),
+	kind(KindNodeForces, &NodeForceFigures, NodeForceRows),
+	kind(KindClientFault, &ClientFaultFigures, ClientFaultRows),
+	kind(KindHostPressure, &HostPressureFigures, func(s *Summary) []HostPressure { return s.HostPressure }),
+	kind(KindGC, &GCFigures, func(s *Summary) []GCRow { return s.GCPauses }),
+}
+
+// ExcursionRows are the run's listed excursions, the rows of ExcursionFigures.
+func ExcursionRows(s *Summary) []Excursion {
+	if s.Excursions == nil {
+		return nil
+	}
+	return s.Excursions.List
 }
 
 // kindFigures are the declared figures of the row kind named name (none for a name it does

@@ -18,8 +18,8 @@ type section func(b *strings.Builder, s *Summary)
 var reportSections = []section{
 	headSection,
 	snapshotsSection,
-	printf(writeForces),
-	printf(writeClientConn),
+	writeForces,
+	writeClientConn,
 	stepDownsSection,
 	failoversSection,
 	handOffsSection,
@@ -184,7 +184,7 @@ func failoversSection(b *strings.Builder, s *Summary) {
 	}, figureCols(FailoverFigures), []Column[FailoverRow]{
 		col("lost", func(r FailoverRow) string { return fmt.Sprint(r.Lost) }),
 	}), s.Failovers)
-	if p := s.FailoverPooled; p != nil && len(s.Failovers) > 1 {
+	if p := s.RowPooled[KindFailover]; p != nil && len(s.Failovers) > 1 {
 		pf("Pooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
 		writePooled(b, p)
 		pf("\n")
@@ -236,7 +236,7 @@ func burstsSection(b *strings.Builder, s *Summary) {
 		return
 	}
 	b.WriteString("## Micro-bursts\n\n")
-	writeBursts(pfTo(b), s)
+	writeBursts(b, s)
 	if p := s.RowPooled[KindBurst]; len(s.Bursts) > 1 && p != nil {
 		fmt.Fprintf(b, "Pooled over %d bursts (median [min – max], or the one value all had; n: the bursts with the figure):\n\n", len(s.Bursts))
 		writePooled(b, p)

@@ -64,11 +64,11 @@ type Summary struct {
 	ClientConn *ClientConn `json:"client_conn,omitempty"`
 
 	// Failovers: every step_down and kill of the leader as an event (failover.go): detection,
-	// election, client gap, back to normal; pooled over the run's faults.
-	Failovers      []FailoverRow `json:"failovers"`
-	FailoverPooled Pooled        `json:"failover_pooled,omitempty"`
-	// RowPooled: every row kind's rows pooled figure by figure (its declared figures), by kind;
-	// failovers' as in failover_pooled.
+	// election, client gap, back to normal; pooled over the run's faults in RowPooled.
+	Failovers []FailoverRow `json:"failovers"`
+	// RowPooled: every row kind's rows pooled figure by figure (its declared figures), by kind.
+	// A summary.json written before it also kept the failovers' apart as failover_pooled, which
+	// nothing reads.
 	RowPooled RowPooled `json:"pooled,omitempty"`
 	// HandOffs: each failover as the step-down guide measures a hand-off (handoff.go): service
 	// gap, detection, election, client learning, and every server's states around it.

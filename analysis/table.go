@@ -1,17 +1,20 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rig-dev/rig/stats"
 )
 
 // Column is one column of a report.md table over rows of R: its head and the cell of the i-th
-// row (from 0).
+// row (from 0). Keys are the declared figures it shows (figCol, showing).
 type Column[R any] struct {
 	Head string
 	Cell func(i int, r R) string
+	Keys []string
 }
 
 // col is a column whose cell depends on the row alone.
@@ -33,6 +36,53 @@ func figureCols[R any](figs []RowFigure[R]) []Column[R] {
 			continue
 		}
 		out = append(out, Column[R]{Head: f.Label, Cell: func(_ int, r R) string { return f.Cell(r) }})
+	}
+	return out
+}
+
+// figCol is the declared figure key of figs as a column, headed head where the table names it
+// otherwise than its label (the label names it across runs: in the sweep, rig compare).
+func figCol[R any](figs []RowFigure[R], key, head string) Column[R] {
+	f := figs[declared(figs, key)]
+	return Column[R]{Head: cmp.Or(head, f.Label), Keys: []string{key}, Cell: func(_ int, r R) string { return f.Cell(r) }}
+}
+
+// declared is the index of key in figs. A table that names a figure its kind does not declare
+// is a mistake in the code, found by any test that writes the table: it panics.
+func declared[R any](figs []RowFigure[R], key string) int {
+	i := slices.IndexFunc(figs, func(f RowFigure[R]) bool { return f.Key == key })
+	if i < 0 {
+		panic(fmt.Sprintf("analysis: a table names figure %q, which its row kind does not declare", key))
+	}
+	return i
+}
+
+// showing marks a column of the table's own as showing declared figures in a form of its own
+// (several in one cell, a figure beside its context), so figureTable does not add them again.
+func showing[R any](c Column[R], keys ...string) Column[R] {
+	c.Keys = append(slices.Clone(c.Keys), keys...)
+	return c
+}
+
+// figureTable is a table's columns over a row kind's declared figures: layout (the table's own
+// columns, with figures placed among them by figCol and showing), then every other declared
+// figure one of rows has, in declared order, so a figure declared later reaches the table with
+// no edit to it. omit names the figures the table leaves to another (a sender's figure in a
+// table of what the receiver saw).
+func figureTable[R any](figs []RowFigure[R], rows []R, layout []Column[R], omit ...string) []Column[R] {
+	placed := map[string]bool{}
+	for _, c := range slices.Concat(layout, []Column[R]{{Keys: omit}}) {
+		for _, k := range c.Keys {
+			declared(figs, k)
+			placed[k] = true
+		}
+	}
+	out := slices.Clone(layout)
+	for _, f := range figs {
+		if placed[f.Key] || f.NoColumn || !slices.ContainsFunc(rows, func(r R) bool { _, ok := f.Get(r); return ok }) {
+			continue
+		}
+		out = append(out, Column[R]{Head: f.Label, Keys: []string{f.Key}, Cell: func(_ int, r R) string { return f.Cell(r) }})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,5 +61,73 @@ func TestRowPooledReadBack(t *testing.T) {
 	}
 	if got, want := renderReport(&back), renderReport(s); got != want {
 		t.Errorf("report from summary.json differs:\n%s", lineDiff(want, got))
+	}
+}
+
+// Each transport's burst table shows the declared burst figures its bursts have: one declared
+// later reaches every table whose bursts have it, after the table's own columns, and a figure a
+// table places among its columns (or shows otherwise) is not added again.
+func TestBurstTablesShowDeclaredFigures(t *testing.T) {
+	saved := BurstFigures
+	t.Cleanup(func() { BurstFigures = saved })
+	BurstFigures = append(slices.Clone(saved),
+		RowFigure[BurstRow]{Figure: Figure{Key: "every", Label: "on every burst", Unit: "ms"}, Get: func(BurstRow) (float64, bool) { return 7.5, true }},
+		RowFigure[BurstRow]{Figure: Figure{Key: "udp_only", Label: "at a receiver", Unit: "ms"}, Get: func(b BurstRow) (float64, bool) { return 2.5, b.UDP != nil }})
+	s := &Summary{Bursts: []BurstRow{
+		{AtS: 1, Sent: 10, Answered: 10, Planned: 10, PeakPerMs: 10},
+		{AtS: 2, Sent: 10, Answered: 10, UDP: &BurstUDP{Burst: 1, Received: 10, Pass: true}},
+		{AtS: 3, Sent: 10, Answered: 10, UDP: &BurstUDP{Transport: TransportAeron, Burst: 2, Pass: true, Aeron: &BurstAeron{Sum: map[string]int64{}}}},
+	}}
+	var b strings.Builder
+	writeBursts(&b, s)
+	md := b.String()
+	for _, want := range []string{
+		"| max latency | on every burst |\n", " | 7.50 ms |\n", // TCP: no receiver
+		"| rcvbuf errors | result | on every burst | at a receiver |\n", "| pass | 7.50 ms | 2.50 ms |\n", // UDP
+		"| FC under / over | result | on every burst | at a receiver |\n", "| 0 / 0 | pass | 7.50 ms | 2.50 ms |\n", // Aeron
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("burst tables lack %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "| at a receiver |"); n != 2 {
+		t.Errorf("a receiver's figure heads %d tables, want the UDP and the Aeron one:\n%s", n, md)
+	}
+	for _, label := range []string{"peak at receiver", "worst message", "passed", "Aeron ", "per burst"} {
+		if strings.Contains(md, label) {
+			t.Errorf("a figure a table places or shows otherwise is added again (%q):\n%s", label, md)
+		}
+	}
+}
+
+// The tables of where an interval's time went, of every window and excursion, show the declared
+// cause-row figures: one declared later reaches each of them after the table's own columns.
+func TestCauseRowTablesShowDeclaredFigures(t *testing.T) {
+	saved := CauseRowFigures
+	t.Cleanup(func() { CauseRowFigures = saved })
+	CauseRowFigures = append(slices.Clone(saved),
+		RowFigure[CauseRow]{Figure: Figure{Key: "fake", Label: "fake figure", Unit: "ms"}, Get: func(CauseRow) (float64, bool) { return 7.5, true }})
+	s, err := Analyze(copyTree(t, filepath.Join("testdata", "golden-run")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := renderReport(s)
+	tables := 0
+	for _, w := range s.Windows {
+		if len(w.Rows) > 0 {
+			tables++
+		}
+	}
+	for _, e := range s.Excursions.List {
+		if e.Where != nil && len(e.Where.Rows) > 0 {
+			tables++
+		}
+	}
+	head := "| node | thread | cause | source | count | total | share | detail | fake figure |\n"
+	if n := strings.Count(md, head); tables == 0 || n != tables {
+		t.Errorf("%d of %d tables of where the time went have the declared figure:\n%s", n, tables, md)
+	}
+	if !strings.Contains(md, "| agent_cpu | os_samples | 0 | 1.57 ms | 4.0 % | — | 7.50 ms |\n") {
+		t.Errorf("a row lacks the declared figure:\n%s", md)
 	}
 }

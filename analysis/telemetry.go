@@ -246,16 +246,16 @@ func (d *runData) stampedLog(node string) []stampedLine {
 func telemetrySection(s *Summary) string {
 	var b strings.Builder
 	if len(s.GCPauses) > 0 {
-		b.WriteString("### GC pauses\n\n| node | pauses | longest | total |\n|---|---|---|---|\n")
+		b.WriteString("### GC pauses\n\n")
+		writeGCPauses(&b, s.GCPauses)
 		windowed := true
 		for _, r := range s.GCPauses {
-			fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", r.Node, r.Count, fmtMs(r.LongestMs), fmtMs(r.TotalMs))
 			windowed = windowed && r.Windowed
 		}
 		if windowed {
-			b.WriteString("\nStop-the-world pauses from each engine's GC log (-Xlog:gc*), warm-up end to end of load.\n\n")
+			b.WriteString("Stop-the-world pauses from each engine's GC log (-Xlog:gc*), warm-up end to end of load.\n\n")
 		} else {
-			b.WriteString("\nStop-the-world pauses from each engine's GC log (-Xlog:gc*), the whole log: add the time decorator (:time) to count only the measured window.\n\n")
+			b.WriteString("Stop-the-world pauses from each engine's GC log (-Xlog:gc*), the whole log: add the time decorator (:time) to count only the measured window.\n\n")
 		}
 	}
 	if sp := s.Spike; sp != nil {

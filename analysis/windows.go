@@ -615,22 +615,10 @@ func whereTable(b *strings.Builder, head string, lengthMs float64, w WhereTime, 
 		pf("No cause recorded in it.\n\n")
 		return
 	}
-	pf("| node | thread | cause | source | count | total | share | detail |\n|---|---|---|---|---|---|---|---|\n")
-	for i, r := range w.Rows {
-		if i == maxRows {
-			break
-		}
-		cause := r.Cause
-		if r.Role != "" {
-			cause += " (" + r.Role + ")"
-		}
-		pf("| %s | %s | %s | %s | %d | %s | %.1f %% | %s |\n", r.Node, orDash(r.Thread), cause, r.Source, r.Count, fmtMs(r.TotalMs), r.SharePct,
-			strings.ReplaceAll(orDash(r.Detail), "|", "\\|"))
-	}
+	writeCauseRows(b, w.Rows[:min(len(w.Rows), maxRows)])
 	if n := len(w.Rows) - maxRows + w.LeftOut; n > 0 {
-		pf("\n%d smaller row(s) not shown (summary.json's %s has the first %d).\n", n, list, windowMaxRows)
+		pf("%d smaller row(s) not shown (summary.json's %s has the first %d).\n\n", n, list, windowMaxRows)
 	}
-	pf("\n")
 }
 
 // insideStall maps the inside kinds that hold a thread up to the excursion cause they name: GC

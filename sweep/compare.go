@@ -476,7 +476,7 @@ func (c *Comparison) Text(w io.Writer) {
 		fmt.Fprintln(w, "\n"+line)
 	}
 	if len(c.Families) > 1 {
-		fmt.Fprintln(w, "\nThe cause figures (time per cause and unexplained, as shares of each kind of window and of the excursions) are corrected as a family of their own, so they do not dilute the other verdicts.")
+		fmt.Fprintln(w, "\nThe cause figures (time per cause and unexplained, as shares of each kind of window and of the excursions) and the excursions' own figures are corrected as a family of their own, so they do not dilute the other verdicts.")
 	}
 	fmt.Fprintln(w, "\n"+verdictRule)
 }

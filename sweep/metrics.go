@@ -14,14 +14,20 @@ import (
 // Tables of the sweep report, one per experiment kind; a table is shown when any run has
 // figures for it. A row kind's table is named as the kind (analysis.Kind*).
 const (
-	TableLatency  = "latency"
-	TableSnapshot = analysis.KindSnapshot
-	TableRestart  = analysis.KindRestart
-	TableStepDown = analysis.KindStepDown
-	TableFailover = analysis.KindFailover
-	TableBurst    = analysis.KindBurst
-	TableOverhead = "overhead"
-	TableCauses   = "causes"
+	TableLatency      = "latency"
+	TableSnapshot     = analysis.KindSnapshot
+	TableRestart      = analysis.KindRestart
+	TableStepDown     = analysis.KindStepDown
+	TableFailover     = analysis.KindFailover
+	TableBurst        = analysis.KindBurst
+	TableExcursion    = analysis.KindExcursion
+	TableForces       = analysis.KindForces
+	TableNodeForces   = analysis.KindNodeForces
+	TableClientFault  = analysis.KindClientFault
+	TableHostPressure = analysis.KindHostPressure
+	TableGC           = analysis.KindGC
+	TableOverhead     = "overhead"
+	TableCauses       = "causes"
 )
 
 // Metric is one figure read from every run's summary.json: its declaration (analysis.Figure),
@@ -137,6 +143,12 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
+	ms = append(ms, rowMetrics(TableForces, rowOpts{key: "forces."}, analysis.SnapshotForceFigures, func(r *RunData) []analysis.SnapshotForces { return analysis.SnapshotForceRows(r.Summary) })...)
+	ms = append(ms, rowMetrics(TableNodeForces, rowOpts{key: "node_forces."}, analysis.NodeForceFigures, func(r *RunData) []analysis.NodeForceRow { return analysis.NodeForceRows(r.Summary) })...)
+	ms = append(ms, rowMetrics(TableClientFault, rowOpts{key: "client_fault."}, analysis.ClientFaultFigures, func(r *RunData) []analysis.ClientFault { return analysis.ClientFaultRows(r.Summary) })...)
+	ms = append(ms, rowMetrics(TableHostPressure, rowOpts{key: "host_pressure."}, analysis.HostPressureFigures, func(r *RunData) []analysis.HostPressure { return r.Summary.HostPressure })...)
+	ms = append(ms, rowMetrics(TableGC, rowOpts{key: "gc."}, analysis.GCFigures, func(r *RunData) []analysis.GCRow { return r.Summary.GCPauses })...)
+	ms = append(ms, rowMetrics(TableExcursion, rowOpts{key: "excursion."}, analysis.ExcursionFigures, func(r *RunData) []analysis.Excursion { return analysis.ExcursionRows(r.Summary) })...)
 	ms = append(ms, kindMetrics()...)
 	ms = append(ms, causeMetrics(runs)...)
 	// What a run costs besides its timeline, and where that went (the runner's stages).
@@ -269,13 +281,14 @@ func causeMetrics(runs []*RunData) []Metric {
 }
 
 // Family is the false-discovery family a metric's verdicts are corrected in: the cause figures
-// are one of their own, so their many verdicts do not dilute the others'.
+// and the excursions' own (what a run's slow stretches were, beside what they were made of) are
+// one of their own, so their many verdicts do not dilute the others'.
 func (m Metric) Family() string { return FamilyOf(m.Key) }
 
 // FamilyOf is the false-discovery family of the figure of key (Metric.Family), for a reader holding
 // only keys (the results index).
 func FamilyOf(key string) string {
-	if strings.HasPrefix(key, analysis.CauseKeyPrefix) {
+	if strings.HasPrefix(key, analysis.CauseKeyPrefix) || strings.HasPrefix(key, TableExcursion+".") {
 		return TableCauses
 	}
 	return "figures"
