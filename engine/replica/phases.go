@@ -82,7 +82,8 @@ var phaseKind = map[string]rundir.InsideKind{
 const phaseWatchEvery = time.Millisecond
 
 // watchPhases writes a span for each phase the node goes through from joining (from, when the
-// restore ended) to ready, reading the phase as /status does, until ready or stop.
+// restore ended) to ready, reading the phase as /status does, until ready or stop (which ends
+// the phase under way).
 func (n *Node) watchPhases(from time.Time, stop <-chan struct{}) {
 	prev, since := engine.PhaseJoining, from
 	t := time.NewTicker(phaseWatchEvery)
@@ -90,6 +91,10 @@ func (n *Node) watchPhases(from time.Time, stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
+			// Shut down before ready: the phase under way ends here.
+			if k, ok := phaseKind[prev]; ok {
+				n.phases.add(k, rundir.BlocksReady, since, time.Now(), n.phaseDetail(prev)+" (the node stopped before it ended)")
+			}
 			return
 		case <-t.C:
 		}
