@@ -18,8 +18,9 @@ import (
 //   - a snapshot window (the action until every node reported its snapshot): the snapshot
 //     phases of any node, which the window waits for;
 //   - a restart window (kill until ready again): the relaunched node's own phases that kept it
-//     from ready (Blocks ready), and its time down between the kill and the relaunch the
-//     timeline asked for (the run's own kill and relaunch events);
+//     from ready (Blocks ready), its time down between the kill and the relaunch the timeline
+//     asked for (the run's own kill and relaunch events), and its start from the relaunch to
+//     its first phase;
 //   - an excursion, a failover or a burst window (client latency): only a phase that blocked the
 //     apply path (Blocks apply) of the node leading at the time, since a command's answer waits
 //     for the leader's apply and for no follower's. A follower's take, a persist beside the apply
@@ -32,8 +33,13 @@ import (
 // restart window's time down.
 const SourceTimeline = "timeline"
 
-// causeDown is a restart window's time between the kill and the relaunch.
-const causeDown = "down"
+// causeDown is a restart window's time between the kill and the relaunch; causeStart its time
+// from the relaunch to the engine's first phase of the launch (process start: exec, runtime,
+// config), where the engine writes phases.
+const (
+	causeDown  = "down"
+	causeStart = "start"
+)
 
 // phaseScope is what an interval measures, for the phases that may cover it.
 type phaseScope struct {
@@ -145,14 +151,24 @@ func (t *windowTally) phases(ts *timeSources, sc phaseScope) {
 			}
 		}
 	}
-	if sc.down.to > sc.down.from {
-		if c, ok := t.clip(sc.down.from, sc.down.to-sc.down.from); ok && c.to > c.from {
-			a := t.get(rowKey{node: sc.node, cause: causeDown, source: SourceTimeline})
+	if sc.down.to <= sc.down.from {
+		return
+	}
+	timeline := func(cause string, s span, detail string) {
+		if c, ok := t.clip(s.from, s.to-s.from); ok && c.to > c.from {
+			a := t.get(rowKey{node: sc.node, cause: cause, source: SourceTimeline})
 			a.count++
 			a.ns += float64(c.to - c.from)
-			a.details["killed, relaunched after "+fmtMs(nsToMs(sc.down.to-sc.down.from))]++
+			a.details[detail]++
 			t.cover = append(t.cover, whole(c))
 		}
+	}
+	timeline(causeDown, sc.down, "killed, relaunched after "+fmtMs(nsToMs(sc.down.to-sc.down.from)))
+	// From the relaunch to the engine's first phase of the launch, the process was starting
+	// (exec, runtime, config): the contract's phase starting, before anything was loaded.
+	ph := ts.phases[sc.node]
+	if i := slices.IndexFunc(ph, func(s rundir.InsideSpan) bool { return s.AtNs >= sc.down.to && s.Blocks == rundir.BlocksReady }); i >= 0 {
+		timeline(causeStart, span{sc.down.to, ph[i].AtNs}, "relaunched, starting until its "+string(ph[i].Kind)+" began")
 	}
 }
 

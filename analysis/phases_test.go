@@ -101,13 +101,16 @@ func TestEnginePhasesCover(t *testing.T) {
 	if r := row(snap, "node-1", string(rundir.PhaseSnapshotPersist), rundir.SourceEnginePhases); r.TotalMs != 70 {
 		t.Errorf("follower's persist row %+v, want 70 ms", r)
 	}
-	// [20, 23] s: down 1 s (the timeline's kill and relaunch), then the phases from 21.1 to
-	// 22.99 s: 110 ms left.
-	if rs.UnexplainedMs != 110 {
-		t.Errorf("restart window unexplained %v ms, want 110", rs.UnexplainedMs)
+	// [20, 23] s: down 1 s (the timeline's kill and relaunch), starting until the restore at
+	// 21.1 s, then the phases to 22.99 s: 10 ms left, between the engine's ready and the event.
+	if rs.UnexplainedMs != 10 {
+		t.Errorf("restart window unexplained %v ms, want 10", rs.UnexplainedMs)
 	}
 	if r := row(rs, "node-1", causeDown, SourceTimeline); r.TotalMs != 1000 {
 		t.Errorf("down row %+v, want 1000 ms", r)
+	}
+	if r := row(rs, "node-1", causeStart, SourceTimeline); r.TotalMs != 100 || r.Detail != "relaunched, starting until its restore began ×1" {
+		t.Errorf("start row %+v, want 100 ms to the restore", r)
 	}
 	if r := row(rs, "node-1", string(rundir.PhaseCatchUp), rundir.SourceEnginePhases); r.TotalMs != 990 {
 		t.Errorf("catch-up row %+v, want 990 ms", r)
