@@ -218,6 +218,7 @@ public final class RigAeron
         }
         Node.smallMachineDefaults();
         final NodeState state = new NodeState();
+        state.phases = PhaseLog.open(configFile.getAbsoluteFile().getParentFile());
         final String aeronDir = Node.aeronDir(cfg);
         final File base = new File(cfg.dataDir(), "aeron-cluster");
         final String host = cfg.raftHost();
