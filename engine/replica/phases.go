@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -24,7 +25,7 @@ type phaseLog struct {
 	ch      chan rundir.InsideSpan
 	done    chan struct{}
 	once    sync.Once
-	dropped int
+	dropped atomic.Int64 // spans the queue had no room for
 }
 
 func newPhaseLog(sink func(rundir.InsideSpan)) *phaseLog {
@@ -47,7 +48,7 @@ func (p *phaseLog) add(kind rundir.InsideKind, blocks string, from, to time.Time
 	select {
 	case p.ch <- s:
 	default:
-		p.dropped++ // only the FSM goroutine and the phase watcher add, one span at a time each
+		p.dropped.Add(1)
 	}
 }
 

@@ -193,7 +193,7 @@ func BenchmarkPhaseAdd(b *testing.B) {
 	for b.Loop() {
 		p.add(rundir.PhaseSnapshotCapture, rundir.BlocksApply, from, to, "snapshot at index 1")
 	}
-	if p.dropped > 0 {
-		b.Fatalf("%d spans dropped: run with -benchtime 200000x", p.dropped)
+	if n := p.dropped.Load(); n > 0 {
+		b.Fatalf("%d spans dropped: run with -benchtime 200000x", n)
 	}
 }
