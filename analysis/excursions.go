@@ -166,6 +166,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 	starts := make([]int64, 0, len(all))
 	causes := make([][]Cause, len(all))
 	covered := make([]int64, len(all))
+	scope := d.excursionScope(s)
 	for i, st := range all {
 		causes[i] = d.causesIn(st.from, st.to, s)
 		gcs, cover := d.gcCauses(st.from, st.to, gc)
@@ -175,7 +176,9 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
 		psi, psiCover := d.psiCauses(ts.psi, s.HostPressure, st.from, st.to)
 		causes[i] = append(causes[i], psi...)
-		covered[i] = coverNs(slices.Concat(wholes(cover), stalls.cover, psiCover))
+		phases, phaseCover := d.phaseCauses(ts, scope, st.from, st.to)
+		causes[i] = append(causes[i], phases...)
+		covered[i] = coverNs(slices.Concat(wholes(cover), stalls.cover, psiCover, phaseCover))
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
@@ -197,7 +200,7 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 			e.Causes = []Cause{}
 		}
 		e.PeriodS = periodOf[i]
-		e.Where = ptr(d.whereTime(ts, st.from, st.to))
+		e.Where = ptr(d.whereTime(ts, st.from, st.to, scope))
 		for _, node := range d.nodes {
 			lines := d.engineLogLines(node, st.from-int64(spikeLogMargin), st.to+int64(spikeLogMargin))
 			if len(lines) > excursionLogRows {

@@ -15,15 +15,16 @@ import (
 )
 
 // The engines' always-on pause records, read as inside spans beside the scheduler samples: a Go
-// engine's GC stop-the-world pauses (<node>/pauses.ndjson, recording/gcpause), an Aeron node's
-// agents' duty-cycle stalls (the same file, rundir.SourceAeronCounters) and a JVM's
+// engine's GC stop-the-world pauses (<node>/pauses.ndjson, recording/gcpause; the engine's own
+// phases there too, judged by phases.go), an Aeron node's agents' duty-cycle stalls (the same
+// file, rundir.SourceAeronCounters) and a JVM's
 // safepoints from its unified log (-Xlog:safepoint into the GC log the command driver places in
 // the node folder, gc*.log). Like the scheduler samples they are not an engine recording.
 
 // alwaysOnSources are the sources every run has (where the engine offers them), as against an
 // engine's recording (inside.ndjson), which is off by default: a run with only these says so.
 var alwaysOnSources = []string{SourceDiskModel, SourceOSSamples, rundir.SourceSchedstat, rundir.SourceGoRuntime, rundir.SourceSafepointLog,
-	rundir.SourceAeronCounters}
+	rundir.SourceAeronCounters, rundir.SourceEnginePhases, SourceTimeline}
 
 // safepointRe is HotSpot's per-safepoint line under [safepoint] (JDK 17: `Safepoint "Cleanup",
 // Time since last: 1000767425 ns, Reaching safepoint: 201316 ns, Cleanup: 8291 ns, At safepoint:

@@ -261,6 +261,8 @@ type timeSources struct {
 	syncs  map[string][]rundir.DiskSync
 	host   *hostSeries
 	psi    []psiSeries // the nodes' pressure stalls (one series for the machine on the local target)
+	// phases are the engines' own phases, judged per interval (phases.go), not as stalls.
+	phases map[string][]rundir.InsideSpan
 	// nodes are the servers and the client nodes with scheduler samples (the load generator's
 	// threads' run-queue waits).
 	nodes []string
@@ -277,6 +279,7 @@ func (d *runData) timeSources() (*timeSources, []string) {
 	for n, ss := range d.pauseSpans() {
 		spans[n] = append(spans[n], ss...)
 	}
+	ts.takePhases(spans)
 	ts.psi = psiOf(samples, ts.host.local)
 	ts.nodes = slices.Clone(d.nodes)
 	for n, ss := range spans {
@@ -308,15 +311,17 @@ func (d *runData) timeSources() (*timeSources, []string) {
 }
 
 // whereTime is the table of where the time went over [from, to] (unix ns): every cause per
-// node and thread, and the time none covers. Windows and excursions both call it.
-func (d *runData) whereTime(ts *timeSources, from, to int64) WhereTime {
+// node and thread, and the time none covers. Windows and excursions both call it, each with
+// what it measures (sc: which engine phases cover it).
+func (d *runData) whereTime(ts *timeSources, from, to int64, sc phaseScope) WhereTime {
 	t := newWindowTally(from, to)
 	for _, n := range ts.nodes {
 		t.inside(n, ts.inside[n])
 		t.syncs(n, ts.syncs[n], d.man.RunID)
 	}
+	t.phases(ts, sc)
 	t.host(ts.host)
-	w := WhereTime{Sources: d.sourcesOver(ts.names, from, to), Totals: t.totals()}
+	w := WhereTime{Sources: sc.sources(d.sourcesOver(ts.names, from, to)), Totals: t.totals()}
 	w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
 	return w
 }
@@ -340,7 +345,7 @@ func (d *runData) windows(s *Summary, ts *timeSources) []TimeWindow {
 	ws := d.windowSpans(s)
 	for i := range ws {
 		w := &ws[i]
-		w.WhereTime = d.whereTime(ts, d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9)))
+		w.WhereTime = d.whereTime(ts, d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9)), d.windowScope(s, *w))
 	}
 	return ws
 }
@@ -596,7 +601,7 @@ func sourcesNote(src []string, what string) string {
 		out = fmt.Sprintf("Sources: %s.", strings.Join(src, ", "))
 	}
 	if !slices.ContainsFunc(src, func(x string) bool { return !slices.Contains(alwaysOnSources, x) }) {
-		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables.", rundir.InsideFile)
+		out += fmt.Sprintf(" No engine recording (`<node>/%s`): the engines' own time is not in these tables%s.", rundir.InsideFile, phasesNote(src))
 	}
 	return out
 }

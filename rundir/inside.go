@@ -64,6 +64,10 @@ type InsideSpan struct {
 	// Share is the part of the span its cause held where only a total over the span is known (a
 	// sampled interval's run-queue wait: wait/interval), spread evenly over it; 0 is all of it.
 	Share float64 `json:"share,omitempty"`
+	// Blocks is, for an engine's phase (PhaseKinds), what the engine could not do for all of the
+	// span (BlocksApply, BlocksReady): a phase that ran beside the work a latency or a window
+	// measures leaves it empty, and then covers none of that.
+	Blocks string `json:"blocks,omitempty"`
 }
 
 // Weight is the share of each moment of the span its cause is taken to hold, in (0, 1].

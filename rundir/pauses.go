@@ -1,12 +1,18 @@
 package rundir
 
-import "os"
+import (
+	"os"
+
+	"github.com/rig-dev/rig/engine"
+)
 
 // PausesFile, in a node's folder, is the engine runtime's own always-on record of its pauses,
 // one InsideSpan JSON line each: the reference engine writes each Go GC's stop-the-world pauses
-// there (recording/gcpause), the Aeron harness its agents' duty-cycle stalls (examples/aeron-cluster,
-// DutyCycles.java). Unlike InsideFile it is not a recording: it costs next to nothing, is written
-// in every run, and holds pauses only.
+// there (recording/gcpause) and the phases of its own scheduled work (PhaseKinds: a snapshot's
+// take, a relaunched node's restore, replay and catch-up); the Aeron harness its agents'
+// duty-cycle stalls and its phases (examples/aeron-cluster, DutyCycles.java, PhaseLog.java).
+// Unlike InsideFile it is not a recording: it costs next to nothing, is written in every run,
+// and holds pauses and phases only.
 const PausesFile = "pauses.ndjson"
 
 // Sources of the always-on pause records (InsideSpan.Source).
@@ -24,7 +30,38 @@ const (
 	// the time held over the span's length. A max that grew is a real cycle of that length; a
 	// count that rose bounds its cycles' time from below (count × threshold).
 	SourceAeronCounters = "aeron_counters"
+	// SourceEnginePhases: the engine's own account of its scheduled work, one span per phase as
+	// it ends (PhaseKinds, PausesFile).
+	SourceEnginePhases = "engine_phases"
 )
+
+// Phases of an engine's scheduled work (InsideSpan.Kind, source SourceEnginePhases), each with
+// what it held up (InsideSpan.Blocks): the engine contract's work spans (engine.WorkKinds), as
+// inside-span kinds.
+const (
+	PhaseSnapshotCapture InsideKind = engine.WorkSnapshotCapture
+	PhaseSnapshotPersist InsideKind = engine.WorkSnapshotPersist
+	PhaseLogCompaction   InsideKind = engine.WorkLogCompaction
+	PhaseRestore         InsideKind = engine.WorkRestore
+	PhaseJoin            InsideKind = engine.WorkJoin
+	PhaseReplay          InsideKind = engine.WorkReplay
+	PhaseCatchUp         InsideKind = engine.WorkCatchUp
+)
+
+// PhaseKinds lists every phase kind, in the order they happen.
+var PhaseKinds = []InsideKind{PhaseSnapshotCapture, PhaseSnapshotPersist, PhaseLogCompaction, PhaseRestore, PhaseJoin, PhaseReplay, PhaseCatchUp}
+
+// What a phase held up (InsideSpan.Blocks): engine.BlocksApply, engine.BlocksReady.
+const (
+	BlocksApply = engine.BlocksApply
+	BlocksReady = engine.BlocksReady
+)
+
+// PhaseSpan is an engine's work span as a line of the pauses file.
+func PhaseSpan(w engine.WorkSpan) InsideSpan {
+	return InsideSpan{AtNs: w.From.UnixNano(), DurNs: max(w.To.Sub(w.From).Nanoseconds(), 0), Kind: InsideKind(w.Kind),
+		Source: SourceEnginePhases, Blocks: w.Blocks, Detail: w.Detail}
+}
 
 // CreatePauses creates a pauses file, or appends to one already there (an engine relaunched).
 func CreatePauses(path string) (*InsideWriter, error) {

@@ -82,6 +82,22 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 					defer gp.Stop()
 				}
 			}
+			// The engine's own phases (a snapshot's take, a relaunch's restore, replay and
+			// catch-up) into the same file, a few lines a run; each flushed as it comes, one
+			// whole line per append, so the two writers' lines do not interleave.
+			if !cfg.CauseSourcesOff {
+				if pw, err := rundir.CreatePauses(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
+					log.Warn("engine phases not recorded", "err", err)
+				} else {
+					defer pw.Close() // after node.Shutdown (deferred below), which hands over the last
+					node.RecordPhases(func(w engine.WorkSpan) {
+						pw.Write(rundir.PhaseSpan(w))
+						if err := pw.Flush(); err != nil {
+							log.Warn("engine phase not recorded", "err", err)
+						}
+					})
+				}
+			}
 			// Serve the admin API before restoring, so the agent sees starting and restoring.
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()

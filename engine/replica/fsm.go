@@ -56,6 +56,7 @@ type fsm struct {
 	busy      atomic.Bool   // inside Apply
 	restoring atomic.Bool
 	lastSnap  atomic.Pointer[engine.Snapshot]
+	phases    *phaseLog // nil: not recorded
 
 	req wire.Request // scratch, only touched on the FSM goroutine
 
@@ -152,9 +153,14 @@ func (f *fsm) take(index, term uint64) (*engine.Snapshot, error) {
 	encode, persisted := st.Encode, st.Persisted
 	f.prune(index)
 	// All of it ran on the FSM goroutine, so the book stood still for the whole take.
+	end := time.Now()
+	f.phases.add(engine.WorkSnapshotCapture, engine.BlocksApply, start, start.Add(encode),
+		fmt.Sprintf("snapshot at index %d: %d orders encoded into %d bytes, %d sync(s), on the apply goroutine", index, st.Orders, st.Bytes, st.Syncs))
+	f.phases.add(engine.WorkSnapshotPersist, engine.BlocksApply, start.Add(encode), end,
+		fmt.Sprintf("snapshot at index %d: file synced, renamed into place, folder synced, older snapshots removed, on the apply goroutine", index))
 	s := &engine.Snapshot{
 		Index: index, Term: term, Bytes: st.Bytes, Orders: &st.Orders, Syncs: &st.Syncs,
-		EncodeMs: ms(encode), PersistedMs: ms(persisted), TakeMs: ms(time.Since(start)),
+		EncodeMs: ms(encode), PersistedMs: ms(persisted), TakeMs: ms(end.Sub(start)),
 	}
 	f.lastSnap.Store(s)
 	f.log.Info("snapshot taken", "index", index, "orders", st.Orders, "bytes", st.Bytes, "take_ms", s.TakeMs, "encode_ms", s.EncodeMs, "persisted_ms", s.PersistedMs, "syncs", st.Syncs)
@@ -244,6 +250,8 @@ func (f *fsm) restore() error {
 	f.applied.Store(meta.LogIndex)
 	f.orders.Store(int64(b.Orders()))
 	d := time.Since(start)
+	f.phases.add(engine.WorkRestore, engine.BlocksReady, start, start.Add(d),
+		fmt.Sprintf("snapshot at index %d: %d orders, %d bytes read", meta.LogIndex, b.Orders(), size))
 	f.lastSnap.Store(&engine.Snapshot{Index: meta.LogIndex, Term: meta.Term, Bytes: size, Orders: new(int64(b.Orders())), Restored: true, RestoreMs: ms(d)})
 	f.log.Info("snapshot restored", "index", meta.LogIndex, "orders", b.Orders(), "restore_ms", ms(d))
 	return nil

@@ -64,6 +64,10 @@ type Node struct {
 	// the peer address in this node's config when its links go through proxies.
 	clientOf map[raft.ServerID]string
 	failed   failure // a fatal storage error stops the node (fatal.go)
+
+	phases    *phaseLog     // nil: phases not recorded (RecordPhases)
+	stopWatch chan struct{} // closed by Shutdown: ends the phase watcher
+	watchDone chan struct{}
 }
 
 // Open creates and starts a replica.
@@ -110,6 +114,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	n.restored.Store(true) // from here until raft runs, the node is opening its log: joining
+	joinFrom := time.Now()
 	var err error
 	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log}
 	if n.logs, err = store.OpenLog(filepath.Join(raftDir, "log"), sopts); err != nil {
@@ -170,6 +175,13 @@ func (n *Node) Start() error {
 	}
 	n.trans.raft.Store(n.raft)
 	n.running.Store(true)
+	if n.phases != nil {
+		n.stopWatch, n.watchDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(n.watchDone)
+			n.watchPhases(joinFrom, n.stopWatch)
+		}()
+	}
 	log.Info("replica started", "node", cfg.Node, "launch_log_index", n.launchLog, "restored_index", n.fsm.applied.Load())
 	return nil
 }
@@ -495,10 +507,16 @@ func (n *Node) Shutdown() error {
 	if n.trans != nil {
 		n.trans.stopHolding() // raft's shutdown waits for replication goroutines a hold would keep
 	}
+	if n.stopWatch != nil {
+		close(n.stopWatch)
+		<-n.watchDone
+		n.stopWatch = nil
+	}
 	if n.running.Load() {
 		err = n.raft.Shutdown().Error()
 	}
 	n.close()
+	n.phases.close() // after raft: a take under way hands its spans over first
 	return err
 }
 

@@ -20,6 +20,28 @@ import (
 
 func testCluster(t *testing.T, n, syncLevel int, tweaks ...func(*engine.Config)) ([]engine.Config, []*Node) {
 	t.Helper()
+	cfgs := testClusterConfigs(t, n, syncLevel, tweaks...)
+	nodes := make([]*Node, n)
+	for i, c := range cfgs {
+		nd, err := Open(c, quietLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			if nd != nil {
+				nd.Shutdown()
+			}
+		}
+	})
+	return cfgs, nodes
+}
+
+// testClusterConfigs are the configs of an n-node cluster on loopback, in a test folder.
+func testClusterConfigs(t *testing.T, n, syncLevel int, tweaks ...func(*engine.Config)) []engine.Config {
+	t.Helper()
 	var cfgs []engine.Config
 	var peers []engine.Peer
 	for i := 0; i < n; i++ {
@@ -38,22 +60,7 @@ func testCluster(t *testing.T, n, syncLevel int, tweaks ...func(*engine.Config))
 			f(&cfgs[i])
 		}
 	}
-	nodes := make([]*Node, n)
-	for i, c := range cfgs {
-		nd, err := Open(c, quietLog())
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = nd
-	}
-	t.Cleanup(func() {
-		for _, nd := range nodes {
-			if nd != nil {
-				nd.Shutdown()
-			}
-		}
-	})
-	return cfgs, nodes
+	return cfgs
 }
 
 func quietLog() *slog.Logger {

@@ -67,6 +67,10 @@ final class Admin
     private volatile ElectionReasons reasons;
     private volatile Gateway gateway;
     private int phase; // index in PHASES, only ever raised
+    /** When the phase was last raised (epoch ns), for its span (PhaseLog). */
+    private long phaseSinceNs;
+    /** The span kind of each phase between restore and ready (rundir's join, replay, catch_up). */
+    private static final String[] PHASE_KINDS = {null, null, "join", "replay", "catch_up", null};
     private volatile long launchLog;
     /** GET /changes, fed by the watcher thread (watch). */
     private final Changes changes = new Changes();
@@ -430,7 +434,15 @@ final class Admin
             {
                 launchLog = r.applied(); // where replaying the local log ended
             }
+            final long at = PhaseLog.epochNs();
+            final PhaseLog pl = state.phases;
+            if (pl != null && PHASE_KINDS[phase] != null)
+            {
+                pl.add(PHASE_KINDS[phase], PhaseLog.BLOCKS_READY, phaseSinceNs, at - phaseSinceNs,
+                    PHASES[phase] + " until " + PHASES[now] + ", applied log position " + r.applied());
+            }
             phase = now;
+            phaseSinceNs = at;
         }
         return phase;
     }

@@ -65,6 +65,10 @@ final class NodeState
     volatile long pendingCount;
     /** System.nanoTime() when the service began the pending snapshot's take. */
     volatile long pendingStartNs;
+    /** System.nanoTime() when the service's take returned (the persist's start). */
+    volatile long pendingTakenNs;
+    /** Where the node's phases are recorded; null: not recorded. */
+    volatile PhaseLog phases;
     volatile long snapshotsTaken;
     /** The node's Archive recorder counters (null until found); read at a take's start and at its persist. */
     volatile ArchiveWrites archive;
@@ -124,6 +128,13 @@ final class NodeState
             if (persistedNs == 0)
             {
                 persistedNs = nowNs; // persisted now, whenever the bytes are counted
+                final PhaseLog pl = phases;
+                if (pl != null)
+                {
+                    // The consensus module's part: the service thread went on meanwhile.
+                    pl.add("snapshot_persist", PhaseLog.BLOCKS_NONE, PhaseLog.epochNsOf(pendingTakenNs), nowNs - pendingTakenNs,
+                        "snapshot at log position " + p.index() + ": recorded by the consensus module (snapshot counter moved), beside the service thread");
+                }
                 final ArchiveWrites a = archive;
                 persistedWrites = a == null ? null : a.read();
             }

@@ -220,6 +220,8 @@ public final class RigAeron
         }
         Node.smallMachineDefaults();
         final NodeState state = new NodeState();
+        // cause_sources=off prices the always-on sources: no phases, no duty cycles (below).
+        state.phases = cfg.causeSourcesOff() ? null : PhaseLog.open(configFile.getAbsoluteFile().getParentFile());
         final String aeronDir = Node.aeronDir(cfg);
         final File base = new File(cfg.dataDir(), "aeron-cluster");
         final String host = cfg.raftHost();

@@ -81,8 +81,15 @@ final class RigService implements ClusteredService
             {
                 Log.fatal("the service refused the snapshot image at log position " + snapshotImage.joinPosition(), e);
             }
-            final double ms = (System.nanoTime() - t0) / 1e6;
+            final long t1 = System.nanoTime();
+            final double ms = (t1 - t0) / 1e6;
             final long index = cluster.logPosition();
+            final PhaseLog pl = state.phases;
+            if (pl != null)
+            {
+                pl.add("restore", PhaseLog.BLOCKS_READY, PhaseLog.epochNsOf(t0), t1 - t0,
+                    "snapshot at log position " + index + ": loaded by the service (onStart)");
+            }
             state.restoredIndex = index;
             state.lastSnapshot = new NodeState.Snapshot(index, state.leadershipTermId, 0, 0, -1, orders(), -1, true, ms);
             Log.info(String.format("restored snapshot at log position %d in %.1f ms", index, ms));
@@ -149,7 +156,15 @@ final class RigService implements ClusteredService
         final long position = cluster.logPosition();
         onRecord("force", r -> r.snapshot(position));
         service.onTakeSnapshot(snapshotPublication);
-        final double ms = (System.nanoTime() - t0) / 1e6;
+        final long t1 = System.nanoTime();
+        final double ms = (t1 - t0) / 1e6;
+        final PhaseLog pl = state.phases;
+        if (pl != null)
+        {
+            pl.add("snapshot_capture", PhaseLog.BLOCKS_APPLY, PhaseLog.epochNsOf(t0), t1 - t0,
+                "snapshot at log position " + position + ": written by the service (onTakeSnapshot) on the service thread");
+        }
+        state.pendingTakenNs = t1;
         // Durable only once the consensus module has recorded it in the recording log and bumped
         // the snapshot counter (ConsensusModuleAgent.takeSnapshot); promoted then.
         final int id = ClusterCounters.find(cluster.aeron().countersReader(), AeronCounters.CLUSTER_SNAPSHOT_COUNTER_TYPE_ID,

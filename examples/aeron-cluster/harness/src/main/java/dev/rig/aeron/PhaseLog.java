@@ -1,0 +1,101 @@
+package dev.rig.aeron;
+
+import java.io.File;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+
+/**
+ * The node's own account of its scheduled work, one span per phase as it ends, appended to the
+ * node folder's pauses file (rig's rundir.PausesFile, one rundir.InsideSpan JSON line each, source
+ * engine_phases): a snapshot's capture on the service thread, a launch's restore, joining, replay
+ * and catch-up until ready. A few lines a run, so always on. The service thread only hands a span
+ * over; a daemon thread of its own writes it, so a take waits on no file of this.
+ */
+final class PhaseLog
+{
+    /** The pauses file's name in the node folder (rundir.PausesFile). */
+    static final String FILE = "pauses.ndjson";
+    /** What a phase held up (rundir.BlocksApply, rundir.BlocksReady). */
+    static final String BLOCKS_APPLY = "apply";
+    static final String BLOCKS_READY = "ready";
+    static final String BLOCKS_NONE = "";
+
+    private final BlockingQueue<String> queue = new ArrayBlockingQueue<>(64);
+    private final FileOutputStream out;
+
+    private PhaseLog(final FileOutputStream out)
+    {
+        this.out = out;
+        final Thread t = new Thread(this::write, "rig-phase-log");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Appends to dir's pauses file; null (nothing recorded, said in the log) where it cannot be opened. */
+    static PhaseLog open(final File dir)
+    {
+        try
+        {
+            return new PhaseLog(new FileOutputStream(new File(dir, FILE), true));
+        }
+        catch (final IOException e)
+        {
+            Log.warn("engine phases not recorded: " + e);
+            return null;
+        }
+    }
+
+    /** Now, in ns since the Unix epoch. */
+    static long epochNs()
+    {
+        final Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    /** The epoch ns of a System.nanoTime() reading taken earlier. */
+    static long epochNsOf(final long nanoTime)
+    {
+        return epochNs() - (System.nanoTime() - nanoTime);
+    }
+
+    /** One phase of durNs from atNs (epoch ns); dropped, not waited for, if the writer is stuck. */
+    void add(final String kind, final String blocks, final long atNs, final long durNs, final String detail)
+    {
+        final StringBuilder sb = new StringBuilder("{");
+        Json.field(sb, "at_ns", atNs);
+        Json.field(sb, "dur_ns", Math.max(0, durNs));
+        Json.field(sb, "kind", kind);
+        Json.field(sb, "source", "engine_phases");
+        Json.field(sb, "detail", detail);
+        if (!blocks.isEmpty())
+        {
+            Json.field(sb, "blocks", blocks);
+        }
+        Json.close(sb);
+        queue.offer(sb.append('\n').toString());
+    }
+
+    private void write()
+    {
+        while (true)
+        {
+            try
+            {
+                // One whole line per append: the file's other writers' lines do not interleave.
+                out.write(queue.take().getBytes(StandardCharsets.UTF_8));
+            }
+            catch (final InterruptedException e)
+            {
+                return;
+            }
+            catch (final IOException e)
+            {
+                Log.warn("engine phase not recorded: " + e);
+            }
+        }
+    }
+}
