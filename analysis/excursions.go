@@ -127,7 +127,7 @@ const (
 )
 
 // excursions finds, merges and attributes every excursion of the run.
-func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSources) *Excursions {
+func (d *runData) excursions(s *Summary, st *spanStream) *Excursions {
 	if !d.hasProbe || s.Probes.P50Us == nil {
 		return nil
 	}
@@ -156,50 +156,43 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 			}
 			continue
 		}
-		st := stretch{from: p.IntendedNs, to: end, peakAt: p.IntendedNs, peak: p.LatencyNs, n: 1}
+		x := stretch{from: p.IntendedNs, to: end, peakAt: p.IntendedNs, peak: p.LatencyNs, n: 1}
 		if p.Outcome != rundir.ProbeOK {
-			st.lost = 1
+			x.lost = 1
 		}
-		all = append(all, st)
+		all = append(all, x)
 	}
 	ex.Count = len(all)
 	starts := make([]int64, 0, len(all))
 	causes := make([][]Cause, len(all))
-	covered := make([]int64, len(all))
-	for i, st := range all {
-		causes[i] = d.causesIn(st.from, st.to, s)
-		gcs, cover := d.gcCauses(st.from, st.to, gc)
-		stalls := d.insideCauses(ts, st.from, st.to)
-		causes[i] = append(causes[i], gcs...)
-		causes[i] = append(causes[i], stalls.causes...)
-		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
-		psi, psiCover := d.psiCauses(ts.psi, s.HostPressure, st.from, st.to)
-		causes[i] = append(causes[i], psi...)
-		covered[i] = coverNs(slices.Concat(wholes(cover), stalls.cover, psiCover))
+	judged := make([]judgement, len(all))
+	for i, x := range all {
+		judged[i] = d.whereTime(st, x.from, x.to)
+		causes[i] = append(d.causesIn(x.from, x.to, s), judged[i].causes...)
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
-		starts = append(starts, st.from)
+		starts = append(starts, x.from)
 	}
 	var periodOf []float64
 	ex.Periodic, periodOf = d.periodic(starts, func(i int) (float64, bool) { return nsToMs(all[i].peak), len(causes[i]) == 0 })
-	ex.CausePeriodic = d.causePeriodic(ts, gc)
+	ex.CausePeriodic = d.causePeriodic(st)
 	for i := range causes {
 		markPeriodic(causes[i], ex.CausePeriodic)
 	}
-	for i, st := range all {
+	for i, x := range all {
 		if i == excursionMaxRows {
 			break
 		}
-		e := Excursion{StartS: d.off(st.from), EndS: d.off(st.to), PeakS: d.off(st.peakAt), PeakMs: nsToMs(st.peak),
-			Probes: st.n, Lost: st.lost, Causes: causes[i], CoveredMs: nsToMs(covered[i])}
+		e := Excursion{StartS: d.off(x.from), EndS: d.off(x.to), PeakS: d.off(x.peakAt), PeakMs: nsToMs(x.peak),
+			Probes: x.n, Lost: x.lost, Causes: causes[i], CoveredMs: nsToMs(judged[i].coveredNs)}
 		if e.Causes == nil {
 			e.Causes = []Cause{}
 		}
 		e.PeriodS = periodOf[i]
-		e.Where = ptr(d.whereTime(ts, st.from, st.to))
+		e.Where = &judged[i].where
 		for _, node := range d.nodes {
-			lines := d.engineLogLines(node, st.from-int64(spikeLogMargin), st.to+int64(spikeLogMargin))
+			lines := d.engineLogLines(node, x.from-int64(spikeLogMargin), x.to+int64(spikeLogMargin))
 			if len(lines) > excursionLogRows {
 				lines = lines[:excursionLogRows]
 			}
@@ -281,34 +274,6 @@ func (d *runData) causesIn(from, to int64, s *Summary) []Cause {
 	return out
 }
 
-// gcCauses are the GC pauses of the engines' GC logs overlapping [from, to], on the nodes whose
-// pauses cover causeCoverShare of it, with the spans they cover.
-func (d *runData) gcCauses(from, to int64, gc map[string][]GCPause) ([]Cause, []span) {
-	var out []Cause
-	var cover []span
-	for _, node := range d.nodes {
-		var cs []Cause
-		var sp []span
-		for _, p := range gc[node] {
-			if p.End.IsZero() {
-				continue
-			}
-			end := p.End.UnixNano()
-			if start := end - int64(p.Ms*1e6); end >= from && start <= to {
-				cs = append(cs, Cause{Kind: CauseGC, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("%s %.3f ms", p.What, p.Ms)})
-				if c := (span{max(start, from), min(end, to)}); c.to > c.from {
-					sp = append(sp, c)
-				}
-			}
-		}
-		if len(cs) > 0 && float64(unionNs(slices.Clone(sp))) >= causeCoverShare*float64(to-from) {
-			out = append(out, cs...)
-			cover = append(cover, sp...)
-		}
-	}
-	return out, cover
-}
-
 // hostSeries is every node's OS samples, for host causes.
 type hostSeries struct {
 	byNode map[string][]rundir.Sample
@@ -376,61 +341,72 @@ func (h *hostSeries) others(smp rundir.Sample) float64 {
 	return math.Max(0, smp.Host.BusyPct-h.own(smp))
 }
 
-// causesIn is the host causes over [from, to]: the samples whose interval overlaps it. Other
-// processes' CPU is named only where it cost the engine: when a node's threads waited on a run
-// queue over causeCoverShare of the excursion (schedCover, per node; on the local target any
-// node's), not for the CPU those processes took.
-func (h *hostSeries) causesIn(d *runData, from, to int64, schedCover map[string]float64) []Cause {
-	var out []Cause
-	nodes := make([]string, 0, len(h.byNode))
-	for n := range h.byNode {
-		nodes = append(nodes, n)
+// readHostSource adds the OS samples' causes: per node the rig agent's CPU, and per machine (one
+// on the local target, HostNode, from the first node's samples) other processes' CPU and
+// writeback. Each is judged here, once: the agent's CPU counts and covers where it took
+// agentMinPct of a core, other processes' CPU counts where it passes the host thresholds
+// (othersCause) and never covers — it explains an engine's time only as the run-queue wait it
+// caused the engine's threads (judge) — and writeback counts and covers where writebackCause.
+func readHostSource(d *runData, st *spanStream) {
+	h := d.hostSamples()
+	st.host = h
+	if len(h.byNode) > 0 {
+		st.has(SourceOSSamples)
 	}
-	sort.Strings(nodes)
-	seenHost := false
-	for _, node := range nodes {
+	for i, node := range sortedKeys(h.byNode) {
+		machine := node
+		if h.local {
+			machine = HostNode
+		}
+		countMachine := !h.local || i == 0
 		for _, smp := range h.byNode[node] {
 			end := smp.Time.UnixNano()
-			start := end - int64(smp.Interval*float64(time.Second))
-			if end < from || start > to {
+			start := end - int64(smp.Interval*1e9)
+			if end <= start {
 				continue
 			}
-			if smp.Host != nil && !(h.local && seenHost) {
-				o, busy := h.others(smp), smp.Host.BusyPct
-				capacity := float64(max(smp.CPUs, 1)) * 100
-				waitNode, wait := node, schedCover[node]
-				if h.local {
-					for n, c := range schedCover {
-						if c > wait || (c == wait && n < waitNode) {
-							waitNode, wait = n, c
+			base := causeSpan{at: start, dur: end - start, source: SourceOSSamples, level: true}
+			if pct := smp.Agent.CPUPct; pct > 0 {
+				c := base
+				c.cause, c.thread, c.w = string(CauseAgentCPU), "rig agent", pct/100
+				if pct >= agentMinPct {
+					c.counted, c.cover, c.names = true, 1, CauseAgentCPU
+					c.x = &spanExtra{evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, pct)}
+				}
+				st.add(node, c)
+			}
+			if !countMachine {
+				continue
+			}
+			if smp.Host != nil {
+				if o := h.others(smp); o > 0 {
+					c := base
+					c.cause, c.thread, c.w = string(CauseHostCPU), "other processes", o/100
+					if h.othersCause(node, smp) {
+						what := "processes other than the engines and rig agents"
+						if h.local {
+							what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
 						}
+						c.counted, c.names = true, CauseHostCPU
+						c.x = &spanExtra{evidence: fmt.Sprintf("%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
+							what, o, h.othersMedian[node], smp.Host.BusyPct, float64(max(smp.CPUs, 1))*100, smp.Load.Load1)}
 					}
-				}
-				if h.othersCause(node, smp) && wait >= causeCoverShare {
-					what := "processes other than the engines and rig agents"
-					if h.local {
-						what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
-					}
-					out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(start), Evidence: fmt.Sprintf(
-						"%s's threads waited on a run queue over %.0f %% of it while %s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
-						waitNode, 100*wait, what, o, h.othersMedian[node], busy, capacity, smp.Load.Load1)})
-					seenHost = h.local // one machine: say it once
+					st.add(machine, c)
 				}
 			}
-			if smp.Agent.CPUPct >= agentMinPct {
-				out = append(out, Cause{Kind: CauseAgentCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)})
-			}
-			busyDisks := busyDisksOf(smp)
 			if writebackCause(smp) {
+				busy := busyDisksOf(smp)
 				ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
-				if len(busyDisks) > 0 {
-					ev += "; " + strings.Join(busyDisks, "; ")
+				if len(busy) > 0 {
+					ev += "; " + strings.Join(busy, "; ")
 				}
-				out = append(out, Cause{Kind: CauseWriteback, Node: node, AtS: d.off(start), Evidence: ev})
+				c := base
+				c.cause, c.detail, c.w, c.cover, c.counted, c.names = string(CauseWriteback), fmt.Sprintf("%d pages under writeback", smp.VM.NrWriteback), 1, 1, true, CauseWriteback
+				c.x = &spanExtra{evidence: ev, details: busy}
+				st.add(machine, c)
 			}
 		}
 	}
-	return out
 }
 
 // othersCause says whether, in smp, processes other than the run's own took enough CPU to count

@@ -1,0 +1,425 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rig-dev/rig/rundir"
+)
+
+// One stream of cause spans per run: every source that can say where a node's time went — the
+// engines' recordings (inside.ndjson), their always-on pause records (pauses.ndjson, the JVM's
+// GC and safepoint log), the gc action's answers, the disk model's fsyncs, the scheduler
+// samples' run-queue waits and pressure stalls, the OS samples — is read once into causeSpans,
+// and one judge (judge) says for any interval, an excursion's or a window's, what each cause
+// took of it, which causes cover enough of it to be named, and what is left unexplained.
+
+// causeSpan is one span of a node's cause stream.
+type causeSpan struct {
+	at, dur int64 // unix ns; dur 0 is an instant (a sample counted, not timed)
+	// cause is the row's cause: a rundir.InsideKind, or a host or pressure CauseKind.
+	cause  string
+	source string
+	thread string
+	file   string // forces and writes: the file
+	role   string
+	detail string
+	// w is the share of each moment of the span its cause held, for the row's total: a sampled
+	// wait's share of its interval, a process's share of a core (above 1 for more than a core).
+	w float64
+	// cover is the share of each moment it explains (coverNs); 0 for a thread waiting (noCover),
+	// other processes' CPU (it explains an engine's time only as the run-queue wait it caused),
+	// and samples under the excursions' thresholds.
+	cover float64
+	// counted: the span counts in its row's count (every span but the OS samples under the
+	// excursions' thresholds).
+	counted bool
+	// names is the cause an interval is named by when spans of it cover causeCoverShare of the
+	// interval; "" for spans that are no stall of their own (insideStall).
+	names CauseKind
+	// level: a sampled level (scheduler, pressure, OS samples), not events with onsets.
+	level bool
+	x     *spanExtra
+}
+
+// spanExtra is what a few sources say beyond a span.
+type spanExtra struct {
+	evidence string   // the span's own words for a named cause's evidence (an OS sample's, a GC's)
+	details  []string // row details beyond detail (a writeback sample's busy disks)
+	full     float64  // pressure stalls: the share of each moment every task was stalled
+}
+
+// held is the time its cause held: the span's length at its weight.
+func (c causeSpan) held() int64 { return int64(float64(c.dur) * c.w) }
+
+// what names the span in a named cause's evidence.
+func (c causeSpan) what() string {
+	if c.x != nil && c.x.evidence != "" {
+		return c.x.evidence
+	}
+	return cmp.Or(c.detail, c.file, c.cause)
+}
+
+// fromInside is an inside span (a recording's, a pause record's, a scheduler sample's) in the
+// stream.
+func fromInside(sp rundir.InsideSpan) causeSpan {
+	c := causeSpan{at: sp.AtNs, dur: sp.DurNs, cause: string(sp.Kind), source: sp.Source, thread: sp.Thread, file: sp.File, role: sp.Role,
+		detail: sp.Detail, w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat}
+	if !noCover[string(sp.Kind)] {
+		c.cover = c.w
+	}
+	return c
+}
+
+// spanSource reads one source of cause spans for the whole run into st (st.add), and says where
+// it had nothing to read by not adding (st.has marks a source that was there with no spans).
+// Warnings go to d.warnf.
+type spanSource struct {
+	name string
+	read func(d *runData, st *spanStream)
+}
+
+// spanSources are the run's sources, read in this order (the gc action's answers after the GC
+// records they stand in for).
+var spanSources = []spanSource{
+	{"GC logs", readGCLogSource},
+	{"OS samples", readHostSource},
+	{"engine recordings", readInsideSource},
+	{"scheduler samples", readSchedSource},
+	{"pause records", readPausesSource},
+	{"gc actions", readGCActionSource},
+	{"disk syncs", readDiskSyncSource},
+}
+
+// spanStream is the run's cause spans, per node, sorted by start, with what the judge and the
+// run-level figures need beside them.
+type spanStream struct {
+	byNode map[string][]causeSpan
+	// nodes are the servers and every node with spans (a client node's run-queue waits, the
+	// machine's HostNode on the local target), sorted.
+	nodes   []string
+	sources map[string]bool // every source present, spans or not
+	// srcNames are the sources the run had to explain time with (WhereTime.Sources): the
+	// recordings' and the always-on records', then the disk model and the OS samples.
+	srcNames []string
+	host     *hostSeries
+	psi      []psiSeries          // the nodes' pressure stalls (one series for the machine on the local target)
+	gc       map[string][]GCPause // per node the GC logs' pauses over the measured window and the gc action's answers: gc_pauses rows, the spike
+	gcRows   []GCRow
+	// pressure is the run's stall shares (HostPressure), quoted in a pressure cause's evidence.
+	pressure []HostPressure
+}
+
+func (st *spanStream) add(node string, ss ...causeSpan) {
+	if len(ss) == 0 {
+		return
+	}
+	st.byNode[node] = append(st.byNode[node], ss...)
+	for _, s := range ss {
+		st.sources[s.source] = true
+	}
+}
+
+// has marks source as present where it added no span.
+func (st *spanStream) has(source string) { st.sources[source] = true }
+
+// spanStream reads every source once.
+func (d *runData) spanStream() *spanStream {
+	if d.stream != nil {
+		return d.stream
+	}
+	st := &spanStream{byNode: map[string][]causeSpan{}, sources: map[string]bool{}, gc: map[string][]GCPause{}}
+	for _, src := range spanSources {
+		src.read(d, st)
+	}
+	st.nodes = slices.Clone(d.nodes)
+	for n, ss := range st.byNode {
+		if !slices.Contains(st.nodes, n) {
+			st.nodes = append(st.nodes, n)
+		}
+		slices.SortStableFunc(ss, func(a, b causeSpan) int { return cmp.Compare(a.at, b.at) })
+	}
+	slices.Sort(st.nodes)
+	st.srcNames = st.names()
+	d.stream = st
+	return st
+}
+
+// names lists the sources present, in srcNames' order.
+func (st *spanStream) names() []string {
+	var out []string
+	for s := range st.sources {
+		if s != "" && s != SourceDiskModel && s != SourceOSSamples {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	for _, s := range []string{SourceDiskModel, SourceOSSamples} {
+		if st.sources[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// over is the part of a node's spans that may overlap [from, to] (spansOver's rule).
+func (st *spanStream) over(node string, from, to int64) []causeSpan {
+	ss := st.byNode[node]
+	hi := sort.Search(len(ss), func(i int) bool { return ss[i].at > to })
+	lo := sort.Search(hi, func(i int) bool { return ss[i].at >= from-insideMaxBack })
+	return ss[lo:hi]
+}
+
+// judgement is what the stream says of one interval.
+type judgement struct {
+	where WhereTime // without Sources (whereTime adds them)
+	// causes are the causes whose spans cover causeCoverShare of the interval, by node and
+	// then by their first span, and last other processes' CPU where the engine's threads waited
+	// that long on a run queue.
+	causes []Cause
+	// coveredNs is the time the named causes' spans cover.
+	coveredNs int64
+}
+
+// judge says where the time of [from, to] went: every cause per node and thread (the table),
+// the time no cause covers, and the causes named. Excursions and windows both ask it.
+func (d *runData) judge(st *spanStream, from, to int64) judgement {
+	length := to - from
+	acc := map[rowKey]*rowAcc{}
+	get := func(k rowKey) *rowAcc {
+		a := acc[k]
+		if a == nil {
+			a = &rowAcc{details: map[string]int{}}
+			acc[k] = a
+		}
+		return a
+	}
+	type causeKey struct {
+		node string
+		kind CauseKind
+		src  string
+	}
+	type agg struct {
+		causeKey
+		n        int
+		first    int64
+		long     int64
+		longWhat string
+		threads  []string
+		cover    []wspan
+		sampled  bool    // spans of a sampled total, spread over their intervals
+		fullNs   float64 // pressure stalls: every task's
+	}
+	byCause := map[causeKey]*agg{}
+	var order []*agg
+	var all []wspan
+	sched := map[string][]wspan{}
+	type hostCand struct {
+		node string
+		sp   causeSpan
+	}
+	var hosts []hostCand
+	for _, node := range st.nodes {
+		for _, sp := range st.over(node, from, to) {
+			end := sp.at + max(sp.dur, 0)
+			// An instant counts where it falls in the interval, a span where it overlaps it.
+			if end < from || sp.at > to || (sp.dur > 0 && (end == from || sp.at == to)) {
+				continue
+			}
+			c := span{max(sp.at, from), min(end, to)}
+			a := get(rowKey{node, sp.thread, sp.cause, sp.source, sp.role})
+			if sp.counted {
+				a.count++
+			}
+			a.ns += float64(c.to-c.from) * sp.w
+			if dt := cmp.Or(sp.file, sp.detail); dt != "" {
+				a.details[dt]++
+			}
+			if sp.x != nil {
+				for _, dt := range sp.x.details {
+					a.details[dt]++
+				}
+			}
+			if c.to <= c.from {
+				continue
+			}
+			if sp.cover > 0 {
+				all = append(all, wspan{c, sp.cover})
+			}
+			if sp.cause == string(rundir.InsideSchedDelay) {
+				sched[node] = append(sched[node], wspan{c, sp.cover})
+			}
+			switch {
+			case sp.names == "":
+				continue
+			case sp.names == CauseHostCPU:
+				if sp.counted {
+					hosts = append(hosts, hostCand{node, sp})
+				}
+				continue
+			}
+			k := causeKey{node, sp.names, sp.source}
+			g := byCause[k]
+			if g == nil {
+				g = &agg{causeKey: k, first: sp.at}
+				byCause[k] = g
+				order = append(order, g)
+			}
+			g.n++
+			g.cover = append(g.cover, wspan{c, sp.cover})
+			g.sampled = g.sampled || sp.w < 1
+			if sp.x != nil {
+				g.fullNs += float64(c.to-c.from) * sp.x.full
+			}
+			if h := sp.held(); h > g.long || g.longWhat == "" {
+				g.long, g.longWhat = max(h, g.long), sp.what()
+			}
+			if sp.thread != "" && !slices.Contains(g.threads, sp.thread) && len(g.threads) < windowDetails {
+				g.threads = append(g.threads, sp.thread)
+			}
+		}
+	}
+	var j judgement
+	j.where.Totals = totalsOf(acc)
+	j.where.Rows, j.where.LeftOut, j.where.UnexplainedMs = rowsOf(acc, from, to, all)
+	if length <= 0 {
+		return j
+	}
+	var named []wspan
+	for _, g := range order {
+		covered := coverNs(g.cover)
+		if float64(covered) < causeCoverShare*float64(length) {
+			continue
+		}
+		j.causes = append(j.causes, Cause{Kind: g.kind, Node: g.node, AtS: d.off(g.first), Evidence: st.evidence(g.kind, g.node, g.src, g.n, covered, length, g.sampled, g.long, g.longWhat, g.threads, g.fullNs)})
+		named = append(named, g.cover...)
+	}
+	// Other processes' CPU, once per node (per machine on the local target), where the engine's
+	// threads waited on a run queue over causeCoverShare of the interval.
+	schedCover := map[string]float64{}
+	for n, ws := range sched {
+		schedCover[n] = float64(coverNs(ws)) / float64(length)
+	}
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if seen[h.node] {
+			continue
+		}
+		waitNode, wait := h.node, schedCover[h.node]
+		if st.host.local { // any node's threads: every node is this machine
+			waitNode, wait = "", -1
+			for _, n := range sortedKeys(schedCover) {
+				if schedCover[n] > wait {
+					waitNode, wait = n, schedCover[n]
+				}
+			}
+		}
+		if wait < causeCoverShare {
+			continue
+		}
+		seen[h.node] = true
+		j.causes = append(j.causes, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(h.sp.at),
+			Evidence: fmt.Sprintf("%s's threads waited on a run queue over %.0f %% of it while %s", waitNode, 100*wait, h.sp.x.evidence)})
+	}
+	j.coveredNs = coverNs(named)
+	return j
+}
+
+// evidence is a named cause's evidence: how many of its spans cover how much of the interval.
+func (st *spanStream) evidence(kind CauseKind, node, src string, n int, covered, length int64, sampled bool, long int64, longWhat string, threads []string, fullNs float64) string {
+	pct := 100 * float64(covered) / float64(length)
+	if r := slices.IndexFunc(psiResources, func(r psiResource) bool { return r.cause == kind }); r >= 0 {
+		ev := fmt.Sprintf("pressure stall: some task stalled on %s over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
+			psiResources[r].name, fmtMsBare(covered), pct, fmtMsBare(int64(math.Round(fullNs))), n)
+		if i := slices.IndexFunc(st.pressure, func(h HostPressure) bool { return h.Node == node }); i >= 0 {
+			ev += fmt.Sprintf("; %.1f %% of the run", st.pressure[i].share(psiResources[r].name))
+		}
+		return ev
+	}
+	what, how, longest := "span(s)", "", "longest"
+	switch {
+	case src == SourceDiskModel:
+		what = "fsync(s)"
+	case src == SourceOSSamples:
+		return fmt.Sprintf("%s: %d sample(s) covering %s ms (%.0f %%) of it; the largest: %s", src, n, fmtMsBare(covered), pct, longWhat)
+	case sampled:
+		what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"
+	}
+	ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", src, n, what, fmtMsBare(covered), pct, how, longest, fmtMsBare(long), longWhat)
+	if len(threads) > 0 {
+		ev += " on " + strings.Join(threads, ", ")
+	}
+	return ev
+}
+
+// rowsOf orders the rows, most time first, and measures what no covering span covers.
+func rowsOf(acc map[rowKey]*rowAcc, from, to int64, cover []wspan) (rows []CauseRow, leftOut int, unexplainedMs float64) {
+	length := float64(to - from)
+	for k, a := range acc {
+		ms := math.Round(a.ns/1e3) / 1e3
+		if a.count == 0 && ms < 0.001 {
+			continue
+		}
+		r := CauseRow{Node: k.node, Thread: k.thread, Cause: k.cause, Source: k.source, Role: k.role, Count: a.count, TotalMs: ms,
+			Detail: topDetails(a.details)}
+		if length > 0 {
+			r.SharePct = math.Round(a.ns/length*1e4) / 100
+		}
+		rows = append(rows, r)
+	}
+	waits := func(r CauseRow) int {
+		if noCover[r.Cause] && r.Source != SourceOSSamples {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(rows, func(a, b CauseRow) int {
+		return cmp.Or(cmp.Compare(waits(a), waits(b)), cmp.Compare(b.TotalMs, a.TotalMs), cmp.Compare(b.Count, a.Count), strings.Compare(a.Node, b.Node),
+			strings.Compare(a.Cause, b.Cause), strings.Compare(a.Thread, b.Thread), strings.Compare(a.Source, b.Source), strings.Compare(a.Role, b.Role))
+	})
+	if len(rows) > windowMaxRows {
+		leftOut = len(rows) - windowMaxRows
+		rows = rows[:windowMaxRows]
+	}
+	if rows == nil {
+		rows = []CauseRow{}
+	}
+	return rows, leftOut, nsToMs(int64(length) - coverNs(cover))
+}
+
+// totalsOf sums the rows per cause and source, in cause order.
+func totalsOf(acc map[rowKey]*rowAcc) []CauseTotal {
+	type key struct{ cause, source string }
+	m := map[key]*CauseTotal{}
+	for k, a := range acc {
+		c := m[key{k.cause, k.source}]
+		if c == nil {
+			c = &CauseTotal{Cause: k.cause, Source: k.source}
+			m[key{k.cause, k.source}] = c
+		}
+		c.Count += a.count
+		c.TotalMs += a.ns / 1e6
+	}
+	out := make([]CauseTotal, 0, len(m))
+	for _, c := range m {
+		c.TotalMs = math.Round(c.TotalMs*1e3) / 1e3
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b CauseTotal) int {
+		return cmp.Or(strings.Compare(a.Source, b.Source), strings.Compare(a.Cause, b.Cause))
+	})
+	return out
+}
+
+// rowKey is one row of a table of where the time went.
+type rowKey struct{ node, thread, cause, source, role string }
+
+type rowAcc struct {
+	count   int
+	ns      float64
+	details map[string]int
+}
