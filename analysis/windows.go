@@ -16,9 +16,10 @@ import (
 // Where the time went, window by window (docs/results.md): every snapshot, restart, failover and burst
 // window gets a table of causes per node and thread — the engine's own time from its recording
 // (<node>/inside.ndjson: forces with their file's role, GC pauses, safepoints, stop-the-world,
-// GC assists, scheduler delay, parks, monitor waits, CPU samples), the disk model's fsyncs
-// (<node>/disk-syncs.ndjson) and the host causes of the OS samples (another process's CPU, the
-// rig agents' own, disk writeback) — with the time no cause covers.
+// GC assists, scheduler delay, parks, monitor waits, CPU samples), the always-on pause records,
+// the disk model's fsyncs (<node>/disk-syncs.ndjson), the pressure stalls and the host causes of
+// the OS samples (another process's CPU, the rig agents' own, disk writeback) — with the time no
+// cause covers, from the run's one stream of cause spans and its judge (spans.go).
 
 // WindowKind names a kind of window; the names are summary.json's and stable.
 type WindowKind string
@@ -451,8 +452,8 @@ func windowsSection(s *Summary) string {
 	}
 	b.WriteString("Windows: snapshot = [action, the last node ready at it reported the snapshot]; restart = [kill, ready again]; " +
 		"failover = [fault, back to normal] (else the new leader); burst = [due, absorbed]. Per node and thread: the engine's own " +
-		"time from its recording (spans clipped to the window; a CPU sample counts its sampling period), the disk model's fsyncs " +
-		"(force, source disk_model) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
+		"time from its recording (spans clipped to the window; a CPU sample counts its sampling period), its GC log's pauses (gc_pause, source gc_log, " +
+		"each over the safepoint it ran in), the disk model's fsyncs (force, source disk_model), the pressure stalls (psi_cpu, psi_io, psi_memory, source psi) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
