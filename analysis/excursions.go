@@ -45,9 +45,9 @@ type Excursion struct {
 	Lost   int     `json:"lost"`
 	Causes []Cause `json:"causes"` // empty: unexplained
 	// CoveredMs is the time of [StartS, EndS] the named causes' spans cover (GC pauses, the
-	// engines' stalls, run-queue waits, fsyncs); the rest is unexplained even where a cause is
-	// named. Timeline actions and restarts cover none of it: they say what was under way, not
-	// where the time went.
+	// engines' stalls, run-queue waits, fsyncs, pressure stalls, the OS samples' agent CPU and
+	// writeback); the rest is unexplained even where a cause is named. Timeline actions and
+	// restarts cover none of it: they say what was under way, not where the time went.
 	CoveredMs float64 `json:"covered_ms"`
 	PeriodS   float64 `json:"period_s,omitempty"`
 	// LogLines: per node, engine log lines stamped from 100 ms before to 100 ms after (context,
@@ -69,9 +69,9 @@ type Cause struct {
 }
 
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
-// engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
-// named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
-// kinds (gc_pause, stw, gc_assist) are `gc`; the disk model's fsyncs
+// engine's own stall (a span of the cause stream, spans.go, from its recording or its pause
+// records) is named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
+// kinds (gc_pause, stw, gc_assist) are `gc` (insideStall); the disk model's fsyncs
 // (<node>/disk-syncs.ndjson) are `force` too, their evidence starting "disk_model:".
 type CauseKind string
 
@@ -274,7 +274,8 @@ func (d *runData) causesIn(from, to int64, s *Summary) []Cause {
 	return out
 }
 
-// hostSeries is every node's OS samples, for host causes.
+// hostSeries is every node's OS samples, for host causes (readHostSource) and their onsets
+// (causes.go).
 type hostSeries struct {
 	byNode map[string][]rundir.Sample
 	// othersMedian: per node, the median over the run of CPU outside the engines and agents.

@@ -15,13 +15,15 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// The engines' always-on pause records, read as inside spans beside the scheduler samples: a Go
-// engine's GC stop-the-world pauses (<node>/pauses.ndjson, recording/gcpause) and a JVM's
-// safepoints from its unified log (-Xlog:safepoint into the GC log the command driver places in
-// the node folder, gc*.log). Like the scheduler samples they are not an engine recording.
+// The engines' always-on pause records, read as cause spans (spans.go) beside the scheduler
+// samples: a Go engine's GC stop-the-world pauses (<node>/pauses.ndjson, recording/gcpause) and
+// a JVM's GC log (gc*.log, which the command driver places in the node folder), read once for
+// its GC pauses and its safepoints (-Xlog:gc*,safepoint). Like the scheduler samples they are not
+// an engine recording.
 
 // alwaysOnSources are the sources every run has (where the engine offers them), as against an
 // engine's recording (inside.ndjson), which is off by default: a run with only these says so.
+// The gc action's answers are among them: an answer, not a recording.
 var alwaysOnSources = []string{SourceDiskModel, SourceOSSamples, rundir.SourceSchedstat, SourcePSI, rundir.SourceGoRuntime, rundir.SourceSafepointLog, SourceGCLog, SourceGCAction}
 
 // safepointRe is HotSpot's per-safepoint line under [safepoint] (JDK 17: `Safepoint "Cleanup",
