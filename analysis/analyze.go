@@ -71,7 +71,6 @@ type runData struct {
 	engineLogs map[string][]stampedLine       // per node, built on first use (telemetry.go)
 	inside     map[string][]rundir.InsideSpan // per node, read on first use (windows.go)
 	syncs      map[string][]rundir.DiskSync   // per node, read on first use (windows.go)
-	stream     *spanStream                    // the run's cause spans, read on first use (spans.go)
 	// onOpen, when set, hears each file opened through open: tests count the reads of a source.
 	onOpen   func(name string)
 	warnings []string

@@ -360,54 +360,73 @@ func readHostSource(d *runData, st *spanStream) {
 			machine = HostNode
 		}
 		countMachine := !h.local || i == 0
-		for _, smp := range h.byNode[node] {
+		var own, mach []causeSpan
+		ss := h.byNode[node]
+		for k := range ss {
+			smp := &ss[k]
 			end := smp.Time.UnixNano()
 			start := end - int64(smp.Interval*1e9)
 			if end <= start {
 				continue
 			}
-			base := causeSpan{at: start, dur: end - start, source: SourceOSSamples, level: true}
+			var x *spanExtra // the sample's spans share it; none for a sample with none
+			base := func() causeSpan {
+				if x == nil {
+					x = &spanExtra{os: smp, osNode: node}
+				}
+				return causeSpan{at: start, dur: end - start, source: SourceOSSamples, level: true, x: x}
+			}
 			if pct := smp.Agent.CPUPct; pct > 0 {
-				c := base
+				c := base()
 				c.cause, c.thread, c.w = string(CauseAgentCPU), "rig agent", pct/100
 				if pct >= agentMinPct {
 					c.counted, c.cover, c.names = true, 1, CauseAgentCPU
-					c.x = &spanExtra{evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, pct)}
 				}
-				st.add(node, c)
+				own = append(own, c)
 			}
 			if !countMachine {
 				continue
 			}
 			if smp.Host != nil {
-				if o := h.others(smp); o > 0 {
-					c := base
+				if o := h.others(*smp); o > 0 {
+					c := base()
 					c.cause, c.thread, c.w = string(CauseHostCPU), "other processes", o/100
-					if h.othersCause(node, smp) {
-						what := "processes other than the engines and rig agents"
-						if h.local {
-							what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
-						}
+					if h.othersCause(node, *smp) {
 						c.counted, c.names = true, CauseHostCPU
-						c.x = &spanExtra{evidence: fmt.Sprintf("%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
-							what, o, h.othersMedian[node], smp.Host.BusyPct, float64(max(smp.CPUs, 1))*100, smp.Load.Load1)}
 					}
-					st.add(machine, c)
+					mach = append(mach, c)
 				}
 			}
-			if writebackCause(smp) {
-				busy := busyDisksOf(smp)
-				ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
-				if len(busy) > 0 {
-					ev += "; " + strings.Join(busy, "; ")
-				}
-				c := base
+			if writebackCause(*smp) {
+				c := base()
 				c.cause, c.detail, c.w, c.cover, c.counted, c.names = string(CauseWriteback), fmt.Sprintf("%d pages under writeback", smp.VM.NrWriteback), 1, 1, true, CauseWriteback
-				c.x = &spanExtra{evidence: ev, details: busy}
-				st.add(machine, c)
+				mach = append(mach, c)
 			}
 		}
+		st.add(node, own...)
+		st.add(machine, mach...)
 	}
+}
+
+// evidence is what an OS sample of node says of the cause it names: the agent's CPU, other
+// processes' (the tail of host_cpu's evidence, after the run-queue wait), or writeback.
+func (h *hostSeries) evidence(cause CauseKind, node string, smp rundir.Sample) string {
+	switch cause {
+	case CauseAgentCPU:
+		return fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)
+	case CauseHostCPU:
+		what := "processes other than the engines and rig agents"
+		if h.local {
+			what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
+		}
+		return fmt.Sprintf("%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
+			what, h.others(smp), h.othersMedian[node], smp.Host.BusyPct, float64(max(smp.CPUs, 1))*100, smp.Load.Load1)
+	}
+	ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
+	if busy := busyDisksOf(smp); len(busy) > 0 {
+		ev += "; " + strings.Join(busy, "; ")
+	}
+	return ev
 }
 
 // othersCause says whether, in smp, processes other than the run's own took enough CPU to count

@@ -119,14 +119,19 @@ const SourcePSI = "psi"
 // cover causeCoverShare of an interval, with the full stall beside it for the evidence.
 func (s psiSeries) spans() []causeSpan {
 	var out []causeSpan
-	for _, smp := range s.samples {
+	for i := range s.samples {
+		smp := &s.samples[i]
+		var x *spanExtra
 		for _, r := range psiResources {
-			c := stallSpan(smp, r.some(*smp.PSI))
+			c := stallSpan(*smp, r.some(*smp.PSI))
 			if c.w <= 0 {
 				continue
 			}
+			if x == nil {
+				x = &spanExtra{psi: smp}
+			}
 			out = append(out, causeSpan{at: c.from, dur: c.to - c.from, cause: string(r.cause), source: SourcePSI, w: c.w, cover: c.w, counted: true,
-				names: r.cause, level: true, x: &spanExtra{full: stallSpan(smp, r.full(*smp.PSI)).w}})
+				names: r.cause, level: true, x: x})
 		}
 	}
 	return out

@@ -21,13 +21,6 @@ import (
 // causeSpan is one span of a node's cause stream.
 type causeSpan struct {
 	at, dur int64 // unix ns; dur 0 is an instant (a sample counted, not timed)
-	// cause is the row's cause: a rundir.InsideKind, or a host or pressure CauseKind.
-	cause  string
-	source string
-	thread string
-	file   string // forces and writes: the file
-	role   string
-	detail string
 	// w is the share of each moment of the span its cause held, for the row's total: a sampled
 	// wait's share of its interval, a process's share of a core (above 1 for more than a core).
 	w float64
@@ -35,42 +28,80 @@ type causeSpan struct {
 	// other processes' CPU (it explains an engine's time only as the run-queue wait it caused),
 	// and samples under the excursions' thresholds.
 	cover float64
-	// counted: the span counts in its row's count (every span but the OS samples under the
-	// excursions' thresholds).
-	counted bool
+	// cause is the row's cause: a rundir.InsideKind, or a host or pressure CauseKind.
+	cause  string
+	source string
+	thread string
+	role   string
+	detail string // what the row's detail counts: a force's or write's file, a GC's name, a frame
 	// names is the cause an interval is named by when spans of it cover causeCoverShare of the
 	// interval; "" for spans that are no stall of their own (insideStall).
 	names CauseKind
+	x     *spanExtra
+	// counted: the span counts in its row's count (every span but the OS samples under the
+	// excursions' thresholds).
+	counted bool
 	// level: a sampled level (scheduler, pressure, OS samples), not events with onsets.
 	level bool
-	x     *spanExtra
 }
 
-// spanExtra is what a few sources say beyond a span.
+// spanExtra is what a few sources say beyond a span; an OS sample's spans share one, and its
+// words are made only where a cause is named.
 type spanExtra struct {
-	evidence string   // the span's own words for a named cause's evidence (an OS sample's, a GC's)
-	details  []string // row details beyond detail (a writeback sample's busy disks)
-	full     float64  // pressure stalls: the share of each moment every task was stalled
+	evidence string // the span's own words for a named cause's evidence (a GC with its safepoint)
+	// os is an OS sample's spans' sample, sampled on osNode (the span's node is the machine's on
+	// the local target): their evidence and a writeback's busy disks.
+	os     *rundir.Sample
+	osNode string
+	psi    *rundir.SchedSample // a pressure stall's sample: its full stall
 }
 
 // held is the time its cause held: the span's length at its weight.
 func (c causeSpan) held() int64 { return int64(float64(c.dur) * c.w) }
 
 // what names the span in a named cause's evidence.
-func (c causeSpan) what() string {
-	if c.x != nil && c.x.evidence != "" {
+func (st *spanStream) what(c causeSpan) string {
+	switch {
+	case c.x == nil:
+	case c.x.os != nil:
+		return st.host.evidence(CauseKind(c.cause), c.x.osNode, *c.x.os)
+	case c.x.evidence != "":
 		return c.x.evidence
 	}
-	return cmp.Or(c.detail, c.file, c.cause)
+	return cmp.Or(c.detail, c.cause)
+}
+
+// moreDetails are a span's row details beside its detail: a writeback sample's busy disks.
+func (c causeSpan) moreDetails() []string {
+	if c.x == nil || c.x.os == nil || c.cause != string(CauseWriteback) {
+		return nil
+	}
+	return busyDisksOf(*c.x.os)
+}
+
+// fullShare is a pressure stall's share of each moment every task was stalled.
+func (c causeSpan) fullShare() float64 {
+	if c.x == nil || c.x.psi == nil {
+		return 0
+	}
+	for _, r := range psiResources {
+		if string(r.cause) == c.cause {
+			return stallSpan(*c.x.psi, r.full(*c.x.psi.PSI)).w
+		}
+	}
+	return 0
 }
 
 // fromInside is an inside span (a recording's, a pause record's, a scheduler sample's) in the
 // stream.
 func fromInside(sp rundir.InsideSpan) causeSpan {
-	c := causeSpan{at: sp.AtNs, dur: sp.DurNs, cause: string(sp.Kind), source: sp.Source, thread: sp.Thread, file: sp.File, role: sp.Role,
-		detail: sp.Detail, w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat}
+	c := causeSpan{at: sp.AtNs, dur: sp.DurNs, cause: string(sp.Kind), source: sp.Source, thread: sp.Thread, role: sp.Role,
+		detail: cmp.Or(sp.File, sp.Detail), w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat}
 	if !noCover[string(sp.Kind)] {
 		c.cover = c.w
+	}
+	if sp.File != "" && sp.Detail != "" {
+		c.x = &spanExtra{evidence: sp.Detail} // the row counts the file; the evidence names the detail
 	}
 	return c
 }
@@ -99,6 +130,9 @@ var spanSources = []spanSource{
 // run-level figures need beside them.
 type spanStream struct {
 	byNode map[string][]causeSpan
+	// chunks are, per node, where each source's spans begin in byNode while it is read.
+	chunks map[string][]int
+	reader int // the source reading now
 	// nodes are the servers and every node with spans (a client node's run-queue waits, the
 	// machine's HostNode on the local target), sorted.
 	nodes   []string
@@ -114,11 +148,20 @@ type spanStream struct {
 	pressure []HostPressure
 }
 
+// add adds spans of node from the source reading now; ss is the stream's from here.
 func (st *spanStream) add(node string, ss ...causeSpan) {
 	if len(ss) == 0 {
 		return
 	}
-	st.byNode[node] = append(st.byNode[node], ss...)
+	if c := st.chunks[node]; len(c) == 0 || c[len(c)-1] != -st.reader-1 {
+		// a new chunk: its start, then its reader (negated, so it is no start)
+		st.chunks[node] = append(c, len(st.byNode[node]), -st.reader-1)
+	}
+	if st.byNode[node] == nil {
+		st.byNode[node] = ss // the first spans of the node: kept, not copied
+	} else {
+		st.byNode[node] = append(st.byNode[node], ss...)
+	}
 	for _, s := range ss {
 		st.sources[s.source] = true
 	}
@@ -127,13 +170,12 @@ func (st *spanStream) add(node string, ss ...causeSpan) {
 // has marks source as present where it added no span.
 func (st *spanStream) has(source string) { st.sources[source] = true }
 
-// spanStream reads every source once.
+// spanStream reads every source once. summarize holds it only while it needs it: the OS samples
+// and spans are garbage before the plots are drawn.
 func (d *runData) spanStream() *spanStream {
-	if d.stream != nil {
-		return d.stream
-	}
-	st := &spanStream{byNode: map[string][]causeSpan{}, sources: map[string]bool{}, gc: map[string][]GCPause{}}
-	for _, src := range spanSources {
+	st := &spanStream{byNode: map[string][]causeSpan{}, chunks: map[string][]int{}, sources: map[string]bool{}, gc: map[string][]GCPause{}}
+	for i, src := range spanSources {
+		st.reader = i
 		src.read(d, st)
 	}
 	st.nodes = slices.Clone(d.nodes)
@@ -141,11 +183,15 @@ func (d *runData) spanStream() *spanStream {
 		if !slices.Contains(st.nodes, n) {
 			st.nodes = append(st.nodes, n)
 		}
-		slices.SortStableFunc(ss, func(a, b causeSpan) int { return cmp.Compare(a.at, b.at) })
+		var starts []int
+		for i := 0; i < len(st.chunks[n]); i += 2 {
+			starts = append(starts, st.chunks[n][i])
+		}
+		st.byNode[n] = mergeByStart(ss, starts)
 	}
+	st.chunks = nil
 	slices.Sort(st.nodes)
 	st.srcNames = st.names()
-	d.stream = st
 	return st
 }
 
@@ -236,13 +282,11 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 				a.count++
 			}
 			a.ns += float64(c.to-c.from) * sp.w
-			if dt := cmp.Or(sp.file, sp.detail); dt != "" {
-				a.details[dt]++
+			if sp.detail != "" {
+				a.details[sp.detail]++
 			}
-			if sp.x != nil {
-				for _, dt := range sp.x.details {
-					a.details[dt]++
-				}
+			for _, dt := range sp.moreDetails() {
+				a.details[dt]++
 			}
 			if c.to <= c.from {
 				continue
@@ -272,11 +316,9 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 			g.n++
 			g.cover = append(g.cover, wspan{c, sp.cover})
 			g.sampled = g.sampled || sp.w < 1
-			if sp.x != nil {
-				g.fullNs += float64(c.to-c.from) * sp.x.full
-			}
+			g.fullNs += float64(c.to-c.from) * sp.fullShare()
 			if h := sp.held(); h > g.long || g.longWhat == "" {
-				g.long, g.longWhat = max(h, g.long), sp.what()
+				g.long, g.longWhat = max(h, g.long), st.what(sp)
 			}
 			if sp.thread != "" && !slices.Contains(g.threads, sp.thread) && len(g.threads) < windowDetails {
 				g.threads = append(g.threads, sp.thread)
@@ -323,7 +365,7 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 		}
 		seen[h.node] = true
 		j.causes = append(j.causes, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(h.sp.at),
-			Evidence: fmt.Sprintf("%s's threads waited on a run queue over %.0f %% of it while %s", waitNode, 100*wait, h.sp.x.evidence)})
+			Evidence: fmt.Sprintf("%s's threads waited on a run queue over %.0f %% of it while %s", waitNode, 100*wait, st.what(h.sp))})
 	}
 	j.coveredNs = coverNs(named)
 	return j
@@ -422,4 +464,33 @@ type rowAcc struct {
 	count   int
 	ns      float64
 	details map[string]int
+}
+
+// mergeByStart sorts ss by start, stably: each chunk (from starts[i] to the next start) is sorted
+// in place (a source's spans mostly are already), then the chunks are merged, the earlier chunk
+// first on a tie.
+func mergeByStart(ss []causeSpan, starts []int) []causeSpan {
+	byStart := func(a, b causeSpan) int { return cmp.Compare(a.at, b.at) }
+	ends := append(starts[1:len(starts):len(starts)], len(ss))
+	for i, from := range starts {
+		if c := ss[from:ends[i]]; !slices.IsSortedFunc(c, byStart) {
+			slices.SortStableFunc(c, byStart)
+		}
+	}
+	if len(starts) == 1 {
+		return ss
+	}
+	out := make([]causeSpan, 0, len(ss))
+	next := slices.Clone(starts)
+	for len(out) < len(ss) {
+		best := -1
+		for i := range next {
+			if next[i] < ends[i] && (best < 0 || ss[next[i]].at < ss[next[best]].at) {
+				best = i
+			}
+		}
+		out = append(out, ss[next[best]])
+		next[best]++
+	}
+	return out
 }

@@ -141,9 +141,11 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 // readInsideSource adds the engines' recordings.
 func readInsideSource(d *runData, st *spanStream) {
 	for n, ss := range d.insideSpans() {
-		for _, sp := range ss {
-			st.add(n, fromInside(sp))
+		cs := make([]causeSpan, len(ss))
+		for i, sp := range ss {
+			cs[i] = fromInside(sp)
 		}
+		st.add(n, cs...)
 	}
 }
 
@@ -158,11 +160,13 @@ func readSchedSource(d *runData, st *spanStream) {
 		if err != nil {
 			d.warnf("scheduler samples %s: %v", f, err)
 		}
+		var cs []causeSpan
 		for _, smp := range ss {
 			for _, sp := range smp.Spans() {
-				st.add(node, fromInside(sp))
+				cs = append(cs, fromInside(sp))
 			}
 		}
+		st.add(node, cs...)
 		samples[node] = append(samples[node], ss...)
 	}
 	st.psi = psiOf(samples, d.man.Target == "local")
