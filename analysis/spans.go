@@ -244,30 +244,10 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 		}
 		return a
 	}
-	type causeKey struct {
-		node string
-		kind CauseKind
-		src  string
-	}
-	type agg struct {
-		causeKey
-		n        int
-		first    int64
-		long     int64
-		longWhat string
-		threads  []string
-		cover    []wspan
-		sampled  bool    // spans of a sampled total, spread over their intervals
-		fullNs   float64 // pressure stalls: every task's
-	}
-	byCause := map[causeKey]*agg{}
-	var order []*agg
+	byCause := map[causeKey]*causeTally{}
+	var order []*causeTally
 	var all []wspan
 	sched := map[string][]wspan{}
-	type hostCand struct {
-		node string
-		sp   causeSpan
-	}
 	var hosts []hostCand
 	for _, node := range st.nodes {
 		for _, sp := range st.over(node, from, to) {
@@ -309,20 +289,11 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 			k := causeKey{node, sp.names, sp.source}
 			g := byCause[k]
 			if g == nil {
-				g = &agg{causeKey: k, first: sp.at}
+				g = &causeTally{causeKey: k, first: sp.at}
 				byCause[k] = g
 				order = append(order, g)
 			}
-			g.n++
-			g.cover = append(g.cover, wspan{c, sp.cover})
-			g.sampled = g.sampled || sp.w < 1
-			g.fullNs += float64(c.to-c.from) * sp.fullShare()
-			if h := sp.held(); h > g.long || g.longWhat == "" {
-				g.long, g.longWhat = max(h, g.long), st.what(sp)
-			}
-			if sp.thread != "" && !slices.Contains(g.threads, sp.thread) && len(g.threads) < windowDetails {
-				g.threads = append(g.threads, sp.thread)
-			}
+			g.add(st, sp, c)
 		}
 	}
 	var j judgement
@@ -337,11 +308,60 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 		if float64(covered) < causeCoverShare*float64(length) {
 			continue
 		}
-		j.causes = append(j.causes, Cause{Kind: g.kind, Node: g.node, AtS: d.off(g.first), Evidence: st.evidence(g.kind, g.node, g.src, g.n, covered, length, g.sampled, g.long, g.longWhat, g.threads, g.fullNs)})
+		j.causes = append(j.causes, Cause{Kind: g.kind, Node: g.node, AtS: d.off(g.first), Evidence: st.evidence(g, covered, length)})
 		named = append(named, g.cover...)
 	}
-	// Other processes' CPU, once per node (per machine on the local target), where the engine's
-	// threads waited on a run queue over causeCoverShare of the interval.
+	j.causes = append(j.causes, d.hostCPUCauses(st, hosts, sched, length)...)
+	j.coveredNs = coverNs(named)
+	return j
+}
+
+// causeKey is one cause of one node from one source.
+type causeKey struct {
+	node string
+	kind CauseKind
+	src  string
+}
+
+// causeTally is what the spans of one cause, node and source hold of an interval, as judge
+// reads them.
+type causeTally struct {
+	causeKey
+	n        int
+	first    int64 // the first span's start
+	long     int64 // the most one span held
+	longWhat string
+	threads  []string
+	cover    []wspan // the spans clipped to the interval
+	sampled  bool    // spans of a sampled total, spread over their intervals
+	fullNs   float64 // pressure stalls: every task's
+}
+
+// add tallies span sp, c its part in the interval.
+func (g *causeTally) add(st *spanStream, sp causeSpan, c span) {
+	g.n++
+	g.cover = append(g.cover, wspan{c, sp.cover})
+	g.sampled = g.sampled || sp.w < 1
+	g.fullNs += float64(c.to-c.from) * sp.fullShare()
+	if h := sp.held(); h > g.long || g.longWhat == "" {
+		g.long, g.longWhat = max(h, g.long), st.what(sp)
+	}
+	if sp.thread != "" && !slices.Contains(g.threads, sp.thread) && len(g.threads) < windowDetails {
+		g.threads = append(g.threads, sp.thread)
+	}
+}
+
+// hostCand is an OS sample's other processes' CPU over the host thresholds in an interval.
+type hostCand struct {
+	node string
+	sp   causeSpan
+}
+
+// hostCPUCauses names other processes' CPU, once per node (per machine on the local target),
+// where the engine's threads waited on a run queue (sched: their sched_delay spans, per node)
+// over causeCoverShare of the interval.
+func (d *runData) hostCPUCauses(st *spanStream, hosts []hostCand, sched map[string][]wspan, length int64) []Cause {
+	var out []Cause
 	schedCover := map[string]float64{}
 	for n, ws := range sched {
 		schedCover[n] = float64(coverNs(ws)) / float64(length)
@@ -364,36 +384,35 @@ func (d *runData) judge(st *spanStream, from, to int64) judgement {
 			continue
 		}
 		seen[h.node] = true
-		j.causes = append(j.causes, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(h.sp.at),
+		out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(h.sp.at),
 			Evidence: fmt.Sprintf("%s's threads waited on a run queue over %.0f %% of it while %s", waitNode, 100*wait, st.what(h.sp))})
 	}
-	j.coveredNs = coverNs(named)
-	return j
+	return out
 }
 
 // evidence is a named cause's evidence: how many of its spans cover how much of the interval.
-func (st *spanStream) evidence(kind CauseKind, node, src string, n int, covered, length int64, sampled bool, long int64, longWhat string, threads []string, fullNs float64) string {
+func (st *spanStream) evidence(g *causeTally, covered, length int64) string {
 	pct := 100 * float64(covered) / float64(length)
-	if r := slices.IndexFunc(psiResources, func(r psiResource) bool { return r.cause == kind }); r >= 0 {
+	if r := slices.IndexFunc(psiResources, func(r psiResource) bool { return r.cause == g.kind }); r >= 0 {
 		ev := fmt.Sprintf("pressure stall: some task stalled on %s over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
-			psiResources[r].name, fmtMsBare(covered), pct, fmtMsBare(int64(math.Round(fullNs))), n)
-		if i := slices.IndexFunc(st.pressure, func(h HostPressure) bool { return h.Node == node }); i >= 0 {
+			psiResources[r].name, fmtMsBare(covered), pct, fmtMsBare(int64(math.Round(g.fullNs))), g.n)
+		if i := slices.IndexFunc(st.pressure, func(h HostPressure) bool { return h.Node == g.node }); i >= 0 {
 			ev += fmt.Sprintf("; %.1f %% of the run", st.pressure[i].share(psiResources[r].name))
 		}
 		return ev
 	}
 	what, how, longest := "span(s)", "", "longest"
 	switch {
-	case src == SourceDiskModel:
+	case g.src == SourceDiskModel:
 		what = "fsync(s)"
-	case src == SourceOSSamples:
-		return fmt.Sprintf("%s: %d sample(s) covering %s ms (%.0f %%) of it; the largest: %s", src, n, fmtMsBare(covered), pct, longWhat)
-	case sampled:
+	case g.src == SourceOSSamples:
+		return fmt.Sprintf("%s: %d sample(s) covering %s ms (%.0f %%) of it; the largest: %s", g.src, g.n, fmtMsBare(covered), pct, g.longWhat)
+	case g.sampled:
 		what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"
 	}
-	ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", src, n, what, fmtMsBare(covered), pct, how, longest, fmtMsBare(long), longWhat)
-	if len(threads) > 0 {
-		ev += " on " + strings.Join(threads, ", ")
+	ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", g.src, g.n, what, fmtMsBare(covered), pct, how, longest, fmtMsBare(g.long), g.longWhat)
+	if len(g.threads) > 0 {
+		ev += " on " + strings.Join(g.threads, ", ")
 	}
 	return ev
 }
