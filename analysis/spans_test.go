@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -165,5 +166,81 @@ func TestExcursionAndWindowJudgedAlike(t *testing.T) {
 	}
 	if !slices.Equal(w.Rows, e.Where.Rows) || !slices.ContainsFunc(w.Rows, func(r CauseRow) bool { return r.Source == SourceGCLog }) {
 		t.Errorf("window rows %+v, excursion rows %+v: want the same, the GC log's pause among them", w.Rows, e.Where.Rows)
+	}
+}
+
+// TestJVMLogPairsGCWithItsSafepoint reads real JDK 17 output (testdata/gc/safepoint17.log,
+// SerialGC): each GC pause logged before a GenCollectForAllocation safepoint is one gc_pause
+// span from gc_log over both, the pause whose safepoint line the log does not have (it ends
+// first) stays a gc_pause of its own, and the cleanup safepoints stay safepoints.
+func TestJVMLogPairsGCWithItsSafepoint(t *testing.T) {
+	f, err := os.Open("testdata/gc/safepoint17.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lg, err := parseJVMLog(f)
+	if err != nil || lg.unplaced != 0 {
+		t.Fatal(err, lg.unplaced)
+	}
+	if len(lg.pauses) != 3 || len(lg.safepoints) != 6 || !slices.Equal(lg.inSafepoint, []int{2, 4, -1}) {
+		t.Fatalf("%d pauses in safepoints %v, %d safepoints; want 3 pauses, the first two in safepoints 2 and 4 of 6", len(lg.pauses), lg.inSafepoint, len(lg.safepoints))
+	}
+	var gcs, sps []causeSpan
+	for _, c := range lg.spans() {
+		if c.names == CauseGC {
+			gcs = append(gcs, c)
+		} else {
+			sps = append(sps, c)
+		}
+	}
+	if len(gcs) != 3 || len(sps) != 4 || slices.ContainsFunc(sps, func(c causeSpan) bool { return !strings.HasPrefix(c.detail, "Cleanup: ") }) {
+		t.Fatalf("gc spans %+v, safepoint spans %+v; want 3 gc and the 4 cleanups", gcs, sps)
+	}
+	// GC(0): the pause of 17.402 ms ends at .181, its safepoint of 18.154005 ms at .182.
+	end := time.Date(2026, 12, 7, 5, 36, 32, 182e6, time.UTC).UnixNano()
+	first := time.Date(2026, 12, 7, 5, 36, 32, 181e6, time.UTC).UnixNano() - 17_402_000
+	if g := gcs[0]; g.at != first || g.at+g.dur != end || g.source != SourceGCLog || g.cause != string(rundir.InsideGCPause) ||
+		g.x == nil || g.x.evidence != "Pause Young (Allocation Failure) 17.402 ms in safepoint GenCollectForAllocation, reached in 0.349 ms" {
+		t.Errorf("first gc span %+v (%+v)", g, g.x)
+	}
+	if g := gcs[2]; g.x != nil || g.dur != 162_509_000 || g.detail != "Pause Young (Allocation Failure)" {
+		t.Errorf("last gc span %+v, want the pause alone", g)
+	}
+}
+
+// TestSpanSourceAddsEverywhere: a source added to spanSources (as engine phases will be) is a
+// row of every window's and excursion's table and names the excursion it covers, with no other
+// change.
+func TestSpanSourceAddsEverywhere(t *testing.T) {
+	const phase = "toy_phase"
+	saved := slices.Clone(spanSources)
+	t.Cleanup(func() { spanSources = saved })
+	spanSources = append(spanSources, spanSource{"toy phases", func(d *runData, st *spanStream) {
+		at := d.origin + 8_010*int64(time.Millisecond)
+		st.add("node-0", causeSpan{at: at, dur: 70 * int64(time.Millisecond), cause: phase, source: "toy", detail: "replay",
+			w: 1, cover: 1, counted: true, names: CauseKind(phase)})
+	}})
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(20_000, 100, 8000)) // [8.000, 8.101] s
+	f.action(8000, "snapshot", "node-0", map[string]any{"index": 1, "leader": "node-0"})
+	f.snap(8101, "node-0", 1, 40, nil)
+	f.run(20_000, "load_end")
+	f.run(20_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Excursions.List[0]
+	if !slices.ContainsFunc(e.Causes, func(c Cause) bool {
+		return c.Kind == phase && strings.HasPrefix(c.Evidence, "toy: 1 span(s) covering 70.000 ms (69 %) of it, longest 70.000 ms (replay)")
+	}) {
+		t.Errorf("excursion causes %+v, want the toy phase", e.Causes)
+	}
+	if len(s.Windows) != 1 || len(s.Windows[0].Rows) != 1 || s.Windows[0].Rows[0].Cause != phase || !slices.Contains(s.Windows[0].Sources, "toy") {
+		t.Errorf("windows %+v, want the toy phase's row", s.Windows)
 	}
 }
