@@ -73,8 +73,10 @@ type runData struct {
 	engineLogs map[string][]stampedLine       // per node, built on first use (telemetry.go)
 	inside     map[string][]rundir.InsideSpan // per node, read on first use (windows.go)
 	syncs      map[string][]rundir.DiskSync   // per node, read on first use (windows.go)
-	warnings   []string
-	warned     map[string]bool // what warnOutside said, once each
+	// onOpen, when set, hears each file opened through open: tests count the reads of a source.
+	onOpen   func(name string)
+	warnings []string
+	warned   map[string]bool // what warnOutside said, once each
 }
 
 // span is a time interval in unix nanoseconds.
@@ -118,6 +120,14 @@ func (d *runData) warnOutside(err error) {
 		d.warned[e.Error()] = true
 		d.warnf("%v", e)
 	}
+}
+
+// open opens a run folder's file (rundir.Folder.Open), telling onOpen.
+func (d *runData) open(name, what string) (*os.File, error) {
+	if d.onOpen != nil {
+		d.onOpen(name)
+	}
+	return d.run.Open(name, what)
 }
 
 // glob is the run folder's names matching pattern (rundir.Folder.Glob), sorted.
@@ -532,14 +542,11 @@ func (d *runData) summarize() *Summary {
 	// in) comes from the events and the manifest alone: the figures below read it, not each other.
 	lead := d.leadership()
 	s.LeaderAtLoadStart, s.LeaderChanges, s.Actions, s.LeaderWindow = lead.AtLoadStart, lead.Changes, lead.Actions, lead.Window
-	var gc map[string][]GCPause
-	s.GCPauses, gc = d.gcRows()
-	gc = d.gcActionPauses(gc)
-	s.Spike = d.spike(s, gc)
-	ts, tw := d.timeSources()
-	warn = append(warn, tw...)
-	s.HostPressure = d.hostPressure(ts.psi)
-	s.Excursions = d.excursions(s, gc, ts)
+	st := d.spanStream()
+	s.GCPauses = st.gcRows
+	s.Spike = d.spike(s, st.gc)
+	s.HostPressure = st.pressure
+	s.Excursions = d.excursions(s, st)
 	s.Failovers = d.failoverRows(lead)
 	s.HandOffs = d.handOffs(s)
 	// Normal latency leaves out every snapshot and fault window (failover.go), so it needs the
@@ -553,7 +560,7 @@ func (d *runData) summarize() *Summary {
 	for i := range s.StepDowns {
 		s.StepDowns[i].NormalP50Us = s.Normal.P50Us
 	}
-	s.Windows = d.windows(s, ts)
+	s.Windows = d.windows(s, st)
 	// Flags every row built above whose window holds an unplanned change.
 	warn = append(warn, flagUnplanned(s, lead)...)
 	s.ClientConn = d.clientConn(s)

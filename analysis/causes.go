@@ -48,17 +48,10 @@ type causeSeries struct {
 // series' own resolution) holding at least periodMinRun onsets, periodMinCover of the beats that
 // fit in the measured window and periodMinCover of the series' own onsets, so a dense series
 // with a chance chain inside it is not one.
-func (d *runData) causePeriodic(ts *timeSources, gc map[string][]GCPause) []CausePeriodic {
-	series := d.hostSeriesOnsets(ts.host)
-	for _, node := range d.nodes {
-		var on []int64
-		for _, p := range gc[node] {
-			if !p.End.IsZero() {
-				on = append(on, p.End.UnixNano()-int64(p.Ms*1e6))
-			}
-		}
-		series = append(series, causeSeries{cause: string(CauseGC), node: node, what: "GC log pauses", onsets: on, tol: int64(periodTolMin)})
-		series = append(series, stallSeries(node, ts.inside[node])...)
+func (d *runData) causePeriodic(st *spanStream) []CausePeriodic {
+	series := d.hostSeriesOnsets(st.host)
+	for _, node := range st.nodes {
+		series = append(series, stallSeries(node, st.byNode[node])...)
 	}
 	var out []CausePeriodic
 	for _, s := range series {
@@ -134,9 +127,10 @@ func (d *runData) hostSeriesOnsets(h *hostSeries) []causeSeries {
 	return out
 }
 
-// stallSeries are a node's inside stalls (spans sorted by start) by cause and source; the
-// scheduler samples' run-queue waits are left out: they are a level, not events with onsets.
-func stallSeries(node string, ss []rundir.InsideSpan) []causeSeries {
+// stallSeries are a node's stalls (its cause spans, sorted by start) by cause and source; the
+// sampled levels (run-queue waits, pressure stalls, OS samples: hostSeriesOnsets) are left out:
+// they are levels, not events with onsets.
+func stallSeries(node string, ss []causeSpan) []causeSeries {
 	type key struct {
 		kind CauseKind
 		src  string
@@ -145,22 +139,21 @@ func stallSeries(node string, ss []rundir.InsideSpan) []causeSeries {
 	ends := map[key]int64{}
 	var order []key
 	for _, sp := range ss {
-		kind, ok := insideStall[sp.Kind]
-		if !ok || sp.Source == rundir.SourceSchedstat {
+		if sp.names == "" || sp.level {
 			continue
 		}
-		k := key{kind, sp.Source}
+		k := key{sp.names, sp.source}
 		s := byKey[k]
 		if s == nil {
-			s = &causeSeries{cause: string(kind), node: node, what: sp.Source + " " + string(kind) + " spans", tol: int64(periodTolMin)}
+			s = &causeSeries{cause: string(sp.names), node: node, what: sp.source + " " + string(sp.names) + " spans", tol: int64(periodTolMin)}
 			byKey[k] = s
 			order = append(order, k)
-		} else if sp.AtNs <= ends[k]+stallOnsetGap {
-			ends[k] = max(ends[k], sp.AtNs+sp.DurNs)
+		} else if sp.at <= ends[k]+stallOnsetGap {
+			ends[k] = max(ends[k], sp.at+sp.dur)
 			continue
 		}
-		s.onsets = append(s.onsets, sp.AtNs)
-		ends[k] = sp.AtNs + sp.DurNs
+		s.onsets = append(s.onsets, sp.at)
+		ends[k] = sp.at + sp.dur
 	}
 	out := make([]causeSeries, 0, len(order))
 	for _, k := range order {

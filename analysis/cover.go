@@ -5,8 +5,6 @@ import (
 	"container/heap"
 	"math"
 	"slices"
-
-	"github.com/rig-dev/rig/rundir"
 )
 
 // wspan is a span over which a cause held share w of the time (0 < w ≤ 1). A timed stall (a GC
@@ -21,9 +19,6 @@ type wspan struct {
 
 // whole is a span its cause held all of.
 func whole(s span) wspan { return wspan{s, 1} }
-
-// insideW is an inside span clipped to c, at its weight.
-func insideW(sp rundir.InsideSpan, c span) wspan { return wspan{c, sp.Weight()} }
 
 // coverNs is the time the spans cover, each moment counted at the largest weight of the spans
 // under way then. For a sampled stall that is the expected share of the moment it held; for
@@ -77,13 +72,4 @@ func (h *byWeight) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// wholes are spans their causes held all of.
-func wholes(ss []span) []wspan {
-	out := make([]wspan, len(ss))
-	for i, s := range ss {
-		out[i] = whole(s)
-	}
-	return out
 }

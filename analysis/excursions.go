@@ -45,9 +45,9 @@ type Excursion struct {
 	Lost   int     `json:"lost"`
 	Causes []Cause `json:"causes"` // empty: unexplained
 	// CoveredMs is the time of [StartS, EndS] the named causes' spans cover (GC pauses, the
-	// engines' stalls, run-queue waits, fsyncs); the rest is unexplained even where a cause is
-	// named. Timeline actions and restarts cover none of it: they say what was under way, not
-	// where the time went.
+	// engines' stalls, run-queue waits, fsyncs, pressure stalls, the OS samples' agent CPU and
+	// writeback); the rest is unexplained even where a cause is named. Timeline actions and
+	// restarts cover none of it: they say what was under way, not where the time went.
 	CoveredMs float64 `json:"covered_ms"`
 	PeriodS   float64 `json:"period_s,omitempty"`
 	// LogLines: per node, engine log lines stamped from 100 ms before to 100 ms after (context,
@@ -69,9 +69,9 @@ type Cause struct {
 }
 
 // CauseKind names a cause; the names are summary.json's and stable. Besides the kinds below, an
-// engine's own stall read from its recording (<node>/inside.ndjson, windows.go insideCauses) is
-// named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
-// kinds (gc_pause, stw, gc_assist) are `gc`; the disk model's fsyncs
+// engine's own stall (a span of the cause stream, spans.go, from its recording or its pause
+// records) is named by its rundir.InsideKind (force, safepoint, sched_delay), except that the GC
+// kinds (gc_pause, stw, gc_assist) are `gc` (insideStall); the disk model's fsyncs
 // (<node>/disk-syncs.ndjson) are `force` too, their evidence starting "disk_model:".
 type CauseKind string
 
@@ -127,7 +127,7 @@ const (
 )
 
 // excursions finds, merges and attributes every excursion of the run.
-func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSources) *Excursions {
+func (d *runData) excursions(s *Summary, st *spanStream) *Excursions {
 	if !d.hasProbe || s.Probes.P50Us == nil {
 		return nil
 	}
@@ -156,53 +156,44 @@ func (d *runData) excursions(s *Summary, gc map[string][]GCPause, ts *timeSource
 			}
 			continue
 		}
-		st := stretch{from: p.IntendedNs, to: end, peakAt: p.IntendedNs, peak: p.LatencyNs, n: 1}
+		x := stretch{from: p.IntendedNs, to: end, peakAt: p.IntendedNs, peak: p.LatencyNs, n: 1}
 		if p.Outcome != rundir.ProbeOK {
-			st.lost = 1
+			x.lost = 1
 		}
-		all = append(all, st)
+		all = append(all, x)
 	}
 	ex.Count = len(all)
 	starts := make([]int64, 0, len(all))
 	causes := make([][]Cause, len(all))
-	covered := make([]int64, len(all))
+	judged := make([]judgement, len(all))
 	scope := d.excursionScope(s)
-	for i, st := range all {
-		causes[i] = d.causesIn(st.from, st.to, s)
-		gcs, cover := d.gcCauses(st.from, st.to, gc)
-		stalls := d.insideCauses(ts, st.from, st.to)
-		causes[i] = append(causes[i], gcs...)
-		causes[i] = append(causes[i], stalls.causes...)
-		causes[i] = append(causes[i], ts.host.causesIn(d, st.from, st.to, stalls.schedCover)...)
-		psi, psiCover := d.psiCauses(ts.psi, s.HostPressure, st.from, st.to)
-		causes[i] = append(causes[i], psi...)
-		phases, phaseCover := d.phaseCauses(ts, scope, st.from, st.to)
-		causes[i] = append(causes[i], phases...)
-		covered[i] = coverNs(slices.Concat(wholes(cover), stalls.cover, psiCover, phaseCover))
+	for i, x := range all {
+		judged[i] = d.whereTime(st, x.from, x.to, scope)
+		causes[i] = append(d.causesIn(x.from, x.to, s), judged[i].causes...)
 		if len(causes[i]) == 0 {
 			ex.Unexplained++
 		}
-		starts = append(starts, st.from)
+		starts = append(starts, x.from)
 	}
 	var periodOf []float64
 	ex.Periodic, periodOf = d.periodic(starts, func(i int) (float64, bool) { return nsToMs(all[i].peak), len(causes[i]) == 0 })
-	ex.CausePeriodic = d.causePeriodic(ts, gc)
+	ex.CausePeriodic = d.causePeriodic(st)
 	for i := range causes {
 		markPeriodic(causes[i], ex.CausePeriodic)
 	}
-	for i, st := range all {
+	for i, x := range all {
 		if i == excursionMaxRows {
 			break
 		}
-		e := Excursion{StartS: d.off(st.from), EndS: d.off(st.to), PeakS: d.off(st.peakAt), PeakMs: nsToMs(st.peak),
-			Probes: st.n, Lost: st.lost, Causes: causes[i], CoveredMs: nsToMs(covered[i])}
+		e := Excursion{StartS: d.off(x.from), EndS: d.off(x.to), PeakS: d.off(x.peakAt), PeakMs: nsToMs(x.peak),
+			Probes: x.n, Lost: x.lost, Causes: causes[i], CoveredMs: nsToMs(judged[i].coveredNs)}
 		if e.Causes == nil {
 			e.Causes = []Cause{}
 		}
 		e.PeriodS = periodOf[i]
-		e.Where = ptr(d.whereTime(ts, st.from, st.to, scope))
+		e.Where = &judged[i].where
 		for _, node := range d.nodes {
-			lines := d.engineLogLines(node, st.from-int64(spikeLogMargin), st.to+int64(spikeLogMargin))
+			lines := d.engineLogLines(node, x.from-int64(spikeLogMargin), x.to+int64(spikeLogMargin))
 			if len(lines) > excursionLogRows {
 				lines = lines[:excursionLogRows]
 			}
@@ -284,35 +275,8 @@ func (d *runData) causesIn(from, to int64, s *Summary) []Cause {
 	return out
 }
 
-// gcCauses are the GC pauses of the engines' GC logs overlapping [from, to], on the nodes whose
-// pauses cover causeCoverShare of it, with the spans they cover.
-func (d *runData) gcCauses(from, to int64, gc map[string][]GCPause) ([]Cause, []span) {
-	var out []Cause
-	var cover []span
-	for _, node := range d.nodes {
-		var cs []Cause
-		var sp []span
-		for _, p := range gc[node] {
-			if p.End.IsZero() {
-				continue
-			}
-			end := p.End.UnixNano()
-			if start := end - int64(p.Ms*1e6); end >= from && start <= to {
-				cs = append(cs, Cause{Kind: CauseGC, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("%s %.3f ms", p.What, p.Ms)})
-				if c := (span{max(start, from), min(end, to)}); c.to > c.from {
-					sp = append(sp, c)
-				}
-			}
-		}
-		if len(cs) > 0 && float64(unionNs(slices.Clone(sp))) >= causeCoverShare*float64(to-from) {
-			out = append(out, cs...)
-			cover = append(cover, sp...)
-		}
-	}
-	return out, cover
-}
-
-// hostSeries is every node's OS samples, for host causes.
+// hostSeries is every node's OS samples, for host causes (readHostSource) and their onsets
+// (causes.go).
 type hostSeries struct {
 	byNode map[string][]rundir.Sample
 	// othersMedian: per node, the median over the run of CPU outside the engines and agents.
@@ -379,61 +343,91 @@ func (h *hostSeries) others(smp rundir.Sample) float64 {
 	return math.Max(0, smp.Host.BusyPct-h.own(smp))
 }
 
-// causesIn is the host causes over [from, to]: the samples whose interval overlaps it. Other
-// processes' CPU is named only where it cost the engine: when a node's threads waited on a run
-// queue over causeCoverShare of the excursion (schedCover, per node; on the local target any
-// node's), not for the CPU those processes took.
-func (h *hostSeries) causesIn(d *runData, from, to int64, schedCover map[string]float64) []Cause {
-	var out []Cause
-	nodes := make([]string, 0, len(h.byNode))
-	for n := range h.byNode {
-		nodes = append(nodes, n)
+// readHostSource adds the OS samples' causes: per node the rig agent's CPU, and per machine (one
+// on the local target, HostNode, from the first node's samples) other processes' CPU and
+// writeback. Each is judged here, once: the agent's CPU counts and covers where it took
+// agentMinPct of a core, other processes' CPU counts where it passes the host thresholds
+// (othersCause) and never covers — it explains an engine's time only as the run-queue wait it
+// caused the engine's threads (judge) — and writeback counts and covers where writebackCause.
+func readHostSource(d *runData, st *spanStream) {
+	h := d.hostSamples()
+	st.host = h
+	if len(h.byNode) > 0 {
+		st.has(SourceOSSamples)
 	}
-	sort.Strings(nodes)
-	seenHost := false
-	for _, node := range nodes {
-		for _, smp := range h.byNode[node] {
+	for i, node := range sortedKeys(h.byNode) {
+		machine := node
+		if h.local {
+			machine = HostNode
+		}
+		countMachine := !h.local || i == 0
+		var own, mach []causeSpan
+		ss := h.byNode[node]
+		for k := range ss {
+			smp := &ss[k]
 			end := smp.Time.UnixNano()
-			start := end - int64(smp.Interval*float64(time.Second))
-			if end < from || start > to {
+			start := end - int64(smp.Interval*1e9)
+			if end <= start {
 				continue
 			}
-			if smp.Host != nil && !(h.local && seenHost) {
-				o, busy := h.others(smp), smp.Host.BusyPct
-				capacity := float64(max(smp.CPUs, 1)) * 100
-				waitNode, wait := node, schedCover[node]
-				if h.local {
-					for n, c := range schedCover {
-						if c > wait || (c == wait && n < waitNode) {
-							waitNode, wait = n, c
-						}
-					}
+			var x *spanExtra // the sample's spans share it; none for a sample with none
+			base := func() causeSpan {
+				if x == nil {
+					x = &spanExtra{os: smp, osNode: node}
 				}
-				if h.othersCause(node, smp) && wait >= causeCoverShare {
-					what := "processes other than the engines and rig agents"
-					if h.local {
-						what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
+				return causeSpan{at: start, dur: end - start, source: SourceOSSamples, level: true, x: x}
+			}
+			if pct := smp.Agent.CPUPct; pct > 0 {
+				c := base()
+				c.cause, c.thread, c.w = string(CauseAgentCPU), "rig agent", pct/100
+				if pct >= agentMinPct {
+					c.counted, c.cover, c.names = true, 1, CauseAgentCPU
+				}
+				own = append(own, c)
+			}
+			if !countMachine {
+				continue
+			}
+			if smp.Host != nil {
+				if o := h.others(*smp); o > 0 {
+					c := base()
+					c.cause, c.thread, c.w = string(CauseHostCPU), "other processes", o/100
+					if h.othersCause(node, *smp) {
+						c.counted, c.names = true, CauseHostCPU
 					}
-					out = append(out, Cause{Kind: CauseHostCPU, Node: waitNode, AtS: d.off(start), Evidence: fmt.Sprintf(
-						"%s's threads waited on a run queue over %.0f %% of it while %s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
-						waitNode, 100*wait, what, o, h.othersMedian[node], busy, capacity, smp.Load.Load1)})
-					seenHost = h.local // one machine: say it once
+					mach = append(mach, c)
 				}
 			}
-			if smp.Agent.CPUPct >= agentMinPct {
-				out = append(out, Cause{Kind: CauseAgentCPU, Node: node, AtS: d.off(start), Evidence: fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)})
-			}
-			busyDisks := busyDisksOf(smp)
-			if writebackCause(smp) {
-				ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
-				if len(busyDisks) > 0 {
-					ev += "; " + strings.Join(busyDisks, "; ")
-				}
-				out = append(out, Cause{Kind: CauseWriteback, Node: node, AtS: d.off(start), Evidence: ev})
+			if writebackCause(*smp) {
+				c := base()
+				c.cause, c.detail, c.w, c.cover, c.counted, c.names = string(CauseWriteback), fmt.Sprintf("%d pages under writeback", smp.VM.NrWriteback), 1, 1, true, CauseWriteback
+				mach = append(mach, c)
 			}
 		}
+		st.add(node, own...)
+		st.add(machine, mach...)
 	}
-	return out
+}
+
+// evidence is what an OS sample of node says of the cause it names: the agent's CPU, other
+// processes' (the tail of host_cpu's evidence, after the run-queue wait), or writeback.
+func (h *hostSeries) evidence(cause CauseKind, node string, smp rundir.Sample) string {
+	switch cause {
+	case CauseAgentCPU:
+		return fmt.Sprintf("rig agent (pid %d) took %.0f %% of a core", smp.Agent.PID, smp.Agent.CPUPct)
+	case CauseHostCPU:
+		what := "processes other than the engines and rig agents"
+		if h.local {
+			what += " (on the local target the controller counts here, and the load generator where the samples did not follow it)"
+		}
+		return fmt.Sprintf("%s took %.0f %% of a core (run median %.0f %%); the host was %.0f %% busy of %.0f %%, load %.2f",
+			what, h.others(smp), h.othersMedian[node], smp.Host.BusyPct, float64(max(smp.CPUs, 1))*100, smp.Load.Load1)
+	}
+	ev := fmt.Sprintf("%d pages under writeback, %d dirty", smp.VM.NrWriteback, smp.VM.NrDirty)
+	if busy := busyDisksOf(smp); len(busy) > 0 {
+		ev += "; " + strings.Join(busy, "; ")
+	}
+	return ev
 }
 
 // othersCause says whether, in smp, processes other than the run's own took enough CPU to count
@@ -574,7 +568,7 @@ func excursionsSection(s *Summary) string {
 			p.Cause, p.Node, p.Series, p.Count, p.Onsets, fmtS3(p.PeriodS), fmtS(p.FirstS))
 	}
 	writeExcursions(&b, ex.List)
-	fmt.Fprintf(&b, "Causes are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses, the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them) and the disk model's fsyncs (force), each named only where its spans cover at least %.0f %% of the excursion; the node's pressure stalls (psi_cpu, psi_io, psi_memory: some task stalled on its CPUs, I/O or memory) where they cover that share; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy; and from the nodes' OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the intervals overlapping the excursion. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
+	fmt.Fprintf(&b, "Causes are what the run recorded as under way: timeline actions (up to 2 s before, or while one that lasts, a hog, partition or delay, is under way) and restarts; GC pauses (a GC log's with the safepoint it ran in, as one gc), the engines' own stalls from their recordings (inside spans: GC as gc, forces, safepoints, scheduler delay, the scheduler samples' run-queue waits among them), the disk model's fsyncs (force), the node's pressure stalls (psi_cpu, psi_io, psi_memory: some task stalled on its CPUs, I/O or memory) and from the OS samples the rig agent's CPU, dirty-page writeback and saturated disks over the thresholds, each named only where its spans cover at least %.0f %% of the excursion, as in the window tables; another process's CPU (host_cpu) only where the engine's threads waited on a run queue over that share of it while other processes were busy. Covered: the share of the excursion the named causes' spans cover, and the time left unexplained (actions and restarts cover none). Engine log lines near each are in summary.json.\n\n", 100*causeCoverShare)
 	excursionTables(&b, ex)
 	return b.String()
 }

@@ -115,7 +115,7 @@ func TestExcursionsMergedAndAttributed(t *testing.T) {
 		has  string
 	}{
 		{5, "", ""},
-		{8, CauseGC, "Pause Full (System.gc()) 55.000 ms"},
+		{8, CauseGC, "gc_log: 1 span(s) covering 55.000 ms (54 %) of it, longest 55.000 ms (Pause Full (System.gc()))"},
 		{12, CauseAction, "snapshot"},
 		{15.5, "", ""}, // other processes took 168 % of a core, but no engine thread is known to have waited
 		{18.5, CauseWriteback, "4000 pages under writeback"},

@@ -6,24 +6,24 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/rundir"
 )
 
-// gcActionPauses adds, for a node with no GC of its own on record (no GC log, no GC span in its
-// recording), the collections the gc action had it run, as the engine answered them
+// readGCActionSource adds, for a node with no GC of its own on record (no GC log pause, no GC
+// span in its recording), the collections the gc action had it run, as the engine answered them
 // (actions.GCAction): from the call to its return, so a spike they made is named gc even where
 // nothing else records the engine's collections (the reference engine without its flight
-// recorder).
-func (d *runData) gcActionPauses(gc map[string][]GCPause) map[string][]GCPause {
+// recorder). It reads after the GC logs and the recordings.
+func readGCActionSource(d *runData, st *spanStream) {
 	acts := d.actions(actions.ActGC)
 	if len(acts) == 0 {
-		return gc
+		return
 	}
-	inside := d.insideSpans()
 	recorded := map[string]bool{}
-	for node, ps := range gc {
+	for node, ps := range st.gc {
 		recorded[node] = len(ps) > 0
 	}
-	for node, ss := range inside {
+	for node, ss := range d.insideSpans() {
 		for _, sp := range ss {
 			if insideStall[sp.Kind] == CauseGC {
 				recorded[node] = true
@@ -39,11 +39,15 @@ func (d *runData) gcActionPauses(gc map[string][]GCPause) map[string][]GCPause {
 		if json.Unmarshal(e.Action.Payload, &a) != nil || a.WallMs <= 0 {
 			continue
 		}
-		if gc == nil {
-			gc = map[string][]GCPause{}
-		}
-		gc[e.Node] = append(gc[e.Node], GCPause{End: e.T.Add(time.Duration(a.WallMs * float64(time.Millisecond))), Ms: a.WallMs,
-			What: fmt.Sprintf("collection the gc action asked for: %d collection(s) in %.3f ms, %.3f ms of it stop-the-world, as the engine answered", a.Collections, a.WallMs, a.PauseMs)})
+		p := GCPause{End: e.T.Add(time.Duration(a.WallMs * float64(time.Millisecond))), Ms: a.WallMs,
+			What: fmt.Sprintf("collection the gc action asked for: %d collection(s) in %.3f ms, %.3f ms of it stop-the-world, as the engine answered", a.Collections, a.WallMs, a.PauseMs)}
+		st.gc[e.Node] = append(st.gc[e.Node], p)
+		at := e.T.UnixNano()
+		st.add(e.Node, causeSpan{at: at, dur: p.End.UnixNano() - at, cause: string(rundir.InsideGCPause), source: SourceGCAction, detail: p.What,
+			w: 1, cover: 1, counted: true, names: CauseGC})
 	}
-	return gc
 }
+
+// SourceGCAction is the gc action's answers among the sources of the tables of where the time
+// went.
+const SourceGCAction = "gc_action"

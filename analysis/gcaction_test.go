@@ -40,7 +40,7 @@ func TestGCActionNamesItsSpike(t *testing.T) {
 		}
 	}
 	if len(got[0]) != 2 || !strings.HasPrefix(got[0][0], "action node-0: gc action") ||
-		!strings.HasPrefix(got[0][1], "gc node-0: collection the gc action asked for: 1 collection(s) in 60.000 ms, 0.200 ms of it stop-the-world") {
+		!strings.HasPrefix(got[0][1], "gc node-0: gc_action: 1 span(s) covering 60.000 ms (98 %) of it, longest 60.000 ms (collection the gc action asked for: 1 collection(s) in 60.000 ms, 0.200 ms of it stop-the-world") {
 		t.Errorf("excursion at 8 s: %q, want the action and gc from the engine's answer", got[0])
 	}
 	if len(got[1]) != 1 || !strings.HasPrefix(got[1][0], "action node-1") {

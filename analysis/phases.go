@@ -1,11 +1,8 @@
 package analysis
 
 import (
-	"cmp"
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -52,38 +49,19 @@ type phaseScope struct {
 
 var snapshotPhases = []rundir.InsideKind{rundir.PhaseSnapshotCapture, rundir.PhaseSnapshotPersist, rundir.PhaseLogCompaction}
 
-// covers says whether phase sp of node blocks what the scope's interval measures.
-func (sc phaseScope) covers(node string, sp rundir.InsideSpan) bool {
+// phaseBeside is a phase's row detail where it does not block what the interval measures.
+const phaseBeside = "beside what this measures, not covering"
+
+// covers says whether a phase of node (its kind, what it blocks, its start) blocks what the
+// scope's interval measures.
+func (sc phaseScope) covers(node string, kind rundir.InsideKind, blocks string, at int64) bool {
 	switch sc.kind {
 	case string(WindowSnapshot):
-		return slices.Contains(snapshotPhases, sp.Kind)
+		return slices.Contains(snapshotPhases, kind)
 	case string(WindowRestart):
-		return node == sc.node && sp.Blocks == rundir.BlocksReady
+		return node == sc.node && blocks == rundir.BlocksReady
 	default:
-		return sp.Blocks == rundir.BlocksApply && sc.leader != nil && sc.leader(sp.AtNs) == node
-	}
-}
-
-// takePhases moves the engines' phase spans out of the always-on spans (they are judged by
-// phaseScope, not as stalls) and names their source.
-func (ts *timeSources) takePhases(spans map[string][]rundir.InsideSpan) {
-	ts.phases = map[string][]rundir.InsideSpan{}
-	for n, ss := range spans {
-		var ph []rundir.InsideSpan
-		spans[n] = slices.DeleteFunc(ss, func(s rundir.InsideSpan) bool {
-			if slices.Contains(rundir.PhaseKinds, s.Kind) {
-				ph = append(ph, s)
-				return true
-			}
-			return false
-		})
-		if len(ph) > 0 {
-			slices.SortStableFunc(ph, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
-			ts.phases[n] = ph
-		}
-	}
-	if len(ts.phases) > 0 {
-		ts.names = append(ts.names, rundir.SourceEnginePhases)
+		return blocks == rundir.BlocksApply && sc.leader != nil && sc.leader(at) == node
 	}
 }
 
@@ -125,93 +103,32 @@ func (sc phaseScope) sources(names []string) []string {
 	return names
 }
 
-// phases adds the phases under way in the interval as rows, covering where the scope says.
-func (t *windowTally) phases(ts *timeSources, sc phaseScope) {
-	for _, node := range sortedKeys(ts.phases) {
-		for _, sp := range spansOver(ts.phases[node], t.from, t.to) {
-			c, ok := t.clip(sp.AtNs, sp.DurNs)
-			if !ok {
-				continue
-			}
-			covers := sc.covers(node, sp)
-			var thread string
-			if sp.Blocks == rundir.BlocksApply {
-				thread = "apply path"
-			}
-			a := t.get(rowKey{node: node, thread: thread, cause: string(sp.Kind), source: sp.Source})
-			a.count++
-			a.ns += float64(c.to - c.from)
-			if !covers {
-				a.details["beside what this measures, not covering"]++
-			} else if sp.Detail != "" {
-				a.details[sp.Detail]++
-			}
-			if covers && c.to > c.from {
-				t.cover = append(t.cover, whole(c))
-			}
-		}
-	}
+// timelineRows adds a restart window's time down (the timeline's kill until its relaunch) and
+// its start (the relaunch until the engine's first phase of the launch: exec, runtime, config,
+// the contract's phase starting) as rows of [from, to] (get), and returns what they cover. They
+// say where the window's time went; they name no cause (the kill is the window's own action).
+func (d *runData) timelineRows(st *spanStream, sc phaseScope, from, to int64, get func(rowKey) *rowAcc) []wspan {
 	if sc.down.to <= sc.down.from {
-		return
+		return nil
 	}
-	timeline := func(cause string, s span, detail string) {
-		if c, ok := t.clip(s.from, s.to-s.from); ok && c.to > c.from {
-			a := t.get(rowKey{node: sc.node, cause: cause, source: SourceTimeline})
-			a.count++
-			a.ns += float64(c.to - c.from)
-			a.details[detail]++
-			t.cover = append(t.cover, whole(c))
-		}
-	}
-	timeline(causeDown, sc.down, "killed, relaunched after "+fmtMs(nsToMs(sc.down.to-sc.down.from)))
-	// From the relaunch to the engine's first phase of the launch, the process was starting
-	// (exec, runtime, config): the contract's phase starting, before anything was loaded.
-	ph := ts.phases[sc.node]
-	if i := slices.IndexFunc(ph, func(s rundir.InsideSpan) bool { return s.AtNs >= sc.down.to && s.Blocks == rundir.BlocksReady }); i >= 0 {
-		timeline(causeStart, span{sc.down.to, ph[i].AtNs}, "relaunched, starting until its "+string(ph[i].Kind)+" began")
-	}
-}
-
-// phaseCauses names the phases that blocked the leader's apply over an excursion [from, to],
-// one cause per node and kind whose spans cover causeCoverShare of it, with the spans they
-// cover.
-func (d *runData) phaseCauses(ts *timeSources, sc phaseScope, from, to int64) ([]Cause, []wspan) {
-	length := float64(to - from)
-	if length <= 0 {
-		return nil, nil
-	}
-	var out []Cause
 	var cover []wspan
-	for _, node := range sortedKeys(ts.phases) {
-		byKind := map[rundir.InsideKind][]rundir.InsideSpan{}
-		var kinds []rundir.InsideKind
-		for _, sp := range spansOver(ts.phases[node], from, to) {
-			if sp.AtNs+sp.DurNs <= from || !sc.covers(node, sp) {
-				continue
-			}
-			if byKind[sp.Kind] == nil {
-				kinds = append(kinds, sp.Kind)
-			}
-			byKind[sp.Kind] = append(byKind[sp.Kind], sp)
+	row := func(cause string, s span, detail string) {
+		c := span{max(s.from, from), min(s.to, to)}
+		if c.to <= c.from {
+			return
 		}
-		for _, k := range kinds {
-			var ws []wspan
-			var what []string
-			for _, sp := range byKind[k] {
-				ws = append(ws, whole(span{max(sp.AtNs, from), min(sp.AtNs+sp.DurNs, to)}))
-				what = append(what, fmt.Sprintf("%s ms from %s (%s)", fmtMsBare(sp.DurNs), fmtS3(d.off(sp.AtNs)), sp.Detail))
-			}
-			covered := coverNs(ws)
-			if float64(covered) < causeCoverShare*length {
-				continue
-			}
-			out = append(out, Cause{Kind: CauseKind(k), Node: node, AtS: d.off(byKind[k][0].AtNs),
-				Evidence: fmt.Sprintf("%s: %s covering %s ms (%.0f %%) of it, the leader's apply blocked: %s", rundir.SourceEnginePhases, k,
-					fmtMsBare(covered), 100*float64(covered)/length, strings.Join(what, "; "))})
-			cover = append(cover, ws...)
-		}
+		a := get(rowKey{node: sc.node, cause: cause, source: SourceTimeline})
+		a.count++
+		a.ns += float64(c.to - c.from)
+		a.details[detail]++
+		cover = append(cover, whole(c))
 	}
-	return out, cover
+	row(causeDown, sc.down, "killed, relaunched after "+fmtMs(nsToMs(sc.down.to-sc.down.from)))
+	ss := st.byNode[sc.node]
+	if i := slices.IndexFunc(ss, func(c causeSpan) bool { return c.phase && c.at >= sc.down.to && c.blocks == rundir.BlocksReady }); i >= 0 {
+		row(causeStart, span{sc.down.to, ss[i].at}, "relaunched, starting until its "+ss[i].cause+" began")
+	}
+	return cover
 }
 
 // phasesNote qualifies "the engines' own time is not in these tables" where their phases are.

@@ -125,7 +125,7 @@ func TestEnginePhasesCover(t *testing.T) {
 	}
 	e := ex.List[0]
 	if c := phaseCause(e); len(c) != 1 || c[0].Kind != CauseKind(rundir.PhaseSnapshotCapture) || c[0].Node != "node-0" ||
-		!strings.Contains(c[0].Evidence, "engine_phases: snapshot_capture covering") || !strings.Contains(c[0].Evidence, "apply blocked") {
+		!strings.Contains(c[0].Evidence, "engine_phases: 1 span(s) covering") || !strings.Contains(c[0].Evidence, "on apply path") {
 		t.Errorf("excursion at 5 s: phase causes %+v, want the leader's snapshot_capture", c)
 	}
 	// [5.000, 5.101] s: the leader's capture from 5.010 s and persist from 5.110 s; only the

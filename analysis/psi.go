@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/rig-dev/rig/rundir"
@@ -112,42 +111,30 @@ func (d *runData) hostPressure(ps []psiSeries) []HostPressure {
 	return out
 }
 
-// psiCauses are the pressure stalls over [from, to]: per series and resource, named when its
-// some stall covers causeCoverShare of it, with the spans they cover.
-func (d *runData) psiCauses(ps []psiSeries, run []HostPressure, from, to int64) ([]Cause, []wspan) {
-	var out []Cause
-	var cover []wspan
-	length := float64(to - from)
-	for _, s := range ps {
-		lo := sort.Search(len(s.samples), func(i int) bool { return s.samples[i].AtNs > from })
+// SourcePSI is the pressure stalls' source in the tables of where the time went.
+const SourcePSI = "psi"
+
+// spans are the series' stalls as cause spans: per sample and resource, the some stall over the
+// sample's interval at its share (stallSpan), named psi_cpu, psi_io or psi_memory where they
+// cover causeCoverShare of an interval, with the full stall beside it for the evidence.
+func (s psiSeries) spans() []causeSpan {
+	var out []causeSpan
+	for i := range s.samples {
+		smp := &s.samples[i]
+		var x *spanExtra
 		for _, r := range psiResources {
-			var sp []wspan
-			var full float64
-			for _, smp := range s.samples[lo:] {
-				if smp.AtNs-smp.IntervalNs > to {
-					break
-				}
-				if c := stallSpan(smp, r.some(*smp.PSI)); c.w > 0 && min(c.to, to) > max(c.from, from) {
-					sp = append(sp, wspan{span{max(c.from, from), min(c.to, to)}, c.w})
-				}
-				if c := stallSpan(smp, r.full(*smp.PSI)); c.w > 0 && min(c.to, to) > max(c.from, from) {
-					full += float64(min(c.to, to)-max(c.from, from)) * c.w
-				}
-			}
-			covered := coverNs(sp)
-			if length <= 0 || len(sp) == 0 || float64(covered) < causeCoverShare*length {
+			c := stallSpan(*smp, r.some(*smp.PSI))
+			if c.w <= 0 {
 				continue
 			}
-			ev := fmt.Sprintf("pressure stall: some task stalled on %s over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
-				r.name, fmtMsBare(covered), 100*float64(covered)/length, fmtMsBare(int64(math.Round(full))), len(sp))
-			if i := slices.IndexFunc(run, func(h HostPressure) bool { return h.Node == s.node }); i >= 0 {
-				ev += fmt.Sprintf("; %.1f %% of the run", run[i].share(r.name))
+			if x == nil {
+				x = &spanExtra{psi: smp}
 			}
-			out = append(out, Cause{Kind: r.cause, Node: s.node, AtS: d.off(sp[0].from), Evidence: ev})
-			cover = append(cover, sp...)
+			out = append(out, causeSpan{at: c.from, dur: c.to - c.from, cause: string(r.cause), source: SourcePSI, w: c.w, cover: c.w, counted: true,
+				names: r.cause, level: true, x: x})
 		}
 	}
-	return out, cover
+	return out
 }
 
 // share is the some stall share of resource name.

@@ -49,66 +49,25 @@ var gcTimeRe = regexp.MustCompile(`^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+[+-]\d
 
 // ParseGCLog reads the pauses of a HotSpot unified-logging GC log.
 func ParseGCLog(r io.Reader) ([]GCPause, error) {
-	var out []GCPause
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		m := gcPauseRe.FindStringSubmatch(line)
-		if m == nil || (!strings.Contains(line, "[gc ") && !strings.Contains(line, "[gc]") && !strings.Contains(line, "[gc,phases")) {
-			continue
-		}
-		ms, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			continue
-		}
-		p := GCPause{Ms: ms, What: strings.TrimSpace(m[1])}
-		if t := gcTimeRe.FindStringSubmatch(line); t != nil {
-			p.End, _ = time.Parse("2006-01-02T15:04:05.000-0700", t[1])
-		}
-		out = append(out, p)
-	}
-	return out, sc.Err()
+	lg, err := parseJVMLog(r)
+	return lg.pauses, err
 }
 
-// gcRows reads node-*/gc*.log (a JVM started through the command driver with {{.GCLog}} writes
-// gc-PID.log, one per launch) and sums each node's pauses over the measured window.
-func (d *runData) gcRows() ([]GCRow, map[string][]GCPause) {
-	var rows []GCRow
-	all := map[string][]GCPause{}
-	for _, node := range d.nodes {
-		files := d.glob(node + "/gc*.log")
-		if len(files) == 0 {
-			continue
-		}
-		row := GCRow{Node: node, Windowed: true}
-		for _, f := range files {
-			fh, err := d.run.Open(f, "GC log")
-			if err != nil {
-				d.warnf("GC log %s: %v", f, err)
-				continue
-			}
-			ps, err := ParseGCLog(fh)
-			fh.Close()
-			if err != nil {
-				d.warnf("GC log %s: %v", f, err)
-			}
-			for _, p := range ps {
-				if p.End.IsZero() {
-					row.Windowed = false
-				} else if end := p.End.UnixNano(); end < d.warmupEnd || (d.loadEnd > 0 && end-int64(p.Ms*1e6) > d.loadEnd) {
-					continue
-				}
-				all[node] = append(all[node], p)
-				row.Count++
-				row.TotalMs += p.Ms
-				row.LongestMs = math.Max(row.LongestMs, p.Ms)
-			}
-		}
-		row.TotalMs = math.Round(row.TotalMs*1e3) / 1e3
-		rows = append(rows, row)
+// gcPauseLine reads a line that closes a GC pause.
+func gcPauseLine(line string) (GCPause, bool) {
+	m := gcPauseRe.FindStringSubmatch(line)
+	if m == nil || (!strings.Contains(line, "[gc ") && !strings.Contains(line, "[gc]") && !strings.Contains(line, "[gc,phases")) {
+		return GCPause{}, false
 	}
-	return rows, all
+	ms, err := strconv.ParseFloat(m[2], 64)
+	if err != nil {
+		return GCPause{}, false
+	}
+	p := GCPause{Ms: ms, What: strings.TrimSpace(m[1])}
+	if t := gcTimeRe.FindStringSubmatch(line); t != nil {
+		p.End, _ = time.Parse("2006-01-02T15:04:05.000-0700", t[1])
+	}
+	return p, true
 }
 
 // Spike is the slowest probe of the run when no timeline action explains it, with what the

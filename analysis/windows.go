@@ -8,7 +8,6 @@ import (
 	"math"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/rig-dev/rig/rundir"
@@ -17,9 +16,10 @@ import (
 // Where the time went, window by window (docs/results.md): every snapshot, restart, failover and burst
 // window gets a table of causes per node and thread — the engine's own time from its recording
 // (<node>/inside.ndjson: forces with their file's role, GC pauses, safepoints, stop-the-world,
-// GC assists, scheduler delay, parks, monitor waits, CPU samples), the disk model's fsyncs
-// (<node>/disk-syncs.ndjson) and the host causes of the OS samples (another process's CPU, the
-// rig agents' own, disk writeback) — with the time no cause covers.
+// GC assists, scheduler delay, parks, monitor waits, CPU samples), the always-on pause records,
+// the disk model's fsyncs (<node>/disk-syncs.ndjson), the pressure stalls and the host causes of
+// the OS samples (another process's CPU, the rig agents' own, disk writeback) — with the time no
+// cause covers, from the run's one stream of cause spans and its judge (spans.go).
 
 // WindowKind names a kind of window; the names are summary.json's and stable.
 type WindowKind string
@@ -53,6 +53,10 @@ type TimeWindow struct {
 	// Open: the window never closed (never ready, never back to normal); ToS is where it was cut.
 	Open bool `json:"open,omitempty"`
 	WhereTime
+	// Causes are the causes named for the window by the excursions' rule (judge): those whose
+	// spans cover causeCoverShare of it; CoveredMs the time their spans cover.
+	Causes    []Cause `json:"causes,omitempty"`
+	CoveredMs float64 `json:"covered_ms,omitempty"`
 }
 
 // WhereTime is one interval's "where the time went" table: a window's (its fields inlined in
@@ -134,11 +138,21 @@ func (d *runData) insideSpans() map[string][]rundir.InsideSpan {
 	return d.inside
 }
 
-// schedSpans reads every node's scheduler samples (<node>/sched/*.ndjson) as sched_delay spans
-// per thread (rundir.SchedSample.Spans), and returns the samples per node for their pressure
-// stall figures (psi.go).
-func (d *runData) schedSpans() (map[string][]rundir.InsideSpan, map[string][]rundir.SchedSample) {
-	out := map[string][]rundir.InsideSpan{}
+// readInsideSource adds the engines' recordings.
+func readInsideSource(d *runData, st *spanStream) {
+	for n, ss := range d.insideSpans() {
+		cs := make([]causeSpan, len(ss))
+		for i, sp := range ss {
+			cs[i] = fromInside(sp)
+		}
+		st.add(n, cs...)
+	}
+}
+
+// readSchedSource adds every node's scheduler samples (<node>/sched/*.ndjson): the run-queue
+// waits as sched_delay spans per thread (rundir.SchedSample.Spans), and the pressure stalls
+// (psi.go).
+func readSchedSource(d *runData, st *spanStream) {
 	samples := map[string][]rundir.SchedSample{}
 	for _, f := range d.glob(rundir.SchedGlob) {
 		node := path.Base(path.Dir(path.Dir(f)))
@@ -146,21 +160,46 @@ func (d *runData) schedSpans() (map[string][]rundir.InsideSpan, map[string][]run
 		if err != nil {
 			d.warnf("scheduler samples %s: %v", f, err)
 		}
+		var cs []causeSpan
 		for _, smp := range ss {
-			out[node] = append(out[node], smp.Spans()...)
+			for _, sp := range smp.Spans() {
+				cs = append(cs, fromInside(sp))
+			}
 		}
+		st.add(node, cs...)
 		samples[node] = append(samples[node], ss...)
 	}
-	return out, samples
+	st.psi = psiOf(samples, d.man.Target == "local")
+	st.pressure = d.hostPressure(st.psi)
+	for _, s := range st.psi {
+		st.add(s.node, s.spans()...)
+	}
 }
 
-// spansOver is the part of ss (sorted by start) that may overlap [from, to]: none starts after
-// to, and none ends before from unless a longer one starts before it (the search goes back by
-// the longest span, bounded by insideMaxBack).
-func spansOver(ss []rundir.InsideSpan, from, to int64) []rundir.InsideSpan {
-	hi := sort.Search(len(ss), func(i int) bool { return ss[i].AtNs > to })
-	lo := sort.Search(hi, func(i int) bool { return ss[i].AtNs >= from-insideMaxBack })
-	return ss[lo:hi]
+// readDiskSyncSource adds the disk model's fsyncs, as force from disk_model.
+func readDiskSyncSource(d *runData, st *spanStream) {
+	syncs, warn := d.diskSyncs()
+	for _, w := range warn {
+		d.warnf("%s", w)
+	}
+	for n, ss := range syncs {
+		st.has(SourceDiskModel)
+		for _, x := range ss {
+			st.add(n, causeSpan{at: x.AtNs, dur: x.DurNs, cause: string(rundir.InsideForce), source: SourceDiskModel, detail: modelFile(x.File, d.man.RunID),
+				w: 1, cover: 1, counted: true, names: CauseKind(rundir.InsideForce)})
+		}
+	}
+}
+
+// modelFile names a file the disk model synced from the run's data folder: the model's
+// mountpoint holds rig/<run-id>/ on a shared data folder.
+func modelFile(file, runID string) string {
+	if runID != "" {
+		if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
+			return rest
+		}
+	}
+	return file
 }
 
 // insideMaxBack is how long before a window a span may start and still be looked at: one that
@@ -253,77 +292,12 @@ func (d *runData) windowSpans(s *Summary) []TimeWindow {
 	return out
 }
 
-// timeSources is what the run has to explain time with, read once for every window and
-// excursion.
-type timeSources struct {
-	names  []string // WhereTime.Sources
-	inside map[string][]rundir.InsideSpan
-	syncs  map[string][]rundir.DiskSync
-	host   *hostSeries
-	psi    []psiSeries // the nodes' pressure stalls (one series for the machine on the local target)
-	// phases are the engines' own phases, judged per interval (phases.go), not as stalls.
-	phases map[string][]rundir.InsideSpan
-	// nodes are the servers and the client nodes with scheduler samples (the load generator's
-	// threads' run-queue waits).
-	nodes []string
-}
-
-// timeSources reads the inside spans, the scheduler samples' run-queue waits (as sched_delay
-// spans beside them), the disk model's fsyncs and the OS samples.
-func (d *runData) timeSources() (*timeSources, []string) {
-	ts := &timeSources{inside: map[string][]rundir.InsideSpan{}, host: d.hostSamples()}
-	for n, ss := range d.insideSpans() {
-		ts.inside[n] = ss
-	}
-	spans, samples := d.schedSpans()
-	for n, ss := range d.pauseSpans() {
-		spans[n] = append(spans[n], ss...)
-	}
-	ts.takePhases(spans)
-	ts.psi = psiOf(samples, ts.host.local)
-	ts.nodes = slices.Clone(d.nodes)
-	for n, ss := range spans {
-		if !slices.Contains(ts.nodes, n) {
-			ts.nodes = append(ts.nodes, n)
-		}
-		all := append(slices.Clone(ts.inside[n]), ss...)
-		slices.SortStableFunc(all, func(a, b rundir.InsideSpan) int { return cmp.Compare(a.AtNs, b.AtNs) })
-		ts.inside[n] = all
-	}
-	slices.Sort(ts.nodes)
-	var warn []string
-	ts.syncs, warn = d.diskSyncs()
-	for _, n := range ts.nodes {
-		for _, sp := range ts.inside[n] {
-			if sp.Source != "" && !slices.Contains(ts.names, sp.Source) {
-				ts.names = append(ts.names, sp.Source)
-			}
-		}
-	}
-	slices.Sort(ts.names)
-	if len(ts.syncs) > 0 {
-		ts.names = append(ts.names, SourceDiskModel)
-	}
-	if len(ts.host.byNode) > 0 {
-		ts.names = append(ts.names, SourceOSSamples)
-	}
-	return ts, warn
-}
-
-// whereTime is the table of where the time went over [from, to] (unix ns): every cause per
-// node and thread, and the time none covers. Windows and excursions both call it, each with
-// what it measures (sc: which engine phases cover it).
-func (d *runData) whereTime(ts *timeSources, from, to int64, sc phaseScope) WhereTime {
-	t := newWindowTally(from, to)
-	for _, n := range ts.nodes {
-		t.inside(n, ts.inside[n])
-		t.syncs(n, ts.syncs[n], d.man.RunID)
-	}
-	t.phases(ts, sc)
-	t.host(ts.host)
-	w := WhereTime{Sources: sc.sources(d.sourcesOver(ts.names, from, to)), Totals: t.totals()}
-	w.Rows, w.LeftOut, w.UnexplainedMs = t.rows()
-	return w
+// whereTime is the judgement of [from, to] (unix ns) with its table's sources. Windows and
+// excursions both call it, each with what it measures (sc: which engine phases cover it).
+func (d *runData) whereTime(st *spanStream, from, to int64, sc phaseScope) judgement {
+	j := d.judge(st, from, to, sc)
+	j.where.Sources = sc.sources(d.sourcesOver(st.srcNames, from, to))
+	return j
 }
 
 // sourcesOver are the sources that were looking over [from, to]: an engine recording cut to
@@ -341,214 +315,14 @@ func (d *runData) sourcesOver(names []string, from, to int64) []string {
 }
 
 // windows builds every window's table.
-func (d *runData) windows(s *Summary, ts *timeSources) []TimeWindow {
+func (d *runData) windows(s *Summary, st *spanStream) []TimeWindow {
 	ws := d.windowSpans(s)
 	for i := range ws {
 		w := &ws[i]
-		w.WhereTime = d.whereTime(ts, d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9)), d.windowScope(s, *w))
+		j := d.whereTime(st, d.origin+int64(math.Round(w.FromS*1e9)), d.origin+int64(math.Round(w.ToS*1e9)), d.windowScope(s, *w))
+		w.WhereTime, w.Causes, w.CoveredMs = j.where, j.causes, nsToMs(j.coveredNs)
 	}
 	return ws
-}
-
-// windowTally sums one window's causes.
-type windowTally struct {
-	from, to int64
-	acc      map[rowKey]*rowAcc
-	cover    []wspan
-}
-
-type rowKey struct{ node, thread, cause, source, role string }
-
-type rowAcc struct {
-	count   int
-	ns      float64
-	details map[string]int
-}
-
-func newWindowTally(from, to int64) *windowTally {
-	return &windowTally{from: from, to: to, acc: map[rowKey]*rowAcc{}}
-}
-
-func (t *windowTally) get(k rowKey) *rowAcc {
-	a := t.acc[k]
-	if a == nil {
-		a = &rowAcc{details: map[string]int{}}
-		t.acc[k] = a
-	}
-	return a
-}
-
-// clip is [at, at+dur] cut to the window, and whether it touches it (an instant counts when in it).
-func (t *windowTally) clip(at, dur int64) (span, bool) {
-	end := at + max(dur, 0)
-	if end < t.from || at > t.to {
-		return span{}, false
-	}
-	return span{max(at, t.from), min(end, t.to)}, true
-}
-
-func (t *windowTally) inside(node string, ss []rundir.InsideSpan) {
-	for _, sp := range spansOver(ss, t.from, t.to) {
-		c, ok := t.clip(sp.AtNs, sp.DurNs)
-		if !ok {
-			continue
-		}
-		a := t.get(rowKey{node, sp.Thread, string(sp.Kind), sp.Source, sp.Role})
-		a.count++
-		a.ns += float64(c.to-c.from) * sp.Weight()
-		detail := sp.Detail
-		if sp.File != "" {
-			detail = sp.File
-		}
-		if detail != "" {
-			a.details[detail]++
-		}
-		if !noCover[string(sp.Kind)] && c.to > c.from {
-			t.cover = append(t.cover, insideW(sp, c))
-		}
-	}
-}
-
-// syncs adds the disk model's fsyncs, their files named by modelFile.
-func (t *windowTally) syncs(node string, ss []rundir.DiskSync, runID string) {
-	for _, x := range ss {
-		c, ok := t.clip(x.AtNs, x.DurNs)
-		if !ok {
-			continue
-		}
-		a := t.get(rowKey{node: node, cause: string(rundir.InsideForce), source: SourceDiskModel})
-		a.count++
-		a.ns += float64(c.to - c.from)
-		a.details[modelFile(x.File, runID)]++
-		if c.to > c.from {
-			t.cover = append(t.cover, whole(c))
-		}
-	}
-}
-
-// modelFile names a file the disk model synced from the run's data folder: the model's
-// mountpoint holds rig/<run-id>/ on a shared data folder.
-func modelFile(file, runID string) string {
-	if runID != "" {
-		if _, rest, ok := strings.Cut(file, "/"+runID+"/"); ok {
-			return rest
-		}
-	}
-	return file
-}
-
-// host adds the OS samples' causes: per node the agent's CPU, and per machine (one on the local
-// target) other processes' CPU and writeback.
-func (t *windowTally) host(h *hostSeries) {
-	seenMachine := false
-	for _, node := range sortedKeys(h.byNode) {
-		machine := node
-		if h.local {
-			machine = HostNode
-		}
-		countMachine := !(h.local && seenMachine)
-		for _, smp := range h.byNode[node] {
-			end := smp.Time.UnixNano()
-			start := end - int64(smp.Interval*1e9)
-			c, ok := t.clip(start, end-start)
-			if !ok || c.to <= c.from {
-				continue
-			}
-			seenMachine = true
-			ov := float64(c.to - c.from)
-			if smp.Agent.CPUPct > 0 {
-				a := t.get(rowKey{node: node, thread: "rig agent", cause: string(CauseAgentCPU), source: SourceOSSamples})
-				a.ns += smp.Agent.CPUPct / 100 * ov
-				if smp.Agent.CPUPct >= agentMinPct {
-					a.count++
-					t.cover = append(t.cover, whole(c))
-				}
-			}
-			if !countMachine {
-				continue
-			}
-			if smp.Host != nil {
-				if o := h.others(smp); o > 0 {
-					// Counted, not covering: other processes' CPU explains an engine's time only
-					// as the run-queue wait it caused the engine's threads (sched_delay rows).
-					a := t.get(rowKey{node: machine, thread: "other processes", cause: string(CauseHostCPU), source: SourceOSSamples})
-					a.ns += o / 100 * ov
-					if h.othersCause(node, smp) {
-						a.count++
-					}
-				}
-			}
-			if writebackCause(smp) {
-				a := t.get(rowKey{node: machine, cause: string(CauseWriteback), source: SourceOSSamples})
-				a.count++
-				a.ns += ov
-				a.details[fmt.Sprintf("%d pages under writeback", smp.VM.NrWriteback)]++
-				for _, dk := range busyDisksOf(smp) {
-					a.details[dk]++
-				}
-				t.cover = append(t.cover, whole(c))
-			}
-		}
-	}
-}
-
-// rows orders the tally's rows, most time first, and measures what no row covers.
-func (t *windowTally) rows() (rows []CauseRow, leftOut int, unexplainedMs float64) {
-	length := float64(t.to - t.from)
-	for k, a := range t.acc {
-		ms := math.Round(a.ns/1e3) / 1e3
-		if a.count == 0 && ms < 0.001 {
-			continue
-		}
-		r := CauseRow{Node: k.node, Thread: k.thread, Cause: k.cause, Source: k.source, Role: k.role, Count: a.count, TotalMs: ms,
-			Detail: topDetails(a.details)}
-		if length > 0 {
-			r.SharePct = math.Round(a.ns/length*1e4) / 100
-		}
-		rows = append(rows, r)
-	}
-	waits := func(r CauseRow) int {
-		if noCover[r.Cause] && r.Source != SourceOSSamples {
-			return 1
-		}
-		return 0
-	}
-	slices.SortFunc(rows, func(a, b CauseRow) int {
-		return cmp.Or(cmp.Compare(waits(a), waits(b)), cmp.Compare(b.TotalMs, a.TotalMs), cmp.Compare(b.Count, a.Count), strings.Compare(a.Node, b.Node),
-			strings.Compare(a.Cause, b.Cause), strings.Compare(a.Thread, b.Thread), strings.Compare(a.Source, b.Source), strings.Compare(a.Role, b.Role))
-	})
-	if len(rows) > windowMaxRows {
-		leftOut = len(rows) - windowMaxRows
-		rows = rows[:windowMaxRows]
-	}
-	if rows == nil {
-		rows = []CauseRow{}
-	}
-	return rows, leftOut, nsToMs(int64(length) - coverNs(t.cover))
-}
-
-// totals sums the tally per cause and source, in cause order.
-func (t *windowTally) totals() []CauseTotal {
-	type key struct{ cause, source string }
-	m := map[key]*CauseTotal{}
-	for k, a := range t.acc {
-		c := m[key{k.cause, k.source}]
-		if c == nil {
-			c = &CauseTotal{Cause: k.cause, Source: k.source}
-			m[key{k.cause, k.source}] = c
-		}
-		c.Count += a.count
-		c.TotalMs += a.ns / 1e6
-	}
-	out := make([]CauseTotal, 0, len(m))
-	for _, c := range m {
-		c.TotalMs = math.Round(c.TotalMs*1e3) / 1e3
-		out = append(out, *c)
-	}
-	slices.SortFunc(out, func(a, b CauseTotal) int {
-		return cmp.Or(strings.Compare(a.Source, b.Source), strings.Compare(a.Cause, b.Cause))
-	})
-	return out
 }
 
 // unionNs is the length of the union of spans (sorted in place).
@@ -646,102 +420,6 @@ var insideStall = map[rundir.InsideKind]CauseKind{
 // larger part of the excursion's time.
 const causeCoverShare = 0.5
 
-// stallCauses is what the engines' own stalls explain of one excursion.
-type stallCauses struct {
-	causes []Cause
-	cover  []wspan // the named causes' spans, clipped to the excursion
-	// schedCover is, per node, the share of the excursion during which at least one of its
-	// threads waited on a run queue (sched_delay of any source): what another process's CPU
-	// can have cost the engine.
-	schedCover map[string]float64
-}
-
-// insideCauses are the engines' own stalls over [from, to] — inside spans (the scheduler
-// samples' run-queue waits among them), and the disk model's fsyncs as force from disk_model —
-// one cause per node, kind and source, named when its spans cover causeCoverShare of the
-// excursion.
-func (d *runData) insideCauses(ts *timeSources, from, to int64) stallCauses {
-	out := stallCauses{schedCover: map[string]float64{}}
-	length := float64(to - from)
-	for _, node := range ts.nodes {
-		type key struct {
-			kind CauseKind
-			src  string
-		}
-		type agg struct {
-			n        int
-			first    int64
-			long     int64
-			longWhat string
-			threads  []string
-			cover    []wspan
-			sampled  bool // spans of a sampled total (Share), spread over their intervals
-		}
-		byKind := map[key]*agg{}
-		var order []key
-		var sched []wspan
-		add := func(sp rundir.InsideSpan) {
-			kind, ok := insideStall[sp.Kind]
-			if !ok {
-				return
-			}
-			c := span{max(sp.AtNs, from), min(sp.AtNs+sp.DurNs, to)}
-			if c.to <= c.from {
-				return
-			}
-			if sp.Kind == rundir.InsideSchedDelay {
-				sched = append(sched, insideW(sp, c))
-			}
-			k := key{kind, sp.Source}
-			a := byKind[k]
-			if a == nil {
-				a = &agg{first: sp.AtNs}
-				byKind[k] = a
-				order = append(order, k)
-			}
-			a.n++
-			a.cover = append(a.cover, insideW(sp, c))
-			a.sampled = a.sampled || sp.Weight() < 1
-			if h := sp.Held(); h > a.long {
-				a.long, a.longWhat = h, cmp.Or(sp.Detail, sp.File, string(sp.Kind))
-			}
-			if sp.Thread != "" && !slices.Contains(a.threads, sp.Thread) && len(a.threads) < windowDetails {
-				a.threads = append(a.threads, sp.Thread)
-			}
-		}
-		for _, sp := range spansOver(ts.inside[node], from, to) {
-			add(sp)
-		}
-		for _, x := range ts.syncs[node] {
-			add(rundir.InsideSpan{AtNs: x.AtNs, DurNs: x.DurNs, Kind: rundir.InsideForce, Source: SourceDiskModel, File: modelFile(x.File, d.man.RunID)})
-		}
-		if len(sched) > 0 && length > 0 {
-			out.schedCover[node] = float64(coverNs(sched)) / length
-		}
-		for _, k := range order {
-			a := byKind[k]
-			covered := coverNs(a.cover)
-			if length <= 0 || float64(covered) < causeCoverShare*length {
-				continue
-			}
-			what, how, longest := "span(s)", "", "longest"
-			switch {
-			case k.src == SourceDiskModel:
-				what = "fsync(s)"
-			case a.sampled:
-				what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"
-			}
-			ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", k.src, a.n, what, fmtMsBare(covered), 100*float64(covered)/length, how, longest, fmtMsBare(a.long), a.longWhat)
-			if len(a.threads) > 0 {
-				ev += " on " + strings.Join(a.threads, ", ")
-			}
-			out.causes = append(out.causes, Cause{Kind: k.kind, Node: node, AtS: d.off(a.first), Evidence: ev})
-			out.cover = append(out.cover, a.cover...)
-		}
-	}
-	return out
-}
-
 func fmtMsBare(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e6) }
 
 // windowsSection is report.md's tables of where each window's time went.
@@ -767,8 +445,8 @@ func windowsSection(s *Summary) string {
 	}
 	b.WriteString("Windows: snapshot = [action, the last node ready at it reported the snapshot]; restart = [kill, ready again]; " +
 		"failover = [fault, back to normal] (else the new leader); burst = [due, absorbed]. Per node and thread: the engine's own " +
-		"time from its recording (spans clipped to the window; a CPU sample counts its sampling period), the disk model's fsyncs " +
-		"(force, source disk_model) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
+		"time from its recording (spans clipped to the window; a CPU sample counts its sampling period), its GC log's pauses (gc_pause, source gc_log, " +
+		"each over the safepoint it ran in), the disk model's fsyncs (force, source disk_model), the pressure stalls (psi_cpu, psi_io, psi_memory, source psi) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
