@@ -11,6 +11,7 @@ package aeroncluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/conformance"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/command"
@@ -33,6 +35,7 @@ import (
 	"github.com/rig-dev/rig/internal/tools"
 	"github.com/rig-dev/rig/loadgen/loadspec"
 	"github.com/rig-dev/rig/playbooks"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // needTools skips the test (or fails it under CI=true) when Maven or Java is missing, naming
@@ -289,6 +292,35 @@ func checkLogs(t *testing.T, dir string) {
 			t.Errorf("%s holds a stack trace (%d frames)", l, traces)
 		}
 	}
+}
+
+// runOne runs playbook pb once with rig (bin) on the local target from firstAddr, within
+// timeout, and returns its run folder and summary; a failed run or other than one run folder
+// fails the test.
+func runOne(t *testing.T, bin, pb, firstAddr string, timeout time.Duration, args ...string) (string, analysis.Summary) {
+	t.Helper()
+	res := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{"run", "-q"}, args...), "--results", res, "--first-address", firstAddr, pb)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	sums, _ := filepath.Glob(filepath.Join(res, "*", rundir.SummaryFile))
+	if len(sums) != 1 {
+		t.Fatalf("want one run folder in %s, got %v", res, sums)
+	}
+	b, err := os.ReadFile(sums[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s analysis.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(sums[0]), s
 }
 
 // dumpLogs prints the end of every node's engine.log, so a CI failure shows the JVMs' side.

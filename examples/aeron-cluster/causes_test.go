@@ -1,11 +1,8 @@
 package aeroncluster_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,28 +29,7 @@ func TestGCPauseNamed(t *testing.T) {
 		"duration: 10s": "preload: {orders: 1M}\nduration: 12s\ntimeline:\n  - {at: 4s, gc: {node: leader}}\n  - {at: 6s, gc: {node: leader}}\n" +
 			"  - {at: 8s, gc: {node: leader}}\n  - {at: 10s, gc: {node: follower}}\n",
 	})
-	res := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "-q", "--results", res, "--first-address", "127.0.19.81", pb)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	dirs, _ := filepath.Glob(filepath.Join(res, "*", rundir.SummaryFile))
-	if len(dirs) != 1 {
-		t.Fatalf("want one run folder in %s, got %v", res, dirs)
-	}
-	dir := filepath.Dir(dirs[0])
-	b, err := os.ReadFile(dirs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s analysis.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	dir, s := runOne(t, bin, pb, "127.0.19.81", 4*time.Minute)
 	evs, _, err := rundir.ReadEvents(filepath.Join(dir, rundir.EventsFile))
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,7 @@
 package aeroncluster_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,28 +26,7 @@ func TestDutyCycleNamed(t *testing.T) {
 	pb := rewritePlaybook(t, "engine.yaml", map[string]string{
 		"duration: 10s": "preload: {orders: 1M}\nduration: 8s\ntimeline:\n  - {at: 4s, snapshot: {}}\n",
 	})
-	res := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "-q", "--results", res, "--first-address", "127.0.19.157", pb)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	sums, _ := filepath.Glob(filepath.Join(res, "*", rundir.SummaryFile))
-	if len(sums) != 1 {
-		t.Fatalf("want one run folder in %s, got %v", res, sums)
-	}
-	dir := filepath.Dir(sums[0])
-	b, err := os.ReadFile(sums[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s analysis.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	dir, s := runOne(t, bin, pb, "127.0.19.157", 4*time.Minute)
 	for _, node := range []string{"node-0", "node-1", "node-2"} {
 		ss, err := rundir.Folder{Dir: dir}.Pauses(node)
 		if err != nil {

@@ -1,12 +1,7 @@
 package aeroncluster_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,33 +27,12 @@ func TestPhasesRecorded(t *testing.T) {
 		"duration: 50s":           "duration: 25s",
 		"  - {at: 30s, kill: {node: other-follower, signal: KILL, relaunch_after: 5s}}\n": "",
 	})
-	res := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "-q", "--index", "none", "--results", res, "--first-address", "127.0.19.101", pb)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("rig run: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	sums, _ := filepath.Glob(filepath.Join(res, "*", rundir.SummaryFile))
-	if len(sums) != 1 {
-		t.Fatalf("want one run folder in %s, got %v", res, sums)
-	}
-	dir := filepath.Dir(sums[0])
+	dir, s := runOne(t, bin, pb, "127.0.19.101", 5*time.Minute, "--index", "none")
 	defer func() {
 		if t.Failed() {
 			dumpLogs(t, dir)
 		}
 	}()
-	b, err := os.ReadFile(sums[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s analysis.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
 	if len(s.Restarts) != 1 || s.Restarts[0].ReadyS == nil {
 		t.Fatalf("restarts %+v, want one follower ready again", s.Restarts)
 	}
