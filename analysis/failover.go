@@ -252,12 +252,13 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		faults = append(faults, span{from - int64(faultLead), max(from, to)})
 		labels = append(labels, [2]string{what, node})
 	}
-	kills := d.actions(actions.ActKill)
+	kills := d.actions(downs)
 	for _, r := range s.Restarts {
-		what := string(actions.ActKill)
+		// The window is named as the kind that took the node down (a power loss's kill events).
+		var what string
 		for _, k := range kills {
-			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && actions.KillOf(k) != nil && actions.KillOf(k).PowerLoss {
-				what = string(actions.ActPowerLoss)
+			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS {
+				what, _, _ = d.kinds().Down(k)
 			}
 		}
 		end := ns(r.KillS)
