@@ -220,10 +220,11 @@ type FaultWindow struct {
 	ToS   float64 `json:"to_s"`
 }
 
-// Fault window kinds (FaultWindow.What) beside the action names.
+// Fault window kinds (FaultWindow.What) beside the names of the kinds that took a node down:
+// the windows of those row kinds.
 const (
-	windowSnapshot = "snapshot"
-	windowFailover = "failover"
+	windowSnapshot = KindSnapshot
+	windowFailover = KindFailover
 )
 
 // faultLead is how long before a fault its window opens, as a snapshot window does: a probe sent

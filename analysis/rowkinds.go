@@ -9,7 +9,9 @@ import (
 )
 
 // Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
-// table and metric-key prefix they make there; the listed excursions' is KindExcursion.
+// table and metric-key prefix they make there (the windows of the first five are named alike,
+// WindowKind); the listed excursions' is KindExcursion. They name analysis's rows, not the
+// action kinds whose declared events they are built of.
 const (
 	KindSnapshot = "snapshot"
 	KindRestart  = "restart"
