@@ -113,3 +113,33 @@ func TestRowsFromDeclaredEvents(t *testing.T) {
 		t.Errorf("causes of the stall at 12 s: %q, want gc from the answer its event declares", causes)
 	}
 }
+
+// A power loss records kill events; its restart's fault window is named power_loss, a plain
+// kill's kill, as the kill kind's Down says.
+func TestFaultWindowNamedAsTheKindThatTookTheNodeDown(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(20_000, 1))
+	f.action(4000, "kill", "node-1", map[string]any{"signal": "KILL", "power_loss": true})
+	f.action(5000, "relaunch", "node-1", nil)
+	f.phase(6000, "node-1", engine.PhaseReady)
+	f.action(10_000, "kill", "node-2", map[string]any{"signal": "TERM"})
+	f.action(11_000, "relaunch", "node-2", nil)
+	f.phase(12_000, "node-2", engine.PhaseReady)
+	f.run(20_000, "load_end")
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, w := range s.NormalLeftOut {
+		named = append(named, w.What+" "+w.Node)
+	}
+	if got := strings.Join(named, ", "); !strings.Contains(got, "power_loss node-1") || !strings.Contains(got, "kill node-2") {
+		t.Errorf("fault windows %q, want power_loss node-1 and kill node-2", got)
+	}
+	if len(s.Restarts) != 2 || s.Restarts[0].Signal != "KILL" || s.Restarts[1].Signal != "TERM" {
+		t.Errorf("restarts %+v, want KILL then TERM", s.Restarts)
+	}
+}
