@@ -124,6 +124,11 @@ func (b *Burst) String() string {
 	return s
 }
 
+// Sends implements BurstSender.
+func (b *Burst) Sends() rundir.BurstSeries {
+	return rundir.BurstSeries{Messages: b.Messages, Every: b.Every, Count: b.Count, Size: b.Size, Senders: b.Senders}
+}
+
 // Datagrams implements Datagrammer: bursts are UDP datagrams.
 func (*Burst) Datagrams() string { return "burst" }
 
@@ -141,7 +146,7 @@ func (b *Burst) Run(ctx context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	return bu.Burst(ctx, *b, func(series rundir.BurstSeries) error {
+	return bu.Burst(ctx, b.Sends(), func(series rundir.BurstSeries) error {
 		return record(env, time.Time{}, "", ActBurst, "", series)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -32,6 +33,17 @@ type EventKind struct {
 	// Fault names the event as a fault that may cost acknowledged writes, for the durability
 	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
 	Fault func(e rundir.Event) string
+	// Snapshot reads the event as a request for a cluster-wide snapshot: the leader asked and the
+	// log index it answered with (nil: it never answered); ok is false for an event that is none.
+	// The analysis's snapshot rows and windows are one per such event.
+	Snapshot func(e rundir.Event) (leader string, index *uint64, ok bool)
+	// Down says, of an event that puts its node down (NodePhase down), which kind took it down
+	// (a power loss records kill events) and the signal it sent: a restart row's signal and the
+	// name of its fault window.
+	Down func(e rundir.Event) (kind, signal string)
+	// Collected reads the event as garbage collections the engine ran when asked: its answer
+	// (a cause span of kind gc); ok is false for an event that is none.
+	Collected func(e rundir.Event) (answer engine.GCAnswer, ok bool)
 }
 
 // Recorder is a kind that declares the events it records (its own start event first).

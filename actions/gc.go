@@ -38,7 +38,14 @@ func GCOf(e rundir.Event) *GCAction { return payloadOf[GCAction](e, ActGC) }
 
 func (*GC) Kind() string { return string(ActGC) }
 func (*GC) Events() []EventKind {
-	return []EventKind{{Name: ActGC, Payload: func() any { return &GCAction{} }}}
+	return []EventKind{{Name: ActGC, Payload: func() any { return &GCAction{} }, Collected: gcCollected}}
+}
+
+func gcCollected(e rundir.Event) (engine.GCAnswer, bool) {
+	if a := GCOf(e); a != nil && e.Action.Payload != nil {
+		return a.GCAnswer, true
+	}
+	return engine.GCAnswer{}, false
 }
 func (*GC) Calls() string { return engine.AdminGC }
 

@@ -4,9 +4,7 @@
 // records. The playbook parser, the plan and the runner know kinds through New, Names and the
 // Spec interface, and a kind's optional capabilities (the interfaces a Spec may implement,
 // declared here and beside their kinds: Downer, Toucher, EngineCaller, ...) by type assertion, as
-// hashicorp/raft checks for a BatchingFSM; only a burst's settings are still read by its type
-// (actions.Burst: the buffer chain's minimums and the runner's burst senders). A kind's tests use
-// actionstest's fake Env.
+// hashicorp/raft checks for a BatchingFSM. A kind's tests use actionstest's fake Env.
 package actions
 
 import (
@@ -312,9 +310,17 @@ type NodeRebooter interface {
 
 // Burster is a run whose load generators send bursts.
 type Burster interface {
-	// Burst has the load generators send a UDP burst, calling record with the series it is
-	// about to send (its numbering and common start fixed) before anything is sent.
-	Burst(ctx context.Context, b Burst, record func(rundir.BurstSeries) error) error
+	// Burst has the load generators send the series asked (its messages, size, count, every and
+	// senders, 0: one per client node), calling record with the series it is about to send (its
+	// senders, numbering and common start fixed) before anything is sent.
+	Burst(ctx context.Context, asked rundir.BurstSeries, record func(rundir.BurstSeries) error) error
+}
+
+// BurstSender is a kind that sends bursts the servers' receive buffers must absorb: Sends is
+// the series each of its entries asks for (Senders 0: one per client node), from which the plan
+// derives the buffer chain's minimums.
+type BurstSender interface {
+	Sends() rundir.BurstSeries
 }
 
 // LinkCutter is a run whose links are routed through proxies it can cut (a Linker's run).

@@ -4,6 +4,7 @@ import (
 	"image/color"
 	"time"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/stats"
 )
@@ -131,6 +132,41 @@ func (c Catalog) NodePhase(a *rundir.Action) string {
 		return ""
 	}
 	return c[a.Name].NodePhase
+}
+
+// Snapshot reads e as a request for a cluster-wide snapshot, as its kind declares
+// (EventKind.Snapshot): the leader asked and the index it answered with.
+func (c Catalog) Snapshot(e rundir.Event) (leader string, index *uint64, ok bool) {
+	if e.Action == nil || c[e.Action.Name].Snapshot == nil {
+		return "", nil, false
+	}
+	return c[e.Action.Name].Snapshot(e)
+}
+
+// Down says, of an event that puts its node down (NodePhase rundir.PhaseDown), the kind that took
+// it down and the signal it sent (EventKind.Down); ok is false for any other event.
+func (c Catalog) Down(e rundir.Event) (kind, signal string, ok bool) {
+	if c.NodePhase(e.Action) != rundir.PhaseDown {
+		return "", "", false
+	}
+	if d := c[e.Action.Name].Down; d != nil {
+		kind, signal = d(e)
+		return kind, signal, true
+	}
+	return string(e.Action.Name), "", true
+}
+
+// Relaunch says whether e relaunches its node: the phase it puts it in is starting.
+func (c Catalog) Relaunch(e rundir.Event) bool {
+	return c.NodePhase(e.Action) == engine.PhaseStarting
+}
+
+// Collected reads e as garbage collections the engine ran when asked (EventKind.Collected).
+func (c Catalog) Collected(e rundir.Event) (engine.GCAnswer, bool) {
+	if e.Action == nil || c[e.Action.Name].Collected == nil {
+		return engine.GCAnswer{}, false
+	}
+	return c[e.Action.Name].Collected(e)
 }
 
 // Markers are the declared marker colours by event name.

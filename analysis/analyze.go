@@ -358,15 +358,20 @@ func nsToMs(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e3 }
 func valPtr[T any](v T) *T    { return &v }
 
 // actions returns the action events of one kind, in time order.
-func (d *runData) actions(name rundir.ActionName) []rundir.Event {
+func (d *runData) actions(is func(actions.Catalog, rundir.Event) bool) []rundir.Event {
 	var out []rundir.Event
 	for _, e := range d.events {
-		if e.IsAction(name) {
+		if e.Action != nil && is(d.kinds(), e) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
+
+// What the analysis asks of an action event, as its kind declares it (actions.EventKind).
+func asksSnapshot(c actions.Catalog, e rundir.Event) bool { _, _, ok := c.Snapshot(e); return ok }
+func downs(c actions.Catalog, e rundir.Event) bool        { _, _, ok := c.Down(e); return ok }
+func collects(c actions.Catalog, e rundir.Event) bool     { _, ok := c.Collected(e); return ok }
 
 // probeRange returns the index range of post-warm-up probes with intended time in [from, to).
 func (d *runData) probeRange(from, to int64) (int, int) {
@@ -785,8 +790,8 @@ func orDash(s string) string {
 // matched to it.
 func (d *runData) snapshotRows(s *Summary) []string {
 	var warn []string
-	acts := d.actions(actions.ActSnapshot)
-	relaunches := d.actions(actions.ActRelaunch)
+	acts := d.actions(asksSnapshot)
+	relaunches := d.actions(actions.Catalog.Relaunch)
 	// relaunchedBetween: a node relaunched after the action reports the snapshot it restored,
 	// not one it took.
 	relaunchedBetween := func(node string, from, to int64) bool {
@@ -803,11 +808,11 @@ func (d *runData) snapshotRows(s *Summary) []string {
 		if i+1 < len(acts) {
 			next = acts[i+1].T.UnixNano()
 		}
-		sa := actions.SnapshotOf(a)
-		row := SnapshotRow{AtS: d.off(at), Leader: sa.Leader, TakeMs: map[string]float64{}}
+		leader, index, _ := d.kinds().Snapshot(a)
+		row := SnapshotRow{AtS: d.off(at), Leader: leader, TakeMs: map[string]float64{}}
 		var finish int64
-		if sa.Index != nil {
-			idx := *sa.Index
+		if index != nil {
+			idx := *index
 			row.Index = valPtr(int64(idx))
 			for _, e := range d.events {
 				t := e.T.UnixNano()
@@ -873,14 +878,15 @@ func (d *runData) pause(row *SnapshotRow, w span) {
 	}
 }
 
-// restartRows builds one row per kill action.
+// restartRows builds one row per action that puts its node down (a kill), ended by the next
+// that relaunches it.
 func (d *runData) restartRows(s *Summary) []string {
-	kills := d.actions(actions.ActKill)
+	kills := d.actions(downs)
 	if len(kills) == 0 {
 		return nil
 	}
 	var warn []string
-	relaunches := d.actions(actions.ActRelaunch)
+	relaunches := d.actions(actions.Catalog.Relaunch)
 	usedRelaunch := make([]bool, len(relaunches))
 
 	firstKill := kills[0].T.UnixNano()
@@ -896,7 +902,8 @@ func (d *runData) restartRows(s *Summary) []string {
 				break
 			}
 		}
-		row := RestartRow{Node: node, Signal: actions.KillOf(k).Signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
+		_, signal, _ := d.kinds().Down(k)
+		row := RestartRow{Node: node, Signal: signal, KillS: d.off(kt), PhasesMs: map[string]float64{}}
 		row.Windows.AllUp = allUp
 		var rl int64 = -1
 		for j, r := range relaunches {

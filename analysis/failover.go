@@ -220,10 +220,11 @@ type FaultWindow struct {
 	ToS   float64 `json:"to_s"`
 }
 
-// Fault window kinds (FaultWindow.What) beside the action names.
+// Fault window kinds (FaultWindow.What) beside the names of the kinds that took a node down:
+// the windows of those row kinds.
 const (
-	windowSnapshot = "snapshot"
-	windowFailover = "failover"
+	windowSnapshot = KindSnapshot
+	windowFailover = KindFailover
 )
 
 // faultLead is how long before a fault its window opens, as a snapshot window does: a probe sent
@@ -252,12 +253,13 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		faults = append(faults, span{from - int64(faultLead), max(from, to)})
 		labels = append(labels, [2]string{what, node})
 	}
-	kills := d.actions(actions.ActKill)
+	kills := d.actions(downs)
 	for _, r := range s.Restarts {
-		what := string(actions.ActKill)
+		// The window is named as the kind that took the node down (a power loss's kill events).
+		var what string
 		for _, k := range kills {
-			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS && actions.KillOf(k) != nil && actions.KillOf(k).PowerLoss {
-				what = string(actions.ActPowerLoss)
+			if k.Node == r.Node && d.off(k.T.UnixNano()) == r.KillS {
+				what, _, _ = d.kinds().Down(k)
 			}
 		}
 		end := ns(r.KillS)

@@ -1,21 +1,19 @@
 package analysis
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 
 // readGCActionSource adds, for a node with no GC of its own on record (no GC log pause, no GC
 // span in its recording), the collections the gc action had it run, as the engine answered them
-// (actions.GCAction): from the call to its return, so a spike they made is named gc even where
+// (actions.EventKind.Collected): from the call to its return, so a spike they made is named gc even where
 // nothing else records the engine's collections (the reference engine without its flight
 // recorder). It reads after the GC logs and the recordings.
 func readGCActionSource(d *runData, st *spanStream) {
-	acts := d.actions(actions.ActGC)
+	acts := d.actions(collects)
 	if len(acts) == 0 {
 		return
 	}
@@ -32,11 +30,8 @@ func readGCActionSource(d *runData, st *spanStream) {
 		}
 	}
 	for _, e := range acts {
-		if recorded[e.Node] || e.Action.Payload == nil {
-			continue
-		}
-		var a actions.GCAction
-		if json.Unmarshal(e.Action.Payload, &a) != nil || a.WallMs <= 0 {
+		a, _ := d.kinds().Collected(e)
+		if recorded[e.Node] || a.WallMs <= 0 {
 			continue
 		}
 		p := GCPause{End: e.T.Add(time.Duration(a.WallMs * float64(time.Millisecond))), Ms: a.WallMs,

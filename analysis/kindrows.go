@@ -35,7 +35,7 @@ func rowerKinds() []rowKind {
 	out := make([]rowKind, len(names))
 	for i, name := range names {
 		figs := kindRowFigures(rs[i])
-		out[i] = kind(name, &figs, func(s *Summary) []KindRow { return s.KindRows[name] })
+		out[i] = kind(name, name, "one value per "+name+" of every round", &figs, func(s *Summary) []KindRow { return s.KindRows[name] })
 	}
 	return out
 }
@@ -52,26 +52,6 @@ func kindRowFigures(r actions.Rower) []RowFigure[KindRow] {
 			}})
 	}
 	return out
-}
-
-// KindFigures are the declared figures of the named kind's rows (none for a kind without rows
-// of its own), for the sweep's table of the kind.
-func KindFigures(name string) []RowFigure[KindRow] {
-	s, ok := actions.New(name)
-	if !ok {
-		return nil
-	}
-	r, ok := s.(actions.Rower)
-	if !ok {
-		return nil
-	}
-	return kindRowFigures(r)
-}
-
-// RowerKinds are the names of the registered kinds with rows of their own.
-func RowerKinds() []string {
-	names, _ := rowers()
-	return names
 }
 
 // kindRows builds every row of the kinds with rows of their own: one per window of their events.

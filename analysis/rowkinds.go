@@ -9,7 +9,9 @@ import (
 )
 
 // Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
-// table and metric-key prefix they make there; the listed excursions' is KindExcursion.
+// table and metric-key prefix they make there (the windows of the first five are named alike,
+// WindowKind); the listed excursions' is KindExcursion. They name analysis's rows, not the
+// action kinds whose declared events they are built of.
 const (
 	KindSnapshot = "snapshot"
 	KindRestart  = "restart"
@@ -26,18 +28,20 @@ const (
 	KindGC           = "gc"
 )
 
-// rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled).
+// rowKind is a row type whose rows summary.json pools figure by figure (Summary.RowPooled) and
+// the sweep tables (RowKinds).
 type rowKind struct {
-	name    string
-	figures func() []Figure
-	pool    func(s *Summary) Pooled // the figures the run's rows have; nil: none
+	name, title, note string
+	figures           func() []Figure
+	values            func(s *Summary, i int) []float64 // the i-th figure's values over s's rows
+	pool              func(s *Summary) Pooled           // the figures the run's rows have; nil: none
 }
 
-// kind declares a row kind by its figure list (read when used, so a list extended later counts)
-// and its rows in a Summary.
-func kind[R any](name string, figs *[]RowFigure[R], rows func(*Summary) []R) rowKind {
+// kind declares a row kind by its name, its sweep table's title and note, its figure list (read
+// when used, so a list extended later counts) and its rows in a Summary.
+func kind[R any](name, title, note string, figs *[]RowFigure[R], rows func(*Summary) []R) rowKind {
 	return rowKind{
-		name: name,
+		name: name, title: title, note: note,
 		figures: func() []Figure {
 			out := make([]Figure, len(*figs))
 			for i, f := range *figs {
@@ -45,6 +49,7 @@ func kind[R any](name string, figs *[]RowFigure[R], rows func(*Summary) []R) row
 			}
 			return out
 		},
+		values: func(s *Summary, i int) []float64 { return (*figs)[i].Values(rows(s)) },
 		pool: func(s *Summary) Pooled {
 			var out Pooled
 			for _, f := range pool(*figs, rows(s)) {
@@ -57,20 +62,55 @@ func kind[R any](name string, figs *[]RowFigure[R], rows func(*Summary) []R) row
 	}
 }
 
-// rowKinds are the pooled row kinds, in summary.json's order of old (failovers first).
+// rowKinds are the pooled row kinds, in the sweep report's order of its tables: a new row kind is
+// its entry here, which summary.json's pooled figures, the sweep's table and its metrics
+// ("<kind>.<figure>") take.
 var rowKinds = []rowKind{
-	kind(KindFailover, &FailoverFigures, func(s *Summary) []FailoverRow { return s.Failovers }),
-	kind(KindSnapshot, &SnapshotFigures, func(s *Summary) []SnapshotRow { return s.Snapshots }),
-	kind(KindRestart, &RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
-	kind(KindStepDown, &StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
-	kind(KindBurst, &BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
-	kind(KindExcursion, &ExcursionFigures, ExcursionRows),
-	kind(KindForces, &SnapshotForceFigures, SnapshotForceRows),
-	kind(KindNodeForces, &NodeForceFigures, NodeForceRows),
-	kind(KindClientFault, &ClientFaultFigures, ClientFaultRows),
-	kind(KindHostPressure, &HostPressureFigures, func(s *Summary) []HostPressure { return s.HostPressure }),
-	kind(KindGC, &GCFigures, func(s *Summary) []GCRow { return s.GCPauses }),
+	kind(KindSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run",
+		&SnapshotFigures, func(s *Summary) []SnapshotRow { return s.Snapshots }),
+	kind(KindRestart, "Restarts", "one value per restart of every round",
+		&RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
+	kind(KindStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean",
+		&StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
+	kind(KindFailover, "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean",
+		&FailoverFigures, func(s *Summary) []FailoverRow { return s.Failovers }),
+	kind(KindBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run",
+		&BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+	kind(KindForces, "Disk forces per snapshot window", "one value per snapshot window and node with a disk model of every round: the model's fsyncs, the bytes they flushed and their time; the engine's own forces and the step from take to persisted where it recorded them",
+		&SnapshotForceFigures, SnapshotForceRows),
+	kind(KindNodeForces, "Disk forces per node", "one value per node with a disk model of every round: its fsyncs over the load, in snapshot windows and outside them",
+		&NodeForceFigures, NodeForceRows),
+	kind(KindClientFault, "Load generator through faults", "one value per fault window of every round: the load generator's dials, reconnects, resends and held probes from the fault to the next or the end of load",
+		&ClientFaultFigures, ClientFaultRows),
+	kind(KindHostPressure, "Host pressure", "one value per node (the machine once on the local target) of every round: the share of the measured window its CPUs, I/O and memory were stalled on",
+		&HostPressureFigures, func(s *Summary) []HostPressure { return s.HostPressure }),
+	kind(KindGC, "GC pauses", "one value per node of every round: its stop-the-world pauses from its GC log",
+		&GCFigures, func(s *Summary) []GCRow { return s.GCPauses }),
+	kind(KindExcursion, "Latency excursions", "one value per listed excursion of every round: its peak, its slow probes and lost ones, and the share of it the named causes cover",
+		&ExcursionFigures, ExcursionRows),
 }
+
+// RowKind is a row kind as the sweep tables it: its name (the table's, and its metrics' key
+// prefix "<name>."), its table's title and note, and its declared figures with their values.
+type RowKind struct {
+	Name, Title, Note string
+	Figures           []Figure
+	// Values are the i-th figure's values over the rows of s.
+	Values func(s *Summary, i int) []float64
+}
+
+// RowKinds are every row kind, the declared list's then the kinds' with rows of their own
+// (actions.Rower), with their figures as declared now.
+func RowKinds() []RowKind {
+	var out []RowKind
+	for _, k := range allRowKinds() {
+		out = append(out, RowKind{Name: k.name, Title: k.title, Note: k.note, Figures: k.figures(), Values: k.values})
+	}
+	return out
+}
+
+// allRowKinds are the declared row kinds and the Rower kinds'.
+func allRowKinds() []rowKind { return slices.Concat(rowKinds, rowerKinds()) }
 
 // ExcursionRows are the run's listed excursions, the rows of ExcursionFigures.
 func ExcursionRows(s *Summary) []Excursion {
@@ -83,7 +123,7 @@ func ExcursionRows(s *Summary) []Excursion {
 // kindFigures are the declared figures of the row kind named name (none for a name it does
 // not know: its pooled figures are read back by name alone).
 func kindFigures(name string) []Figure {
-	for _, k := range slices.Concat(rowKinds, rowerKinds()) {
+	for _, k := range allRowKinds() {
 		if k.name == name {
 			return k.figures()
 		}
@@ -98,7 +138,7 @@ type RowPooled map[string]Pooled
 // poolRows pools every kind's rows of s.
 func poolRows(s *Summary) RowPooled {
 	out := RowPooled{}
-	for _, k := range slices.Concat(rowKinds, rowerKinds()) {
+	for _, k := range allRowKinds() {
 		if p := k.pool(s); p != nil {
 			out[k.name] = p
 		}

@@ -21,14 +21,15 @@ import (
 // the OS samples (another process's CPU, the rig agents' own, disk writeback) — with the time no
 // cause covers, from the run's one stream of cause spans and its judge (spans.go).
 
-// WindowKind names a kind of window; the names are summary.json's and stable.
+// WindowKind names a kind of window, each the window of a row kind's rows and named as it; the
+// names are summary.json's and stable.
 type WindowKind string
 
 const (
-	WindowSnapshot WindowKind = "snapshot" // the snapshot action → the last node ready at it reported the snapshot
-	WindowRestart  WindowKind = "restart"  // kill → the node ready again (restore, replay, catch-up)
-	WindowFailover WindowKind = "failover" // the fault → back to normal (else the new leader)
-	WindowBurst    WindowKind = "burst"    // the burst's due time → absorbed
+	WindowSnapshot WindowKind = KindSnapshot // the snapshot's request → the last node ready at it reported the snapshot
+	WindowRestart  WindowKind = KindRestart  // the node put down → ready again (restore, replay, catch-up)
+	WindowFailover WindowKind = KindFailover // the fault → back to normal (else the new leader)
+	WindowBurst    WindowKind = KindBurst    // the burst's due time → absorbed
 )
 
 // WindowKinds lists every kind, in the order report.md shows them.

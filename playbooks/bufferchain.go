@@ -25,10 +25,11 @@ type BurstChain struct {
 func (p *Playbook) BurstChains() []BurstChain {
 	var out []BurstChain
 	for i, a := range p.Timeline {
-		b, ok := a.Spec.(*actions.Burst)
+		bs, ok := a.Spec.(actions.BurstSender)
 		if !ok {
 			continue
 		}
+		b := bs.Sends()
 		senders := b.Senders
 		if senders == 0 {
 			senders = p.Cluster.Clients

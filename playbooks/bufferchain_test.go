@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/rig-dev/rig/actions"
+	"github.com/rig-dev/rig/rundir"
 )
 
 // The plan prints, per combination, the micro-burst guide's buffer chain beside the settings the
@@ -52,5 +55,24 @@ func TestPlanPrintsBufferChain(t *testing.T) {
 	}
 	if strings.Contains(out, "window >=") {
 		t.Errorf("a datagram burst has no Aeron window:\n%s", out)
+	}
+}
+
+// sprayKind is a kind of this test's that sends bursts: not the burst kind, but a BurstSender.
+type sprayKind struct{ actions.WaitFor }
+
+func (*sprayKind) Sends() rundir.BurstSeries {
+	return rundir.BurstSeries{Messages: 20_000, Count: 2, Size: 200}
+}
+
+// The buffer chains come from what an entry's kind says it sends (actions.BurstSender), not from
+// the burst kind's type: a kind of its own gets its chain, its senders one per client node.
+func TestBufferChainOfAnyBurstSender(t *testing.T) {
+	var p Playbook
+	p.Cluster.Clients = 3
+	p.Timeline = []Action{{Spec: &actions.WaitFor{}}, {Spec: &sprayKind{}}}
+	cs := p.BurstChains()
+	if len(cs) != 1 || cs[0].Entry != 1 || cs[0].Burst.Messages != 20_000 || cs[0].Burst.Senders != 3 || cs[0].Burst.Size != 200 {
+		t.Fatalf("chains %+v, want timeline[1]'s: 20k messages of 200 B from 3 senders", cs)
 	}
 }

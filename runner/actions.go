@@ -173,7 +173,7 @@ const burstLead = 2 * time.Second
 // Burst spreads a burst's senders over the client nodes: client-0's probe process takes its
 // share through its control API, the others run `rig loadgen burst`; when more than one node
 // sends they are given one start time so the bursts arrive together.
-func (e env) Burst(ctx context.Context, b actions.Burst, record func(rundir.BurstSeries) error) error {
+func (e env) Burst(ctx context.Context, b rundir.BurstSeries, record func(rundir.BurstSeries) error) error {
 	r := e.r
 	clients := r.inv.Clients()
 	senders := b.Senders

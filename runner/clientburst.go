@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/ctxtime"
@@ -23,7 +22,7 @@ const sampleBefore = 300 * time.Millisecond
 // (engine.burst_client): each client node with a share of the senders runs the client with a
 // request file; the servers' transport counters are sampled before each burst and after the
 // last (rundir.TransportSamples).
-func (e env) clientBurst(ctx context.Context, b actions.Burst, argv []string, share []int, series rundir.BurstSeries) error {
+func (e env) clientBurst(ctx context.Context, b rundir.BurstSeries, argv []string, share []int, series rundir.BurstSeries) error {
 	r := e.r
 	start := series.Start
 	peers := launch.EngineConfig(r.servers, r.servers[0], "").Peers

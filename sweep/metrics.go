@@ -11,23 +11,12 @@ import (
 	"github.com/rig-dev/rig/stats"
 )
 
-// Tables of the sweep report, one per experiment kind; a table is shown when any run has
-// figures for it. A row kind's table is named as the kind (analysis.Kind*).
+// The sweep report's tables of its own; every row kind's table is named as the kind
+// (analysis.RowKinds).
 const (
-	TableLatency      = "latency"
-	TableSnapshot     = analysis.KindSnapshot
-	TableRestart      = analysis.KindRestart
-	TableStepDown     = analysis.KindStepDown
-	TableFailover     = analysis.KindFailover
-	TableBurst        = analysis.KindBurst
-	TableExcursion    = analysis.KindExcursion
-	TableForces       = analysis.KindForces
-	TableNodeForces   = analysis.KindNodeForces
-	TableClientFault  = analysis.KindClientFault
-	TableHostPressure = analysis.KindHostPressure
-	TableGC           = analysis.KindGC
-	TableOverhead     = "overhead"
-	TableCauses       = "causes"
+	TableLatency  = "latency"
+	TableOverhead = "overhead"
+	TableCauses   = "causes"
 )
 
 // Metric is one figure read from every run's summary.json: its declaration (analysis.Figure),
@@ -56,9 +45,9 @@ func (r *RunData) cold() []analysis.SnapshotRow {
 	return r.Summary.Snapshots[:min(max(r.warmFrom-1, 0), len(r.Summary.Snapshots))]
 }
 
-// Metrics lists every figure of the sweep report, table by table: the figures each row kind
-// declares (analysis.*Figures) and a few of a whole run. Restart phases are listed for the
-// phases the runs reported.
+// Metrics lists every figure of the sweep report, table by table: the latency of every probe,
+// the figures each row kind declares (analysis.RowKinds, with the sweep's own of a few kinds:
+// ownMetrics), the cause shares, and what a run costs besides its timeline.
 func Metrics(runs []*RunData) []Metric {
 	probes := func(r *RunData) []analysis.Stats { return []analysis.Stats{r.Summary.Probes} }
 	ms := rowMetrics(TableLatency, rowOpts{key: "probes."}, analysis.LatencyFigures, probes)
@@ -71,27 +60,64 @@ func Metrics(runs []*RunData) []Metric {
 			}
 			return []float64{r.Summary.Settings.ProbeRate}
 		}})
+	for _, k := range analysis.RowKinds() {
+		declared := kindMetrics(k)
+		if own := ownMetrics[k.Name]; own != nil {
+			declared = own(runs, declared)
+		}
+		ms = append(ms, declared...)
+	}
+	ms = append(ms, causeMetrics(runs)...)
+	// What a run costs besides its timeline, and where that went (the runner's stages).
+	ms = append(ms, rowMetrics(TableOverhead, rowOpts{}, analysis.OverheadFigures, func(r *RunData) []*analysis.Summary { return []*analysis.Summary{r.Summary} })...)
+	return ms
+}
 
-	// Snapshots: every declared figure over the warm snapshots; the take over the cold ones too.
-	ms = append(ms, rowMetrics(TableSnapshot, rowOpts{key: "snapshot.", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)...)
+// kindMetrics are a row kind's declared figures as metrics of its table, keyed "<kind>.<figure>":
+// one value per row of every round.
+func kindMetrics(k analysis.RowKind) []Metric {
+	out := make([]Metric, 0, len(k.Figures))
+	for i, f := range k.Figures {
+		f.Key = k.Name + "." + f.Key
+		out = append(out, Metric{Figure: f, Table: k.Name, Values: func(r *RunData) []float64 { return k.Values(r.Summary, i) }})
+	}
+	return out
+}
+
+// ownMetrics are the sweep's figures of a row kind beside, or instead of, its declared ones
+// (declared, as kindMetrics makes them).
+var ownMetrics = map[string]func(runs []*RunData, declared []Metric) []Metric{
+	analysis.KindSnapshot: snapshotMetrics,
+	analysis.KindRestart:  restartMetrics,
+	analysis.KindBurst:    burstMetrics,
+}
+
+// snapshotMetrics: every declared figure over the warm snapshots; the take over the cold ones
+// too; the run's normal p50 beside them.
+func snapshotMetrics(_ []*RunData, _ []Metric) []Metric {
+	ms := rowMetrics(analysis.KindSnapshot, rowOpts{key: "snapshot.", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)
 	for _, f := range analysis.SnapshotFigures {
 		if f.Key == "take" {
 			first := f.Figure
 			first.Key, first.Label, first.Headline = "snapshot.first_take", "first take (cold)", false
-			ms = append(ms, Metric{Figure: first, Table: TableSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
+			ms = append(ms, Metric{Figure: first, Table: analysis.KindSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
 		}
 	}
-	ms = append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: TableSnapshot,
+	return append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: analysis.KindSnapshot,
 		Values: func(r *RunData) []float64 {
 			if len(r.Summary.Snapshots) == 0 || r.Summary.Normal.P50Us == nil {
 				return nil
 			}
 			return []float64{*r.Summary.Normal.P50Us / 1e3}
 		}})
+}
 
-	ms = append(ms, rowMetrics(TableRestart, rowOpts{key: "restart."}, analysis.RestartFigures, func(r *RunData) []analysis.RestartRow { return r.Summary.Restarts })...)
+// restartMetrics: the declared figures, then the phases the runs reported and the latency of
+// each restart window.
+func restartMetrics(runs []*RunData, declared []Metric) []Metric {
+	ms := declared
 	for _, ph := range phases(runs) {
-		ms = append(ms, Metric{Figure: analysis.Figure{Key: "restart.phase." + ph, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter}, Table: TableRestart,
+		ms = append(ms, Metric{Figure: analysis.Figure{Key: "restart.phase." + ph, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter}, Table: analysis.KindRestart,
 			Values: func(r *RunData) []float64 {
 				var v []float64
 				for _, rs := range r.Summary.Restarts {
@@ -121,17 +147,15 @@ func Metrics(runs []*RunData) []Metric {
 		{"one_down", "one down", func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }},
 		{"rejoining", "rejoining", func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }},
 	} {
-		ms = append(ms, rowMetrics(TableRestart, rowOpts{key: "restart." + w.key + ".", label: w.label + " ", noHeadline: true}, analysis.LatencyFigures, window(w.get))...)
+		ms = append(ms, rowMetrics(analysis.KindRestart, rowOpts{key: "restart." + w.key + ".", label: w.label + " ", noHeadline: true}, analysis.LatencyFigures, window(w.get))...)
 	}
+	return ms
+}
 
-	ms = append(ms, rowMetrics(TableStepDown, rowOpts{key: "step_down."}, analysis.StepDownFigures, func(r *RunData) []analysis.StepDownRow { return r.Summary.StepDowns })...)
-	// Failovers (analysis/failover.go): every step_down and kill of the leader as an event, one
-	// value per fault of every round.
-	ms = append(ms, rowMetrics(TableFailover, rowOpts{key: "failover."}, analysis.FailoverFigures, func(r *RunData) []analysis.FailoverRow { return r.Summary.Failovers })...)
-
-	ms = append(ms, rowMetrics(TableBurst, rowOpts{key: "burst."}, analysis.BurstFigures, func(r *RunData) []analysis.BurstRow { return r.Summary.Bursts })...)
-	ms = append(ms,
-		Metric{Figure: analysis.Figure{Key: "burst.rcvbuf_errors", Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter}, Table: TableBurst,
+// burstMetrics: the declared figures, and the UDP receive-buffer errors over the run.
+func burstMetrics(_ []*RunData, declared []Metric) []Metric {
+	return append(declared,
+		Metric{Figure: analysis.Figure{Key: "burst.rcvbuf_errors", Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter}, Table: analysis.KindBurst,
 			Values: func(r *RunData) []float64 {
 				if len(r.Summary.Bursts) == 0 {
 					return nil
@@ -143,17 +167,6 @@ func Metrics(runs []*RunData) []Metric {
 				return []float64{float64(n)}
 			}},
 	)
-	ms = append(ms, rowMetrics(TableForces, rowOpts{key: "forces."}, analysis.SnapshotForceFigures, func(r *RunData) []analysis.SnapshotForces { return analysis.SnapshotForceRows(r.Summary) })...)
-	ms = append(ms, rowMetrics(TableNodeForces, rowOpts{key: "node_forces."}, analysis.NodeForceFigures, func(r *RunData) []analysis.NodeForceRow { return analysis.NodeForceRows(r.Summary) })...)
-	ms = append(ms, rowMetrics(TableClientFault, rowOpts{key: "client_fault."}, analysis.ClientFaultFigures, func(r *RunData) []analysis.ClientFault { return analysis.ClientFaultRows(r.Summary) })...)
-	ms = append(ms, rowMetrics(TableHostPressure, rowOpts{key: "host_pressure."}, analysis.HostPressureFigures, func(r *RunData) []analysis.HostPressure { return r.Summary.HostPressure })...)
-	ms = append(ms, rowMetrics(TableGC, rowOpts{key: "gc."}, analysis.GCFigures, func(r *RunData) []analysis.GCRow { return r.Summary.GCPauses })...)
-	ms = append(ms, rowMetrics(TableExcursion, rowOpts{key: "excursion."}, analysis.ExcursionFigures, func(r *RunData) []analysis.Excursion { return analysis.ExcursionRows(r.Summary) })...)
-	ms = append(ms, kindMetrics()...)
-	ms = append(ms, causeMetrics(runs)...)
-	// What a run costs besides its timeline, and where that went (the runner's stages).
-	ms = append(ms, rowMetrics(TableOverhead, rowOpts{}, analysis.OverheadFigures, func(r *RunData) []*analysis.Summary { return []*analysis.Summary{r.Summary} })...)
-	return ms
 }
 
 // HeadlineKeys are the keys of the headline metrics (tested against the baseline, plotted, and
@@ -288,7 +301,7 @@ func (m Metric) Family() string { return FamilyOf(m.Key) }
 // FamilyOf is the false-discovery family of the figure of key (Metric.Family), for a reader holding
 // only keys (the results index).
 func FamilyOf(key string) string {
-	if strings.HasPrefix(key, analysis.CauseKeyPrefix) || strings.HasPrefix(key, TableExcursion+".") {
+	if strings.HasPrefix(key, analysis.CauseKeyPrefix) || strings.HasPrefix(key, analysis.KindExcursion+".") {
 		return TableCauses
 	}
 	return "figures"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/internal/mdtext"
 	"github.com/rig-dev/rig/stats"
@@ -152,22 +153,19 @@ func Cell(m Metric, s stats.Sample) string {
 	return fmt.Sprintf("%s [%s–%s] n=%d", num(s.Median), num(s.Min), num(s.Max), s.N)
 }
 
-// tableTitles are the sweep report's experiment tables.
-var tableTitles = []struct{ key, title, note string }{
-	{TableLatency, "Latency (every post-warm-up probe)", "one value per run"},
-	{TableSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run"},
-	{TableRestart, "Restarts", "one value per restart of every round"},
-	{TableStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean"},
-	{TableFailover, "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean"},
-	{TableBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run"},
-	{TableForces, "Disk forces per snapshot window", "one value per snapshot window and node with a disk model of every round: the model's fsyncs, the bytes they flushed and their time; the engine's own forces and the step from take to persisted where it recorded them"},
-	{TableNodeForces, "Disk forces per node", "one value per node with a disk model of every round: its fsyncs over the load, in snapshot windows and outside them"},
-	{TableClientFault, "Load generator through faults", "one value per fault window of every round: the load generator's dials, reconnects, resends and held probes from the fault to the next or the end of load"},
-	{TableHostPressure, "Host pressure", "one value per node (the machine once on the local target) of every round: the share of the measured window its CPUs, I/O and memory were stalled on"},
-	{TableGC, "GC pauses", "one value per node of every round: its stop-the-world pauses from its GC log"},
-	{TableExcursion, "Latency excursions", "one value per listed excursion of every round: its peak, its slow probes and lost ones, and the share of it the named causes cover"},
-	{TableCauses, "Where the time went (per window kind and excursions)", "one value per run whose run had the source: the cause's time over every node and thread, or the time left unexplained, as a share of the run's windows of that kind (or of its excursions) together (analysis/causeshares.go; a run with the source and not the cause counts 0)"},
-	{TableOverhead, "Overhead", "one value per run: its wall time minus the playbook's duration, and the time of each stage (a reused book makes preload short)"},
+// table is one of the sweep report's tables: its metrics' Table, its title and note.
+type table struct{ key, title, note string }
+
+// reportTables are the sweep report's tables: every probe's latency, one per row kind
+// (analysis.RowKinds), the cause shares and the overhead.
+func reportTables() []table {
+	out := []table{{TableLatency, "Latency (every post-warm-up probe)", "one value per run"}}
+	for _, k := range analysis.RowKinds() {
+		out = append(out, table{k.Name, k.Title, k.Note})
+	}
+	return append(out,
+		table{TableCauses, "Where the time went (per window kind and excursions)", "one value per run whose run had the source: the cause's time over every node and thread, or the time left unexplained, as a share of the run's windows of that kind (or of its excursions) together (analysis/causeshares.go; a run with the source and not the cause counts 0)"},
+		table{TableOverhead, "Overhead", "one value per run: its wall time minus the playbook's duration, and the time of each stage (a reused book makes preload short)"})
 }
 
 // present lists the table's metrics that any group has values for.
