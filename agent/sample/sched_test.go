@@ -58,7 +58,6 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 	p.thread(42, 43, "apply", 7500) // waited 2.5 µs; thread 42 did not wait
 	p.thread(42, 44, "new", 9999)   // first seen: a baseline, not a wait
 	p.psi("cpu", 30, 5)
-	s.listed = time.Time{} // list the threads again now
 	got := s.Next()
 	want := []rundir.SchedThread{{PID: 42, TID: 43, Comm: "apply", WaitNs: 2500}}
 	if len(got.Threads) != 1 || got.Threads[0] != want[0] {
@@ -69,12 +68,11 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 	}
 	p.thread(42, 44, "new", 10999)
 	os.RemoveAll(filepath.Join(p.root, "proc", "42", "task", "43"))
-	s.listed = time.Time{}
 	got = s.Next()
 	if len(got.Threads) != 1 || got.Threads[0].TID != 44 || got.Threads[0].WaitNs != 1000 || got.PSI != nil {
 		t.Fatalf("second sample %+v, want thread 44 waited 1000 ns and no PSI change", got)
 	}
-	if _, ok := s.threads[taskKey{42, 43}]; ok {
+	if _, ok := s.byKey[taskKey{42, 43}]; ok {
 		t.Fatal("a thread gone is still followed")
 	}
 }
@@ -113,5 +111,99 @@ func BenchmarkSchedSample(b *testing.B) {
 		s.Next()
 	}
 	b.ReportMetric(float64(cpu()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(len(s.threads)), "threads")
+	b.ReportMetric(float64(len(s.tasks)), "threads")
+}
+
+// TestSchedFollowsThreadsAsTheyComeAndGo starts and ends real threads of this process between
+// samples: each started thread is followed from the next sample on, each ended one is closed at
+// the next sample, and the open schedstat files stay one per followed thread over many rounds.
+func TestSchedFollowsThreadsAsTheyComeAndGo(t *testing.T) {
+	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
+	if err != nil {
+		t.Skip(err)
+	}
+	defer s.Close()
+	for round := range 30 {
+		const threads = 4
+		tids := make(chan int, threads)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+				tids <- syscall.Gettid()
+				<-stop
+			}()
+		}
+		started := make([]int, 0, threads)
+		for range threads {
+			started = append(started, <-tids)
+		}
+		s.Next()
+		for _, tid := range started {
+			if s.byKey[taskKey{os.Getpid(), tid}] == nil {
+				t.Fatalf("round %d: thread %d, started before the sample, is not followed after it", round, tid)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		ended := started[:0]
+		for _, tid := range started {
+			if tid != os.Getpid() { // the runtime keeps the main thread, locked or not
+				waitGone(t, tid)
+				ended = append(ended, tid)
+			}
+		}
+		s.Next()
+		for _, tid := range ended {
+			if s.byKey[taskKey{os.Getpid(), tid}] != nil {
+				t.Fatalf("round %d: thread %d ended before the sample and is still followed after it", round, tid)
+			}
+		}
+		if open := openSchedstats(t); open != len(s.tasks) {
+			t.Fatalf("round %d: %d schedstat files open for %d followed threads", round, open, len(s.tasks))
+		}
+	}
+	if n := len(s.tasks); n > threadCount(t) {
+		t.Fatalf("%d threads followed, the process has %d", n, threadCount(t))
+	}
+}
+
+// waitGone waits for an ended thread to leave /proc/self/task (the runtime ends it after the
+// goroutine returns).
+func waitGone(t *testing.T, tid int) {
+	t.Helper()
+	for range 5000 {
+		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(tid)); os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("thread %d did not end", tid)
+}
+
+func openSchedstats(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && filepath.Base(l) == "schedstat" {
+			n++
+		}
+	}
+	return n
+}
+
+func threadCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
