@@ -9,10 +9,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -49,7 +51,7 @@ type Sched struct {
 	tasks    []*task // read at every sample, in this order
 	byKey    map[taskKey]*task
 	psi      [3]psiTotals
-	psiFiles [3]*os.File
+	psiFiles [3]int // open pressure files, 0 until opened
 	hasPSI   bool
 	last     time.Time
 	listed   time.Time // the PID files were last read
@@ -98,10 +100,10 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 
 // Close closes every open schedstat, task directory and pressure file.
 func (s *Sched) Close() {
-	for i, f := range s.psiFiles {
-		if f != nil {
-			f.Close()
-			s.psiFiles[i] = nil
+	for i, fd := range s.psiFiles {
+		if fd > 0 {
+			syscall.Close(fd)
+			s.psiFiles[i] = 0
 		}
 	}
 	for _, t := range s.tasks {
@@ -203,23 +205,27 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 	for _, pid := range pids {
 		want[pid] = true
 		dir := filepath.Join(s.proc, strconv.Itoa(pid), "task")
-		p := s.procs[pid]
-		if p == nil {
-			fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-			if err != nil {
-				continue // gone, or not started yet
-			}
-			p = &procTasks{fd: fd}
-			s.procs[pid] = p
+		// Opened afresh at each listing: a directory kept from an ended process would never
+		// count the threads of one started since under the same PID.
+		if p := s.procs[pid]; p != nil {
+			syscall.Close(p.fd)
+			delete(s.procs, pid)
 		}
+		fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone, or not started yet: its threads are closed below
+		}
+		p := &procTasks{fd: fd}
 		var st syscall.Stat_t
-		if err := syscall.Fstat(p.fd, &st); err == nil {
+		if err := syscall.Fstat(fd, &st); err == nil {
 			p.nlink = uint64(st.Nlink) // before the listing: a thread started after it moves the count again
 		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			continue // ended meanwhile: its threads are closed below
+			syscall.Close(fd)
+			continue
 		}
+		s.procs[pid] = p
 		for _, e := range ents {
 			tid, err := strconv.Atoi(e.Name())
 			if err != nil {
@@ -287,7 +293,7 @@ func (s *Sched) samePIDs(pids []int) bool {
 
 // readWait is schedstat's second field: "<on-cpu ns> <run-queue wait ns> <timeslices>".
 func (s *Sched) readWait(fd int) (uint64, error) {
-	n, err := syscall.Pread(fd, s.buf, 0)
+	n, err := pread0(fd, s.buf)
 	if err != nil {
 		return 0, err
 	}
@@ -334,20 +340,31 @@ func schedstatWait(b []byte) (uint64, bool) {
 func (s *Sched) readPSI() ([3]psiTotals, bool) {
 	var out [3]psiTotals
 	for i, name := range psiFiles {
-		if s.psiFiles[i] == nil {
-			f, err := os.Open(filepath.Join(s.proc, "pressure", name))
+		if s.psiFiles[i] <= 0 {
+			fd, err := syscall.Open(filepath.Join(s.proc, "pressure", name), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 			if err != nil {
 				return out, false
 			}
-			s.psiFiles[i] = f
+			s.psiFiles[i] = fd
 		}
-		n, err := s.psiFiles[i].ReadAt(s.buf, 0)
-		if n == 0 && err != nil {
+		n, err := pread0(s.psiFiles[i], s.buf)
+		if err != nil || n <= 0 {
 			return out, false
 		}
 		out[i] = parsePSI(s.buf[:n])
 	}
 	return out, true
+}
+
+// pread0 reads fd from offset 0 into b. A procfs file is rendered afresh at each read from its
+// start and the read does not wait on a device, so it is a raw system call: the runtime's
+// bookkeeping around a blocking one costs as much again as the shortest of these reads.
+func pread0(fd int, b []byte) (int, error) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.
@@ -373,8 +390,11 @@ func parsePSI(b []byte) psiTotals {
 	return p
 }
 
+// pids are the followed processes, each once (a PID given and in a PID file is read once).
 func (s *Sched) pids() []int {
-	return followed(s.opts.PIDs, s.opts.PIDFiles)
+	pids := followed(s.opts.PIDs, s.opts.PIDFiles)
+	slices.Sort(pids)
+	return slices.Compact(pids)
 }
 
 // Run writes one NDJSON line per interval in which a thread waited or a pressure total moved,

@@ -207,3 +207,63 @@ func threadCount(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestSchedFollowsARelaunchedProcess: the PID file names a new process; the ended one's threads
+// are closed and the new one's followed, their first reading a baseline.
+func TestSchedFollowsARelaunchedProcess(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 42, "java", 100)
+	p.thread(42, 43, "apply", 5000)
+	pidFile := filepath.Join(p.root, "engine.pid")
+	if err := os.WriteFile(pidFile, []byte("42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}, PIDFiles: []string{pidFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.tasks) != 2 || len(s.procs) != 1 {
+		t.Fatalf("following %d threads of %d processes, want 2 of 1 (the PID given and in the file is one)", len(s.tasks), len(s.procs))
+	}
+	os.RemoveAll(filepath.Join(p.root, "proc", "42"))
+	p.thread(77, 77, "java", 10)
+	p.thread(77, 78, "apply", 20)
+	s.opts.PIDs = nil
+	if err := os.WriteFile(pidFile, []byte("77\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.listed = time.Time{} // the PID file is due to be read again
+	if got := s.Next(); len(got.Threads) != 0 {
+		t.Fatalf("first sample of the new process %+v, want only baselines", got.Threads)
+	}
+	if len(s.tasks) != 2 || s.byKey[taskKey{77, 78}] == nil || s.procs[42] != nil {
+		t.Fatalf("following %d threads, processes %v; want the new process's 2", len(s.tasks), s.procs)
+	}
+	p.thread(77, 78, "apply", 520)
+	if got := s.Next(); len(got.Threads) != 1 || got.Threads[0] != (rundir.SchedThread{PID: 77, TID: 78, Comm: "apply", WaitNs: 500}) {
+		t.Fatalf("second sample %+v, want thread 78 waited 500 ns", got.Threads)
+	}
+}
+
+func TestSchedstatWait(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"1000 7500 7\n", 7500, true},
+		{"0 0 0\n", 0, true},
+		{"  1  18446744073709551615 2", 18446744073709551615, true},
+		{"1 18446744073709551616 2\n", 0, false},
+		{"1000\n", 0, false},
+		{"1000 -5 7\n", 0, false},
+		{"1000 75x 7\n", 0, false},
+		{"", 0, false},
+	} {
+		if got, ok := schedstatWait([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("schedstatWait(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
