@@ -1,6 +1,8 @@
 package sample
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,13 +79,62 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 	}
 }
 
-// BenchmarkSchedSample is one sample of a process with 40 threads, as a JVM engine has: the
-// sampler's own cost per interval (docs/results.md).
+// BenchmarkSchedSample is one sample of a process with 40 threads of its own beside the Go
+// runtime's (45–47 in all), as a JVM engine has: the sampler's own CPU per interval, and that as
+// a share of a core at the default interval (docs/results.md).
 func BenchmarkSchedSample(b *testing.B) {
-	const threads = 40
+	defer idleThreads(40)()
+	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer s.Close()
+	runtime.LockOSThread() // RUSAGE_THREAD then measures the sampler's own thread
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	c0 := rusage(syscall.RUSAGE_THREAD)
+	for b.Loop() {
+		s.Next()
+	}
+	perSample := float64(rusage(syscall.RUSAGE_THREAD)-c0) / float64(b.N)
+	b.ReportMetric(perSample, "cpu-ns/op")
+	b.ReportMetric(float64(len(s.tasks)), "threads")
+	b.ReportMetric(100*perSample/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
+}
+
+// BenchmarkSchedRun is the sampler as a node runs it: Run at the default interval for b.N
+// intervals, its timer's wake-ups and its writes included, following the same process as
+// BenchmarkSchedSample. The cost is the whole process's CPU while it runs less the same process's
+// CPU idle for as long just before (the runtime's own background work).
+func BenchmarkSchedRun(b *testing.B) {
+	defer idleThreads(40)()
+	wall := time.Duration(b.N) * DefaultSchedInterval
+	c0 := rusage(syscall.RUSAGE_SELF)
+	time.Sleep(wall)
+	idle := rusage(syscall.RUSAGE_SELF) - c0
+	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
+	if err != nil {
+		b.Skip(err)
+	}
+	threads := len(s.tasks)
+	ctx, cancel := context.WithTimeout(context.Background(), wall)
+	defer cancel()
+	c1 := rusage(syscall.RUSAGE_SELF)
+	if err := s.Run(ctx, io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	perInterval := float64(rusage(syscall.RUSAGE_SELF)-c1-idle) / float64(b.N)
+	b.ReportMetric(perInterval, "cpu-ns/op")
+	b.ReportMetric(float64(idle)/float64(b.N), "idle-cpu-ns/op")
+	b.ReportMetric(float64(threads), "threads")
+	b.ReportMetric(100*perInterval/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
+}
+
+// idleThreads starts n threads that wait, as most of a JVM's do; the returned func ends them.
+func idleThreads(n int) func() {
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for range threads {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -91,27 +142,14 @@ func BenchmarkSchedSample(b *testing.B) {
 			<-stop
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(10 * time.Millisecond)
-	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
-	if err != nil {
-		b.Skip(err)
-	}
-	defer s.Close()
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	runtime.LockOSThread() // RUSAGE_THREAD then measures the sampler's own thread
-	defer runtime.UnlockOSThread()
-	b.ResetTimer()
-	c0 := cpu()
-	for b.Loop() {
-		s.Next()
-	}
-	b.ReportMetric(float64(cpu()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(len(s.tasks)), "threads")
+	return func() { close(stop); wg.Wait() }
+}
+
+func rusage(who int) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestSchedFollowsThreadsAsTheyComeAndGo starts and ends real threads of this process between
