@@ -103,31 +103,44 @@ func BenchmarkSchedSample(b *testing.B) {
 }
 
 // BenchmarkSchedRun is the sampler as a node runs it: Run at the default interval for b.N
-// intervals, its timer's wake-ups and its writes included, following the same process as
-// BenchmarkSchedSample. The cost is the whole process's CPU while it runs less the same process's
+// intervals, its timer's wake-ups, reads after a sleep and writes included, following the same
+// process as BenchmarkSchedSample ("threads"); "psi" follows no process, and "wake" is the
+// interval loop alone. The cost is the whole process's CPU while it runs less the same process's
 // CPU idle for as long just before (the runtime's own background work).
 func BenchmarkSchedRun(b *testing.B) {
 	defer idleThreads(40)()
-	wall := time.Duration(b.N) * DefaultSchedInterval
-	c0 := rusage(syscall.RUSAGE_SELF)
-	time.Sleep(wall)
-	idle := rusage(syscall.RUSAGE_SELF) - c0
-	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
-	if err != nil {
-		b.Skip(err)
+	for _, c := range []struct {
+		name string
+		pids []int
+	}{{"wake", nil}, {"psi", nil}, {"threads", []int{os.Getpid()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			wall := time.Duration(b.N) * DefaultSchedInterval
+			c0 := rusage(syscall.RUSAGE_SELF)
+			time.Sleep(wall)
+			idle := rusage(syscall.RUSAGE_SELF) - c0
+			s, err := NewSched(SchedOptions{PIDs: c.pids})
+			if err != nil {
+				b.Skip(err)
+			}
+			threads := len(s.tasks)
+			ctx, cancel := context.WithTimeout(context.Background(), wall)
+			defer cancel()
+			c1 := rusage(syscall.RUSAGE_SELF)
+			if c.name == "wake" {
+				s.Close()
+				err = every(ctx, DefaultSchedInterval, func() error { return nil })
+			} else {
+				err = s.Run(ctx, io.Discard)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			perInterval := float64(rusage(syscall.RUSAGE_SELF)-c1-idle) / float64(b.N)
+			b.ReportMetric(perInterval, "cpu-ns/op")
+			b.ReportMetric(float64(threads), "threads")
+			b.ReportMetric(100*perInterval/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
+		})
 	}
-	threads := len(s.tasks)
-	ctx, cancel := context.WithTimeout(context.Background(), wall)
-	defer cancel()
-	c1 := rusage(syscall.RUSAGE_SELF)
-	if err := s.Run(ctx, io.Discard); err != nil {
-		b.Fatal(err)
-	}
-	perInterval := float64(rusage(syscall.RUSAGE_SELF)-c1-idle) / float64(b.N)
-	b.ReportMetric(perInterval, "cpu-ns/op")
-	b.ReportMetric(float64(idle)/float64(b.N), "idle-cpu-ns/op")
-	b.ReportMetric(float64(threads), "threads")
-	b.ReportMetric(100*perInterval/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
 }
 
 // idleThreads starts n threads that wait, as most of a JVM's do; the returned func ends them.
