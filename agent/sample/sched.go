@@ -51,11 +51,10 @@ type Sched struct {
 	tasks    []*task // read at every sample, in this order
 	byKey    map[taskKey]*task
 	psi      [3]psiTotals
-	psiFiles [3]int // open pressure files, 0 until opened
+	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
 	last     time.Time
 	listed   time.Time // the PID files were last read
-	stale    bool      // a process's threads must be listed again at the next sample
 	buf      []byte
 }
 
@@ -88,7 +87,7 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 		opts.Interval = DefaultSchedInterval
 	}
 	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), procs: map[int]*procTasks{},
-		byKey: map[taskKey]*task{}, buf: make([]byte, 512)}
+		byKey: map[taskKey]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
@@ -101,9 +100,9 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 // Close closes every open schedstat, task directory and pressure file.
 func (s *Sched) Close() {
 	for i, fd := range s.psiFiles {
-		if fd > 0 {
+		if fd >= 0 {
 			syscall.Close(fd)
-			s.psiFiles[i] = 0
+			s.psiFiles[i] = -1
 		}
 	}
 	for _, t := range s.tasks {
@@ -142,7 +141,7 @@ func (s *Sched) Next() rundir.SchedSample {
 // threadsNow reads every followed thread, appending to out those that waited since their last
 // reading, and lists a process's threads again where they may have changed.
 func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.SchedThread {
-	relist := s.stale
+	relist := false
 	var pids []int
 	if now.Sub(s.listed) >= schedRelist {
 		s.listed = now
@@ -197,7 +196,6 @@ func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, b
 // relist lists the threads of pids: new ones are opened (their first reading a baseline), and
 // those gone or unreadable closed; with read, the threads already followed are read too.
 func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir.SchedThread {
-	s.stale = false
 	for _, t := range s.tasks {
 		t.seen = false
 	}
@@ -340,14 +338,15 @@ func schedstatWait(b []byte) (uint64, bool) {
 func (s *Sched) readPSI() ([3]psiTotals, bool) {
 	var out [3]psiTotals
 	for i, name := range psiFiles {
-		if s.psiFiles[i] <= 0 {
+		if s.psiFiles[i] < 0 {
 			fd, err := syscall.Open(filepath.Join(s.proc, "pressure", name), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 			if err != nil {
 				return out, false
 			}
 			s.psiFiles[i] = fd
 		}
-		n, err := pread0(s.psiFiles[i], s.buf)
+		// Not pread0: rendering a pressure file takes a lock that another reader may hold.
+		n, err := syscall.Pread(s.psiFiles[i], s.buf, 0)
 		if err != nil || n <= 0 {
 			return out, false
 		}
@@ -356,9 +355,9 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 	return out, true
 }
 
-// pread0 reads fd from offset 0 into b. A procfs file is rendered afresh at each read from its
-// start and the read does not wait on a device, so it is a raw system call: the runtime's
-// bookkeeping around a blocking one costs as much again as the shortest of these reads.
+// pread0 reads fd from offset 0 into b. A schedstat file is rendered afresh at each read from
+// its start, and the read takes no lock another task holds and waits on no device, so it is a raw
+// system call, without the runtime's bookkeeping around one that may block.
 func pread0(fd int, b []byte) (int, error) {
 	n, _, errno := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
 	if errno != 0 {
