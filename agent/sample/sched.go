@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -28,34 +32,46 @@ type SchedOptions struct {
 // measured cost).
 const DefaultSchedInterval = 20 * time.Millisecond
 
-// schedRelist is how often the followed processes' threads are listed again: a thread started
-// since is read from the next listing on, and listing every interval would cost as much as the
-// reads themselves.
+// schedRelist is how often the PID files are read again, so a relaunched process is followed.
+// A followed process's threads are listed again only when that listing may have changed: its
+// thread count moved (the link count of /proc/<pid>/task is 2 + its threads, one fstat a
+// sample), a thread's read failed (it ended), or the followed processes changed. A thread
+// started since the last sample is so opened at the next one, and a thread ended is closed there.
 const schedRelist = 200 * time.Millisecond
 
 // Sched samples, per interval, the run-queue wait of every thread of the followed processes
 // (/proc/<pid>/task/<tid>/schedstat, cumulative ns) and the node's pressure stall totals
 // (/proc/pressure/{cpu,io,memory}). Each thread's schedstat file stays open and is re-read from
-// offset 0, so a sample costs one read per thread, not an open and a close.
+// offset 0 with pread, so a sample costs one read per thread, not an open and a close; the kernel's
+// read is most of that cost, so nothing else per thread allocates or goes through os.File.
 type Sched struct {
 	opts     SchedOptions
 	proc     string
-	threads  map[taskKey]*task
+	procs    map[int]*procTasks
+	tasks    []*task // read at every sample, in this order
+	byKey    map[taskKey]*task
 	psi      [3]psiTotals
-	psiFiles [3]*os.File
+	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
 	last     time.Time
-	listed   time.Time // the threads were last listed
+	listed   time.Time // the PID files were last read
 	buf      []byte
 }
 
 type taskKey struct{ pid, tid int }
 
+// procTasks is a followed process's /proc/<pid>/task, kept open for its link count.
+type procTasks struct {
+	fd    int
+	nlink uint64
+}
+
 type task struct {
-	f    *os.File
+	key  taskKey
+	fd   int // schedstat, O_RDONLY
 	comm string
 	wait uint64
-	seen bool // listed at the latest sample
+	seen bool // listed at the latest listing
 }
 
 type psiTotals struct{ some, full uint64 }
@@ -70,27 +86,33 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultSchedInterval
 	}
-	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), threads: map[taskKey]*task{}, buf: make([]byte, 512)}
+	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), procs: map[int]*procTasks{},
+		byKey: map[taskKey]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
 	s.psi, s.hasPSI = s.readPSI()
-	s.relist(nil)
 	s.last, s.listed = time.Now(), time.Now()
+	s.relist(nil, s.pids(), true)
 	return s, nil
 }
 
-// Close closes every open schedstat and pressure file.
+// Close closes every open schedstat, task directory and pressure file.
 func (s *Sched) Close() {
-	for i, f := range s.psiFiles {
-		if f != nil {
-			f.Close()
-			s.psiFiles[i] = nil
+	for i, fd := range s.psiFiles {
+		if fd >= 0 {
+			syscall.Close(fd)
+			s.psiFiles[i] = -1
 		}
 	}
-	for k, t := range s.threads {
-		t.f.Close()
-		delete(s.threads, k)
+	for _, t := range s.tasks {
+		syscall.Close(t.fd)
+	}
+	s.tasks = s.tasks[:0]
+	clear(s.byKey)
+	for pid, p := range s.procs {
+		syscall.Close(p.fd)
+		delete(s.procs, pid)
 	}
 }
 
@@ -100,7 +122,7 @@ func (s *Sched) Next() rundir.SchedSample {
 	now := time.Now()
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
 	s.last = now
-	out.Threads = s.threadsNow(out.Threads)
+	out.Threads = s.threadsNow(now, out.Threads)
 	if psi, ok := s.readPSI(); ok && s.hasPSI {
 		d := func(a, b uint64) uint64 { return uint64(delta(a, b)) }
 		p := rundir.SchedPSI{
@@ -117,105 +139,231 @@ func (s *Sched) Next() rundir.SchedSample {
 }
 
 // threadsNow reads every followed thread, appending to out those that waited since their last
-// reading. Every schedRelist it lists the processes' threads again: new ones are opened, and
-// those gone closed.
-func (s *Sched) threadsNow(out []rundir.SchedThread) []rundir.SchedThread {
-	if now := time.Now(); s.listed.IsZero() || now.Sub(s.listed) >= schedRelist {
+// reading, and lists a process's threads again where they may have changed.
+func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.SchedThread {
+	relist := false
+	var pids []int
+	if now.Sub(s.listed) >= schedRelist {
 		s.listed = now
-		return s.relist(out)
+		if pids = s.pids(); !s.samePIDs(pids) {
+			relist = true
+		}
 	}
-	for k, t := range s.threads {
-		out = s.read(k, t, out)
+	for _, p := range s.procs {
+		if relist {
+			break
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(p.fd, &st); err != nil || uint64(st.Nlink) != p.nlink {
+			relist = true
+		}
+	}
+	if relist {
+		if pids == nil {
+			pids = s.pids()
+		}
+		return s.relist(out, pids, true)
+	}
+	ended := false
+	for _, t := range s.tasks {
+		var ok bool
+		if out, ok = s.read(t, out); !ok {
+			delete(s.byKey, t.key) // unlisted, so the listing below closes it
+			ended = true
+		}
+	}
+	if ended {
+		// Opens a thread started in the same interval as one ended (the count did not move)
+		// and closes the ended ones; the others were read above.
+		return s.relist(out, s.pids(), false)
 	}
 	return out
 }
 
-func (s *Sched) read(k taskKey, t *task, out []rundir.SchedThread) []rundir.SchedThread {
-	w, err := s.readWait(t.f)
+// read appends t's wait since its last reading; false where the read failed (the thread ended).
+func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, bool) {
+	w, err := s.readWait(t.fd)
 	if err != nil {
-		return out // ended: closed at the next listing
+		return out, false
 	}
 	if w > t.wait {
-		out = append(out, rundir.SchedThread{PID: k.pid, TID: k.tid, Comm: t.comm, WaitNs: int64(w - t.wait)})
+		out = append(out, rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)})
 	}
 	t.wait = w
-	return out
+	return out, true
 }
 
-func (s *Sched) relist(out []rundir.SchedThread) []rundir.SchedThread {
-	for _, t := range s.threads {
+// relist lists the threads of pids: new ones are opened (their first reading a baseline), and
+// those gone or unreadable closed; with read, the threads already followed are read too.
+func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir.SchedThread {
+	for _, t := range s.tasks {
 		t.seen = false
 	}
-	for _, pid := range s.pids() {
+	want := map[int]bool{}
+	for _, pid := range pids {
+		want[pid] = true
 		dir := filepath.Join(s.proc, strconv.Itoa(pid), "task")
+		// Opened afresh at each listing: a directory kept from an ended process would never
+		// count the threads of one started since under the same PID.
+		if p := s.procs[pid]; p != nil {
+			syscall.Close(p.fd)
+			delete(s.procs, pid)
+		}
+		fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone, or not started yet: its threads are closed below
+		}
+		p := &procTasks{fd: fd}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err == nil {
+			p.nlink = uint64(st.Nlink) // before the listing: a thread started after it moves the count again
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			continue // gone, or not started yet
+			syscall.Close(fd)
+			continue
 		}
+		s.procs[pid] = p
 		for _, e := range ents {
 			tid, err := strconv.Atoi(e.Name())
 			if err != nil {
 				continue
 			}
 			k := taskKey{pid, tid}
-			if t := s.threads[k]; t != nil {
+			if t := s.byKey[k]; t != nil {
 				t.seen = true
-				out = s.read(k, t, out)
+				if read {
+					var ok bool
+					if out, ok = s.read(t, out); !ok {
+						t.seen = false
+					}
+				}
 				continue
 			}
-			f, err := os.Open(filepath.Join(dir, e.Name(), "schedstat"))
+			fd, err := syscall.Open(filepath.Join(dir, e.Name(), "schedstat"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 			if err != nil {
 				continue // the thread ended meanwhile
 			}
 			comm, _ := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
-			t := &task{f: f, comm: strings.TrimSpace(string(comm)), seen: true}
-			if t.wait, err = s.readWait(f); err != nil {
-				f.Close()
+			t := &task{key: k, fd: fd, comm: strings.TrimSpace(string(comm)), seen: true}
+			if t.wait, err = s.readWait(fd); err != nil {
+				syscall.Close(fd)
 				continue
 			}
-			s.threads[k] = t // first seen: a baseline, not a wait
+			s.tasks = append(s.tasks, t) // first seen: a baseline, not a wait
+			s.byKey[k] = t
 		}
 	}
-	for k, t := range s.threads {
-		if !t.seen {
-			t.f.Close()
-			delete(s.threads, k)
+	kept := s.tasks[:0]
+	for _, t := range s.tasks {
+		if t.seen && want[t.key.pid] {
+			kept = append(kept, t)
+			continue
+		}
+		syscall.Close(t.fd)
+		if s.byKey[t.key] == t { // not a thread of the same id opened afresh above
+			delete(s.byKey, t.key)
+		}
+	}
+	clear(s.tasks[len(kept):])
+	s.tasks = kept
+	for pid, p := range s.procs {
+		if !want[pid] {
+			syscall.Close(p.fd)
+			delete(s.procs, pid)
 		}
 	}
 	return out
 }
 
+// samePIDs says whether pids are the processes followed now (none of them gone).
+func (s *Sched) samePIDs(pids []int) bool {
+	if len(pids) != len(s.procs) {
+		return false
+	}
+	for _, pid := range pids {
+		if s.procs[pid] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // readWait is schedstat's second field: "<on-cpu ns> <run-queue wait ns> <timeslices>".
-func (s *Sched) readWait(f *os.File) (uint64, error) {
-	n, err := f.ReadAt(s.buf, 0)
-	if n == 0 && err != nil {
+func (s *Sched) readWait(fd int) (uint64, error) {
+	n, err := pread0(fd, s.buf)
+	if err != nil {
 		return 0, err
 	}
-	fields := bytes.Fields(s.buf[:n])
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("schedstat %q: want 3 fields", s.buf[:n])
+	if n <= 0 {
+		return 0, io.ErrUnexpectedEOF
 	}
-	return strconv.ParseUint(string(fields[1]), 10, 64)
+	w, ok := schedstatWait(s.buf[:n])
+	if !ok {
+		return 0, fmt.Errorf("schedstat %q: want 3 fields of digits", s.buf[:n])
+	}
+	return w, nil
+}
+
+// schedstatWait parses the second space-separated field of b as a decimal without allocating.
+func schedstatWait(b []byte) (uint64, bool) {
+	i := 0
+	skip := func(space bool) {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n') == space {
+			i++
+		}
+	}
+	skip(true)
+	if i == len(b) {
+		return 0, false
+	}
+	skip(false)
+	skip(true)
+	var v uint64
+	start := i
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		d := uint64(b[i] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	if i == start || (i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\n') {
+		return 0, false
+	}
+	return v, true
 }
 
 // readPSI reads the pressure files' totals, keeping them open; false when the kernel has none.
 func (s *Sched) readPSI() ([3]psiTotals, bool) {
 	var out [3]psiTotals
 	for i, name := range psiFiles {
-		if s.psiFiles[i] == nil {
-			f, err := os.Open(filepath.Join(s.proc, "pressure", name))
+		if s.psiFiles[i] < 0 {
+			fd, err := syscall.Open(filepath.Join(s.proc, "pressure", name), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 			if err != nil {
 				return out, false
 			}
-			s.psiFiles[i] = f
+			s.psiFiles[i] = fd
 		}
-		n, err := s.psiFiles[i].ReadAt(s.buf, 0)
-		if n == 0 && err != nil {
+		// Not pread0: rendering a pressure file takes a lock that another reader may hold.
+		n, err := syscall.Pread(s.psiFiles[i], s.buf, 0)
+		if err != nil || n <= 0 {
 			return out, false
 		}
 		out[i] = parsePSI(s.buf[:n])
 	}
 	return out, true
+}
+
+// pread0 reads fd from offset 0 into b. A schedstat file is rendered afresh at each read from
+// its start, and the read takes no lock another task holds and waits on no device, so it is a raw
+// system call, without the runtime's bookkeeping around one that may block.
+func pread0(fd int, b []byte) (int, error) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.
@@ -241,8 +389,11 @@ func parsePSI(b []byte) psiTotals {
 	return p
 }
 
+// pids are the followed processes, each once (a PID given and in a PID file is read once).
 func (s *Sched) pids() []int {
-	return followed(s.opts.PIDs, s.opts.PIDFiles)
+	pids := followed(s.opts.PIDs, s.opts.PIDFiles)
+	slices.Sort(pids)
+	return slices.Compact(pids)
 }
 
 // Run writes one NDJSON line per interval in which a thread waited or a pressure total moved,

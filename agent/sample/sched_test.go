@@ -1,6 +1,8 @@
 package sample
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,7 +60,6 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 	p.thread(42, 43, "apply", 7500) // waited 2.5 µs; thread 42 did not wait
 	p.thread(42, 44, "new", 9999)   // first seen: a baseline, not a wait
 	p.psi("cpu", 30, 5)
-	s.listed = time.Time{} // list the threads again now
 	got := s.Next()
 	want := []rundir.SchedThread{{PID: 42, TID: 43, Comm: "apply", WaitNs: 2500}}
 	if len(got.Threads) != 1 || got.Threads[0] != want[0] {
@@ -69,23 +70,84 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 	}
 	p.thread(42, 44, "new", 10999)
 	os.RemoveAll(filepath.Join(p.root, "proc", "42", "task", "43"))
-	s.listed = time.Time{}
 	got = s.Next()
 	if len(got.Threads) != 1 || got.Threads[0].TID != 44 || got.Threads[0].WaitNs != 1000 || got.PSI != nil {
 		t.Fatalf("second sample %+v, want thread 44 waited 1000 ns and no PSI change", got)
 	}
-	if _, ok := s.threads[taskKey{42, 43}]; ok {
+	if _, ok := s.byKey[taskKey{42, 43}]; ok {
 		t.Fatal("a thread gone is still followed")
 	}
 }
 
-// BenchmarkSchedSample is one sample of a process with 40 threads, as a JVM engine has: the
-// sampler's own cost per interval (docs/results.md).
+// BenchmarkSchedSample is one sample of a process with 40 threads of its own beside the Go
+// runtime's (45–47 in all), as a JVM engine has: the sampler's own CPU per interval, and that as
+// a share of a core at the default interval (docs/results.md).
 func BenchmarkSchedSample(b *testing.B) {
-	const threads = 40
+	defer idleThreads(40)()
+	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer s.Close()
+	runtime.LockOSThread() // RUSAGE_THREAD then measures the sampler's own thread
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	c0 := rusage(syscall.RUSAGE_THREAD)
+	for b.Loop() {
+		s.Next()
+	}
+	perSample := float64(rusage(syscall.RUSAGE_THREAD)-c0) / float64(b.N)
+	b.ReportMetric(perSample, "cpu-ns/op")
+	b.ReportMetric(float64(len(s.tasks)), "threads")
+	b.ReportMetric(100*perSample/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
+}
+
+// BenchmarkSchedRun is the sampler as a node runs it: Run at the default interval for b.N
+// intervals, its timer's wake-ups, reads after a sleep and writes included, following the same
+// process as BenchmarkSchedSample ("threads"); "psi" follows no process, and "wake" is the
+// interval loop alone. The cost is the whole process's CPU while it runs less the same process's
+// CPU idle for as long just before (the runtime's own background work).
+func BenchmarkSchedRun(b *testing.B) {
+	defer idleThreads(40)()
+	for _, c := range []struct {
+		name string
+		pids []int
+	}{{"wake", nil}, {"psi", nil}, {"threads", []int{os.Getpid()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			wall := time.Duration(b.N) * DefaultSchedInterval
+			c0 := rusage(syscall.RUSAGE_SELF)
+			time.Sleep(wall)
+			idle := rusage(syscall.RUSAGE_SELF) - c0
+			s, err := NewSched(SchedOptions{PIDs: c.pids})
+			if err != nil {
+				b.Skip(err)
+			}
+			threads := len(s.tasks)
+			ctx, cancel := context.WithTimeout(context.Background(), wall)
+			defer cancel()
+			c1 := rusage(syscall.RUSAGE_SELF)
+			if c.name == "wake" {
+				s.Close()
+				err = every(ctx, DefaultSchedInterval, func() error { return nil })
+			} else {
+				err = s.Run(ctx, io.Discard)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			perInterval := float64(rusage(syscall.RUSAGE_SELF)-c1-idle) / float64(b.N)
+			b.ReportMetric(perInterval, "cpu-ns/op")
+			b.ReportMetric(float64(threads), "threads")
+			b.ReportMetric(100*perInterval/float64(DefaultSchedInterval), "%core@"+DefaultSchedInterval.String())
+		})
+	}
+}
+
+// idleThreads starts n threads that wait, as most of a JVM's do; the returned func ends them.
+func idleThreads(n int) func() {
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for range threads {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,25 +155,166 @@ func BenchmarkSchedSample(b *testing.B) {
 			<-stop
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(10 * time.Millisecond)
+	return func() { close(stop); wg.Wait() }
+}
+
+func rusage(who int) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestSchedFollowsThreadsAsTheyComeAndGo starts and ends real threads of this process between
+// samples: each started thread is followed from the next sample on, each ended one is closed at
+// the next sample, and the open schedstat files stay one per followed thread over many rounds.
+func TestSchedFollowsThreadsAsTheyComeAndGo(t *testing.T) {
 	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
 	if err != nil {
-		b.Skip(err)
+		t.Skip(err)
 	}
 	defer s.Close()
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	runtime.LockOSThread() // RUSAGE_THREAD then measures the sampler's own thread
-	defer runtime.UnlockOSThread()
-	b.ResetTimer()
-	c0 := cpu()
-	for b.Loop() {
+	for round := range 30 {
+		const threads = 4
+		tids := make(chan int, threads)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+				tids <- syscall.Gettid()
+				<-stop
+			}()
+		}
+		started := make([]int, 0, threads)
+		for range threads {
+			started = append(started, <-tids)
+		}
 		s.Next()
+		for _, tid := range started {
+			if s.byKey[taskKey{os.Getpid(), tid}] == nil {
+				t.Fatalf("round %d: thread %d, started before the sample, is not followed after it", round, tid)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		ended := started[:0]
+		for _, tid := range started {
+			if tid != os.Getpid() { // the runtime keeps the main thread, locked or not
+				waitGone(t, tid)
+				ended = append(ended, tid)
+			}
+		}
+		s.Next()
+		for _, tid := range ended {
+			if s.byKey[taskKey{os.Getpid(), tid}] != nil {
+				t.Fatalf("round %d: thread %d ended before the sample and is still followed after it", round, tid)
+			}
+		}
+		if open := openSchedstats(t); open != len(s.tasks) {
+			t.Fatalf("round %d: %d schedstat files open for %d followed threads", round, open, len(s.tasks))
+		}
 	}
-	b.ReportMetric(float64(cpu()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(len(s.threads)), "threads")
+	if n := len(s.tasks); n > threadCount(t) {
+		t.Fatalf("%d threads followed, the process has %d", n, threadCount(t))
+	}
+}
+
+// waitGone waits for an ended thread to leave /proc/self/task (the runtime ends it after the
+// goroutine returns).
+func waitGone(t *testing.T, tid int) {
+	t.Helper()
+	for range 5000 {
+		if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(tid)); os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("thread %d did not end", tid)
+}
+
+func openSchedstats(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && filepath.Base(l) == "schedstat" {
+			n++
+		}
+	}
+	return n
+}
+
+func threadCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestSchedFollowsARelaunchedProcess: the PID file names a new process; the ended one's threads
+// are closed and the new one's followed, their first reading a baseline.
+func TestSchedFollowsARelaunchedProcess(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 42, "java", 100)
+	p.thread(42, 43, "apply", 5000)
+	pidFile := filepath.Join(p.root, "engine.pid")
+	if err := os.WriteFile(pidFile, []byte("42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}, PIDFiles: []string{pidFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.tasks) != 2 || len(s.procs) != 1 {
+		t.Fatalf("following %d threads of %d processes, want 2 of 1 (the PID given and in the file is one)", len(s.tasks), len(s.procs))
+	}
+	os.RemoveAll(filepath.Join(p.root, "proc", "42"))
+	p.thread(77, 77, "java", 10)
+	p.thread(77, 78, "apply", 20)
+	s.opts.PIDs = nil
+	if err := os.WriteFile(pidFile, []byte("77\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.listed = time.Time{} // the PID file is due to be read again
+	if got := s.Next(); len(got.Threads) != 0 {
+		t.Fatalf("first sample of the new process %+v, want only baselines", got.Threads)
+	}
+	if len(s.tasks) != 2 || s.byKey[taskKey{77, 78}] == nil || s.procs[42] != nil {
+		t.Fatalf("following %d threads, processes %v; want the new process's 2", len(s.tasks), s.procs)
+	}
+	p.thread(77, 78, "apply", 520)
+	if got := s.Next(); len(got.Threads) != 1 || got.Threads[0] != (rundir.SchedThread{PID: 77, TID: 78, Comm: "apply", WaitNs: 500}) {
+		t.Fatalf("second sample %+v, want thread 78 waited 500 ns", got.Threads)
+	}
+}
+
+func TestSchedstatWait(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"1000 7500 7\n", 7500, true},
+		{"0 0 0\n", 0, true},
+		{"  1  18446744073709551615 2", 18446744073709551615, true},
+		{"1 18446744073709551616 2\n", 0, false},
+		{"1000\n", 0, false},
+		{"1000 -5 7\n", 0, false},
+		{"1000 75x 7\n", 0, false},
+		{"", 0, false},
+	} {
+		if got, ok := schedstatWait([]byte(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("schedstatWait(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
 }
