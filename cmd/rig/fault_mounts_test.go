@@ -15,12 +15,15 @@ import (
 
 // diskFaultPlaybook is diskPlaybook with a load of the given length, no timeline and a slow
 // model, which a busy machine's disk still delivers, syncs included (the probe's floor is 80 %:
-// a 2 ms sync failed at load 30; these tests check what is named, not figures).
+// a 2 ms sync failed at load 30; these tests check what is named, not figures). Its burst
+// holds more than a probe writes (3 passes of 18 MiB: 7 s at 8 MB/s), so each server's probe
+// takes its syncs' time, ~1.3 s, not its transfer's, ~9 s: the model keeps its cap, and so its
+// own path (no passthrough), and the probe every phase and its check.
 const diskFaultPlaybook = `
 name: disk-fault
 cluster: {servers: 3, clients: 1}
 engine: {sync_level: 2}
-disk: {throughput: 8MB/s, sync_latency: 20ms}
+disk: {throughput: 8MB/s, sync_latency: 20ms, burst: 20s}
 preload: {orders: 2k}
 load: {probe_rate: 200/s}
 warmup: 1s
@@ -55,7 +58,8 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
 	data, resA, resB := mountFolder(t), mountFolder(t), mountFolder(t)
-	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "12s"))
+	// A's load outlasts B's refusal (~1.5 s after A's load start at load 14) several times over.
+	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "6s"))
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.133.11", "--local-data", data, pb)
 	waitFor(t, "load start", errA, 90*time.Second)
 	runA := filepath.Base(onlyRunDir(t, resA))
@@ -216,7 +220,7 @@ func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "8s")))
+	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "3s")))
 	if err := b.Wait(); err != nil {
 		t.Fatalf("the next run on the same --local-data: %v\n%s", err, errB.String())
 	}
