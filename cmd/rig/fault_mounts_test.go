@@ -59,7 +59,7 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	parallelFault(t)
 	data, resA, resB := mountFolder(t), mountFolder(t), mountFolder(t)
 	// A's load outlasts B's refusal (~1.5 s after A's load start at load 14) several times over.
-	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "6s"))
+	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "8s"))
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.133.11", "--local-data", data, pb)
 	waitFor(t, "load start", errA, 90*time.Second)
 	runA := filepath.Base(onlyRunDir(t, resA))
@@ -220,7 +220,7 @@ func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "3s")))
+	b, _, errB := startRun(t, "--results", resB, "--first-address", "127.0.138.11", "--local-data", data, writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "8s")))
 	if err := b.Wait(); err != nil {
 		t.Fatalf("the next run on the same --local-data: %v\n%s", err, errB.String())
 	}
