@@ -79,7 +79,7 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	var s summary
 	readJSON(t, filepath.Join(onlyRunDir(t, resA), "summary.json"), &s)
 	if s.Status != "ok" || s.Probes.N == 0 || s.Probes.Lost != 0 {
-		t.Errorf("run A: status %q, %d probes, %d lost", s.Status, s.Probes.N, s.Probes.Lost)
+		t.Errorf("run A: status %q (%s%s), %d probes, %d lost", s.Status, s.StatusReason, s.Error, s.Probes.N, s.Probes.Lost)
 	}
 	for _, d := range []string{data, resA, resB} {
 		if left := fuseMountsUnder(t, d); len(left) != 0 {
@@ -237,7 +237,7 @@ func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 	var s summary
 	readJSON(t, filepath.Join(onlyRunDir(t, resB), "summary.json"), &s)
 	if s.Status != "ok" || s.Probes.N == 0 {
-		t.Errorf("the next run: status %q, %d probes", s.Status, s.Probes.N)
+		t.Errorf("the next run: status %q (%s%s), %d probes", s.Status, s.StatusReason, s.Error, s.Probes.N)
 	}
 	for _, d := range []string{data, resA, resB} {
 		if left := fuseMountsUnder(t, d); len(left) != 0 {
