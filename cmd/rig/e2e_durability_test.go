@@ -11,8 +11,7 @@ import (
 )
 
 // durabilityPlaybook: probes under load, then at 3 s the leader and a follower (a majority) lose
-// power (unsynced: drop) or only their processes (keep), and come back 1 s later. The 6 s at
-// 250/s send 1,500 probes, for the tests' 1,000 acknowledged.
+// power (unsynced: drop) or only their processes (keep), and come back 1 s later.
 func durabilityPlaybook(sync int, unsynced string) string {
 	return fmt.Sprintf(`
 name: durability-s%d-%s
@@ -20,9 +19,9 @@ cluster: {servers: 3, clients: 1}
 engine: {sync_level: %d}
 disk: {sync_latency: 2ms}
 preload: {orders: 2k}
-load: {probe_rate: 250/s}
+load: {probe_rate: 200/s}
 warmup: 1s
-duration: 6s
+duration: 8s
 timeline:
   - {at: 3s, power_loss: {nodes: leader+follower, relaunch_after: 1s, unsynced: %s}}
 `, sync, unsynced, sync, unsynced)
