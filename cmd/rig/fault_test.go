@@ -171,8 +171,9 @@ func TestFaultUnprivilegedRequestsRefused(t *testing.T) {
 	}
 	parallelFault(t)
 	res := shortResults(t)
-	// nobody's requests take ~0.3 s (at load 12): the 5 s load is live throughout.
-	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "5s")))
+	// nobody's requests take ~0.3 s (at load 12): the 8 s load is live throughout, and long
+	// enough that a short run's 10 % overrun allowance holds beside another cluster.
+	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "8s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	dir := onlyRunDir(t, res)
 	var ps []probe
