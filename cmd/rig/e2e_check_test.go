@@ -124,17 +124,20 @@ engine:
 		assertNoProcessesUnder(t, res) // the other check runs beside this one: only this one's
 		return stdout.String()
 	}
-	// The two checks use their own addresses and folders, so they run side by side.
+	// The two checks use their own addresses and folders, so they run side by side. Their engines
+	// are ready 200 ms after they start; every wait after the settings check (one leader among
+	// three, a preload, a burst) times out on an engine without a client protocol, so --timeout
+	// is what each of those costs: 3 s, not 5 s.
 	t.Run("in effect", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.61.11", "", "50ms", "5s")
+		out := check(t, "127.0.61.11", "", "50ms", "3s")
 		if !hasRow(out, conformance.CheckSettings, "pass") || !strings.Contains(out, "my.engine.flush.interval=2ms carried (/proc) and in effect") {
 			t.Errorf("the settings check does not pass the declared setting by carriage and effect")
 		}
 	})
 	t.Run("ignored", func(t *testing.T) {
 		t.Parallel()
-		out := check(t, "127.0.62.11", "my.engine.flush.interval=5000000", "50ms", "5s")
+		out := check(t, "127.0.62.11", "my.engine.flush.interval=5000000", "50ms", "3s")
 		want := "engine.my.engine.flush.interval is 5ms in effect (GET /status config.my.engine.flush.interval), the playbook asked for 2ms"
 		if !hasRow(out, conformance.CheckSettings, "FAIL") || !strings.Contains(out, want) {
 			t.Errorf("the settings check does not fail naming the setting, asked and in effect (%q)", want)

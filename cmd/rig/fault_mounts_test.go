@@ -15,12 +15,15 @@ import (
 
 // diskFaultPlaybook is diskPlaybook with a load of the given length, no timeline and a slow
 // model, which a busy machine's disk still delivers, syncs included (the probe's floor is 80 %:
-// a 2 ms sync failed at load 30; these tests check what is named, not figures).
+// a 2 ms sync failed at load 30; these tests check what is named, not figures). Its burst
+// holds more than a probe writes (3 passes of 18 MiB: 7 s at 8 MB/s), so each server's probe
+// takes its syncs' time, ~1.3 s, not its transfer's, ~9 s: the model keeps its cap, and so its
+// own path (no passthrough), and the probe every phase and its check.
 const diskFaultPlaybook = `
 name: disk-fault
 cluster: {servers: 3, clients: 1}
 engine: {sync_level: 2}
-disk: {throughput: 8MB/s, sync_latency: 20ms}
+disk: {throughput: 8MB/s, sync_latency: 20ms, burst: 20s}
 preload: {orders: 2k}
 load: {probe_rate: 200/s}
 warmup: 1s
@@ -55,7 +58,8 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	needsFUSERoot(t)
 	parallelFault(t)
 	data, resA, resB := mountFolder(t), mountFolder(t), mountFolder(t)
-	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "12s"))
+	// A's load outlasts B's refusal (~1.5 s after A's load start at load 14) several times over.
+	pb := writePlaybook(t, fmt.Sprintf(diskFaultPlaybook, "8s"))
 	a, _, errA := startRun(t, "--results", resA, "--first-address", "127.0.133.11", "--local-data", data, pb)
 	waitFor(t, "load start", errA, 90*time.Second)
 	runA := filepath.Base(onlyRunDir(t, resA))
@@ -75,7 +79,7 @@ func TestFaultDiskModelsShareLocalData(t *testing.T) {
 	var s summary
 	readJSON(t, filepath.Join(onlyRunDir(t, resA), "summary.json"), &s)
 	if s.Status != "ok" || s.Probes.N == 0 || s.Probes.Lost != 0 {
-		t.Errorf("run A: status %q, %d probes, %d lost", s.Status, s.Probes.N, s.Probes.Lost)
+		t.Errorf("run A: status %q (%s%s), %d probes, %d lost", s.Status, s.StatusReason, s.Error, s.Probes.N, s.Probes.Lost)
 	}
 	for _, d := range []string{data, resA, resB} {
 		if left := fuseMountsUnder(t, d); len(left) != 0 {
@@ -233,7 +237,7 @@ func TestFaultDiskModelNextRunReclaims(t *testing.T) {
 	var s summary
 	readJSON(t, filepath.Join(onlyRunDir(t, resB), "summary.json"), &s)
 	if s.Status != "ok" || s.Probes.N == 0 {
-		t.Errorf("the next run: status %q, %d probes", s.Status, s.Probes.N)
+		t.Errorf("the next run: status %q (%s%s), %d probes", s.Status, s.StatusReason, s.Error, s.Probes.N)
 	}
 	for _, d := range []string{data, resA, resB} {
 		if left := fuseMountsUnder(t, d); len(left) != 0 {

@@ -171,7 +171,9 @@ func TestFaultUnprivilegedRequestsRefused(t *testing.T) {
 	}
 	parallelFault(t)
 	res := shortResults(t)
-	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "10s")))
+	// nobody's requests take ~0.3 s (at load 12): the 8 s load is live throughout, and long
+	// enough that a short run's 10 % overrun allowance holds beside another cluster.
+	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.5.11", writePlaybook(t, fmt.Sprintf(faultPlaybook, "8s")))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	dir := onlyRunDir(t, res)
 	var ps []probe
@@ -538,7 +540,8 @@ func TestFaultUnscheduledEngineDeathNamed(t *testing.T) {
 	}
 	parallelFault(t)
 	res := shortResults(t)
-	pb := fmt.Sprintf(faultPlaybook, "8s") + "timeline:\n  - {at: 5s, snapshot: {}}\n"
+	// The kill comes at load start, the snapshot (the later action whose failure is a symptom) 4 s after.
+	pb := fmt.Sprintf(faultPlaybook, "6s") + "timeline:\n  - {at: 4s, snapshot: {}}\n"
 	cmd, stdout, stderr := startRun(t, "--results", res, "--first-address", "127.0.10.11", writePlaybook(t, pb))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	dir := onlyRunDir(t, res)
@@ -662,7 +665,9 @@ func TestFaultDiskFullMidRun(t *testing.T) {
 	parallelFault(t)
 	fs := testfs.Tmpfs(t, 64<<20)
 	res := shortResults(t)
-	pb := fmt.Sprintf(faultPlaybook, "10s") + "timeline:\n  - {at: 6s, snapshot: {}}\n"
+	// The engines stop within a second of the fill (their next log append); the snapshot, 4 s
+	// after load start, is a write that cannot fit should one not have.
+	pb := fmt.Sprintf(faultPlaybook, "6s") + "timeline:\n  - {at: 4s, snapshot: {}}\n"
 	cmd, stdout, stderr := startRun(t, "--results", res, "--local-data", fs, "--first-address", "127.0.42.11", writePlaybook(t, pb))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	filled := testfs.Fill(t, filepath.Join(fs, "filler"), 0)
@@ -688,7 +693,7 @@ func TestFaultDiskFullAtSnapshot(t *testing.T) {
 	parallelFault(t)
 	fs := testfs.Tmpfs(t, 16<<20)
 	res := shortResults(t)
-	pb := bookPlaybook("10s")
+	pb := bookPlaybook("5s")
 	cmd, stdout, stderr := startRun(t, "--results", res, "--local-data", fs, "--first-address", "127.0.44.11", writePlaybook(t, pb))
 	waitFor(t, "load start", stderr, 90*time.Second)
 	testfs.Fill(t, filepath.Join(fs, "filler"), 512<<10)
