@@ -8,7 +8,7 @@ import java.util.concurrent.locks.LockSupport;
 
 // The JFR reader's test program (recording/jfr_test.go): each loop writes and forces a block of
 // an archive-like segment file, parks 30 ms, asks for a full GC, waits 25 ms on a monitor and
-// spins a little; it prints "loop N" after each. Args: data folder, loops, ms to sleep at the end.
+// spins 100 ms; it prints "loop N" after each. Args: data folder, loops, ms to sleep at the end.
 public class JfrProbe {
     static volatile long sink;
 
@@ -27,9 +27,14 @@ public class JfrProbe {
                 synchronized (m) {
                     m.wait(25);
                 }
+                // Spins for 100 ms, five of JFR's 20 ms sampling periods, however fast the JIT
+                // makes the loop: the reader must find execution samples here.
                 long x = 0;
-                for (long j = 0; j < 20_000_000L; j++) {
-                    x += j ^ i;
+                final long until = System.nanoTime() + 100_000_000L;
+                while (System.nanoTime() < until) {
+                    for (long j = 0; j < 100_000L; j++) {
+                        x += j ^ i;
+                    }
                 }
                 sink = x;
                 System.out.println("loop " + i);
