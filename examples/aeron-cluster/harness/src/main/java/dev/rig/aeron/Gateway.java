@@ -24,7 +24,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
-import java.util.concurrent.locks.ReentrantLock;
 import org.agrona.DirectBuffer;
 import org.agrona.ExpandableArrayBuffer;
 import org.agrona.collections.Long2LongHashMap;
@@ -84,20 +83,6 @@ final class Gateway
     private ServerSocket server;
     /** The thread that owns the cluster session: woken by each queued command rather than left to its idle strategy's park. */
     private volatile Thread clientThread;
-    /**
-     * Held by whoever uses the cluster session (AeronCluster is not thread-safe) and the state
-     * its commands share: pending, the correlation ids, the encode buffers, unflushed. The
-     * session's thread holds it for each turn of its loop but not while it idles; a connection's
-     * reader that finds it free and nothing queued offers its command itself, so a command does
-     * not wait for the session's thread to wake (docs/engines.md, "What the gateway adds").
-     */
-    private final ReentrantLock session = new ReentrantLock();
-    /** The open cluster session; null while there is none. Used under {@link #session}. */
-    private AeronCluster live;
-    /** A reader sent a command itself: the session's thread polls egress at once, not after its current park. */
-    private volatile boolean kicked;
-    private final ExpandableArrayBuffer msg = new ExpandableArrayBuffer(64 * 1024);
-    private final UnsafeBuffer body = new UnsafeBuffer(new byte[0]);
 
     /** One command waiting for its answer. */
     private record Request(Conn conn, byte[] body, int len, long sentNs)
@@ -121,7 +106,7 @@ final class Gateway
             this.out = new BufferedOutputStream(socket.getOutputStream(), 64 * 1024);
         }
 
-        /** Under the session lock: this connection holds answers written but not flushed. */
+        /** Client thread only: this connection holds answers written but not flushed. */
         boolean unflushed;
 
         synchronized void write(final byte[] body, final int off, final int len)
@@ -293,12 +278,7 @@ final class Gateway
                     c.write(resp, 0, Wire.response(rb, 0, type, corr, Wire.STATUS_NOT_LEADER, 0, 0, 0, redirect));
                     continue;
                 }
-                final Request r = new Request(c, body, body.length, System.nanoTime());
-                if (!sendNow(r))
-                {
-                    queue.add(r);
-                }
-                kicked = true;
+                queue.add(new Request(c, body, body.length, System.nanoTime()));
                 LockSupport.unpark(clientThread);
             }
         }
@@ -316,36 +296,6 @@ final class Gateway
         finally
         {
             c.close();
-        }
-    }
-
-    /**
-     * Offers r from the calling reader's thread when the session is open and free and nothing is
-     * queued before it (a connection's commands keep their order: the queue is drained, in order,
-     * under the same lock); false when r must be queued for the session's thread.
-     */
-    private boolean sendNow(final Request r)
-    {
-        if (!queue.isEmpty() || !session.tryLock())
-        {
-            return false;
-        }
-        try
-        {
-            final AeronCluster client = live;
-            if (client == null || client.isClosed() || !queue.isEmpty())
-            {
-                return false;
-            }
-            if (!send(client, r, msg, body))
-            {
-                client.close(); // the session's thread reconnects
-            }
-            return true;
-        }
-        finally
-        {
-            session.unlock();
         }
     }
 
@@ -605,6 +555,8 @@ final class Gateway
 
     private void clientLoop()
     {
+        final ExpandableArrayBuffer msg = new ExpandableArrayBuffer(64 * 1024);
+        final UnsafeBuffer body = new UnsafeBuffer(new byte[0]);
         final EgressListener listener = new EgressListener()
         {
             @Override
@@ -625,95 +577,77 @@ final class Gateway
                 Log.info("gateway: cluster session " + sessionId + " follows the new leader member " + leaderMemberId + " in term " + termId);
             }
         };
+        AeronCluster client = null;
         long lastKeepAlive = 0;
         long nextConnect = 0;
         while (running)
         {
             final long now = System.nanoTime();
-            int work = 0;
-            session.lock();
-            try
+            if (client == null || client.isClosed())
             {
-                AeronCluster client = live;
-                if (client == null || client.isClosed())
+                connected = false;
+                sessionLeader = -1;
+                failPending("the gateway's cluster session closed before an answer");
+                client = null;
+                // Opened once a leader is known, on every node: a follower's session is the one it
+                // sends on when it wins an election.
+                if (state.serviceStarted && state.leaderMemberId >= 0 && now >= nextConnect)
                 {
-                    connected = false;
-                    sessionLeader = -1;
-                    failPending("the gateway's cluster session closed before an answer");
-                    client = live = null;
-                    // Opened once a leader is known, on every node: a follower's session is the one it
-                    // sends on when it wins an election.
-                    if (state.serviceStarted && state.leaderMemberId >= 0 && now >= nextConnect)
+                    try
                     {
-                        try
-                        {
-                            client = live = AeronCluster.connect(new AeronCluster.Context()
-                                .aeronDirectoryName(aeronDir)
-                                .ingressChannel("aeron:udp?term-length=16m")
-                                .ingressEndpoints(cfg.ingressEndpoints())
-                                .egressChannel("aeron:udp?endpoint=" + cfg.clientHost() + ":0")
-                                .egressListener(listener)
-                                .credentialsSupplier(credentials));
-                            connected = true;
-                            lastKeepAlive = now;
-                            sessionLeader = client.leaderMemberId();
-                            newLeaderNs = 0;
-                            Log.info("gateway: cluster session " + client.clusterSessionId() + " open, leader member " + client.leaderMemberId());
-                        }
-                        catch (final RuntimeException e)
-                        {
-                            Log.warn("gateway: connect to the cluster: " + e);
-                            nextConnect = now + TimeUnit.MILLISECONDS.toNanos(200);
-                        }
+                        client = AeronCluster.connect(new AeronCluster.Context()
+                            .aeronDirectoryName(aeronDir)
+                            .ingressChannel("aeron:udp?term-length=16m")
+                            .ingressEndpoints(cfg.ingressEndpoints())
+                            .egressChannel("aeron:udp?endpoint=" + cfg.clientHost() + ":0")
+                            .egressListener(listener)
+                            .credentialsSupplier(credentials));
+                        connected = true;
+                        lastKeepAlive = now;
+                        sessionLeader = client.leaderMemberId();
+                        newLeaderNs = 0;
+                        Log.info("gateway: cluster session " + client.clusterSessionId() + " open, leader member " + client.leaderMemberId());
                     }
-                    drainUnsent("");
-                    continue; // idles below, unlocked
-                }
-                work = client.pollEgress();
-                Request r;
-                while ((r = queue.poll()) != null)
-                {
-                    work++;
-                    if (!send(client, r, msg, body))
+                    catch (final RuntimeException e)
                     {
-                        client.close();
-                        break;
+                        Log.warn("gateway: connect to the cluster: " + e);
+                        nextConnect = now + TimeUnit.MILLISECONDS.toNanos(200);
                     }
                 }
-                flushAnswers();
-                if (now - lastKeepAlive > KEEPALIVE_NS && !client.isClosed())
+                drainUnsent("");
+                sleep();
+                continue;
+            }
+            int work = client.pollEgress();
+            Request r;
+            while ((r = queue.poll()) != null)
+            {
+                work++;
+                if (!send(client, r, msg, body))
                 {
-                    client.sendKeepAlive();
-                    lastKeepAlive = now;
-                    expire(now);
+                    client.close();
+                    break;
                 }
             }
-            finally
+            flushAnswers();
+            if (now - lastKeepAlive > KEEPALIVE_NS && !client.isClosed())
             {
-                session.unlock();
-                if (work == 0 && !kicked)
-                {
-                    sleep();
-                }
-                else
-                {
-                    kicked = false;
-                    idle.reset();
-                }
+                client.sendKeepAlive();
+                lastKeepAlive = now;
+                expire(now);
+            }
+            if (work == 0)
+            {
+                sleep();
+            }
+            else
+            {
+                idle.reset();
             }
         }
-        session.lock();
-        try
+        if (client != null)
         {
-            if (live != null)
-            {
-                live.close();
-                live = null;
-            }
-        }
-        finally
-        {
-            session.unlock();
+            client.close();
         }
     }
 
