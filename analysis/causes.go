@@ -139,7 +139,9 @@ func stallSeries(node string, ss []causeSpan) []causeSeries {
 	ends := map[key]int64{}
 	var order []key
 	for _, sp := range ss {
-		if sp.names == "" || sp.level {
+		// An engine's phases are the timeline's own beat (a snapshot every N s), not a cause
+		// found repeating.
+		if sp.names == "" || sp.level || sp.phase {
 			continue
 		}
 		k := key{sp.names, sp.source}

@@ -85,3 +85,35 @@ func TestCauseNotPeriodicWhenIrregular(t *testing.T) {
 		t.Errorf("periodic causes %+v, want none", ex)
 	}
 }
+
+// TestPhasesNotACausePeriodic: an engine's snapshot phases every 3 s are the timeline's own
+// beat, not a cause found repeating: no periodic cause is named for them.
+func TestPhasesNotACausePeriodic(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(25_000, 60, 6400))
+	f.run(25_000, "load_end")
+	f.run(25_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	f.writeJSON(rundir.ManifestFile, map[string]any{"run_id": "r1", "target": "local"})
+	var b strings.Builder
+	for k := int64(0); k < 8; k++ {
+		j, _ := json.Marshal(rundir.InsideSpan{AtNs: at(2000 + 3000*k).UnixNano(), DurNs: 20e6, Kind: rundir.PhaseSnapshotCapture,
+			Source: rundir.SourceEnginePhases, Blocks: rundir.BlocksApply})
+		b.Write(append(j, '\n'))
+	}
+	if err := os.MkdirAll(filepath.Join(f.dir, "node-0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "node-0", rundir.PausesFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := s.Excursions; ex == nil || len(ex.CausePeriodic) != 0 {
+		t.Errorf("periodic causes %+v, want none (phases are the timeline's beat)", ex)
+	}
+}

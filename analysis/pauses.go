@@ -177,12 +177,13 @@ func ParseSafepoints(r io.Reader) (spans []rundir.InsideSpan, unplaced int, err 
 	return spans, lg.unplaced, err
 }
 
-// readPausesSource adds every node's Go runtime pause records (<node>/pauses.ndjson).
+// readPausesSource adds every node's pause records (<node>/pauses.ndjson: a Go engine's GC
+// pauses, an Aeron node's duty-cycle stalls, the engines' phases).
 func readPausesSource(d *runData, st *spanStream) {
 	for _, node := range d.nodes {
 		ss, err := d.run.Pauses(node)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.warnf("GC pauses of %s: %v", node, err)
+			d.warnf("pauses file of %s: %v", node, err)
 		}
 		for _, sp := range ss {
 			st.add(node, fromInside(sp))

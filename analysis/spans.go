@@ -222,7 +222,8 @@ func (st *spanStream) names() []string {
 	return out
 }
 
-// over is the part of a node's spans that may overlap [from, to] (spansOver's rule).
+// over is the part of a node's spans that may overlap [from, to]: those starting from
+// insideMaxBack before it (one that began earlier is not seen) to its end.
 func (st *spanStream) over(node string, from, to int64) []causeSpan {
 	ss := st.byNode[node]
 	hi := sort.Search(len(ss), func(i int) bool { return ss[i].at > to })

@@ -447,10 +447,12 @@ func windowsSection(s *Summary) string {
 	b.WriteString("Windows: snapshot = [action, the last node ready at it reported the snapshot]; restart = [kill, ready again]; " +
 		"failover = [fault, back to normal] (else the new leader); burst = [due, absorbed]. Per node and thread: the engine's own " +
 		"time from its recording (spans clipped to the window; a CPU sample counts its sampling period), its GC log's pauses (gc_pause, source gc_log, " +
-		"each over the safepoint it ran in), the disk model's fsyncs (force, source disk_model), the pressure stalls (psi_cpu, psi_io, psi_memory, source psi) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
+		"each over the safepoint it ran in), its pause records (a Go engine's GC pauses; an Aeron agent's long cycles, duty_cycle), " +
+		"its own phases (snapshot_capture, snapshot_persist, restore, join, replay, catch_up; source engine_phases), which cover only where they block what the window measures " +
+		"(a snapshot window: every node's snapshot phases; a restart window: the relaunched node's until ready, with the timeline's down and start), the disk model's fsyncs (force, source disk_model), the pressure stalls (psi_cpu, psi_io, psi_memory, source psi) and, from the OS samples, other processes' CPU (host_cpu, on the local target once for the machine) " +
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
-		"Unexplained: the window's time no row covers on any node (waits and other processes' CPU do not cover, nor other host samples under the thresholds).\n\n")
+		"Unexplained: the window's time no row covers on any node (waits, other processes' CPU and phases beside what the window measures do not cover, nor other host samples under the thresholds).\n\n")
 	return b.String()
 }

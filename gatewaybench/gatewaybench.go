@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -339,7 +340,19 @@ func startNode(ctx context.Context, o Options) (*node, error) {
 	return n, nil
 }
 
-func (n *node) stop() error { return n.eng.Close(context.Background(), 10*time.Second) }
+// stop ends the node with TERM (KILL after 10 s) and fails where it did not end as asked: a
+// node that crashed before the stop, or had to be killed, leaves the bench's figures in doubt.
+func (n *node) stop() error {
+	ctx := context.Background()
+	st, err := n.eng.Stop(ctx, 10*time.Second)
+	if cerr := n.eng.Close(ctx, time.Second); err == nil {
+		err = cerr
+	}
+	if err == nil && st != nil && st.Signal != "TERM" && st.Code != 0 && st.Code != 128+int(syscall.SIGTERM) {
+		err = fmt.Errorf("engine node ended %s, not by the stop's TERM (its log: %s)", st.Desc, n.eng.Spec().LogFile)
+	}
+	return err
+}
 
 // client is the engine's own cluster client, driven one phase per line.
 type client struct {

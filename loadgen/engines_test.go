@@ -22,13 +22,15 @@ import (
 // engineCluster is n reference-engine replicas in this process: real raft over loopback TCP,
 // real log files and syncs.
 type engineCluster struct {
-	tb     testing.TB
-	cfgs   []engine.Config
-	nodes  []*replica.Node
-	stops  []context.CancelFunc
-	dones  []chan struct{}
-	addrs  []string
-	logger *slog.Logger
+	tb    testing.TB
+	cfgs  []engine.Config
+	nodes []*replica.Node
+	stops []context.CancelFunc
+	dones []chan struct{}
+	// faileds hold a server's error (one, buffered) where it ended before its stop.
+	faileds []chan error
+	addrs   []string
+	logger  *slog.Logger
 }
 
 // startEngines starts n replicas at syncLevel; install, if set, runs on each node's folder
@@ -53,7 +55,7 @@ func startEngines(tb testing.TB, n, syncLevel int, install func(dir string)) *en
 			SyncLevel: syncLevel, HeartbeatTimeout: "200ms", ElectionTimeout: "200ms",
 		})
 		c.addrs = append(c.addrs, peers[i].ClientAddr)
-		c.nodes, c.stops, c.dones = append(c.nodes, nil), append(c.stops, nil), append(c.dones, nil)
+		c.nodes, c.stops, c.dones, c.faileds = append(c.nodes, nil), append(c.stops, nil), append(c.dones, nil), append(c.faileds, nil)
 		if install != nil {
 			install(c.cfgs[i].Dir)
 		}
@@ -78,7 +80,7 @@ func (c *engineCluster) start(i int) {
 			failed <- err
 		}
 	}()
-	c.nodes[i], c.stops[i], c.dones[i] = nd, cancel, done
+	c.nodes[i], c.stops[i], c.dones[i], c.faileds[i] = nd, cancel, done, failed
 	// A listener that cannot bind (a free port taken meanwhile) leaves the node without a
 	// client address, and a client would retry it until its deadline: fail here instead.
 	deadline := time.Now().Add(20 * time.Second)
@@ -107,6 +109,11 @@ func (c *engineCluster) stop(i int) {
 	}
 	c.stops[i]()
 	<-c.dones[i]
+	select {
+	case err := <-c.faileds[i]: // after its start: a server that ended on its own
+		c.tb.Errorf("%s: engine server: %v", c.cfgs[i].Node, err)
+	default:
+	}
 	c.nodes[i].Shutdown()
 	c.nodes[i] = nil
 }

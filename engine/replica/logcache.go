@@ -52,8 +52,10 @@ func (c *cachedLog) StoreLogs(logs []*raft.Log) error {
 
 // DeleteRange forgets the cached entries in lo..hi before the store deletes them, so a
 // follower truncating a conflicting suffix never reads an entry it deleted. Entries outside the
-// range stay: compaction after each snapshot deletes only old entries, and the newest ones raft
-// is about to read again would otherwise come back from disk.
+// range stay: a truncation deletes only the suffix, and the entries before it (which raft reads
+// again to replicate or apply) would otherwise come back from disk. A compaction would delete
+// only old entries, keeping the newest; this engine never compacts its log (SnapshotThreshold in
+// replica.go), so that path is for a store configured to.
 func (c *cachedLog) DeleteRange(lo, hi uint64) error {
 	c.mu.Lock()
 	for i, e := range c.ring {

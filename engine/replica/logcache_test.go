@@ -83,7 +83,8 @@ func TestCachedLogServesNewestEntries(t *testing.T) {
 }
 
 // BenchmarkCachedLogReadAfterCompaction: one op reads back the newest entries (raft replicating
-// or applying them) after a snapshot's compaction deleted the older ones. A read from the store
+// or applying them) after a compaction deleted the older ones (a path for a log that compacts:
+// this engine's never does; a follower's suffix truncation keeps the entries before it alike). A read from the store
 // does not refill the cache, so every op pays what the compaction dropped; store-reads/op counts
 // the reads the cache did not answer.
 func BenchmarkCachedLogReadAfterCompaction(b *testing.B) {

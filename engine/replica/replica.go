@@ -102,7 +102,12 @@ func New(cfg engine.Config, log *slog.Logger) (*Node, error) {
 }
 
 // Start restores the newest local snapshot, opens the log and joins raft.
-func (n *Node) Start() error {
+func (n *Node) Start() (err error) {
+	defer func() {
+		if err != nil {
+			n.phases.close() // nothing more comes: the restore's span reaches its sink before Start returns
+		}
+	}()
 	cfg, log := n.cfg, n.log
 	raftDir := filepath.Join(cfg.Dir, "raft")
 	for _, d := range []string{n.fsm.snapDir, raftDir} {
@@ -115,7 +120,6 @@ func (n *Node) Start() error {
 	}
 	n.restored.Store(true) // from here until raft runs, the node is opening its log: joining
 	joinFrom := time.Now()
-	var err error
 	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log}
 	if n.logs, err = store.OpenLog(filepath.Join(raftDir, "log"), sopts); err != nil {
 		return fmt.Errorf("open raft log: %w", err)
