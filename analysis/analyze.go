@@ -551,6 +551,7 @@ func (d *runData) summarize() *Summary {
 	s.GCPauses = st.gcRows
 	s.Spike = d.spike(s, st.gc)
 	s.HostPressure = st.pressure
+	s.CauseSourcesOff = d.pb.CauseSourcesOff()
 	s.Excursions = d.excursions(s, st)
 	s.Failovers = d.failoverRows(lead)
 	s.HandOffs = d.handOffs(s)

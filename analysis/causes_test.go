@@ -117,3 +117,31 @@ func TestPhasesNotACausePeriodic(t *testing.T) {
 		t.Errorf("periodic causes %+v, want none (phases are the timeline's beat)", ex)
 	}
 }
+
+// TestCauseSourcesOffSaid: a run whose playbook turned the always-on cause sources off says so
+// in summary.json and beside its causes in report.md, so its unexplained time is not read as
+// the sources' failure.
+func TestCauseSourcesOffSaid(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		f := newFixture(t)
+		f.run(0, "load_start")
+		f.run(1000, "warmup_end")
+		f.probes(stallProbes(25_000, 60, 6400))
+		f.run(25_000, "load_end")
+		f.run(25_500, "end")
+		f.status("node-0", engine.Status{Phase: "ready"})
+		pb := map[string]any{"name": "t"}
+		if off {
+			pb["cause_sources"] = "off"
+		}
+		f.writeJSON(rundir.ManifestFile, map[string]any{"run_id": "r1", "target": "local", "playbook": pb})
+		s, err := Analyze(f.close())
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := strings.Contains(excursionsSection(s), "The always-on cause sources were off")
+		if s.CauseSourcesOff != off || said != off {
+			t.Errorf("cause sources off %v: summary says %v, report says %v", off, s.CauseSourcesOff, said)
+		}
+	}
+}

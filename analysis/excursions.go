@@ -555,6 +555,7 @@ func excursionsSection(s *Summary) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Where the time went\n\n%d latency excursion(s) of at least %s (10× p50, ≥ 1 ms); %d unexplained.", ex.Count, fmtMs(ex.ThresholdMs), ex.Unexplained)
+	b.WriteString(causeSourcesOffNote(s))
 	if len(ex.List) < ex.Count {
 		fmt.Fprintf(&b, " The first %d are listed; summary.json's excursions has the counts.", len(ex.List))
 	}

@@ -125,6 +125,9 @@ type Summary struct {
 	// HostPressure: per node (the machine once on the local target), the share of the measured
 	// window its CPUs, I/O and memory were stalled on (psi.go).
 	HostPressure []HostPressure `json:"host_pressure,omitempty"`
+	// CauseSourcesOff: the playbook turned the always-on cause sources off (cause_sources: off),
+	// so what they would explain is missing by design; the report says so where it lists causes.
+	CauseSourcesOff bool `json:"cause_sources_off,omitempty"`
 	// Windows: where the time went in every snapshot, restart, failover and burst window, per
 	// node and thread (windows.go).
 	Windows []TimeWindow `json:"windows,omitempty"`

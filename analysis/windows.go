@@ -431,7 +431,7 @@ func windowsSection(s *Summary) string {
 	var b strings.Builder
 	pf := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pf("## Where the time went, by window\n\n")
-	pf("%s\n\n", sourcesNote(s.Windows[0].Sources, "windows"))
+	pf("%s%s\n\n", sourcesNote(s.Windows[0].Sources, "windows"), causeSourcesOffNote(s))
 	for _, w := range s.Windows {
 		title := fmt.Sprintf("%s #%d", w.Kind, w.Index)
 		if w.Node != "" {
@@ -455,4 +455,13 @@ func windowsSection(s *Summary) string {
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
 		"Unexplained: the window's time no row covers on any node (waits, other processes' CPU and phases beside what the window measures do not cover, nor other host samples under the thresholds).\n\n")
 	return b.String()
+}
+
+// causeSourcesOffNote says, where the run turned the always-on cause sources off, that their
+// causes are missing by design.
+func causeSourcesOffNote(s *Summary) string {
+	if !s.CauseSourcesOff {
+		return ""
+	}
+	return " **The always-on cause sources were off** (`cause_sources: off`: no scheduler or pressure samples, no engine pause or phase records), to price them: what they would explain is unexplained here."
 }
