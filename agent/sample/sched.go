@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/rig-dev/rig/rundir"
 )
@@ -355,15 +354,11 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 	return out, true
 }
 
-// pread0 reads fd from offset 0 into b. A schedstat file is rendered afresh at each read from
-// its start, and the read takes no lock another task holds and waits on no device, so it is a raw
-// system call, without the runtime's bookkeeping around one that may block.
+// pread0 reads fd from offset 0 into b: a schedstat file is rendered afresh at each read from
+// its start. An ordinary system call, not a raw one: rendering allocates, which can block in
+// reclaim under memory pressure, and a raw call would hold its P (and the GC) meanwhile.
 func pread0(fd int, b []byte) (int, error) {
-	n, _, errno := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
+	return syscall.Pread(fd, b, 0)
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.

@@ -27,15 +27,17 @@ var (
 // it can: a port from there (what binding port 0 gives) can be taken meanwhile as the source
 // port of any outgoing connection, a raft peer's dial say, and the bind then fails with
 // "address already in use". Outside it only another listener can take it, and a random pick
-// among some 20,000 ports makes that rare between parallel processes.
+// among some 20,000 ports makes that rare between parallel processes. It is checked free for
+// TCP only: a caller that binds it for UDP too (an engine's UDP ingress on its client port)
+// could still find it taken there, as rarely.
 func Loopback() (string, error) {
 	lo, hi := ephemeralRange()
 	mu.Lock()
 	defer mu.Unlock()
 	if span := lo - lowest; span > 1000 {
 		for range 200 {
-			p := lowest + rand.IntN(span)
-			if handed[p] || (p >= lo && p <= hi) {
+			p := lowest + rand.IntN(span) // below lo, so outside the ephemeral range
+			if handed[p] {
 				continue
 			}
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
