@@ -31,7 +31,7 @@ var (
 // TCP only: a caller that binds it for UDP too (an engine's UDP ingress on its client port)
 // could still find it taken there, as rarely.
 func Loopback() (string, error) {
-	lo, hi := ephemeralRange()
+	lo, _ := ephemeralRange()
 	mu.Lock()
 	defer mu.Unlock()
 	if span := lo - lowest; span > 1000 {
