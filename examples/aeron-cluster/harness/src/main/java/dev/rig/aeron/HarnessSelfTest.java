@@ -526,6 +526,23 @@ public final class HarnessSelfTest
             live + " | " + relaunched + " | " + unmarked + " | " + none);
     }
 
+    private static void phaseLogDrainedAtClose() throws java.io.IOException
+    {
+        final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-phases").toFile();
+        final PhaseLog pl = PhaseLog.open(dir);
+        for (int i = 0; i < 3; i++)
+        {
+            pl.add("snapshot_capture", PhaseLog.BLOCKS_APPLY, PhaseLog.epochNs(), 1_000_000L, "take " + i);
+        }
+        pl.close();
+        final java.io.File f = new java.io.File(dir, PhaseLog.FILE);
+        final java.util.List<String> lines = java.nio.file.Files.readAllLines(f.toPath());
+        f.delete();
+        dir.delete();
+        check("the phase log writes every span queued before its close, whole lines", lines.size() == 3 &&
+            lines.stream().allMatch(l -> l.startsWith("{") && l.endsWith("}") && l.contains("\"source\":\"engine_phases\"")), lines.toString());
+    }
+
     private static void causeSourcesConfig() throws java.io.IOException
     {
         final java.io.File dir = java.nio.file.Files.createTempDirectory("rig-config").toFile();
@@ -561,6 +578,7 @@ public final class HarnessSelfTest
     public static void main(final String[] args) throws Exception
     {
         causeSourcesConfig();
+        phaseLogDrainedAtClose();
         String err = null;
         try
         {

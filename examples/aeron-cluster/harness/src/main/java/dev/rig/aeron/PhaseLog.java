@@ -24,15 +24,47 @@ final class PhaseLog
     static final String BLOCKS_READY = "ready";
     static final String BLOCKS_NONE = "";
 
+    /** Ends the writer (compared by identity: no span is this string). */
+    @SuppressWarnings("StringOperationCanBeSimplified")
+    private static final String END = new String("end");
+
     private final BlockingQueue<String> queue = new ArrayBlockingQueue<>(64);
     private final FileOutputStream out;
+    private final Thread writer;
 
     private PhaseLog(final FileOutputStream out)
     {
         this.out = out;
-        final Thread t = new Thread(this::write, "rig-phase-log");
-        t.setDaemon(true);
-        t.start();
+        writer = new Thread(this::write, "rig-phase-log");
+        writer.setDaemon(true);
+        writer.start();
+    }
+
+    /**
+     * Writes what is queued (the spans of a stop's last take among them) and closes the file,
+     * waiting at most a second: a span added after it is not written.
+     */
+    void close()
+    {
+        try
+        {
+            if (queue.offer(END, 1, java.util.concurrent.TimeUnit.SECONDS))
+            {
+                writer.join(1000);
+            }
+        }
+        catch (final InterruptedException e)
+        {
+            Thread.currentThread().interrupt();
+        }
+        try
+        {
+            out.close();
+        }
+        catch (final IOException e)
+        {
+            Log.warn("engine phases file not closed: " + e);
+        }
     }
 
     /** Appends to dir's pauses file; null (nothing recorded, said in the log) where it cannot be opened. */
@@ -86,7 +118,12 @@ final class PhaseLog
             try
             {
                 // One whole line per append: the file's other writers' lines do not interleave.
-                out.write(queue.take().getBytes(StandardCharsets.UTF_8));
+                final String line = queue.take();
+                if (line == END)
+                {
+                    return;
+                }
+                out.write(line.getBytes(StandardCharsets.UTF_8));
             }
             catch (final InterruptedException e)
             {

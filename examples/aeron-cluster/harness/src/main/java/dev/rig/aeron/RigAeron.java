@@ -297,6 +297,10 @@ public final class RigAeron
             }
             admin.close();
             GracefulStop.run(driver, container, service.getClass().getName(), base);
+            if (state.phases != null)
+            {
+                state.phases.close(); // after the stop: a take it waited for hands its spans over first
+            }
         }
         finally
         {
