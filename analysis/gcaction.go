@@ -11,7 +11,10 @@ import (
 // span in its recording), the collections the gc action had it run, as the engine answered them
 // (actions.EventKind.Collected): from the call to its return, so a spike they made is named gc even where
 // nothing else records the engine's collections (the reference engine without its flight
-// recorder). It reads after the GC logs and the recordings.
+// recorder). The Go runtime's pause record does not count as on record here: it holds a
+// collection's stops only, not the mark a forced collection runs beside the apply path, which the
+// answer's wall time covers. It reads after the GC logs, the recordings and the pause records,
+// from the stream.
 func readGCActionSource(d *runData, st *spanStream) {
 	acts := d.actions(collects)
 	if len(acts) == 0 {
@@ -21,9 +24,9 @@ func readGCActionSource(d *runData, st *spanStream) {
 	for node, ps := range st.gc {
 		recorded[node] = len(ps) > 0
 	}
-	for node, ss := range d.insideSpans() {
+	for node, ss := range st.byNode {
 		for _, sp := range ss {
-			if insideStall[sp.Kind] == CauseGC {
+			if sp.names == CauseGC && sp.source != rundir.SourceGoRuntime {
 				recorded[node] = true
 				break
 			}
