@@ -38,8 +38,6 @@ final class DutyCycles implements AutoCloseable
 {
     static final String KIND = "duty_cycle";
     static final String SOURCE = "aeron_counters";
-    /** rundir.PausesFile, in the node folder. */
-    static final String PAUSES_FILE = "pauses.ndjson";
     static final String INTERVAL_PROP = "rig.duty.cycle.interval";
     static final long DEFAULT_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(20);
     /** Samples between scans of the counters file for agents (counters come and go with them). */
@@ -56,7 +54,6 @@ final class DutyCycles implements AutoCloseable
     private final OutputStream out;
     private final long epochBaseNs;
     private final long monoBaseNs;
-    private final StringBuilder sb = new StringBuilder(256);
     private List<Agent> agents = List.of();
     private long[] lastMax = new long[0];
     private long[] lastExceeded = new long[0];
@@ -338,10 +335,6 @@ final class DutyCycles implements AutoCloseable
         final long at = fromNs - claim;
         final long dur = toNs - at;
         final double share = Math.min(1.0, (double)held / dur);
-        sb.setLength(0);
-        sb.append("{\"at_ns\":").append(at).append(",\"dur_ns\":").append(dur)
-            .append(",\"kind\":\"").append(KIND).append("\",\"source\":\"").append(SOURCE)
-            .append("\",\"thread\":").append(Json.str(a.name)).append(",\"detail\":");
         // the agent first: the analysis quotes the detail of a cause's longest span
         final StringBuilder d = new StringBuilder(128).append(a.name).append(": ");
         if (grew)
@@ -358,8 +351,7 @@ final class DutyCycles implements AutoCloseable
                 over, thr / 1e6, held / 1e6, max / 1e6));
         }
         d.append(String.format(Locale.ROOT, ", ended in the last %.3f ms", (toNs - fromNs) / 1e6));
-        sb.append(Json.str(d.toString())).append(",\"share\":").append(String.format(Locale.ROOT, "%.6f", share)).append("}\n");
-        out.write(sb.toString().getBytes(StandardCharsets.UTF_8));
+        out.write(PausesFile.line(at, dur, KIND, SOURCE, a.name, d.toString(), "", share).getBytes(StandardCharsets.UTF_8));
         out.flush();
     }
 

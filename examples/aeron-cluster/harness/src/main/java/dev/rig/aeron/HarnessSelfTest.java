@@ -535,7 +535,7 @@ public final class HarnessSelfTest
             pl.add("snapshot_capture", PhaseLog.BLOCKS_APPLY, PhaseLog.epochNs(), 1_000_000L, "take " + i);
         }
         pl.close();
-        final java.io.File f = new java.io.File(dir, PhaseLog.FILE);
+        final java.io.File f = new java.io.File(dir, PausesFile.NAME);
         final java.util.List<String> lines = java.nio.file.Files.readAllLines(f.toPath());
         f.delete();
         dir.delete();

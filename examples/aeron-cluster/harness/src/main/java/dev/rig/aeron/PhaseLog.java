@@ -17,8 +17,6 @@ import java.util.concurrent.BlockingQueue;
  */
 final class PhaseLog
 {
-    /** The pauses file's name in the node folder (rundir.PausesFile). */
-    static final String FILE = "pauses.ndjson";
     /** What a phase held up (rundir.BlocksApply, rundir.BlocksReady). */
     static final String BLOCKS_APPLY = "apply";
     static final String BLOCKS_READY = "ready";
@@ -72,7 +70,7 @@ final class PhaseLog
     {
         try
         {
-            return new PhaseLog(new FileOutputStream(new File(dir, FILE), true));
+            return new PhaseLog(new FileOutputStream(new File(dir, PausesFile.NAME), true));
         }
         catch (final IOException e)
         {
@@ -97,18 +95,7 @@ final class PhaseLog
     /** One phase of durNs from atNs (epoch ns); dropped, not waited for, if the writer is stuck. */
     void add(final String kind, final String blocks, final long atNs, final long durNs, final String detail)
     {
-        final StringBuilder sb = new StringBuilder("{");
-        Json.field(sb, "at_ns", atNs);
-        Json.field(sb, "dur_ns", Math.max(0, durNs));
-        Json.field(sb, "kind", kind);
-        Json.field(sb, "source", "engine_phases");
-        Json.field(sb, "detail", detail);
-        if (!blocks.isEmpty())
-        {
-            Json.field(sb, "blocks", blocks);
-        }
-        Json.close(sb);
-        queue.offer(sb.append('\n').toString());
+        queue.offer(PausesFile.line(atNs, durNs, kind, "engine_phases", "", detail, blocks, 0));
     }
 
     private void write()

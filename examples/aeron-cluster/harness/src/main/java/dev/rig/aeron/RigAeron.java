@@ -258,7 +258,7 @@ public final class RigAeron
             admin.start(driver, container);
             checkCounters(container.context().aeron().countersReader(), container.context().clusterId(), 10_000_000_000L);
             // Beside the config file: the node folder, which the run collects (rundir.PausesFile).
-            final File pauses = new File(cfg.file().getAbsoluteFile().getParentFile(), DutyCycles.PAUSES_FILE);
+            final File pauses = new File(cfg.file().getAbsoluteFile().getParentFile(), PausesFile.NAME);
             DutyCycles duty = null;
             try
             {
