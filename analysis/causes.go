@@ -141,7 +141,7 @@ func stallSeries(node string, ss []causeSpan) []causeSeries {
 	for _, sp := range ss {
 		// An engine's phases are the timeline's own beat (a snapshot every N s), not a cause
 		// found repeating.
-		if sp.names == "" || sp.level || sp.phase {
+		if sp.names == "" || sp.level || sp.isPhase() {
 			continue
 		}
 		k := key{sp.names, sp.source}

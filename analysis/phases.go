@@ -126,7 +126,7 @@ func (d *runData) timelineRows(st *spanStream, sc phaseScope, from, to int64, ge
 	row(causeDown, sc.down, "killed, relaunched after "+fmtMs(nsToMs(sc.down.to-sc.down.from)))
 	ss := st.byNode[sc.node]
 	if i := slices.IndexFunc(ss, func(c causeSpan) bool {
-		return c.phase && c.at >= sc.down.to && c.at <= to && c.blocks == rundir.BlocksReady
+		return c.isPhase() && c.at >= sc.down.to && c.at <= to && c.blocks == rundir.BlocksReady
 	}); i >= 0 {
 		row(causeStart, span{sc.down.to, ss[i].at}, "relaunched, starting until its "+ss[i].cause+" began")
 	}

@@ -43,11 +43,13 @@ type causeSpan struct {
 	counted bool
 	// level: a sampled level (scheduler, pressure, OS samples), not events with onsets.
 	level bool
-	// blocks is an engine phase's (rundir.PhaseKinds) InsideSpan.Blocks; phase marks one: it
-	// covers and names only the intervals whose scope says it blocks what they measure.
+	// blocks is an engine phase's InsideSpan.Blocks (isPhase): a phase covers and names only the
+	// intervals whose scope says it blocks what they measure.
 	blocks string
-	phase  bool
 }
+
+// isPhase says whether the span is one of an engine's phases (rundir.PhaseKinds).
+func (c causeSpan) isPhase() bool { return c.source == rundir.SourceEnginePhases }
 
 // spanExtra is what a few sources say beyond a span; an OS sample's spans share one, and its
 // words are made only where a cause is named.
@@ -104,8 +106,8 @@ func fromInside(sp rundir.InsideSpan) causeSpan {
 	if !noCover[string(sp.Kind)] {
 		c.cover = c.w
 	}
-	if slices.Contains(rundir.PhaseKinds, sp.Kind) {
-		c.phase, c.blocks, c.names, c.level = true, sp.Blocks, CauseKind(sp.Kind), false
+	if c.isPhase() {
+		c.blocks, c.names = sp.Blocks, CauseKind(sp.Kind)
 		if sp.Blocks == rundir.BlocksApply {
 			c.thread = "apply path"
 		}
@@ -269,7 +271,7 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 				continue
 			}
 			c := span{max(sp.at, from), min(end, to)}
-			if sp.phase && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at) {
+			if sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at) {
 				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
 			}
 			a := get(rowKey{node, sp.thread, sp.cause, sp.source, sp.role})
