@@ -42,7 +42,7 @@ func BurstOf(e rundir.Event) *rundir.BurstSeries { return payloadOf[rundir.Burst
 
 func (*Burst) Kind() string { return string(ActBurst) }
 func (*Burst) Events() []EventKind {
-	return []EventKind{{Name: ActBurst, Payload: func() any { return &rundir.BurstSeries{} },
+	return []EventKind{{Name: ActBurst, Payload: func() any { return &rundir.BurstSeries{} }, Shapes: []Shape{ShapeBurst},
 		Marker: color.RGBA{R: 0x80, G: 0x50, B: 0x20, A: 0xff}}}
 }
 

@@ -33,13 +33,16 @@ type EventKind struct {
 	// Fault names the event as a fault that may cost acknowledged writes, for the durability
 	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
 	Fault func(e rundir.Event) string
-	// Snapshot reads the event as a request for a cluster-wide snapshot: the leader asked and the
-	// log index it answered with (nil: it never answered); ok is false for an event that is none.
-	// The analysis's snapshot rows and windows are one per such event.
+	// Shapes are the shapes of the windows the event opens, which the analysis measures into rows
+	// of each (Shape: a snapshot's pause, a node's restart, a step-down, a failover, a burst).
+	Shapes []Shape
+	// Snapshot reads a ShapeSnapshot event's request: the leader asked and the log index it
+	// answered with (nil: it never answered); ok is false for one that is no such request after
+	// all. Nil: no leader or index is known.
 	Snapshot func(e rundir.Event) (leader string, index *uint64, ok bool)
-	// Down says, of an event that puts its node down (NodePhase down), which kind took it down
-	// (a power loss records kill events) and the signal it sent: a restart row's signal and the
-	// name of its fault window.
+	// Down reads a ShapeRestart event: which kind took its node down (a power loss records kill
+	// events) and the signal it sent, a restart row's signal and the name of its fault window.
+	// Nil: the event's own name, no signal.
 	Down func(e rundir.Event) (kind, signal string)
 	// Collected reads the event as garbage collections the engine ran when asked: its answer
 	// (a cause span of kind gc); ok is false for an event that is none.

@@ -11,8 +11,9 @@ import (
 
 // What a kind declares of its results, so the analysis iterates over kinds rather than naming
 // them: its window (the start event, its Kind, and a Spanner's end event), what its events
-// disturb and how the plots mark them (EventKind), and, for a kind with rows of its own, its
-// figures and the row it builds of each window (Rower).
+// disturb, how the plots mark them and the shapes of the windows they open, whose rows the
+// analysis measures (EventKind, Shape), and, for a kind with rows of its own, its figures and
+// the row it builds of each window (Rower).
 
 // Window is one interval a kind's events bound: its start event and its end (nil: none was
 // recorded, or the kind has no end event; the analysis closes it at the end of the load).
@@ -134,19 +135,23 @@ func (c Catalog) NodePhase(a *rundir.Action) string {
 	return c[a.Name].NodePhase
 }
 
-// Snapshot reads e as a request for a cluster-wide snapshot, as its kind declares
-// (EventKind.Snapshot): the leader asked and the index it answered with.
+// Snapshot reads e as a request for a cluster-wide snapshot (ShapeSnapshot), as its kind
+// declares (EventKind.Snapshot): the leader asked and the index it answered with; ok is false
+// for an event that is none.
 func (c Catalog) Snapshot(e rundir.Event) (leader string, index *uint64, ok bool) {
-	if e.Action == nil || c[e.Action.Name].Snapshot == nil {
+	if e.Action == nil || !c.Makes(e.Action.Name, ShapeSnapshot) {
 		return "", nil, false
 	}
-	return c[e.Action.Name].Snapshot(e)
+	if read := c[e.Action.Name].Snapshot; read != nil {
+		return read(e)
+	}
+	return "", nil, true
 }
 
-// Down says, of an event that puts its node down (NodePhase rundir.PhaseDown), the kind that took
-// it down and the signal it sent (EventKind.Down); ok is false for any other event.
+// Down says, of an event that takes its node down until it is ready again (ShapeRestart), the
+// kind that took it down and the signal it sent (EventKind.Down); ok is false for any other event.
 func (c Catalog) Down(e rundir.Event) (kind, signal string, ok bool) {
-	if c.NodePhase(e.Action) != rundir.PhaseDown {
+	if e.Action == nil || !c.Makes(e.Action.Name, ShapeRestart) {
 		return "", "", false
 	}
 	if d := c[e.Action.Name].Down; d != nil {

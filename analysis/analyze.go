@@ -372,6 +372,9 @@ func (d *runData) actions(is func(actions.Catalog, rundir.Event) bool) []rundir.
 func asksSnapshot(c actions.Catalog, e rundir.Event) bool { _, _, ok := c.Snapshot(e); return ok }
 func downs(c actions.Catalog, e rundir.Event) bool        { _, _, ok := c.Down(e); return ok }
 func collects(c actions.Catalog, e rundir.Event) bool     { _, ok := c.Collected(e); return ok }
+func stepsDown(c actions.Catalog, e rundir.Event) bool {
+	return c.Makes(e.Action.Name, actions.ShapeStepDown)
+}
 
 // probeRange returns the index range of post-warm-up probes with intended time in [from, to).
 func (d *runData) probeRange(from, to int64) (int, int) {
@@ -535,7 +538,9 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, fw...)
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
-	d.burstRows(s)
+	if d.kinds().Declares(actions.ShapeBurst) {
+		d.burstRows(s)
+	}
 	d.kindRows(s)
 	var dw []string
 	s.Durability, dw = d.durability(s)

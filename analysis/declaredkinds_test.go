@@ -12,9 +12,10 @@ import (
 	"github.com/rig-dev/rig/rundir"
 )
 
-// stuntKind is a kind of this test's alone whose events declare what the analysis builds the
-// snapshot rows, the restart rows, their fault windows and the gc cause from: none of its event
-// names is a built-in kind's, so a row the analysis makes of them it made from the declarations.
+// stuntKind is a kind of this test's alone whose events declare the shapes of their windows
+// (actions.Shape) and what the analysis builds the snapshot rows, the restart rows, their fault
+// windows and the gc cause from: none of its event names is a built-in kind's, so a row the
+// analysis makes of them it made from the declarations.
 type stuntKind struct{}
 
 const (
@@ -45,11 +46,11 @@ func (*stuntKind) String() string                          { return "stunt" }
 func (*stuntKind) Run(context.Context, actions.Env) error  { return nil }
 func (*stuntKind) Events() []actions.EventKind {
 	return []actions.EventKind{
-		{Name: stuntCheckpoint, Snapshot: func(e rundir.Event) (string, *uint64, bool) {
+		{Name: stuntCheckpoint, Shapes: []actions.Shape{actions.ShapeSnapshot}, Snapshot: func(e rundir.Event) (string, *uint64, bool) {
 			p := stuntOf(e)
 			return p.Leader, p.Index, true
 		}},
-		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown,
+		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown, Shapes: []actions.Shape{actions.ShapeRestart, actions.ShapeFailover},
 			Down: func(e rundir.Event) (string, string) { return "stunt", stuntOf(e).Signal }},
 		{Name: stuntRevive, NodePhase: engine.PhaseStarting},
 		{Name: stuntSweep, Collected: func(e rundir.Event) (engine.GCAnswer, bool) { return stuntOf(e).GCAnswer, true }},

@@ -71,12 +71,17 @@ var FailoverFigures = []RowFigure[FailoverRow]{
 	{Figure: Figure{Key: "normal", Label: "back to normal", Unit: "ms", Dir: stats.LowerIsBetter, MeanCI: true}, Get: ms(func(r FailoverRow) *float64 { return r.NormalMs })},
 }
 
-// failoverRows measures every leader cause of the run (leaderCauses: each step_down, and each
-// kill or partition of the leader) as an event.
+// failoverRows measures every leader cause of the run (leaderCauses: each event that moves the
+// leader, or hits it and may) whose kind declares it a failover (actions.ShapeFailover).
 func (d *runData) failoverRows(lead leadership) []FailoverRow {
 	causes := leaderCauses(lead)
 	rows := []FailoverRow{}
 	for i, c := range causes {
+		// Any cause bounds the one before it; only those of a kind that declares its moves to be
+		// failovers are measured as one.
+		if !d.kinds().Makes(rundir.ActionName(c.Action), actions.ShapeFailover) {
+			continue
+		}
 		at := d.origin + int64(c.AtS*1e9)
 		limit := d.loadEnd
 		if i+1 < len(causes) {
@@ -223,8 +228,8 @@ type FaultWindow struct {
 // Fault window kinds (FaultWindow.What) beside the names of the kinds that took a node down:
 // the windows of those row kinds.
 const (
-	windowSnapshot = KindSnapshot
-	windowFailover = KindFailover
+	windowSnapshot = string(actions.ShapeSnapshot)
+	windowFailover = string(actions.ShapeFailover)
 )
 
 // faultLead is how long before a fault its window opens, as a snapshot window does: a probe sent

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/rig-dev/rig/actions"
 	"reflect"
 	"testing"
 	"time"
@@ -72,9 +73,9 @@ func TestFailoverRows(t *testing.T) {
 	if r.Action != "step_down" || r.To != "node-0" || r.ElectMs == nil || *r.ElectMs != 200 || r.DetectMs == nil || *r.DetectMs != 100 {
 		t.Errorf("step-down row %+v: want node-0 detected at 100 ms, leader at 200 ms", r)
 	}
-	if el, ok := s.RowPooled[KindFailover].Get("elect"); !ok || el.N != 2 || el.Mean != (11100+200)/2.0 || el.CILo != nil {
+	if el, ok := s.RowPooled[string(actions.ShapeFailover)].Get("elect"); !ok || el.N != 2 || el.Mean != (11100+200)/2.0 || el.CILo != nil {
 		// Two values give no interval: Student's t at one degree of freedom reached below zero.
-		t.Errorf("pooled %+v", s.RowPooled[KindFailover])
+		t.Errorf("pooled %+v", s.RowPooled[string(actions.ShapeFailover)])
 	}
 }
 

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/rig-dev/rig/actions"
 	"net"
 	"slices"
 
@@ -155,7 +156,7 @@ func (d *runData) handOffs(s *Summary) []HandOff {
 		h := d.handOff(f, at, limit, states)
 		out = append(out, h)
 		for j := range s.StepDowns {
-			if d.kinds()[rundir.ActionName(f.Action)].Moves == rundir.MovesLeader && s.StepDowns[j].AtS == f.AtS {
+			if d.kinds().Makes(rundir.ActionName(f.Action), actions.ShapeStepDown) && s.StepDowns[j].AtS == f.AtS {
 				s.StepDowns[j].HandOffTimes = h.HandOffTimes
 			}
 		}

@@ -5,19 +5,15 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/stats"
 )
 
-// Row kinds: the name a row type's figures go by in summary.json's pooled figures, and the sweep
-// table and metric-key prefix they make there (the windows of the first five are named alike,
-// WindowKind); the listed excursions' is KindExcursion. They name analysis's rows, not the
-// action kinds whose declared events they are built of.
+// Row kinds of analysis's own: the name a row type's figures go by in summary.json's pooled
+// figures, and the sweep table and metric-key prefix they make there; the listed excursions' is
+// KindExcursion. The rows of the windows kinds declare their events to open are named by their
+// shapes (actions.Shape: shapeKinds).
 const (
-	KindSnapshot = "snapshot"
-	KindRestart  = "restart"
-	KindStepDown = "step_down"
-	KindFailover = "failover"
-	KindBurst    = "burst"
 	// The disk model's forces (and the engine's own) per snapshot window and node, and per node
 	// over the load.
 	KindForces     = "forces"
@@ -62,20 +58,39 @@ func kind[R any](name, title, note string, figs *[]RowFigure[R], rows func(*Summ
 	}
 }
 
-// rowKinds are the pooled row kinds, in the sweep report's order of its tables: a new row kind is
-// its entry here, which summary.json's pooled figures, the sweep's table and its metrics
-// ("<kind>.<figure>") take.
-var rowKinds = []rowKind{
-	kind(KindSnapshot, "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run",
+// shapeKinds are the row kinds of the window shapes kinds declare their events to open
+// (actions.Shape): what the analysis measures of each such window, whichever kind's event opened
+// it, named by its shape.
+var shapeKinds = map[actions.Shape]rowKind{
+	actions.ShapeSnapshot: kind(string(actions.ShapeSnapshot), "Snapshots", "take, persisted and client pause over the warm snapshots of every round; normal p50 one value per run",
 		&SnapshotFigures, func(s *Summary) []SnapshotRow { return s.Snapshots }),
-	kind(KindRestart, "Restarts", "one value per restart of every round",
+	actions.ShapeRestart: kind(string(actions.ShapeRestart), "Restarts", "one value per restart of every round",
 		&RestartFigures, func(s *Summary) []RestartRow { return s.Restarts }),
-	kind(KindStepDown, "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean",
+	actions.ShapeStepDown: kind(string(actions.ShapeStepDown), "Step-downs", "one value per step-down of every round: mean ± stdev [min–max] n, 95 % CI of the mean",
 		&StepDownFigures, func(s *Summary) []StepDownRow { return s.StepDowns }),
-	kind(KindFailover, "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean",
+	actions.ShapeFailover: kind(string(actions.ShapeFailover), "Failovers", "one value per step-down or kill of the leader of every round (detection, election, client gap, back to normal: analysis/failover.go): mean ± stdev [min–max] n, 95 % CI of the mean",
 		&FailoverFigures, func(s *Summary) []FailoverRow { return s.Failovers }),
-	kind(KindBurst, "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run",
+	actions.ShapeBurst: kind(string(actions.ShapeBurst), "Micro-bursts", "one value per burst of every round (absorption and worst message only for bursts with an answer; for UDP bursts they, the peak and p99 at the receiver, the NAKs and the verdict are the receiver's); UDP errors over the run one value per run",
 		&BurstFigures, func(s *Summary) []BurstRow { return s.Bursts }),
+}
+
+// shapedKinds are shapeKinds in the shapes' order (actions.AllShapes).
+func shapedKinds() []rowKind {
+	out := make([]rowKind, len(actions.AllShapes))
+	for i, sh := range actions.AllShapes {
+		k, ok := shapeKinds[sh]
+		if !ok {
+			panic("analysis: no rows measured of the window shape " + string(sh))
+		}
+		out[i] = k
+	}
+	return out
+}
+
+// rowKinds are the pooled row kinds, in the sweep report's order of its tables: the shapes' and
+// then analysis's own. A new row kind is its entry here, which summary.json's pooled figures, the
+// sweep's table and its metrics ("<kind>.<figure>") take.
+var rowKinds = append(shapedKinds(), []rowKind{
 	kind(KindForces, "Disk forces per snapshot window", "one value per snapshot window and node with a disk model of every round: the model's fsyncs, the bytes they flushed and their time; the engine's own forces and the step from take to persisted where it recorded them",
 		&SnapshotForceFigures, SnapshotForceRows),
 	kind(KindNodeForces, "Disk forces per node", "one value per node with a disk model of every round: its fsyncs over the load, in snapshot windows and outside them",
@@ -88,7 +103,7 @@ var rowKinds = []rowKind{
 		&GCFigures, func(s *Summary) []GCRow { return s.GCPauses }),
 	kind(KindExcursion, "Latency excursions", "one value per listed excursion of every round: its peak, its slow probes and lost ones, and the share of it the named causes cover",
 		&ExcursionFigures, ExcursionRows),
-}
+}...)
 
 // RowKind is a row kind as the sweep tables it: its name (the table's, and its metrics' key
 // prefix "<name>."), its table's title and note, and its declared figures with their values.

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/rig-dev/rig/actions"
 	"maps"
 	"slices"
 	"strconv"
@@ -184,7 +185,7 @@ func failoversSection(b *strings.Builder, s *Summary) {
 	}, figureCols(FailoverFigures), []Column[FailoverRow]{
 		col("lost", func(r FailoverRow) string { return fmt.Sprint(r.Lost) }),
 	}), s.Failovers)
-	if p := s.RowPooled[KindFailover]; p != nil && len(s.Failovers) > 1 {
+	if p := s.RowPooled[string(actions.ShapeFailover)]; p != nil && len(s.Failovers) > 1 {
 		pf("Pooled over %d faults (mean ± stdev [95 %% CI], n):\n\n", len(s.Failovers))
 		writePooled(b, p)
 		pf("\n")
@@ -237,7 +238,7 @@ func burstsSection(b *strings.Builder, s *Summary) {
 	}
 	b.WriteString("## Micro-bursts\n\n")
 	writeBursts(b, s)
-	if p := s.RowPooled[KindBurst]; len(s.Bursts) > 1 && p != nil {
+	if p := s.RowPooled[string(actions.ShapeBurst)]; len(s.Bursts) > 1 && p != nil {
 		fmt.Fprintf(b, "Pooled over %d bursts (median [min – max], or the one value all had; n: the bursts with the figure):\n\n", len(s.Bursts))
 		writePooled(b, p)
 		b.WriteString("\n")

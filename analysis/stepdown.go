@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/rundir"
 )
 
 // StepDownRow is one graceful leader hand-off (step_down action) and what clients saw of it.
@@ -33,16 +32,11 @@ type StepDownRow struct {
 	HandOffTimes
 }
 
-// stepDownRows builds one row per action that hands leadership on (its event moves the leader
-// always: a step-down).
+// stepDownRows builds one row per action that hands leadership on when asked (its kind declares
+// it a step-down: actions.ShapeStepDown).
 func (d *runData) stepDownRows(s *Summary) []string {
 	var warn []string
-	var acts []rundir.Event
-	for _, e := range d.events {
-		if e.Action != nil && e.Action.Moves == rundir.MovesLeader {
-			acts = append(acts, e)
-		}
-	}
+	acts := d.actions(stepsDown)
 	for i, a := range acts {
 		at := a.T.UnixNano()
 		row := StepDownRow{AtS: d.off(at), From: a.Node} // NormalP50Us once normal latency is known (analyze.go)

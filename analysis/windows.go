@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/rig-dev/rig/actions"
 	"io/fs"
 	"math"
 	"path"
@@ -26,10 +27,10 @@ import (
 type WindowKind string
 
 const (
-	WindowSnapshot WindowKind = KindSnapshot // the snapshot's request → the last node ready at it reported the snapshot
-	WindowRestart  WindowKind = KindRestart  // the node put down → ready again (restore, replay, catch-up)
-	WindowFailover WindowKind = KindFailover // the fault → back to normal (else the new leader)
-	WindowBurst    WindowKind = KindBurst    // the burst's due time → absorbed
+	WindowSnapshot WindowKind = WindowKind(actions.ShapeSnapshot) // the snapshot's request → the last node ready at it reported the snapshot
+	WindowRestart  WindowKind = WindowKind(actions.ShapeRestart)  // the node put down → ready again (restore, replay, catch-up)
+	WindowFailover WindowKind = WindowKind(actions.ShapeFailover) // the fault → back to normal (else the new leader)
+	WindowBurst    WindowKind = WindowKind(actions.ShapeBurst)    // the burst's due time → absorbed
 )
 
 // WindowKinds lists every kind, in the order report.md shows them.

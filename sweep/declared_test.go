@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/rig-dev/rig/actions"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,23 +62,23 @@ func TestEveryRowKindDeclaredOnce(t *testing.T) {
 		{kind: "snapshot", declare: func(t *testing.T) {
 			declare(t, &analysis.SnapshotFigures, func(r analysis.SnapshotRow) float64 { return r.AtS })
 		}, mark: "snapshots.at_s", key: "snapshot.fake", label: "warm fake figure",
-			report: []string{"| client pause | fake figure | pause window |", " | 7.50 ms | 6.0 s – 7.0 s |"}, pooled: analysis.KindSnapshot},
+			report: []string{"| client pause | fake figure | pause window |", " | 7.50 ms | 6.0 s – 7.0 s |"}, pooled: string(actions.ShapeSnapshot)},
 		{kind: "step_down", declare: func(t *testing.T) {
 			declare(t, &analysis.StepDownFigures, func(r analysis.StepDownRow) float64 { return r.AtS })
 		}, mark: "step_downs.at_s", key: "step_down.fake", label: "fake figure",
-			report: []string{"| client learns | fake figure | probes |", " | -6.50 ms | 7.50 ms | 404 |"}, pooled: analysis.KindStepDown},
+			report: []string{"| client learns | fake figure | probes |", " | -6.50 ms | 7.50 ms | 404 |"}, pooled: string(actions.ShapeStepDown)},
 		{kind: "failover", declare: func(t *testing.T) {
 			declare(t, &analysis.FailoverFigures, func(r analysis.FailoverRow) float64 { return r.AtS })
 		}, mark: "failovers.at_s", key: "failover.fake", label: "fake figure",
-			report: []string{"| back to normal | fake figure | lost |", " | 1.01 s | 7.50 ms | 0 |"}, pooled: analysis.KindFailover},
+			report: []string{"| back to normal | fake figure | lost |", " | 1.01 s | 7.50 ms | 0 |"}, pooled: string(actions.ShapeFailover)},
 		{kind: "restart", declare: func(t *testing.T) {
 			declare(t, &analysis.RestartFigures, func(r analysis.RestartRow) float64 { return r.KillS })
 		}, mark: "restarts.kill_s", key: "restart.fake", label: "fake figure",
-			report: []string{"| launch → ready | fake figure |", " | 585 ms | 7.50 ms |"}, pooled: analysis.KindRestart},
+			report: []string{"| launch → ready | fake figure |", " | 585 ms | 7.50 ms |"}, pooled: string(actions.ShapeRestart)},
 		{kind: "burst", declare: func(t *testing.T) {
 			declare(t, &analysis.BurstFigures, func(r analysis.BurstRow) float64 { return r.AtS })
 		}, mark: "bursts.at_s", key: "burst.fake", label: "fake figure",
-			report: []string{"| max latency | fake figure |", " | 41.1 ms | 7.50 ms |", "* fake figure: 7.50 ms, n = 2"}, pooled: analysis.KindBurst},
+			report: []string{"| max latency | fake figure |", " | 41.1 ms | 7.50 ms |", "* fake figure: 7.50 ms, n = 2"}, pooled: string(actions.ShapeBurst)},
 		// Excursions: the listed ones, in the excursion table under Probes overall.
 		{kind: "excursion", declare: func(t *testing.T) {
 			declare(t, &analysis.ExcursionFigures, func(e analysis.Excursion) float64 { return e.StartS })

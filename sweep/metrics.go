@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/stats"
@@ -17,6 +18,14 @@ const (
 	TableLatency  = "latency"
 	TableOverhead = "overhead"
 	TableCauses   = "causes"
+)
+
+// The tables of the window shapes the sweep adds figures of its own to (ownMetrics), named as
+// their shapes.
+const (
+	tableSnapshot = string(actions.ShapeSnapshot)
+	tableRestart  = string(actions.ShapeRestart)
+	tableBurst    = string(actions.ShapeBurst)
 )
 
 // Metric is one figure read from every run's summary.json: its declaration (analysis.Figure),
@@ -87,23 +96,23 @@ func kindMetrics(k analysis.RowKind) []Metric {
 // ownMetrics are the sweep's figures of a row kind beside, or instead of, its declared ones
 // (declared, as kindMetrics makes them).
 var ownMetrics = map[string]func(runs []*RunData, declared []Metric) []Metric{
-	analysis.KindSnapshot: snapshotMetrics,
-	analysis.KindRestart:  restartMetrics,
-	analysis.KindBurst:    burstMetrics,
+	tableSnapshot: snapshotMetrics,
+	tableRestart:  restartMetrics,
+	tableBurst:    burstMetrics,
 }
 
 // snapshotMetrics: every declared figure over the warm snapshots; the take over the cold ones
 // too; the run's normal p50 beside them.
 func snapshotMetrics(_ []*RunData, _ []Metric) []Metric {
-	ms := rowMetrics(analysis.KindSnapshot, rowOpts{key: "snapshot.", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)
+	ms := rowMetrics(tableSnapshot, rowOpts{key: tableSnapshot + ".", label: "warm "}, analysis.SnapshotFigures, (*RunData).warm)
 	for _, f := range analysis.SnapshotFigures {
 		if f.Key == "take" {
 			first := f.Figure
-			first.Key, first.Label, first.Headline = "snapshot.first_take", "first take (cold)", false
-			ms = append(ms, Metric{Figure: first, Table: analysis.KindSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
+			first.Key, first.Label, first.Headline = tableSnapshot+".first_take", "first take (cold)", false
+			ms = append(ms, Metric{Figure: first, Table: tableSnapshot, Values: func(r *RunData) []float64 { return f.Values(r.cold()) }})
 		}
 	}
-	return append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: analysis.KindSnapshot,
+	return append(ms, Metric{Figure: analysis.Figure{Key: "normal.p50", Label: "normal p50", Unit: "ms", Dir: stats.LowerIsBetter, Headline: true}, Table: tableSnapshot,
 		Values: func(r *RunData) []float64 {
 			if len(r.Summary.Snapshots) == 0 || r.Summary.Normal.P50Us == nil {
 				return nil
@@ -117,7 +126,7 @@ func snapshotMetrics(_ []*RunData, _ []Metric) []Metric {
 func restartMetrics(runs []*RunData, declared []Metric) []Metric {
 	ms := declared
 	for _, ph := range phases(runs) {
-		ms = append(ms, Metric{Figure: analysis.Figure{Key: "restart.phase." + ph, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter}, Table: analysis.KindRestart,
+		ms = append(ms, Metric{Figure: analysis.Figure{Key: tableRestart + ".phase." + ph, Label: "phase " + ph, Unit: "ms", Dir: stats.LowerIsBetter}, Table: tableRestart,
 			Values: func(r *RunData) []float64 {
 				var v []float64
 				for _, rs := range r.Summary.Restarts {
@@ -147,7 +156,7 @@ func restartMetrics(runs []*RunData, declared []Metric) []Metric {
 		{"one_down", "one down", func(rs analysis.RestartRow) *analysis.Window { return &rs.Windows.OneDown }},
 		{"rejoining", "rejoining", func(rs analysis.RestartRow) *analysis.Window { return rs.Windows.Rejoining }},
 	} {
-		ms = append(ms, rowMetrics(analysis.KindRestart, rowOpts{key: "restart." + w.key + ".", label: w.label + " ", noHeadline: true}, analysis.LatencyFigures, window(w.get))...)
+		ms = append(ms, rowMetrics(tableRestart, rowOpts{key: tableRestart + "." + w.key + ".", label: w.label + " ", noHeadline: true}, analysis.LatencyFigures, window(w.get))...)
 	}
 	return ms
 }
@@ -155,7 +164,7 @@ func restartMetrics(runs []*RunData, declared []Metric) []Metric {
 // burstMetrics: the declared figures, and the UDP receive-buffer errors over the run.
 func burstMetrics(_ []*RunData, declared []Metric) []Metric {
 	return append(declared,
-		Metric{Figure: analysis.Figure{Key: "burst.rcvbuf_errors", Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter}, Table: analysis.KindBurst,
+		Metric{Figure: analysis.Figure{Key: tableBurst + ".rcvbuf_errors", Label: "UDP rcvbuf errors", Unit: "datagrams", Dir: stats.LowerIsBetter}, Table: tableBurst,
 			Values: func(r *RunData) []float64 {
 				if len(r.Summary.Bursts) == 0 {
 					return nil
