@@ -16,7 +16,8 @@ import (
 // volume instead names the stack's data volume the engine data lives on (an SSH target's).
 var diskKeys = []string{"volume", "throughput", "iops", "io_size", "burst", "sync_latency", "sync_per_mib"}
 
-// diskFields are the disk: block's fields, each a matrix axis (disk.throughput: [125MB/s, 1GB/s]).
+// diskFields are the disk: block's fields, each a matrix axis (disk.throughput: [125MB/s, 1GB/s]);
+// the block is a section like load (sections), its fields among the static ones (staticFields).
 var diskFields = map[string]field{
 	"disk.volume": {
 		set: func(p *Playbook, s string) error {
@@ -43,15 +44,6 @@ var diskFields = map[string]field{
 		func(p *Playbook) *time.Duration { return &p.Disk.SyncLatency }),
 	"disk.sync_per_mib": durationField(0, 10*time.Second, "a duration from 0 to 10s: added to an fsync per MiB the file had unsynced, e.g. 1ms",
 		func(p *Playbook) *time.Duration { return &p.Disk.SyncPerMiB }),
-}
-
-// The disk: block is a section like load: its fields join the static ones (one table for the
-// file, the matrix and the error messages that list field paths).
-func init() {
-	sections["disk"] = diskKeys
-	for k, f := range diskFields {
-		staticFields[k] = f
-	}
 }
 
 // checkDisk is the disk: block's rule across fields.

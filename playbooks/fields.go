@@ -21,7 +21,28 @@ type field struct {
 	get func(p *Playbook) string            // the value as a playbook would write it
 }
 
-var staticFields = map[string]field{
+// staticFields are every field a playbook's path names statically: the core ones below, the
+// disk: block's and the placement's distance (one table for the file, the matrix and the error
+// messages that list field paths).
+var staticFields = joinFields(coreFields, diskFields, placementFields)
+
+// joinFields is the fields of every table; one path in two tables panics (a programming error).
+func joinFields(tables ...map[string]field) map[string]field {
+	out := map[string]field{}
+	for _, t := range tables {
+		for path, f := range t {
+			if _, dup := out[path]; dup {
+				panic("playbooks: field " + path + " declared twice")
+			}
+			out[path] = f
+		}
+	}
+	return out
+}
+
+// coreFields are the fields of the playbook's top level and of its cluster, engine, tuning,
+// preload and load sections.
+var coreFields = map[string]field{
 	"name": {
 		set: func(p *Playbook, s string) error {
 			if !validName(s) {

@@ -31,11 +31,13 @@ const maxRuns = 1000
 var topKeys = []string{"name", "description", "cluster", "engine", "tuning", "preload", "load", "disk",
 	"placement", "warmup", "duration", "timeline", "allow_all_down", "matrix", "rounds", "snapshot_warm_from", "cause_sources"}
 
-// sections are the top-level mappings whose keys are plain fields.
+// sections are the mappings whose keys are plain fields (staticFields), by path.
 var sections = map[string][]string{
-	"cluster": {"servers", "clients"},
-	"preload": {"orders", "instruments"},
-	"load":    {"probe_rate", "spin"},
+	"cluster":   {"servers", "clients"},
+	"preload":   {"orders", "instruments"},
+	"load":      {"probe_rate", "spin"},
+	"disk":      diskKeys,
+	betweenPath: betweenKeys,
 }
 
 // MaxSize is the largest playbook accepted: real ones are a few KiB, and a YAML parser given

@@ -21,15 +21,19 @@ var placementKeys = []string{"zones", "between_zones"}
 
 const betweenPath = "placement.between_zones"
 
-func init() {
-	sections[betweenPath] = []string{"delay", "jitter"}
-	staticFields[betweenPath+".delay"] = durationField(0, time.Second,
-		"a duration from 0 to 1s: each way between two zones, so a round trip is twice it, e.g. 1ms",
-		func(p *Playbook) *time.Duration { return &p.Placement.Between.Delay })
-	staticFields[betweenPath+".jitter"] = durationField(0, time.Second,
-		"a duration from 0 to 1s, at most the delay: each chunk's delay is drawn uniformly within ± it, e.g. 100us",
-		func(p *Playbook) *time.Duration { return &p.Placement.Between.Jitter })
-}
+// betweenKeys are the distance's fields (a section at betweenPath), and placementFields them
+// as static fields.
+var (
+	betweenKeys     = []string{"delay", "jitter"}
+	placementFields = map[string]field{
+		betweenPath + ".delay": durationField(0, time.Second,
+			"a duration from 0 to 1s: each way between two zones, so a round trip is twice it, e.g. 1ms",
+			func(p *Playbook) *time.Duration { return &p.Placement.Between.Delay }),
+		betweenPath + ".jitter": durationField(0, time.Second,
+			"a duration from 0 to 1s, at most the delay: each chunk's delay is drawn uniformly within ± it, e.g. 100us",
+			func(p *Playbook) *time.Duration { return &p.Placement.Between.Jitter }),
+	}
+)
 
 // placement reads the placement: block. A node listed twice is reported here, where the file's
 // order says which listing came first; the rules that depend on the cluster's size are check's.

@@ -114,15 +114,19 @@ func AeronService(o Options) (string, []string, error) {
 // javaNameRe is a dotted Java name; keywords are refused separately (javac would).
 var javaNameRe = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)*$`)
 
-var javaKeywords = map[string]bool{}
+// javaKeywords are Java's reserved words and literals, which no part of a Java name may be.
+var javaKeywords = wordSet(`abstract assert boolean break byte case catch char class const continue default do
+	double else enum extends final finally float for goto if implements import instanceof int interface long native
+	new package private protected public return short static strictfp super switch synchronized this throw throws
+	transient try void volatile while true false null _`)
 
-func init() {
-	for _, k := range strings.Fields(`abstract assert boolean break byte case catch char class const continue default do
-		double else enum extends final finally float for goto if implements import instanceof int interface long native
-		new package private protected public return short static strictfp super switch synchronized this throw throws
-		transient try void volatile while true false null _`) {
-		javaKeywords[k] = true
+// wordSet is the set of the whitespace-separated words of s.
+func wordSet(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		out[w] = true
 	}
+	return out
 }
 
 func checkJavaName(what, s, example string) error {

@@ -26,11 +26,13 @@ type InstanceType struct {
 const InstanceTableSource = "Amazon EC2 Instance Types guide, compute optimized, \"Amazon EBS specifications\" (2024 edition)"
 
 // instanceTable covers every c6in and c7i size, plus c7i-flex so that it can be refused by name.
-var instanceTable = map[string]InstanceType{}
-
-func init() {
+var instanceTable = func() map[string]InstanceType {
+	table := map[string]InstanceType{}
 	add := func(name string, vcpu, mem int, baseMbps, maxMbps float64, baseIOPS, maxIOPS int, cluster bool) {
-		instanceTable[name] = InstanceType{
+		if _, dup := table[name]; dup {
+			panic("spec: instance type " + name + " listed twice")
+		}
+		table[name] = InstanceType{
 			Name: name, VCPUs: vcpu, MemoryGiB: mem,
 			EBSBaselineMBps: baseMbps / 8, EBSMaxMBps: maxMbps / 8,
 			EBSBaselineIOPS: baseIOPS, EBSMaxIOPS: maxIOPS,
@@ -66,7 +68,8 @@ func init() {
 	add("c7i-flex.2xlarge", 8, 16, 1250, 10000, 6000, 40000, false)
 	add("c7i-flex.4xlarge", 16, 32, 2500, 10000, 12000, 40000, false)
 	add("c7i-flex.8xlarge", 32, 64, 5000, 10000, 20000, 40000, false)
-}
+	return table
+}()
 
 // LookupInstance returns the table entry of an instance type.
 func LookupInstance(name string) (InstanceType, bool) {

@@ -3,8 +3,12 @@
 package layers
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -152,6 +156,43 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 		}
 		if !named {
 			t.Errorf("docs/architecture.md's Layout does not name %s", pkg)
+		}
+	}
+}
+
+// initAllowed are the packages whose init() may stay, with why: they seed a counter from the
+// clock, and fill no table another package reads.
+var initAllowed = map[string]string{
+	"loadgen": "seeds its session and stream id counters from the clock",
+}
+
+// No package fills a table from init(): a registry or table is built where it is declared (a var
+// initializer) or handed down explicitly, so what a package holds is read in one place.
+func TestNoInitRegistries(t *testing.T) {
+	for _, line := range goList(t, "-f", `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles "|"}}`, "./...") {
+		parts := strings.Split(line, "|")
+		pkg, ok := strings.CutPrefix(parts[0], mod)
+		if !ok || len(parts) < 3 {
+			continue
+		}
+		for _, name := range parts[2:] {
+			if name == "" { // a package of tests alone
+				continue
+			}
+			path := filepath.Join(parts[1], name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatalf("parse %s: %v", path, err)
+			}
+			for _, d := range f.Decls {
+				fn, isFunc := d.(*ast.FuncDecl)
+				if !isFunc || fn.Recv != nil || fn.Name.Name != "init" {
+					continue
+				}
+				if _, allowed := initAllowed[pkg]; !allowed {
+					t.Errorf("%s/%s has an init(): build its table in the variable's initializer, or hand it down", pkg, name)
+				}
+			}
 		}
 	}
 }
