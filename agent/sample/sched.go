@@ -3,7 +3,7 @@ package sample
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -38,11 +38,19 @@ const DefaultSchedInterval = 20 * time.Millisecond
 // started since the last sample is so opened at the next one, and a thread ended is closed there.
 const schedRelist = 200 * time.Millisecond
 
+// Schedule of the sampler's writes: its lines are kept in memory and written once a second (or
+// once this many bytes are waiting) and when it stops, not one write a sample.
+const (
+	schedFlushEvery = time.Second
+	schedFlushBytes = 64 << 10
+)
+
 // Sched samples, per interval, the run-queue wait of every thread of the followed processes
 // (/proc/<pid>/task/<tid>/schedstat, cumulative ns) and the node's pressure stall totals
 // (/proc/pressure/{cpu,io,memory}). Each thread's schedstat file stays open and is re-read from
 // offset 0 with pread, so a sample costs one read per thread, not an open and a close; the kernel's
-// read is most of that cost, so nothing else per thread allocates or goes through os.File.
+// read is most of that cost, so nothing else per thread allocates or goes through os.File, and a
+// pass's calls are raw (rawsys.go says why).
 type Sched struct {
 	opts     SchedOptions
 	proc     string
@@ -53,7 +61,11 @@ type Sched struct {
 	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
 	last     time.Time
-	listed   time.Time // the PID files were last read
+	listed   time.Time       // the PID files were last read
+	pidPaths [][]byte        // opts.PIDFiles, NUL-terminated for the raw open
+	pidBuf   []int           // pids' result, reused
+	psiOut   rundir.SchedPSI // sample's PSI, reused: Run's samples do not outlive the next one
+	threads  []rundir.SchedThread
 	buf      []byte
 }
 
@@ -87,6 +99,13 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	}
 	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), procs: map[int]*procTasks{},
 		byKey: map[taskKey]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
+	for _, f := range opts.PIDFiles {
+		p, err := syscall.ByteSliceFromString(f)
+		if err != nil {
+			return nil, fmt.Errorf("sched sampler: pid file %q: %w", f, err)
+		}
+		s.pidPaths = append(s.pidPaths, p)
+	}
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
@@ -118,19 +137,28 @@ func (s *Sched) Close() {
 // Next reads every thread and the pressure files and returns what changed since the last call:
 // the threads that waited (a thread first seen now is only a baseline) and the PSI increases.
 func (s *Sched) Next() rundir.SchedSample {
-	now := time.Now()
+	out := s.sample(time.Now(), nil)
+	if out.PSI != nil {
+		p := *out.PSI
+		out.PSI = &p
+	}
+	return out
+}
+
+// sample is Next at now, its threads appended to threads[:0] and its PSI in s.psiOut.
+func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.SchedSample {
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
 	s.last = now
-	out.Threads = s.threadsNow(now, out.Threads)
+	out.Threads = s.threadsNow(now, threads[:0])
 	if psi, ok := s.readPSI(); ok && s.hasPSI {
 		d := func(a, b uint64) uint64 { return uint64(delta(a, b)) }
-		p := rundir.SchedPSI{
+		s.psiOut = rundir.SchedPSI{
 			CPUSomeUs: d(s.psi[0].some, psi[0].some), CPUFullUs: d(s.psi[0].full, psi[0].full),
 			IOSomeUs: d(s.psi[1].some, psi[1].some), IOFullUs: d(s.psi[1].full, psi[1].full),
 			MemSomeUs: d(s.psi[2].some, psi[2].some), MemFullUs: d(s.psi[2].full, psi[2].full),
 		}
-		if p != (rundir.SchedPSI{}) {
-			out.PSI = &p
+		if s.psiOut != (rundir.SchedPSI{}) {
+			out.PSI = &s.psiOut
 		}
 		s.psi = psi
 	}
@@ -152,8 +180,7 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 		if relist {
 			break
 		}
-		var st syscall.Stat_t
-		if err := syscall.Fstat(p.fd, &st); err != nil || uint64(st.Nlink) != p.nlink {
+		if nlink, err := rawNlink(p.fd); err != nil || nlink != p.nlink {
 			relist = true
 		}
 	}
@@ -344,8 +371,9 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 			}
 			s.psiFiles[i] = fd
 		}
-		// Not pread0: rendering a pressure file takes a lock that another reader may hold.
-		n, err := syscall.Pread(s.psiFiles[i], s.buf, 0)
+		// Rendering a pressure file takes a mutex another reader may hold, for as long as that
+		// reader renders one: microseconds, so a raw read as for the threads.
+		n, err := rawPread(s.psiFiles[i], s.buf)
 		if err != nil || n <= 0 {
 			return out, false
 		}
@@ -355,10 +383,10 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 }
 
 // pread0 reads fd from offset 0 into b: a schedstat file is rendered afresh at each read from
-// its start. An ordinary system call, not a raw one: rendering allocates, which can block in
-// reclaim under memory pressure, and a raw call would hold its P (and the GC) meanwhile.
+// its start. A raw call (rawsys.go): rendering allocates a page, which under memory pressure can
+// wait in reclaim, holding the goroutine's P meanwhile — the agent's, not the engine's.
 func pread0(fd int, b []byte) (int, error) {
-	return syscall.Pread(fd, b, 0)
+	return rawPread(fd, b)
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.
@@ -384,26 +412,71 @@ func parsePSI(b []byte) psiTotals {
 	return p
 }
 
-// pids are the followed processes, each once (a PID given and in a PID file is read once).
+// pids are the followed processes, each once (a PID given and in a PID file is read once), as
+// followed reads them but with raw calls; valid until the next call.
 func (s *Sched) pids() []int {
-	pids := followed(s.opts.PIDs, s.opts.PIDFiles)
+	pids := append(s.pidBuf[:0], s.opts.PIDs...)
+	for _, path := range s.pidPaths {
+		n, err := rawReadFile(path, s.buf)
+		if err != nil {
+			continue // not started yet, or between runs
+		}
+		if pid, err := strconv.Atoi(string(bytes.TrimSpace(s.buf[:n]))); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
 	slices.Sort(pids)
-	return slices.Compact(pids)
+	s.pidBuf = slices.Compact(pids)
+	return s.pidBuf
 }
 
 // Run writes one NDJSON line per interval in which a thread waited or a pressure total moved,
-// until ctx ends.
+// until ctx ends; the lines are written in batches (schedFlushEvery), the last when ctx ends.
 func (s *Sched) Run(ctx context.Context, w io.Writer) error {
 	defer s.Close()
-	enc := json.NewEncoder(w)
-	return every(ctx, s.opts.Interval, func() error {
-		smp := s.Next()
-		if len(smp.Threads) == 0 && smp.PSI == nil {
+	t, err := newIntervalTimer(s.opts.Interval)
+	if err != nil {
+		return fmt.Errorf("sched sampler: %w", err)
+	}
+	defer t.close()
+	defer context.AfterFunc(ctx, t.stop)()
+	return s.run(t.wait, time.Now, w)
+}
+
+// run is Run's loop: a sample after each wait, at now, until wait returns errTimerStopped.
+func (s *Sched) run(wait func() error, now func() time.Time, w io.Writer) error {
+	var buf []byte
+	flushed := now()
+	flush := func() error {
+		if len(buf) == 0 {
 			return nil
 		}
-		if err := enc.Encode(smp); err != nil {
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		if err != nil {
 			return fmt.Errorf("sched sampler: write: %w", err)
 		}
 		return nil
-	})
+	}
+	for {
+		if err := wait(); err != nil {
+			ferr := flush()
+			if errors.Is(err, errTimerStopped) {
+				return ferr
+			}
+			return fmt.Errorf("sched sampler: %w", err)
+		}
+		at := now()
+		smp := s.sample(at, s.threads)
+		s.threads = smp.Threads
+		if len(smp.Threads) > 0 || smp.PSI != nil {
+			buf = append(smp.AppendJSON(buf), '\n')
+		}
+		if len(buf) >= schedFlushBytes || at.Sub(flushed) >= schedFlushEvery {
+			flushed = at
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 }
