@@ -33,12 +33,15 @@ type SchedSample struct {
 	PSI *SchedPSI `json:"psi,omitempty"`
 }
 
-// SchedThread is one thread's run-queue wait over the interval.
+// SchedThread is one thread's run-queue wait over the interval, or over its own where it has one.
 type SchedThread struct {
 	PID    int    `json:"pid"`
 	TID    int    `json:"tid"`
 	Comm   string `json:"comm"`    // the thread's name (/proc/<pid>/task/<tid>/comm)
 	WaitNs int64  `json:"wait_ns"` // runnable but not running (schedstat's 2nd field)
+	// IntervalNs, where set, is the time since the thread's last reading, ending at the sample's
+	// AtNs: a thread that had not run for a while is read less often than every interval.
+	IntervalNs int64 `json:"interval_ns,omitempty"`
 }
 
 // SchedPSI is the increase of /proc/pressure/{cpu,io,memory} "total" (µs) over an interval:
@@ -53,20 +56,22 @@ type SchedPSI struct {
 }
 
 // Spans are the sample's run-queue waits as sched_delay inside spans, one per thread. Where in
-// the interval a thread waited is not known: each span covers the whole interval with Share
-// wait/interval, so an excursion overlapping part of the interval is covered by the share of
-// the wait expected there, not by a wait placed at one end of it.
+// the interval a thread waited is not known: each span covers the whole interval (the thread's
+// own where it has one) with Share wait/interval, so an excursion overlapping part of the
+// interval is covered by the share of the wait expected there, not by a wait placed at one end
+// of it.
 func (s SchedSample) Spans() []InsideSpan {
 	out := make([]InsideSpan, 0, len(s.Threads))
-	if s.IntervalNs <= 0 {
-		return out
-	}
 	for _, t := range s.Threads {
-		if t.WaitNs <= 0 {
+		iv := s.IntervalNs
+		if t.IntervalNs > 0 {
+			iv = t.IntervalNs
+		}
+		if t.WaitNs <= 0 || iv <= 0 {
 			continue
 		}
-		share := min(float64(t.WaitNs)/float64(s.IntervalNs), 1)
-		out = append(out, InsideSpan{AtNs: s.AtNs - s.IntervalNs, DurNs: s.IntervalNs, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
+		share := min(float64(t.WaitNs)/float64(iv), 1)
+		out = append(out, InsideSpan{AtNs: s.AtNs - iv, DurNs: iv, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
 	}
 	return out
 }
@@ -94,6 +99,10 @@ func (s *SchedSample) AppendJSON(b []byte) []byte {
 			b = appendJSONString(b, t.Comm)
 			b = append(b, `,"wait_ns":`...)
 			b = strconv.AppendInt(b, t.WaitNs, 10)
+			if t.IntervalNs != 0 {
+				b = append(b, `,"interval_ns":`...)
+				b = strconv.AppendInt(b, t.IntervalNs, 10)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -13,18 +13,21 @@ func TestSchedSpansCoverTheirInterval(t *testing.T) {
 		{PID: 1, TID: 2, Comm: "apply", WaitNs: 5_000_000},
 		{PID: 1, TID: 3, Comm: "late", WaitNs: 30_000_000}, // a wait longer than the measured interval is all of it
 		{PID: 1, TID: 4, Comm: "none"},
+		// read 100 ms ago (idle before): its wait is over its own interval
+		{PID: 1, TID: 5, Comm: "woke", WaitNs: 25_000_000, IntervalNs: 100_000_000},
 	}}
 	sp := s.Spans()
-	if len(sp) != 2 {
-		t.Fatalf("spans %+v, want 2", sp)
+	if len(sp) != 3 {
+		t.Fatalf("spans %+v, want 3", sp)
 	}
 	for i, want := range []struct {
-		w    float64
-		held int64
-	}{{0.25, 5_000_000}, {1, 20_000_000}} {
+		at, dur int64
+		w       float64
+		held    int64
+	}{{1_000_000_000, 20_000_000, 0.25, 5_000_000}, {1_000_000_000, 20_000_000, 1, 20_000_000}, {920_000_000, 100_000_000, 0.25, 25_000_000}} {
 		x := sp[i]
-		if x.AtNs != 1_000_000_000 || x.DurNs != 20_000_000 || x.Weight() != want.w || x.Held() != want.held || x.Kind != InsideSchedDelay || x.Source != SourceSchedstat {
-			t.Errorf("span %d %+v (weight %v, held %d), want the interval at %v holding %d", i, x, x.Weight(), x.Held(), want.w, want.held)
+		if x.AtNs != want.at || x.DurNs != want.dur || x.Weight() != want.w || x.Held() != want.held || x.Kind != InsideSchedDelay || x.Source != SourceSchedstat {
+			t.Errorf("span %d %+v (weight %v, held %d), want [%d, +%d] at %v holding %d", i, x, x.Weight(), x.Held(), want.at, want.dur, want.w, want.held)
 		}
 	}
 	if (InsideSpan{DurNs: 7}).Held() != 7 {
@@ -48,7 +51,7 @@ func TestSchedAppendJSONIsEncodingJSON(t *testing.T) {
 	for i, n := range names {
 		threads = append(threads, SchedThread{PID: 31628, TID: 31628 + i, Comm: n, WaitNs: int64(i) * 1_000_003})
 	}
-	threads = append(threads, SchedThread{PID: -1, TID: math.MaxInt32, WaitNs: math.MinInt64})
+	threads = append(threads, SchedThread{PID: -1, TID: math.MaxInt32, WaitNs: math.MinInt64}, SchedThread{PID: 7, TID: 8, Comm: "idle", WaitNs: 3, IntervalNs: 100_123_456})
 	samples = append(samples, SchedSample{AtNs: 5, IntervalNs: 20_000_000, Threads: threads, PSI: &SchedPSI{IOSomeUs: 9}})
 	for _, s := range samples {
 		want, err := json.Marshal(s)

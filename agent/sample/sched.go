@@ -31,6 +31,17 @@ type SchedOptions struct {
 // measured cost).
 const DefaultSchedInterval = 20 * time.Millisecond
 
+// A thread whose schedstat has not moved (no CPU time, no wait) for schedIdleAfter is read only
+// every schedIdleEvery instead of every interval: most of a process's threads sleep most of the
+// time (a JVM's compiler and GC threads, a Go runtime's idle threads), and each read costs about
+// as much as the interval's wake-up does. A thread that ran is read at every interval again from
+// its next reading on; a wait found at an idle thread's reading is over the time since its last
+// one (rundir.SchedThread.IntervalNs), so its total is kept and its place known to that grain.
+const (
+	schedIdleAfter = 100 * time.Millisecond
+	schedIdleEvery = 100 * time.Millisecond
+)
+
 // schedRelist is how often the PID files are read again, so a relaunched process is followed.
 // A followed process's threads are listed again only when that listing may have changed: its
 // thread count moved (the link count of /proc/<pid>/task is 2 + its threads, one fstat a
@@ -61,6 +72,8 @@ type Sched struct {
 	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
 	last     time.Time
+	at       int64           // this pass's time, ns since the epoch (s.last's)
+	prevAt   int64           // the previous pass's
 	listed   time.Time       // the PID files were last read
 	pidPaths [][]byte        // opts.PIDFiles, NUL-terminated for the raw open
 	pidBuf   []int           // pids' result, reused
@@ -78,11 +91,19 @@ type procTasks struct {
 }
 
 type task struct {
-	key  taskKey
-	fd   int // schedstat, O_RDONLY
-	comm string
-	wait uint64
-	seen bool // listed at the latest listing
+	key     taskKey
+	fd      int // schedstat, O_RDONLY
+	comm    string
+	cpu     uint64 // schedstat at the last reading
+	wait    uint64
+	readAt  int64 // pass of the last reading (Sched.at)
+	movedAt int64 // pass of the last reading that found cpu or wait moved
+	seen    bool  // listed at the latest listing
+}
+
+// idle says whether t is read only every schedIdleEvery, and not due at this pass.
+func (s *Sched) idle(t *task) bool {
+	return s.at-t.movedAt >= int64(schedIdleAfter) && s.at-t.readAt < int64(schedIdleEvery)
 }
 
 type psiTotals struct{ some, full uint64 }
@@ -111,6 +132,7 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	}
 	s.psi, s.hasPSI = s.readPSI()
 	s.last, s.listed = time.Now(), time.Now()
+	s.at = s.last.UnixNano()
 	s.relist(nil, s.pids(), true)
 	return s, nil
 }
@@ -148,7 +170,7 @@ func (s *Sched) Next() rundir.SchedSample {
 // sample is Next at now, its threads appended to threads[:0] and its PSI in s.psiOut.
 func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.SchedSample {
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
-	s.last = now
+	s.last, s.prevAt, s.at = now, s.at, now.UnixNano()
 	out.Threads = s.threadsNow(now, threads[:0])
 	if psi, ok := s.readPSI(); ok && s.hasPSI {
 		d := func(a, b uint64) uint64 { return uint64(delta(a, b)) }
@@ -165,8 +187,9 @@ func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.Sched
 	return out
 }
 
-// threadsNow reads every followed thread, appending to out those that waited since their last
-// reading, and lists a process's threads again where they may have changed.
+// threadsNow reads the followed threads (an idle one at its slower pace), appending to out those
+// that waited since their last reading, and lists a process's threads again where they may have
+// changed.
 func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.SchedThread {
 	relist := false
 	var pids []int
@@ -192,6 +215,9 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 	}
 	ended := false
 	for _, t := range s.tasks {
+		if s.idle(t) {
+			continue
+		}
 		var ok bool
 		if out, ok = s.read(t, out); !ok {
 			delete(s.byKey, t.key) // unlisted, so the listing below closes it
@@ -206,16 +232,24 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 	return out
 }
 
-// read appends t's wait since its last reading; false where the read failed (the thread ended).
+// read appends t's wait since its last reading (with that reading's interval where it was not
+// the previous pass); false where the read failed (the thread ended).
 func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, bool) {
-	w, err := s.readWait(t.fd)
+	cpu, w, err := s.readSchedstat(t.fd)
 	if err != nil {
 		return out, false
 	}
 	if w > t.wait {
-		out = append(out, rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)})
+		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)}
+		if t.readAt != s.prevAt {
+			th.IntervalNs = s.at - t.readAt
+		}
+		out = append(out, th)
 	}
-	t.wait = w
+	if cpu != t.cpu || w != t.wait {
+		t.movedAt = s.at
+	}
+	t.cpu, t.wait, t.readAt = cpu, w, s.at
 	return out, true
 }
 
@@ -271,8 +305,8 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 				continue // the thread ended meanwhile
 			}
 			comm, _ := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
-			t := &task{key: k, fd: fd, comm: strings.TrimSpace(string(comm)), seen: true}
-			if t.wait, err = s.readWait(fd); err != nil {
+			t := &task{key: k, fd: fd, comm: strings.TrimSpace(string(comm)), seen: true, readAt: s.at, movedAt: s.at}
+			if t.cpu, t.wait, err = s.readSchedstat(fd); err != nil {
 				syscall.Close(fd)
 				continue
 			}
@@ -315,49 +349,51 @@ func (s *Sched) samePIDs(pids []int) bool {
 	return true
 }
 
-// readWait is schedstat's second field: "<on-cpu ns> <run-queue wait ns> <timeslices>".
-func (s *Sched) readWait(fd int) (uint64, error) {
+// readSchedstat is schedstat's first two fields: "<on-cpu ns> <run-queue wait ns> <timeslices>".
+func (s *Sched) readSchedstat(fd int) (cpu, wait uint64, err error) {
 	n, err := pread0(fd, s.buf)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n <= 0 {
-		return 0, io.ErrUnexpectedEOF
+		return 0, 0, io.ErrUnexpectedEOF
 	}
-	w, ok := schedstatWait(s.buf[:n])
+	cpu, wait, ok := schedstatFields(s.buf[:n])
 	if !ok {
-		return 0, fmt.Errorf("schedstat %q: want 3 fields of digits", s.buf[:n])
+		return 0, 0, fmt.Errorf("schedstat %q: want 3 fields of digits", s.buf[:n])
 	}
-	return w, nil
+	return cpu, wait, nil
 }
 
-// schedstatWait parses the second space-separated field of b as a decimal without allocating.
-func schedstatWait(b []byte) (uint64, bool) {
+// schedstatFields parses the first two space-separated fields of b as decimals without
+// allocating.
+func schedstatFields(b []byte) (cpu, wait uint64, ok bool) {
 	i := 0
-	skip := func(space bool) {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n') == space {
+	field := func() (uint64, bool) {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n') {
 			i++
 		}
-	}
-	skip(true)
-	if i == len(b) {
-		return 0, false
-	}
-	skip(false)
-	skip(true)
-	var v uint64
-	start := i
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		d := uint64(b[i] - '0')
-		if v > (math.MaxUint64-d)/10 {
+		var v uint64
+		start := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if v > (math.MaxUint64-d)/10 {
+				return 0, false
+			}
+			v = v*10 + d
+		}
+		if i == start || (i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\n') {
 			return 0, false
 		}
-		v = v*10 + d
+		return v, true
 	}
-	if i == start || (i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\n') {
-		return 0, false
+	if cpu, ok = field(); !ok {
+		return 0, 0, false
 	}
-	return v, true
+	if wait, ok = field(); !ok {
+		return 0, 0, false
+	}
+	return cpu, wait, true
 }
 
 // readPSI reads the pressure files' totals, keeping them open; false when the kernel has none.

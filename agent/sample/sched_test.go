@@ -319,23 +319,77 @@ func TestSchedFollowsARelaunchedProcess(t *testing.T) {
 	}
 }
 
-func TestSchedstatWait(t *testing.T) {
+func TestSchedstatFields(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want uint64
-		ok   bool
+		in        string
+		cpu, wait uint64
+		ok        bool
 	}{
-		{"1000 7500 7\n", 7500, true},
-		{"0 0 0\n", 0, true},
-		{"  1  18446744073709551615 2", 18446744073709551615, true},
-		{"1 18446744073709551616 2\n", 0, false},
-		{"1000\n", 0, false},
-		{"1000 -5 7\n", 0, false},
-		{"1000 75x 7\n", 0, false},
-		{"", 0, false},
+		{"1000 7500 7\n", 1000, 7500, true},
+		{"0 0 0\n", 0, 0, true},
+		{"  1  18446744073709551615 2", 1, 18446744073709551615, true},
+		{"18446744073709551616 1 2\n", 0, 0, false},
+		{"1 18446744073709551616 2\n", 0, 0, false},
+		{"1000\n", 0, 0, false},
+		{"1000 -5 7\n", 0, 0, false},
+		{"1000 75x 7\n", 0, 0, false},
+		{"10x0 75 7\n", 0, 0, false},
+		{"", 0, 0, false},
 	} {
-		if got, ok := schedstatWait([]byte(c.in)); got != c.want || ok != c.ok {
-			t.Errorf("schedstatWait(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		if cpu, wait, ok := schedstatFields([]byte(c.in)); cpu != c.cpu || wait != c.wait || ok != c.ok {
+			t.Errorf("schedstatFields(%q) = %d, %d, %v; want %d, %d, %v", c.in, cpu, wait, ok, c.cpu, c.wait, c.ok)
+		}
+	}
+}
+
+// TestSchedReadsAnIdleThreadLessOften: passes every 20 ms on an injected clock; a thread that
+// runs is read at every pass, one whose schedstat has not moved for schedIdleAfter only every
+// schedIdleEvery. The idle thread's wait is so found at its next due reading, over the time since
+// its last one, and from then on it is read at every pass again.
+func TestSchedReadsAnIdleThreadLessOften(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	p.thread(42, 44, "gc", 0)
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const every = 20 * time.Millisecond
+	t0 := s.last
+	gcWait := 0
+	for pass := 1; pass <= 20; pass++ {
+		p.thread(42, 43, "apply", pass*1000) // waits 1 µs a pass
+		if pass == 11 {
+			gcWait = 3000 // the idle thread wakes and waits, between two of its readings
+			p.thread(42, 44, "gc", gcWait)
+		}
+		if pass == 16 {
+			gcWait += 500
+			p.thread(42, 44, "gc", gcWait)
+		}
+		got := s.sample(t0.Add(time.Duration(pass)*every), nil)
+		var apply, gc []rundir.SchedThread
+		for _, th := range got.Threads {
+			if th.TID == 43 {
+				apply = append(apply, th)
+			} else {
+				gc = append(gc, th)
+			}
+		}
+		if len(apply) != 1 || apply[0].WaitNs != 1000 || apply[0].IntervalNs != 0 {
+			t.Fatalf("pass %d: apply %+v, want 1 µs over the sample's interval", pass, apply)
+		}
+		var want []rundir.SchedThread
+		switch pass {
+		case 14: // read at 80 ms, idle from 100 ms, read again at 180 and 280 ms
+			want = []rundir.SchedThread{{PID: 42, TID: 44, Comm: "gc", WaitNs: 3000, IntervalNs: int64(100 * time.Millisecond)}}
+		case 16: // it ran: read at every pass from the one after
+			want = []rundir.SchedThread{{PID: 42, TID: 44, Comm: "gc", WaitNs: 500}}
+		}
+		if !slices.Equal(gc, want) {
+			t.Fatalf("pass %d (%v): gc %+v, want %+v", pass, time.Duration(pass)*every, gc, want)
 		}
 	}
 }
