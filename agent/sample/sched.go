@@ -24,6 +24,9 @@ type SchedOptions struct {
 	Interval time.Duration // default DefaultSchedInterval
 	PIDs     []int
 	PIDFiles []string // read again at every sample, so a relaunched process is followed
+	// NoPSI leaves the pressure stalls out: another node on the same kernel reads them (the
+	// local target), and they are a third of a sample's reads.
+	NoPSI bool
 }
 
 // DefaultSchedInterval is fine enough to place a thread's run-queue wait within a latency
@@ -130,7 +133,9 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
-	s.psi, s.hasPSI = s.readPSI()
+	if !opts.NoPSI {
+		s.psi, s.hasPSI = s.readPSI()
+	}
 	s.last, s.listed = time.Now(), time.Now()
 	s.at = s.last.UnixNano()
 	s.relist(nil, s.pids(), true)
@@ -172,7 +177,10 @@ func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.Sched
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
 	s.last, s.prevAt, s.at = now, s.at, now.UnixNano()
 	out.Threads = s.threadsNow(now, threads[:0])
-	if psi, ok := s.readPSI(); ok && s.hasPSI {
+	if !s.hasPSI {
+		return out
+	}
+	if psi, ok := s.readPSI(); ok {
 		d := func(a, b uint64) uint64 { return uint64(delta(a, b)) }
 		s.psiOut = rundir.SchedPSI{
 			CPUSomeUs: d(s.psi[0].some, psi[0].some), CPUFullUs: d(s.psi[0].full, psi[0].full),

@@ -534,3 +534,28 @@ func TestIntervalTimer(t *testing.T) {
 		t.Fatalf("wait after the stop: %v, want errTimerStopped", err)
 	}
 }
+
+// TestSchedNoPSI: a sampler told another reads the pressure stalls opens no pressure file and
+// reports none, however they move; its threads are sampled as before.
+func TestSchedNoPSI(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	for _, n := range psiFiles {
+		p.psi(n, 10, 5)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}, NoPSI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p.psi("cpu", 30, 5)
+	p.thread(42, 43, "apply", 700)
+	got := s.Next()
+	if got.PSI != nil || len(got.Threads) != 1 || got.Threads[0].WaitNs != 700 {
+		t.Fatalf("sample %+v, want thread 43's 700 ns and no pressure stalls", got)
+	}
+	if s.psiFiles != [3]int{-1, -1, -1} {
+		t.Fatalf("pressure files open: %v", s.psiFiles)
+	}
+}
