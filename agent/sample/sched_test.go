@@ -86,7 +86,9 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 
 // BenchmarkSchedSample is one sample of a process with 40 threads of its own beside the Go
 // runtime's (45–47 in all), as a JVM engine has: the sampler's own CPU per interval, and that as
-// a share of a core at the default interval (docs/results.md).
+// a share of a core at the default interval (docs/results.md). The samples are back to back, so
+// every thread is read at each until 100 ms have passed (schedIdleAfter): at -benchtime 1000x,
+// the reads of every thread; BenchmarkSchedRun is the sampler at its interval.
 func BenchmarkSchedSample(b *testing.B) {
 	defer idleThreads(40)()
 	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
