@@ -59,6 +59,9 @@ type SamplesRequest struct {
 	// per-thread run-queue wait and the node's pressure stalls (agent/sample's Sched) into
 	// DIR/sched/NAME.ndjson at that interval; empty: not sampled.
 	SchedInterval string `json:"sched_interval,omitempty"`
+	// SchedNoPSI leaves the node's pressure stalls out of the scheduler samples: another node's
+	// agent on the same kernel records them (the local target).
+	SchedNoPSI bool `json:"sched_no_psi,omitempty"`
 }
 
 // SamplesInfo describes a sampler.
@@ -260,7 +263,7 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 	var sched *sample.Sched
 	var schedFile *os.File
 	if schedEvery > 0 {
-		if sched, schedFile, err = n.openSched(req.Name, sample.SchedOptions{Root: n.s.opts.Root, Interval: schedEvery, PIDs: req.PIDs, PIDFiles: pidFiles}); err != nil {
+		if sched, schedFile, err = n.openSched(req.Name, sample.SchedOptions{Root: n.s.opts.Root, Interval: schedEvery, PIDs: req.PIDs, PIDFiles: pidFiles, NoPSI: req.SchedNoPSI}); err != nil {
 			f.Close()
 			writeErr(w, http.StatusInternalServerError, err)
 			return

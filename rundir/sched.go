@@ -1,8 +1,10 @@
 package rundir
 
 import (
+	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 )
 
 // SchedDir, in a node's folder, holds the agent's scheduler samples (agent/sample's Sched):
@@ -31,12 +33,15 @@ type SchedSample struct {
 	PSI *SchedPSI `json:"psi,omitempty"`
 }
 
-// SchedThread is one thread's run-queue wait over the interval.
+// SchedThread is one thread's run-queue wait over the interval, or over its own where it has one.
 type SchedThread struct {
 	PID    int    `json:"pid"`
 	TID    int    `json:"tid"`
 	Comm   string `json:"comm"`    // the thread's name (/proc/<pid>/task/<tid>/comm)
 	WaitNs int64  `json:"wait_ns"` // runnable but not running (schedstat's 2nd field)
+	// IntervalNs, where set, is the time since the thread's last reading, ending at the sample's
+	// AtNs: a thread that had not run for a while is read less often than every interval.
+	IntervalNs int64 `json:"interval_ns,omitempty"`
 }
 
 // SchedPSI is the increase of /proc/pressure/{cpu,io,memory} "total" (µs) over an interval:
@@ -51,22 +56,89 @@ type SchedPSI struct {
 }
 
 // Spans are the sample's run-queue waits as sched_delay inside spans, one per thread. Where in
-// the interval a thread waited is not known: each span covers the whole interval with Share
-// wait/interval, so an excursion overlapping part of the interval is covered by the share of
-// the wait expected there, not by a wait placed at one end of it.
+// the interval a thread waited is not known: each span covers the whole interval (the thread's
+// own where it has one) with Share wait/interval, so an excursion overlapping part of the
+// interval is covered by the share of the wait expected there, not by a wait placed at one end
+// of it.
 func (s SchedSample) Spans() []InsideSpan {
 	out := make([]InsideSpan, 0, len(s.Threads))
-	if s.IntervalNs <= 0 {
-		return out
-	}
 	for _, t := range s.Threads {
-		if t.WaitNs <= 0 {
+		iv := s.IntervalNs
+		if t.IntervalNs > 0 {
+			iv = t.IntervalNs
+		}
+		if t.WaitNs <= 0 || iv <= 0 {
 			continue
 		}
-		share := min(float64(t.WaitNs)/float64(s.IntervalNs), 1)
-		out = append(out, InsideSpan{AtNs: s.AtNs - s.IntervalNs, DurNs: s.IntervalNs, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
+		share := min(float64(t.WaitNs)/float64(iv), 1)
+		out = append(out, InsideSpan{AtNs: s.AtNs - iv, DurNs: iv, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
 	}
 	return out
+}
+
+// AppendJSON appends the sample as encoding/json writes it (the same bytes, no newline), without
+// reflection or allocation: the agent writes a line every 20 ms, and encoding/json was a tenth of
+// its CPU (docs/results.md).
+func (s *SchedSample) AppendJSON(b []byte) []byte {
+	b = append(b, `{"at_ns":`...)
+	b = strconv.AppendInt(b, s.AtNs, 10)
+	b = append(b, `,"interval_ns":`...)
+	b = strconv.AppendInt(b, s.IntervalNs, 10)
+	if len(s.Threads) > 0 {
+		b = append(b, `,"threads":[`...)
+		for i := range s.Threads {
+			t := &s.Threads[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"pid":`...)
+			b = strconv.AppendInt(b, int64(t.PID), 10)
+			b = append(b, `,"tid":`...)
+			b = strconv.AppendInt(b, int64(t.TID), 10)
+			b = append(b, `,"comm":`...)
+			b = appendJSONString(b, t.Comm)
+			b = append(b, `,"wait_ns":`...)
+			b = strconv.AppendInt(b, t.WaitNs, 10)
+			if t.IntervalNs != 0 {
+				b = append(b, `,"interval_ns":`...)
+				b = strconv.AppendInt(b, t.IntervalNs, 10)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if p := s.PSI; p != nil {
+		b = append(b, `,"psi":{"cpu_some_us":`...)
+		b = strconv.AppendUint(b, p.CPUSomeUs, 10)
+		if p.CPUFullUs != 0 {
+			b = append(b, `,"cpu_full_us":`...)
+			b = strconv.AppendUint(b, p.CPUFullUs, 10)
+		}
+		b = append(b, `,"io_some_us":`...)
+		b = strconv.AppendUint(b, p.IOSomeUs, 10)
+		b = append(b, `,"io_full_us":`...)
+		b = strconv.AppendUint(b, p.IOFullUs, 10)
+		b = append(b, `,"mem_some_us":`...)
+		b = strconv.AppendUint(b, p.MemSomeUs, 10)
+		b = append(b, `,"mem_full_us":`...)
+		b = strconv.AppendUint(b, p.MemFullUs, 10)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString quotes a thread name: printable ASCII that encoding/json leaves as it is
+// directly, anything else (escapes, HTML characters, other encodings) through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // SchedWriter appends SchedSample lines to a file; safe for concurrent use.

@@ -1,6 +1,10 @@
 package rundir
 
-import "testing"
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
 
 // TestSchedSpansCoverTheirInterval: a sample's run-queue wait is a span over its whole interval
 // at the share wait/interval (where in the interval it fell is not known), holding the wait.
@@ -9,21 +13,56 @@ func TestSchedSpansCoverTheirInterval(t *testing.T) {
 		{PID: 1, TID: 2, Comm: "apply", WaitNs: 5_000_000},
 		{PID: 1, TID: 3, Comm: "late", WaitNs: 30_000_000}, // a wait longer than the measured interval is all of it
 		{PID: 1, TID: 4, Comm: "none"},
+		// read 100 ms ago (idle before): its wait is over its own interval
+		{PID: 1, TID: 5, Comm: "woke", WaitNs: 25_000_000, IntervalNs: 100_000_000},
 	}}
 	sp := s.Spans()
-	if len(sp) != 2 {
-		t.Fatalf("spans %+v, want 2", sp)
+	if len(sp) != 3 {
+		t.Fatalf("spans %+v, want 3", sp)
 	}
 	for i, want := range []struct {
-		w    float64
-		held int64
-	}{{0.25, 5_000_000}, {1, 20_000_000}} {
+		at, dur int64
+		w       float64
+		held    int64
+	}{{1_000_000_000, 20_000_000, 0.25, 5_000_000}, {1_000_000_000, 20_000_000, 1, 20_000_000}, {920_000_000, 100_000_000, 0.25, 25_000_000}} {
 		x := sp[i]
-		if x.AtNs != 1_000_000_000 || x.DurNs != 20_000_000 || x.Weight() != want.w || x.Held() != want.held || x.Kind != InsideSchedDelay || x.Source != SourceSchedstat {
-			t.Errorf("span %d %+v (weight %v, held %d), want the interval at %v holding %d", i, x, x.Weight(), x.Held(), want.w, want.held)
+		if x.AtNs != want.at || x.DurNs != want.dur || x.Weight() != want.w || x.Held() != want.held || x.Kind != InsideSchedDelay || x.Source != SourceSchedstat {
+			t.Errorf("span %d %+v (weight %v, held %d), want [%d, +%d] at %v holding %d", i, x, x.Weight(), x.Held(), want.at, want.dur, want.w, want.held)
 		}
 	}
 	if (InsideSpan{DurNs: 7}).Held() != 7 {
 		t.Error("a span without a share holds all of it")
+	}
+}
+
+// TestSchedAppendJSONIsEncodingJSON: the agent's hand-written line is byte for byte what
+// encoding/json writes, so the file's format has one definition (the struct tags) and its readers
+// see nothing new: every optional field absent and present, names that need escaping, extremes.
+func TestSchedAppendJSONIsEncodingJSON(t *testing.T) {
+	names := []string{"apply", "", "java", `a"b`, `back\slash`, "tab\tnl\n", "\x01\x1f", "<&>", "ünï", "\xff\xfe", "\u2028", "del\x7f", "C2 CompilerThre"}
+	samples := []SchedSample{
+		{},
+		{AtNs: math.MaxInt64, IntervalNs: math.MinInt64},
+		{AtNs: 1_796_634_556_917_563_162, IntervalNs: 21_989_296, Threads: []SchedThread{}},
+		{AtNs: 1, IntervalNs: 2, PSI: &SchedPSI{}},
+		{AtNs: 1, IntervalNs: 2, PSI: &SchedPSI{CPUSomeUs: 12195, CPUFullUs: 1, IOSomeUs: 642, IOFullUs: 175, MemSomeUs: math.MaxUint64, MemFullUs: 3}},
+	}
+	var threads []SchedThread
+	for i, n := range names {
+		threads = append(threads, SchedThread{PID: 31628, TID: 31628 + i, Comm: n, WaitNs: int64(i) * 1_000_003})
+	}
+	threads = append(threads, SchedThread{PID: -1, TID: math.MaxInt32, WaitNs: math.MinInt64}, SchedThread{PID: 7, TID: 8, Comm: "idle", WaitNs: 3, IntervalNs: 100_123_456})
+	samples = append(samples, SchedSample{AtNs: 5, IntervalNs: 20_000_000, Threads: threads, PSI: &SchedPSI{IOSomeUs: 9}})
+	for _, s := range samples {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.AppendJSON([]byte("x")); string(got) != "x"+string(want) {
+			t.Errorf("AppendJSON\n got %s\nwant x%s", got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { samples[len(samples)-2].AppendJSON(make([]byte, 0, 1024)) }); n > 1 {
+		t.Errorf("%v allocations a sample of ASCII names, want only the buffer's", n)
 	}
 }

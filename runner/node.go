@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/agent/facts"
@@ -112,6 +113,9 @@ func (r *run) samplesRequest(n inventory.Node) agent.SamplesRequest {
 	if r.pb.CauseSourcesOff() {
 		req.SchedInterval = ""
 	}
+	// The pressure stalls are the kernel's: one agent per kernel reads them (on the local target
+	// every node's would read the same files, and analysis takes one node's series for the machine).
+	req.SchedNoPSI = !slices.ContainsFunc(r.cl.Traits().TuneNodes, func(k inventory.Node) bool { return k.Name == n.Name })
 	return req
 }
 

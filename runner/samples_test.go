@@ -54,7 +54,7 @@ func TestCauseSourcesOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &run{pb: pb}
+		r := &run{pb: pb, cl: oneKernel(t)}
 		if got := r.samplesRequest(server).SchedInterval; (got == "") != off {
 			t.Errorf("cause sources off %v: sched interval %q", off, got)
 		}
@@ -64,6 +64,48 @@ func TestCauseSourcesOff(t *testing.T) {
 		}
 		if req.Config.CauseSourcesOff != off {
 			t.Errorf("cause sources off %v: engine config cause_sources_off %v", off, req.Config.CauseSourcesOff)
+		}
+	}
+}
+
+func oneKernel(t *testing.T) *targettest.Cluster {
+	t.Helper()
+	c, err := (&targettest.Target{}).Start(t.Context(), target.StartOptions{RunDir: t.TempDir(), Servers: 3, Clients: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*targettest.Cluster)
+}
+
+// kernelPerNode is a cluster whose nodes each have a kernel of their own (as the SSH target's).
+type kernelPerNode struct{ *targettest.Cluster }
+
+func (c kernelPerNode) Traits() target.Traits {
+	tr := c.Cluster.Traits()
+	tr.TuneNodes = c.Inventory().Nodes
+	return tr
+}
+
+// TestPressureStallsOncePerKernel: the pressure stalls are the kernel's, so where the nodes share
+// one (the local target) only the agent that stands for the kernel reads them; where each node
+// has its own, every node's does.
+func TestPressureStallsOncePerKernel(t *testing.T) {
+	one := oneKernel(t)
+	nodes := one.Inventory().Nodes
+	for _, c := range []struct {
+		name string
+		cl   target.Cluster
+		want []bool // SchedNoPSI per node
+	}{
+		{"one kernel", one, []bool{false, true, true, true}},
+		{"a kernel per node", kernelPerNode{one}, []bool{false, false, false, false}},
+	} {
+		r := &run{pb: &playbooks.Playbook{}, cl: c.cl}
+		for i, n := range nodes {
+			req := r.samplesRequest(n)
+			if req.SchedInterval == "" || req.SchedNoPSI != c.want[i] {
+				t.Errorf("%s: %s asks for scheduler samples every %q without pressure stalls %v, want %v", c.name, n.Name, req.SchedInterval, req.SchedNoPSI, c.want[i])
+			}
 		}
 	}
 }

@@ -391,7 +391,7 @@ func (s *Sampler) Run(ctx context.Context, w io.Writer) error {
 }
 
 // every calls step at each tick of interval until ctx ends (nil) or step fails (its error): the
-// loop of every sampler here.
+// OS sampler's loop (the scheduler sampler's, at 20 ms, waits on a timerfd instead: rawsys.go).
 func every(ctx context.Context, interval time.Duration, step func() error) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

@@ -3,7 +3,7 @@ package sample
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,12 +24,26 @@ type SchedOptions struct {
 	Interval time.Duration // default DefaultSchedInterval
 	PIDs     []int
 	PIDFiles []string // read again at every sample, so a relaunched process is followed
+	// NoPSI leaves the pressure stalls out: another node on the same kernel reads them (the
+	// local target), and they are a third of a sample's reads.
+	NoPSI bool
 }
 
 // DefaultSchedInterval is fine enough to place a thread's run-queue wait within a latency
 // excursion (≥ 1 ms, usually tens) and coarse enough to cost little (docs/results.md has the
 // measured cost).
 const DefaultSchedInterval = 20 * time.Millisecond
+
+// A thread whose schedstat has not moved (no CPU time, no wait) for schedIdleAfter is read only
+// every schedIdleEvery instead of every interval: most of a process's threads sleep most of the
+// time (a JVM's compiler and GC threads, a Go runtime's idle threads), and each read costs about
+// as much as the interval's wake-up does. A thread that ran is read at every interval again from
+// its next reading on; a wait found at an idle thread's reading is over the time since its last
+// one (rundir.SchedThread.IntervalNs), so its total is kept and its place known to that grain.
+const (
+	schedIdleAfter = 100 * time.Millisecond
+	schedIdleEvery = 100 * time.Millisecond
+)
 
 // schedRelist is how often the PID files are read again, so a relaunched process is followed.
 // A followed process's threads are listed again only when that listing may have changed: its
@@ -38,11 +52,19 @@ const DefaultSchedInterval = 20 * time.Millisecond
 // started since the last sample is so opened at the next one, and a thread ended is closed there.
 const schedRelist = 200 * time.Millisecond
 
+// Schedule of the sampler's writes: its lines are kept in memory and written once a second (or
+// once this many bytes are waiting) and when it stops, not one write a sample.
+const (
+	schedFlushEvery = time.Second
+	schedFlushBytes = 64 << 10
+)
+
 // Sched samples, per interval, the run-queue wait of every thread of the followed processes
 // (/proc/<pid>/task/<tid>/schedstat, cumulative ns) and the node's pressure stall totals
 // (/proc/pressure/{cpu,io,memory}). Each thread's schedstat file stays open and is re-read from
 // offset 0 with pread, so a sample costs one read per thread, not an open and a close; the kernel's
-// read is most of that cost, so nothing else per thread allocates or goes through os.File.
+// read is most of that cost, so nothing else per thread allocates or goes through os.File, and a
+// pass's calls are raw (rawsys.go says why).
 type Sched struct {
 	opts     SchedOptions
 	proc     string
@@ -53,7 +75,13 @@ type Sched struct {
 	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
 	last     time.Time
-	listed   time.Time // the PID files were last read
+	at       int64           // this pass's time, ns since the epoch (s.last's)
+	prevAt   int64           // the previous pass's
+	listed   time.Time       // the PID files were last read
+	pidPaths [][]byte        // opts.PIDFiles, NUL-terminated for the raw open
+	pidBuf   []int           // pids' result, reused
+	psiOut   rundir.SchedPSI // sample's PSI, reused: Run's samples do not outlive the next one
+	threads  []rundir.SchedThread
 	buf      []byte
 }
 
@@ -66,11 +94,19 @@ type procTasks struct {
 }
 
 type task struct {
-	key  taskKey
-	fd   int // schedstat, O_RDONLY
-	comm string
-	wait uint64
-	seen bool // listed at the latest listing
+	key     taskKey
+	fd      int // schedstat, O_RDONLY
+	comm    string
+	cpu     uint64 // schedstat at the last reading
+	wait    uint64
+	readAt  int64 // pass of the last reading (Sched.at)
+	movedAt int64 // pass of the last reading that found cpu or wait moved
+	seen    bool  // listed at the latest listing
+}
+
+// idle says whether t is read only every schedIdleEvery, and not due at this pass.
+func (s *Sched) idle(t *task) bool {
+	return s.at-t.movedAt >= int64(schedIdleAfter) && s.at-t.readAt < int64(schedIdleEvery)
 }
 
 type psiTotals struct{ some, full uint64 }
@@ -87,11 +123,21 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	}
 	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), procs: map[int]*procTasks{},
 		byKey: map[taskKey]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
+	for _, f := range opts.PIDFiles {
+		p, err := syscall.ByteSliceFromString(f)
+		if err != nil {
+			return nil, fmt.Errorf("sched sampler: pid file %q: %w", f, err)
+		}
+		s.pidPaths = append(s.pidPaths, p)
+	}
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
-	s.psi, s.hasPSI = s.readPSI()
+	if !opts.NoPSI {
+		s.psi, s.hasPSI = s.readPSI()
+	}
 	s.last, s.listed = time.Now(), time.Now()
+	s.at = s.last.UnixNano()
 	s.relist(nil, s.pids(), true)
 	return s, nil
 }
@@ -118,27 +164,40 @@ func (s *Sched) Close() {
 // Next reads every thread and the pressure files and returns what changed since the last call:
 // the threads that waited (a thread first seen now is only a baseline) and the PSI increases.
 func (s *Sched) Next() rundir.SchedSample {
-	now := time.Now()
+	out := s.sample(time.Now(), nil)
+	if out.PSI != nil {
+		p := *out.PSI
+		out.PSI = &p
+	}
+	return out
+}
+
+// sample is Next at now, its threads appended to threads[:0] and its PSI in s.psiOut.
+func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.SchedSample {
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
-	s.last = now
-	out.Threads = s.threadsNow(now, out.Threads)
-	if psi, ok := s.readPSI(); ok && s.hasPSI {
+	s.last, s.prevAt, s.at = now, s.at, now.UnixNano()
+	out.Threads = s.threadsNow(now, threads[:0])
+	if !s.hasPSI {
+		return out
+	}
+	if psi, ok := s.readPSI(); ok {
 		d := func(a, b uint64) uint64 { return uint64(delta(a, b)) }
-		p := rundir.SchedPSI{
+		s.psiOut = rundir.SchedPSI{
 			CPUSomeUs: d(s.psi[0].some, psi[0].some), CPUFullUs: d(s.psi[0].full, psi[0].full),
 			IOSomeUs: d(s.psi[1].some, psi[1].some), IOFullUs: d(s.psi[1].full, psi[1].full),
 			MemSomeUs: d(s.psi[2].some, psi[2].some), MemFullUs: d(s.psi[2].full, psi[2].full),
 		}
-		if p != (rundir.SchedPSI{}) {
-			out.PSI = &p
+		if s.psiOut != (rundir.SchedPSI{}) {
+			out.PSI = &s.psiOut
 		}
 		s.psi = psi
 	}
 	return out
 }
 
-// threadsNow reads every followed thread, appending to out those that waited since their last
-// reading, and lists a process's threads again where they may have changed.
+// threadsNow reads the followed threads (an idle one at its slower pace), appending to out those
+// that waited since their last reading, and lists a process's threads again where they may have
+// changed.
 func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.SchedThread {
 	relist := false
 	var pids []int
@@ -152,8 +211,7 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 		if relist {
 			break
 		}
-		var st syscall.Stat_t
-		if err := syscall.Fstat(p.fd, &st); err != nil || uint64(st.Nlink) != p.nlink {
+		if nlink, err := rawNlink(p.fd); err != nil || nlink != p.nlink {
 			relist = true
 		}
 	}
@@ -165,6 +223,9 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 	}
 	ended := false
 	for _, t := range s.tasks {
+		if s.idle(t) {
+			continue
+		}
 		var ok bool
 		if out, ok = s.read(t, out); !ok {
 			delete(s.byKey, t.key) // unlisted, so the listing below closes it
@@ -179,16 +240,24 @@ func (s *Sched) threadsNow(now time.Time, out []rundir.SchedThread) []rundir.Sch
 	return out
 }
 
-// read appends t's wait since its last reading; false where the read failed (the thread ended).
+// read appends t's wait since its last reading (with that reading's interval where it was not
+// the previous pass); false where the read failed (the thread ended).
 func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, bool) {
-	w, err := s.readWait(t.fd)
+	cpu, w, err := s.readSchedstat(t.fd)
 	if err != nil {
 		return out, false
 	}
 	if w > t.wait {
-		out = append(out, rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)})
+		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)}
+		if t.readAt != s.prevAt {
+			th.IntervalNs = s.at - t.readAt
+		}
+		out = append(out, th)
 	}
-	t.wait = w
+	if cpu != t.cpu || w != t.wait {
+		t.movedAt = s.at
+	}
+	t.cpu, t.wait, t.readAt = cpu, w, s.at
 	return out, true
 }
 
@@ -244,8 +313,8 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 				continue // the thread ended meanwhile
 			}
 			comm, _ := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
-			t := &task{key: k, fd: fd, comm: strings.TrimSpace(string(comm)), seen: true}
-			if t.wait, err = s.readWait(fd); err != nil {
+			t := &task{key: k, fd: fd, comm: strings.TrimSpace(string(comm)), seen: true, readAt: s.at, movedAt: s.at}
+			if t.cpu, t.wait, err = s.readSchedstat(fd); err != nil {
 				syscall.Close(fd)
 				continue
 			}
@@ -288,49 +357,51 @@ func (s *Sched) samePIDs(pids []int) bool {
 	return true
 }
 
-// readWait is schedstat's second field: "<on-cpu ns> <run-queue wait ns> <timeslices>".
-func (s *Sched) readWait(fd int) (uint64, error) {
+// readSchedstat is schedstat's first two fields: "<on-cpu ns> <run-queue wait ns> <timeslices>".
+func (s *Sched) readSchedstat(fd int) (cpu, wait uint64, err error) {
 	n, err := pread0(fd, s.buf)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n <= 0 {
-		return 0, io.ErrUnexpectedEOF
+		return 0, 0, io.ErrUnexpectedEOF
 	}
-	w, ok := schedstatWait(s.buf[:n])
+	cpu, wait, ok := schedstatFields(s.buf[:n])
 	if !ok {
-		return 0, fmt.Errorf("schedstat %q: want 3 fields of digits", s.buf[:n])
+		return 0, 0, fmt.Errorf("schedstat %q: want 3 fields of digits", s.buf[:n])
 	}
-	return w, nil
+	return cpu, wait, nil
 }
 
-// schedstatWait parses the second space-separated field of b as a decimal without allocating.
-func schedstatWait(b []byte) (uint64, bool) {
+// schedstatFields parses the first two space-separated fields of b as decimals without
+// allocating.
+func schedstatFields(b []byte) (cpu, wait uint64, ok bool) {
 	i := 0
-	skip := func(space bool) {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n') == space {
+	field := func() (uint64, bool) {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n') {
 			i++
 		}
-	}
-	skip(true)
-	if i == len(b) {
-		return 0, false
-	}
-	skip(false)
-	skip(true)
-	var v uint64
-	start := i
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		d := uint64(b[i] - '0')
-		if v > (math.MaxUint64-d)/10 {
+		var v uint64
+		start := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			d := uint64(b[i] - '0')
+			if v > (math.MaxUint64-d)/10 {
+				return 0, false
+			}
+			v = v*10 + d
+		}
+		if i == start || (i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\n') {
 			return 0, false
 		}
-		v = v*10 + d
+		return v, true
 	}
-	if i == start || (i < len(b) && b[i] != ' ' && b[i] != '\t' && b[i] != '\n') {
-		return 0, false
+	if cpu, ok = field(); !ok {
+		return 0, 0, false
 	}
-	return v, true
+	if wait, ok = field(); !ok {
+		return 0, 0, false
+	}
+	return cpu, wait, true
 }
 
 // readPSI reads the pressure files' totals, keeping them open; false when the kernel has none.
@@ -344,8 +415,9 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 			}
 			s.psiFiles[i] = fd
 		}
-		// Not pread0: rendering a pressure file takes a lock that another reader may hold.
-		n, err := syscall.Pread(s.psiFiles[i], s.buf, 0)
+		// Rendering a pressure file takes a mutex another reader may hold, for as long as that
+		// reader renders one: microseconds, so a raw read as for the threads.
+		n, err := rawPread(s.psiFiles[i], s.buf)
 		if err != nil || n <= 0 {
 			return out, false
 		}
@@ -355,10 +427,10 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 }
 
 // pread0 reads fd from offset 0 into b: a schedstat file is rendered afresh at each read from
-// its start. An ordinary system call, not a raw one: rendering allocates, which can block in
-// reclaim under memory pressure, and a raw call would hold its P (and the GC) meanwhile.
+// its start. A raw call (rawsys.go): rendering allocates a page, which under memory pressure can
+// wait in reclaim, holding the goroutine's P meanwhile — the agent's, not the engine's.
 func pread0(fd int, b []byte) (int, error) {
-	return syscall.Pread(fd, b, 0)
+	return rawPread(fd, b)
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.
@@ -384,26 +456,71 @@ func parsePSI(b []byte) psiTotals {
 	return p
 }
 
-// pids are the followed processes, each once (a PID given and in a PID file is read once).
+// pids are the followed processes, each once (a PID given and in a PID file is read once), as
+// followed reads them but with raw calls; valid until the next call.
 func (s *Sched) pids() []int {
-	pids := followed(s.opts.PIDs, s.opts.PIDFiles)
+	pids := append(s.pidBuf[:0], s.opts.PIDs...)
+	for _, path := range s.pidPaths {
+		n, err := rawReadFile(path, s.buf)
+		if err != nil {
+			continue // not started yet, or between runs
+		}
+		if pid, err := strconv.Atoi(string(bytes.TrimSpace(s.buf[:n]))); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
 	slices.Sort(pids)
-	return slices.Compact(pids)
+	s.pidBuf = slices.Compact(pids)
+	return s.pidBuf
 }
 
 // Run writes one NDJSON line per interval in which a thread waited or a pressure total moved,
-// until ctx ends.
+// until ctx ends; the lines are written in batches (schedFlushEvery), the last when ctx ends.
 func (s *Sched) Run(ctx context.Context, w io.Writer) error {
 	defer s.Close()
-	enc := json.NewEncoder(w)
-	return every(ctx, s.opts.Interval, func() error {
-		smp := s.Next()
-		if len(smp.Threads) == 0 && smp.PSI == nil {
+	t, err := newIntervalTimer(s.opts.Interval)
+	if err != nil {
+		return fmt.Errorf("sched sampler: %w", err)
+	}
+	defer t.close()
+	defer context.AfterFunc(ctx, t.stop)()
+	return s.run(t.wait, time.Now, w)
+}
+
+// run is Run's loop: a sample after each wait, at now, until wait returns errTimerStopped.
+func (s *Sched) run(wait func() error, now func() time.Time, w io.Writer) error {
+	var buf []byte
+	flushed := now()
+	flush := func() error {
+		if len(buf) == 0 {
 			return nil
 		}
-		if err := enc.Encode(smp); err != nil {
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		if err != nil {
 			return fmt.Errorf("sched sampler: write: %w", err)
 		}
 		return nil
-	})
+	}
+	for {
+		if err := wait(); err != nil {
+			ferr := flush()
+			if errors.Is(err, errTimerStopped) {
+				return ferr
+			}
+			return fmt.Errorf("sched sampler: %w", err)
+		}
+		at := now()
+		smp := s.sample(at, s.threads)
+		s.threads = smp.Threads
+		if len(smp.Threads) > 0 || smp.PSI != nil {
+			buf = append(smp.AppendJSON(buf), '\n')
+		}
+		if len(buf) >= schedFlushBytes || at.Sub(flushed) >= schedFlushEvery {
+			flushed = at
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
 }

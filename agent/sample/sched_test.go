@@ -1,11 +1,16 @@
 package sample
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -81,7 +86,9 @@ func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
 
 // BenchmarkSchedSample is one sample of a process with 40 threads of its own beside the Go
 // runtime's (45–47 in all), as a JVM engine has: the sampler's own CPU per interval, and that as
-// a share of a core at the default interval (docs/results.md).
+// a share of a core at the default interval (docs/results.md). The samples are back to back, so
+// every thread is read at each until 100 ms have passed (schedIdleAfter): at -benchtime 1000x,
+// the reads of every thread; BenchmarkSchedRun is the sampler at its interval.
 func BenchmarkSchedSample(b *testing.B) {
 	defer idleThreads(40)()
 	s, err := NewSched(SchedOptions{PIDs: []int{os.Getpid()}})
@@ -103,16 +110,37 @@ func BenchmarkSchedSample(b *testing.B) {
 }
 
 // BenchmarkSchedRun is the sampler as a node runs it: Run at the default interval for b.N
-// intervals, its timer's wake-ups, reads after a sleep and writes included, following the same
-// process as BenchmarkSchedSample ("threads"); "psi" follows no process, and "wake" is the
-// interval loop alone. The cost is the whole process's CPU while it runs less the same process's
-// CPU idle for as long just before (the runtime's own background work).
+// intervals, its wake-ups, reads after a sleep and writes included, following the same process as
+// BenchmarkSchedSample ("threads"); "psi" follows no process. "wake/timerfd" is Run's interval
+// loop alone, "wake/ticker" a Go ticker's at the same interval (what Run waited on before). The
+// cost is the whole process's CPU while it runs less the same process's CPU idle for as long just
+// before (the runtime's own background work).
 func BenchmarkSchedRun(b *testing.B) {
 	defer idleThreads(40)()
 	for _, c := range []struct {
 		name string
 		pids []int
-	}{{"wake", nil}, {"psi", nil}, {"threads", []int{os.Getpid()}}} {
+		run  func(ctx context.Context, s *Sched) error
+	}{
+		{"wake/ticker", nil, func(ctx context.Context, _ *Sched) error {
+			return every(ctx, DefaultSchedInterval, func() error { return nil })
+		}},
+		{"wake/timerfd", nil, func(ctx context.Context, _ *Sched) error {
+			t, err := newIntervalTimer(DefaultSchedInterval)
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			defer context.AfterFunc(ctx, t.stop)()
+			for {
+				if err := t.wait(); err != nil {
+					return nil
+				}
+			}
+		}},
+		{"psi", nil, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
+		{"threads", []int{os.Getpid()}, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			wall := time.Duration(b.N) * DefaultSchedInterval
 			c0 := rusage(syscall.RUSAGE_SELF)
@@ -122,17 +150,12 @@ func BenchmarkSchedRun(b *testing.B) {
 			if err != nil {
 				b.Skip(err)
 			}
+			defer s.Close()
 			threads := len(s.tasks)
 			ctx, cancel := context.WithTimeout(context.Background(), wall)
 			defer cancel()
 			c1 := rusage(syscall.RUSAGE_SELF)
-			if c.name == "wake" {
-				s.Close()
-				err = every(ctx, DefaultSchedInterval, func() error { return nil })
-			} else {
-				err = s.Run(ctx, io.Discard)
-			}
-			if err != nil {
+			if err := c.run(ctx, s); err != nil {
 				b.Fatal(err)
 			}
 			perInterval := float64(rusage(syscall.RUSAGE_SELF)-c1-idle) / float64(b.N)
@@ -298,23 +321,243 @@ func TestSchedFollowsARelaunchedProcess(t *testing.T) {
 	}
 }
 
-func TestSchedstatWait(t *testing.T) {
+func TestSchedstatFields(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want uint64
-		ok   bool
+		in        string
+		cpu, wait uint64
+		ok        bool
 	}{
-		{"1000 7500 7\n", 7500, true},
-		{"0 0 0\n", 0, true},
-		{"  1  18446744073709551615 2", 18446744073709551615, true},
-		{"1 18446744073709551616 2\n", 0, false},
-		{"1000\n", 0, false},
-		{"1000 -5 7\n", 0, false},
-		{"1000 75x 7\n", 0, false},
-		{"", 0, false},
+		{"1000 7500 7\n", 1000, 7500, true},
+		{"0 0 0\n", 0, 0, true},
+		{"  1  18446744073709551615 2", 1, 18446744073709551615, true},
+		{"18446744073709551616 1 2\n", 0, 0, false},
+		{"1 18446744073709551616 2\n", 0, 0, false},
+		{"1000\n", 0, 0, false},
+		{"1000 -5 7\n", 0, 0, false},
+		{"1000 75x 7\n", 0, 0, false},
+		{"10x0 75 7\n", 0, 0, false},
+		{"", 0, 0, false},
 	} {
-		if got, ok := schedstatWait([]byte(c.in)); got != c.want || ok != c.ok {
-			t.Errorf("schedstatWait(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		if cpu, wait, ok := schedstatFields([]byte(c.in)); cpu != c.cpu || wait != c.wait || ok != c.ok {
+			t.Errorf("schedstatFields(%q) = %d, %d, %v; want %d, %d, %v", c.in, cpu, wait, ok, c.cpu, c.wait, c.ok)
 		}
+	}
+}
+
+// TestSchedReadsAnIdleThreadLessOften: passes every 20 ms on an injected clock; a thread that
+// runs is read at every pass, one whose schedstat has not moved for schedIdleAfter only every
+// schedIdleEvery. The idle thread's wait is so found at its next due reading, over the time since
+// its last one, and from then on it is read at every pass again.
+func TestSchedReadsAnIdleThreadLessOften(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	p.thread(42, 44, "gc", 0)
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const every = 20 * time.Millisecond
+	t0 := s.last
+	gcWait := 0
+	for pass := 1; pass <= 20; pass++ {
+		p.thread(42, 43, "apply", pass*1000) // waits 1 µs a pass
+		if pass == 11 {
+			gcWait = 3000 // the idle thread wakes and waits, between two of its readings
+			p.thread(42, 44, "gc", gcWait)
+		}
+		if pass == 16 {
+			gcWait += 500
+			p.thread(42, 44, "gc", gcWait)
+		}
+		got := s.sample(t0.Add(time.Duration(pass)*every), nil)
+		var apply, gc []rundir.SchedThread
+		for _, th := range got.Threads {
+			if th.TID == 43 {
+				apply = append(apply, th)
+			} else {
+				gc = append(gc, th)
+			}
+		}
+		if len(apply) != 1 || apply[0].WaitNs != 1000 || apply[0].IntervalNs != 0 {
+			t.Fatalf("pass %d: apply %+v, want 1 µs over the sample's interval", pass, apply)
+		}
+		var want []rundir.SchedThread
+		switch pass {
+		case 14: // read at 80 ms, idle from 100 ms, read again at 180 and 280 ms
+			want = []rundir.SchedThread{{PID: 42, TID: 44, Comm: "gc", WaitNs: 3000, IntervalNs: int64(100 * time.Millisecond)}}
+		case 16: // it ran: read at every pass from the one after
+			want = []rundir.SchedThread{{PID: 42, TID: 44, Comm: "gc", WaitNs: 500}}
+		}
+		if !slices.Equal(gc, want) {
+			t.Fatalf("pass %d (%v): gc %+v, want %+v", pass, time.Duration(pass)*every, gc, want)
+		}
+	}
+}
+
+// writeCounter counts the writes it is given and keeps their bytes.
+type writeCounter struct {
+	writes int
+	bytes.Buffer
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(b)
+}
+
+// TestSchedRunWritesInBatches drives Run's loop on an injected clock, 20 ms a pass for 2.4 s,
+// a thread waiting 1 µs in each: every sample is in the output, in order and as encoding/json
+// reads it, written once a second and at the stop (three writes), not once a sample.
+func TestSchedRunWritesInBatches(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	for _, n := range psiFiles {
+		p.psi(n, 0, 0)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const passes, every = 120, 20 * time.Millisecond
+	clock, pass := s.last, 0
+	wait := func() error {
+		if pass == passes {
+			return errTimerStopped
+		}
+		pass++
+		clock = clock.Add(every)
+		p.thread(42, 43, "apply", pass*1000)
+		return nil
+	}
+	var w writeCounter
+	if err := s.run(wait, func() time.Time { return clock }, &w); err != nil {
+		t.Fatal(err)
+	}
+	var got []rundir.SchedSample
+	for line := range bytes.Lines(w.Bytes()) {
+		var smp rundir.SchedSample
+		if err := json.Unmarshal(line, &smp); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got = append(got, smp)
+	}
+	if len(got) != passes {
+		t.Fatalf("%d samples, want %d", len(got), passes)
+	}
+	for i, smp := range got {
+		want := []rundir.SchedThread{{PID: 42, TID: 43, Comm: "apply", WaitNs: 1000}}
+		if smp.IntervalNs != int64(every) || !slices.Equal(smp.Threads, want) || smp.PSI != nil {
+			t.Fatalf("sample %d %+v, want thread 43 waited 1 µs in 20 ms", i, smp)
+		}
+	}
+	if w.writes != 3 {
+		t.Errorf("%d writes for %d samples over %v, want 3: one a second and the rest at the stop", w.writes, passes, passes*every)
+	}
+}
+
+// TestSchedPassDoesNotAllocate: a pass of Run (a thread waited, the pressure moved) and its line
+// allocate nothing once the buffers have grown, so it never makes the agent collect garbage.
+func TestSchedPassDoesNotAllocate(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	p.thread(42, 44, "encode", 0)
+	for _, n := range psiFiles {
+		p.psi(n, 0, 0)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	open := func(rel string) *os.File {
+		f, err := os.OpenFile(filepath.Join(p.root, "proc", rel), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	apply, cpu := open("42/task/43/schedstat"), open("pressure/cpu")
+	defer apply.Close()
+	defer cpu.Close()
+	n := 0
+	buf := make([]byte, 0, 4096)
+	pass := func() {
+		n++
+		// Same length every time: the files are rewritten in place, not truncated.
+		apply.WriteAt([]byte(fmt.Sprintf("1000 %08d 7\n", n)), 0)
+		cpu.WriteAt([]byte(fmt.Sprintf("some avg10=0.00 avg60=0.00 avg300=0.00 total=%08d\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", n)), 0)
+		smp := s.sample(s.last.Add(DefaultSchedInterval), s.threads)
+		s.threads = smp.Threads
+		if len(smp.Threads) != 1 || smp.PSI == nil {
+			t.Fatalf("pass %d: %+v, want thread 43's wait and a CPU stall", n, smp)
+		}
+		buf = append(smp.AppendJSON(buf[:0]), '\n')
+	}
+	pass()
+	// The file writes above allocate (Sprintf); what is counted is the pass's share.
+	writes := testing.AllocsPerRun(50, func() {
+		apply.WriteAt([]byte(fmt.Sprintf("1000 %08d 7\n", n)), 0)
+		cpu.WriteAt([]byte(fmt.Sprintf("some avg10=0.00 avg60=0.00 avg300=0.00 total=%08d\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", n)), 0)
+	})
+	if allocs := testing.AllocsPerRun(50, pass) - writes; allocs > 0 {
+		t.Errorf("a pass allocates %.1f times, want none", allocs)
+	}
+}
+
+// TestIntervalTimer: a wait returns once the timer has expired; a stop ends a wait under way and
+// every later one.
+func TestIntervalTimer(t *testing.T) {
+	tm, err := newIntervalTimer(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.wait(); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	tm.close()
+	tm, err = newIntervalTimer(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.close()
+	done := make(chan error)
+	go func() { done <- tm.wait() }()
+	time.Sleep(10 * time.Millisecond) // most likely parked in the netpoller by now; either way it must end
+	tm.stop()
+	if err := <-done; !errors.Is(err, errTimerStopped) {
+		t.Fatalf("wait under way at the stop: %v, want errTimerStopped", err)
+	}
+	if err := tm.wait(); !errors.Is(err, errTimerStopped) {
+		t.Fatalf("wait after the stop: %v, want errTimerStopped", err)
+	}
+}
+
+// TestSchedNoPSI: a sampler told another reads the pressure stalls opens no pressure file and
+// reports none, however they move; its threads are sampled as before.
+func TestSchedNoPSI(t *testing.T) {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	p.thread(42, 43, "apply", 0)
+	for _, n := range psiFiles {
+		p.psi(n, 10, 5)
+	}
+	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}, NoPSI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p.psi("cpu", 30, 5)
+	p.thread(42, 43, "apply", 700)
+	got := s.Next()
+	if got.PSI != nil || len(got.Threads) != 1 || got.Threads[0].WaitNs != 700 {
+		t.Fatalf("sample %+v, want thread 43's 700 ns and no pressure stalls", got)
+	}
+	if s.psiFiles != [3]int{-1, -1, -1} {
+		t.Fatalf("pressure files open: %v", s.psiFiles)
 	}
 }
