@@ -97,4 +97,3 @@ func TestSyncsUnderThresholdNotRecorded(t *testing.T) {
 		t.Fatal("a node not recording syncs hands the stores a hook")
 	}
 }
-
