@@ -97,3 +97,24 @@ func TestSyncsUnderThresholdNotRecorded(t *testing.T) {
 		t.Fatal("a node not recording syncs hands the stores a hook")
 	}
 }
+
+// BenchmarkSyncHeard is what raft's goroutine pays per sync of its log store for the recording:
+// a sync under the threshold (most of them) is compared and dropped; one over it is handed to the
+// writer's queue (a queue with room, as a few a second always find it).
+func BenchmarkSyncHeard(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		dur  time.Duration
+	}{{"short", 200 * time.Microsecond}, {"recorded", 2 * time.Millisecond}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := &Node{}
+			n.RecordSyncs(func(store.SyncSpan) {})
+			hear := n.onSync()
+			s := store.SyncSpan{Path: "raft/log/log-1.seg", Level: store.SyncFull, Start: time.Now(), Dur: c.dur}
+			for b.Loop() {
+				hear(s)
+			}
+			n.syncs.close()
+		})
+	}
+}
