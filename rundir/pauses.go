@@ -36,7 +36,7 @@ const (
 	// it ends (PhaseKinds, PausesFile).
 	SourceEnginePhases = "engine_phases"
 	// SourceEngineSyncs: the engine's own syncs of its log store (its log's files, its raft
-	// metadata, their folders) that took long enough to record (the reference engine: 1 ms,
+	// metadata, their folders) that took long enough to record (the reference engine: 0.5 ms,
 	// replica.SyncRecordMin), one span each as it returns (LogSync, PausesFile).
 	SourceEngineSyncs = "engine_syncs"
 )

@@ -11,11 +11,11 @@ import (
 // before it acknowledges one — so a slow fsync holds every command behind it. Each sync that
 // took at least SyncRecordMin is handed over as it returns; the rest cost a comparison.
 
-// SyncRecordMin is the shortest sync recorded. A sync under it covers less than a millisecond of
-// any latency excursion (at least 1 ms long, and 10× the median), so alone it can name none; the
-// quickstart's nodes make about a thousand syncs a second, 0.2 ms each at the median, and a few
-// a second of 1 ms or more.
-const SyncRecordMin = time.Millisecond
+// SyncRecordMin is the shortest sync recorded. One under it covers under half a millisecond of
+// any latency excursion (at least 1 ms long, and 10× the median), so it names none alone, and a
+// slow stretch is its long syncs; the quickstart's nodes make about a thousand syncs a second,
+// 0.2 ms each at the median, and 15–20 a second of 0.5 ms or more.
+const SyncRecordMin = 500 * time.Microsecond
 
 // syncQueue is how many recorded syncs may wait for the writer: a few a second, so a full queue
 // means the sink is stuck, and a span is dropped rather than raft held.
