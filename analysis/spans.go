@@ -139,6 +139,7 @@ var spanSources = []spanSource{
 	{"pause records", readPausesSource},
 	{"gc actions", readGCActionSource},
 	{"disk syncs", readDiskSyncSource},
+	{"late sends", readLateSendSource},
 }
 
 // spanStream is the run's cause spans, per node, sorted by start, with what the judge and the
@@ -279,7 +280,7 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 			switch {
 			case sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at):
 				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
-			case sp.isCommit() && !sc.commitMeasured():
+			case sp.isCommit() && !sc.commitMeasured(), sp.source == SourceLoadgen && !sc.measuresProbes():
 				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
 			case sp.isCommit():
 				if parts = clipTo(commit[node], c); len(parts) == 0 {
