@@ -27,7 +27,7 @@ import (
 // engine's recording (inside.ndjson), which is off by default: a run with only these says so.
 // The gc action's answers are among them: an answer, not a recording.
 var alwaysOnSources = []string{SourceDiskModel, SourceOSSamples, rundir.SourceSchedstat, SourcePSI, rundir.SourceGoRuntime, rundir.SourceSafepointLog, SourceGCLog, SourceGCAction,
-	rundir.SourceAeronCounters, rundir.SourceEnginePhases, SourceTimeline}
+	rundir.SourceAeronCounters, rundir.SourceEnginePhases, rundir.SourceEngineSyncs, SourceTimeline, SourceLoadgen}
 
 // safepointRe is HotSpot's per-safepoint line under [safepoint] (JDK 17: `Safepoint "Cleanup",
 // Time since last: 1000767425 ns, Reaching safepoint: 201316 ns, Cleanup: 8291 ns, At safepoint:

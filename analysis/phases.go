@@ -45,6 +45,9 @@ type phaseScope struct {
 	// leader is the node leading at a time (unix ns); "" where no event says.
 	leader func(at int64) string
 	down   span // restart: [kill, relaunch]; zero where none
+	// downs are each node's restarts, kill until ready: a node that acknowledges no commit
+	// (commit.go).
+	downs map[string][]span
 }
 
 var snapshotPhases = []rundir.InsideKind{rundir.PhaseSnapshotCapture, rundir.PhaseSnapshotPersist, rundir.PhaseLogCompaction}
@@ -81,7 +84,7 @@ func (d *runData) leaderAt(s *Summary) func(int64) string {
 
 // windowScope is what window w measures; restart windows are s.Restarts' in order.
 func (d *runData) windowScope(s *Summary, w TimeWindow) phaseScope {
-	sc := phaseScope{kind: string(w.Kind), node: w.Node, leader: d.leaderAt(s)}
+	sc := phaseScope{kind: string(w.Kind), node: w.Node, leader: d.leaderAt(s), downs: d.restartDowns(s)}
 	if w.Kind == WindowRestart && w.Index-1 < len(s.Restarts) {
 		if r := s.Restarts[w.Index-1]; r.RelaunchS != nil {
 			sc.down = span{d.origin + int64(math.Round(r.KillS*1e9)), d.origin + int64(math.Round(*r.RelaunchS*1e9))}
@@ -92,7 +95,7 @@ func (d *runData) windowScope(s *Summary, w TimeWindow) phaseScope {
 
 // excursionScope is what an excursion measures: client latency.
 func (d *runData) excursionScope(s *Summary) phaseScope {
-	return phaseScope{kind: KindExcursion, leader: d.leaderAt(s)}
+	return phaseScope{kind: KindExcursion, leader: d.leaderAt(s), downs: d.restartDowns(s)}
 }
 
 // sources are the interval's sources with the timeline where it covers a time down.

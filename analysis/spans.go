@@ -112,6 +112,9 @@ func fromInside(sp rundir.InsideSpan) causeSpan {
 			c.thread = "apply path"
 		}
 	}
+	if sp.Blocks == rundir.BlocksCommit {
+		c.blocks, c.thread = sp.Blocks, "commit path"
+	}
 	if sp.File != "" && sp.Detail != "" {
 		c.x = &spanExtra{evidence: sp.Detail} // the row counts the file; the evidence names the detail
 	}
@@ -136,6 +139,7 @@ var spanSources = []spanSource{
 	{"pause records", readPausesSource},
 	{"gc actions", readGCActionSource},
 	{"disk syncs", readDiskSyncSource},
+	{"late sends", readLateSendSource},
 }
 
 // spanStream is the run's cause spans, per node, sorted by start, with what the judge and the
@@ -263,6 +267,7 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 	var all []wspan
 	sched := map[string][]wspan{}
 	var hosts []hostCand
+	commit := d.commitHeld(st, from, to, sc)
 	for _, node := range st.nodes {
 		for _, sp := range st.over(node, from, to) {
 			end := sp.at + max(sp.dur, 0)
@@ -271,8 +276,16 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 				continue
 			}
 			c := span{max(sp.at, from), min(end, to)}
-			if sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at) {
+			parts := []span{c} // what it may cover: a commit sync only where it held the commit
+			switch {
+			case sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at):
 				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
+			case sp.isCommit() && !sc.commitMeasured(), sp.source == SourceLoadgen && !sc.measuresProbes():
+				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
+			case sp.isCommit():
+				if parts = clipTo(commit[node], c); len(parts) == 0 {
+					sp.cover, sp.names, sp.detail = 0, "", commitBeside
+				}
 			}
 			a := get(rowKey{node, sp.thread, sp.cause, sp.source, sp.role})
 			if sp.counted {
@@ -289,7 +302,9 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 				continue
 			}
 			if sp.cover > 0 {
-				all = append(all, wspan{c, sp.cover})
+				for _, p := range parts {
+					all = append(all, wspan{p, sp.cover})
+				}
 			}
 			if sp.cause == string(rundir.InsideSchedDelay) {
 				sched[node] = append(sched[node], wspan{c, sp.cover})
@@ -310,7 +325,7 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 				byCause[k] = g
 				order = append(order, g)
 			}
-			g.add(st, sp, c)
+			g.add(st, sp, c, parts)
 		}
 	}
 	all = append(all, d.timelineRows(st, sc, from, to, get)...)
@@ -355,10 +370,12 @@ type causeTally struct {
 	fullNs   float64 // pressure stalls: every task's
 }
 
-// add tallies span sp, c its part in the interval.
-func (g *causeTally) add(st *spanStream, sp causeSpan, c span) {
+// add tallies span sp, c its part in the interval, parts what of c it covers.
+func (g *causeTally) add(st *spanStream, sp causeSpan, c span, parts []span) {
 	g.n++
-	g.cover = append(g.cover, wspan{c, sp.cover})
+	for _, p := range parts {
+		g.cover = append(g.cover, wspan{p, sp.cover})
+	}
 	g.sampled = g.sampled || sp.w < 1
 	g.fullNs += float64(c.to-c.from) * sp.fullShare()
 	if h := sp.held(); h > g.long || g.longWhat == "" {

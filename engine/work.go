@@ -38,6 +38,10 @@ const (
 	BlocksApply = "apply"
 	// BlocksReady: the node was not ready (not caught up with a leader) for all of the span.
 	BlocksReady = "ready"
+	// BlocksCommit: the node's part in committing commands waited for all of the span (a sync of
+	// its log on the goroutine that appends and acknowledges entries). On the leader every
+	// command waits for it; on a follower only where too few other followers could acknowledge.
+	BlocksCommit = "commit"
 )
 
 // WorkSpan is one piece of an engine's scheduled work, [From, To].

@@ -67,7 +67,8 @@ func BenchmarkProbePath(b *testing.B) {
 			cl.mu.Unlock()
 			corrs[0] = corr
 			out = s.encode(out[:0], corr)
-			lags = s.sentChunk(i, i+1, cl.now(), lags, false)
+			now := cl.now()
+			lags = s.sentChunk(i, i+1, now, now, lags, false)
 			binary.LittleEndian.PutUint64(resp[5:], corr) // the server echoes the correlation id
 			if err := wire.DecodeResponse(resp[4:], &r); err != nil {
 				b.Fatal(err)

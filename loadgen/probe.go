@@ -174,6 +174,7 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		hlogPath:     filepath.Join(opts.Out, rundir.ProbesHlogFile),
 		hlogWidth:    int64(opts.Interval),
 		hlogComment:  fmt.Sprintf("rig loadgen probe stream: %g/s, IOC probes, latency in ns from intended send time, intervals by intended time", opts.Rate),
+		lateSends:    true,
 	}
 	r := &ProbeRun{opts: opts, s: newStream(cfg, probeIDBit), sink: sink, led: led, ctx: ctx, done: make(chan struct{})}
 	go r.run()
@@ -229,6 +230,9 @@ func (r *ProbeRun) run() {
 		}
 	}
 	r.bmu.Unlock()
+	if werr := writeLateSends(filepath.Join(r.opts.Out, rundir.LateSendsFile), r.s.lateSendsCopy()); err == nil && werr != nil {
+		err = werr
+	}
 	st := r.Stats()
 	if err != nil {
 		st.Error = err.Error()
@@ -275,4 +279,20 @@ func (r *ProbeRun) Stats() rundir.ProbeStats {
 	}
 	r.bmu.Unlock()
 	return st
+}
+
+// writeLateSends writes the late sends file, empty where the sender was never late: the file
+// says its lateness was measured.
+func writeLateSends(path string, ls []rundir.LateSend) error {
+	w, err := rundir.CreateLateSends(path)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		w.Write(l)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", rundir.LateSendsFile, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -512,4 +513,72 @@ func TestProbeStartedAndStartLine(t *testing.T) {
 		t.Error("a run without a leader says it started")
 	default:
 	}
+}
+
+// The sender's own lateness is kept, a server's is not: a sender held up 40 ms (the stream's lock
+// held, as a descheduled sender thread would be) writes a late send from the first probe it
+// missed to when it handed them over, while a stalled server, whose probes went out on time,
+// adds none; the file is there, empty or not.
+func TestProbeLateSendsRecorded(t *testing.T) {
+	c := startCluster(t, 1)
+	dir := t.TempDir()
+	run, err := StartProbe(t.Context(), ProbeOptions{Servers: c.Addrs(), Rate: 1000, Duration: 1500 * time.Millisecond, Out: dir,
+		Conn: ConnOptions{LeaderTimeout: time.Second}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return run.Stats().Answered >= 200 })
+	const hold = 40 * time.Millisecond
+	h0 := time.Now()
+	run.s.mu.Lock()
+	time.Sleep(hold)
+	h1 := time.Now()
+	run.s.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	s0, s1 := c.Stall(200 * time.Millisecond)
+	waitNoneLost(t, run, "a stall shorter than the grace period must cost none")
+	ls := readLateSends(t, filepath.Join(dir, rundir.LateSendsFile))
+	var held *rundir.LateSend
+	for i, l := range ls {
+		if l.WokeNs < l.DueNs || l.SentNs < l.WokeNs || l.Probes < 1 {
+			t.Errorf("late send %+v: want due ≤ woke ≤ sent and a probe", l)
+		}
+		lag := time.Duration(l.WokeNs - l.DueNs)
+		if l.DueNs < h1.UnixNano() && l.WokeNs > h0.UnixNano() && lag >= hold/2 {
+			held = &ls[i]
+		}
+		if l.WokeNs > s0.UnixNano() && l.DueNs < s1.UnixNano() && lag >= 20*time.Millisecond {
+			t.Errorf("late send %+v (%v) inside the server's stall [%v, %v]: the probes went out on time", l, lag, s0, s1)
+		}
+	}
+	if held == nil {
+		t.Fatalf("late sends %+v: none over the sender's %v hold from %v", ls, hold, h0)
+	}
+	if got := time.Duration(held.WokeNs - held.DueNs); got < hold*3/4 || held.WokeNs < h1.UnixNano()-int64(time.Millisecond) {
+		t.Errorf("the hold's late send %+v: %v late, handed over at %v; want about %v, after the hold ended at %v",
+			held, got, time.Unix(0, held.WokeNs), hold, h1)
+	}
+	if held.Probes < 30 {
+		t.Errorf("the hold's late send carries %d probes, want the ~40 due meanwhile", held.Probes)
+	}
+}
+
+func readLateSends(t *testing.T, path string) []rundir.LateSend {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []rundir.LateSend
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l rundir.LateSend
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %q: %v", path, line, err)
+		}
+		out = append(out, l)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,9 @@ type streamConfig struct {
 	onSent       func(i0 int64, n int, at int64)  // under the stream lock
 	onAnswer     func(i int64, latency, at int64) // under the stream lock
 	onLost       func(i int64)                    // under the stream lock
+	// lateSends: keep each write of messages more than lateAfter late outside every hold
+	// (stream.lateSends), for the probe run's LateSendsFile.
+	lateSends bool
 }
 
 type bitset []uint64
@@ -167,6 +171,7 @@ type stream struct {
 	maxLag        int64
 	late          int64
 	lateConnected int64
+	lateSends     []rundir.LateSend // cfg.lateSends: at most maxLateSends
 	held          int64
 	senderSched   string // the scheduling policy and nice value the sender's thread ran at (senderThread)
 	senderNice    *int
@@ -487,8 +492,9 @@ func (s *stream) sendLoop(hard context.Context) {
 			for k := first; k < i && len(batch) < s.cfg.chunk; k++ {
 				batch = append(batch, uint64(k+1))
 			}
+			woke := s.cl.now()
 			if n, at := s.cl.trySend(batch); n > 0 {
-				lags = s.sentChunk(first, first+int64(n), at, lags, holding)
+				lags = s.sentChunk(first, first+int64(n), woke, at, lags, holding)
 				first += int64(n)
 				if holding {
 					hold.Messages += int64(n)
@@ -582,8 +588,13 @@ func (s *stream) scheduleChunk(i0, i1 int64) int64 {
 	return i1
 }
 
-// sentChunk counts messages [i0, i1) as sent at at; held says they were due in a hold.
-func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
+// maxLateSends bounds the late sends a stream keeps: a sender that falls behind for good writes
+// one a chunk, and the first of them say where it began.
+const maxLateSends = 100_000
+
+// sentChunk counts messages [i0, i1) as sent at at, handed to the connection at woke; held says
+// they were due in a hold.
+func (s *stream) sentChunk(i0, i1, woke, at int64, lags []int64, held bool) []int64 {
 	lags = lags[:0]
 	for i := i0; i < i1; i++ {
 		lags = append(lags, at-(s.start+s.cfg.at(i)))
@@ -601,6 +612,10 @@ func (s *stream) sentChunk(i0, i1, at int64, lags []int64, held bool) []int64 {
 				s.lateConnected++
 			}
 		}
+	}
+	if s.cfg.lateSends && len(lateDues) > 0 && len(s.lateSends) < maxLateSends {
+		s.lateSends = append(s.lateSends, rundir.LateSend{DueNs: s.epochUnix + lateDues[0], WokeNs: s.epochUnix + max(woke, lateDues[0]),
+			SentNs: s.epochUnix + at, Probes: len(lateDues)})
 	}
 	if held {
 		s.held += i1 - i0
@@ -748,6 +763,13 @@ func (s *stream) counts() streamCounts {
 	s.mu.Unlock()
 	c.conn = s.cl.snapshot()
 	return c
+}
+
+// lateSendsCopy is a copy of the late sends kept so far (cfg.lateSends).
+func (s *stream) lateSendsCopy() []rundir.LateSend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lateSends)
 }
 
 var (

@@ -1,6 +1,7 @@
 package rundir
 
 import (
+	"os"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -8,6 +9,37 @@ import (
 
 // The load generator's figures: loadgen/stats.json (ProbeStats) and loadgen/preload.json
 // (PreloadStats), written by package loadgen, read by the runner and results.
+
+// LateSendsFile, in LoadgenDir, is the probe sender's own lateness: one LateSend line per write
+// that carried a probe more than 1 ms behind its schedule while a connection could take it
+// (SendLag.LateConnected's), written as the probe run ends. A probe held for want of a leader is
+// not in it: the outage is its cause, and the timeline's.
+const LateSendsFile = "late-sends.ndjson"
+
+// LateSend is one write of late probes: from the earliest one's due time until the sender handed
+// them to the connection (WokeNs), the probes were late in the load generator itself — its
+// sender's wake-up, run-queue wait or locks —, before any server could see them; their write
+// returned at SentNs (a write that waits is a server not reading: not the sender's own).
+type LateSend struct {
+	DueNs  int64 `json:"due_ns"`  // unix ns
+	WokeNs int64 `json:"woke_ns"` // unix ns: handed to the connection
+	SentNs int64 `json:"sent_ns"` // unix ns
+	Probes int   `json:"probes"`  // the write's probes more than 1 ms late
+}
+
+// LateSendsWriter writes a late sends file.
+type LateSendsWriter = lineWriter[LateSend]
+
+// CreateLateSends creates (truncates) a late sends file.
+func CreateLateSends(path string) (*LateSendsWriter, error) {
+	return openLines[LateSend](path, os.O_TRUNC, "late sends file")
+}
+
+// LateSends reads the run's late sends (LoadgenDir/LateSendsFile). A line that does not decode
+// is skipped.
+func (f Folder) LateSends() ([]LateSend, error) {
+	return readWith(f, LoadgenDir+"/"+LateSendsFile, "late sends file", readLines[LateSend])
+}
 
 // ProbeStats is what a probe run measured (stats.json). Every probe due before the schedule
 // ended is either answered or lost: Scheduled = Answered + Lost once the run is done.

@@ -2,14 +2,16 @@ package rundir
 
 import (
 	"os"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 )
 
 // PausesFile, in a node's folder, is the engine runtime's own always-on record of its pauses,
 // one InsideSpan JSON line each: the reference engine writes each Go GC's stop-the-world pauses
-// there (recording/gcpause) and the phases of its own scheduled work (PhaseKinds: a snapshot's
-// take, a relaunched node's restore, replay and catch-up); the Aeron harness its agents'
+// there (recording/gcpause), the phases of its own scheduled work (PhaseKinds: a snapshot's
+// take, a relaunched node's restore, replay and catch-up) and its log store's slow syncs
+// (SourceEngineSyncs); the Aeron harness its agents'
 // duty-cycle stalls and its phases (examples/aeron-cluster, DutyCycles.java, PhaseLog.java).
 // Unlike InsideFile it is not a recording: it costs next to nothing, is written in every run,
 // and holds pauses and phases only.
@@ -33,6 +35,10 @@ const (
 	// SourceEnginePhases: the engine's own account of its scheduled work, one span per phase as
 	// it ends (PhaseKinds, PausesFile).
 	SourceEnginePhases = "engine_phases"
+	// SourceEngineSyncs: the engine's own syncs of its log store (its log's files, its raft
+	// metadata, their folders) that took long enough to record (the reference engine: 0.5 ms,
+	// replica.SyncRecordMin), one span each as it returns (LogSync, PausesFile).
+	SourceEngineSyncs = "engine_syncs"
 )
 
 // Phases of an engine's scheduled work (InsideSpan.Kind, source SourceEnginePhases), each with
@@ -51,16 +57,25 @@ const (
 // PhaseKinds lists every phase kind, in the order they happen.
 var PhaseKinds = []InsideKind{PhaseSnapshotCapture, PhaseSnapshotPersist, PhaseLogCompaction, PhaseRestore, PhaseJoin, PhaseReplay, PhaseCatchUp}
 
-// What a phase held up (InsideSpan.Blocks): engine.BlocksApply, engine.BlocksReady.
+// What a phase or a log sync held up (InsideSpan.Blocks): engine.BlocksApply, engine.BlocksReady,
+// engine.BlocksCommit.
 const (
-	BlocksApply = engine.BlocksApply
-	BlocksReady = engine.BlocksReady
+	BlocksApply  = engine.BlocksApply
+	BlocksReady  = engine.BlocksReady
+	BlocksCommit = engine.BlocksCommit
 )
 
 // PhaseSpan is an engine's work span as a line of the pauses file.
 func PhaseSpan(w engine.WorkSpan) InsideSpan {
 	return InsideSpan{AtNs: w.From.UnixNano(), DurNs: max(w.To.Sub(w.From).Nanoseconds(), 0), Kind: InsideKind(w.Kind),
 		Source: SourceEnginePhases, Blocks: w.Blocks, Detail: w.Detail}
+}
+
+// LogSync is one sync of an engine's log store as a line of the pauses file: a force of file
+// (relative to the data folder) on the commit path, detail saying what was synced.
+func LogSync(file string, from time.Time, dur time.Duration, detail string) InsideSpan {
+	return InsideSpan{AtNs: from.UnixNano(), DurNs: max(dur.Nanoseconds(), 0), Kind: InsideForce, Source: SourceEngineSyncs,
+		File: file, Role: RoleLog, Blocks: BlocksCommit, Detail: detail}
 }
 
 // CreatePauses creates a pauses file, or appends to one already there (an engine relaunched).

@@ -81,7 +81,7 @@ const (
 
 // LoadgenFiles are what a probe or preload run writes into its output folder, each gathered
 // into the run folder's loadgen/.
-var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, BurstsFile, PreloadFile, AckedFile}
+var LoadgenFiles = []string{ProbesFile, ProbesHlogFile, StatsFile, LateSendsFile, BurstsFile, PreloadFile, AckedFile}
 
 // LoadgenCommandName is the base name (no extension) of the config and log of one load
 // generator command in the run folder: loadgen-<what>.json and loadgen-<what>.log.

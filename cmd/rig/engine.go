@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/engine/driver"
 	"github.com/rig-dev/rig/engine/replica"
+	"github.com/rig-dev/rig/engine/replica/store"
 	"github.com/rig-dev/rig/engine/server"
 	"github.com/rig-dev/rig/internal/untrusted"
 	"github.com/rig-dev/rig/recording/gcpause"
@@ -83,19 +85,22 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 				}
 			}
 			// The engine's own phases (a snapshot's take, a relaunch's restore, replay and
-			// catch-up) into the same file, a few lines a run; each flushed as it comes, one
-			// whole line per append, so the two writers' lines do not interleave.
+			// catch-up) and its log store's slow syncs into the same file, a few lines a run
+			// and a few a second; each flushed as it comes, one whole line per append, so the
+			// writers' lines do not interleave.
 			if !cfg.CauseSourcesOff {
 				if pw, err := rundir.CreatePauses(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
 					log.Warn("engine phases not recorded", "err", err)
 				} else {
 					defer pw.Close() // after node.Shutdown (deferred below), which hands over the last
-					node.RecordPhases(func(w engine.WorkSpan) {
-						pw.Write(rundir.PhaseSpan(w))
+					put := func(sp rundir.InsideSpan) {
+						pw.Write(sp)
 						if err := pw.Flush(); err != nil {
-							log.Warn("engine phase not recorded", "err", err)
+							log.Warn("engine phase or sync not recorded", "err", err)
 						}
-					})
+					}
+					node.RecordPhases(func(w engine.WorkSpan) { put(rundir.PhaseSpan(w)) })
+					node.RecordSyncs(func(s store.SyncSpan) { put(logSync(cfg.Dir, s)) })
 				}
 			}
 			// Serve the admin API before restoring, so the agent sees starting and restoring.
@@ -137,4 +142,14 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 	check.Deprecated = "use `rig check`, the same command"
 	cmd.AddCommand(check)
 	return cmd
+}
+
+// logSync is a sync of the engine's log store as a pauses-file line, its file relative to the
+// data folder.
+func logSync(dataDir string, s store.SyncSpan) rundir.InsideSpan {
+	file := s.Path
+	if rel, err := filepath.Rel(dataDir, s.Path); err == nil && !strings.HasPrefix(rel, "..") {
+		file = rel
+	}
+	return rundir.LogSync(file, s.Start, s.Dur, fmt.Sprintf("%s of %s", s.Level, file))
 }

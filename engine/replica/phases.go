@@ -18,24 +18,55 @@ import (
 // the sink is stuck, and a span is dropped rather than held on the apply path.
 const phaseQueue = 64
 
-// phaseLog hands spans to a sink on its own goroutine. The zero of *phaseLog (nil) records
+// spanQueue hands spans to a sink on its own goroutine, so whoever hands one over (the apply
+// path, raft's goroutine) never waits on the sink's file. The zero of *spanQueue (nil) records
 // nothing.
-type phaseLog struct {
-	ch      chan engine.WorkSpan
+type spanQueue[T any] struct {
+	ch      chan T
 	done    chan struct{}
 	once    sync.Once
 	dropped atomic.Int64 // spans the queue had no room for
 }
 
-func newPhaseLog(sink func(engine.WorkSpan)) *phaseLog {
-	p := &phaseLog{ch: make(chan engine.WorkSpan, phaseQueue), done: make(chan struct{})}
+func newSpanQueue[T any](size int, sink func(T)) *spanQueue[T] {
+	q := &spanQueue[T]{ch: make(chan T, size), done: make(chan struct{})}
 	go func() {
-		defer close(p.done)
-		for s := range p.ch {
+		defer close(q.done)
+		for s := range q.ch {
 			sink(s)
 		}
 	}()
-	return p
+	return q
+}
+
+// put hands s over, or drops it where the queue is full.
+func (q *spanQueue[T]) put(s T) {
+	if q == nil {
+		return
+	}
+	select {
+	case q.ch <- s:
+	default:
+		q.dropped.Add(1)
+	}
+}
+
+// close waits until every span handed over reached the sink.
+func (q *spanQueue[T]) close() {
+	if q == nil {
+		return
+	}
+	q.once.Do(func() {
+		close(q.ch)
+		<-q.done
+	})
+}
+
+// phaseLog is the node's phases on their way to the sink.
+type phaseLog struct{ *spanQueue[engine.WorkSpan] }
+
+func newPhaseLog(sink func(engine.WorkSpan)) *phaseLog {
+	return &phaseLog{newSpanQueue(phaseQueue, sink)}
 }
 
 // add records one phase of [from, to].
@@ -43,23 +74,14 @@ func (p *phaseLog) add(kind, blocks string, from, to time.Time, detail string) {
 	if p == nil {
 		return
 	}
-	s := engine.WorkSpan{Kind: kind, Blocks: blocks, From: from, To: to, Detail: detail}
-	select {
-	case p.ch <- s:
-	default:
-		p.dropped.Add(1)
-	}
+	p.put(engine.WorkSpan{Kind: kind, Blocks: blocks, From: from, To: to, Detail: detail})
 }
 
 // close waits until every span handed over reached the sink.
 func (p *phaseLog) close() {
-	if p == nil {
-		return
+	if p != nil {
+		p.spanQueue.close()
 	}
-	p.once.Do(func() {
-		close(p.ch)
-		<-p.done
-	})
 }
 
 // RecordPhases makes the node hand each of its phases, as it ends, to sink (cmd/rig engine

@@ -187,7 +187,7 @@ func TestPhasesRecorded(t *testing.T) {
 // handed to the writer's goroutine (a queue with room, as a run's few spans always find it). A
 // take adds two; a command none.
 func BenchmarkPhaseAdd(b *testing.B) {
-	p := &phaseLog{ch: make(chan engine.WorkSpan, 1<<20)} // run with -benchtime of at most 1<<20 x
+	p := &phaseLog{&spanQueue[engine.WorkSpan]{ch: make(chan engine.WorkSpan, 1<<20)}} // run with -benchtime of at most 1<<20 x
 	from := time.Now()
 	to := from.Add(time.Millisecond)
 	for b.Loop() {

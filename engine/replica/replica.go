@@ -65,8 +65,10 @@ type Node struct {
 	clientOf map[raft.ServerID]string
 	failed   failure // a fatal storage error stops the node (fatal.go)
 
-	phases    *phaseLog     // nil: phases not recorded (RecordPhases)
-	stopWatch chan struct{} // closed by Shutdown: ends the phase watcher
+	phases    *phaseLog                  // nil: phases not recorded (RecordPhases)
+	syncs     *spanQueue[store.SyncSpan] // nil: syncs not recorded (RecordSyncs)
+	syncMin   time.Duration              // the shortest sync recorded (SyncRecordMin)
+	stopWatch chan struct{}              // closed by Shutdown: ends the phase watcher
 	watchDone chan struct{}
 }
 
@@ -106,6 +108,7 @@ func (n *Node) Start() (err error) {
 	defer func() {
 		if err != nil {
 			n.phases.close() // nothing more comes: the restore's span reaches its sink before Start returns
+			n.syncs.close()
 		}
 	}()
 	cfg, log := n.cfg, n.log
@@ -120,7 +123,7 @@ func (n *Node) Start() (err error) {
 	}
 	n.restored.Store(true) // from here until raft runs, the node is opening its log: joining
 	joinFrom := time.Now()
-	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log}
+	sopts := store.Options{SyncLevel: store.SyncLevel(cfg.SyncLevel), Logger: log, OnSync: n.onSync()}
 	if n.logs, err = store.OpenLog(filepath.Join(raftDir, "log"), sopts); err != nil {
 		return fmt.Errorf("open raft log: %w", err)
 	}
@@ -521,6 +524,7 @@ func (n *Node) Shutdown() error {
 	}
 	n.close()
 	n.phases.close() // after raft: a take under way hands its spans over first
+	n.syncs.close()  // after the stores closed: no sync comes later
 	return err
 }
 

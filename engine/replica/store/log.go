@@ -35,6 +35,9 @@ type Options struct {
 	SyncLevel   SyncLevel    // 0 none, 1 fdatasync, 2 fsync
 	SegmentSize int64        // bytes per segment file before a new one is started; 0 = 64 MiB
 	Logger      *slog.Logger // recovery and compaction events; nil = discard
+	// OnSync, where set, is called with every sync syscall the store makes, on the goroutine that
+	// made it (raft's, for a write it waits on), as the call returns: it must not block.
+	OnSync func(SyncSpan)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -125,6 +128,7 @@ func OpenLog(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, opts: opts, log: opts.Logger.With("component", "raft-log", "dir", dir), lock: lock}
+	l.stats.onSync = opts.OnSync
 	if err := l.recover(); err != nil {
 		l.closeFilesLocked()
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)

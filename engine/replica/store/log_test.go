@@ -729,3 +729,62 @@ func TestSegmentSetChecks(t *testing.T) {
 		}
 	})
 }
+
+// OnSync hears of every sync the stores make, with the file or folder and the level, and of none
+// at level 0: what the engine records as its log's forces.
+func TestOnSyncHearsEverySync(t *testing.T) {
+	for _, level := range []SyncLevel{SyncNone, SyncData, SyncFull} {
+		t.Run(level.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []SyncSpan
+			o := opts(level, 64<<10, nil)
+			o.OnSync = func(s SyncSpan) {
+				mu.Lock()
+				got = append(got, s)
+				mu.Unlock()
+			}
+			dir := t.TempDir()
+			l := openLog(t, dir, o)
+			st, err := OpenStable(filepath.Join(dir, "stable"), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			got = nil // opening may sync the folders
+			before := time.Now()
+			store(t, l, entries(1, 64, 1))
+			store(t, l, entries(65, 70, 1))
+			if err := st.SetUint64([]byte("CurrentTerm"), 2); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if level == SyncNone {
+				if len(got) != 0 {
+					t.Fatalf("level 0: %d syncs heard, want none", len(got))
+				}
+				return
+			}
+			// first batch: segment file + folder; second: the segment; stable: its file + folder
+			want := []struct {
+				dir   bool
+				level SyncLevel
+			}{{false, level}, {true, SyncFull}, {false, level}, {false, level}, {true, SyncFull}}
+			if len(got) != len(want) {
+				t.Fatalf("%d syncs heard, want %d: %+v", len(got), len(want), got)
+			}
+			for i, s := range got {
+				isDir := !strings.HasSuffix(s.Path, ".seg") && !strings.HasSuffix(s.Path, ".tmp")
+				if isDir != want[i].dir || s.Level != want[i].level {
+					t.Errorf("sync %d: %s at %s, want a %s at %s", i, s.Path, s.Level, map[bool]string{true: "folder", false: "file"}[want[i].dir], want[i].level)
+				}
+				if s.Start.Before(before) || s.Dur < 0 || s.Start.Add(s.Dur).After(time.Now()) {
+					t.Errorf("sync %d: start %v dur %v, not within the calls", i, s.Start, s.Dur)
+				}
+			}
+			if !strings.HasPrefix(got[0].Path, dir) || !strings.HasSuffix(got[0].Path, segName(1)) {
+				t.Errorf("first sync's path %s, want the segment %s in %s", got[0].Path, segName(1), dir)
+			}
+		})
+	}
+}

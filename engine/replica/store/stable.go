@@ -57,6 +57,7 @@ func OpenStable(dir string, opts Options) (*Stable, error) {
 		return nil, fmt.Errorf("open stable store in %s: %w", dir, err)
 	}
 	s := &Stable{dir: dir, level: opts.SyncLevel, log: opts.Logger.With("component", "raft-stable", "dir", dir), lock: lock}
+	s.stats.onSync = opts.OnSync
 	err = removeTemp(dir, stableName)
 	if err == nil {
 		s.kv, err = readStable(filepath.Join(dir, stableName))

@@ -98,9 +98,30 @@ func SyncDir(dir string, level SyncLevel) error {
 	return nil
 }
 
+// SyncSpan is one sync syscall of a store: the file (or folder) made durable, at which level,
+// when the call began and how long it took.
+type SyncSpan struct {
+	Path  string
+	Level SyncLevel
+	Start time.Time
+	Dur   time.Duration
+}
+
 // counters are the figures behind Stats. Only real syscalls are counted: level 0 adds nothing.
 type counters struct {
 	syncs, syncNanos, bytes, entries, batches, tornBytes, reads atomic.Int64
+	// onSync, where set (Options.OnSync), hears of every sync as it returns.
+	onSync func(SyncSpan)
+}
+
+// synced counts a sync of path that began at t.
+func (c *counters) synced(path string, level SyncLevel, t time.Time) {
+	d := time.Since(t)
+	c.syncNanos.Add(int64(d))
+	c.syncs.Add(1)
+	if c.onSync != nil {
+		c.onSync(SyncSpan{Path: path, Level: level, Start: t, Dur: d})
+	}
 }
 
 func (c *counters) sync(f *os.File, level SyncLevel) error {
@@ -109,8 +130,7 @@ func (c *counters) sync(f *os.File, level SyncLevel) error {
 	}
 	t := time.Now()
 	err := Sync(f, level)
-	c.syncNanos.Add(int64(time.Since(t)))
-	c.syncs.Add(1)
+	c.synced(f.Name(), level, t)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", level, f.Name(), err)
 	}
@@ -123,7 +143,6 @@ func (c *counters) syncDir(dir string, level SyncLevel) error {
 	}
 	t := time.Now()
 	err := SyncDir(dir, level)
-	c.syncNanos.Add(int64(time.Since(t)))
-	c.syncs.Add(1)
+	c.synced(dir, SyncFull, t) // a folder is always fsynced (SyncDir)
 	return err
 }
