@@ -236,6 +236,14 @@ public final class RigAeron
                 // A preload batch is ~1 MiB (docs/wire.md); a log message may be at most term-length / 8.
                 .logChannel(System.getProperty(ConsensusModule.Configuration.LOG_CHANNEL_PROP_NAME, "aeron:udp?term-length=16m")),
             container != null ? container : new ClusteredServiceContainer.Context());
+        // The duty-cycle reads ride on the consensus module's cycles (DutyCycles.Host), its idle
+        // strategy the one Aeron would choose; a customizer that sets its own replaces this, and
+        // the reads get a thread of their own.
+        final DutyCycles.Host dutyHost = cfg.causeSourcesOff() ? null : new DutyCycles.Host();
+        if (dutyHost != null)
+        {
+            ctx.consensusModule().idleStrategySupplier(dutyHost.wrap(ClusteredServiceContainer.Configuration.idleStrategySupplier(null)));
+        }
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state, cfg.dataDir()), auth);
         ChangeSignal.install(ctx.consensusModule(), state::changed);
@@ -264,7 +272,15 @@ public final class RigAeron
             {
                 if (!cfg.causeSourcesOff())
                 {
-                    duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                    duty = DutyCycles.open(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                    if (dutyHost != null && dutyHost.hosting())
+                    {
+                        dutyHost.attach(duty);
+                    }
+                    else
+                    {
+                        duty.startThread();
+                    }
                 }
             }
             catch (final IOException e)
