@@ -30,7 +30,8 @@ import org.agrona.concurrent.status.CountersReader;
  * module's duty cycle (Host: its idle strategy, called once a cycle, which wakes at least every
  * millisecond when idle), at most one per interval: a thread of their own woke 50 times a second
  * for them, and the wake-up, not the read, was nearly all of their cost. Where the consensus module
- * has an idle strategy of the user's or no runner of its own, a thread of their own reads them. A line
+ * has no runner of its own (an agent invoker), a thread of their own reads them. A host's long cycle
+ * delays the reads behind it: the spans then widen to cover it (every place a stall can lie still). A line
  * goes to the node's always-on pauses file (rundir.PausesFile, one rundir.InsideSpan each, kind
  * duty_cycle, source aeron_counters) only when an agent's max grew or its count rose in an interval.
  *

@@ -18,6 +18,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.NoOpLock;
 import org.agrona.concurrent.ShutdownSignalBarrier;
 import org.agrona.concurrent.status.CountersReader;
@@ -236,17 +238,18 @@ public final class RigAeron
                 // A preload batch is ~1 MiB (docs/wire.md); a log message may be at most term-length / 8.
                 .logChannel(System.getProperty(ConsensusModule.Configuration.LOG_CHANNEL_PROP_NAME, "aeron:udp?term-length=16m")),
             container != null ? container : new ClusteredServiceContainer.Context());
-        // The duty-cycle reads ride on the consensus module's cycles (DutyCycles.Host), its idle
-        // strategy the one Aeron would choose; a customizer that sets its own replaces this, and
-        // the reads get a thread of their own.
-        final DutyCycles.Host dutyHost = cfg.causeSourcesOff() ? null : new DutyCycles.Host();
-        if (dutyHost != null)
-        {
-            ctx.consensusModule().idleStrategySupplier(dutyHost.wrap(ClusteredServiceContainer.Configuration.idleStrategySupplier(null)));
-        }
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state, cfg.dataDir()), auth);
         ChangeSignal.install(ctx.consensusModule(), state::changed);
+        // The duty-cycle reads ride on the consensus module's cycles (DutyCycles.Host), round the idle
+        // strategy it would use (a customizer's, else Aeron's default, as ChangeSignal finds it).
+        final DutyCycles.Host dutyHost = cfg.causeSourcesOff() ? null : new DutyCycles.Host();
+        if (dutyHost != null)
+        {
+            final Supplier<IdleStrategy> given = Compat.idleStrategySupplier(ctx.consensusModule());
+            ctx.consensusModule().idleStrategySupplier(
+                dutyHost.wrap(given != null ? given : ClusteredServiceContainer.Configuration.idleStrategySupplier(null)));
+        }
 
         // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.
         final Admin admin = new Admin(cfg, state, token, introspection, barrier::signalAll);
