@@ -329,7 +329,11 @@ final class DutyCyclesSelfTest
         host.attach(hostedReads);
         final Thread hosting = hostLoop("host-with-reads", host.wrap(BackoffIdleStrategy::new).get());
         final Thread bare = hostLoop("host-alone", new BackoffIdleStrategy());
-        for (final Thread t : List.of(idle, hosting, bare))
+        // and a host whose reads are never due: the wrapper's clock checks alone
+        final DutyCycles.Host checkHost = new DutyCycles.Host();
+        checkHost.attach(new DutyCycles(cm, OutputStream.nullOutputStream(), Long.MAX_VALUE / 2));
+        final Thread checking = hostLoop("host-checks", checkHost.wrap(BackoffIdleStrategy::new).get());
+        for (final Thread t : List.of(idle, hosting, bare, checking))
         {
             t.setDaemon(true);
             t.start();
@@ -338,7 +342,7 @@ final class DutyCyclesSelfTest
         {
             LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
             final String load0 = loadavg();
-            final long[] tids = {live.threadId(), idle.getId(), hosting.getId(), bare.getId()};
+            final long[] tids = {live.threadId(), idle.getId(), hosting.getId(), bare.getId(), checking.getId()};
             final long[] cpu0 = new long[tids.length];
             for (int i = 0; i < tids.length; i++)
             {
@@ -361,13 +365,13 @@ final class DutyCyclesSelfTest
                 interval / 1_000_000, liveReads, cpu[0] / (double)liveReads / 1e3, 100.0 * cpu[0] / wall,
                 cpu[1] / (double)liveReads / 1e3, 100.0 * cpu[1] / wall);
             System.out.printf(Locale.ROOT, "after, hosted by a backoff-idle thread: %d reads; host with reads %.3f %% of a core, host alone %.3f %%, " +
-                "difference %.3f %% (reads x loop cost: %.4f %%); over %d s, load %s -> %s%n",
-                hostedN, 100.0 * cpu[2] / wall, 100.0 * cpu[3] / wall, 100.0 * (cpu[2] - cpu[3]) / wall,
+                "host with the checks and no read %.3f %%; difference %.3f %% (reads x loop cost: %.4f %%); over %d s, load %s -> %s%n",
+                hostedN, 100.0 * cpu[2] / wall, 100.0 * cpu[3] / wall, 100.0 * cpu[4] / wall, 100.0 * (cpu[2] - cpu[3]) / wall,
                 100.0 * hostedN * perSample / wall, seconds, load0, loadavg());
         }
         finally
         {
-            for (final Thread t : List.of(idle, hosting, bare))
+            for (final Thread t : List.of(idle, hosting, bare, checking))
             {
                 t.interrupt();
             }
