@@ -13,16 +13,25 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.status.CountersReader;
 
 /**
  * Aeron's duty-cycle stall counters, sampled through the whole run: every agent's max cycle time
  * and cycle-time-threshold-exceeded count (the media driver's conductor, sender and receiver, the
  * consensus module, the clustered service container, the archive's conductor, recorder and
- * replayer), read from the counters file as AeronStat reads them, on a thread of their own. A line
+ * replayer), read from the counters file as AeronStat reads them. The reads ride on the consensus
+ * module's duty cycle (Host: its idle strategy, called once a cycle, which wakes at least every
+ * millisecond when idle), at most one per interval: a thread of their own woke 50 times a second
+ * for them, and the wake-up, not the read, was nearly all of their cost. Where the consensus module
+ * has no runner of its own (an agent invoker), a thread of their own reads them. A host's long cycle
+ * delays the reads behind it: the spans then widen to cover it (every place a stall can lie still). A line
  * goes to the node's always-on pauses file (rundir.PausesFile, one rundir.InsideSpan each, kind
  * duty_cycle, source aeron_counters) only when an agent's max grew or its count rose in an interval.
  *
@@ -61,24 +70,171 @@ final class DutyCycles implements AutoCloseable
     private int samples;
     private volatile boolean running = true;
     private Thread thread;
+    private final long intervalNs;
+    /** Held by the one read under way: hosts on several threads never read at once. */
+    private final AtomicBoolean reading = new AtomicBoolean();
+    private volatile long nextReadNs = Long.MIN_VALUE;
 
     DutyCycles(final CountersReader cr, final OutputStream out)
     {
+        this(cr, out, DEFAULT_INTERVAL_NS);
+    }
+
+    DutyCycles(final CountersReader cr, final OutputStream out, final long intervalNs)
+    {
         this.cr = cr;
         this.out = out;
+        this.intervalNs = intervalNs;
         final Instant now = Instant.now();
         this.monoBaseNs = System.nanoTime();
         this.epochBaseNs = now.getEpochSecond() * 1_000_000_000L + now.getNano();
     }
 
-    /** Samples cr every interval on a daemon thread, appending to pausesFile. */
+    /** A sampler appending to pausesFile, read by poll (a Host's) until it is closed. */
+    static DutyCycles open(final CountersReader cr, final File pausesFile, final long intervalNs) throws IOException
+    {
+        return new DutyCycles(cr, new FileOutputStream(pausesFile, true), intervalNs);
+    }
+
+    /** Samples cr every interval on a daemon thread of its own, appending to pausesFile. */
     static DutyCycles start(final CountersReader cr, final File pausesFile, final long intervalNs) throws IOException
     {
-        final DutyCycles d = new DutyCycles(cr, new FileOutputStream(pausesFile, true));
-        d.thread = new Thread(() -> d.loop(intervalNs), "rig-duty-cycles");
-        d.thread.setDaemon(true);
-        d.thread.start();
-        return d;
+        return open(cr, pausesFile, intervalNs).startThread();
+    }
+
+    /** Reads on a thread of its own, for where no Host took the sampler. */
+    DutyCycles startThread()
+    {
+        thread = new Thread(() -> loop(intervalNs), "rig-duty-cycles");
+        thread.setDaemon(true);
+        thread.start();
+        return this;
+    }
+
+    /**
+     * A read if one is due at monoNs (System.nanoTime's clock): at most one per interval, whichever
+     * host thread comes first; the others return at once. A failed read stops the sampler.
+     */
+    void poll(final long monoNs)
+    {
+        if (monoNs < nextReadNs || !running || !reading.compareAndSet(false, true))
+        {
+            return;
+        }
+        try
+        {
+            if (monoNs >= nextReadNs)
+            {
+                nextReadNs = monoNs + intervalNs;
+                sample(epochNs(monoNs));
+            }
+        }
+        catch (final RuntimeException | IOException e)
+        {
+            running = false;
+            Log.error("duty-cycle sampler stopped", e);
+        }
+        finally
+        {
+            reading.set(false);
+        }
+    }
+
+    /**
+     * Where the reads ride: an idle strategy wrapped round an agent's, calling poll from the
+     * agent's own thread once a duty cycle. An idle cycle (no work) checks the clock every time; a
+     * busy one every BUSY_CHECK_EVERY cycles, so a spinning agent does not pay a clock read a cycle
+     * and still reads within that many cycles of the interval.
+     */
+    static final class Host
+    {
+        static final int BUSY_CHECK_EVERY = 256;
+        private final LongSupplier clock;
+        private volatile DutyCycles sampler;
+        private volatile boolean hosting;
+
+        Host()
+        {
+            this(System::nanoTime);
+        }
+
+        Host(final LongSupplier clock)
+        {
+            this.clock = clock;
+        }
+
+        /** base's idle strategies, each wrapped to carry the reads. */
+        Supplier<IdleStrategy> wrap(final Supplier<IdleStrategy> base)
+        {
+            return () ->
+            {
+                hosting = true;
+                return new Idle(base.get(), this);
+            };
+        }
+
+        /** Whether an agent took an idle strategy from wrap (its runner asks for one at launch). */
+        boolean hosting()
+        {
+            return hosting;
+        }
+
+        /** From here on the hosts' cycles read d's counters. */
+        void attach(final DutyCycles d)
+        {
+            sampler = d;
+        }
+
+        void poll()
+        {
+            final DutyCycles d = sampler;
+            if (d != null)
+            {
+                d.poll(clock.getAsLong());
+            }
+        }
+    }
+
+    private static final class Idle implements IdleStrategy
+    {
+        private final IdleStrategy delegate;
+        private final Host host;
+        private int busy;
+
+        Idle(final IdleStrategy delegate, final Host host)
+        {
+            this.delegate = delegate;
+            this.host = host;
+        }
+
+        @Override
+        public void idle(final int workCount)
+        {
+            if (workCount <= 0 || ++busy % Host.BUSY_CHECK_EVERY == 0)
+            {
+                host.poll();
+            }
+            delegate.idle(workCount);
+        }
+
+        @Override
+        public void idle()
+        {
+            host.poll();
+            delegate.idle();
+        }
+
+        @Override
+        public void reset()
+        {
+            delegate.reset();
+        }
+
+        @Override
+        public String alias()
+        {
+            return delegate.alias();
+        }
     }
 
     /** The sampling interval: INTERVAL_PROP (a duration, e.g. 20ms) or the default. */
@@ -125,7 +281,13 @@ final class DutyCycles implements AutoCloseable
 
     long nowEpochNs()
     {
-        return epochBaseNs + (System.nanoTime() - monoBaseNs);
+        return epochNs(System.nanoTime());
+    }
+
+    /** A System.nanoTime reading as nanoseconds since the epoch. */
+    long epochNs(final long monoNs)
+    {
+        return epochBaseNs + (monoNs - monoBaseNs);
     }
 
     /** One read of every agent's counters; a line for each that grew since the last read. */
@@ -361,6 +523,12 @@ final class DutyCycles implements AutoCloseable
         return thread.getId();
     }
 
+    /** The reads so far. */
+    int samples()
+    {
+        return samples;
+    }
+
     /** The agents found at the last scan. */
     List<Agent> agents()
     {
@@ -382,6 +550,11 @@ final class DutyCycles implements AutoCloseable
             {
                 Thread.currentThread().interrupt();
             }
+        }
+        // a host's read under way finishes before the file closes; none starts after (running)
+        while (!reading.compareAndSet(false, true))
+        {
+            Thread.onSpinWait();
         }
         try
         {

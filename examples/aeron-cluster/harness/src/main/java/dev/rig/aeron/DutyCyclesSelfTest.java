@@ -14,6 +14,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.agrona.concurrent.status.CountersManager;
 
@@ -154,7 +156,116 @@ final class DutyCyclesSelfTest
             System.clearProperty(DutyCycles.INTERVAL_PROP);
         }
         check("duty cycles: an interval without a unit is refused, naming the property and a valid value", refused, "");
+        hosted();
         return failed;
+    }
+
+    /** An idle strategy that counts its calls and never sleeps. */
+    private static final class Counting implements IdleStrategy
+    {
+        int calls;
+
+        @Override
+        public void idle(final int workCount)
+        {
+            calls++;
+        }
+
+        @Override
+        public void idle()
+        {
+            calls++;
+        }
+
+        @Override
+        public void reset()
+        {
+        }
+
+        @Override
+        public String alias()
+        {
+            return "counting";
+        }
+    }
+
+    /**
+     * The reads riding on a host agent's cycles (DutyCycles.Host), on an injected clock: one read per
+     * interval however often the host cycles, a busy host's clock read only every BUSY_CHECK_EVERY
+     * cycles, a stall placed from the read before it, the host's own idle strategy still called
+     * every cycle, and no read before attach or after close.
+     */
+    private static void hosted() throws IOException
+    {
+        final long ms = 1_000_000L;
+        final long[] now = {0};
+        final int[] clockReads = {0};
+        final DutyCycles.Host host = new DutyCycles.Host(() ->
+        {
+            clockReads[0]++;
+            return now[0];
+        });
+        final Counting base = new Counting();
+        final IdleStrategy idle = host.wrap(() -> base).get();
+        check("duty cycles hosted: the host's runner took the wrapped idle strategy, its alias kept",
+            host.hosting() && idle.alias().equals("counting"), idle.alias());
+
+        final CountersManager cm = counters(100);
+        final ByteArrayOutputStream out = new ByteArrayOutputStream();
+        final DutyCycles d = new DutyCycles(cm, out, 20 * ms);
+        for (int i = 0; i < 10; i++)
+        {
+            idle.idle(0);
+        }
+        check("duty cycles hosted: no read before the sampler is attached", d.samples() == 0 && base.calls == 10, "reads " + d.samples());
+
+        host.attach(d);
+        // an idle host: a cycle every millisecond (Aeron's backoff parks at most 1 ms) for 200 ms
+        for (int t = 0; t < 200; t++)
+        {
+            now[0] = t * ms;
+            idle.idle(0);
+        }
+        check("duty cycles hosted: an idle host cycling every 1 ms reads once every 20 ms (10 reads in 200 ms), its own idle called each cycle",
+            d.samples() == 10 && base.calls == 210, "reads " + d.samples() + ", host idles " + base.calls);
+
+        // a 70 ms stall of the service container ending at 235 ms: the reads at 220 and 240 ms bound it
+        final DutyCycles.Agent svc = d.agents().get(4);
+        out.reset();
+        for (int t = 200; t < 250; t++)
+        {
+            now[0] = t * ms;
+            if (t == 235)
+            {
+                cm.setCounterValue(svc.maxId(), 70 * ms);
+            }
+            idle.idle(0);
+        }
+        final String line = out.toString(StandardCharsets.UTF_8);
+        // reads at 200, 220 and 240 ms: the line at 240, from 220 − 70 ms
+        check("duty cycles hosted: a stall is read within an interval of its end and spread over [previous read − its length, read]",
+            line.contains("\"at_ns\":" + d.epochNs(150 * ms) + ",\"dur_ns\":" + 90 * ms) && line.contains("ended in the last 20.000 ms"),
+            line);
+
+        // a busy host: a cycle every microsecond for 100 ms, all with work
+        final int readsBefore = d.samples();
+        clockReads[0] = 0;
+        final int cycles = 100_000;
+        for (int i = 0; i < cycles; i++)
+        {
+            now[0] = 300 * ms + i * 1000L;
+            idle.idle(1);
+        }
+        final int busyReads = d.samples() - readsBefore;
+        check("duty cycles hosted: a busy host reads the clock every " + DutyCycles.Host.BUSY_CHECK_EVERY + " cycles and still reads once every 20 ms",
+            clockReads[0] == cycles / DutyCycles.Host.BUSY_CHECK_EVERY && busyReads == 5,
+            "clock reads " + clockReads[0] + " in " + cycles + " cycles, reads " + busyReads);
+
+        d.close();
+        final int readsAtClose = d.samples();
+        now[0] = 1000 * ms;
+        idle.idle(0);
+        check("duty cycles hosted: no read after close", d.samples() == readsAtClose, "reads " + d.samples());
     }
 
     /**
@@ -182,9 +293,30 @@ final class DutyCyclesSelfTest
         System.out.printf(Locale.ROOT, "loop: %.0f ns per sample (%d agents, a rescan every %d samples), load %s%n",
             perSample, d.agents().size(), DutyCycles.RESCAN_EVERY, loadavg());
 
+        // The wrapped idle call when no read is due: what every cycle of the host pays.
+        final DutyCycles.Host loopHost = new DutyCycles.Host();
+        final Counting counting = new Counting();
+        final IdleStrategy wrapped = loopHost.wrap(() -> counting).get();
+        final DutyCycles far = new DutyCycles(cm, OutputStream.nullOutputStream(), Long.MAX_VALUE / 2);
+        loopHost.attach(far);
+        for (int i = 0; i < 2_000_000; i++)
+        {
+            wrapped.idle(0);
+        }
+        final long c0 = System.nanoTime();
+        for (int i = 0; i < n; i++)
+        {
+            wrapped.idle(0);
+        }
+        final double perCall = (System.nanoTime() - c0 - 0.0) / n;
+        System.out.printf(Locale.ROOT, "loop: %.1f ns per idle call of a host when no read is due (the clock and the check), load %s%n",
+            perCall, loadavg());
+
+        // Side by side for the same wall time: the sampler on a thread of its own (before), the same
+        // reads hosted by a thread cycling as Aeron's backoff idle strategy does when idle (parks of
+        // up to 1 ms), and that host alone without the reads; and a thread that only parks at the interval.
         final Path tmp = Files.createTempFile("duty-cost", ".ndjson");
         final ThreadMXBean mx = ManagementFactory.getThreadMXBean();
-        // Beside it, side by side, a thread that only parks at the same interval: the wake-up's own cost.
         final Thread idle = new Thread(() ->
         {
             while (!Thread.currentThread().isInterrupted())
@@ -192,30 +324,70 @@ final class DutyCyclesSelfTest
                 LockSupport.parkNanos(interval);
             }
         }, "park-only");
-        idle.setDaemon(true);
-        idle.start();
+        final DutyCycles.Host host = new DutyCycles.Host();
+        final DutyCycles hostedReads = new DutyCycles(cm, OutputStream.nullOutputStream(), interval);
+        host.attach(hostedReads);
+        final Thread hosting = hostLoop("host-with-reads", host.wrap(BackoffIdleStrategy::new).get());
+        final Thread bare = hostLoop("host-alone", new BackoffIdleStrategy());
+        // and a host whose reads are never due: the wrapper's clock checks alone
+        final DutyCycles.Host checkHost = new DutyCycles.Host();
+        checkHost.attach(new DutyCycles(cm, OutputStream.nullOutputStream(), Long.MAX_VALUE / 2));
+        final Thread checking = hostLoop("host-checks", checkHost.wrap(BackoffIdleStrategy::new).get());
+        for (final Thread t : List.of(idle, hosting, bare, checking))
+        {
+            t.setDaemon(true);
+            t.start();
+        }
         try (DutyCycles live = DutyCycles.start(cm, tmp.toFile(), interval))
         {
             LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
-            final long tid = live.threadId();
-            final long cpu0 = mx.getThreadCpuTime(tid);
-            final long idle0 = mx.getThreadCpuTime(idle.getId());
+            final String load0 = loadavg();
+            final long[] tids = {live.threadId(), idle.getId(), hosting.getId(), bare.getId(), checking.getId()};
+            final long[] cpu0 = new long[tids.length];
+            for (int i = 0; i < tids.length; i++)
+            {
+                cpu0[i] = mx.getThreadCpuTime(tids[i]);
+            }
+            final int liveReads0 = live.samples();
+            final int hostedReads0 = hostedReads.samples();
             final long w0 = System.nanoTime();
             LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(seconds));
-            final long cpu = mx.getThreadCpuTime(tid) - cpu0;
-            final long idleCpu = mx.getThreadCpuTime(idle.getId()) - idle0;
+            final long[] cpu = new long[tids.length];
+            for (int i = 0; i < tids.length; i++)
+            {
+                cpu[i] = mx.getThreadCpuTime(tids[i]) - cpu0[i];
+            }
             final long wall = System.nanoTime() - w0;
-            final double samples = wall / (double)interval;
-            System.out.printf(Locale.ROOT, "thread: %.1f us CPU per sample (wake-up included), %.3f %% of a core at %d ms over %d s; " +
-                "a thread that only parks: %.1f us per wake-up, %.3f %%; load %s%n",
-                cpu / samples / 1e3, 100.0 * cpu / wall, interval / 1_000_000, seconds,
-                idleCpu / samples / 1e3, 100.0 * idleCpu / wall, loadavg());
+            final int liveReads = live.samples() - liveReads0;
+            final int hostedN = hostedReads.samples() - hostedReads0;
+            System.out.printf(Locale.ROOT, "before, a thread of its own at %d ms: %d reads, %.1f us CPU a read (wake-up included), %.3f %% of a core; " +
+                "a thread that only parks: %.1f us a wake-up, %.3f %%%n",
+                interval / 1_000_000, liveReads, cpu[0] / (double)liveReads / 1e3, 100.0 * cpu[0] / wall,
+                cpu[1] / (double)liveReads / 1e3, 100.0 * cpu[1] / wall);
+            System.out.printf(Locale.ROOT, "after, hosted by a backoff-idle thread: %d reads; host with reads %.3f %% of a core, host alone %.3f %%, " +
+                "host with the checks and no read %.3f %%; difference %.3f %% (reads x loop cost: %.4f %%); over %d s, load %s -> %s%n",
+                hostedN, 100.0 * cpu[2] / wall, 100.0 * cpu[3] / wall, 100.0 * cpu[4] / wall, 100.0 * (cpu[2] - cpu[3]) / wall,
+                100.0 * hostedN * perSample / wall, seconds, load0, loadavg());
         }
         finally
         {
-            idle.interrupt();
+            for (final Thread t : List.of(idle, hosting, bare, checking))
+            {
+                t.interrupt();
+            }
             Files.deleteIfExists(tmp);
         }
+    }
+
+    private static Thread hostLoop(final String name, final IdleStrategy s)
+    {
+        return new Thread(() ->
+        {
+            while (!Thread.currentThread().isInterrupted())
+            {
+                s.idle(0);
+            }
+        }, name);
     }
 
     private static String loadavg()

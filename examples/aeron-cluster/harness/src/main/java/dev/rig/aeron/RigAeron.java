@@ -18,6 +18,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.NoOpLock;
 import org.agrona.concurrent.ShutdownSignalBarrier;
 import org.agrona.concurrent.status.CountersReader;
@@ -239,6 +241,15 @@ public final class RigAeron
         customizer.accept(ctx);
         wire(ctx, cfg, aeronDir, base, host, barrier, new RigService(service, codec, introspection, state, cfg.dataDir()), auth);
         ChangeSignal.install(ctx.consensusModule(), state::changed);
+        // The duty-cycle reads ride on the consensus module's cycles (DutyCycles.Host), round the idle
+        // strategy it would use (a customizer's, else Aeron's default, as ChangeSignal finds it).
+        final DutyCycles.Host dutyHost = cfg.causeSourcesOff() ? null : new DutyCycles.Host();
+        if (dutyHost != null)
+        {
+            final Supplier<IdleStrategy> given = Compat.idleStrategySupplier(ctx.consensusModule());
+            ctx.consensusModule().idleStrategySupplier(
+                dutyHost.wrap(given != null ? given : ClusteredServiceContainer.Configuration.idleStrategySupplier(null)));
+        }
 
         // The admin API answers from here on ("starting"); config holds the contexts' settings once launch concluded them.
         final Admin admin = new Admin(cfg, state, token, introspection, barrier::signalAll);
@@ -264,7 +275,15 @@ public final class RigAeron
             {
                 if (!cfg.causeSourcesOff())
                 {
-                    duty = DutyCycles.start(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                    duty = DutyCycles.open(container.context().aeron().countersReader(), pauses, dutyIntervalNs);
+                    if (dutyHost != null && dutyHost.hosting())
+                    {
+                        dutyHost.attach(duty);
+                    }
+                    else
+                    {
+                        duty.startThread();
+                    }
                 }
             }
             catch (final IOException e)
