@@ -115,14 +115,17 @@ func (d *runData) hostPressure(ps []psiSeries) []HostPressure {
 const SourcePSI = "psi"
 
 // spans are the series' stalls as cause spans: per sample and resource, the some stall over the
-// sample's interval at its share (stallSpan), named psi_cpu, psi_io or psi_memory where they
-// cover causeCoverShare of an interval, with the full stall beside it for the evidence.
-func (s psiSeries) spans() []causeSpan {
+// sample's interval at its share (stallSpan), with the full stall beside it for the evidence.
+// A stall explains an interval only by what it stood above its run's usual level (base, the
+// median sample's share): on a host saturated all run long a stall is in every interval, and
+// naming it in each would explain none. So a span covers its share above base, and names
+// psi_cpu, psi_io or psi_memory where that covers causeCoverShare of an interval.
+func (s psiSeries) spans(base []float64) []causeSpan {
 	var out []causeSpan
 	for i := range s.samples {
 		smp := &s.samples[i]
 		var x *spanExtra
-		for _, r := range psiResources {
+		for ri, r := range psiResources {
 			c := stallSpan(*smp, r.some(*smp.PSI))
 			if c.w <= 0 {
 				continue
@@ -130,9 +133,33 @@ func (s psiSeries) spans() []causeSpan {
 			if x == nil {
 				x = &spanExtra{psi: smp}
 			}
-			out = append(out, causeSpan{at: c.from, dur: c.to - c.from, cause: string(r.cause), source: SourcePSI, w: c.w, cover: c.w, counted: true,
-				names: r.cause, level: true, x: x})
+			sp := causeSpan{at: c.from, dur: c.to - c.from, cause: string(r.cause), source: SourcePSI, w: c.w, counted: true, level: true, x: x}
+			if above := c.w - base[ri]; above > 0 {
+				sp.cover, sp.names = above, r.cause
+			}
+			out = append(out, sp)
 		}
+	}
+	return out
+}
+
+// usual is each resource's usual stall share over [from, to]: the median of its samples' some
+// shares (0 where none was taken there).
+func (s psiSeries) usual(from, to int64) []float64 {
+	out := make([]float64, len(psiResources))
+	for ri, r := range psiResources {
+		var ws []float64
+		for _, smp := range s.samples {
+			if smp.AtNs <= from || (to > 0 && smp.AtNs > to) {
+				continue
+			}
+			ws = append(ws, stallSpan(smp, r.some(*smp.PSI)).w)
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		slices.Sort(ws)
+		out[ri] = ws[len(ws)/2]
 	}
 	return out
 }

@@ -49,13 +49,13 @@ func TestPressureStallNamesExcursion(t *testing.T) {
 	if len(e.Causes) != 1 || e.Causes[0].Kind != CausePSICPU || e.Causes[0].Node != "node-0" {
 		t.Fatalf("causes %+v, want psi_cpu on node-0 alone", e.Causes)
 	}
-	// 80 ms in the five samples inside it, and 10 % of the 1 ms it overlaps the next: a sample's
-	// stall is spread over its interval.
-	if ev := e.Causes[0].Evidence; !strings.Contains(ev, "some task stalled on cpu over 80.100 ms (79 %) of it") {
+	// 80 ms in the five samples inside it less the run's usual 10 %, and nothing of the 1 ms it
+	// overlaps the next (at the usual level): a sample's stall is spread over its interval.
+	if ev := e.Causes[0].Evidence; !strings.Contains(ev, "some task stalled on cpu above its usual level over 70.000 ms (69 %) of it") {
 		t.Errorf("evidence %q", ev)
 	}
-	if e.CoveredMs != 80.1 {
-		t.Errorf("covered %v ms, want 80.1", e.CoveredMs)
+	if e.CoveredMs != 70 {
+		t.Errorf("covered %v ms, want 70", e.CoveredMs)
 	}
 	if c := s.Excursions.List[1].Causes; len(c) != 0 {
 		t.Errorf("second excursion causes %+v, want none (10 %% stalled)", c)
@@ -108,5 +108,42 @@ func TestPressureOnceOnLocalTarget(t *testing.T) {
 	}
 	if rep := renderReport(s); !strings.Contains(rep, "The host's CPUs were saturated 0.5 % of the run") {
 		t.Errorf("report:\n%s", rep)
+	}
+}
+
+// TestSaturatedHostNamesNoStall: a host whose CPUs were stalled over 85 % of every sample all run
+// long, and 95 % over an excursion, does not name the excursion psi_cpu: a stall at about its
+// usual level is in every interval and explains none of them. The run-level share stays a fact.
+func TestSaturatedHostNamesNoStall(t *testing.T) {
+	f := newFixture(t)
+	f.run(0, "load_start")
+	f.run(1000, "warmup_end")
+	f.probes(stallProbes(21_000, 100, 8000, 15_000))
+	f.run(21_000, "load_end")
+	f.run(21_500, "end")
+	f.status("node-0", engine.Status{Phase: "ready"})
+	writePSI(t, f.dir, "node-0", 1000, 21_000, func(ms int64) rundir.SchedPSI {
+		p := rundir.SchedPSI{CPUSomeUs: 17_000} // 85 % of every 20 ms
+		if ms > 8000 && ms <= 8100 {
+			p.CPUSomeUs = 19_000
+		}
+		return p
+	})
+	s, err := Analyze(f.close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Excursions == nil || s.Excursions.Count != 2 {
+		t.Fatalf("excursions %+v, want 2", s.Excursions)
+	}
+	for _, e := range s.Excursions.List {
+		for _, c := range e.Causes {
+			if c.Kind == CausePSICPU {
+				t.Errorf("excursion at %.3f s named %+v on a host stalled at its usual level", e.StartS, c)
+			}
+		}
+	}
+	if len(s.HostPressure) != 1 || s.HostPressure[0].CPUSome < 85 {
+		t.Errorf("host pressure %+v, want the run's cpu stall share (about 85 %%) kept", s.HostPressure)
 	}
 }

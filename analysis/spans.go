@@ -429,7 +429,7 @@ func (d *runData) hostCPUCauses(st *spanStream, hosts []hostCand, sched map[stri
 func (st *spanStream) evidence(g *causeTally, covered, length int64) string {
 	pct := 100 * float64(covered) / float64(length)
 	if r := slices.IndexFunc(psiResources, func(r psiResource) bool { return r.cause == g.kind }); r >= 0 {
-		ev := fmt.Sprintf("pressure stall: some task stalled on %s over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
+		ev := fmt.Sprintf("pressure stall: some task stalled on %s above its usual level over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
 			psiResources[r].name, fmtMsBare(covered), pct, fmtMsBare(int64(math.Round(g.fullNs))), g.n)
 		if i := slices.IndexFunc(st.pressure, func(h HostPressure) bool { return h.Node == g.node }); i >= 0 {
 			ev += fmt.Sprintf("; %.1f %% of the run", st.pressure[i].share(psiResources[r].name))

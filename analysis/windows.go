@@ -174,7 +174,7 @@ func readSchedSource(d *runData, st *spanStream) {
 	st.psi = psiOf(samples, d.man.Target == "local")
 	st.pressure = d.hostPressure(st.psi)
 	for _, s := range st.psi {
-		st.add(s.node, s.spans()...)
+		st.add(s.node, s.spans(s.usual(d.warmupEnd, d.loadEnd))...)
 	}
 }
 
