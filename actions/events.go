@@ -38,7 +38,7 @@ type EventKind struct {
 	Shapes []Shape
 	// Snapshot reads a ShapeSnapshot event's request: the leader asked and the log index it
 	// answered with (nil: it never answered); ok is false for one that is no such request after
-	// all. Nil: no leader or index is known.
+	// all. A kind that declares ShapeSnapshot declares it (TestShapesDeclaredWithWhatTheirRowsRead).
 	Snapshot func(e rundir.Event) (leader string, index *uint64, ok bool)
 	// Down reads a ShapeRestart event: which kind took its node down (a power loss records kill
 	// events) and the signal it sent, a restart row's signal and the name of its fault window.

@@ -139,13 +139,10 @@ func (c Catalog) NodePhase(a *rundir.Action) string {
 // declares (EventKind.Snapshot): the leader asked and the index it answered with; ok is false
 // for an event that is none.
 func (c Catalog) Snapshot(e rundir.Event) (leader string, index *uint64, ok bool) {
-	if e.Action == nil || !c.Makes(e.Action.Name, ShapeSnapshot) {
+	if e.Action == nil || !c.Makes(e.Action.Name, ShapeSnapshot) || c[e.Action.Name].Snapshot == nil {
 		return "", nil, false
 	}
-	if read := c[e.Action.Name].Snapshot; read != nil {
-		return read(e)
-	}
-	return "", nil, true
+	return c[e.Action.Name].Snapshot(e)
 }
 
 // Down says, of an event that takes its node down until it is ready again (ShapeRestart), the

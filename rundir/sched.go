@@ -77,8 +77,8 @@ func (s SchedSample) Spans() []InsideSpan {
 }
 
 // AppendJSON appends the sample as encoding/json writes it (the same bytes, no newline), without
-// reflection or allocation: the agent writes a line every 20 ms, and encoding/json was a tenth of
-// its CPU (docs/results.md).
+// reflection or allocation: the agent writes a line every 20 ms, and encoding/json was a large
+// part of its CPU (docs/results.md).
 func (s *SchedSample) AppendJSON(b []byte) []byte {
 	b = append(b, `{"at_ns":`...)
 	b = strconv.AppendInt(b, s.AtNs, 10)

@@ -13,8 +13,8 @@ import (
 
 // SyncRecordMin is the shortest sync recorded. One under it covers under half a millisecond of
 // any latency excursion (at least 1 ms long, and 10× the median), so it names none alone, and a
-// slow stretch is its long syncs; the quickstart's nodes make about a thousand syncs a second,
-// 0.2 ms each at the median, and 15–20 a second of 0.5 ms or more.
+// slow stretch is its long syncs; most syncs are far shorter, so few are recorded (docs/results.md
+// has the rates).
 const SyncRecordMin = 500 * time.Microsecond
 
 // syncQueue is how many recorded syncs may wait for the writer: a few a second, so a full queue
