@@ -34,7 +34,8 @@ type EventKind struct {
 	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
 	Fault func(e rundir.Event) string
 	// Shapes are the shapes of the windows the event opens, which the analysis measures into rows
-	// of each (Shape: a snapshot's pause, a node's restart, a step-down, a failover, a burst).
+	// of each (Shape: a snapshot's pause, a node's restart, a step-down, a burst; a failover
+	// follows from Moves and is not listed).
 	Shapes []Shape
 	// Snapshot reads a ShapeSnapshot event's request: the leader asked and the log index it
 	// answered with (nil: it never answered); ok is false for one that is no such request after

@@ -47,8 +47,7 @@ func (*Partition) Kind() string                { return string(ActPartition) }
 func (*Partition) EndEvent() rundir.ActionName { return ActHeal }
 func (*Partition) Events() []EventKind {
 	payload := func() any { return &PartitionAction{} }
-	return []EventKind{{Name: ActPartition, Payload: payload, Moves: rundir.MovesIfLeader, Fault: partitionFault,
-		Shapes: []Shape{ShapeFailover}}, {Name: ActHeal, Payload: payload}}
+	return []EventKind{{Name: ActPartition, Payload: payload, Moves: rundir.MovesIfLeader, Fault: partitionFault}, {Name: ActHeal, Payload: payload}}
 }
 
 func partitionFault(e rundir.Event) string {

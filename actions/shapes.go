@@ -21,7 +21,8 @@ const (
 	// ShapeStepDown is leadership handed on when asked (its event always moves the leader)
 	// until the next leader reports itself.
 	ShapeStepDown Shape = "step_down"
-	// ShapeFailover is leadership moved by the event (its Moves; for one that moves it only if
+	// ShapeFailover is leadership moved by the event. It is not listed but follows from the
+	// event's Moves (Makes): an event that may move leadership opens one (for one that moves it only if
 	// it hits the leader, when it did): detection, election, client gap and back to normal.
 	ShapeFailover Shape = "failover"
 	// ShapeBurst is the bursts the event has the load generators send (Burster): from each
@@ -32,8 +33,12 @@ const (
 // AllShapes are the shapes, in the order report.md's and the sweep's tables list them.
 var AllShapes = []Shape{ShapeSnapshot, ShapeRestart, ShapeStepDown, ShapeFailover, ShapeBurst}
 
-// Makes says whether the named event opens a window of the shape sh, as its kind declares.
+// Makes says whether the named event opens a window of the shape sh, as its kind declares: in
+// Shapes, or for ShapeFailover by what it does to leadership (Moves).
 func (c Catalog) Makes(name rundir.ActionName, sh Shape) bool {
+	if sh == ShapeFailover {
+		return c[name].Moves != ""
+	}
 	for _, s := range c[name].Shapes {
 		if s == sh {
 			return true

@@ -21,7 +21,7 @@ const ActStepDown rundir.ActionName = "step_down"
 func (*StepDown) Kind() string { return string(ActStepDown) }
 func (*StepDown) Events() []EventKind {
 	return []EventKind{{Name: ActStepDown, Moves: rundir.MovesLeader,
-		Marker: color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}, Shapes: []Shape{ShapeStepDown, ShapeFailover}}, relaunchEvent}
+		Marker: color.RGBA{R: 0x80, G: 0x30, B: 0xa0, A: 0xff}, Shapes: []Shape{ShapeStepDown}}, relaunchEvent}
 }
 func (*StepDown) Fields() []Field         { return nil }
 func (*StepDown) Check(Context) []Problem { return nil }

@@ -50,7 +50,7 @@ func (*stuntKind) Events() []actions.EventKind {
 			p := stuntOf(e)
 			return p.Leader, p.Index, true
 		}},
-		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown, Shapes: []actions.Shape{actions.ShapeRestart, actions.ShapeFailover},
+		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown, Shapes: []actions.Shape{actions.ShapeRestart},
 			Down: func(e rundir.Event) (string, string) { return "stunt", stuntOf(e).Signal }},
 		{Name: stuntRevive, NodePhase: engine.PhaseStarting},
 		{Name: stuntSweep, Collected: func(e rundir.Event) (engine.GCAnswer, bool) { return stuntOf(e).GCAnswer, true }},

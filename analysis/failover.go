@@ -225,13 +225,6 @@ type FaultWindow struct {
 	ToS   float64 `json:"to_s"`
 }
 
-// Fault window kinds (FaultWindow.What) beside the names of the kinds that took a node down:
-// the windows of those row kinds.
-const (
-	windowSnapshot = string(actions.ShapeSnapshot)
-	windowFailover = string(actions.ShapeFailover)
-)
-
 // faultLead is how long before a fault its window opens, as a snapshot window does: a probe sent
 // just before it is answered only after it.
 const faultLead = time.Second
@@ -249,7 +242,7 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		all = append(all, win{FaultWindow{What: what, Node: node, FromS: d.off(sp.from), ToS: d.off(sp.to)}, sp})
 	}
 	for _, w := range d.snapWins {
-		add(windowSnapshot, "", w)
+		add(string(actions.ShapeSnapshot), "", w)
 	}
 	ns := func(s float64) int64 { return d.origin + int64(s*1e9) }
 	var faults []span
@@ -286,7 +279,7 @@ func (d *runData) faultWindows(s *Summary) ([]FaultWindow, []span) {
 		default: // no new leader: out until the end of load
 			end = d.loadEnd
 		}
-		fault(windowFailover, r.From, ns(r.AtS), end)
+		fault(string(actions.ShapeFailover), r.From, ns(r.AtS), end)
 	}
 	// A kind that takes nodes out of the majority until an event of its own ends it (a
 	// partition until its heal) is a fault for its whole window.
@@ -350,7 +343,7 @@ func normalSection(s *Summary) string {
 func (d *runData) lateOutsideFaults(tl []rundir.ConnSecond, wins []FaultWindow) (*int64, *float64) {
 	var faults []span
 	for _, w := range wins {
-		if w.What != windowSnapshot {
+		if w.What != string(actions.ShapeSnapshot) {
 			faults = append(faults, span{d.origin + int64(w.FromS*1e9), d.origin + int64(w.ToS*1e9)})
 		}
 	}
