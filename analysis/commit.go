@@ -1,17 +1,19 @@
 package analysis
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
 	"github.com/rig-dev/rig/rundir"
 )
 
-// An engine's log syncs (spans with Blocks commit: the reference engine's log store, source
-// engine_syncs) as causes of client latency. A command is answered once a quorum holds it: the
-// leader syncs a batch before it sends it on, and each follower before it acknowledges it, so a
-// slow sync holds every command behind it — on the leader always, on a follower only where too
-// few other followers could acknowledge meanwhile (the others syncing too, or down). A sync
+// An engine's log syncs (spans with Blocks commit: the reference engine's log store, as its own
+// engine_syncs record them and as the disk model and a Go trace see the same syncs) as causes of
+// client latency. A command is answered once a quorum holds it: the leader syncs a batch before
+// it sends it on, and each follower before it acknowledges it, so a slow sync holds every command
+// behind it — on the leader wherever enough followers are up for a quorum, on a follower only
+// where too few other followers could acknowledge meanwhile (the others syncing too, or down). A sync
 // covers an excursion (or a failover or burst window) only over the moments it held the commit
 // so; the rest of it, and every sync in a snapshot or restart window (which wait for no
 // command), is a row that covers nothing.
@@ -23,6 +25,12 @@ const commitBeside = "while a quorum could acknowledge without it, not covering"
 // commit.
 func (sc phaseScope) commitMeasured() bool {
 	return sc.kind != string(WindowSnapshot) && sc.kind != string(WindowRestart)
+}
+
+// onCommitPath marks c as one of its node's log store syncs, judged by commitHeld. A Go trace's
+// keeps its goroutine as its thread; the others, threadless, are the commit path's.
+func (c *causeSpan) onCommitPath() {
+	c.blocks, c.thread = rundir.BlocksCommit, cmp.Or(c.thread, "commit path")
 }
 
 // isCommit says whether the span held its node's part in the commit (rundir.BlocksCommit).
@@ -83,9 +91,6 @@ func (d *runData) commitHeld(st *spanStream, from, to int64, sc phaseScope) map[
 		if leader == "" {
 			continue
 		}
-		if in(syncs[leader], mid) {
-			hold(leader, seg)
-		}
 		var up, syncing []string
 		for _, n := range d.nodes {
 			if n == leader || in(sc.downs[n], mid) {
@@ -96,7 +101,13 @@ func (d *runData) commitHeld(st *spanStream, from, to int64, sc phaseScope) map[
 				syncing = append(syncing, n)
 			}
 		}
-		if len(up) >= need && len(up)-len(syncing) < need {
+		if len(up) < need {
+			continue // no quorum: nothing is committed, whoever syncs
+		}
+		if in(syncs[leader], mid) {
+			hold(leader, seg)
+		}
+		if len(up)-len(syncing) < need {
 			for _, n := range syncing {
 				hold(n, seg)
 			}

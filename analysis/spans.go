@@ -113,7 +113,7 @@ func fromInside(sp rundir.InsideSpan) causeSpan {
 		}
 	}
 	if sp.Blocks == rundir.BlocksCommit {
-		c.blocks, c.thread = sp.Blocks, "commit path"
+		c.onCommitPath()
 	}
 	if sp.File != "" && sp.Detail != "" {
 		c.x = &spanExtra{evidence: sp.Detail} // the row counts the file; the evidence names the detail

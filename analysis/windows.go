@@ -178,7 +178,9 @@ func readSchedSource(d *runData, st *spanStream) {
 	}
 }
 
-// readDiskSyncSource adds the disk model's fsyncs, as force from disk_model.
+// readDiskSyncSource adds the disk model's fsyncs, as force from disk_model. A sync of a file in
+// the engine's log store (rundir.InRaftDir) is the one engine_syncs records too: it is judged on
+// the commit path like that one.
 func readDiskSyncSource(d *runData, st *spanStream) {
 	syncs, warn := d.diskSyncs()
 	for _, w := range warn {
@@ -187,8 +189,12 @@ func readDiskSyncSource(d *runData, st *spanStream) {
 	for n, ss := range syncs {
 		st.has(SourceDiskModel)
 		for _, x := range ss {
-			st.add(n, causeSpan{at: x.AtNs, dur: x.DurNs, cause: string(rundir.InsideForce), source: SourceDiskModel, detail: modelFile(x.File, d.man.RunID),
-				w: 1, cover: 1, counted: true, names: CauseKind(rundir.InsideForce)})
+			c := causeSpan{at: x.AtNs, dur: x.DurNs, cause: string(rundir.InsideForce), source: SourceDiskModel, detail: modelFile(x.File, d.man.RunID),
+				w: 1, cover: 1, counted: true, names: CauseKind(rundir.InsideForce)}
+			if rundir.InRaftDir(c.detail) {
+				c.onCommitPath()
+			}
+			st.add(n, c)
 		}
 	}
 }

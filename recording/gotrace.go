@@ -306,8 +306,13 @@ func (r *goTraceReader) transition(ev trace.Event) {
 	switch {
 	case from == trace.GoRunning && to == trace.GoSyscall:
 		if call := syncCall(ev.Stack()); call != "" {
-			r.inSync[g] = rundir.InsideSpan{AtNs: r.wall(ev.Time()), Kind: rundir.InsideForce, Source: string(FormatGoTrace),
+			s := rundir.InsideSpan{AtNs: r.wall(ev.Time()), Kind: rundir.InsideForce, Source: string(FormatGoTrace),
 				Thread: r.thread(g), Role: forceRole(ev.Stack()), Detail: call + " at " + callSite(ev.Stack())}
+			if s.Role == rundir.RoleLog {
+				// The log store's sync: the one engine_syncs records too, judged on the commit path.
+				s.Blocks = rundir.BlocksCommit
+			}
+			r.inSync[g] = s
 		}
 	case from == trace.GoSyscall:
 		if s, ok := r.inSync[g]; ok {

@@ -129,6 +129,12 @@ func TestGoTraceForces(t *testing.T) {
 	if got := byRole[rundir.RoleLog]; len(got) != logged || !strings.HasPrefix(got[0].Detail, "fdatasync at store.") {
 		t.Errorf("log syncs: %d, want %d fdatasyncs at store.Sync: %+v", len(got), logged, got)
 	}
+	// Only the log store's syncs hold the commit; a snapshot's syncs through store.Sync do not.
+	for _, s := range forces {
+		if want := map[bool]string{true: rundir.BlocksCommit}[s.Role == rundir.RoleLog]; s.Blocks != want {
+			t.Errorf("%s force %q blocks %q, want %q", s.Role, s.Detail, s.Blocks, want)
+		}
+	}
 	// The take syncs every block, then the file, then the folder (engine/replica/snapwrite.go).
 	if got := byRole[rundir.RoleSnapshot]; snapSyncs < 2 || len(got) != snapSyncs+2 {
 		t.Errorf("snapshot forces: %d, want the take's %d block syncs + 2", len(got), snapSyncs)

@@ -66,7 +66,8 @@ type InsideSpan struct {
 	Share float64 `json:"share,omitempty"`
 	// Blocks is, for an engine's phase (PhaseKinds), what the engine could not do for all of the
 	// span (BlocksApply, BlocksReady): a phase that ran beside the work a latency or a window
-	// measures leaves it empty, and then covers none of that.
+	// measures leaves it empty, and then covers none of that. A sync of the engine's log store
+	// (LogSync, a Go trace's force at the store's call site) is BlocksCommit.
 	Blocks string `json:"blocks,omitempty"`
 }
 

@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rig-dev/rig/engine"
@@ -77,6 +78,14 @@ func LogSync(file string, from time.Time, dur time.Duration, detail string) Insi
 	return InsideSpan{AtNs: from.UnixNano(), DurNs: max(dur.Nanoseconds(), 0), Kind: InsideForce, Source: SourceEngineSyncs,
 		File: file, Role: RoleLog, Blocks: BlocksCommit, Detail: detail}
 }
+
+// RaftDir is the reference engine's log store folder in its data folder (engine/replica: the
+// raft log's segments under raft/log, its stable store under raft/stable).
+const RaftDir = "raft"
+
+// InRaftDir says whether file, relative to the engine's data folder, is in RaftDir: a sync of it
+// is one of the log store's, which block the commit (LogSync).
+func InRaftDir(file string) bool { return strings.HasPrefix(file, RaftDir+"/") }
 
 // CreatePauses creates a pauses file, or appends to one already there (an engine relaunched).
 func CreatePauses(path string) (*InsideWriter, error) {
