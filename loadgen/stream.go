@@ -411,8 +411,10 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 	case <-s.finished:
 		return
 	}
-	now := s.cl.now() - s.start
+	// The clock is read under the lock: the sender schedules under it too, so nothing it has
+	// already taken can be due after the end.
 	s.mu.Lock()
+	now := s.cl.now() - s.start
 	s.endAt = min(s.endAt, now)
 	s.stopReason = reason
 	s.mu.Unlock()
