@@ -10,8 +10,9 @@ import (
 // probe's latency counts from its intended send time, so while the sender had not yet handed due
 // probes to the connection — its thread woken late, waiting on a run queue or a lock — their time
 // went by in the client, before any server could see them. Each write of late probes is a span
-// from the earliest one's due time to their hand-over (not to the write's return: a write that
-// waits is a server not reading). It covers the intervals made of probes' latencies — an
+// from when the sender was free to send them (the earliest one's due time, or its previous
+// write's return if later) to their hand-over (not to the write's return: a write that waits is
+// a server not reading). It covers the intervals made of probes' latencies — an
 // excursion, a failover window — and no other: a snapshot or restart window measures the
 // engines, a burst window the bursts.
 
@@ -42,12 +43,16 @@ func readLateSendSource(d *runData, st *spanStream) {
 	node := d.probeNode()
 	var ss []causeSpan
 	for _, l := range ls {
-		if l.WokeNs <= l.DueNs {
+		from := l.From()
+		if l.WokeNs <= from {
 			continue
 		}
-		ss = append(ss, causeSpan{at: l.DueNs, dur: l.WokeNs - l.DueNs, w: 1, cover: 1, cause: string(CauseSendLag), source: SourceLoadgen,
-			thread: probeSender, names: CauseSendLag, counted: true,
-			detail: fmt.Sprintf("%d probe(s) handed to the connection up to %s after due", l.Probes, fmtMs(nsToMs(l.WokeNs-l.DueNs)))})
+		detail := fmt.Sprintf("%d probe(s) handed to the connection up to %s after due", l.Probes, fmtMs(nsToMs(l.WokeNs-l.DueNs)))
+		if from > l.DueNs {
+			detail += fmt.Sprintf(", %s after the sender's previous write returned", fmtMs(nsToMs(l.WokeNs-from)))
+		}
+		ss = append(ss, causeSpan{at: from, dur: l.WokeNs - from, w: 1, cover: 1, cause: string(CauseSendLag), source: SourceLoadgen,
+			thread: probeSender, names: CauseSendLag, counted: true, detail: detail})
 	}
 	st.add(node, ss...)
 }

@@ -68,7 +68,7 @@ func BenchmarkProbePath(b *testing.B) {
 			corrs[0] = corr
 			out = s.encode(out[:0], corr)
 			now := cl.now()
-			lags = s.sentChunk(i, i+1, now, now, lags, false)
+			lags = s.sentChunk(i, i+1, writeTimes{woke: now, at: now}, lags, false)
 			binary.LittleEndian.PutUint64(resp[5:], corr) // the server echoes the correlation id
 			if err := wire.DecodeResponse(resp[4:], &r); err != nil {
 				b.Fatal(err)

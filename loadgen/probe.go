@@ -115,6 +115,8 @@ type ProbeRun struct {
 	s     *stream
 	sink  *probeSink
 	led   *ledgerSink
+	late  *rundir.LateSendsWriter
+	lateN int // late sends written to late (only the flusher, then run after it, touch it)
 	ctx   context.Context
 	done  chan struct{}
 	stats rundir.ProbeStats
@@ -147,6 +149,13 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		sink.close()
 		return nil, err
 	}
+	// Created now, empty where the sender is never late: the file says its lateness was measured.
+	late, err := rundir.CreateLateSends(filepath.Join(opts.Out, rundir.LateSendsFile))
+	if err != nil {
+		sink.close()
+		led.close()
+		return nil, err
+	}
 	period := 1e9 / opts.Rate
 	total := int64(streamMax)
 	var end int64
@@ -176,7 +185,7 @@ func StartProbe(ctx context.Context, opts ProbeOptions) (*ProbeRun, error) {
 		hlogComment:  fmt.Sprintf("rig loadgen probe stream: %g/s, IOC probes, latency in ns from intended send time, intervals by intended time", opts.Rate),
 		lateSends:    true,
 	}
-	r := &ProbeRun{opts: opts, s: newStream(cfg, probeIDBit), sink: sink, led: led, ctx: ctx, done: make(chan struct{})}
+	r := &ProbeRun{opts: opts, s: newStream(cfg, probeIDBit), sink: sink, led: led, late: late, ctx: ctx, done: make(chan struct{})}
 	go r.run()
 	return r, nil
 }
@@ -193,8 +202,9 @@ func Probe(ctx context.Context, opts ProbeOptions) (rundir.ProbeStats, error) {
 
 func (r *ProbeRun) run() {
 	defer close(r.done)
-	flushDone := make(chan struct{})
-	go func() { // keep probes.bin current for a run that is killed
+	flushDone, flusherEnded := make(chan struct{}), make(chan struct{})
+	go func() { // keep probes.bin and the late sends current for a run that is killed
+		defer close(flusherEnded)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -202,6 +212,8 @@ func (r *ProbeRun) run() {
 			case <-t.C:
 				r.sink.flush()
 				r.led.flush()
+				r.writeLateSends()
+				r.late.Flush()
 			case <-flushDone:
 				return
 			}
@@ -209,6 +221,7 @@ func (r *ProbeRun) run() {
 	}()
 	err := r.s.run(r.ctx)
 	close(flushDone)
+	<-flusherEnded
 	// Bursts end with the run, after their own grace.
 	r.bmu.Lock()
 	r.ending = true
@@ -230,8 +243,9 @@ func (r *ProbeRun) run() {
 		}
 	}
 	r.bmu.Unlock()
-	if werr := writeLateSends(filepath.Join(r.opts.Out, rundir.LateSendsFile), r.s.lateSendsCopy()); err == nil && werr != nil {
-		err = werr
+	r.writeLateSends()
+	if cerr := r.late.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", rundir.LateSendsFile, cerr)
 	}
 	st := r.Stats()
 	if err != nil {
@@ -281,18 +295,12 @@ func (r *ProbeRun) Stats() rundir.ProbeStats {
 	return st
 }
 
-// writeLateSends writes the late sends file, empty where the sender was never late: the file
-// says its lateness was measured.
-func writeLateSends(path string, ls []rundir.LateSend) error {
-	w, err := rundir.CreateLateSends(path)
-	if err != nil {
-		return err
-	}
+// writeLateSends appends the late sends kept since the last call (buffered: Flush or Close
+// writes them out).
+func (r *ProbeRun) writeLateSends() {
+	ls := r.s.lateSendsFrom(r.lateN)
 	for _, l := range ls {
-		w.Write(l)
+		r.late.Write(l)
 	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", rundir.LateSendsFile, err)
-	}
-	return nil
+	r.lateN += len(ls)
 }

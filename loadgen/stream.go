@@ -411,8 +411,10 @@ func (s *stream) stopper(ctx context.Context, cancelHard context.CancelFunc) {
 	case <-s.finished:
 		return
 	}
-	now := s.cl.now() - s.start
+	// The clock is read under the lock: the sender schedules under it too, so nothing it has
+	// already taken can be due after the end.
 	s.mu.Lock()
+	now := s.cl.now() - s.start
 	s.endAt = min(s.endAt, now)
 	s.stopReason = reason
 	s.mu.Unlock()
@@ -450,6 +452,10 @@ func (s *stream) sendLoop(hard context.Context) {
 		hold     = rundir.Hold{}
 		holding  bool
 		holdFrom int64
+		// lastReturn: when the sender's last write (probes or resends) returned. Probes that
+		// came due while it sat in that write were held up by a server not reading, not by
+		// the sender.
+		lastReturn int64
 	)
 	endHold := func(at int64) {
 		if holding {
@@ -468,7 +474,8 @@ func (s *stream) sendLoop(hard context.Context) {
 		var nextRetry int64
 		rq, nextRetry = s.cl.takeRetries(now, rq)
 		if len(rq) > 0 {
-			if n, _ := s.cl.trySend(rq); n > 0 {
+			if n, at := s.cl.trySend(rq); n > 0 {
+				lastReturn = at
 				rq = rq[:copy(rq, rq[n:])]
 				continue
 			}
@@ -494,7 +501,8 @@ func (s *stream) sendLoop(hard context.Context) {
 			}
 			woke := s.cl.now()
 			if n, at := s.cl.trySend(batch); n > 0 {
-				lags = s.sentChunk(first, first+int64(n), woke, at, lags, holding)
+				lags = s.sentChunk(first, first+int64(n), writeTimes{prev: lastReturn, woke: woke, at: at}, lags, holding)
+				lastReturn = at
 				first += int64(n)
 				if holding {
 					hold.Messages += int64(n)
@@ -592,12 +600,18 @@ func (s *stream) scheduleChunk(i0, i1 int64) int64 {
 // one a chunk, and the first of them say where it began.
 const maxLateSends = 100_000
 
-// sentChunk counts messages [i0, i1) as sent at at, handed to the connection at woke; held says
-// they were due in a hold.
-func (s *stream) sentChunk(i0, i1, woke, at int64, lags []int64, held bool) []int64 {
+// writeTimes are a write's times on the client clock.
+type writeTimes struct {
+	prev int64 // the return of the sender's previous write (0: none)
+	woke int64 // this write handed to the connection
+	at   int64 // this write returned
+}
+
+// sentChunk counts messages [i0, i1) as sent by the write w; held says they were due in a hold.
+func (s *stream) sentChunk(i0, i1 int64, w writeTimes, lags []int64, held bool) []int64 {
 	lags = lags[:0]
 	for i := i0; i < i1; i++ {
-		lags = append(lags, at-(s.start+s.cfg.at(i)))
+		lags = append(lags, w.at-(s.start+s.cfg.at(i)))
 	}
 	var lateDues []int64
 	s.mu.Lock()
@@ -613,16 +627,20 @@ func (s *stream) sentChunk(i0, i1, woke, at int64, lags []int64, held bool) []in
 			}
 		}
 	}
+	// The sender's own lateness starts when it was free to send: not before the first late
+	// probe was due, nor while it sat in its previous write (a server not reading).
 	if s.cfg.lateSends && len(lateDues) > 0 && len(s.lateSends) < maxLateSends {
-		s.lateSends = append(s.lateSends, rundir.LateSend{DueNs: s.epochUnix + lateDues[0], WokeNs: s.epochUnix + max(woke, lateDues[0]),
-			SentNs: s.epochUnix + at, Probes: len(lateDues)})
+		if from := max(lateDues[0], w.prev); w.woke-from > lateAfter {
+			s.lateSends = append(s.lateSends, rundir.LateSend{DueNs: s.epochUnix + lateDues[0], FromNs: s.epochUnix + from,
+				WokeNs: s.epochUnix + w.woke, SentNs: s.epochUnix + w.at, Probes: len(lateDues)})
+		}
 	}
 	if held {
 		s.held += i1 - i0
 	}
 	s.firstSent = i1
 	if s.cfg.onSent != nil {
-		s.cfg.onSent(i0, int(i1-i0), at)
+		s.cfg.onSent(i0, int(i1-i0), w.at)
 	}
 	s.mu.Unlock()
 	if len(lateDues) > 0 && s.cl != nil {
@@ -765,11 +783,11 @@ func (s *stream) counts() streamCounts {
 	return c
 }
 
-// lateSendsCopy is a copy of the late sends kept so far (cfg.lateSends).
-func (s *stream) lateSendsCopy() []rundir.LateSend {
+// lateSendsFrom is a copy of the late sends kept (cfg.lateSends) from the n-th on.
+func (s *stream) lateSendsFrom(n int) []rundir.LateSend {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.lateSends)
+	return slices.Clone(s.lateSends[min(n, len(s.lateSends)):])
 }
 
 var (

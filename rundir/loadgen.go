@@ -12,20 +12,27 @@ import (
 
 // LateSendsFile, in LoadgenDir, is the probe sender's own lateness: one LateSend line per write
 // that carried a probe more than 1 ms behind its schedule while a connection could take it
-// (SendLag.LateConnected's), written as the probe run ends. A probe held for want of a leader is
-// not in it: the outage is its cause, and the timeline's.
+// (SendLag.LateConnected's) and whose hand-over came more than 1 ms after the sender was free to
+// send it, flushed every second while the probe run goes on. A probe held for want of a leader
+// is not in it: the outage is its cause, and the timeline's.
 const LateSendsFile = "late-sends.ndjson"
 
-// LateSend is one write of late probes: from the earliest one's due time until the sender handed
-// them to the connection (WokeNs), the probes were late in the load generator itself — its
-// sender's wake-up, run-queue wait or locks —, before any server could see them; their write
-// returned at SentNs (a write that waits is a server not reading: not the sender's own).
+// LateSend is one write of late probes: from when the sender was free to send them (FromNs: the
+// earliest one's due time, or its previous write's return if later) until it handed them to the
+// connection (WokeNs), the probes were late in the load generator itself — its sender's wake-up,
+// run-queue wait or locks —, before any server could see them. A write that waits is a server
+// not reading, not the sender's own: neither this write's time (to SentNs) nor the previous
+// one's is in the span.
 type LateSend struct {
-	DueNs  int64 `json:"due_ns"`  // unix ns
-	WokeNs int64 `json:"woke_ns"` // unix ns: handed to the connection
-	SentNs int64 `json:"sent_ns"` // unix ns
-	Probes int   `json:"probes"`  // the write's probes more than 1 ms late
+	DueNs  int64 `json:"due_ns"`            // unix ns: the earliest late probe's due time
+	FromNs int64 `json:"from_ns,omitempty"` // unix ns: the span's start (0 in older files: DueNs)
+	WokeNs int64 `json:"woke_ns"`           // unix ns: handed to the connection
+	SentNs int64 `json:"sent_ns"`           // unix ns
+	Probes int   `json:"probes"`            // the write's probes more than 1 ms late
 }
+
+// From is when the sender was free to send the write's late probes: the span's start.
+func (l LateSend) From() int64 { return max(l.FromNs, l.DueNs) }
 
 // LateSendsWriter writes a late sends file.
 type LateSendsWriter = lineWriter[LateSend]
