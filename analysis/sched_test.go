@@ -188,3 +188,37 @@ func TestLoadgenRunQueueWaitNamed(t *testing.T) {
 		t.Errorf("where %+v, want client-0's 75 ms of run-queue wait", w)
 	}
 }
+
+// TestCompilerThreadWaitNamesNothing: a JIT compiler thread that waited 16 of every 20 ms over an
+// excursion is a row of its table, but covers none of it and names no cause: its wait holds no
+// application thread. The same wait on the service's thread names sched_delay.
+func TestCompilerThreadWaitNamesNothing(t *testing.T) {
+	for _, comm := range []string{"C2 CompilerThre", "clustered-servi"} {
+		f := newFixture(t)
+		f.run(0, "load_start")
+		f.run(1000, "warmup_end")
+		f.probes(stallProbes(20_000, 100, 8000)) // [8.000, 8.101] s
+		f.run(20_000, "load_end")
+		f.run(20_500, "end")
+		f.status("node-0", engine.Status{Phase: "ready"})
+		writeSched(t, f.dir, "node-0", comm, 8000, 8100, 16)
+		s, err := Analyze(f.close())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Excursions == nil || s.Excursions.Count != 1 {
+			t.Fatalf("%s: excursions %+v, want 1", comm, s.Excursions)
+		}
+		e := s.Excursions.List[0]
+		if w := e.Where; w == nil || len(w.Rows) != 1 || w.Rows[0].Thread != comm {
+			t.Fatalf("%s: where %+v, want the thread's row", comm, e.Where)
+		}
+		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay)
+		if housekeeping := comm == "C2 CompilerThre"; housekeeping == named || housekeeping != (e.CoveredMs == 0) {
+			t.Errorf("%s: causes %+v, covered %v ms; want sched_delay named only for the service's thread", comm, e.Causes, e.CoveredMs)
+		}
+		if comm == "C2 CompilerThre" && !strings.Contains(e.Where.Rows[0].Detail, "housekeeping") {
+			t.Errorf("%s: row detail %q, want it to say why it covers nothing", comm, e.Where.Rows[0].Detail)
+		}
+	}
+}

@@ -106,6 +106,9 @@ func fromInside(sp rundir.InsideSpan) causeSpan {
 	if !noCover[string(sp.Kind)] {
 		c.cover = c.w
 	}
+	if c.level && jvmHousekeepingThread(sp.Thread) {
+		c.cover, c.names, c.detail = 0, "", threadBeside
+	}
 	if c.isPhase() {
 		c.blocks, c.names = sp.Blocks, CauseKind(sp.Kind)
 		if sp.Blocks == rundir.BlocksApply {
