@@ -237,9 +237,6 @@ func TestShapesDeclaredWithWhatTheirRowsRead(t *testing.T) {
 		if slices.Contains(ek.Shapes, actions.ShapeFailover) {
 			t.Errorf("%s: lists the failover shape, which follows from what it does to leadership (Moves)", name)
 		}
-		if moves := ek.Moves != ""; moves != c.Makes(name, actions.ShapeFailover) {
-			t.Errorf("%s: moves the leader %q but failover-shaped %v: a leader it moves is measured as a failover", name, ek.Moves, !moves)
-		}
 		if c.Makes(name, actions.ShapeRestart) && ek.NodePhase != rundir.PhaseDown {
 			t.Errorf("%s: restart-shaped, but puts its node in phase %q, not down", name, ek.NodePhase)
 		}

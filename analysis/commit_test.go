@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -131,18 +130,7 @@ func TestDiskModelLogSyncsOnTheCommitPath(t *testing.T) {
 	// The model names a file from its mountpoint, which holds rig/<run id>/ (runner dataDir).
 	f.writeJSON("manifest.json", map[string]any{"status": "ok", "run_id": "r1"})
 	data := "rig/r1/"
-	write := func(node string, ss ...rundir.DiskSync) {
-		w, err := rundir.CreateDiskSyncs(filepath.Join(f.dir, node, rundir.DiskSyncsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range ss {
-			w.Write(s)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(node string, ss ...rundir.DiskSync) { writeDiskSyncs(t, f.dir, node, ss...) }
 	ds := func(fromMs int64, file string) rundir.DiskSync {
 		return rundir.DiskSync{AtNs: at(fromMs).UnixNano(), DurNs: 100 * int64(time.Millisecond), File: data + file, Bytes: 4096}
 	}

@@ -593,7 +593,7 @@ func excursionTables(b *strings.Builder, ex *Excursions) {
 		fmt.Fprintf(b, "; %d more left out here: summary.json's excursions.list[].where has every listed excursion's", n)
 	}
 	fmt.Fprintf(b, ". %s Rows as in the window tables: count is spans, fsyncs, or samples over the thresholds above; share is the total over the excursion's length; "+
-		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits and other processes' CPU do not cover, nor other host samples under the thresholds); "+
+		"waits (park, monitor, socket) come last. Unexplained here is the time no row covers on any node (waits, other processes' CPU, log syncs that held no commit, a JVM's housekeeping threads' waits and pressure stalls at or below the run's usual level do not cover, nor other host samples under the thresholds); "+
 		"the count of unexplained excursions above is of those with no cause.\n\n", sourcesNote(ex.List[top[0]].Where.Sources, "excursions"))
 	for _, i := range top[:shown] {
 		e := ex.List[i]

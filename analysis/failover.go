@@ -72,13 +72,14 @@ var FailoverFigures = []RowFigure[FailoverRow]{
 }
 
 // failoverRows measures every leader cause of the run (leaderCauses: each event that moves the
-// leader, or hits it and may) whose kind declares it a failover (actions.ShapeFailover).
+// leader, or hits it and may) whose kind moves leadership (actions.ShapeFailover follows from
+// its Moves).
 func (d *runData) failoverRows(lead leadership) []FailoverRow {
 	causes := leaderCauses(lead)
 	rows := []FailoverRow{}
 	for i, c := range causes {
-		// Any cause bounds the one before it; only those of a kind that declares its moves to be
-		// failovers are measured as one.
+		// Any cause bounds the one before it; only those of a kind that moves leadership are
+		// measured as a failover.
 		if !d.kinds().Makes(rundir.ActionName(c.Action), actions.ShapeFailover) {
 			continue
 		}

@@ -28,18 +28,7 @@ func TestForcesPerSnapshotWindow(t *testing.T) {
 		ps = append(ps, rundir.Probe{IntendedNs: at(ms).UnixNano(), LatencyNs: 2_000_000, Outcome: rundir.ProbeOK})
 	}
 	f.probes(ps)
-	write := func(node string, ss ...rundir.DiskSync) {
-		w, err := rundir.CreateDiskSyncs(filepath.Join(f.dir, node, rundir.DiskSyncsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range ss {
-			w.Write(s)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(node string, ss ...rundir.DiskSync) { writeDiskSyncs(t, f.dir, node, ss...) }
 	ds := func(ms int64, file string, bytes int64) rundir.DiskSync {
 		return rundir.DiskSync{AtNs: at(ms).UnixNano(), File: file, Bytes: bytes, DurNs: 4_000_000}
 	}
@@ -191,5 +180,20 @@ func TestInsideForcesBesideModel(t *testing.T) {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
+	}
+}
+
+// writeDiskSyncs writes node's disk model fsync record (rundir.DiskSyncsFile) of ss.
+func writeDiskSyncs(t *testing.T, dir, node string, ss ...rundir.DiskSync) {
+	t.Helper()
+	w, err := rundir.CreateDiskSyncs(filepath.Join(dir, node, rundir.DiskSyncsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		w.Write(s)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,7 +13,8 @@ import (
 // Pressure stall information (/proc/pressure, recorded by the scheduler sampler beside the
 // threads' run-queue waits): the time at least one task (some) or every non-idle task (full)
 // was stalled on a CPU, on I/O or on memory. It is a node-level series: an excursion is named
-// psi_cpu, psi_io or psi_memory where the stall covers causeCoverShare of it, and the run's
+// psi_cpu, psi_io or psi_memory where the stall's share above the run's usual level covers
+// causeCoverShare of it (spans), and the run's
 // stall shares are a run-level fact — on a 2-CPU local target, how long the host's CPUs were
 // saturated explains much of what no engine thread's wait does.
 
@@ -192,6 +193,6 @@ func pressureSection(s *Summary) string {
 	b.WriteString("\n")
 	writeHostPressure(&b, s.HostPressure)
 	b.WriteString("Pressure stall information (/proc/pressure) over [warm-up end, load end]: some = at least one task stalled on the resource, full = every non-idle task at once. " +
-		"An excursion is named psi_cpu, psi_io or psi_memory where the some stall covers at least half of it; on the local target every node is this machine (host).\n\n")
+		"An excursion is named psi_cpu, psi_io or psi_memory where the some stall's share above the run's usual level (its median sample's) covers at least half of it; on the local target every node is this machine (host).\n\n")
 	return b.String()
 }

@@ -161,6 +161,7 @@ type spanStream struct {
 	srcNames []string
 	host     *hostSeries
 	psi      []psiSeries          // the nodes' pressure stalls (one series for the machine on the local target)
+	psiUsual map[string][]float64 // per series' node, each resource's usual stall share (psiSeries.usual)
 	gc       map[string][]GCPause // per node the GC logs' pauses over the measured window and the gc action's answers: gc_pauses rows, the spike
 	gcRows   []GCRow
 	// pressure is the run's stall shares (HostPressure), quoted in a pressure cause's evidence.
@@ -432,10 +433,13 @@ func (d *runData) hostCPUCauses(st *spanStream, hosts []hostCand, sched map[stri
 func (st *spanStream) evidence(g *causeTally, covered, length int64) string {
 	pct := 100 * float64(covered) / float64(length)
 	if r := slices.IndexFunc(psiResources, func(r psiResource) bool { return r.cause == g.kind }); r >= 0 {
-		ev := fmt.Sprintf("pressure stall: some task stalled on %s above its usual level over %s ms (%.0f %%) of it, every task %s ms, in %d sample(s)",
+		ev := fmt.Sprintf("pressure stall: some task stalled on %s above its usual level over %s ms (%.0f %%) of it, every task %s ms at any level, in %d sample(s)",
 			psiResources[r].name, fmtMsBare(covered), pct, fmtMsBare(int64(math.Round(g.fullNs))), g.n)
+		if u, ok := st.psiUsual[g.node]; ok {
+			ev += fmt.Sprintf("; usual level %.0f %% (the median sample's)", 100*u[r])
+		}
 		if i := slices.IndexFunc(st.pressure, func(h HostPressure) bool { return h.Node == g.node }); i >= 0 {
-			ev += fmt.Sprintf("; %.1f %% of the run", st.pressure[i].share(psiResources[r].name))
+			ev += fmt.Sprintf(", %.1f %% of the run", st.pressure[i].share(psiResources[r].name))
 		}
 		return ev
 	}

@@ -173,8 +173,11 @@ func readSchedSource(d *runData, st *spanStream) {
 	}
 	st.psi = psiOf(samples, d.man.Target == "local")
 	st.pressure = d.hostPressure(st.psi)
+	st.psiUsual = map[string][]float64{}
 	for _, s := range st.psi {
-		st.add(s.node, s.spans(s.usual(d.warmupEnd, d.loadEnd))...)
+		u := s.usual(d.warmupEnd, d.loadEnd)
+		st.psiUsual[s.node] = u
+		st.add(s.node, s.spans(u)...)
 	}
 }
 
@@ -460,7 +463,7 @@ func windowsSection(s *Summary) string {
 		"and the rig agent's (agent_cpu) as CPU time taken, and the time of the samples with dirty pages under writeback or a saturated " +
 		"disk (writeback). Count: spans, fsyncs, or samples over the excursions' thresholds. Share: total over the window's length " +
 		"(several threads may add up to more than 100 %). Waits (park, monitor, socket) are listed after the rest: a thread waiting is not a cause of its own. " +
-		"Unexplained: the window's time no row covers on any node (waits, other processes' CPU and phases beside what the window measures do not cover, nor other host samples under the thresholds).\n\n")
+		"Unexplained: the window's time no row covers on any node (waits, other processes' CPU, phases beside what the window measures, log syncs that held no commit, a JVM's housekeeping threads' waits and pressure stalls at or below the run's usual level do not cover, nor other host samples under the thresholds).\n\n")
 	return b.String()
 }
 

@@ -51,3 +51,8 @@ type WorkSpan struct {
 	From, To time.Time
 	Detail   string
 }
+
+// RaftDir is the reference engine's log store folder in its data folder (engine/replica: the
+// raft log's segments under raft/log, its stable store under raft/stable): its syncs are the
+// commit path's, whichever source (engine records, the disk model, a Go trace) reports them.
+const RaftDir = "raft"

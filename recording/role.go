@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -25,7 +26,7 @@ func FileRole(dataDir, path string) (rel, role string) {
 		return rel, rundir.RoleArchiveSegment
 	case strings.HasSuffix(base, ".snap") || strings.Contains(rel, "snapshots/"):
 		return rel, rundir.RoleSnapshot
-	case base == "recording.log" || strings.HasSuffix(base, "-mark.dat") || strings.Contains(rel, "raft/") ||
+	case base == "recording.log" || strings.HasSuffix(base, "-mark.dat") || strings.Contains(rel, engine.RaftDir+"/") ||
 		strings.HasSuffix(base, ".wal") || strings.HasSuffix(base, ".seg"):
 		return rel, rundir.RoleLog
 	}

@@ -79,13 +79,9 @@ func LogSync(file string, from time.Time, dur time.Duration, detail string) Insi
 		File: file, Role: RoleLog, Blocks: BlocksCommit, Detail: detail}
 }
 
-// RaftDir is the reference engine's log store folder in its data folder (engine/replica: the
-// raft log's segments under raft/log, its stable store under raft/stable).
-const RaftDir = "raft"
-
-// InRaftDir says whether file, relative to the engine's data folder, is in RaftDir: a sync of it
-// is one of the log store's, which block the commit (LogSync).
-func InRaftDir(file string) bool { return strings.HasPrefix(file, RaftDir+"/") }
+// InRaftDir says whether file, relative to the engine's data folder, is in engine.RaftDir: a
+// sync of it is one of the log store's, which block the commit (LogSync).
+func InRaftDir(file string) bool { return strings.HasPrefix(file, engine.RaftDir+"/") }
 
 // CreatePauses creates a pauses file, or appends to one already there (an engine relaunched).
 func CreatePauses(path string) (*InsideWriter, error) {

@@ -112,7 +112,7 @@ func (n *Node) Start() (err error) {
 		}
 	}()
 	cfg, log := n.cfg, n.log
-	raftDir := filepath.Join(cfg.Dir, "raft")
+	raftDir := filepath.Join(cfg.Dir, engine.RaftDir)
 	for _, d := range []string{n.fsm.snapDir, raftDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
