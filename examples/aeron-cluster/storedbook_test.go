@@ -22,7 +22,8 @@ import (
 // Aeron version; the second installs it in every server's data folder before the JVMs start,
 // skips the preload, and every node restores the snapshot at log position 0 and ends with the
 // first run's state hash. A third run, its stored book said to be from another Aeron version, is
-// refused before any engine starts, naming both versions.
+// refused before any engine starts, naming both versions; a fourth, its stored hash changed,
+// fails once ready, naming the node's hash and the stored one.
 func TestStoredBook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a three-node Aeron Cluster twice")
@@ -134,5 +135,14 @@ func TestStoredBook(t *testing.T) {
 	_, _, out3 := run(true)
 	if !strings.Contains(out3, `captured on engine version "0.0.1"`) || !strings.Contains(out3, rec.EngineVersion) {
 		t.Errorf("a stored book of another version: want an error naming both versions, got\n%s", out3)
+	}
+	// Its record's state hash not the one its files restore: the run fails once the cluster is
+	// ready, naming the node and both hashes.
+	if err := os.WriteFile(recPath, bytes.Replace(b, []byte(`"state_hash": "`+h1[0]), []byte(`"state_hash": "0123456789abcdef`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, out4 := run(true)
+	if !strings.Contains(out4, "with state hash "+h1[0]) || !strings.Contains(out4, "hash 0123456789abcdef") {
+		t.Errorf("a stored book whose hash is not its files': want an error naming both hashes, got\n%s", out4)
 	}
 }
