@@ -276,3 +276,30 @@ func TestBurstClient(t *testing.T) {
 		t.Errorf("burst_client without a command: %v", err)
 	}
 }
+
+// engine.book_capture names the engine's own capture of a preloaded book: its arguments follow
+// engine.command.binary, the book store names it by the binary's folder, and without
+// engine.command it is refused where it stands.
+func TestBookCapture(t *testing.T) {
+	cmd := "engine:\n  driver: command\n  command: {binary: /opt/aeron/start.sh, args: [\"{{.Settings.sync_level}}\"]}\n" + declared
+	file, src := commandPlaybook(t, cmd+"  book_capture: --book\n", "")
+	p, err := Parse(file, src, testDrivers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Engine.BookCapture(), " "); got != "/opt/aeron/start.sh --book" || !p.Engine.StoresBooks() || p.Engine.BookStoreName() != "aeron" {
+		t.Errorf("book capture %q, stores books %v, named %q", got, p.Engine.StoresBooks(), p.Engine.BookStoreName())
+	}
+	file, src = commandPlaybook(t, cmd, "")
+	if p, err := Parse(file, src, testDrivers); err != nil {
+		t.Fatal(err)
+	} else if p.Engine.BookCapture() != nil || p.Engine.StoresBooks() {
+		t.Errorf("a command engine without book_capture captures %v (stores books %v)", p.Engine.BookCapture(), p.Engine.StoresBooks())
+	}
+	if p, err := Parse("t.yaml", []byte(base), testDrivers); err != nil || p.Engine.BookCapture() != nil || !p.Engine.StoresBooks() || p.Engine.BookStoreName() != "" {
+		t.Errorf("the reference engine: capture %v, name %q: %v", p.Engine.BookCapture(), p.Engine.BookStoreName(), err)
+	}
+	if _, err := Parse("t.yaml", []byte(base+"engine: {book_capture: \"--book\"}\n"), testDrivers); err == nil || !strings.Contains(err.Error(), "engine.book_capture: needs engine.command") {
+		t.Errorf("book_capture without a command: %v", err)
+	}
+}

@@ -114,6 +114,16 @@ var coreFields = map[string]field{
 		},
 		get: func(p *Playbook) string { return p.Engine.BurstArgs },
 	},
+	"engine.book_capture": {
+		set: func(p *Playbook, s string) error {
+			if strings.TrimSpace(s) == "" {
+				return fmt.Errorf("empty; want the arguments with which engine.command.binary captures a stored book, e.g. \"--book\"")
+			}
+			p.Engine.BookCaptureArgs = s
+			return nil
+		},
+		get: func(p *Playbook) string { return p.Engine.BookCaptureArgs },
+	},
 	"engine.preload_rate": {
 		set: func(p *Playbook, s string) error {
 			v, err := units.ParseRate(s)

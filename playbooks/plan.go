@@ -179,7 +179,7 @@ func (pl *Plan) ReusesBook() []bool {
 	seen := map[[2]int64]bool{}
 	for i, r := range pl.Runs {
 		pr := r.Playbook.Preload
-		if _, ok := r.Playbook.Engine.EngineDriver().(driver.BookInstaller); pr.Orders == 0 || !ok {
+		if pr.Orders == 0 || !r.Playbook.Engine.StoresBooks() {
 			continue // only an engine that can install a stored book gets one
 		}
 		k := [2]int64{pr.Orders, int64(pr.Instruments)}

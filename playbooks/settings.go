@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 )
 
 // The engine section's own keys; every other key is a setting of the driver's table.
-var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc", "preload_rate", "burst_client"}
+var engineKeys = []string{"driver", "command", "settings", "settings_file", "bytes_per_order", "recording", "admin_gc", "preload_rate", "burst_client", "book_capture"}
 
 // Resolve finds the engine's driver and its settings table.
 func (e Engine) Resolve() (driver.Driver, driver.Table, error) {
@@ -113,6 +114,35 @@ func (e Engine) BurstClient() []string {
 		return nil
 	}
 	return append([]string{e.Command.Binary}, strings.Fields(e.BurstArgs)...)
+}
+
+// BookCapture is the command line (after engine.command.binary) that captures a preloaded book
+// from a stopped server's data folder (engine.book_capture); nil when the engine cannot. Its
+// contract (docs/engines.md, "Stored books captured by the engine"): with "version" appended it
+// prints the engine's version; with "capture DATA OUT" appended it writes the book's files
+// under OUT, each at its path relative to DATA, and prints those paths, one a line.
+func (e Engine) BookCapture() []string {
+	if e.Command == nil || e.BookCaptureArgs == "" {
+		return nil
+	}
+	return append([]string{e.Command.Binary}, strings.Fields(e.BookCaptureArgs)...)
+}
+
+// StoresBooks reports whether a run's preloaded book can be stored for later runs: its driver
+// writes one (driver.BookInstaller) or the engine captures its own (BookCapture).
+func (e Engine) StoresBooks() bool {
+	_, ok := e.EngineDriver().(driver.BookInstaller)
+	return ok || e.BookCapture() != nil
+}
+
+// BookStoreName is the name a stored book of this engine has in the book store beside its key:
+// "" for a book the driver writes; for a captured one, the folder of engine.command.binary
+// (the engine's own folder), so two engines' books of the same preload never meet.
+func (e Engine) BookStoreName() string {
+	if e.BookCapture() == nil {
+		return ""
+	}
+	return filepath.Base(filepath.Dir(e.Command.Binary))
 }
 
 // Int is an asked integer or bytes setting.
@@ -221,6 +251,12 @@ func (r *reader) engineSection(p *Playbook, n ast.Node) {
 		r.scalarField(p, "engine.burst_client", kv.Value)
 		if p.Engine.Command == nil {
 			r.probs.add(r.nodePos(kv.Value), "engine.burst_client", "needs engine.command: its arguments go to engine.command.binary on a client node")
+		}
+	}
+	if kv := byKey["book_capture"]; kv != nil {
+		r.scalarField(p, "engine.book_capture", kv.Value)
+		if p.Engine.Command == nil {
+			r.probs.add(r.nodePos(kv.Value), "engine.book_capture", "needs engine.command: its arguments go to engine.command.binary on a server node")
 		}
 	}
 	allowed := append(table.Names(), engineKeys...)

@@ -84,6 +84,10 @@ type Engine struct {
 	// client node, sends a burst through the engine's own client (a user's gateway) instead of
 	// the contract's UDP ingress; the runner appends the path of the burst's request.
 	BurstArgs string `json:"burst_client,omitempty"`
+	// BookCaptureArgs is engine.book_capture: the arguments with which engine.command.binary, run
+	// on a server node, captures the engine's own snapshot of a preloaded book from a stopped
+	// node's data folder, so later runs install it instead of preloading (BookCapture).
+	BookCaptureArgs string `json:"book_capture,omitempty"`
 	// PreloadRate is engine.preload_rate: the orders per second the engine preloads at, as its
 	// playbook declares, for estimates when the results folder holds no earlier run of it; 0: not given.
 	PreloadRate float64 `json:"preload_rate,omitempty"`

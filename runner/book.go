@@ -26,33 +26,49 @@ import (
 // server's snapshots folder before the engines start, and each node restores it.
 const booksDir = "books"
 
-// bookRecord is <key>.json in the book store.
+// An engine that captures its own book (playbooks.Engine.BookCapture) keeps it as
+// <key>.<engine>/ (the files its capture wrote, at their paths in a server's data folder) and
+// <key>.<engine>.json, the engine being playbooks.Engine.BookStoreName.
+
+// bookRecord is <key>.json (<key>.<engine>.json) in the book store.
 type bookRecord struct {
 	Key       string    `json:"key"`
 	Orders    int64     `json:"orders"`
 	StateHash string    `json:"state_hash"`
 	BuiltBy   string    `json:"built_by"` // the run whose preload built it through the log
 	Stored    time.Time `json:"stored"`
+	// A captured book: its files, relative to a server's data folder, and the version the engine
+	// reported at capture (it restores only on the same version).
+	Files         []string `json:"files,omitempty"`
+	EngineVersion string   `json:"engine_version,omitempty"`
 }
 
-func (r *run) bookPaths(key string) (snap, rec string) {
-	dir := filepath.Join(r.opts.ResultsDir, booksDir)
-	return filepath.Join(dir, key+".snap"), filepath.Join(dir, key+".json")
+// bookPaths are the stored book of key (a file, or a captured book's folder) and its record.
+func bookPaths(resultsDir string, e playbooks.Engine, key string) (book, rec string) {
+	base := filepath.Join(resultsDir, booksDir, key)
+	if name := e.BookStoreName(); name != "" {
+		return base + "." + name, base + "." + name + ".json"
+	}
+	return base + ".snap", base + ".json"
+}
+
+func (r *run) bookPaths(key string) (book, rec string) {
+	return bookPaths(r.opts.ResultsDir, r.pb.Engine, key)
 }
 
 // BookStored reports whether the book a run of pb preloads is in resultsDir's book store, so
 // the run will install it instead of preloading (for `rig validate`'s estimates).
 func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
-	if _, ok := pb.Engine.EngineDriver().(driver.BookInstaller); pb.Preload.Orders == 0 || !ok {
+	if pb.Preload.Orders == 0 || !pb.Engine.StoresBooks() {
 		return false
 	}
 	key, err := loadspec.BookShape{Orders: pb.Preload.Orders, Instruments: pb.Preload.Instruments}.Key()
 	if err != nil {
 		return false
 	}
-	dir := filepath.Join(resultsDir, booksDir)
-	for _, f := range []string{key + ".json", key + ".snap"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+	book, rec := bookPaths(resultsDir, pb.Engine, key)
+	for _, f := range []string{rec, book} {
+		if _, err := os.Stat(f); err != nil {
 			return false
 		}
 	}
@@ -60,18 +76,17 @@ func BookStored(resultsDir string, pb *playbooks.Playbook) bool {
 }
 
 // chooseBook decides, before the engines start, whether this run installs a stored book. Only
-// an engine whose driver is a driver.BookInstaller restores a stored file; another always
-// preloads through the log.
-func (r *run) chooseBook() error {
+// an engine whose driver is a driver.BookInstaller restores a stored file, or one that captures
+// its own book (engine.book_capture); another always preloads through the log.
+func (r *run) chooseBook(ctx context.Context) error {
 	if r.pb.Preload.Orders == 0 {
 		return nil
 	}
-	bi, ok := r.pb.Engine.EngineDriver().(driver.BookInstaller)
-	if !ok {
+	if !r.pb.Engine.StoresBooks() {
 		r.progress("the %s engine cannot install a stored book: preloading through the log", r.pb.Engine.DriverName())
 		return nil
 	}
-	r.installer = bi
+	r.installer, _ = r.pb.Engine.EngineDriver().(driver.BookInstaller)
 	cfg := r.loadgenConfig()
 	key, err := cfg.Book().Key()
 	if err != nil {
@@ -86,6 +101,10 @@ func (r *run) chooseBook() error {
 		}
 		if _, err := os.Stat(snapPath); err == nil {
 			use.Reused, use.BuiltBy, use.StateHash = true, rec.BuiltBy, rec.StateHash
+			r.bookFiles = rec.Files
+			if err := r.checkBookVersion(ctx, snapPath, rec); err != nil {
+				return err
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("stored book: %w", err)
@@ -110,6 +129,14 @@ func (r *run) installBook(ctx context.Context) error {
 	r.progress("installing stored book %s (%d orders, built by run %s) on %d servers", r.book.Key, r.book.Orders, r.book.BuiltBy, len(r.servers))
 	snapPath, _ := r.bookPaths(r.book.Key)
 	for _, n := range r.servers {
+		if r.installer == nil { // a captured book: its files, each where the capture found it
+			for _, f := range r.bookFiles {
+				if err := r.cl.Transport().Upload(ctx, n, filepath.Join(snapPath, filepath.FromSlash(f)), r.dataPath(n, f), 0o644); err != nil {
+					return fmt.Errorf("install stored book on %s: %w", n.Name, err)
+				}
+			}
+			continue
+		}
 		dst := r.dataPath(n, r.installer.BookFile())
 		if err := r.cl.Transport().Upload(ctx, n, snapPath, dst, 0o644); err != nil {
 			return fmt.Errorf("install stored book on %s: %w", n.Name, err)
@@ -142,6 +169,9 @@ func (r *run) checkInstalledBook(ctx context.Context) error {
 // hold them in another order, and that book is not stored). The time it takes is part of the
 // run's overhead. The caller holds no lock and saves the manifest.
 func (r *run) storeBook() {
+	if r.captured != nil {
+		defer func() { b, _ := r.bookPaths(r.book.Key); os.RemoveAll(b + ".tmp") }()
+	}
 	if r.book == nil || r.book.Reused || r.man.Status != rundir.StatusOK {
 		return
 	}
@@ -155,6 +185,10 @@ func (r *run) storeBook() {
 	snapPath, recPath := r.bookPaths(bk.Key)
 	if _, err := os.Stat(recPath); err == nil {
 		notStored("already stored")
+		return
+	}
+	if r.installer == nil {
+		r.storeCapturedBook(notStored)
 		return
 	}
 	final := map[string]bool{}

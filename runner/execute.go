@@ -68,7 +68,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	if err := r.prepareDisks(ctx); err != nil {
 		return cleanup, err
 	}
-	if err := r.chooseBook(); err != nil {
+	if err := r.chooseBook(ctx); err != nil {
 		return cleanup, err
 	}
 	r.recordEstimate()

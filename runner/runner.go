@@ -267,7 +267,10 @@ type run struct {
 	manMu         sync.Mutex           // guards man: it is updated from the timeline's goroutines too
 	manErr        error                // the first failed manifest write (guarded by manMu)
 	book          *rundir.BookUse      // where the resting book comes from (nil: no preload)
-	installer     driver.BookInstaller // the driver that installs and writes stored books (nil: its engine cannot)
+	installer     driver.BookInstaller // the driver that installs and writes stored books (nil: its engine cannot, or captures its own)
+	bookFiles     []string             // a captured book's files, installed (bookRecord.Files)
+	captured      *capturedBook        // the book this run captured, before storeBook keeps it
+	captureErr    string               // why it was not captured
 }
 
 // srv is what the run knows of node. A name outside the inventory (or before it is known) gets

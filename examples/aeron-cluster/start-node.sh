@@ -7,6 +7,10 @@
 # the agent started is the JVM's and /proc/PID/cmdline shows every setting as rendered.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ ${1:-} == --book ]]; then # engine.book_capture: a stored book's capture (book.sh)
+	shift
+	exec "$here/book.sh" "$@"
+fi
 module=matching
 jar=""
 jvm=()

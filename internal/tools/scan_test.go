@@ -35,6 +35,7 @@ var declared = map[string][]string{
 	"examples/aeron-cluster args[0]":      {"java", "runuser"}, // the foreign Aeron client, as nobody where root
 	"examples/aeron-cluster rigBinary(t)": {"self"},
 	"runner/launch args":                  {"playbook"}, // engine.burst_client: the engine's own command
+	"runner captureArgv":                  {"playbook"}, // engine.book_capture: the engine's own command
 	"target/local c.bin":                  {"self"},
 	"runner r.cl.Binary(n)":               {"self"},
 	"recording/cost e.Binary":             {"self"},     // rig bench recording: the reference engine in rig's own binary
