@@ -199,7 +199,7 @@ func (e env) Burst(ctx context.Context, b rundir.BurstSeries, record func(rundir
 		if err := record(series); err != nil {
 			return err
 		}
-		r.async(ctx, func(ctx context.Context) error { return e.clientBurst(ctx, b, argv, share, series) })
+		r.async(ctx, func(ctx context.Context) error { return e.clientBurst(ctx, argv, share, series) })
 		return nil
 	}
 	if !start.IsZero() {

@@ -169,7 +169,8 @@ func (r *run) checkInstalledBook(ctx context.Context) error {
 // hold them in another order, and that book is not stored). The time it takes is part of the
 // run's overhead. The caller holds no lock and saves the manifest.
 func (r *run) storeBook() {
-	if r.captured != nil {
+	if r.captured != nil || r.captureErr != "" {
+		// A captured book's staging folder, whatever becomes of it (after the rename, nothing).
 		defer func() { b, _ := r.bookPaths(r.book.Key); os.RemoveAll(b + ".tmp") }()
 	}
 	if r.book == nil || r.book.Reused || r.man.Status != rundir.StatusOK {
@@ -191,20 +192,10 @@ func (r *run) storeBook() {
 		r.storeCapturedBook(notStored)
 		return
 	}
-	final := map[string]bool{}
-	for _, n := range r.servers {
-		var st struct {
-			StateHash string `json:"state_hash"`
-		}
-		b, err := os.ReadFile(filepath.Join(r.dir, n.Name, "status.json"))
-		if err == nil {
-			err = json.Unmarshal(b, &st)
-		}
-		if err != nil {
-			notStored("no final state of %s: %v", n.Name, err)
-			return
-		}
-		final[st.StateHash] = true
+	hash, _, err := r.finalHash()
+	if err != nil {
+		notStored("%v", err)
+		return
 	}
 	start := time.Now()
 	defer os.Remove(snapPath + ".tmp") // after the rename, nothing to remove
@@ -213,27 +204,39 @@ func (r *run) storeBook() {
 		notStored("%v", err)
 		return
 	}
-	if len(final) != 1 || !final[st.StateHash] {
-		notStored("the servers ended with state hash(es) %v; the book built order by order has %s", keys(final), st.StateHash)
+	if st.StateHash != hash {
+		notStored("the servers ended with state hash %s; the book built order by order has %s", hash, st.StateHash)
 		return
 	}
-	rec, _ := json.MarshalIndent(bookRecord{Key: bk.Key, Orders: st.Orders, StateHash: st.StateHash, BuiltBy: r.id, Stored: time.Now().UTC()}, "", "  ")
-	if err := os.Rename(snapPath+".tmp", snapPath); err != nil {
+	d, err := r.keepBook(snapPath, recPath, bookRecord{Key: bk.Key, Orders: st.Orders, StateHash: st.StateHash, BuiltBy: r.id}, start)
+	if err != nil {
 		notStored("%v", err)
 		return
 	}
-	if err := atomicfile.WriteFile(recPath, rec, 0o644); err != nil {
-		notStored("%v", err)
-		return
+	r.progress("stored book %s (%d orders, state hash %s) in %s for later runs", bk.Key, st.Orders, st.StateHash, d.Round(time.Millisecond))
+}
+
+// keepBook moves a book written beside path (path+".tmp": the reference engine's snapshot file,
+// a captured book's folder) into place and writes its record; the time since start is the
+// store's, part of the run's overhead.
+func (r *run) keepBook(path, recPath string, rec bookRecord, start time.Time) (time.Duration, error) {
+	rec.Stored = time.Now().UTC()
+	b, _ := json.MarshalIndent(rec, "", "  ")
+	os.RemoveAll(path) // left by a store that failed before its record
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return 0, err
+	}
+	if err := atomicfile.WriteFile(recPath, b, 0o644); err != nil {
+		return 0, err
 	}
 	d := time.Since(start)
 	r.manMu.Lock()
-	bk.Stored, bk.StateHash, bk.StoreS = true, st.StateHash, d.Seconds()
+	r.book.Stored, r.book.StateHash, r.book.StoreS = true, rec.StateHash, d.Seconds()
 	if r.man.OverheadS != nil {
 		*r.man.OverheadS += d.Seconds()
 	}
 	r.manMu.Unlock()
-	r.progress("stored book %s (%d orders, state hash %s) in %s for later runs", bk.Key, st.Orders, st.StateHash, d.Round(time.Millisecond))
+	return d, nil
 }
 
 // writeBook writes the book of cfg's preload to path+".tmp" in bi's format, synced.

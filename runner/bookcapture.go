@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/engine"
-	"github.com/rig-dev/rig/internal/atomicfile"
 	"github.com/rig-dev/rig/inventory"
 	"github.com/rig-dev/rig/rundir"
 	"github.com/rig-dev/rig/transport"
@@ -41,36 +40,40 @@ type capturedBook struct {
 	took      time.Duration
 }
 
-// captureFrom decides, before the engines stop, whether this run captures its book, and if so
-// has the leader take a snapshot of it; it returns the server to capture from ("" for none).
-func (r *run) captureFrom(ctx context.Context, runErr error) string {
+// captureFrom decides, before the engines stop, whether this run captures its book: only when
+// every server ended with one state (status.json, written once by finalState before this), the
+// state the capture then holds. If so it has the leader take a snapshot of it and says which
+// server to capture from and the state it holds (ok false: none).
+func (r *run) captureFrom(ctx context.Context, runErr error) (from string, hash string, orders int64, ok bool) {
 	if r.book == nil || r.book.Reused || r.installer != nil || r.pb.Engine.BookCapture() == nil || runErr != nil {
-		return ""
+		return "", "", 0, false
 	}
-	if _, rec := r.bookPaths(r.book.Key); fileExists(rec) {
-		return "" // storeBook says "already stored"
+	_, rec := r.bookPaths(r.book.Key)
+	if _, err := os.Stat(rec); err == nil {
+		return "", "", 0, false // storeBook says "already stored"
 	}
-	hash, _, err := r.finalHash()
+	hash, orders, err := r.finalHash()
 	if err != nil {
 		r.captureFailed("%v", err)
-		return ""
+		return "", "", 0, false
 	}
 	leader := r.leader()
 	if leader == "" {
 		r.captureFailed("no leader to take the snapshot")
-		return ""
+		return "", "", 0, false
 	}
 	if _, err := r.agent(leader).EngineAdmin(ctx, engine.AdminSnapshot); err != nil {
 		r.captureFailed("snapshot on %s: %v", leader, err)
-		return ""
+		return "", "", 0, false
 	}
 	r.progress("snapshot of book %s (state hash %s) taken on %s for capture", r.book.Key, hash, leader)
-	return leader
+	return leader, hash, orders, true
 }
 
 // captureBook runs the engine's capture command on server name, whose engine has stopped, and
-// fetches the files it wrote into the book store's staging folder.
-func (r *run) captureBook(ctx context.Context, name string) {
+// fetches the files it wrote into the book store's staging folder: a book of the state hash and
+// orders every server ended with (captureFrom).
+func (r *run) captureBook(ctx context.Context, name, hash string, orders int64) {
 	start := time.Now()
 	i := slices.IndexFunc(r.servers, func(n inventory.Node) bool { return n.Name == name })
 	if i < 0 {
@@ -78,11 +81,6 @@ func (r *run) captureBook(ctx context.Context, name string) {
 		return
 	}
 	n := r.servers[i]
-	hash, orders, err := r.finalHash()
-	if err != nil {
-		r.captureFailed("%v", err)
-		return
-	}
 	version, err := r.engineVersion(ctx, n)
 	if err != nil {
 		r.captureFailed("%v", err)
@@ -127,11 +125,10 @@ func (r *run) captureBook(ctx context.Context, name string) {
 	r.progress("captured book %s from %s: %d files, engine version %s, in %s", r.book.Key, n.Name, len(files), version, r.captured.took.Round(time.Millisecond))
 }
 
-// storeCapturedBook keeps the captured book when every server ended with the state it holds.
+// storeCapturedBook keeps the captured book (of the state every server ended with: captureFrom).
 func (r *run) storeCapturedBook(notStored func(string, ...any)) {
 	bk, c := r.book, r.captured
 	book, recPath := r.bookPaths(bk.Key)
-	defer os.RemoveAll(book + ".tmp") // after the rename, nothing to remove
 	if c == nil {
 		reason := r.captureErr
 		if reason == "" {
@@ -141,33 +138,13 @@ func (r *run) storeCapturedBook(notStored func(string, ...any)) {
 		return
 	}
 	start := time.Now()
-	hash, _, err := r.finalHash()
+	// The capture's own time, spent before the engines stopped, is the store's too.
+	d, err := r.keepBook(book, recPath, bookRecord{Key: bk.Key, Orders: c.orders, StateHash: c.stateHash, BuiltBy: r.id,
+		Files: c.files, EngineVersion: c.version}, start.Add(-c.took))
 	if err != nil {
 		notStored("%v", err)
 		return
 	}
-	if hash != c.stateHash {
-		notStored("the servers ended with state hash %s; the captured book has %s", hash, c.stateHash)
-		return
-	}
-	rec, _ := json.MarshalIndent(bookRecord{Key: bk.Key, Orders: c.orders, StateHash: c.stateHash, BuiltBy: r.id, Stored: time.Now().UTC(),
-		Files: c.files, EngineVersion: c.version}, "", "  ")
-	os.RemoveAll(book) // a folder left by a store that failed before its record
-	if err := os.Rename(book+".tmp", book); err != nil {
-		notStored("%v", err)
-		return
-	}
-	if err := atomicfile.WriteFile(recPath, rec, 0o644); err != nil {
-		notStored("%v", err)
-		return
-	}
-	d := c.took + time.Since(start)
-	r.manMu.Lock()
-	bk.Stored, bk.StateHash, bk.StoreS = true, c.stateHash, d.Seconds()
-	if r.man.OverheadS != nil {
-		*r.man.OverheadS += d.Seconds()
-	}
-	r.manMu.Unlock()
 	r.progress("stored book %s (%d orders, state hash %s, captured from %s, engine version %s) in %s for later runs",
 		bk.Key, c.orders, c.stateHash, c.node, c.version, d.Round(time.Millisecond))
 }
@@ -229,9 +206,4 @@ func (r *run) finalHash() (string, int64, error) {
 func (r *run) captureFailed(format string, args ...any) {
 	r.captureErr = fmt.Sprintf(format, args...)
 	r.log.Warn("book capture", "err", errors.New(r.captureErr))
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -22,7 +22,7 @@ const sampleBefore = 300 * time.Millisecond
 // (engine.burst_client): each client node with a share of the senders runs the client with a
 // request file; the servers' transport counters are sampled before each burst and after the
 // last (rundir.TransportSamples).
-func (e env) clientBurst(ctx context.Context, b rundir.BurstSeries, argv []string, share []int, series rundir.BurstSeries) error {
+func (e env) clientBurst(ctx context.Context, argv []string, share []int, series rundir.BurstSeries) error {
 	r := e.r
 	start := series.Start
 	peers := launch.EngineConfig(r.servers, r.servers[0], "").Peers
@@ -43,16 +43,16 @@ func (e env) clientBurst(ctx context.Context, b rundir.BurstSeries, argv []strin
 	}
 	samples := rundir.TransportSamples{FirstBurst: series.FirstBurst, Nodes: map[string][]engine.TransportCounters{}}
 	for _, s := range r.servers {
-		samples.Nodes[s.Name] = make([]engine.TransportCounters, b.Count+1)
+		samples.Nodes[s.Name] = make([]engine.TransportCounters, series.Count+1)
 	}
-	for k := range b.Count {
-		if err := ctxtime.Sleep(ctx, time.Until(start.Add(time.Duration(k)*b.Every-sampleBefore))); err != nil {
+	for k := range series.Count {
+		if err := ctxtime.Sleep(ctx, time.Until(start.Add(time.Duration(k)*series.Every-sampleBefore))); err != nil {
 			break
 		}
 		r.sampleTransport(ctx, samples.Nodes, k)
 	}
 	wg.Wait()
-	r.sampleTransport(ctx, samples.Nodes, b.Count)
+	r.sampleTransport(ctx, samples.Nodes, series.Count)
 	rel := rundir.RemoteBurstsDir(r.inv.Clients()[0].Name, series.FirstBurst)
 	if err := os.MkdirAll(filepath.Join(r.dir, filepath.FromSlash(rel)), 0o755); err != nil {
 		return err

@@ -152,10 +152,10 @@ func (r *run) finish(ctx context.Context, cleanup func(context.Context), runErr 
 		// Engines stop first: their last transitions are drained by cleanup, their data removed.
 		// A book the engine captures itself is snapshotted while the engines run and captured
 		// from the leader's data once they stopped, before that data goes.
-		captureFrom := r.captureFrom(ctx, runErr)
+		from, hash, orders, capture := r.captureFrom(ctx, runErr)
 		r.stopEngines(ctx)
-		if captureFrom != "" {
-			r.captureBook(ctx, captureFrom)
+		if capture {
+			r.captureBook(ctx, from, hash, orders)
 		}
 		r.removeData(ctx)
 		cleanup(ctx)

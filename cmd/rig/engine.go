@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -76,20 +75,19 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 				runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 			}
 			// Every GC's stop-the-world pauses, beside the config in the node folder: near-free,
-			// so always on (docs/results.md has its cost).
+			// so always on (docs/results.md has its cost). The engine's own phases (a
+			// snapshot's take, a relaunch's restore, replay and catch-up) and its log store's
+			// slow syncs go into the same file, a few lines a run and a few a second; each
+			// flushed as it comes, one whole line per append, so the writers' lines do not
+			// interleave.
 			if !cfg.CauseSourcesOff {
-				if gp, err := gcpause.Start(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
+				pauses := filepath.Join(filepath.Dir(configPath), rundir.PausesFile)
+				if gp, err := gcpause.Start(pauses); err != nil {
 					log.Warn("GC pauses not recorded", "err", err)
 				} else {
 					defer gp.Stop()
 				}
-			}
-			// The engine's own phases (a snapshot's take, a relaunch's restore, replay and
-			// catch-up) and its log store's slow syncs into the same file, a few lines a run
-			// and a few a second; each flushed as it comes, one whole line per append, so the
-			// writers' lines do not interleave.
-			if !cfg.CauseSourcesOff {
-				if pw, err := rundir.CreatePauses(filepath.Join(filepath.Dir(configPath), rundir.PausesFile)); err != nil {
+				if pw, err := rundir.CreatePauses(pauses); err != nil {
 					log.Warn("engine phases not recorded", "err", err)
 				} else {
 					defer pw.Close() // after node.Shutdown (deferred below), which hands over the last
@@ -148,7 +146,7 @@ the environment variable ` + engine.AdminTokenEnv + ` (engine/contract.go); with
 // data folder.
 func logSync(dataDir string, s store.SyncSpan) rundir.InsideSpan {
 	file := s.Path
-	if rel, err := filepath.Rel(dataDir, s.Path); err == nil && !strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(dataDir, s.Path); err == nil && filepath.IsLocal(rel) {
 		file = rel
 	}
 	return rundir.LogSync(file, s.Start, s.Dur, fmt.Sprintf("%s of %s", s.Level, file))
