@@ -1044,11 +1044,10 @@ func (d *runData) nodeStates() map[string][]stateChange {
 	per := map[string][]stateChange{}
 	for _, e := range d.events {
 		t := e.T.UnixNano()
-		switch {
-		case e.Phase != nil && knownPhase(e.Phase.To):
+		if e.Phase != nil && knownPhase(e.Phase.To) {
 			per[e.Node] = append(per[e.Node], stateChange{t, e.Phase.To})
-		case d.kinds().NodePhase(e.Action) != "":
-			per[e.Node] = append(per[e.Node], stateChange{t, d.kinds().NodePhase(e.Action)})
+		} else if ph := d.kinds().NodePhase(e.Action); ph != "" {
+			per[e.Node] = append(per[e.Node], stateChange{t, ph})
 		}
 	}
 	return per

@@ -68,6 +68,20 @@ func (sc phaseScope) covers(node string, kind rundir.InsideKind, blocks string, 
 	}
 }
 
+// beside says why a span that holds up one thing (its blocks: a phase's apply or ready, a log
+// sync's commit, the load generator's probes) covers nothing of an interval of this scope, which
+// measures something else; "" where it may cover (a commit sync then only where it held the
+// commit: commitHeld).
+func (sc phaseScope) beside(node string, sp causeSpan) string {
+	switch {
+	case sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at),
+		sp.isCommit() && !sc.commitMeasured(),
+		sp.blocks == blocksProbes && !sc.measuresProbes():
+		return phaseBeside
+	}
+	return ""
+}
+
 // leaderAt is the node leading at a time, from the summary's leadership (role events).
 func (d *runData) leaderAt(s *Summary) func(int64) string {
 	return func(at int64) string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rig-dev/rig/rundir"
+	"github.com/rig-dev/rig/stats"
 )
 
 // Pressure stall information (/proc/pressure, recorded by the scheduler sampler beside the
@@ -156,11 +157,9 @@ func (s psiSeries) usual(from, to int64) []float64 {
 			}
 			ws = append(ws, stallSpan(smp, r.some(*smp.PSI)).w)
 		}
-		if len(ws) == 0 {
-			continue
+		if len(ws) > 0 {
+			out[ri] = stats.Median(ws)
 		}
-		slices.Sort(ws)
-		out[ri] = ws[len(ws)/2]
 	}
 	return out
 }

@@ -19,6 +19,10 @@ import (
 // SourceLoadgen is the load generator's record of its own lateness.
 const SourceLoadgen = "loadgen"
 
+// blocksProbes is what a late send held up: the probes it carried, so it covers only intervals
+// that measure them (measuresProbes).
+const blocksProbes = "probes"
+
 // CauseSendLag: due probes not yet sent by the load generator.
 const CauseSendLag CauseKind = "send_lag"
 
@@ -51,7 +55,7 @@ func readLateSendSource(d *runData, st *spanStream) {
 		if from > l.DueNs {
 			detail += fmt.Sprintf(", %s after the sender's previous write returned", fmtMs(nsToMs(l.WokeNs-from)))
 		}
-		ss = append(ss, causeSpan{at: from, dur: l.WokeNs - from, w: 1, cover: 1, cause: string(CauseSendLag), source: SourceLoadgen,
+		ss = append(ss, causeSpan{at: from, dur: l.WokeNs - from, w: 1, cover: 1, cause: string(CauseSendLag), source: SourceLoadgen, blocks: blocksProbes,
 			thread: probeSender, names: CauseSendLag, counted: true, detail: detail})
 	}
 	st.add(node, ss...)

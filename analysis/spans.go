@@ -281,12 +281,9 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 			}
 			c := span{max(sp.at, from), min(end, to)}
 			parts := []span{c} // what it may cover: a commit sync only where it held the commit
-			switch {
-			case sp.isPhase() && !sc.covers(node, rundir.InsideKind(sp.cause), sp.blocks, sp.at):
-				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
-			case sp.isCommit() && !sc.commitMeasured(), sp.source == SourceLoadgen && !sc.measuresProbes():
-				sp.cover, sp.names, sp.detail = 0, "", phaseBeside
-			case sp.isCommit():
+			if why := sc.beside(node, sp); why != "" {
+				sp.cover, sp.names, sp.detail = 0, "", why
+			} else if sp.isCommit() {
 				if parts = clipTo(commit[node], c); len(parts) == 0 {
 					sp.cover, sp.names, sp.detail = 0, "", commitBeside
 				}

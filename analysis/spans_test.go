@@ -209,7 +209,7 @@ func TestJVMLogPairsGCWithItsSafepoint(t *testing.T) {
 	}
 }
 
-// TestSpanSourceAddsEverywhere: a source added to spanSources (as engine phases will be) is a
+// TestSpanSourceAddsEverywhere: a source added to spanSources (as the engines' phases were) is a
 // row of every window's and excursion's table and names the excursion it covers, with no other
 // change.
 func TestSpanSourceAddsEverywhere(t *testing.T) {

@@ -55,8 +55,14 @@ const (
 	PhaseCatchUp         InsideKind = engine.WorkCatchUp
 )
 
-// PhaseKinds lists every phase kind, in the order they happen.
-var PhaseKinds = []InsideKind{PhaseSnapshotCapture, PhaseSnapshotPersist, PhaseLogCompaction, PhaseRestore, PhaseJoin, PhaseReplay, PhaseCatchUp}
+// PhaseKinds lists every phase kind, in the order they happen: the engine contract's work kinds.
+var PhaseKinds = func() []InsideKind {
+	out := make([]InsideKind, len(engine.WorkKinds))
+	for i, k := range engine.WorkKinds {
+		out[i] = InsideKind(k)
+	}
+	return out
+}()
 
 // What a phase or a log sync held up (InsideSpan.Blocks): engine.BlocksApply, engine.BlocksReady,
 // engine.BlocksCommit.

@@ -359,7 +359,10 @@ func (s *Sched) samePIDs(pids []int) bool {
 
 // readSchedstat is schedstat's first two fields: "<on-cpu ns> <run-queue wait ns> <timeslices>".
 func (s *Sched) readSchedstat(fd int) (cpu, wait uint64, err error) {
-	n, err := pread0(fd, s.buf)
+	// From offset 0: a schedstat file is rendered afresh at each read from its start. A raw
+	// call (rawsys.go): rendering allocates a page, which under memory pressure can wait in
+	// reclaim, holding the goroutine's P meanwhile — the agent's, not the engine's.
+	n, err := rawPread(fd, s.buf)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -424,13 +427,6 @@ func (s *Sched) readPSI() ([3]psiTotals, bool) {
 		out[i] = parsePSI(s.buf[:n])
 	}
 	return out, true
-}
-
-// pread0 reads fd from offset 0 into b: a schedstat file is rendered afresh at each read from
-// its start. A raw call (rawsys.go): rendering allocates a page, which under memory pressure can
-// wait in reclaim, holding the goroutine's P meanwhile — the agent's, not the engine's.
-func pread0(fd int, b []byte) (int, error) {
-	return rawPread(fd, b)
 }
 
 // parsePSI reads "some avg10=… total=N" and "full … total=N" lines.

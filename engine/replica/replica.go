@@ -67,7 +67,7 @@ type Node struct {
 
 	phases    *phaseLog                  // nil: phases not recorded (RecordPhases)
 	syncs     *spanQueue[store.SyncSpan] // nil: syncs not recorded (RecordSyncs)
-	syncMin   time.Duration              // the shortest sync recorded (SyncRecordMin)
+	syncMin   time.Duration              // the shortest sync recorded: SyncRecordMin, lower only in tests
 	stopWatch chan struct{}              // closed by Shutdown: ends the phase watcher
 	watchDone chan struct{}
 }

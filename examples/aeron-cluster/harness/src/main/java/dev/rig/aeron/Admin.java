@@ -434,7 +434,7 @@ final class Admin
             {
                 launchLog = r.applied(); // where replaying the local log ended
             }
-            final long at = PhaseLog.epochNs();
+            final long at = BurstProbe.epochNanos();
             final PhaseLog pl = state.phases;
             if (pl != null && PHASE_KINDS[phase] != null)
             {

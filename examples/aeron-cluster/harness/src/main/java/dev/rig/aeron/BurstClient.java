@@ -132,7 +132,7 @@ final class BurstClient
             System.exit(2);
             return;
         }
-        final long epochNs = epochNanos();
+        final long epochNs = BurstProbe.epochNanos();
         final long nano0 = System.nanoTime();
         final long start = req.startUnixNs() > 0 ? nano0 + (req.startUnixNs() - epochNs) : nano0 + TimeUnit.SECONDS.toNanos(1);
         final Seen[][] seen = new Seen[req.senders()][req.count()];
@@ -204,12 +204,6 @@ final class BurstClient
             throw new IllegalArgumentException("credentials=stdin, but standard input holds no secret");
         }
         return new RunAuth(line.strip().getBytes(StandardCharsets.UTF_8));
-    }
-
-    private static long epochNanos()
-    {
-        final Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
     }
 
     /** One sender: its own media driver and cluster client, then every burst of the series. */

@@ -233,6 +233,7 @@ final class BurstProbe implements AutoCloseable
         return n == 0 ? 0 : sorted[(int)Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))];
     }
 
+    /** Now, in ns since the Unix epoch: the harness's one wall clock for the files rig reads. */
     static long epochNanos()
     {
         final Instant now = Instant.now();

@@ -6,7 +6,6 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -85,9 +84,8 @@ final class DutyCycles implements AutoCloseable
         this.cr = cr;
         this.out = out;
         this.intervalNs = intervalNs;
-        final Instant now = Instant.now();
         this.monoBaseNs = System.nanoTime();
-        this.epochBaseNs = now.getEpochSecond() * 1_000_000_000L + now.getNano();
+        this.epochBaseNs = BurstProbe.epochNanos();
     }
 
     /** A sampler appending to pausesFile, read by poll (a Host's) until it is closed. */

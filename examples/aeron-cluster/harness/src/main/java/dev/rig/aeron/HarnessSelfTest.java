@@ -532,7 +532,7 @@ public final class HarnessSelfTest
         final PhaseLog pl = PhaseLog.open(dir);
         for (int i = 0; i < 3; i++)
         {
-            pl.add("snapshot_capture", PhaseLog.BLOCKS_APPLY, PhaseLog.epochNs(), 1_000_000L, "take " + i);
+            pl.add("snapshot_capture", PhaseLog.BLOCKS_APPLY, BurstProbe.epochNanos(), 1_000_000L, "take " + i);
         }
         pl.close();
         final java.io.File f = new java.io.File(dir, PausesFile.NAME);

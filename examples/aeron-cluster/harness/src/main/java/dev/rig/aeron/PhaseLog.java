@@ -4,7 +4,6 @@ import java.io.File;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 
@@ -79,17 +78,10 @@ final class PhaseLog
         }
     }
 
-    /** Now, in ns since the Unix epoch. */
-    static long epochNs()
-    {
-        final Instant now = Instant.now();
-        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
-    }
-
     /** The epoch ns of a System.nanoTime() reading taken earlier. */
     static long epochNsOf(final long nanoTime)
     {
-        return epochNs() - (System.nanoTime() - nanoTime);
+        return BurstProbe.epochNanos() - (System.nanoTime() - nanoTime);
     }
 
     /** One phase of durNs from atNs (epoch ns); dropped, not waited for, if the writer is stuck. */
