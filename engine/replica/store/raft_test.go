@@ -269,11 +269,19 @@ func TestRaftClusterOnStores(t *testing.T) {
 	if ln != fn || lh != fh {
 		t.Fatalf("FSM differs after catch-up: leader %d/%x, %s %d/%x", ln, lh, f.id, fn, fh)
 	}
-	newLo, _ := f.logs.FirstIndex()
-	newHi, _ := f.logs.LastIndex()
 	// Raft empties a monotonic log when it installs a snapshot; when that snapshot already held
-	// every entry, the log stays empty (0..0) until the next append, which is also correct.
-	if newHi != 0 && (newLo <= hi || newHi < hi+second) {
+	// every entry, the log stays empty (0..0) until the next append, which is also correct. It
+	// does so after the FSM's restore, which the state above may already show: so it is waited for.
+	var newLo, newHi uint64
+	compacted := func() bool {
+		newLo, _ = f.logs.FirstIndex()
+		newHi, _ = f.logs.LastIndex()
+		return newHi == 0 || (newLo > hi && newHi >= hi+second)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !compacted() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !compacted() {
 		t.Fatalf("%s log is %d..%d after catch-up by snapshot; want it to start past %d and reach %d", f.id, newLo, newHi, hi, hi+second)
 	}
 }
