@@ -199,8 +199,10 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 }
 
 // schedCoverOf reads the run's scheduler samples and returns, for an excursion [fromS, toS] (s
-// from load start), each node's share of it during which its threads waited on a run queue:
-// per sample, the largest thread's wait over the interval, spread evenly over it.
+// from load start), each node's share of it during which its threads waited on a run queue: at
+// each instant, the largest wait share of a thread whose reading spans it (its wait spread over
+// its own interval: an idle thread is read every 100 ms, not every sample), stepped over in 100 µs
+// slices here rather than by the analysis's interval sweep.
 func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]float64 {
 	t.Helper()
 	run := rundir.Folder{Dir: dir}
@@ -218,32 +220,42 @@ func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]
 			origin = e.T.UnixNano()
 		}
 	}
-	byNode := map[string][]rundir.SchedSample{}
+	byNode := map[string][]rundir.InsideSpan{}
 	for _, f := range files {
 		ss, err := run.Sched(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		byNode[node] = append(byNode[node], ss...)
+		for _, smp := range ss {
+			byNode[node] = append(byNode[node], smp.Spans()...)
+		}
 	}
+	const step = int64(100 * time.Microsecond)
 	return func(fromS, toS float64) map[string]float64 {
 		from, to := origin+int64(fromS*1e9), origin+int64(toS*1e9)
 		out := map[string]float64{}
-		for node, ss := range byNode {
-			var ns float64
-			for _, smp := range ss {
-				lo, hi := max(smp.AtNs-smp.IntervalNs, from), min(smp.AtNs, to)
-				if hi <= lo || smp.IntervalNs <= 0 {
-					continue
+		for node, spans := range byNode {
+			var in []rundir.InsideSpan
+			for _, sp := range spans {
+				if sp.AtNs < to && sp.AtNs+sp.DurNs > from {
+					in = append(in, sp)
 				}
-				var most int64
-				for _, th := range smp.Threads {
-					most = max(most, min(th.WaitNs, smp.IntervalNs))
-				}
-				ns += float64(hi-lo) * float64(most) / float64(smp.IntervalNs)
 			}
-			out[node] = ns / float64(to-from)
+			var covered, n float64
+			for at := from + step/2; at < to; at += step {
+				n++
+				var most float64
+				for _, sp := range in {
+					if sp.AtNs <= at && at < sp.AtNs+sp.DurNs {
+						most = max(most, sp.Share)
+					}
+				}
+				covered += most
+			}
+			if n > 0 {
+				out[node] = covered / n
+			}
 		}
 		return out
 	}
