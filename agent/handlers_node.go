@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rig-dev/rig/agent/facts"
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/rundir"
@@ -72,6 +73,9 @@ type SamplesInfo struct {
 	Started  time.Time `json:"started"`
 	Running  bool      `json:"running"`
 	Error    string    `json:"error,omitempty"` // why it stopped on its own
+	// RunQueue says how the followed threads' run-queue waits are recorded: placed by the kernel
+	// (at least a threshold each) beside the samples, or sampled only, and why.
+	RunQueue string `json:"run_queue,omitempty"`
 }
 
 var sampleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -262,15 +266,16 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 	}
 	var sched *sample.Sched
 	var schedFile *os.File
+	var runQueue string
 	if schedEvery > 0 {
-		if sched, schedFile, err = n.openSched(req.Name, sample.SchedOptions{Root: n.s.opts.Root, Interval: schedEvery, PIDs: req.PIDs, PIDFiles: pidFiles, NoPSI: req.SchedNoPSI}); err != nil {
+		if sched, schedFile, runQueue, err = n.openSched(req.Name, sample.SchedOptions{Root: n.s.opts.Root, Interval: schedEvery, PIDs: req.PIDs, PIDFiles: pidFiles, NoPSI: req.SchedNoPSI}); err != nil {
 			f.Close()
 			writeErr(w, http.StatusInternalServerError, err)
 			return
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sm := &sampler{info: SamplesInfo{Name: req.Name, Path: path, Interval: interval.String(), Started: time.Now().UTC(), Running: true},
+	sm := &sampler{info: SamplesInfo{Name: req.Name, Path: path, Interval: interval.String(), Started: time.Now().UTC(), Running: true, RunQueue: runQueue},
 		cancel: cancel, done: make(chan struct{})}
 	n.samplers[req.Name] = sm
 	go func() {
@@ -306,22 +311,38 @@ func (n *nodeSide) handleSamplesStart(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sm.info)
 }
 
-// openSched starts the scheduler sampler's baseline and opens its file, DIR/sched/NAME.ndjson.
-func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (*sample.Sched, *os.File, error) {
+// openSched starts the scheduler sampler's baseline and opens its file, DIR/sched/NAME.ndjson;
+// runQueue says how the run-queue waits are recorded (SamplesInfo.RunQueue).
+func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *sample.Sched, f *os.File, runQueue string, err error) {
 	dir := filepath.Join(n.s.opts.Dir, rundir.SchedDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	sched, err := sample.NewSched(opts)
-	if err != nil {
-		return nil, nil, err
+	// Each run-queue wait placed by the kernel where it can: without the privilege or the
+	// kernel's BPF the waits are sampled only, as the log and runQueue say.
+	tr, err := runq.Open(runq.Options{})
+	switch {
+	case err == nil:
+		opts.Placer, opts.Log = tr, n.s.log
+		runQueue = fmt.Sprintf("placed by the kernel (sched_switch), each of at least %v, beside the samples", tr.MinWait())
+	case errors.Is(err, runq.ErrUnsupported):
+		runQueue = "sampled only: " + err.Error()
+	default: // a kernel that refused the program: the samples still hold every wait
+		runQueue = "sampled only: the placer failed: " + err.Error()
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name+rundir.SchedExt), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	n.s.log.Info("run-queue waits", "how", runQueue)
+	if sched, err = sample.NewSched(opts); err != nil {
+		if tr != nil {
+			tr.Close()
+		}
+		return nil, nil, "", err
+	}
+	f, err = os.OpenFile(filepath.Join(dir, name+rundir.SchedExt), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		sched.Close()
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return sched, f, nil
+	return sched, f, runQueue, nil
 }
 
 func (sm *sampler) running() bool {

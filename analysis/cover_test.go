@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
@@ -69,6 +71,51 @@ func TestSchedWaitSpreadOverItsInterval(t *testing.T) {
 		}
 		if w := e.Where; w == nil || len(w.Rows) != 1 || w.Rows[0].TotalMs != c.rowMs {
 			t.Errorf("%s: where %+v, want one row of %v ms", c.name, e.Where, c.rowMs)
+		}
+	}
+}
+
+// TestPlacedWaitNamesWhereItWas: the same 8 ms wait that, sampled, names no 10 ms excursion in
+// its interval's second half (above) names it when the kernel placed it inside the excursion, and
+// covers nothing of it when placed in the first half; the thread's reading keeps only the rest of
+// its wait (none here) for the spread.
+func TestPlacedWaitNamesWhereItWas(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		fromMs    int64 // the wait, placed: [fromMs, fromMs+8] ms
+		named     bool
+		coveredMs float64
+		rows      int
+	}{
+		{"placed inside the excursion", 8012, true, 8, 1},
+		{"placed before it", 8000, false, 0, 0},
+	} {
+		f := newFixture(t)
+		f.run(0, "load_start")
+		f.run(1000, "warmup_end")
+		f.probes(stallProbes(20_000, 10, 8010)) // [8.010, 8.021] s
+		f.run(20_000, "load_end")
+		f.status("node-0", engine.Status{Phase: "ready"})
+		writeSchedFile(t, f.dir, "node-0", "os", 8000, 8020, func(int64) rundir.SchedSample {
+			wait := int64(8 * time.Millisecond)
+			return rundir.SchedSample{
+				Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: "apply", WaitNs: wait, ExactNs: wait}},
+				Waits:   []rundir.SchedWait{{TID: 9, Comm: "apply", FromNs: at(c.fromMs).UnixNano(), DurNs: wait}}}
+		})
+		s, err := Analyze(f.close())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Excursions == nil || s.Excursions.Count != 1 {
+			t.Fatalf("%s: excursions %+v, want 1", c.name, s.Excursions)
+		}
+		e := s.Excursions.List[0]
+		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay) && strings.HasPrefix(e.Causes[0].Evidence, rundir.SourceSchedSwitch+": 1 span(s)")
+		if named != c.named || e.CoveredMs != c.coveredMs {
+			t.Errorf("%s: excursion %.3f–%.3f s: causes %+v, covered %v ms; want named %v from %s, covered %v ms", c.name, e.StartS, e.EndS, e.Causes, e.CoveredMs, c.named, rundir.SourceSchedSwitch, c.coveredMs)
+		}
+		if w := e.Where; w == nil || len(w.Rows) != c.rows || (c.rows > 0 && (w.Rows[0].Source != rundir.SourceSchedSwitch || w.Rows[0].TotalMs != 8)) {
+			t.Errorf("%s: where %+v, want %d row(s) of 8 ms from %s", c.name, e.Where, c.rows, rundir.SourceSchedSwitch)
 		}
 	}
 }

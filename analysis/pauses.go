@@ -26,7 +26,7 @@ import (
 // alwaysOnSources are the sources every run has (where the engine offers them), as against an
 // engine's recording (inside.ndjson), which is off by default: a run with only these says so.
 // The gc action's answers are among them: an answer, not a recording.
-var alwaysOnSources = []string{SourceDiskModel, SourceOSSamples, rundir.SourceSchedstat, SourcePSI, rundir.SourceGoRuntime, rundir.SourceSafepointLog, SourceGCLog, SourceGCAction,
+var alwaysOnSources = []string{SourceDiskModel, SourceOSSamples, rundir.SourceSchedstat, rundir.SourceSchedSwitch, SourcePSI, rundir.SourceGoRuntime, rundir.SourceSafepointLog, SourceGCLog, SourceGCAction,
 	rundir.SourceAeronCounters, rundir.SourceEnginePhases, rundir.SourceEngineSyncs, SourceTimeline, SourceLoadgen}
 
 // safepointRe is HotSpot's per-safepoint line under [safepoint] (JDK 17: `Safepoint "Cleanup",

@@ -41,7 +41,9 @@ type causeSpan struct {
 	// counted: the span counts in its row's count (every span but the OS samples under the
 	// excursions' thresholds).
 	counted bool
-	// level: a sampled level (scheduler, pressure, OS samples), not events with onsets.
+	// level: a sampled level (scheduler, pressure, OS samples), not events with onsets; the
+	// kernel's placed run-queue waits too: hundreds a second on a busy host, a level as much as
+	// the samples of them are, and no event a period could be read from.
 	level bool
 	// blocks is an engine phase's InsideSpan.Blocks (isPhase): a phase covers and names only the
 	// intervals whose scope says it blocks what they measure.
@@ -102,7 +104,7 @@ func (c causeSpan) fullShare() float64 {
 // stream.
 func fromInside(sp rundir.InsideSpan) causeSpan {
 	c := causeSpan{at: sp.AtNs, dur: sp.DurNs, cause: string(sp.Kind), source: sp.Source, thread: sp.Thread, role: sp.Role,
-		detail: cmp.Or(sp.File, sp.Detail), w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat}
+		detail: cmp.Or(sp.File, sp.Detail), w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat || sp.Source == rundir.SourceSchedSwitch}
 	if !noCover[string(sp.Kind)] {
 		c.cover = c.w
 	}

@@ -18,8 +18,12 @@ const (
 )
 
 // SourceSchedstat is the Source of the sched_delay spans read from scheduler samples
-// (SchedSample.Spans).
-const SourceSchedstat = "schedstat"
+// (SchedSample.Spans): a thread's wait over an interval, where in it unknown. SourceSchedSwitch
+// is the Source of those the kernel placed (SchedSample.Waits), each where it was.
+const (
+	SourceSchedstat   = "schedstat"
+	SourceSchedSwitch = "sched_switch"
+)
 
 // SchedSample is one interval of the scheduler sampler: run-queue wait per thread, from
 // /proc/<pid>/task/<tid>/schedstat, of the threads that waited, and the node's pressure stall
@@ -28,6 +32,10 @@ type SchedSample struct {
 	AtNs       int64         `json:"at_ns"`       // the interval's end, ns since the Unix epoch
 	IntervalNs int64         `json:"interval_ns"` // measured, not nominal
 	Threads    []SchedThread `json:"threads,omitempty"`
+	// Waits are the followed threads' run-queue waits the kernel reported since the previous
+	// sample, each placed (agent/runq: a BPF program on sched_waking and sched_switch), those of
+	// at least its threshold only; each is also in its thread's WaitNs (SchedThread.ExactNs).
+	Waits []SchedWait `json:"waits,omitempty"`
 	// PSI is the increase of each pressure file's total stall time over the interval; nil where
 	// the kernel has no /proc/pressure.
 	PSI *SchedPSI `json:"psi,omitempty"`
@@ -42,6 +50,18 @@ type SchedThread struct {
 	// IntervalNs, where set, is the time since the thread's last reading, ending at the sample's
 	// AtNs: a thread that had not run for a while is read less often than every interval.
 	IntervalNs int64 `json:"interval_ns,omitempty"`
+	// ExactNs is the part of WaitNs placed exactly in some sample's Waits; the rest is spread
+	// over the interval.
+	ExactNs int64 `json:"exact_ns,omitempty"`
+}
+
+// SchedWait is one run-queue wait of a thread, placed: runnable from FromNs (ns since the Unix
+// epoch) for DurNs until it ran.
+type SchedWait struct {
+	TID    int    `json:"tid"`
+	Comm   string `json:"comm"`
+	FromNs int64  `json:"from_ns"`
+	DurNs  int64  `json:"dur_ns"`
 }
 
 // SchedPSI is the increase of /proc/pressure/{cpu,io,memory} "total" (µs) over an interval:
@@ -55,22 +75,28 @@ type SchedPSI struct {
 	MemFullUs uint64 `json:"mem_full_us"`
 }
 
-// Spans are the sample's run-queue waits as sched_delay inside spans, one per thread. Where in
-// the interval a thread waited is not known: each span covers the whole interval (the thread's
-// own where it has one) with Share wait/interval, so an excursion overlapping part of the
-// interval is covered by the share of the wait expected there, not by a wait placed at one end
-// of it.
+// Spans are the sample's run-queue waits as sched_delay inside spans: each placed wait where it
+// was (SourceSchedSwitch), and per thread the rest of its wait (SourceSchedstat). Where in the
+// interval that rest fell is not known: its span covers the whole interval (the thread's own
+// where it has one) with Share rest/interval, so an excursion overlapping part of the interval
+// is covered by the share of the wait expected there, not by a wait placed at one end of it.
 func (s SchedSample) Spans() []InsideSpan {
-	out := make([]InsideSpan, 0, len(s.Threads))
+	out := make([]InsideSpan, 0, len(s.Threads)+len(s.Waits))
+	for _, w := range s.Waits {
+		if w.DurNs > 0 {
+			out = append(out, InsideSpan{AtNs: w.FromNs, DurNs: w.DurNs, Kind: InsideSchedDelay, Source: SourceSchedSwitch, Thread: w.Comm})
+		}
+	}
 	for _, t := range s.Threads {
 		iv := s.IntervalNs
 		if t.IntervalNs > 0 {
 			iv = t.IntervalNs
 		}
-		if t.WaitNs <= 0 || iv <= 0 {
+		rest := t.WaitNs - max(t.ExactNs, 0)
+		if rest <= 0 || iv <= 0 {
 			continue
 		}
-		share := min(float64(t.WaitNs)/float64(iv), 1)
+		share := min(float64(rest)/float64(iv), 1)
 		out = append(out, InsideSpan{AtNs: s.AtNs - iv, DurNs: iv, Share: share, Kind: InsideSchedDelay, Source: SourceSchedstat, Thread: t.Comm})
 	}
 	return out
@@ -103,6 +129,29 @@ func (s *SchedSample) AppendJSON(b []byte) []byte {
 				b = append(b, `,"interval_ns":`...)
 				b = strconv.AppendInt(b, t.IntervalNs, 10)
 			}
+			if t.ExactNs != 0 {
+				b = append(b, `,"exact_ns":`...)
+				b = strconv.AppendInt(b, t.ExactNs, 10)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(s.Waits) > 0 {
+		b = append(b, `,"waits":[`...)
+		for i := range s.Waits {
+			w := &s.Waits[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"tid":`...)
+			b = strconv.AppendInt(b, int64(w.TID), 10)
+			b = append(b, `,"comm":`...)
+			b = appendJSONString(b, w.Comm)
+			b = append(b, `,"from_ns":`...)
+			b = strconv.AppendInt(b, w.FromNs, 10)
+			b = append(b, `,"dur_ns":`...)
+			b = strconv.AppendInt(b, w.DurNs, 10)
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -35,6 +35,30 @@ func TestSchedSpansCoverTheirInterval(t *testing.T) {
 	}
 }
 
+// TestSchedPlacedWaitsAreSpansOfTheirOwn: a wait the kernel placed is a span of its own where
+// it was, holding all of it, and only the rest of its thread's wait is spread over the interval.
+func TestSchedPlacedWaitsAreSpansOfTheirOwn(t *testing.T) {
+	s := SchedSample{AtNs: 1_020_000_000, IntervalNs: 20_000_000,
+		Threads: []SchedThread{
+			{PID: 1, TID: 2, Comm: "apply", WaitNs: 9_000_000, ExactNs: 6_000_000},
+			{PID: 1, TID: 3, Comm: "all", WaitNs: 4_000_000, ExactNs: 4_000_000}, // nothing left to spread
+		},
+		Waits: []SchedWait{{TID: 2, Comm: "apply", FromNs: 1_005_000_000, DurNs: 6_000_000}, {TID: 3, Comm: "all", FromNs: 1_012_000_000, DurNs: 4_000_000}}}
+	sp := s.Spans()
+	if len(sp) != 3 {
+		t.Fatalf("spans %+v, want the two placed waits and apply's rest", sp)
+	}
+	for i, want := range []struct {
+		at, dur, held int64
+		src, thread   string
+	}{{1_005_000_000, 6_000_000, 6_000_000, SourceSchedSwitch, "apply"}, {1_012_000_000, 4_000_000, 4_000_000, SourceSchedSwitch, "all"}, {1_000_000_000, 20_000_000, 3_000_000, SourceSchedstat, "apply"}} {
+		x := sp[i]
+		if x.AtNs != want.at || x.DurNs != want.dur || x.Held() != want.held || x.Source != want.src || x.Thread != want.thread || x.Kind != InsideSchedDelay {
+			t.Errorf("span %d %+v (held %d), want %s's [%d, +%d] from %s holding %d", i, x, x.Held(), want.thread, want.at, want.dur, want.src, want.held)
+		}
+	}
+}
+
 // TestSchedAppendJSONIsEncodingJSON: the agent's hand-written line is byte for byte what
 // encoding/json writes, so the file's format has one definition (the struct tags) and its readers
 // see nothing new: every optional field absent and present, names that need escaping, extremes.
@@ -52,7 +76,14 @@ func TestSchedAppendJSONIsEncodingJSON(t *testing.T) {
 		threads = append(threads, SchedThread{PID: 31628, TID: 31628 + i, Comm: n, WaitNs: int64(i) * 1_000_003})
 	}
 	threads = append(threads, SchedThread{PID: -1, TID: math.MaxInt32, WaitNs: math.MinInt64}, SchedThread{PID: 7, TID: 8, Comm: "idle", WaitNs: 3, IntervalNs: 100_123_456})
-	samples = append(samples, SchedSample{AtNs: 5, IntervalNs: 20_000_000, Threads: threads, PSI: &SchedPSI{IOSomeUs: 9}})
+	threads = append(threads, SchedThread{PID: 7, TID: 9, Comm: "placed", WaitNs: 900, ExactNs: 700})
+	var waits []SchedWait
+	for i, n := range names {
+		waits = append(waits, SchedWait{TID: 40 + i, Comm: n, FromNs: int64(i) * 7_000_001, DurNs: int64(i) * 300_007})
+	}
+	waits = append(waits, SchedWait{TID: math.MaxInt32, FromNs: math.MinInt64, DurNs: math.MaxInt64})
+	samples = append(samples, SchedSample{AtNs: 5, IntervalNs: 20_000_000, Threads: threads, PSI: &SchedPSI{IOSomeUs: 9}},
+		SchedSample{AtNs: 6, IntervalNs: 20_000_000, Waits: waits})
 	for _, s := range samples {
 		want, err := json.Marshal(s)
 		if err != nil {
@@ -62,7 +93,7 @@ func TestSchedAppendJSONIsEncodingJSON(t *testing.T) {
 			t.Errorf("AppendJSON\n got %s\nwant x%s", got, want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { samples[len(samples)-2].AppendJSON(make([]byte, 0, 1024)) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { samples[len(samples)-3].AppendJSON(make([]byte, 0, 1024)) }); n > 1 {
 		t.Errorf("%v allocations a sample of ASCII names, want only the buffer's", n)
 	}
 }

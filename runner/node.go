@@ -101,8 +101,13 @@ func (r *run) samplesName() string {
 // engine's and the agent's own CPU and RSS) for the whole run.
 func (r *run) startSamples(ctx context.Context) {
 	for _, n := range r.inv.Nodes {
-		if _, err := r.agent(n.Name).StartSamples(ctx, r.samplesRequest(n)); err != nil {
+		info, err := r.agent(n.Name).StartSamples(ctx, r.samplesRequest(n))
+		if err != nil {
 			r.warn("start OS samples on %s: %v", n.Name, err)
+			continue
+		}
+		if info.RunQueue != "" {
+			r.log.Info("run-queue waits", "node", n.Name, "how", info.RunQueue)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -27,6 +31,22 @@ type SchedOptions struct {
 	// NoPSI leaves the pressure stalls out: another node on the same kernel reads them (the
 	// local target), and they are a third of a sample's reads.
 	NoPSI bool
+	// Placer, where the kernel can (agent/runq's Tracer), reports each run-queue wait of the
+	// followed threads over its threshold where it was: the samples carry those waits
+	// (rundir.SchedSample.Waits) beside the totals. The sampler tracks the threads it follows,
+	// untracks those that end, and closes it.
+	Placer Placer
+	// Log is told what the placer could not do (a thread it could not track, a failed read).
+	Log *slog.Logger
+}
+
+// Placer places run-queue waits (agent/runq's Tracer is one): the waits of the threads tracked,
+// each reported once by Drain.
+type Placer interface {
+	Track(tids ...int) error
+	Untrack(tids ...int) error
+	Drain(func(runq.Wait)) error
+	Close() error
 }
 
 // DefaultSchedInterval is fine enough to place a thread's run-queue wait within a latency
@@ -83,6 +103,15 @@ type Sched struct {
 	psiOut   rundir.SchedPSI // sample's PSI, reused: Run's samples do not outlive the next one
 	threads  []rundir.SchedThread
 	buf      []byte
+	// The placer's waits of a pass: waits is the sample's (reused), onWait the method value
+	// Drain is handed (made once, so a pass allocates nothing), monoOff the wall clock's offset
+	// from the monotonic one, which the kernel's wait times are on.
+	waits   []rundir.SchedWait
+	onWait  func(runq.Wait)
+	monoOff int64
+	track   []int // threads opened and ended at a listing, for the placer
+	untrack []int
+	placerErrs int // failures of the placer's calls, logged first and then every 100th
 }
 
 type taskKey struct{ pid, tid int }
@@ -102,6 +131,9 @@ type task struct {
 	readAt  int64 // pass of the last reading (Sched.at)
 	movedAt int64 // pass of the last reading that found cpu or wait moved
 	seen    bool  // listed at the latest listing
+	// exact is the placed waits' total since the last reading: they ended before the pass read
+	// the thread (the placer is drained first), so they are in that reading's wait.
+	exact uint64
 }
 
 // idle says whether t is read only every schedIdleEvery, and not due at this pass.
@@ -136,14 +168,21 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	if !opts.NoPSI {
 		s.psi, s.hasPSI = s.readPSI()
 	}
+	if opts.Placer != nil {
+		s.onWait = s.addWait
+	}
 	s.last, s.listed = time.Now(), time.Now()
 	s.at = s.last.UnixNano()
 	s.relist(nil, s.pids(), true)
 	return s, nil
 }
 
-// Close closes every open schedstat, task directory and pressure file.
+// Close closes every open schedstat, task directory and pressure file, and the placer.
 func (s *Sched) Close() {
+	if s.opts.Placer != nil {
+		s.placerErr("close", s.opts.Placer.Close())
+		s.opts.Placer = nil
+	}
 	for i, fd := range s.psiFiles {
 		if fd >= 0 {
 			syscall.Close(fd)
@@ -165,6 +204,7 @@ func (s *Sched) Close() {
 // the threads that waited (a thread first seen now is only a baseline) and the PSI increases.
 func (s *Sched) Next() rundir.SchedSample {
 	out := s.sample(time.Now(), nil)
+	out.Waits = slices.Clone(out.Waits)
 	if out.PSI != nil {
 		p := *out.PSI
 		out.PSI = &p
@@ -176,6 +216,9 @@ func (s *Sched) Next() rundir.SchedSample {
 func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.SchedSample {
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
 	s.last, s.prevAt, s.at = now, s.at, now.UnixNano()
+	if s.opts.Placer != nil {
+		out.Waits = s.drain()
+	}
 	out.Threads = s.threadsNow(now, threads[:0])
 	if !s.hasPSI {
 		return out
@@ -193,6 +236,41 @@ func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.Sched
 		s.psi = psi
 	}
 	return out
+}
+
+// drain takes the placer's waits since the last pass, before the threads are read, so each is in
+// its thread's next reading (task.exact).
+func (s *Sched) drain() []rundir.SchedWait {
+	s.waits = s.waits[:0]
+	var mono unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono) != nil {
+		return nil
+	}
+	s.monoOff = s.at - mono.Nano()
+	s.placerErr("drain", s.opts.Placer.Drain(s.onWait))
+	return s.waits
+}
+
+// addWait keeps a drained wait of a followed thread.
+func (s *Sched) addWait(w runq.Wait) {
+	for _, t := range s.tasks {
+		if t.key.tid == int(w.TID) {
+			t.exact += uint64(max(w.DurNs, 0))
+			s.waits = append(s.waits, rundir.SchedWait{TID: t.key.tid, Comm: t.comm, FromNs: w.StartNs + s.monoOff, DurNs: w.DurNs})
+			return
+		}
+	}
+}
+
+// placerErr logs the placer's failures: the first, then every 100th, with their count.
+func (s *Sched) placerErr(what string, err error) {
+	if err == nil {
+		return
+	}
+	if s.placerErrs%100 == 0 && s.opts.Log != nil {
+		s.opts.Log.Warn("run-queue wait placer failed: its waits are sampled only", "call", what, "err", err, "failures", s.placerErrs+1)
+	}
+	s.placerErrs++
 }
 
 // threadsNow reads the followed threads (an idle one at its slower pace), appending to out those
@@ -248,7 +326,7 @@ func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, b
 		return out, false
 	}
 	if w > t.wait {
-		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait)}
+		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait), ExactNs: int64(min(t.exact, w-t.wait))}
 		if t.readAt != s.prevAt {
 			th.IntervalNs = s.at - t.readAt
 		}
@@ -257,7 +335,7 @@ func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, b
 	if cpu != t.cpu || w != t.wait {
 		t.movedAt = s.at
 	}
-	t.cpu, t.wait, t.readAt = cpu, w, s.at
+	t.cpu, t.wait, t.readAt, t.exact = cpu, w, s.at, 0
 	return out, true
 }
 
@@ -320,6 +398,7 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 			}
 			s.tasks = append(s.tasks, t) // first seen: a baseline, not a wait
 			s.byKey[k] = t
+			s.track = append(s.track, tid)
 		}
 	}
 	kept := s.tasks[:0]
@@ -331,10 +410,20 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 		syscall.Close(t.fd)
 		if s.byKey[t.key] == t { // not a thread of the same id opened afresh above
 			delete(s.byKey, t.key)
+			s.untrack = append(s.untrack, t.key.tid)
 		}
 	}
 	clear(s.tasks[len(kept):])
 	s.tasks = kept
+	if s.opts.Placer != nil {
+		if len(s.untrack) > 0 {
+			s.placerErr("untrack", s.opts.Placer.Untrack(s.untrack...))
+		}
+		if len(s.track) > 0 {
+			s.placerErr("track", s.opts.Placer.Track(s.track...))
+		}
+	}
+	s.track, s.untrack = s.track[:0], s.untrack[:0]
 	for pid, p := range s.procs {
 		if !want[pid] {
 			syscall.Close(p.fd)
@@ -509,7 +598,7 @@ func (s *Sched) run(wait func() error, now func() time.Time, w io.Writer) error 
 		at := now()
 		smp := s.sample(at, s.threads)
 		s.threads = smp.Threads
-		if len(smp.Threads) > 0 || smp.PSI != nil {
+		if len(smp.Threads) > 0 || smp.PSI != nil || len(smp.Waits) > 0 {
 			buf = append(smp.AppendJSON(buf), '\n')
 		}
 		if len(buf) >= schedFlushBytes || at.Sub(flushed) >= schedFlushEvery {
