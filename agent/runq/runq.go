@@ -66,7 +66,8 @@ const (
 // Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
 // several goroutines.
 type Tracer struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // the tracked set, the maps and programs
+	drainMu sync.Mutex // the reader and its record, so f may call the other methods
 	kind    trackedKind
 	pidMax  int
 	maxThr  int
@@ -222,6 +223,9 @@ func readPidMax() (int, error) {
 func (t *Tracer) Track(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.maps.starts == nil {
+		return fmt.Errorf("tracking threads: %w", os.ErrClosed)
+	}
 	for _, tid := range tids {
 		if tid <= 0 || tid >= t.pidMax {
 			return fmt.Errorf("tracking TID %d: want 1..%d (pid_max)", tid, t.pidMax-1)
@@ -248,6 +252,9 @@ func (t *Tracer) Track(tids ...int) error {
 func (t *Tracer) Untrack(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.maps.starts == nil {
+		return fmt.Errorf("untracking threads: %w", os.ErrClosed)
+	}
 	for _, tid := range tids {
 		if !t.tracked[tid] {
 			continue
@@ -280,10 +287,10 @@ func (t *Tracer) setTracked(tid int, on bool) error {
 }
 
 // Drain calls f with every wait reported since the last call, and returns without waiting
-// for more.
+// for more. It allocates nothing once its record buffer has grown to a record's size.
 func (t *Tracer) Drain(f func(Wait)) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.drainMu.Lock()
+	defer t.drainMu.Unlock()
 	if t.reader == nil {
 		return fmt.Errorf("draining run-queue waits: %w", os.ErrClosed)
 	}
@@ -315,6 +322,9 @@ func (t *Tracer) Drain(f func(Wait)) error {
 func (t *Tracer) Lost() (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.maps.lost == nil {
+		return 0, fmt.Errorf("reading lost waits: %w", os.ErrClosed)
+	}
 	var n uint64
 	if err := t.maps.lost.Lookup(uint32(0), &n); err != nil {
 		return 0, fmt.Errorf("reading lost waits: %w", err)
@@ -358,6 +368,8 @@ func EnableStats() (io.Closer, error) {
 
 // Close detaches the programs and frees their maps; nothing is pinned, so nothing stays.
 func (t *Tracer) Close() error {
+	t.drainMu.Lock()
+	defer t.drainMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var errs []error

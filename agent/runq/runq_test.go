@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -381,4 +382,120 @@ func TestOpenUnprivilegedIsUnsupported(t *testing.T) {
 		t.Fatalf("Open as nobody did not match ErrUnsupported:\n%s", out)
 	}
 	t.Logf("as nobody: %s", strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+}
+
+// Close detaches and frees every program and map (none is pinned), and the Tracer refuses
+// use after it.
+func TestCloseLeavesNothing(t *testing.T) {
+	tr, err := Open(Options{})
+	if errors.Is(err, ErrUnsupported) {
+		openTracer(t, Options{}) // skips, or fails under CI
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progIDs []ebpf.ProgramID
+	for _, p := range tr.progs {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		progIDs = append(progIDs, id)
+	}
+	var mapIDs []ebpf.MapID
+	for _, m := range []*ebpf.Map{tr.maps.tracked, tr.maps.starts, tr.maps.events, tr.maps.lost} {
+		info, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		mapIDs = append(mapIDs, id)
+	}
+	if err := tr.Track(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	// The kernel frees a detached program after an RCU grace period.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, id := range progIDs {
+			if p, err := ebpf.NewProgramFromID(id); err == nil {
+				p.Close()
+				left = append(left, fmt.Sprintf("program %d", id))
+			}
+		}
+		for _, id := range mapIDs {
+			if m, err := ebpf.NewMapFromID(id); err == nil {
+				m.Close()
+				left = append(left, fmt.Sprintf("map %d", id))
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after Close the kernel still has %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for name, err := range map[string]error{
+		"Track":   tr.Track(os.Getpid()),
+		"Untrack": tr.Untrack(os.Getpid()),
+		"Drain":   tr.Drain(func(Wait) {}),
+	} {
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s after Close = %v; want os.ErrClosed", name, err)
+		}
+	}
+	if _, err := tr.Lost(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Lost after Close = %v; want os.ErrClosed", err)
+	}
+}
+
+// Drain allocates nothing per wait once warm.
+func TestDrainDoesNotAllocate(t *testing.T) {
+	tr := openTracer(t, Options{MinWait: 50 * time.Microsecond})
+	var stop atomic.Bool
+	ws := startWorkers(t, 3, contendedCPU(t), &stop, spin)
+	for _, w := range ws {
+		if err := tr.Track(w.tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	count := func(Wait) { n++ }
+	time.Sleep(50 * time.Millisecond)
+	if err := tr.Drain(count); err != nil {
+		t.Fatal(err)
+	}
+	var most uint64
+	for range 3 {
+		time.Sleep(50 * time.Millisecond)
+		n = 0
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		err := tr.Drain(count)
+		runtime.ReadMemStats(&m1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatal("no waits to drain: no contention")
+		}
+		// The spinning workers allocate nothing, so the process's mallocs are Drain's.
+		most = max(most, m1.Mallocs-m0.Mallocs)
+		if m1.Mallocs-m0.Mallocs == 0 {
+			stopWorkers(ws, &stop)
+			releaseWorkers(ws)
+			return
+		}
+	}
+	t.Errorf("Drain of waits allocated %d times, every try", most)
 }
