@@ -26,7 +26,6 @@ import (
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
-		work    func(*atomic.Bool) func(*atomic.Bool) // the two workers' (or four's) loops
 		workers int
 		tracked int
 	}{
