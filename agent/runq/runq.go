@@ -92,6 +92,9 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = defaultRingBytes
 	}
+	if page := os.Getpagesize(); opts.RingBytes%page != 0 || opts.RingBytes&(opts.RingBytes-1) != 0 {
+		return nil, fmt.Errorf("Options.RingBytes %d: want a power of two, at least the page size %d", opts.RingBytes, page)
+	}
 	pidMax, err := readPidMax()
 	if err != nil {
 		return nil, err
@@ -184,11 +187,27 @@ func classify(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// taskPidOffset is where task_struct's pid (the thread's TID) is, from the kernel's BTF.
+// taskPidOffset is where task_struct's pid (the thread's TID) is, from the kernel's BTF,
+// once the BTF says the tracepoints pass what the programs read.
 func taskPidOffset() (int16, error) {
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
 		return 0, classify("loading the kernel's BTF", err)
+	}
+	for _, tp := range []struct {
+		name string
+		want []string
+	}{
+		{"sched_switch", []string{"bool preempt", "task_struct *prev", "task_struct *next", "unsigned int prev_state"}},
+		{"sched_waking", []string{"task_struct *p"}},
+	} {
+		var fn *btf.Typedef
+		if err := spec.TypeByName("btf_trace_"+tp.name, &fn); err != nil {
+			return 0, classify("finding the "+tp.name+" tracepoint in the kernel's BTF", err)
+		}
+		if err := checkArgs(tp.name, fn, tp.want); err != nil {
+			return 0, err
+		}
 	}
 	var task *btf.Struct
 	if err := spec.TypeByName("task_struct", &task); err != nil {
@@ -199,10 +218,48 @@ func taskPidOffset() (int16, error) {
 			if m.Offset%8 != 0 || m.BitfieldSize != 0 {
 				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is a bit field")
 			}
+			// The programs load it as a u32.
+			if size, err := btf.Sizeof(m.Type); err != nil || size != 4 {
+				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is %d bytes (%v), want 4", size, err)
+			}
 			return checkPidOffset(m.Offset.Bytes())
 		}
 	}
 	return 0, fmt.Errorf("task_struct in the kernel's BTF has no member pid")
+}
+
+// checkArgs holds the tracepoint's raw arguments, as its btf_trace_ typedef gives them
+// (a pointer to a function of the tracepoint's data, then its arguments), to those the
+// programs read, by kind and size: sched_switch has passed prev_state since Linux 5.18.
+func checkArgs(tracepoint string, fn *btf.Typedef, want []string) error {
+	ptr, _ := fn.Type.(*btf.Pointer)
+	var proto *btf.FuncProto
+	if ptr != nil {
+		proto, _ = ptr.Target.(*btf.FuncProto)
+	}
+	var got []btf.FuncParam
+	if proto != nil && len(proto.Params) > 0 {
+		got = proto.Params[1:]
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		if strings.Contains(want[i], "task_struct *") {
+			p, isPtr := btf.UnderlyingType(got[i].Type).(*btf.Pointer)
+			var s *btf.Struct
+			if isPtr {
+				s, _ = btf.UnderlyingType(p.Target).(*btf.Struct)
+			}
+			ok = s != nil && s.Name == "task_struct"
+			continue
+		}
+		_, isInt := btf.UnderlyingType(got[i].Type).(*btf.Int)
+		ok = isInt
+	}
+	if !ok {
+		return fmt.Errorf("%w: the %s tracepoint's arguments in the kernel's BTF are %v, want (%s) (Linux 5.18 or later)",
+			ErrUnsupported, tracepoint, got, strings.Join(want, ", "))
+	}
+	return nil
 }
 
 // readPidMax is the largest TID plus one, which sizes the tracked bitmap.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -498,4 +499,44 @@ func TestDrainDoesNotAllocate(t *testing.T) {
 		}
 	}
 	t.Errorf("Drain of waits allocated %d times, every try", most)
+}
+
+// A kernel whose sched_switch does not pass prev_state (before 5.18), or passes other
+// arguments, is unsupported rather than a verifier error.
+func TestCheckArgsRefusesOtherTracepoints(t *testing.T) {
+	task := &btf.Struct{Name: "task_struct", Size: 8}
+	boolT := &btf.Int{Name: "_Bool", Size: 1, Encoding: btf.Bool}
+	uintT := &btf.Int{Name: "unsigned int", Size: 4}
+	data := btf.FuncParam{Name: "__data", Type: &btf.Pointer{Target: &btf.Void{}}}
+	proto := func(params ...btf.FuncParam) *btf.Typedef {
+		return &btf.Typedef{Name: "btf_trace_sched_switch", Type: &btf.Pointer{Target: &btf.FuncProto{
+			Return: &btf.Void{}, Params: append([]btf.FuncParam{data}, params...)}}}
+	}
+	want := []string{"bool preempt", "task_struct *prev", "task_struct *next", "unsigned int prev_state"}
+	now := proto(btf.FuncParam{Type: boolT}, btf.FuncParam{Type: &btf.Pointer{Target: task}},
+		btf.FuncParam{Type: &btf.Pointer{Target: task}}, btf.FuncParam{Type: uintT})
+	if err := checkArgs("sched_switch", now, want); err != nil {
+		t.Fatalf("today's sched_switch: %v", err)
+	}
+	for name, fn := range map[string]*btf.Typedef{
+		"before 5.18": proto(btf.FuncParam{Type: boolT}, btf.FuncParam{Type: &btf.Pointer{Target: task}},
+			btf.FuncParam{Type: &btf.Pointer{Target: task}}),
+		"prev not a task": proto(btf.FuncParam{Type: boolT}, btf.FuncParam{Type: uintT},
+			btf.FuncParam{Type: &btf.Pointer{Target: task}}, btf.FuncParam{Type: uintT}),
+	} {
+		err := checkArgs("sched_switch", fn, want)
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "sched_switch") {
+			t.Errorf("%s: %v; want ErrUnsupported naming sched_switch", name, err)
+		}
+	}
+}
+
+// Options.RingBytes the kernel would refuse is named before anything is loaded.
+func TestOpenRefusesBadRingBytes(t *testing.T) {
+	for _, n := range []int{1000, 3 << 12} {
+		_, err := Open(Options{RingBytes: n})
+		if err == nil || !strings.Contains(err.Error(), "Options.RingBytes") || errors.Is(err, ErrUnsupported) {
+			t.Errorf("RingBytes %d: %v; want an error naming Options.RingBytes", n, err)
+		}
+	}
 }
