@@ -277,6 +277,8 @@ func readPidMax() (int, error) {
 }
 
 // Track follows these threads (TIDs as the initial PID namespace numbers them) from now on.
+// A wait under way already is not reported. Untrack a thread that has exited: its TID may be
+// given to another.
 func (t *Tracer) Track(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
