@@ -1,0 +1,203 @@
+package runq
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkProgramCost prices the programs, per run (the kernel's run_time_ns / run_cnt) and
+// in runs per second, over b.N windows of 200 ms:
+//
+//   - idle: this machine's own events, nothing tracked;
+//   - pingpong: two threads on one CPU hand a byte back and forth through pipes, the busiest
+//     switching there is (untracked: every run returns at the tracked check; tracked: every
+//     run does the rest, though the waits are too short to report);
+//   - contention: four threads spin on one CPU, three tracked, so waits are reported.
+//
+// Four tracers are attached at once, so all see the same events: a bitmap and a hash
+// tracked set, then a hash and a bitmap again, as running after another program finds the
+// task's pid in a warm cache.
+func BenchmarkProgramCost(b *testing.B) {
+	for _, sc := range []struct {
+		name    string
+		workers int
+		tracked int
+	}{
+		{name: "idle"},
+		{name: "pingpong-untracked", workers: 2},
+		{name: "pingpong-tracked", workers: 2, tracked: 2},
+		{name: "contention", workers: 4, tracked: 3},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			labels := []string{"bitmap", "hash", "hash2", "bitmap2"}
+			kinds := []trackedKind{trackedBitmap, trackedHash, trackedHash, trackedBitmap}
+			trs := make([]*Tracer, len(kinds))
+			for i, k := range kinds {
+				trs[i] = openTracer(b, Options{tracked: k})
+			}
+			if sc.workers > 0 {
+				var stop atomic.Bool
+				var ws []*worker
+				if strings.HasPrefix(sc.name, "pingpong") {
+					ws = startPingPong(b, contendedCPU(b), &stop)
+				} else {
+					ws = startWorkers(b, sc.workers, contendedCPU(b), &stop, spin)
+				}
+				for _, tr := range trs {
+					for _, w := range ws[:sc.tracked] {
+						if err := tr.Track(w.tid); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.Cleanup(func() { stopWorkers(ws, &stop); releaseWorkers(ws) })
+			}
+			stats, err := EnableStats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stats.Close()
+			snap := func() [][]ProgStats {
+				out := make([][]ProgStats, len(trs))
+				for i, tr := range trs {
+					if out[i], err = tr.Stats(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return out
+			}
+			before := snap()
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				time.Sleep(200 * time.Millisecond)
+				for _, tr := range trs {
+					if err := tr.Drain(func(Wait) {}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			after := snap()
+			for i := range trs {
+				for j, x := range after[i] {
+					runs := x.RunCount - before[i][j].RunCount
+					ns := float64(x.RunTime-before[i][j].RunTime) / float64(max(runs, 1))
+					b.ReportMetric(ns, labels[i]+"-"+strings.TrimPrefix(x.Tracepoint, "sched_")+"-ns/run")
+					if i == 0 {
+						b.ReportMetric(float64(runs)/elapsed.Seconds(), strings.TrimPrefix(x.Tracepoint, "sched_")+"-runs/s")
+					}
+				}
+			}
+			la, _ := os.ReadFile("/proc/loadavg")
+			b.Logf("load average %s", strings.TrimSpace(string(la)))
+		})
+	}
+}
+
+// startPingPong starts two threads pinned to cpu that pass a byte back and forth through two
+// pipes until stopped: each pass is a wake-up and a switch.
+func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
+	var ab, ba [2]int
+	if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Pipe2(ba[:], unix.O_CLOEXEC); err != nil {
+		b.Fatal(err)
+	}
+	pass := func(in, out int, first bool) func(*atomic.Bool) {
+		return func(stop *atomic.Bool) {
+			buf := []byte{0}
+			if first {
+				_, _ = unix.Write(out, buf)
+			}
+			for {
+				if _, err := unix.Read(in, buf); err != nil || buf[0] == 1 {
+					_, _ = unix.Write(out, []byte{1}) // pass the stop on
+					return
+				}
+				if stop.Load() {
+					buf[0] = 1
+				}
+				_, _ = unix.Write(out, buf)
+			}
+		}
+	}
+	ws := append(startWorkers(b, 1, cpu, stop, pass(ba[0], ab[1], true)),
+		startWorkers(b, 1, cpu, stop, pass(ab[0], ba[1], false))...)
+	b.Cleanup(func() {
+		for _, fd := range []int{ab[0], ab[1], ba[0], ba[1]} {
+			unix.Close(fd)
+		}
+	})
+	return ws
+}
+
+// BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
+// reads of their own): one op is a round trip between two threads on one CPU through pipes
+// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, sc := range []struct {
+		name string
+		kind trackedKind
+		open bool
+	}{{"none", 0, false}, {"bitmap", trackedBitmap, true}, {"hash", trackedHash, true}} {
+		b.Run(sc.name, func(b *testing.B) {
+			if sc.open {
+				openTracer(b, Options{tracked: sc.kind})
+			}
+			var ab, ba [2]int
+			if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Pipe2(ba[:], unix.O_CLOEXEC); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				for _, fd := range []int{ab[0], ab[1], ba[0], ba[1]} {
+					unix.Close(fd)
+				}
+			}()
+			cpu := contendedCPU(b)
+			var stop atomic.Bool
+			echo := func(stop *atomic.Bool) {
+				buf := []byte{0}
+				for {
+					if _, err := unix.Read(ab[0], buf); err != nil || buf[0] == 1 {
+						return
+					}
+					_, _ = unix.Write(ba[1], buf)
+				}
+			}
+			ws := startWorkers(b, 1, cpu, &stop, echo)
+			done := make(chan struct{})
+			b.ResetTimer()
+			go func() {
+				runtime.LockOSThread() // never unlocked: the pinned thread exits
+				var set unix.CPUSet
+				set.Set(cpu)
+				_ = unix.SchedSetaffinity(0, &set)
+				buf := []byte{0}
+				for range b.N {
+					_, _ = unix.Write(ab[1], buf)
+					_, _ = unix.Read(ba[0], buf)
+				}
+				close(done)
+			}()
+			<-done
+			b.StopTimer()
+			_, _ = unix.Write(ab[1], []byte{1})
+			<-ws[0].done
+			releaseWorkers(ws)
+			la, _ := os.ReadFile("/proc/loadavg")
+			b.Logf("load average %s", strings.TrimSpace(string(la)))
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package runq
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// The programs are BTF-enabled raw tracepoints (tp_btf): their arguments are the tracepoint's
+// own (no record is built) and a task_struct pointer among them can be read with a plain load,
+// which the verifier checks against the kernel's BTF, instead of a bpf_probe_read_kernel call.
+//
+// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+//
+//	unsigned int prev_state)
+//
+// sched_waking(struct task_struct *p)
+//
+// Each argument is one u64 slot of the context.
+const (
+	argPreempt   = 0
+	argPrev      = 8
+	argNext      = 16
+	argPrevState = 24
+	argWakingP   = 0
+)
+
+// Stack slots (offsets from R10).
+const (
+	slotKey    = -8  // u32 map key
+	slotValue  = -16 // u64 start time
+	slotRecord = -40 // record: tid u32, pad u32, start u64, dur u64
+)
+
+// recordSize is the ring buffer record: tid u32, pad u32, start u64, dur u64 (host order).
+const recordSize = 24
+
+// ringbufNoWakeup asks bpf_ringbuf_output not to wake a reader: Drain polls, and the wake-up
+// is an irq_work per record the kernel would otherwise queue.
+const ringbufNoWakeup = 1
+
+// trackedKind is how a program checks that a TID is tracked, before anything else on every
+// event.
+type trackedKind int
+
+const (
+	// trackedBitmap: an array of u64 words, bit tid%64 of word tid/64; the verifier inlines
+	// the array lookup, so the check costs no helper call.
+	trackedBitmap trackedKind = iota
+	// trackedHash: a hash map keyed by TID (the comparison the benchmark prices).
+	trackedHash
+)
+
+type progMaps struct {
+	tracked, starts, events, lost *ebpf.Map
+}
+
+// checkTracked jumps to skip unless the TID in tid (a callee-saved register, kept) is in the
+// tracked set. It uses R0-R5 and the key slot.
+func checkTracked(kind trackedKind, m *ebpf.Map, tid asm.Register, skip string) asm.Instructions {
+	switch kind {
+	case trackedHash:
+		return asm.Instructions{
+			asm.StoreMem(asm.RFP, slotKey, tid, asm.Word),
+			asm.LoadMapPtr(asm.R1, m.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, slotKey),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, skip),
+		}
+	default:
+		return asm.Instructions{
+			asm.Mov.Reg32(asm.R2, tid),
+			asm.RSh.Imm32(asm.R2, 6),
+			asm.StoreMem(asm.RFP, slotKey, asm.R2, asm.Word),
+			asm.LoadMapPtr(asm.R1, m.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, slotKey),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, skip),
+			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+			asm.Mov.Reg32(asm.R2, tid),
+			asm.And.Imm32(asm.R2, 63),
+			asm.RSh.Reg(asm.R1, asm.R2),
+			asm.And.Imm(asm.R1, 1),
+			asm.JEq.Imm(asm.R1, 0, skip),
+		}
+	}
+}
+
+// setStart stores now as the wait start of the TID in tid: start[tid] = ktime.
+func setStart(m *ebpf.Map, tid asm.Register) asm.Instructions {
+	return asm.Instructions{
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.RFP, slotValue, asm.R0, asm.DWord),
+		asm.StoreMem(asm.RFP, slotKey, tid, asm.Word),
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, slotKey),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, slotValue),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+		asm.FnMapUpdateElem.Call(),
+	}
+}
+
+// wakingProg: a tracked thread woken becomes runnable now.
+func wakingProg(kind trackedKind, maps progMaps, pidOff int16) asm.Instructions {
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R1, argWakingP, asm.DWord),
+		asm.LoadMem(asm.R6, asm.R1, pidOff, asm.Word),
+	}
+	insns = append(insns, checkTracked(kind, maps.tracked, asm.R6, "exit")...)
+	insns = append(insns, setStart(maps.starts, asm.R6)...)
+	return append(insns,
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	)
+}
+
+// switchProg: a tracked thread switched out still runnable (preempted, or its state still
+// TASK_RUNNING) starts waiting now; a tracked thread switched in ends its wait, which is
+// reported when at least minWaitNs long. A thread switched out asleep keeps the start a
+// sched_waking may already have set: a waker can run between the sleeper's dequeue and this
+// tracepoint, and the next switch-in of a sleeper always follows a sched_waking that sets it.
+func switchProg(kind trackedKind, maps progMaps, pidOff int16, minWaitNs int64) asm.Instructions {
+	insns := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadMem(asm.R1, asm.R6, argPrev, asm.DWord),
+		asm.LoadMem(asm.R7, asm.R1, pidOff, asm.Word),
+	}
+	insns = append(insns, checkTracked(kind, maps.tracked, asm.R7, "next")...)
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R6, argPreempt, asm.DWord),
+		asm.JNE.Imm32(asm.R1, 0, "runnable"),
+		asm.LoadMem(asm.R1, asm.R6, argPrevState, asm.DWord),
+		asm.JNE.Imm32(asm.R1, 0, "next"),
+	)
+	insns = append(insns, labelled("runnable", setStart(maps.starts, asm.R7))...)
+
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R6, argNext, asm.DWord).WithSymbol("next"),
+		asm.LoadMem(asm.R7, asm.R1, pidOff, asm.Word),
+	)
+	insns = append(insns, checkTracked(kind, maps.tracked, asm.R7, "exit")...)
+	insns = append(insns,
+		asm.StoreMem(asm.RFP, slotKey, asm.R7, asm.Word),
+		asm.LoadMapPtr(asm.R1, maps.starts.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.LoadMem(asm.R8, asm.R0, 0, asm.DWord),
+		asm.LoadMapPtr(asm.R1, maps.starts.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, slotKey),
+		asm.FnMapDeleteElem.Call(),
+		asm.FnKtimeGetNs.Call(),
+		asm.Sub.Reg(asm.R0, asm.R8),
+		asm.LoadImm(asm.R1, minWaitNs, asm.DWord),
+		asm.JLT.Reg(asm.R0, asm.R1, "exit"),
+		asm.StoreMem(asm.RFP, slotRecord, asm.R7, asm.Word),
+		asm.StoreImm(asm.RFP, slotRecord+4, 0, asm.Word),
+		asm.StoreMem(asm.RFP, slotRecord+8, asm.R8, asm.DWord),
+		asm.StoreMem(asm.RFP, slotRecord+16, asm.R0, asm.DWord),
+		asm.LoadMapPtr(asm.R1, maps.events.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, slotRecord),
+		asm.Mov.Imm(asm.R3, recordSize),
+		asm.Mov.Imm(asm.R4, ringbufNoWakeup),
+		asm.FnRingbufOutput.Call(),
+		asm.JSGE.Imm(asm.R0, 0, "exit"),
+		// The ring buffer is full: count the lost wait so the reader knows.
+		asm.StoreImm(asm.RFP, slotKey, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, maps.lost.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, slotKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	)
+	return insns
+}
+
+// labelled gives the first instruction of insns the label.
+func labelled(label string, insns asm.Instructions) asm.Instructions {
+	insns[0] = insns[0].WithSymbol(label)
+	return insns
+}
+
+// progSpec is a tp_btf program on the sched tracepoint named.
+func progSpec(name, tracepoint string, insns asm.Instructions) *ebpf.ProgramSpec {
+	return &ebpf.ProgramSpec{
+		Name:         name,
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     tracepoint,
+		Instructions: insns,
+		// Tracing programs must declare a GPL-compatible licence to be loaded.
+		License: "Dual MIT/GPL",
+	}
+}
+
+func checkPidOffset(off uint32) (int16, error) {
+	if off > 1<<15-4 {
+		return 0, fmt.Errorf("task_struct.pid at byte %d is beyond a load's 16-bit offset", off)
+	}
+	return int16(off), nil
+}

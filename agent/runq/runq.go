@@ -1,0 +1,457 @@
+// Package runq reports each run-queue wait of chosen threads, placed exactly: a BPF program on
+// the scheduler's tracepoints sees a tracked thread become runnable (sched_waking, or switched
+// out still runnable, i.e. preempted) and get a CPU (sched_switch to it), and reports the time
+// between — the waits a thread's schedstat run_delay only sums.
+//
+// The programs run on every context switch and wake-up of every CPU, so they check the
+// tracked set first and return; the rest runs only for tracked threads. They are built here
+// as instructions (no compiled object), as BTF-enabled raw tracepoints that read
+// task_struct's pid at the offset the kernel's BTF gives.
+//
+// Where BPF, BTF or the privilege is missing Open returns an error matching ErrUnsupported;
+// callers fall back to sampling schedstat.
+package runq
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsupported is where this kernel, or this process's privilege, cannot run the tracer.
+var ErrUnsupported = errors.New("run-queue tracing is unsupported here")
+
+// Wait is one run-queue wait of a tracked thread: runnable from StartNs (CLOCK_MONOTONIC, as
+// bpf_ktime_get_ns) for DurNs until it got a CPU.
+type Wait struct {
+	TID            int32
+	StartNs, DurNs int64
+}
+
+// Options tune a Tracer.
+type Options struct {
+	// MinWait: waits shorter are not reported (default 250 µs); only the kernel sees them.
+	MinWait time.Duration
+	// MaxThreads is how many threads may be tracked at once (default 1024).
+	MaxThreads int
+	// RingBytes is the ring buffer's size, a power of two of pages (default 1 MiB: 32 Ki
+	// waits between two Drains).
+	RingBytes int
+
+	// tracked picks the tracked set's map (tests compare the two).
+	tracked trackedKind
+}
+
+const (
+	defaultMinWait    = 250 * time.Microsecond
+	defaultMaxThreads = 1024
+	defaultRingBytes  = 1 << 20
+	// pidLimit is the kernel's PID_MAX_LIMIT on 64-bit: the bitmap never needs more.
+	pidLimit = 1 << 22
+)
+
+// Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
+// several goroutines.
+type Tracer struct {
+	mu      sync.Mutex // the tracked set, the maps and programs
+	drainMu sync.Mutex // the reader and its record, so f may call the other methods
+	kind    trackedKind
+	pidMax  int
+	maxThr  int
+	words   []uint64 // the bitmap's copy here, so a change writes one word
+	tracked map[int]bool
+	maps    progMaps
+	progs   []*ebpf.Program
+	names   []string
+	links   []link.Link
+	reader  *ringbuf.Reader
+	rec     ringbuf.Record
+}
+
+// Open loads the programs and attaches them; nothing is tracked until Track.
+func Open(opts Options) (*Tracer, error) {
+	if opts.MinWait <= 0 {
+		opts.MinWait = defaultMinWait
+	}
+	if opts.MaxThreads <= 0 {
+		opts.MaxThreads = defaultMaxThreads
+	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = defaultRingBytes
+	}
+	if page := os.Getpagesize(); opts.RingBytes%page != 0 || opts.RingBytes&(opts.RingBytes-1) != 0 {
+		return nil, fmt.Errorf("Options.RingBytes %d: want a power of two, at least the page size %d", opts.RingBytes, page)
+	}
+	pidMax, err := readPidMax()
+	if err != nil {
+		return nil, err
+	}
+	pidOff, err := taskPidOffset()
+	if err != nil {
+		return nil, err
+	}
+	// Kernels from 5.11 charge BPF memory to the cgroup; older ones to RLIMIT_MEMLOCK,
+	// which RemoveMemlock raises only where it is still what counts.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, classify("raising RLIMIT_MEMLOCK for BPF maps", err)
+	}
+
+	t := &Tracer{kind: opts.tracked, pidMax: pidMax, maxThr: opts.MaxThreads, tracked: map[int]bool{}}
+	ok := false
+	defer func() {
+		if !ok {
+			t.Close()
+		}
+	}()
+
+	trackedSpec := &ebpf.MapSpec{Name: "runq_tracked", Type: ebpf.Array, KeySize: 4, ValueSize: 8,
+		MaxEntries: uint32((pidMax + 63) / 64)}
+	if t.kind == trackedHash {
+		trackedSpec = &ebpf.MapSpec{Name: "runq_tracked", Type: ebpf.Hash, KeySize: 4, ValueSize: 1,
+			MaxEntries: uint32(opts.MaxThreads)}
+	} else {
+		t.words = make([]uint64, trackedSpec.MaxEntries)
+	}
+	specs := []struct {
+		m    **ebpf.Map
+		spec *ebpf.MapSpec
+	}{
+		{&t.maps.tracked, trackedSpec},
+		// Twice the tracked threads: an entry a program adds while Untrack removes the
+		// thread's can outlive it.
+		{&t.maps.starts, &ebpf.MapSpec{Name: "runq_starts", Type: ebpf.Hash, KeySize: 4, ValueSize: 8,
+			MaxEntries: uint32(2 * opts.MaxThreads)}},
+		{&t.maps.events, &ebpf.MapSpec{Name: "runq_events", Type: ebpf.RingBuf, MaxEntries: uint32(opts.RingBytes)}},
+		{&t.maps.lost, &ebpf.MapSpec{Name: "runq_lost", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}},
+	}
+	for _, s := range specs {
+		m, err := ebpf.NewMap(s.spec)
+		if err != nil {
+			return nil, classify("creating BPF map "+s.spec.Name, err)
+		}
+		*s.m = m
+	}
+
+	progs := []*ebpf.ProgramSpec{
+		progSpec("runq_switch", "sched_switch", switchProg(t.kind, t.maps, pidOff, opts.MinWait.Nanoseconds())),
+		progSpec("runq_waking", "sched_waking", wakingProg(t.kind, t.maps, pidOff)),
+	}
+	for _, spec := range progs {
+		prog, err := ebpf.NewProgram(spec)
+		if err != nil {
+			return nil, classify("loading BPF program "+spec.Name, err)
+		}
+		t.progs = append(t.progs, prog)
+		t.names = append(t.names, spec.AttachTo)
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return nil, classify("attaching BPF program to "+spec.AttachTo, err)
+		}
+		t.links = append(t.links, l)
+	}
+
+	t.reader, err = ringbuf.NewReader(t.maps.events)
+	if err != nil {
+		return nil, classify("reading the BPF ring buffer", err)
+	}
+	// A deadline already past: ReadInto returns what is there and never blocks.
+	t.reader.SetDeadline(time.Unix(1, 0))
+	ok = true
+	return t, nil
+}
+
+// classify wraps err with what was being done, and with ErrUnsupported where it says that
+// BPF, BTF or the privilege is missing rather than that the program is wrong.
+func classify(what string, err error) error {
+	var ve *ebpf.VerifierError
+	switch {
+	case errors.As(err, &ve):
+		return fmt.Errorf("%s: %w", what, err)
+	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES),
+		errors.Is(err, unix.ENOSYS), errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENOTSUP):
+		return fmt.Errorf("%s: %w: %w", what, ErrUnsupported, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// taskPidOffset is where task_struct's pid (the thread's TID) is, from the kernel's BTF,
+// once the BTF says the tracepoints pass what the programs read.
+func taskPidOffset() (int16, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, classify("loading the kernel's BTF", err)
+	}
+	for _, tp := range []struct {
+		name string
+		want []string
+	}{
+		{"sched_switch", []string{"bool preempt", "task_struct *prev", "task_struct *next", "unsigned int prev_state"}},
+		{"sched_waking", []string{"task_struct *p"}},
+	} {
+		var fn *btf.Typedef
+		if err := spec.TypeByName("btf_trace_"+tp.name, &fn); err != nil {
+			return 0, classify("finding the "+tp.name+" tracepoint in the kernel's BTF", err)
+		}
+		if err := checkArgs(tp.name, fn, tp.want); err != nil {
+			return 0, err
+		}
+	}
+	var task *btf.Struct
+	if err := spec.TypeByName("task_struct", &task); err != nil {
+		return 0, fmt.Errorf("finding task_struct in the kernel's BTF: %w", err)
+	}
+	for _, m := range task.Members {
+		if m.Name == "pid" {
+			if m.Offset%8 != 0 || m.BitfieldSize != 0 {
+				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is a bit field")
+			}
+			// The programs load it as a u32.
+			if size, err := btf.Sizeof(m.Type); err != nil || size != 4 {
+				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is %d bytes (%v), want 4", size, err)
+			}
+			return checkPidOffset(m.Offset.Bytes())
+		}
+	}
+	return 0, fmt.Errorf("task_struct in the kernel's BTF has no member pid")
+}
+
+// checkArgs holds the tracepoint's raw arguments, as its btf_trace_ typedef gives them
+// (a pointer to a function of the tracepoint's data, then its arguments), to those the
+// programs read, by kind and size: sched_switch has passed prev_state since Linux 5.18.
+func checkArgs(tracepoint string, fn *btf.Typedef, want []string) error {
+	ptr, _ := fn.Type.(*btf.Pointer)
+	var proto *btf.FuncProto
+	if ptr != nil {
+		proto, _ = ptr.Target.(*btf.FuncProto)
+	}
+	var got []btf.FuncParam
+	if proto != nil && len(proto.Params) > 0 {
+		got = proto.Params[1:]
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		if strings.Contains(want[i], "task_struct *") {
+			p, isPtr := btf.UnderlyingType(got[i].Type).(*btf.Pointer)
+			var s *btf.Struct
+			if isPtr {
+				s, _ = btf.UnderlyingType(p.Target).(*btf.Struct)
+			}
+			ok = s != nil && s.Name == "task_struct"
+			continue
+		}
+		_, isInt := btf.UnderlyingType(got[i].Type).(*btf.Int)
+		ok = isInt
+	}
+	if !ok {
+		return fmt.Errorf("%w: the %s tracepoint's arguments in the kernel's BTF are %v, want (%s) (Linux 5.18 or later)",
+			ErrUnsupported, tracepoint, got, strings.Join(want, ", "))
+	}
+	return nil
+}
+
+// readPidMax is the largest TID plus one, which sizes the tracked bitmap.
+func readPidMax() (int, error) {
+	const path = "/proc/sys/kernel/pid_max"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, classify("reading "+path, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive integer", path, strings.TrimSpace(string(b)))
+	}
+	return min(n, pidLimit), nil
+}
+
+// Track follows these threads (TIDs as the initial PID namespace numbers them) from now on.
+// A wait under way already is not reported. Untrack a thread that has exited: its TID may be
+// given to another.
+func (t *Tracer) Track(tids ...int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.maps.starts == nil {
+		return fmt.Errorf("tracking threads: %w", os.ErrClosed)
+	}
+	for _, tid := range tids {
+		if tid <= 0 || tid >= t.pidMax {
+			return fmt.Errorf("tracking TID %d: want 1..%d (pid_max)", tid, t.pidMax-1)
+		}
+		if t.tracked[tid] {
+			continue
+		}
+		if len(t.tracked) >= t.maxThr {
+			return fmt.Errorf("tracking TID %d: %d threads are tracked already, Options.MaxThreads", tid, t.maxThr)
+		}
+		// A start left from an earlier tracking would date this thread's first wait.
+		if err := t.maps.starts.Delete(uint32(tid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("tracking TID %d: %w", tid, err)
+		}
+		if err := t.setTracked(tid, true); err != nil {
+			return fmt.Errorf("tracking TID %d: %w", tid, err)
+		}
+		t.tracked[tid] = true
+	}
+	return nil
+}
+
+// Untrack stops following these threads; waits already reported stay for Drain.
+func (t *Tracer) Untrack(tids ...int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.maps.starts == nil {
+		return fmt.Errorf("untracking threads: %w", os.ErrClosed)
+	}
+	for _, tid := range tids {
+		if !t.tracked[tid] {
+			continue
+		}
+		if err := t.setTracked(tid, false); err != nil {
+			return fmt.Errorf("untracking TID %d: %w", tid, err)
+		}
+		delete(t.tracked, tid)
+		if err := t.maps.starts.Delete(uint32(tid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("untracking TID %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
+func (t *Tracer) setTracked(tid int, on bool) error {
+	if t.kind == trackedHash {
+		if on {
+			return t.maps.tracked.Put(uint32(tid), uint8(1))
+		}
+		return t.maps.tracked.Delete(uint32(tid))
+	}
+	w := tid / 64
+	if on {
+		t.words[w] |= 1 << (tid % 64)
+	} else {
+		t.words[w] &^= 1 << (tid % 64)
+	}
+	return t.maps.tracked.Put(uint32(w), t.words[w])
+}
+
+// Drain calls f with every wait reported since the last call, and returns without waiting
+// for more. It allocates nothing once its record buffer has grown to a record's size.
+func (t *Tracer) Drain(f func(Wait)) error {
+	t.drainMu.Lock()
+	defer t.drainMu.Unlock()
+	if t.reader == nil {
+		return fmt.Errorf("draining run-queue waits: %w", os.ErrClosed)
+	}
+	if t.reader.AvailableBytes() == 0 {
+		return nil
+	}
+	for {
+		err := t.reader.ReadInto(&t.rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("draining run-queue waits: %w", err)
+		}
+		b := t.rec.RawSample
+		if len(b) < recordSize {
+			return fmt.Errorf("draining run-queue waits: a record of %d bytes, want %d", len(b), recordSize)
+		}
+		f(Wait{
+			TID:     int32(binary.NativeEndian.Uint32(b[0:])),
+			StartNs: int64(binary.NativeEndian.Uint64(b[8:])),
+			DurNs:   int64(binary.NativeEndian.Uint64(b[16:])),
+		})
+	}
+}
+
+// Lost is how many waits the programs could not report because the ring buffer was full
+// (Drain was called too seldom for RingBytes).
+func (t *Tracer) Lost() (uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.maps.lost == nil {
+		return 0, fmt.Errorf("reading lost waits: %w", os.ErrClosed)
+	}
+	var n uint64
+	if err := t.maps.lost.Lookup(uint32(0), &n); err != nil {
+		return 0, fmt.Errorf("reading lost waits: %w", err)
+	}
+	return n, nil
+}
+
+// ProgStats is one program's own cost so far: how often it ran and for how long, counted
+// only while statistics are enabled (EnableStats).
+type ProgStats struct {
+	Tracepoint string
+	RunCount   uint64
+	RunTime    time.Duration
+}
+
+// Stats is each program's cost so far.
+func (t *Tracer) Stats() ([]ProgStats, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ProgStats, 0, len(t.progs))
+	for i, p := range t.progs {
+		s, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("reading BPF statistics of the %s program: %w", t.names[i], err)
+		}
+		out = append(out, ProgStats{Tracepoint: t.names[i], RunCount: s.RunCount, RunTime: s.Runtime})
+	}
+	return out, nil
+}
+
+// EnableStats makes the kernel count every BPF program's runs and run time until the
+// returned Closer is closed (BPF_ENABLE_STATS: the kernel.bpf_stats_enabled setting returns
+// to what it was). Counting costs two clock reads per run, so enable it only to measure.
+func EnableStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, classify("enabling BPF run-time statistics", err)
+	}
+	return c, nil
+}
+
+// Close detaches the programs and frees their maps; nothing is pinned, so nothing stays.
+func (t *Tracer) Close() error {
+	t.drainMu.Lock()
+	defer t.drainMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	if t.reader != nil {
+		errs = append(errs, t.reader.Close())
+		t.reader = nil
+	}
+	for _, p := range t.progs {
+		errs = append(errs, p.Close())
+	}
+	t.progs = nil
+	for _, m := range []*ebpf.Map{t.maps.tracked, t.maps.starts, t.maps.events, t.maps.lost} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	t.maps = progMaps{}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing the run-queue tracer: %w", err)
+	}
+	return nil
+}
