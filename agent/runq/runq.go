@@ -66,6 +66,7 @@ const (
 // Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
 // several goroutines.
 type Tracer struct {
+	minWait time.Duration
 	mu      sync.Mutex // the tracked set, the maps and programs
 	drainMu sync.Mutex // the reader and its record, so f may call the other methods
 	kind    trackedKind
@@ -80,6 +81,9 @@ type Tracer struct {
 	reader  *ringbuf.Reader
 	rec     ringbuf.Record
 }
+
+// MinWait is the shortest wait reported.
+func (t *Tracer) MinWait() time.Duration { return t.minWait }
 
 // Open loads the programs and attaches them; nothing is tracked until Track.
 func Open(opts Options) (*Tracer, error) {
@@ -109,7 +113,7 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, classify("raising RLIMIT_MEMLOCK for BPF maps", err)
 	}
 
-	t := &Tracer{kind: opts.tracked, pidMax: pidMax, maxThr: opts.MaxThreads, tracked: map[int]bool{}}
+	t := &Tracer{minWait: opts.MinWait, kind: opts.tracked, pidMax: pidMax, maxThr: opts.MaxThreads, tracked: map[int]bool{}}
 	ok := false
 	defer func() {
 		if !ok {

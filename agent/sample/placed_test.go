@@ -29,7 +29,10 @@ func TestSchedPlacesWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The threads are started first and followed from the sampler's first listing.
+	// The threads are started first and followed from the sampler's first listing. Go's own
+	// scheduler must not take turns among them (it would park one instead of the kernel queueing
+	// it): a processor for each.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	const spinners = 3
 	tids := make(chan int, spinners)
 	stop := make(chan struct{})

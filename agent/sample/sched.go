@@ -180,6 +180,7 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 // Close closes every open schedstat, task directory and pressure file, and the placer.
 func (s *Sched) Close() {
 	if s.opts.Placer != nil {
+		s.logPlacer()
 		s.placerErr("close", s.opts.Placer.Close())
 		s.opts.Placer = nil
 	}
@@ -260,6 +261,33 @@ func (s *Sched) addWait(w runq.Wait) {
 			return
 		}
 	}
+}
+
+// placerCounts is what a placer may say of itself (runq.Tracer does): waits it could not report
+// (their time stays in the samples' spread rest) and its programs' own cost, counted where the
+// kernel's BPF statistics are on.
+type placerCounts interface {
+	Lost() (uint64, error)
+	Stats() ([]runq.ProgStats, error)
+}
+
+// logPlacer logs the placer's counts as it closes.
+func (s *Sched) logPlacer() {
+	p, ok := s.opts.Placer.(placerCounts)
+	if !ok || s.opts.Log == nil {
+		return
+	}
+	lost, err := p.Lost()
+	s.placerErr("lost", err)
+	args := []any{"lost_waits", lost}
+	stats, err := p.Stats()
+	s.placerErr("stats", err)
+	for _, st := range stats {
+		if st.RunCount > 0 {
+			args = append(args, st.Tracepoint+"_runs", st.RunCount, st.Tracepoint+"_ns", st.RunTime.Nanoseconds())
+		}
+	}
+	s.opts.Log.Info("run-queue wait placer closed", args...)
 }
 
 // placerErr logs the placer's failures: the first, then every 100th, with their count.
