@@ -106,11 +106,11 @@ type Sched struct {
 	// The placer's waits of a pass: waits is the sample's (reused), onWait the method value
 	// Drain is handed (made once, so a pass allocates nothing), monoOff the wall clock's offset
 	// from the monotonic one, which the kernel's wait times are on.
-	waits   []rundir.SchedWait
-	onWait  func(runq.Wait)
-	monoOff int64
-	track   []int // threads opened and ended at a listing, for the placer
-	untrack []int
+	waits      []rundir.SchedWait
+	onWait     func(runq.Wait)
+	monoOff    int64
+	track      []int // threads opened and ended at a listing, for the placer
+	untrack    []int
 	placerErrs int // failures of the placer's calls, logged first and then every 100th
 }
 
