@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,17 +79,20 @@ func TestSchedWaitSpreadOverItsInterval(t *testing.T) {
 // TestPlacedWaitNamesWhereItWas: the same 8 ms wait that, sampled, names no 10 ms excursion in
 // its interval's second half (above) names it when the kernel placed it inside the excursion, and
 // covers nothing of it when placed in the first half; the thread's reading keeps only the rest of
-// its wait (none here) for the spread.
+// its wait for the spread. A placed wait and a sample's spread rest that cover half of the
+// excursion only together name it together: one wait, two sources.
 func TestPlacedWaitNamesWhereItWas(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		fromMs    int64 // the wait, placed: [fromMs, fromMs+8] ms
-		named     bool
-		coveredMs float64
-		rows      int
+		name            string
+		fromMs, placeMs int64 // the placed wait: [fromMs, fromMs+placeMs] ms
+		waitMs          int64 // the thread's wait in the sample, the placed one included
+		named           string
+		coveredMs       float64
+		rows            []string // sources
 	}{
-		{"placed inside the excursion", 8012, true, 8, 1},
-		{"placed before it", 8000, false, 0, 0},
+		{"placed inside the excursion", 8012, 8, 8, rundir.SourceSchedSwitch + ": 1 span(s) covering 8.000 ms (73 %)", 8, []string{rundir.SourceSchedSwitch}},
+		{"placed before it", 8000, 8, 8, "", 0, nil},
+		{"placed 36 %, the rest spread 27 %", 8012, 4, 10, rundir.SourceSchedstat + " and " + rundir.SourceSchedSwitch + ": 2 span(s) covering 5.800 ms (53 %) of it (the kernel's placed where they were, the samples' rest spread over their intervals)", 5.8, []string{rundir.SourceSchedSwitch, rundir.SourceSchedstat}},
 	} {
 		f := newFixture(t)
 		f.run(0, "load_start")
@@ -97,10 +101,10 @@ func TestPlacedWaitNamesWhereItWas(t *testing.T) {
 		f.run(20_000, "load_end")
 		f.status("node-0", engine.Status{Phase: "ready"})
 		writeSchedFile(t, f.dir, "node-0", "os", 8000, 8020, func(int64) rundir.SchedSample {
-			wait := int64(8 * time.Millisecond)
+			ms := int64(time.Millisecond)
 			return rundir.SchedSample{
-				Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: "apply", WaitNs: wait, ExactNs: wait}},
-				Waits:   []rundir.SchedWait{{TID: 9, Comm: "apply", FromNs: at(c.fromMs).UnixNano(), DurNs: wait}}}
+				Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: "apply", WaitNs: c.waitMs * ms, ExactNs: c.placeMs * ms}},
+				Waits:   []rundir.SchedWait{{TID: 9, Comm: "apply", FromNs: at(c.fromMs).UnixNano(), DurNs: c.placeMs * ms}}}
 		})
 		s, err := Analyze(f.close())
 		if err != nil {
@@ -110,12 +114,18 @@ func TestPlacedWaitNamesWhereItWas(t *testing.T) {
 			t.Fatalf("%s: excursions %+v, want 1", c.name, s.Excursions)
 		}
 		e := s.Excursions.List[0]
-		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay) && strings.HasPrefix(e.Causes[0].Evidence, rundir.SourceSchedSwitch+": 1 span(s)")
-		if named != c.named || e.CoveredMs != c.coveredMs {
-			t.Errorf("%s: excursion %.3f–%.3f s: causes %+v, covered %v ms; want named %v from %s, covered %v ms", c.name, e.StartS, e.EndS, e.Causes, e.CoveredMs, c.named, rundir.SourceSchedSwitch, c.coveredMs)
+		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay)
+		if named != (c.named != "") || (named && !strings.HasPrefix(e.Causes[0].Evidence, c.named)) || e.CoveredMs != c.coveredMs {
+			t.Errorf("%s: excursion %.3f–%.3f s: causes %+v, covered %v ms; want named %q, covered %v ms", c.name, e.StartS, e.EndS, e.Causes, e.CoveredMs, c.named, c.coveredMs)
 		}
-		if w := e.Where; w == nil || len(w.Rows) != c.rows || (c.rows > 0 && (w.Rows[0].Source != rundir.SourceSchedSwitch || w.Rows[0].TotalMs != 8)) {
-			t.Errorf("%s: where %+v, want %d row(s) of 8 ms from %s", c.name, e.Where, c.rows, rundir.SourceSchedSwitch)
+		var rows []string
+		if e.Where != nil {
+			for _, r := range e.Where.Rows {
+				rows = append(rows, r.Source)
+			}
+		}
+		if !slices.Equal(rows, c.rows) {
+			t.Errorf("%s: where %+v, want rows from %v", c.name, e.Where, c.rows)
 		}
 	}
 }

@@ -321,7 +321,7 @@ func (d *runData) judge(st *spanStream, from, to int64, sc phaseScope) judgement
 				}
 				continue
 			}
-			k := causeKey{node, sp.names, sp.source}
+			k := causeKey{node, sp.names, judgedSource(sp.source)}
 			g := byCause[k]
 			if g == nil {
 				g = &causeTally{causeKey: k, first: sp.at}
@@ -368,9 +368,20 @@ type causeTally struct {
 	long     int64 // the most one span held
 	longWhat string
 	threads  []string
-	cover    []wspan // the spans clipped to the interval
-	sampled  bool    // spans of a sampled total, spread over their intervals
-	fullNs   float64 // pressure stalls: every task's
+	cover    []wspan  // the spans clipped to the interval
+	sampled  bool     // spans of a sampled total, spread over their intervals
+	fullNs   float64  // pressure stalls: every task's
+	srcs     []string // the spans' sources, in the order first seen
+}
+
+// judgedSource is the source a span's cause is judged under: a thread's run-queue wait is one
+// figure whether the kernel placed it or a sample spread it (rundir.SchedSample.Spans), so the
+// two name their cause together, as they cover host_cpu's wait together.
+func judgedSource(src string) string {
+	if src == rundir.SourceSchedSwitch {
+		return rundir.SourceSchedstat
+	}
+	return src
 }
 
 // add tallies span sp, c its part in the interval, parts what of c it covers.
@@ -380,6 +391,9 @@ func (g *causeTally) add(st *spanStream, sp causeSpan, c span, parts []span) {
 		g.cover = append(g.cover, wspan{p, sp.cover})
 	}
 	g.sampled = g.sampled || sp.w < 1
+	if !slices.Contains(g.srcs, sp.source) {
+		g.srcs = append(g.srcs, sp.source)
+	}
 	g.fullNs += float64(c.to-c.from) * sp.fullShare()
 	if h := sp.held(); h > g.long || g.longWhat == "" {
 		g.long, g.longWhat = max(h, g.long), st.what(sp)
@@ -448,10 +462,12 @@ func (st *spanStream) evidence(g *causeTally, covered, length int64) string {
 		what = "fsync(s)"
 	case g.src == SourceOSSamples:
 		return fmt.Sprintf("%s: %d sample(s) covering %s ms (%.0f %%) of it; the largest: %s", g.src, g.n, fmtMsBare(covered), pct, g.longWhat)
+	case g.sampled && len(g.srcs) > 1:
+		how = " (the kernel's placed where they were, the samples' rest spread over their intervals)"
 	case g.sampled:
 		what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"
 	}
-	ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", g.src, g.n, what, fmtMsBare(covered), pct, how, longest, fmtMsBare(g.long), g.longWhat)
+	ev := fmt.Sprintf("%s: %d %s covering %s ms (%.0f %%) of it%s, %s %s ms (%s)", strings.Join(g.srcs, " and "), g.n, what, fmtMsBare(covered), pct, how, longest, fmtMsBare(g.long), g.longWhat)
 	if len(g.threads) > 0 {
 		ev += " on " + strings.Join(g.threads, ", ")
 	}

@@ -248,7 +248,7 @@ func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]
 				var most float64
 				for _, sp := range in {
 					if sp.AtNs <= at && at < sp.AtNs+sp.DurNs {
-						most = max(most, sp.Share)
+						most = max(most, sp.Weight())
 					}
 				}
 				covered += most
