@@ -20,9 +20,9 @@ import (
 //     run does the rest, though the waits are too short to report);
 //   - contention: four threads spin on one CPU, three tracked, so waits are reported.
 //
-// Four tracers are attached at once, so all see the same events: a bitmap and a hash
-// tracked set, then a hash and a bitmap again, as running after another program finds the
-// task's pid in a warm cache.
+// Four tracers are attached at once, so all see the same events: this package's, the
+// programs it had before the slots map (oldprog_test.go), then those again in the other
+// order, as running after another program finds the task's pid in a warm cache.
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
@@ -35,11 +35,22 @@ func BenchmarkProgramCost(b *testing.B) {
 		{name: "contention", workers: 4, tracked: 3},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			labels := []string{"bitmap", "hash", "hash2", "bitmap2"}
-			kinds := []trackedKind{trackedBitmap, trackedHash, trackedHash, trackedBitmap}
-			trs := make([]*Tracer, len(kinds))
-			for i, k := range kinds {
-				trs[i] = openTracer(b, Options{tracked: k})
+			labels := []string{"slots", "old", "old2", "slots2"}
+			type tracer struct {
+				track func(int) error
+				stats func() ([]ProgStats, error)
+				drain func() error
+			}
+			trs := make([]tracer, len(labels))
+			for i, l := range labels {
+				if strings.HasPrefix(l, "old") {
+					o := openOldTracer(b, defaultMinWait.Nanoseconds())
+					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
+					continue
+				}
+				tr := openTracer(b, Options{})
+				trs[i] = tracer{func(tid int) error { return tr.Track(tid) }, tr.Stats,
+					func() error { return tr.Drain(func(Wait) {}) }}
 			}
 			if sc.workers > 0 {
 				var stop atomic.Bool
@@ -51,7 +62,7 @@ func BenchmarkProgramCost(b *testing.B) {
 				}
 				for _, tr := range trs {
 					for _, w := range ws[:sc.tracked] {
-						if err := tr.Track(w.tid); err != nil {
+						if err := tr.track(w.tid); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -66,7 +77,7 @@ func BenchmarkProgramCost(b *testing.B) {
 			snap := func() [][]ProgStats {
 				out := make([][]ProgStats, len(trs))
 				for i, tr := range trs {
-					if out[i], err = tr.Stats(); err != nil {
+					if out[i], err = tr.stats(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -78,7 +89,7 @@ func BenchmarkProgramCost(b *testing.B) {
 			for range b.N {
 				time.Sleep(200 * time.Millisecond)
 				for _, tr := range trs {
-					if err := tr.Drain(func(Wait) {}); err != nil {
+					if err := tr.drain(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -142,16 +153,16 @@ func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
 
 // BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
 // reads of their own): one op is a round trip between two threads on one CPU through pipes
-// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked.
+// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked: this
+// package's, or the programs it had before (oldprog_test.go).
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, sc := range []struct {
-		name string
-		kind trackedKind
-		open bool
-	}{{"none", 0, false}, {"bitmap", trackedBitmap, true}, {"hash", trackedHash, true}} {
-		b.Run(sc.name, func(b *testing.B) {
-			if sc.open {
-				openTracer(b, Options{tracked: sc.kind})
+	for _, name := range []string{"none", "slots", "old"} {
+		b.Run(name, func(b *testing.B) {
+			switch name {
+			case "slots":
+				openTracer(b, Options{})
+			case "old":
+				openOldTracer(b, defaultMinWait.Nanoseconds())
 			}
 			var ab, ba [2]int
 			if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
