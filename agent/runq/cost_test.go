@@ -20,9 +20,10 @@ import (
 //     run does the rest, though the waits are too short to report);
 //   - contention: four threads spin on one CPU, three tracked, so waits are reported.
 //
-// Four tracers are attached at once, so all see the same events: this package's, the
-// programs it had before the slots map (oldprog_test.go), then those again in the other
-// order, as running after another program finds the task's pid in a warm cache.
+// Five tracers are attached at once, so all see the same events: programs that return at
+// once (the floor: the kernel's statistics and the call), this package's, the programs it had
+// before the slots map (oldprog_test.go), then those again in the other order, as running
+// after another program finds the task's pid in a warm cache.
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
@@ -35,7 +36,7 @@ func BenchmarkProgramCost(b *testing.B) {
 		{name: "contention", workers: 4, tracked: 3},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			labels := []string{"slots", "old", "old2", "slots2"}
+			labels := []string{"empty", "slots", "old", "old2", "slots2"}
 			type tracer struct {
 				track func(int) error
 				stats func() ([]ProgStats, error)
@@ -43,6 +44,11 @@ func BenchmarkProgramCost(b *testing.B) {
 			}
 			trs := make([]tracer, len(labels))
 			for i, l := range labels {
+				if l == "empty" {
+					o := openEmptyTracer(b)
+					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
+					continue
+				}
 				if strings.HasPrefix(l, "old") {
 					o := openOldTracer(b, defaultMinWait.Nanoseconds())
 					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
@@ -153,16 +159,21 @@ func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
 
 // BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
 // reads of their own): one op is a round trip between two threads on one CPU through pipes
-// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked: this
-// package's, or the programs it had before (oldprog_test.go).
+// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked, or one
+// tracking both threads: this package's, or the programs it had before (oldprog_test.go).
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, name := range []string{"none", "slots", "old"} {
+	for _, name := range []string{"none", "slots", "old", "slots-tracked", "old-tracked"} {
 		b.Run(name, func(b *testing.B) {
-			switch name {
+			track := func(int) error { return nil }
+			switch strings.TrimSuffix(name, "-tracked") {
 			case "slots":
-				openTracer(b, Options{})
+				tr := openTracer(b, Options{})
+				track = func(tid int) error { return tr.Track(tid) }
 			case "old":
-				openOldTracer(b, defaultMinWait.Nanoseconds())
+				track = openOldTracer(b, defaultMinWait.Nanoseconds()).track
+			}
+			if !strings.HasSuffix(name, "-tracked") {
+				track = func(int) error { return nil }
 			}
 			var ab, ba [2]int
 			if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
@@ -188,13 +199,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 			ws := startWorkers(b, 1, cpu, &stop, echo)
-			done := make(chan struct{})
-			b.ResetTimer()
+			done, start, tidc := make(chan struct{}), make(chan struct{}), make(chan int)
 			go func() {
 				runtime.LockOSThread() // never unlocked: the pinned thread exits
 				var set unix.CPUSet
 				set.Set(cpu)
 				_ = unix.SchedSetaffinity(0, &set)
+				tidc <- unix.Gettid()
+				<-start
 				buf := []byte{0}
 				for range b.N {
 					_, _ = unix.Write(ab[1], buf)
@@ -202,6 +214,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 				close(done)
 			}()
+			for _, tid := range []int{<-tidc, ws[0].tid} {
+				if err := track(tid); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			close(start)
 			<-done
 			b.StopTimer()
 			_, _ = unix.Write(ab[1], []byte{1})

@@ -1,6 +1,7 @@
 package runq
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -68,8 +69,35 @@ func openOldTracer(b testing.TB, minWaitNs int64) *oldTracer {
 	return t
 }
 
+// openEmptyTracer attaches programs that return at once to both tracepoints: what a run
+// costs before the program does anything, the kernel's statistics included.
+func openEmptyTracer(b testing.TB) *oldTracer {
+	b.Helper()
+	openTracer(b, Options{}).Close() // skips where the kernel cannot
+	t := &oldTracer{}
+	b.Cleanup(t.close)
+	for _, tp := range []string{"sched_switch", "sched_waking"} {
+		prog, err := ebpf.NewProgram(progSpec("runq_empty", tp, asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.progs = append(t.progs, prog)
+		t.names = append(t.names, tp)
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.links = append(t.links, l)
+	}
+	return t
+}
+
 func (t *oldTracer) track(tid int) error {
-	if err := t.starts.Delete(uint32(tid)); err != nil && err != ebpf.ErrKeyNotExist {
+	if t.tracked == nil {
+		return nil
+	}
+
+	if err := t.starts.Delete(uint32(tid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return err
 	}
 	t.words[tid/64] |= 1 << (tid % 64)
