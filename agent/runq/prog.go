@@ -72,12 +72,13 @@ func lookupSlot(m *ebpf.Map, mask uint32, tid asm.Register, skip string) asm.Ins
 	}
 }
 
-// setStart stores now as the wait start in the slot R0 points at.
+// setStart stores now as the wait start in the slot R0 points at, and keeps now in R9.
 func setStart() asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R8, asm.R0),
 		asm.FnKtimeGetNs.Call(),
 		asm.StoreMem(asm.R8, slotStartOff, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R9, asm.R0),
 	}
 }
 
@@ -100,8 +101,10 @@ func wakingProg(maps progMaps, mask uint32, pidOff int16) asm.Instructions {
 // reported when at least minWaitNs long. A thread switched out asleep keeps the start a
 // sched_waking may already have set: a waker can run between the sleeper's dequeue and this
 // tracepoint, and the next switch-in of a sleeper always follows a sched_waking that sets it.
+// A switch from a tracked thread preempted to a tracked thread waiting reads the clock once.
 func switchProg(maps progMaps, mask uint32, pidOff int16, minWaitNs int64) asm.Instructions {
 	insns := asm.Instructions{
+		asm.Mov.Imm(asm.R9, 0), // now, once read
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R1, asm.R6, argPrev, asm.DWord),
 		asm.LoadMem(asm.R7, asm.R1, pidOff, asm.Word),
@@ -123,10 +126,12 @@ func switchProg(maps progMaps, mask uint32, pidOff int16, minWaitNs int64) asm.I
 	insns = append(insns,
 		asm.LoadMem(asm.R8, asm.R0, slotStartOff, asm.DWord),
 		asm.JEq.Imm(asm.R8, 0, "exit"),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.FnKtimeGetNs.Call(),
 		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.R9, slotStartOff, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R0, slotStartOff, asm.R1, asm.DWord),
+		asm.JNE.Imm(asm.R9, 0, "now"),
+		asm.FnKtimeGetNs.Call(),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.Mov.Reg(asm.R0, asm.R9).WithSymbol("now"),
 		asm.Sub.Reg(asm.R0, asm.R8),
 		asm.LoadImm(asm.R1, minWaitNs, asm.DWord),
 		asm.JLT.Reg(asm.R0, asm.R1, "exit"),
