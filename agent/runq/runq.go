@@ -7,9 +7,9 @@
 // thread is tracked first and return; the rest runs only for tracked threads. One array map
 // holds a slot per TID (the TID tracked and when its wait began): the check is an array
 // lookup the verifier inlines, and a tracked thread's start is read and written in place
-// through it, with no map helper call. They are built here
-// as instructions (no compiled object), as BTF-enabled raw tracepoints that read
-// task_struct's pid at the offset the kernel's BTF gives.
+// through it, with no map helper call. The programs are built here as instructions (no
+// compiled object), as BTF-enabled raw tracepoints that read task_struct's pid at the
+// offset the kernel's BTF gives.
 //
 // Where BPF, BTF or the privilege is missing Open returns an error matching ErrUnsupported;
 // callers fall back to sampling schedstat.
@@ -134,6 +134,9 @@ func Open(opts Options) (*Tracer, error) {
 
 	nSlots := slotCount(pidMax)
 	if opts.slots > 0 {
+		if opts.slots&(opts.slots-1) != 0 {
+			return nil, fmt.Errorf("Options.slots %d: want a power of two", opts.slots)
+		}
 		nSlots = opts.slots
 	}
 	t := &Tracer{minWait: opts.MinWait, pidMax: pidMax, mask: uint32(nSlots - 1), owner: map[int]int{}}

@@ -587,3 +587,12 @@ func TestTrackRefusesTakenSlot(t *testing.T) {
 	stopWorkers(ws, &stop)
 	releaseWorkers(ws)
 }
+
+// Every TID has a slot of its own up to a pid_max of 65536; above, the slots stay 65536.
+func TestSlotCount(t *testing.T) {
+	for pidMax, want := range map[int]int{301: 512, 32768: 32768, 32769: 65536, 65536: 65536, 65537: 65536, pidLimit: 65536} {
+		if got := slotCount(pidMax); got != want {
+			t.Errorf("slotCount(%d) = %d, want %d", pidMax, got, want)
+		}
+	}
+}
