@@ -18,7 +18,9 @@ import (
 //   - pingpong: two threads on one CPU hand a byte back and forth through pipes, the busiest
 //     switching there is (untracked: every run returns at the tracked check; tracked: every
 //     run does the rest, though the waits are too short to report);
-//   - contention: four threads spin on one CPU, three tracked, so waits are reported.
+//   - contention: four threads spin on one CPU, three tracked, so waits are reported;
+//   - sleepers: 32 threads on one CPU, half tracked, each sleeping 2 ms over and over, as a
+//     pool of an engine's threads: many TIDs, each woken and switched 500 times a second.
 //
 // Five tracers are attached at once, so all see the same events: programs that return at
 // once (the floor: the kernel's statistics and the call), this package's, the programs it had
@@ -34,6 +36,7 @@ func BenchmarkProgramCost(b *testing.B) {
 		{name: "pingpong-untracked", workers: 2},
 		{name: "pingpong-tracked", workers: 2, tracked: 2},
 		{name: "contention", workers: 4, tracked: 3},
+		{name: "sleepers", workers: 32, tracked: 16},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
 			labels := []string{"empty", "slots", "old", "old2", "slots2"}
@@ -61,9 +64,12 @@ func BenchmarkProgramCost(b *testing.B) {
 			if sc.workers > 0 {
 				var stop atomic.Bool
 				var ws []*worker
-				if strings.HasPrefix(sc.name, "pingpong") {
+				switch {
+				case strings.HasPrefix(sc.name, "pingpong"):
 					ws = startPingPong(b, contendedCPU(b), &stop)
-				} else {
+				case sc.name == "sleepers":
+					ws = startWorkers(b, sc.workers, contendedCPU(b), &stop, sleepBriefly)
+				default:
 					ws = startWorkers(b, sc.workers, contendedCPU(b), &stop, spin)
 				}
 				for _, tr := range trs {
@@ -229,5 +235,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			la, _ := os.ReadFile("/proc/loadavg")
 			b.Logf("load average %s", strings.TrimSpace(string(la)))
 		})
+	}
+}
+
+// sleepBriefly sleeps 2 ms over and over (a real nanosleep, off the run queue).
+func sleepBriefly(stop *atomic.Bool) {
+	for !stop.Load() {
+		ts := unix.NsecToTimespec(2e6)
+		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+		}
 	}
 }
