@@ -18,11 +18,14 @@ import (
 //   - pingpong: two threads on one CPU hand a byte back and forth through pipes, the busiest
 //     switching there is (untracked: every run returns at the tracked check; tracked: every
 //     run does the rest, though the waits are too short to report);
-//   - contention: four threads spin on one CPU, three tracked, so waits are reported.
+//   - contention: four threads spin on one CPU, three tracked, so waits are reported;
+//   - sleepers: 32 threads on one CPU, half tracked, each sleeping 2 ms over and over, as a
+//     pool of an engine's threads: many TIDs, each woken and switched 500 times a second.
 //
-// Four tracers are attached at once, so all see the same events: a bitmap and a hash
-// tracked set, then a hash and a bitmap again, as running after another program finds the
-// task's pid in a warm cache.
+// Five tracers are attached at once, so all see the same events: programs that return at
+// once (the floor: the kernel's statistics and the call), this package's, the programs it had
+// before the slots map (oldprog_test.go), then those again in the other order, as running
+// after another program finds the task's pid in a warm cache.
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
@@ -33,25 +36,45 @@ func BenchmarkProgramCost(b *testing.B) {
 		{name: "pingpong-untracked", workers: 2},
 		{name: "pingpong-tracked", workers: 2, tracked: 2},
 		{name: "contention", workers: 4, tracked: 3},
+		{name: "sleepers", workers: 32, tracked: 16},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			labels := []string{"bitmap", "hash", "hash2", "bitmap2"}
-			kinds := []trackedKind{trackedBitmap, trackedHash, trackedHash, trackedBitmap}
-			trs := make([]*Tracer, len(kinds))
-			for i, k := range kinds {
-				trs[i] = openTracer(b, Options{tracked: k})
+			labels := []string{"empty", "slots", "old", "old2", "slots2"}
+			type tracer struct {
+				track func(int) error
+				stats func() ([]ProgStats, error)
+				drain func() error
+			}
+			trs := make([]tracer, len(labels))
+			for i, l := range labels {
+				if l == "empty" {
+					o := openEmptyTracer(b)
+					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
+					continue
+				}
+				if strings.HasPrefix(l, "old") {
+					o := openOldTracer(b, defaultMinWait.Nanoseconds())
+					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
+					continue
+				}
+				tr := openTracer(b, Options{})
+				trs[i] = tracer{func(tid int) error { return tr.Track(tid) }, tr.Stats,
+					func() error { return tr.Drain(func(Wait) {}) }}
 			}
 			if sc.workers > 0 {
 				var stop atomic.Bool
 				var ws []*worker
-				if strings.HasPrefix(sc.name, "pingpong") {
+				switch {
+				case strings.HasPrefix(sc.name, "pingpong"):
 					ws = startPingPong(b, contendedCPU(b), &stop)
-				} else {
+				case sc.name == "sleepers":
+					ws = startWorkers(b, sc.workers, contendedCPU(b), &stop, sleepBriefly)
+				default:
 					ws = startWorkers(b, sc.workers, contendedCPU(b), &stop, spin)
 				}
 				for _, tr := range trs {
 					for _, w := range ws[:sc.tracked] {
-						if err := tr.Track(w.tid); err != nil {
+						if err := tr.track(w.tid); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -66,7 +89,7 @@ func BenchmarkProgramCost(b *testing.B) {
 			snap := func() [][]ProgStats {
 				out := make([][]ProgStats, len(trs))
 				for i, tr := range trs {
-					if out[i], err = tr.Stats(); err != nil {
+					if out[i], err = tr.stats(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -78,7 +101,7 @@ func BenchmarkProgramCost(b *testing.B) {
 			for range b.N {
 				time.Sleep(200 * time.Millisecond)
 				for _, tr := range trs {
-					if err := tr.Drain(func(Wait) {}); err != nil {
+					if err := tr.drain(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -142,16 +165,21 @@ func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
 
 // BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
 // reads of their own): one op is a round trip between two threads on one CPU through pipes
-// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked.
+// (two wake-ups, two switches), with no tracer attached, or one with nothing tracked, or one
+// tracking both threads: this package's, or the programs it had before (oldprog_test.go).
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, sc := range []struct {
-		name string
-		kind trackedKind
-		open bool
-	}{{"none", 0, false}, {"bitmap", trackedBitmap, true}, {"hash", trackedHash, true}} {
-		b.Run(sc.name, func(b *testing.B) {
-			if sc.open {
-				openTracer(b, Options{tracked: sc.kind})
+	for _, name := range []string{"none", "slots", "old", "slots-tracked", "old-tracked"} {
+		b.Run(name, func(b *testing.B) {
+			track := func(int) error { return nil }
+			switch strings.TrimSuffix(name, "-tracked") {
+			case "slots":
+				tr := openTracer(b, Options{})
+				track = func(tid int) error { return tr.Track(tid) }
+			case "old":
+				track = openOldTracer(b, defaultMinWait.Nanoseconds()).track
+			}
+			if !strings.HasSuffix(name, "-tracked") {
+				track = func(int) error { return nil }
 			}
 			var ab, ba [2]int
 			if err := unix.Pipe2(ab[:], unix.O_CLOEXEC); err != nil {
@@ -177,13 +205,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 			ws := startWorkers(b, 1, cpu, &stop, echo)
-			done := make(chan struct{})
-			b.ResetTimer()
+			done, start, tidc := make(chan struct{}), make(chan struct{}), make(chan int)
 			go func() {
 				runtime.LockOSThread() // never unlocked: the pinned thread exits
 				var set unix.CPUSet
 				set.Set(cpu)
 				_ = unix.SchedSetaffinity(0, &set)
+				tidc <- unix.Gettid()
+				<-start
 				buf := []byte{0}
 				for range b.N {
 					_, _ = unix.Write(ab[1], buf)
@@ -191,6 +220,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 				close(done)
 			}()
+			for _, tid := range []int{<-tidc, ws[0].tid} {
+				if err := track(tid); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			close(start)
 			<-done
 			b.StopTimer()
 			_, _ = unix.Write(ab[1], []byte{1})
@@ -199,5 +235,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			la, _ := os.ReadFile("/proc/loadavg")
 			b.Logf("load average %s", strings.TrimSpace(string(la)))
 		})
+	}
+}
+
+// sleepBriefly sleeps 2 ms over and over (a real nanosleep, off the run queue).
+func sleepBriefly(stop *atomic.Bool) {
+	for !stop.Load() {
+		ts := unix.NsecToTimespec(2e6)
+		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+		}
 	}
 }

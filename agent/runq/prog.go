@@ -29,90 +29,67 @@ const (
 // Stack slots (offsets from R10).
 const (
 	slotKey    = -8  // u32 map key
-	slotValue  = -16 // u64 start time
 	slotRecord = -40 // record: tid u32, pad u32, start u64, dur u64
 )
 
 // recordSize is the ring buffer record: tid u32, pad u32, start u64, dur u64 (host order).
 const recordSize = 24
 
+// A slot of the slots map, one per TID index: the TID it tracks (0: none) and, while that
+// thread is runnable and waiting, when it became so (0: not waiting). The programs read and
+// write it in place through the pointer the (inlined) array lookup returns.
+const (
+	slotSize     = 16
+	slotTIDOff   = 0
+	slotStartOff = 8
+)
+
 // ringbufNoWakeup asks bpf_ringbuf_output not to wake a reader: Drain polls, and the wake-up
 // is an irq_work per record the kernel would otherwise queue.
 const ringbufNoWakeup = 1
 
-// trackedKind is how a program checks that a TID is tracked, before anything else on every
-// event.
-type trackedKind int
-
-const (
-	// trackedBitmap: an array of u64 words, bit tid%64 of word tid/64; the verifier inlines
-	// the array lookup, so the check costs no helper call.
-	trackedBitmap trackedKind = iota
-	// trackedHash: a hash map keyed by TID (the comparison the benchmark prices).
-	trackedHash
-)
-
 type progMaps struct {
-	tracked, starts, events, lost *ebpf.Map
+	slots, events, lost *ebpf.Map
 }
 
-// checkTracked jumps to skip unless the TID in tid (a callee-saved register, kept) is in the
-// tracked set. It uses R0-R5 and the key slot.
-func checkTracked(kind trackedKind, m *ebpf.Map, tid asm.Register, skip string) asm.Instructions {
-	switch kind {
-	case trackedHash:
-		return asm.Instructions{
-			asm.StoreMem(asm.RFP, slotKey, tid, asm.Word),
-			asm.LoadMapPtr(asm.R1, m.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, slotKey),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, skip),
-		}
-	default:
-		return asm.Instructions{
-			asm.Mov.Reg32(asm.R2, tid),
-			asm.RSh.Imm32(asm.R2, 6),
-			asm.StoreMem(asm.RFP, slotKey, asm.R2, asm.Word),
-			asm.LoadMapPtr(asm.R1, m.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, slotKey),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, skip),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Mov.Reg32(asm.R2, tid),
-			asm.And.Imm32(asm.R2, 63),
-			asm.RSh.Reg(asm.R1, asm.R2),
-			asm.And.Imm(asm.R1, 1),
-			asm.JEq.Imm(asm.R1, 0, skip),
-		}
-	}
-}
-
-// setStart stores now as the wait start of the TID in tid: start[tid] = ktime.
-func setStart(m *ebpf.Map, tid asm.Register) asm.Instructions {
+// lookupSlot jumps to skip unless the thread whose TID is in tid (a callee-saved register,
+// kept) is tracked; otherwise R0 points at its slot. It uses R0-R5 and the key slot. TID 0
+// (every CPU's idle task) is never tracked, and returns before the lookup: half the switches
+// of a CPU that idles are to or from it.
+func lookupSlot(m *ebpf.Map, mask uint32, tid asm.Register, skip string) asm.Instructions {
 	return asm.Instructions{
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.RFP, slotValue, asm.R0, asm.DWord),
-		asm.StoreMem(asm.RFP, slotKey, tid, asm.Word),
+		asm.JEq.Imm32(tid, 0, skip),
+		asm.Mov.Reg32(asm.R1, tid),
+		asm.And.Imm32(asm.R1, int32(mask)),
+		asm.StoreMem(asm.RFP, slotKey, asm.R1, asm.Word),
 		asm.LoadMapPtr(asm.R1, m.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, slotKey),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, slotValue),
-		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
-		asm.FnMapUpdateElem.Call(),
+		asm.FnMapLookupElem.Call(), // an array's lookup: the verifier inlines it
+		asm.JEq.Imm(asm.R0, 0, skip),
+		asm.LoadMem(asm.R1, asm.R0, slotTIDOff, asm.Word),
+		asm.JNE.Reg32(asm.R1, tid, skip),
+	}
+}
+
+// setStart stores now as the wait start in the slot R0 points at, and keeps now in R9.
+func setStart() asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.R8, slotStartOff, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R9, asm.R0),
 	}
 }
 
 // wakingProg: a tracked thread woken becomes runnable now.
-func wakingProg(kind trackedKind, maps progMaps, pidOff int16) asm.Instructions {
+func wakingProg(maps progMaps, mask uint32, pidOff int16) asm.Instructions {
 	insns := asm.Instructions{
 		asm.LoadMem(asm.R1, asm.R1, argWakingP, asm.DWord),
 		asm.LoadMem(asm.R6, asm.R1, pidOff, asm.Word),
 	}
-	insns = append(insns, checkTracked(kind, maps.tracked, asm.R6, "exit")...)
-	insns = append(insns, setStart(maps.starts, asm.R6)...)
+	insns = append(insns, lookupSlot(maps.slots, mask, asm.R6, "exit")...)
+	insns = append(insns, setStart()...)
 	return append(insns,
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
@@ -124,39 +101,37 @@ func wakingProg(kind trackedKind, maps progMaps, pidOff int16) asm.Instructions 
 // reported when at least minWaitNs long. A thread switched out asleep keeps the start a
 // sched_waking may already have set: a waker can run between the sleeper's dequeue and this
 // tracepoint, and the next switch-in of a sleeper always follows a sched_waking that sets it.
-func switchProg(kind trackedKind, maps progMaps, pidOff int16, minWaitNs int64) asm.Instructions {
+// A switch from a tracked thread preempted to a tracked thread waiting reads the clock once.
+func switchProg(maps progMaps, mask uint32, pidOff int16, minWaitNs int64) asm.Instructions {
 	insns := asm.Instructions{
+		asm.Mov.Imm(asm.R9, 0), // now, once read
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R1, asm.R6, argPrev, asm.DWord),
 		asm.LoadMem(asm.R7, asm.R1, pidOff, asm.Word),
 	}
-	insns = append(insns, checkTracked(kind, maps.tracked, asm.R7, "next")...)
+	insns = append(insns, lookupSlot(maps.slots, mask, asm.R7, "next")...)
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.R6, argPreempt, asm.DWord),
 		asm.JNE.Imm32(asm.R1, 0, "runnable"),
 		asm.LoadMem(asm.R1, asm.R6, argPrevState, asm.DWord),
 		asm.JNE.Imm32(asm.R1, 0, "next"),
 	)
-	insns = append(insns, labelled("runnable", setStart(maps.starts, asm.R7))...)
+	insns = append(insns, labelled("runnable", setStart())...)
 
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.R6, argNext, asm.DWord).WithSymbol("next"),
 		asm.LoadMem(asm.R7, asm.R1, pidOff, asm.Word),
 	)
-	insns = append(insns, checkTracked(kind, maps.tracked, asm.R7, "exit")...)
+	insns = append(insns, lookupSlot(maps.slots, mask, asm.R7, "exit")...)
 	insns = append(insns,
-		asm.StoreMem(asm.RFP, slotKey, asm.R7, asm.Word),
-		asm.LoadMapPtr(asm.R1, maps.starts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, slotKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.LoadMem(asm.R8, asm.R0, 0, asm.DWord),
-		asm.LoadMapPtr(asm.R1, maps.starts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, slotKey),
-		asm.FnMapDeleteElem.Call(),
+		asm.LoadMem(asm.R8, asm.R0, slotStartOff, asm.DWord),
+		asm.JEq.Imm(asm.R8, 0, "exit"),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.R0, slotStartOff, asm.R1, asm.DWord),
+		asm.JNE.Imm(asm.R9, 0, "now"),
 		asm.FnKtimeGetNs.Call(),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.Mov.Reg(asm.R0, asm.R9).WithSymbol("now"),
 		asm.Sub.Reg(asm.R0, asm.R8),
 		asm.LoadImm(asm.R1, minWaitNs, asm.DWord),
 		asm.JLT.Reg(asm.R0, asm.R1, "exit"),

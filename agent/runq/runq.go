@@ -3,10 +3,13 @@
 // out still runnable, i.e. preempted) and get a CPU (sched_switch to it), and reports the time
 // between — the waits a thread's schedstat run_delay only sums.
 //
-// The programs run on every context switch and wake-up of every CPU, so they check the
-// tracked set first and return; the rest runs only for tracked threads. They are built here
-// as instructions (no compiled object), as BTF-enabled raw tracepoints that read
-// task_struct's pid at the offset the kernel's BTF gives.
+// The programs run on every context switch and wake-up of every CPU, so they check that a
+// thread is tracked first and return; the rest runs only for tracked threads. One array map
+// holds a slot per TID (the TID tracked and when its wait began): the check is an array
+// lookup the verifier inlines, and a tracked thread's start is read and written in place
+// through it, with no map helper call. The programs are built here as instructions (no
+// compiled object), as BTF-enabled raw tracepoints that read task_struct's pid at the
+// offset the kernel's BTF gives.
 //
 // Where BPF, BTF or the privilege is missing Open returns an error matching ErrUnsupported;
 // callers fall back to sampling schedstat.
@@ -34,6 +37,10 @@ import (
 // ErrUnsupported is where this kernel, or this process's privilege, cannot run the tracer.
 var ErrUnsupported = errors.New("run-queue tracing is unsupported here")
 
+// ErrSlotTaken is Track's refusal of a thread whose slot another tracked thread holds (only
+// where pid_max is over maxSlots): that thread's waits stay sampled only.
+var ErrSlotTaken = errors.New("its slot holds another tracked thread")
+
 // Wait is one run-queue wait of a tracked thread: runnable from StartNs (CLOCK_MONOTONIC, as
 // bpf_ktime_get_ns) for DurNs until it got a CPU.
 type Wait struct {
@@ -45,23 +52,40 @@ type Wait struct {
 type Options struct {
 	// MinWait: waits shorter are not reported (default 250 µs); only the kernel sees them.
 	MinWait time.Duration
-	// MaxThreads is how many threads may be tracked at once (default 1024).
-	MaxThreads int
 	// RingBytes is the ring buffer's size, a power of two of pages (default 1 MiB: 32 Ki
 	// waits between two Drains).
 	RingBytes int
 
-	// tracked picks the tracked set's map (tests compare the two).
-	tracked trackedKind
+	// slots, a power of two, replaces the slot count pid_max gives (tests provoke
+	// collisions with it).
+	slots int
 }
 
 const (
-	defaultMinWait    = 250 * time.Microsecond
-	defaultMaxThreads = 1024
-	defaultRingBytes  = 1 << 20
-	// pidLimit is the kernel's PID_MAX_LIMIT on 64-bit: the bitmap never needs more.
+	defaultMinWait   = 250 * time.Microsecond
+	defaultRingBytes = 1 << 20
+	// pidLimit is the kernel's PID_MAX_LIMIT on 64-bit.
 	pidLimit = 1 << 22
+	// maxSlots bounds the slots map (16 bytes a slot: 1 MiB): a larger pid_max shares
+	// each slot among the TIDs equal modulo maxSlots.
+	maxSlots = 1 << 16
 )
+
+// slotCount is how many slots a pid_max needs: every TID its own where pid_max allows.
+func slotCount(pidMax int) int {
+	n := 1
+	for n < pidMax && n < maxSlots {
+		n <<= 1
+	}
+	return n
+}
+
+// slot is a slots map value; see prog.go.
+type slot struct {
+	TID   uint32
+	_     uint32
+	Start uint64
+}
 
 // Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
 // several goroutines.
@@ -69,11 +93,9 @@ type Tracer struct {
 	minWait time.Duration
 	mu      sync.Mutex // the tracked set, the maps and programs
 	drainMu sync.Mutex // the reader and its record, so f may call the other methods
-	kind    trackedKind
 	pidMax  int
-	maxThr  int
-	words   []uint64 // the bitmap's copy here, so a change writes one word
-	tracked map[int]bool
+	mask    uint32      // slot index = TID & mask
+	owner   map[int]int // slot index -> the TID tracked there
 	maps    progMaps
 	progs   []*ebpf.Program
 	names   []string
@@ -89,9 +111,6 @@ func (t *Tracer) MinWait() time.Duration { return t.minWait }
 func Open(opts Options) (*Tracer, error) {
 	if opts.MinWait <= 0 {
 		opts.MinWait = defaultMinWait
-	}
-	if opts.MaxThreads <= 0 {
-		opts.MaxThreads = defaultMaxThreads
 	}
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = defaultRingBytes
@@ -113,7 +132,14 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, classify("raising RLIMIT_MEMLOCK for BPF maps", err)
 	}
 
-	t := &Tracer{minWait: opts.MinWait, kind: opts.tracked, pidMax: pidMax, maxThr: opts.MaxThreads, tracked: map[int]bool{}}
+	nSlots := slotCount(pidMax)
+	if opts.slots > 0 {
+		if opts.slots&(opts.slots-1) != 0 {
+			return nil, fmt.Errorf("Options.slots %d: want a power of two", opts.slots)
+		}
+		nSlots = opts.slots
+	}
+	t := &Tracer{minWait: opts.MinWait, pidMax: pidMax, mask: uint32(nSlots - 1), owner: map[int]int{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -121,23 +147,12 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}()
 
-	trackedSpec := &ebpf.MapSpec{Name: "runq_tracked", Type: ebpf.Array, KeySize: 4, ValueSize: 8,
-		MaxEntries: uint32((pidMax + 63) / 64)}
-	if t.kind == trackedHash {
-		trackedSpec = &ebpf.MapSpec{Name: "runq_tracked", Type: ebpf.Hash, KeySize: 4, ValueSize: 1,
-			MaxEntries: uint32(opts.MaxThreads)}
-	} else {
-		t.words = make([]uint64, trackedSpec.MaxEntries)
-	}
 	specs := []struct {
 		m    **ebpf.Map
 		spec *ebpf.MapSpec
 	}{
-		{&t.maps.tracked, trackedSpec},
-		// Twice the tracked threads: an entry a program adds while Untrack removes the
-		// thread's can outlive it.
-		{&t.maps.starts, &ebpf.MapSpec{Name: "runq_starts", Type: ebpf.Hash, KeySize: 4, ValueSize: 8,
-			MaxEntries: uint32(2 * opts.MaxThreads)}},
+		{&t.maps.slots, &ebpf.MapSpec{Name: "runq_slots", Type: ebpf.Array, KeySize: 4, ValueSize: slotSize,
+			MaxEntries: uint32(nSlots)}},
 		{&t.maps.events, &ebpf.MapSpec{Name: "runq_events", Type: ebpf.RingBuf, MaxEntries: uint32(opts.RingBytes)}},
 		{&t.maps.lost, &ebpf.MapSpec{Name: "runq_lost", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}},
 	}
@@ -150,8 +165,8 @@ func Open(opts Options) (*Tracer, error) {
 	}
 
 	progs := []*ebpf.ProgramSpec{
-		progSpec("runq_switch", "sched_switch", switchProg(t.kind, t.maps, pidOff, opts.MinWait.Nanoseconds())),
-		progSpec("runq_waking", "sched_waking", wakingProg(t.kind, t.maps, pidOff)),
+		progSpec("runq_switch", "sched_switch", switchProg(t.maps, t.mask, pidOff, opts.MinWait.Nanoseconds())),
+		progSpec("runq_waking", "sched_waking", wakingProg(t.maps, t.mask, pidOff)),
 	}
 	for _, spec := range progs {
 		prog, err := ebpf.NewProgram(spec)
@@ -266,7 +281,7 @@ func checkArgs(tracepoint string, fn *btf.Typedef, want []string) error {
 	return nil
 }
 
-// readPidMax is the largest TID plus one, which sizes the tracked bitmap.
+// readPidMax is the largest TID plus one, which sizes the slots map.
 func readPidMax() (int, error) {
 	const path = "/proc/sys/kernel/pid_max"
 	b, err := os.ReadFile(path)
@@ -283,70 +298,55 @@ func readPidMax() (int, error) {
 // Track follows these threads (TIDs as the initial PID namespace numbers them) from now on.
 // A wait under way already is not reported. Untrack a thread that has exited: its TID may be
 // given to another.
+//
+// Where pid_max is over 65536, TIDs equal modulo 65536 share a slot, and a thread whose slot
+// another tracked thread holds is not tracked: Track tracks the others and returns an error
+// matching ErrSlotTaken for it, and its waits stay sampled only.
 func (t *Tracer) Track(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maps.starts == nil {
+	if t.maps.slots == nil {
 		return fmt.Errorf("tracking threads: %w", os.ErrClosed)
 	}
+	var taken []error
 	for _, tid := range tids {
 		if tid <= 0 || tid >= t.pidMax {
-			return fmt.Errorf("tracking TID %d: want 1..%d (pid_max)", tid, t.pidMax-1)
+			return errors.Join(append(taken, fmt.Errorf("tracking TID %d: want 1..%d (pid_max)", tid, t.pidMax-1))...)
 		}
-		if t.tracked[tid] {
+		i := tid & int(t.mask)
+		if other, ok := t.owner[i]; ok {
+			if other != tid {
+				taken = append(taken, fmt.Errorf("tracking TID %d: %w (TID %d, slot %d of %d)", tid, ErrSlotTaken, other, i, t.mask+1))
+			}
 			continue
 		}
-		if len(t.tracked) >= t.maxThr {
-			return fmt.Errorf("tracking TID %d: %d threads are tracked already, Options.MaxThreads", tid, t.maxThr)
+		// A zero start: one left from an earlier tracking would date this thread's first wait.
+		if err := t.maps.slots.Put(uint32(i), slot{TID: uint32(tid)}); err != nil {
+			return errors.Join(append(taken, fmt.Errorf("tracking TID %d: %w", tid, err))...)
 		}
-		// A start left from an earlier tracking would date this thread's first wait.
-		if err := t.maps.starts.Delete(uint32(tid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("tracking TID %d: %w", tid, err)
-		}
-		if err := t.setTracked(tid, true); err != nil {
-			return fmt.Errorf("tracking TID %d: %w", tid, err)
-		}
-		t.tracked[tid] = true
+		t.owner[i] = tid
 	}
-	return nil
+	return errors.Join(taken...)
 }
 
 // Untrack stops following these threads; waits already reported stay for Drain.
 func (t *Tracer) Untrack(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maps.starts == nil {
+	if t.maps.slots == nil {
 		return fmt.Errorf("untracking threads: %w", os.ErrClosed)
 	}
 	for _, tid := range tids {
-		if !t.tracked[tid] {
+		i := tid & int(t.mask)
+		if tid <= 0 || t.owner[i] != tid {
 			continue
 		}
-		if err := t.setTracked(tid, false); err != nil {
+		if err := t.maps.slots.Put(uint32(i), slot{}); err != nil {
 			return fmt.Errorf("untracking TID %d: %w", tid, err)
 		}
-		delete(t.tracked, tid)
-		if err := t.maps.starts.Delete(uint32(tid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("untracking TID %d: %w", tid, err)
-		}
+		delete(t.owner, i)
 	}
 	return nil
-}
-
-func (t *Tracer) setTracked(tid int, on bool) error {
-	if t.kind == trackedHash {
-		if on {
-			return t.maps.tracked.Put(uint32(tid), uint8(1))
-		}
-		return t.maps.tracked.Delete(uint32(tid))
-	}
-	w := tid / 64
-	if on {
-		t.words[w] |= 1 << (tid % 64)
-	} else {
-		t.words[w] &^= 1 << (tid % 64)
-	}
-	return t.maps.tracked.Put(uint32(w), t.words[w])
 }
 
 // Drain calls f with every wait reported since the last call, and returns without waiting
@@ -448,7 +448,7 @@ func (t *Tracer) Close() error {
 		errs = append(errs, p.Close())
 	}
 	t.progs = nil
-	for _, m := range []*ebpf.Map{t.maps.tracked, t.maps.starts, t.maps.events, t.maps.lost} {
+	for _, m := range []*ebpf.Map{t.maps.slots, t.maps.events, t.maps.lost} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

@@ -170,17 +170,8 @@ func contendedCPU(t testing.TB) int {
 // their sum is what schedstat's run_delay says the thread waited over the same time, less
 // the waits under MinWait; the untracked thread, which waited as much, has none.
 func TestWaitsMatchSchedstatUnderContention(t *testing.T) {
-	for _, k := range []struct {
-		name string
-		kind trackedKind
-	}{{"bitmap", trackedBitmap}, {"hash", trackedHash}} {
-		t.Run(k.name, func(t *testing.T) { testWaitsMatchSchedstat(t, k.kind) })
-	}
-}
-
-func testWaitsMatchSchedstat(t *testing.T, kind trackedKind) {
 	const minWait = 50 * time.Microsecond
-	tr := openTracer(t, Options{MinWait: minWait, tracked: kind})
+	tr := openTracer(t, Options{MinWait: minWait})
 	var stop atomic.Bool
 	cpu := contendedCPU(t)
 	ws := append(startWorkers(t, 2, cpu, &stop, spin), startWorkers(t, 1, cpu, &stop, spinAndSleep)...)
@@ -405,7 +396,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		progIDs = append(progIDs, id)
 	}
 	var mapIDs []ebpf.MapID
-	for _, m := range []*ebpf.Map{tr.maps.tracked, tr.maps.starts, tr.maps.events, tr.maps.lost} {
+	for _, m := range []*ebpf.Map{tr.maps.slots, tr.maps.events, tr.maps.lost} {
 		info, err := m.Info()
 		if err != nil {
 			t.Fatal(err)
@@ -537,6 +528,71 @@ func TestOpenRefusesBadRingBytes(t *testing.T) {
 		_, err := Open(Options{RingBytes: n})
 		if err == nil || !strings.Contains(err.Error(), "Options.RingBytes") || errors.Is(err, ErrUnsupported) {
 			t.Errorf("RingBytes %d: %v; want an error naming Options.RingBytes", n, err)
+		}
+	}
+}
+
+// With fewer slots than TIDs (forced to two here; pid_max over 65536 in earnest), Track of a
+// thread whose slot another tracked thread holds fails with ErrSlotTaken and leaves the first
+// tracked: its waits are still reported, the refused thread's are not, and untracking the
+// refused thread frees nothing. Once the first is untracked, the slot is the other's.
+func TestTrackRefusesTakenSlot(t *testing.T) {
+	tr := openTracer(t, Options{MinWait: 50 * time.Microsecond, slots: 2})
+	var stop atomic.Bool
+	ws := startWorkers(t, 3, contendedCPU(t), &stop, spin)
+	// Of three TIDs two have the same parity, so the same one of two slots.
+	a, b := ws[0].tid, ws[1].tid
+	switch {
+	case ws[0].tid%2 == ws[2].tid%2:
+		b = ws[2].tid
+	case ws[1].tid%2 == ws[2].tid%2:
+		a = ws[2].tid
+	}
+	drain := func() map[int]int {
+		n := map[int]int{}
+		if err := tr.Drain(func(w Wait) { n[int(w.TID)]++ }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	err := tr.Track(a, b)
+	if !errors.Is(err, ErrSlotTaken) || !strings.Contains(err.Error(), strconv.Itoa(b)) {
+		t.Fatalf("Track(%d, %d) with two slots = %v; want ErrSlotTaken naming %d", a, b, err, b)
+	}
+	if err := tr.Untrack(b); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	n := drain()
+	if n[a] < 10 {
+		t.Errorf("thread %d, tracked and contending, has %d waits reported in 150 ms, want at least 10", a, n[a])
+	}
+	if n[b] != 0 {
+		t.Errorf("thread %d, refused its slot, has %d waits reported", b, n[b])
+	}
+
+	if err := tr.Untrack(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Track(b); err != nil {
+		t.Fatalf("Track(%d) once %d is untracked: %v", b, a, err)
+	}
+	drain() // a wait of a's that ended before Untrack
+	time.Sleep(150 * time.Millisecond)
+	n = drain()
+	if n[b] < 10 || n[a] != 0 {
+		t.Errorf("after Untrack(%d) and Track(%d): waits reported %v; want at least 10 of %d's, none of %d's", a, b, n, b, a)
+	}
+	stopWorkers(ws, &stop)
+	releaseWorkers(ws)
+}
+
+// Every TID has a slot of its own up to a pid_max of 65536; above, the slots stay 65536.
+func TestSlotCount(t *testing.T) {
+	for pidMax, want := range map[int]int{301: 512, 32768: 32768, 32769: 65536, 65536: 65536, 65537: 65536, pidLimit: 65536} {
+		if got := slotCount(pidMax); got != want {
+			t.Errorf("slotCount(%d) = %d, want %d", pidMax, got, want)
 		}
 	}
 }
