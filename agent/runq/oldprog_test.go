@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 )
@@ -29,7 +30,7 @@ func openOldTracer(b testing.TB, minWaitNs int64) *oldTracer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pidOff, err := taskPidOffset()
+	pidOff, err := taskPidOffset(btf.NewCache())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -122,7 +122,10 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pidOff, err := taskPidOffset()
+	// The kernel's BTF is read once for the checks and both programs' attach targets: each
+	// program loaded on its own would read all of it again (tens of ms of CPU a read).
+	kernel := btf.NewCache()
+	pidOff, err := taskPidOffset(kernel)
 	if err != nil {
 		return nil, err
 	}
@@ -168,11 +171,17 @@ func Open(opts Options) (*Tracer, error) {
 		progSpec("runq_switch", "sched_switch", switchProg(t.maps, t.mask, pidOff, opts.MinWait.Nanoseconds())),
 		progSpec("runq_waking", "sched_waking", wakingProg(t.maps, t.mask, pidOff)),
 	}
+	cs := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{}}
 	for _, spec := range progs {
-		prog, err := ebpf.NewProgram(spec)
-		if err != nil {
-			return nil, classify("loading BPF program "+spec.Name, err)
-		}
+		cs.Programs[spec.Name] = spec
+	}
+	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{Cache: kernel})
+	if err != nil {
+		return nil, classify("loading BPF programs", err)
+	}
+	defer coll.Close() // what is left in it: each program is detached below
+	for _, spec := range progs {
+		prog := coll.DetachProgram(spec.Name)
 		t.progs = append(t.progs, prog)
 		t.names = append(t.names, spec.AttachTo)
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
@@ -208,8 +217,8 @@ func classify(what string, err error) error {
 
 // taskPidOffset is where task_struct's pid (the thread's TID) is, from the kernel's BTF,
 // once the BTF says the tracepoints pass what the programs read.
-func taskPidOffset() (int16, error) {
-	spec, err := btf.LoadKernelSpec()
+func taskPidOffset(kernel *btf.Cache) (int16, error) {
+	spec, err := kernel.Kernel()
 	if err != nil {
 		return 0, classify("loading the kernel's BTF", err)
 	}

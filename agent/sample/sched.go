@@ -105,10 +105,12 @@ type Sched struct {
 	buf      []byte
 	// The placer's waits of a pass: waits is the sample's (reused), onWait the method value
 	// Drain is handed (made once, so a pass allocates nothing), monoOff the wall clock's offset
-	// from the monotonic one, which the kernel's wait times are on.
+	// from the monotonic one, which the kernel's wait times are on (monoAt read at monoStart).
 	waits      []rundir.SchedWait
 	onWait     func(runq.Wait)
 	monoOff    int64
+	monoStart  time.Time
+	monoAt     int64
 	track      []int // threads opened and ended at a listing, for the placer
 	untrack    []int
 	placerErrs int // failures of the placer's calls, logged first and then every 100th
@@ -170,6 +172,11 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	}
 	if opts.Placer != nil {
 		s.onWait = s.addWait
+		var mono unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+			return nil, fmt.Errorf("sched sampler: reading the monotonic clock: %w", err)
+		}
+		s.monoStart, s.monoAt = time.Now(), mono.Nano()
 	}
 	s.last, s.listed = time.Now(), time.Now()
 	s.at = s.last.UnixNano()
@@ -218,7 +225,7 @@ func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.Sched
 	out := rundir.SchedSample{AtNs: now.UnixNano(), IntervalNs: int64(now.Sub(s.last))}
 	s.last, s.prevAt, s.at = now, s.at, now.UnixNano()
 	if s.opts.Placer != nil {
-		out.Waits = s.drain()
+		out.Waits = s.drain(now)
 	}
 	out.Threads = s.threadsNow(now, threads[:0])
 	if !s.hasPSI {
@@ -241,13 +248,11 @@ func (s *Sched) sample(now time.Time, threads []rundir.SchedThread) rundir.Sched
 
 // drain takes the placer's waits since the last pass, before the threads are read, so each is in
 // its thread's next reading (task.exact).
-func (s *Sched) drain() []rundir.SchedWait {
+func (s *Sched) drain(now time.Time) []rundir.SchedWait {
 	s.waits = s.waits[:0]
-	var mono unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono) != nil {
-		return nil
-	}
-	s.monoOff = s.at - mono.Nano()
+	// The monotonic clock from the pass's own reading (Go's is CLOCK_MONOTONIC) against one
+	// reading at the start: a clock_gettime call each pass costs more than the rest of it.
+	s.monoOff = s.at - (s.monoAt + int64(now.Sub(s.monoStart)))
 	s.placerErr("drain", s.opts.Placer.Drain(s.onWait))
 	return s.waits
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -118,14 +120,15 @@ func BenchmarkSchedSample(b *testing.B) {
 func BenchmarkSchedRun(b *testing.B) {
 	defer idleThreads(40)()
 	for _, c := range []struct {
-		name string
-		pids []int
-		run  func(ctx context.Context, s *Sched) error
+		name   string
+		pids   []int
+		placed bool // with the kernel's placer (agent/runq) beside the samples
+		run    func(ctx context.Context, s *Sched) error
 	}{
-		{"wake/ticker", nil, func(ctx context.Context, _ *Sched) error {
+		{"wake/ticker", nil, false, func(ctx context.Context, _ *Sched) error {
 			return every(ctx, DefaultSchedInterval, func() error { return nil })
 		}},
-		{"wake/timerfd", nil, func(ctx context.Context, _ *Sched) error {
+		{"wake/timerfd", nil, false, func(ctx context.Context, _ *Sched) error {
 			t, err := newIntervalTimer(DefaultSchedInterval)
 			if err != nil {
 				return err
@@ -138,20 +141,30 @@ func BenchmarkSchedRun(b *testing.B) {
 				}
 			}
 		}},
-		{"psi", nil, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
-		{"threads", []int{os.Getpid()}, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
+		{"psi", nil, false, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
+		{"threads", []int{os.Getpid()}, false, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
+		{"threads/placed", []int{os.Getpid()}, true, func(ctx context.Context, s *Sched) error { return s.Run(ctx, io.Discard) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			wall := time.Duration(b.N) * DefaultSchedInterval
 			c0 := rusage(syscall.RUSAGE_SELF)
 			time.Sleep(wall)
 			idle := rusage(syscall.RUSAGE_SELF) - c0
-			s, err := NewSched(SchedOptions{PIDs: c.pids})
+			opts := SchedOptions{PIDs: c.pids}
+			if c.placed {
+				tr, err := runq.Open(runq.Options{})
+				if err != nil {
+					b.Skip(err)
+				}
+				opts.Placer = tr
+			}
+			s, err := NewSched(opts)
 			if err != nil {
 				b.Skip(err)
 			}
 			defer s.Close()
 			threads := len(s.tasks)
+			debug.FreeOSMemory() // the placer's set-up (the kernel's BTF read once) is not the pass's cost, nor the heap it leaves the runtime to return
 			ctx, cancel := context.WithTimeout(context.Background(), wall)
 			defer cancel()
 			c1 := rusage(syscall.RUSAGE_SELF)
