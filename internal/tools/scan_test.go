@@ -41,6 +41,7 @@ var declared = map[string][]string{
 	"recording/cost e.Binary":             {"self"},     // rig bench recording: the reference engine in rig's own binary
 	"gatewaybench n.binary":               {"playbook"}, // rig bench gateway: the Aeron example's start-node.sh --gateway-bench client (agent/supervise starts the node)
 	"agent exe":                           {"self"},     // rig agent hog: a cpu_hog action's spinner
+	"agent/runq child":                    {"self"},     // a copy of the test binary, run as nobody
 	"infra/stack bin":                     {"self"},     // rig-stack, built from ./infra/stackctl
 	"infra/stack pulumi":                  {"pulumi"},
 	"infra/realpulumi path":               {"pulumi"}, // RIG_PULUMI or PATH: the optional real-Pulumi check
