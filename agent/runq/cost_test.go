@@ -22,10 +22,9 @@ import (
 //   - sleepers: 32 threads on one CPU, half tracked, each sleeping 2 ms over and over, as a
 //     pool of an engine's threads: many TIDs, each woken and switched 500 times a second.
 //
-// Five tracers are attached at once, so all see the same events: programs that return at
-// once (the floor: the kernel's statistics and the call), this package's, the programs it had
-// before the slots map (oldprog_test.go), then those again in the other order, as running
-// after another program finds the task's pid in a warm cache.
+// Three tracers are attached at once, so all see the same events: programs that return at
+// once (the floor: the kernel's statistics and the call), then this package's twice, as the
+// second finds the task's pid in a warm cache.
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
@@ -39,7 +38,7 @@ func BenchmarkProgramCost(b *testing.B) {
 		{name: "sleepers", workers: 32, tracked: 16},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			labels := []string{"empty", "slots", "old", "old2", "slots2"}
+			labels := []string{"empty", "slots", "slots2"}
 			type tracer struct {
 				track func(int) error
 				stats func() ([]ProgStats, error)
@@ -49,11 +48,6 @@ func BenchmarkProgramCost(b *testing.B) {
 			for i, l := range labels {
 				if l == "empty" {
 					o := openEmptyTracer(b)
-					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
-					continue
-				}
-				if strings.HasPrefix(l, "old") {
-					o := openOldTracer(b, defaultMinWait.Nanoseconds())
 					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
 					continue
 				}
@@ -166,17 +160,15 @@ func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
 // BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
 // reads of their own): one op is a round trip between two threads on one CPU through pipes
 // (two wake-ups, two switches), with no tracer attached, or one with nothing tracked, or one
-// tracking both threads: this package's, or the programs it had before (oldprog_test.go).
+// tracking both threads.
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, name := range []string{"none", "slots", "old", "slots-tracked", "old-tracked"} {
+	for _, name := range []string{"none", "slots", "slots-tracked"} {
 		b.Run(name, func(b *testing.B) {
 			track := func(int) error { return nil }
 			switch strings.TrimSuffix(name, "-tracked") {
 			case "slots":
 				tr := openTracer(b, Options{})
 				track = func(tid int) error { return tr.Track(tid) }
-			case "old":
-				track = openOldTracer(b, defaultMinWait.Nanoseconds()).track
 			}
 			if !strings.HasSuffix(name, "-tracked") {
 				track = func(int) error { return nil }
