@@ -320,7 +320,12 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	}
 	// Each run-queue wait placed by the kernel where it can: without the privilege or the
 	// kernel's BPF the waits are sampled only, as the log and runQueue say.
-	tr, err := runq.Open(runq.Options{})
+	var tr *runq.Tracer
+	if opts.Root == "" || opts.Root == "/" {
+		tr, err = runq.Open(runq.Options{})
+	} else { // a /proc of its own (a test's): its threads are not this kernel's
+		err = fmt.Errorf("the threads are read under %s, not this kernel's /proc: %w", opts.Root, runq.ErrUnsupported)
+	}
 	switch {
 	case err == nil:
 		opts.Placer, opts.Log = tr, n.s.log

@@ -104,7 +104,7 @@ func (c causeSpan) fullShare() float64 {
 // stream.
 func fromInside(sp rundir.InsideSpan) causeSpan {
 	c := causeSpan{at: sp.AtNs, dur: sp.DurNs, cause: string(sp.Kind), source: sp.Source, thread: sp.Thread, role: sp.Role,
-		detail: cmp.Or(sp.File, sp.Detail), w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: sp.Source == rundir.SourceSchedstat || sp.Source == rundir.SourceSchedSwitch}
+		detail: cmp.Or(sp.File, sp.Detail), w: sp.Weight(), counted: true, names: insideStall[sp.Kind], level: rundir.IsSchedSource(sp.Source)}
 	if !noCover[string(sp.Kind)] {
 		c.cover = c.w
 	}
@@ -378,7 +378,7 @@ type causeTally struct {
 // figure whether the kernel placed it or a sample spread it (rundir.SchedSample.Spans), so the
 // two name their cause together, as they cover host_cpu's wait together.
 func judgedSource(src string) string {
-	if src == rundir.SourceSchedSwitch {
+	if rundir.IsSchedSource(src) {
 		return rundir.SourceSchedstat
 	}
 	return src
@@ -462,7 +462,7 @@ func (st *spanStream) evidence(g *causeTally, covered, length int64) string {
 		what = "fsync(s)"
 	case g.src == SourceOSSamples:
 		return fmt.Sprintf("%s: %d sample(s) covering %s ms (%.0f %%) of it; the largest: %s", g.src, g.n, fmtMsBare(covered), pct, g.longWhat)
-	case g.sampled && len(g.srcs) > 1:
+	case len(g.srcs) > 1:
 		how = " (the kernel's placed where they were, the samples' rest spread over their intervals)"
 	case g.sampled:
 		what, how, longest = "sample(s)", " (each sample's total spread over its interval)", "most in one sample"

@@ -25,6 +25,10 @@ const (
 	SourceSchedSwitch = "sched_switch"
 )
 
+// IsSchedSource says whether src is one of the two: a thread's run-queue wait is one figure
+// whichever of them holds a part of it.
+func IsSchedSource(src string) bool { return src == SourceSchedstat || src == SourceSchedSwitch }
+
 // SchedSample is one interval of the scheduler sampler: run-queue wait per thread, from
 // /proc/<pid>/task/<tid>/schedstat, of the threads that waited, and the node's pressure stall
 // information (/proc/pressure) over the interval.
@@ -34,7 +38,8 @@ type SchedSample struct {
 	Threads    []SchedThread `json:"threads,omitempty"`
 	// Waits are the followed threads' run-queue waits the kernel reported since the previous
 	// sample, each placed (agent/runq: a BPF program on sched_waking and sched_switch), those of
-	// at least its threshold only; each is also in its thread's WaitNs (SchedThread.ExactNs).
+	// at least its threshold only; each is also in its thread's WaitNs as ExactNs, at its next
+	// reading (or, ending between the drain and the read, the one after).
 	Waits []SchedWait `json:"waits,omitempty"`
 	// PSI is the increase of each pressure file's total stall time over the interval; nil where
 	// the kernel has no /proc/pressure.

@@ -34,7 +34,7 @@ type SchedOptions struct {
 	// Placer, where the kernel can (agent/runq's Tracer), reports each run-queue wait of the
 	// followed threads over its threshold where it was: the samples carry those waits
 	// (rundir.SchedSample.Waits) beside the totals. The sampler tracks the threads it follows,
-	// untracks those that end, and closes it.
+	// untracks those that end, and closes it (where NewSched fails, the caller still has it).
 	Placer Placer
 	// Log is told what the placer could not do (a thread it could not track, a failed read).
 	Log *slog.Logger
@@ -133,14 +133,16 @@ type task struct {
 	readAt  int64 // pass of the last reading (Sched.at)
 	movedAt int64 // pass of the last reading that found cpu or wait moved
 	seen    bool  // listed at the latest listing
-	// exact is the placed waits' total since the last reading: they ended before the pass read
-	// the thread (the placer is drained first), so they are in that reading's wait.
+	// exact is the placed waits' total not yet matched to a reading: they ended before the pass
+	// read the thread (the placer is drained first), so most are in its next reading's wait.
 	exact uint64
 }
 
 // idle says whether t is read only every schedIdleEvery, and not due at this pass.
 func (s *Sched) idle(t *task) bool {
-	return s.at-t.movedAt >= int64(schedIdleAfter) && s.at-t.readAt < int64(schedIdleEvery)
+	// A thread the placer saw queued has run: its reading is due, so its rest of the wait is
+	// spread over an interval, not over the idle spell.
+	return t.exact == 0 && s.at-t.movedAt >= int64(schedIdleAfter) && s.at-t.readAt < int64(schedIdleEvery)
 }
 
 type psiTotals struct{ some, full uint64 }
@@ -167,9 +169,6 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 	if _, err := os.Stat(filepath.Join(s.proc, "self", "schedstat")); err != nil {
 		return nil, fmt.Errorf("sched sampler: the kernel has no per-task schedstat: %w", err)
 	}
-	if !opts.NoPSI {
-		s.psi, s.hasPSI = s.readPSI()
-	}
 	if opts.Placer != nil {
 		s.onWait = s.addWait
 		var mono unix.Timespec
@@ -177,6 +176,9 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 			return nil, fmt.Errorf("sched sampler: reading the monotonic clock: %w", err)
 		}
 		s.monoStart, s.monoAt = time.Now(), mono.Nano()
+	}
+	if !opts.NoPSI {
+		s.psi, s.hasPSI = s.readPSI()
 	}
 	s.last, s.listed = time.Now(), time.Now()
 	s.at = s.last.UnixNano()
@@ -359,7 +361,13 @@ func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, b
 		return out, false
 	}
 	if w > t.wait {
-		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait), ExactNs: int64(min(t.exact, w-t.wait))}
+		// The placed waits drained before this read are in it, but one can end between the
+		// drain and the read (in this reading, placed at the next pass) or be drained before
+		// its thread's schedstat counts it (placed now, in the next reading): what this reading
+		// cannot hold is carried to the next, so the placed and the spread add up to the wait.
+		placed := min(t.exact, w-t.wait)
+		t.exact -= placed
+		th := rundir.SchedThread{PID: t.key.pid, TID: t.key.tid, Comm: t.comm, WaitNs: int64(w - t.wait), ExactNs: int64(placed)}
 		if t.readAt != s.prevAt {
 			th.IntervalNs = s.at - t.readAt
 		}
@@ -368,7 +376,7 @@ func (s *Sched) read(t *task, out []rundir.SchedThread) ([]rundir.SchedThread, b
 	if cpu != t.cpu || w != t.wait {
 		t.movedAt = s.at
 	}
-	t.cpu, t.wait, t.readAt, t.exact = cpu, w, s.at, 0
+	t.cpu, t.wait, t.readAt = cpu, w, s.at
 	return out, true
 }
 
@@ -441,8 +449,11 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 			continue
 		}
 		syscall.Close(t.fd)
-		if s.byKey[t.key] == t { // not a thread of the same id opened afresh above
+		switch s.byKey[t.key] {
+		case t: // not a thread of the same id opened afresh above
 			delete(s.byKey, t.key)
+			s.untrack = append(s.untrack, t.key.tid)
+		case nil: // its read failed (threadsNow unlisted it): ended
 			s.untrack = append(s.untrack, t.key.tid)
 		}
 	}

@@ -168,7 +168,7 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 				continue
 			}
 			// Inside the hog, the engine threads' run-queue waits, read here from the samples
-			// themselves (each sample's wait spread over its interval), decide the naming: a node
+			// themselves (each placed wait where it was, the rest spread over its interval), decide the naming: a node
 			// whose threads waited over 60 % of the excursion names it sched_delay, and host_cpu
 			// beside it (the hog keeps every CPU busy); one under 40 % does not. Whether the hog's
 			// excursions are the engine's waits or something else the machine was doing (on a
@@ -200,9 +200,10 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 
 // schedCoverOf reads the run's scheduler samples and returns, for an excursion [fromS, toS] (s
 // from load start), each node's share of it during which its threads waited on a run queue: at
-// each instant, the largest wait share of a thread whose reading spans it (its wait spread over
-// its own interval: an idle thread is read every 100 ms, not every sample), stepped over in 100 µs
-// slices here rather than by the analysis's interval sweep.
+// each instant, 1 where the kernel placed a wait of one of them (waits), else the largest share
+// of a thread whose reading spans it, its wait less what was placed spread over its own interval
+// (an idle thread is read every 100 ms, not every sample) — read from the file's fields here, not
+// through rundir's Spans, stepped over in 100 µs slices rather than by the analysis's sweep.
 func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]float64 {
 	t.Helper()
 	run := rundir.Folder{Dir: dir}
@@ -220,7 +221,11 @@ func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]
 			origin = e.T.UnixNano()
 		}
 	}
-	byNode := map[string][]rundir.InsideSpan{}
+	type level struct {
+		from, to int64
+		share    float64
+	}
+	byNode := map[string][]level{}
 	for _, f := range files {
 		ss, err := run.Sched(f)
 		if err != nil {
@@ -228,27 +233,38 @@ func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]
 		}
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
 		for _, smp := range ss {
-			byNode[node] = append(byNode[node], smp.Spans()...)
+			for _, w := range smp.Waits {
+				byNode[node] = append(byNode[node], level{w.FromNs, w.FromNs + w.DurNs, 1})
+			}
+			for _, th := range smp.Threads {
+				iv := smp.IntervalNs
+				if th.IntervalNs > 0 {
+					iv = th.IntervalNs
+				}
+				if rest := th.WaitNs - th.ExactNs; rest > 0 && iv > 0 {
+					byNode[node] = append(byNode[node], level{smp.AtNs - iv, smp.AtNs, min(float64(rest)/float64(iv), 1)})
+				}
+			}
 		}
 	}
 	const step = int64(100 * time.Microsecond)
 	return func(fromS, toS float64) map[string]float64 {
 		from, to := origin+int64(fromS*1e9), origin+int64(toS*1e9)
 		out := map[string]float64{}
-		for node, spans := range byNode {
-			var in []rundir.InsideSpan
-			for _, sp := range spans {
-				if sp.AtNs < to && sp.AtNs+sp.DurNs > from {
-					in = append(in, sp)
+		for node, ls := range byNode {
+			var in []level
+			for _, l := range ls {
+				if l.from < to && l.to > from {
+					in = append(in, l)
 				}
 			}
 			var covered, n float64
 			for at := from + step/2; at < to; at += step {
 				n++
 				var most float64
-				for _, sp := range in {
-					if sp.AtNs <= at && at < sp.AtNs+sp.DurNs {
-						most = max(most, sp.Weight())
+				for _, l := range in {
+					if l.from <= at && at < l.to {
+						most = max(most, l.share)
 					}
 				}
 				covered += most
