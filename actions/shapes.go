@@ -46,13 +46,3 @@ func (c Catalog) Makes(name rundir.ActionName, sh Shape) bool {
 	}
 	return false
 }
-
-// Declares says whether any kind's event opens windows of the shape sh.
-func (c Catalog) Declares(sh Shape) bool {
-	for name := range c {
-		if c.Makes(name, sh) {
-			return true
-		}
-	}
-	return false
-}

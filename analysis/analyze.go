@@ -538,9 +538,7 @@ func (d *runData) summarize() *Summary {
 	warn = append(warn, fw...)
 	warn = append(warn, d.restartRows(s)...)
 	warn = append(warn, d.stepDownRows(s)...)
-	if d.kinds().Declares(actions.ShapeBurst) {
-		d.burstRows(s)
-	}
+	d.burstRows(s)
 	d.kindRows(s)
 	var dw []string
 	s.Durability, dw = d.durability(s)

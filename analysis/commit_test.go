@@ -21,9 +21,7 @@ func logSync(fromMs, toMs int64) rundir.InsideSpan {
 // it (the take waits for no command).
 func TestLogSyncsCoverOnTheCommitPath(t *testing.T) {
 	f := newFixture(t)
-	f.role(-500, "node-0", engine.RoleLeader)
-	f.role(-500, "node-1", engine.RoleFollower)
-	f.role(-500, "node-2", engine.RoleFollower)
+	f.roles(-500, "node-0", "node-1", "node-2")
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
 	f.probes(stallProbes(30_000, 100, 5000, 8000, 11_000, 21_000)) // 100 ms stalls
@@ -116,9 +114,7 @@ func forceNodes(e Excursion) []string {
 // snapshot fsync still covers as any force does.
 func TestDiskModelLogSyncsOnTheCommitPath(t *testing.T) {
 	f := newFixture(t)
-	f.role(-500, "node-0", engine.RoleLeader)
-	f.role(-500, "node-1", engine.RoleFollower)
-	f.role(-500, "node-2", engine.RoleFollower)
+	f.roles(-500, "node-0", "node-1", "node-2")
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
 	f.probes(stallProbes(15_000, 100, 5000, 8000, 11_000))
@@ -168,9 +164,7 @@ func TestDiskModelLogSyncsOnTheCommitPath(t *testing.T) {
 // leader's log sync holds no command and names no excursion.
 func TestLeaderSyncWithNoQuorumCoversNothing(t *testing.T) {
 	f := newFixture(t)
-	f.role(-500, "node-0", engine.RoleLeader)
-	f.role(-500, "node-1", engine.RoleFollower)
-	f.role(-500, "node-2", engine.RoleFollower)
+	f.roles(-500, "node-0", "node-1", "node-2")
 	f.run(0, "load_start")
 	f.run(1000, "warmup_end")
 	f.probes(stallProbes(15_000, 100, 3000, 8000))

@@ -58,14 +58,8 @@ func TestSchedWaitSpreadOverItsInterval(t *testing.T) {
 		f.run(20_000, "load_end")
 		f.status("node-0", engine.Status{Phase: "ready"})
 		writeSched(t, f.dir, "node-0", "apply", c.fromMs, c.toMs, c.waitMs)
-		s, err := Analyze(f.close())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Excursions == nil || s.Excursions.Count != 1 {
-			t.Fatalf("%s: excursions %+v, want 1", c.name, s.Excursions)
-		}
-		e := s.Excursions.List[0]
+		_, ex := f.excursions(1, c.name)
+		e := ex[0]
 		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay)
 		if named != c.named || e.CoveredMs != c.coveredMs {
 			t.Errorf("%s: excursion %.3f–%.3f s: causes %+v, covered %v ms; want named %v, covered %v ms", c.name, e.StartS, e.EndS, e.Causes, e.CoveredMs, c.named, c.coveredMs)
@@ -106,14 +100,8 @@ func TestPlacedWaitNamesWhereItWas(t *testing.T) {
 				Threads: []rundir.SchedThread{{PID: 7, TID: 9, Comm: "apply", WaitNs: c.waitMs * ms, ExactNs: c.placeMs * ms}},
 				Waits:   []rundir.SchedWait{{TID: 9, Comm: "apply", FromNs: at(c.fromMs).UnixNano(), DurNs: c.placeMs * ms}}}
 		})
-		s, err := Analyze(f.close())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Excursions == nil || s.Excursions.Count != 1 {
-			t.Fatalf("%s: excursions %+v, want 1", c.name, s.Excursions)
-		}
-		e := s.Excursions.List[0]
+		_, ex := f.excursions(1, c.name)
+		e := ex[0]
 		named := len(e.Causes) == 1 && e.Causes[0].Kind == CauseKind(rundir.InsideSchedDelay)
 		if named != (c.named != "") || (named && !strings.HasPrefix(e.Causes[0].Evidence, c.named)) || e.CoveredMs != c.coveredMs {
 			t.Errorf("%s: excursion %.3f–%.3f s: causes %+v, covered %v ms; want named %q, covered %v ms", c.name, e.StartS, e.EndS, e.Causes, e.CoveredMs, c.named, c.coveredMs)

@@ -72,17 +72,11 @@ var FailoverFigures = []RowFigure[FailoverRow]{
 }
 
 // failoverRows measures every leader cause of the run (leaderCauses: each event that moves the
-// leader, or hits it and may) whose kind moves leadership (actions.ShapeFailover follows from
-// its Moves).
+// leader, or hits it and may: the events of actions.ShapeFailover, which follows from Moves).
 func (d *runData) failoverRows(lead leadership) []FailoverRow {
 	causes := leaderCauses(lead)
 	rows := []FailoverRow{}
 	for i, c := range causes {
-		// Any cause bounds the one before it; only those of a kind that moves leadership are
-		// measured as a failover.
-		if !d.kinds().Makes(rundir.ActionName(c.Action), actions.ShapeFailover) {
-			continue
-		}
 		at := d.origin + int64(c.AtS*1e9)
 		limit := d.loadEnd
 		if i+1 < len(causes) {

@@ -1,11 +1,11 @@
 package analysis
 
 import (
-	"github.com/rig-dev/rig/actions"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 

@@ -287,3 +287,28 @@ func followerRestartRun(t testing.TB) string {
 	})
 	return f.close()
 }
+
+// roles makes leader the leader and the others followers from ms on.
+func (f *fixture) roles(ms int64, leader string, followers ...string) {
+	f.role(ms, leader, engine.RoleLeader)
+	for _, n := range followers {
+		f.role(ms, n, engine.RoleFollower)
+	}
+}
+
+// excursions closes the fixture, analyses it and returns its summary and its excursions, which
+// must be n; what, if any, says which case failed.
+func (f *fixture) excursions(n int, what string) (*Summary, []Excursion) {
+	f.t.Helper()
+	s, err := Analyze(f.close())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if s.Excursions == nil || s.Excursions.Count != n {
+		if what != "" {
+			what += ": "
+		}
+		f.t.Fatalf("%sexcursions %+v, want %d", what, s.Excursions, n)
+	}
+	return s, s.Excursions.List
+}

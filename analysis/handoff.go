@@ -1,10 +1,10 @@
 package analysis
 
 import (
-	"github.com/rig-dev/rig/actions"
 	"net"
 	"slices"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )

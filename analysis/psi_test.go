@@ -38,14 +38,8 @@ func TestPressureStallNamesExcursion(t *testing.T) {
 		}
 		return p
 	})
-	s, err := Analyze(f.close())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Excursions == nil || s.Excursions.Count != 2 {
-		t.Fatalf("excursions %+v, want 2", s.Excursions)
-	}
-	e := s.Excursions.List[0]
+	s, ex := f.excursions(2, "")
+	e := ex[0]
 	if len(e.Causes) != 1 || e.Causes[0].Kind != CausePSICPU || e.Causes[0].Node != "node-0" {
 		t.Fatalf("causes %+v, want psi_cpu on node-0 alone", e.Causes)
 	}
@@ -129,13 +123,7 @@ func TestSaturatedHostNamesNoStall(t *testing.T) {
 		}
 		return p
 	})
-	s, err := Analyze(f.close())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Excursions == nil || s.Excursions.Count != 2 {
-		t.Fatalf("excursions %+v, want 2", s.Excursions)
-	}
+	s, _ := f.excursions(2, "")
 	for _, e := range s.Excursions.List {
 		for _, c := range e.Causes {
 			if c.Kind == CausePSICPU {

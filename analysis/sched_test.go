@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,13 +55,7 @@ func TestSchedSamplesAreSpans(t *testing.T) {
 	f.run(20_500, "end")
 	f.status("node-0", engine.Status{Phase: "ready"})
 	writeSched(t, f.dir, "node-0", "apply", 8000, 8100, 15) // 5 intervals of 20 ms, 15 ms waited in each
-	s, err := Analyze(f.close())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Excursions == nil || s.Excursions.Count != 1 {
-		t.Fatalf("excursions %+v, want 1", s.Excursions)
-	}
+	s, _ := f.excursions(1, "")
 	w := s.Excursions.List[0].Where
 	if w == nil || len(w.Rows) != 1 {
 		t.Fatalf("where %+v, want one row", w)
@@ -101,14 +96,8 @@ func TestHostCPUOnlyAsRunQueueWait(t *testing.T) {
 		if withSched {
 			writeSched(t, f.dir, "node-0", "apply", 15_500, 15_600, 16) // 80 of the first 100 ms
 		}
-		s, err := Analyze(f.close())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Excursions == nil || s.Excursions.Count != 1 {
-			t.Fatalf("sched %v: excursions %+v, want 1", withSched, s.Excursions)
-		}
-		e := s.Excursions.List[0]
+		s, ex := f.excursions(1, fmt.Sprint("sched ", withSched))
+		e := ex[0]
 		var kinds []CauseKind
 		for _, c := range e.Causes {
 			kinds = append(kinds, c.Kind)
@@ -202,14 +191,8 @@ func TestCompilerThreadWaitNamesNothing(t *testing.T) {
 		f.run(20_500, "end")
 		f.status("node-0", engine.Status{Phase: "ready"})
 		writeSched(t, f.dir, "node-0", comm, 8000, 8100, 16)
-		s, err := Analyze(f.close())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Excursions == nil || s.Excursions.Count != 1 {
-			t.Fatalf("%s: excursions %+v, want 1", comm, s.Excursions)
-		}
-		e := s.Excursions.List[0]
+		_, ex := f.excursions(1, comm)
+		e := ex[0]
 		if w := e.Where; w == nil || len(w.Rows) != 1 || w.Rows[0].Thread != comm {
 			t.Fatalf("%s: where %+v, want the thread's row", comm, e.Where)
 		}

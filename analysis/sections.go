@@ -2,12 +2,12 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/rig-dev/rig/actions"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/internal/mdtext"
 )

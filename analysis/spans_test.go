@@ -43,14 +43,8 @@ func TestGCStopNamedOnce(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.dir, "node-0", "gc-1.log"), []byte(g1StopLog()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Analyze(f.close())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Excursions == nil || s.Excursions.Count != 2 {
-		t.Fatalf("excursions %+v, want 2", s.Excursions)
-	}
-	e := s.Excursions.List[0]
+	s, ex := f.excursions(2, "")
+	e := ex[0]
 	if len(e.Causes) != 1 || e.Causes[0].Kind != CauseGC || e.Causes[0].Node != "node-0" ||
 		!strings.HasPrefix(e.Causes[0].Evidence, "gc_log: 1 span(s) covering 82.500 ms (82 %) of it, longest 82.500 ms (Pause Young (Normal) (G1 Evacuation Pause) 80.000 ms in safepoint G1CollectForAllocation, reached in 1.500 ms)") {
 		t.Errorf("causes %+v, want one gc from gc_log with the safepoint's time to reach it", e.Causes)
@@ -132,14 +126,8 @@ func TestExcursionAndWindowJudgedAlike(t *testing.T) {
 		}
 		return s
 	})
-	s, err := Analyze(f.close())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Excursions == nil || s.Excursions.Count != 1 {
-		t.Fatalf("excursions %+v, want 1", s.Excursions)
-	}
-	e := s.Excursions.List[0]
+	s, ex := f.excursions(1, "")
+	e := ex[0]
 	wi := slices.IndexFunc(s.Windows, func(w TimeWindow) bool { return w.Kind == WindowSnapshot })
 	if wi < 0 {
 		t.Fatalf("windows %+v, want the snapshot's", s.Windows)

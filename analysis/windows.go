@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/rig-dev/rig/actions"
 	"io/fs"
 	"math"
 	"path"
 	"slices"
 	"strings"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/rundir"
 )
 

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rig-dev/rig/engine"
 	"github.com/rig-dev/rig/rundir"
 )
 
@@ -26,7 +25,7 @@ func FileRole(dataDir, path string) (rel, role string) {
 		return rel, rundir.RoleArchiveSegment
 	case strings.HasSuffix(base, ".snap") || strings.Contains(rel, "snapshots/"):
 		return rel, rundir.RoleSnapshot
-	case base == "recording.log" || strings.HasSuffix(base, "-mark.dat") || strings.Contains(rel, engine.RaftDir+"/") ||
+	case base == "recording.log" || strings.HasSuffix(base, "-mark.dat") || rundir.InRaftDir(rel) ||
 		strings.HasSuffix(base, ".wal") || strings.HasSuffix(base, ".seg"):
 		return rel, rundir.RoleLog
 	}

@@ -85,9 +85,12 @@ func LogSync(file string, from time.Time, dur time.Duration, detail string) Insi
 		File: file, Role: RoleLog, Blocks: BlocksCommit, Detail: detail}
 }
 
-// InRaftDir says whether file, relative to the engine's data folder, is in engine.RaftDir: a
-// sync of it is one of the log store's, which block the commit (LogSync).
-func InRaftDir(file string) bool { return strings.HasPrefix(file, engine.RaftDir+"/") }
+// InRaftDir says whether file, relative to the engine's data folder (or a path outside it), is in
+// an engine.RaftDir folder: a sync of it is one of the log store's, which block the commit
+// (LogSync), and the file one of the log's (recording.FileRole).
+func InRaftDir(file string) bool {
+	return strings.HasPrefix(file, engine.RaftDir+"/") || strings.Contains(file, "/"+engine.RaftDir+"/")
+}
 
 // CreatePauses creates a pauses file, or appends to one already there (an engine relaunched).
 func CreatePauses(path string) (*InsideWriter, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/rig-dev/rig/actions"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/actions"
 	"github.com/rig-dev/rig/analysis"
 	"github.com/rig-dev/rig/history"
 	"github.com/rig-dev/rig/rundir"

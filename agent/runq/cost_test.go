@@ -48,7 +48,7 @@ func BenchmarkProgramCost(b *testing.B) {
 			for i, l := range labels {
 				if l == "empty" {
 					o := openEmptyTracer(b)
-					trs[i] = tracer{o.track, o.stats, func() error { return nil }}
+					trs[i] = tracer{func(int) error { return nil }, o.Stats, func() error { return nil }}
 					continue
 				}
 				tr := openTracer(b, Options{})

@@ -18,9 +18,8 @@ import (
 
 // TestSchedPlacesWaits: with the kernel's placer, three threads spinning on one CPU have their
 // run-queue waits placed in the samples (rundir.SchedSample.Waits), inside the time they spun;
-// each thread's placed waits are part of its sampled total (ExactNs, never more than WaitNs),
-// they are most of it, and the spans keep the total: placed waits plus the rest spread add up to
-// the samples' waits.
+// they are most of each thread's schedstat wait and never more, and the thread's readings
+// account for them (ExactNs).
 func TestSchedPlacesWaits(t *testing.T) {
 	tr, err := runq.Open(runq.Options{})
 	if errors.Is(err, runq.ErrUnsupported) {
@@ -75,27 +74,18 @@ func TestSchedPlacesWaits(t *testing.T) {
 		samples = append(samples, s.Next())
 	}
 	to := time.Now().UnixNano()
-	placed, exact, total := map[int]int64{}, map[int]int64{}, map[int]int64{}
-	var held, sampled int64
+	placed, exact, total, longest := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 	for _, smp := range samples {
 		for _, w := range smp.Waits {
 			if w.FromNs < from || w.FromNs+w.DurNs > to {
 				t.Errorf("wait %+v outside the test's [%d, %d]", w, from, to)
 			}
 			placed[w.TID] += w.DurNs
+			longest[w.TID] = max(longest[w.TID], w.DurNs)
 		}
 		for _, th := range smp.Threads {
-			if th.ExactNs > th.WaitNs || th.ExactNs < 0 {
-				t.Errorf("thread %d: %d ns placed of a %d ns wait", th.TID, th.ExactNs, th.WaitNs)
-			}
 			exact[th.TID] += th.ExactNs
 			total[th.TID] += th.WaitNs
-			sampled += th.WaitNs - th.ExactNs
-		}
-		for _, sp := range smp.Spans() {
-			if sp.Source == rundir.SourceSchedstat {
-				held += sp.Held()
-			}
 		}
 	}
 	for tid := range spin {
@@ -103,14 +93,11 @@ func TestSchedPlacesWaits(t *testing.T) {
 		if total[tid] < int64(50*time.Millisecond) {
 			t.Errorf("spinner %d waited only %d ns sharing a CPU with two others for 400 ms", tid, total[tid])
 		}
-		// The waits too short to report, and those that ended between the drain and the
-		// reading (counted at the next reading), are the difference.
-		if placed[tid] < total[tid]/2 || exact[tid] > placed[tid] {
-			t.Errorf("spinner %d: %d ns placed, %d ns in exact_ns, of %d ns waited", tid, placed[tid], exact[tid], total[tid])
+		// The kernel places most of the wait schedstat counts (the rest: waits too short to
+		// report) and never more; the readings account for every placed wait but one the last
+		// reading may not have counted yet (carried to the next).
+		if placed[tid] < total[tid]/2 || placed[tid] > total[tid]+int64(time.Millisecond) || exact[tid] < placed[tid]-longest[tid] {
+			t.Errorf("spinner %d: %d ns placed (the longest %d), %d ns of them in the readings' exact_ns, of %d ns waited", tid, placed[tid], longest[tid], exact[tid], total[tid])
 		}
-	}
-	// A sampled span's share is capped at its interval: up to that, the rest is kept whole.
-	if held > sampled || held < sampled*9/10 {
-		t.Errorf("the spread spans hold %d ns, the readings' unplaced waits are %d ns", held, sampled)
 	}
 }

@@ -6,6 +6,7 @@ package sample
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -138,11 +139,17 @@ func followed(pids []int, pidFiles []string) []int {
 		if err != nil {
 			continue // not started yet, or between runs
 		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+		if pid, ok := parsePID(b); ok {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// parsePID is a pid file's process: one positive number, spaces around it allowed.
+func parsePID(b []byte) (int, bool) {
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	return pid, err == nil && pid > 0
 }
 
 func (s *Sampler) snap() (*snapshot, error) {

@@ -91,6 +91,7 @@ type Sched struct {
 	procs    map[int]*procTasks
 	tasks    []*task // read at every sample, in this order
 	byKey    map[taskKey]*task
+	byTID    map[int]*task // the same tasks by thread id, unique on the host: the placer's key
 	psi      [3]psiTotals
 	psiFiles [3]int // open pressure files, -1 until opened
 	hasPSI   bool
@@ -158,7 +159,7 @@ func NewSched(opts SchedOptions) (*Sched, error) {
 		opts.Interval = DefaultSchedInterval
 	}
 	s := &Sched{opts: opts, proc: filepath.Join(opts.Root, "proc"), procs: map[int]*procTasks{},
-		byKey: map[taskKey]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
+		byKey: map[taskKey]*task{}, byTID: map[int]*task{}, psiFiles: [3]int{-1, -1, -1}, buf: make([]byte, 512)}
 	for _, f := range opts.PIDFiles {
 		p, err := syscall.ByteSliceFromString(f)
 		if err != nil {
@@ -204,6 +205,7 @@ func (s *Sched) Close() {
 	}
 	s.tasks = s.tasks[:0]
 	clear(s.byKey)
+	clear(s.byTID)
 	for pid, p := range s.procs {
 		syscall.Close(p.fd)
 		delete(s.procs, pid)
@@ -261,12 +263,9 @@ func (s *Sched) drain(now time.Time) []rundir.SchedWait {
 
 // addWait keeps a drained wait of a followed thread.
 func (s *Sched) addWait(w runq.Wait) {
-	for _, t := range s.tasks {
-		if t.key.tid == int(w.TID) {
-			t.exact += uint64(max(w.DurNs, 0))
-			s.waits = append(s.waits, rundir.SchedWait{TID: t.key.tid, Comm: t.comm, FromNs: w.StartNs + s.monoOff, DurNs: w.DurNs})
-			return
-		}
+	if t := s.byTID[int(w.TID)]; t != nil {
+		t.exact += uint64(max(w.DurNs, 0))
+		s.waits = append(s.waits, rundir.SchedWait{TID: t.key.tid, Comm: t.comm, FromNs: w.StartNs + s.monoOff, DurNs: w.DurNs})
 	}
 }
 
@@ -439,7 +438,10 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 			}
 			s.tasks = append(s.tasks, t) // first seen: a baseline, not a wait
 			s.byKey[k] = t
-			s.track = append(s.track, tid)
+			s.byTID[tid] = t
+			if s.opts.Placer != nil {
+				s.track = append(s.track, tid)
+			}
 		}
 	}
 	kept := s.tasks[:0]
@@ -450,11 +452,14 @@ func (s *Sched) relist(out []rundir.SchedThread, pids []int, read bool) []rundir
 		}
 		syscall.Close(t.fd)
 		switch s.byKey[t.key] {
-		case t: // not a thread of the same id opened afresh above
+		// Not a thread of the same id opened afresh above; nil: its read failed (threadsNow
+		// unlisted it), it ended.
+		case t, nil:
 			delete(s.byKey, t.key)
-			s.untrack = append(s.untrack, t.key.tid)
-		case nil: // its read failed (threadsNow unlisted it): ended
-			s.untrack = append(s.untrack, t.key.tid)
+			delete(s.byTID, t.key.tid)
+			if s.opts.Placer != nil {
+				s.untrack = append(s.untrack, t.key.tid)
+			}
 		}
 	}
 	clear(s.tasks[len(kept):])
@@ -594,7 +599,7 @@ func (s *Sched) pids() []int {
 		if err != nil {
 			continue // not started yet, or between runs
 		}
-		if pid, err := strconv.Atoi(string(bytes.TrimSpace(s.buf[:n]))); err == nil && pid > 0 {
+		if pid, ok := parsePID(s.buf[:n]); ok {
 			pids = append(pids, pid)
 		}
 	}

@@ -28,6 +28,17 @@ type fakeProc struct {
 	root string
 }
 
+// newFakeProc is a /proc with the kernel's schedstat and every pressure file at some and full
+// µs; the test adds the threads.
+func newFakeProc(t *testing.T, some, full int) fakeProc {
+	p := fakeProc{t, t.TempDir()}
+	p.write("self/schedstat", "1 2 3\n")
+	for _, n := range psiFiles {
+		p.psi(n, some, full)
+	}
+	return p
+}
+
 func (p fakeProc) write(rel, content string) {
 	p.t.Helper()
 	path := filepath.Join(p.root, "proc", rel)
@@ -51,13 +62,9 @@ func (p fakeProc) psi(name string, some, full int) {
 }
 
 func TestSchedDeltasOnlyWhereAThreadWaited(t *testing.T) {
-	p := fakeProc{t, t.TempDir()}
-	p.write("self/schedstat", "1 2 3\n")
+	p := newFakeProc(t, 10, 5)
 	p.thread(42, 42, "java", 100)
 	p.thread(42, 43, "apply", 5000)
-	for _, n := range psiFiles {
-		p.psi(n, 10, 5)
-	}
 	p.write("engine.pid", "42\n")
 	s, err := NewSched(SchedOptions{Root: p.root, PIDFiles: []string{filepath.Join(p.root, "proc", "engine.pid")}})
 	if err != nil {
@@ -424,12 +431,8 @@ func (w *writeCounter) Write(b []byte) (int, error) {
 // a thread waiting 1 µs in each: every sample is in the output, in order and as encoding/json
 // reads it, written once a second and at the stop (three writes), not once a sample.
 func TestSchedRunWritesInBatches(t *testing.T) {
-	p := fakeProc{t, t.TempDir()}
-	p.write("self/schedstat", "1 2 3\n")
+	p := newFakeProc(t, 0, 0)
 	p.thread(42, 43, "apply", 0)
-	for _, n := range psiFiles {
-		p.psi(n, 0, 0)
-	}
 	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
 	if err != nil {
 		t.Fatal(err)
@@ -475,13 +478,9 @@ func TestSchedRunWritesInBatches(t *testing.T) {
 // TestSchedPassDoesNotAllocate: a pass of Run (a thread waited, the pressure moved) and its line
 // allocate nothing once the buffers have grown, so it never makes the agent collect garbage.
 func TestSchedPassDoesNotAllocate(t *testing.T) {
-	p := fakeProc{t, t.TempDir()}
-	p.write("self/schedstat", "1 2 3\n")
+	p := newFakeProc(t, 0, 0)
 	p.thread(42, 43, "apply", 0)
 	p.thread(42, 44, "encode", 0)
-	for _, n := range psiFiles {
-		p.psi(n, 0, 0)
-	}
 	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}})
 	if err != nil {
 		t.Fatal(err)
@@ -556,12 +555,8 @@ func TestIntervalTimer(t *testing.T) {
 // TestSchedNoPSI: a sampler told another reads the pressure stalls opens no pressure file and
 // reports none, however they move; its threads are sampled as before.
 func TestSchedNoPSI(t *testing.T) {
-	p := fakeProc{t, t.TempDir()}
-	p.write("self/schedstat", "1 2 3\n")
+	p := newFakeProc(t, 10, 5)
 	p.thread(42, 43, "apply", 0)
-	for _, n := range psiFiles {
-		p.psi(n, 10, 5)
-	}
 	s, err := NewSched(SchedOptions{Root: p.root, PIDs: []int{42}, NoPSI: true})
 	if err != nil {
 		t.Fatal(err)

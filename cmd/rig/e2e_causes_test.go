@@ -200,10 +200,9 @@ func TestCausesNamedEndToEnd(t *testing.T) {
 
 // schedCoverOf reads the run's scheduler samples and returns, for an excursion [fromS, toS] (s
 // from load start), each node's share of it during which its threads waited on a run queue: at
-// each instant, 1 where the kernel placed a wait of one of them (waits), else the largest share
-// of a thread whose reading spans it, its wait less what was placed spread over its own interval
-// (an idle thread is read every 100 ms, not every sample) — read from the file's fields here, not
-// through rundir's Spans, stepped over in 100 µs slices rather than by the analysis's sweep.
+// each instant the largest weight of its sched_delay spans (rundir's SchedSample.Spans: a placed
+// wait where it was, the rest of a thread's wait spread over its own interval), stepped over in
+// 100 µs slices rather than by the analysis's sweep over the spans' bounds.
 func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]float64 {
 	t.Helper()
 	run := rundir.Folder{Dir: dir}
@@ -233,17 +232,8 @@ func schedCoverOf(t *testing.T, dir string) func(fromS, toS float64) map[string]
 		}
 		node := filepath.Base(filepath.Dir(filepath.Dir(f)))
 		for _, smp := range ss {
-			for _, w := range smp.Waits {
-				byNode[node] = append(byNode[node], level{w.FromNs, w.FromNs + w.DurNs, 1})
-			}
-			for _, th := range smp.Threads {
-				iv := smp.IntervalNs
-				if th.IntervalNs > 0 {
-					iv = th.IntervalNs
-				}
-				if rest := th.WaitNs - th.ExactNs; rest > 0 && iv > 0 {
-					byNode[node] = append(byNode[node], level{smp.AtNs - iv, smp.AtNs, min(float64(rest)/float64(iv), 1)})
-				}
+			for _, sp := range smp.Spans() {
+				byNode[node] = append(byNode[node], level{sp.AtNs, sp.AtNs + sp.DurNs, sp.Weight()})
 			}
 		}
 	}
