@@ -33,17 +33,17 @@ type EventKind struct {
 	// Fault names the event as a fault that may cost acknowledged writes, for the durability
 	// check's line ("kill -KILL of node-1"); nil: the event is no such fault.
 	Fault func(e rundir.Event) string
-	// Shapes are the shapes of the windows the event opens, which the analysis measures into rows
-	// of each (Shape: a snapshot's pause, a node's restart, a step-down, a burst; a failover
-	// follows from Moves and is not listed).
+	// Shapes are the shapes of the windows the event opens that nothing else it declares says:
+	// a step-down, a burst (Catalog.Makes: a snapshot follows from Snapshot, a restart from
+	// NodePhase down, a failover from Moves).
 	Shapes []Shape
-	// Snapshot reads a ShapeSnapshot event's request: the leader asked and the log index it
-	// answered with (nil: it never answered); ok is false for one that is no such request after
-	// all. A kind that declares ShapeSnapshot declares it (TestShapesDeclaredWithWhatTheirRowsRead).
+	// Snapshot reads the event as a snapshot's request, which makes it open a ShapeSnapshot
+	// window: the leader asked and the log index it answered with (nil: it never answered); ok
+	// is false for one that is no such request after all.
 	Snapshot func(e rundir.Event) (leader string, index *uint64, ok bool)
-	// Down reads a ShapeRestart event: which kind took its node down (a power loss records kill
-	// events) and the signal it sent, a restart row's signal and the name of its fault window.
-	// Nil: the event's own name, no signal.
+	// Down reads a ShapeRestart event (one whose NodePhase is down): which kind took its node
+	// down (a power loss records kill events) and the signal it sent, a restart row's signal and
+	// the name of its fault window. Nil: the event's own name, no signal.
 	Down func(e rundir.Event) (kind, signal string)
 	// Collected reads the event as garbage collections the engine ran when asked: its answer
 	// (a cause span of kind gc); ok is false for an event that is none.

@@ -50,7 +50,7 @@ func (*Kill) Kind() string { return string(ActKill) }
 func (*Kill) Events() []EventKind {
 	return []EventKind{{Name: ActKill, Payload: func() any { return &KillAction{} }, Moves: rundir.MovesIfLeader,
 		Marker: color.RGBA{R: 0xc0, G: 0x10, B: 0x10, A: 0xff}, Fault: killFault, NodePhase: rundir.PhaseDown,
-		Shapes: []Shape{ShapeRestart}, Down: killDown}, relaunchEvent}
+		Down: killDown}, relaunchEvent}
 }
 
 // killDown: a power loss's kill events name it (its fault window is power_loss's).

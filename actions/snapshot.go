@@ -32,7 +32,7 @@ func SnapshotOf(e rundir.Event) *SnapshotAction { return payloadOf[SnapshotActio
 func (*Snapshot) Kind() string { return string(ActSnapshot) }
 func (*Snapshot) Events() []EventKind {
 	return []EventKind{{Name: ActSnapshot, Payload: func() any { return &SnapshotAction{} },
-		Marker: color.RGBA{R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff}, Shapes: []Shape{ShapeSnapshot}, Snapshot: snapshotAsked}}
+		Marker: color.RGBA{R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff}, Snapshot: snapshotAsked}}
 }
 
 func snapshotAsked(e rundir.Event) (leader string, index *uint64, ok bool) {

@@ -46,11 +46,11 @@ func (*stuntKind) String() string                          { return "stunt" }
 func (*stuntKind) Run(context.Context, actions.Env) error  { return nil }
 func (*stuntKind) Events() []actions.EventKind {
 	return []actions.EventKind{
-		{Name: stuntCheckpoint, Shapes: []actions.Shape{actions.ShapeSnapshot}, Snapshot: func(e rundir.Event) (string, *uint64, bool) {
+		{Name: stuntCheckpoint, Snapshot: func(e rundir.Event) (string, *uint64, bool) {
 			p := stuntOf(e)
 			return p.Leader, p.Index, true
 		}},
-		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown, Shapes: []actions.Shape{actions.ShapeRestart},
+		{Name: stuntCrash, Moves: rundir.MovesIfLeader, NodePhase: rundir.PhaseDown,
 			Down: func(e rundir.Event) (string, string) { return "stunt", stuntOf(e).Signal }},
 		{Name: stuntRevive, NodePhase: engine.PhaseStarting},
 		{Name: stuntSweep, Collected: func(e rundir.Event) (engine.GCAnswer, bool) { return stuntOf(e).GCAnswer, true }},
