@@ -322,14 +322,15 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	// kernel's BPF the waits are sampled only, as the log and runQueue say.
 	var tr *runq.Tracer
 	if opts.Root == "" || opts.Root == "/" {
-		tr, err = runq.Open(runq.Options{})
+		tr, err = runq.Open(runq.Options{MinWait: sample.PlacedMinWait})
 	} else { // a /proc of its own (a test's): its threads are not this kernel's
 		err = fmt.Errorf("the threads are read under %s, not this kernel's /proc: %w", opts.Root, runq.ErrUnsupported)
 	}
 	switch {
 	case err == nil:
 		opts.Placer, opts.Log = tr, n.s.log
-		runQueue = fmt.Sprintf("placed by the kernel (sched_switch), each of at least %v, beside the samples", tr.MinWait())
+		opts.Interval = max(opts.Interval, sample.PlacedSchedInterval)
+		runQueue = fmt.Sprintf("placed by the kernel (sched_switch), each of at least %v, beside samples every %v", tr.MinWait(), opts.Interval)
 	case errors.Is(err, runq.ErrUnsupported):
 		runQueue = "sampled only: " + err.Error()
 	default: // a kernel that refused the program: the samples still hold every wait

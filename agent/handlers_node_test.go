@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
 	"github.com/rig-dev/rig/internal/testfs"
@@ -171,6 +173,16 @@ func TestSamplesOverHTTP(t *testing.T) {
 	}
 	if !info.Running || info.Path != filepath.Join(dir, "samples", "os.ndjson") {
 		t.Fatalf("info %+v", info)
+	}
+	// Where the kernel places the waits, the samples only spread the rest, at the longer
+	// interval whatever was asked.
+	switch placed := "placed by the kernel"; {
+	case strings.HasPrefix(info.RunQueue, placed):
+		if want := fmt.Sprintf("each of at least %v, beside samples every %v", sample.PlacedMinWait, sample.PlacedSchedInterval); !strings.Contains(info.RunQueue, want) {
+			t.Errorf("run queue %q: want %q", info.RunQueue, want)
+		}
+	case !strings.HasPrefix(info.RunQueue, "sampled only: "):
+		t.Errorf("run queue %q: want %q or sampled only", info.RunQueue, placed)
 	}
 	if _, err := a.c.StartSamples(ctx, SamplesRequest{Name: "os"}); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("second start of the same name: %v", err)

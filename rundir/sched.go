@@ -2,6 +2,7 @@ package rundir
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -37,7 +38,7 @@ type SchedSample struct {
 	IntervalNs int64         `json:"interval_ns"` // measured, not nominal
 	Threads    []SchedThread `json:"threads,omitempty"`
 	// Waits are the followed threads' run-queue waits the kernel reported since the previous
-	// sample, each placed (agent/runq: a BPF program on sched_waking and sched_switch), those of
+	// sample, each placed (agent/runq: a BPF program on sched_switch), those of
 	// at least its threshold only; each is also in its thread's WaitNs as ExactNs, at its next
 	// reading (or, ending between the drain and the read, the one after).
 	Waits []SchedWait `json:"waits,omitempty"`
@@ -61,12 +62,86 @@ type SchedThread struct {
 }
 
 // SchedWait is one run-queue wait of a thread, placed: runnable from FromNs (ns since the Unix
-// epoch) for DurNs until it ran.
+// epoch) for DurNs until it ran. In the file it is the array [tid, from_ns, dur_ns]: a busy node
+// places thousands a second, and its thread's name is in the thread's readings, so Folder.Sched
+// fills Comm from them (files before 2026-12-07 hold objects with the name, read as they are).
 type SchedWait struct {
-	TID    int    `json:"tid"`
-	Comm   string `json:"comm"`
-	FromNs int64  `json:"from_ns"`
-	DurNs  int64  `json:"dur_ns"`
+	TID    int
+	Comm   string
+	FromNs int64
+	DurNs  int64
+}
+
+// MarshalJSON writes [tid, from_ns, dur_ns].
+func (w SchedWait) MarshalJSON() ([]byte, error) { return w.appendJSON(nil), nil }
+
+func (w *SchedWait) appendJSON(b []byte) []byte {
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(w.TID), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, w.FromNs, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, w.DurNs, 10)
+	return append(b, ']')
+}
+
+// UnmarshalJSON reads [tid, from_ns, dur_ns], or the object {tid, comm, from_ns, dur_ns} of
+// older files.
+func (w *SchedWait) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		var o struct {
+			TID    int    `json:"tid"`
+			Comm   string `json:"comm"`
+			FromNs int64  `json:"from_ns"`
+			DurNs  int64  `json:"dur_ns"`
+		}
+		if err := json.Unmarshal(b, &o); err != nil {
+			return err
+		}
+		*w = SchedWait{TID: o.TID, Comm: o.Comm, FromNs: o.FromNs, DurNs: o.DurNs}
+		return nil
+	}
+	var a []int64
+	if err := json.Unmarshal(b, &a); err != nil || len(a) != 3 {
+		return fmt.Errorf("a placed wait %s: want [tid, from_ns, dur_ns] (%v)", b, err)
+	}
+	*w = SchedWait{TID: int(a[0]), FromNs: a[1], DurNs: a[2]}
+	return nil
+}
+
+// nameWaits fills each placed wait's Comm from its thread's readings: the first at or after the
+// wait (a wait is in its thread's next reading), else the last before it.
+func nameWaits(samples []SchedSample) {
+	comm := map[int]string{}
+	var unnamed []*SchedWait
+	for i := len(samples) - 1; i >= 0; i-- {
+		for _, t := range samples[i].Threads {
+			comm[t.TID] = t.Comm
+		}
+		for j := range samples[i].Waits {
+			w := &samples[i].Waits[j]
+			if w.Comm != "" {
+				continue
+			}
+			if c, ok := comm[w.TID]; ok {
+				w.Comm = c
+			} else {
+				unnamed = append(unnamed, w)
+			}
+		}
+	}
+	if len(unnamed) == 0 {
+		return
+	}
+	clear(comm)
+	for _, s := range samples {
+		for _, t := range s.Threads {
+			comm[t.TID] = t.Comm
+		}
+	}
+	for _, w := range unnamed {
+		w.Comm = comm[w.TID]
+	}
 }
 
 // SchedPSI is the increase of /proc/pressure/{cpu,io,memory} "total" (µs) over an interval:
@@ -145,19 +220,10 @@ func (s *SchedSample) AppendJSON(b []byte) []byte {
 	if len(s.Waits) > 0 {
 		b = append(b, `,"waits":[`...)
 		for i := range s.Waits {
-			w := &s.Waits[i]
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"tid":`...)
-			b = strconv.AppendInt(b, int64(w.TID), 10)
-			b = append(b, `,"comm":`...)
-			b = appendJSONString(b, w.Comm)
-			b = append(b, `,"from_ns":`...)
-			b = strconv.AppendInt(b, w.FromNs, 10)
-			b = append(b, `,"dur_ns":`...)
-			b = strconv.AppendInt(b, w.DurNs, 10)
-			b = append(b, '}')
+			b = s.Waits[i].appendJSON(b)
 		}
 		b = append(b, ']')
 	}
@@ -206,5 +272,9 @@ func CreateSched(path string) (*SchedWriter, error) {
 // Sched reads one scheduler samples file (name, e.g. node-0/sched/os-x.ndjson) of the run
 // folder. A line that does not decode is skipped (a torn last line).
 func (f Folder) Sched(name string) ([]SchedSample, error) {
-	return readWith(f, name, "sched samples file", func(r io.Reader) ([]SchedSample, error) { return readLines[SchedSample](r) })
+	return readWith(f, name, "sched samples file", func(r io.Reader) ([]SchedSample, error) {
+		out, err := readLines[SchedSample](r)
+		nameWaits(out)
+		return out, err
+	})
 }

@@ -3,6 +3,9 @@ package rundir
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -100,5 +103,55 @@ func TestSchedAppendJSONIsEncodingJSON(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { ascii.AppendJSON(make([]byte, 0, 1024)) }); n > 1 {
 		t.Errorf("%v allocations a sample of ASCII names, want only the buffer's", n)
+	}
+}
+
+// TestSchedWaitsReadBackNamed: a placed wait is written as [tid, from_ns, dur_ns], without its
+// thread's name, and read back named from its thread's next reading (the thread a TID names may
+// change within a file), else its last before; an older file's waits, objects with their names,
+// read as they were.
+func TestSchedWaitsReadBackNamed(t *testing.T) {
+	dir := t.TempDir()
+	samples := []SchedSample{
+		{AtNs: 100, IntervalNs: 100, Threads: []SchedThread{{PID: 1, TID: 7, Comm: "old", WaitNs: 1}}},
+		{AtNs: 200, IntervalNs: 100, Waits: []SchedWait{{TID: 7, FromNs: 150, DurNs: 20}}},
+		{AtNs: 300, IntervalNs: 100, Threads: []SchedThread{{PID: 1, TID: 7, Comm: "new", WaitNs: 20, ExactNs: 20}}},
+		{AtNs: 400, IntervalNs: 100, Waits: []SchedWait{{TID: 7, FromNs: 350, DurNs: 30}, {TID: 9, FromNs: 360, DurNs: 40}}},
+	}
+	var b []byte
+	for i := range samples {
+		b = append(samples[i].AppendJSON(b), '\n')
+	}
+	if want := `"waits":[[7,150,20]]`; !strings.Contains(string(b), want) {
+		t.Fatalf("file %s: want a wait written as %s", b, want)
+	}
+	b = append(b, `{"at_ns":500,"interval_ns":100,"waits":[{"tid":9,"comm":"before","from_ns":450,"dur_ns":50}]}`+"\n"...)
+	if err := os.MkdirAll(filepath.Join(dir, "n", SchedDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join("n", SchedDir, "x"+SchedExt)
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Folder{Dir: dir}.Sched(name)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("%d samples, %v", len(got), err)
+	}
+	for _, c := range []struct {
+		w    SchedWait
+		want SchedWait
+	}{
+		{got[1].Waits[0], SchedWait{TID: 7, Comm: "new", FromNs: 150, DurNs: 20}},
+		{got[3].Waits[0], SchedWait{TID: 7, Comm: "new", FromNs: 350, DurNs: 30}}, // no reading after: the last before
+		{got[3].Waits[1], SchedWait{TID: 9, FromNs: 360, DurNs: 40}},              // never read: no name
+		{got[4].Waits[0], SchedWait{TID: 9, Comm: "before", FromNs: 450, DurNs: 50}},
+	} {
+		if c.w != c.want {
+			t.Errorf("read %+v, want %+v", c.w, c.want)
+		}
+	}
+	var w SchedWait
+	if err := json.Unmarshal([]byte(`[1,2]`), &w); err == nil {
+		t.Errorf("a wait of two numbers read as %+v", w)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BenchmarkProgramCost prices the programs, per run (the kernel's run_time_ns / run_cnt) and
+// BenchmarkProgramCost prices the program, per run (the kernel's run_time_ns / run_cnt) and
 // in runs per second, over b.N windows of 200 ms:
 //
 //   - idle: this machine's own events, nothing tracked;
@@ -22,9 +22,9 @@ import (
 //   - sleepers: 32 threads on one CPU, half tracked, each sleeping 2 ms over and over, as a
 //     pool of an engine's threads: many TIDs, each woken and switched 500 times a second.
 //
-// Three tracers are attached at once, so all see the same events: programs that return at
+// Three tracers are attached at once, so all see the same events: a program that returns at
 // once (the floor: the kernel's statistics and the call), then this package's twice, as the
-// second finds the task's pid in a warm cache.
+// second finds the task's fields in a warm cache.
 func BenchmarkProgramCost(b *testing.B) {
 	for _, sc := range []struct {
 		name    string
@@ -157,7 +157,7 @@ func startPingPong(b *testing.B, cpu int, stop *atomic.Bool) []*worker {
 	return ws
 }
 
-// BenchmarkRoundTrip prices the programs without the kernel's statistics (which add clock
+// BenchmarkRoundTrip prices the program without the kernel's statistics (which add clock
 // reads of their own): one op is a round trip between two threads on one CPU through pipes
 // (two wake-ups, two switches), with no tracer attached, or one with nothing tracked, or one
 // tracking both threads.

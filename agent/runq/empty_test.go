@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// openEmptyTracer attaches programs that return at once to both tracepoints: what a run costs
+// openEmptyTracer attaches a program that returns at once to the tracepoint: what a run costs
 // before a program does anything, the kernel's statistics included (BenchmarkProgramCost's
 // floor). It is a Tracer with no maps, so only its Stats and Close are of use.
 func openEmptyTracer(b testing.TB) *Tracer {
@@ -16,7 +16,7 @@ func openEmptyTracer(b testing.TB) *Tracer {
 	openTracer(b, Options{}).Close() // skips where the kernel cannot
 	t := &Tracer{}
 	b.Cleanup(func() { t.Close() })
-	for _, tp := range []string{"sched_switch", "sched_waking"} {
+	for _, tp := range []string{"sched_switch"} {
 		prog, err := ebpf.NewProgram(progSpec("runq_empty", tp, asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}))
 		if err != nil {
 			b.Fatal(err)

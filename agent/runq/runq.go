@@ -1,15 +1,14 @@
 // Package runq reports each run-queue wait of chosen threads, placed exactly: a BPF program on
-// the scheduler's tracepoints sees a tracked thread become runnable (sched_waking, or switched
-// out still runnable, i.e. preempted) and get a CPU (sched_switch to it), and reports the time
-// between — the waits a thread's schedstat run_delay only sums.
+// the scheduler's sched_switch tracepoint sees a tracked thread get a CPU and reports the wait
+// the kernel is about to add to its schedstat run_delay (from when sched_info queued it to the
+// run queue's clock now) — the waits run_delay only sums.
 //
-// The programs run on every context switch and wake-up of every CPU, so they check that a
-// thread is tracked first and return; the rest runs only for tracked threads. One array map
-// holds a slot per TID (the TID tracked and when its wait began): the check is an array
-// lookup the verifier inlines, and a tracked thread's start is read and written in place
-// through it, with no map helper call. The programs are built here as instructions (no
-// compiled object), as BTF-enabled raw tracepoints that read task_struct's pid at the
-// offset the kernel's BTF gives.
+// The program runs on every context switch of every CPU, so it checks that the thread switched
+// to is tracked first and returns; the rest runs only for tracked threads. One array map holds a
+// slot per TID (the TID tracked there): the check is an array lookup the verifier inlines, with
+// no map helper call. The program is built here as instructions (no compiled object), as a
+// BTF-enabled raw tracepoint that reads task_struct and the run queue at the offsets the
+// kernel's BTF gives.
 //
 // Where BPF, BTF or the privilege is missing Open returns an error matching ErrUnsupported;
 // callers fall back to sampling schedstat.
@@ -66,7 +65,7 @@ const (
 	defaultRingBytes = 1 << 20
 	// pidLimit is the kernel's PID_MAX_LIMIT on 64-bit.
 	pidLimit = 1 << 22
-	// maxSlots bounds the slots map (16 bytes a slot: 1 MiB): a larger pid_max shares
+	// maxSlots bounds the slots map (4 bytes a slot: 256 KiB): a larger pid_max shares
 	// each slot among the TIDs equal modulo maxSlots.
 	maxSlots = 1 << 16
 )
@@ -78,13 +77,6 @@ func slotCount(pidMax int) int {
 		n <<= 1
 	}
 	return n
-}
-
-// slot is a slots map value; see prog.go.
-type slot struct {
-	TID   uint32
-	_     uint32
-	Start uint64
 }
 
 // Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
@@ -107,7 +99,7 @@ type Tracer struct {
 // MinWait is the shortest wait reported.
 func (t *Tracer) MinWait() time.Duration { return t.minWait }
 
-// Open loads the programs and attaches them; nothing is tracked until Track.
+// Open loads the program and attaches it; nothing is tracked until Track.
 func Open(opts Options) (*Tracer, error) {
 	if opts.MinWait <= 0 {
 		opts.MinWait = defaultMinWait
@@ -122,10 +114,10 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The kernel's BTF is read once for the checks and both programs' attach targets: each
-	// program loaded on its own would read all of it again (tens of ms of CPU a read).
+	// The kernel's BTF is read once for the layout and the program's attach target: loaded on
+	// its own the program would read all of it again (tens of ms of CPU a read).
 	kernel := btf.NewCache()
-	pidOff, err := taskPidOffset(kernel)
+	layout, err := readLayout(kernel)
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +160,7 @@ func Open(opts Options) (*Tracer, error) {
 	}
 
 	progs := []*ebpf.ProgramSpec{
-		progSpec("runq_switch", "sched_switch", switchProg(t.maps, t.mask, pidOff, opts.MinWait.Nanoseconds())),
-		progSpec("runq_waking", "sched_waking", wakingProg(t.maps, t.mask, pidOff)),
+		progSpec("runq_switch", "sched_switch", switchProg(t.maps, t.mask, layout, opts.MinWait.Nanoseconds())),
 	}
 	cs := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{}}
 	for _, spec := range progs {
@@ -215,45 +206,95 @@ func classify(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// taskPidOffset is where task_struct's pid (the thread's TID) is, from the kernel's BTF,
-// once the BTF says the tracepoints pass what the programs read.
-func taskPidOffset(kernel *btf.Cache) (int16, error) {
+// readLayout is where the program reads the kernel's state, from the kernel's BTF, once the BTF
+// says the tracepoint passes what the program reads: task_struct's pid and
+// sched_info.last_queued (CONFIG_SCHED_INFO, which per-thread schedstat needs too), and the
+// per-CPU run queue's clock.
+func readLayout(kernel *btf.Cache) (kernelLayout, error) {
+	var k kernelLayout
 	spec, err := kernel.Kernel()
 	if err != nil {
-		return 0, classify("loading the kernel's BTF", err)
+		return k, classify("loading the kernel's BTF", err)
 	}
-	for _, tp := range []struct {
+	var fn *btf.Typedef
+	if err := spec.TypeByName("btf_trace_sched_switch", &fn); err != nil {
+		return k, classify("finding the sched_switch tracepoint in the kernel's BTF", err)
+	}
+	if err := checkArgs("sched_switch", fn, []string{"bool preempt", "task_struct *prev", "task_struct *next", "unsigned int prev_state"}); err != nil {
+		return k, err
+	}
+	var task, cfs, rq *btf.Struct
+	for _, s := range []struct {
 		name string
-		want []string
-	}{
-		{"sched_switch", []string{"bool preempt", "task_struct *prev", "task_struct *next", "unsigned int prev_state"}},
-		{"sched_waking", []string{"task_struct *p"}},
-	} {
-		var fn *btf.Typedef
-		if err := spec.TypeByName("btf_trace_"+tp.name, &fn); err != nil {
-			return 0, classify("finding the "+tp.name+" tracepoint in the kernel's BTF", err)
+		to   **btf.Struct
+	}{{"task_struct", &task}, {"cfs_rq", &cfs}, {"rq", &rq}} {
+		if err := spec.TypeByName(s.name, s.to); err != nil {
+			return k, fmt.Errorf("%w: finding struct %s in the kernel's BTF: %w", ErrUnsupported, s.name, err)
 		}
-		if err := checkArgs(tp.name, fn, tp.want); err != nil {
+	}
+	// cfs_rq.rq is there only in a kernel with CONFIG_FAIR_GROUP_SCHED (cgroups' cpu
+	// controller, which systemd's distributions build in).
+	fields := []struct {
+		s    *btf.Struct
+		path []string
+		size int
+		to   *int16
+	}{
+		{task, []string{"pid"}, 4, &k.pidOff},
+		{task, []string{"sched_info", "last_queued"}, 8, &k.lastQueuedOff},
+		{task, []string{"se", "cfs_rq"}, 8, &k.cfsRqOff},
+		{cfs, []string{"rq"}, 8, &k.rqOff},
+		{rq, []string{"clock"}, 8, &k.clockOff},
+	}
+	for _, f := range fields {
+		off, err := path(f.s, f.path, f.size)
+		if err != nil {
+			return k, err
+		}
+		if *f.to, err = loadOffset(f.s.Name+"."+strings.Join(f.path, "."), off); err != nil {
+			return k, err
+		}
+	}
+	return k, nil
+}
+
+// path is the byte offset of the member reached by names from s (each but the last a struct
+// member), a whole field of size bytes.
+func path(s *btf.Struct, names []string, size int) (uint32, error) {
+	var off uint32
+	for i, name := range names {
+		m, err := member(s, name)
+		if err != nil {
 			return 0, err
 		}
-	}
-	var task *btf.Struct
-	if err := spec.TypeByName("task_struct", &task); err != nil {
-		return 0, fmt.Errorf("finding task_struct in the kernel's BTF: %w", err)
-	}
-	for _, m := range task.Members {
-		if m.Name == "pid" {
-			if m.Offset%8 != 0 || m.BitfieldSize != 0 {
-				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is a bit field")
+		off += m.Offset.Bytes()
+		if i == len(names)-1 {
+			if got, err := btf.Sizeof(m.Type); err != nil || got != size {
+				return 0, fmt.Errorf("%s.%s in the kernel's BTF is %d bytes (%v), want %d", s.Name, name, got, err, size)
 			}
-			// The programs load it as a u32.
-			if size, err := btf.Sizeof(m.Type); err != nil || size != 4 {
-				return 0, fmt.Errorf("task_struct.pid in the kernel's BTF is %d bytes (%v), want 4", size, err)
-			}
-			return checkPidOffset(m.Offset.Bytes())
+			break
 		}
+		next, ok := btf.UnderlyingType(m.Type).(*btf.Struct)
+		if !ok {
+			return 0, fmt.Errorf("%s.%s in the kernel's BTF is %v, want a struct", s.Name, name, m.Type)
+		}
+		s = next
 	}
-	return 0, fmt.Errorf("task_struct in the kernel's BTF has no member pid")
+	return off, nil
+}
+
+// member is s's member name, a whole field.
+func member(s *btf.Struct, name string) (btf.Member, error) {
+	for _, m := range s.Members {
+		if m.Name != name {
+			continue
+		}
+		if m.Offset%8 != 0 || m.BitfieldSize != 0 {
+			return m, fmt.Errorf("%s.%s in the kernel's BTF is a bit field", s.Name, name)
+		}
+		return m, nil
+	}
+	return btf.Member{}, fmt.Errorf("%w: %s in the kernel's BTF has no member %s", ErrUnsupported, s.Name, name)
 }
 
 // checkArgs holds the tracepoint's raw arguments, as its btf_trace_ typedef gives them
@@ -305,7 +346,7 @@ func readPidMax() (int, error) {
 }
 
 // Track follows these threads (TIDs as the initial PID namespace numbers them) from now on.
-// A wait under way already is not reported. Untrack a thread that has exited: its TID may be
+// A wait under way is reported as it ends, when schedstat's run_delay counts it too. Untrack a thread that has exited: its TID may be
 // given to another.
 //
 // Where pid_max is over 65536, TIDs equal modulo 65536 share a slot, and a thread whose slot
@@ -329,8 +370,7 @@ func (t *Tracer) Track(tids ...int) error {
 			}
 			continue
 		}
-		// A zero start: one left from an earlier tracking would date this thread's first wait.
-		if err := t.maps.slots.Put(uint32(i), slot{TID: uint32(tid)}); err != nil {
+		if err := t.maps.slots.Put(uint32(i), uint32(tid)); err != nil {
 			return errors.Join(append(taken, fmt.Errorf("tracking TID %d: %w", tid, err))...)
 		}
 		t.owner[i] = tid
@@ -350,7 +390,7 @@ func (t *Tracer) Untrack(tids ...int) error {
 		if tid <= 0 || t.owner[i] != tid {
 			continue
 		}
-		if err := t.maps.slots.Put(uint32(i), slot{}); err != nil {
+		if err := t.maps.slots.Put(uint32(i), uint32(0)); err != nil {
 			return fmt.Errorf("untracking TID %d: %w", tid, err)
 		}
 		delete(t.owner, i)
@@ -438,7 +478,7 @@ func EnableStats() (io.Closer, error) {
 	return c, nil
 }
 
-// Close detaches the programs and frees their maps; nothing is pinned, so nothing stays.
+// Close detaches the program and frees their maps; nothing is pinned, so nothing stays.
 func (t *Tracer) Close() error {
 	t.drainMu.Lock()
 	defer t.drainMu.Unlock()

@@ -179,7 +179,8 @@ func TestWaitsMatchSchedstatUnderContention(t *testing.T) {
 	tracked, untracked := ws[:3], ws[3]
 
 	// run_delay is read before Track and after the threads park, so every wait reported
-	// (started after Track, ended before the park) is inside the schedstat interval.
+	// (ended after Track, as schedstat counts it, and before the park) is inside the schedstat
+	// interval.
 	before := map[int]int64{}
 	for _, w := range ws {
 		before[w.tid] = runDelay(t, w.tid)
@@ -233,8 +234,8 @@ func TestWaitsMatchSchedstatUnderContention(t *testing.T) {
 			if x.DurNs < minWait.Nanoseconds() {
 				t.Errorf("thread %d: a wait of %v is under MinWait %v", w.tid, time.Duration(x.DurNs), minWait)
 			}
-			if x.StartNs < t0 || x.StartNs+x.DurNs > t1 {
-				t.Errorf("thread %d: wait %+v is outside the tracked time [%d, %d]", w.tid, x, t0, t1)
+			if end := x.StartNs + x.DurNs; end < t0 || end > t1 {
+				t.Errorf("thread %d: wait %+v ends outside the tracked time [%d, %d]", w.tid, x, t0, t1)
 			}
 			if j > 0 && waits[j-1].StartNs+waits[j-1].DurNs > x.StartNs {
 				t.Errorf("thread %d: wait %+v overlaps the one before, %+v", w.tid, x, waits[j-1])
@@ -246,13 +247,13 @@ func TestWaitsMatchSchedstatUnderContention(t *testing.T) {
 		if len(waits) < 10 {
 			t.Errorf("thread %d: %d waits reported in 300 ms on a CPU shared by four, want at least 10", w.tid, len(waits))
 		}
-		// Both clocks are read at the same switch, so each wait differs by the
-		// nanoseconds between the scheduler's clock update and the tracepoint.
+		// Each wait is the kernel's own run_delay increment, so only the waits under MinWait
+		// may be missing.
 		if slack := int64(time.Millisecond) + d/100; sum > d+slack {
 			t.Errorf("thread %d: the waits reported sum to %v, over schedstat's %v + %v", w.tid, time.Duration(sum), time.Duration(d), time.Duration(slack))
 		}
-		if sum < d*70/100 {
-			t.Errorf("thread %d: the waits reported sum to %v, under 70%% of schedstat's %v", w.tid, time.Duration(sum), time.Duration(d))
+		if sum < d*90/100 {
+			t.Errorf("thread %d: the waits reported sum to %v, under 90%% of schedstat's %v", w.tid, time.Duration(sum), time.Duration(d))
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // TestSchedPlacesWaits: with the kernel's placer, three threads spinning on one CPU have their
-// run-queue waits placed in the samples (rundir.SchedSample.Waits), inside the time they spun;
+// run-queue waits placed in the samples (rundir.SchedSample.Waits), ending inside the time they spun;
 // they are most of each thread's schedstat wait and never more, and the thread's readings
 // account for them (ExactNs).
 func TestSchedPlacesWaits(t *testing.T) {
@@ -77,8 +77,10 @@ func TestSchedPlacesWaits(t *testing.T) {
 	placed, exact, total, longest := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 	for _, smp := range samples {
 		for _, w := range smp.Waits {
-			if w.FromNs < from || w.FromNs+w.DurNs > to {
-				t.Errorf("wait %+v outside the test's [%d, %d]", w, from, to)
+			// A wait under way as the sampler tracks its thread is reported as it ends, when
+			// schedstat counts it too.
+			if end := w.FromNs + w.DurNs; end < from || end > to {
+				t.Errorf("wait %+v ends outside the test's [%d, %d]", w, from, to)
 			}
 			placed[w.TID] += w.DurNs
 			longest[w.TID] = max(longest[w.TID], w.DurNs)
@@ -93,10 +95,10 @@ func TestSchedPlacesWaits(t *testing.T) {
 		if total[tid] < int64(50*time.Millisecond) {
 			t.Errorf("spinner %d waited only %d ns sharing a CPU with two others for 400 ms", tid, total[tid])
 		}
-		// The kernel places most of the wait schedstat counts (the rest: waits too short to
-		// report) and never more; the readings account for every placed wait but one the last
-		// reading may not have counted yet (carried to the next).
-		if placed[tid] < total[tid]/2 || placed[tid] > total[tid]+int64(time.Millisecond) || exact[tid] < placed[tid]-longest[tid] {
+		// The kernel places the wait schedstat counts (the kernel's own run_delay increments; the
+		// rest: waits too short to report) and never more; the readings account for every placed
+		// wait but one the last reading may not have counted yet (carried to the next).
+		if placed[tid] < total[tid]*9/10 || placed[tid] > total[tid]+int64(time.Millisecond) || exact[tid] < placed[tid]-longest[tid] {
 			t.Errorf("spinner %d: %d ns placed (the longest %d), %d ns of them in the readings' exact_ns, of %d ns waited", tid, placed[tid], longest[tid], exact[tid], total[tid])
 		}
 	}

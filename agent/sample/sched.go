@@ -54,6 +54,17 @@ type Placer interface {
 // measured cost).
 const DefaultSchedInterval = 20 * time.Millisecond
 
+// Where a Placer places the waits, those of at least PlacedMinWait carry their own place, so the
+// samples need only spread the short rest (and read the pressure stalls): every
+// PlacedSchedInterval, five times fewer passes than DefaultSchedInterval's, which cost five times
+// less. The threshold is lower than the placer's own default so that the rest spread over the
+// longer interval stays small; both were chosen on quickstarts side by side (docs/results.md,
+// "Run-queue waits placed exactly").
+const (
+	PlacedSchedInterval = 100 * time.Millisecond
+	PlacedMinWait       = 100 * time.Microsecond
+)
+
 // A thread whose schedstat has not moved (no CPU time, no wait) for schedIdleAfter is read only
 // every schedIdleEvery instead of every interval: most of a process's threads sleep most of the
 // time (a JVM's compiler and GC threads, a Go runtime's idle threads), and each read costs about
