@@ -58,7 +58,8 @@ type SamplesRequest struct {
 	PIDFiles []string `json:"pid_files,omitempty"`
 	// SchedInterval, a Go duration of at least 1ms, also samples the followed processes'
 	// per-thread run-queue wait and the node's pressure stalls (agent/sample's Sched) into
-	// DIR/sched/NAME.ndjson at that interval; empty: not sampled.
+	// DIR/sched/NAME.ndjson at that interval, or at sample.PlacedSchedInterval if longer where the
+	// kernel places the waits (SamplesInfo.RunQueue says which); empty: not sampled.
 	SchedInterval string `json:"sched_interval,omitempty"`
 	// SchedNoPSI leaves the node's pressure stalls out of the scheduler samples: another node's
 	// agent on the same kernel records them (the local target).
@@ -321,16 +322,21 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	// Each run-queue wait placed by the kernel where it can: without the privilege or the
 	// kernel's BPF the waits are sampled only, as the log and runQueue say.
 	var tr *runq.Tracer
-	if opts.Root == "" || opts.Root == "/" {
-		tr, err = runq.Open(runq.Options{MinWait: sample.PlacedMinWait})
-	} else { // a /proc of its own (a test's): its threads are not this kernel's
+	shared := ""
+	switch {
+	case (opts.Root == "" || opts.Root == "/") && n.s.opts.RunQueue != nil:
+		tr, err = runq.Attach(*n.s.opts.RunQueue)
+		shared = ", one program for this machine's agents"
+	case opts.Root == "" || opts.Root == "/":
+		tr, err = runq.Open(runq.Options{})
+	default: // a /proc of its own (a test's): its threads are not this kernel's
 		err = fmt.Errorf("the threads are read under %s, not this kernel's /proc: %w", opts.Root, runq.ErrUnsupported)
 	}
 	switch {
 	case err == nil:
 		opts.Placer, opts.Log = tr, n.s.log
 		opts.Interval = max(opts.Interval, sample.PlacedSchedInterval)
-		runQueue = fmt.Sprintf("placed by the kernel (sched_switch), each of at least %v, beside samples every %v", tr.MinWait(), opts.Interval)
+		runQueue = fmt.Sprintf("placed by the kernel (sched_switch%s), each of at least %v, beside samples every %v", shared, tr.MinWait(), opts.Interval)
 	case errors.Is(err, runq.ErrUnsupported):
 		runQueue = "sampled only: " + err.Error()
 	default: // a kernel that refused the program: the samples still hold every wait

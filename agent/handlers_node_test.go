@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/agent/sample"
 	"github.com/rig-dev/rig/agent/tune"
 	"github.com/rig-dev/rig/agent/tune/tunetest"
@@ -178,7 +179,7 @@ func TestSamplesOverHTTP(t *testing.T) {
 	// interval whatever was asked.
 	switch placed := "placed by the kernel"; {
 	case strings.HasPrefix(info.RunQueue, placed):
-		if want := fmt.Sprintf("each of at least %v, beside samples every %v", sample.PlacedMinWait, sample.PlacedSchedInterval); !strings.Contains(info.RunQueue, want) {
+		if want := fmt.Sprintf("each of at least %v, beside samples every %v", runq.DefaultMinWait, sample.PlacedSchedInterval); !strings.Contains(info.RunQueue, want) {
 			t.Errorf("run queue %q: want %q", info.RunQueue, want)
 		}
 	case !strings.HasPrefix(info.RunQueue, "sampled only: "):

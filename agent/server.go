@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/recording"
 )
@@ -57,6 +58,25 @@ type Options struct {
 	// Recordings are the recording formats the agent reads its engine's recordings in (the
 	// binary's offer); a take of another format says so in its notes.
 	Recordings *recording.Registry
+	// RunQueue, where set, is this agent's part of a run-queue program its starter shares among
+	// the agents on this kernel (SharedRunQueue); nil: the agent loads one of its own.
+	RunQueue *runq.Handle
+}
+
+// Where several agents run on one kernel (the local target), their starter loads one run-queue
+// program for all (runq.OpenShared) and hands each agent its maps as the file descriptors
+// RunQueueFD, RunQueueFD+1 and RunQueueFD+2 (runq.Shared.Files, in order), with these flags
+// saying which tracer it is and the program's threshold: the program then runs once a switch,
+// not once per agent.
+const (
+	RunQueueFD          = 3 // the first of exec.Cmd.ExtraFiles
+	FlagRunQueueIndex   = "runq-index"
+	FlagRunQueueMinWait = "runq-min-wait"
+)
+
+// SharedRunQueue is the handle an agent started with the flags above has.
+func SharedRunQueue(index int, minWait time.Duration) *runq.Handle {
+	return &runq.Handle{Slots: RunQueueFD, Ring: RunQueueFD + 1, Lost: RunQueueFD + 2, Index: index, MinWait: minWait}
 }
 
 // Server is a running agent.

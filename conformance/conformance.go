@@ -132,6 +132,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	// refused beside it is told which check, and where.
 	cl, err := startLocal(ctx, local.Options{FirstAddress: o.FirstAddress}, target.StartOptions{
 		RunDir: dir, Run: checkID(dir), Servers: o.Playbook.Cluster.Servers, Clients: 1, Binary: o.Binary, Logger: o.Logger,
+		NoRunQueue: true, // the check samples no scheduler
 	})
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)

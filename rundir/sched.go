@@ -88,6 +88,9 @@ func (w *SchedWait) appendJSON(b []byte) []byte {
 // UnmarshalJSON reads [tid, from_ns, dur_ns], or the object {tid, comm, from_ns, dur_ns} of
 // older files.
 func (w *SchedWait) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	if len(b) > 0 && b[0] == '{' {
 		var o struct {
 			TID    int    `json:"tid"`
@@ -110,7 +113,9 @@ func (w *SchedWait) UnmarshalJSON(b []byte) error {
 }
 
 // nameWaits fills each placed wait's Comm from its thread's readings: the first at or after the
-// wait (a wait is in its thread's next reading), else the last before it.
+// wait (a wait is in its thread's next reading), else the last before it. A thread that ended
+// before that reading could lend its wait the name of a later thread given the same TID, which
+// takes pid_max threads started in between.
 func nameWaits(samples []SchedSample) {
 	comm := map[int]string{}
 	var unnamed []*SchedWait

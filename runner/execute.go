@@ -20,7 +20,7 @@ func (r *run) execute(ctx context.Context) (func(context.Context), error) {
 	cl, err := r.opts.Target.Start(ctx, target.StartOptions{
 		RunDir: r.dir, Run: r.id, Servers: r.pb.Cluster.Servers, Clients: r.pb.Cluster.Clients,
 		Binary: r.opts.Binary, Logger: r.log, Progress: r.progress,
-		Links: len(linkers(r.pb)) > 0, Placement: r.pb.Placement,
+		Links: len(linkers(r.pb)) > 0, Placement: r.pb.Placement, NoRunQueue: r.pb.CauseSourcesOff(),
 	})
 	if err != nil {
 		return nil, err

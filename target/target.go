@@ -45,6 +45,9 @@ type StartOptions struct {
 	// proxy with the placement's shape (with Links, every other link through an undelayed one).
 	// Only a Partitioner target is asked, and its cluster is then a Links.
 	Placement linkproxy.Placement
+	// NoRunQueue: the run places no run-queue waits (its cause sources are off), so a target
+	// that would load one run-queue program for its agents (the local target) loads none.
+	NoRunQueue bool
 }
 
 // Partitioner is a Target that can put a proxy on every link between its nodes (raft peer

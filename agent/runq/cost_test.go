@@ -48,7 +48,11 @@ func BenchmarkProgramCost(b *testing.B) {
 			for i, l := range labels {
 				if l == "empty" {
 					o := openEmptyTracer(b)
-					trs[i] = tracer{func(int) error { return nil }, o.Stats, func() error { return nil }}
+					stats := func() ([]ProgStats, error) {
+						st, err := o.Stats()
+						return []ProgStats{st}, err
+					}
+					trs[i] = tracer{func(int) error { return nil }, stats, func() error { return nil }}
 					continue
 				}
 				tr := openTracer(b, Options{})

@@ -19,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +51,8 @@ type Wait struct {
 
 // Options tune a Tracer.
 type Options struct {
-	// MinWait: waits shorter are not reported (default 250 µs); only the kernel sees them.
+	// MinWait: waits shorter are not reported (default DefaultMinWait); only the kernel sees
+	// them.
 	MinWait time.Duration
 	// RingBytes is the ring buffer's size, a power of two of pages (default 1 MiB: 32 Ki
 	// waits between two Drains).
@@ -60,12 +63,16 @@ type Options struct {
 	slots int
 }
 
+// DefaultMinWait is the shortest wait reported by default: low enough that what is not placed,
+// which a sampler can only spread over its interval, stays small beside 100 ms samples, and
+// high enough that a busy node's records stay some thousands a second (docs/results.md).
+const DefaultMinWait = 100 * time.Microsecond
+
 const (
-	defaultMinWait   = 250 * time.Microsecond
 	defaultRingBytes = 1 << 20
 	// pidLimit is the kernel's PID_MAX_LIMIT on 64-bit.
 	pidLimit = 1 << 22
-	// maxSlots bounds the slots map (4 bytes a slot: 256 KiB): a larger pid_max shares
+	// maxSlots bounds the slots map (16 bytes a slot: 1 MiB): a larger pid_max shares
 	// each slot among the TIDs equal modulo maxSlots.
 	maxSlots = 1 << 16
 )
@@ -79,36 +86,34 @@ func slotCount(pidMax int) int {
 	return n
 }
 
-// Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
-// several goroutines.
-type Tracer struct {
+// Shared is the program and its maps, loaded once on a kernel for several tracers, each with a
+// ring buffer of its own (Files, Attach): where several agents run on one kernel (the local
+// target's) the program then runs once a switch, not once per agent. Open is a Shared of one,
+// owned by its Tracer.
+type Shared struct {
 	minWait time.Duration
-	mu      sync.Mutex // the tracked set, the maps and programs
-	drainMu sync.Mutex // the reader and its record, so f may call the other methods
-	pidMax  int
-	mask    uint32      // slot index = TID & mask
-	owner   map[int]int // slot index -> the TID tracked there
-	maps    progMaps
-	progs   []*ebpf.Program
-	names   []string
-	links   []link.Link
-	reader  *ringbuf.Reader
-	rec     ringbuf.Record
+	mu      sync.Mutex
+	slots   *ebpf.Map   // a slot per TID index: {tid, tracer}
+	rings   *ebpf.Map   // the tracers' ring buffers, by tracer
+	lost    *ebpf.Map   // waits a full ring lost, by tracer
+	inner   []*ebpf.Map // rings' members
+	prog    *ebpf.Program
+	link    link.Link
 }
 
-// MinWait is the shortest wait reported.
-func (t *Tracer) MinWait() time.Duration { return t.minWait }
-
-// Open loads the program and attaches it; nothing is tracked until Track.
-func Open(opts Options) (*Tracer, error) {
+// OpenShared loads the program and attaches it, with a ring buffer for each of n tracers.
+func OpenShared(opts Options, n int) (*Shared, error) {
 	if opts.MinWait <= 0 {
-		opts.MinWait = defaultMinWait
+		opts.MinWait = DefaultMinWait
 	}
 	if opts.RingBytes <= 0 {
 		opts.RingBytes = defaultRingBytes
 	}
 	if page := os.Getpagesize(); opts.RingBytes%page != 0 || opts.RingBytes&(opts.RingBytes-1) != 0 {
 		return nil, fmt.Errorf("Options.RingBytes %d: want a power of two, at least the page size %d", opts.RingBytes, page)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("a shared tracer for %d tracers: want at least one", n)
 	}
 	pidMax, err := readPidMax()
 	if err != nil {
@@ -126,7 +131,6 @@ func Open(opts Options) (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, classify("raising RLIMIT_MEMLOCK for BPF maps", err)
 	}
-
 	nSlots := slotCount(pidMax)
 	if opts.slots > 0 {
 		if opts.slots&(opts.slots-1) != 0 {
@@ -134,62 +138,211 @@ func Open(opts Options) (*Tracer, error) {
 		}
 		nSlots = opts.slots
 	}
-	t := &Tracer{minWait: opts.MinWait, pidMax: pidMax, mask: uint32(nSlots - 1), owner: map[int]int{}}
+	s := &Shared{minWait: opts.MinWait}
 	ok := false
 	defer func() {
 		if !ok {
-			t.Close()
+			s.Close()
 		}
 	}()
-
-	specs := []struct {
-		m    **ebpf.Map
+	ring := &ebpf.MapSpec{Name: "runq_events", Type: ebpf.RingBuf, MaxEntries: uint32(opts.RingBytes)}
+	for _, m := range []struct {
+		to   **ebpf.Map
 		spec *ebpf.MapSpec
 	}{
-		{&t.maps.slots, &ebpf.MapSpec{Name: "runq_slots", Type: ebpf.Array, KeySize: 4, ValueSize: slotSize,
-			MaxEntries: uint32(nSlots)}},
-		{&t.maps.events, &ebpf.MapSpec{Name: "runq_events", Type: ebpf.RingBuf, MaxEntries: uint32(opts.RingBytes)}},
-		{&t.maps.lost, &ebpf.MapSpec{Name: "runq_lost", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}},
-	}
-	for _, s := range specs {
-		m, err := ebpf.NewMap(s.spec)
-		if err != nil {
-			return nil, classify("creating BPF map "+s.spec.Name, err)
+		{&s.slots, &ebpf.MapSpec{Name: "runq_slots", Type: ebpf.Array, KeySize: 4, ValueSize: slotSize, MaxEntries: uint32(nSlots)}},
+		{&s.rings, &ebpf.MapSpec{Name: "runq_rings", Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: uint32(n), InnerMap: ring}},
+		{&s.lost, &ebpf.MapSpec{Name: "runq_lost", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(n)}},
+	} {
+		if *m.to, err = ebpf.NewMap(m.spec); err != nil {
+			return nil, classify("creating BPF map "+m.spec.Name, err)
 		}
-		*s.m = m
 	}
-
-	progs := []*ebpf.ProgramSpec{
-		progSpec("runq_switch", "sched_switch", switchProg(t.maps, t.mask, layout, opts.MinWait.Nanoseconds())),
+	for i := range n {
+		r, err := ebpf.NewMap(ring)
+		if err != nil {
+			return nil, classify("creating BPF ring buffer", err)
+		}
+		s.inner = append(s.inner, r)
+		if err := s.rings.Put(uint32(i), r); err != nil {
+			return nil, classify("adding a ring buffer to the tracer's rings", err)
+		}
 	}
-	cs := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{}}
-	for _, spec := range progs {
-		cs.Programs[spec.Name] = spec
-	}
-	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{Cache: kernel})
+	spec := progSpec("runq_switch", "sched_switch", switchProg(progMaps{s.slots, s.rings, s.lost}, uint32(nSlots-1), layout, opts.MinWait.Nanoseconds()))
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{spec.Name: spec}},
+		ebpf.CollectionOptions{Cache: kernel})
 	if err != nil {
-		return nil, classify("loading BPF programs", err)
+		return nil, classify("loading the BPF program", err)
 	}
-	defer coll.Close() // what is left in it: each program is detached below
-	for _, spec := range progs {
-		prog := coll.DetachProgram(spec.Name)
-		t.progs = append(t.progs, prog)
-		t.names = append(t.names, spec.AttachTo)
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
-		if err != nil {
-			return nil, classify("attaching BPF program to "+spec.AttachTo, err)
-		}
-		t.links = append(t.links, l)
+	s.prog = coll.DetachProgram(spec.Name)
+	coll.Close()
+	if s.link, err = link.AttachTracing(link.TracingOptions{Program: s.prog, AttachType: ebpf.AttachTraceRawTp}); err != nil {
+		return nil, classify("attaching the BPF program to sched_switch", err)
 	}
+	ok = true
+	return s, nil
+}
 
-	t.reader, err = ringbuf.NewReader(t.maps.events)
+// Files are tracer i's maps, for a process that Attaches them: the slots, its ring buffer and
+// the lost counts, in that order, each a duplicate the caller closes.
+func (s *Shared) Files(i int) ([]*os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots == nil {
+		return nil, fmt.Errorf("run-queue tracer's files: %w", os.ErrClosed)
+	}
+	if i < 0 || i >= len(s.inner) {
+		return nil, fmt.Errorf("run-queue tracer %d: want 0..%d", i, len(s.inner)-1)
+	}
+	var out []*os.File
+	for _, m := range []*ebpf.Map{s.slots, s.inner[i], s.lost} {
+		fd, err := unix.FcntlInt(uintptr(m.FD()), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range out {
+				f.Close()
+			}
+			return nil, fmt.Errorf("duplicating a run-queue map: %w", err)
+		}
+		out = append(out, os.NewFile(uintptr(fd), "runq-map"))
+	}
+	return out, nil
+}
+
+// MinWait is the shortest wait the program reports.
+func (s *Shared) MinWait() time.Duration { return s.minWait }
+
+// Stats is the program's own cost so far.
+func (s *Shared) Stats() (ProgStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prog == nil {
+		return ProgStats{}, fmt.Errorf("reading BPF statistics: %w", os.ErrClosed)
+	}
+	st, err := s.prog.Stats()
+	if err != nil {
+		return ProgStats{}, fmt.Errorf("reading BPF statistics of the sched_switch program: %w", err)
+	}
+	return ProgStats{Tracepoint: "sched_switch", RunCount: st.RunCount, RunTime: st.Runtime}, nil
+}
+
+// Close detaches the program and frees what only it holds: maps a tracer attached stay until
+// that tracer closes them.
+func (s *Shared) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.link != nil {
+		errs = append(errs, s.link.Close())
+		s.link = nil
+	}
+	if s.prog != nil {
+		errs = append(errs, s.prog.Close())
+		s.prog = nil
+	}
+	for _, m := range append([]*ebpf.Map{s.slots, s.rings, s.lost}, s.inner...) {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	s.slots, s.rings, s.lost, s.inner = nil, nil, nil, nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing the run-queue program: %w", err)
+	}
+	return nil
+}
+
+// Handle is a tracer's part of a Shared in another process: file descriptors of the maps Files
+// gave (slots, ring buffer, lost counts), its index and the program's threshold.
+type Handle struct {
+	Slots, Ring, Lost int
+	Index             int
+	MinWait           time.Duration
+}
+
+// Tracer follows the run-queue waits of the threads it tracks. Its methods may be called from
+// several goroutines.
+type Tracer struct {
+	minWait time.Duration
+	mu      sync.Mutex // the tracked set and the maps
+	drainMu sync.Mutex // the reader and its record, so f may call the other methods
+	pidMax  int
+	mask    uint32 // slot index = TID & mask
+	index   uint32 // this tracer's ring and lost count
+	tracked map[int]bool
+	slots   *ebpf.Map
+	ring    *ebpf.Map
+	lost    *ebpf.Map
+	reader  *ringbuf.Reader
+	rec     ringbuf.Record
+	shared  *Shared // Open's own, closed with the tracer
+}
+
+// MinWait is the shortest wait reported.
+func (t *Tracer) MinWait() time.Duration { return t.minWait }
+
+// Open loads the program and attaches it for this tracer alone; nothing is tracked until Track.
+func Open(opts Options) (*Tracer, error) {
+	s, err := OpenShared(opts, 1)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTracer(s.slots, s.inner[0], s.lost, 0, s.minWait)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	t.shared = s
+	return t, nil
+}
+
+// Attach is a tracer over another process's Shared (its Files, as h says): the file
+// descriptors are duplicated, so h's stay open for another Attach.
+func Attach(h Handle) (*Tracer, error) {
+	var ms []*ebpf.Map
+	for _, fd := range []int{h.Slots, h.Ring, h.Lost} {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == nil {
+			var m *ebpf.Map
+			if m, err = ebpf.NewMapFromFD(dup); err == nil {
+				ms = append(ms, m)
+				continue
+			}
+			unix.Close(dup)
+		}
+		for _, m := range ms {
+			m.Close()
+		}
+		return nil, fmt.Errorf("attaching the run-queue tracer's map (fd %d): %w", fd, err)
+	}
+	t, err := newTracer(ms[0], ms[1], ms[2], h.Index, h.MinWait)
+	if err != nil {
+		for _, m := range ms {
+			m.Close()
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTracer reads ring and tracks into slots as index; it owns the maps it is given.
+func newTracer(slots, ring, lost *ebpf.Map, index int, minWait time.Duration) (*Tracer, error) {
+	if slots.Type() != ebpf.Array || slots.ValueSize() != slotSize || ring.Type() != ebpf.RingBuf || lost.Type() != ebpf.Array ||
+		index < 0 || uint32(index) >= lost.MaxEntries() {
+		return nil, fmt.Errorf("run-queue tracer %d: maps %v/%d, %v, %v of %d are not a slots array, a ring buffer and lost counts",
+			index, slots.Type(), slots.ValueSize(), ring.Type(), lost.Type(), lost.MaxEntries())
+	}
+	pidMax, err := readPidMax()
+	if err != nil {
+		return nil, err
+	}
+	reader, err := ringbuf.NewReader(ring)
 	if err != nil {
 		return nil, classify("reading the BPF ring buffer", err)
 	}
 	// A deadline already past: ReadInto returns what is there and never blocks.
-	t.reader.SetDeadline(time.Unix(1, 0))
-	ok = true
-	return t, nil
+	reader.SetDeadline(time.Unix(1, 0))
+	return &Tracer{minWait: minWait, pidMax: pidMax, mask: slots.MaxEntries() - 1, index: uint32(index), tracked: map[int]bool{},
+		slots: slots, ring: ring, lost: lost, reader: reader}, nil
 }
 
 // classify wraps err with what was being done, and with ErrUnsupported where it says that
@@ -241,13 +394,14 @@ func readLayout(kernel *btf.Cache) (kernelLayout, error) {
 		to   *int16
 	}{
 		{task, []string{"pid"}, 4, &k.pidOff},
+		{task, []string{"sched_info", "run_delay"}, 8, &k.runDelayOff},
 		{task, []string{"sched_info", "last_queued"}, 8, &k.lastQueuedOff},
 		{task, []string{"se", "cfs_rq"}, 8, &k.cfsRqOff},
 		{cfs, []string{"rq"}, 8, &k.rqOff},
 		{rq, []string{"clock"}, 8, &k.clockOff},
 	}
 	for _, f := range fields {
-		off, err := path(f.s, f.path, f.size)
+		off, err := fieldOffset(f.s, f.path, f.size)
 		if err != nil {
 			return k, err
 		}
@@ -258,9 +412,9 @@ func readLayout(kernel *btf.Cache) (kernelLayout, error) {
 	return k, nil
 }
 
-// path is the byte offset of the member reached by names from s (each but the last a struct
+// fieldOffset is the byte offset of the member reached by names from s (each but the last a struct
 // member), a whole field of size bytes.
-func path(s *btf.Struct, names []string, size int) (uint32, error) {
+func fieldOffset(s *btf.Struct, names []string, size int) (uint32, error) {
 	var off uint32
 	for i, name := range names {
 		m, err := member(s, name)
@@ -346,16 +500,18 @@ func readPidMax() (int, error) {
 }
 
 // Track follows these threads (TIDs as the initial PID namespace numbers them) from now on.
-// A wait under way is reported as it ends, when schedstat's run_delay counts it too. Untrack a thread that has exited: its TID may be
-// given to another.
+// A wait under way is reported as it ends, when schedstat's run_delay counts it too. Untrack a
+// thread that has exited: its TID may be given to another.
 //
 // Where pid_max is over 65536, TIDs equal modulo 65536 share a slot, and a thread whose slot
-// another tracked thread holds is not tracked: Track tracks the others and returns an error
-// matching ErrSlotTaken for it, and its waits stay sampled only.
+// another tracked thread holds (this tracer's or, with a Shared, another's) is not tracked:
+// Track tracks the others and returns an error matching ErrSlotTaken for it, and its waits stay
+// sampled only. Two processes tracking into one slot at the same instant may both see it free;
+// the later one then gets the waits, and the other's Drain skips none of its own.
 func (t *Tracer) Track(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maps.slots == nil {
+	if t.slots == nil {
 		return fmt.Errorf("tracking threads: %w", os.ErrClosed)
 	}
 	var taken []error
@@ -363,17 +519,23 @@ func (t *Tracer) Track(tids ...int) error {
 		if tid <= 0 || tid >= t.pidMax {
 			return errors.Join(append(taken, fmt.Errorf("tracking TID %d: want 1..%d (pid_max)", tid, t.pidMax-1))...)
 		}
-		i := tid & int(t.mask)
-		if other, ok := t.owner[i]; ok {
-			if other != tid {
-				taken = append(taken, fmt.Errorf("tracking TID %d: %w (TID %d, slot %d of %d)", tid, ErrSlotTaken, other, i, t.mask+1))
-			}
-			continue
-		}
-		if err := t.maps.slots.Put(uint32(i), uint32(tid)); err != nil {
+		i := uint32(tid) & t.mask
+		var got slot
+		if err := t.slots.Lookup(i, &got); err != nil {
 			return errors.Join(append(taken, fmt.Errorf("tracking TID %d: %w", tid, err))...)
 		}
-		t.owner[i] = tid
+		switch mine := (slot{TID: uint32(tid), Tracer: t.index}); {
+		case got.TID == mine.TID && got.Tracer == mine.Tracer:
+			continue
+		case got.TID != 0:
+			taken = append(taken, fmt.Errorf("tracking TID %d: %w (TID %d, slot %d of %d)", tid, ErrSlotTaken, got.TID, i, t.mask+1))
+			continue
+		default:
+			if err := t.slots.Put(i, mine); err != nil {
+				return errors.Join(append(taken, fmt.Errorf("tracking TID %d: %w", tid, err))...)
+			}
+		}
+		t.tracked[tid] = true
 	}
 	return errors.Join(taken...)
 }
@@ -382,18 +544,28 @@ func (t *Tracer) Track(tids ...int) error {
 func (t *Tracer) Untrack(tids ...int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maps.slots == nil {
+	if t.slots == nil {
 		return fmt.Errorf("untracking threads: %w", os.ErrClosed)
 	}
+	return t.untrack(tids)
+}
+
+func (t *Tracer) untrack(tids []int) error {
 	for _, tid := range tids {
-		i := tid & int(t.mask)
-		if tid <= 0 || t.owner[i] != tid {
+		if !t.tracked[tid] {
 			continue
 		}
-		if err := t.maps.slots.Put(uint32(i), uint32(0)); err != nil {
+		i := uint32(tid) & t.mask
+		var got slot
+		if err := t.slots.Lookup(i, &got); err != nil {
 			return fmt.Errorf("untracking TID %d: %w", tid, err)
 		}
-		delete(t.owner, i)
+		if got.TID == uint32(tid) && got.Tracer == t.index {
+			if err := t.slots.Put(i, slot{}); err != nil {
+				return fmt.Errorf("untracking TID %d: %w", tid, err)
+			}
+		}
+		delete(t.tracked, tid)
 	}
 	return nil
 }
@@ -429,16 +601,16 @@ func (t *Tracer) Drain(f func(Wait)) error {
 	}
 }
 
-// Lost is how many waits the programs could not report because the ring buffer was full
-// (Drain was called too seldom for RingBytes).
+// Lost is how many of this tracer's waits the program could not report because its ring buffer
+// was full (Drain was called too seldom for RingBytes).
 func (t *Tracer) Lost() (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maps.lost == nil {
+	if t.lost == nil {
 		return 0, fmt.Errorf("reading lost waits: %w", os.ErrClosed)
 	}
 	var n uint64
-	if err := t.maps.lost.Lookup(uint32(0), &n); err != nil {
+	if err := t.lost.Lookup(t.index, &n); err != nil {
 		return 0, fmt.Errorf("reading lost waits: %w", err)
 	}
 	return n, nil
@@ -452,19 +624,17 @@ type ProgStats struct {
 	RunTime    time.Duration
 }
 
-// Stats is each program's cost so far.
+// Stats is the program's cost so far where this tracer loaded it (Open); a tracer attached to
+// another process's program has none (its owner's Shared.Stats counts it).
 func (t *Tracer) Stats() ([]ProgStats, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]ProgStats, 0, len(t.progs))
-	for i, p := range t.progs {
-		s, err := p.Stats()
-		if err != nil {
-			return nil, fmt.Errorf("reading BPF statistics of the %s program: %w", t.names[i], err)
-		}
-		out = append(out, ProgStats{Tracepoint: t.names[i], RunCount: s.RunCount, RunTime: s.Runtime})
+	if t.shared == nil {
+		return nil, nil
 	}
-	return out, nil
+	st, err := t.shared.Stats()
+	if err != nil {
+		return nil, err
+	}
+	return []ProgStats{st}, nil
 }
 
 // EnableStats makes the kernel count every BPF program's runs and run time until the
@@ -478,31 +648,30 @@ func EnableStats() (io.Closer, error) {
 	return c, nil
 }
 
-// Close detaches the program and frees their maps; nothing is pinned, so nothing stays.
+// Close untracks this tracer's threads, so a shared program stops reporting them, and frees its
+// maps; with Open's own program it detaches it too. Nothing is pinned, so nothing stays.
 func (t *Tracer) Close() error {
 	t.drainMu.Lock()
 	defer t.drainMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.slots == nil {
+		return nil
+	}
 	var errs []error
-	for _, l := range t.links {
-		errs = append(errs, l.Close())
+	if t.shared == nil {
+		errs = append(errs, t.untrack(slices.Collect(maps.Keys(t.tracked))))
 	}
-	t.links = nil
-	if t.reader != nil {
-		errs = append(errs, t.reader.Close())
-		t.reader = nil
-	}
-	for _, p := range t.progs {
-		errs = append(errs, p.Close())
-	}
-	t.progs = nil
-	for _, m := range []*ebpf.Map{t.maps.slots, t.maps.events, t.maps.lost} {
-		if m != nil {
+	errs = append(errs, t.reader.Close())
+	t.reader = nil
+	if t.shared != nil {
+		errs = append(errs, t.shared.Close()) // its maps are the tracer's
+	} else {
+		for _, m := range []*ebpf.Map{t.slots, t.ring, t.lost} {
 			errs = append(errs, m.Close())
 		}
 	}
-	t.maps = progMaps{}
+	t.slots, t.ring, t.lost, t.shared = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("closing the run-queue tracer: %w", err)
 	}

@@ -388,7 +388,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progIDs []ebpf.ProgramID
-	for _, p := range tr.progs {
+	for _, p := range []*ebpf.Program{tr.shared.prog} {
 		info, err := p.Info()
 		if err != nil {
 			t.Fatal(err)
@@ -397,7 +397,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 		progIDs = append(progIDs, id)
 	}
 	var mapIDs []ebpf.MapID
-	for _, m := range []*ebpf.Map{tr.maps.slots, tr.maps.events, tr.maps.lost} {
+	for _, m := range append([]*ebpf.Map{tr.shared.slots, tr.shared.rings, tr.shared.lost}, tr.shared.inner...) {
 		info, err := m.Info()
 		if err != nil {
 			t.Fatal(err)
@@ -595,5 +595,133 @@ func TestSlotCount(t *testing.T) {
 		if got := slotCount(pidMax); got != want {
 			t.Errorf("slotCount(%d) = %d, want %d", pidMax, got, want)
 		}
+	}
+}
+
+// TestSharedTracersGetOnlyTheirWaits: one program shared by two tracers attached through the
+// files a process would be handed (Files, Attach): each gets its own threads' waits and no
+// other's, a thread the other tracks is refused (ErrSlotTaken), and a tracer that closes frees
+// its threads' slots for the other while the program keeps running.
+func TestSharedTracersGetOnlyTheirWaits(t *testing.T) {
+	openTracer(t, Options{}).Close() // skips where the kernel cannot
+	sh, err := OpenShared(Options{MinWait: 50 * time.Microsecond}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	trs := make([]*Tracer, 2)
+	for i := range trs {
+		files, err := sh.Files(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[i], err = Attach(Handle{Slots: int(files[0].Fd()), Ring: int(files[1].Fd()), Lost: int(files[2].Fd()), Index: i, MinWait: sh.MinWait()})
+		for _, f := range files { // Attach holds duplicates
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer trs[1].Close()
+	var stop atomic.Bool
+	ws := startWorkers(t, 3, contendedCPU(t), &stop, spin)
+	defer releaseWorkers(ws)
+	for i, tr := range trs {
+		if err := tr.Track(ws[i].tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := trs[1].Track(ws[0].tid); !errors.Is(err, ErrSlotTaken) {
+		t.Errorf("tracking the other tracer's thread: %v, want ErrSlotTaken", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	got := make([]map[int32]int, 2)
+	for i, tr := range trs {
+		got[i] = map[int32]int{}
+		if err := tr.Drain(func(w Wait) { got[i][w.TID]++ }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range trs {
+		if got[i][int32(ws[i].tid)] < 5 || len(got[i]) != 1 {
+			t.Errorf("tracer %d drained %v, want only thread %d's waits, at least 5 in 200 ms on a CPU shared by three", i, got[i], ws[i].tid)
+		}
+	}
+	// Closing tracer 0 untracks its thread: tracer 1 may track it, and gets its waits.
+	if err := trs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := trs[1].Track(ws[0].tid); err != nil {
+		t.Fatalf("tracking a closed tracer's thread: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	n := 0
+	if err := trs[1].Drain(func(w Wait) {
+		if w.TID == int32(ws[0].tid) {
+			n++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("tracer 1 got no waits of thread %d after tracking it", ws[0].tid)
+	}
+	if lost, err := trs[1].Lost(); err != nil || lost != 0 {
+		t.Errorf("Lost() = %d, %v", lost, err)
+	}
+	if st, err := sh.Stats(); err != nil || st.Tracepoint != "sched_switch" {
+		t.Errorf("Stats() = %+v, %v", st, err)
+	}
+}
+
+// TestWaitsAcrossCPUMovesWhole: a tracked thread moved between two busy CPUs while it waits has
+// its wait cut by the kernel (run_delay counts the part before each move, and queues it afresh
+// on the other CPU); the reported waits still sum to its run_delay growth, not to the parts
+// after the last move.
+func TestWaitsAcrossCPUMovesWhole(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs to move a thread between")
+	}
+	tr := openTracer(t, Options{MinWait: 50 * time.Microsecond})
+	var stop atomic.Bool
+	a, b := 0, contendedCPU(t)
+	if a == b {
+		t.Skip("needs two CPUs this process may use")
+	}
+	busy := append(startWorkers(t, 3, a, &stop, spin), startWorkers(t, 3, b, &stop, spin)...)
+	moved := startWorkers(t, 1, a, &stop, spin)[0]
+	ws := append(busy, moved)
+	before := runDelay(t, moved.tid)
+	if err := tr.Track(moved.tid); err != nil {
+		t.Fatal(err)
+	}
+	var set unix.CPUSet
+	for i := range 60 {
+		set.Zero()
+		set.Set([]int{a, b}[i%2])
+		if err := unix.SchedSetaffinity(moved.tid, &set); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopWorkers(ws, &stop)
+	time.Sleep(20 * time.Millisecond) // until each has parked
+	grew := runDelay(t, moved.tid) - before
+	var sum int64
+	if err := tr.Drain(func(w Wait) {
+		if int(w.TID) == moved.tid {
+			sum += w.DurNs
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	releaseWorkers(ws)
+	t.Logf("moved 60 times: waits reported sum to %v; run_delay grew %v (%.1f%%)", time.Duration(sum), time.Duration(grew), 100*float64(sum)/float64(max(grew, 1)))
+	if grew < int64(50*time.Millisecond) {
+		t.Fatalf("the moved thread waited only %v in 300 ms among three spinners a CPU: no contention", time.Duration(grew))
+	}
+	if sum < grew*90/100 || sum > grew+int64(time.Millisecond)+grew/100 {
+		t.Errorf("waits reported sum to %v, want run_delay's growth %v (90 %% at least: the waits under MinWait)", time.Duration(sum), time.Duration(grew))
 	}
 }

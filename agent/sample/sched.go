@@ -54,16 +54,11 @@ type Placer interface {
 // measured cost).
 const DefaultSchedInterval = 20 * time.Millisecond
 
-// Where a Placer places the waits, those of at least PlacedMinWait carry their own place, so the
-// samples need only spread the short rest (and read the pressure stalls): every
-// PlacedSchedInterval, five times fewer passes than DefaultSchedInterval's, which cost five times
-// less. The threshold is lower than the placer's own default so that the rest spread over the
-// longer interval stays small; both were chosen on quickstarts side by side (docs/results.md,
-// "Run-queue waits placed exactly").
-const (
-	PlacedSchedInterval = 100 * time.Millisecond
-	PlacedMinWait       = 100 * time.Microsecond
-)
+// PlacedSchedInterval is the interval where a Placer places the waits: those over its threshold
+// carry their own place, so the samples need only spread the short rest (and read the pressure
+// stalls), and five times fewer passes than DefaultSchedInterval's cost five times less. Chosen on
+// quickstarts side by side with the threshold (docs/results.md, "Run-queue waits placed exactly").
+const PlacedSchedInterval = 100 * time.Millisecond
 
 // A thread whose schedstat has not moved (no CPU time, no wait) for schedIdleAfter is read only
 // every schedIdleEvery instead of every interval: most of a process's threads sleep most of the
@@ -272,7 +267,8 @@ func (s *Sched) drain(now time.Time) []rundir.SchedWait {
 	return s.waits
 }
 
-// addWait keeps a drained wait of a followed thread.
+// addWait keeps a drained wait of a followed thread (its Comm for Next's callers: the file
+// leaves it to the thread's readings).
 func (s *Sched) addWait(w runq.Wait) {
 	if t := s.byTID[int(w.TID)]; t != nil {
 		t.exact += uint64(max(w.DurNs, 0))

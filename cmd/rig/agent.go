@@ -32,6 +32,8 @@ type agentOptions struct {
 	sysrqTrigger, powerProc string
 	daemon, detached        bool
 	daemonWait              time.Duration
+	runqIndex               int
+	runqMinWait             time.Duration
 }
 
 // newAgentCmd is `rig agent`: the node agent itself, and reaching agents (ping, stage).
@@ -66,6 +68,10 @@ stage puts rig on nodes and starts their agents. Kernel tuning by hand is ` + "`
 	f.DurationVar(&o.daemonWait, "daemon-wait", 15*time.Second, "with --daemon: how long to wait for the agent to answer")
 	f.BoolVar(&o.detached, "detached", false, "internal: this process is the detached agent --daemon started")
 	f.MarkHidden("detached")
+	f.IntVar(&o.runqIndex, agent.FlagRunQueueIndex, -1, "internal: this agent's tracer of the run-queue program its starter shares, its maps at file descriptors 3-5")
+	f.DurationVar(&o.runqMinWait, agent.FlagRunQueueMinWait, 0, "internal: that program's threshold")
+	f.MarkHidden(agent.FlagRunQueueIndex)
+	f.MarkHidden(agent.FlagRunQueueMinWait)
 	cmd.AddCommand(newAgentPingCmd(), newAgentStageCmd(), newAgentHogCmd())
 	return cmd
 }
@@ -143,7 +149,11 @@ func runAgent(cmd *cobra.Command, o agentOptions, recordings *recording.Registry
 		agent.Version = buildVersion()
 	}
 	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
-	err = agent.Serve(cmd.Context(), agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log, Recordings: recordings})
+	opts := agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log, Recordings: recordings}
+	if o.runqIndex >= 0 {
+		opts.RunQueue = agent.SharedRunQueue(o.runqIndex, o.runqMinWait)
+	}
+	err = agent.Serve(cmd.Context(), opts)
 	if err != nil {
 		log.Error("agent stopped", "err", err)
 		return err

@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rig-dev/rig/agent"
+	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/diskmodel/fusefs"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/inventory"
@@ -127,7 +129,7 @@ func (t *Target) Start(ctx context.Context, so target.StartOptions) (target.Clus
 			return nil, err
 		}
 	}
-	if err := c.startAgents(ctx); err != nil {
+	if err := c.startAgents(ctx, !so.NoRunQueue); err != nil {
 		c.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start agents: %w", err)
 	}
@@ -159,6 +161,9 @@ type Cluster struct {
 	diskOf   map[string]*fusefs.Disk
 	syncLogs []*rundir.DiskSyncWriter // each disk model's fsyncs (rundir.DiskSyncsFile), closed with it
 	links    *links                   // the link mesh (StartOptions.Links, Placement), closed at Stop; nil: none
+	// runq is the run-queue program the agents share (agent.RunQueueFD), closed at Stop once
+	// they are down; nil: each agent loads its own where it can.
+	runq *runq.Shared
 
 	chOnce   sync.Once
 	lost     chan error    // the first disk model lost mid-run (DiskLost)
@@ -172,8 +177,19 @@ var (
 	_ target.Partitioner = (*Target)(nil)
 )
 
-func (c *Cluster) startAgents(ctx context.Context) error {
-	for _, n := range c.inv.Nodes {
+// startAgents starts an agent per node; with runQueue, one run-queue program for all of them.
+func (c *Cluster) startAgents(ctx context.Context, runQueue bool) error {
+	// One run-queue program for every agent: all are on this kernel, so each would otherwise
+	// run its own on every switch of every process here. Even with nothing tracked it costs
+	// every switch a run, so a run without cause sources gets none.
+	if runQueue {
+		if sh, err := runq.OpenShared(runq.Options{}, len(c.inv.Nodes)); err == nil {
+			c.runq = sh
+		} else {
+			c.log.Info("run-queue program not shared: each agent loads its own where it can", "err", err)
+		}
+	}
+	for i, n := range c.inv.Nodes {
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return fmt.Errorf("create node folder %s: %w", n.Dir, err)
 		}
@@ -191,6 +207,20 @@ func (c *Cluster) startAgents(ctx context.Context) error {
 		cmd.Stdout, cmd.Stderr = logf, logf
 		// TERM, not KILL, when the controller dies: the agent then undoes the run itself.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		if c.runq != nil {
+			files, err := c.runq.Files(i)
+			if err != nil {
+				logf.Close()
+				return fmt.Errorf("run-queue maps for the agent on %s: %w", n.Name, err)
+			}
+			defer func() { // the agent has its own once started
+				for _, f := range files {
+					f.Close()
+				}
+			}()
+			cmd.ExtraFiles = files // from agent.RunQueueFD on, in Files' order
+			cmd.Args = append(cmd.Args, "--"+agent.FlagRunQueueIndex, strconv.Itoa(i), "--"+agent.FlagRunQueueMinWait, c.runq.MinWait().String())
+		}
 		if err := cmd.Start(); err != nil {
 			logf.Close()
 			return fmt.Errorf("start agent on %s: %w", n.Name, err)
@@ -303,6 +333,16 @@ func (c *Cluster) Stop(context.Context) error {
 		}
 	}
 	c.procs = map[string]*exec.Cmd{}
+	if c.runq != nil {
+		// Counted only where the kernel's BPF statistics are on (runq.EnableStats).
+		if st, err := c.runq.Stats(); err == nil && st.RunCount > 0 {
+			c.log.Info("run-queue program", "runs", st.RunCount, "run_ns", st.RunTime.Nanoseconds())
+		}
+		if err := c.runq.Close(); err != nil {
+			c.log.Warn("close the run-queue program", "err", err)
+		}
+		c.runq = nil
+	}
 	_, stopped := c.diskChans()
 	c.stopOnce.Do(func() { close(stopped) })
 	c.unmountDisks()
