@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rig-dev/rig/agent/facts"
@@ -88,6 +89,22 @@ type nodeSide struct {
 	mu         sync.Mutex
 	samplers   map[string]*sampler
 	onShutdown sync.Once
+	// runqTaken: a sampler holds this agent's tracer of the shared run-queue program
+	// (Options.RunQueue); another would read the same ring and take its waits.
+	runqTaken atomic.Bool
+}
+
+// sharedPlacer is a sampler's hold on the agent's tracer of the shared run-queue program,
+// given back as it closes.
+type sharedPlacer struct {
+	*runq.Tracer
+	release func()
+}
+
+func (p *sharedPlacer) Close() error {
+	err := p.Tracer.Close()
+	p.release()
+	return err
 }
 
 type sampler struct {
@@ -324,8 +341,10 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	var tr *runq.Tracer
 	shared := ""
 	switch {
-	case (opts.Root == "" || opts.Root == "/") && n.s.opts.RunQueue != nil:
-		tr, err = runq.Attach(*n.s.opts.RunQueue)
+	case (opts.Root == "" || opts.Root == "/") && n.s.opts.RunQueue != nil && n.runqTaken.CompareAndSwap(false, true):
+		if tr, err = runq.Attach(*n.s.opts.RunQueue); err != nil {
+			n.runqTaken.Store(false)
+		}
 		shared = ", one program for this machine's agents"
 	case opts.Root == "" || opts.Root == "/":
 		tr, err = runq.Open(runq.Options{})
@@ -335,6 +354,9 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	switch {
 	case err == nil:
 		opts.Placer, opts.Log = tr, n.s.log
+		if shared != "" {
+			opts.Placer = &sharedPlacer{tr, func() { n.runqTaken.Store(false) }}
+		}
 		opts.Interval = max(opts.Interval, sample.PlacedSchedInterval)
 		runQueue = fmt.Sprintf("placed by the kernel (sched_switch%s), each of at least %v, beside samples every %v", shared, tr.MinWait(), opts.Interval)
 	case errors.Is(err, runq.ErrUnsupported):
@@ -344,8 +366,8 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	}
 	n.s.log.Info("run-queue waits", "how", runQueue)
 	if sched, err = sample.NewSched(opts); err != nil {
-		if tr != nil {
-			tr.Close()
+		if opts.Placer != nil {
+			opts.Placer.Close()
 		}
 		return nil, nil, "", err
 	}

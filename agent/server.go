@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rig-dev/rig/agent/runq"
 	"github.com/rig-dev/rig/internal/ctlsock"
 	"github.com/rig-dev/rig/recording"
@@ -74,9 +76,21 @@ const (
 	FlagRunQueueMinWait = "runq-min-wait"
 )
 
-// SharedRunQueue is the handle an agent started with the flags above has.
-func SharedRunQueue(index int, minWait time.Duration) *runq.Handle {
-	return &runq.Handle{Slots: RunQueueFD, Ring: RunQueueFD + 1, Lost: RunQueueFD + 2, Index: index, MinWait: minWait}
+// InheritedRunQueue is the handle of an agent started with the flags above, its descriptors
+// made close-on-exec at once: the engine, load generator and hogs the agent starts must not
+// inherit the program's maps (an engine could then rewrite which threads are tracked).
+func InheritedRunQueue(index int, minWait time.Duration) (*runq.Handle, error) {
+	if index < 0 || minWait <= 0 {
+		return nil, fmt.Errorf("--%s %d --%s %v: want a tracer index from 0 and a threshold above 0", FlagRunQueueIndex, index, FlagRunQueueMinWait, minWait)
+	}
+	h := &runq.Handle{Slots: RunQueueFD, Ring: RunQueueFD + 1, Lost: RunQueueFD + 2, Index: index, MinWait: minWait}
+	for _, fd := range []int{h.Slots, h.Ring, h.Lost} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return nil, fmt.Errorf("--%s: file descriptor %d, a run-queue map, is not open: %w", FlagRunQueueIndex, fd, err)
+		}
+		unix.CloseOnExec(fd)
+	}
+	return h, nil
 }
 
 // Server is a running agent.

@@ -239,11 +239,7 @@ func (s *Shared) Close() error {
 		errs = append(errs, s.prog.Close())
 		s.prog = nil
 	}
-	for _, m := range append([]*ebpf.Map{s.slots, s.rings, s.lost}, s.inner...) {
-		if m != nil {
-			errs = append(errs, m.Close())
-		}
-	}
+	errs = append(errs, closeMaps(append([]*ebpf.Map{s.slots, s.rings, s.lost}, s.inner...)))
 	s.slots, s.rings, s.lost, s.inner = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("closing the run-queue program: %w", err)
@@ -301,30 +297,36 @@ func Attach(h Handle) (*Tracer, error) {
 	var ms []*ebpf.Map
 	for _, fd := range []int{h.Slots, h.Ring, h.Lost} {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		var m *ebpf.Map
 		if err == nil {
-			var m *ebpf.Map
-			if m, err = ebpf.NewMapFromFD(dup); err == nil {
-				ms = append(ms, m)
-				continue
-			}
-			unix.Close(dup)
+			m, err = ebpf.NewMapFromFD(dup) // owns dup from here, closed on its error too
 		}
-		for _, m := range ms {
-			m.Close()
+		if err != nil {
+			closeMaps(ms)
+			return nil, fmt.Errorf("attaching the run-queue tracer's map (fd %d): %w", fd, err)
 		}
-		return nil, fmt.Errorf("attaching the run-queue tracer's map (fd %d): %w", fd, err)
+		ms = append(ms, m)
 	}
 	t, err := newTracer(ms[0], ms[1], ms[2], h.Index, h.MinWait)
 	if err != nil {
-		for _, m := range ms {
-			m.Close()
-		}
+		closeMaps(ms)
 		return nil, err
 	}
 	return t, nil
 }
 
-// newTracer reads ring and tracks into slots as index; it owns the maps it is given.
+func closeMaps(ms []*ebpf.Map) error {
+	var errs []error
+	for _, m := range ms {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// newTracer reads ring and tracks into slots as index; the caller keeps the maps' ownership
+// until it succeeds (then Close closes them, or Open's Shared does).
 func newTracer(slots, ring, lost *ebpf.Map, index int, minWait time.Duration) (*Tracer, error) {
 	if slots.Type() != ebpf.Array || slots.ValueSize() != slotSize || ring.Type() != ebpf.RingBuf || lost.Type() != ebpf.Array ||
 		index < 0 || uint32(index) >= lost.MaxEntries() {
@@ -526,7 +528,7 @@ func (t *Tracer) Track(tids ...int) error {
 		}
 		switch mine := (slot{TID: uint32(tid), Tracer: t.index}); {
 		case got.TID == mine.TID && got.Tracer == mine.Tracer:
-			continue
+			// Already in this tracer's slot (another Attach of the same index put it there).
 		case got.TID != 0:
 			taken = append(taken, fmt.Errorf("tracking TID %d: %w (TID %d, slot %d of %d)", tid, ErrSlotTaken, got.TID, i, t.mask+1))
 			continue
@@ -667,9 +669,7 @@ func (t *Tracer) Close() error {
 	if t.shared != nil {
 		errs = append(errs, t.shared.Close()) // its maps are the tracer's
 	} else {
-		for _, m := range []*ebpf.Map{t.slots, t.ring, t.lost} {
-			errs = append(errs, m.Close())
-		}
+		errs = append(errs, closeMaps([]*ebpf.Map{t.slots, t.ring, t.lost}))
 	}
 	t.slots, t.ring, t.lost, t.shared = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {

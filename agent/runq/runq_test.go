@@ -680,13 +680,19 @@ func TestSharedTracersGetOnlyTheirWaits(t *testing.T) {
 // on the other CPU); the reported waits still sum to its run_delay growth, not to the parts
 // after the last move.
 func TestWaitsAcrossCPUMovesWhole(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("needs two CPUs to move a thread between")
-	}
 	tr := openTracer(t, Options{MinWait: 50 * time.Microsecond})
 	var stop atomic.Bool
-	a, b := 0, contendedCPU(t)
-	if a == b {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	a, b := -1, contendedCPU(t)
+	for i := 0; i < b && a < 0; i++ {
+		if allowed.IsSet(i) {
+			a = i
+		}
+	}
+	if a < 0 {
 		t.Skip("needs two CPUs this process may use")
 	}
 	busy := append(startWorkers(t, 3, a, &stop, spin), startWorkers(t, 3, b, &stop, spin)...)

@@ -150,8 +150,10 @@ func runAgent(cmd *cobra.Command, o agentOptions, recordings *recording.Registry
 	}
 	log.Info("agent starting", "version", agent.Version, "pid", os.Getpid(), "socket", o.socket, "dir", dir)
 	opts := agent.Options{Socket: o.socket, Dir: dir, Root: o.root, Node: o.node, SysrqTrigger: o.sysrqTrigger, PowerProc: o.powerProc, Logger: log, Recordings: recordings}
-	if o.runqIndex >= 0 {
-		opts.RunQueue = agent.SharedRunQueue(o.runqIndex, o.runqMinWait)
+	if cmd.Flags().Changed(agent.FlagRunQueueIndex) || cmd.Flags().Changed(agent.FlagRunQueueMinWait) {
+		if opts.RunQueue, err = agent.InheritedRunQueue(o.runqIndex, o.runqMinWait); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
 	}
 	err = agent.Serve(cmd.Context(), opts)
 	if err != nil {

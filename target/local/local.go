@@ -213,15 +213,14 @@ func (c *Cluster) startAgents(ctx context.Context, runQueue bool) error {
 				logf.Close()
 				return fmt.Errorf("run-queue maps for the agent on %s: %w", n.Name, err)
 			}
-			defer func() { // the agent has its own once started
-				for _, f := range files {
-					f.Close()
-				}
-			}()
 			cmd.ExtraFiles = files // from agent.RunQueueFD on, in Files' order
 			cmd.Args = append(cmd.Args, "--"+agent.FlagRunQueueIndex, strconv.Itoa(i), "--"+agent.FlagRunQueueMinWait, c.runq.MinWait().String())
 		}
-		if err := cmd.Start(); err != nil {
+		err = cmd.Start()
+		for _, f := range cmd.ExtraFiles { // the agent has its own once started
+			f.Close()
+		}
+		if err != nil {
 			logf.Close()
 			return fmt.Errorf("start agent on %s: %w", n.Name, err)
 		}
