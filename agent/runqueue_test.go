@@ -18,23 +18,7 @@ import (
 // would read the same ring, so it gets a program of its own, and once the first stops the next
 // sampler takes the shared one again.
 func TestSamplersShareTheInheritedRunQueue(t *testing.T) {
-	sh, err := runq.OpenShared(runq.Options{}, 1)
-	if errors.Is(err, runq.ErrUnsupported) {
-		tools.SkipOrFail(t, "a shared run-queue program needs BPF and root: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	files, err := sh.Files(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
+	sh, files := sharedFiles(t)
 	h := &runq.Handle{Slots: int(files[0].Fd()), Ring: int(files[1].Fd()), Lost: int(files[2].Fd()), MinWait: sh.MinWait()}
 	dir := t.TempDir()
 	a := startAgentWith(t, Options{Dir: dir, Root: "/", RunQueue: h})
@@ -97,6 +81,23 @@ func TestInheritedRunQueueNotPassedOn(t *testing.T) {
 		}
 		return
 	}
+	_, files := sharedFiles(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInheritedRunQueueNotPassedOn$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "RIG_TEST_INHERITED_RUNQ=1")
+	cmd.ExtraFiles = files
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if _, err := InheritedRunQueue(-1, time.Millisecond); err == nil {
+		t.Error("a negative index accepted")
+	}
+}
+
+// sharedFiles is a shared run-queue program for one tracer and that tracer's files, both closed
+// when the test ends.
+func sharedFiles(t *testing.T) (*runq.Shared, []*os.File) {
+	t.Helper()
 	sh, err := runq.OpenShared(runq.Options{}, 1)
 	if errors.Is(err, runq.ErrUnsupported) {
 		tools.SkipOrFail(t, "a shared run-queue program needs BPF and root: %v", err)
@@ -104,22 +105,15 @@ func TestInheritedRunQueueNotPassedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sh.Close()
+	t.Cleanup(func() { sh.Close() })
 	files, err := sh.Files(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInheritedRunQueueNotPassedOn$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "RIG_TEST_INHERITED_RUNQ=1")
-	cmd.ExtraFiles = files
-	out, err := cmd.CombinedOutput()
-	for _, f := range files {
-		f.Close()
-	}
-	if err != nil || !strings.Contains(string(out), "PASS") {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	if _, err := InheritedRunQueue(-1, time.Millisecond); err == nil {
-		t.Error("a negative index accepted")
-	}
+	t.Cleanup(func() {
+		for _, f := range files {
+			f.Close()
+		}
+	})
+	return sh, files
 }

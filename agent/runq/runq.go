@@ -93,7 +93,7 @@ func slotCount(pidMax int) int {
 type Shared struct {
 	minWait time.Duration
 	mu      sync.Mutex
-	slots   *ebpf.Map   // a slot per TID index: {tid, tracer}
+	slots   *ebpf.Map   // a slot per TID index (slot: the TID, its tracer, its run_delay)
 	rings   *ebpf.Map   // the tracers' ring buffers, by tracer
 	lost    *ebpf.Map   // waits a full ring lost, by tracer
 	inner   []*ebpf.Map // rings' members
