@@ -61,7 +61,7 @@ type Options struct {
 	// binary's offer); a take of another format says so in its notes.
 	Recordings *recording.Registry
 	// RunQueue, where set, is this agent's part of a run-queue program its starter shares among
-	// the agents on this kernel (SharedRunQueue); nil: the agent loads one of its own.
+	// the agents on this kernel (InheritedRunQueue); nil: the agent loads one of its own.
 	RunQueue *runq.Handle
 }
 
