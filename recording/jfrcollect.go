@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 // engine"). The JVM records to a disk repository from its start, so a JVM killed with SIGKILL
 // leaves its chunks there up to its last flush (JDK 17 flushes a disk recording about once a
 // second; a killed JVM's last chunk is readable as it stands: TestKilledJVMRecordingReadable).
-// A running JVM's recording is dumped with `jcmd PID JFR.dump`.
+// A running JVM's recording is dumped with JFR.dump, sent as jcmd would (jvmCommand).
 
 // JFRRecordingName is the recording's name in the JVM (jcmd JFR.dump name=…).
 const JFRRecordingName = "rig"
@@ -74,24 +73,23 @@ func StartJFR(ctx context.Context, pid int, recDir string) error {
 	if err != nil {
 		return err
 	}
-	return jcmd(ctx, pid, "Started recording", "JFR.start", "name="+JFRRecordingName, "settings="+jfc, "disk=true")
+	return jfrCommand(ctx, pid, "Started recording", "JFR.start", "name="+JFRRecordingName, "settings="+jfc, "disk=true")
 }
 
 // StopJFR stops rig's recording in a running JVM.
 func StopJFR(ctx context.Context, pid int) error {
-	return jcmd(ctx, pid, "Stopped recording", "JFR.stop", "name="+JFRRecordingName)
+	return jfrCommand(ctx, pid, "Stopped recording", "JFR.stop", "name="+JFRRecordingName)
 }
 
-// jcmd runs a diagnostic command in JVM pid; jcmd exits 0 even when the JVM refused the
-// command, so its answer must contain ok.
-func jcmd(ctx context.Context, pid int, ok string, args ...string) error {
-	bin, err := exec.LookPath("jcmd")
+// jfrCommand runs a JFR diagnostic command in JVM pid (jvmCommand); its answer must contain ok,
+// as the JVM answers code 0 to a JFR command it refused.
+func jfrCommand(ctx context.Context, pid int, ok string, args ...string) error {
+	out, err := jvmCommand(ctx, pid, args...)
 	if err != nil {
-		return fmt.Errorf("the JDK's jcmd is not in PATH (install openjdk-17-jdk-headless)")
+		return err
 	}
-	out, err := exec.CommandContext(ctx, bin, append([]string{strconv.Itoa(pid)}, args...)...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), ok) {
-		return fmt.Errorf("jcmd %d %s: %v: %s", pid, args[0], err, strings.TrimSpace(string(out)))
+	if !strings.Contains(out, ok) {
+		return fmt.Errorf("JVM %d %s: %s", pid, args[0], strings.TrimSpace(out))
 	}
 	return nil
 }
@@ -179,21 +177,17 @@ func JVMRecordings(recDir string) ([]JVMRecording, error) {
 // DumpJFR has a running JVM write its recording from begin on (JFR.dump keeps whole chunks, so
 // the file may hold some earlier events) to file.
 func DumpJFR(ctx context.Context, pid int, begin time.Time, file string) error {
-	bin, err := exec.LookPath("jcmd")
-	if err != nil {
-		return fmt.Errorf("the JDK's jcmd is not in PATH (install openjdk-17-jdk-headless)")
-	}
-	args := []string{strconv.Itoa(pid), "JFR.dump", "name=" + JFRRecordingName, "filename=" + file}
+	args := []string{"JFR.dump", "name=" + JFRRecordingName, "filename=" + file}
 	if !begin.IsZero() {
 		args = append(args, "begin="+begin.UTC().Format("2006-01-02T15:04:05.000Z"))
 	}
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	out, err := jvmCommand(ctx, pid, args...)
 	if err != nil {
-		return fmt.Errorf("jcmd %d JFR.dump: %w: %s", pid, err, strings.TrimSpace(string(out)))
+		return err
 	}
-	// jcmd answers 0 even when the JVM refused the command: the file says whether it worked.
+	// The JVM answers 0 even when it refused the command: the file says whether it worked.
 	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
-		return fmt.Errorf("jcmd %d JFR.dump wrote no recording: %s", pid, strings.TrimSpace(string(out)))
+		return fmt.Errorf("JVM %d JFR.dump wrote no recording: %s", pid, strings.TrimSpace(out))
 	}
 	return nil
 }
