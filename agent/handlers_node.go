@@ -340,16 +340,16 @@ func (n *nodeSide) openSched(name string, opts sample.SchedOptions) (sched *samp
 	// kernel's BPF the waits are sampled only, as the log and runQueue say.
 	var tr *runq.Tracer
 	shared := ""
-	switch {
-	case (opts.Root == "" || opts.Root == "/") && n.s.opts.RunQueue != nil && n.runqTaken.CompareAndSwap(false, true):
+	switch thisKernel := opts.Root == "" || opts.Root == "/"; {
+	case !thisKernel: // a /proc of its own (a test's): its threads are not this kernel's
+		err = fmt.Errorf("the threads are read under %s, not this kernel's /proc: %w", opts.Root, runq.ErrUnsupported)
+	case n.s.opts.RunQueue != nil && n.runqTaken.CompareAndSwap(false, true):
 		if tr, err = runq.Attach(*n.s.opts.RunQueue); err != nil {
 			n.runqTaken.Store(false)
 		}
 		shared = ", one program for this machine's agents"
-	case opts.Root == "" || opts.Root == "/":
+	default:
 		tr, err = runq.Open(runq.Options{})
-	default: // a /proc of its own (a test's): its threads are not this kernel's
-		err = fmt.Errorf("the threads are read under %s, not this kernel's /proc: %w", opts.Root, runq.ErrUnsupported)
 	}
 	switch {
 	case err == nil:

@@ -22,7 +22,7 @@ import (
 
 // Collecting an engine's own recording, alike for every format: after each window
 // the runner asks (POST /engine/recording); the agent takes the engine's recording since its
-// last take into <node>/recordings/<window><ext> (a JVM's: jcmd JFR.dump, or a killed JVM's
+// last take into <node>/recordings/<window><ext> (a JVM's: JFR.dump, or a killed JVM's
 // chunks from its disk repository; a Go engine's: the generations of its GET /trace no earlier
 // take had, appended to the file of the first: fetchTrace), reads it with
 // the agent's recording.Registry here on the node, where the JDK is, and appends the spans from its last take on

@@ -33,7 +33,6 @@ import (
 func TestTakeJFRRecording(t *testing.T) {
 	tools.Require(t, "java")
 	javac := tools.Require(t, "javac")
-	tools.Require(t, "jcmd")
 	tools.Require(t, "jfr")
 	cp := t.TempDir()
 	if out, err := exec.Command(javac, "-d", cp, "../recording/testdata/JfrProbe.java").CombinedOutput(); err != nil {
@@ -334,13 +333,12 @@ func TestTakeGoTraceWindows(t *testing.T) {
 }
 
 // TestTakeJFRWindows runs a JVM engine (JfrProbe: a force per loop) with its recording cut to
-// windows: the JVM starts with its repository but no recording, jcmd JFR.start starts rig's at
+// windows: the JVM starts with its repository but no recording, JFR.start starts rig's at
 // the window's Start and JFR.stop stops it after the window's take, so the inside file holds the
 // forces of the loops inside the window and none of the many before or after it.
 func TestTakeJFRWindows(t *testing.T) {
 	tools.Require(t, "java")
 	javac := tools.Require(t, "javac")
-	tools.Require(t, "jcmd")
 	tools.Require(t, "jfr")
 	cp := t.TempDir()
 	if out, err := exec.Command(javac, "-d", cp, "../recording/testdata/JfrProbe.java").CombinedOutput(); err != nil {

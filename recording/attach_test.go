@@ -49,6 +49,7 @@ func startProbeJVM(t testing.TB, cp string) int {
 // reuses the socket the first opened, the attach file is gone afterwards, and a command the
 // JVM does not know is an error naming it.
 func TestJVMCommandAnswersAsJcmd(t *testing.T) {
+	jcmd := tools.Require(t, "jcmd")
 	pid := startProbeJVM(t, buildProbe(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -56,7 +57,7 @@ func TestJVMCommandAnswersAsJcmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc, err := exec.Command("jcmd", strconv.Itoa(pid), "VM.version").CombinedOutput()
+	jc, err := exec.Command(jcmd, strconv.Itoa(pid), "VM.version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("jcmd: %v: %s", err, jc)
 	}
@@ -78,13 +79,8 @@ func TestJVMCommandAnswersAsJcmd(t *testing.T) {
 // BenchmarkJVMCommand prices a diagnostic command (VM.version) sent by a jcmd process and
 // through the attach socket: the CPU of this process and its children per command.
 func BenchmarkJVMCommand(b *testing.B) {
-	tools.Require(b, "jcmd")
-	cp := b.TempDir()
-	src, _ := filepath.Abs("testdata/JfrProbe.java")
-	if out, err := exec.Command("javac", "-d", cp, src).CombinedOutput(); err != nil {
-		b.Fatalf("javac: %v: %s", err, out)
-	}
-	pid := startProbeJVM(b, cp)
+	jcmd := tools.Require(b, "jcmd")
+	pid := startProbeJVM(b, buildProbe(b))
 	cpu := func() time.Duration {
 		var self, kids syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &self)
@@ -96,7 +92,7 @@ func BenchmarkJVMCommand(b *testing.B) {
 		name string
 		run  func() error
 	}{
-		{"jcmd", func() error { return exec.Command("jcmd", strconv.Itoa(pid), "VM.version").Run() }},
+		{"jcmd", func() error { return exec.Command(jcmd, strconv.Itoa(pid), "VM.version").Run() }},
 		{"attach", func() error { _, err := jvmCommand(context.Background(), pid, "VM.version"); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -248,7 +248,7 @@ func (m *jfrMapper) add(ev jfrEvent) error {
 			return err
 		}
 		if strings.HasSuffix(f.Path, ".jfr") {
-			return nil // the recorder's own: a jcmd JFR.dump copying chunks
+			return nil // the recorder's own: a JFR.dump copying chunks
 		}
 		s.Kind = rundir.InsideWrite
 		if ev.Type == "jdk.FileForce" {

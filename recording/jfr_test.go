@@ -16,12 +16,11 @@ import (
 )
 
 // buildProbe compiles testdata/JfrProbe.java into a temporary folder.
-func buildProbe(t *testing.T) string {
+func buildProbe(t testing.TB) string {
 	t.Helper()
 	tools.Require(t, "java")
 	javac := tools.Require(t, "javac")
 	tools.Require(t, "jfr")
-	tools.Require(t, "jcmd")
 	dir := t.TempDir()
 	src, err := filepath.Abs("testdata/JfrProbe.java")
 	if err != nil {
@@ -134,7 +133,7 @@ func TestJFRReader(t *testing.T) {
 }
 
 // TestKilledJVMRecordingReadable starts a JVM with the agent's options (a disk repository),
-// dumps its recording with jcmd while it runs, then kills it with SIGKILL: its repository's
+// dumps its recording (JFR.dump) while it runs, then kills it with SIGKILL: its repository's
 // chunks, assembled, still hold the forces up to its last flush.
 func TestKilledJVMRecordingReadable(t *testing.T) {
 	cp := buildProbe(t)

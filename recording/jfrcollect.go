@@ -18,7 +18,7 @@ import (
 // second; a killed JVM's last chunk is readable as it stands: TestKilledJVMRecordingReadable).
 // A running JVM's recording is dumped with JFR.dump, sent as jcmd would (jvmCommand).
 
-// JFRRecordingName is the recording's name in the JVM (jcmd JFR.dump name=…).
+// JFRRecordingName is the recording's name in the JVM (JFR.dump name=…).
 const JFRRecordingName = "rig"
 
 // JFRRepository is the repository folder under a node's recordings folder; the JVM makes a

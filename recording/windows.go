@@ -57,8 +57,10 @@ type WindowOptions struct {
 // DefaultWindowOptions: a second each way.
 var DefaultWindowOptions = WindowOptions{Lead: time.Second, Tail: time.Second}
 
-// JFRWindowLead is the lead for Java Flight Recorder: jcmd, which starts it, is a JVM of its own
-// that takes about a second to answer on a loaded 2-CPU machine.
+// JFRWindowLead is the lead for Java Flight Recorder: JFR instruments the file classes as its
+// recording starts, so the first forces after the start may be missing. (It was set when jcmd, a
+// JVM of its own taking about a second to answer, started the recording; the attach socket
+// answers in under a millisecond, and the lead was not measured again.)
 const JFRWindowLead = 3 * time.Second
 
 // Windows runs a recorder around windows. Open before each window, Close after it (Close sleeps

@@ -81,8 +81,9 @@ var Table = map[string]Tool{
 	"mvn":  {Package: "maven", By: ".ci/run (mvn dependency:go-offline)"},
 	// The JDK's compiler, which Maven runs to build examples/aeron-cluster.
 	"javac": {Package: "openjdk-17-jdk-headless", By: "mvn (examples/aeron-cluster's build)"},
-	// Java Flight Recorder's tools: the agent dumps a JVM engine's recording with jcmd and reads
-	// it with jfr (recording/jfr.go, recording/jfrcollect.go).
+	// Java Flight Recorder's tools: the agent reads a JVM engine's recording with jfr
+	// (recording/jfr.go); jcmd only in recording's tests, which check that the commands the agent
+	// sends through the JVM's attach socket (recording/attach.go) are answered as jcmd's are.
 	"jcmd": {Package: "openjdk-17-jdk-headless"},
 	"jfr":  {Package: "openjdk-17-jdk-headless"},
 	// HdrHistogram's own log processor, run with java to read the load generator's .hlog files.
