@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -142,7 +143,7 @@ func TestResumeKilledAndInterruptedSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sw.Status != "ok" || len(sw.Attempts) != 3 {
-		t.Fatalf("sweep.json: status %s, attempts %+v", sw.Status, sw.Attempts)
+		t.Fatalf("sweep.json: status %s, attempts %+v%s", sw.Status, sw.Attempts, whyNotOK(dir, sw))
 	}
 	for i, want := range []string{"abandoned", "interrupted", "ok"} {
 		if a := sw.Attempts[i]; a.N != i+1 || a.Status != want || a.Started.IsZero() {
@@ -322,7 +323,7 @@ func TestDeadlineStopsSweepAndBudgetRefuses(t *testing.T) {
 		t.Fatalf("resume after the deadline stop: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if sw, _ = sweep.Read(dir); sw.Status != "ok" || len(sw.Attempts) != 2 {
-		t.Fatalf("after the resume: status %s, attempts %+v", sw.Status, sw.Attempts)
+		t.Fatalf("after the resume: status %s, attempts %+v%s", sw.Status, sw.Attempts, whyNotOK(dir, sw))
 	}
 	for _, r := range sw.Runs {
 		if r.Status != "ok" {
@@ -578,4 +579,26 @@ func TestFaultTamperedSweepRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// whyNotOK names, for each run of sw that did not end ok, the status and reason its summary
+// gives, so a sweep failed by a run (a load that overran beside other tests) says which and why.
+func whyNotOK(dir string, sw *sweep.Sweep) string {
+	var b strings.Builder
+	for _, r := range sw.Runs {
+		if r.Status == "ok" || r.Dir == "" {
+			continue
+		}
+		var s summary
+		raw, err := os.ReadFile(filepath.Join(dir, r.Dir, "summary.json"))
+		if err == nil {
+			err = json.Unmarshal(raw, &s)
+		}
+		if err != nil {
+			fmt.Fprintf(&b, "\n%s: %s (no summary: %v)", r.Dir, r.Status, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s: %s, %s %s", r.Dir, s.Status, s.StatusReason, s.Error)
+	}
+	return b.String()
 }
