@@ -46,12 +46,20 @@ func (c *Cluster) CutLease(node string) {
 	defer c.mu.Unlock()
 	n := c.mustNode(node)
 	n.leaseCut = true
-	time.AfterFunc(time.Until(n.renewed.Add(n.ttl)), func() {
+	var lapse func()
+	lapse = func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		// A renewal already past the cut when it was made lands after it and holds the lease
+		// on, as the agent's would: lapse its length after that one.
+		if d := time.Until(n.renewed.Add(n.ttl)); d > 0 {
+			time.AfterFunc(d, lapse)
+			return
+		}
 		n.lapsed = true
 		c.downLocked(n, "TERM")
-	})
+	}
+	time.AfterFunc(time.Until(n.renewed.Add(n.ttl)), lapse)
 }
 
 // Lapse lapses node's lease now: its agent stops the engine (TERM) and answers every later

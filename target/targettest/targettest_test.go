@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rig-dev/rig/agent"
 	"github.com/rig-dev/rig/engine"
@@ -104,5 +105,36 @@ func TestFakeSaysWhatItIsNot(t *testing.T) {
 	again := start(t, tgt)
 	if again != c || len(again.Journal("node-0")) != 0 || !again.Started() || again.Stopped() || len(tgt.Asked()) != 3 {
 		t.Errorf("restart: same %v, journal %v, started %v, stopped %v, asked %d", again == c, again.Journal("node-0"), again.Started(), again.Stopped(), len(tgt.Asked()))
+	}
+}
+
+// A renewal that was past the cut's check when CutLease came (the snapshot that cuts the lease
+// runs beside the renewer) still lands: the lease lapses its length after that renewal, not
+// after the one before (runner's TestLeaseLapseFailsTheRunNamed saw a renewal after a lapse
+// that came too early).
+func TestCutLeaseCountsARenewalInFlight(t *testing.T) {
+	c := start(t, &Target{Cluster: NewCluster()})
+	n := c.nodes["node-1"]
+	const ttl = 300 * time.Millisecond
+	c.mu.Lock()
+	n.renewed, n.ttl = time.Now().Add(-200*time.Millisecond), ttl // lapses 100 ms from now
+	c.mu.Unlock()
+	c.CutLease("node-1")
+	c.mu.Lock()
+	renewed := time.Now()
+	n.renewed = renewed // the renewal in flight lands
+	c.mu.Unlock()
+	time.Sleep(200 * time.Millisecond)
+	// Only while the landed renewal's lease still holds (a slow machine may sleep past it).
+	if lapsed := c.Lapsed("node-1"); lapsed && time.Since(renewed) < ttl {
+		t.Errorf("lapsed %s after the renewal that landed, with its lease of %s still held", time.Since(renewed), ttl)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !c.Lapsed("node-1"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut lease never lapsed")
+		}
+	}
+	if d := time.Since(renewed); d < ttl {
+		t.Errorf("lapsed %s after the last renewal, want its length %s", d, ttl)
 	}
 }
