@@ -480,13 +480,21 @@ func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 	c := targettest.NewCluster()
 	var cut time.Time
 	var afterLapse []string // calls to node-1 once it lapsed
+	// A renewal the controller sent before its own count of the lease ran out (from the send)
+	// may reach the agent after the agent's (from the arrival) on a loaded machine; one is a
+	// race the agent refuses with 410, more would be a renewer that went on.
+	var renewalsAfter int
 	c.OnCall = func(node, call string) {
 		if strings.HasPrefix(call, "POST /engine/proxy /snapshot") {
 			cut = time.Now()
 			c.CutLease("node-1")
 		}
 		if node == "node-1" && c.Lapsed(node) && !strings.HasPrefix(call, "GET ") {
-			afterLapse = append(afterLapse, call)
+			if call == "POST /lease" {
+				renewalsAfter++
+			} else {
+				afterLapse = append(afterLapse, call)
+			}
 		}
 	}
 	const ttl = time.Second
@@ -522,8 +530,8 @@ func TestLeaseLapseFailsTheRunNamed(t *testing.T) {
 	}
 	// Its agent undid the run by itself: the cleanup leaves it alone (a hung one would hold up
 	// every other node's).
-	if len(afterLapse) != 0 {
-		t.Errorf("calls to node-1 after its lease lapsed: %q", afterLapse)
+	if len(afterLapse) != 0 || renewalsAfter > 1 {
+		t.Errorf("calls to node-1 after its lease lapsed: %q, and %d renewals (one may race the lapse)", afterLapse, renewalsAfter)
 	}
 }
 
